@@ -1,0 +1,50 @@
+# loadbench: every target creates its own environment (.venv) first, so each works on a fresh clone.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+SHAPES ?= sa3
+RESULTS ?= results
+BENCH_ARGS ?=
+PORT ?= 8501
+export XLA_PYTHON_CLIENT_PREALLOCATE = false
+
+.DEFAULT_GOAL := help
+.PHONY: help install test lint bench dashboard fuzz browser-deps clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install loadbench (editable) with its dev extra
+
+browser-deps: ## install Debian's chromium for the browser test (needs root; skipped otherwise)
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "browser-deps: could not install chromium; the browser test will be skipped"; \
+	  else echo "browser-deps: chromium missing and not root; the browser test will be skipped"; fi; }
+
+test: $(STAMP) browser-deps ## run the test suite (CPU, 8 simulated devices)
+	$(PY) -m pytest -q
+
+lint: $(STAMP) ## ruff lint and format check
+	$(VENV)/bin/ruff check loader bench shapes dashboard tests
+	$(VENV)/bin/ruff format --check loader bench shapes dashboard tests
+
+bench: $(STAMP) ## run every strategy on SHAPES (default sa3), 3 repeats, each in a fresh process
+	$(VENV)/bin/loadbench bench run --shapes $(SHAPES) --repeats 3 --out $(RESULTS) $(BENCH_ARGS)
+
+dashboard: $(STAMP) ## open the Streamlit dashboard over RESULTS on 127.0.0.1:PORT
+	$(VENV)/bin/loadbench dashboard --results $(RESULTS) --port $(PORT)
+
+fuzz: $(STAMP) ## a longer property-based fuzz campaign of the header reader and loader
+	LOADBENCH_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} $(PY) -m pytest -q -p no:randomly tests/unit/test_fuzz.py -s
+
+clean: ## remove the venv and caches (not results)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

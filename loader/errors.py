@@ -1,0 +1,26 @@
+"""The loader's error types: one base class, so callers catch one thing."""
+
+from __future__ import annotations
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be read, written or applied as asked.
+
+    The message names the file, the tensor or parameter, what was expected and how to fix it.
+    """
+
+
+class HeaderError(CheckpointError):
+    """A `.safetensors` header is malformed, inconsistent with its file, or not a safetensors file."""
+
+
+class MismatchError(CheckpointError):
+    """`strict=True` load found missing, unexpected, reshaped, re-typed or re-sharded parameters."""
+
+    def __init__(self, message: str, report: object) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class IncompleteCheckpointError(CheckpointError):
+    """A sharded checkpoint directory has no manifest: its writer did not finish."""

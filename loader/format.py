@@ -1,0 +1,294 @@
+"""The safetensors format: dtype table, one validating header reader, and the header writer.
+
+Every path in loadbench that reads a header (the loader, the strategies, `shapes inspect`, the Hub
+fetch) goes through `parse_header` / `read_header`, so a hostile file is refused in one place.
+
+Layout of a file: an unsigned little-endian u64 N, then N bytes of UTF-8 JSON (an object mapping each
+tensor name to {"dtype", "shape", "data_offsets": [begin, end]} plus an optional "__metadata__"
+string-to-string map), then the data bytes. Offsets are relative to the end of the header; the
+tensors tile the data section contiguously, with no gap and no overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+from loader.errors import HeaderError
+
+#: Largest header we accept. The reference implementation refuses headers over 100 MB; real
+#: headers are far smaller (Llama-3.1-8B's shards: under 10 kB; sa3: ~75 kB).
+MAX_HEADER_BYTES = 100 * 1000 * 1000
+METADATA_KEY = "__metadata__"
+ALIGNMENT = 8
+
+DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype(np.float64),
+    "F32": np.dtype(np.float32),
+    "F16": np.dtype(np.float16),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "I64": np.dtype(np.int64),
+    "I32": np.dtype(np.int32),
+    "I16": np.dtype(np.int16),
+    "I8": np.dtype(np.int8),
+    "U64": np.dtype(np.uint64),
+    "U32": np.dtype(np.uint32),
+    "U16": np.dtype(np.uint16),
+    "U8": np.dtype(np.uint8),
+    "BOOL": np.dtype(np.bool_),
+    "C64": np.dtype(np.complex64),
+}
+_NAMES_BY_DTYPE = {dt: name for name, dt in DTYPES.items()}
+
+
+def dtype_name(dtype: object) -> str:
+    """The safetensors name (`"F32"`) of a numpy/jax dtype; `HeaderError` if it has none."""
+    dt = np.dtype(dtype)
+    try:
+        return _NAMES_BY_DTYPE[dt]
+    except KeyError:
+        raise HeaderError(
+            f"dtype {dt} has no safetensors equivalent; expected one of {sorted(DTYPES)}"
+        ) from None
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a safetensors dtype name (`"BF16"` → ml_dtypes.bfloat16)."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise HeaderError(f"unknown safetensors dtype {name!r}; expected one of {sorted(DTYPES)}") from None
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor's header entry. `begin`/`end` are byte offsets into the data section."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return DTYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Header:
+    """A validated header. `data_start` is the file offset of the data section."""
+
+    source: str
+    tensors: dict[str, TensorInfo]
+    metadata: dict[str, str] = field(default_factory=dict)
+    data_start: int = 0
+    header_bytes: int = 0
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors.values())
+
+    def file_offset(self, name: str) -> int:
+        return self.data_start + self.tensors[name].begin
+
+
+_PICKLE_PROTOCOLS = {2, 3, 4, 5}
+
+
+def sniff_foreign(first_bytes: bytes) -> str | None:
+    """Name the format of a file that is clearly not safetensors (never unpickled), else None."""
+    if first_bytes.startswith(b"PK\x03\x04"):
+        return "a zip archive (a `torch.save` checkpoint is one)"
+    if len(first_bytes) >= 2 and first_bytes[0] == 0x80 and first_bytes[1] in _PICKLE_PROTOCOLS:
+        return "a Python pickle (a legacy `torch.save` / `pickle.dump` file)"
+    if first_bytes.startswith(b"version https://git-lfs"):
+        return "a Git LFS pointer, not the weights it points to (run `git lfs pull`)"
+    if first_bytes.startswith(b"\x93NUMPY"):
+        return "a numpy .npy file"
+    if first_bytes.startswith(b"\x89HDF"):
+        return "an HDF5 file"
+    return None
+
+
+def _fail(source: str, what: str) -> HeaderError:
+    return HeaderError(f"{source}: {what}")
+
+
+def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -> int:
+    """Decode and bound the u64 header length from the first 8 bytes of a file."""
+    foreign = sniff_foreign(prefix)
+    if foreign:
+        raise _fail(source, f"not a safetensors file: it is {foreign}. Nothing was unpickled.")
+    if len(prefix) < 8:
+        raise _fail(source, f"file is {len(prefix)} bytes, too short for the 8-byte header length")
+    (n,) = struct.unpack("<Q", prefix[:8])
+    if n > MAX_HEADER_BYTES:
+        raise _fail(source, f"header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes")
+    if file_size is not None and 8 + n > file_size:
+        raise _fail(source, f"header length {n} runs past the end of the {file_size}-byte file")
+    if n < 2:
+        raise _fail(source, f"header length {n} is too short for a JSON object")
+    return n
+
+
+def _parse_json(raw: bytes, source: str) -> dict:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _fail(source, f"header is not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    try:
+        obj = json.loads(text.rstrip(" "), object_pairs_hook=_no_duplicates(source))
+    except (ValueError, RecursionError) as e:
+        if isinstance(e, HeaderError):
+            raise
+        raise _fail(source, f"header is not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise _fail(source, f"header must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _no_duplicates(source: str):
+    def hook(pairs: list[tuple[str, object]]) -> dict:
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise _fail(source, f"duplicate key {key!r} in header")
+            out[key] = value
+        return out
+
+    return hook
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _parse_metadata(value: object, source: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise _fail(source, "__metadata__ must map strings to strings")
+    return dict(value)
+
+
+def _parse_entry(name: str, entry: object, source: str) -> TensorInfo:
+    where = f"tensor {name!r}"
+    if not isinstance(entry, dict):
+        raise _fail(source, f"{where}: entry must be an object with dtype, shape, data_offsets")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise _fail(source, f"{where}: unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise _fail(source, f"{where}: shape {shape!r} must be a list of non-negative integers")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(_is_int(o) and o >= 0 for o in offsets)
+        or offsets[0] > offsets[1]
+    ):
+        raise _fail(source, f"{where}: data_offsets {offsets!r} must be [begin, end] with 0 <= begin <= end")
+    expected = math.prod(shape) * DTYPES[dtype].itemsize
+    if offsets[1] - offsets[0] != expected:
+        raise _fail(
+            source,
+            f"{where}: shape {shape} of {dtype} needs {expected} bytes but data_offsets "
+            f"{offsets} span {offsets[1] - offsets[0]}",
+        )
+    return TensorInfo(name, dtype, tuple(shape), offsets[0], offsets[1])
+
+
+def _check_tiling(tensors: Iterable[TensorInfo], source: str, data_size: int | None) -> None:
+    cursor = 0
+    for info in sorted(tensors, key=lambda t: (t.begin, t.end)):
+        if info.begin != cursor:
+            kind = "overlaps the previous tensor" if info.begin < cursor else "leaves a gap before it"
+            raise _fail(source, f"tensor {info.name!r}: data_offsets begin {info.begin} {kind} (expected {cursor})")
+        cursor = info.end
+    if data_size is not None and cursor != data_size:
+        raise _fail(source, f"tensors cover {cursor} data bytes but the file holds {data_size} after the header")
+
+
+def parse_header(
+    raw: bytes, *, source: str, data_size: int | None = None, header_len: int | None = None
+) -> Header:
+    """Validate the JSON header bytes `raw`.
+
+    Args:
+        raw: the header's JSON bytes (without the 8-byte length prefix).
+        source: the file or URL the bytes came from, quoted in every error.
+        data_size: bytes after the header in the file, if known; the tensors must tile exactly that.
+        header_len: the declared header length (defaults to `len(raw)`).
+
+    Returns:
+        A `Header` whose offsets are proven in bounds, contiguous and consistent with shapes.
+    """
+    obj = _parse_json(raw, source)
+    metadata = _parse_metadata(obj.pop(METADATA_KEY, None), source)
+    tensors = {}
+    for name, entry in obj.items():
+        if not name:
+            raise _fail(source, "a tensor has an empty name")
+        tensors[name] = _parse_entry(name, entry, source)
+    _check_tiling(tensors.values(), source, data_size)
+    n = len(raw) if header_len is None else header_len
+    return Header(source, tensors, metadata, data_start=8 + n, header_bytes=n)
+
+
+def read_header(path: str | os.PathLike) -> Header:
+    """Read and validate the header of the `.safetensors` file at `path` (reads the header only)."""
+    source = os.fspath(path)
+    try:
+        size = os.path.getsize(source)
+        with open(source, "rb") as fh:
+            n = header_length(fh.read(8), source=source, file_size=size)
+            raw = fh.read(n)
+    except OSError as e:
+        raise HeaderError(f"{source}: cannot read ({e.strerror or e})") from None
+    if len(raw) != n:
+        raise _fail(source, f"header truncated: expected {n} bytes, read {len(raw)}")
+    return parse_header(raw, source=source, data_size=size - 8 - n, header_len=n)
+
+
+def encode_header(entries: Mapping[str, tuple[str, tuple[int, ...]]], metadata: Mapping[str, str] | None) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """Build a header for tensors laid out in the given order.
+
+    Args:
+        entries: name -> (dtype name, shape), in the order the data will be written.
+        metadata: the `__metadata__` map (strings only), or None.
+
+    Returns:
+        (the 8-byte length plus the JSON padded with spaces to a multiple of 8, name -> (begin, end)).
+    """
+    obj: dict[str, object] = {}
+    if metadata:
+        obj[METADATA_KEY] = _parse_metadata(dict(metadata), "metadata")
+    offsets: dict[str, tuple[int, int]] = {}
+    cursor = 0
+    for name, (dtype, shape) in entries.items():
+        nbytes = math.prod(shape) * numpy_dtype(dtype).itemsize
+        offsets[name] = (cursor, cursor + nbytes)
+        obj[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [cursor, cursor + nbytes]}
+        cursor += nbytes
+    body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+    body += b" " * (-len(body) % ALIGNMENT)
+    return struct.pack("<Q", len(body)) + body, offsets
