@@ -1,0 +1,82 @@
+"""Parameter paths and file keys: `('layers', 0, 'kernel')` <-> `"layers.0.kernel"`.
+
+Keys follow the PyTorch / Hugging Face dotted convention so other tools read our files. Integer
+indices of `nnx.List` stacks become their decimal string, which is how a model's integer path
+components match a file's string keys. Files written by older NNX tools join with `/`; those load too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Union
+
+import numpy as np
+
+from loader.errors import CheckpointError
+from loader.format import METADATA_KEY
+
+Path = tuple[Union[str, int], ...]
+Transform = Callable[[np.ndarray], np.ndarray]
+#: `key_map`: model key -> file key, or (file key, transform of the host array); or a callable
+#: taking the model key and returning either (or None to keep the model key).
+KeyMap = Union[Mapping[str, Union[str, tuple[str, Transform]]], Callable[[str], object]]
+
+
+def path_str(path: Sequence[object]) -> str:
+    """A readable path for messages: `layers.0.kernel` (no validation)."""
+    return ".".join(str(p) for p in path)
+
+
+def key_of(path: Sequence[object]) -> str:
+    """The file key of a state path; `CheckpointError` naming the path if it cannot be one.
+
+    A name containing `.` or `/`, an empty name, or the reserved `__metadata__` cannot round-trip.
+    """
+    parts = []
+    for part in path:
+        if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
+            parts.append(str(int(part)))
+            continue
+        if not isinstance(part, str):
+            raise CheckpointError(
+                f"parameter {path_str(path)}: path component {part!r} is a {type(part).__name__}; "
+                "only attribute names and integer list indices can become a safetensors key"
+            )
+        if not part or "." in part or "/" in part:
+            raise CheckpointError(
+                f"parameter {path_str(path)}: attribute name {part!r} cannot be expressed as a "
+                "dotted safetensors key (it is empty or contains '.' or '/'); rename the attribute"
+            )
+        parts.append(part)
+    key = ".".join(parts)
+    if key == METADATA_KEY:
+        raise CheckpointError(f"parameter {key}: the name {METADATA_KEY} is reserved by safetensors")
+    return key
+
+
+def legacy_key(key: str) -> str:
+    """The `/`-joined form older NNX tools wrote for a dotted key."""
+    return key.replace(".", "/")
+
+
+def resolve_file_key(
+    model_key: str, file_keys: Iterable[str] | set[str], key_map: KeyMap | None
+) -> tuple[str, Transform | None, bool]:
+    """Which file key feeds `model_key`, with an optional transform.
+
+    Returns:
+        (file key, transform or None, whether key_map named it). Without a key_map entry, the
+        dotted key is used, or its `/` form if only that is in the file.
+    """
+    mapped = None
+    if key_map is not None:
+        mapped = key_map(model_key) if callable(key_map) else key_map.get(model_key)
+    if mapped is not None:
+        if isinstance(mapped, tuple):
+            file_key, transform = mapped
+            return file_key, transform, True
+        return str(mapped), None, True
+    keys = file_keys if isinstance(file_keys, set) else set(file_keys)
+    if model_key not in keys and legacy_key(model_key) in keys:
+        return legacy_key(model_key), None, False
+    return model_key, None, False

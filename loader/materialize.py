@@ -1,0 +1,88 @@
+"""Turn one host array read from a file into the value a leaf holds, and put it in the model.
+
+Each step is separate so strategies can time them as phases: `host_cast` (dtype conversion on the
+host), `to_device` (placement with the leaf's sharding, or the PRNG key / Python scalar rebuild),
+`assign` (set the variable in place). `stream_steps` runs them tensor by tensor: the default load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from loader.leaves import Leaf
+from loader.phases import CAST, READ, STREAM, TRANSFER, NULL_PROBE, Probe, substep
+from loader.place import concrete_sharding, place
+from loader.plan import LoadPlan, Step
+from loader.report import ShapeMismatch
+
+Reader = Callable[[str], np.ndarray]
+
+
+def apply_transform(step: Step, host: np.ndarray, plan: LoadPlan) -> np.ndarray | None:
+    """Apply a key_map transform; a shape it gets wrong is reported, and the leaf skipped (None)."""
+    if step.transform is None:
+        return host
+    out = np.asarray(step.transform(host))
+    want, _ = step.leaf.stored_shape_dtype()
+    if out.shape != want:
+        plan.report.shape_mismatches.append(ShapeMismatch(step.leaf.key, step.file_key, want, out.shape))
+        plan.skipped.append(step.leaf)
+        return None
+    return out
+
+
+def host_cast(leaf: Leaf, host: np.ndarray) -> np.ndarray:
+    """Cast to the dtype the leaf is stored as (the model's dtype for arrays), on the host."""
+    _, dtype = leaf.stored_shape_dtype()
+    return host if host.dtype == dtype else host.astype(dtype)
+
+
+def to_device(step: Step, host: np.ndarray, *, cast_on_device: bool = False) -> object:
+    """The leaf's value from its host array: placed array, rebuilt PRNG key, or Python scalar."""
+    leaf = step.leaf
+    if leaf.kind == "scalar":
+        return leaf.pytype(host.reshape(()).item())
+    if leaf.kind == "prng":
+        data = place(host.astype(np.uint32, copy=False), step.sharding)
+        return jax.random.wrap_key_data(data, impl=leaf.dtype._impl)
+    arr = place(host, step.sharding)
+    if cast_on_device and arr.dtype != leaf.dtype:
+        arr = arr.astype(leaf.dtype)
+    return arr
+
+
+def assign(leaf: Leaf, value: object) -> None:
+    leaf.variable.set_value(value)
+
+
+def fill_skipped(plan: LoadPlan, *, abstract: bool) -> None:
+    """An abstract model has no value for what was not loaded: give it zeros (reported already)."""
+    if not abstract:
+        return
+    for leaf in plan.skipped:
+        shape, dtype = leaf.stored_shape_dtype()
+        zeros = np.zeros(shape, dtype)
+        sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)
+        assign(leaf, to_device(Step(leaf, leaf.key, None, sharding), zeros))
+
+
+def stream_steps(plan: LoadPlan, read: Reader, probe: Probe = NULL_PROBE, *, cast_on_device: bool = False) -> None:
+    """Read, cast, transfer and assign one tensor at a time, as one `stream` phase."""
+    with probe.phase(STREAM):
+        for step in plan.steps:
+            with substep(probe, READ):
+                host = read(step.file_key)
+            host = apply_transform(step, host, plan)
+            if host is None:
+                continue
+            if not cast_on_device:
+                with substep(probe, CAST):
+                    host = host_cast(step.leaf, host)
+            with substep(probe, TRANSFER):
+                value = to_device(step, host, cast_on_device=cast_on_device)
+            assign(step.leaf, value)
+            plan.report.loaded.append(step.leaf.key)
+            del host, value

@@ -1,0 +1,98 @@
+"""Match a model's leaves to a checkpoint's keys, from headers alone, and report every mismatch.
+
+The walk is driven by the model: each expected leaf is looked up by its own key (integer list
+indices as strings; the `/`-joined form of older tools accepted; `key_map` renames and transforms).
+File keys that no leaf asked for are reported as unexpected. Every strategy plans through here, so
+mismatches are reported identically whichever strategy runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from loader.format import dtype_name
+from loader.keys import KeyMap, Transform, resolve_file_key
+from loader.leaves import META_SHARDINGS, Leaf, model_leaves
+from loader.place import concrete_sharding, describe_sharding
+from loader.report import DtypeCast, LoadReport, ShapeMismatch, ShardingChange
+from loader.source import CheckpointSource
+
+
+@dataclass
+class Step:
+    """One leaf to fill from one file key (with an optional host transform)."""
+
+    leaf: Leaf
+    file_key: str
+    transform: Transform | None
+    sharding: object  # concrete sharding to place with
+
+
+@dataclass
+class LoadPlan:
+    """What to read, in file order, and what to leave alone (reported)."""
+
+    steps: list[Step] = field(default_factory=list)
+    skipped: list[Leaf] = field(default_factory=list)
+    report: LoadReport = field(default_factory=LoadReport)
+
+
+def _stored_shape(step_shape: tuple[int, ...], dtype: np.dtype, transform: Transform | None) -> tuple[int, ...] | None:
+    """The shape after `transform`, found without data; None if it cannot be traced."""
+    if transform is None:
+        return step_shape
+    try:
+        return tuple(jax.eval_shape(transform, jax.ShapeDtypeStruct(step_shape, dtype)).shape)
+    except Exception:  # a numpy-only transform: checked after the read instead
+        return None
+
+
+def _check_leaf(leaf: Leaf, file_key: str, transform: Transform | None, source: CheckpointSource, report: LoadReport) -> bool:
+    info = source.info(file_key)
+    want_shape, want_dtype = leaf.stored_shape_dtype()
+    got_shape = _stored_shape(info.shape, info.np_dtype, transform)
+    if got_shape is not None and got_shape != want_shape:
+        report.shape_mismatches.append(ShapeMismatch(leaf.key, file_key, want_shape, info.shape))
+        return False
+    if leaf.kind == "array" and info.np_dtype != want_dtype:
+        report.casts.append(DtypeCast(leaf.key, info.dtype, dtype_name(want_dtype)))
+    if leaf.kind == "prng" and info.np_dtype != want_dtype:
+        report.casts.append(DtypeCast(leaf.key, info.dtype, dtype_name(want_dtype)))
+    return True
+
+
+def _sharding_change(leaf: Leaf, placed: object, saved: dict[str, str], report: LoadReport) -> None:
+    before = saved.get(leaf.key)
+    after = describe_sharding(placed)
+    if before is not None and before != after:
+        report.sharding_changes.append(ShardingChange(leaf.key, before, after))
+
+
+def plan_load(model: object, source: CheckpointSource, *, key_map: KeyMap | None = None) -> LoadPlan:
+    """Plan a load of `source` into `model` (a module, possibly abstract) from headers only."""
+    metadata = source.metadata
+    saved_shardings = json.loads(metadata.get(META_SHARDINGS, "{}"))
+    plan = LoadPlan(report=LoadReport(path=str(source.path)))
+    file_keys = set(source.keys())
+    used: set[str] = set()
+    for leaf in model_leaves(model, metadata):
+        file_key, transform, _ = resolve_file_key(leaf.key, file_keys, key_map)
+        if file_key not in file_keys:
+            plan.report.missing.append(leaf.key)
+            plan.skipped.append(leaf)
+            continue
+        used.add(file_key)
+        if not _check_leaf(leaf, file_key, transform, source, plan.report):
+            plan.skipped.append(leaf)
+            continue
+        sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)
+        if sharding is not None:
+            _sharding_change(leaf, sharding, saved_shardings, plan.report)
+        plan.steps.append(Step(leaf, file_key, transform, sharding))
+    plan.report.unexpected = sorted(file_keys - used)
+    plan.steps.sort(key=lambda s: (str(source.file_of(s.file_key)), source.file_offset(s.file_key)))
+    return plan

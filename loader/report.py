@@ -1,0 +1,106 @@
+"""`LoadReport`: every way a checkpoint and a model can disagree, each listed by parameter path.
+
+By default each problem becomes a `warnings.warn` naming the path; `strict=True` raises one
+`MismatchError` listing all of them at once. Nothing is ever loaded in silence.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+from loader.errors import MismatchError
+
+
+class LoadWarning(UserWarning):
+    """A checkpoint/model mismatch that a non-strict load reported and went on past."""
+
+
+@dataclass(frozen=True)
+class ShapeMismatch:
+    path: str
+    file_key: str
+    expected: tuple[int, ...]
+    found: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.path}: model expects shape {self.expected}, file key {self.file_key!r} has {self.found} (not applied)"
+
+
+@dataclass(frozen=True)
+class DtypeCast:
+    path: str
+    file_dtype: str
+    model_dtype: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: cast from file dtype {self.file_dtype} to model dtype {self.model_dtype}"
+
+
+@dataclass(frozen=True)
+class ShardingChange:
+    path: str
+    saved: str
+    loaded: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: saved with sharding {self.saved}, placed with {self.loaded}"
+
+
+@dataclass
+class LoadReport:
+    """What a load found. Empty lists everywhere means the file and the model agree exactly.
+
+    Attributes:
+        path: the checkpoint that was loaded.
+        loaded: model paths that received a value from the file.
+        missing: model paths with no tensor in the file (left at their init, or zeros for an
+            abstract target).
+        unexpected: file keys that no model path asked for.
+        shape_mismatches: never applied; the parameter keeps its init (zeros for abstract targets).
+        casts: parameters whose file dtype differs from the model's; cast on the host.
+        sharding_changes: parameters placed with a sharding other than the one they were saved with.
+    """
+
+    path: str = ""
+    loaded: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
+    casts: list[DtypeCast] = field(default_factory=list)
+    sharding_changes: list[ShardingChange] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing at all differs between file and model."""
+        return not self.problems()
+
+    def problems(self) -> list[str]:
+        """One line per problem, each naming its parameter path or file key."""
+        lines = [f"{p}: missing from the checkpoint" for p in self.missing]
+        lines += [f"{k}: in the checkpoint but not in the model (unexpected)" for k in self.unexpected]
+        lines += [str(m) for m in self.shape_mismatches]
+        lines += [str(c) for c in self.casts]
+        lines += [str(s) for s in self.sharding_changes]
+        return lines
+
+    def raise_or_warn(self, *, strict: bool) -> None:
+        """Raise `MismatchError` with every problem (strict) or warn once per problem."""
+        lines = self.problems()
+        if not lines:
+            return
+        if strict:
+            listing = "\n  ".join(lines)
+            raise MismatchError(
+                f"{self.path}: {len(lines)} mismatch(es) between checkpoint and model (strict=True):\n  {listing}\n"
+                "Fix the checkpoint or the model, map keys with key_map=, or load with strict=False to accept these.",
+                self,
+            )
+        for line in lines:
+            warnings.warn(f"{self.path}: {line}", LoadWarning, stacklevel=3)
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.loaded)} loaded, {len(self.missing)} missing, {len(self.unexpected)} unexpected, "
+            f"{len(self.shape_mismatches)} reshaped, {len(self.casts)} cast, {len(self.sharding_changes)} re-sharded"
+        )

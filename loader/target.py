@@ -1,0 +1,44 @@
+"""What a load writes into: a model instance, or a builder that is built abstractly.
+
+With a zero-argument builder no random model ever exists: it is built with `nnx.eval_shape`
+semantics (through `loader.abstract.abstract_build`, linear in the parameter count) and every leaf
+is then filled from the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flax import nnx
+
+from loader.errors import CheckpointError
+
+
+def abstract_model(builder: Callable[[], Any]) -> Any:
+    """`nnx.eval_shape(builder)`, through the fast path when it applies."""
+    try:
+        from loader.abstract import abstract_build
+    except ImportError:  # pragma: no cover - until the fast path lands
+        return nnx.eval_shape(builder)
+    return abstract_build(builder)
+
+
+def resolve_target(target: Any) -> tuple[Any, bool]:
+    """(model, is_abstract) for a module instance or a zero-argument builder."""
+    if isinstance(target, nnx.Module):
+        return target, False
+    if callable(target):
+        return abstract_model(target), True
+    raise CheckpointError(
+        f"load target must be an nnx.Module or a zero-argument builder returning one, got {type(target).__name__}"
+    )
+
+
+def build_instance(target: Any) -> Any:
+    """A real (randomly initialised) instance: the target itself, or the builder called."""
+    if isinstance(target, nnx.Module):
+        return target
+    if callable(target):
+        return target()
+    raise CheckpointError(f"load target must be an nnx.Module or a builder, got {type(target).__name__}")
