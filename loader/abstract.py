@@ -76,6 +76,7 @@ def abstract_build(builder: Callable[[], M]) -> M:
                 return nnx.eval_shape(builder)
             finally:
                 _exit_fast_scope()
+    reason = " ".join(reason.split())[:300]  # one line, however long the cause
     warnings.warn(
         f"abstract_build: falling back to plain nnx.eval_shape (quadratic in the parameter "
         f"count) because {reason}",
@@ -150,17 +151,18 @@ def _fast_scope() -> Iterator[None]:
 
 @functools.cache
 def _check_equivalence() -> str | None:
-    """Why the fast path cannot apply with the installed jax, or None if it can (cached)."""
-    tracer = _tracer_class()
-    if _original_property() is None:
-        return f"jax.core.Tracer.{_ATTR} is not a property in jax {jax.__version__}"
-    if "__getattr__" not in tracer.__dict__:
-        return f"jax.core.Tracer has no __getattr__ in jax {jax.__version__}"
-    plain = _observed_error()
+    """Why the fast path cannot apply with the installed jax, or None if it can (cached).
+
+    The check traces a tiny function twice and compares what `tracer.sharding` raises with and
+    without the patch: the fast path is used only if a caller could not tell the difference.
+    """
     try:
+        if _original_property() is None:
+            return f"jax.core.Tracer.{_ATTR} is not a property in jax {jax.__version__}"
+        plain = _observed_error()
         with _fast_scope():
             fast = _observed_error()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, the slow path still works
         return f"the tracer patch failed on a probe trace ({type(exc).__name__}: {exc})"
     if fast != plain:
         return f"the probe saw a different error for tracer.{_ATTR}: {fast!r} != {plain!r}"
@@ -176,7 +178,7 @@ def _observed_error() -> tuple[object, ...]:
         try:
             getattr(y, _ATTR)
         except AttributeError as exc:
-            seen.append((type(exc), str(exc), exc.__context__, exc.__cause__))
+            seen.append((type(exc), str(exc), repr(exc.__context__), repr(exc.__cause__)))
         else:
             seen.append(("no error",))
         return y

@@ -26,7 +26,7 @@ def abstract_model(builder: Callable[[], Any]) -> Any:
 
 def resolve_target(target: Any) -> tuple[Any, bool]:
     """(model, is_abstract) for a module instance or a zero-argument builder."""
-    if isinstance(target, nnx.Module):
+    if isinstance(target, nnx.Pytree):  # a Module, an Optimizer, any NNX graph object
         return target, False
     if callable(target):
         return abstract_model(target), True
@@ -37,7 +37,7 @@ def resolve_target(target: Any) -> tuple[Any, bool]:
 
 def build_instance(target: Any) -> Any:
     """A real (randomly initialised) instance: the target itself, or the builder called."""
-    if isinstance(target, nnx.Module):
+    if isinstance(target, nnx.Pytree):
         return target
     if callable(target):
         return target()

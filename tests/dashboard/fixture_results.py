@@ -1,0 +1,176 @@
+"""Write a small, realistic results folder (schema v1 JSON Lines) for the dashboard tests.
+
+Two runs on two machines (`alpha`, `beta`), each over two shape sets (`tiny-gpt2`, `gpt2`) with three
+strategies (`floor`, `eager`, `stream`) and three repeats, per-phase rows, RSS samples; run `alpha`
+also has a crashed strategy (`orbax`), run `beta` a memray capture (html + top sites). The numbers
+are synthetic but shaped like real ones: `eager` is fast and heavy, `stream` slow and light, `floor`
+(the reference that only reads the bytes) near 1x the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1 << 20
+SHAPES = {  # name -> (checkpoint_bytes, largest_tensor_bytes, tensors)
+    "tiny-gpt2": (2_520_000, 402_056, 40),
+    "gpt2": (548_105_171, 154_389_504, 148),
+}
+# strategy -> list of (phase, adds x checkpoint to RSS at its peak, keeps x checkpoint at its end,
+# seconds per GB, file-backed share of what it keeps)
+PLANS = {
+    "floor": [("read", 1.0, 1.0, 0.45, 0.9)],
+    "eager": [
+        ("build", 1.0, 1.0, 0.30, 0.0),
+        ("read", 1.0, 2.0, 0.40, 0.3),
+        ("cast", 0.5, 1.5, 0.35, 0.1),
+        ("transfer", 0.4, 1.1, 0.25, 0.0),
+        ("assemble", 0.0, 1.0, 0.10, 0.0),
+    ],
+    "stream": [
+        ("build", 0.02, 0.02, 0.05, 0.0),
+        ("stream", 1.3, 1.05, 2.10, 0.05),
+        ("assemble", 0.0, 1.02, 0.05, 0.0),
+    ],
+}
+MACHINES = {  # machine -> (run_id, started_utc, ram_bytes, speed factor, memory factor)
+    "alpha": ("20260110T101500Z-a1b2c3", "2026-01-10T10:15:00Z", 24 << 30, 1.0, 1.0),
+    "beta": ("20260112T093000Z-d4e5f6", "2026-01-12T09:30:00Z", 64 << 30, 0.7, 1.1),
+}
+BASELINE = 310 * MIB
+
+
+@dataclass(frozen=True)
+class FixtureInfo:
+    """What the fixture holds, so tests can assert on it without hard-coding numbers twice."""
+
+    root: Path
+    run_ids: dict[str, str]  # machine -> run id
+    memray_html: str  # relative path of the one memray flamegraph
+
+
+def _run_record(machine: str) -> dict:
+    run_id, started, ram, *_ = MACHINES[machine]
+    return {
+        "schema_version": 1,
+        "record": "run",
+        "run_id": run_id,
+        "machine": machine,
+        "started_utc": started,
+        "cpu_model": f"Synthetic CPU {machine}",
+        "cpu_count": 2 if machine == "alpha" else 16,
+        "ram_bytes": ram,
+        "kernel": "6.1.0-test",
+        "python": "3.11.9",
+        "jax_version": "0.10.2",
+        "flax_version": "0.12.8",
+        "safetensors_version": "0.8.0",
+        "numpy_version": "2.3.0",
+        "loadbench_version": "0.1.0",
+        "allocator_env": {"MALLOC_ARENA_MAX": "2"} if machine == "beta" else {},
+        "command": ["loadbench", "bench", "run", "--shapes", "tiny-gpt2,gpt2"],
+    }
+
+
+def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: str | None):
+    """The phase rows (plus the `total` row) and samples of one child run."""
+    run_id, _, _, speed, mem = MACHINES[machine]
+    ckpt, largest, tensors = SHAPES[shapes]
+    rid = uuid.uuid5(uuid.NAMESPACE_URL, f"{machine}/{shapes}/{strategy}/{repeat}").hex
+    jitter = 1.0 + 0.03 * (repeat - 1)
+    common = {
+        "schema_version": 1, "record": "phase", "run_id": run_id, "result_id": rid,
+        "shapes": shapes, "strategy": strategy, "dtype": "native", "devices": 8,
+        "processes": 1, "process_index": 0, "repeat": repeat, "status": "ok", "error": None,
+        "checkpoint_bytes": ckpt, "largest_tensor_bytes": largest, "tensors": tensors,
+        "baseline_rss_bytes": BASELINE, "peak_source": "hwm",
+        "memray_html": memray, "memray_top": memray.replace(".html", ".top.txt") if memray else None,
+    }  # fmt: skip
+    rows, samples, rss, t = [], [], BASELINE, 0.0
+    for order, (phase, adds, keeps, s_per_gb, file_share) in enumerate(PLANS[strategy]):
+        wall = max(s_per_gb * ckpt / 1e9 * speed * jitter, 0.002)
+        peak = int(rss + adds * ckpt * mem)
+        end = int(BASELINE + keeps * ckpt * mem)
+        for k in range(8):
+            frac = (k + 0.5) / 8
+            level = int(rss + (peak - rss) * min(1.0, 2 * frac)) if frac < 0.8 else end
+            samples.append(_sample(run_id, rid, t + wall * frac, phase, level, file_share))
+        row = dict(common, phase=phase, phase_order=order, phase_wall_s=wall)
+        row.update(phase_peak_rss_bytes=peak, phase_end_rss_bytes=end)
+        row.update(phase_file_rss_bytes=int((end - BASELINE) * file_share))
+        row.update(phase_anon_rss_bytes=end - row["phase_file_rss_bytes"])
+        row["substeps_s"] = {"read": wall * 0.5, "cast": wall * 0.2, "transfer": wall * 0.3} if phase == "stream" else {}  # fmt: skip
+        rows.append(row)
+        rss, t = end, t + wall
+    peak = max(r["phase_peak_rss_bytes"] for r in rows)
+    for r in rows:
+        r.update(peak_rss_bytes=peak, wall_s=t)
+    total = dict(rows[-1], phase="total", phase_order=len(rows), phase_wall_s=t)
+    total.update(phase_peak_rss_bytes=peak, substeps_s={})
+    return rows + [total], samples
+
+
+def _sample(run_id: str, rid: str, t: float, phase: str, rss: int, file_share: float) -> dict:
+    file_b = int((rss - BASELINE) * file_share) + 40 * MIB
+    return {
+        "schema_version": 1, "record": "sample", "run_id": run_id, "result_id": rid,
+        "process_index": 0, "t_s": round(t, 6), "phase": phase,
+        "rss_anon_bytes": rss - file_b, "rss_file_bytes": file_b,
+    }  # fmt: skip
+
+
+def _crashed_row(machine: str, shapes: str) -> dict:
+    run_id, *_ = MACHINES[machine]
+    ckpt, largest, tensors = SHAPES[shapes]
+    return {
+        "schema_version": 1, "record": "phase", "run_id": run_id, "result_id": uuid.uuid4().hex,
+        "shapes": shapes, "strategy": "orbax", "dtype": "native", "devices": 8, "processes": 1,
+        "process_index": 0, "repeat": 0, "status": "crashed",
+        "error": "worker exited with signal 9 (SIGKILL) during read; see the run's stderr",
+        "checkpoint_bytes": ckpt, "largest_tensor_bytes": largest, "tensors": tensors,
+        "baseline_rss_bytes": BASELINE, "peak_rss_bytes": None, "wall_s": None, "phase": "total",
+        "phase_order": 0, "phase_wall_s": None, "phase_peak_rss_bytes": None,
+        "phase_end_rss_bytes": None, "phase_anon_rss_bytes": None, "phase_file_rss_bytes": None,
+        "peak_source": "hwm", "substeps_s": {}, "memray_html": None, "memray_top": None,
+    }  # fmt: skip
+
+
+def _write_memray(root: Path, rel: str) -> None:
+    html = root / rel
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text("<html><body><h1>memray flamegraph (fixture)</h1></body></html>\n")
+    top = html.with_name(html.name.replace(".html", ".top.txt"))
+    top.write_text(
+        "  1  120.0 MiB  numpy/_core/numeric.py:frombuffer\n"
+        "  2   64.0 MiB  loader/strategies/eager.py:load\n"
+    )
+
+
+def write_results(root: Path) -> FixtureInfo:
+    """Write the fixture folder under `root` (created if missing) and say what it holds."""
+    root.mkdir(parents=True, exist_ok=True)
+    memray_rel = ""
+    for machine, (run_id, *_) in MACHINES.items():
+        lines = [_run_record(machine)]
+        samples = []
+        for shapes in SHAPES:
+            for strategy in PLANS:
+                for repeat in range(3):
+                    memray = None
+                    if machine == "beta" and strategy == "eager" and shapes == "gpt2" and repeat == 0:
+                        memray = f"{machine}/{run_id}/memray/eager-gpt2-r0.html"
+                        memray_rel = memray
+                        _write_memray(root, memray)
+                    rows, s = _result_rows(machine, shapes, strategy, repeat, memray)
+                    lines += rows
+                    samples += s
+            if machine == "alpha" and shapes == "gpt2":
+                lines.append(_crashed_row(machine, shapes))
+        folder = root / machine
+        folder.mkdir(exist_ok=True)
+        text = "\n".join(json.dumps(obj) for obj in lines + samples) + "\n"
+        (folder / f"{run_id}.jsonl").write_text(text, encoding="utf-8")
+    return FixtureInfo(root, {m: v[0] for m, v in MACHINES.items()}, memray_rel)

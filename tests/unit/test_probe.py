@@ -1,0 +1,99 @@
+"""The probe against allocations of known size: the kernel high-water mark and the sampler."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from bench.probe import MemoryProbe, hwm_reset_works, read_status
+
+MiB = 1 << 20
+SIZE = 256 * MiB
+
+
+def _touch(nbytes: int) -> np.ndarray:
+    buf = np.empty(nbytes, dtype=np.uint8)
+    buf[::4096] = 1  # fault every page in
+    return buf
+
+
+def _measure(probe: MemoryProbe):
+    with probe.measure():
+        with probe.phase("read"):
+            buf = _touch(SIZE)
+            time.sleep(0.05)  # let the sampler see it (the sampled fallback needs a sample)
+            del buf
+        with probe.phase("cast"):
+            time.sleep(0.05)
+    return probe.result()
+
+
+def test_read_status_counts_anon_and_file():
+    now = read_status()
+    assert now["rss"] > 0 and now["hwm"] >= now["rss"]
+    assert now["anon"] + now["file"] == pytest.approx(now["rss"], rel=0.05)
+
+
+@pytest.mark.skipif(not hwm_reset_works(), reason="the kernel refuses to reset VmHWM here")
+def test_hwm_peak_of_known_allocation_belongs_to_its_phase():
+    res = _measure(MemoryProbe(use_hwm=True))
+    assert res.peak_source == "hwm"
+    read, cast = res.phases
+    assert (read.name, read.order, cast.name, cast.order) == ("read", 0, "cast", 1)
+    assert read.peak_rss_bytes - res.baseline_rss_bytes == pytest.approx(SIZE, rel=0.03)
+    assert cast.peak_rss_bytes - res.baseline_rss_bytes < 0.03 * SIZE  # freed before `cast`
+    assert res.total.peak_rss_bytes == read.peak_rss_bytes
+    assert res.total.wall_s >= read.wall_s + cast.wall_s
+    assert read.end_rss_bytes - res.baseline_rss_bytes < 0.03 * SIZE
+
+
+def test_sampled_fallback_sees_a_held_allocation():
+    res = _measure(MemoryProbe(use_hwm=False))
+    assert res.peak_source == "sampled"
+    read, cast = res.phases
+    assert read.peak_rss_bytes - res.baseline_rss_bytes == pytest.approx(SIZE, rel=0.03)
+    assert cast.peak_rss_bytes - res.baseline_rss_bytes < 0.03 * SIZE
+
+
+def test_peak_between_phases_counts_in_total_only():
+    probe = MemoryProbe()
+    with probe.measure():
+        with probe.phase("build"):
+            pass
+        buf = _touch(64 * MiB)  # in no phase
+        del buf
+        with probe.phase("read"):
+            pass
+    res = probe.result()
+    assert res.total.peak_rss_bytes - res.baseline_rss_bytes >= 60 * MiB
+    assert all(p.peak_rss_bytes - res.baseline_rss_bytes < 8 * MiB for p in res.phases)
+
+
+def test_timeline_is_tagged_bounded_and_substeps_add_up():
+    probe = MemoryProbe(interval_s=0.001, max_samples=50)
+    with probe.measure():
+        with probe.phase("stream"):
+            for _ in range(3):
+                probe.add_time("read", 0.5)
+            probe.add_time("cast", 0.25)
+            time.sleep(0.3)
+    res = probe.result()
+    assert res.phases[0].substeps_s == {"read": 1.5, "cast": 0.25}
+    assert 10 <= len(res.samples) <= 50
+    assert {s.phase for s in res.samples} <= {"stream", ""}
+    assert any(s.phase == "stream" for s in res.samples)
+    ts = [s.t_s for s in res.samples]
+    assert ts == sorted(ts)
+    assert all(s.rss_anon_bytes > 0 for s in res.samples)
+
+
+def test_a_repeated_phase_is_merged():
+    probe = MemoryProbe()
+    with probe.measure():
+        for _ in range(2):
+            with probe.phase("read"):
+                time.sleep(0.02)
+    (read,) = probe.result().phases
+    assert read.wall_s >= 0.04

@@ -1,0 +1,111 @@
+"""Results schema v1: write rows, read them back, summarize; a cut last line and bad files."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench.errors import SchemaVersionError
+from bench.results import ResultsWriter, export_parquet, read_jsonl, read_results, summarize
+from bench.schema import PHASES, PhaseRecord, RunRecord, SampleRecord, field_names, to_dict
+
+GiB = 1 << 30
+
+
+def _run() -> RunRecord:
+    return RunRecord(
+        "20250101T000000Z-abcdef", "host", "2025-01-01T00:00:00Z", "cpu", 2, 24 * GiB, "6.1",
+        "3.11", "0.10.2", "0.12.8", "0.8.0", "2.0", "0.1.0", {"XLA_FLAGS": "x"}, ["loadbench"],
+    )  # fmt: skip
+
+
+def _phase(result_id: str, phase: str, order: int, *, peak: int, wall: float, status="ok"):
+    return PhaseRecord(
+        run_id="20250101T000000Z-abcdef", result_id=result_id, shapes="tiny", strategy="eager",
+        dtype="native", devices=1, processes=1, process_index=0, repeat=0, status=status,
+        error=None if status == "ok" else "boom", checkpoint_bytes=GiB,
+        largest_tensor_bytes=GiB // 4, tensors=3, baseline_rss_bytes=GiB, peak_rss_bytes=peak,
+        wall_s=wall, phase=phase, phase_order=order, phase_wall_s=wall / 2,
+        phase_peak_rss_bytes=peak, phase_end_rss_bytes=GiB, phase_anon_rss_bytes=GiB,
+        phase_file_rss_bytes=0, peak_source="hwm", substeps_s={"read": 0.1} if phase == "stream" else {},
+    )  # fmt: skip
+
+
+def _write(path, results):
+    with ResultsWriter(path) as w:
+        w.write(_run())
+        for rid, peak, wall, status in results:
+            w.write_many(
+                [
+                    _phase(rid, "stream", 0, peak=peak, wall=wall, status=status),
+                    _phase(rid, "total", 1, peak=peak, wall=wall, status=status),
+                    SampleRecord("20250101T000000Z-abcdef", rid, 0, 0.01, "stream", GiB, 0),
+                ]
+            )
+
+
+def test_round_trip_and_summary(tmp_path):
+    path = tmp_path / "host" / "run.jsonl"
+    _write(path, [("a", 3 * GiB, 1.0, "ok"), ("b", 4 * GiB, 3.0, "ok"), ("c", 0, 0.0, "crashed")])
+    res = read_results(tmp_path)
+    assert res.errors == []
+    assert len(res.runs) == 1 and res.runs.iloc[0]["allocator_env"] == {"XLA_FLAGS": "x"}
+    assert list(res.phases.columns[: len(field_names(PhaseRecord))]) == field_names(PhaseRecord)
+    assert len(res.phases) == 6 and len(res.samples) == 3
+    assert res.phases[res.phases.phase == "stream"].iloc[0]["substeps_s"] == {"read": 0.1}
+    assert res.phases.iloc[0]["peak_ratio"] == pytest.approx(2.0)
+    s = summarize(res.phases)
+    assert len(s) == 1
+    row = s.iloc[0]
+    assert row["status"] == "crashed" and row["repeats"] == 3 and row["ok_repeats"] == 2
+    assert row["peak_ratio"] == pytest.approx(2.5)  # median of 2.0 and 3.0
+    assert row["wall_s"] == pytest.approx(2.0) and row["wall_s_min"] == 1.0
+    assert row["throughput_bytes_per_s"] == pytest.approx(GiB / 2.0)
+    assert row["stream_wall_s"] == pytest.approx(1.0)
+
+
+def test_truncated_last_line_is_skipped_with_warning(tmp_path):
+    path = tmp_path / "run.jsonl"
+    _write(path, [("a", 3 * GiB, 1.0, "ok")])
+    line = json.dumps(to_dict(_phase("z", "total", 1, peak=GiB, wall=1.0)))
+    with open(path, "a") as fh:
+        fh.write(line[: len(line) // 2])  # a kill mid-write
+    with pytest.warns(UserWarning, match="truncated last line"):
+        res = read_results(tmp_path)
+    assert len(res.phases) == 2 and set(res.phases.result_id) == {"a"}
+    assert len(res.errors) == 1 and "truncated" in res.errors[0][1]
+
+
+def test_unknown_schema_version_names_the_file(tmp_path):
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    _write(good, [("a", 3 * GiB, 1.0, "ok")])
+    bad.write_text(json.dumps({"schema_version": 99, "record": "run"}) + "\n")
+    with pytest.raises(SchemaVersionError, match="bad.jsonl.*schema_version 99"):
+        read_jsonl(bad)
+    res = read_results(tmp_path)  # the rest is still read
+    assert len(res.phases) == 2
+    assert [f for f, _ in res.errors] == [str(bad)]
+
+
+def test_empty_folder_has_schema_columns(tmp_path):
+    res = read_results(tmp_path / "missing")
+    assert res.phases.empty and "peak_rss_bytes" in res.phases and "t_s" in res.samples
+    assert summarize(res.phases).empty
+
+
+def test_parquet_export_reads_back(tmp_path):
+    pd = pytest.importorskip("pandas")
+    path = tmp_path / "run.jsonl"
+    _write(path, [("a", 3 * GiB, 1.0, "ok")])
+    written = export_parquet(path)
+    assert [p.name for p in written] == ["run.runs.parquet", "run.phases.parquet", "run.samples.parquet"]
+    phases = pd.read_parquet(written[1])
+    assert len(phases) == 2 and json.loads(phases.iloc[0]["substeps_s"]) == {"read": 0.1}
+    assert not math.isnan(phases.iloc[0]["peak_ratio"])
+
+
+def test_phase_vocabulary_matches_loader():
+    phases = pytest.importorskip("loader.phases")
+    assert tuple(PHASES) == tuple(phases.PHASES)
