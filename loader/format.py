@@ -66,7 +66,9 @@ def numpy_dtype(name: str) -> np.dtype:
     try:
         return DTYPES[name]
     except KeyError:
-        raise HeaderError(f"unknown safetensors dtype {name!r}; expected one of {sorted(DTYPES)}") from None
+        raise HeaderError(
+            f"unknown safetensors dtype {name!r}; expected one of {sorted(DTYPES)}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,9 @@ def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -
         raise _fail(source, f"file is {len(prefix)} bytes, too short for the 8-byte header length")
     (n,) = struct.unpack("<Q", prefix[:8])
     if n > MAX_HEADER_BYTES:
-        raise _fail(source, f"header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes")
+        raise _fail(
+            source, f"header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
+        )
     if file_size is not None and 8 + n > file_size:
         raise _fail(source, f"header length {n} runs past the end of the {file_size}-byte file")
     if n < 2:
@@ -206,7 +210,9 @@ def _parse_entry(name: str, entry: object, source: str) -> TensorInfo:
         or not all(_is_int(o) and o >= 0 for o in offsets)
         or offsets[0] > offsets[1]
     ):
-        raise _fail(source, f"{where}: data_offsets {offsets!r} must be [begin, end] with 0 <= begin <= end")
+        raise _fail(
+            source, f"{where}: data_offsets {offsets!r} must be [begin, end] with 0 <= begin <= end"
+        )
     expected = math.prod(shape) * DTYPES[dtype].itemsize
     if offsets[1] - offsets[0] != expected:
         raise _fail(
@@ -221,11 +227,19 @@ def _check_tiling(tensors: Iterable[TensorInfo], source: str, data_size: int | N
     cursor = 0
     for info in sorted(tensors, key=lambda t: (t.begin, t.end)):
         if info.begin != cursor:
-            kind = "overlaps the previous tensor" if info.begin < cursor else "leaves a gap before it"
-            raise _fail(source, f"tensor {info.name!r}: data_offsets begin {info.begin} {kind} (expected {cursor})")
+            kind = (
+                "overlaps the previous tensor" if info.begin < cursor else "leaves a gap before it"
+            )
+            raise _fail(
+                source,
+                f"tensor {info.name!r}: data_offsets begin {info.begin} {kind} (expected {cursor})",
+            )
         cursor = info.end
     if data_size is not None and cursor != data_size:
-        raise _fail(source, f"tensors cover {cursor} data bytes but the file holds {data_size} after the header")
+        raise _fail(
+            source,
+            f"tensors cover {cursor} data bytes but the file holds {data_size} after the header",
+        )
 
 
 def parse_header(
@@ -269,7 +283,9 @@ def read_header(path: str | os.PathLike) -> Header:
     return parse_header(raw, source=source, data_size=size - 8 - n, header_len=n)
 
 
-def encode_header(entries: Mapping[str, tuple[str, tuple[int, ...]]], metadata: Mapping[str, str] | None) -> tuple[bytes, dict[str, tuple[int, int]]]:
+def encode_header(
+    entries: Mapping[str, tuple[str, tuple[int, ...]]], metadata: Mapping[str, str] | None
+) -> tuple[bytes, dict[str, tuple[int, int]]]:
     """Build a header for tensors laid out in the given order.
 
     Args:
@@ -287,7 +303,11 @@ def encode_header(entries: Mapping[str, tuple[str, tuple[int, ...]]], metadata: 
     for name, (dtype, shape) in entries.items():
         nbytes = math.prod(shape) * numpy_dtype(dtype).itemsize
         offsets[name] = (cursor, cursor + nbytes)
-        obj[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [cursor, cursor + nbytes]}
+        obj[name] = {
+            "dtype": dtype,
+            "shape": list(shape),
+            "data_offsets": [cursor, cursor + nbytes],
+        }
         cursor += nbytes
     body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
     body += b" " * (-len(body) % ALIGNMENT)

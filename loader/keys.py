@@ -8,18 +8,17 @@ components match a file's string keys. Files written by older NNX tools join wit
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Union
 
 import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import METADATA_KEY
 
-Path = tuple[Union[str, int], ...]
+Path = tuple[str | int, ...]
 Transform = Callable[[np.ndarray], np.ndarray]
 #: `key_map`: model key -> file key, or (file key, transform of the host array); or a callable
 #: taking the model key and returning either (or None to keep the model key).
-KeyMap = Union[Mapping[str, Union[str, tuple[str, Transform]]], Callable[[str], object]]
+KeyMap = Mapping[str, str | tuple[str, Transform]] | Callable[[str], object]
 
 
 def path_str(path: Sequence[object]) -> str:
@@ -50,7 +49,9 @@ def key_of(path: Sequence[object]) -> str:
         parts.append(part)
     key = ".".join(parts)
     if key == METADATA_KEY:
-        raise CheckpointError(f"parameter {key}: the name {METADATA_KEY} is reserved by safetensors")
+        raise CheckpointError(
+            f"parameter {key}: the name {METADATA_KEY} is reserved by safetensors"
+        )
     return key
 
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from loader.keys import KeyMap
-from loader.materialize import fill_skipped, stream_steps
+from loader.materialize import Caster, Reader, fill_skipped, stream_steps
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.plan import plan_load
 from loader.report import LoadReport
 from loader.source import CheckpointSource
-from loader.target import resolve_target
+from loader.target import build_instance, resolve_target
 
 
 def stream_load(
@@ -22,21 +23,39 @@ def stream_load(
     strict: bool = False,
     key_map: KeyMap | None = None,
     cast_on_device: bool = False,
+    random_init: bool = False,
+    reader: Callable[[CheckpointSource], Reader] | None = None,
+    caster: Caster | None = None,
+    assembler: Callable[[CheckpointSource], Any] | None = None,
 ) -> tuple[Any, LoadReport]:
-    """Build (abstractly, for a builder) then stream tensors one at a time with `pread`.
+    """Build (abstractly for a builder, unless `random_init`) then stream tensors with `pread`.
 
     The plan is made from headers before any tensor is read, so `strict=True` refuses a
     mismatched checkpoint before touching the model.
     """
     with CheckpointSource(path) as source:
         with probe.phase(BUILD):
-            model, abstract = resolve_target(target)
+            model, abstract = (
+                (build_instance(target), False) if random_init else resolve_target(target)
+            )
         plan = plan_load(model, source, key_map=key_map)
         plan.report.raise_or_warn(strict=strict)
-        stream_steps(plan, source.read, probe, cast_on_device=cast_on_device)
+        checked = len(plan.report.shape_mismatches)
+        read = reader(source) if reader else source.read
+        extra = {"caster": caster} if caster else {}
+        slices = assembler(source) if assembler else None
+        try:
+            assemble = slices.assemble if slices else None
+            stream_steps(
+                plan, read, probe, cast_on_device=cast_on_device, assemble=assemble, **extra
+            )
+        finally:
+            if slices:
+                slices.close()
         fill_skipped(plan, abstract=abstract)
-    if plan.report.shape_mismatches and strict:  # a transform's shape, only known after the read
-        plan.report.raise_or_warn(strict=True)
+    late = plan.report.shape_mismatches[checked:]  # a transform's output, known only after the read
+    if late:
+        LoadReport(path=plan.report.path, shape_mismatches=late).raise_or_warn(strict=strict)
     return model, plan.report
 
 
@@ -68,5 +87,7 @@ def load_model(
     if strategy is not None:
         from loader import strategies
 
-        return strategies.get(strategy).load(target, path, NULL_PROBE, strict=strict, key_map=key_map)
+        return strategies.get(strategy).load(
+            target, path, NULL_PROBE, strict=strict, key_map=key_map
+        )
     return stream_load(target, path, strict=strict, key_map=key_map)

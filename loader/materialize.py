@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from loader.leaves import Leaf
-from loader.phases import CAST, READ, STREAM, TRANSFER, NULL_PROBE, Probe, substep
+from loader.phases import ASSEMBLE, CAST, NULL_PROBE, READ, STREAM, TRANSFER, Probe, substep
 from loader.place import concrete_sharding, place
 from loader.plan import LoadPlan, Step
 from loader.report import ShapeMismatch
@@ -28,16 +28,25 @@ def apply_transform(step: Step, host: np.ndarray, plan: LoadPlan) -> np.ndarray 
     out = np.asarray(step.transform(host))
     want, _ = step.leaf.stored_shape_dtype()
     if out.shape != want:
-        plan.report.shape_mismatches.append(ShapeMismatch(step.leaf.key, step.file_key, want, out.shape))
+        plan.report.shape_mismatches.append(
+            ShapeMismatch(step.leaf.key, step.file_key, want, out.shape)
+        )
         plan.skipped.append(step.leaf)
         return None
     return out
 
 
-def host_cast(leaf: Leaf, host: np.ndarray) -> np.ndarray:
+Caster = Callable[[np.ndarray, np.dtype], np.ndarray]
+
+
+def _astype(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return host.astype(dtype)
+
+
+def host_cast(leaf: Leaf, host: np.ndarray, caster: Caster = _astype) -> np.ndarray:
     """Cast to the dtype the leaf is stored as (the model's dtype for arrays), on the host."""
     _, dtype = leaf.stored_shape_dtype()
-    return host if host.dtype == dtype else host.astype(dtype)
+    return host if host.dtype == dtype else caster(host, dtype)
 
 
 def to_device(step: Step, host: np.ndarray, *, cast_on_device: bool = False) -> object:
@@ -69,10 +78,27 @@ def fill_skipped(plan: LoadPlan, *, abstract: bool) -> None:
         assign(leaf, to_device(Step(leaf, leaf.key, None, sharding), zeros))
 
 
-def stream_steps(plan: LoadPlan, read: Reader, probe: Probe = NULL_PROBE, *, cast_on_device: bool = False) -> None:
-    """Read, cast, transfer and assign one tensor at a time, as one `stream` phase."""
+def stream_steps(
+    plan: LoadPlan,
+    read: Reader,
+    probe: Probe = NULL_PROBE,
+    *,
+    cast_on_device: bool = False,
+    caster: Caster = _astype,
+    assemble: Callable[[Step], object] | None = None,
+) -> None:
+    """Read, cast, transfer and assign one tensor at a time, as one `stream` phase.
+
+    `assemble`, if given, builds a plain array leaf in one go (read, cast and transfer of its
+    per-device slices), timed as the `assemble` sub-step.
+    """
     with probe.phase(STREAM):
         for step in plan.steps:
+            if assemble is not None and step.leaf.kind == "array" and step.transform is None:
+                with substep(probe, ASSEMBLE):
+                    assign(step.leaf, assemble(step))
+                plan.report.loaded.append(step.leaf.key)
+                continue
             with substep(probe, READ):
                 host = read(step.file_key)
             host = apply_transform(step, host, plan)
@@ -80,7 +106,7 @@ def stream_steps(plan: LoadPlan, read: Reader, probe: Probe = NULL_PROBE, *, cas
                 continue
             if not cast_on_device:
                 with substep(probe, CAST):
-                    host = host_cast(step.leaf, host)
+                    host = host_cast(step.leaf, host, caster)
             with substep(probe, TRANSFER):
                 value = to_device(step, host, cast_on_device=cast_on_device)
             assign(step.leaf, value)

@@ -20,7 +20,11 @@ def _concrete_mesh(abstract_mesh: object, where: str) -> Mesh:
     names = tuple(abstract_mesh.axis_names)
     sizes = tuple(abstract_mesh.axis_sizes)
     current = jax.sharding.get_mesh() if hasattr(jax.sharding, "get_mesh") else None
-    if isinstance(current, Mesh) and tuple(current.axis_names) == names and current.devices.shape == sizes:
+    if (
+        isinstance(current, Mesh)
+        and tuple(current.axis_names) == names
+        and current.devices.shape == sizes
+    ):
         return current
     need = math.prod(sizes)
     devices = jax.devices()

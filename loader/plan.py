@@ -41,7 +41,9 @@ class LoadPlan:
     report: LoadReport = field(default_factory=LoadReport)
 
 
-def _stored_shape(step_shape: tuple[int, ...], dtype: np.dtype, transform: Transform | None) -> tuple[int, ...] | None:
+def _stored_shape(
+    step_shape: tuple[int, ...], dtype: np.dtype, transform: Transform | None
+) -> tuple[int, ...] | None:
     """The shape after `transform`, found without data; None if it cannot be traced."""
     if transform is None:
         return step_shape
@@ -51,7 +53,13 @@ def _stored_shape(step_shape: tuple[int, ...], dtype: np.dtype, transform: Trans
         return None
 
 
-def _check_leaf(leaf: Leaf, file_key: str, transform: Transform | None, source: CheckpointSource, report: LoadReport) -> bool:
+def _check_leaf(
+    leaf: Leaf,
+    file_key: str,
+    transform: Transform | None,
+    source: CheckpointSource,
+    report: LoadReport,
+) -> bool:
     info = source.info(file_key)
     want_shape, want_dtype = leaf.stored_shape_dtype()
     got_shape = _stored_shape(info.shape, info.np_dtype, transform)
@@ -72,7 +80,9 @@ def _sharding_change(leaf: Leaf, placed: object, saved: dict[str, str], report: 
         report.sharding_changes.append(ShardingChange(leaf.key, before, after))
 
 
-def plan_load(model: object, source: CheckpointSource, *, key_map: KeyMap | None = None) -> LoadPlan:
+def plan_load(
+    model: object, source: CheckpointSource, *, key_map: KeyMap | None = None
+) -> LoadPlan:
     """Plan a load of `source` into `model` (a module, possibly abstract) from headers only."""
     metadata = source.metadata
     saved_shardings = json.loads(metadata.get(META_SHARDINGS, "{}"))

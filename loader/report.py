@@ -34,7 +34,9 @@ class DtypeCast:
     model_dtype: str
 
     def __str__(self) -> str:
-        return f"{self.path}: cast from file dtype {self.file_dtype} to model dtype {self.model_dtype}"
+        return (
+            f"{self.path}: cast from file dtype {self.file_dtype} to model dtype {self.model_dtype}"
+        )
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ class LoadReport:
     def problems(self) -> list[str]:
         """One line per problem, each naming its parameter path or file key."""
         lines = [f"{p}: missing from the checkpoint" for p in self.missing]
-        lines += [f"{k}: in the checkpoint but not in the model (unexpected)" for k in self.unexpected]
+        lines += [
+            f"{k}: in the checkpoint but not in the model (unexpected)" for k in self.unexpected
+        ]
         lines += [str(m) for m in self.shape_mismatches]
         lines += [str(c) for c in self.casts]
         lines += [str(s) for s in self.sharding_changes]

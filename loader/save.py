@@ -20,7 +20,14 @@ from loader.atomic import atomic_open
 from loader.errors import CheckpointError
 from loader.format import dtype_name, encode_header
 from loader.keys import Path, key_of, path_str
-from loader.leaves import META_PRNG, META_PYTYPES, META_SHARDINGS, is_prng_dtype, iter_variables, refuse_unstorable
+from loader.leaves import (
+    META_PRNG,
+    META_PYTYPES,
+    META_SHARDINGS,
+    is_prng_dtype,
+    iter_variables,
+    refuse_unstorable,
+)
 from loader.place import describe_sharding
 
 FORMAT_VERSION = "1"
@@ -28,14 +35,19 @@ FORMAT_VERSION = "1"
 
 def _flat_values(obj: Any) -> list[tuple[Path, Any]]:
     if isinstance(obj, nnx.State):
-        return [(tuple(p), v.get_value() if isinstance(v, nnx.Variable) else v) for p, v in nnx.to_flat_state(obj)]
+        return [
+            (tuple(p), v.get_value() if isinstance(v, nnx.Variable) else v)
+            for p, v in nnx.to_flat_state(obj)
+        ]
     return [(path, var.get_value()) for path, var in iter_variables(obj)]
 
 
 def _host(path: Path, value: Any) -> np.ndarray:
     """The host bytes of one leaf (a device-to-host copy for arrays; PRNG keys as key data)."""
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
-        return np.asarray(value, dtype={bool: np.bool_, int: np.int64, float: np.float64}[type(value)])
+        return np.asarray(
+            value, dtype={bool: np.bool_, int: np.int64, float: np.float64}[type(value)]
+        )
     if not hasattr(value, "dtype") or not hasattr(value, "shape"):
         refuse_unstorable(path, value)
     if is_prng_dtype(value.dtype):
@@ -73,12 +85,16 @@ def _metadata(user: Mapping[str, str] | None, notes: dict[str, dict[str, str]]) 
             meta[kind] = json.dumps(per_key, sort_keys=True)
     for k, v in (user or {}).items():
         if not isinstance(k, str) or not isinstance(v, str):
-            raise CheckpointError(f"metadata entry {k!r}: safetensors metadata maps strings to strings")
+            raise CheckpointError(
+                f"metadata entry {k!r}: safetensors metadata maps strings to strings"
+            )
         meta[k] = v
     return meta
 
 
-def save_model(model_or_state: Any, path: str | os.PathLike, *, metadata: Mapping[str, str] | None = None) -> None:
+def save_model(
+    model_or_state: Any, path: str | os.PathLike, *, metadata: Mapping[str, str] | None = None
+) -> None:
     """Write every variable of an NNX module (an `nnx.Optimizer` too) or `nnx.State` to one file.
 
     Args:
@@ -93,7 +109,9 @@ def save_model(model_or_state: Any, path: str | os.PathLike, *, metadata: Mappin
     for p, value in _flat_values(model_or_state):
         key = key_of(p)
         if key in leaves:
-            raise CheckpointError(f"parameters {path_str(leaves[key][0])} and {path_str(p)} both map to key {key!r}")
+            raise CheckpointError(
+                f"parameters {path_str(leaves[key][0])} and {path_str(p)} both map to key {key!r}"
+            )
         leaves[key] = (p, value)
     entries, notes = {}, {}
     for key in sorted(leaves):

@@ -106,7 +106,9 @@ class CheckpointSource:
             self._fds[f] = os.open(f, os.O_RDONLY)
         raw = out.reshape(-1).view(np.uint8)
         if raw.nbytes != info.nbytes:
-            raise CheckpointError(f"{f}: buffer of {raw.nbytes} bytes for tensor {key!r} of {info.nbytes}")
+            raise CheckpointError(
+                f"{f}: buffer of {raw.nbytes} bytes for tensor {key!r} of {info.nbytes}"
+            )
         pread_exact(self._fds[f], raw, self.file_offset(key), where=f"{f}: tensor {key!r}")
         return raw.view(info.np_dtype).reshape(info.shape)
 

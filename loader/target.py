@@ -41,4 +41,6 @@ def build_instance(target: Any) -> Any:
         return target
     if callable(target):
         return target()
-    raise CheckpointError(f"load target must be an nnx.Module or a builder, got {type(target).__name__}")
+    raise CheckpointError(
+        f"load target must be an nnx.Module or a builder, got {type(target).__name__}"
+    )

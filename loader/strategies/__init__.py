@@ -73,7 +73,9 @@ def _discover() -> dict[str, StrategyInfo]:
             raise CheckpointError(f"strategy {name!r} is registered twice ({module.__file__})")
         doc = (module.__doc__ or "").strip().splitlines()
         if not doc:
-            raise CheckpointError(f"strategy module {module.__file__} needs a docstring: its first line is the description")
+            raise CheckpointError(
+                f"strategy module {module.__file__} needs a docstring: its first line is the description"
+            )
         found[name] = StrategyInfo(name, doc[0].strip(), module)
     return found
 

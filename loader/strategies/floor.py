@@ -1,0 +1,34 @@
+"""Reference line, not a model load: read the whole file into one preallocated buffer.
+
+This is the least a load can cost on a CPU host: 1.0x the checkpoint in RAM and one sequential
+read. Every strategy's time and peak are read against it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from loader.phases import NULL_PROBE, READ
+from loader.source import checkpoint_files, pread_exact
+
+KIND = "reference"
+
+
+def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+    """Read every byte of the checkpoint into one buffer; returns (None, None)."""
+    files = checkpoint_files(path)
+    with probe.phase(READ):
+        buffer = np.empty(sum(os.path.getsize(f) for f in files), np.uint8)
+        cursor = 0
+        for f in files:
+            size = os.path.getsize(f)
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                pread_exact(fd, buffer[cursor : cursor + size], 0, where=str(f))
+            finally:
+                os.close(fd)
+            cursor += size
+        del buffer
+    return None, None

@@ -1,0 +1,30 @@
+"""Memory-mapped file: random init, then tensors are views of the mapping until transferred.
+
+The read phase costs no anonymous memory, but touched pages count in RSS as file-backed memory
+(which the kernel may drop under pressure); the transfer copies each view into a device buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loader.phases import NULL_PROBE
+from loader.plan import LoadPlan
+from loader.source import CheckpointSource
+from loader.strategies._phased import phased_load
+
+
+def _map_views(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.ndarray]:
+    maps = {f: np.memmap(f, dtype=np.uint8, mode="r") for f in source.files}
+    views = {}
+    for step in plan.steps:
+        info = source.info(step.file_key)
+        start = source.file_offset(step.file_key)
+        raw = maps[source.file_of(step.file_key)][start : start + info.nbytes]
+        views[step.file_key] = raw.view(info.np_dtype).reshape(info.shape)
+    return views
+
+
+def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+    """Load `path` into `target` through a read-only memory map (see the module docstring)."""
+    return phased_load(target, path, probe, _map_views, strict=strict, key_map=key_map)

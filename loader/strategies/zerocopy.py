@@ -1,0 +1,53 @@
+"""pread each tensor into a 64-byte-aligned host buffer that the CPU backend adopts without a copy.
+
+On the CPU backend, `jax.device_put` of a 64-byte-aligned, C-contiguous numpy array aliases its
+memory instead of copying it, so each tensor exists once: the buffer read from the file *is* the
+device array. On an accelerator there is no such aliasing: the buffer is a staging copy that is
+freed once the host-to-device transfer completes, so the host peak stays one tensor, as in `builder`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loader.load import stream_load
+from loader.phases import NULL_PROBE
+from loader.source import CheckpointSource
+
+ALIGNMENT = 64
+
+
+def aligned_empty(nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data pointer is a multiple of `ALIGNMENT`."""
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    offset = (-raw.ctypes.data) % ALIGNMENT
+    return raw[offset : offset + nbytes].view(dtype).reshape(shape)
+
+
+class _AlignedReader:
+    def __init__(self, source: CheckpointSource) -> None:
+        self.source = source
+
+    def __call__(self, key: str) -> np.ndarray:
+        info = self.source.info(key)
+        return self.source.read_into(key, aligned_empty(info.nbytes, info.np_dtype, info.shape))
+
+
+def aligned_cast(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Cast into a fresh aligned buffer, so a cast tensor is adopted without a copy too."""
+    out = aligned_empty(host.size * np.dtype(dtype).itemsize, np.dtype(dtype), host.shape)
+    np.copyto(out, host, casting="unsafe")
+    return out
+
+
+def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+    """Build `target` abstractly and stream tensors into aligned buffers adopted by the device."""
+    return stream_load(
+        target,
+        path,
+        probe,
+        strict=strict,
+        key_map=key_map,
+        reader=_AlignedReader,
+        caster=aligned_cast,
+    )
