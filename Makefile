@@ -44,7 +44,7 @@ dashboard: $(STAMP) ## open the Streamlit dashboard over RESULTS on 127.0.0.1:PO
 	$(VENV)/bin/loadbench dashboard --results $(RESULTS) --port $(PORT)
 
 fuzz: $(STAMP) ## a longer property-based fuzz campaign of the header reader and loader
-	LOADBENCH_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} $(PY) -m pytest -q -p no:randomly tests/unit/test_fuzz.py -s
+	LOADBENCH_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} $(PY) -m pytest -q tests/unit/test_fuzz.py
 
 clean: ## remove the venv and caches (not results)
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -113,6 +113,7 @@ class Header:
 
 
 _PICKLE_PROTOCOLS = {2, 3, 4, 5}
+SNIFF_BYTES = 64  # enough to recognise the foreign formats below
 
 
 def sniff_foreign(first_bytes: bytes) -> str | None:
@@ -274,7 +275,8 @@ def read_header(path: str | os.PathLike) -> Header:
     try:
         size = os.path.getsize(source)
         with open(source, "rb") as fh:
-            n = header_length(fh.read(8), source=source, file_size=size)
+            n = header_length(fh.read(SNIFF_BYTES), source=source, file_size=size)
+            fh.seek(8)
             raw = fh.read(n)
     except OSError as e:
         raise HeaderError(f"{source}: cannot read ({e.strerror or e})") from None
