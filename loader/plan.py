@@ -16,7 +16,7 @@ import numpy as np
 
 from loader.format import dtype_name
 from loader.keys import KeyMap, Transform, resolve_file_key
-from loader.leaves import META_SHARDINGS, Leaf, model_leaves
+from loader.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
 from loader.place import concrete_sharding, describe_sharding
 from loader.report import DtypeCast, LoadReport, ShapeMismatch, ShardingChange
 from loader.source import CheckpointSource
@@ -68,8 +68,11 @@ def _check_leaf(
         return False
     if leaf.kind == "array" and info.np_dtype != want_dtype:
         report.casts.append(DtypeCast(leaf.key, info.dtype, dtype_name(want_dtype)))
-    if leaf.kind == "prng" and info.np_dtype != want_dtype:
-        report.casts.append(DtypeCast(leaf.key, info.dtype, dtype_name(want_dtype)))
+    if leaf.kind == "prng":
+        saved_impl = json.loads(source.metadata.get(META_PRNG, "{}")).get(file_key)
+        model_impl = str(leaf.dtype._impl.name)
+        if info.np_dtype != want_dtype or (saved_impl and saved_impl != model_impl):
+            report.casts.append(DtypeCast(leaf.key, f"key<{saved_impl}> data {info.dtype}", f"key<{model_impl}>"))
     return True
 
 
