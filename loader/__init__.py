@@ -5,12 +5,21 @@ Public API:
     load_model(target, path, *, strict=False, key_map=None, strategy=None) -> (model, LoadReport)
     save_sharded(model, folder) / load_sharded(target, folder, ...)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
+
+Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharding`) does not import jax:
+the jax-free parts (the header reader, the results view) stay light. The functions that need jax
+import it on first use.
 """
 
 from loader.errors import CheckpointError, HeaderError, IncompleteCheckpointError, MismatchError
-from loader.load import load_model
 from loader.report import LoadReport, LoadWarning
-from loader.save import save_model
+
+_LAZY = {
+    "load_model": "loader.load",
+    "save_model": "loader.save",
+    "save_sharded": "loader.sharded_dir",
+    "load_sharded": "loader.sharded_dir",
+}
 
 __all__ = [
     "CheckpointError",
@@ -20,5 +29,15 @@ __all__ = [
     "LoadWarning",
     "MismatchError",
     "load_model",
+    "load_sharded",
     "save_model",
+    "save_sharded",
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'loader' has no attribute {name!r}")
