@@ -1,0 +1,95 @@
+"""Deterministic synthetic tensor content: fast to write, exact to regenerate.
+
+A tensor's bytes are a block of random bits repeated to fill it. The block is
+`min(nbytes, PERIOD_BYTES)` bytes from a PCG64 stream seeded by (seed, sha256(tensor name)), so
+each tensor differs from every other, and the period (8 x 131,071 bytes: a prime number of 8-byte words)
+does not line up with row or power-of-two boundaries, so a loader that swaps rows or chunks
+inside a tensor still fails verification. Float bit patterns are masked to finite values in
+±[0.5, 1) (sign and mantissa random, exponent fixed); BOOL to 0/1; integers keep all bits.
+
+Only one block per tensor is generated (no per-element Python, at most 1 MiB of RNG output per tensor), so
+synthesis runs at the speed of hashing and writing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from loader.errors import HeaderError
+from loader.format import DTYPES, dtype_name
+from shapes.errors import ShapesError
+
+PERIOD_BYTES = 8 * 131_071
+FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "C64"})
+
+# dtype -> (unsigned view, AND mask, OR bits): keeps the sign and mantissa, fixes the exponent.
+_MASKS: dict[str, tuple[type, int, int]] = {
+    "F64": (np.uint64, 0x800F_FFFF_FFFF_FFFF, 0x3FE0_0000_0000_0000),
+    "F32": (np.uint32, 0x807F_FFFF, 0x3F00_0000),
+    "C64": (np.uint32, 0x807F_FFFF, 0x3F00_0000),
+    "F16": (np.uint16, 0x83FF, 0x3800),
+    "BF16": (np.uint16, 0x807F, 0x3F00),
+    "F8_E4M3": (np.uint8, 0x87, 0x30),
+    "F8_E5M2": (np.uint8, 0x83, 0x38),
+    "BOOL": (np.uint8, 0x01, 0x00),
+}
+
+
+def normalize_dtype(dtype: object) -> str:
+    """The safetensors name of `dtype` (`"bf16"`, `"BF16"`, `"bfloat16"`, `jnp.bfloat16` -> `"BF16"`)."""
+    if isinstance(dtype, str) and dtype.upper() in DTYPES:
+        return dtype.upper()
+    try:
+        return dtype_name(np.dtype(dtype))
+    except (TypeError, HeaderError):
+        raise ShapesError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}") from None
+
+
+def effective_dtype(stored: str, override: str | None) -> str:
+    """The dtype a tensor stored as `stored` gets under a dtype override (float tensors only)."""
+    return override if override is not None and stored in FLOAT_DTYPES else stored
+
+
+def _seed_sequence(name: str, seed: int) -> np.random.SeedSequence:
+    if not isinstance(seed, int) or seed < 0:
+        raise ShapesError(f"seed must be a non-negative integer, got {seed!r}")
+    words = np.frombuffer(hashlib.sha256(name.encode("utf-8")).digest()[:16], dtype=np.uint32)
+    return np.random.SeedSequence([seed, *map(int, words)])
+
+
+def block(name: str, dtype: str, nbytes: int, seed: int) -> np.ndarray:
+    """The repeating block (uint8) of tensor `name` stored as `dtype` with `nbytes` data bytes."""
+    length = min(nbytes, PERIOD_BYTES)
+    raw = np.random.PCG64(_seed_sequence(name, seed)).random_raw(-(-length // 8))
+    out = raw.view(np.uint8)[:length]
+    if dtype in _MASKS and length:
+        view_type, and_mask, or_bits = _MASKS[dtype]
+        bits = out.view(view_type)
+        bits &= view_type(and_mask)
+        bits |= view_type(or_bits)
+    return out
+
+
+def chunks(name: str, dtype: str, nbytes: int, seed: int) -> Iterator[memoryview]:
+    """The tensor's bytes as a sequence of buffers (the block repeated, then a partial tail)."""
+    if nbytes == 0:
+        return
+    data = memoryview(block(name, dtype, nbytes, seed))
+    full, tail = divmod(nbytes, len(data))
+    for _ in range(full):
+        yield data
+    if tail:
+        yield data[:tail]
+
+
+def values(name: str, dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """The synthetic values of one tensor as a numpy array (stored dtype `dtype`)."""
+    np_dtype = DTYPES[dtype]
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    if nbytes == 0:
+        return np.zeros(shape, np_dtype)
+    data = np.resize(block(name, dtype, nbytes, seed), nbytes)
+    return data.view(np_dtype).reshape(shape)
