@@ -8,6 +8,7 @@ import warnings
 
 import jax
 import jax.numpy as jnp
+import nnx_models  # the suite's shared models (tests/unit/nnx_models.py)
 import pytest
 from flax import nnx
 from jax._src.interpreters import partial_eval as pe
@@ -98,6 +99,10 @@ CASES = {
     "vmap-scanned": lambda: Scanned(nnx.Rngs(3)),
     "sa3-like-20-layers": sa3_like_builder(20, d=8, ff=16, vocab=32),
 }
+for _name, _cls in vars(nnx_models).items():  # every shared model of the suite, f32 and bf16
+    if isinstance(_cls, type) and issubclass(_cls, nnx.Module) and _cls.__module__ == "nnx_models":
+        CASES[f"suite-{_name}"] = lambda c=_cls: c(nnx.Rngs(0, dropout=1))
+        CASES[f"suite-{_name}-bf16"] = lambda c=_cls: c(nnx.Rngs(0), dtype=jnp.bfloat16)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -291,3 +296,40 @@ def test_fallback_when_not_a_property(monkeypatch, fresh_check):
     abstract._check_equivalence.cache_clear()
     monkeypatch.undo()
     assert abstract._check_equivalence() is None
+
+
+# --- models built from every preset ------------------------------------------------------------
+SMALL_PRESETS = ["tiny-gpt2", "gpt2", "vit-base"]  # plain eval_shape is quick enough to compare
+LARGE_PRESETS = ["sa3", "sa3-medium", "llama3-8b"]  # compared with the spec: eval_shape is too slow
+
+
+@pytest.mark.parametrize("preset", SMALL_PRESETS)
+def test_preset_models_equal_eval_shape(preset):
+    import shapes
+
+    fast, ref = build_both(shapes.model_builder(shapes.load_spec(preset)))
+    assert_same_abstract(fast, ref)
+
+
+@pytest.mark.parametrize("preset", LARGE_PRESETS)
+def test_large_preset_models_match_their_spec(preset):
+    import numpy as np
+
+    import shapes
+    from loader.format import DTYPES
+    from loader.leaves import iter_variables
+
+    spec = shapes.load_spec(preset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AbstractBuildWarning)
+        model = abstract_build(shapes.model_builder(spec))
+    got = {".".join(map(str, p)): v.get_value() for p, v in iter_variables(model)}
+    assert set(got) == {t.name for t in spec.tensors} and len(got) == len(spec.tensors)
+    for t in spec.tensors:
+        leaf = got[t.name]
+        assert isinstance(leaf, jax.ShapeDtypeStruct)
+        assert tuple(leaf.shape) == t.shape, t.name
+        want = DTYPES[t.dtype]
+        if want.itemsize == 8 and not jax.config.jax_enable_x64:
+            want = np.dtype(want.str[:-1] + "4")  # jax keeps 64-bit types only under x64
+        assert np.dtype(leaf.dtype) == want, t.name
