@@ -40,7 +40,7 @@ def rule_mesh():
     from jax.sharding import Mesh
 
     current = jax.sharding.get_mesh() if hasattr(jax.sharding, "get_mesh") else None
-    if isinstance(current, Mesh) and current.devices.size:
+    if isinstance(current, Mesh) and current.axis_names:  # an empty Mesh() when none is set
         devices = list(current.devices.flat)
     else:
         devices = jax.devices()

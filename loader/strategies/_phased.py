@@ -15,12 +15,13 @@ import numpy as np
 from loader.keys import KeyMap
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, BUILD, CAST, READ, TRANSFER, Probe
-from loader.plan import LoadPlan, plan_load
+from loader.plan import LoadPlan, Step, plan_load
 from loader.report import LoadReport
 from loader.source import CheckpointSource
 from loader.target import build_instance
 
 ReadAll = Callable[[CheckpointSource, LoadPlan], dict[str, np.ndarray]]
+Transfer = Callable[[Step, np.ndarray], Any]
 
 
 def phased_load(
@@ -31,6 +32,7 @@ def phased_load(
     *,
     strict: bool,
     key_map: KeyMap | None,
+    transfer: Transfer = to_device,
 ) -> tuple[Any, LoadReport]:
     """Random init, then read all, cast all, transfer all, and assemble all."""
     with CheckpointSource(path) as source:
@@ -47,7 +49,7 @@ def phased_load(
                 if host is not None:
                     ready.append((step, host_cast(step.leaf, host)))
         with probe.phase(TRANSFER):
-            values = [(step, to_device(step, host)) for step, host in ready]
+            values = [(step, transfer(step, host)) for step, host in ready]
             del ready, hosts
         with probe.phase(ASSEMBLE):
             for step, value in values:

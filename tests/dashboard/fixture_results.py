@@ -160,7 +160,12 @@ def write_results(root: Path) -> FixtureInfo:
             for strategy in PLANS:
                 for repeat in range(3):
                     memray = None
-                    if machine == "beta" and strategy == "eager" and shapes == "gpt2" and repeat == 0:
+                    if (
+                        machine == "beta"
+                        and strategy == "eager"
+                        and shapes == "gpt2"
+                        and repeat == 0
+                    ):
                         memray = f"{machine}/{run_id}/memray/eager-gpt2-r0.html"
                         memray_rel = memray
                         _write_memray(root, memray)

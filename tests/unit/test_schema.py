@@ -100,7 +100,11 @@ def test_parquet_export_reads_back(tmp_path):
     path = tmp_path / "run.jsonl"
     _write(path, [("a", 3 * GiB, 1.0, "ok")])
     written = export_parquet(path)
-    assert [p.name for p in written] == ["run.runs.parquet", "run.phases.parquet", "run.samples.parquet"]
+    assert [p.name for p in written] == [
+        "run.runs.parquet",
+        "run.phases.parquet",
+        "run.samples.parquet",
+    ]
     phases = pd.read_parquet(written[1])
     assert len(phases) == 2 and json.loads(phases.iloc[0]["substeps_s"]) == {"read": 0.1}
     assert not math.isnan(phases.iloc[0]["peak_ratio"])

@@ -146,3 +146,10 @@ def test_sharded_splits_by_the_rule_over_8_devices(checkpoints):
         else:
             assert arr.sharding.is_fully_replicated
     assert split > 0
+
+
+def test_sharded_without_a_mesh_uses_every_device(checkpoints):
+    spec, ckpt = checkpoints["tiny-gpt2"]
+    model, report = strategies.get("sharded").load(shapes.model_builder(spec), ckpt, strict=True)
+    assert report.ok
+    assert all(len(v.get_value().sharding.device_set) == 8 for _, v in iter_variables(model))

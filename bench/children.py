@@ -1,0 +1,164 @@
+"""Starting worker processes and watching them: timeout, memory watchdog, crash detection.
+
+`run_group` starts one or more cooperating children (a multi-process strategy runs N at once),
+each in its own session so it can be killed with everything it started. Every `poll_s` it sums the
+group's RSS (psutil, children included) and kills the group before it passes the memory budget
+(status "oom") or its time limit ("timeout"); if one member fails, the rest are killed at once.
+Whatever happens, each member comes back as a `ChildOutcome`; nothing here raises for a child's
+failure. Ctrl-C kills the group and re-raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.units import format_bytes
+
+STDERR_TAIL = 3000
+
+
+@dataclass
+class ChildOutcome:
+    """How one child ended: its status, a message, and its result JSON if it wrote one."""
+
+    status: str  # ok | wrong | crashed | timeout | oom
+    error: str | None
+    result: dict[str, Any] | None
+
+
+@dataclass
+class _Child:
+    proc: subprocess.Popen
+    out: Path
+    err: Path
+    killed: tuple[str, str] | None = None  # (status, message) when the watchdog killed it
+
+
+def _group_rss(children: list[_Child]) -> int:
+    total = 0
+    for child in children:
+        if child.proc.poll() is not None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(child.proc.pid)
+            for p in [proc, *proc.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+    return total
+
+
+def _kill(children: list[_Child], status: str = "crashed", message: str = "") -> None:
+    for child in children:
+        if child.proc.poll() is None:
+            child.killed = (status, message)
+            with contextlib.suppress(OSError):
+                os.killpg(child.proc.pid, signal.SIGKILL)
+    for child in children:
+        child.proc.wait()
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+        return obj if isinstance(obj, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _outcome(child: _Child) -> ChildOutcome:
+    result = _read_result(child.out)
+    code = child.proc.returncode
+    tail = _tail(child.err)
+    if child.killed is not None:
+        status, message = child.killed
+        return ChildOutcome(
+            status, f"{message}\n{tail}".strip() if status == "crashed" else message, result
+        )
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else code
+        status = "oom" if -code == signal.SIGKILL else "crashed"
+        hint = " (the kernel's OOM killer?)" if status == "oom" else ""
+        return ChildOutcome(status, f"killed by {name}{hint}\n{tail}".strip(), result)
+    if code != 0:
+        return ChildOutcome("crashed", f"exit status {code}\n{tail}".strip(), result)
+    if result is None:
+        return ChildOutcome(
+            "crashed", f"no readable result JSON at {child.out}\n{tail}".strip(), None
+        )
+    status = result.get("status", "crashed")
+    return ChildOutcome(status, result.get("error"), result)
+
+
+def _watch(children: list[_Child], timeout_s: float, budget: int, poll_s: float) -> None:
+    """Wait for the group to end, killing it when it passes its budget or its time limit."""
+    start = time.monotonic()
+    while True:
+        codes = [c.proc.poll() for c in children]
+        if all(code is not None for code in codes):
+            return
+        failed = [i for i, code in enumerate(codes) if code not in (None, 0)]
+        if failed:
+            time.sleep(0.5)  # let the others report their own failure first
+            _kill(children, "crashed", f"killed: process {failed[0]} of the group failed")
+            return
+        rss = _group_rss(children)
+        if rss > budget:
+            msg = f"RSS {format_bytes(rss)} passed the memory budget {format_bytes(budget)}; killed"
+            _kill(children, "oom", msg)
+            return
+        if time.monotonic() - start > timeout_s:
+            _kill(children, "timeout", f"still running after the {timeout_s:g} s timeout; killed")
+            return
+        time.sleep(poll_s)
+
+
+def run_group(
+    argvs: list[list[str]],
+    envs: list[dict[str, str]],
+    outs: list[Path],
+    *,
+    timeout_s: float,
+    budget_bytes: int,
+    poll_s: float = 0.02,
+) -> list[ChildOutcome]:
+    """Run cooperating children to the end; one outcome per child, in order.
+
+    Args:
+        argvs: each child's command line.
+        envs: each child's full environment.
+        outs: where each child writes its result JSON (its stderr goes beside, `.stderr`).
+        timeout_s: wall-clock limit for the whole group.
+        budget_bytes: the group's summed RSS limit.
+    """
+    children: list[_Child] = []
+    try:
+        for argv, env, out in zip(argvs, envs, outs, strict=True):
+            err = out.with_suffix(".stderr")
+            with open(err, "wb") as fh:
+                proc = subprocess.Popen(
+                    argv, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            children.append(_Child(proc, out, err))
+        _watch(children, timeout_s, budget_bytes, poll_s)
+    except BaseException:
+        _kill(children, "crashed", "interrupted")
+        raise
+    return [_outcome(c) for c in children]

@@ -1,0 +1,170 @@
+"""`loadbench`: measure how much host RAM and time each way of loading a checkpoint costs.
+
+Subcommands: `bench list|run|abstract`, `recommend`, and those that other packages register
+(`shapes ...` from shapes.cli, `dashboard` from dashboard.cli).
+
+`main(argv=None) -> int` catches the project's errors (`loader.errors.CheckpointError`, which the
+shapes errors subclass, and `bench.errors.BenchError`) and prints one line,
+`loadbench: error: ...`, exit status 2. Never imports jax itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from bench.errors import BenchError
+from loader.errors import CheckpointError
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from bench import strategies
+
+    entries = strategies.catalog()
+    if args.json:
+        keys = ("name", "description", "kind", "checkpoint", "multiprocess")
+        print(json.dumps([{k: getattr(e, k) for k in keys} for e in entries.values()], indent=1))
+        return 0
+    if not entries:
+        print("no strategies registered (loader/strategies/ has none)")
+    width = max((len(n) for n in entries), default=0)
+    for e in entries.values():
+        tags = [t for t in (e.kind if e.kind != "model" else "", e.checkpoint if e.checkpoint != "file" else "",
+                            "multi-process" if e.multiprocess else "") if t]  # fmt: skip
+        print(
+            f"{e.name.ljust(width)}  {e.description}" + (f"  [{', '.join(tags)}]" if tags else "")
+        )
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bench.results import read_results
+    from bench.runner import RunConfig, run_bench
+    from bench.summary import json_summary, tables
+    from bench.units import parse_size
+
+    budget = parse_size(args.memory_budget, what="--memory-budget") if args.memory_budget else None
+    config = RunConfig(
+        shapes=_csv(args.shapes), strategies=_csv(args.strategies) if args.strategies else None,
+        repeats=args.repeats, dtype=args.dtype, devices=args.devices, processes=args.processes,
+        memray=args.memray, out=Path(args.out), timeout_s=args.timeout,
+        memory_budget_bytes=budget, argv=["loadbench", *args.argv],
+    )  # fmt: skip
+    if args.repeats < 1 or args.devices < 1 or (args.processes is not None and args.processes < 1):
+        raise BenchError("--repeats, --devices and --processes must be at least 1")
+    outcome = run_bench(config)
+    results = read_results(outcome.jsonl)
+    if args.json:
+        print(json.dumps(json_summary(results), indent=1))
+    else:
+        print(tables(results), end="")
+        print(f"results: {outcome.jsonl} (+ .parquet); view them with `loadbench dashboard`")
+    return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def cmd_abstract(args: argparse.Namespace) -> int:
+    from bench import abstract_build
+
+    rows = abstract_build.measure([int(n) for n in _csv(args.layers)])
+    print(json.dumps(rows, indent=1))
+    return 0
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from bench.recommend import run_cli
+
+    return run_cli(args)
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="list and run load strategies").add_subparsers(
+        dest="bench_command", required=True
+    )
+    p = bench.add_parser("list", help="the registered strategies")
+    p.add_argument("--json", action="store_true", help="one JSON list")
+    p.set_defaults(func=cmd_list)
+    p = bench.add_parser("run", help="measure strategies, each run in a fresh process")
+    p.add_argument(
+        "--shapes", required=True, help="shape set(s): preset, fetched name or path; a,b"
+    )
+    p.add_argument("--strategies", help="a,b (default: every strategy predicted to fit)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--dtype", default=None, help="store and load every float tensor in this dtype")
+    p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
+    p.add_argument(
+        "--processes", type=int, default=None, help="processes of multi-process strategies (2)"
+    )
+    p.add_argument(
+        "--memray", action="store_true", help="also capture one run per strategy with memray"
+    )
+    p.add_argument("--out", default="results", help="results folder (default: results)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per child (default 900)")
+    p.add_argument("--memory-budget", help="kill a child above this RSS (default 75%% of RAM)")
+    p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
+    p.set_defaults(func=cmd_run)
+    if importlib.util.find_spec("bench.abstract_build") is not None:
+        p = bench.add_parser("abstract", help="abstract model build time against layer count")
+        p.add_argument("--layers", default="5,10,20,40")
+        p.set_defaults(func=cmd_abstract)
+
+
+def _add_recommend(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recommend", help="predict peak RAM and time on a target host")
+    p.add_argument("--shapes", required=True, help="preset, fetched name, spec path or HF repo id")
+    p.add_argument("--host-ram", required=True, help="target host RAM, e.g. 4GiB")
+    p.add_argument("--devices", type=int, default=None)
+    p.add_argument("--results", default="results", help="measured results folder")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_recommend)
+
+
+def _register_others(sub: argparse._SubParsersAction) -> None:
+    for module in ("shapes.cli", "dashboard.cli"):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            if exc.name and module.startswith(exc.name):
+                continue  # that package's CLI is not there (yet)
+            raise
+        mod.register(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadbench", description=__doc__.split("\n")[0].replace("`", "")
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_bench(sub)
+    _add_recommend(sub)
+    _register_others(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `loadbench` with `argv` (default: sys.argv[1:]); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        args.argv = argv
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("loadbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (BenchError, CheckpointError) as exc:
+        print(f"loadbench: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The bench's one base error, so the CLI catches one thing and prints one line."""
+
+from __future__ import annotations
+
+
+class BenchError(Exception):
+    """A bench run, a results file or a recommendation cannot proceed as asked.
+
+    The message names the file, strategy or option, what was expected and how to fix it.
+    """
+
+
+class SchemaVersionError(BenchError):
+    """A results file was written with a schema version this reader does not know."""
+
+
+class NoResultsError(BenchError):
+    """There are no measured runs to recommend from."""

@@ -1,0 +1,238 @@
+"""Per-phase wall time and RSS of the current process: the bench's implementation of `Probe`.
+
+The peak within a phase comes from the kernel's exact high-water mark: `VmHWM` in
+`/proc/self/status`, reset to the current RSS by writing `5` to `/proc/self/clear_refs` at each
+phase start (a sampling thread misses peaks while the GIL is held). Before every reset the mark is
+read and folded into each open phase and into the whole-run peak, so nothing between phases is lost.
+Where the kernel refuses the reset (checked once: a touched and unmapped buffer must vanish from the
+mark), peaks come from a fast sampler instead and `peak_source` says "sampled".
+
+Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
+`/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
+A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
+`max_samples` by halving the resolution when full.
+
+Example:
+    >>> probe = MemoryProbe()
+    >>> with probe.measure():
+    ...     with probe.phase("read"):
+    ...         data = open(path, "rb").read()
+    >>> probe.result().phases[0].peak_rss_bytes
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+_STATUS = "/proc/self/status"
+_CLEAR_REFS = "/proc/self/clear_refs"
+_KEYS = {"VmRSS": "rss", "VmHWM": "hwm", "RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
+
+
+def read_status() -> dict[str, int]:
+    """This process's memory counters in bytes: rss, hwm, anon, file (file-backed incl. shmem)."""
+    out = dict.fromkeys(_KEYS.values(), 0)
+    with open(_STATUS, "rb") as fh:
+        for line in fh:
+            key, _, value = line.partition(b":")
+            name = _KEYS.get(key.decode())
+            if name:
+                out[name] = int(value.split()[0]) * 1024
+    out["file"] += out.pop("shmem")
+    return out
+
+
+def reset_hwm() -> bool:
+    """Reset the kernel's RSS high-water mark to the current RSS; False if the kernel refuses."""
+    try:
+        with open(_CLEAR_REFS, "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:
+    """Check that resetting VmHWM works here: a touched, then unmapped buffer must leave the mark."""
+    buf = mmap.mmap(-1, probe_bytes)
+    for offset in range(0, probe_bytes, mmap.PAGESIZE):
+        buf[offset] = 1
+    buf.close()
+    if not reset_hwm():
+        return False
+    now = read_status()
+    return now["hwm"] - now["rss"] < probe_bytes // 2
+
+
+@dataclass
+class PhaseStats:
+    """One phase of one run. A phase entered several times is merged: times add, peaks max."""
+
+    name: str
+    order: int
+    wall_s: float = 0.0
+    peak_rss_bytes: int = 0
+    end_rss_bytes: int = 0
+    anon_rss_bytes: int = 0
+    file_rss_bytes: int = 0
+    substeps_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One point of the RSS timeline; `t_s` counts from the baseline."""
+
+    t_s: float
+    phase: str
+    rss_anon_bytes: int
+    rss_file_bytes: int
+
+
+@dataclass
+class ProbeResult:
+    """What a measured run found. `total` spans the whole `measure()` block."""
+
+    baseline_rss_bytes: int
+    peak_source: str
+    total: PhaseStats
+    phases: list[PhaseStats]
+    samples: list[Sample]
+
+
+class MemoryProbe:
+    """Measures wall time and RSS per phase (implements `loader.phases.Probe`).
+
+    Args:
+        interval_s: timeline sampling interval (the fallback peak sampler uses a fifth of it).
+        max_samples: bound on the timeline; when reached, every other sample is dropped and the
+            interval doubles.
+        use_hwm: force the kernel high-water mark on or off; None checks whether it works here.
+    """
+
+    def __init__(
+        self, *, interval_s: float = 0.01, max_samples: int = 4000, use_hwm: bool | None = None
+    ) -> None:
+        self._use_hwm = hwm_reset_works() if use_hwm is None else use_hwm
+        self._interval = interval_s if self._use_hwm else interval_s / 5
+        self._max_samples = max_samples
+        self._lock = threading.Lock()
+        self._open: list[PhaseStats] = []  # phases entered and not yet left, innermost last
+        self._phases: dict[str, PhaseStats] = {}
+        self._samples: list[Sample] = []
+        self._every = 1  # keep one timeline sample in `_every` ticks
+        self._tick = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self._baseline = 0
+        self._total = PhaseStats("total", 0)
+
+    @property
+    def peak_source(self) -> str:
+        return "hwm" if self._use_hwm else "sampled"
+
+    def _fold(self, value: int) -> None:
+        for stats in (*self._open, self._total):
+            stats.peak_rss_bytes = max(stats.peak_rss_bytes, value)
+
+    def _mark(self) -> dict[str, int]:
+        """Read the counters and fold the peak since the last reset into every open phase."""
+        now = read_status()
+        with self._lock:
+            self._fold(max(now["hwm"], now["rss"]) if self._use_hwm else now["rss"])
+        return now
+
+    def _sampler(self) -> None:
+        while not self._stop.wait(self._interval):
+            now = read_status()
+            with self._lock:
+                self._fold(now["rss"])
+                self._tick += 1
+                if self._tick % self._every:
+                    continue
+                phase = self._open[-1].name if self._open else ""
+                t = time.perf_counter() - self._t0
+                self._samples.append(Sample(t, phase, now["anon"], now["file"]))
+                if len(self._samples) >= self._max_samples:
+                    self._samples = self._samples[::2]
+                    self._every *= 2
+
+    def start(self) -> int:
+        """Record the baseline RSS, reset the mark and start the sampler. Returns the baseline."""
+        self._t0 = time.perf_counter()
+        if self._use_hwm:
+            reset_hwm()
+        self._baseline = read_status()["rss"]
+        self._total.peak_rss_bytes = self._baseline
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._sampler, name="loadbench-probe", daemon=True)
+        self._thread.start()
+        return self._baseline
+
+    def stop(self) -> None:
+        """Stop the sampler and close the whole-run totals."""
+        self._total.wall_s = time.perf_counter() - self._t0
+        now = self._mark()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._set_end(self._total, now)
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[MemoryProbe]:
+        """Start, run the block, stop; the block's time and peak become the `total` phase."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    @staticmethod
+    def _set_end(stats: PhaseStats, now: dict[str, int]) -> None:
+        stats.end_rss_bytes = now["rss"]
+        stats.anon_rss_bytes = now["anon"]
+        stats.file_rss_bytes = now["file"]
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Measure the block as phase `name` (loader.phases vocabulary)."""
+        now = self._mark()
+        with self._lock:
+            stats = self._phases.setdefault(name, PhaseStats(name, len(self._phases)))
+            stats.peak_rss_bytes = max(stats.peak_rss_bytes, now["rss"])
+            self._open.append(stats)
+        if self._use_hwm:
+            reset_hwm()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            wall = time.perf_counter() - start
+            now = self._mark()
+            with self._lock:
+                self._open.remove(stats)
+                stats.wall_s += wall
+            self._set_end(stats, now)
+
+    def add_time(self, substep: str, seconds: float) -> None:
+        """Add `seconds` to sub-step `substep` of the innermost open phase (or of `stream`)."""
+        with self._lock:
+            if self._open:
+                stats = self._open[-1]
+            else:
+                stats = self._phases.setdefault("stream", PhaseStats("stream", len(self._phases)))
+            stats.substeps_s[substep] = stats.substeps_s.get(substep, 0.0) + seconds
+
+    def result(self) -> ProbeResult:
+        """The measurements so far (call after `stop()`)."""
+        with self._lock:
+            phases = sorted(self._phases.values(), key=lambda p: p.order)
+            self._total.order = len(phases)
+            return ProbeResult(
+                self._baseline, self.peak_source, self._total, phases, list(self._samples)
+            )

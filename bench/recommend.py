@@ -1,0 +1,206 @@
+"""Which strategy to use on a host you do not have: fit measured runs, predict, rank.
+
+Per strategy, over its ok runs (every shape set measured, this machine or any):
+
+    peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e
+    wall            ~= c * checkpoint_bytes + d
+
+by non-negative least squares, with as many terms as distinct checkpoint sizes allow (one size:
+a only; two: a and e; three or more: a, b and e). The constant e absorbs per-process overhead
+(compiled code, allocator arenas) that dominates tiny shape sets and would otherwise inflate a.
+
+The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
+it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The
+recommendation is the fastest strategy that fits. Reference strategies (the `floor` line) load no
+model and are never recommended. One implementation for the CLI and the dashboard; no jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.errors import BenchError, NoResultsError
+from bench.results import Results, headline, read_results
+from bench.schema import TOTAL
+from bench.units import format_bytes, parse_size
+
+TIGHT_FRACTION = 0.10
+
+
+@dataclass
+class Recommendation:
+    """`recommended`: the fastest strategy that fits, or None; `strategies`: one dict each."""
+
+    recommended: str | None
+    strategies: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recommended": self.recommended, "strategies": self.strategies}
+
+
+def _reference_names() -> set[str]:
+    try:
+        from bench import strategies
+
+        return {n for n, e in strategies.catalog().items() if e.kind == "reference"}
+    except Exception:  # noqa: BLE001 - the registry is optional here (e.g. a results-only install)
+        return {"floor"}
+
+
+def _nnls(columns: list[np.ndarray], y: np.ndarray) -> list[float]:
+    """Non-negative least squares on scaled columns (sizes span 1e5..1e10 bytes)."""
+    from scipy.optimize import nnls
+
+    scale = [float(np.abs(c).max()) or 1.0 for c in columns]
+    coef, _ = nnls(np.column_stack([c / s for c, s in zip(columns, scale, strict=True)]), y)
+    return [float(k / s) for k, s in zip(coef, scale, strict=True)]
+
+
+def _fit_peak(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """(a, b, e): peak over baseline ~= a*ckpt + b*largest + e, as many terms as the data allow.
+
+    One checkpoint size: a only. Two: a and a constant e (per-process overhead such as compiled
+    code, which dominates tiny shape sets). Three or more: a, b and e.
+    """
+    sizes = len({(p, q) for p, q in zip(x1, x2, strict=True)})
+    if sizes >= 3:
+        return tuple(_nnls([x1, x2, np.ones_like(x1)], y))  # type: ignore[return-value]
+    if sizes == 2:
+        a, e = _nnls([x1, np.ones_like(x1)], y)
+        return a, 0.0, e
+    return _nnls([x1], y)[0], 0.0, 0.0
+
+
+def _fit_wall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(c, d): wall ~= c*ckpt + d (c only with one checkpoint size)."""
+    if len(set(x)) >= 2:
+        c, d = _nnls([x, np.ones_like(x)], y)
+        return c, d
+    return _nnls([x], y)[0], 0.0
+
+
+def ok_runs(results: Results, devices: int | None = None) -> pd.DataFrame:
+    """The ok whole-run rows the model is fitted on (of `devices` devices, where measured)."""
+    rows = headline(results.phases)
+    rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == "ok")]
+    rows = rows[pd.to_numeric(rows["checkpoint_bytes"]) > 0]
+    if devices is not None and (rows["devices"] == devices).any():
+        rows = rows[rows["devices"] == devices]
+    return rows
+
+
+def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
+    x1 = pd.to_numeric(rows["checkpoint_bytes"]).to_numpy(float)
+    x2 = pd.to_numeric(rows["largest_tensor_bytes"]).to_numpy(float)
+    over = (
+        pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
+    ).to_numpy(float)
+    a, b, e = _fit_peak(x1, x2, over)
+    c, d = _fit_wall(x1, pd.to_numeric(rows["wall_s"]).to_numpy(float))
+    baseline = float(pd.to_numeric(rows["baseline_rss_bytes"]).median())
+    ckpt, largest = target["checkpoint_bytes"], target["largest_tensor_bytes"]
+    return {
+        "predicted_peak_bytes": int(baseline + a * ckpt + b * largest + e),
+        "predicted_wall_s": c * ckpt + d,
+        "fit": {"a": a, "b": b, "e": e, "c": c, "d": d, "baseline_rss_bytes": int(baseline),
+                "runs": len(rows), "shapes": sorted(set(rows["shapes"])),
+                "extrapolation": ckpt / float(x1.max())},
+    }  # fmt: skip
+
+
+def _verdict(peak: int, host_ram: int) -> str:
+    headroom = host_ram - peak
+    if headroom < 0:
+        return "does not fit"
+    return "tight" if headroom < TIGHT_FRACTION * host_ram else "fits"
+
+
+def recommend(
+    results: Results, spec_summary: dict[str, int], host_ram_bytes: int, devices: int | None = None
+) -> Recommendation:
+    """Predict each measured strategy's peak and time on the target and pick the fastest that fits.
+
+    Args:
+        results: measured runs (`read_results`).
+        spec_summary: the target checkpoint: checkpoint_bytes, largest_tensor_bytes, tensors.
+        host_ram_bytes: the target host's RAM.
+        devices: prefer runs measured with this many devices, where there are any.
+
+    Raises:
+        NoResultsError: no ok runs of any model strategy to fit.
+    """
+    rows = ok_runs(results, devices)
+    rows = rows[~rows["strategy"].isin(_reference_names())]
+    if rows.empty:
+        raise NoResultsError("no measured runs to fit")
+    out = []
+    for strategy, group in rows.groupby("strategy"):
+        pred = _predict(group, spec_summary)
+        verdict = _verdict(pred["predicted_peak_bytes"], host_ram_bytes)
+        headroom = host_ram_bytes - pred["predicted_peak_bytes"]
+        out.append({"strategy": strategy, **pred, "verdict": verdict, "headroom_bytes": headroom})
+    order = {"fits": 0, "tight": 1, "does not fit": 2}
+    out.sort(key=lambda s: (order[s["verdict"]], s["predicted_wall_s"]))
+    best = next((s["strategy"] for s in out if s["verdict"] == "fits"), None)
+    return Recommendation(best, out)
+
+
+def spec_summary(name: str) -> dict[str, int]:
+    """checkpoint_bytes, largest_tensor_bytes, tensors of a preset, fetched name, path or repo id."""
+    import shapes
+
+    try:
+        spec = shapes.load_spec(name)
+    except shapes.UnknownSpecError:
+        if name.count("/") != 1:
+            raise
+        spec = shapes.fetch_spec(name)
+    sizes = [t.nbytes for t in spec.tensors]
+    return {
+        "checkpoint_bytes": sum(sizes),
+        "largest_tensor_bytes": max(sizes, default=0),
+        "tensors": len(sizes),
+    }
+
+
+def _text(rec: Recommendation, target: str, host_ram: int) -> str:
+    lines = [f"target {target} on a host with {format_bytes(host_ram)} RAM:", ""]
+    for s in rec.strategies:
+        fit = s["fit"]
+        basis = f"fit on {fit['runs']} runs of {', '.join(fit['shapes'])}"
+        if fit["extrapolation"] > 4:
+            basis += f"; {fit['extrapolation']:.0f}x beyond the largest measured"
+        lines.append(
+            f"  {s['strategy']:<12} peak {format_bytes(s['predicted_peak_bytes']):>11}  "
+            f"time {s['predicted_wall_s']:8.2f} s  {s['verdict']:<13} ({basis})"
+        )
+    lines += [
+        "",
+        f"recommended: {rec.recommended or 'none fits; use a larger host or a leaner strategy'}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
+    host_ram = parse_size(args.host_ram, what="--host-ram")
+    results = read_results(args.results)
+    if ok_runs(results).empty:
+        raise BenchError(
+            f"no measured runs in {args.results}/ to predict from; run `make bench SHAPES=sa3` "
+            "(or `make bench SHAPES=tiny-gpt2` for a quick start) first, then recommend again"
+        )
+    rec = recommend(results, spec_summary(args.shapes), host_ram, args.devices)
+    text = (
+        json.dumps(rec.to_dict(), indent=1) + "\n"
+        if args.json
+        else _text(rec, args.shapes, host_ram)
+    )
+    print(text, end="")
+    return 0 if rec.recommended else 1

@@ -1,0 +1,243 @@
+"""The one writer and the one reader of bench results (schema v1, see `bench.schema`).
+
+A run appends to `results/<machine>/<run-id>.jsonl`, one record per line, flushed and fsynced per
+line, so a killed run loses at most its last line; `export_parquet` adds `<run-id>.<type>.parquet`
+at the end. `read_results(folder)` reads every `*.jsonl` under `folder` (all machines, all runs):
+a truncated last line is skipped with a warning, an unknown schema version skips that file and is
+reported in `.errors` naming it. Never import jax here: the dashboard uses this module.
+
+Example:
+    >>> res = read_results("results")
+    >>> summarize(res.phases)[["strategy", "peak_ratio", "wall_s"]]
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.errors import SchemaVersionError
+from bench.schema import (
+    RECORD_TYPES,
+    SCHEMA_VERSION,
+    STATUS_SEVERITY,
+    TOTAL,
+    PhaseRecord,
+    RunRecord,
+    SampleRecord,
+    field_names,
+    to_json_line,
+)
+
+GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes"]
+
+
+class ResultsWriter:
+    """Appends records to one JSONL file; each line is flushed and fsynced before the next."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+
+    def write(self, record: RunRecord | PhaseRecord | SampleRecord) -> None:
+        self.write_many([record])
+
+    def write_many(self, records: list[RunRecord | PhaseRecord | SampleRecord]) -> None:
+        """Append records, then flush and fsync once (a line is either whole or last-and-cut)."""
+        self._fh.write("".join(to_json_line(r) + "\n" for r in records))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Results:
+    """Every record read from a folder: one DataFrame per record type, plus what could not be read.
+
+    `phases` has the derived columns `peak_ratio` and `phase_peak_ratio`
+    ((peak - baseline) / checkpoint bytes); `runs`, `phases` and `samples` always have the schema's
+    columns, even when empty.
+    """
+
+    runs: pd.DataFrame
+    phases: pd.DataFrame
+    samples: pd.DataFrame
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+def read_jsonl(path: str | os.PathLike) -> tuple[dict[str, list[dict]], list[tuple[str, str]]]:
+    """Read one results file: records by type and (file, message) for each unreadable line.
+
+    Raises:
+        SchemaVersionError: the file holds a schema version other than this reader's.
+    """
+    path = Path(path)
+    records: dict[str, list[dict]] = {name: [] for name in RECORD_TYPES}
+    errors: list[tuple[str, str]] = []
+    lines = path.read_bytes().split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            if number == len(lines):  # no newline after it: a write cut short by a kill
+                msg = f"line {number}: truncated last line skipped (a killed run?)"
+                warnings.warn(f"{path}: {msg}", stacklevel=2)
+            else:
+                msg = f"line {number}: not JSON ({exc}); line skipped"
+            errors.append((str(path), msg))
+            continue
+        version = obj.get("schema_version") if isinstance(obj, dict) else None
+        if version != SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{path}: line {number} has schema_version {version!r}, this loadbench reads "
+                f"version {SCHEMA_VERSION}; read it with the loadbench that wrote it, or move it "
+                "out of the results folder"
+            )
+        kind = obj.get("record")
+        if kind not in records:
+            errors.append((str(path), f"line {number}: unknown record type {kind!r}; skipped"))
+            continue
+        records[kind].append(obj)
+    return records, errors
+
+
+def _frame(rows: list[dict], record_type: type) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=field_names(record_type))
+
+
+def _ratio(peak: pd.Series, baseline: pd.Series, checkpoint: pd.Series) -> pd.Series:
+    ckpt = pd.to_numeric(checkpoint, errors="coerce").where(lambda s: s > 0)
+    return (pd.to_numeric(peak) - pd.to_numeric(baseline)) / ckpt
+
+
+def read_results(folder: str | os.PathLike) -> Results:
+    """Read every `*.jsonl` under `folder` (or one file). A missing folder gives empty frames."""
+    folder = Path(folder)
+    files = [folder] if folder.is_file() else sorted(folder.rglob("*.jsonl"))
+    merged: dict[str, list[dict]] = {name: [] for name in RECORD_TYPES}
+    errors: list[tuple[str, str]] = []
+    for path in files:
+        try:
+            records, file_errors = read_jsonl(path)
+        except (SchemaVersionError, OSError) as exc:
+            errors.append((str(path), str(exc)))
+            continue
+        errors += file_errors
+        for kind, rows in records.items():
+            merged[kind] += rows
+    phases = _frame(merged["phase"], PhaseRecord)
+    phases["peak_ratio"] = _ratio(
+        phases["peak_rss_bytes"], phases["baseline_rss_bytes"], phases["checkpoint_bytes"]
+    )
+    phases["phase_peak_ratio"] = _ratio(
+        phases["phase_peak_rss_bytes"], phases["baseline_rss_bytes"], phases["checkpoint_bytes"]
+    )
+    return Results(
+        runs=_frame(merged["run"], RunRecord),
+        phases=phases,
+        samples=_frame(merged["sample"], SampleRecord),
+        errors=errors,
+    )
+
+
+def headline(phases: pd.DataFrame) -> pd.DataFrame:
+    """The rows that speak for a result: single-process rows, or the summed row (index -1)."""
+    return phases[(phases["processes"] <= 1) | (phases["process_index"] == -1)]
+
+
+def worst_status(statuses: pd.Series) -> str:
+    """The most severe status among repeats (crashed > oom > timeout > wrong > skipped > ok)."""
+    return max(statuses, key=lambda s: STATUS_SEVERITY.get(s, 99))
+
+
+def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
+    totals = group[group["phase"] == TOTAL]
+    ok = totals[totals["status"] == "ok"]
+    wall = pd.to_numeric(ok["wall_s"])
+    ckpt = int(totals["checkpoint_bytes"].iloc[0]) if len(totals) else 0
+    row: dict[str, Any] = {
+        "status": worst_status(totals["status"]) if len(totals) else "crashed",
+        "repeats": int(totals["result_id"].nunique()),
+        "ok_repeats": int(len(ok)),
+        "checkpoint_bytes": ckpt,
+        "largest_tensor_bytes": int(totals["largest_tensor_bytes"].iloc[0]) if len(totals) else 0,
+        "tensors": int(totals["tensors"].iloc[0]) if len(totals) else 0,
+        "baseline_rss_bytes": pd.to_numeric(ok["baseline_rss_bytes"]).median(),
+        "peak_rss_bytes": pd.to_numeric(ok["peak_rss_bytes"]).median(),
+        "peak_ratio": pd.to_numeric(ok["peak_ratio"]).median(),
+        "wall_s": wall.median(),
+        "wall_s_min": wall.min(),
+        "wall_s_max": wall.max(),
+        "peak_source": ok["peak_source"].iloc[0] if len(ok) else None,
+        "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),
+    }
+    row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")
+    ok_ids = set(ok["result_id"])
+    steps = group[(group["phase"] != TOTAL) & group["result_id"].isin(ok_ids)]
+    for phase, rows in steps.sort_values("phase_order").groupby("phase", sort=False):
+        row[f"{phase}_wall_s"] = pd.to_numeric(rows["phase_wall_s"]).median()
+        row[f"{phase}_peak_rss_bytes"] = pd.to_numeric(rows["phase_peak_rss_bytes"]).median()
+        row[f"{phase}_peak_ratio"] = pd.to_numeric(rows["phase_peak_ratio"]).median()
+    return row
+
+
+def summarize(phases: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run_id, shapes, strategy, dtype, devices, processes) over the repeats.
+
+    Columns: the group keys, status (worst), repeats, ok_repeats, checkpoint_bytes,
+    largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
+    over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
+    and per phase P present: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).
+    """
+    if phases.empty:
+        return pd.DataFrame(columns=[*GROUP_KEYS, "status", "repeats", "peak_ratio", "wall_s"])
+    rows = []
+    for keys, group in headline(phases).groupby(GROUP_KEYS, sort=False, dropna=False):
+        rows.append({**dict(zip(GROUP_KEYS, keys, strict=True)), **_summary_row(group)})
+    return pd.DataFrame(rows)
+
+
+def _parquet_ready(df: pd.DataFrame) -> pd.DataFrame:
+    """Dict and list cells (substeps_s, allocator_env, command) become JSON strings for Parquet."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].map(lambda v: isinstance(v, dict | list)).any():
+            out[col] = out[col].map(lambda v: json.dumps(v) if isinstance(v, dict | list) else v)
+    return out
+
+
+def export_parquet(jsonl_path: str | os.PathLike) -> list[Path]:
+    """Write `<run-id>.{runs,phases,samples}.parquet` beside a results file (atomically).
+
+    Dict/list fields are stored as JSON strings. Returns the paths written.
+    """
+    from loader.atomic import atomic_write_bytes
+
+    jsonl_path = Path(jsonl_path)
+    res = read_results(jsonl_path)
+    written = []
+    for name in ("runs", "phases", "samples"):
+        buf = io.BytesIO()
+        _parquet_ready(getattr(res, name)).to_parquet(buf, index=False)
+        target = jsonl_path.with_suffix(f".{name}.parquet")
+        atomic_write_bytes(target, buf.getvalue())
+        written.append(target)
+    return written

@@ -1,0 +1,124 @@
+"""Turning child outcomes into schema records: phase rows, the summed row of a group, samples.
+
+A child that measured (ok or wrong) gives one row per phase plus a `total` row; a child that did
+not (crashed, timeout, oom, skipped) gives one `total` row carrying its status and error. A
+multi-process run adds summed rows (process_index -1): peaks and RSS add up across processes
+(each process's own peak; their sum bounds the host's), times take the slowest process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bench.children import ChildOutcome
+from bench.schema import STATUS_SEVERITY, TOTAL, PhaseRecord, SampleRecord
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """What every row of one result shares."""
+
+    run_id: str
+    result_id: str
+    shapes: str
+    strategy: str
+    dtype: str
+    devices: int
+    processes: int
+    repeat: int
+    checkpoint_bytes: int
+    largest_tensor_bytes: int
+    tensors: int
+    memray_html: str | None = None
+    memray_top: str | None = None
+
+
+def _phase_row(ctx: RowContext, index: int, status, error, res: dict, ph: dict) -> PhaseRecord:
+    return PhaseRecord(
+        run_id=ctx.run_id, result_id=ctx.result_id, shapes=ctx.shapes, strategy=ctx.strategy,
+        dtype=ctx.dtype, devices=ctx.devices, processes=ctx.processes, process_index=index,
+        repeat=ctx.repeat, status=status, error=error, checkpoint_bytes=ctx.checkpoint_bytes,
+        largest_tensor_bytes=ctx.largest_tensor_bytes, tensors=ctx.tensors,
+        baseline_rss_bytes=res.get("baseline_rss_bytes"), peak_rss_bytes=res.get("peak_rss_bytes"),
+        wall_s=res.get("wall_s"), phase=ph.get("name", TOTAL), phase_order=ph.get("order", 0),
+        phase_wall_s=ph.get("wall_s"), phase_peak_rss_bytes=ph.get("peak_rss_bytes"),
+        phase_end_rss_bytes=ph.get("end_rss_bytes"), phase_anon_rss_bytes=ph.get("anon_rss_bytes"),
+        phase_file_rss_bytes=ph.get("file_rss_bytes"), peak_source=res.get("peak_source"),
+        substeps_s=dict(ph.get("substeps_s") or {}), memray_html=ctx.memray_html,
+        memray_top=ctx.memray_top,
+    )  # fmt: skip
+
+
+def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
+    """The one `total` row of a result that has no measurements."""
+    return _phase_row(ctx, index, status, error, {}, {"name": TOTAL, "order": 0})
+
+
+def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
+    """The rows of one process: every phase and `total`, or one failed `total` row."""
+    res = outcome.result or {}
+    if outcome.status not in ("ok", "wrong") or "total" not in res:
+        return [failed_row(ctx, outcome.status, outcome.error, index)]
+    phases = [*res.get("phases", []), res["total"]]
+    return [_phase_row(ctx, index, outcome.status, outcome.error, res, ph) for ph in phases]
+
+
+def _sum(values: list[Any]) -> Any:
+    return None if any(v is None for v in values) else sum(values)
+
+
+def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[PhaseRecord]:
+    """The process_index -1 rows of a multi-process result (one per phase all processes have)."""
+    firsts = [rows[0] for rows in per_process]
+    status = max((r.status for r in firsts), key=STATUS_SEVERITY.__getitem__)
+    error = next((r.error for r in firsts if r.error), None)
+    if status not in ("ok", "wrong"):
+        return [failed_row(ctx, status, error, -1)]
+    by_phase = [{r.phase: r for r in rows} for rows in per_process]
+    common = [r.phase for r in per_process[0] if all(r.phase in m for m in by_phase)]
+    out = []
+    for name in common:
+        rows = [m[name] for m in by_phase]
+        walls = [r.phase_wall_s for r in rows if r.phase_wall_s is not None]
+        out.append(
+            replace(
+                rows[0],
+                process_index=-1,
+                status=status,
+                error=error,
+                baseline_rss_bytes=_sum([r.baseline_rss_bytes for r in rows]),
+                peak_rss_bytes=_sum([r.peak_rss_bytes for r in rows]),
+                wall_s=max((r.wall_s or 0.0) for r in rows),
+                phase_wall_s=max(walls) if walls else None,
+                phase_peak_rss_bytes=_sum([r.phase_peak_rss_bytes for r in rows]),
+                phase_end_rss_bytes=_sum([r.phase_end_rss_bytes for r in rows]),
+                phase_anon_rss_bytes=_sum([r.phase_anon_rss_bytes for r in rows]),
+                phase_file_rss_bytes=_sum([r.phase_file_rss_bytes for r in rows]),
+            )  # fmt: skip
+        )
+    return out
+
+
+def sample_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[SampleRecord]:
+    """The RSS timeline of one process."""
+    samples = (outcome.result or {}).get("samples") or []
+    return [
+        SampleRecord(ctx.run_id, ctx.result_id, index, float(t), str(ph), int(anon), int(file))
+        for t, ph, anon, file in samples
+    ]
+
+
+def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list:
+    """Every record of one result: per-process rows, the summed rows if several, samples."""
+    indices = [
+        (o.result or {}).get("process_index", i) if len(outcomes) > 1 else 0
+        for i, o in enumerate(outcomes)
+    ]
+    per_process = [process_rows(ctx, i, o) for i, o in zip(indices, outcomes, strict=True)]
+    records: list = [r for rows in per_process for r in rows]
+    if len(outcomes) > 1:
+        records += summed_rows(ctx, per_process)
+    for i, outcome in zip(indices, outcomes, strict=True):
+        records += sample_rows(ctx, i, outcome)
+    return records

@@ -1,0 +1,163 @@
+"""The bench matrix: checkpoints prepared once, every run in a fresh child, every outcome a row.
+
+For each shape set: synthesise the checkpoint once (cached under `$LOADBENCH_CACHE/checkpoints/
+<shapes>-<dtype>-<seed>/`, default `.cache/loadbench`), convert it once for strategies that need
+another format, then run (strategy × repeat) interleaved — A B C A B C — so drift hits every
+strategy alike. A crash, a timeout, a wrong result or a child over the memory budget becomes a row
+with that status; the run goes on. Rows are appended to `<out>/<machine>/<run-id>.jsonl` as each
+child finishes; Parquet is exported at the end (also after Ctrl-C). Never imports jax: everything
+that does runs in a child (`bench.prepare`, `bench.worker`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from tqdm import tqdm
+
+from bench import strategies
+from bench.children import run_group
+from bench.errors import BenchError
+from bench.machine import machine_id, new_run_id, run_record
+from bench.matrix import Checkpoint, Task, plan, prepare_task, task_argvs
+from bench.results import ResultsWriter, export_parquet
+from bench.rows import RowContext, failed_row, result_records
+
+DEFAULT_TIMEOUT_S = 900.0
+BUDGET_FRACTION = 0.75
+
+
+@dataclass
+class RunConfig:
+    """One `bench run`: what to run and under which limits."""
+
+    shapes: list[str]
+    strategies: list[str] | None = None  # None: every registered strategy predicted to fit
+    repeats: int = 3
+    dtype: str | None = None
+    devices: int = 1
+    processes: int | None = None  # None: 2 for multi-process strategies, 1 otherwise
+    memray: bool = False
+    out: Path = Path("results")
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_budget_bytes: int | None = None
+    seed: int = 0
+    progress: bool = True
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunOutcome:
+    """Where a run's results went and whether it was interrupted."""
+
+    run_id: str
+    jsonl: Path
+    interrupted: bool = False
+
+
+def default_budget() -> int:
+    """A safe fraction of the host's RAM, less what this parent process holds."""
+    parent = psutil.Process().memory_info().rss
+    return int(psutil.virtual_memory().total * BUDGET_FRACTION) - parent
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LOADBENCH_CACHE") or ".cache/loadbench")
+
+
+def _select(config: RunConfig) -> list:
+    entries = strategies.catalog()
+    if config.strategies is None:
+        return list(entries.values())
+    unknown = [s for s in config.strategies if s not in entries]
+    if unknown:
+        raise BenchError(
+            f"unknown strategy {', '.join(map(repr, unknown))}; known strategies: "
+            f"{', '.join(entries)} (see `loadbench bench list`)"
+        )
+    return [entries[s] for s in config.strategies]
+
+
+def _context(run_id: str, task: Task, memray: dict) -> RowContext:
+    ck = task.checkpoint
+    html, top = memray.get((ck.shapes, task.entry.name), (None, None))
+    return RowContext(
+        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, ck.dtype or "native",
+        task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
+        ck.largest_tensor_bytes, ck.tensors, html, top,
+    )  # fmt: skip
+
+
+def _run_task(task: Task, config: RunConfig, work: Path, budget: int) -> list:
+    argvs, envs, outs = task_argvs(task, work)
+    return run_group(argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=budget)
+
+
+def _note_memray(task: Task, outcomes: list, memray: dict, folder: Path) -> None:
+    res = outcomes[0].result or {}
+    rel = [
+        os.path.relpath(p, folder) if p else None
+        for p in (res.get("memray_html"), res.get("memray_top"))
+    ]
+    memray[(task.checkpoint.shapes, task.entry.name)] = tuple(rel)
+    problem = outcomes[0].error if outcomes[0].status != "ok" else res.get("memray_error")
+    if problem:
+        print(
+            f"loadbench: memray capture of {task.entry.name}: {problem.splitlines()[0]}",
+            file=sys.stderr,
+        )
+
+
+def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str) -> None:
+    budget = config.memory_budget_bytes or default_budget()
+    memray: dict = {}
+    folder = writer.path.parent
+    work = folder / run_id / "work"
+    bar = tqdm(total=len(tasks), file=sys.stderr, disable=not config.progress, unit="run")
+    with bar:
+        for task in tasks:
+            bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
+            prepared = prepare_task(task, cache_dir(), config)
+            if isinstance(prepared, tuple):  # (status, error): could not prepare
+                writer.write(failed_row(_context(run_id, task, memray), *prepared))
+            elif task.memray_bin is not None:
+                _note_memray(task, _run_task(prepared, config, work, budget), memray, folder)
+            else:
+                outcomes = _run_task(prepared, config, work, budget)
+                writer.write_many(result_records(_context(run_id, task, memray), outcomes))
+            bar.update()
+
+
+def run_bench(config: RunConfig) -> RunOutcome:
+    """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish."""
+    selected = _select(config)
+    run_id = new_run_id()
+    jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
+    outcome = RunOutcome(run_id, jsonl)
+    with ResultsWriter(jsonl) as writer:
+        writer.write(run_record(run_id, config.argv or sys.argv))
+        try:
+            for name in config.shapes:
+                ck = Checkpoint.ensure(
+                    name, config.dtype, config.seed, cache_dir(), config.timeout_s
+                )
+                tasks, skipped = plan(ck, selected, config, jsonl.parent / run_id)
+                for task, reason in skipped:
+                    writer.write(failed_row(_context(run_id, task, {}), "skipped", reason))
+                _execute(tasks, config, writer, run_id)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            print("loadbench: interrupted; finished rows are saved", file=sys.stderr)
+        finally:
+            shutil.rmtree(jsonl.parent / run_id / "work", ignore_errors=True)
+            with contextlib.suppress(OSError):  # nothing else there without --memray
+                (jsonl.parent / run_id).rmdir()
+    export_parquet(jsonl)
+    return outcome

@@ -1,0 +1,115 @@
+"""Results schema v1: the records a bench run writes, one JSON object per line (see SCHEMA.md).
+
+Three record types, each a frozen dataclass with units in its field names:
+`RunRecord` (once per run: machine facts), `PhaseRecord` (one per (child result, phase), long
+format; a failed child has one `total` row with its status) and `SampleRecord` (the RSS timeline).
+Every line also carries `"schema_version"` and `"record"`. Never import jax here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "wrong", "oom", "timeout", "crashed", "skipped")
+# Worst first: the summary of several repeats takes the worst status among them.
+STATUS_SEVERITY = {"crashed": 5, "oom": 4, "timeout": 3, "wrong": 2, "skipped": 1, "ok": 0}
+PHASES = ("build", "read", "cast", "transfer", "assemble", "stream")  # == loader.phases.PHASES
+TOTAL = "total"
+PEAK_SOURCES = ("hwm", "sampled")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One bench run: who ran it, where, with which versions and allocator settings."""
+
+    RECORD: ClassVar[str] = "run"
+    run_id: str
+    machine: str
+    started_utc: str
+    cpu_model: str
+    cpu_count: int
+    ram_bytes: int
+    kernel: str
+    python: str
+    jax_version: str | None
+    flax_version: str | None
+    safetensors_version: str | None
+    numpy_version: str | None
+    loadbench_version: str | None
+    allocator_env: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    """One phase of one child result (`phase == "total"` spans the whole load).
+
+    `process_index` is -1 for the summed row of a multi-process run; `peak_rss_bytes` and
+    `wall_s` are whole-run values repeated on each of the result's rows.
+    """
+
+    RECORD: ClassVar[str] = "phase"
+    run_id: str
+    result_id: str
+    shapes: str
+    strategy: str
+    dtype: str
+    devices: int
+    processes: int
+    process_index: int
+    repeat: int
+    status: str
+    error: str | None
+    checkpoint_bytes: int
+    largest_tensor_bytes: int
+    tensors: int
+    baseline_rss_bytes: int | None
+    peak_rss_bytes: int | None
+    wall_s: float | None
+    phase: str
+    phase_order: int
+    phase_wall_s: float | None
+    phase_peak_rss_bytes: int | None
+    phase_end_rss_bytes: int | None
+    phase_anon_rss_bytes: int | None
+    phase_file_rss_bytes: int | None
+    peak_source: str | None
+    substeps_s: dict[str, float] = field(default_factory=dict)
+    memray_html: str | None = None
+    memray_top: str | None = None
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One point of a child's RSS timeline; `t_s` counts from its baseline."""
+
+    RECORD: ClassVar[str] = "sample"
+    run_id: str
+    result_id: str
+    process_index: int
+    t_s: float
+    phase: str
+    rss_anon_bytes: int
+    rss_file_bytes: int
+
+
+RECORD_TYPES: dict[str, type] = {c.RECORD: c for c in (RunRecord, PhaseRecord, SampleRecord)}
+
+
+def field_names(record_type: type) -> list[str]:
+    """The stored fields of a record type, in schema order (without schema_version/record)."""
+    return [f.name for f in dataclasses.fields(record_type)]
+
+
+def to_dict(record: RunRecord | PhaseRecord | SampleRecord) -> dict[str, Any]:
+    """The JSON object of one record: `schema_version`, `record`, then the fields."""
+    return {"schema_version": SCHEMA_VERSION, "record": record.RECORD, **dataclasses.asdict(record)}
+
+
+def to_json_line(record: RunRecord | PhaseRecord | SampleRecord) -> str:
+    """One line of a results file (no newline), strict JSON (NaN refused)."""
+    return json.dumps(to_dict(record), allow_nan=False, separators=(",", ":"))

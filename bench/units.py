@@ -1,0 +1,39 @@
+"""Byte sizes as people type and read them: `4GiB`, `500MB`, `2G`, `1.5 GiB`, `123456`."""
+
+from __future__ import annotations
+
+import re
+
+from bench.errors import BenchError
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+    "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
+    "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
+    "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
+}  # fmt: skip
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Bytes in `text` (`4GiB`, `4G` = GiB, `4GB` = 10**9). Raises BenchError naming `what`."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _UNITS:
+        raise BenchError(
+            f"{what}: cannot read {text!r} as a size; write e.g. 4GiB, 512MiB, 8GB or a byte count"
+        )
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def format_bytes(n: float | None) -> str:
+    """`1.50 GiB`, `12.0 MiB`, `512 B`; `-` for None/NaN."""
+    if n is None or n != n:
+        return "-"
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}" if unit in ("TiB", "GiB") else f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"

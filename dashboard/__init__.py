@@ -1,0 +1,8 @@
+"""The loadbench dashboard: a thin Streamlit view over a results folder (never imports jax).
+
+`app.py` is the entry point (`streamlit run dashboard/app.py`, or `loadbench dashboard`); the pages
+live in `pages/`, the charts in `charts.py`, the data access (the bench's one reader) in `data.py`.
+"""
+
+RESULTS_ENV = "LOADBENCH_RESULTS"  # the results folder the app shows (set by `loadbench dashboard`)
+MAKE_COMMAND = "make bench SHAPES=tiny-gpt2"  # what the empty state tells the user to run

@@ -1,0 +1,108 @@
+"""`loadbench dashboard`: start Streamlit on 127.0.0.1 over a results folder.
+
+`register(subparsers)` adds the subcommand to the `loadbench` parser (`bench/cli.py` calls it);
+`python -m dashboard.cli [--results DIR] [--port P]` runs it on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from dashboard import MAKE_COMMAND, RESULTS_ENV
+
+APP = Path(__file__).resolve().parent / "app.py"
+DEFAULT_PORT = 8501
+
+
+def streamlit_command(port: int) -> list[str]:
+    """The `streamlit run` command line for the app, bound to 127.0.0.1 only, no browser."""
+    return [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.address", "127.0.0.1",
+        "--server.port", str(port),
+        "--server.headless", "true",
+        "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "minimal",
+    ]  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the dashboard and wait for it (Ctrl-C stops it).
+
+    Args:
+        args: `results` (folder) and `port` (int).
+
+    Returns:
+        Streamlit's exit status (0 after Ctrl-C).
+    """
+    folder = Path(args.results).expanduser().resolve()
+    if not (1 <= args.port <= 65535):
+        print(
+            f"loadbench dashboard: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr
+        )
+        return 2
+    if not folder.is_dir():
+        print(
+            f"loadbench dashboard: no results folder at {folder} yet; make one with "
+            f"`{MAKE_COMMAND}` (the dashboard starts anyway and says so)",
+            file=sys.stderr,
+        )
+    print(f"loadbench dashboard: http://127.0.0.1:{args.port} over {folder}", flush=True)
+    env = dict(os.environ, **{RESULTS_ENV: str(folder)})
+    return _serve(streamlit_command(args.port), env)
+
+
+def _serve(cmd: list[str], env: dict[str, str]) -> int:
+    """Run Streamlit until it exits; Ctrl-C or SIGTERM here stops it too (no orphan server)."""
+    with contextlib.suppress(ValueError):  # not the main thread: keep the default handler
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        return proc.wait()
+    except (KeyboardInterrupt, SystemExit):
+        return 0
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--results", default="results", metavar="DIR", help="the results folder to show (default: results)")  # fmt: skip
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P", help=f"port on 127.0.0.1 (default: {DEFAULT_PORT})")  # fmt: skip
+    parser.set_defaults(func=run)
+    return parser
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the `dashboard` subcommand; its `func(args) -> int` starts Streamlit."""
+    parser = subparsers.add_parser(
+        "dashboard",
+        help="open the Streamlit dashboard over a results folder",
+        description="Start the dashboard on 127.0.0.1 (Overview, Phases, Timeline, Target host, Compare, memray).",  # fmt: skip
+    )
+    return _add_arguments(parser)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m dashboard.cli`: the same as `loadbench dashboard`."""
+    parser = _add_arguments(argparse.ArgumentParser(prog="loadbench dashboard"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

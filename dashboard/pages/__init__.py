@@ -1,0 +1,1 @@
+"""The dashboard's pages; each file is a Streamlit script whose `main()` is made of widget calls."""

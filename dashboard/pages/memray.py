@@ -1,0 +1,57 @@
+"""memray: the allocation flamegraph and top allocation sites of runs captured under memray.
+
+Answers: which call sites hold the memory at a strategy's peak. Only files inside the results
+folder are opened, after resolving their paths; nothing named by the URL is ever read.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+import streamlit.components.v1 as components
+
+from dashboard import data, paths, widgets
+
+
+def _captures(results) -> pd.DataFrame:
+    rows = data.whole_run(results.phases)
+    rows = rows[rows["memray_html"].notna() | rows["memray_top"].notna()]
+    rows = rows.drop_duplicates("result_id").merge(results.runs[["run_id", "machine"]], on="run_id", how="left")  # fmt: skip
+    labels = data.run_labels(results.runs)
+    rows["label"] = [f"{r.strategy} · {r.shapes} · r{r.repeat} — {labels.get(r.run_id, r.run_id)}" for r in rows.itertuples()]  # fmt: skip
+    return rows.sort_values("label").reset_index(drop=True)
+
+
+def _flamegraph(root, row: pd.Series) -> None:
+    path = paths.inside(root, row["memray_html"], machine=row["machine"])
+    if row["memray_html"] and path is None:
+        st.warning(f"Flamegraph `{row['memray_html']}` is not a file inside the results folder; not opened.")  # fmt: skip
+    if path is None:
+        return
+    body = path.read_bytes()
+    st.download_button("Download the flamegraph (HTML)", body, file_name=path.name, mime="text/html", key="memray_download")  # fmt: skip
+    if len(body) <= paths.MAX_BYTES and st.toggle("Show it here", key="memray_inline"):
+        components.html(body.decode("utf-8", errors="replace"), height=640, scrolling=True)
+
+
+def main() -> None:
+    st.title("memray")
+    st.caption("Allocation flamegraphs and top allocation sites at the peak, where a run was captured.")  # fmt: skip
+    results = widgets.page_results()
+    captures = _captures(results)
+    if captures.empty:
+        st.info("No memray captures in these results. Run the bench with memray capture on (see `loadbench bench run --help`).")  # fmt: skip
+        return
+    pick = st.selectbox("Capture", captures.index, format_func=lambda i: captures.loc[i, "label"], key="memray_capture")  # fmt: skip
+    row = captures.loc[pick]
+    root = data.results_folder()
+    _flamegraph(root, row)
+    top = paths.read_text(root, row["memray_top"], machine=row["machine"])
+    st.subheader("Top allocation sites")
+    if top is None:
+        st.info("No top-sites report for this capture inside the results folder.")
+    else:
+        st.code(top, language=None)
+
+
+main()

@@ -1,0 +1,66 @@
+"""Phases: where the memory and the time of a load go, phase by phase, per strategy.
+
+Answers: what each phase (build, read, cast, transfer, assemble, stream) adds to the peak, how
+much of what it keeps is anonymous vs file-backed memory, and how long each phase takes.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, data, widgets
+
+
+def _filter(phases: pd.DataFrame) -> pd.DataFrame:
+    """Narrow to one shape set and (when there are several) one dtype / device count."""
+    cols = st.columns(3)
+    with cols[0]:
+        shapes = widgets.pick_shapes(phases, key="phases_shapes")
+    rows = phases[phases["shapes"] == shapes]
+    dtype = cols[1].selectbox("dtype", sorted(rows["dtype"].unique()), key="phases_dtype")
+    rows = rows[rows["dtype"] == dtype]
+    devices = cols[2].selectbox("devices", sorted(rows["devices"].unique()), key="phases_devices")
+    return rows[rows["devices"] == devices]
+
+
+def _substeps(rows: pd.DataFrame) -> None:
+    """The accumulated sub-step times of streaming phases, if any."""
+    stream = data.whole_run(rows)
+    stream = stream[(stream["phase"] == "stream") & (stream["status"] == "ok")]
+    if stream.empty:
+        return
+    steps = pd.DataFrame([dict(s or {}) for s in stream["substeps_s"]], index=stream.index)
+    steps.insert(0, "strategy", stream["strategy"])
+    st.markdown("**Inside `stream`**: median seconds spent per sub-step")
+    st.dataframe(steps.groupby("strategy").median(), width="content")
+
+
+def main() -> None:
+    st.title("Phases")
+    st.caption("Medians over the successful repeats of the chosen run.")
+    results = widgets.page_results()
+    run_id = widgets.pick_run(results, key="phases_run")
+    rows = _filter(results.phases[results.phases["run_id"] == run_id])
+    med = data.phase_medians(rows)
+    if med.empty:
+        st.info("No successful run with phase rows for this choice; see the Overview for statuses.")
+        return
+    strategies = sorted(med["strategy"].unique())
+    chosen = st.multiselect("Strategies", strategies, default=strategies, key="phases_strategies")
+    med = med[med["strategy"].isin(chosen)]
+    if med.empty:
+        st.info("Choose at least one strategy.")
+        return
+    st.subheader("What each phase adds to the peak")
+    st.altair_chart(charts.phase_adds_bars(med), width="stretch")
+    st.subheader("Anonymous vs file-backed RSS at each phase's end")
+    st.altair_chart(charts.anon_file_bars(med))
+    st.subheader("Time per phase")
+    st.altair_chart(charts.phase_time_bars(med), width="stretch")
+    _substeps(rows[rows["strategy"].isin(chosen)])
+    with st.expander("The numbers"):
+        st.dataframe(med.sort_values(["strategy", "phase_order"]), hide_index=True)
+
+
+main()

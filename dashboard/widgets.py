@@ -1,0 +1,88 @@
+"""Parts every page shares: the results (or the empty state), unreadable-file notes, run pickers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import MAKE_COMMAND, data
+
+
+def empty_state(folder: str) -> None:
+    """Say there is nothing to show yet and which command makes results."""
+    st.info(f"No results yet in `{folder}`. Make some with:")
+    st.code(MAKE_COMMAND, language="bash")
+    st.caption(
+        "or `loadbench bench run --shapes tiny-gpt2 --out results`; then reload this page. "
+        "Point the dashboard elsewhere with `loadbench dashboard --results DIR`."
+    )
+
+
+def show_errors(errors: list[tuple[str, str]]) -> None:
+    """One warning per unreadable file or line: which file and why (the rest is still shown)."""
+    for file, message in errors:
+        st.warning(f"Could not read part of `{file}`: {message}", icon="⚠️")
+
+
+def page_results() -> Any:
+    """The results for this page, with errors shown; stops the page with the empty state if none.
+
+    Returns:
+        The bench reader's `Results` (with at least one phase row).
+    """
+    folder = data.results_folder()
+    try:
+        results = data.load_results(folder)
+    except Exception as e:  # the reader failed as a whole: say so, do not show a traceback
+        st.error(f"Could not read the results folder `{folder}`: {type(e).__name__}: {e}")
+        st.stop()
+    if results is not None:
+        show_errors(list(results.errors))
+    if results is None or results.phases.empty:
+        empty_state(str(folder))
+        st.stop()
+    return results
+
+
+def pick_run(results: Any, *, key: str, label: str = "Run", index: int = 0) -> str:
+    """A run selector (newest first) over the runs that have phase rows; returns the run id."""
+    labels = data.run_labels(results.runs)
+    ids = [r for r in labels if r in set(results.phases["run_id"])]
+    ids += sorted(
+        set(results.phases["run_id"]) - set(ids)
+    )  # phase rows of a run lacking its record
+    return st.selectbox(
+        label, ids, index=min(index, len(ids) - 1), key=key, format_func=lambda r: labels.get(r, r)
+    )
+
+
+def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
+    """A shape-set selector over the shape sets present in `phases`."""
+    return st.selectbox("Shape set", sorted(phases["shapes"].unique()), key=key)
+
+
+def status_table(phases: pd.DataFrame) -> None:
+    """Every child run of `phases` with its status and error: never filtered, never hidden."""
+    totals = data.whole_run(phases)
+    totals = totals[totals["phase"] == "total"]
+    cols = ["strategy", "repeat", "dtype", "devices", "status", "peak_ratio", "wall_s", "error"]
+    table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)
+    counts = table["status"].value_counts()
+    st.markdown(
+        " · ".join(
+            f"**{s}**: {int(counts.get(s, 0))}" for s in data.STATUSES if s in counts or s == "ok"
+        )
+    )
+    st.dataframe(
+        table.style.apply(_status_style, axis=1),
+        hide_index=True,
+        width="stretch",
+        column_config={"peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f")},
+    )
+
+
+def _status_style(row: pd.Series) -> list[str]:
+    color = "" if row["status"] == "ok" else "background-color: rgba(198, 40, 40, 0.15)"
+    return [color] * len(row)

@@ -1,0 +1,39 @@
+"""Fixtures for the dashboard tests: a results folder written per SCHEMA.md, and AppTest helpers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # fixture_results, importable by name
+
+from fixture_results import FixtureInfo, write_results  # noqa: E402
+
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+PAGES = ["pages/phases.py", "pages/timeline.py", "pages/target_host.py", "pages/compare.py", "pages/memray.py"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def fixture_results(tmp_path_factory: pytest.TempPathFactory) -> FixtureInfo:
+    """Two runs on two machines, 3 strategies x 2 shape sets x 3 repeats, a crash, a memray capture."""
+    return write_results(tmp_path_factory.mktemp("results"))
+
+
+@pytest.fixture
+def app(fixture_results: FixtureInfo, monkeypatch: pytest.MonkeyPatch):
+    """A function `app(page=None)` returning a run AppTest over the fixture folder."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("LOADBENCH_RESULTS", str(fixture_results.root))
+
+    def make(page: str | None = None, folder: Path | None = None) -> AppTest:
+        if folder is not None:
+            monkeypatch.setenv("LOADBENCH_RESULTS", str(folder))
+        at = AppTest.from_file(str(APP), default_timeout=120).run()
+        if page:
+            at.switch_page(page).run()
+        return at
+
+    return make

@@ -1,0 +1,222 @@
+"""The dashboard's pages, headless through Streamlit's AppTest, over the fixture results folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import APP, PAGES
+
+GIB = 1 << 30
+
+
+def _no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _charts(at) -> list:
+    return list(at.get("vega_lite_chart"))
+
+
+def _spec_text(chart) -> str:
+    """A chart's Vega-Lite spec as readable text (titles with their non-ASCII characters)."""
+    return json.dumps(json.loads(chart.proto.spec), ensure_ascii=False)
+
+
+def _chart_strategies(at) -> set[str]:
+    """The strategies the Overview's charts draw (read from each chart's spec and data)."""
+    found: set[str] = set()
+    for chart in _charts(at):
+        text = chart.proto.spec + "".join(str(d.data.data) for d in chart.proto.datasets)
+        found |= {s for s in ("floor", "eager", "stream", "orbax") if s in text}
+    return found
+
+
+def test_overview_is_the_landing_page_and_draws_each_shape_set(app):
+    at = app()
+    _no_exception(at)
+    assert at.title[0].value == "Overview"
+    assert {s.value for s in at.subheader} == {"Shape set `gpt2`", "Shape set `tiny-gpt2`"}
+    assert len(_charts(at)) == 2
+    summary = at.dataframe[0].value
+    assert set(summary["strategy"]) == {"floor", "eager", "stream"}
+    # eager is fast and heavy, stream slow and light: both on the Pareto front, floor never
+    front = dict(zip(summary["strategy"], summary["pareto"], strict=True))
+    assert front == {"floor": False, "eager": True, "stream": True}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_without_exception(app, page):
+    at = app(page)
+    _no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    if page.endswith("memray.py"):
+        assert "numpy/_core/numeric.py:frombuffer" in at.code[0].value
+    else:
+        assert _charts(at), f"{page} drew no chart"
+
+
+def test_strategy_filter_changes_the_overview(app):
+    at = app()
+    assert _chart_strategies(at) >= {"floor", "eager", "stream"}
+    at.multiselect(key="overview_strategies").set_value(["stream"]).run()
+    _no_exception(at)
+    assert set(at.dataframe[0].value["strategy"]) == {"stream"}
+    assert _chart_strategies(at) == {"stream"}
+
+
+def test_failed_runs_stay_visible_whatever_the_filter(app, fixture_results):
+    at = app()
+    at.selectbox(key="overview_run").set_value(fixture_results.run_ids["alpha"]).run()
+    at.multiselect(key="overview_strategies").set_value(["eager"]).run()
+    _no_exception(at)
+    statuses = [df.value for df in at.dataframe if "error" in df.value.columns]
+    crashed = [t for t in statuses if "crashed" in set(t["status"])]
+    assert crashed, "the crashed orbax run is not shown"
+    assert "SIGKILL" in crashed[0].loc[crashed[0]["status"] == "crashed", "error"].iloc[0]
+    assert any("**crashed**: 1" in m.value for m in at.markdown)
+
+
+def test_peak_unit_switch_changes_the_axis(app):
+    at = app()
+    assert "peak over baseline (× checkpoint)" in _spec_text(_charts(at)[0])
+    at.radio(key="overview_unit").set_value("bytes").run()
+    assert "peak over baseline (MiB)" in _spec_text(_charts(at)[0])
+
+
+def _verdicts(at) -> dict[str, str]:
+    table = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
+    return dict(zip(table["strategy"], table["verdict"], strict=True))
+
+
+def test_host_ram_changes_the_verdicts(app):
+    at = app("pages/target_host.py")
+    at.selectbox(key="target_shapes").set_value("gpt2").run()
+    at.number_input(key="target_ram_gib").set_value(64.0).run()
+    _no_exception(at)
+    roomy = _verdicts(at)
+    assert set(roomy.values()) == {"fits"}
+    assert any("Recommended" in s.value for s in at.success)
+    at.number_input(key="target_ram_gib").set_value(0.5).run()
+    _no_exception(at)
+    tight = _verdicts(at)
+    assert "does not fit" in tight.values() and tight != roomy
+    assert any("No strategy fits" in e.value for e in at.error)
+
+
+def test_custom_sizes_scale_the_prediction(app):
+    at = app("pages/target_host.py")
+    at.radio(key="target_source").set_value("custom sizes").run()
+    at.number_input(key="target_ram_gib").set_value(16.0).run()
+    at.number_input(key="target_ckpt_gib").set_value(1.0).run()
+    small = _verdicts(at)
+    at.number_input(key="target_ckpt_gib").set_value(40.0).run()
+    _no_exception(at)
+    assert set(small.values()) != {"does not fit"}
+    assert set(_verdicts(at).values()) == {"does not fit"}
+
+
+@pytest.mark.timeout(300)
+def test_preset_spec_feeds_the_prediction(app):
+    at = app("pages/target_host.py")
+    at.radio(key="target_source").set_value("a preset or fetched spec").run()
+    _no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="target_spec").value == "sa3"
+    assert _verdicts(at)
+    sharding = [df.value for df in at.dataframe if "sharded_axis" in df.value.columns]
+    assert sharding and len(sharding[0]) > 0
+    assert (sharding[0]["sharded_axis"] != "replicated").any()  # the rule splits sa3's big tensors
+
+
+def test_timeline_overlays_several_results(app):
+    at = app("pages/timeline.py")
+    widget = at.multiselect(key="timeline_results")
+    wanted = [o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"]]
+    assert len(wanted) == 3  # floor, eager, stream
+    widget.set_value(wanted).run()
+    _no_exception(at)
+    chart = _charts(at)[0]
+    drawn = b"".join(d.data.data for d in chart.proto.datasets)  # Arrow IPC bytes
+    assert all(label.encode() in drawn for label in wanted)
+    assert not at.toggle  # the anonymous/file split is for one result only
+
+
+def test_phases_strategy_filter(app):
+    at = app("pages/phases.py")
+    at.selectbox(key="phases_shapes").set_value("gpt2").run()
+    at.multiselect(key="phases_strategies").set_value(["eager"]).run()
+    _no_exception(at)
+    numbers = next(df.value for df in at.dataframe if "adds_bytes" in df.value.columns)
+    assert set(numbers["strategy"]) == {"eager"}
+    assert set(numbers["phase"]) == {"build", "read", "cast", "transfer", "assemble"}
+    assert (numbers["adds_bytes"] >= 0).all()
+
+
+def test_compare_shows_both_machines_and_ratios(app):
+    at = app("pages/compare.py")
+    _no_exception(at)
+    facts = at.dataframe[0].value
+    assert set(facts.loc["machine"]) == {"alpha", "beta"}
+    ratios = at.dataframe[1].value
+    assert set(ratios["strategy"]) == {"floor", "eager", "stream"}  # orbax ran on alpha only
+    eager = ratios[ratios["strategy"] == "eager"].iloc[0]
+    assert eager["wall_s_b_over_a"] == pytest.approx(0.7, rel=0.01)  # beta is 0.7x the time
+
+
+def test_empty_folder_says_which_command_makes_results(app, tmp_path):
+    at = app(folder=tmp_path / "nothing-here")
+    _no_exception(at)
+    assert "make bench SHAPES=tiny-gpt2" in at.code[0].value
+
+
+@pytest.mark.filterwarnings("ignore:.*truncated last line:UserWarning")
+def test_unreadable_file_is_named_and_the_rest_still_shown(app, fixture_results, tmp_path):
+    import shutil
+
+    folder = tmp_path / "results"
+    shutil.copytree(fixture_results.root, folder)
+    (folder / "alpha" / "20260101T000000Z-badbad.jsonl").write_text('{"schema_version": 99, "record": "run"}\n')  # fmt: skip
+    with open(folder / "beta" / f"{fixture_results.run_ids['beta']}.jsonl", "a") as fh:
+        fh.write('{"schema_version": 1, "record": "sample", "run_')  # a run killed mid-line
+    at = app(folder=folder)
+    _no_exception(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "20260101T000000Z-badbad.jsonl" in warnings and "schema_version" in warnings
+    assert "truncated" in warnings
+    assert len(_charts(at)) == 2  # the rest is still shown
+
+
+def test_the_dashboard_never_imports_jax(fixture_results):
+    code = f"""
+import os, sys, traceback
+class Tripwire:  # remember who imports jax first, to name the culprit in the failure
+    def find_spec(self, name, path=None, target=None):
+        if name == "jax" and "JAX_BY" not in os.environ:
+            os.environ["JAX_BY"] = " <- ".join(
+                f"{{f.filename.rsplit('/main/', 1)[-1]}}:{{f.lineno}}"
+                for f in reversed(traceback.extract_stack()[:-1]) if "/main/" in f.filename and "site-packages" not in f.filename)
+        return None
+sys.meta_path.insert(0, Tripwire())
+os.environ["LOADBENCH_RESULTS"] = {str(fixture_results.root)!r}
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({str(APP)!r}, default_timeout=120).run()
+assert not at.exception, at.exception
+for page in {PAGES!r}:
+    at.switch_page(page).run()
+    assert not at.exception, (page, at.exception)
+at.switch_page("pages/target_host.py").run()
+at.radio(key="target_source").set_value("a preset or fetched spec").run()
+assert not at.exception
+print("JAX_IMPORTED by " + os.environ["JAX_BY"] if "jax" in sys.modules else "JAX_FREE")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "JAX_FREE"
+
+
+def test_app_file_is_the_entry_point():
+    assert Path(APP).is_file() and (Path(APP).parent / "pages" / "overview.py").is_file()

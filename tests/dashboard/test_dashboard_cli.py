@@ -1,0 +1,58 @@
+"""`loadbench dashboard` (dashboard.cli) and the results-folder confinement of dashboard.paths."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from dashboard import cli, paths
+
+
+def test_register_adds_a_dashboard_subcommand_that_starts_streamlit_on_localhost(monkeypatch, tmp_path):  # fmt: skip
+    parser = argparse.ArgumentParser(prog="loadbench")
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["dashboard", "--results", str(tmp_path), "--port", "8600"])
+    seen = {}
+
+    def fake_serve(cmd, env):
+        seen.update(cmd=cmd, env=env)
+        return 0
+
+    monkeypatch.setattr(cli, "_serve", fake_serve)
+    assert args.func(args) == 0
+    cmd = seen["cmd"]
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith(os.path.join("dashboard", "app.py"))  # fmt: skip
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--server.port") + 1] == "8600"
+    assert cmd[cmd.index("--server.headless") + 1] == "true"
+    assert seen["env"]["LOADBENCH_RESULTS"] == str(tmp_path.resolve())
+
+
+def test_defaults_and_a_bad_port(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_serve", lambda cmd, env: pytest.fail("must not start"))
+    assert cli.main(["--port", "70000"]) == 2
+    assert "--port 70000" in capsys.readouterr().err
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["dashboard"])
+    assert (args.results, args.port) == ("results", cli.DEFAULT_PORT)
+
+
+def test_paths_stay_inside_the_results_folder(tmp_path):
+    root = tmp_path / "results"
+    (root / "m" / "run" / "memray").mkdir(parents=True)
+    html = root / "m" / "run" / "memray" / "a.html"
+    html.write_text("<html></html>")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("no")
+    (root / "m" / "link.html").symlink_to(secret)
+    assert paths.inside(root, "m/run/memray/a.html") == html.resolve()
+    assert paths.inside(root, "run/memray/a.html", machine="m") == html.resolve()
+    assert paths.inside(root, str(html)) == html.resolve()  # absolute, but inside
+    moved = "/elsewhere/results/m/run/memray/a.html"  # written on another host, then copied here
+    assert paths.inside(root, moved, machine="m") == html.resolve()
+    for bad in ["../secret.txt", str(secret), "m/link.html", "m/../../secret.txt", "", None, "m"]:
+        assert paths.inside(root, bad, machine="m") is None, bad
+    assert paths.read_text(root, "../secret.txt") is None

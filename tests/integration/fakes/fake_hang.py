@@ -1,0 +1,11 @@
+"""Test fake: never returns (the runner's timeout must end it)."""
+
+import time
+
+KIND = "reference"
+
+
+def load(builder, path, probe, strict=False):
+    with probe.phase("read"):
+        while True:
+            time.sleep(1)

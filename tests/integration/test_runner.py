@@ -1,0 +1,155 @@
+"""The bench runner end to end: real children, real watchdog, rows for every outcome.
+
+Failing strategies are injected without touching loader/strategies: `LOADBENCH_EXTRA_STRATEGIES`
+names test-only strategy modules in `tests/integration/fakes/` (see `bench.strategies`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.results import read_results, summarize
+from bench.runner import RunConfig, run_bench
+
+FAKES = Path(__file__).parent / "fakes"
+FAKE_NAMES = ["fake_ok", "fake_crash", "fake_raise", "fake_hang", "fake_oom", "fake_noop"]
+GiB = 1 << 30
+
+
+@pytest.fixture
+def bench_env(monkeypatch, tmp_path_factory):
+    """Children find the fakes, and share one synthetic-checkpoint cache per test session."""
+    path = os.pathsep.join([str(FAKES), os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("LOADBENCH_EXTRA_STRATEGIES", ",".join(FAKE_NAMES))
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "lbcache"))
+    monkeypatch.syspath_prepend(str(FAKES))
+
+
+def _config(tmp_path, strategies, **kw) -> RunConfig:
+    return RunConfig(
+        shapes=["tiny-gpt2"], strategies=strategies, repeats=1, out=tmp_path / "results",
+        progress=False, argv=["test"], **kw,
+    )  # fmt: skip
+
+
+def test_crash_raise_hang_oom_and_wrong_become_rows(bench_env, tmp_path):
+    config = _config(
+        tmp_path,
+        ["fake-ok", "fake-crash", "fake-raise", "fake-hang", "fake-oom", "fake-noop", "fake-ok"],
+        timeout_s=12,
+        memory_budget_bytes=GiB,
+    )
+    outcome = run_bench(config)
+    res = read_results(outcome.jsonl)
+    assert res.errors == []
+    totals = res.phases[res.phases.phase == "total"]
+    status = dict(zip(totals.strategy, totals.status, strict=False))
+    assert status == {
+        "fake-ok": "ok", "fake-crash": "crashed", "fake-raise": "crashed", "fake-hang": "timeout",
+        "fake-oom": "oom", "fake-noop": "wrong",
+    }  # fmt: skip
+    errors = dict(zip(totals.strategy, totals.error, strict=False))
+    assert "SIGABRT" in errors["fake-crash"] and "about to abort" in errors["fake-crash"]
+    assert "failed on purpose" in errors["fake-raise"]
+    assert "timeout" in errors["fake-hang"] and "memory budget" in errors["fake-oom"]
+    assert "differs from its synthetic values" in errors["fake-noop"]
+    ok = totals[totals.strategy == "fake-ok"]
+    assert len(ok) == 2 and (ok.peak_rss_bytes > ok.baseline_rss_bytes).all()  # both ok rows intact
+    read = res.phases[(res.phases.strategy == "fake-ok") & (res.phases.phase == "read")]
+    assert len(read) == 2 and (read.phase_peak_ratio > 0.5).all()  # read the whole file
+    assert outcome.jsonl.with_suffix(".phases.parquet").is_file()
+    assert not (outcome.jsonl.parent / outcome.run_id / "work").exists()
+
+
+def test_memray_capture_links_rows_without_replacing_them(bench_env, tmp_path):
+    outcome = run_bench(_config(tmp_path, ["fake-ok"], memray=True))
+    res = read_results(outcome.jsonl)
+    totals = res.phases[res.phases.phase == "total"]
+    assert len(totals) == 1  # the captured run adds files, not rows
+    html, top = totals.iloc[0][["memray_html", "memray_top"]]
+    folder = outcome.jsonl.parent
+    assert (folder / html).is_file() and (folder / html).stat().st_size > 1000
+    assert "peak tracked memory" in (folder / top).read_text()
+
+
+def _model_strategies() -> list[str]:
+    from bench import strategies
+
+    return [n for n, e in strategies.catalog().items() if e.kind == "model" and not e.multiprocess]
+
+
+def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
+    model = [n for n in _model_strategies() if not n.startswith("fake")][:2]
+    if not model:
+        pytest.skip("no model strategy registered yet")
+    cmd = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2", "--repeats", "2",
+           "--strategies", ",".join(model), "--out", str(tmp_path / "results"), "--json"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(proc.stdout)
+    assert [r["strategy"] for r in rows] == model
+    for row in rows:
+        assert row["status"] == "ok" and row["repeats"] == 2 and row["shapes"] == "tiny-gpt2"
+        assert row["checkpoint_bytes"] == 453864
+        assert row["peak_rss_bytes"] > row["baseline_rss_bytes"] > 0 and row["wall_s"] > 0
+        assert row["peak_ratio"] > 0 and row["phases"]
+        assert all({"wall_s", "peak_ratio"} <= set(p) for p in row["phases"].values())
+    summary = summarize(read_results(tmp_path / "results").phases)
+    assert set(summary.strategy) == set(model)
+
+
+@pytest.mark.multiprocess
+def test_multiprocess_strategy_reports_each_process_and_the_sum(bench_env, tmp_path):
+    from bench import strategies
+
+    multi = [
+        n for n, e in strategies.catalog().items() if e.multiprocess and e.checkpoint == "file"
+    ]
+    if not multi:
+        pytest.skip("no multi-process strategy registered yet")
+    outcome = run_bench(_config(tmp_path, multi[:1], processes=2, devices=2, timeout_s=240))
+    totals = read_results(outcome.jsonl).phases.query("phase == 'total'")
+    assert sorted(totals.process_index) == [-1, 0, 1], totals[["process_index", "status", "error"]]
+    assert (totals.status == "ok").all(), totals.error.tolist()
+    summed = totals[totals.process_index == -1].iloc[0]
+    parts = totals[totals.process_index >= 0]
+    assert summed.peak_rss_bytes == parts.peak_rss_bytes.sum()
+
+
+def test_ctrl_c_stops_cleanly_with_finished_rows_saved(bench_env, tmp_path):
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2", "--repeats", "1",
+           "--strategies", "fake-ok,fake-hang", "--timeout", "120", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        files = list(out.glob("*/*.jsonl"))
+        if files and '"phase":"total"' in files[0].read_text():
+            break  # fake-ok finished; fake-hang is running
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    res = read_results(out)
+    assert res.errors == []
+    totals = res.phases[res.phases.phase == "total"]
+    assert list(totals.strategy) == ["fake-ok"] and list(totals.status) == ["ok"]
+    assert list(out.glob("*/*.phases.parquet"))
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(out) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == []  # the hung child was killed, not orphaned

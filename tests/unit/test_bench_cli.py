@@ -1,0 +1,74 @@
+"""The `loadbench` CLI's own parts: no jax in the parent, one-line errors, `bench list`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.cli import main
+from bench.units import format_bytes, parse_size
+
+
+def test_parent_modules_do_not_import_jax():
+    code = (
+        "import sys; import bench.runner, bench.results, bench.recommend, bench.cli, bench.summary; "
+        "bad = sorted(m for m in ('jax', 'flax', 'memray') if m in sys.modules); print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_bench_list_json(capsys):
+    assert main(["bench", "list", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    for e in entries:
+        assert set(e) == {"name", "description", "kind", "checkpoint", "multiprocess"}
+        assert e["description"]
+
+
+def test_project_errors_are_one_line(capsys, tmp_path):
+    assert (
+        main(
+            [
+                "bench",
+                "run",
+                "--shapes",
+                "tiny-gpt2",
+                "--strategies",
+                "nope",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("loadbench: error: unknown strategy 'nope'") and "Traceback" not in err
+    assert (
+        main(
+            ["recommend", "--shapes", "tiny-gpt2", "--host-ram", "lots", "--results", str(tmp_path)]
+        )
+        == 2
+    )
+    assert "--host-ram: cannot read 'lots'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "n"),
+    [("4GiB", 4 << 30), ("4G", 4 << 30), ("4GB", 4 * 10**9), ("1.5 MiB", 3 << 19), ("123", 123)],
+)
+def test_sizes(text, n):
+    assert parse_size(text) == n
+
+
+def test_format_bytes():
+    assert format_bytes(3 << 30) == "3.00 GiB" and format_bytes(float("nan")) == "-"
+
+
+def test_runner_catalog_stays_jax_free():
+    code = "import sys; from bench import strategies; strategies.catalog(); print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,127 @@
+"""The recommendation model: fit measured runs, predict a target, rank by verdict and time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.errors import BenchError, NoResultsError
+from bench.recommend import recommend, run_cli
+from bench.results import ResultsWriter, read_results
+from bench.schema import PhaseRecord
+
+MiB, GiB = 1 << 20, 1 << 30
+BASE = 300 * MiB
+
+
+def _row(
+    strategy: str,
+    shapes: str,
+    ckpt: int,
+    largest: int,
+    over: float,
+    wall: float,
+    i: int,
+    status="ok",
+):
+    return PhaseRecord(
+        run_id="r", result_id=f"{strategy}-{shapes}-{i}", shapes=shapes, strategy=strategy,
+        dtype="native", devices=1, processes=1, process_index=0, repeat=i, status=status, error=None,
+        checkpoint_bytes=ckpt, largest_tensor_bytes=largest, tensors=10, baseline_rss_bytes=BASE,
+        peak_rss_bytes=int(BASE + over), wall_s=wall, phase="total", phase_order=0,
+        phase_wall_s=wall, phase_peak_rss_bytes=int(BASE + over), phase_end_rss_bytes=BASE,
+        phase_anon_rss_bytes=BASE, phase_file_rss_bytes=0, peak_source="hwm",
+    )  # fmt: skip
+
+
+SETS = [
+    ("small", 100 * MiB, 10 * MiB),
+    ("mid", 500 * MiB, 20 * MiB),
+    ("big", 1000 * MiB, 100 * MiB),
+]
+
+
+def _results(tmp_path, sets=SETS):
+    """eager: 3.0 x ckpt + 1.0 x largest + 50 MiB, slow; lean: 1.0 x ckpt + 0.5 x largest, fast."""
+    rows = []
+    for shapes, ckpt, largest in sets:
+        for i in range(2):
+            rows.append(
+                _row(
+                    "eager", shapes, ckpt, largest, 3 * ckpt + largest + 50 * MiB, ckpt / 1e8 + 1, i
+                )
+            )
+            rows.append(
+                _row("lean", shapes, ckpt, largest, ckpt + largest / 2, ckpt / 2e8 + 0.5, i)
+            )
+            rows.append(_row("floor", shapes, ckpt, largest, ckpt, ckpt / 1e9, i))
+    rows.append(_row("broken", "big", GiB, GiB, 0, 0, 0, status="crashed"))
+    with ResultsWriter(tmp_path / "m" / "r.jsonl") as w:
+        w.write_many(rows)
+    return read_results(tmp_path)
+
+
+TARGET = {"checkpoint_bytes": 4 * GiB, "largest_tensor_bytes": 200 * MiB, "tensors": 100}
+
+
+def test_fit_recovers_the_linear_model_and_ranks(tmp_path):
+    rec = recommend(_results(tmp_path), TARGET, host_ram_bytes=16 * GiB)
+    by = {s["strategy"]: s for s in rec.strategies}
+    assert set(by) == {"eager", "lean"}  # floor is a reference line; crashed runs are not fitted
+    eager = 3 * TARGET["checkpoint_bytes"] + TARGET["largest_tensor_bytes"] + 50 * MiB + BASE
+    assert by["eager"]["predicted_peak_bytes"] == pytest.approx(eager, rel=1e-3)
+    assert by["lean"]["predicted_peak_bytes"] == pytest.approx(BASE + 4 * GiB + 100 * MiB, rel=1e-3)
+    assert by["lean"]["predicted_wall_s"] == pytest.approx(4 * GiB / 2e8 + 0.5, rel=1e-3)
+    assert by["eager"]["verdict"] == "fits" and by["lean"]["verdict"] == "fits"
+    assert rec.recommended == "lean"  # the fastest that fits
+    assert by["lean"]["headroom_bytes"] == 16 * GiB - by["lean"]["predicted_peak_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("ram", "verdicts", "best"),
+    [
+        (13.5 * GiB, {"eager": "tight", "lean": "fits"}, "lean"),
+        (4.6 * GiB, {"eager": "does not fit", "lean": "tight"}, None),
+        (2 * GiB, {"eager": "does not fit", "lean": "does not fit"}, None),
+    ],
+)
+def test_verdicts_follow_host_ram(tmp_path, ram, verdicts, best):
+    rec = recommend(_results(tmp_path), TARGET, host_ram_bytes=int(ram))
+    assert {s["strategy"]: s["verdict"] for s in rec.strategies} == verdicts
+    assert rec.recommended == best
+    assert rec.strategies[-1]["verdict"] in ("does not fit", "tight")  # ranked fits first
+
+
+def test_one_shape_set_falls_back_to_a_ratio(tmp_path):
+    rec = recommend(_results(tmp_path, SETS[1:2]), TARGET, host_ram_bytes=64 * GiB)
+    lean = next(s for s in rec.strategies if s["strategy"] == "lean")
+    ratio = (500 * MiB + 10 * MiB) / (500 * MiB)
+    assert lean["predicted_peak_bytes"] == pytest.approx(BASE + ratio * 4 * GiB, rel=1e-3)
+    assert lean["fit"]["b"] == 0 and lean["fit"]["shapes"] == ["mid"]
+
+
+def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
+    empty = read_results(tmp_path / "none")
+    with pytest.raises(NoResultsError):
+        recommend(empty, TARGET, host_ram_bytes=GiB)
+    args = argparse.Namespace(
+        shapes="tiny-gpt2", host_ram="4GiB", devices=None, results=str(tmp_path), json=True
+    )
+    with pytest.raises(BenchError, match="make bench SHAPES="):
+        run_cli(args)
+
+
+def test_cli_json_on_a_preset(tmp_path):
+    _results(tmp_path)
+    cmd = [sys.executable, "-m", "bench.cli", "recommend", "--shapes", "tiny-gpt2", "--host-ram", "4GiB",
+           "--results", str(tmp_path), "--json"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["recommended"] == "lean"
+    for s in out["strategies"]:
+        assert {"strategy", "predicted_peak_bytes", "predicted_wall_s", "verdict"} <= set(s)
