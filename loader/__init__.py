@@ -3,7 +3,7 @@
 Public API:
     save_model(model_or_state, path, *, metadata=None)
     load_model(target, path, *, strict=False, key_map=None, strategy=None) -> (model, LoadReport)
-    save_sharded(model, folder) / load_sharded(target, folder, ...)
+    save_sharded(model, folder) / load_sharded(target, folder, ...) / convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
 
 Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharding`) does not import jax:
@@ -19,6 +19,7 @@ _LAZY = {
     "save_model": "loader.save",
     "save_sharded": "loader.sharded_dir",
     "load_sharded": "loader.sharded_dir",
+    "convert_to_sharded": "loader.sharded_dir",
 }
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "LoadReport",
     "LoadWarning",
     "MismatchError",
+    "convert_to_sharded",
     "load_model",
     "load_sharded",
     "save_model",

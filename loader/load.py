@@ -9,7 +9,7 @@ from typing import Any
 from loader.keys import KeyMap
 from loader.materialize import Caster, Reader, fill_skipped, stream_steps
 from loader.phases import BUILD, NULL_PROBE, Probe
-from loader.plan import plan_load
+from loader.plan import LoadPlan, plan_load
 from loader.report import LoadReport
 from loader.source import CheckpointSource
 from loader.target import build_instance, resolve_target
@@ -27,6 +27,7 @@ def stream_load(
     reader: Callable[[CheckpointSource], Reader] | None = None,
     caster: Caster | None = None,
     assembler: Callable[[CheckpointSource], Any] | None = None,
+    adjust_plan: Callable[[LoadPlan, CheckpointSource], None] | None = None,
 ) -> tuple[Any, LoadReport]:
     """Build (abstractly for a builder, unless `random_init`) then stream tensors with `pread`.
 
@@ -39,6 +40,8 @@ def stream_load(
                 (build_instance(target), False) if random_init else resolve_target(target)
             )
         plan = plan_load(model, source, key_map=key_map)
+        if adjust_plan:
+            adjust_plan(plan, source)
         plan.report.raise_or_warn(strict=strict)
         checked = len(plan.report.shape_mismatches)
         read = reader(source) if reader else source.read

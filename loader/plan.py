@@ -48,7 +48,11 @@ def _stored_shape(
     if transform is None:
         return step_shape
     try:
-        return tuple(jax.eval_shape(transform, jax.ShapeDtypeStruct(step_shape, dtype)).shape)
+        # a lambda, not `transform` itself: jax.eval_shape(np.transpose, ...) crashed the process
+        # when repeated (jax 0.10.2)
+        return tuple(
+            jax.eval_shape(lambda x: transform(x), jax.ShapeDtypeStruct(step_shape, dtype)).shape
+        )
     except Exception:  # a numpy-only transform: checked after the read instead
         return None
 
@@ -72,7 +76,9 @@ def _check_leaf(
         saved_impl = json.loads(source.metadata.get(META_PRNG, "{}")).get(file_key)
         model_impl = str(leaf.dtype._impl.name)
         if info.np_dtype != want_dtype or (saved_impl and saved_impl != model_impl):
-            report.casts.append(DtypeCast(leaf.key, f"key<{saved_impl}> data {info.dtype}", f"key<{model_impl}>"))
+            report.casts.append(
+                DtypeCast(leaf.key, f"key<{saved_impl}> data {info.dtype}", f"key<{model_impl}>")
+            )
     return True
 
 

@@ -33,7 +33,7 @@ from loader.place import describe_sharding
 FORMAT_VERSION = "1"
 
 
-def _flat_values(obj: Any) -> list[tuple[Path, Any]]:
+def flat_values(obj: Any) -> list[tuple[Path, Any]]:
     if isinstance(obj, nnx.State):
         return [
             (tuple(p), v.get_value() if isinstance(v, nnx.Variable) else v)
@@ -42,7 +42,7 @@ def _flat_values(obj: Any) -> list[tuple[Path, Any]]:
     return [(path, var.get_value()) for path, var in iter_variables(obj)]
 
 
-def _host(path: Path, value: Any) -> np.ndarray:
+def host_copy(path: Path, value: Any) -> np.ndarray:
     """The host bytes of one leaf (a device-to-host copy for arrays; PRNG keys as key data)."""
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         return np.asarray(
@@ -60,12 +60,12 @@ def _host(path: Path, value: Any) -> np.ndarray:
     return np.ascontiguousarray(jax.device_get(value))
 
 
-def _describe(path: Path, value: Any) -> tuple[str, tuple[int, ...], dict[str, str]]:
+def describe_leaf(path: Path, value: Any) -> tuple[str, tuple[int, ...], dict[str, str]]:
     """(dtype name, shape, metadata notes) of a leaf without copying it to the host."""
     notes: dict[str, str] = {}
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         notes[META_PYTYPES] = type(value).__name__
-        return dtype_name(_host(path, value).dtype), (), notes
+        return dtype_name(host_copy(path, value).dtype), (), notes
     if not hasattr(value, "dtype") or not hasattr(value, "shape"):
         refuse_unstorable(path, value)
     if is_prng_dtype(value.dtype):
@@ -77,7 +77,9 @@ def _describe(path: Path, value: Any) -> tuple[str, tuple[int, ...], dict[str, s
     return dtype_name(value.dtype), tuple(value.shape), notes
 
 
-def _metadata(user: Mapping[str, str] | None, notes: dict[str, dict[str, str]]) -> dict[str, str]:
+def header_metadata(
+    user: Mapping[str, str] | None, notes: dict[str, dict[str, str]]
+) -> dict[str, str]:
     meta = {"format": "np", "loadbench.format_version": FORMAT_VERSION}
     for kind in (META_PRNG, META_PYTYPES, META_SHARDINGS):
         per_key = {k: n[kind] for k, n in notes.items() if kind in n}
@@ -106,7 +108,7 @@ def save_model(
         >>> loader.save_model(model, "model.safetensors")
     """
     leaves: dict[str, tuple[Path, Any]] = {}
-    for p, value in _flat_values(model_or_state):
+    for p, value in flat_values(model_or_state):
         key = key_of(p)
         if key in leaves:
             raise CheckpointError(
@@ -115,12 +117,12 @@ def save_model(
         leaves[key] = (p, value)
     entries, notes = {}, {}
     for key in sorted(leaves):
-        dtype, shape, notes[key] = _describe(*leaves[key])
+        dtype, shape, notes[key] = describe_leaf(*leaves[key])
         entries[key] = (dtype, shape)
-    head, _ = encode_header(entries, _metadata(metadata, notes))
+    head, _ = encode_header(entries, header_metadata(metadata, notes))
     with atomic_open(path) as fh:
         fh.write(head)
         for key in entries:
-            host = _host(*leaves[key])
+            host = host_copy(*leaves[key])
             fh.write(memoryview(host.reshape(-1).view(np.uint8)))
             del host

@@ -77,7 +77,9 @@ def file_layout(source: CheckpointSource) -> Layout:
     for key in source.keys():
         info = source.info(key)
         region = full_region(info.shape)
-        tensors[key] = TensorLayout(info.dtype, info.shape, [Slice(source.file_of(key), key, region)])
+        tensors[key] = TensorLayout(
+            info.dtype, info.shape, [Slice(source.file_of(key), key, region)]
+        )
     return Layout(source.path, tensors, dict(source.metadata))
 
 
@@ -150,12 +152,16 @@ def _tensor(manifest: Path, key: str, entry: dict, files: dict[str, Path]) -> Te
     slices = []
     for s in entry["slices"]:
         region = tuple((int(a), int(b)) for a, b in s["index"])
-        if len(region) != len(shape) or any(not 0 <= a <= b <= d for (a, b), d in zip(region, shape)):
+        if len(region) != len(shape) or any(
+            not 0 <= a <= b <= d for (a, b), d in zip(region, shape)
+        ):
             raise CheckpointError(
                 f"{manifest}: tensor {key!r}: slice {s['key']!r} index {region} is outside shape {shape}"
             )
         if s["file"] not in files:
-            raise CheckpointError(f"{manifest}: tensor {key!r}: slice file {s['file']!r} not in 'files'")
+            raise CheckpointError(
+                f"{manifest}: tensor {key!r}: slice file {s['file']!r} not in 'files'"
+            )
         slices.append(Slice(files[s["file"]], str(s["key"]), region))
     _check_tiling(manifest, key, shape, slices)
     return TensorLayout(dtype, shape, slices)
@@ -166,7 +172,9 @@ def _check_tiling(manifest: Path, key: str, shape: tuple[int, ...], slices: list
     total = math.prod(shape)
     covered = sum(math.prod(extents(s.region)) for s in slices)
     overlap = any(
-        intersect(s.region, t.region) is not None for i, s in enumerate(slices) for t in slices[i + 1 :]
+        intersect(s.region, t.region) is not None
+        for i, s in enumerate(slices)
+        for t in slices[i + 1 :]
     )
     if covered != total or overlap or not slices:
         raise CheckpointError(

@@ -8,7 +8,9 @@ os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("LOADBENCH_HOME", os.path.join(os.path.dirname(__file__), "..", ".cache", "test-home"))
+os.environ.setdefault(
+    "LOADBENCH_HOME", os.path.join(os.path.dirname(__file__), "..", ".cache", "test-home")
+)
 
 import pytest  # noqa: E402
 

@@ -36,5 +36,11 @@ def _copy_to_device(step: Step, host: np.ndarray) -> object:
 def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
     """Load `path` into `target` the naive way (see the module docstring)."""
     return phased_load(
-        target, path, probe, _read_whole_files, strict=strict, key_map=key_map, transfer=_copy_to_device
+        target,
+        path,
+        probe,
+        _read_whole_files,
+        strict=strict,
+        key_map=key_map,
+        transfer=_copy_to_device,
     )

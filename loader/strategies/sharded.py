@@ -1,7 +1,8 @@
 """One file; each addressable device reads only its own index range (`get_slice`), then assembled.
 
 Each tensor is placed with the model's sharding, or, where the model declares none, with the rule
-of `loader.sharding` (largest axis divisible by the device count, the rest replicated). A device
+of `loader.sharding` (largest axis divisible by the device count, the rest replicated), exactly as
+`sharded-dir` places it (`loader.sharded_load.apply_rule`). A device
 reads its slice with safetensors' `get_slice`; identical slices (replicated tensors) are read once
 per process. Runs in one process or as several cooperating `jax.distributed` processes.
 """
@@ -10,25 +11,16 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding
 from safetensors import safe_open
 
 from loader.load import stream_load
 from loader.materialize import host_cast
 from loader.phases import NULL_PROBE
 from loader.plan import Step
-from loader.sharding import rule_sharding
+from loader.sharded_load import apply_rule, refuse_unaddressable
 from loader.source import CheckpointSource
 
 MULTIPROCESS = True
-
-
-def _sharding_for(step: Step):
-    """The model's sharding where it partitions the tensor; the rule where it declares none."""
-    declared = step.leaf.sharding
-    if isinstance(declared, NamedSharding) and any(axis is not None for axis in declared.spec):
-        return step.sharding
-    return rule_sharding(step.leaf.shape)
 
 
 class _SliceReader:
@@ -48,7 +40,8 @@ class _SliceReader:
         return handle.get_slice(key)[index]
 
     def assemble(self, step: Step) -> jax.Array:
-        sharding = _sharding_for(step)
+        sharding = step.sharding
+        refuse_unaddressable(sharding, step.leaf.where)
         shape = step.leaf.shape
         cache: dict[tuple, np.ndarray] = {}
         arrays = []
@@ -66,4 +59,12 @@ class _SliceReader:
 
 def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
     """Build `target` abstractly and assemble every tensor from per-device slices."""
-    return stream_load(target, path, probe, strict=strict, key_map=key_map, assembler=_SliceReader)
+    return stream_load(
+        target,
+        path,
+        probe,
+        strict=strict,
+        key_map=key_map,
+        assembler=_SliceReader,
+        adjust_plan=lambda plan, source: apply_rule(plan, source.metadata),
+    )

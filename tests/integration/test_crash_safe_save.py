@@ -25,11 +25,11 @@ WRITER = textwrap.dedent(
         def __init__(self):
             self.layers = nnx.List([nnx.Param(jnp.full((256, 1024), float(i))) for i in range(64)])
 
-    slow_host = save._host
+    slow_host = save.host_copy
     def host(path, value):  # slow each tensor down so the parent can kill us mid-write
         time.sleep(0.05)
         return slow_host(path, value)
-    save._host = host
+    save.host_copy = host
     print("writing", flush=True)
     save.save_model(Big(), sys.argv[1])
     """
@@ -47,7 +47,9 @@ def test_killed_writer_leaves_previous_file_intact(tmp_path: Path, poison):
     loader.save_model(original, path)
     before = path.read_bytes()
     env = {**os.environ, "XLA_FLAGS": ""}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, env=env
+    )
     try:
         assert proc.stdout.readline().strip() == b"writing"
         deadline = time.time() + 60

@@ -11,14 +11,18 @@ from loader.leaves import is_prng_dtype, iter_variables
 
 
 class MLP(nnx.Module):
-    def __init__(self, rngs: nnx.Rngs, *, dtype=jnp.float32, din: int = 8, dh: int = 16, dout: int = 4):
+    def __init__(
+        self, rngs: nnx.Rngs, *, dtype=jnp.float32, din: int = 8, dh: int = 16, dout: int = 4
+    ):
         self.fc1 = nnx.Linear(din, dh, param_dtype=dtype, rngs=rngs)
         self.fc2 = nnx.Linear(dh, dout, param_dtype=dtype, rngs=rngs)
 
 
 class Stack(nnx.Module):
     def __init__(self, rngs: nnx.Rngs, *, dtype=jnp.float32, depth: int = 3):
-        self.layers = nnx.List([nnx.Linear(6, 6, param_dtype=dtype, rngs=rngs) for _ in range(depth)])
+        self.layers = nnx.List(
+            [nnx.Linear(6, 6, param_dtype=dtype, rngs=rngs) for _ in range(depth)]
+        )
 
 
 class Tied(nnx.Module):

@@ -76,12 +76,21 @@ CORPUS: dict[str, tuple[bytes, str]] = {
     "not-utf8": (struct.pack("<Q", 4) + b"\xff\xfe{}", "not valid UTF-8"),
     "not-json": (struct.pack("<Q", 4) + b"{{{{", "not valid JSON"),
     "json-list": (header_bytes([]), "must be a JSON object"),  # type: ignore[arg-type]
-    "unknown-dtype": (header_bytes({"w": _entry("F128", [1], 0, 16)}) + b"\0" * 16, "unknown dtype"),
+    "unknown-dtype": (
+        header_bytes({"w": _entry("F128", [1], 0, 16)}) + b"\0" * 16,
+        "unknown dtype",
+    ),
     "negative-shape": (header_bytes({"w": _entry("F32", [-1], 0, 4)}) + b"\0" * 4, "non-negative"),
-    "float-shape": (header_bytes({"w": _entry("F32", [1.5], 0, 4)}) + b"\0" * 4, "non-negative integers"),
+    "float-shape": (
+        header_bytes({"w": _entry("F32", [1.5], 0, 4)}) + b"\0" * 4,
+        "non-negative integers",
+    ),
     "size-disagrees": (header_bytes({"w": _entry("F32", [3], 0, 8)}) + b"\0" * 8, "needs 12 bytes"),
     "offsets-reversed": (header_bytes({"w": _entry("F32", [0], 8, 0)}) + b"\0" * 8, "begin <= end"),
-    "offsets-out-of-bounds": (header_bytes({"w": _entry("F32", [4], 0, 16)}) + b"\0" * 8, "file holds 8"),
+    "offsets-out-of-bounds": (
+        header_bytes({"w": _entry("F32", [4], 0, 16)}) + b"\0" * 8,
+        "file holds 8",
+    ),
     "overlap": (
         header_bytes({"w": _entry("F32", [2], 0, 8), "v": _entry("F32", [2], 4, 12)}) + b"\0" * 12,
         "overlaps",
@@ -102,7 +111,10 @@ CORPUS: dict[str, tuple[bytes, str]] = {
     "huge-shape-overflow": (header_bytes({"w": _entry("F32", [2**62, 2**62], 0, 0)}), "needs"),
     "pickle": (pickle.dumps({"weight": [1.0, 2.0]}, protocol=4), "Python pickle"),
     "torch-zip": (_zip_bytes(), "zip archive"),
-    "lfs-pointer": (b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n", "Git LFS"),
+    "lfs-pointer": (
+        b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n",
+        "Git LFS",
+    ),
 }
 
 
@@ -159,7 +171,9 @@ FUZZ = settings(
 
 
 @FUZZ
-@given(flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), min_size=1, max_size=8))
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), min_size=1, max_size=8)
+)
 def test_byte_flips(tmp_path_factory, flips):
     data = bytearray(valid_file())
     for pos, xor in flips:
@@ -181,7 +195,9 @@ def test_truncation_and_trailing_bytes(tmp_path_factory, cut, extra):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 

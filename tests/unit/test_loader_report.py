@@ -75,14 +75,21 @@ def test_dtype_cast_is_reported_and_done_on_the_host(tmp_path):
     model, report, warned = _load_warnings(
         lambda: MLP(nnx.Rngs(1), dtype=jnp.bfloat16), tmp_path / "f32.safetensors"
     )
-    assert sorted(c.path for c in report.casts) == ["fc1.bias", "fc1.kernel", "fc2.bias", "fc2.kernel"]
+    assert sorted(c.path for c in report.casts) == [
+        "fc1.bias",
+        "fc1.kernel",
+        "fc2.bias",
+        "fc2.kernel",
+    ]
     assert model.fc1.kernel.dtype == jnp.bfloat16
     np.testing.assert_array_equal(
         np.asarray(model.fc1.kernel[...]), np.asarray(src.fc1.kernel[...]).astype(jnp.bfloat16)
     )
     assert any("F32" in w and "BF16" in w for w in warned)
     with pytest.raises(loader.CheckpointError, match="cast"):
-        loader.load_model(lambda: MLP(nnx.Rngs(1), dtype=jnp.bfloat16), tmp_path / "f32.safetensors", strict=True)
+        loader.load_model(
+            lambda: MLP(nnx.Rngs(1), dtype=jnp.bfloat16), tmp_path / "f32.safetensors", strict=True
+        )
 
 
 def test_strict_lists_every_problem_at_once(tmp_path):
@@ -153,7 +160,9 @@ def test_tied_parameter_resolves_against_the_path_state_reports(tmp_path, poison
         target, path, strict=True, key_map={"lm_head.embedding": "transformer.wte.weight"}
     )
     # nnx.state names the shared embedding once, under its first path in sorted order
-    assert [".".join(map(str, p)) for p, _ in nnx.to_flat_state(nnx.state(target))] == ["lm_head.embedding"]
+    assert [".".join(map(str, p)) for p, _ in nnx.to_flat_state(nnx.state(target))] == [
+        "lm_head.embedding"
+    ]
     assert report.ok and report.loaded == ["lm_head.embedding"]
     assert model.lm_head is model.wte
     np.testing.assert_array_equal(np.asarray(model.lm_head.embedding[...]), table)

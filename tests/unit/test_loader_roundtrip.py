@@ -44,7 +44,9 @@ def test_builder_equals_instance(tmp_path, poison, name, dtype):
     src = _trained(MODELS[name], dtype)
     path = tmp_path / "m.safetensors"
     loader.save_model(src, path)
-    from_builder, report = loader.load_model(lambda: MODELS[name](nnx.Rngs(5), dtype=dtype), path, strict=True)
+    from_builder, report = loader.load_model(
+        lambda: MODELS[name](nnx.Rngs(5), dtype=dtype), path, strict=True
+    )
     assert report.ok
     target = MODELS[name](nnx.Rngs(5), dtype=dtype)
     poison(target)
@@ -96,7 +98,8 @@ def test_slash_keyed_file_from_older_tools_loads(tmp_path, poison):
 
     src = Stack(nnx.Rngs(0))
     flat = {
-        k.replace(".", "/"): np.frombuffer(v[2], np.dtype(v[0])).reshape(v[1]) for k, v in leaf_map(src).items()
+        k.replace(".", "/"): np.frombuffer(v[2], np.dtype(v[0])).reshape(v[1])
+        for k, v in leaf_map(src).items()
     }
     save_file(flat, str(tmp_path / "old.safetensors"))
     target = Stack(nnx.Rngs(1))

@@ -58,9 +58,13 @@ def test_resharding_is_reported(tmp_path, mesh):
     loader.save_model(Plain(nnx.Rngs(0)), tmp_path / "m.safetensors")  # single device
     with jax.set_mesh(mesh):
         with pytest.warns(loader.LoadWarning, match="fc.kernel: saved with sharding single-device"):
-            model, report = loader.load_model(lambda: ShardedMLP(nnx.Rngs(1)), tmp_path / "m.safetensors")
+            model, report = loader.load_model(
+                lambda: ShardedMLP(nnx.Rngs(1)), tmp_path / "m.safetensors"
+            )
         with pytest.raises(loader.CheckpointError, match="re-sharded|sharding"):
-            loader.load_model(lambda: ShardedMLP(nnx.Rngs(1)), tmp_path / "m.safetensors", strict=True)
+            loader.load_model(
+                lambda: ShardedMLP(nnx.Rngs(1)), tmp_path / "m.safetensors", strict=True
+            )
     assert sorted(c.path for c in report.sharding_changes) == ["fc.bias", "fc.kernel"]
     _check_layout(model)
 

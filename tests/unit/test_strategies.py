@@ -31,10 +31,14 @@ def small_sa3_spec() -> shapes.ShapeSpec:
     sa3 = shapes.load_spec("sa3")
     keep = [t for t in sa3.tensors if not re.search(r"\.(?:[2-9]|\d\d+)\.", t.name)]
     small = [
-        shapes.TensorSpec(t.name, t.dtype, tuple(max(1, d // 64) if d else 0 for d in t.shape), t.file)
+        shapes.TensorSpec(
+            t.name, t.dtype, tuple(max(1, d // 64) if d else 0 for d in t.shape), t.file
+        )
         for t in keep
     ]
-    return shapes.ShapeSpec(sa3.source, sa3.revision, sa3.files, tuple(small), provenance="test: sa3 shrunk")
+    return shapes.ShapeSpec(
+        sa3.source, sa3.revision, sa3.files, tuple(small), provenance="test: sa3 shrunk"
+    )
 
 
 SPECS = {"tiny-gpt2": lambda: shapes.load_spec("tiny-gpt2"), "small-sa3": small_sa3_spec}
@@ -86,23 +90,31 @@ def test_mismatched_checkpoint_is_reported_the_same_way(checkpoints, tmp_path, n
     """A checkpoint missing a tensor and holding an extra one: identical reports everywhere."""
     spec, ckpt = checkpoints["tiny-gpt2"]
     info = strategies.get(name)
-    if info.checkpoint != "file":
-        pytest.skip(f"{name} reads a converted checkpoint; its own tests cover mismatches")
     wrong = list(spec.tensors)
     dropped = wrong.pop(3)
     wrong.append(shapes.TensorSpec("extra.weight", "F32", (2, 2), spec.files[0]))
     bad = shapes.synthesize(
         shapes.ShapeSpec(spec.source, spec.revision, spec.files, tuple(wrong)), tmp_path / "bad"
     )
+    path = prepared_path(info, spec, bad, tmp_path)  # converted checkpoints carry the damage too
     with pytest.raises(loader.MismatchError) as err:
-        info.load(shapes.model_builder(spec), bad, strict=True)
+        info.load(shapes.model_builder(spec), path, strict=True)
     assert err.value.report.missing == [dropped.name]
     assert err.value.report.unexpected == ["extra.weight"]
 
 
 def test_every_strategy_is_registered_with_a_description():
     names = strategies.names()
-    for expected in ["eager", "mmap", "pread", "builder", "hostcast", "zerocopy", "sharded", "floor"]:
+    for expected in [
+        "eager",
+        "mmap",
+        "pread",
+        "builder",
+        "hostcast",
+        "zerocopy",
+        "sharded",
+        "floor",
+    ]:
         assert expected in names
         assert strategies.get(expected).description
     assert {n: e.description for n, e in strategies.catalog().items()} == {

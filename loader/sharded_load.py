@@ -1,0 +1,163 @@
+"""Load a `Layout` (a sharded directory, or a plain file) reading only this process's index ranges.
+
+Planning and reporting are the core's (`loader.plan.plan_load` over a `LayoutSource`), so
+mismatches read exactly as `loader.load_model` reports them. Leaves that declare no sharding (a
+plain builder's abstract model: no sharding, or one that partitions nothing under `jax.set_mesh`)
+are placed with the sharding rule (`rule_mesh`), and their `sharding_changes` are judged against
+it; a model's own partitioning, and any instance's sharding, is kept. For each leaf, each distinct
+index range of its addressable devices is read once (`SliceReader`), cast on the host, put on
+each device holding it, and the global array assembled with
+`jax.make_array_from_single_device_arrays`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jax
+from jax.sharding import Mesh, NamedSharding
+
+from loader.errors import CheckpointError
+from loader.keys import KeyMap
+from loader.leaves import META_SHARDINGS
+from loader.materialize import apply_transform, assign, fill_skipped, host_cast, to_device
+from loader.phases import BUILD, CAST, NULL_PROBE, READ, STREAM, TRANSFER, Probe, substep
+from loader.place import describe_sharding
+from loader.plan import LoadPlan, Step, plan_load
+from loader.report import LoadReport, ShardingChange
+from loader.shard_io import SliceReader
+from loader.shard_layout import Layout, LayoutSource, Region, full_region
+from loader.sharding import rule_mesh, rule_sharding
+from loader.target import resolve_target
+
+
+def local_regions(sharding: Any, shape: tuple[int, ...]) -> dict[Region, list[Any]]:
+    """This process's distinct index ranges of `shape` under `sharding`, and the devices of each."""
+    found: dict[Region, list[Any]] = {}
+    for device, index in sharding.addressable_devices_indices_map(shape).items():
+        index = tuple(index) + (slice(None),) * (len(shape) - len(index))
+        region = tuple(s.indices(d)[:2] for s, d in zip(index, shape))
+        found.setdefault(region, []).append(device)
+    return found
+
+
+def declares_none(sharding: Any) -> bool:
+    """No sharding, or an abstract model's (built under `jax.set_mesh`) that partitions nothing."""
+    if sharding is None:
+        return True
+    abstract = isinstance(sharding, NamedSharding) and not isinstance(sharding.mesh, Mesh)
+    return abstract and all(axis is None for axis in sharding.spec)
+
+
+def apply_rule(plan: LoadPlan, metadata: dict[str, str]) -> None:
+    """Place with the rule what declares no sharding, and judge sharding changes against it.
+
+    A leaf without any sharding always gets the rule. If no leaf of the model partitions anything
+    (a plain builder, even under `jax.set_mesh`), every array leaf gets it; a model that partitions
+    some leaves keeps its own layout, replicated leaves included.
+    """
+    mesh = rule_mesh()
+    leaves = [s.leaf for s in plan.steps] + plan.skipped
+    plain = all(declares_none(leaf.sharding) for leaf in leaves if leaf.kind != "scalar")
+    ruled = set()
+    for leaf in leaves:
+        if leaf.kind != "scalar" and (
+            leaf.sharding is None or (plain and declares_none(leaf.sharding))
+        ):
+            leaf.sharding = rule_sharding(leaf.stored_shape_dtype()[0], mesh)
+            ruled.add(leaf.key)
+    saved = json.loads(metadata.get(META_SHARDINGS, "{}"))
+    changes = [c for c in plan.report.sharding_changes if c.path not in ruled]
+    for step in plan.steps:
+        if step.leaf.key in ruled:
+            step.sharding = step.leaf.sharding
+            before, after = saved.get(step.leaf.key), describe_sharding(step.sharding)
+            if before is not None and before != after:
+                changes.append(ShardingChange(step.leaf.key, before, after))
+    plan.report.sharding_changes = changes
+
+
+def refuse_unaddressable(sharding: Any, where: str) -> None:
+    """`CheckpointError` if this process can address no device of `sharding` (it could hold no
+    part of the array); multi-process strategies call it rather than load a local slice."""
+    if not sharding.addressable_devices:
+        ids = sorted(d.id for d in sharding.device_set)
+        raise CheckpointError(
+            f"{where}: its sharding ({describe_sharding(sharding)}) puts it only on "
+            f"device(s) {ids}, none of which process {jax.process_index()} can address, so this "
+            "process cannot hold its part; build the model under a mesh that includes this "
+            "process's devices (jax.local_devices()). Refusing to load a local slice instead."
+        )
+
+
+def _whole(step: Step, plan: LoadPlan, reader: SliceReader, probe: Probe, shape: tuple) -> Any:
+    """A scalar, or a leaf whose key_map transform needs the whole tensor: read all of it."""
+    with substep(probe, READ):
+        host = reader.read_region(step.file_key, full_region(shape))
+    host = apply_transform(step, host, plan)
+    if host is None:
+        return None
+    with substep(probe, CAST):
+        host = host_cast(step.leaf, host)
+    with substep(probe, TRANSFER):
+        return to_device(step, host)
+
+
+def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple) -> jax.Array:
+    """Read this process's index ranges only, and assemble the global array from them."""
+    refuse_unaddressable(step.sharding, step.leaf.where)
+    arrays = []
+    for region, devices in local_regions(step.sharding, shape).items():
+        with substep(probe, READ):
+            host = reader.read_region(step.file_key, region)
+        with substep(probe, CAST):
+            host = host_cast(step.leaf, host)
+        with substep(probe, TRANSFER):
+            arrays += [jax.device_put(host, d) for d in devices]
+        del host
+    with substep(probe, TRANSFER):
+        arr = jax.make_array_from_single_device_arrays(shape, step.sharding, arrays)
+    if step.leaf.kind == "prng":
+        arr = jax.random.wrap_key_data(arr, impl=step.leaf.dtype._impl)
+    return arr
+
+
+def stream_layout(plan: LoadPlan, reader: SliceReader, probe: Probe = NULL_PROBE) -> None:
+    """Fill every planned leaf, one tensor at a time, as one `stream` phase."""
+    with probe.phase(STREAM):
+        for step in plan.steps:
+            shape = reader.layout.tensors[step.file_key].shape
+            if step.leaf.kind == "scalar" or step.transform is not None:
+                value = _whole(step, plan, reader, probe, shape)
+            else:
+                value = _assembled(step, reader, probe, shape)
+            if value is None:
+                continue
+            assign(step.leaf, value)
+            plan.report.loaded.append(step.leaf.key)
+            del value
+
+
+def load_layout(
+    target: Any,
+    layout: Layout,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    probe: Probe = NULL_PROBE,
+) -> tuple[Any, LoadReport]:
+    """Plan from the layout, then read and place only this process's slices (see module doc)."""
+    with probe.phase(BUILD):
+        model, abstract = resolve_target(target)
+    plan = plan_load(model, LayoutSource(layout), key_map=key_map)
+    apply_rule(plan, layout.metadata)
+    plan.report.raise_or_warn(strict=strict)
+    checked = len(plan.report.shape_mismatches)
+    with SliceReader(layout) as reader:
+        stream_layout(plan, reader, probe)
+    fill_skipped(plan, abstract=abstract)
+    late = plan.report.shape_mismatches[checked:]  # a transform's output, known only after the read
+    if late:
+        LoadReport(path=plan.report.path, shape_mismatches=late).raise_or_warn(strict=strict)
+    return model, plan.report

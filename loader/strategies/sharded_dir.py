@@ -1,0 +1,38 @@
+"""A directory of per-process shard files plus a manifest; each process reads only its own slices.
+
+`prepare(src, dst, builder)` lays the single-file checkpoint out with `loader.convert_to_sharded`:
+call it on every process of the run (as `bench.prepare convert` does under
+`LOADBENCH_NUM_PROCESSES`), each writing `shard-<i>-of-<N>.safetensors` with the slices its devices
+own under the sharding rule; process 0 writes `manifest.json` last. `load` is `loader.load_sharded`:
+phase `build` (abstract model), then one `stream` phase with `read` / `cast` / `transfer` sub-steps.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from loader.phases import NULL_PROBE, Probe
+from loader.sharded_dir import convert_to_sharded, load_sharded
+
+KIND = "model"
+CHECKPOINT = "sharded-dir"
+MULTIPROCESS = True
+
+
+def prepare(src: str | os.PathLike, dst: str | os.PathLike, builder: Any = None) -> Path:
+    """Convert the checkpoint at `src` to a sharded directory `dst` (on every process)."""
+    return convert_to_sharded(src, dst)
+
+
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map=None,
+):
+    """Load the sharded directory `path` into `target` (see `loader.load_sharded`)."""
+    return load_sharded(target, path, strict=strict, key_map=key_map, probe=probe)
