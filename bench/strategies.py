@@ -12,11 +12,9 @@ module in the worker.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import os
-from pathlib import Path
 
 from bench.errors import BenchError
 
@@ -30,30 +28,16 @@ def _extra_modules() -> dict[str, str]:
 
 
 def _entry_from_source(name: str, module: str):
-    from loader.strategies import StrategyEntry
+    from loader.strategies import entry_from_source
 
     spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin:
+    entry = entry_from_source(name, spec.origin) if spec is not None and spec.origin else None
+    if entry is None:
         raise BenchError(
-            f"{EXTRA_ENV} names module {module!r}, which cannot be found; "
+            f"{EXTRA_ENV} names module {module!r}, which cannot be found or defines no load(); "
             "put its folder on PYTHONPATH or fix the name"
         )
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    consts = {
-        t.id: n.value.value
-        for n in tree.body
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
-    doc = (ast.get_docstring(tree) or "").strip().splitlines()
-    return StrategyEntry(
-        name,
-        doc[0].strip() if doc else "",
-        consts.get("KIND", "model"),
-        consts.get("CHECKPOINT", "file"),
-        bool(consts.get("MULTIPROCESS", False)),
-    )
+    return entry
 
 
 def catalog() -> dict:

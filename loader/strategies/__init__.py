@@ -117,6 +117,28 @@ class StrategyEntry:
     multiprocess: bool = False
 
 
+def entry_from_source(name: str, source_file: str | Path) -> StrategyEntry | None:
+    """A strategy's entry read from its source with `ast` (no import); None if it defines no `load`."""
+    tree = ast.parse(Path(source_file).read_text(encoding="utf-8"))
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "load" for n in tree.body):
+        return None
+    consts = {
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    doc = (ast.get_docstring(tree) or "").strip().splitlines()
+    return StrategyEntry(
+        name,
+        doc[0].strip() if doc else "",
+        consts.get("KIND", "model"),
+        consts.get("CHECKPOINT", "file"),
+        bool(consts.get("MULTIPROCESS", False)),
+    )
+
+
 def catalog() -> dict[str, StrategyEntry]:
     """The registered strategies read from their source files with `ast`: no jax import.
 
@@ -127,23 +149,8 @@ def catalog() -> dict[str, StrategyEntry]:
     for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if mod.name.startswith("_"):
             continue
-        tree = ast.parse(Path(__path__[0], f"{mod.name}.py").read_text(encoding="utf-8"))
-        if not any(isinstance(n, ast.FunctionDef) and n.name == "load" for n in tree.body):
-            continue
-        consts = {
-            t.id: n.value.value
-            for n in tree.body
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
-        doc = (ast.get_docstring(tree) or "").strip().splitlines()
         name = mod.name.replace("_", "-")
-        out[name] = StrategyEntry(
-            name,
-            doc[0].strip() if doc else "",
-            consts.get("KIND", "model"),
-            consts.get("CHECKPOINT", "file"),
-            bool(consts.get("MULTIPROCESS", False)),
-        )
+        entry = entry_from_source(name, Path(__path__[0], f"{mod.name}.py"))
+        if entry is not None:
+            out[name] = entry
     return out
