@@ -1,5 +1,7 @@
 """pread each tensor into a 64-byte-aligned host buffer that the CPU backend adopts without a copy.
 
+The buffers are page-aligned private anonymous mappings (`loader.buffers`).
+
 On the CPU backend, `jax.device_put` of a 64-byte-aligned, C-contiguous numpy array aliases its
 memory instead of copying it, so each tensor exists once: the buffer read from the file *is* the
 device array. On an accelerator there is no such aliasing: the buffer is a staging copy that is
@@ -10,18 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from loader.buffers import host_buffer
 from loader.load import stream_load
 from loader.phases import NULL_PROBE
 from loader.source import CheckpointSource
-
-ALIGNMENT = 64
-
-
-def aligned_empty(nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data pointer is a multiple of `ALIGNMENT`."""
-    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    offset = (-raw.ctypes.data) % ALIGNMENT
-    return raw[offset : offset + nbytes].view(dtype).reshape(shape)
 
 
 class _AlignedReader:
@@ -30,12 +24,12 @@ class _AlignedReader:
 
     def __call__(self, key: str) -> np.ndarray:
         info = self.source.info(key)
-        return self.source.read_into(key, aligned_empty(info.nbytes, info.np_dtype, info.shape))
+        return self.source.read_into(key, host_buffer(info.shape, info.np_dtype))
 
 
 def aligned_cast(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Cast into a fresh aligned buffer, so a cast tensor is adopted without a copy too."""
-    out = aligned_empty(host.size * np.dtype(dtype).itemsize, np.dtype(dtype), host.shape)
+    out = host_buffer(host.shape, dtype)
     np.copyto(out, host, casting="unsafe")
     return out
 
