@@ -5,7 +5,8 @@ cached with a `bench.json` summary; strategies whose `CHECKPOINT` is not "file" 
 copy once per (strategy, processes, devices) from `bench.prepare convert`. The task list runs every
 memray capture first (one per strategy, so measured rows can link to it), then the repeats
 interleaved: A B C A B C. In the default matrix a strategy predicted not to fit the memory budget
-(its median peak ratio from earlier results here, else `DEFAULT_PEAK_RATIO`) is skipped.
+(its peak predicted by `bench.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
+the checkpoint) is skipped.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from bench.children import run_group
 from bench.errors import BenchError
 from bench.units import format_bytes
+from shapes import is_synthesized
 
 DEFAULT_PEAK_RATIO = 3.5  # the naive path measures ~3.2x; unknown strategies are assumed as bad
 BASELINE_GUESS_BYTES = 1 << 30
@@ -52,7 +54,7 @@ class Checkpoint:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", shapes)
         folder = cache / "checkpoints" / f"{safe}-{dtype or 'native'}-{seed}"
         marker = folder / "bench.json"
-        if not marker.is_file():
+        if not (marker.is_file() and is_synthesized(shapes, folder, dtype=dtype, seed=seed)):
             argv = [sys.executable, "-m", "bench.prepare", "synth", "--shapes", shapes]
             argv += ["--dir", str(folder), "--seed", str(seed)] + (
                 ["--dtype", dtype] if dtype else []
@@ -87,27 +89,34 @@ def _layout(entry, config) -> tuple[int, int]:
     return procs, max(1, config.devices // procs) * procs
 
 
-def _expected_ratios(out: Path) -> dict[str, float]:
-    from bench.results import read_results, summarize
+def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
+    """Each strategy's predicted peak on `ck` from earlier results in `out` (`bench.recommend`)."""
+    from bench.errors import NoResultsError
+    from bench.recommend import recommend
+    from bench.results import read_results
 
-    summary = summarize(read_results(out).phases)
-    if summary.empty:
+    target = {
+        "checkpoint_bytes": ck.checkpoint_bytes,
+        "largest_tensor_bytes": ck.largest_tensor_bytes,
+        "tensors": ck.tensors,
+    }
+    try:
+        rec = recommend(read_results(out), target, budget)
+    except NoResultsError:
         return {}
-    ok = summary[summary["status"] == "ok"]
-    return ok.groupby("strategy")["peak_ratio"].median().dropna().to_dict()
+    return {s["strategy"]: s["predicted_peak_bytes"] for s in rec.strategies}
 
 
 def plan(ck: Checkpoint, entries: list, config, run_folder: Path) -> tuple[list[Task], list]:
     """The interleaved tasks of one shape set, and (task, reason) for each skipped strategy."""
     budget = config.memory_budget_bytes or _default_budget()
-    ratios = _expected_ratios(Path(config.out)) if config.strategies is None else {}
+    known = _predicted_peaks(Path(config.out), ck, budget) if config.strategies is None else {}
     run, skipped = [], []
     for entry in entries:
         procs, devices = _layout(entry, config)
         task = Task(ck, entry, 0, procs, devices)
-        predicted = (
-            BASELINE_GUESS_BYTES * procs
-            + ratios.get(entry.name, DEFAULT_PEAK_RATIO) * ck.checkpoint_bytes
+        predicted = known.get(
+            entry.name, BASELINE_GUESS_BYTES * procs + DEFAULT_PEAK_RATIO * ck.checkpoint_bytes
         )
         if config.strategies is None and predicted > budget:
             reason = f"predicted peak {format_bytes(predicted)} exceeds the memory budget {format_bytes(budget)}"

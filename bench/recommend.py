@@ -31,17 +31,26 @@ from bench.schema import TOTAL
 from bench.units import format_bytes, parse_size
 
 TIGHT_FRACTION = 0.10
+#: Runs on smaller checkpoints are not extrapolated from: their peak is mostly fixed per-process
+#: overhead (tiny-gpt2's 0.4 MB loads show 4x-160x "the checkpoint"), which says nothing of slope.
+MIN_FIT_BYTES = 64 << 20
 
 
 @dataclass
 class Recommendation:
-    """`recommended`: the fastest strategy that fits, or None; `strategies`: one dict each."""
+    """`recommended`: the fastest strategy that fits, or None; `strategies`: one dict each;
+    `unmeasured`: strategies measured only on checkpoints too small to extrapolate from."""
 
     recommended: str | None
     strategies: list[dict[str, Any]] = field(default_factory=list)
+    unmeasured: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"recommended": self.recommended, "strategies": self.strategies}
+        return {
+            "recommended": self.recommended,
+            "strategies": self.strategies,
+            "unmeasured": self.unmeasured,
+        }
 
 
 def _reference_names() -> set[str]:
@@ -139,16 +148,25 @@ def recommend(
     rows = rows[~rows["strategy"].isin(_reference_names())]
     if rows.empty:
         raise NoResultsError("no measured runs to fit")
-    out = []
+    out, unmeasured = [], []
     for strategy, group in rows.groupby("strategy"):
+        group = group[pd.to_numeric(group["checkpoint_bytes"]) >= MIN_FIT_BYTES]
+        if group.empty:
+            unmeasured.append(str(strategy))
+            continue
         pred = _predict(group, spec_summary)
         verdict = _verdict(pred["predicted_peak_bytes"], host_ram_bytes)
         headroom = host_ram_bytes - pred["predicted_peak_bytes"]
         out.append({"strategy": strategy, **pred, "verdict": verdict, "headroom_bytes": headroom})
     order = {"fits": 0, "tight": 1, "does not fit": 2}
     out.sort(key=lambda s: (order[s["verdict"]], s["predicted_wall_s"]))
+    if not out:
+        raise NoResultsError(
+            f"only checkpoints under {format_bytes(MIN_FIT_BYTES)} were measured; their peaks are "
+            "per-process overhead. Run `make bench SHAPES=gpt2` (548 MB) or larger first"
+        )
     best = next((s["strategy"] for s in out if s["verdict"] == "fits"), None)
-    return Recommendation(best, out)
+    return Recommendation(best, out, sorted(unmeasured))
 
 
 def spec_summary(name: str) -> dict[str, int]:
@@ -180,6 +198,11 @@ def _text(rec: Recommendation, target: str, host_ram: int) -> str:
             f"  {s['strategy']:<12} peak {format_bytes(s['predicted_peak_bytes']):>11}  "
             f"time {s['predicted_wall_s']:8.2f} s  {s['verdict']:<13} ({basis})"
         )
+    if rec.unmeasured:
+        lines.append(
+            f"  not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
+            + ", ".join(rec.unmeasured)
+        )
     lines += [
         "",
         f"recommended: {rec.recommended or 'none fits; use a larger host or a leaner strategy'}",
@@ -194,7 +217,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if ok_runs(results).empty:
         raise BenchError(
             f"no measured runs in {args.results}/ to predict from; run `make bench SHAPES=sa3` "
-            "(or `make bench SHAPES=tiny-gpt2` for a quick start) first, then recommend again"
+            "(or `make bench SHAPES=gpt2` for a quicker start) first, then recommend again"
         )
     rec = recommend(results, spec_summary(args.shapes), host_ram, args.devices)
     text = (

@@ -125,3 +125,31 @@ def test_cli_json_on_a_preset(tmp_path):
     assert out["recommended"] == "lean"
     for s in out["strategies"]:
         assert {"strategy", "predicted_peak_bytes", "predicted_wall_s", "verdict"} <= set(s)
+
+
+def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
+    """A 0.4 MB load's peak is per-process overhead: a strategy measured only there is not predicted."""
+    tiny = ("tiny", 400_000, 128_000)
+    rows = [
+        _row("lean", s, c, lg, c + lg / 2, c / 2e8 + 0.5, i) for s, c, lg in SETS for i in range(2)
+    ]
+    rows += [_row("eager", "tiny", tiny[1], tiny[2], 70 * MiB, 1.0, i) for i in range(2)]
+    folder = tmp_path / "res"
+    with ResultsWriter(folder / "m" / "r.jsonl") as w:
+        w.write_many(rows)
+    rec = recommend(
+        read_results(folder),
+        {"checkpoint_bytes": 2 * GiB, "largest_tensor_bytes": 64 * MiB, "tensors": 9},
+        16 * GiB,
+    )
+    assert [s["strategy"] for s in rec.strategies] == ["lean"]
+    assert rec.unmeasured == ["eager"]
+    only_tiny = tmp_path / "tiny"
+    with ResultsWriter(only_tiny / "m" / "r.jsonl") as w:
+        w.write_many(rows[-2:])
+    with pytest.raises(NoResultsError, match="make bench SHAPES=gpt2"):
+        recommend(
+            read_results(only_tiny),
+            {"checkpoint_bytes": GiB, "largest_tensor_bytes": MiB, "tensors": 9},
+            GiB,
+        )
