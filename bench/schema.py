@@ -1,4 +1,4 @@
-"""Results schema v1: the records a bench run writes, one JSON object per line (see SCHEMA.md).
+"""Results schema v1: the records a bench run writes, one JSON object per line (documented in bench/SCHEMA.md).
 
 Three record types, each a frozen dataclass with units in its field names:
 `RunRecord` (once per run: machine facts), `PhaseRecord` (one per (child result, phase), long
