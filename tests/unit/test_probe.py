@@ -97,3 +97,12 @@ def test_a_repeated_phase_is_merged():
                 time.sleep(0.02)
     (read,) = probe.result().phases
     assert read.wall_s >= 0.04
+
+
+def test_peak_source_env_forces_the_sampler(monkeypatch):
+    from bench.probe import PEAK_SOURCE_ENV, MemoryProbe
+
+    monkeypatch.setenv(PEAK_SOURCE_ENV, "sampled")
+    assert MemoryProbe().peak_source == "sampled"
+    monkeypatch.delenv(PEAK_SOURCE_ENV)
+    assert MemoryProbe(use_hwm=True).peak_source == "hwm"
