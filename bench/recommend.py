@@ -95,13 +95,16 @@ def _fit_wall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def ok_runs(results: Results, devices: int | None = None) -> pd.DataFrame:
-    """The ok whole-run rows the model is fitted on (of `devices` devices, where measured)."""
+    """The ok whole-run rows the model is fitted on: per strategy, its runs on `devices` devices
+    where it has any, else all its runs (a multi-process strategy needs a device per process)."""
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == "ok")]
     rows = rows[pd.to_numeric(rows["checkpoint_bytes"]) > 0]
-    if devices is not None and (rows["devices"] == devices).any():
-        rows = rows[rows["devices"] == devices]
-    return rows
+    if devices is None or rows.empty:
+        return rows
+    on_target = rows["devices"] == devices
+    has_target = on_target.groupby(rows["strategy"]).transform("any")
+    return rows[on_target | ~has_target]
 
 
 def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:

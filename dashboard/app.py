@@ -29,7 +29,7 @@ def main() -> None:
     """Register the pages (Overview first and default) and run the selected one."""
     st.set_page_config(page_title="loadbench", page_icon=":material/memory:", layout="wide")
     pages = [
-        st.Page(HERE / "pages" / file, title=title, icon=icon, default=(i == 0))
+        st.Page(HERE / "views" / file, title=title, icon=icon, default=(i == 0))
         for i, (file, title, icon) in enumerate(PAGES)
     ]
     st.navigation(pages).run()

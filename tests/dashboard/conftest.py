@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # fixture_results, importable by
 from fixture_results import FixtureInfo, write_results  # noqa: E402
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
-PAGES = ["pages/phases.py", "pages/timeline.py", "pages/target_host.py", "pages/compare.py", "pages/memray.py"]  # fmt: skip
+PAGES = ["views/phases.py", "views/timeline.py", "views/target_host.py", "views/compare.py", "views/memray.py"]  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -93,7 +93,7 @@ def _verdicts(at) -> dict[str, str]:
 
 
 def test_host_ram_changes_the_verdicts(app):
-    at = app("pages/target_host.py")
+    at = app("views/target_host.py")
     at.selectbox(key="target_shapes").set_value("gpt2").run()
     at.number_input(key="target_ram_gib").set_value(64.0).run()
     _no_exception(at)
@@ -108,7 +108,7 @@ def test_host_ram_changes_the_verdicts(app):
 
 
 def test_custom_sizes_scale_the_prediction(app):
-    at = app("pages/target_host.py")
+    at = app("views/target_host.py")
     at.radio(key="target_source").set_value("custom sizes").run()
     at.number_input(key="target_ram_gib").set_value(16.0).run()
     at.number_input(key="target_ckpt_gib").set_value(1.0).run()
@@ -121,7 +121,7 @@ def test_custom_sizes_scale_the_prediction(app):
 
 @pytest.mark.timeout(300)
 def test_preset_spec_feeds_the_prediction(app):
-    at = app("pages/target_host.py")
+    at = app("views/target_host.py")
     at.radio(key="target_source").set_value("a preset or fetched spec").run()
     _no_exception(at)
     assert not at.error, [e.value for e in at.error]
@@ -133,7 +133,7 @@ def test_preset_spec_feeds_the_prediction(app):
 
 
 def test_timeline_overlays_several_results(app):
-    at = app("pages/timeline.py")
+    at = app("views/timeline.py")
     widget = at.multiselect(key="timeline_results")
     wanted = [o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"]]
     assert len(wanted) == 3  # floor, eager, stream
@@ -146,7 +146,7 @@ def test_timeline_overlays_several_results(app):
 
 
 def test_phases_strategy_filter(app):
-    at = app("pages/phases.py")
+    at = app("views/phases.py")
     at.selectbox(key="phases_shapes").set_value("gpt2").run()
     at.multiselect(key="phases_strategies").set_value(["eager"]).run()
     _no_exception(at)
@@ -157,7 +157,7 @@ def test_phases_strategy_filter(app):
 
 
 def test_compare_shows_both_machines_and_ratios(app):
-    at = app("pages/compare.py")
+    at = app("views/compare.py")
     _no_exception(at)
     facts = at.dataframe[0].value
     assert set(facts.loc["machine"]) == {"alpha", "beta"}
@@ -208,7 +208,7 @@ assert not at.exception, at.exception
 for page in {PAGES!r}:
     at.switch_page(page).run()
     assert not at.exception, (page, at.exception)
-at.switch_page("pages/target_host.py").run()
+at.switch_page("views/target_host.py").run()
 at.radio(key="target_source").set_value("a preset or fetched spec").run()
 assert not at.exception
 print("JAX_IMPORTED by " + os.environ["JAX_BY"] if "jax" in sys.modules else "JAX_FREE")
@@ -219,4 +219,4 @@ print("JAX_IMPORTED by " + os.environ["JAX_BY"] if "jax" in sys.modules else "JA
 
 
 def test_app_file_is_the_entry_point():
-    assert Path(APP).is_file() and (Path(APP).parent / "pages" / "overview.py").is_file()
+    assert Path(APP).is_file() and (Path(APP).parent / "views" / "overview.py").is_file()

@@ -60,7 +60,7 @@ def _host_inputs(results: Any) -> tuple[int, int]:
     measured = sorted(int(d) for d in results.phases["devices"].dropna().unique()) or [1]
     cols = st.columns(2)
     ram = cols[0].number_input("Host RAM (GiB)", 0.25, 65536.0, round(ram_default, 2), 0.5, key="target_ram_gib")  # fmt: skip
-    devices = cols[1].number_input("Devices", 1, 4096, measured[-1], key="target_devices")
+    devices = cols[1].number_input("Devices", 1, 4096, measured[0], key="target_devices")
     return int(ram * GIB), int(devices)
 
 

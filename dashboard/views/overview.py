@@ -11,18 +11,23 @@ import streamlit as st
 
 from dashboard import charts, data, widgets
 
-CONFIG = ["dtype", "devices"]
+CONFIG = ["dtype", "devices_per_process"]
 
 
 def _config_rows(summary: pd.DataFrame, shapes: str) -> pd.DataFrame:
-    """The summary rows of one shape set and one (dtype, devices) configuration.
+    """The summary rows of one shape set and one (dtype, devices per process) configuration.
 
-    A multi-process strategy is one more point, named `strategy (N processes)`.
+    A multi-process strategy is one more point beside the single-process ones with as many devices
+    per process, named `strategy (N processes)`.
     """
     rows = summary[summary["shapes"] == shapes]
+    rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
     configs = rows[CONFIG].drop_duplicates().sort_values(CONFIG)
     if len(configs) > 1:
-        labels = [f"{r.dtype}, {r.devices} devices" for r in configs.itertuples()]
+        labels = [
+            f"{r.dtype}, {r.devices_per_process} device(s) per process"
+            for r in configs.itertuples()
+        ]
         pick = st.selectbox("Configuration", range(len(labels)), format_func=labels.__getitem__, key=f"overview_config_{shapes}")  # fmt: skip
         chosen = configs.iloc[pick]
         rows = rows[(rows[CONFIG] == chosen.values).all(axis=1)]
