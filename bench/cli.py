@@ -14,6 +14,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.repeats < 1 or args.devices < 1 or (args.processes is not None and args.processes < 1):
         raise BenchError("--repeats, --devices and --processes must be at least 1")
+    # Ctrl-C must stop the run cleanly even where SIGINT was inherited as ignored (a shell's
+    # background job ignores it, and Python then installs no KeyboardInterrupt handler).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     outcome = run_bench(config)
     results = read_results(outcome.jsonl)
     if args.json:
