@@ -81,7 +81,7 @@ def cmd_abstract(args: argparse.Namespace) -> int:
     from bench import abstract_build
 
     rows = abstract_build.measure([int(n) for n in _csv(args.layers)])
-    print(json.dumps(rows, indent=1))
+    print(json.dumps(rows, indent=1) if args.json else abstract_build.format_table(rows))
     return 0
 
 
@@ -117,10 +117,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-budget", help="kill a child above this RSS (default 75%% of RAM)")
     p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
     p.set_defaults(func=cmd_run)
-    if importlib.util.find_spec("bench.abstract_build") is not None:
-        p = bench.add_parser("abstract", help="abstract model build time against layer count")
-        p.add_argument("--layers", default="5,10,20,40")
-        p.set_defaults(func=cmd_abstract)
+    p = bench.add_parser("abstract", help="abstract model build time against layer count")
+    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
+    p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
+    p.set_defaults(func=cmd_abstract)
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
