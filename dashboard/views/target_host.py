@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from bench.errors import NoResultsError
 from dashboard import charts, data, specs, widgets
 
 SOURCES = ("a measured shape set", "a preset or fetched spec", "custom sizes")
@@ -67,10 +68,12 @@ def _host_inputs(results: Any) -> tuple[int, int]:
 def _verdicts(results: Any, summary: dict, ram: int, devices: int) -> None:
     try:
         rec = data.recommend(results, summary, ram, devices)
-    except Exception as e:  # e.g. no measured runs for that device count: the bench says why
-        st.error(f"No prediction: {e}")
+    except NoResultsError as e:  # nothing (large enough) measured yet: the bench says what to run
+        st.warning(f"No prediction: {e}")
         return
     rows = pd.DataFrame(list(rec.strategies))
+    if rec.unmeasured:
+        st.caption(f"Not predicted (measured only on checkpoints too small to extrapolate from): {', '.join(rec.unmeasured)}")  # fmt: skip
     if rec.recommended:
         st.success(f"Recommended: **{rec.recommended}**")
     else:
