@@ -127,7 +127,8 @@ class MemoryProbe:
         self, *, interval_s: float = 0.01, max_samples: int = 4000, use_hwm: bool | None = None
     ) -> None:
         if use_hwm is None and os.environ.get(PEAK_SOURCE_ENV) == "sampled":
-            use_hwm = False  # no resets: the lifetime mark (`/usr/bin/time -v`) stays a whole-run peak
+            # no resets: the lifetime mark (`/usr/bin/time -v`) stays a whole-run peak
+            use_hwm = False
         self._use_hwm = hwm_reset_works() if use_hwm is None else use_hwm
         self._interval = interval_s if self._use_hwm else interval_s / 5
         self._max_samples = max_samples
