@@ -131,10 +131,9 @@ def test_ctrl_c_stops_cleanly_with_finished_rows_saved(bench_env, tmp_path):
     cmd = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2", "--repeats", "1",
            "--strategies", "fake-ok,fake-hang", "--timeout", "120", "--out", str(out)]  # fmt: skip
     # Start it with SIGINT ignored, as a shell's background job (or CI) may: the run must still stop.
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )  # fmt: skip
+    # (`trap '' INT; exec ...` rather than a preexec_fn: no Python runs between fork and exec.)
+    shell = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *cmd]
+    proc = subprocess.Popen(shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         files = list(out.glob("*/*.jsonl"))
