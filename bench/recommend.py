@@ -206,6 +206,10 @@ def _text(rec: Recommendation, target: str, host_ram: int) -> str:
             f"  not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
             + ", ".join(rec.unmeasured)
         )
+    lines.append(
+        "  (times are as measured: from a warm page cache; a checkpoint the target cannot cache "
+        "loads at its disk's speed, on sa3-medium here 35-50% slower than predicted)"
+    )
     lines += [
         "",
         f"recommended: {rec.recommended or 'none fits; use a larger host or a leaner strategy'}",
