@@ -94,6 +94,19 @@ def header_metadata(
     return meta
 
 
+def keyed_values(model_or_state: Any) -> dict[str, tuple[Path, Any]]:
+    """Every leaf by its file key, as (path, value); `CheckpointError` if two paths share a key."""
+    leaves: dict[str, tuple[Path, Any]] = {}
+    for p, value in flat_values(model_or_state):
+        key = key_of(p)
+        if key in leaves:
+            raise CheckpointError(
+                f"parameters {path_str(leaves[key][0])} and {path_str(p)} both map to key {key!r}"
+            )
+        leaves[key] = (p, value)
+    return leaves
+
+
 def save_model(
     model_or_state: Any, path: str | os.PathLike, *, metadata: Mapping[str, str] | None = None
 ) -> None:
@@ -107,14 +120,7 @@ def save_model(
     Example:
         >>> loader.save_model(model, "model.safetensors")
     """
-    leaves: dict[str, tuple[Path, Any]] = {}
-    for p, value in flat_values(model_or_state):
-        key = key_of(p)
-        if key in leaves:
-            raise CheckpointError(
-                f"parameters {path_str(leaves[key][0])} and {path_str(p)} both map to key {key!r}"
-            )
-        leaves[key] = (p, value)
+    leaves = keyed_values(model_or_state)
     entries, notes = {}, {}
     for key in sorted(leaves):
         dtype, shape, notes[key] = describe_leaf(*leaves[key])

@@ -33,13 +33,12 @@ import jax
 import numpy as np
 
 from loader.atomic import atomic_write_text
-from loader.errors import CheckpointError
-from loader.keys import KeyMap, key_of, path_str
+from loader.keys import KeyMap, key_of
 from loader.leaves import META_SHARDINGS
 from loader.phases import NULL_PROBE, Probe
 from loader.place import describe_sharding
 from loader.report import LoadReport
-from loader.save import describe_leaf, flat_values, header_metadata, host_copy
+from loader.save import describe_leaf, header_metadata, host_copy, keyed_values
 from loader.shard_io import SliceReader, write_shard
 from loader.shard_layout import (
     MANIFEST,
@@ -177,14 +176,9 @@ def save_sharded(
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    items, notes, seen = [], {}, {}
-    for path, value in flat_values(model):
-        item, notes[key_of(path)] = _model_item(path, value)
-        if item.key in seen:
-            raise CheckpointError(
-                f"parameters {path_str(seen[item.key])} and {path_str(path)} both map to key {item.key!r}"
-            )
-        seen[item.key] = path
+    items, notes = [], {}
+    for key, (path, value) in keyed_values(model).items():
+        item, notes[key] = _model_item(path, value)
         items.append(item)
     return _write(folder, sorted(items, key=lambda i: i.key), header_metadata(metadata, notes))
 
