@@ -7,7 +7,7 @@ components match a file's string keys. Files written by older NNX tools join wit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -61,13 +61,13 @@ def legacy_key(key: str) -> str:
 
 
 def resolve_file_key(
-    model_key: str, file_keys: Iterable[str] | set[str], key_map: KeyMap | None
-) -> tuple[str, Transform | None, bool]:
+    model_key: str, file_keys: set[str], key_map: KeyMap | None
+) -> tuple[str, Transform | None]:
     """Which file key feeds `model_key`, with an optional transform.
 
     Returns:
-        (file key, transform or None, whether key_map named it). Without a key_map entry, the
-        dotted key is used, or its `/` form if only that is in the file.
+        (file key, transform or None). Without a key_map entry, the dotted key is used, or its
+        `/` form if only that is in the file.
     """
     mapped = None
     if key_map is not None:
@@ -75,9 +75,8 @@ def resolve_file_key(
     if mapped is not None:
         if isinstance(mapped, tuple):
             file_key, transform = mapped
-            return file_key, transform, True
-        return str(mapped), None, True
-    keys = file_keys if isinstance(file_keys, set) else set(file_keys)
-    if model_key not in keys and legacy_key(model_key) in keys:
-        return legacy_key(model_key), None, False
-    return model_key, None, False
+            return file_key, transform
+        return str(mapped), None
+    if model_key not in file_keys and legacy_key(model_key) in file_keys:
+        return legacy_key(model_key), None
+    return model_key, None

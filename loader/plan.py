@@ -99,7 +99,7 @@ def plan_load(
     file_keys = set(source.keys())
     used: set[str] = set()
     for leaf in model_leaves(model, metadata):
-        file_key, transform, _ = resolve_file_key(leaf.key, file_keys, key_map)
+        file_key, transform = resolve_file_key(leaf.key, file_keys, key_map)
         if file_key not in file_keys:
             plan.report.missing.append(leaf.key)
             plan.skipped.append(leaf)
