@@ -63,6 +63,7 @@ def _check_leaf(
     transform: Transform | None,
     source: CheckpointSource,
     report: LoadReport,
+    saved_impls: dict[str, str],
 ) -> bool:
     info = source.info(file_key)
     want_shape, want_dtype = leaf.stored_shape_dtype()
@@ -73,7 +74,7 @@ def _check_leaf(
     if leaf.kind == "array" and info.np_dtype != want_dtype:
         report.casts.append(DtypeCast(leaf.key, info.dtype, dtype_name(want_dtype)))
     if leaf.kind == "prng":
-        saved_impl = json.loads(source.metadata.get(META_PRNG, "{}")).get(file_key)
+        saved_impl = saved_impls.get(file_key)
         model_impl = str(leaf.dtype._impl.name)
         if info.np_dtype != want_dtype or (saved_impl and saved_impl != model_impl):
             report.casts.append(
@@ -95,6 +96,7 @@ def plan_load(
     """Plan a load of `source` into `model` (a module, possibly abstract) from headers only."""
     metadata = source.metadata
     saved_shardings = json.loads(metadata.get(META_SHARDINGS, "{}"))
+    saved_impls = json.loads(metadata.get(META_PRNG, "{}"))
     plan = LoadPlan(report=LoadReport(path=str(source.path)))
     file_keys = set(source.keys())
     used: set[str] = set()
@@ -105,7 +107,7 @@ def plan_load(
             plan.skipped.append(leaf)
             continue
         used.add(file_key)
-        if not _check_leaf(leaf, file_key, transform, source, plan.report):
+        if not _check_leaf(leaf, file_key, transform, source, plan.report, saved_impls):
             plan.skipped.append(leaf)
             continue
         sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)

@@ -7,6 +7,7 @@ read one at a time, either through safetensors' own `safe_open(..., backend="pre
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -79,8 +80,9 @@ class CheckpointSource:
     def file_offset(self, key: str) -> int:
         return self.headers[self._where[key]].file_offset(key)
 
-    @property
+    @functools.cached_property
     def metadata(self) -> dict[str, str]:
+        """Every shard's `__metadata__`, merged (the same for all files of one save)."""
         merged: dict[str, str] = {}
         for header in self.headers.values():
             merged.update(header.metadata)
