@@ -1,0 +1,38 @@
+"""The project's words, said once: phase names, run statuses and strategy kinds.
+
+`loader`, `bench` and `dashboard` import these rather than spelling them. This module imports
+nothing (no jax, no numpy), so the dashboard and the bench runner can use it freely.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+# -- phases: what a strategy wraps its work in (`probe.phase(NAME)`) --------------------------------
+BUILD: Final = "build"  # construct the target: a random init, or an abstract (shape-only) build
+READ: Final = "read"  # bytes from the file into host memory
+CAST: Final = "cast"  # dtype conversion
+TRANSFER: Final = "transfer"  # host -> device placement (jax.device_put / make_array_*)
+ASSEMBLE: Final = "assemble"  # put the arrays into the model (nnx.update / merge)
+STREAM: Final = "stream"  # read + cast + transfer interleaved per tensor
+PHASES: Final = (BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM)
+TOTAL: Final = "total"  # the row that spans a whole load (not a phase a strategy enters)
+PHASE_ORDER: Final = (*PHASES, TOTAL)
+
+# -- run statuses: how one measured child ended -------------------------------------------------------
+OK: Final = "ok"
+WRONG: Final = "wrong"  # loaded, but a tensor differs from the checkpoint
+OOM: Final = "oom"  # killed by a memory limit (a cgroup, or the bench's RSS watchdog)
+TIMEOUT: Final = "timeout"
+CRASHED: Final = "crashed"  # raised, died on a signal, or wrote no readable result
+SKIPPED: Final = "skipped"  # not run (predicted not to fit, or not available here)
+STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED)
+# Worst first: the summary of several repeats takes the worst status among them.
+STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, SKIPPED: 1, OK: 0}
+
+# -- strategy kinds: what a registered strategy is ----------------------------------------------------
+STRATEGY: Final = "strategy"  # one of ours: loads a model
+REFERENCE: Final = "reference"  # a reference line (`floor`): reads the bytes, loads no model
+PEER: Final = "peer"  # another project's loader, ending in the same filled model
+KINDS: Final = (STRATEGY, REFERENCE, PEER)
+Kind = Literal["strategy", "reference", "peer"]
