@@ -52,7 +52,7 @@ def convert(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loader.atomic import atomic_write_text
+    from loader.format.atomic import atomic_write_text
 
     parser = argparse.ArgumentParser(prog="python -m bench.prepare", description=__doc__)
     parser.add_argument("mode", choices=["synth", "convert"])

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.task, encoding="utf-8") as fh:
         task = json.load(fh)
     result = run(task)
-    from loader.atomic import atomic_write_text
+    from loader.format.atomic import atomic_write_text
 
     atomic_write_text(args.out, json.dumps(result))
     return 0

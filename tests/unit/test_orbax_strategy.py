@@ -15,8 +15,8 @@ from safetensors.numpy import save
 
 import loader
 from loader import strategies
-from loader.atomic import atomic_write_bytes
-from loader.sharding import AXIS
+from loader.format.atomic import atomic_write_bytes
+from loader.sharded.rule import AXIS
 from tests.unit.nnx_models import Everything, assert_same_leaves
 
 ORBAX = strategies.get("orbax")

@@ -16,9 +16,9 @@ from jax.sharding import PartitionSpec
 import loader
 from loader import strategies
 from loader.errors import HeaderError, IncompleteCheckpointError
-from loader.shard_io import read_box
-from loader.sharded_dir import convert_to_sharded, load_sharded, save_sharded
-from loader.sharding import AXIS
+from loader.sharded.directory import convert_to_sharded, load_sharded, save_sharded
+from loader.sharded.rule import AXIS
+from loader.sharded.slices import read_box
 from tests.unit.nnx_models import MLP, Everything, assert_same_leaves, leaf_map
 
 

@@ -21,7 +21,7 @@ import loader
 import shapes
 from loader import strategies
 from loader.leaves import iter_variables
-from loader.sharding import AXIS
+from loader.sharded.rule import AXIS
 
 MODEL_STRATEGIES = [n for n, e in strategies.catalog().items() if e.kind == "model"]
 
@@ -142,7 +142,7 @@ def test_model_builder_keeps_nnx_list_integer_paths(checkpoints):
 
 
 def test_sharded_splits_by_the_rule_over_8_devices(checkpoints):
-    from loader.sharding import shard_axis
+    from loader.sharded.rule import shard_axis
 
     spec, ckpt = checkpoints["tiny-gpt2"]
     with jax.set_mesh(jax.make_mesh((8,), (AXIS,))):
