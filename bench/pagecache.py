@@ -1,0 +1,117 @@
+"""The page cache of a checkpoint's files: how much of it is resident, and evicting it (cold runs).
+
+`evict(paths)` asks the kernel to drop every page of each file from the page cache: an `fsync`
+first (DONTNEED leaves dirty pages alone; a checkpoint read for a bench has none, so it writes
+nothing), then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file. It returns what is still
+resident afterwards, measured, never assumed: `resident_fraction(paths)` maps each file
+(`mmap(PROT_READ, MAP_SHARED)` through libc, which faults nothing in) and asks `mincore(2)` which
+of its pages are in memory, weighted by bytes over all files.
+
+Limits: pages another process holds mapped (or locked) are not dropped, and a file on a
+filesystem without a page cache of its own (some FUSE or network mounts) may report nothing
+resident while a cache below it stays warm. Both show up here as a fraction above 0, or as a
+cold run that reads as fast as a warm one; `vmtouch -v FILE` cross-checks from outside. Linux only;
+never imports jax.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from bench.errors import BenchError
+
+_PROT_READ = 0x1
+_MAP_SHARED = 0x01
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]  # fmt: skip
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    return libc
+
+
+def checkpoint_files(path: str | os.PathLike) -> list[Path]:
+    """Every regular file of a checkpoint: the file itself, or everything under a folder.
+
+    An `*.index.json` path stands for its folder (the index and the shards it names are there).
+    """
+    p = Path(path)
+    if p.name.endswith(".index.json"):
+        p = p.parent
+    if p.is_file():
+        return [p]
+    if p.is_dir():
+        return sorted(f for f in p.rglob("*") if f.is_file() and not f.is_symlink())
+    raise BenchError(f"{p}: no such checkpoint file or folder to read the page cache of")
+
+
+def _resident_pages(libc: ctypes.CDLL, path: Path) -> tuple[int, int]:
+    """(resident pages, pages) of one file."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0, 0
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+        if addr in (None, _MAP_FAILED):
+            raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+        try:
+            vec = ctypes.create_string_buffer(pages)
+            if libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
+            return sum(b & 1 for b in vec.raw), pages
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def resident_fraction(paths: Iterable[str | os.PathLike]) -> float | None:
+    """The fraction of the files' pages in the page cache now (None for no pages at all)."""
+    libc = _libc()
+    resident = total = 0
+    for path in paths:
+        try:
+            r, n = _resident_pages(libc, Path(path))
+        except OSError as exc:
+            raise BenchError(f"{path}: cannot read its page-cache residency ({exc})") from None
+        resident, total = resident + r, total + n
+    return resident / total if total else None
+
+
+def evict(paths: Iterable[str | os.PathLike]) -> float | None:
+    """Drop the files from the page cache; the fraction still resident afterwards (measured)."""
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise BenchError(f"{path}: cannot open it to evict it from the page cache ({exc})") from None
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return resident_fraction(paths)
+
+
+def warm(paths: Iterable[str | os.PathLike], block: int = 8 << 20) -> float | None:
+    """Read the files once so they are cached (a warm run's precondition); the fraction resident."""
+    paths = [Path(p) for p in paths]
+    buf = bytearray(block)
+    for path in paths:
+        with open(path, "rb", buffering=0) as fh:
+            while fh.readinto(buf):
+                pass
+    return resident_fraction(paths)
