@@ -13,8 +13,9 @@ import numpy as np
 from loader.format.buffers import host_buffer
 from loader.format.source import checkpoint_files, pread_exact
 from loader.phases import NULL_PROBE, READ
+from loader.vocabulary import REFERENCE
 
-KIND = "reference"
+KIND = REFERENCE
 
 
 def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):

@@ -33,10 +33,9 @@ from loader.report import LoadReport
 from loader.sharded.layout import Layout, LayoutSource, TensorLayout
 from loader.sharded.rule import rule_mesh, rule_sharding
 from loader.target import resolve_target
+from loader.vocabulary import ORBAX
 
-KIND = "model"
-CHECKPOINT = "orbax"
-MULTIPROCESS = False
+CHECKPOINT = ORBAX
 BATCH_BYTES = 256 << 20
 SUBDIR = "orbax"
 META_KEY = "loadbench.safetensors_metadata"
