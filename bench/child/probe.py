@@ -14,6 +14,11 @@ resets (measured here on sa3: the per-phase probe and `/usr/bin/time -v` agree w
 
 Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
 `/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
+Device memory, where the backend reports it (`jax.Device.memory_stats()` on GPU/TPU; None on the
+CPU backend): at the end of each phase, `bytes_in_use` and `peak_bytes_in_use` summed over this
+process's devices. The allocator's peak cannot be reset, so a phase's device peak is the peak up to
+the end of that phase. The provider is a parameter (`device_memory=`), so tests can fake it.
+
 A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
 `max_samples` by halving the resolution when full.
 
@@ -30,9 +35,10 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 PEAK_SOURCE_ENV = "LOADBENCH_PEAK_SOURCE"
@@ -88,6 +94,28 @@ class PhaseStats:
     anon_rss_bytes: int = 0
     file_rss_bytes: int = 0
     substeps_s: dict[str, float] = field(default_factory=dict)
+    device_bytes_in_use: int | None = None
+    device_peak_bytes_in_use: int | None = None
+
+
+DeviceMemory = Callable[[], "tuple[int, int] | None"]
+
+
+def jax_device_memory() -> tuple[int, int] | None:
+    """(bytes_in_use, peak_bytes_in_use) summed over this process's devices; None where jax is not
+    imported yet or the backend reports nothing (the CPU backend)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    try:
+        stats = [d.memory_stats() for d in jax.local_devices()]
+    except Exception:  # noqa: BLE001 - a backend without the call reports nothing
+        return None
+    stats = [s for s in stats if s]
+    if not stats:
+        return None
+    in_use = sum(int(s.get("bytes_in_use", 0)) for s in stats)
+    return in_use, sum(int(s.get("peak_bytes_in_use", s.get("bytes_in_use", 0))) for s in stats)
 
 
 @dataclass(frozen=True)
@@ -121,11 +149,19 @@ class MemoryProbe:
         use_hwm: force the kernel high-water mark on or off; None checks whether it works here
             (and `LOADBENCH_PEAK_SOURCE=sampled` in the environment forces it off, so an outside
             tool reading the lifetime mark, such as `/usr/bin/time -v`, can cross-check a run).
+        device_memory: () -> (bytes_in_use, peak_bytes_in_use) of the devices, or None where
+            the backend reports nothing (default: `jax_device_memory`).
     """
 
     def __init__(
-        self, *, interval_s: float = 0.01, max_samples: int = 4000, use_hwm: bool | None = None
+        self,
+        *,
+        interval_s: float = 0.01,
+        max_samples: int = 4000,
+        use_hwm: bool | None = None,
+        device_memory: DeviceMemory = jax_device_memory,
     ) -> None:
+        self._device_memory = device_memory
         if use_hwm is None and os.environ.get(PEAK_SOURCE_ENV) == "sampled":
             # no resets: the lifetime mark (`/usr/bin/time -v`) stays a whole-run peak
             use_hwm = False
@@ -204,11 +240,14 @@ class MemoryProbe:
         finally:
             self.stop()
 
-    @staticmethod
-    def _set_end(stats: PhaseStats, now: dict[str, int]) -> None:
+    def _set_end(self, stats: PhaseStats, now: dict[str, int]) -> None:
         stats.end_rss_bytes = now["rss"]
         stats.anon_rss_bytes = now["anon"]
         stats.file_rss_bytes = now["file"]
+        device = self._device_memory()
+        if device is not None:
+            stats.device_bytes_in_use, peak = device
+            stats.device_peak_bytes_in_use = max(stats.device_peak_bytes_in_use or 0, peak)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

@@ -66,3 +66,67 @@ def verify_model(
             return checked, str(exc)
         checked += 1
     return checked, None
+
+
+def _safetensors_reading(folder: str, entry: dict, name: str) -> np.ndarray:
+    from safetensors import safe_open
+
+    with safe_open(f"{folder}/{entry['file']}", framework="np") as fh:
+        return fh.get_tensor(name)
+
+
+def _check_user_tensor(name: str, array, entry: dict, folder: str) -> None:
+    """One leaf against safetensors' reading of the user's file (digest, or values when cast)."""
+    import blake3
+    import shapes
+
+    if tuple(array.shape) != tuple(entry["shape"]):
+        raise shapes.VerificationError(
+            f"tensor {name!r}: loaded shape {tuple(array.shape)}, the file holds {entry['shape']}"
+        )
+    if not getattr(array, "is_fully_addressable", True):
+        want = _safetensors_reading(folder, entry, name)
+        for shard in array.addressable_shards:
+            got = np.asarray(shard.data)
+            if got.tobytes() != want[shard.index].astype(got.dtype).tobytes():
+                raise shapes.VerificationError(
+                    f"tensor {name!r}: shard {shard.index} differs from safetensors' reading"
+                )
+        return
+    got = np.ascontiguousarray(np.asarray(array))
+    digest = blake3.blake3(got.reshape(-1).view(np.uint8).data).hexdigest()
+    if digest == entry["blake3"]:
+        return
+    want = _safetensors_reading(folder, entry, name)
+    if want.dtype != got.dtype and got.tobytes() == want.astype(got.dtype).tobytes():
+        return  # stored as one dtype, held as another (e.g. I64 as int32 without x64): same values
+    bad = int(np.count_nonzero(want.astype(got.dtype).reshape(-1) != got.reshape(-1)))
+    raise shapes.VerificationError(
+        f"tensor {name!r} ({got.dtype}) differs from safetensors' reading of {entry['file']} "
+        f"({entry['dtype']}): {bad} of {got.size} elements differ; the loader placed wrong data"
+    )
+
+
+def verify_user_model(model, digests_file: str, folder: str) -> tuple[int, str | None]:
+    """Check every tensor of a user's checkpoint against its cached digests (`bench.usercheckpoint`).
+
+    Returns (tensors checked, first error message or None).
+    """
+    import json
+
+    import shapes
+
+    if model is None:
+        return 0, "the strategy returned no model (only reference strategies may)"
+    with open(digests_file, encoding="utf-8") as fh:
+        tensors = json.load(fh)["tensors"]
+    leaves = flat_leaves(model)
+    missing = [n for n in tensors if n not in leaves]
+    if missing:
+        return 0, f"{len(missing)} checkpoint tensor(s) not in the loaded model, e.g. {missing[:3]}"
+    for checked, (name, entry) in enumerate(tensors.items()):
+        try:
+            _check_user_tensor(name, leaves[name], entry, folder)
+        except shapes.ShapesError as exc:
+            return checked, str(exc)
+    return len(tensors), None

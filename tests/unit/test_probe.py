@@ -106,3 +106,36 @@ def test_peak_source_env_forces_the_sampler(monkeypatch):
     assert MemoryProbe().peak_source == "sampled"
     monkeypatch.delenv(PEAK_SOURCE_ENV)
     assert MemoryProbe(use_hwm=True).peak_source == "hwm"
+
+
+def test_device_memory_is_recorded_per_phase_from_the_provider():
+    from bench.child.probe import MemoryProbe
+
+    state = {"in_use": 100, "peak": 100}
+
+    def fake():  # a GPU allocator: in use now, and its (never reset) peak
+        return state["in_use"], state["peak"]
+
+    probe = MemoryProbe(use_hwm=False, device_memory=fake)
+    with probe.measure():
+        with probe.phase("read"):
+            state.update(in_use=600, peak=900)
+        with probe.phase("transfer"):
+            state.update(in_use=400, peak=900)
+    res = probe.result()
+    read, transfer = res.phases
+    assert (read.device_bytes_in_use, read.device_peak_bytes_in_use) == (600, 900)
+    assert (transfer.device_bytes_in_use, transfer.device_peak_bytes_in_use) == (400, 900)
+    assert res.total.device_peak_bytes_in_use == 900
+
+
+def test_device_memory_is_none_on_the_cpu_backend():
+    import jax  # noqa: F401 - the provider reads jax only once it is imported
+
+    from bench.child.probe import MemoryProbe, jax_device_memory
+
+    assert jax_device_memory() is None  # the CPU backend's memory_stats() is None
+    probe = MemoryProbe(use_hwm=False)
+    with probe.measure(), probe.phase("read"):
+        pass
+    assert probe.result().phases[0].device_bytes_in_use is None
