@@ -22,6 +22,7 @@ from typing import Any
 
 import psutil
 
+from bench.memlimit import MemoryLimit
 from bench.units import format_bytes
 
 STDERR_TAIL = 3000
@@ -138,6 +139,7 @@ def run_group(
     timeout_s: float,
     budget_bytes: int,
     poll_s: float = 0.02,
+    limit: MemoryLimit | None = None,
 ) -> list[ChildOutcome]:
     """Run cooperating children to the end; one outcome per child, in order.
 
@@ -147,6 +149,8 @@ def run_group(
         outs: where each child writes its result JSON (its stderr goes beside, `.stderr`).
         timeout_s: wall-clock limit for the whole group.
         budget_bytes: the group's summed RSS limit.
+        limit: an open `bench.memlimit.MemoryLimit`: each child is started inside it (its PID,
+            and only it, is put in the cgroup at once), and one killed by it becomes "oom".
     """
     children: list[_Child] = []
     try:
@@ -154,11 +158,31 @@ def run_group(
             err = out.with_suffix(".stderr")
             with open(err, "wb") as fh:
                 proc = subprocess.Popen(
-                    argv, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
-                )
+                    limit.wrap(argv) if limit else argv, env=env, stdout=fh,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                )  # fmt: skip
             children.append(_Child(proc, out, err))
+            if limit is not None:
+                limit.attach(proc.pid)
         _watch(children, timeout_s, budget_bytes, poll_s)
     except BaseException:
         _kill(children, "crashed", "interrupted")
         raise
-    return [_outcome(c) for c in children]
+    outcomes = [_outcome(c) for c in children]
+    return _limit_kills(children, outcomes, limit) if limit is not None else outcomes
+
+
+def _limit_kills(children: list[_Child], outcomes: list[ChildOutcome], limit: MemoryLimit):
+    """A child SIGKILLed while its cgroup counted an OOM kill was killed by the limit: "oom"."""
+    kills = limit.oom_kills()
+    if not kills:
+        return outcomes
+    out = []
+    for child, outcome in zip(children, outcomes, strict=True):
+        if child.proc.returncode == -signal.SIGKILL and child.killed is None:
+            tail = (outcome.error or "").split("\n", 1)[1:]
+            msg = (f"killed by the {limit.mechanism} memory limit of "
+                   f"{format_bytes(limit.limit_bytes)} (oom_kill={kills})")  # fmt: skip
+            outcome = ChildOutcome("oom", "\n".join([msg, *tail]), outcome.result)
+        out.append(outcome)
+    return out

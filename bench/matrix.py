@@ -42,11 +42,26 @@ class Checkpoint:
     checkpoint_bytes: int
     largest_tensor_bytes: int
     tensors: int
+    digests: str | None = None  # a user's checkpoint: the cached digests to verify against
+    work_root: str | None = None  # a user's checkpoint: where converted copies go (never beside it)
 
     @property
     def folder(self) -> Path:
+        """Where converted copies of this checkpoint are kept."""
+        if self.work_root is not None:
+            return Path(self.work_root)
         path = Path(self.path)
         return path.parent if path.is_file() else path
+
+    @classmethod
+    def from_user(cls, path: str, cache: Path) -> Checkpoint:
+        """A user's checkpoint (`--checkpoint`): headers read, digests computed once and cached."""
+        from bench.usercheckpoint import digests, open_checkpoint
+
+        user = open_checkpoint(path)
+        return cls(user.label, None, 0, str(user.load_path), user.checkpoint_bytes,
+                   user.largest_tensor_bytes, user.tensors, str(digests(user, cache)),
+                   str(cache / "checkpoints" / f"user-{user.key}"))  # fmt: skip
 
     @classmethod
     def ensure(cls, shapes: str, dtype: str | None, seed: int, cache: Path, timeout_s: float):
@@ -81,6 +96,11 @@ class Task:
     devices: int  # in total, across processes
     memray_bin: Path | None = None
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
+    cache: str = "warm"  # "cold": the files are evicted from the page cache before it runs
+
+    @property
+    def load_path(self) -> str:
+        return self.path or self.checkpoint.path
 
 
 def _layout(entry, config) -> tuple[int, int]:
@@ -115,6 +135,10 @@ def plan(ck: Checkpoint, entries: list, config, run_folder: Path) -> tuple[list[
     for entry in entries:
         procs, devices = _layout(entry, config)
         task = Task(ck, entry, 0, procs, devices)
+        if not entry.available():
+            hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
+            skipped.append((task, f"not installed here: needs {', '.join(entry.missing())}{hint}"))
+            continue
         predicted = known.get(
             entry.name, BASELINE_GUESS_BYTES * procs + DEFAULT_PEAK_RATIO * ck.checkpoint_bytes
         )
@@ -127,7 +151,10 @@ def plan(ck: Checkpoint, entries: list, config, run_folder: Path) -> tuple[list[
     if config.memray:
         folder = run_folder / "memray"
         tasks += [replace(t, memray_bin=folder / f"{t.entry.name}-{ck.shapes}-r0.bin") for t in run]
-    tasks += [replace(t, repeat=r) for r in range(config.repeats) for t in run]
+    caches = ("warm", "cold") if config.cache == "both" else (config.cache,)
+    tasks += [
+        replace(t, repeat=r, cache=c) for r in range(config.repeats) for t in run for c in caches
+    ]
     return tasks, skipped
 
 
@@ -184,6 +211,10 @@ def task_argvs(task: Task, work: Path):
         "dtype": task.checkpoint.dtype,
         "seed": task.checkpoint.seed,
         "memray_bin": None,
+        "digests": task.checkpoint.digests,
+        "checkpoint_folder": str(Path(task.checkpoint.path).parent)
+        if Path(task.checkpoint.path).is_file()
+        else task.checkpoint.path,
     }
     argvs, envs, outs = _group(
         task, ["bench.child.worker", "--task", str(work / f"{tag}.task.json")], work, tag

@@ -185,7 +185,13 @@ class MemoryLimit:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
-                rel = Path(f"/proc/{pid}/cgroup").read_text().strip().splitlines()[-1].split(":", 2)[2]
+                rel = (
+                    Path(f"/proc/{pid}/cgroup")
+                    .read_text()
+                    .strip()
+                    .splitlines()[-1]
+                    .split(":", 2)[2]
+                )
                 if rel.endswith(".scope"):
                     return Path("/sys/fs/cgroup" + rel)
             time.sleep(0.01)
@@ -219,7 +225,9 @@ class MemoryLimit:
         note = self.note
         if self.mechanism != WATCHDOG and not enforced:
             note = f"the limit read back as {got!r}, not {self.limit_bytes}; not enforced"
-        return LimitOutcome(self.mechanism, enforced, self.limit_bytes, self.oom_kills(), peak, note)
+        return LimitOutcome(
+            self.mechanism, enforced, self.limit_bytes, self.oom_kills(), peak, note
+        )
 
     # -- removing it ------------------------------------------------------------------------
     def _remove(self, wait_s: float = 5.0) -> None:

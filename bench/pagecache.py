@@ -97,7 +97,9 @@ def evict(paths: Iterable[str | os.PathLike]) -> float | None:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as exc:
-            raise BenchError(f"{path}: cannot open it to evict it from the page cache ({exc})") from None
+            raise BenchError(
+                f"{path}: cannot open it to evict it from the page cache ({exc})"
+            ) from None
         try:
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -36,7 +37,7 @@ from bench.schema import (
     to_json_line,
 )
 
-GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes"]
+GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes", "cache"]
 
 
 class ResultsWriter:
@@ -119,8 +120,20 @@ def read_jsonl(path: str | os.PathLike) -> tuple[dict[str, list[dict]], list[tup
     return records, errors
 
 
+def _defaults(record_type: type) -> dict[str, Any]:
+    """Fields added to the schema with a default: what a file written before them holds."""
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(record_type)
+        if f.default is not dataclasses.MISSING and f.default is not None
+    }
+
+
 def _frame(rows: list[dict], record_type: type) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=field_names(record_type))
+    frame = pd.DataFrame(rows, columns=field_names(record_type))
+    for name, value in _defaults(record_type).items():
+        frame[name] = frame[name].fillna(value) if len(frame) else frame[name]
+    return frame
 
 
 def _ratio(peak: pd.Series, baseline: pd.Series, checkpoint: pd.Series) -> pd.Series:
@@ -187,6 +200,8 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         "wall_s_min": wall.min(),
         "wall_s_max": wall.max(),
         "peak_source": ok["peak_source"].iloc[0] if len(ok) else None,
+        "resident_fraction": pd.to_numeric(totals["resident_fraction"]).median(),
+        "memory_limit": next((m for m in totals["memory_limit"] if isinstance(m, str)), None),
         "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),
     }
     row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")

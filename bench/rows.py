@@ -8,7 +8,7 @@ multi-process run adds summed rows (process_index -1): peaks and RSS add up acro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.children import ChildOutcome
@@ -32,6 +32,7 @@ class RowContext:
     tensors: int
     memray_html: str | None = None
     memray_top: str | None = None
+    situation: dict[str, Any] = field(default_factory=dict)  # PhaseRecord's cache/limit fields
 
 
 def _phase_row(ctx: RowContext, index: int, status, error, res: dict, ph: dict) -> PhaseRecord:
@@ -46,7 +47,8 @@ def _phase_row(ctx: RowContext, index: int, status, error, res: dict, ph: dict) 
         phase_end_rss_bytes=ph.get("end_rss_bytes"), phase_anon_rss_bytes=ph.get("anon_rss_bytes"),
         phase_file_rss_bytes=ph.get("file_rss_bytes"), peak_source=res.get("peak_source"),
         substeps_s=dict(ph.get("substeps_s") or {}), memray_html=ctx.memray_html,
-        memray_top=ctx.memray_top,
+        memray_top=ctx.memray_top, phase_device_bytes_in_use=ph.get("device_bytes_in_use"),
+        phase_device_peak_bytes=ph.get("device_peak_bytes_in_use"), **ctx.situation,
     )  # fmt: skip
 
 
@@ -95,6 +97,8 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 phase_end_rss_bytes=_sum([r.phase_end_rss_bytes for r in rows]),
                 phase_anon_rss_bytes=_sum([r.phase_anon_rss_bytes for r in rows]),
                 phase_file_rss_bytes=_sum([r.phase_file_rss_bytes for r in rows]),
+                phase_device_bytes_in_use=_sum([r.phase_device_bytes_in_use for r in rows]),
+                phase_device_peak_bytes=_sum([r.phase_device_peak_bytes for r in rows]),
             )  # fmt: skip
         )
     return out

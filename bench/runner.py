@@ -16,22 +16,25 @@ import os
 import shutil
 import sys
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
 from tqdm import tqdm
 
-from bench import strategies
+from bench import pagecache, strategies
 from bench.children import run_group
 from bench.errors import BenchError
 from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan, prepare_task, task_argvs
+from bench.memlimit import WATCHDOG, LimitOutcome, MemoryLimit
 from bench.results import ResultsWriter, export_parquet
 from bench.rows import RowContext, failed_row, result_records
 
 DEFAULT_TIMEOUT_S = 900.0
 BUDGET_FRACTION = 0.75
+WARM_FRACTION = 0.99  # a warm run starts with at least this much of its files cached
 
 
 @dataclass
@@ -51,6 +54,9 @@ class RunConfig:
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)
+    cache: str = "warm"  # warm | cold | both
+    host_ram_bytes: int | None = None  # run each child group inside a memory cgroup of this size
+    checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
 
 
 @dataclass
@@ -85,19 +91,53 @@ def _select(config: RunConfig) -> list:
     return [entries[s] for s in config.strategies]
 
 
-def _context(run_id: str, task: Task, memray: dict) -> RowContext:
+def _context(run_id: str, task: Task, memray: dict, situation: dict | None = None) -> RowContext:
     ck = task.checkpoint
     html, top = memray.get((ck.shapes, task.entry.name), (None, None))
+    situation = {"cache": task.cache, **(situation or {})}
     return RowContext(
         run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
-        ck.largest_tensor_bytes, ck.tensors, html, top,
+        ck.largest_tensor_bytes, ck.tensors, html, top, situation,
     )  # fmt: skip
 
 
-def _run_task(task: Task, config: RunConfig, work: Path, budget: int) -> list:
+def _set_cache(task: Task) -> dict:
+    """Evict (cold) or read (warm) the task's files; the measured resident fraction."""
+    files = pagecache.checkpoint_files(task.load_path)
+    if task.cache == "cold":
+        return {"resident_fraction": pagecache.evict(files)}
+    fraction = pagecache.resident_fraction(files)
+    if fraction is not None and fraction < WARM_FRACTION:
+        fraction = pagecache.warm(files)
+    return {"resident_fraction": fraction}
+
+
+def _limit_situation(outcome: LimitOutcome) -> dict:
+    return {
+        "host_ram_bytes": outcome.limit_bytes,
+        "memory_limit": outcome.mechanism,
+        "memory_limit_enforced": outcome.enforced,
+        "cgroup_peak_bytes": outcome.cgroup_peak_bytes,
+    }
+
+
+def _run_task(task: Task, config: RunConfig, work: Path, budget: int) -> tuple[list, dict]:
+    """Run the task's child group (under the memory limit, if any); outcomes and row situation."""
     argvs, envs, outs = task_argvs(task, work)
-    return run_group(argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=budget)
+    situation = _set_cache(task)
+    kwargs = {"timeout_s": config.timeout_s, "budget_bytes": budget}
+    if config.host_ram_bytes is None:
+        return run_group(argvs, envs, outs, **kwargs), situation
+    with MemoryLimit(config.host_ram_bytes) as limit:
+        if limit.mechanism == WATCHDOG:
+            kwargs["budget_bytes"] = min(budget, config.host_ram_bytes)
+        outcomes = run_group(argvs, envs, outs, limit=limit, **kwargs)
+        outcome = limit.outcome()
+    if outcome.note:
+        outcomes = [replace(o, error="\n".join(filter(None, [o.error, outcome.note])))
+                    for o in outcomes]  # fmt: skip
+    return outcomes, {**situation, **_limit_situation(outcome)}
 
 
 def _note_memray(task: Task, outcomes: list, memray: dict, folder: Path) -> None:
@@ -128,11 +168,20 @@ def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id
             if isinstance(prepared, tuple):  # (status, error): could not prepare
                 writer.write(failed_row(_context(run_id, task, memray), *prepared))
             elif task.memray_bin is not None:
-                _note_memray(task, _run_task(prepared, config, work, budget), memray, folder)
+                _note_memray(task, _run_task(prepared, config, work, budget)[0], memray, folder)
             else:
-                outcomes = _run_task(prepared, config, work, budget)
-                writer.write_many(result_records(_context(run_id, task, memray), outcomes))
+                outcomes, situation = _run_task(prepared, config, work, budget)
+                ctx = _context(run_id, task, memray, situation)
+                writer.write_many(result_records(ctx, outcomes))
             bar.update()
+
+
+def _checkpoints(config: RunConfig) -> Iterator[Checkpoint]:
+    """The synthetic checkpoints of the shape sets, then the users' own (prepared lazily)."""
+    for name in config.shapes:
+        yield Checkpoint.ensure(name, config.dtype, config.seed, cache_dir(), config.timeout_s)
+    for path in config.checkpoints:
+        yield Checkpoint.from_user(path, cache_dir())
 
 
 def run_bench(config: RunConfig) -> RunOutcome:
@@ -144,10 +193,7 @@ def run_bench(config: RunConfig) -> RunOutcome:
     with ResultsWriter(jsonl) as writer:
         writer.write(run_record(run_id, config.argv or sys.argv))
         try:
-            for name in config.shapes:
-                ck = Checkpoint.ensure(
-                    name, config.dtype, config.seed, cache_dir(), config.timeout_s
-                )
+            for ck in _checkpoints(config):
                 tasks, skipped = plan(ck, selected, config, jsonl.parent / run_id)
                 for task, reason in skipped:
                     writer.write(failed_row(_context(run_id, task, {}), "skipped", reason))

@@ -20,6 +20,7 @@ STATUS_SEVERITY = {"crashed": 5, "oom": 4, "timeout": 3, "wrong": 2, "skipped": 
 PHASES = ("build", "read", "cast", "transfer", "assemble", "stream")  # == loader.phases.PHASES
 TOTAL = "total"
 PEAK_SOURCES = ("hwm", "sampled")
+CACHES = ("warm", "cold")  # was the checkpoint in the page cache when the child started
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,15 @@ class PhaseRecord:
     substeps_s: dict[str, float] = field(default_factory=dict)
     memray_html: str | None = None
     memray_top: str | None = None
+    # -- the situation the load ran in (added in v1, absent from older files: read as defaults) --
+    cache: str = "warm"  # CACHES: "cold" when the checkpoint was evicted from the page cache first
+    resident_fraction: float | None = None  # of the checkpoint's pages, just before the child ran
+    host_ram_bytes: int | None = None  # `--host-ram`: the memory limit the child ran under
+    memory_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | systemd-run | watchdog
+    memory_limit_enforced: bool | None = None  # the limit read back from the cgroup as asked
+    cgroup_peak_bytes: int | None = None  # the cgroup's own peak (page cache included)
+    phase_device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
+    phase_device_peak_bytes: int | None = None  # the device allocator's peak up to the phase end
 
 
 @dataclass(frozen=True)

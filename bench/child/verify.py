@@ -78,6 +78,7 @@ def _safetensors_reading(folder: str, entry: dict, name: str) -> np.ndarray:
 def _check_user_tensor(name: str, array, entry: dict, folder: str) -> None:
     """One leaf against safetensors' reading of the user's file (digest, or values when cast)."""
     import blake3
+
     import shapes
 
     if tuple(array.shape) != tuple(entry["shape"]):

@@ -1,7 +1,8 @@
 """One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
 
 The task (written by the runner) names the strategy, the shape set, the checkpoint to load, the
-source checkpoint to verify against (with its `digests.json`), dtype, seed and an optional memray
+source checkpoint to verify against (with its `digests.json`; for a user's own checkpoint the cached
+`digests` of safetensors' reading and the `checkpoint_folder`), dtype, seed and an optional memray
 capture path. Order: imports, backend initialisation (`jax.distributed.initialize` first for a
 multi-process run, from `LOADBENCH_COORDINATOR`, `LOADBENCH_NUM_PROCESSES`,
 `LOADBENCH_PROCESS_ID`), baseline RSS, the strategy under the probe, then, outside the measured
@@ -75,7 +76,12 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
     res = probe.result()
     started = time.perf_counter()
     status, error, checked = "ok", None, 0
-    if model is not None or info.kind != "reference":
+    if (model is not None or info.kind != "reference") and task.get("digests"):
+        checked, error = verify.verify_user_model(
+            model, task["digests"], task["checkpoint_folder"]
+        )
+        status = "ok" if error is None else "wrong"
+    elif model is not None or info.kind != "reference":
         checked, error = verify.verify_model(
             model,
             task["source_checkpoint"],
