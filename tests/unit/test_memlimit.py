@@ -45,12 +45,12 @@ def test_a_child_over_the_limit_is_killed_and_the_cgroup_removed():
 def test_a_child_under_the_limit_completes():
     limit = _cgroup_or_skip(256 << 20)
     try:
-        done = _run(limit, 32 << 20)
+        done = _run(limit, 96 << 20)
         outcome = limit.outcome()
     finally:
         limit.close()
     assert done.returncode == 0 and "survived" in done.stdout
-    assert outcome.oom_kills == 0 and outcome.cgroup_peak_bytes >= 32 << 20
+    assert outcome.oom_kills == 0 and outcome.cgroup_peak_bytes > 48 << 20
 
 
 def test_no_mechanism_falls_back_to_the_watchdog_and_says_so():
