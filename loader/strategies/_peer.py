@@ -1,0 +1,94 @@
+"""Shared body of the peer strategies (`runai`, `fastsafetensors`): another project's reader,
+its tensors handed to jax through DLPack, then the same cast, placement and report as ours.
+
+A peer is opened over the checkpoint's files in `fill` (after the plan check, so `strict=True`
+refuses a mismatch before the peer reads a byte) and asked only for the planned tensors. Each
+torch tensor it yields becomes a jax array with `jax.dlpack.from_dlpack` (no copy on the CPU
+backend where the buffer is aligned; jax keeps the torch storage alive), and then goes through
+`loader.stream.Stream` like any of our reads, so the model ends filled exactly as ours do. A tensor
+the peer yields before it is asked for is held until it is (peers read in file order; the plan
+mostly asks in that order too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loader.errors import CheckpointError
+from loader.format.source import CheckpointSource
+from loader.phases import Probe
+from loader.plan import LoadPlan
+from loader.stream import Stream
+
+#: files, wanted tensor names -> (an iterator of (name, torch tensor), a close function)
+OpenPeer = Callable[[list[Path], set[str]], tuple[Iterator[tuple[str, Any]], Callable[[], None]]]
+
+
+def host_view_cast(array: Any, dtype: Any) -> np.ndarray:
+    """Cast on the host: the jax array seen as numpy (no copy on CPU), cast by numpy.
+
+    (jax's own `astype` would run on the array's device, outside the leaf's mesh.)
+    """
+    return np.asarray(array).astype(dtype)
+
+
+def to_jax(tensor: Any) -> Any:
+    """A peer's torch tensor as a jax array, through DLPack.
+
+    A 64-bit tensor jax cannot hold (x64 off: jax would convert it on a device outside the leaf's
+    mesh) goes to numpy through DLPack instead, and is cast on the host like any other read.
+    """
+    import jax
+
+    tensor = tensor.detach().contiguous()
+    if tensor.element_size() == 8 and not jax.config.jax_enable_x64:
+        return np.from_dlpack(tensor)
+    return jax.dlpack.from_dlpack(tensor)
+
+
+@dataclass
+class PeerStream:
+    """An `Executor` (see `loader.sequence`) reading through a peer loader."""
+
+    open_peer: OpenPeer
+    name: str
+    _close: Callable[[], None] | None = field(default=None, init=False, repr=False)
+
+    def start(self, source: CheckpointSource, probe: Probe) -> None:
+        pass  # nothing is read before the plan is checked
+
+    def _reader(self, source: CheckpointSource, wanted: set[str]) -> Callable[[str], Any]:
+        held: dict[str, Any] = {}
+        stream: Iterator[tuple[str, Any]] | None = None
+
+        def read(key: str) -> Any:
+            nonlocal stream
+            if stream is None:  # opened on the first read, so it is timed as reading
+                stream, self._close = self.open_peer(list(source.files), wanted)
+            while key not in held:
+                try:
+                    name, tensor = next(stream)
+                except StopIteration:
+                    raise CheckpointError(
+                        f"{source.path}: {self.name} finished without yielding tensor {key!r}"
+                    ) from None
+                held[name] = tensor
+            return to_jax(held.pop(key))
+
+        return read
+
+    def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
+        wanted = {step.file_key for step in plan.steps}
+        stream = Stream(reader=lambda src: self._reader(src, wanted), caster=host_view_cast)
+        stream.start(source, probe)
+        stream.fill(plan, source, probe)
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+            self._close = None

@@ -1,0 +1,54 @@
+"""Peer: runai-model-streamer (vLLM's streaming loader), its tensors handed to jax through DLPack.
+
+`SafetensorsStreamer.stream_files(files, device="cpu", tensor_names=planned)` reads with its own
+C++ thread pool into CPU buffers; every tensor it yields is owned (`owned=True`, its default), then
+becomes a jax array through DLPack and is cast and placed like ours (`loader.strategies._peer`).
+Needs torch and runai-model-streamer: `make peers` (or `pip install 'loadbench[peers]'`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, Probe
+from loader.report import LoadReport
+from loader.sequence import Recipe, run_load
+from loader.strategies._peer import PeerStream
+from loader.vocabulary import PEER
+
+KIND = PEER
+REQUIRES = ("torch", "runai_model_streamer")
+INSTALL_HINT = "make peers"
+
+
+def _open(files: list[Path], wanted: set[str]) -> tuple[Iterator[tuple[str, Any]], Callable]:
+    from runai_model_streamer import SafetensorsStreamer
+
+    streamer = SafetensorsStreamer()
+    streamer.__enter__()
+    try:
+        streamer.stream_files([str(f) for f in files], device="cpu", tensor_names=wanted or None)
+    except BaseException:
+        streamer.__exit__(None, None, None)
+        raise
+    return streamer.get_tensors(), lambda: streamer.__exit__(None, None, None)
+
+
+RECIPE = Recipe(lambda: PeerStream(_open, "runai-model-streamer"))
+
+
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
+    """Load through runai-model-streamer into an abstractly built model (see the module docstring)."""
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

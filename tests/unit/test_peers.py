@@ -1,0 +1,81 @@
+"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors) end with the same filled model.
+
+Parametrised over the registry's peers. Each runs where its requirements import (`make peers`)
+and is skipped, naming what is missing and how to install it, where they do not. The model is
+poisoned first, and every tensor is checked against the synthetic checkpoint's digests.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import loader
+import shapes
+from loader import strategies
+from loader.leaves import iter_variables
+from loader.sharded.rule import AXIS
+from loader.vocabulary import PEER
+
+PEERS = [n for n, e in strategies.catalog().items() if e.kind == PEER]
+
+
+def _peer_or_skip(name: str):
+    info = strategies.get(name)
+    if not info.available():
+        pytest.skip(f"{name} needs {', '.join(info.missing())}: install with `{info.install_hint}`")
+    return info
+
+
+def _spec() -> shapes.ShapeSpec:
+    """HF-export-like names and dtypes: F32 and BF16 weights, an I64 buffer, a dotted nesting."""
+    f = "model.safetensors"
+    tensors = [
+        shapes.TensorSpec("model.embed_tokens.weight", "BF16", (64, 16), f),
+        shapes.TensorSpec("model.layers.0.mlp.up_proj.weight", "BF16", (48, 16), f),
+        shapes.TensorSpec("model.layers.0.input_layernorm.weight", "F32", (16,), f),
+        shapes.TensorSpec("model.layers.1.mlp.up_proj.weight", "BF16", (48, 16), f),
+        shapes.TensorSpec("model.layers.1.input_layernorm.weight", "F32", (16,), f),
+        shapes.TensorSpec("model.position_ids", "I64", (1, 32), f),
+        shapes.TensorSpec("lm_head.weight", "F32", (64, 16), f),
+    ]
+    return shapes.ShapeSpec("test", None, (f,), tuple(tensors), metadata={"format": "pt"})
+
+
+def test_peers_are_registered_with_their_install_hint():
+    assert {"runai", "fastsafetensors"} <= set(PEERS)
+    for name in PEERS:
+        info = strategies.get(name)
+        assert info.requires and "torch" in info.requires
+        assert info.install_hint == "make peers"
+
+
+@pytest.mark.parametrize("devices", [1, 8])
+@pytest.mark.parametrize("name", PEERS)
+def test_peer_loads_bit_exactly_into_a_poisoned_model(tmp_path, poison, name, devices):
+    info = _peer_or_skip(name)
+    spec = _spec()
+    ckpt = shapes.synthesize(spec, tmp_path)
+    mesh = jax.make_mesh((devices,), (AXIS,), devices=jax.devices()[:devices])
+    with jax.set_mesh(mesh):
+        model = shapes.model_builder(spec, seed=5)()
+        poison(model)
+        model, report = info.load(model, ckpt, strict=False)
+    assert set(report.loaded) == {t.name for t in spec.tensors}
+    checked = 0
+    for path, var in iter_variables(model):
+        shapes.verify_tensor(ckpt, ".".join(map(str, path)), np.asarray(var.get_value()))
+        checked += 1
+    assert checked == len(spec.tensors)
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_peer_refuses_a_mismatch_before_reading(tmp_path, name):
+    info = _peer_or_skip(name)
+    spec = _spec()
+    wrong = shapes.ShapeSpec(spec.source, None, spec.files, spec.tensors[:-1])
+    ckpt = shapes.synthesize(wrong, tmp_path)
+    with pytest.raises(loader.MismatchError) as err:
+        info.load(shapes.model_builder(spec), ckpt, strict=True)
+    assert err.value.report.missing == ["lm_head.weight"]
