@@ -10,7 +10,8 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint bench dashboard fuzz browser-deps clean
+.PHONY: help install test lint bench dashboard fuzz browser-deps peers clean
+PEERS_TORCH ?= torch==2.13.0
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -22,6 +23,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install loadbench (editable) with its dev extra
+
+peers: $(STAMP) ## add the peer loaders (runai-model-streamer, fastsafetensors) and torch to .venv
+	$(PY) -m pip install -q '$(PEERS_TORCH)'
+	$(PY) -m pip install -q -e '.[peers]' --config-settings editable_mode=compat
+	$(PY) -c "import torch, runai_model_streamer, fastsafetensors; print('peers: torch', torch.__version__)"
 
 browser-deps: ## install Debian's chromium for the browser test (needs root; skipped otherwise)
 	@command -v chromium >/dev/null 2>&1 || { \

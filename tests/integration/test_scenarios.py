@@ -1,0 +1,155 @@
+"""What users face, end to end: their own checkpoint, a cold page cache, a real memory limit.
+
+Checkpoints here are written by `safetensors` itself, shaped like Hugging Face exports: dotted keys,
+`__metadata__ {"format": "pt"}`, an I64 `position_ids` buffer, a tied head (no `lm_head`) or an
+untied one, and a sharded folder with its index. Children are real; failing strategies come from
+`tests/integration/fakes/` through `LOADBENCH_EXTRA_STRATEGIES`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from bench import memlimit
+from bench.config import RunConfig
+from bench.results import read_results
+from bench.runner import run_bench
+
+FAKES = Path(__file__).parent / "fakes"
+
+
+@pytest.fixture
+def bench_env(monkeypatch, tmp_path):
+    path = os.pathsep.join([str(FAKES), os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("LOADBENCH_EXTRA_STRATEGIES", "fake_ok,fake_hang,fake_oom")
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "lbcache"))
+    monkeypatch.syspath_prepend(str(FAKES))
+
+
+def _hf_tensors(tied: bool) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    out = {
+        "transformer.wte.weight": rng.standard_normal((64, 16), dtype=np.float32),
+        "transformer.h.0.attn.c_attn.weight": rng.standard_normal((16, 48)).astype(np.float16),
+        "transformer.h.0.ln_1.weight": rng.standard_normal(16, dtype=np.float32),
+        "transformer.h.1.attn.c_attn.weight": rng.standard_normal((16, 48)).astype(np.float16),
+        "transformer.position_ids": np.arange(32, dtype=np.int64)[None],
+    }
+    if not tied:
+        out["lm_head.weight"] = rng.standard_normal((64, 16), dtype=np.float32)
+    return out
+
+
+def _sharded(folder: Path) -> Path:
+    tensors = _hf_tensors(tied=False)
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[:3],
+              "model-00002-of-00002.safetensors": names[3:]}  # fmt: skip
+    for file, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, folder / file, metadata={"format": "pt"})
+    weight_map = {k: f for f, keys in shards.items() for k in keys}
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    return index
+
+
+def _listing(folder: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def _totals(outcome):
+    res = read_results(outcome.jsonl)
+    assert res.errors == []
+    return res.phases[res.phases.phase == "total"]
+
+
+@pytest.mark.parametrize("layout", ["tied", "untied", "sharded-index"])
+def test_own_checkpoint_loads_bit_exact_and_nothing_is_written_beside_it(
+    bench_env, tmp_path, layout
+):
+    folder = tmp_path / "user"
+    folder.mkdir()
+    if layout == "sharded-index":
+        path = _sharded(folder)
+    else:
+        path = folder / "model.safetensors"
+        save_file(_hf_tensors(layout == "tied"), path, metadata={"format": "pt"})
+    before = _listing(folder)
+    config = RunConfig(shapes=[], checkpoints=[str(path)], strategies=["zerocopy"], repeats=1,
+                       cache="cold", out=tmp_path / "results", progress=False)  # fmt: skip
+    totals = _totals(run_bench(config))
+    assert _listing(folder) == before  # nothing written (or touched) beside the user's files
+    row = totals.iloc[0]
+    assert row.status == "ok", row.error
+    assert row.cache == "cold" and row.resident_fraction < 0.5
+    assert row.shapes == str(path.resolve())
+    assert list((tmp_path / "lbcache" / "digests").glob("*.json"))
+
+
+def test_own_checkpoint_wrong_digest_is_a_wrong_row(bench_env, tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_file(_hf_tensors(tied=True), path, metadata={"format": "pt"})
+    config = RunConfig(shapes=[], checkpoints=[str(path)], strategies=["zerocopy"], repeats=1,
+                       out=tmp_path / "results", progress=False)  # fmt: skip
+    assert _totals(run_bench(config)).iloc[0].status == "ok"
+    for cached in (tmp_path / "lbcache" / "digests").glob("*.json"):  # corrupt the reference
+        record = json.loads(cached.read_text())
+        if "file" in record:
+            record["tensors"]["transformer.wte.weight"]["blake3"] = "0" * 64
+            cached.write_text(json.dumps(record))
+    row = _totals(run_bench(config)).iloc[0]
+    assert row.status == "wrong" and "transformer.wte.weight" in row.error
+
+
+def _cgroup_or_skip() -> None:
+    limit = memlimit.MemoryLimit(64 << 20, mechanisms=(memlimit.V2, memlimit.V1)).open()
+    limit.close()
+    if limit.mechanism == memlimit.WATCHDOG:
+        pytest.skip(f"no memory cgroup can be made here: {limit.note}")
+
+
+def test_host_ram_limit_kills_an_oversized_child_as_an_oom_row(bench_env, tmp_path):
+    _cgroup_or_skip()
+    config = RunConfig(shapes=["tiny-gpt2"], strategies=["fake-ok", "fake-oom"], repeats=1,
+                       host_ram_bytes=512 << 20, timeout_s=120, out=tmp_path / "results",
+                       progress=False)  # fmt: skip
+    totals = _totals(run_bench(config)).set_index("strategy")
+    assert totals.loc["fake-ok", "status"] == "ok"
+    oom = totals.loc["fake-oom"]
+    assert oom.status == "oom" and "memory limit" in oom.error, oom.error
+    assert oom.memory_limit in ("cgroup-v1", "cgroup-v2") and oom.memory_limit_enforced
+    assert oom.host_ram_bytes == 512 << 20
+
+
+def _our_cgroups() -> list[Path]:
+    parents = [p for p in (memlimit._v2_parent(), memlimit._v1_parent()) if p is not None]
+    return [c for p in parents for c in p.glob(f"{memlimit.PREFIX}*")]
+
+
+def test_ctrl_c_during_a_limited_run_leaves_no_cgroup(bench_env, tmp_path):
+    _cgroup_or_skip()
+    out = tmp_path / "results"
+    before = set(_our_cgroups())
+    cmd = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2",
+           "--repeats", "1", "--strategies", "fake-hang", "--host-ram", "1GiB", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (set(_our_cgroups()) - before):
+        time.sleep(0.1)
+    assert set(_our_cgroups()) - before, "the run never made its cgroup"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert set(_our_cgroups()) - before == set()
