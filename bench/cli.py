@@ -108,7 +108,7 @@ def cmd_abstract(args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from bench.recommend import run_cli
+    from bench.recommend_cli import run_cli
 
     return run_cli(args)
 
@@ -156,12 +156,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
+    from bench.recommend_cli import add_arguments
+
     p = sub.add_parser("recommend", help="predict peak RAM and time on a target host")
-    p.add_argument("--shapes", required=True, help="preset, fetched name, spec path or HF repo id")
-    p.add_argument("--host-ram", required=True, help="target host RAM, e.g. 4GiB")
-    p.add_argument("--devices", type=int, default=None)
-    p.add_argument("--results", default="results", help="measured results folder")
-    p.add_argument("--json", action="store_true")
+    add_arguments(p)
     p.set_defaults(func=cmd_recommend)
 
 

@@ -12,23 +12,21 @@ a only; two: a and e; three or more: a, b and e). The constant e absorbs per-pro
 The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
 it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The
 recommendation is the fastest strategy that fits. Reference strategies (the `floor` line) load no
-model and are never recommended. One implementation for the CLI and the dashboard; no jax.
+model and are never recommended. One implementation for the CLI (`bench.recommend_cli`) and the dashboard; no jax.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bench.errors import BenchError, NoResultsError
-from bench.results import Results, headline, read_results
+from bench.errors import NoResultsError
+from bench.results import Results, headline
 from bench.schema import TOTAL
-from bench.units import format_bytes, parse_size
+from bench.units import format_bytes
 
 TIGHT_FRACTION = 0.10
 #: Runs on smaller checkpoints are not extrapolated from: their peak is mostly fixed per-process
@@ -94,11 +92,16 @@ def _fit_wall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return _nnls([x], y)[0], 0.0
 
 
-def ok_runs(results: Results, devices: int | None = None) -> pd.DataFrame:
+def ok_runs(results: Results, devices: int | None = None, cache: str | None = None) -> pd.DataFrame:
     """The ok whole-run rows the model is fitted on: per strategy, its runs on `devices` devices
-    where it has any, else all its runs (a multi-process strategy needs a device per process)."""
+    where it has any, else all its runs (a multi-process strategy needs a device per process);
+    only runs from a `cache` ("warm" or "cold") page cache when given. Runs under a memory limit
+    (`--host-ram`) are left out: a cgroup's reclaim changes the peak and time they measure."""
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == "ok")]
+    rows = rows[rows["host_ram_bytes"].isna()]
+    if cache is not None:
+        rows = rows[rows["cache"] == cache]
     rows = rows[pd.to_numeric(rows["checkpoint_bytes"]) > 0]
     if devices is None or rows.empty:
         return rows
@@ -117,13 +120,25 @@ def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
     c, d = _fit_wall(x1, pd.to_numeric(rows["wall_s"]).to_numpy(float))
     baseline = float(pd.to_numeric(rows["baseline_rss_bytes"]).median())
     ckpt, largest = target["checkpoint_bytes"], target["largest_tensor_bytes"]
+    peak_fit = a * x1 + b * x2 + e
+    wall_fit = c * x1 + d
+    wall = pd.to_numeric(rows["wall_s"]).to_numpy(float)
     return {
         "predicted_peak_bytes": int(baseline + a * ckpt + b * largest + e),
         "predicted_wall_s": c * ckpt + d,
         "fit": {"a": a, "b": b, "e": e, "c": c, "d": d, "baseline_rss_bytes": int(baseline),
                 "runs": len(rows), "shapes": sorted(set(rows["shapes"])),
-                "extrapolation": ckpt / float(x1.max())},
+                "extrapolation": ckpt / float(x1.max()),
+                "peak_error": _rel_error(peak_fit + baseline, over + baseline),
+                "wall_error": _rel_error(wall_fit, wall)},
     }  # fmt: skip
+
+
+def _rel_error(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """The fit's largest relative error on the runs it was fitted on (in-sample: a floor on the
+    error of an extrapolation, not a bound)."""
+    ok = measured > 0
+    return float(np.max(np.abs(predicted[ok] - measured[ok]) / measured[ok])) if ok.any() else 0.0
 
 
 def _verdict(peak: int, host_ram: int) -> str:
@@ -134,7 +149,11 @@ def _verdict(peak: int, host_ram: int) -> str:
 
 
 def recommend(
-    results: Results, spec_summary: dict[str, int], host_ram_bytes: int, devices: int | None = None
+    results: Results,
+    spec_summary: dict[str, int],
+    host_ram_bytes: int,
+    devices: int | None = None,
+    cache: str | None = "warm",
 ) -> Recommendation:
     """Predict each measured strategy's peak and time on the target and pick the fastest that fits.
 
@@ -143,11 +162,12 @@ def recommend(
         spec_summary: the target checkpoint: checkpoint_bytes, largest_tensor_bytes, tensors.
         host_ram_bytes: the target host's RAM.
         devices: prefer runs measured with this many devices, where there are any.
+        cache: fit on runs from a "warm" (default) or "cold" page cache; None: every run.
 
     Raises:
         NoResultsError: no ok runs of any model strategy to fit.
     """
-    rows = ok_runs(results, devices)
+    rows = ok_runs(results, devices, cache)
     rows = rows[~rows["strategy"].isin(_reference_names())]
     if rows.empty:
         raise NoResultsError("no measured runs to fit")
@@ -188,49 +208,3 @@ def spec_summary(name: str) -> dict[str, int]:
         "largest_tensor_bytes": max(sizes, default=0),
         "tensors": len(sizes),
     }
-
-
-def _text(rec: Recommendation, target: str, host_ram: int) -> str:
-    lines = [f"target {target} on a host with {format_bytes(host_ram)} RAM:", ""]
-    for s in rec.strategies:
-        fit = s["fit"]
-        basis = f"fit on {fit['runs']} runs of {', '.join(fit['shapes'])}"
-        if fit["extrapolation"] > 4:
-            basis += f"; {fit['extrapolation']:.0f}x beyond the largest measured"
-        lines.append(
-            f"  {s['strategy']:<12} peak {format_bytes(s['predicted_peak_bytes']):>11}  "
-            f"time {s['predicted_wall_s']:8.2f} s  {s['verdict']:<13} ({basis})"
-        )
-    if rec.unmeasured:
-        lines.append(
-            f"  not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
-            + ", ".join(rec.unmeasured)
-        )
-    lines.append(
-        "  (times are as measured: from a warm page cache; a checkpoint the target cannot cache "
-        "loads at its disk's speed, on sa3-medium here 35-50% slower than predicted)"
-    )
-    lines += [
-        "",
-        f"recommended: {rec.recommended or 'none fits; use a larger host or a leaner strategy'}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
-    host_ram = parse_size(args.host_ram, what="--host-ram")
-    results = read_results(args.results)
-    if ok_runs(results).empty:
-        raise BenchError(
-            f"no measured runs in {args.results}/ to predict from; run `make bench SHAPES=sa3` "
-            "(or `make bench SHAPES=gpt2` for a quicker start) first, then recommend again"
-        )
-    rec = recommend(results, spec_summary(args.shapes), host_ram, args.devices)
-    text = (
-        json.dumps(rec.to_dict(), indent=1) + "\n"
-        if args.json
-        else _text(rec, args.shapes, host_ram)
-    )
-    print(text, end="")
-    return 0 if rec.recommended else 1

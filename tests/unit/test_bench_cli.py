@@ -25,8 +25,23 @@ def test_bench_list_json(capsys):
     assert main(["bench", "list", "--json"]) == 0
     entries = json.loads(capsys.readouterr().out)
     for e in entries:
-        assert set(e) == {"name", "description", "kind", "checkpoint", "multiprocess"}
+        assert set(e) == {"name", "description", "kind", "checkpoint", "multiprocess",
+                          "install_hint", "available", "missing"}  # fmt: skip
         assert e["description"]
+        assert e["available"] == (e["missing"] == [])
+
+
+def test_bench_list_shows_unavailable_peers_with_the_install_command(capsys):
+    from loader import strategies
+
+    assert main(["bench", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("runai", "fastsafetensors"):
+        line = next(ln for ln in out.splitlines() if ln.startswith(name + " "))
+        if strategies.get(name).available():
+            assert "unavailable" not in line
+        else:
+            assert "unavailable: needs" in line and "install: make peers" in line
 
 
 def test_project_errors_are_one_line(capsys, tmp_path):

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from bench.errors import BenchError, NoResultsError
-from bench.recommend import recommend, run_cli
+from bench.recommend import recommend
+from bench.recommend_cli import run_cli
 from bench.results import ResultsWriter, read_results
 from bench.schema import PhaseRecord
 
@@ -27,6 +28,7 @@ def _row(
     wall: float,
     i: int,
     status="ok",
+    **situation,
 ):
     return PhaseRecord(
         run_id="r", result_id=f"{strategy}-{shapes}-{i}", shapes=shapes, strategy=strategy,
@@ -34,7 +36,7 @@ def _row(
         checkpoint_bytes=ckpt, largest_tensor_bytes=largest, tensors=10, baseline_rss_bytes=BASE,
         peak_rss_bytes=int(BASE + over), wall_s=wall, phase="total", phase_order=0,
         phase_wall_s=wall, phase_peak_rss_bytes=int(BASE + over), phase_end_rss_bytes=BASE,
-        phase_anon_rss_bytes=BASE, phase_file_rss_bytes=0, peak_source="hwm",
+        phase_anon_rss_bytes=BASE, phase_file_rss_bytes=0, peak_source="hwm", **situation,
     )  # fmt: skip
 
 
@@ -108,9 +110,7 @@ def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
     empty = read_results(tmp_path / "none")
     with pytest.raises(NoResultsError):
         recommend(empty, TARGET, host_ram_bytes=GiB)
-    args = argparse.Namespace(
-        shapes="tiny-gpt2", host_ram="4GiB", devices=None, results=str(tmp_path), json=True
-    )
+    args = _args(tmp_path, json=True)
     with pytest.raises(BenchError, match="make bench SHAPES="):
         run_cli(args)
 
@@ -153,3 +153,73 @@ def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
             {"checkpoint_bytes": GiB, "largest_tensor_bytes": MiB, "tensors": 9},
             GiB,
         )
+
+
+def _args(tmp_path, **kw) -> argparse.Namespace:
+    base = dict(shapes="tiny-gpt2", host_ram="4GiB", devices=None, results=str(tmp_path),
+                json=False, cache="warm", disk_read_speed=None, device_ram=None, check=False)  # fmt: skip
+    return argparse.Namespace(**{**base, **kw})
+
+
+def _write(folder, rows):
+    with ResultsWriter(folder / "m" / "r.jsonl") as w:
+        w.write_many(rows)
+    return read_results(folder)
+
+
+def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, capsys):
+    rows = []
+    for shapes, ckpt, largest in SETS:
+        for i in range(2):
+            rows.append(_row("lean", shapes, ckpt, largest, ckpt, ckpt / 1e9 + 0.5, i))
+            rows.append(
+                _row("lean", shapes, ckpt, largest, ckpt, ckpt / 5e8 + 0.5, i, cache="cold")
+            )
+            # a run under a memory limit is never fitted on (the cgroup's reclaim changes it)
+            rows.append(_row("lean", shapes, ckpt, largest, 9 * ckpt, 99.0, i, host_ram_bytes=GiB))
+    res = _write(tmp_path, rows)
+    warm = recommend(res, TARGET, 64 * GiB, cache="warm").strategies[0]
+    cold = recommend(res, TARGET, 64 * GiB, cache="cold").strategies[0]
+    assert cold["predicted_wall_s"] == pytest.approx(2 * warm["predicted_wall_s"] - 0.5, rel=1e-3)
+    assert warm["fit"]["wall_error"] == pytest.approx(0, abs=1e-6)
+    assert warm["predicted_peak_bytes"] == pytest.approx(
+        BASE + TARGET["checkpoint_bytes"], rel=1e-3
+    )
+    assert run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", cache="cold")) == 0
+    out = capsys.readouterr().out
+    assert "cold page cache" in out and "cold read speed measured here" in out
+    assert "fit error peak 0%, time 0%" in out
+
+
+def test_disk_read_speed_adds_the_read_time_of_the_target_disk(tmp_path):
+    res = _results(tmp_path)
+    from bench.recommend_cli import cold_adjust
+
+    rec = recommend(res, TARGET, 64 * GiB)
+    before = {s["strategy"]: s["predicted_wall_s"] for s in rec.strategies}
+    cold_adjust(rec, res, TARGET["checkpoint_bytes"], 1e9)
+    for s in rec.strategies:
+        assert s["predicted_wall_s"] == pytest.approx(
+            before[s["strategy"]] + TARGET["checkpoint_bytes"] / 1e9
+        )
+
+
+def test_device_ram_uses_device_results_or_says_there_are_none(tmp_path, capsys):
+    rows = [_row("lean", sh, c, lg, c, 1.0, i) for sh, c, lg in SETS for i in range(2)]
+    _write(tmp_path / "cpu", rows)
+    run_cli(_args(tmp_path / "cpu", host_ram="64GiB", device_ram="80GiB"))
+    assert "no results from a host whose backend reports device memory" in capsys.readouterr().out
+    gpu = [
+        _row("lean", sh, c, lg, c, 1.0, i, phase_device_peak_bytes=2 * c)
+        for sh, c, lg in SETS
+        for i in range(2)
+    ]
+    _write(tmp_path / "gpu", gpu)
+    run_cli(_args(tmp_path / "gpu", host_ram="64GiB", device_ram="80GiB", json=True))
+    out = json.loads(capsys.readouterr().out)
+    ckpt = out["strategies"][0]["fit"]["runs"] and TARGET  # noqa: F841 - readability
+    from bench.recommend import spec_summary
+
+    assert out["device_peaks"]["lean"] == pytest.approx(
+        2 * spec_summary("tiny-gpt2")["checkpoint_bytes"], rel=1e-6
+    )

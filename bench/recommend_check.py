@@ -1,0 +1,71 @@
+"""`recommend --check`: do the verdicts hold under a real memory limit of the target's size?
+
+Runs, on this machine, the recommended strategy and the first one predicted not to fit, once
+each, on the target shape set, each child inside a memory cgroup of `--host-ram`
+(`bench run --host-ram`; the rows say whether the limit was really enforced, or only watched).
+The verdict "fits" holds when the run ends ok; "does not fit" holds when the limit kills it (an
+`oom` row). The rows land in the results folder like any others (runs under a limit are not used
+to fit predictions). Never imports jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.config import RunConfig
+from bench.recommend import Recommendation
+from bench.results import read_results
+from bench.runner import run_bench
+from bench.units import format_bytes
+from loader.vocabulary import OK, OOM
+
+DOES_NOT_FIT = "does not fit"
+
+
+def _picks(rec: Recommendation) -> dict[str, str]:
+    """strategy -> the status its verdict expects."""
+    picks = {rec.recommended: OK} if rec.recommended else {}
+    nonfit = next((s["strategy"] for s in rec.strategies if s["verdict"] == DOES_NOT_FIT), None)
+    if nonfit:
+        picks[nonfit] = OOM
+    return picks
+
+
+def _line(row, expected: str) -> tuple[bool, str]:
+    held = row.status == expected
+    limit = f"{row.memory_limit}{'' if row.memory_limit_enforced else ' (not enforced)'}"
+    peak = row.cgroup_peak_bytes if row.cgroup_peak_bytes == row.cgroup_peak_bytes else None
+    seen = f", cgroup peak {format_bytes(int(peak))}" if peak else ""
+    verdict = "fits" if expected == OK else DOES_NOT_FIT
+    word = "held" if held else "DID NOT HOLD"
+    return (
+        held,
+        f"  {row.strategy:<15} predicted {verdict:<13} -> {row.status:<8} {word} [{limit}{seen}]",
+    )
+
+
+def check(rec: Recommendation, args: argparse.Namespace, host_ram: int) -> bool:
+    """Run the picks under the limit; print one line each; True when every verdict held."""
+    picks = _picks(rec)
+    if not picks:
+        print("check: no strategy to check (nothing recommended and nothing predicted not to fit)")
+        return False
+    print(f"\nchecking under a {format_bytes(host_ram)} memory limit: {', '.join(picks)}")
+    config = RunConfig(shapes=[args.shapes], strategies=list(picks), repeats=1,
+                       host_ram_bytes=host_ram, out=Path(args.results), argv=["recommend --check"])  # fmt: skip
+    outcome = run_bench(config)
+    phases = read_results(outcome.jsonl).phases
+    totals = phases[(phases["phase"] == "total") & (phases["process_index"] <= 0)]
+    results = []
+    for strategy, expected in picks.items():
+        rows = totals[totals["strategy"] == strategy]
+        if rows.empty:
+            print(f"  {strategy:<15} no result (interrupted?)")
+            results.append(False)
+            continue
+        held, line = _line(rows.iloc[0], expected)
+        print(line)
+        results.append(held)
+    print("check: " + ("every verdict held" if all(results) else "a verdict did not hold"))
+    return all(results)

@@ -1,0 +1,172 @@
+"""`loadbench recommend`: the prediction as text or JSON, cold loads, device memory, and `--check`.
+
+- `--cache warm|cold` fits on the runs measured from that page cache (`bench.recommend`). With
+  `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: the warm fit
+  plus the checkpoint read at that speed, with no overlap of reading and the rest (an upper bound
+  for a streaming strategy, about right for one that reads everything first). The measured
+  machine's own cold read speed (checkpoint bytes over the cold-minus-warm time) is printed beside.
+- Every prediction carries its fit's largest relative error on the runs it was fitted on
+  (in-sample: the least error an extrapolation has, not a bound on it).
+- `--device-ram` predicts each strategy's device peak from runs whose backend reported device
+  memory (`phase_device_peak_bytes`, GPU/TPU); where none exist it says so and predicts nothing.
+- `--check` runs, on this machine under a real memory limit of `--host-ram` (`bench run
+  --host-ram`), the recommended strategy and the first one predicted not to fit, and says whether
+  each verdict held (the first must end ok, the second must be killed: an oom row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pandas as pd
+
+from bench.errors import BenchError
+from bench.recommend import MIN_FIT_BYTES, Recommendation, ok_runs, recommend, spec_summary
+from bench.results import Results, read_results
+from bench.units import format_bytes, parse_size
+
+
+def cold_adjust(rec: Recommendation, results: Results, ckpt: int, speed: float) -> None:
+    """Predict cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
+    for s in rec.strategies:
+        s["predicted_wall_s"] = s["predicted_wall_s"] + ckpt / speed
+        s["fit"]["disk_read_bytes_per_s"] = speed
+    rec.strategies.sort(
+        key=lambda s: ({"fits": 0, "tight": 1}.get(s["verdict"], 2), s["predicted_wall_s"])
+    )
+    rec.recommended = next((s["strategy"] for s in rec.strategies if s["verdict"] == "fits"), None)
+
+
+def measured_cold_speed(results: Results) -> dict[str, float]:
+    """Per strategy: checkpoint bytes / (median cold - median warm wall) on the largest shape set."""
+    warm, cold = ok_runs(results, cache="warm"), ok_runs(results, cache="cold")
+    out = {}
+    for strategy, c in cold.groupby("strategy"):
+        w = warm[warm["strategy"] == strategy]
+        if w.empty:
+            continue
+        biggest = c["checkpoint_bytes"].max()
+        cw = pd.to_numeric(c[c["checkpoint_bytes"] == biggest]["wall_s"]).median()
+        ww = pd.to_numeric(w[w["checkpoint_bytes"] == biggest]["wall_s"]).median()
+        if pd.notna(ww) and cw > ww:
+            out[str(strategy)] = float(biggest) / (cw - ww)
+    return out
+
+
+def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
+    """Predicted device peak per strategy (median device-peak / checkpoint ratio); None: no data."""
+    rows = results.phases[(results.phases["phase"] == "total") & (results.phases["status"] == "ok")]
+    rows = rows[rows["phase_device_peak_bytes"].notna()]
+    if rows.empty:
+        return None
+    ratio = pd.to_numeric(rows["phase_device_peak_bytes"]) / pd.to_numeric(rows["checkpoint_bytes"])
+    return {str(k): int(v * ckpt) for k, v in ratio.groupby(rows["strategy"]).median().items()}
+
+
+def _line(s: dict[str, Any], devices: dict[str, int] | None) -> str:
+    fit = s["fit"]
+    basis = f"fit on {fit['runs']} runs of {', '.join(fit['shapes'])}"
+    if fit["extrapolation"] > 4:
+        basis += f"; {fit['extrapolation']:.0f}x beyond the largest measured"
+    err = f"fit error peak {fit['peak_error']:.0%}, time {fit['wall_error']:.0%}"
+    dev = (
+        f"  device {format_bytes(devices[s['strategy']])}"
+        if devices and s["strategy"] in devices
+        else ""
+    )
+    return (f"  {s['strategy']:<15} peak {format_bytes(s['predicted_peak_bytes']):>11}  "
+            f"time {s['predicted_wall_s']:8.2f} s  {s['verdict']:<13}{dev} ({basis}; {err})")  # fmt: skip
+
+
+def text(rec: Recommendation, args: argparse.Namespace, host_ram: int, notes: list[str],
+         devices: dict[str, int] | None) -> str:  # fmt: skip
+    lines = [f"target {args.shapes} on a host with {format_bytes(host_ram)} RAM, "
+             f"{args.cache} page cache:", ""]  # fmt: skip
+    lines += [_line(s, devices) for s in rec.strategies]
+    if rec.unmeasured:
+        lines.append(f"  not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
+                     + ", ".join(rec.unmeasured))  # fmt: skip
+    lines += [f"  ({n})" for n in notes]
+    lines += [
+        "",
+        f"recommended: {rec.recommended or 'none fits; use a larger host or a leaner strategy'}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _notes(args, results: Results, rec: Recommendation, speed: float | None) -> list[str]:
+    notes = []
+    if args.cache == "warm":
+        notes.append("times are from a warm page cache; a first load after a download or reboot is "
+                     "cold: see --cache cold or --disk-read-speed")  # fmt: skip
+    cold = measured_cold_speed(results)
+    if cold:
+        speeds = ", ".join(f"{k} {format_bytes(v)}/s" for k, v in sorted(cold.items()))
+        notes.append(f"cold read speed measured here (bytes / (cold - warm time)): {speeds}")
+    if speed:
+        notes.append(f"cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
+                     "speed, no overlap assumed")  # fmt: skip
+    return notes
+
+
+def _fit(args, results: Results, host_ram: int) -> tuple[Recommendation, float | None]:
+    speed = (
+        parse_size(args.disk_read_speed.removesuffix("/s"), what="--disk-read-speed")
+        if args.disk_read_speed
+        else None
+    )
+    cache = "warm" if speed else args.cache
+    if ok_runs(results, cache=cache).empty:
+        raise BenchError(
+            f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
+            f'BENCH_ARGS="--cache {cache}"` (or sa3) first, or pass --disk-read-speed'
+        )
+    summary = spec_summary(args.shapes)
+    rec = recommend(results, summary, host_ram, args.devices, cache=cache)
+    if speed:
+        cold_adjust(rec, results, summary["checkpoint_bytes"], speed)
+    return rec, speed
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """`loadbench recommend`: exit 0 with a recommendation (and checks held), 1 otherwise."""
+    host_ram = parse_size(args.host_ram, what="--host-ram")
+    results = read_results(args.results)
+    rec, speed = _fit(args, results, host_ram)
+    notes = _notes(args, results, rec, speed)
+    devices = None
+    if args.device_ram:
+        device_ram = parse_size(args.device_ram, what="--device-ram")
+        devices = device_peaks(results, spec_summary(args.shapes)["checkpoint_bytes"])
+        notes.append(f"device peaks against {format_bytes(device_ram)}: from runs on a backend "
+                     "that reports device memory" if devices else "--device-ram: no results from "
+                     "a host whose backend reports device memory (the CPU backend reports none); "
+                     "device peaks not predicted")  # fmt: skip
+    if args.json:
+        print(json.dumps({**rec.to_dict(), "notes": notes, "device_peaks": devices}, indent=1))
+    else:
+        print(text(rec, args, host_ram, notes, devices), end="")
+    held = True
+    if args.check:
+        from bench.recommend_check import check
+
+        held = check(rec, args, host_ram)
+    return 0 if rec.recommended and held else 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `loadbench recommend`."""
+    p.add_argument("--shapes", required=True, help="preset, fetched name, spec path or HF repo id")
+    p.add_argument("--host-ram", required=True, help="target host RAM, e.g. 4GiB")
+    p.add_argument("--devices", type=int, default=None)
+    p.add_argument("--results", default="results", help="measured results folder")
+    p.add_argument("--cache", choices=("warm", "cold"), default="warm",
+                   help="predict a load from a warm (default) or cold page cache")  # fmt: skip
+    p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")
+    p.add_argument("--device-ram", help="the target's device memory, e.g. 80GiB")
+    p.add_argument("--check", action="store_true",
+                   help="run the recommended strategy and the first predicted not to fit under "
+                   "a real --host-ram limit here, and say whether the verdicts held")  # fmt: skip
+    p.add_argument("--json", action="store_true")
