@@ -63,6 +63,16 @@ def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
     return st.selectbox("Shape set", sorted(phases["shapes"].unique()), key=key)
 
 
+def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
+    """The rows of one page-cache state (warm or cold), with a selector when the run has both."""
+    caches = sorted(phases["cache"].dropna().unique(), key=lambda c: (c != "warm", c))
+    if len(caches) < 2:
+        return phases
+    cache = st.radio("Page cache", caches, horizontal=True, key=key,
+                     help="cold: the checkpoint was evicted from the page cache before each load")  # fmt: skip
+    return phases[phases["cache"] == cache]
+
+
 def status_table(phases: pd.DataFrame) -> None:
     """Every child run of `phases` with its status and error: never filtered, never hidden."""
     totals = data.whole_run(phases)

@@ -82,7 +82,9 @@ def main() -> None:
     st.caption("Peak RSS over baseline against wall time, per shape set. Lower and further left is better.")  # fmt: skip
     results = widgets.page_results()
     run_id = widgets.pick_run(results, key="overview_run")
-    phases = results.phases[results.phases["run_id"] == run_id]
+    phases = widgets.pick_cache(
+        results.phases[results.phases["run_id"] == run_id], key="overview_cache"
+    )
     summary = data.summarize(phases)
     strategies = sorted(summary["strategy"].unique())
     left, right = st.columns([3, 1])

@@ -42,6 +42,7 @@ def main() -> None:
     results = widgets.page_results()
     run_id = widgets.pick_run(results, key="phases_run")
     rows = _filter(results.phases[results.phases["run_id"] == run_id])
+    rows = widgets.pick_cache(rows, key="phases_cache")
     med = data.phase_medians(rows)
     if med.empty:
         st.info("No successful run with phase rows for this choice; see the Overview for statuses.")
