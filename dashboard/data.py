@@ -18,8 +18,11 @@ from bench import recommend as _recommend
 from bench import results as _results
 from bench import strategies as _strategies
 from dashboard import RESULTS_ENV
+from loader import strategies as _registry
 from loader.errors import CheckpointError
-from loader.vocabulary import KINDS, OK, REFERENCE, TOTAL
+from loader.vocabulary import OK, PEER, REFERENCE, STRATEGY, TOTAL
+
+LEGEND_KINDS = (REFERENCE, STRATEGY, PEER)  # the legend's order: the reference line first
 
 
 def results_folder() -> Path:
@@ -75,22 +78,26 @@ def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
     return phases if phases.empty else _results.headline(phases)
 
 
-@st.cache_data(show_spinner=False)
 def strategy_descriptions() -> tuple[dict[str, str], str | None]:
     """Each registered strategy's description (its docstring's first line), and any problem.
 
-    Read with `ast` from the registry (and `LOADBENCH_EXTRA_STRATEGIES`), so no jax. A strategy
-    measured but no longer registered has no description; its name stands alone.
+    Read with `ast` from the registry and the modules in `LOADBENCH_EXTRA_STRATEGIES`, so no jax.
+    A strategy measured but no longer registered has no description; its name stands alone.
     """
+    return _descriptions(_strategies.extra_modules())
+
+
+@st.cache_data(show_spinner=False)
+def _descriptions(extra: tuple[str, ...]) -> tuple[dict[str, str], str | None]:
     try:
-        return {n: info.description for n, info in _strategies.catalog().items()}, None
+        return {n: info.description for n, info in _registry.catalog(extra).items()}, None
     except CheckpointError as e:  # a broken extra strategy module: say so, draw the rest
         return {}, str(e)
 
 
 def legend_order(rows: pd.DataFrame) -> list[str]:
     """The strategies of `rows` as the legend lists them: reference lines, ours, then peers."""
-    rank = rows["kind"].map({k: i for i, k in enumerate(KINDS)}).fillna(len(KINDS))
+    rank = rows["kind"].map({k: i for i, k in enumerate(LEGEND_KINDS)}).fillna(len(LEGEND_KINDS))
     ordered = rows.assign(_rank=rank).sort_values(["_rank", "strategy"])
     return list(dict.fromkeys(ordered["strategy"]))
 
