@@ -14,13 +14,11 @@ import argparse
 from pathlib import Path
 
 from bench.config import RunConfig
-from bench.recommend import Recommendation
+from bench.recommend import DOES_NOT_FIT, FITS, Recommendation
 from bench.results import read_results
 from bench.runner import run_bench
 from bench.units import format_bytes
 from loader.vocabulary import OK, OOM
-
-DOES_NOT_FIT = "does not fit"
 
 
 def _picks(rec: Recommendation) -> dict[str, str]:
@@ -37,7 +35,7 @@ def _line(row, expected: str) -> tuple[bool, str]:
     limit = f"{row.memory_limit}{'' if row.memory_limit_enforced else ' (not enforced)'}"
     peak = row.cgroup_peak_bytes if row.cgroup_peak_bytes == row.cgroup_peak_bytes else None
     seen = f", cgroup peak {format_bytes(int(peak))}" if peak else ""
-    verdict = "fits" if expected == OK else DOES_NOT_FIT
+    verdict = FITS if expected == OK else DOES_NOT_FIT
     word = "held" if held else "DID NOT HOLD"
     return (
         held,

@@ -23,7 +23,13 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.recommend import MIN_FIT_BYTES, Recommendation, ok_runs, recommend, spec_summary
+from bench.recommend import (
+    MIN_FIT_BYTES,
+    Recommendation,
+    ok_runs,
+    recommend,
+    spec_summary,
+)
 from bench.results import Results, read_results
 from bench.units import format_bytes, parse_size
 

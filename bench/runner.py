@@ -66,7 +66,7 @@ def _context(run_id: str, task: Task, memray: dict, situation: dict | None = Non
     html, top = memray.get((ck.shapes, task.entry.name), (None, None))
     situation = {"cache": task.cache, **(situation or {})}
     return RowContext(
-        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, ck.dtype or "native",
+        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, task.entry.kind, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
         ck.largest_tensor_bytes, ck.tensors, html, top, situation,
     )  # fmt: skip
