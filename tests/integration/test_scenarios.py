@@ -153,3 +153,42 @@ def test_ctrl_c_during_a_limited_run_leaves_no_cgroup(bench_env, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert set(_our_cgroups()) - before == set()
+
+
+def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tmp_path, capsys):
+    """fake-ok is predicted to fit 512 MiB and fake-oom not to: both verdicts must hold as rows."""
+    import argparse
+
+    from bench.recommend_cli import run_cli
+    from bench.results import ResultsWriter
+    from bench.schema import PhaseRecord
+    from loader.vocabulary import STRATEGY
+
+    _cgroup_or_skip()
+    MiB = 1 << 20
+
+    def row(strategy, ckpt, over, i):
+        return PhaseRecord(
+            run_id="r", result_id=f"{strategy}-{ckpt}-{i}", shapes=f"s{ckpt}", strategy=strategy,
+            kind=STRATEGY, dtype="native", devices=1, processes=1, process_index=0, repeat=i,
+            status="ok", error=None, checkpoint_bytes=ckpt, largest_tensor_bytes=ckpt // 10,
+            tensors=9, baseline_rss_bytes=100 * MiB, peak_rss_bytes=100 * MiB + over, wall_s=1.0,
+            phase="total", phase_order=0, phase_wall_s=1.0, phase_peak_rss_bytes=100 * MiB + over,
+            phase_end_rss_bytes=0, phase_anon_rss_bytes=0, phase_file_rss_bytes=0, peak_source="hwm",
+        )  # fmt: skip
+
+    rows = [row("fake-ok", c, c // 10, i) for c in (100 * MiB, 300 * MiB) for i in range(2)]
+    rows += [
+        row("fake-oom", c, c + 3000 * MiB, i) for c in (100 * MiB, 300 * MiB) for i in range(2)
+    ]
+    with ResultsWriter(tmp_path / "res" / "m" / "measured.jsonl") as w:
+        w.write_many(rows)
+    args = argparse.Namespace(shapes="tiny-gpt2", host_ram="512MiB", devices=None,
+                              results=str(tmp_path / "res"), json=False, cache="warm",
+                              disk_read_speed=None, device_ram=None, check=True)  # fmt: skip
+    assert run_cli(args) == 0
+    out = capsys.readouterr().out
+    assert "recommended: fake-ok" in out
+    assert "fake-ok         predicted fits          -> ok       held" in out
+    assert "fake-oom        predicted does not fit  -> oom      held" in out
+    assert "every verdict held" in out
