@@ -4,7 +4,7 @@
   `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: the warm fit
   plus the checkpoint read at that speed, with no overlap of reading and the rest (an upper bound
   for a streaming strategy, about right for one that reads everything first). The measured
-  machine's own cold read speed (checkpoint bytes over the cold-minus-warm time) is printed beside.
+  machine's own cold read speed (the reference line's cold runs: bytes over wall) is printed beside.
 - Every prediction carries its fit's largest relative error on the runs it was fitted on
   (in-sample: the least error an extrapolation has, not a bound on it).
 - `--device-ram` predicts each strategy's device peak from runs whose backend reported device
@@ -32,6 +32,7 @@ from bench.recommend import (
 )
 from bench.results import Results, read_results
 from bench.units import format_bytes, parse_size
+from loader.vocabulary import REFERENCE
 
 
 def cold_adjust(rec: Recommendation, results: Results, ckpt: int, speed: float) -> None:
@@ -45,20 +46,16 @@ def cold_adjust(rec: Recommendation, results: Results, ckpt: int, speed: float) 
     rec.recommended = next((s["strategy"] for s in rec.strategies if s["verdict"] == "fits"), None)
 
 
-def measured_cold_speed(results: Results) -> dict[str, float]:
-    """Per strategy: checkpoint bytes / (median cold - median warm wall) on the largest shape set."""
-    warm, cold = ok_runs(results, cache="warm"), ok_runs(results, cache="cold")
-    out = {}
-    for strategy, c in cold.groupby("strategy"):
-        w = warm[warm["strategy"] == strategy]
-        if w.empty:
-            continue
-        biggest = c["checkpoint_bytes"].max()
-        cw = pd.to_numeric(c[c["checkpoint_bytes"] == biggest]["wall_s"]).median()
-        ww = pd.to_numeric(w[w["checkpoint_bytes"] == biggest]["wall_s"]).median()
-        if pd.notna(ww) and cw > ww:
-            out[str(strategy)] = float(biggest) / (cw - ww)
-    return out
+def measured_cold_speed(results: Results) -> float | None:
+    """This machine's cold read speed: checkpoint bytes / median cold wall of the reference line
+    (`floor` reads every byte and loads nothing), on the largest checkpoint it read cold."""
+    cold = ok_runs(results, cache="cold")
+    cold = cold[cold["kind"] == REFERENCE]
+    if cold.empty:
+        return None
+    biggest = cold[cold["checkpoint_bytes"] == cold["checkpoint_bytes"].max()]
+    wall = pd.to_numeric(biggest["wall_s"]).median()
+    return float(biggest["checkpoint_bytes"].iloc[0]) / wall if wall > 0 else None
 
 
 def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
@@ -109,8 +106,8 @@ def _notes(args, results: Results, rec: Recommendation, speed: float | None) -> 
                      "cold: see --cache cold or --disk-read-speed")  # fmt: skip
     cold = measured_cold_speed(results)
     if cold:
-        speeds = ", ".join(f"{k} {format_bytes(v)}/s" for k, v in sorted(cold.items()))
-        notes.append(f"cold read speed measured here (bytes / (cold - warm time)): {speeds}")
+        notes.append(f"cold read speed measured here (the reference line, from an evicted page "
+                     f"cache): {format_bytes(cold)}/s; pass it as --disk-read-speed for a similar disk")  # fmt: skip
     if speed:
         notes.append(f"cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
                      "speed, no overlap assumed")  # fmt: skip

@@ -180,6 +180,8 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
             rows.append(
                 _row("lean", shapes, ckpt, largest, ckpt, ckpt / 5e8 + 0.5, i, cache="cold")
             )
+            cold = ckpt / 2**30  # the reference line reads at 1 GiB/s from an evicted cache
+            rows.append(_row("floor", shapes, ckpt, 0, ckpt, cold, i, kind=REFERENCE, cache="cold"))
             # a run under a memory limit is never fitted on (the cgroup's reclaim changes it)
             rows.append(_row("lean", shapes, ckpt, largest, 9 * ckpt, 99.0, i, host_ram_bytes=GiB))
     res = _write(tmp_path, rows)
@@ -193,6 +195,7 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
     assert run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", cache="cold")) == 0
     out = capsys.readouterr().out
     assert "cold page cache" in out and "cold read speed measured here" in out
+    assert "1.00 GiB/s" in out
     assert "fit error peak 0%, time 0%" in out
 
 
