@@ -1,8 +1,8 @@
 """What a bench run will do: checkpoints, conversions, the interleaved task list, child commands.
 
-Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.prepare synth` child and
+Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.prepare synth` child and
 cached with a `bench.json` summary; strategies whose `CHECKPOINT` is not "file" get their converted
-copy once per (strategy, processes, devices) from `bench.prepare convert`. The task list runs every
+copy once per (strategy, processes, devices) from `bench.child.prepare convert`. The task list runs every
 memray capture first (one per strategy, so measured rows can link to it), then the repeats
 interleaved: A B C A B C. In the default matrix a strategy predicted not to fit the memory budget
 (its peak predicted by `bench.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.child_result import ChildTask, to_json
 from bench.children import run_group
 from bench.errors import BenchError
 from bench.units import format_bytes
@@ -55,7 +56,7 @@ class Checkpoint:
         folder = cache / "checkpoints" / f"{safe}-{dtype or 'native'}-{seed}"
         marker = folder / "bench.json"
         if not (marker.is_file() and is_synthesized(shapes, folder, dtype=dtype, seed=seed)):
-            argv = [sys.executable, "-m", "bench.prepare", "synth", "--shapes", shapes]
+            argv = [sys.executable, "-m", "bench.child.prepare", "synth", "--shapes", shapes]
             argv += ["--dir", str(folder), "--seed", str(seed)] + (
                 ["--dtype", dtype] if dtype else []
             )
@@ -174,25 +175,23 @@ def _group(task: Task, argv_tail: list[str], work: Path, tag: str):
 
 
 def task_argvs(task: Task, work: Path):
-    """Write the task JSON and return the worker group's (argvs, envs, outs)."""
+    """Write the task's `ChildTask` and return the worker group's (argvs, envs, outs)."""
     tag = uuid.uuid4().hex[:12]
-    spec = {
-        "strategy": task.entry.name,
-        "shapes": task.checkpoint.shapes,
-        "checkpoint": task.path or task.checkpoint.path,
-        "source_checkpoint": task.checkpoint.path,
-        "dtype": task.checkpoint.dtype,
-        "seed": task.checkpoint.seed,
-        "memray_bin": None,
-    }
-    argvs, envs, outs = _group(
-        task, ["bench.worker", "--task", str(work / f"{tag}.task.json")], work, tag
+    memray_bin = None if task.memray_bin is None else str(task.memray_bin)
+    if memray_bin and task.processes > 1:  # each process its own capture; rows link to process 0's
+        memray_bin = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
+    child_task = ChildTask(
+        strategy=task.entry.name,
+        shapes=task.checkpoint.shapes,
+        checkpoint=task.path or task.checkpoint.path,
+        source_checkpoint=task.checkpoint.path,
+        dtype=task.checkpoint.dtype,
+        seed=task.checkpoint.seed,
+        memray_bin=memray_bin,
     )
-    if task.memray_bin is not None:
-        spec["memray_bin"] = str(task.memray_bin)
-        if task.processes > 1:  # each process its own capture; the rows link to process 0's
-            spec["memray_bin"] = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
-    (work / f"{tag}.task.json").write_text(json.dumps(spec), encoding="utf-8")
+    task_file = work / f"{tag}.task.json"
+    argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)
+    task_file.write_text(to_json(child_task), encoding="utf-8")
     return argvs, envs, outs
 
 
@@ -205,7 +204,7 @@ def prepare_task(task: Task, cache: Path, config) -> Task | tuple[str, str]:
     )
     marker = folder / "prepared.json"
     if not marker.is_file():
-        tail = ["bench.prepare", "convert", "--strategy", task.entry.name, "--shapes", task.checkpoint.shapes,
+        tail = ["bench.child.prepare", "convert", "--strategy", task.entry.name, "--shapes", task.checkpoint.shapes,
                 "--src", task.checkpoint.path, "--dst", str(folder), "--seed", str(task.checkpoint.seed)]  # fmt: skip
         if task.checkpoint.dtype:
             tail += ["--dtype", task.checkpoint.dtype]

@@ -1,0 +1,137 @@
+"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
+
+The task (a `bench.child_result.ChildTask`, written by the runner) names the strategy, the shape set, the checkpoint to load, the
+source checkpoint to verify against (with its `digests.json`), dtype, seed and an optional memray
+capture path. Order: imports, backend initialisation (`jax.distributed.initialize` first for a
+multi-process run, from `LOADBENCH_COORDINATOR`, `LOADBENCH_NUM_PROCESSES`,
+`LOADBENCH_PROCESS_ID`), baseline RSS, the strategy under the probe, then, outside the measured
+phases, verification of every loaded tensor. The `ChildResult` is written atomically; an exception
+becomes status "crashed" with its message, a mismatch status "wrong". A child killed outright
+writes nothing, and the runner turns that into a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from bench.child.capture import tracking
+from bench.child.probe import MemoryProbe
+from bench.child_result import (
+    Backend,
+    ChildResult,
+    ChildTask,
+    MemrayFiles,
+    from_json,
+    to_json,
+)
+from loader.vocabulary import CRASHED, OK, REFERENCE, WRONG
+
+
+def init_backend() -> Backend:
+    """Import jax, join the distributed run if the runner asked for one, and list the devices."""
+    import jax
+
+    num = int(os.environ.get("LOADBENCH_NUM_PROCESSES", "1"))
+    index = int(os.environ.get("LOADBENCH_PROCESS_ID", "0"))
+    if num > 1:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(
+            coordinator_address=os.environ["LOADBENCH_COORDINATOR"],
+            num_processes=num,
+            process_id=index,
+        )
+    return Backend(
+        process_index=index if num > 1 else 0,
+        processes=num,
+        devices=jax.device_count(),
+        local_devices=jax.local_device_count(),
+    )
+
+
+def _builder(task: ChildTask, info, spec):
+    """The model builder the strategy loads into; None for a reference strategy (no model)."""
+    import shapes
+
+    if info.kind == REFERENCE:
+        return None
+    return shapes.model_builder(spec, dtype=task.dtype, seed=task.seed)
+
+
+def measure(task: ChildTask) -> ChildResult:
+    """Run the task's strategy under the probe and verify every loaded tensor."""
+    import shapes
+    from bench import strategies
+    from bench.child import verify
+
+    backend = init_backend()
+    info = strategies.get(task.strategy)
+    spec = shapes.load_spec(task.shapes)
+    builder = _builder(task, info, spec)
+    capture = task.memray_bin and task.memray_bin.replace(
+        "{process_index}", str(backend.process_index)
+    )
+    gc.collect()
+    probe = MemoryProbe()
+    with tracking(capture or None), probe.measure():
+        model, _report = info.load(builder, task.checkpoint, probe, strict=False)
+    started = time.perf_counter()
+    status, error, checked = OK, None, 0
+    if model is not None or info.kind != REFERENCE:
+        checked, error = verify.verify_model(
+            model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
+        )
+        status = OK if error is None else WRONG
+    result = ChildResult(
+        status=status,
+        error=error,
+        backend=backend,
+        measurement=probe.result(),
+        tensors_verified=checked,
+        verify_s=time.perf_counter() - started,
+    )
+    return _with_memray_report(result, capture) if capture else result
+
+
+def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:
+    from bench.child import capture
+
+    html, top, error = capture.report(bin_path)
+    files = MemrayFiles(str(html) if html else None, str(top) if top else None, error)
+    return dataclasses.replace(result, memray=files)
+
+
+def run(task: ChildTask) -> ChildResult:
+    """`measure`, with any exception turned into a "crashed" result naming it."""
+    try:
+        return measure(task)
+    except Exception as exc:  # noqa: BLE001 - every failure must become a result row
+        tail = "".join(traceback.format_exception(exc)[-8:]).strip()
+        return ChildResult(CRASHED, f"{type(exc).__name__}: {exc}\n{tail}"[-4000:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from loader.format.atomic import atomic_write_text
+
+    parser = argparse.ArgumentParser(prog="python -m bench.child.worker", description=__doc__)
+    parser.add_argument("--task", required=True, help="task JSON written by the runner")
+    parser.add_argument("--out", required=True, help="where to write the result JSON")
+    args = parser.parse_args(argv)
+    try:
+        task = from_json(ChildTask, Path(args.task).read_text(encoding="utf-8"), source=args.task)
+    except Exception as exc:  # noqa: BLE001 - an unreadable task is this child's result too
+        result = ChildResult(CRASHED, f"cannot read the task: {exc}")
+    else:
+        result = run(task)
+    atomic_write_text(args.out, to_json(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
