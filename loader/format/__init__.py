@@ -3,7 +3,9 @@
 - `header`: dtype table, the one validating header reader (`read_header` / `parse_header`) and the
   header writer (`encode_header`); re-exported here, so `from loader.format import read_header` works.
 - `source`: `CheckpointSource`, a file or a folder of shards to read tensors from (`pread`).
-- `atomic`: crash-safe writes (temp file, fsync, `os.replace`).
+- `header_json`: the header's JSON decoded as strictly as safetensors' own parser (serde_json).
+- `atomic`: crash-safe writes (temp file, fsync, `os.replace`); `stale_temps`: its temporaries'
+  naming pattern, liveness lock and the removal of those a killed writer left.
 - `buffers`: page-aligned host buffers that the CPU backend adopts without a copy.
 
 Nothing here imports jax.

@@ -3,7 +3,7 @@
 A crash at any point leaves either the previous file or none, never a partial one. Every writer in
 loadbench (checkpoints, synthetic checkpoints, digests, presets, manifests) goes through here. The
 temporary is locked while written, and the next write to the same target removes the temporaries
-a killed writer left (`loader.stale_temps`). A failed write (full disk, file-size limit, read-only
+a killed writer left (`loader.format.stale_temps`). A failed write (full disk, file-size limit, read-only
 folder, fsync error) raises one `CheckpointError` naming the target and the errno.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from loader.errors import CheckpointError
-from loader.stale_temps import mark_live, remove_stale_temps, temp_prefix
+from loader.format.stale_temps import mark_live, remove_stale_temps, temp_prefix
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from loader import header_json
 from loader.errors import HeaderError
+from loader.format import header_json
 
 #: Largest header we accept. The reference implementation refuses headers over 100 MB; real
 #: headers are far smaller (Llama-3.1-8B's shards: under 10 kB; sa3: ~75 kB).

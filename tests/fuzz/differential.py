@@ -3,7 +3,7 @@
 `compare(data, folder)` writes one file and reads it twice:
 
 - **ours**: `loader.format.read_header`, then every tensor through `CheckpointSource.read_into`
-  into a `loader.buffers.host_buffer` (the reads the loader does). A refusal is a
+  into a `loader.format.buffers.host_buffer` (the reads the loader does). A refusal is a
   `CheckpointError`; any other exception is a crash, always a finding.
 - **reference**: `safetensors.safe_open(path, framework="np")`: names, `get_slice` dtype and shape,
   and `get_tensor(name).tobytes()`. Where numpy has no such dtype (F8_*, F4, ...: the np bridge
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from safetensors import deserialize, safe_open
 
-from loader.buffers import host_buffer
 from loader.errors import CheckpointError
 from loader.format import DTYPES, read_header
-from loader.source import CheckpointSource
+from loader.format.buffers import host_buffer
+from loader.format.source import CheckpointSource
 
 Tensors = dict[str, tuple[str, tuple[int, ...], bytes]]
 

@@ -1,4 +1,4 @@
-"""Temporary files of `loader.atomic`: their one naming pattern, a lock that marks them live, and
+"""Temporary files of `loader.format.atomic`: their one naming pattern, a lock that marks them live, and
 the removal of the ones a killed writer left behind.
 
 A write to `dir/name` goes through `dir/.name.<8 random chars>.tmp` (`tempfile.mkstemp`), locked
