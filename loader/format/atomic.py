@@ -84,3 +84,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write UTF-8 `text` to `path` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def withdraw(path: str | os.PathLike) -> None:
+    """Remove a completion marker (a manifest, a digests file) before rewriting what it vouches
+    for; a missing one is fine, a failure raises the same `CheckpointError` as a failed write."""
+    try:
+        Path(path).unlink(missing_ok=True)
+    except OSError as e:
+        raise _write_error(Path(path), e) from None
