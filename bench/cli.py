@@ -59,6 +59,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.results import read_results
+    from bench.run_checks import check_counts
     from bench.runner import RunConfig, run_bench
     from bench.summary import json_summary, tables
     from bench.units import parse_size
@@ -70,8 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         memray=args.memray, out=Path(args.out), timeout_s=args.timeout,
         memory_budget_bytes=budget, argv=["loadbench", *args.argv],
     )  # fmt: skip
-    if args.repeats < 1 or args.devices < 1 or (args.processes is not None and args.processes < 1):
-        raise BenchError("--repeats, --devices and --processes must be at least 1")
+    check_counts(args.repeats, args.devices, args.processes, args.timeout)
     # Ctrl-C must stop the run cleanly even where SIGINT was inherited as ignored (a shell's
     # background job ignores it, and Python then installs no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -219,6 +219,9 @@ def _text(rec: Recommendation, target: str, host_ram: int) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
+    from bench.run_checks import positive
+
+    positive(args.devices, "--devices", "8")
     host_ram = parse_size(args.host_ram, what="--host-ram")
     results = read_results(args.results)
     if ok_runs(results).empty:

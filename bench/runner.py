@@ -30,6 +30,7 @@ from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan, prepare_task, task_argvs
 from bench.results import ResultsWriter, export_parquet
 from bench.rows import RowContext, failed_row, result_records
+from bench.run_checks import check_processes, check_shapes
 from loader.vocabulary import OK, SKIPPED
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -139,6 +140,8 @@ def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id
 def run_bench(config: RunConfig) -> RunOutcome:
     """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish."""
     selected = _select(config)
+    check_processes(config.processes, selected)
+    check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
     outcome = RunOutcome(run_id, jsonl)
