@@ -102,7 +102,10 @@ def test_two_processes_synthesise_one_checkpoint(tmp_path):
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _SYNTH_CHILD, str(out), str(log), str(go)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
         for _ in range(2)
     ]
@@ -113,3 +116,40 @@ def test_two_processes_synthesise_one_checkpoint(tmp_path):
         assert p.returncode == 0 and "verified" in stdout, stderr
     assert len(log.read_text().split()) == 1  # one wrote; the other waited, then reused
     assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_line_being_written_is_skipped_quietly_a_cut_one_reported(tmp_path):
+    from bench.machine import run_record
+    from bench.results import ResultsWriter
+
+    path = tmp_path / "m" / "run.jsonl"
+    with ResultsWriter(path) as writer:
+        writer.write(run_record("r1", ["test"]))
+        with open(path, "ab") as fh:  # the first bytes of the next line, as a reader may see them
+            fh.write(b'{"schema_version": 1, "rec')
+        res = read_results(tmp_path)
+        assert res.errors == [] and len(res.runs) == 1  # still being written: not an error
+    res = read_results(tmp_path)  # its writer is gone: a cut line, reported, never parsed
+    assert len(res.runs) == 1 and "truncated last line" in res.errors[0][1]
+
+
+def test_a_killed_bench_leaves_results_the_readers_take(tmp_path):
+    import signal
+
+    from dashboard.data import _results
+
+    out = tmp_path / "results"
+    argv = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2",
+            "--strategies", "fake-ok", "--repeats", "50", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(argv, env=_env(tmp_path / "cache"), stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+        b'"phase"' in p.read_bytes() for p in out.rglob("*.jsonl")
+    ):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    res = _results.read_results(out)
+    assert len(res.runs) == 1 and len(res.phases) > 0
+    assert all("truncated last line" in msg for _, msg in res.errors)
+    assert [p for p in out.rglob("*") if p.name.endswith(".tmp")] == []
