@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_abstract(args: argparse.Namespace) -> int:
-    from bench import abstract_build
+    from bench.child import abstract_build
 
     rows = abstract_build.measure([int(n) for n in _csv(args.layers)])
     print(json.dumps(rows, indent=1) if args.json else abstract_build.format_table(rows))

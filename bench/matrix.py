@@ -1,8 +1,8 @@
 """What a bench run will do: checkpoints, conversions, the interleaved task list, child commands.
 
-Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.prepare synth` child and
+Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.prepare synth` child and
 cached with a `bench.json` summary; strategies whose `CHECKPOINT` is not "file" get their converted
-copy once per (strategy, processes, devices) from `bench.prepare convert`. The task list runs every
+copy once per (strategy, processes, devices) from `bench.child.prepare convert`. The task list runs every
 memray capture first (one per strategy, so measured rows can link to it), then the repeats
 interleaved: A B C A B C. In the default matrix a strategy predicted not to fit the memory budget
 (its peak predicted by `bench.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
@@ -55,7 +55,7 @@ class Checkpoint:
         folder = cache / "checkpoints" / f"{safe}-{dtype or 'native'}-{seed}"
         marker = folder / "bench.json"
         if not (marker.is_file() and is_synthesized(shapes, folder, dtype=dtype, seed=seed)):
-            argv = [sys.executable, "-m", "bench.prepare", "synth", "--shapes", shapes]
+            argv = [sys.executable, "-m", "bench.child.prepare", "synth", "--shapes", shapes]
             argv += ["--dir", str(folder), "--seed", str(seed)] + (
                 ["--dtype", dtype] if dtype else []
             )
@@ -186,7 +186,7 @@ def task_argvs(task: Task, work: Path):
         "memray_bin": None,
     }
     argvs, envs, outs = _group(
-        task, ["bench.worker", "--task", str(work / f"{tag}.task.json")], work, tag
+        task, ["bench.child.worker", "--task", str(work / f"{tag}.task.json")], work, tag
     )
     if task.memray_bin is not None:
         spec["memray_bin"] = str(task.memray_bin)
@@ -205,7 +205,7 @@ def prepare_task(task: Task, cache: Path, config) -> Task | tuple[str, str]:
     )
     marker = folder / "prepared.json"
     if not marker.is_file():
-        tail = ["bench.prepare", "convert", "--strategy", task.entry.name, "--shapes", task.checkpoint.shapes,
+        tail = ["bench.child.prepare", "convert", "--strategy", task.entry.name, "--shapes", task.checkpoint.shapes,
                 "--src", task.checkpoint.path, "--dst", str(folder), "--seed", str(task.checkpoint.seed)]  # fmt: skip
         if task.checkpoint.dtype:
             tail += ["--dtype", task.checkpoint.dtype]

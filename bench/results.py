@@ -229,7 +229,7 @@ def export_parquet(jsonl_path: str | os.PathLike) -> list[Path]:
 
     Dict/list fields are stored as JSON strings. Returns the paths written.
     """
-    from loader.atomic import atomic_write_bytes
+    from loader.format.atomic import atomic_write_bytes
 
     jsonl_path = Path(jsonl_path)
     res = read_results(jsonl_path)

@@ -6,7 +6,7 @@ another format, then run (strategy × repeat) interleaved — A B C A B C — so
 strategy alike. A crash, a timeout, a wrong result or a child over the memory budget becomes a row
 with that status; the run goes on. Rows are appended to `<out>/<machine>/<run-id>.jsonl` as each
 child finishes; Parquet is exported at the end (also after Ctrl-C). Never imports jax: everything
-that does runs in a child (`bench.prepare`, `bench.worker`).
+that does runs in a child (`bench.child.prepare`, `bench.child.worker`).
 """
 
 from __future__ import annotations

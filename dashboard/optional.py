@@ -27,7 +27,7 @@ def why_unavailable(module: str) -> str | None:
     """Why `module` cannot be used by the dashboard (None when it imports without jax).
 
     Args:
-        module: a dotted module name, e.g. `loader.sharding`.
+        module: a dotted module name, e.g. `loader.sharded.rule`.
 
     Returns:
         None if importable jax-free, else a one-line reason.

@@ -1,7 +1,7 @@
 """Shape specs for the Target host page: names, summary stats and the sharding rule, jax-free.
 
 The facts come from `shapes.load_spec`, `bench.recommend.spec_summary` and
-`loader.sharding.shard_axis` (the one implementation of each). When importing those would pull jax into the dashboard's process, they are computed in a
+`loader.sharded.rule.shard_axis` (the one implementation of each). When importing those would pull jax into the dashboard's process, they are computed in a
 short-lived child interpreter instead (`python -m dashboard.specs ...`), which prints JSON.
 """
 
@@ -25,7 +25,7 @@ def _names() -> list[str]:
 
 def _shard_axis():
     try:
-        return importlib.import_module("loader.sharding").shard_axis, None
+        return importlib.import_module("loader.sharded.rule").shard_axis, None
     except (ImportError, AttributeError) as e:
         return None, f"the sharding rule is not available yet ({e})"
 
@@ -85,7 +85,7 @@ def spec_facts(name: str, devices: int) -> dict:
     Returns:
         `{"summary", "source", "tensors", "sharding_note"}`.
     """
-    if why_unavailable("shapes") is None and why_unavailable("loader.sharding") is None:
+    if why_unavailable("shapes") is None and why_unavailable("loader.sharded.rule") is None:
         return _facts(name, devices)
     return dict(_in_child("facts", name, str(devices)))
 

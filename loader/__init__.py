@@ -6,7 +6,7 @@ Public API:
     save_sharded(model, folder) / load_sharded(target, folder, ...) / convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
 
-Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharding`) does not import jax:
+Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`) does not import jax:
 the jax-free parts (the header reader, the results view) stay light. The functions that need jax
 import it on first use.
 """
@@ -17,9 +17,9 @@ from loader.report import LoadReport, LoadWarning
 _LAZY = {
     "load_model": "loader.load",
     "save_model": "loader.save",
-    "save_sharded": "loader.sharded_dir",
-    "load_sharded": "loader.sharded_dir",
-    "convert_to_sharded": "loader.sharded_dir",
+    "save_sharded": "loader.sharded.directory",
+    "load_sharded": "loader.sharded.directory",
+    "convert_to_sharded": "loader.sharded.directory",
 }
 
 __all__ = [

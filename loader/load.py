@@ -6,12 +6,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
 from loader.materialize import Caster, Reader, fill_skipped, stream_steps
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.plan import LoadPlan, plan_load
 from loader.report import LoadReport
-from loader.source import CheckpointSource
 from loader.target import build_instance, resolve_target
 
 

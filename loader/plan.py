@@ -15,11 +15,11 @@ import jax
 import numpy as np
 
 from loader.format import dtype_name
+from loader.format.source import CheckpointSource
 from loader.keys import KeyMap, Transform, resolve_file_key
 from loader.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
 from loader.place import concrete_sharding, describe_sharding
 from loader.report import DtypeCast, LoadReport, ShapeMismatch, ShardingChange
-from loader.source import CheckpointSource
 
 
 @dataclass

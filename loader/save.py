@@ -2,7 +2,7 @@
 
 The header is written by hand (u64 length, JSON padded to 8 bytes, tensors in key order), then each
 tensor is fetched to the host, written, and dropped: only one host buffer is alive at a time. The
-file appears only when complete (`loader.atomic`).
+file appears only when complete (`loader.format.atomic`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import jax
 import numpy as np
 from flax import nnx
 
-from loader.atomic import atomic_open
 from loader.errors import CheckpointError
 from loader.format import dtype_name, encode_header
+from loader.format.atomic import atomic_open
 from loader.keys import Path, key_of, path_str
 from loader.leaves import (
     META_PRNG,

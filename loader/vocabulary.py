@@ -1,4 +1,4 @@
-"""The project's words, said once: phase names, run statuses and strategy kinds.
+"""The project's words, said once: phase names, run statuses, strategy kinds, checkpoint forms.
 
 `loader`, `bench` and `dashboard` import these rather than spelling them. This module imports
 nothing (no jax, no numpy), so the dashboard and the bench runner can use it freely.
@@ -36,3 +36,9 @@ REFERENCE: Final = "reference"  # a reference line (`floor`): reads the bytes, l
 PEER: Final = "peer"  # another project's loader, ending in the same filled model
 KINDS: Final = (STRATEGY, REFERENCE, PEER)
 Kind = Literal["strategy", "reference", "peer"]
+
+# -- checkpoint forms: what a strategy's `path` must be (`prepare` converts a file to the others) -----
+FILE: Final = "file"  # one .safetensors file, or a folder of them (with or without an index)
+SHARDED_DIR: Final = "sharded-dir"  # a directory of per-process shard files plus manifest.json
+ORBAX: Final = "orbax"  # an Orbax checkpoint
+CHECKPOINTS: Final = (FILE, SHARDED_DIR, ORBAX)

@@ -70,7 +70,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from loader.atomic import atomic_write_text
+    from loader.format.atomic import atomic_write_text
     from shapes.local import spec_from_local
 
     spec = spec_from_local(Path(args.path))

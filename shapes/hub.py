@@ -24,9 +24,9 @@ import posixpath
 import tempfile
 from pathlib import Path
 
-from loader.atomic import atomic_write_text
 from loader.errors import HeaderError
 from loader.format import parse_header
+from loader.format.atomic import atomic_write_text
 from shapes.catalog import PRESETS_DIR, default_name, user_presets_dir
 from shapes.errors import FetchError
 from shapes.spec import ShapeSpec, TensorSpec

@@ -27,8 +27,8 @@ from pathlib import Path
 import blake3
 import numpy as np
 
-from loader.atomic import atomic_open, atomic_write_text
 from loader.format import encode_header
+from loader.format.atomic import atomic_open, atomic_write_text
 from shapes import content
 from shapes.catalog import load_spec
 from shapes.errors import ShapesError, VerificationError

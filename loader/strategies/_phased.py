@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, BUILD, CAST, READ, TRANSFER, Probe
 from loader.plan import LoadPlan, Step, plan_load
 from loader.report import LoadReport
-from loader.source import CheckpointSource
 from loader.target import build_instance
 
 ReadAll = Callable[[CheckpointSource, LoadPlan], dict[str, np.ndarray]]

@@ -13,10 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 from safetensors.numpy import load_file
 
+from loader.format.source import CheckpointSource
 from loader.materialize import to_device
 from loader.phases import NULL_PROBE
 from loader.plan import LoadPlan, Step
-from loader.source import CheckpointSource
 from loader.strategies._phased import phased_load
 
 

@@ -1,7 +1,7 @@
 """Reference line, not a model load: read the whole file into one preallocated buffer.
 
 This is the least a load can cost on a CPU host: 1.0x the checkpoint in RAM and one sequential
-read (into a `loader.buffers` mapping, so no huge-page compaction stall is charged to it). Every strategy's time and peak are read against it.
+read (into a `loader.format.buffers` mapping, so no huge-page compaction stall is charged to it). Every strategy's time and peak are read against it.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import os
 
 import numpy as np
 
-from loader.buffers import host_buffer
+from loader.format.buffers import host_buffer
+from loader.format.source import checkpoint_files, pread_exact
 from loader.phases import NULL_PROBE, READ
-from loader.source import checkpoint_files, pread_exact
+from loader.vocabulary import REFERENCE
 
-KIND = "reference"
+KIND = REFERENCE
 
 
 def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):

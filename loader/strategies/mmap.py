@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from loader.format.source import CheckpointSource
 from loader.phases import NULL_PROBE
 from loader.plan import LoadPlan
-from loader.source import CheckpointSource
 from loader.strategies._phased import phased_load
 
 

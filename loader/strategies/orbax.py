@@ -25,18 +25,17 @@ import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import dtype_name, numpy_dtype
+from loader.format.source import CheckpointSource
 from loader.materialize import apply_transform, assign, fill_skipped, host_cast, to_device
 from loader.phases import ASSEMBLE, BUILD, CAST, NULL_PROBE, READ, Probe
 from loader.plan import LoadPlan, Step, plan_load
 from loader.report import LoadReport
-from loader.shard_layout import Layout, LayoutSource, TensorLayout
-from loader.sharding import rule_mesh, rule_sharding
-from loader.source import CheckpointSource
+from loader.sharded.layout import Layout, LayoutSource, TensorLayout
+from loader.sharded.rule import rule_mesh, rule_sharding
 from loader.target import resolve_target
+from loader.vocabulary import ORBAX
 
-KIND = "model"
-CHECKPOINT = "orbax"
-MULTIPROCESS = False
+CHECKPOINT = ORBAX
 BATCH_BYTES = 256 << 20
 SUBDIR = "orbax"
 META_KEY = "loadbench.safetensors_metadata"

@@ -1,8 +1,8 @@
 """One file; each addressable device reads only its own index range (`get_slice`), then assembled.
 
 Each tensor is placed with the model's sharding, or, where the model declares none, with the rule
-of `loader.sharding` (largest axis divisible by the device count, the rest replicated), exactly as
-`sharded-dir` places it (`loader.sharded_load.apply_rule`). A device
+of `loader.sharded.rule` (largest axis divisible by the device count, the rest replicated), exactly as
+`sharded-dir` places it (`loader.sharded.load.apply_rule`). A device
 reads its slice with safetensors' `get_slice`; identical slices (replicated tensors) are read once
 per process. Runs in one process or as several cooperating `jax.distributed` processes.
 """
@@ -13,12 +13,12 @@ import jax
 import numpy as np
 from safetensors import safe_open
 
+from loader.format.source import CheckpointSource
 from loader.load import stream_load
 from loader.materialize import host_cast
 from loader.phases import NULL_PROBE
 from loader.plan import Step
-from loader.sharded_load import apply_rule, refuse_unaddressable
-from loader.source import CheckpointSource
+from loader.sharded.load import apply_rule, refuse_unaddressable
 
 MULTIPROCESS = True
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from loader.phases import NULL_PROBE, Probe
-from loader.sharded_dir import convert_to_sharded, load_sharded
+from loader.sharded.directory import convert_to_sharded, load_sharded
+from loader.vocabulary import SHARDED_DIR
 
-KIND = "model"
-CHECKPOINT = "sharded-dir"
+CHECKPOINT = SHARDED_DIR
 MULTIPROCESS = True
 
 

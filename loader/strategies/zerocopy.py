@@ -1,6 +1,6 @@
 """pread each tensor into a 64-byte-aligned host buffer that the CPU backend adopts without a copy.
 
-The buffers are page-aligned private anonymous mappings (`loader.buffers`).
+The buffers are page-aligned private anonymous mappings (`loader.format.buffers`).
 
 On the CPU backend, `jax.device_put` of a 64-byte-aligned, C-contiguous numpy array aliases its
 memory instead of copying it, so each tensor exists once: the buffer read from the file *is* the
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.buffers import host_buffer
+from loader.format.buffers import host_buffer
+from loader.format.source import CheckpointSource
 from loader.load import stream_load
 from loader.phases import NULL_PROBE
-from loader.source import CheckpointSource
 
 
 class _AlignedReader:

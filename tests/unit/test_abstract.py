@@ -15,7 +15,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from bench.abstract_build import sa3_like_builder
+from bench.child.abstract_build import sa3_like_builder
 from loader import abstract
 from loader.abstract import AbstractBuildWarning, abstract_build
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from bench.probe import MemoryProbe, hwm_reset_works, read_status
+from bench.child.probe import MemoryProbe, hwm_reset_works, read_status
 
 MiB = 1 << 20
 SIZE = 256 * MiB
@@ -100,7 +100,7 @@ def test_a_repeated_phase_is_merged():
 
 
 def test_peak_source_env_forces_the_sampler(monkeypatch):
-    from bench.probe import PEAK_SOURCE_ENV, MemoryProbe
+    from bench.child.probe import PEAK_SOURCE_ENV, MemoryProbe
 
     monkeypatch.setenv(PEAK_SOURCE_ENV, "sampled")
     assert MemoryProbe().peak_source == "sampled"

@@ -16,9 +16,9 @@ from jax.sharding import PartitionSpec
 import loader
 from loader import strategies
 from loader.errors import HeaderError, IncompleteCheckpointError
-from loader.shard_io import read_box
-from loader.sharded_dir import convert_to_sharded, load_sharded, save_sharded
-from loader.sharding import AXIS
+from loader.sharded.directory import convert_to_sharded, load_sharded, save_sharded
+from loader.sharded.rule import AXIS
+from loader.sharded.slices import read_box
 from tests.unit.nnx_models import MLP, Everything, assert_same_leaves, leaf_map
 
 
@@ -215,7 +215,7 @@ def test_strategy_prepares_and_loads_with_phases(tmp_path, mesh):
     assert (info.checkpoint, info.multiprocess) == ("sharded-dir", True)
     src = _plain()
     loader.save_model(src, tmp_path / "one.safetensors")
-    folder = info.module.prepare(tmp_path / "one.safetensors", tmp_path / "dir", _plain)
+    folder = info.prepare()(tmp_path / "one.safetensors", tmp_path / "dir", _plain)
     probe = _Recorder()
     model, report = info.load(_plain, folder, probe, strict=True)
     assert report.ok, report.problems()

@@ -21,9 +21,10 @@ import loader
 import shapes
 from loader import strategies
 from loader.leaves import iter_variables
-from loader.sharding import AXIS
+from loader.sharded.rule import AXIS
+from loader.vocabulary import FILE, STRATEGY
 
-MODEL_STRATEGIES = [n for n, e in strategies.catalog().items() if e.kind == "model"]
+MODEL_STRATEGIES = [n for n, e in strategies.catalog().items() if e.kind == STRATEGY]
 
 
 def small_sa3_spec() -> shapes.ShapeSpec:
@@ -54,8 +55,8 @@ def checkpoints(tmp_path_factory) -> dict[str, tuple[shapes.ShapeSpec, Path]]:
 
 
 def prepared_path(info, spec, ckpt: Path, tmp_path: Path) -> Path:
-    prepare = getattr(info.module, "prepare", None)
-    if info.checkpoint == "file" or prepare is None:
+    prepare = info.prepare()
+    if info.checkpoint == FILE or prepare is None:
         return ckpt
     return prepare(ckpt, tmp_path / info.checkpoint, shapes.model_builder(spec))
 
@@ -142,7 +143,7 @@ def test_model_builder_keeps_nnx_list_integer_paths(checkpoints):
 
 
 def test_sharded_splits_by_the_rule_over_8_devices(checkpoints):
-    from loader.sharding import shard_axis
+    from loader.sharded.rule import shard_axis
 
     spec, ckpt = checkpoints["tiny-gpt2"]
     with jax.set_mesh(jax.make_mesh((8,), (AXIS,))):

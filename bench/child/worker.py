@@ -1,4 +1,4 @@
-"""One measured load in a fresh interpreter: `python -m bench.worker --task T.json --out R.json`.
+"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
 
 The task (written by the runner) names the strategy, the shape set, the checkpoint to load, the
 source checkpoint to verify against (with its `digests.json`), dtype, seed and an optional memray
@@ -22,8 +22,8 @@ import time
 import traceback
 from typing import Any
 
-from bench.capture import tracking
-from bench.probe import MemoryProbe
+from bench.child.capture import tracking
+from bench.child.probe import MemoryProbe
 
 
 def init_backend() -> dict[str, Any]:
@@ -54,7 +54,8 @@ def _phase_dict(stats) -> dict[str, Any]:
 def measure(task: dict[str, Any]) -> dict[str, Any]:
     """Run the task's strategy under the probe and verify its result; the result dict."""
     import shapes
-    from bench import strategies, verify
+    from bench import strategies
+    from bench.child import verify
 
     backend = init_backend()
     info = strategies.get(task["strategy"])
@@ -100,7 +101,7 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memray_report(task: dict[str, Any], result: dict[str, Any]) -> None:
-    from bench import capture
+    from bench.child import capture
 
     html, top, error = capture.report(task["memray_bin"])
     result["memray_html"] = str(html) if html else None
@@ -122,14 +123,14 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.child.worker", description=__doc__)
     parser.add_argument("--task", required=True, help="task JSON written by the runner")
     parser.add_argument("--out", required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     with open(args.task, encoding="utf-8") as fh:
         task = json.load(fh)
     result = run(task)
-    from loader.atomic import atomic_write_text
+    from loader.format.atomic import atomic_write_text
 
     atomic_write_text(args.out, json.dumps(result))
     return 0

@@ -9,7 +9,7 @@ Each shard file holds only slices its process owns: for every tensor, each disti
 its sharding is written once, by the process of the lowest-id device holding it (replicated data is
 written once, not once per device). A slice is stored under the key `<key>@<start>:<stop>,...`
 (global index range per axis; `<key>@` for a 0-d tensor) as a C-contiguous tensor of the range's
-shape. The manifest (`loader.shard_layout`, format `loadbench.sharded-dir` version 1) gives each
+shape. The manifest (`loader.sharded.layout`, format `loadbench.sharded-dir` version 1) gives each
 tensor's global dtype and shape, and for each slice its file, key and index range; plus the process
 count and the `__metadata__` a single-file save would have written. A directory without manifest
 is an unfinished save and raises `IncompleteCheckpointError`.
@@ -17,7 +17,7 @@ is an unfinished save and raises `IncompleteCheckpointError`.
 Loading, each process reads (with `os.preadv`, headers validated) only the index ranges its
 addressable devices need, from whichever files hold them, and assembles each array with
 `jax.make_array_from_single_device_arrays`. The sharding is the model's own; leaves without one
-(a plain builder) get the sharding rule (`loader.sharding.rule_sharding`) over all devices.
+(a plain builder) get the sharding rule (`loader.sharded.rule.rule_sharding`) over all devices.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from typing import Any
 import jax
 import numpy as np
 
-from loader.atomic import atomic_write_text
+from loader.format.atomic import atomic_write_text
+from loader.format.source import CheckpointSource
 from loader.keys import KeyMap, key_of
 from loader.leaves import META_SHARDINGS
 from loader.phases import NULL_PROBE, Probe
 from loader.place import describe_sharding
 from loader.report import LoadReport
 from loader.save import describe_leaf, header_metadata, host_copy, keyed_values
-from loader.shard_io import SliceReader, write_shard
-from loader.shard_layout import (
+from loader.sharded.layout import (
     MANIFEST,
     Layout,
     Region,
@@ -53,9 +53,9 @@ from loader.shard_layout import (
     read_manifest,
     slice_key,
 )
-from loader.sharded_load import load_layout
-from loader.sharding import rule_mesh, rule_sharding
-from loader.source import CheckpointSource
+from loader.sharded.load import load_layout
+from loader.sharded.rule import rule_mesh, rule_sharding
+from loader.sharded.slices import SliceReader, write_shard
 
 __all__ = ["MANIFEST", "convert_to_sharded", "load_sharded", "save_sharded", "shard_name"]
 

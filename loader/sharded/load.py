@@ -26,9 +26,9 @@ from loader.phases import BUILD, CAST, NULL_PROBE, READ, STREAM, TRANSFER, Probe
 from loader.place import describe_sharding
 from loader.plan import LoadPlan, Step, plan_load
 from loader.report import LoadReport, ShardingChange
-from loader.shard_io import SliceReader
-from loader.shard_layout import Layout, LayoutSource, Region, full_region
-from loader.sharding import rule_mesh, rule_sharding
+from loader.sharded.layout import Layout, LayoutSource, Region, full_region
+from loader.sharded.rule import rule_mesh, rule_sharding
+from loader.sharded.slices import SliceReader
 from loader.target import resolve_target
 
 

@@ -6,7 +6,7 @@ for several layer counts, in the current process, once with plain `nnx.eval_shap
 `loader.abstract.abstract_build`. Plain `nnx.eval_shape` grows with the square of the tensor
 count; the fast path grows linearly. This is a phase figure for the bench, not a timed test.
 
-Run: `.venv/bin/python -m bench.abstract_build [LAYERS ...]`
+Run: `.venv/bin/python -m bench.child.abstract_build [LAYERS ...]`
 """
 
 from __future__ import annotations

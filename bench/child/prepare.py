@@ -1,8 +1,8 @@
 """Child-side preparation, run before any measurement in its own process (it may import jax).
 
-`python -m bench.prepare synth --shapes S --dir DIR [--dtype DT] [--seed N]` synthesises the
+`python -m bench.child.prepare synth --shapes S --dir DIR [--dtype DT] [--seed N]` synthesises the
 checkpoint of a shape set and writes `DIR/bench.json` (checkpoint path, bytes, largest tensor
-bytes, tensor count). `python -m bench.prepare convert --strategy NAME --shapes S --src PATH
+bytes, tensor count). `python -m bench.child.prepare convert --strategy NAME --shapes S --src PATH
 --dst DIR --out RESULT.json [--dtype DT] [--seed N]` runs the strategy's `prepare(src, dst,
 builder)` once (Orbax conversion, a sharded directory; as N cooperating processes when the runner
 sets `LOADBENCH_NUM_PROCESSES`) and process 0 writes `DIR/prepared.json` {"checkpoint": path}.
@@ -42,7 +42,7 @@ def convert(
 ) -> dict:
     import shapes
     from bench import strategies
-    from bench.worker import init_backend
+    from bench.child.worker import init_backend
 
     backend = init_backend()
     info = strategies.get(strategy)
@@ -52,9 +52,9 @@ def convert(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loader.atomic import atomic_write_text
+    from loader.format.atomic import atomic_write_text
 
-    parser = argparse.ArgumentParser(prog="python -m bench.prepare", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.child.prepare", description=__doc__)
     parser.add_argument("mode", choices=["synth", "convert"])
     parser.add_argument("--shapes", required=True)
     parser.add_argument("--dir", help="synth: output folder")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from loader.atomic import atomic_open
 from loader.errors import CheckpointError
 from loader.format import DTYPES, Header, encode_header, read_header
-from loader.shard_layout import Layout, Region, Slice, extents, intersect
-from loader.source import pread_exact
+from loader.format.atomic import atomic_open
+from loader.format.source import pread_exact
+from loader.sharded.layout import Layout, Region, Slice, extents, intersect
 
 
 class SliceReader:

@@ -64,7 +64,7 @@ def top_sites(bin_path: str | Path, n: int = TOP_SITES) -> str:
 
 def report(bin_path: str | Path) -> tuple[Path | None, Path | None, str | None]:
     """Write `<bin>.html` (flamegraph) and `<bin>.top.txt`; returns their paths and any error."""
-    from loader.atomic import atomic_write_text
+    from loader.format.atomic import atomic_write_text
 
     bin_path = Path(bin_path)
     html, top = bin_path.with_suffix(".html"), bin_path.with_suffix(".top.txt")

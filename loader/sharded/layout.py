@@ -16,7 +16,7 @@ from pathlib import Path
 
 from loader.errors import CheckpointError, IncompleteCheckpointError
 from loader.format import DTYPES, TensorInfo
-from loader.source import CheckpointSource
+from loader.format.source import CheckpointSource
 
 MANIFEST = "manifest.json"
 FORMAT = "loadbench.sharded-dir"

@@ -1,0 +1,36 @@
+"""The file side of a load: the safetensors format, and reading and writing checkpoint files.
+
+- `header`: dtype table, the one validating header reader (`read_header` / `parse_header`) and the
+  header writer (`encode_header`); re-exported here, so `from loader.format import read_header` works.
+- `source`: `CheckpointSource`, a file or a folder of shards to read tensors from (`pread`).
+- `atomic`: crash-safe writes (temp file, fsync, `os.replace`).
+- `buffers`: page-aligned host buffers that the CPU backend adopts without a copy.
+
+Nothing here imports jax.
+"""
+
+from loader.format.header import (
+    DTYPES,
+    MAX_HEADER_BYTES,
+    METADATA_KEY,
+    Header,
+    TensorInfo,
+    dtype_name,
+    encode_header,
+    numpy_dtype,
+    parse_header,
+    read_header,
+)
+
+__all__ = [
+    "DTYPES",
+    "MAX_HEADER_BYTES",
+    "METADATA_KEY",
+    "Header",
+    "TensorInfo",
+    "dtype_name",
+    "encode_header",
+    "numpy_dtype",
+    "parse_header",
+    "read_header",
+]
