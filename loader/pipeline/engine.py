@@ -47,7 +47,7 @@ from loader.pipeline.jobs import (
 from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
 from loader.plan import LoadPlan, Step
-from loader.source import CheckpointSource
+from loader.format.source import CheckpointSource
 
 MAX_SCRATCH_BYTES = 8 << 20
 

@@ -15,7 +15,7 @@ import mmap
 
 import numpy as np
 
-from loader.buffers import host_buffer
+from loader.format.buffers import host_buffer
 
 MADV_POPULATE_WRITE = 23
 _PAGE = mmap.PAGESIZE

@@ -19,7 +19,7 @@ from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.pipeline import Pipeline
 from loader.plan import plan_load
 from loader.report import LoadReport
-from loader.source import CheckpointSource
+from loader.format.source import CheckpointSource
 from loader.target import resolve_target
 
 
