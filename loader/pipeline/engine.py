@@ -33,6 +33,7 @@ import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import TensorInfo
+from loader.format.source import CheckpointSource
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.pipeline.jobs import (
@@ -47,7 +48,6 @@ from loader.pipeline.jobs import (
 from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
 from loader.plan import LoadPlan, Step
-from loader.format.source import CheckpointSource
 
 MAX_SCRATCH_BYTES = 8 << 20
 

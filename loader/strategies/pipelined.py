@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
 from loader.materialize import fill_skipped
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.pipeline import Pipeline
 from loader.plan import plan_load
 from loader.report import LoadReport
-from loader.format.source import CheckpointSource
 from loader.target import resolve_target
 
 
