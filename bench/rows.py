@@ -32,6 +32,8 @@ class RowContext:
     tensors: int
     memray_html: str | None = None
     memray_top: str | None = None
+    model_dtype: str | None = None
+    budget_bytes: int | None = None
 
 
 def _phase_row(ctx: RowContext, index: int, status, error, res: dict, ph: dict) -> PhaseRecord:
@@ -46,7 +48,9 @@ def _phase_row(ctx: RowContext, index: int, status, error, res: dict, ph: dict) 
         phase_end_rss_bytes=ph.get("end_rss_bytes"), phase_anon_rss_bytes=ph.get("anon_rss_bytes"),
         phase_file_rss_bytes=ph.get("file_rss_bytes"), peak_source=res.get("peak_source"),
         substeps_s=dict(ph.get("substeps_s") or {}), memray_html=ctx.memray_html,
-        memray_top=ctx.memray_top,
+        memray_top=ctx.memray_top, model_dtype=ctx.model_dtype, budget_bytes=ctx.budget_bytes,
+        inflight_peak_bytes=res.get("inflight_peak_bytes"),
+        phase_overlaps=list(ph.get("overlaps") or []),
     )  # fmt: skip
 
 

@@ -48,6 +48,8 @@ class RunConfig:
     out: Path = Path("results")
     timeout_s: float = DEFAULT_TIMEOUT_S
     memory_budget_bytes: int | None = None
+    model_dtype: str | None = None  # build the model in this dtype (the checkpoint keeps its own)
+    load_budget_bytes: int | None = None  # `--budget`: passed to strategies that take `budget=`
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)
@@ -91,7 +93,7 @@ def _context(run_id: str, task: Task, memray: dict) -> RowContext:
     return RowContext(
         run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
-        ck.largest_tensor_bytes, ck.tensors, html, top,
+        ck.largest_tensor_bytes, ck.tensors, html, top, task.model_dtype, task.budget_bytes,
     )  # fmt: skip
 
 

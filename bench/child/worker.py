@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import importlib
+import inspect
 import json
 import os
 import sys
@@ -62,7 +64,8 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
     spec = shapes.load_spec(task["shapes"])
     builder = None  # a reference strategy (the `floor` line) builds no model
     if info.kind != "reference":
-        builder = shapes.model_builder(spec, dtype=task.get("dtype"), seed=task.get("seed", 0))
+        model_dtype = task.get("model_dtype") or task.get("dtype")  # --model-dtype: a real cast
+        builder = shapes.model_builder(spec, dtype=model_dtype, seed=task.get("seed", 0))
     capture = task.get("memray_bin")
     if capture:
         capture = task["memray_bin"] = capture.replace(
@@ -71,7 +74,9 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
     gc.collect()
     probe = MemoryProbe()
     with tracking(capture), probe.measure():
-        model, _report = info.load(builder, task["checkpoint"], probe, strict=False)
+        model, report = info.load(
+            builder, task["checkpoint"], probe, strict=False, **load_options(info, task)
+        )
     res = probe.result()
     started = time.perf_counter()
     status, error, checked = "ok", None, 0
@@ -95,9 +100,22 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
         "total": _phase_dict(res.total),
         "phases": [_phase_dict(p) for p in res.phases],
         "samples": [[s.t_s, s.phase, s.rss_anon_bytes, s.rss_file_bytes] for s in res.samples],
+        "inflight_peak_bytes": getattr(report, "inflight_peak_bytes", None),
         "tensors_verified": checked,
         "verify_s": time.perf_counter() - started,
     }
+
+
+def load_options(info, task: dict[str, Any]) -> dict[str, Any]:
+    """`budget=` for a strategy whose `load` takes one (`bench run --budget`), else nothing."""
+    if task.get("budget_bytes") is None:
+        return {}
+    module = (
+        info.module if not isinstance(info.module, str) else importlib.import_module(info.module)
+    )
+    params = inspect.signature(module.load).parameters
+    takes = "budget" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return {"budget": int(task["budget_bytes"])} if takes else {}
 
 
 def _memray_report(task: dict[str, Any], result: dict[str, Any]) -> None:
