@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.child_result import ChildTask, to_json
 from bench.children import run_group
 from bench.errors import BenchError
 from bench.units import format_bytes
@@ -177,27 +178,25 @@ def _group(task: Task, argv_tail: list[str], work: Path, tag: str):
 
 
 def task_argvs(task: Task, work: Path):
-    """Write the task JSON and return the worker group's (argvs, envs, outs)."""
+    """Write the task's `ChildTask` and return the worker group's (argvs, envs, outs)."""
     tag = uuid.uuid4().hex[:12]
-    spec = {
-        "strategy": task.entry.name,
-        "shapes": task.checkpoint.shapes,
-        "checkpoint": task.path or task.checkpoint.path,
-        "source_checkpoint": task.checkpoint.path,
-        "dtype": task.checkpoint.dtype,
-        "model_dtype": task.model_dtype,
-        "budget_bytes": task.budget_bytes,
-        "seed": task.checkpoint.seed,
-        "memray_bin": None,
-    }
-    argvs, envs, outs = _group(
-        task, ["bench.child.worker", "--task", str(work / f"{tag}.task.json")], work, tag
+    memray_bin = None if task.memray_bin is None else str(task.memray_bin)
+    if memray_bin and task.processes > 1:  # each process its own capture; rows link to process 0's
+        memray_bin = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
+    child_task = ChildTask(
+        strategy=task.entry.name,
+        shapes=task.checkpoint.shapes,
+        checkpoint=task.path or task.checkpoint.path,
+        source_checkpoint=task.checkpoint.path,
+        dtype=task.checkpoint.dtype,
+        seed=task.checkpoint.seed,
+        memray_bin=memray_bin,
+        model_dtype=task.model_dtype,
+        budget_bytes=task.budget_bytes,
     )
-    if task.memray_bin is not None:
-        spec["memray_bin"] = str(task.memray_bin)
-        if task.processes > 1:  # each process its own capture; the rows link to process 0's
-            spec["memray_bin"] = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
-    (work / f"{tag}.task.json").write_text(json.dumps(spec), encoding="utf-8")
+    task_file = work / f"{tag}.task.json"
+    argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)
+    task_file.write_text(to_json(child_task), encoding="utf-8")
     return argvs, envs, outs
 
 

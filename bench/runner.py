@@ -23,12 +23,14 @@ import psutil
 from tqdm import tqdm
 
 from bench import strategies
-from bench.children import run_group
+from bench.child_result import MemrayFiles
+from bench.children import ChildOutcome, run_group
 from bench.errors import BenchError
 from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan, prepare_task, task_argvs
 from bench.results import ResultsWriter, export_parquet
 from bench.rows import RowContext, failed_row, result_records
+from loader.vocabulary import OK, SKIPPED
 
 DEFAULT_TIMEOUT_S = 900.0
 BUDGET_FRACTION = 0.75
@@ -97,19 +99,18 @@ def _context(run_id: str, task: Task, memray: dict) -> RowContext:
     )  # fmt: skip
 
 
-def _run_task(task: Task, config: RunConfig, work: Path, budget: int) -> list:
+def _run_task(task: Task, config: RunConfig, work: Path, budget: int) -> list[ChildOutcome]:
     argvs, envs, outs = task_argvs(task, work)
     return run_group(argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=budget)
 
 
-def _note_memray(task: Task, outcomes: list, memray: dict, folder: Path) -> None:
-    res = outcomes[0].result or {}
-    rel = [
-        os.path.relpath(p, folder) if p else None
-        for p in (res.get("memray_html"), res.get("memray_top"))
-    ]
+def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: dict, folder: Path) -> None:
+    """Remember where the capture's reports are (the measured rows link to them), or say why not."""
+    first = outcomes[0]
+    files = (first.result.memray if first.result else None) or MemrayFiles()
+    rel = [os.path.relpath(p, folder) if p else None for p in (files.html, files.top)]
     memray[(task.checkpoint.shapes, task.entry.name)] = tuple(rel)
-    problem = outcomes[0].error if outcomes[0].status != "ok" else res.get("memray_error")
+    problem = first.error if first.status != OK else files.error
     if problem:
         print(
             f"loadbench: memray capture of {task.entry.name}: {problem.splitlines()[0]}",
@@ -152,7 +153,7 @@ def run_bench(config: RunConfig) -> RunOutcome:
                 )
                 tasks, skipped = plan(ck, selected, config, jsonl.parent / run_id)
                 for task, reason in skipped:
-                    writer.write(failed_row(_context(run_id, task, {}), "skipped", reason))
+                    writer.write(failed_row(_context(run_id, task, {}), SKIPPED, reason))
                 _execute(tasks, config, writer, run_id)
         except KeyboardInterrupt:
             outcome.interrupted = True

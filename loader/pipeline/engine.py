@@ -223,7 +223,7 @@ class Pipeline:
                 raise _reader_error(job.where, exc)
             waiting -= 1
             placed_s += self._finish(job, plan)
-        self._report_times(probe, placed_s)
+        self._report_times(plan, probe, placed_s)
 
     def _job(self, step: Step) -> LeafJob:
         """The job for one step, reusing (or reading from) a speculative buffer if there is one."""
@@ -261,8 +261,9 @@ class Pipeline:
             self.budget.release(job.counted_bytes)
         return time.perf_counter() - t0
 
-    def _report_times(self, probe: Probe, placed_s: float) -> None:
+    def _report_times(self, plan: LoadPlan, probe: Probe, placed_s: float) -> None:
         self.stats.inflight_peak_bytes = self.budget.high_water_bytes
+        plan.report.inflight_peak_bytes = self.stats.inflight_peak_bytes
         probe.add_time(READ, self.stats.read_s)
         probe.add_time(CAST, self.stats.cast_s)
         probe.add_time(TRANSFER, placed_s)
