@@ -155,3 +155,22 @@ def gib(n: float | None) -> str:
     if abs(n) >= 1 << 30:
         return f"{n / (1 << 30):.2f} GiB"
     return f"{n / (1 << 20):.1f} MiB"
+
+
+def overlapping_phases(rows: pd.DataFrame) -> dict[str, list[str]]:
+    """strategy -> `"a ∥ b"` for each pair of its phases that ran at the same time.
+
+    Such phases are not disjoint slices of the run (a pipelined load builds while it reads): their
+    times and peaks each include the shared span, so they must not be added up.
+    """
+    if "phase_overlaps" not in rows.columns:
+        return {}
+    out: dict[str, list[str]] = {}
+    for strategy, phase, others in rows[["strategy", "phase", "phase_overlaps"]].itertuples(
+        index=False
+    ):
+        for other in [] if others is None or isinstance(others, str) else list(others):
+            pair = " ∥ ".join(sorted((str(phase), str(other))))
+            if pair not in out.setdefault(strategy, []):
+                out[strategy].append(pair)
+    return {k: v for k, v in out.items() if v}

@@ -219,3 +219,26 @@ def test_budget_waits_for_releases_and_records_its_high_water():
     assert got.wait(5)
     t.join()
     assert budget.high_water_bytes == 80
+
+
+def test_the_probe_and_the_rows_say_which_phases_overlapped(ckpt):
+    """A pipelined load's build runs inside its stream: the probe records it, the dashboard says it."""
+    import pandas as pd
+
+    from bench.child.probe import MemoryProbe
+    from dashboard.data import overlapping_phases
+
+    probe = MemoryProbe()
+    with probe.measure():
+        strategies.get("pipelined").load(shapes.model_builder(SPEC), ckpt, probe)
+    phases = {p.name: p for p in probe.result().phases}
+    assert phases["build"].overlaps == ("stream",) and phases["stream"].overlaps == ("build",)
+    assert phases["build"].wall_s <= phases["stream"].wall_s
+    rows = pd.DataFrame(
+        {
+            "strategy": "pipelined",
+            "phase": list(phases),
+            "phase_overlaps": [np.array(p.overlaps) for p in phases.values()],
+        }
+    )
+    assert overlapping_phases(rows) == {"pipelined": ["build ∥ stream"]}
