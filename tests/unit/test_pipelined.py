@@ -242,3 +242,11 @@ def test_the_probe_and_the_rows_say_which_phases_overlapped(ckpt):
         }
     )
     assert overlapping_phases(rows) == {"pipelined": ["build ∥ stream"]}
+
+
+def test_load_model_passes_the_budget(ckpt):
+    model, report = loader.load_model(
+        shapes.model_builder(SPEC), ckpt, strict=True, strategy="pipelined", budget=SMALL_BUDGET
+    )
+    assert report.ok and 0 < report.inflight_peak_bytes <= SMALL_BUDGET
+    assert verify(model, ckpt) == len(SPEC.tensors)
