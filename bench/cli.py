@@ -58,8 +58,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from bench.config import RunConfig
     from bench.results import read_results
-    from bench.runner import RunConfig, run_bench
+    from bench.runner import run_bench
     from bench.summary import json_summary, tables
     from bench.units import parse_size
 

@@ -27,6 +27,7 @@ class RowContext:
     result_id: str
     shapes: str
     strategy: str
+    kind: str  # the strategy's kind (loader.vocabulary.KINDS)
     dtype: str
     devices: int
     processes: int
@@ -51,7 +52,7 @@ def _phase_row(
     """One row; without a measurement, the `total` row of a result that has none."""
     return PhaseRecord(
         run_id=ctx.run_id, result_id=ctx.result_id, shapes=ctx.shapes, strategy=ctx.strategy,
-        dtype=ctx.dtype, devices=ctx.devices, processes=ctx.processes, process_index=index,
+        kind=ctx.kind, dtype=ctx.dtype, devices=ctx.devices, processes=ctx.processes, process_index=index,
         repeat=ctx.repeat, status=status, error=error, checkpoint_bytes=ctx.checkpoint_bytes,
         largest_tensor_bytes=ctx.largest_tensor_bytes, tensors=ctx.tensors,
         baseline_rss_bytes=measured and measured.baseline_rss_bytes,

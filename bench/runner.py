@@ -16,45 +16,23 @@ import os
 import shutil
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from tqdm import tqdm
 
 from bench import strategies
 from bench.child_result import MemrayFiles
 from bench.children import ChildOutcome, run_group
+from bench.config import RunConfig, cache_dir
 from bench.errors import BenchError
+from bench.launch import prepare_task, task_argvs
 from bench.machine import machine_id, new_run_id, run_record
-from bench.matrix import Checkpoint, Task, plan, prepare_task, task_argvs
+from bench.matrix import Checkpoint, Task, plan
 from bench.results import ResultsWriter, export_parquet
 from bench.rows import RowContext, failed_row, result_records
+from loader.strategies import StrategyInfo
 from loader.vocabulary import OK, SKIPPED
-
-DEFAULT_TIMEOUT_S = 900.0
-BUDGET_FRACTION = 0.75
-
-
-@dataclass
-class RunConfig:
-    """One `bench run`: what to run and under which limits."""
-
-    shapes: list[str]
-    strategies: list[str] | None = None  # None: every registered strategy predicted to fit
-    repeats: int = 3
-    dtype: str | None = None
-    devices: int = 1
-    processes: int | None = None  # None: 2 for multi-process strategies, 1 otherwise
-    memray: bool = False
-    out: Path = Path("results")
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    memory_budget_bytes: int | None = None
-    model_dtype: str | None = None  # build the model in this dtype (the checkpoint keeps its own)
-    load_budget_bytes: int | None = None  # `--budget`: passed to strategies that take `budget=`
-    seed: int = 0
-    progress: bool = True
-    argv: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,17 +44,7 @@ class RunOutcome:
     interrupted: bool = False
 
 
-def default_budget() -> int:
-    """A safe fraction of the host's RAM, less what this parent process holds."""
-    parent = psutil.Process().memory_info().rss
-    return int(psutil.virtual_memory().total * BUDGET_FRACTION) - parent
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LOADBENCH_CACHE") or ".cache/loadbench")
-
-
-def _select(config: RunConfig) -> list:
+def _select(config: RunConfig) -> list[StrategyInfo]:
     entries = strategies.catalog()
     if config.strategies is None:
         return list(entries.values())
@@ -93,7 +61,7 @@ def _context(run_id: str, task: Task, memray: dict) -> RowContext:
     ck = task.checkpoint
     html, top = memray.get((ck.shapes, task.entry.name), (None, None))
     return RowContext(
-        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, ck.dtype or "native",
+        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, task.entry.kind, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
         ck.largest_tensor_bytes, ck.tensors, html, top, task.model_dtype, task.budget_bytes,
     )  # fmt: skip
@@ -119,7 +87,7 @@ def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: dict, folder:
 
 
 def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str) -> None:
-    budget = config.memory_budget_bytes or default_budget()
+    budget = config.budget_bytes()
     memray: dict = {}
     folder = writer.path.parent
     work = folder / run_id / "work"
@@ -127,7 +95,7 @@ def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id
     with bar:
         for task in tasks:
             bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
-            prepared = prepare_task(task, cache_dir(), config)
+            prepared = prepare_task(task, config)
             if isinstance(prepared, tuple):  # (status, error): could not prepare
                 writer.write(failed_row(_context(run_id, task, memray), *prepared))
             elif task.memray_bin is not None:

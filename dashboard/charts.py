@@ -1,7 +1,9 @@
 """Altair charts of the dashboard, one function per chart; each takes a tidy DataFrame.
 
 Bytes are drawn in MiB; the tooltips carry the exact numbers. Colours: one per strategy (the
-legend), one per verdict/status where those are the point.
+legend, reference lines first, each strategy's description in its tooltip), one per
+verdict/status where those are the point. Phase, status, kind and verdict words come from
+`loader.vocabulary` and `bench.recommend`.
 """
 
 from __future__ import annotations
@@ -9,23 +11,39 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dashboard.data import PHASE_ORDER, REFERENCE
+from bench.recommend import VERDICTS
+from dashboard.data import legend_order
+from loader.vocabulary import PHASE_ORDER, REFERENCE, STATUSES
 
 MIB = float(1 << 20)
-VERDICT_COLORS = alt.Scale(
-    domain=["fits", "tight", "does not fit"], range=["#2e7d32", "#f9a825", "#c62828"]
-)
+VERDICT_COLORS = alt.Scale(domain=list(VERDICTS), range=["#2e7d32", "#f9a825", "#c62828"])
 STATUS_SHAPES = alt.Scale(
-    domain=["ok", "wrong", "oom", "timeout", "crashed", "skipped"],
+    domain=list(STATUSES),
     range=["circle", "diamond", "triangle-up", "square", "cross", "triangle-down"],
 )
 
 
+def strategy_colors(rows: pd.DataFrame) -> alt.Color:
+    """The strategy legend: one colour per strategy of `rows`, in `data.legend_order`."""
+    scale = alt.Scale(domain=legend_order(rows))
+    return alt.Color("strategy:N", title="strategy", scale=scale, legend=alt.Legend(labelLimit=260))
+
+
+def _reference_rule(drawn: pd.DataFrame, y: str) -> alt.Chart | None:
+    """A dotted rule at the first reference line's height (kind `reference`), if one is drawn."""
+    reference = drawn[drawn["kind"] == REFERENCE]
+    if reference.empty:
+        return None
+    rule = alt.Chart(reference.head(1)).mark_rule(color="#888", strokeDash=[2, 2])
+    return rule.encode(y=f"{y}:Q", tooltip=["strategy", alt.Tooltip(f"{y}:Q", title="reference")])
+
+
 def overview_scatter(df: pd.DataFrame, y: str, y_title: str) -> alt.LayerChart:
-    """Peak over baseline (`y`) against wall time per strategy, floor rules and Pareto front.
+    """Peak over baseline (`y`) against wall time per strategy, the reference rule, the Pareto front.
 
     Args:
-        df: one row per strategy with `strategy`, `status`, `wall_s`, `pareto` and column `y`.
+        df: one row per strategy with `strategy`, `kind`, `description`, `status`, `repeats`,
+            `wall_s`, `peak_ratio`, `peak_over_baseline_mib`, `pareto` and column `y`.
         y: the y column (`peak_ratio` or `peak_over_baseline_mib`).
         y_title: the y axis title.
     """
@@ -37,9 +55,10 @@ def overview_scatter(df: pd.DataFrame, y: str, y_title: str) -> alt.LayerChart:
         y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(domain=[0, y_max])),
     )
     points = base.mark_point(size=140, filled=True).encode(
-        color=alt.Color("strategy:N", title="strategy"),
+        color=strategy_colors(drawn),
         shape=alt.Shape("status:N", scale=STATUS_SHAPES, title="status"),
-        tooltip=["strategy", "status", "repeats", alt.Tooltip("wall_s:Q", format=".3f"),
+        tooltip=["strategy", "description", "kind", "status", "repeats",
+                 alt.Tooltip("wall_s:Q", format=".3f"),
                  alt.Tooltip("peak_ratio:Q", format=".2f", title="× checkpoint"),
                  alt.Tooltip("peak_over_baseline_mib:Q", format=",.1f", title="MiB over baseline"),
                  "pareto"],
@@ -54,10 +73,9 @@ def overview_scatter(df: pd.DataFrame, y: str, y_title: str) -> alt.LayerChart:
             .mark_line(strokeDash=[6, 3], color="#555", point=False)
             .encode(x="wall_s:Q", y=f"{y}:Q", tooltip=[alt.Tooltip("strategy", title="Pareto")]),
         )
-    floor = drawn[drawn["strategy"] == REFERENCE]
-    if len(floor):
-        rule = alt.Chart(floor.head(1)).mark_rule(color="#888", strokeDash=[2, 2])
-        layers.insert(0, rule.encode(y=f"{y}:Q", tooltip=[alt.Tooltip(f"{y}:Q", title="floor")]))
+    rule = _reference_rule(drawn, y)
+    if rule is not None:
+        layers.insert(0, rule)
     return alt.layer(*layers).properties(height=340)
 
 

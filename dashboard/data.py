@@ -16,17 +16,18 @@ import streamlit as st
 
 from bench import recommend as _recommend
 from bench import results as _results
+from bench import strategies as _strategies
 from dashboard import RESULTS_ENV
+from loader import strategies as _registry
+from loader.errors import CheckpointError
+from loader.vocabulary import OK, PEER, REFERENCE, STRATEGY, TOTAL
 
-ENV_VAR = RESULTS_ENV
-REFERENCE = "floor"  # the reference strategy: reads the bytes, loads no model
-STATUSES = ("ok", "wrong", "oom", "timeout", "crashed", "skipped")
-PHASE_ORDER = ("build", "read", "cast", "transfer", "assemble", "stream", "total")
+LEGEND_KINDS = (REFERENCE, STRATEGY, PEER)  # the legend's order: the reference line first
 
 
 def results_folder() -> Path:
     """The folder the dashboard shows: `$LOADBENCH_RESULTS`, else `results` (never the URL)."""
-    return Path(os.environ.get(ENV_VAR) or "results")
+    return Path(os.environ.get(RESULTS_ENV) or "results")
 
 
 def _fingerprint(folder: Path) -> tuple[tuple[str, int, int], ...]:
@@ -74,9 +75,31 @@ def recommend(results: Any, spec_summary: dict, host_ram_bytes: int, devices: in
 
 def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
     """The rows that describe a whole run: single-process rows and the summed multi-process row."""
-    if phases.empty:
-        return phases
-    return phases[(phases["processes"] == 1) | (phases["process_index"] == -1)]
+    return phases if phases.empty else _results.headline(phases)
+
+
+def strategy_descriptions() -> tuple[dict[str, str], str | None]:
+    """Each registered strategy's description (its docstring's first line), and any problem.
+
+    Read with `ast` from the registry and the modules in `LOADBENCH_EXTRA_STRATEGIES`, so no jax.
+    A strategy measured but no longer registered has no description; its name stands alone.
+    """
+    return _descriptions(_strategies.extra_modules())
+
+
+@st.cache_data(show_spinner=False)
+def _descriptions(extra: tuple[str, ...]) -> tuple[dict[str, str], str | None]:
+    try:
+        return {n: info.description for n, info in _registry.catalog(extra).items()}, None
+    except CheckpointError as e:  # a broken extra strategy module: say so, draw the rest
+        return {}, str(e)
+
+
+def legend_order(rows: pd.DataFrame) -> list[str]:
+    """The strategies of `rows` as the legend lists them: reference lines, ours, then peers."""
+    rank = rows["kind"].map({k: i for i, k in enumerate(LEGEND_KINDS)}).fillna(len(LEGEND_KINDS))
+    ordered = rows.assign(_rank=rank).sort_values(["_rank", "strategy"])
+    return list(dict.fromkeys(ordered["strategy"]))
 
 
 def run_label(run: pd.Series) -> str:
@@ -96,7 +119,7 @@ def run_labels(runs: pd.DataFrame) -> dict[str, str]:
 def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> pd.Series:
     """Which rows no other row beats on both `x` and `y` (lower is better for both).
 
-    The reference strategy and rows without numbers are never on the front.
+    Reference lines (kind `reference`) and rows without numbers are never on the front.
 
     Args:
         df: one row per strategy.
@@ -106,7 +129,7 @@ def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> 
     Returns:
         A boolean Series aligned with `df`.
     """
-    eligible = df[(df["strategy"] != REFERENCE) & df[x].notna() & df[y].notna()]
+    eligible = df[(df["kind"] != REFERENCE) & df[x].notna() & df[y].notna()]
     front = pd.Series(False, index=df.index)
     for i, row in eligible.iterrows():
         others = eligible.drop(index=i)
@@ -126,7 +149,7 @@ def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
     the baseline for the first phase); `peak_over_baseline_bytes` is the phase peak minus baseline.
     """
     ok = whole_run(phases)
-    ok = ok[(ok["status"] == "ok") & (ok["phase"] != "total")].sort_values("phase_order")
+    ok = ok[(ok["status"] == OK) & (ok["phase"] != TOTAL)].sort_values("phase_order")
     if ok.empty:
         return pd.DataFrame()
     start = ok.groupby("result_id")["phase_end_rss_bytes"].shift(1)

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import MAKE_COMMAND, data
+from loader.vocabulary import OK, STATUSES, TOTAL
 
 
 def empty_state(folder: str) -> None:
@@ -66,14 +67,12 @@ def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
 def status_table(phases: pd.DataFrame) -> None:
     """Every child run of `phases` with its status and error: never filtered, never hidden."""
     totals = data.whole_run(phases)
-    totals = totals[totals["phase"] == "total"]
+    totals = totals[totals["phase"] == TOTAL]
     cols = ["strategy", "repeat", "dtype", "devices", "status", "peak_ratio", "wall_s", "error"]
     table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)
     counts = table["status"].value_counts()
     st.markdown(
-        " · ".join(
-            f"**{s}**: {int(counts.get(s, 0))}" for s in data.STATUSES if s in counts or s == "ok"
-        )
+        " · ".join(f"**{s}**: {int(counts.get(s, 0))}" for s in STATUSES if s in counts or s == OK)
     )
     st.dataframe(
         table.style.apply(_status_style, axis=1),
@@ -84,5 +83,5 @@ def status_table(phases: pd.DataFrame) -> None:
 
 
 def _status_style(row: pd.Series) -> list[str]:
-    color = "" if row["status"] == "ok" else "background-color: rgba(198, 40, 40, 0.15)"
+    color = "" if row["status"] == OK else "background-color: rgba(198, 40, 40, 0.15)"
     return [color] * len(row)

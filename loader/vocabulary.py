@@ -6,7 +6,7 @@ nothing (no jax, no numpy), so the dashboard and the bench runner can use it fre
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 # -- phases: what a strategy wraps its work in (`probe.phase(NAME)`) --------------------------------
 BUILD: Final = "build"  # construct the target: a random init, or an abstract (shape-only) build
@@ -35,7 +35,6 @@ STRATEGY: Final = "strategy"  # one of ours: loads a model
 REFERENCE: Final = "reference"  # a reference line (`floor`): reads the bytes, loads no model
 PEER: Final = "peer"  # another project's loader, ending in the same filled model
 KINDS: Final = (STRATEGY, REFERENCE, PEER)
-Kind = Literal["strategy", "reference", "peer"]
 
 # -- checkpoint forms: what a strategy's `path` must be (`prepare` converts a file to the others) -----
 FILE: Final = "file"  # one .safetensors file, or a folder of them (with or without an index)

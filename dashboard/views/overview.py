@@ -1,7 +1,8 @@
 """Overview: per shape set, each strategy's peak over baseline against wall time.
 
 Answers: which strategy is cheapest in memory, which is fastest, which are on the Pareto front, how
-far each is above the `floor` (the bytes alone), and which runs failed (every status shown).
+far each is above the reference line (kind `reference`: `floor`, the bytes alone), and which runs
+failed (every status shown). Each strategy's description is its docstring's first line.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, widgets
+from loader.vocabulary import OK
 
 CONFIG = ["dtype", "devices_per_process"]
 
@@ -38,29 +40,33 @@ def _config_rows(summary: pd.DataFrame, shapes: str) -> pd.DataFrame:
     return rows.assign(strategy=names, base_strategy=rows["strategy"]).reset_index(drop=True)
 
 
-def _with_costs(rows: pd.DataFrame) -> pd.DataFrame:
-    """Add MiB over baseline and the Pareto flag (ok strategies only, floor excluded)."""
+def _with_costs(rows: pd.DataFrame, descriptions: dict[str, str]) -> pd.DataFrame:
+    """Add descriptions, MiB over baseline and the Pareto flag (ok rows, reference lines excluded)."""
     rows = rows.assign(
-        peak_over_baseline_mib=(rows["peak_rss_bytes"] - rows["baseline_rss_bytes"]) / charts.MIB
+        peak_over_baseline_mib=(rows["peak_rss_bytes"] - rows["baseline_rss_bytes"]) / charts.MIB,
+        description=rows["base_strategy"].map(descriptions).fillna(""),
     )
-    ok = rows[rows["status"] == "ok"]
+    ok = rows[rows["status"] == OK]
     front = data.pareto_front(ok)
     return rows.assign(pareto=front.reindex(rows.index, fill_value=False).astype(bool))
 
 
 def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], unit: str) -> None:  # fmt: skip
     st.subheader(f"Shape set `{shapes}`")
-    rows = _with_costs(_config_rows(summary, shapes))
+    descriptions, problem = data.strategy_descriptions()
+    if problem:
+        st.warning(f"Strategy descriptions unavailable: {problem}")
+    rows = _with_costs(_config_rows(summary, shapes), descriptions)
     shown = rows[rows["base_strategy"].isin(chosen)]
     ckpt = rows["checkpoint_bytes"].iloc[0]
     st.caption(f"checkpoint {data.gib(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest {data.gib(rows['largest_tensor_bytes'].iloc[0])}")  # fmt: skip
     y, title = ("peak_ratio", "peak over baseline (× checkpoint)") if unit.startswith("×") else ("peak_over_baseline_mib", "peak over baseline (MiB)")  # fmt: skip
     if shown[["wall_s", y]].notna().all(axis=1).any():
         st.altair_chart(charts.overview_scatter(shown, y, title), width="stretch")
-        st.caption("Dashed line: the Pareto front (no strategy is both faster and lighter). Dotted rule: `floor`, the bytes alone.")  # fmt: skip
+        st.caption("Dashed line: the Pareto front (no strategy is both faster and lighter). Dotted rule: the reference line (the bytes alone).")  # fmt: skip
     else:
         st.info("No successful run among the chosen strategies to plot.")
-    cols = ["strategy", "status", "repeats", "peak_ratio", "peak_over_baseline_mib", "wall_s", "throughput_bytes_per_s", "pareto"]  # fmt: skip
+    cols = ["strategy", "status", "repeats", "peak_ratio", "peak_over_baseline_mib", "wall_s", "throughput_bytes_per_s", "pareto", "kind", "description"]  # fmt: skip
     st.dataframe(
         shown[cols].sort_values("peak_ratio"),
         hide_index=True,

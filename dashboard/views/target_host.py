@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.errors import NoResultsError
+from bench.recommend import VERDICTS
 from dashboard import charts, data, specs, widgets
 
 SOURCES = ("a measured shape set", "a preset or fetched spec", "custom sizes")
@@ -80,7 +81,7 @@ def _verdicts(results: Any, summary: dict, ram: int, devices: int) -> None:
         st.error(f"No strategy fits in {data.gib(ram)} for a {data.gib(summary['checkpoint_bytes'])} checkpoint.")  # fmt: skip
     if rows.empty:
         return
-    groups = {v: sorted(rows.loc[rows["verdict"] == v, "strategy"]) for v in ("fits", "tight", "does not fit")}  # fmt: skip
+    groups = {v: sorted(rows.loc[rows["verdict"] == v, "strategy"]) for v in VERDICTS}
     st.markdown(" · ".join(f"**{v}**: {', '.join(s) or '–'}" for v, s in groups.items()))
     st.altair_chart(charts.target_bars(rows, ram), width="stretch")
     table = rows.assign(predicted_peak=rows["predicted_peak_bytes"].map(data.gib), headroom=rows["headroom_bytes"].map(data.gib))  # fmt: skip
@@ -92,8 +93,6 @@ def _sharding(facts: dict | None, devices: int) -> None:
         return
     st.subheader(f"Sharding over {devices} devices: the largest tensors")
     st.caption("Rule: shard each tensor's largest axis divisible by the device count; replicate the rest.")  # fmt: skip
-    if facts.get("sharding_note"):
-        st.info(f"Sharding rule skipped: {facts['sharding_note']}")
     table = pd.DataFrame(facts["tensors"])
     if not table.empty:
         table["bytes"] = table["bytes"].map(data.gib)

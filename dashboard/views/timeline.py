@@ -9,12 +9,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, widgets
+from dashboard import charts, data, widgets
+from loader.vocabulary import TOTAL
 
 
 def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
     """result_id -> 'strategy · shapes · r<repeat> · status' for the whole-run rows."""
-    totals = phases[(phases["phase"] == "total") & ((phases["processes"] <= 1) | (phases["process_index"] == -1))]  # fmt: skip
+    totals = data.whole_run(phases)
+    totals = totals[totals["phase"] == TOTAL]
     totals = totals.sort_values(["shapes", "strategy", "repeat"])
     return {
         r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
@@ -24,8 +26,8 @@ def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
 
 def _bands(phases: pd.DataFrame, result_id: str) -> pd.DataFrame:
     """Phase start/end seconds of one result, from its phase rows (cumulative phase walls)."""
-    rows = phases[(phases["result_id"] == result_id) & (phases["phase"] != "total")]
-    rows = rows[(rows["processes"] <= 1) | (rows["process_index"] == -1)].sort_values("phase_order")
+    rows = data.whole_run(phases[phases["result_id"] == result_id])
+    rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
     end = rows["phase_wall_s"].astype(float).cumsum()
     return pd.DataFrame(
         {"phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}

@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench.config import RunConfig
 from bench.results import read_results, summarize
-from bench.runner import RunConfig, run_bench
+from bench.runner import run_bench
 from loader.vocabulary import STRATEGY
 
 FAKES = Path(__file__).parent / "fakes"

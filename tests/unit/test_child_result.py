@@ -80,7 +80,7 @@ def test_a_child_of_another_version_becomes_a_crashed_row(tmp_path):
         "bad.json" in outcomes[1].error
         and "version 2, this bench reads version 1" in outcomes[1].error
     )
-    ctx = RowContext("run", "rid", "gpt2", "eager", "native", 8, 1, 0, GiB, GiB, 3)
+    ctx = RowContext("run", "rid", "gpt2", "eager", "strategy", "native", 8, 1, 0, GiB, GiB, 3)
     (row,) = result_records(ctx, outcomes[1:])
     assert (row.phase, row.status, row.peak_rss_bytes) == ("total", "crashed", None)
     rows = result_records(ctx, outcomes[:1])

@@ -19,12 +19,16 @@ from flax import nnx
 
 import loader
 import shapes
+from bench.strategies import extra_modules
 from loader import strategies
 from loader.leaves import iter_variables
 from loader.sharded.rule import AXIS
 from loader.vocabulary import FILE, STRATEGY
 
-MODEL_STRATEGIES = [n for n, e in strategies.catalog().items() if e.kind == STRATEGY]
+# The registry plus the modules named in LOADBENCH_EXTRA_STRATEGIES (how the bench adds a strategy
+# without editing loadbench): a strategy added either way is collected here.
+EXTRA = extra_modules()
+MODEL_STRATEGIES = [n for n, e in strategies.catalog(EXTRA).items() if e.kind == STRATEGY]
 
 
 def small_sa3_spec() -> shapes.ShapeSpec:
