@@ -192,7 +192,8 @@ def overlapping_phases(rows: pd.DataFrame) -> dict[str, list[str]]:
     for strategy, phase, others in rows[["strategy", "phase", "phase_overlaps"]].itertuples(
         index=False
     ):
-        for other in [] if others is None or isinstance(others, str) else list(others):
+        listed = hasattr(others, "__iter__") and not isinstance(others, str)  # NaN in old runs
+        for other in list(others) if listed else []:
             pair = " ∥ ".join(sorted((str(phase), str(other))))
             if pair not in out.setdefault(strategy, []):
                 out[strategy].append(pair)
