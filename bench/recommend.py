@@ -27,8 +27,8 @@ import pandas as pd
 
 from bench.errors import BenchError, NoResultsError
 from bench.results import Results, headline, read_results
-from loader.vocabulary import OK, REFERENCE, TOTAL
 from bench.units import format_bytes, parse_size
+from loader.vocabulary import OK, REFERENCE, TOTAL
 
 TIGHT_FRACTION = 0.10
 FITS, TIGHT, DOES_NOT_FIT = "fits", "tight", "does not fit"
