@@ -64,7 +64,7 @@ def _context(run_id: str, task: Task, memray: dict) -> RowContext:
     return RowContext(
         run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, task.entry.kind, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
-        ck.largest_tensor_bytes, ck.tensors, html, top,
+        ck.largest_tensor_bytes, ck.tensors, html, top, task.model_dtype, task.budget_bytes,
     )  # fmt: skip
 
 
