@@ -59,7 +59,9 @@ class PhaseMeasure:
     anon_rss_bytes: int
     file_rss_bytes: int
     substeps_s: dict[str, float] = field(default_factory=dict)
-    overlaps: tuple[str, ...] = ()  # phases that ran at the same time (walls and peaks not disjoint)
+    overlaps: tuple[
+        str, ...
+    ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
 
 
 @dataclass(frozen=True)
