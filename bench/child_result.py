@@ -27,7 +27,9 @@ from bench.errors import ChildResultError
 from loader.vocabulary import CRASHED, OK, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = 2  # 2: device memory per phase, a user's checkpoint digests
+CHILD_RESULT_VERSION = (
+    3  # 2: the pipeline's overlaps, budget; 3: device memory per phase, user checkpoints
+)
 VERSION_KEY = "child_result_version"
 CHILD_STATUSES = (OK, WRONG, CRASHED)  # what a child says of itself; the runner adds the rest
 
@@ -45,6 +47,8 @@ class ChildTask:
     memray_bin: str | None = None  # capture path; `{process_index}` is filled in by the child
     digests: str | None = None  # a user's checkpoint: its cached digests (`bench.usercheckpoint`)
     checkpoint_folder: str | None = None  # a user's checkpoint: the folder its files are in
+    model_dtype: str | None = None  # build the model in this dtype (None: as `dtype`)
+    budget_bytes: int | None = None  # `budget=` for a strategy whose `load` takes one
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class PhaseMeasure:
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     device_peak_bytes_in_use: int | None = None
+    overlaps: tuple[
+        str, ...
+    ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ class Measurement:
     total: PhaseMeasure
     phases: tuple[PhaseMeasure, ...]
     samples: tuple[Sample, ...] = ()
+    inflight_peak_bytes: int | None = None  # the strategy's own high-water mark (LoadReport)
 
 
 @dataclass(frozen=True)

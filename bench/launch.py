@@ -80,6 +80,8 @@ def task_argvs(task: Task, work: Path) -> Group:
         memray_bin=memray_bin,
         digests=task.checkpoint.digests,
         checkpoint_folder=str(task.checkpoint.files_folder) if task.checkpoint.digests else None,
+        model_dtype=task.model_dtype,
+        budget_bytes=task.budget_bytes,
     )
     task_file = work / f"{tag}.task.json"
     argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)

@@ -100,6 +100,8 @@ class Task:
     devices: int  # in total, across processes
     memray_bin: Path | None = None
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
+    model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
+    budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
     cache: str = "warm"  # "cold": the files are evicted from the page cache before it runs
 
     @property
@@ -136,7 +138,8 @@ def plan(
     run, skipped = [], []
     for entry in entries:
         procs, devices = _layout(entry, config)
-        task = Task(ck, entry, 0, procs, devices)
+        task = Task(ck, entry, 0, procs, devices, model_dtype=config.model_dtype,
+                    budget_bytes=config.load_budget_bytes)  # fmt: skip
         if not entry.available():
             hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
             skipped.append((task, f"not installed here: needs {', '.join(entry.missing())}{hint}"))

@@ -135,6 +135,9 @@ def _fit(args, results: Results, host_ram: int) -> tuple[Recommendation, float |
 
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation (and checks held), 1 otherwise."""
+    from bench.run_checks import positive
+
+    positive(args.devices, "--devices", "8")
     host_ram = parse_size(args.host_ram, what="--host-ram")
     results = read_results(args.results)
     rec, speed = _fit(args, results, host_ram)

@@ -33,6 +33,7 @@ from bench.matrix import Checkpoint, Task, plan
 from bench.memlimit import WATCHDOG, LimitOutcome, MemoryLimit
 from bench.results import ResultsWriter, export_parquet
 from bench.rows import RowContext, failed_row, result_records
+from bench.run_checks import check_processes, check_shapes
 from loader.strategies import StrategyInfo
 from loader.vocabulary import OK, SKIPPED
 
@@ -68,7 +69,8 @@ def _context(run_id: str, task: Task, memray: dict, situation: dict | None = Non
     return RowContext(
         run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, task.entry.kind, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
-        ck.largest_tensor_bytes, ck.tensors, html, top, situation,
+        ck.largest_tensor_bytes, ck.tensors, html, top, task.model_dtype, task.budget_bytes,
+        situation,
     )  # fmt: skip
 
 
@@ -158,6 +160,8 @@ def _checkpoints(config: RunConfig) -> Iterator[Checkpoint]:
 def run_bench(config: RunConfig) -> RunOutcome:
     """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish."""
     selected = _select(config)
+    check_processes(config.processes, selected)
+    check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
     outcome = RunOutcome(run_id, jsonl)

@@ -84,7 +84,11 @@ class PhaseRecord:
     substeps_s: dict[str, float] = field(default_factory=dict)
     memray_html: str | None = None
     memray_top: str | None = None
-    # -- the situation the load ran in (added in v1, absent from older files: read as defaults) --
+    model_dtype: str | None = None  # the dtype the model was built in (None: the checkpoint's)
+    budget_bytes: int | None = None  # `bench run --budget`: the strategy's bound on bytes in flight
+    inflight_peak_bytes: int | None = None  # the strategy's own high-water mark of those bytes
+    phase_overlaps: list[str] = field(default_factory=list)  # phases that ran at the same time
+    # -- the situation the load ran in (absent from older files: read as defaults) --
     cache: str = "warm"  # CACHES: "cold" when the checkpoint was evicted from the page cache first
     resident_fraction: float | None = None  # of the checkpoint's pages, just before the child ran
     host_ram_bytes: int | None = None  # `--host-ram`: the memory limit the child ran under
