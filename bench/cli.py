@@ -103,13 +103,22 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
+    """`bench list`, `bench run`, `bench abstract`."""
     bench = sub.add_parser("bench", help="list and run load strategies").add_subparsers(
         dest="bench_command", required=True
     )
     p = bench.add_parser("list", help="the registered strategies")
     p.add_argument("--json", action="store_true", help="one JSON list")
     p.set_defaults(func=cmd_list)
-    p = bench.add_parser("run", help="measure strategies, each run in a fresh process")
+    _add_run(bench.add_parser("run", help="measure strategies, each run in a fresh process"))
+    p = bench.add_parser("abstract", help="abstract model build time against layer count")
+    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
+    p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
+    p.set_defaults(func=cmd_abstract)
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options: what to measure, how (dtypes, budget, devices), where to write."""
     p.add_argument(
         "--shapes", required=True, help="shape set(s): preset, fetched name or path; a,b"
     )
@@ -139,10 +148,6 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-budget", help="kill a child above this RSS (default 75%% of RAM)")
     p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
     p.set_defaults(func=cmd_run)
-    p = bench.add_parser("abstract", help="abstract model build time against layer count")
-    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
-    p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
-    p.set_defaults(func=cmd_abstract)
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
