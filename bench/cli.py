@@ -19,6 +19,7 @@ from pathlib import Path
 
 import dashboard.cli
 import shapes.cli
+from bench.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S
 from bench.errors import BenchError
 from loader.errors import CheckpointError
 from loader.strategies import StrategyInfo
@@ -138,14 +139,25 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
-        "--processes", type=int, default=None, help="processes of multi-process strategies (2)"
+        "--processes",
+        type=int,
+        default=None,
+        help=f"processes of multi-process strategies (default {DEFAULT_PROCESSES})",
     )
     p.add_argument(
         "--memray", action="store_true", help="also capture one run per strategy with memray"
     )
     p.add_argument("--out", default="results", help="results folder (default: results)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per child (default 900)")
-    p.add_argument("--memory-budget", help="kill a child above this RSS (default 75%% of RAM)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds per child (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--memory-budget",
+        help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
     p.set_defaults(func=cmd_run)
 
