@@ -119,7 +119,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
-    """`bench run`'s options: what to measure, how (dtypes, budget, devices), where to write."""
+    """`bench run`'s options: what to measure (shapes, strategies, dtypes, budget, devices)."""
     p.add_argument(
         "--shapes", required=True, help="shape set(s): preset, fetched name or path; a,b"
     )
@@ -144,6 +144,12 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"processes of multi-process strategies (default {DEFAULT_PROCESSES})",
     )
+    _add_run_limits(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _add_run_limits(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options on how each child runs (limits, memray) and where results go."""
     p.add_argument(
         "--memray", action="store_true", help="also capture one run per strategy with memray"
     )
@@ -159,7 +165,6 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
-    p.set_defaults(func=cmd_run)
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
