@@ -19,6 +19,7 @@ from pathlib import Path
 
 import dashboard.cli
 import shapes.cli
+from bench.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S
 from bench.errors import BenchError
 from loader.errors import CheckpointError
 from loader.strategies import StrategyInfo
@@ -116,26 +117,24 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
+    """`bench list`, `bench run`, `bench abstract`."""
     bench = sub.add_parser("bench", help="list and run load strategies").add_subparsers(
         dest="bench_command", required=True
     )
     p = bench.add_parser("list", help="the registered strategies")
     p.add_argument("--json", action="store_true", help="one JSON list")
     p.set_defaults(func=cmd_list)
-    p = bench.add_parser("run", help="measure strategies, each run in a fresh process")
+    _add_run(bench.add_parser("run", help="measure strategies, each run in a fresh process"))
+    p = bench.add_parser("abstract", help="abstract model build time against layer count")
+    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
+    p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
+    p.set_defaults(func=cmd_abstract)
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options: what to measure (shapes, strategies, dtypes, budget, devices)."""
     p.add_argument("--shapes", help="shape set(s): preset, fetched name or path; a,b")
-    p.add_argument(
-        "--checkpoint", action="append",
-        help="your own checkpoint: a .safetensors file, a folder of shards or an *.index.json "
-        "(repeatable); loads are verified bit-exact, nothing is written beside it",
-    )  # fmt: skip
-    p.add_argument(
-        "--cache", choices=("warm", "cold", "both"), default="warm",
-        help="page cache before each child: warm (default), cold (evicted first), or both",
-    )  # fmt: skip
-    p.add_argument(
-        "--host-ram", help="run each child inside a memory cgroup of this size, e.g. 4GiB"
-    )
+    _add_run_scenarios(p)
     p.add_argument("--strategies", help="a,b (default: every strategy predicted to fit)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--dtype", default=None, help="store and load every float tensor in this dtype")
@@ -152,20 +151,48 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
-        "--processes", type=int, default=None, help="processes of multi-process strategies (2)"
+        "--processes",
+        type=int,
+        default=None,
+        help=f"processes of multi-process strategies (default {DEFAULT_PROCESSES})",
     )
+    _add_run_limits(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a limit."""
+    p.add_argument(
+        "--checkpoint", action="append",
+        help="your own checkpoint: a .safetensors file, a folder of shards or an *.index.json "
+        "(repeatable); loads are verified bit-exact, nothing is written beside it",
+    )  # fmt: skip
+    p.add_argument(
+        "--cache", choices=("warm", "cold", "both"), default="warm",
+        help="page cache before each child: warm (default), cold (evicted first), or both",
+    )  # fmt: skip
+    p.add_argument(
+        "--host-ram", help="run each child inside a memory cgroup of this size, e.g. 4GiB"
+    )
+
+
+def _add_run_limits(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options on how each child runs (limits, memray) and where results go."""
     p.add_argument(
         "--memray", action="store_true", help="also capture one run per strategy with memray"
     )
     p.add_argument("--out", default="results", help="results folder (default: results)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per child (default 900)")
-    p.add_argument("--memory-budget", help="kill a child above this RSS (default 75%% of RAM)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds per child (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--memory-budget",
+        help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
-    p.set_defaults(func=cmd_run)
-    p = bench.add_parser("abstract", help="abstract model build time against layer count")
-    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
-    p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
-    p.set_defaults(func=cmd_abstract)
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:

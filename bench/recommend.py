@@ -141,6 +141,21 @@ def _verdict(peak: int, host_ram: int) -> str:
     return TIGHT if headroom < TIGHT_FRACTION * host_ram else FITS
 
 
+def _predict_each(rows: pd.DataFrame, target: dict[str, int], host_ram: int) -> tuple[list, list]:
+    """(one prediction per strategy measured large enough, the strategies that were not)."""
+    out, unmeasured = [], []
+    for strategy, group in rows.groupby("strategy"):
+        group = group[pd.to_numeric(group["checkpoint_bytes"]) >= MIN_FIT_BYTES]
+        if group.empty:
+            unmeasured.append(str(strategy))
+            continue
+        pred = _predict(group, target)
+        verdict = _verdict(pred["predicted_peak_bytes"], host_ram)
+        headroom = host_ram - pred["predicted_peak_bytes"]
+        out.append({"strategy": strategy, **pred, "verdict": verdict, "headroom_bytes": headroom})
+    return out, unmeasured
+
+
 def recommend(
     results: Results,
     spec_summary: dict[str, int],
@@ -164,16 +179,7 @@ def recommend(
     rows = rows[rows["kind"] != REFERENCE]
     if rows.empty:
         raise NoResultsError("no measured runs to fit")
-    out, unmeasured = [], []
-    for strategy, group in rows.groupby("strategy"):
-        group = group[pd.to_numeric(group["checkpoint_bytes"]) >= MIN_FIT_BYTES]
-        if group.empty:
-            unmeasured.append(str(strategy))
-            continue
-        pred = _predict(group, spec_summary)
-        verdict = _verdict(pred["predicted_peak_bytes"], host_ram_bytes)
-        headroom = host_ram_bytes - pred["predicted_peak_bytes"]
-        out.append({"strategy": strategy, **pred, "verdict": verdict, "headroom_bytes": headroom})
+    out, unmeasured = _predict_each(rows, spec_summary, host_ram_bytes)
     out.sort(key=lambda s: (VERDICTS.index(s["verdict"]), s["predicted_wall_s"]))
     if not out:
         raise NoResultsError(

@@ -42,12 +42,12 @@ import ctypes
 import dataclasses
 import mmap
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench.child.device_memory import DeviceMemory, jax_device_memory
 from bench.child_result import Measurement, PhaseMeasure, Sample
 from loader.vocabulary import STREAM, TOTAL
 
@@ -120,26 +120,6 @@ class PhaseStats:
     def frozen(self) -> PhaseMeasure:
         fields = dataclasses.asdict(self)
         return PhaseMeasure(**{**fields, "overlaps": tuple(self.overlaps)})
-
-
-DeviceMemory = Callable[[], "tuple[int, int] | None"]
-
-
-def jax_device_memory() -> tuple[int, int] | None:
-    """(bytes_in_use, peak_bytes_in_use) summed over this process's devices; None where jax is not
-    imported yet or the backend reports nothing (the CPU backend)."""
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return None
-    try:
-        stats = [d.memory_stats() for d in jax.local_devices()]
-    except Exception:  # noqa: BLE001 - a backend without the call reports nothing
-        return None
-    stats = [s for s in stats if s]
-    if not stats:
-        return None
-    in_use = sum(int(s.get("bytes_in_use", 0)) for s in stats)
-    return in_use, sum(int(s.get("peak_bytes_in_use", s.get("bytes_in_use", 0))) for s in stats)
 
 
 class MemoryProbe:

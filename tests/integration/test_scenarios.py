@@ -160,8 +160,8 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
     import argparse
 
     from bench.recommend_cli import run_cli
-    from bench.results import ResultsWriter
     from bench.schema import PhaseRecord
+    from bench.writer import ResultsWriter
     from loader.vocabulary import STRATEGY
 
     _cgroup_or_skip()

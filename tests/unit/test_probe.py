@@ -132,7 +132,8 @@ def test_device_memory_is_recorded_per_phase_from_the_provider():
 def test_device_memory_is_none_on_the_cpu_backend():
     import jax  # noqa: F401 - the provider reads jax only once it is imported
 
-    from bench.child.probe import MemoryProbe, jax_device_memory
+    from bench.child.device_memory import jax_device_memory
+    from bench.child.probe import MemoryProbe
 
     assert jax_device_memory() is None  # the CPU backend's memory_stats() is None
     probe = MemoryProbe(use_hwm=False)
