@@ -1,6 +1,6 @@
 """`loadbench`: measure how much host RAM and time each way of loading a checkpoint costs.
 
-Subcommands: `bench list|run|abstract`, `recommend`, and those that other packages register
+Subcommands: `bench list|run|abstract`, `recommend`, `compare`, and those that other packages register
 (`shapes ...` from shapes.cli, `dashboard` from dashboard.cli).
 
 `main(argv=None) -> int` catches the project's errors (`loader.errors.CheckpointError`, which the
@@ -86,7 +86,7 @@ def cmd_abstract(args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from bench.recommend import run_cli
+    from bench.advice import run_cli
 
     return run_cli(args)
 
@@ -144,13 +144,26 @@ def _register_others(sub: argparse._SubParsersAction) -> None:
         mod.register(sub)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loadbench")
+    except PackageNotFoundError:
+        return "unknown (not installed; run `make install`)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadbench", description=__doc__.split("\n")[0].replace("`", "")
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_bench(sub)
     _add_recommend(sub)
+    from bench import compare
+
+    compare.register(sub)
     _register_others(sub)
     return parser
 

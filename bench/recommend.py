@@ -5,6 +5,12 @@ Per strategy, over its ok runs (every shape set measured, this machine or any):
     peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e
     wall            ~= c * checkpoint_bytes + d
 
+Each prediction carries the fitted model under `model`, with named fields: a is
+`peak_bytes_per_checkpoint_byte`, b `peak_bytes_per_largest_tensor_byte`, e `peak_constant_bytes`,
+c `wall_s_per_checkpoint_byte`, d `wall_constant_s`, plus `baseline_rss_bytes`, the `runs`, `shapes`
+and `devices` it was fitted on, `largest_measured_checkpoint_bytes` and `extrapolation` (the
+target's checkpoint over that largest one).
+
 by non-negative least squares, with as many terms as distinct checkpoint sizes allow (one size:
 a only; two: a and e; three or more: a, b and e). The constant e absorbs per-process overhead
 (compiled code, allocator arenas) that dominates tiny shape sets and would otherwise inflate a.
@@ -18,17 +24,16 @@ model and are never recommended. One implementation for the CLI and the dashboar
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bench.errors import BenchError, NoResultsError
-from bench.results import Results, headline, read_results
+from bench.errors import NoResultsError
+from bench.results import Results, headline
 from bench.schema import TOTAL
-from bench.units import format_bytes, parse_size
+from bench.units import format_bytes
 
 TIGHT_FRACTION = 0.10
 #: Runs on smaller checkpoints are not extrapolated from: their peak is mostly fixed per-process
@@ -120,13 +125,20 @@ def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
     return {
         "predicted_peak_bytes": int(baseline + a * ckpt + b * largest + e),
         "predicted_wall_s": c * ckpt + d,
-        "fit": {"a": a, "b": b, "e": e, "c": c, "d": d, "baseline_rss_bytes": int(baseline),
-                "runs": len(rows), "shapes": sorted(set(rows["shapes"])),
-                "extrapolation": ckpt / float(x1.max())},
+        "model": {
+            "peak_bytes_per_checkpoint_byte": a, "peak_bytes_per_largest_tensor_byte": b,
+            "peak_constant_bytes": e, "wall_s_per_checkpoint_byte": c, "wall_constant_s": d,
+            "baseline_rss_bytes": int(baseline), "runs": len(rows),
+            "shapes": sorted(set(rows["shapes"])),
+            "devices": sorted(int(n) for n in set(rows["devices"])),
+            "largest_measured_checkpoint_bytes": int(x1.max()),
+            "extrapolation": ckpt / float(x1.max()),
+        },
     }  # fmt: skip
 
 
-def _verdict(peak: int, host_ram: int) -> str:
+def verdict(peak: int, host_ram: int) -> str:
+    """`fits`, `tight` (under 10% of `host_ram` to spare) or `does not fit`, for a peak RSS."""
     headroom = host_ram - peak
     if headroom < 0:
         return "does not fit"
@@ -158,9 +170,9 @@ def recommend(
             unmeasured.append(str(strategy))
             continue
         pred = _predict(group, spec_summary)
-        verdict = _verdict(pred["predicted_peak_bytes"], host_ram_bytes)
+        outcome = verdict(pred["predicted_peak_bytes"], host_ram_bytes)
         headroom = host_ram_bytes - pred["predicted_peak_bytes"]
-        out.append({"strategy": strategy, **pred, "verdict": verdict, "headroom_bytes": headroom})
+        out.append({"strategy": strategy, **pred, "verdict": outcome, "headroom_bytes": headroom})
     order = {"fits": 0, "tight": 1, "does not fit": 2}
     out.sort(key=lambda s: (order[s["verdict"]], s["predicted_wall_s"]))
     if not out:
@@ -190,47 +202,8 @@ def spec_summary(name: str) -> dict[str, int]:
     }
 
 
-def _text(rec: Recommendation, target: str, host_ram: int) -> str:
-    lines = [f"target {target} on a host with {format_bytes(host_ram)} RAM:", ""]
-    for s in rec.strategies:
-        fit = s["fit"]
-        basis = f"fit on {fit['runs']} runs of {', '.join(fit['shapes'])}"
-        if fit["extrapolation"] > 4:
-            basis += f"; {fit['extrapolation']:.0f}x beyond the largest measured"
-        lines.append(
-            f"  {s['strategy']:<12} peak {format_bytes(s['predicted_peak_bytes']):>11}  "
-            f"time {s['predicted_wall_s']:8.2f} s  {s['verdict']:<13} ({basis})"
-        )
-    if rec.unmeasured:
-        lines.append(
-            f"  not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
-            + ", ".join(rec.unmeasured)
-        )
-    lines.append(
-        "  (times are as measured: from a warm page cache; a checkpoint the target cannot cache "
-        "loads at its disk's speed, on sa3-medium here 35-50% slower than predicted)"
-    )
-    lines += [
-        "",
-        f"recommended: {rec.recommended or 'none fits; use a larger host or a leaner strategy'}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def run_cli(args: argparse.Namespace) -> int:
-    """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
-    host_ram = parse_size(args.host_ram, what="--host-ram")
-    results = read_results(args.results)
-    if ok_runs(results).empty:
-        raise BenchError(
-            f"no measured runs in {args.results}/ to predict from; run `make bench SHAPES=sa3` "
-            "(or `make bench SHAPES=gpt2` for a quicker start) first, then recommend again"
-        )
-    rec = recommend(results, spec_summary(args.shapes), host_ram, args.devices)
-    text = (
-        json.dumps(rec.to_dict(), indent=1) + "\n"
-        if args.json
-        else _text(rec, args.shapes, host_ram)
-    )
-    print(text, end="")
-    return 0 if rec.recommended else 1
+    """`loadbench recommend` (worded in `bench.advice`, which the dashboard shares)."""
+    from bench.advice import run_cli as advice_cli
+
+    return advice_cli(args)

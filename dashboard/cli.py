@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         print(
             f"loadbench dashboard: no results folder at {folder} yet; make one with "
-            f"`{MAKE_COMMAND}` (the dashboard starts anyway and says so)",
+            f"`{MAKE_COMMAND} RESULTS={folder}` (the dashboard starts anyway and says so)",
             file=sys.stderr,
         )
     print(f"loadbench dashboard: http://127.0.0.1:{args.port} over {folder}", flush=True)

@@ -1,7 +1,7 @@
 """Loading and shaping results for the dashboard: the bench's one reader, cached, plus small views.
 
 Results come only through `bench.results.read_results` (and `summarize`), recommendations only
-through `bench.recommend.recommend`. Nothing here imports jax, and nothing reads outside the results
+through `bench.advice` (the wording `loadbench recommend` prints). Nothing here imports jax, and nothing reads outside the results
 folder named by the `LOADBENCH_RESULTS` environment variable (default `results`).
 """
 
@@ -14,14 +14,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from bench import recommend as _recommend
 from bench import results as _results
 from dashboard import RESULTS_ENV
+from dashboard.frames import phase_medians, run_label, run_labels, whole_run  # noqa: F401 (the pages' API)
 
 ENV_VAR = RESULTS_ENV
-REFERENCE = "floor"  # the reference strategy: reads the bytes, loads no model
-STATUSES = ("ok", "wrong", "oom", "timeout", "crashed", "skipped")
-PHASE_ORDER = ("build", "read", "cast", "transfer", "assemble", "stream", "total")
 
 
 def results_folder() -> Path:
@@ -65,93 +62,3 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     if phases.empty:
         return pd.DataFrame()
     return _results.summarize(phases)
-
-
-def recommend(results: Any, spec_summary: dict, host_ram_bytes: int, devices: int | None) -> Any:
-    """`bench.recommend.recommend`: the same model as `loadbench recommend` (one implementation)."""
-    return _recommend.recommend(results, spec_summary, host_ram_bytes, devices)
-
-
-def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
-    """The rows that describe a whole run: single-process rows and the summed multi-process row."""
-    if phases.empty:
-        return phases
-    return phases[(phases["processes"] == 1) | (phases["process_index"] == -1)]
-
-
-def run_label(run: pd.Series) -> str:
-    """A short human label for a run record: `machine · date · run id`."""
-    date = str(run.get("started_utc", ""))[:16].replace("T", " ")
-    return f"{run.get('machine', '?')} · {date} · {run.get('run_id', '?')}"
-
-
-def run_labels(runs: pd.DataFrame) -> dict[str, str]:
-    """Run id -> label, newest first."""
-    if runs.empty:
-        return {}
-    ordered = runs.sort_values("started_utc", ascending=False)
-    return {r["run_id"]: run_label(r) for _, r in ordered.iterrows()}
-
-
-def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> pd.Series:
-    """Which rows no other row beats on both `x` and `y` (lower is better for both).
-
-    The reference strategy and rows without numbers are never on the front.
-
-    Args:
-        df: one row per strategy.
-        x: first cost column.
-        y: second cost column.
-
-    Returns:
-        A boolean Series aligned with `df`.
-    """
-    eligible = df[(df["strategy"] != REFERENCE) & df[x].notna() & df[y].notna()]
-    front = pd.Series(False, index=df.index)
-    for i, row in eligible.iterrows():
-        others = eligible.drop(index=i)
-        dominated = (
-            (others[x] <= row[x])
-            & (others[y] <= row[y])
-            & ((others[x] < row[x]) | (others[y] < row[y]))
-        )
-        front[i] = not dominated.any()
-    return front
-
-
-def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
-    """Median per (strategy, phase) over the ok repeats, with what each phase adds to the peak.
-
-    `adds_bytes` is the phase's peak minus the RSS when it started (the previous phase's end, or
-    the baseline for the first phase); `peak_over_baseline_bytes` is the phase peak minus baseline.
-    """
-    ok = whole_run(phases)
-    ok = ok[(ok["status"] == "ok") & (ok["phase"] != "total")].sort_values("phase_order")
-    if ok.empty:
-        return pd.DataFrame()
-    start = ok.groupby("result_id")["phase_end_rss_bytes"].shift(1)
-    ok = ok.assign(start_rss=start.fillna(ok["baseline_rss_bytes"]))
-    ok = ok.assign(
-        adds_bytes=ok["phase_peak_rss_bytes"] - ok["start_rss"],
-        peak_over_baseline_bytes=ok["phase_peak_rss_bytes"] - ok["baseline_rss_bytes"],
-    )
-    cols = [
-        "phase_wall_s",
-        "adds_bytes",
-        "peak_over_baseline_bytes",
-        "phase_anon_rss_bytes",
-        "phase_file_rss_bytes",
-        "phase_peak_ratio",
-        "checkpoint_bytes",
-        "phase_order",
-    ]
-    return ok.groupby(["strategy", "phase"], as_index=False)[cols].median()
-
-
-def gib(n: float | None) -> str:
-    """Bytes as a short GiB/MiB string."""
-    if n is None or pd.isna(n):
-        return "–"
-    if abs(n) >= 1 << 30:
-        return f"{n / (1 << 30):.2f} GiB"
-    return f"{n / (1 << 20):.1f} MiB"

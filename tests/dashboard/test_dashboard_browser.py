@@ -124,6 +124,6 @@ def test_empty_state_in_chromium(browser_page, tmp_path):
     page = browser_page
     with _dashboard(tmp_path / "no-results", tmp_path / "streamlit.log") as url:
         page.goto(url, wait_until="domcontentloaded")
-        page.get_by_text("make bench SHAPES=tiny-gpt2").wait_for(timeout=30_000)
+        page.get_by_text("make bench SHAPES=gpt2").wait_for(timeout=30_000)
         assert page.locator(EXCEPTION).count() == 0
         page.screenshot(path=str(tmp_path / "empty.png"), full_page=True)
