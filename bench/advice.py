@@ -108,8 +108,8 @@ def sentences(advice: Advice) -> list[str]:
 def table_rows(advice: Advice) -> list[dict[str, Any]]:
     """One row per predicted strategy, in the recommendation's order (fits first, then faster)."""
     return [
-        {"strategy": s["strategy"], "verdict": s["verdict"], "predicted_peak": format_bytes(s["predicted_peak_bytes"]),
-         "headroom": format_bytes(s["headroom_bytes"]), "predicted_time": f"{s['predicted_wall_s']:.2f} s",
+        {"strategy": s["strategy"], "verdict": s["verdict"], "predicted peak": format_bytes(s["predicted_peak_bytes"]),
+         "headroom": format_bytes(s["headroom_bytes"]), "predicted time": f"{s['predicted_wall_s']:.2f} s",
          "basis": f"{s['model']['runs']} runs of {', '.join(s['model']['shapes'])}"}
         for s in advice.rec.strategies
     ]  # fmt: skip

@@ -96,7 +96,8 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataF
     return both[keep].sort_values(["shapes", "strategy"]).reset_index(drop=True)
 
 
-def _fmt(row: pd.Series, m: str) -> str:
+def ratio_text(row: pd.Series, m: str) -> str:
+    """`1.20x (1.15-1.26)`: the median ratio of metric `m` and, in brackets, its spread."""
     if pd.isna(row[f"{m}_ratio"]):
         return "-"
     return f"{row[f'{m}_ratio']:.2f}x ({row[f'{m}_ratio_lo']:.2f}-{row[f'{m}_ratio_hi']:.2f})"
@@ -107,7 +108,7 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
     lines = [f"new {new} / base {base}; a regression is over {threshold:.0%} and beyond the spread of repeats", ""]  # fmt: skip
     rows = [["shapes", "strategy", "repeats", "peak over baseline", "wall time", "verdict"]]
     for _, r in table.iterrows():
-        rows.append([r["shapes"], r["strategy"], f"{int(r['repeats_base'])}/{int(r['repeats_new'])}", _fmt(r, "peak"), _fmt(r, "wall"), r["verdict"]])  # fmt: skip
+        rows.append([r["shapes"], r["strategy"], f"{int(r['repeats_base'])}/{int(r['repeats_new'])}", ratio_text(r, "peak"), ratio_text(r, "wall"), r["verdict"]])  # fmt: skip
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]  # fmt: skip
     bad = table[table["verdict"].isin(["regressed", "broken"])]

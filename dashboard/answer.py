@@ -101,6 +101,10 @@ def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
     text = f"`{best['strategy']}`: {_cost(best)}"
     if len(naive) and naive.iloc[0]["strategy"] != best["strategy"]:
         text += f" — `{naive.iloc[0]['strategy']}` costs {_cost(naive.iloc[0])}"
+    else:  # the naive path is the answer: say what the lightest would cost instead
+        lightest = ok.sort_values("peak_ratio").iloc[0]
+        if lightest["strategy"] != best["strategy"]:
+            text += f" (the fastest that fits; the lightest, `{lightest['strategy']}`, costs {_cost(lightest)})"
     return Headline(text, str(best["strategy"]), True)
 
 

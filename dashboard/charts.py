@@ -75,7 +75,7 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
         .encode(
             y=alt.Y("strategy:N", title=None),
             x=alt.X("phase_wall_s:Q", title="seconds (median)", stack="zero", axis=alt.Axis(format=".2f")),
-            color=alt.Color("phase:N", title="phase", scale=style.phase_scale(med["phase"])),
+            color=alt.Color("phase:N", title="phase", scale=style.phase_scale(med["phase"]), legend=alt.Legend(orient="bottom", direction="horizontal")),
             order=alt.Order("phase_order:Q"),
             tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".2f", title="s")],
         )  # fmt: skip

@@ -17,7 +17,7 @@ from loader.vocabulary import PEER, REFERENCE, STATUSES
 
 HEIGHT = 360
 ASSUMED_WIDTH = 640  # px; the real chart is wider, which only leaves more room between labels
-LABEL_H, CHAR_W, GAP = 14.0, 6.6, 9.0
+LABEL_H, CHAR_W, GAP = 14.0, 6.6, 15.0  # GAP clears the Pareto ring around a point
 STATUS_SHAPES = dict(zip(STATUSES, ["circle", "diamond", "triangle-up", "square", "cross", "triangle-down"], strict=True))  # fmt: skip
 
 
@@ -38,8 +38,8 @@ def place_labels(points: pd.DataFrame, x: str, y: str, x_max: float, y_max: floa
     for _, row in points.sort_values(y, ascending=False).iterrows():
         px, py = row[x] * sx + GAP, HEIGHT - row[y] * sy
         width = CHAR_W * len(str(row["label"]))
-        for step in range(0, 40):
-            shift = (step + 1) // 2 * LABEL_H * (1 if step % 2 else -1)
+        for step in range(0, 40):  # first just above the point (the front runs right from it)
+            shift = (step + 1) // 2 * LABEL_H * (1 if step % 2 else -1) - LABEL_H * 0.6
             top = min(max(py + shift - LABEL_H / 2, 0.0), HEIGHT - LABEL_H)
             box = (px, top, px + width, top + LABEL_H)
             if not _overlaps(box, placed):
@@ -63,9 +63,10 @@ def _staircase(front: pd.DataFrame, x: str, y: str, x_max: float, y_max: float) 
 
 def _axes(x_max: float, y_max: float, y_title: str, y_format: str):
     """Encoders for x and y of any field, on the one shared scale and axis of the chart."""
+    x_format = ".2f" if x_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
 
     def x(field: str) -> alt.X:
-        return alt.X(f"{field}:Q", title="wall time (s, median)", scale=alt.Scale(domain=[0, x_max], nice=False), axis=alt.Axis(format=".2f"))  # fmt: skip
+        return alt.X(f"{field}:Q", title="wall time (s, median)", scale=alt.Scale(domain=[0, x_max], nice=False), axis=alt.Axis(format=x_format, tickCount=8))  # fmt: skip
 
     def y(field: str) -> alt.Y:
         return alt.Y(f"{field}:Q", title=y_title, scale=alt.Scale(domain=[0, y_max], nice=False), axis=alt.Axis(format=y_format))  # fmt: skip

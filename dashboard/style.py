@@ -33,7 +33,7 @@ REFERENCE_COLOR = "#7f7f7f"
 # A pastel palette for phases (bands, stacked bars): never one of the strategy hues above.
 PHASE_COLORS = {
     "build": "#c6dbef", "read": "#fdd0a2", "cast": "#dadaeb", "transfer": "#c7e9c0",
-    "assemble": "#fcbba1", "stream": "#d9d9d9", "total": "#f0f0f0",
+    "assemble": "#fcbba1", "stream": "#fff2ae", "total": "#f0f0f0",
 }  # fmt: skip
 MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}
 NAIVE = "eager"  # the path a user writes first (read everything, then build): the headline's yardstick

@@ -49,9 +49,16 @@ def prepared(samples: pd.DataFrame, baselines: dict[str, float], over_baseline: 
 
 
 def _lines(s: pd.DataFrame, fmt: str, title: str, x: alt.X) -> alt.Chart:
-    color = alt.Color("label:N", title="result", legend=alt.Legend(orient="top", columns=1, labelLimit=600))  # fmt: skip
+    """One line per result in its strategy's colour (dashes tell repeats of one strategy apart)."""
+    labels = sorted(set(s["label"]))
+    strategies = [label.split(" · ")[0] for label in labels]
+    scale = alt.Scale(domain=labels, range=[style.strategy_color(n) for n in strategies])
+    legend = alt.Legend(orient="top", columns=1, labelLimit=600)
+    enc = {"color": alt.Color("label:N", title="result", scale=scale, legend=legend)}
+    if len(set(strategies)) < len(strategies):
+        enc["strokeDash"] = alt.StrokeDash("label:N", title="result", legend=legend)
     return alt.Chart(s).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
-        x=x, y=alt.Y("total_u:Q", title=title, axis=alt.Axis(format=fmt)), color=color, detail="segment:N",
+        x=x, y=alt.Y("total_u:Q", title=title, axis=alt.Axis(format=fmt)), detail="segment:N", **enc,
         tooltip=["label", "phase", alt.Tooltip("t_s:Q", format=".2f", title="s"), alt.Tooltip("total_u:Q", format=fmt, title=title)],
     )  # fmt: skip
 

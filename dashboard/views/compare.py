@@ -37,17 +37,16 @@ def _default_base(phases: pd.DataFrame, ids: list[str], new: str) -> int:
 
 
 def _table(rows: pd.DataFrame) -> None:
-    shown = rows[["strategy", "repeats_base", "repeats_new", "peak_ratio", "peak_ratio_lo", "peak_ratio_hi", "wall_ratio", "wall_ratio_lo", "wall_ratio_hi", "verdict"]]  # fmt: skip
-    ratio = {"format": "%.2f×"}
-    st.dataframe(shown, hide_index=True, column_config={
-        "repeats_base": "repeats (base)", "repeats_new": "repeats (new)",
-        "peak_ratio": st.column_config.NumberColumn("peak new / base", **ratio),
-        "peak_ratio_lo": st.column_config.NumberColumn("peak: best new / worst base", **ratio),
-        "peak_ratio_hi": st.column_config.NumberColumn("peak: worst new / best base", **ratio),
-        "wall_ratio": st.column_config.NumberColumn("wall new / base", **ratio),
-        "wall_ratio_lo": st.column_config.NumberColumn("wall: best new / worst base", **ratio),
-        "wall_ratio_hi": st.column_config.NumberColumn("wall: worst new / best base", **ratio),
+    """The rows as `loadbench compare` prints them: ratio (spread), then the verdict."""
+    shown = pd.DataFrame({
+        "strategy": rows["strategy"],
+        "repeats (base/new)": [f"{b}/{n}" for b, n in zip(rows["repeats_base"], rows["repeats_new"], strict=True)],
+        "peak over baseline, new / base (spread)": [bench_compare.ratio_text(r, "peak") for _, r in rows.iterrows()],
+        "wall time, new / base (spread)": [bench_compare.ratio_text(r, "wall") for _, r in rows.iterrows()],
+        "verdict": rows["verdict"],
     })  # fmt: skip
+    st.dataframe(shown, hide_index=True, width="stretch")
+    st.caption("Spread: new's best repeat over base's worst, to new's worst over base's best. A regression is over the threshold and beyond the spread.")  # fmt: skip
 
 
 def main() -> None:
@@ -79,7 +78,7 @@ def main() -> None:
             st.altair_chart(charts.compare_bars(rows), width="stretch")
             _table(rows)
     st.subheader("Machine facts")
-    st.dataframe(machine_facts(results.runs, base, new), width="stretch")
+    st.table(machine_facts(results.runs, base, new))
     st.caption(f"In a terminal or CI: `loadbench compare BASE NEW --max-regression {threshold:.0%}` (exit 1 on a regression).")  # fmt: skip
 
 

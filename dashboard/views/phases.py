@@ -37,7 +37,8 @@ def _substeps(rows: pd.DataFrame) -> None:
     steps = pd.DataFrame([dict(s or {}) for s in stream["substeps_s"]], index=stream.index)
     steps.insert(0, "strategy", stream["strategy"])
     st.markdown("**Inside `stream`**: median seconds spent per sub-step")
-    st.dataframe(steps.groupby("strategy").median(), width="content")
+    med = steps.groupby("strategy").median()
+    st.dataframe(med, width="content", column_config={c: st.column_config.NumberColumn(format="%.2f s") for c in med.columns})  # fmt: skip
 
 
 def main() -> None:
