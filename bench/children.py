@@ -11,29 +11,30 @@ failure. Ctrl-C kills the group and re-raises.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from bench.child_result import ChildResult, from_json
+from bench.errors import ChildResultError
 from bench.units import format_bytes
+from loader.vocabulary import CRASHED, OOM, TIMEOUT
 
 STDERR_TAIL = 3000
 
 
 @dataclass
 class ChildOutcome:
-    """How one child ended: its status, a message, and its result JSON if it wrote one."""
+    """How one child ended: its status, a message, and its `ChildResult` if it wrote one."""
 
-    status: str  # ok | wrong | crashed | timeout | oom
+    status: str  # a loader.vocabulary status: ok | wrong | crashed | timeout | oom
     error: str | None
-    result: dict[str, Any] | None
+    result: ChildResult | None
 
 
 @dataclass
@@ -57,7 +58,7 @@ def _group_rss(children: list[_Child]) -> int:
     return total
 
 
-def _kill(children: list[_Child], status: str = "crashed", message: str = "") -> None:
+def _kill(children: list[_Child], status: str = CRASHED, message: str = "") -> None:
     for child in children:
         if child.proc.poll() is None:
             child.killed = (status, message)
@@ -74,37 +75,37 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def _read_result(path: Path) -> dict[str, Any] | None:
+def _read_result(path: Path) -> tuple[ChildResult | None, str | None]:
+    """The child's result, or None and why: absent, or unreadable (another version, bad fields)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-        return obj if isinstance(obj, dict) else None
-    except (OSError, ValueError):
-        return None
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None, f"no readable result JSON at {path}"
+    try:
+        return from_json(ChildResult, text, source=str(path)), None
+    except ChildResultError as exc:
+        return None, f"unreadable result: {exc}"
 
 
 def _outcome(child: _Child) -> ChildOutcome:
-    result = _read_result(child.out)
+    result, unreadable = _read_result(child.out)
     code = child.proc.returncode
     tail = _tail(child.err)
     if child.killed is not None:
         status, message = child.killed
         return ChildOutcome(
-            status, f"{message}\n{tail}".strip() if status == "crashed" else message, result
+            status, f"{message}\n{tail}".strip() if status == CRASHED else message, result
         )
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else code
-        status = "oom" if -code == signal.SIGKILL else "crashed"
-        hint = " (the kernel's OOM killer?)" if status == "oom" else ""
+        status = OOM if -code == signal.SIGKILL else CRASHED
+        hint = " (the kernel's OOM killer?)" if status == OOM else ""
         return ChildOutcome(status, f"killed by {name}{hint}\n{tail}".strip(), result)
     if code != 0:
-        return ChildOutcome("crashed", f"exit status {code}\n{tail}".strip(), result)
+        return ChildOutcome(CRASHED, f"exit status {code}\n{tail}".strip(), result)
     if result is None:
-        return ChildOutcome(
-            "crashed", f"no readable result JSON at {child.out}\n{tail}".strip(), None
-        )
-    status = result.get("status", "crashed")
-    return ChildOutcome(status, result.get("error"), result)
+        return ChildOutcome(CRASHED, f"{unreadable}\n{tail}".strip(), None)
+    return ChildOutcome(result.status, result.error, result)
 
 
 def _watch(children: list[_Child], timeout_s: float, budget: int, poll_s: float) -> None:
@@ -117,15 +118,15 @@ def _watch(children: list[_Child], timeout_s: float, budget: int, poll_s: float)
         failed = [i for i, code in enumerate(codes) if code not in (None, 0)]
         if failed:
             time.sleep(0.5)  # let the others report their own failure first
-            _kill(children, "crashed", f"killed: process {failed[0]} of the group failed")
+            _kill(children, CRASHED, f"killed: process {failed[0]} of the group failed")
             return
         rss = _group_rss(children)
         if rss > budget:
             msg = f"RSS {format_bytes(rss)} passed the memory budget {format_bytes(budget)}; killed"
-            _kill(children, "oom", msg)
+            _kill(children, OOM, msg)
             return
         if time.monotonic() - start > timeout_s:
-            _kill(children, "timeout", f"still running after the {timeout_s:g} s timeout; killed")
+            _kill(children, TIMEOUT, f"still running after the {timeout_s:g} s timeout; killed")
             return
         time.sleep(poll_s)
 
@@ -144,7 +145,7 @@ def run_group(
     Args:
         argvs: each child's command line.
         envs: each child's full environment.
-        outs: where each child writes its result JSON (its stderr goes beside, `.stderr`).
+        outs: where each child writes its `ChildResult` JSON (its stderr goes beside, `.stderr`).
         timeout_s: wall-clock limit for the whole group.
         budget_bytes: the group's summed RSS limit.
     """
@@ -159,6 +160,6 @@ def run_group(
             children.append(_Child(proc, out, err))
         _watch(children, timeout_s, budget_bytes, poll_s)
     except BaseException:
-        _kill(children, "crashed", "interrupted")
+        _kill(children, CRASHED, "interrupted")
         raise
     return [_outcome(c) for c in children]

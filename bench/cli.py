@@ -1,7 +1,8 @@
 """`loadbench`: measure how much host RAM and time each way of loading a checkpoint costs.
 
 Subcommands: `bench list|run|abstract`, `recommend`, `compare`, and those that other packages register
-(`shapes ...` from shapes.cli, `dashboard` from dashboard.cli).
+(`shapes ...` from shapes.cli, `dashboard` from dashboard.cli). The one module above all four
+packages.
 
 `main(argv=None) -> int` catches the project's errors (`loader.errors.CheckpointError`, which the
 shapes errors subclass, and `bench.errors.BenchError`) and prints one line,
@@ -11,15 +12,18 @@ shapes errors subclass, and `bench.errors.BenchError`) and prints one line,
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import signal
 import sys
 from pathlib import Path
 
+import dashboard.cli
+import shapes.cli
+from bench import compare
 from bench.errors import BenchError
 from loader.errors import CheckpointError
+from loader.strategies import StrategyInfo
+from loader.vocabulary import FILE, STRATEGY
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -27,6 +31,17 @@ EXIT_INTERRUPTED = 130
 
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _tags(info: StrategyInfo) -> str:
+    """What sets a strategy apart in `bench list`: its kind, checkpoint form, processes."""
+    tags = [
+        info.kind if info.kind != STRATEGY else "",
+        info.checkpoint if info.checkpoint != FILE else "",
+        "multi-process" if info.multiprocess else "",
+        "" if info.available() else f"needs {', '.join(info.missing())}",
+    ]
+    return f"  [{', '.join(t for t in tags if t)}]" if any(tags) else ""
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -37,21 +52,16 @@ def cmd_list(args: argparse.Namespace) -> int:
         keys = ("name", "description", "kind", "checkpoint", "multiprocess")
         print(json.dumps([{k: getattr(e, k) for k in keys} for e in entries.values()], indent=1))
         return 0
-    if not entries:
-        print("no strategies registered (loader/strategies/ has none)")
     width = max((len(n) for n in entries), default=0)
     for e in entries.values():
-        tags = [t for t in (e.kind if e.kind != "model" else "", e.checkpoint if e.checkpoint != "file" else "",
-                            "multi-process" if e.multiprocess else "") if t]  # fmt: skip
-        print(
-            f"{e.name.ljust(width)}  {e.description}" + (f"  [{', '.join(tags)}]" if tags else "")
-        )
+        print(f"{e.name.ljust(width)}  {e.description}{_tags(e)}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from bench.config import RunConfig
     from bench.results import read_results
-    from bench.runner import RunConfig, run_bench
+    from bench.runner import run_bench
     from bench.summary import json_summary, tables
     from bench.units import parse_size
 
@@ -133,17 +143,6 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_recommend)
 
 
-def _register_others(sub: argparse._SubParsersAction) -> None:
-    for module in ("shapes.cli", "dashboard.cli"):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as exc:
-            if exc.name and module.startswith(exc.name):
-                continue  # that package's CLI is not there (yet)
-            raise
-        mod.register(sub)
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -161,10 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_bench(sub)
     _add_recommend(sub)
-    from bench import compare
-
     compare.register(sub)
-    _register_others(sub)
+    shapes.cli.register(sub)
+    dashboard.cli.register(sub)
     return parser
 
 

@@ -16,3 +16,7 @@ class SchemaVersionError(BenchError):
 
 class NoResultsError(BenchError):
     """There are no measured runs to recommend from."""
+
+
+class ChildResultError(BenchError):
+    """A child's task or result JSON has another version, a missing field or a wrong type."""

@@ -1,34 +1,32 @@
-"""What a bench run will do: checkpoints, conversions, the interleaved task list, child commands.
+"""What a bench run will do: the checkpoint of each shape set and the interleaved task list.
 
-Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.prepare synth` child and
-cached with a `bench.json` summary; strategies whose `CHECKPOINT` is not "file" get their converted
-copy once per (strategy, processes, devices) from `bench.child.prepare convert`. The task list runs every
-memray capture first (one per strategy, so measured rows can link to it), then the repeats
-interleaved: A B C A B C. In the default matrix a strategy predicted not to fit the memory budget
+Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.prepare synth` child
+and cached with a `bench.json` summary. The task list runs every memray capture first (one per
+strategy, so measured rows can link to it), then the repeats interleaved: A B C A B C, so drift
+hits every strategy alike. In the default matrix a strategy predicted not to fit the memory budget
 (its peak predicted by `bench.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
-the checkpoint) is skipped.
+the checkpoint) is skipped. How each task's children are started is `bench.launch`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.children import run_group
-from bench.errors import BenchError
+from bench.config import DEFAULT_PROCESSES, RunConfig
+from bench.errors import BenchError, NoResultsError
+from bench.recommend import recommend
+from bench.results import read_results
 from bench.units import format_bytes
+from loader.strategies import StrategyInfo
 from shapes import is_synthesized
 
 DEFAULT_PEAK_RATIO = 3.5  # the naive path measures ~3.2x; unknown strategies are assumed as bad
 BASELINE_GUESS_BYTES = 1 << 30
-DEFAULT_PROCESSES = 2
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ class Task:
     """One child run (or group of cooperating children) of one strategy."""
 
     checkpoint: Checkpoint
-    entry: object  # loader.strategies.StrategyEntry
+    entry: StrategyInfo
     repeat: int
     processes: int
     devices: int  # in total, across processes
@@ -83,7 +81,7 @@ class Task:
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
 
 
-def _layout(entry, config) -> tuple[int, int]:
+def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
     """(processes, total devices) of a strategy under `config`."""
     procs = (config.processes or DEFAULT_PROCESSES) if entry.multiprocess else 1
     return procs, max(1, config.devices // procs) * procs
@@ -91,10 +89,6 @@ def _layout(entry, config) -> tuple[int, int]:
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
     """Each strategy's predicted peak on `ck` from earlier results in `out` (`bench.recommend`)."""
-    from bench.errors import NoResultsError
-    from bench.recommend import recommend
-    from bench.results import read_results
-
     target = {
         "checkpoint_bytes": ck.checkpoint_bytes,
         "largest_tensor_bytes": ck.largest_tensor_bytes,
@@ -107,9 +101,11 @@ def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
     return {s["strategy"]: s["predicted_peak_bytes"] for s in rec.strategies}
 
 
-def plan(ck: Checkpoint, entries: list, config, run_folder: Path) -> tuple[list[Task], list]:
+def plan(
+    ck: Checkpoint, entries: list[StrategyInfo], config: RunConfig, run_folder: Path
+) -> tuple[list[Task], list[tuple[Task, str]]]:
     """The interleaved tasks of one shape set, and (task, reason) for each skipped strategy."""
-    budget = config.memory_budget_bytes or _default_budget()
+    budget = config.budget_bytes()
     known = _predicted_peaks(Path(config.out), ck, budget) if config.strategies is None else {}
     run, skipped = [], []
     for entry in entries:
@@ -129,92 +125,3 @@ def plan(ck: Checkpoint, entries: list, config, run_folder: Path) -> tuple[list[
         tasks += [replace(t, memray_bin=folder / f"{t.entry.name}-{ck.shapes}-r0.bin") for t in run]
     tasks += [replace(t, repeat=r) for r in range(config.repeats) for t in run]
     return tasks, skipped
-
-
-def _default_budget() -> int:
-    from bench.runner import default_budget
-
-    return default_budget()
-
-
-def _env(task: Task, index: int, coordinator: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    flags = re.sub(r"--xla_force_host_platform_device_count=\S+", "", env.get("XLA_FLAGS", ""))
-    per_process = task.devices // task.processes
-    env["XLA_FLAGS"] = (
-        f"{flags.strip()} --xla_force_host_platform_device_count={per_process}".strip()
-    )
-    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    env["PYTHONUNBUFFERED"] = "1"
-    for key in ("LOADBENCH_COORDINATOR", "LOADBENCH_NUM_PROCESSES", "LOADBENCH_PROCESS_ID"):
-        env.pop(key, None)
-    if task.processes > 1:
-        env.update(
-            LOADBENCH_COORDINATOR=coordinator or "",
-            LOADBENCH_NUM_PROCESSES=str(task.processes),
-            LOADBENCH_PROCESS_ID=str(index),
-        )
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _group(task: Task, argv_tail: list[str], work: Path, tag: str):
-    """argvs, envs, outs of the task's process group running `python -m <argv_tail>`."""
-    work.mkdir(parents=True, exist_ok=True)
-    coordinator = f"127.0.0.1:{_free_port()}" if task.processes > 1 else None
-    outs = [work / f"{tag}-p{i}.json" for i in range(task.processes)]
-    argvs = [[sys.executable, "-m", *argv_tail, "--out", str(o)] for o in outs]
-    envs = [_env(task, i, coordinator) for i in range(task.processes)]
-    return argvs, envs, outs
-
-
-def task_argvs(task: Task, work: Path):
-    """Write the task JSON and return the worker group's (argvs, envs, outs)."""
-    tag = uuid.uuid4().hex[:12]
-    spec = {
-        "strategy": task.entry.name,
-        "shapes": task.checkpoint.shapes,
-        "checkpoint": task.path or task.checkpoint.path,
-        "source_checkpoint": task.checkpoint.path,
-        "dtype": task.checkpoint.dtype,
-        "seed": task.checkpoint.seed,
-        "memray_bin": None,
-    }
-    argvs, envs, outs = _group(
-        task, ["bench.child.worker", "--task", str(work / f"{tag}.task.json")], work, tag
-    )
-    if task.memray_bin is not None:
-        spec["memray_bin"] = str(task.memray_bin)
-        if task.processes > 1:  # each process its own capture; the rows link to process 0's
-            spec["memray_bin"] = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
-    (work / f"{tag}.task.json").write_text(json.dumps(spec), encoding="utf-8")
-    return argvs, envs, outs
-
-
-def prepare_task(task: Task, cache: Path, config) -> Task | tuple[str, str]:
-    """The task with the path its strategy loads; (status, error) if conversion failed."""
-    if task.entry.checkpoint == "file":
-        return task
-    folder = (
-        task.checkpoint.folder / "prepared" / f"{task.entry.name}-p{task.processes}-d{task.devices}"
-    )
-    marker = folder / "prepared.json"
-    if not marker.is_file():
-        tail = ["bench.child.prepare", "convert", "--strategy", task.entry.name, "--shapes", task.checkpoint.shapes,
-                "--src", task.checkpoint.path, "--dst", str(folder), "--seed", str(task.checkpoint.seed)]  # fmt: skip
-        if task.checkpoint.dtype:
-            tail += ["--dtype", task.checkpoint.dtype]
-        argvs, envs, outs = _group(task, tail, folder.parent / ".work", folder.name)
-        budget = config.memory_budget_bytes or _default_budget()
-        outcomes = run_group(argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=budget)
-        bad = next((o for o in outcomes if o.status != "ok"), None)
-        if bad is not None or not marker.is_file():
-            marker.unlink(missing_ok=True)
-            why = bad.error if bad else "no prepared.json written"
-            return "crashed", f"preparing the {task.entry.checkpoint} checkpoint failed: {why}"
-    return replace(task, path=json.loads(marker.read_text(encoding="utf-8"))["checkpoint"])

@@ -17,7 +17,7 @@ a only; two: a and e; three or more: a, b and e). The constant e absorbs per-pro
 
 The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
 it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The
-recommendation is the fastest strategy that fits. Reference strategies (the `floor` line) load no
+recommendation is the fastest strategy that fits. Rows of kind `reference` (the `floor` line) load no
 model and are never recommended. One implementation for the CLI and the dashboard; no jax.
 """
 
@@ -32,10 +32,12 @@ import pandas as pd
 
 from bench.errors import NoResultsError
 from bench.results import Results, headline
-from bench.schema import TOTAL
 from bench.units import format_bytes
+from loader.vocabulary import OK, REFERENCE, TOTAL
 
 TIGHT_FRACTION = 0.10
+FITS, TIGHT, DOES_NOT_FIT = "fits", "tight", "does not fit"
+VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best first
 #: Runs on smaller checkpoints are not extrapolated from: their peak is mostly fixed per-process
 #: overhead (tiny-gpt2's 0.4 MB loads show 4x-160x "the checkpoint"), which says nothing of slope.
 MIN_FIT_BYTES = 64 << 20
@@ -56,15 +58,6 @@ class Recommendation:
             "strategies": self.strategies,
             "unmeasured": self.unmeasured,
         }
-
-
-def _reference_names() -> set[str]:
-    try:
-        from bench import strategies
-
-        return {n for n, e in strategies.catalog().items() if e.kind == "reference"}
-    except Exception:  # noqa: BLE001 - the registry is optional here (e.g. a results-only install)
-        return {"floor"}
 
 
 def _nnls(columns: list[np.ndarray], y: np.ndarray) -> list[float]:
@@ -103,7 +96,7 @@ def ok_runs(results: Results, devices: int | None = None) -> pd.DataFrame:
     """The ok whole-run rows the model is fitted on: per strategy, its runs on `devices` devices
     where it has any, else all its runs (a multi-process strategy needs a device per process)."""
     rows = headline(results.phases)
-    rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == "ok")]
+    rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[pd.to_numeric(rows["checkpoint_bytes"]) > 0]
     if devices is None or rows.empty:
         return rows
@@ -141,8 +134,8 @@ def verdict(peak: int, host_ram: int) -> str:
     """`fits`, `tight` (under 10% of `host_ram` to spare) or `does not fit`, for a peak RSS."""
     headroom = host_ram - peak
     if headroom < 0:
-        return "does not fit"
-    return "tight" if headroom < TIGHT_FRACTION * host_ram else "fits"
+        return DOES_NOT_FIT
+    return TIGHT if headroom < TIGHT_FRACTION * host_ram else FITS
 
 
 def recommend(
@@ -160,7 +153,7 @@ def recommend(
         NoResultsError: no ok runs of any model strategy to fit.
     """
     rows = ok_runs(results, devices)
-    rows = rows[~rows["strategy"].isin(_reference_names())]
+    rows = rows[rows["kind"] != REFERENCE]
     if rows.empty:
         raise NoResultsError("no measured runs to fit")
     out, unmeasured = [], []
@@ -173,14 +166,13 @@ def recommend(
         outcome = verdict(pred["predicted_peak_bytes"], host_ram_bytes)
         headroom = host_ram_bytes - pred["predicted_peak_bytes"]
         out.append({"strategy": strategy, **pred, "verdict": outcome, "headroom_bytes": headroom})
-    order = {"fits": 0, "tight": 1, "does not fit": 2}
-    out.sort(key=lambda s: (order[s["verdict"]], s["predicted_wall_s"]))
+    out.sort(key=lambda s: (VERDICTS.index(s["verdict"]), s["predicted_wall_s"]))
     if not out:
         raise NoResultsError(
             f"only checkpoints under {format_bytes(MIN_FIT_BYTES)} were measured; their peaks are "
             "per-process overhead. Run `make bench SHAPES=gpt2` (548 MB) or larger first"
         )
-    best = next((s["strategy"] for s in out if s["verdict"] == "fits"), None)
+    best = next((s["strategy"] for s in out if s["verdict"] == FITS), None)
     return Recommendation(best, out, sorted(unmeasured))
 
 

@@ -1,10 +1,10 @@
-"""The one writer and the one reader of bench results (schema v1, see `bench.schema`).
+"""The one writer and the one reader of bench results (schema v2, see `bench.schema`).
 
 A run appends to `results/<machine>/<run-id>.jsonl`, one record per line, flushed and fsynced per
 line, so a killed run loses at most its last line; `export_parquet` adds `<run-id>.<type>.parquet`
 at the end. `read_results(folder)` reads every `*.jsonl` under `folder` (all machines, all runs):
-a truncated last line is skipped with a warning, an unknown schema version skips that file and is
-reported in `.errors` naming it. Never import jax here: the dashboard uses this module.
+a truncated last line is skipped with a warning, v1 lines are upgraded to v2, and an unknown
+schema version skips that file and is reported in `.errors` naming it. Never import jax here: the dashboard uses this module.
 
 Example:
     >>> res = read_results("results")
@@ -25,16 +25,16 @@ import pandas as pd
 
 from bench.errors import SchemaVersionError
 from bench.schema import (
+    READABLE_VERSIONS,
     RECORD_TYPES,
-    SCHEMA_VERSION,
-    STATUS_SEVERITY,
-    TOTAL,
     PhaseRecord,
     RunRecord,
     SampleRecord,
     field_names,
     to_json_line,
+    upgrade,
 )
+from loader.vocabulary import CRASHED, OK, STATUS_SEVERITY, TOTAL
 
 GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes"]
 
@@ -84,8 +84,10 @@ class Results:
 def read_jsonl(path: str | os.PathLike) -> tuple[dict[str, list[dict]], list[tuple[str, str]]]:
     """Read one results file: records by type and (file, message) for each unreadable line.
 
+    Lines of an older readable version come back as the current version (`schema.upgrade`).
+
     Raises:
-        SchemaVersionError: the file holds a schema version other than this reader's.
+        SchemaVersionError: the file holds a schema version this reader cannot read.
     """
     path = Path(path)
     records: dict[str, list[dict]] = {name: [] for name in RECORD_TYPES}
@@ -95,28 +97,36 @@ def read_jsonl(path: str | os.PathLike) -> tuple[dict[str, list[dict]], list[tup
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = _current(json.loads(raw), path, number)
         except ValueError as exc:
-            if number == len(lines):  # no newline after it: a write cut short by a kill
-                msg = f"line {number}: truncated last line skipped (a killed run?)"
-                warnings.warn(f"{path}: {msg}", stacklevel=2)
-            else:
-                msg = f"line {number}: not JSON ({exc}); line skipped"
-            errors.append((str(path), msg))
+            errors.append((str(path), _unreadable(path, number, len(lines), exc)))
             continue
-        version = obj.get("schema_version") if isinstance(obj, dict) else None
-        if version != SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{path}: line {number} has schema_version {version!r}, this loadbench reads "
-                f"version {SCHEMA_VERSION}; read it with the loadbench that wrote it, or move it "
-                "out of the results folder"
-            )
         kind = obj.get("record")
         if kind not in records:
             errors.append((str(path), f"line {number}: unknown record type {kind!r}; skipped"))
             continue
         records[kind].append(obj)
     return records, errors
+
+
+def _current(obj: Any, path: Path, number: int) -> dict[str, Any]:
+    """A parsed line as a record of the current schema version; SchemaVersionError otherwise."""
+    version = obj.get("schema_version") if isinstance(obj, dict) else None
+    if version not in READABLE_VERSIONS:
+        raise SchemaVersionError(
+            f"{path}: line {number} has schema_version {version!r}, this loadbench reads "
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}; read it with the loadbench that "
+            "wrote it, or move it out of the results folder"
+        )
+    return upgrade(obj)
+
+
+def _unreadable(path: Path, number: int, count: int, exc: ValueError) -> str:
+    if number == count:  # no newline after it: a write cut short by a kill
+        msg = f"line {number}: truncated last line skipped (a killed run?)"
+        warnings.warn(f"{path}: {msg}", stacklevel=3)
+        return msg
+    return f"line {number}: not JSON ({exc}); line skipped"
 
 
 def _frame(rows: list[dict], record_type: type) -> pd.DataFrame:
@@ -170,11 +180,12 @@ def worst_status(statuses: pd.Series) -> str:
 
 def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
     totals = group[group["phase"] == TOTAL]
-    ok = totals[totals["status"] == "ok"]
+    ok = totals[totals["status"] == OK]
     wall = pd.to_numeric(ok["wall_s"])
     ckpt = int(totals["checkpoint_bytes"].iloc[0]) if len(totals) else 0
     row: dict[str, Any] = {
-        "status": worst_status(totals["status"]) if len(totals) else "crashed",
+        "kind": group["kind"].iloc[0],
+        "status": worst_status(totals["status"]) if len(totals) else CRASHED,
         "repeats": int(totals["result_id"].nunique()),
         "ok_repeats": int(len(ok)),
         "checkpoint_bytes": ckpt,
@@ -202,13 +213,15 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
 def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     """One row per (run_id, shapes, strategy, dtype, devices, processes) over the repeats.
 
-    Columns: the group keys, status (worst), repeats, ok_repeats, checkpoint_bytes,
+    Columns: the group keys, kind, status (worst), repeats, ok_repeats, checkpoint_bytes,
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
     over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
     and per phase P present: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).
     """
     if phases.empty:
-        return pd.DataFrame(columns=[*GROUP_KEYS, "status", "repeats", "peak_ratio", "wall_s"])
+        return pd.DataFrame(
+            columns=[*GROUP_KEYS, "kind", "status", "repeats", "peak_ratio", "wall_s"]
+        )
     rows = []
     for keys, group in headline(phases).groupby(GROUP_KEYS, sort=False, dropna=False):
         rows.append({**dict(zip(GROUP_KEYS, keys, strict=True)), **_summary_row(group)})

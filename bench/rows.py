@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bench.child_result import Measurement, PhaseMeasure
 from bench.children import ChildOutcome
-from bench.schema import STATUS_SEVERITY, TOTAL, PhaseRecord, SampleRecord
+from bench.schema import PhaseRecord, SampleRecord
+from loader.vocabulary import OK, STATUS_SEVERITY, TOTAL, WRONG
+
+Record = PhaseRecord | SampleRecord
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,7 @@ class RowContext:
     result_id: str
     shapes: str
     strategy: str
+    kind: str  # the strategy's kind (loader.vocabulary.KINDS)
     dtype: str
     devices: int
     processes: int
@@ -34,34 +39,46 @@ class RowContext:
     memray_top: str | None = None
 
 
-def _phase_row(ctx: RowContext, index: int, status, error, res: dict, ph: dict) -> PhaseRecord:
+def _phase_row(
+    ctx: RowContext,
+    index: int,
+    status: str,
+    error: str | None,
+    measured: Measurement | None = None,
+    phase: PhaseMeasure | None = None,
+) -> PhaseRecord:
+    """One row; without a measurement, the `total` row of a result that has none."""
     return PhaseRecord(
         run_id=ctx.run_id, result_id=ctx.result_id, shapes=ctx.shapes, strategy=ctx.strategy,
-        dtype=ctx.dtype, devices=ctx.devices, processes=ctx.processes, process_index=index,
+        kind=ctx.kind, dtype=ctx.dtype, devices=ctx.devices, processes=ctx.processes, process_index=index,
         repeat=ctx.repeat, status=status, error=error, checkpoint_bytes=ctx.checkpoint_bytes,
         largest_tensor_bytes=ctx.largest_tensor_bytes, tensors=ctx.tensors,
-        baseline_rss_bytes=res.get("baseline_rss_bytes"), peak_rss_bytes=res.get("peak_rss_bytes"),
-        wall_s=res.get("wall_s"), phase=ph.get("name", TOTAL), phase_order=ph.get("order", 0),
-        phase_wall_s=ph.get("wall_s"), phase_peak_rss_bytes=ph.get("peak_rss_bytes"),
-        phase_end_rss_bytes=ph.get("end_rss_bytes"), phase_anon_rss_bytes=ph.get("anon_rss_bytes"),
-        phase_file_rss_bytes=ph.get("file_rss_bytes"), peak_source=res.get("peak_source"),
-        substeps_s=dict(ph.get("substeps_s") or {}), memray_html=ctx.memray_html,
+        baseline_rss_bytes=measured and measured.baseline_rss_bytes,
+        peak_rss_bytes=measured and measured.total.peak_rss_bytes,
+        wall_s=measured and measured.total.wall_s,
+        phase=phase.name if phase else TOTAL, phase_order=phase.order if phase else 0,
+        phase_wall_s=phase and phase.wall_s, phase_peak_rss_bytes=phase and phase.peak_rss_bytes,
+        phase_end_rss_bytes=phase and phase.end_rss_bytes,
+        phase_anon_rss_bytes=phase and phase.anon_rss_bytes,
+        phase_file_rss_bytes=phase and phase.file_rss_bytes,
+        peak_source=measured and measured.peak_source,
+        substeps_s=dict(phase.substeps_s) if phase else {}, memray_html=ctx.memray_html,
         memray_top=ctx.memray_top,
     )  # fmt: skip
 
 
 def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
     """The one `total` row of a result that has no measurements."""
-    return _phase_row(ctx, index, status, error, {}, {"name": TOTAL, "order": 0})
+    return _phase_row(ctx, index, status, error)
 
 
 def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
     """The rows of one process: every phase and `total`, or one failed `total` row."""
-    res = outcome.result or {}
-    if outcome.status not in ("ok", "wrong") or "total" not in res:
+    measured = outcome.result.measurement if outcome.result else None
+    if outcome.status not in (OK, WRONG) or measured is None:
         return [failed_row(ctx, outcome.status, outcome.error, index)]
-    phases = [*res.get("phases", []), res["total"]]
-    return [_phase_row(ctx, index, outcome.status, outcome.error, res, ph) for ph in phases]
+    phases = [*measured.phases, measured.total]
+    return [_phase_row(ctx, index, outcome.status, outcome.error, measured, p) for p in phases]
 
 
 def _sum(values: list[Any]) -> Any:
@@ -73,7 +90,7 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
     firsts = [rows[0] for rows in per_process]
     status = max((r.status for r in firsts), key=STATUS_SEVERITY.__getitem__)
     error = next((r.error for r in firsts if r.error), None)
-    if status not in ("ok", "wrong"):
+    if status not in (OK, WRONG):
         return [failed_row(ctx, status, error, -1)]
     by_phase = [{r.phase: r for r in rows} for rows in per_process]
     common = [r.phase for r in per_process[0] if all(r.phase in m for m in by_phase)]
@@ -102,22 +119,25 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
 
 def sample_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[SampleRecord]:
     """The RSS timeline of one process."""
-    samples = (outcome.result or {}).get("samples") or []
+    measured = outcome.result.measurement if outcome.result else None
     return [
-        SampleRecord(ctx.run_id, ctx.result_id, index, float(t), str(ph), int(anon), int(file))
-        for t, ph, anon, file in samples
-    ]
+        SampleRecord(ctx.run_id, ctx.result_id, index, s.t_s, s.phase, s.rss_anon_bytes, s.rss_file_bytes)
+        for s in (measured.samples if measured else ())
+    ]  # fmt: skip
 
 
-def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list:
+def _process_index(outcome: ChildOutcome, position: int) -> int:
+    backend = outcome.result.backend if outcome.result else None
+    return backend.process_index if backend else position
+
+
+def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record]:
     """Every record of one result: per-process rows, the summed rows if several, samples."""
-    indices = [
-        (o.result or {}).get("process_index", i) if len(outcomes) > 1 else 0
-        for i, o in enumerate(outcomes)
-    ]
+    single = len(outcomes) == 1
+    indices = [0 if single else _process_index(o, i) for i, o in enumerate(outcomes)]
     per_process = [process_rows(ctx, i, o) for i, o in zip(indices, outcomes, strict=True)]
-    records: list = [r for rows in per_process for r in rows]
-    if len(outcomes) > 1:
+    records: list[Record] = [r for rows in per_process for r in rows]
+    if not single:
         records += summed_rows(ctx, per_process)
     for i, outcome in zip(indices, outcomes, strict=True):
         records += sample_rows(ctx, i, outcome)

@@ -16,41 +16,23 @@ import os
 import shutil
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from tqdm import tqdm
 
 from bench import strategies
-from bench.children import run_group
+from bench.child_result import MemrayFiles
+from bench.children import ChildOutcome, run_group
+from bench.config import RunConfig, cache_dir
 from bench.errors import BenchError
+from bench.launch import prepare_task, task_argvs
 from bench.machine import machine_id, new_run_id, run_record
-from bench.matrix import Checkpoint, Task, plan, prepare_task, task_argvs
+from bench.matrix import Checkpoint, Task, plan
 from bench.results import ResultsWriter, export_parquet
 from bench.rows import RowContext, failed_row, result_records
-
-DEFAULT_TIMEOUT_S = 900.0
-BUDGET_FRACTION = 0.75
-
-
-@dataclass
-class RunConfig:
-    """One `bench run`: what to run and under which limits."""
-
-    shapes: list[str]
-    strategies: list[str] | None = None  # None: every registered strategy predicted to fit
-    repeats: int = 3
-    dtype: str | None = None
-    devices: int = 1
-    processes: int | None = None  # None: 2 for multi-process strategies, 1 otherwise
-    memray: bool = False
-    out: Path = Path("results")
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    memory_budget_bytes: int | None = None
-    seed: int = 0
-    progress: bool = True
-    argv: list[str] = field(default_factory=list)
+from loader.strategies import StrategyInfo
+from loader.vocabulary import OK, SKIPPED
 
 
 @dataclass
@@ -62,17 +44,7 @@ class RunOutcome:
     interrupted: bool = False
 
 
-def default_budget() -> int:
-    """A safe fraction of the host's RAM, less what this parent process holds."""
-    parent = psutil.Process().memory_info().rss
-    return int(psutil.virtual_memory().total * BUDGET_FRACTION) - parent
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LOADBENCH_CACHE") or ".cache/loadbench")
-
-
-def _select(config: RunConfig) -> list:
+def _select(config: RunConfig) -> list[StrategyInfo]:
     entries = strategies.catalog()
     if config.strategies is None:
         return list(entries.values())
@@ -89,25 +61,24 @@ def _context(run_id: str, task: Task, memray: dict) -> RowContext:
     ck = task.checkpoint
     html, top = memray.get((ck.shapes, task.entry.name), (None, None))
     return RowContext(
-        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, ck.dtype or "native",
+        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, task.entry.kind, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
         ck.largest_tensor_bytes, ck.tensors, html, top,
     )  # fmt: skip
 
 
-def _run_task(task: Task, config: RunConfig, work: Path, budget: int) -> list:
+def _run_task(task: Task, config: RunConfig, work: Path, budget: int) -> list[ChildOutcome]:
     argvs, envs, outs = task_argvs(task, work)
     return run_group(argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=budget)
 
 
-def _note_memray(task: Task, outcomes: list, memray: dict, folder: Path) -> None:
-    res = outcomes[0].result or {}
-    rel = [
-        os.path.relpath(p, folder) if p else None
-        for p in (res.get("memray_html"), res.get("memray_top"))
-    ]
+def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: dict, folder: Path) -> None:
+    """Remember where the capture's reports are (the measured rows link to them), or say why not."""
+    first = outcomes[0]
+    files = (first.result.memray if first.result else None) or MemrayFiles()
+    rel = [os.path.relpath(p, folder) if p else None for p in (files.html, files.top)]
     memray[(task.checkpoint.shapes, task.entry.name)] = tuple(rel)
-    problem = outcomes[0].error if outcomes[0].status != "ok" else res.get("memray_error")
+    problem = first.error if first.status != OK else files.error
     if problem:
         print(
             f"loadbench: memray capture of {task.entry.name}: {problem.splitlines()[0]}",
@@ -116,7 +87,7 @@ def _note_memray(task: Task, outcomes: list, memray: dict, folder: Path) -> None
 
 
 def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str) -> None:
-    budget = config.memory_budget_bytes or default_budget()
+    budget = config.budget_bytes()
     memray: dict = {}
     folder = writer.path.parent
     work = folder / run_id / "work"
@@ -124,7 +95,7 @@ def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id
     with bar:
         for task in tasks:
             bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
-            prepared = prepare_task(task, cache_dir(), config)
+            prepared = prepare_task(task, config)
             if isinstance(prepared, tuple):  # (status, error): could not prepare
                 writer.write(failed_row(_context(run_id, task, memray), *prepared))
             elif task.memray_bin is not None:
@@ -150,7 +121,7 @@ def run_bench(config: RunConfig) -> RunOutcome:
                 )
                 tasks, skipped = plan(ck, selected, config, jsonl.parent / run_id)
                 for task, reason in skipped:
-                    writer.write(failed_row(_context(run_id, task, {}), "skipped", reason))
+                    writer.write(failed_row(_context(run_id, task, {}), SKIPPED, reason))
                 _execute(tasks, config, writer, run_id)
         except KeyboardInterrupt:
             outcome.interrupted = True

@@ -1,9 +1,11 @@
-"""Results schema v1: the records a bench run writes, one JSON object per line (documented in bench/SCHEMA.md).
+"""Results schema v2: the records a bench run writes, one JSON object per line (bench/SCHEMA.md).
 
 Three record types, each a frozen dataclass with units in its field names:
 `RunRecord` (once per run: machine facts), `PhaseRecord` (one per (child result, phase), long
 format; a failed child has one `total` row with its status) and `SampleRecord` (the RSS timeline).
-Every line also carries `"schema_version"` and `"record"`. Never import jax here.
+Every line also carries `"schema_version"` and `"record"`. Phase names, statuses and strategy
+kinds are `loader.vocabulary`'s. v2 added `PhaseRecord.kind`; `upgrade` reads v1 lines. Never
+import jax here.
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 1
-STATUSES = ("ok", "wrong", "oom", "timeout", "crashed", "skipped")
-# Worst first: the summary of several repeats takes the worst status among them.
-STATUS_SEVERITY = {"crashed": 5, "oom": 4, "timeout": 3, "wrong": 2, "skipped": 1, "ok": 0}
-PHASES = ("build", "read", "cast", "transfer", "assemble", "stream")  # == loader.phases.PHASES
-TOTAL = "total"
-PEAK_SOURCES = ("hwm", "sampled")
+from loader.vocabulary import REFERENCE, STRATEGY
+
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # v1 lines are upgraded on reading (`upgrade`)
+#: v1 predates strategy kinds; its one reference strategy was `floor`, and it had no peers.
+V1_REFERENCE_STRATEGY = "floor"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class PhaseRecord:
     result_id: str
     shapes: str
     strategy: str
+    kind: str  # loader.vocabulary.KINDS: strategy | reference | peer
     dtype: str
     devices: int
     processes: int
@@ -113,3 +115,11 @@ def to_dict(record: RunRecord | PhaseRecord | SampleRecord) -> dict[str, Any]:
 def to_json_line(record: RunRecord | PhaseRecord | SampleRecord) -> str:
     """One line of a results file (no newline), strict JSON (NaN refused)."""
     return json.dumps(to_dict(record), allow_nan=False, separators=(",", ":"))
+
+
+def upgrade(obj: dict[str, Any]) -> dict[str, Any]:
+    """A record of a readable older version as the current version's fields (v1: adds `kind`)."""
+    if obj.get("schema_version") == 1 and obj.get("record") == PhaseRecord.RECORD:
+        is_reference = obj.get("strategy") == V1_REFERENCE_STRATEGY
+        obj = {**obj, "kind": REFERENCE if is_reference else STRATEGY}
+    return {**obj, "schema_version": SCHEMA_VERSION}

@@ -13,6 +13,7 @@ import pandas as pd
 
 from bench.results import Results, summarize
 from bench.units import format_bytes
+from loader.vocabulary import OK
 
 
 def _num(value: Any) -> float | None:
@@ -31,48 +32,36 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
+    phases = {
+        p: {"wall_s": _num(row.get(f"{p}_wall_s")), "peak_ratio": _num(row.get(f"{p}_peak_ratio"))}
+        for p in phase_names
+        if _num(row.get(f"{p}_wall_s")) is not None
+    }
+    return {
+        "strategy": row["strategy"], "kind": row["kind"], "shapes": row["shapes"],
+        "status": row["status"], "repeats": int(row["repeats"]),
+        "ok_repeats": int(row["ok_repeats"]), "dtype": row["dtype"],
+        "devices": int(row["devices"]), "processes": int(row["processes"]),
+        "checkpoint_bytes": _int(row["checkpoint_bytes"]),
+        "baseline_rss_bytes": _int(row["baseline_rss_bytes"]),
+        "peak_rss_bytes": _int(row["peak_rss_bytes"]), "peak_ratio": _num(row["peak_ratio"]),
+        "wall_s": _num(row["wall_s"]), "wall_s_min": _num(row["wall_s_min"]),
+        "wall_s_max": _num(row["wall_s_max"]),
+        "throughput_bytes_per_s": _num(row["throughput_bytes_per_s"]),
+        "peak_source": _str(row["peak_source"]), "error": _str(row["error"]), "phases": phases,
+    }  # fmt: skip
+
+
 def json_summary(results: Results) -> list[dict[str, Any]]:
-    """One object per (shapes, strategy): status, repeats, bytes, ratios, times, phases."""
-    out = []
+    """One object per (shapes, strategy): kind, status, repeats, bytes, ratios, times, phases."""
     summary = summarize(results.phases)
     names = [
         c.removesuffix("_wall_s")
         for c in summary.columns
         if c.endswith("_wall_s") and c != "wall_s"
     ]
-    for _, row in summary.iterrows():
-        phases = {
-            p: {
-                "wall_s": _num(row.get(f"{p}_wall_s")),
-                "peak_ratio": _num(row.get(f"{p}_peak_ratio")),
-            }
-            for p in names
-            if _num(row.get(f"{p}_wall_s")) is not None
-        }
-        out.append(
-            {
-                "strategy": row["strategy"],
-                "shapes": row["shapes"],
-                "status": row["status"],
-                "repeats": int(row["repeats"]),
-                "ok_repeats": int(row["ok_repeats"]),
-                "dtype": row["dtype"],
-                "devices": int(row["devices"]),
-                "processes": int(row["processes"]),
-                "checkpoint_bytes": _int(row["checkpoint_bytes"]),
-                "baseline_rss_bytes": _int(row["baseline_rss_bytes"]),
-                "peak_rss_bytes": _int(row["peak_rss_bytes"]),
-                "peak_ratio": _num(row["peak_ratio"]),
-                "wall_s": _num(row["wall_s"]),
-                "wall_s_min": _num(row["wall_s_min"]),
-                "wall_s_max": _num(row["wall_s_max"]),
-                "throughput_bytes_per_s": _num(row["throughput_bytes_per_s"]),
-                "peak_source": _str(row["peak_source"]),
-                "error": _str(row["error"]),
-                "phases": phases,
-            }  # fmt: skip
-        )
-    return out
+    return [_json_row(row, names) for _, row in summary.iterrows()]
 
 
 def _cells(row: pd.Series) -> list[str]:
@@ -122,7 +111,7 @@ def tables(results: Results) -> str:
         ]
         lines.insert(2, "  ".join("-" * w for w in widths))
         for _, r in group.iterrows():
-            if r["status"] != "ok" and isinstance(r["error"], str):
+            if r["status"] != OK and isinstance(r["error"], str):
                 lines.append(
                     f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
                 )

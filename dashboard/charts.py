@@ -10,13 +10,12 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from bench.recommend import VERDICTS
 from dashboard import style
 from loader.vocabulary import PHASE_ORDER
 
 FACET_COLUMNS = 4  # panels per row before the facets wrap
-VERDICT_COLORS = alt.Scale(
-    domain=["fits", "tight", "does not fit"], range=["#2e7d32", "#f9a825", "#c62828"]
-)
+VERDICT_COLORS = alt.Scale(domain=list(VERDICTS), range=["#2e7d32", "#f9a825", "#c62828"])
 
 
 def _scaled(med: pd.DataFrame, cols: list[str]) -> tuple[pd.DataFrame, str, str]:

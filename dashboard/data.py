@@ -15,8 +15,10 @@ import pandas as pd
 import streamlit as st
 
 from bench import results as _results
+from bench import strategies as _strategies
 from dashboard import RESULTS_ENV
 from dashboard.frames import phase_medians, run_label, run_labels, whole_run  # noqa: F401 (the pages' API)
+from loader.errors import CheckpointError
 
 ENV_VAR = RESULTS_ENV
 
@@ -62,3 +64,16 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     if phases.empty:
         return pd.DataFrame()
     return _results.summarize(phases)
+
+
+@st.cache_data(show_spinner=False)
+def strategy_descriptions() -> tuple[dict[str, str], str | None]:
+    """Each registered strategy's description (its docstring's first line), and any problem.
+
+    Read with `ast` from the registry (and `LOADBENCH_EXTRA_STRATEGIES`), so no jax. A strategy
+    measured but no longer registered has no description; its name stands alone.
+    """
+    try:
+        return {n: info.description for n, info in _strategies.catalog().items()}, None
+    except CheckpointError as e:  # a broken extra strategy module: say so, draw the rest
+        return {}, str(e)

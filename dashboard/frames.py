@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.results import headline
+from loader.vocabulary import OK, TOTAL
+
 
 def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
     """The rows that describe a whole run: single-process rows and the summed multi-process row."""
-    if phases.empty:
-        return phases
-    return phases[(phases["processes"] == 1) | (phases["process_index"] == -1)]
+    return phases if phases.empty else headline(phases)
 
 
 def run_label(run: pd.Series, shapes: list[str] | None = None) -> str:
@@ -38,7 +39,7 @@ def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
     the baseline for the first phase); `peak_over_baseline_bytes` is the phase peak minus baseline.
     """
     ok = whole_run(phases)
-    ok = ok[(ok["status"] == "ok") & (ok["phase"] != "total")].sort_values("phase_order")
+    ok = ok[(ok["status"] == OK) & (ok["phase"] != TOTAL)].sort_values("phase_order")
     if ok.empty:
         return pd.DataFrame()
     start = ok.groupby("result_id")["phase_end_rss_bytes"].shift(1)

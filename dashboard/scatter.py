@@ -112,7 +112,7 @@ def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> 
     seen = [s for s in STATUSES if s in set(points["status"])]
     shape = alt.Shape("status:N", title="status", scale=alt.Scale(domain=seen, range=[STATUS_SHAPES[s] for s in seen]))  # fmt: skip
     color = alt.Color("strategy:N", title="strategy", scale=style.strategy_scale(points["strategy"]))
-    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("kind:N"), alt.Tooltip("status:N"), alt.Tooltip("repeats:Q"),
+    tooltip = [alt.Tooltip("strategy:N"), *([alt.Tooltip("description:N")] if "description" in points else []), alt.Tooltip("kind:N"), alt.Tooltip("status:N"), alt.Tooltip("repeats:Q"),
                alt.Tooltip("wall_s:Q", format=".2f", title="wall s"), alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
                alt.Tooltip("pareto:N", title="on the Pareto front")]  # fmt: skip
     layers = []

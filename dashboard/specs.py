@@ -7,7 +7,6 @@ short-lived child interpreter instead (`python -m dashboard.specs ...`), which p
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
@@ -23,22 +22,15 @@ def _names() -> list[str]:
     return sorted(set(shapes.preset_names()) | set(shapes.fetched_names()))
 
 
-def _shard_axis():
-    try:
-        return importlib.import_module("loader.sharded.rule").shard_axis, None
-    except (ImportError, AttributeError) as e:
-        return None, f"the sharding rule is not available yet ({e})"
-
-
 def _facts(name: str, devices: int) -> dict:
     import shapes
     from bench.recommend import spec_summary
+    from loader.sharded.rule import shard_axis
 
     spec = shapes.load_spec(name)
-    shard_axis, note = _shard_axis()
     rows = []
     for t in sorted(spec.tensors, key=lambda t: t.nbytes, reverse=True)[:TOP_TENSORS]:
-        axis = shard_axis(t.shape, devices) if shard_axis else None
+        axis = shard_axis(t.shape, devices)
         rows.append(
             {
                 "tensor": t.name,
@@ -53,7 +45,6 @@ def _facts(name: str, devices: int) -> dict:
         "summary": spec_summary(name),
         "source": spec.source,
         "tensors": rows,
-        "sharding_note": note,
     }
 
 
@@ -83,7 +74,7 @@ def spec_facts(name: str, devices: int) -> dict:
         devices: the device count the sharding rule splits over.
 
     Returns:
-        `{"summary", "source", "tensors", "sharding_note"}`.
+        `{"summary", "source", "tensors"}`.
     """
     if why_unavailable("shapes") is None and why_unavailable("loader.sharded.rule") is None:
         return _facts(name, devices)

@@ -20,7 +20,7 @@ import altair as alt
 import pandas as pd
 
 from bench.units import format_bytes
-from loader.vocabulary import PEER, PHASE_ORDER, REFERENCE, STRATEGY
+from loader.vocabulary import KINDS, PEER, PHASE_ORDER, REFERENCE, STRATEGY
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -90,9 +90,16 @@ def strategy_color(name: str) -> str:
     return STRATEGY_PALETTE[len(names) + zlib.crc32(name.encode()) % spare]
 
 
+def legend_order(names) -> list[str]:
+    """Strategies as a legend lists them: reference lines, ours, then peers; by name within each."""
+    rank = {k: i for i, k in enumerate(KINDS)}
+    unique = dict.fromkeys(str(s) for s in names)
+    return sorted(unique, key=lambda n: (rank.get(kind_of(n), len(KINDS)), n))
+
+
 def strategy_scale(shown) -> alt.Scale:
     """A colour scale whose domain is exactly the strategies shown, each in its fixed colour."""
-    domain = sorted(dict.fromkeys(str(s) for s in shown))
+    domain = legend_order(shown)
     return alt.Scale(domain=domain, range=[strategy_color(s) for s in domain])
 
 

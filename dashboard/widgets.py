@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import MAKE_COMMAND, data
-from loader.vocabulary import STATUSES
+from loader.vocabulary import OK, STATUSES, TOTAL
 
 
 def empty_state(folder: str) -> None:
@@ -71,7 +71,7 @@ def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
 def status_table(phases: pd.DataFrame) -> None:
     """Every child run of `phases` with its status and error: never filtered, never hidden."""
     totals = data.whole_run(phases)
-    totals = totals[totals["phase"] == "total"]
+    totals = totals[totals["phase"] == TOTAL]
     cols = ["strategy", "repeat", "dtype", "devices", "status", "peak_ratio", "wall_s", "error"]
     table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)
     table["error"] = table["error"].where(table["error"].map(lambda e: isinstance(e, str)), "")
@@ -89,5 +89,5 @@ def status_table(phases: pd.DataFrame) -> None:
 
 
 def _status_style(row: pd.Series) -> list[str]:
-    color = "" if row["status"] == "ok" else "background-color: rgba(198, 40, 40, 0.15)"
+    color = "" if row["status"] == OK else "background-color: rgba(198, 40, 40, 0.15)"
     return [color] * len(row)

@@ -2,7 +2,8 @@
 
 Each step is separate so strategies can time them as phases: `host_cast` (dtype conversion on the
 host), `to_device` (placement with the leaf's sharding, or the PRNG key / Python scalar rebuild),
-`assign` (set the variable in place). `stream_steps` runs them tensor by tensor: the default load.
+`assign` (set the variable in place). `fill_skipped` gives an abstract model's unloaded leaves zeros.
+The executors (`loader.stream`, `loader.sharded.load`, the phased and orbax strategies) run them.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ import jax
 import numpy as np
 
 from loader.leaves import Leaf
-from loader.phases import ASSEMBLE, CAST, NULL_PROBE, READ, STREAM, TRANSFER, Probe, substep
 from loader.place import concrete_sharding, place
 from loader.plan import LoadPlan, Step
 from loader.report import ShapeMismatch
-
-Reader = Callable[[str], np.ndarray]
 
 
 def apply_transform(step: Step, host: np.ndarray, plan: LoadPlan) -> np.ndarray | None:
@@ -39,11 +37,12 @@ def apply_transform(step: Step, host: np.ndarray, plan: LoadPlan) -> np.ndarray 
 Caster = Callable[[np.ndarray, np.dtype], np.ndarray]
 
 
-def _astype(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def astype(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """numpy's cast: a fresh array (the default `Caster`)."""
     return host.astype(dtype)
 
 
-def host_cast(leaf: Leaf, host: np.ndarray, caster: Caster = _astype) -> np.ndarray:
+def host_cast(leaf: Leaf, host: np.ndarray, caster: Caster = astype) -> np.ndarray:
     """Cast to the dtype the leaf is stored as (the model's dtype for arrays), on the host."""
     _, dtype = leaf.stored_shape_dtype()
     return host if host.dtype == dtype else caster(host, dtype)
@@ -76,39 +75,3 @@ def fill_skipped(plan: LoadPlan, *, abstract: bool) -> None:
         zeros = np.zeros(shape, dtype)
         sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)
         assign(leaf, to_device(Step(leaf, leaf.key, None, sharding), zeros))
-
-
-def stream_steps(
-    plan: LoadPlan,
-    read: Reader,
-    probe: Probe = NULL_PROBE,
-    *,
-    cast_on_device: bool = False,
-    caster: Caster = _astype,
-    assemble: Callable[[Step], object] | None = None,
-) -> None:
-    """Read, cast, transfer and assign one tensor at a time, as one `stream` phase.
-
-    `assemble`, if given, builds a plain array leaf in one go (read, cast and transfer of its
-    per-device slices), timed as the `assemble` sub-step.
-    """
-    with probe.phase(STREAM):
-        for step in plan.steps:
-            if assemble is not None and step.leaf.kind == "array" and step.transform is None:
-                with substep(probe, ASSEMBLE):
-                    assign(step.leaf, assemble(step))
-                plan.report.loaded.append(step.leaf.key)
-                continue
-            with substep(probe, READ):
-                host = read(step.file_key)
-            host = apply_transform(step, host, plan)
-            if host is None:
-                continue
-            if not cast_on_device:
-                with substep(probe, CAST):
-                    host = host_cast(step.leaf, host, caster)
-            with substep(probe, TRANSFER):
-                value = to_device(step, host, cast_on_device=cast_on_device)
-            assign(step.leaf, value)
-            plan.report.loaded.append(step.leaf.key)
-            del host, value

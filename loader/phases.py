@@ -1,9 +1,9 @@
-"""The phase vocabulary strategies report through, and the probe interface the bench implements.
+"""The probe interface a strategy reports its phases through (the bench implements it).
 
-A strategy wraps each part of its work in `probe.phase(NAME)`. Outside the bench the probe is
-`NULL_PROBE`, which does nothing. A streaming strategy that interleaves reading, casting and
-transferring tensor by tensor reports one `stream` phase and accumulates the time of each sub-step
-with `probe.add_time(SUBSTEP, seconds)`.
+A strategy wraps each part of its work in `probe.phase(NAME)`, NAME one of `loader.vocabulary`'s
+phases (re-exported here). Outside the bench the probe is `NULL_PROBE`, which does nothing. A
+streaming strategy that interleaves reading, casting and transferring tensor by tensor reports one
+`stream` phase and accumulates the time of each sub-step with `probe.add_time(SUBSTEP, seconds)`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,21 @@ import time
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-BUILD = "build"  # construct the target: a random init, or an abstract (shape-only) build
-READ = "read"  # bytes from the file into host memory
-CAST = "cast"  # dtype conversion
-TRANSFER = "transfer"  # host -> device placement (jax.device_put / make_array_*)
-ASSEMBLE = "assemble"  # put the arrays into the model (nnx.update / merge)
-STREAM = "stream"  # read + cast + transfer interleaved per tensor
-PHASES = (BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM)
+from loader.vocabulary import ASSEMBLE, BUILD, CAST, PHASES, READ, STREAM, TRANSFER
+
+__all__ = [
+    "ASSEMBLE",
+    "BUILD",
+    "CAST",
+    "NULL_PROBE",
+    "PHASES",
+    "READ",
+    "STREAM",
+    "TRANSFER",
+    "NullProbe",
+    "Probe",
+    "substep",
+]
 
 
 @runtime_checkable

@@ -7,21 +7,12 @@ is then filled from the file.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from flax import nnx
 
+from loader.abstract import abstract_build
 from loader.errors import CheckpointError
-
-
-def abstract_model(builder: Callable[[], Any]) -> Any:
-    """`nnx.eval_shape(builder)`, through the fast path when it applies."""
-    try:
-        from loader.abstract import abstract_build
-    except ImportError:  # pragma: no cover - until the fast path lands
-        return nnx.eval_shape(builder)
-    return abstract_build(builder)
 
 
 def resolve_target(target: Any) -> tuple[Any, bool]:
@@ -29,7 +20,7 @@ def resolve_target(target: Any) -> tuple[Any, bool]:
     if isinstance(target, nnx.Pytree):  # a Module, an Optimizer, any NNX graph object
         return target, False
     if callable(target):
-        return abstract_model(target), True
+        return abstract_build(target), True
     raise CheckpointError(
         f"load target must be an nnx.Module or a zero-argument builder returning one, got {type(target).__name__}"
     )

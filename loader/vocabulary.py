@@ -1,4 +1,4 @@
-"""The project's words, said once: phase names, run statuses and strategy kinds.
+"""The project's words, said once: phase names, run statuses, strategy kinds, checkpoint forms.
 
 `loader`, `bench` and `dashboard` import these rather than spelling them. This module imports
 nothing (no jax, no numpy), so the dashboard and the bench runner can use it freely.
@@ -6,7 +6,7 @@ nothing (no jax, no numpy), so the dashboard and the bench runner can use it fre
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 # -- phases: what a strategy wraps its work in (`probe.phase(NAME)`) --------------------------------
 BUILD: Final = "build"  # construct the target: a random init, or an abstract (shape-only) build
@@ -35,4 +35,9 @@ STRATEGY: Final = "strategy"  # one of ours: loads a model
 REFERENCE: Final = "reference"  # a reference line (`floor`): reads the bytes, loads no model
 PEER: Final = "peer"  # another project's loader, ending in the same filled model
 KINDS: Final = (STRATEGY, REFERENCE, PEER)
-Kind = Literal["strategy", "reference", "peer"]
+
+# -- checkpoint forms: what a strategy's `path` must be (`prepare` converts a file to the others) -----
+FILE: Final = "file"  # one .safetensors file, or a folder of them (with or without an index)
+SHARDED_DIR: Final = "sharded-dir"  # a directory of per-process shard files plus manifest.json
+ORBAX: Final = "orbax"  # an Orbax checkpoint
+CHECKPOINTS: Final = (FILE, SHARDED_DIR, ORBAX)

@@ -5,7 +5,8 @@ checkpoint of a shape set and writes `DIR/bench.json` (checkpoint path, bytes, l
 bytes, tensor count). `python -m bench.child.prepare convert --strategy NAME --shapes S --src PATH
 --dst DIR --out RESULT.json [--dtype DT] [--seed N]` runs the strategy's `prepare(src, dst,
 builder)` once (Orbax conversion, a sharded directory; as N cooperating processes when the runner
-sets `LOADBENCH_NUM_PROCESSES`) and process 0 writes `DIR/prepared.json` {"checkpoint": path}.
+sets `LOADBENCH_NUM_PROCESSES`) and process 0 writes `DIR/prepared.json` {"checkpoint": path};
+each process writes its `bench.child_result.ChildResult` to RESULT.json.
 The runner caches both (the JSON files are the markers), so measured processes never pay for them.
 """
 
@@ -15,6 +16,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from bench.child_result import Backend, ChildResult, to_json
+from bench.errors import BenchError
+from loader.vocabulary import OK
 
 
 def synth(shapes_name: str, out: str, dtype: str | None, seed: int) -> dict:
@@ -39,7 +44,8 @@ def synth(shapes_name: str, out: str, dtype: str | None, seed: int) -> dict:
 
 def convert(
     strategy: str, shapes_name: str, src: str, dst: str, dtype: str | None, seed: int
-) -> dict:
+) -> tuple[Backend, Path]:
+    """Run the strategy's `prepare` on this process; (its backend, the converted checkpoint)."""
     import shapes
     from bench import strategies
     from bench.child.worker import init_backend
@@ -47,8 +53,12 @@ def convert(
     backend = init_backend()
     info = strategies.get(strategy)
     builder = shapes.model_builder(shapes.load_spec(shapes_name), dtype=dtype, seed=seed)
-    path = info.module.prepare(Path(src), Path(dst), builder)
-    return {"checkpoint": str(path), "process_index": backend["process_index"]}
+    prepare = info.prepare()
+    if prepare is None:
+        raise BenchError(
+            f"strategy {strategy!r} has CHECKPOINT {info.checkpoint!r} but no prepare()"
+        )
+    return backend, Path(prepare(Path(src), Path(dst), builder))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(Path(args.dir) / "bench.json", json.dumps(summary))
         print(json.dumps(summary))
         return 0
-    summary = convert(args.strategy, args.shapes, args.src, args.dst, args.dtype, args.seed)
-    if summary["process_index"] == 0:
-        atomic_write_text(Path(args.dst) / "prepared.json", json.dumps(summary))
-    atomic_write_text(args.out, json.dumps({"status": "ok", **summary}))
+    backend, path = convert(args.strategy, args.shapes, args.src, args.dst, args.dtype, args.seed)
+    if backend.process_index == 0:
+        atomic_write_text(Path(args.dst) / "prepared.json", json.dumps({"checkpoint": str(path)}))
+    atomic_write_text(args.out, to_json(ChildResult(OK, backend=backend)))
     return 0
 
 

@@ -12,6 +12,11 @@ Resetting the mark also lowers what the kernel reports as the process's lifetime
 one. To cross-check a run with such a tool, set `LOADBENCH_PEAK_SOURCE=sampled`, which makes no
 resets (measured here on sa3: the per-phase probe and `/usr/bin/time -v` agree within 0.1-0.9%).
 
+Before the baseline, `trim_heap` hands the C heap's free pages back to the kernel (glibc's
+`malloc_trim(0)`): memory freed before the load (imports, the registry, the backend) would
+otherwise be reused by the load's first allocations without raising RSS, hiding part of its cost.
+On another libc this is a no-op.
+
 Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
 `/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
 A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
@@ -28,12 +33,17 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import dataclasses
 import mmap
 import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from bench.child_result import Measurement, PhaseMeasure, Sample
+from loader.vocabulary import STREAM, TOTAL
 
 PEAK_SOURCE_ENV = "LOADBENCH_PEAK_SOURCE"
 _STATUS = "/proc/self/status"
@@ -64,6 +74,14 @@ def reset_hwm() -> bool:
         return False
 
 
+def trim_heap() -> bool:
+    """Return the C heap's free pages to the kernel (glibc `malloc_trim(0)`); False elsewhere."""
+    try:
+        return bool(ctypes.CDLL(None).malloc_trim(0))  # the process's own symbols include libc
+    except (OSError, AttributeError):
+        return False
+
+
 def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:
     """Check that resetting VmHWM works here: a touched, then unmapped buffer must leave the mark."""
     buf = mmap.mmap(-1, probe_bytes)
@@ -78,7 +96,8 @@ def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:
 
 @dataclass
 class PhaseStats:
-    """One phase of one run. A phase entered several times is merged: times add, peaks max."""
+    """One phase while it is measured. A phase entered several times is merged: times add, peaks
+    max. `frozen()` is the record the child reports (`bench.child_result.PhaseMeasure`)."""
 
     name: str
     order: int
@@ -89,26 +108,8 @@ class PhaseStats:
     file_rss_bytes: int = 0
     substeps_s: dict[str, float] = field(default_factory=dict)
 
-
-@dataclass(frozen=True)
-class Sample:
-    """One point of the RSS timeline; `t_s` counts from the baseline."""
-
-    t_s: float
-    phase: str
-    rss_anon_bytes: int
-    rss_file_bytes: int
-
-
-@dataclass
-class ProbeResult:
-    """What a measured run found. `total` spans the whole `measure()` block."""
-
-    baseline_rss_bytes: int
-    peak_source: str
-    total: PhaseStats
-    phases: list[PhaseStats]
-    samples: list[Sample]
+    def frozen(self) -> PhaseMeasure:
+        return PhaseMeasure(**dataclasses.asdict(self))
 
 
 class MemoryProbe:
@@ -142,7 +143,7 @@ class MemoryProbe:
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self._baseline = 0
-        self._total = PhaseStats("total", 0)
+        self._total = PhaseStats(TOTAL, 0)
 
     @property
     def peak_source(self) -> str:
@@ -175,7 +176,12 @@ class MemoryProbe:
                     self._every *= 2
 
     def start(self) -> int:
-        """Record the baseline RSS, reset the mark and start the sampler. Returns the baseline."""
+        """Trim the heap, record the baseline RSS, reset the mark and start the sampler.
+
+        Returns:
+            The baseline RSS in bytes.
+        """
+        trim_heap()
         self._t0 = time.perf_counter()
         if self._use_hwm:
             reset_hwm()
@@ -237,14 +243,18 @@ class MemoryProbe:
             if self._open:
                 stats = self._open[-1]
             else:
-                stats = self._phases.setdefault("stream", PhaseStats("stream", len(self._phases)))
+                stats = self._phases.setdefault(STREAM, PhaseStats(STREAM, len(self._phases)))
             stats.substeps_s[substep] = stats.substeps_s.get(substep, 0.0) + seconds
 
-    def result(self) -> ProbeResult:
-        """The measurements so far (call after `stop()`)."""
+    def result(self) -> Measurement:
+        """The measurements so far (call after `stop()`); `total` spans the `measure()` block."""
         with self._lock:
             phases = sorted(self._phases.values(), key=lambda p: p.order)
             self._total.order = len(phases)
-            return ProbeResult(
-                self._baseline, self.peak_source, self._total, phases, list(self._samples)
+            return Measurement(
+                self._baseline,
+                self.peak_source,
+                self._total.frozen(),
+                tuple(p.frozen() for p in phases),
+                tuple(self._samples),
             )

@@ -1,11 +1,11 @@
 """One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
 
-The task (written by the runner) names the strategy, the shape set, the checkpoint to load, the
+The task (a `bench.child_result.ChildTask`, written by the runner) names the strategy, the shape set, the checkpoint to load, the
 source checkpoint to verify against (with its `digests.json`), dtype, seed and an optional memray
 capture path. Order: imports, backend initialisation (`jax.distributed.initialize` first for a
 multi-process run, from `LOADBENCH_COORDINATOR`, `LOADBENCH_NUM_PROCESSES`,
 `LOADBENCH_PROCESS_ID`), baseline RSS, the strategy under the probe, then, outside the measured
-phases, verification of every loaded tensor. The result JSON is written atomically; an exception
+phases, verification of every loaded tensor. The `ChildResult` is written atomically; an exception
 becomes status "crashed" with its message, a mismatch status "wrong". A child killed outright
 writes nothing, and the runner turns that into a row.
 """
@@ -15,18 +15,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import sys
 import time
 import traceback
-from typing import Any
+from pathlib import Path
 
 from bench.child.capture import tracking
 from bench.child.probe import MemoryProbe
+from bench.child_result import (
+    Backend,
+    ChildResult,
+    ChildTask,
+    MemrayFiles,
+    from_json,
+    to_json,
+)
+from loader.vocabulary import CRASHED, OK, REFERENCE, WRONG
 
 
-def init_backend() -> dict[str, Any]:
+def init_backend() -> Backend:
     """Import jax, join the distributed run if the runner asked for one, and list the devices."""
     import jax
 
@@ -39,100 +47,89 @@ def init_backend() -> dict[str, Any]:
             num_processes=num,
             process_id=index,
         )
-    return {
-        "process_index": index if num > 1 else 0,
-        "processes": num,
-        "devices": jax.device_count(),
-        "local_devices": jax.local_device_count(),
-    }
+    return Backend(
+        process_index=index if num > 1 else 0,
+        processes=num,
+        devices=jax.device_count(),
+        local_devices=jax.local_device_count(),
+    )
 
 
-def _phase_dict(stats) -> dict[str, Any]:
-    return dataclasses.asdict(stats)
+def _builder(task: ChildTask, info, spec):
+    """The model builder the strategy loads into; None for a reference strategy (no model)."""
+    import shapes
+
+    if info.kind == REFERENCE:
+        return None
+    return shapes.model_builder(spec, dtype=task.dtype, seed=task.seed)
 
 
-def measure(task: dict[str, Any]) -> dict[str, Any]:
-    """Run the task's strategy under the probe and verify its result; the result dict."""
+def measure(task: ChildTask) -> ChildResult:
+    """Run the task's strategy under the probe and verify every loaded tensor."""
     import shapes
     from bench import strategies
     from bench.child import verify
 
     backend = init_backend()
-    info = strategies.get(task["strategy"])
-    spec = shapes.load_spec(task["shapes"])
-    builder = None  # a reference strategy (the `floor` line) builds no model
-    if info.kind != "reference":
-        builder = shapes.model_builder(spec, dtype=task.get("dtype"), seed=task.get("seed", 0))
-    capture = task.get("memray_bin")
-    if capture:
-        capture = task["memray_bin"] = capture.replace(
-            "{process_index}", str(backend["process_index"])
-        )
+    info = strategies.get(task.strategy)
+    spec = shapes.load_spec(task.shapes)
+    builder = _builder(task, info, spec)
+    capture = task.memray_bin and task.memray_bin.replace(
+        "{process_index}", str(backend.process_index)
+    )
     gc.collect()
     probe = MemoryProbe()
-    with tracking(capture), probe.measure():
-        model, _report = info.load(builder, task["checkpoint"], probe, strict=False)
-    res = probe.result()
+    with tracking(capture or None), probe.measure():
+        model, _report = info.load(builder, task.checkpoint, probe, strict=False)
     started = time.perf_counter()
-    status, error, checked = "ok", None, 0
-    if model is not None or info.kind != "reference":
+    status, error, checked = OK, None, 0
+    if model is not None or info.kind != REFERENCE:
         checked, error = verify.verify_model(
-            model,
-            task["source_checkpoint"],
-            spec,
-            dtype=task.get("dtype"),
-            seed=task.get("seed", 0),
+            model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
         )
-        status = "ok" if error is None else "wrong"
-    return {
-        **backend,
-        "status": status,
-        "error": error,
-        "baseline_rss_bytes": res.baseline_rss_bytes,
-        "peak_rss_bytes": res.total.peak_rss_bytes,
-        "wall_s": res.total.wall_s,
-        "peak_source": res.peak_source,
-        "total": _phase_dict(res.total),
-        "phases": [_phase_dict(p) for p in res.phases],
-        "samples": [[s.t_s, s.phase, s.rss_anon_bytes, s.rss_file_bytes] for s in res.samples],
-        "tensors_verified": checked,
-        "verify_s": time.perf_counter() - started,
-    }
+        status = OK if error is None else WRONG
+    result = ChildResult(
+        status=status,
+        error=error,
+        backend=backend,
+        measurement=probe.result(),
+        tensors_verified=checked,
+        verify_s=time.perf_counter() - started,
+    )
+    return _with_memray_report(result, capture) if capture else result
 
 
-def _memray_report(task: dict[str, Any], result: dict[str, Any]) -> None:
+def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:
     from bench.child import capture
 
-    html, top, error = capture.report(task["memray_bin"])
-    result["memray_html"] = str(html) if html else None
-    result["memray_top"] = str(top) if top else None
-    if error:
-        result["memray_error"] = error
+    html, top, error = capture.report(bin_path)
+    files = MemrayFiles(str(html) if html else None, str(top) if top else None, error)
+    return dataclasses.replace(result, memray=files)
 
 
-def run(task: dict[str, Any]) -> dict[str, Any]:
+def run(task: ChildTask) -> ChildResult:
     """`measure`, with any exception turned into a "crashed" result naming it."""
     try:
-        result = measure(task)
-        if task.get("memray_bin"):
-            _memray_report(task, result)
+        return measure(task)
     except Exception as exc:  # noqa: BLE001 - every failure must become a result row
         tail = "".join(traceback.format_exception(exc)[-8:]).strip()
-        result = {"status": "crashed", "error": f"{type(exc).__name__}: {exc}\n{tail}"[-4000:]}
-    return result
+        return ChildResult(CRASHED, f"{type(exc).__name__}: {exc}\n{tail}"[-4000:])
 
 
 def main(argv: list[str] | None = None) -> int:
+    from loader.format.atomic import atomic_write_text
+
     parser = argparse.ArgumentParser(prog="python -m bench.child.worker", description=__doc__)
     parser.add_argument("--task", required=True, help="task JSON written by the runner")
     parser.add_argument("--out", required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
-    with open(args.task, encoding="utf-8") as fh:
-        task = json.load(fh)
-    result = run(task)
-    from loader.format.atomic import atomic_write_text
-
-    atomic_write_text(args.out, json.dumps(result))
+    try:
+        task = from_json(ChildTask, Path(args.task).read_text(encoding="utf-8"), source=args.task)
+    except Exception as exc:  # noqa: BLE001 - an unreadable task is this child's result too
+        result = ChildResult(CRASHED, f"cannot read the task: {exc}")
+    else:
+        result = run(task)
+    atomic_write_text(args.out, to_json(result))
     return 0
 
 

@@ -23,7 +23,7 @@ def _host_ram(results, run_id: str, column) -> int:
     return int(gib * GIB)
 
 
-def _rows(summary: pd.DataFrame, shapes: str) -> pd.DataFrame:
+def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> pd.DataFrame:
     """The strategy rows of one shape set, with a configuration picker when there are several."""
     rows = summary[summary["shapes"] == shapes]
     configs = answer.configurations(rows)
@@ -31,7 +31,8 @@ def _rows(summary: pd.DataFrame, shapes: str) -> pd.DataFrame:
     if len(configs) > 1:
         pick = st.selectbox("Configuration", configs.index, format_func=lambda i: answer.config_label(configs.loc[i]), key=f"overview_config_{shapes}")  # fmt: skip
         config = configs.loc[pick]
-    return answer.shape_set_rows(summary, shapes, config)
+    rows = answer.shape_set_rows(summary, shapes, config)
+    return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
 
 def _headlines(summary: pd.DataFrame, ram: int) -> None:
@@ -51,7 +52,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
         throughput=shown["throughput_bytes_per_s"] / 1e9,
         pareto=shown["pareto"].map({True: "on the front", False: ""}),
     )
-    cols = ["strategy", "kind", "status", "repeats", "peak_ratio", "peak_over", "wall_s", "throughput", "pareto"]  # fmt: skip
+    cols = ["strategy", "kind", "status", "repeats", "peak_ratio", "peak_over", "wall_s", "throughput", "pareto", "description"]  # fmt: skip
     st.dataframe(table[cols], hide_index=True, column_config={
         "peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f×"),
         "peak_over": st.column_config.NumberColumn(f"peak over baseline ({unit})", format=f"%.{2 if unit == 'GiB' else 1}f {unit}"),
@@ -63,7 +64,10 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
 
 def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], as_ratio: bool) -> None:  # fmt: skip
     st.subheader(f"Shape set `{shapes}`")
-    rows = _rows(summary, shapes)
+    descriptions, problem = data.strategy_descriptions()
+    if problem:
+        st.warning(f"Strategy descriptions unavailable: {problem}")
+    rows = _rows(summary, shapes, descriptions)
     shown = rows[rows["base_strategy"].isin(chosen)]
     ckpt = rows["checkpoint_bytes"].iloc[0]
     note = answer.small_checkpoint_note(ckpt)

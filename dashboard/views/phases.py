@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, widgets
+from loader.vocabulary import OK, STREAM
 
 
 def _filter(phases: pd.DataFrame) -> pd.DataFrame:
@@ -31,7 +32,7 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
 def _substeps(rows: pd.DataFrame) -> None:
     """The accumulated sub-step times of streaming phases, if any."""
     stream = data.whole_run(rows)
-    stream = stream[(stream["phase"] == "stream") & (stream["status"] == "ok")]
+    stream = stream[(stream["phase"] == STREAM) & (stream["status"] == OK)]
     if stream.empty:
         return
     steps = pd.DataFrame([dict(s or {}) for s in stream["substeps_s"]], index=stream.index)

@@ -90,8 +90,6 @@ def _sharding(facts: dict | None, devices: int) -> None:
         return
     st.subheader(f"Sharding over {devices} devices: the largest tensors")
     st.caption("Rule: shard each tensor's largest axis divisible by the device count; replicate the rest.")  # fmt: skip
-    if facts.get("sharding_note"):
-        st.info(f"Sharding rule skipped: {facts['sharding_note']}")
     table = pd.DataFrame(facts["tensors"])
     if not table.empty:
         table["bytes"] = table["bytes"].map(style.size)

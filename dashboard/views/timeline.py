@@ -10,12 +10,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import timeline, widgets
+from dashboard import data, timeline, widgets
+from loader.vocabulary import TOTAL
 
 
 def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
     """result_id -> 'strategy · shapes · r<repeat> · status' for the whole-run rows."""
-    totals = phases[(phases["phase"] == "total") & ((phases["processes"] <= 1) | (phases["process_index"] == -1))]  # fmt: skip
+    totals = data.whole_run(phases)
+    totals = totals[totals["phase"] == TOTAL]
     totals = totals.sort_values(["shapes", "strategy", "repeat"])
     return {
         r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
@@ -27,8 +29,8 @@ def bands(phases: pd.DataFrame, result_ids: list[str], labels: dict[str, str]) -
     """Phase start/end seconds of each result, from its phase rows (cumulative phase walls)."""
     out = []
     for rid in result_ids:
-        rows = phases[(phases["result_id"] == rid) & (phases["phase"] != "total")]
-        rows = rows[(rows["processes"] <= 1) | (rows["process_index"] == -1)].sort_values("phase_order")
+        rows = data.whole_run(phases[phases["result_id"] == rid])
+        rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
         end = rows["phase_wall_s"].astype(float).cumsum()
         out.append(pd.DataFrame({"label": labels[rid], "phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}))  # fmt: skip
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["label", "phase", "start_s", "end_s"])  # fmt: skip

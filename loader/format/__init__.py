@@ -1,7 +1,8 @@
 """The file side of a load: the safetensors format, and reading and writing checkpoint files.
 
-- `header`: dtype table, the one validating header reader (`read_header` / `parse_header`) and the
-  header writer (`encode_header`); re-exported here, so `from loader.format import read_header` works.
+- `header`: the one validating header reader (`read_header` / `parse_header`) and the header
+  writer (`encode_header`); `dtypes`: the dtype table. Both re-exported here
+  (`from loader.format import read_header, DTYPES`).
 - `source`: `CheckpointSource`, a file or a folder of shards to read tensors from (`pread`).
 - `atomic`: crash-safe writes (temp file, fsync, `os.replace`).
 - `buffers`: page-aligned host buffers that the CPU backend adopts without a copy.
@@ -9,15 +10,13 @@
 Nothing here imports jax.
 """
 
+from loader.format.dtypes import DTYPES, dtype_name, numpy_dtype
 from loader.format.header import (
-    DTYPES,
     MAX_HEADER_BYTES,
     METADATA_KEY,
     Header,
     TensorInfo,
-    dtype_name,
     encode_header,
-    numpy_dtype,
     parse_header,
     read_header,
 )

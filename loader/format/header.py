@@ -1,4 +1,4 @@
-"""The safetensors format: dtype table, one validating header reader, and the header writer.
+"""The safetensors header: one validating reader, and the writer (dtypes: `loader.format.dtypes`).
 
 Every path in loadbench that reads a header (the loader, the strategies, `shapes inspect`, the Hub
 fetch) goes through `parse_header` / `read_header`, so a hostile file is refused in one place.
@@ -18,57 +18,16 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
 from loader.errors import HeaderError
+from loader.format.dtypes import DTYPES, numpy_dtype
 
 #: Largest header we accept. The reference implementation refuses headers over 100 MB; real
 #: headers are far smaller (Llama-3.1-8B's shards: under 10 kB; sa3: ~75 kB).
 MAX_HEADER_BYTES = 100 * 1000 * 1000
 METADATA_KEY = "__metadata__"
 ALIGNMENT = 8
-
-DTYPES: dict[str, np.dtype] = {
-    "F64": np.dtype(np.float64),
-    "F32": np.dtype(np.float32),
-    "F16": np.dtype(np.float16),
-    "BF16": np.dtype(ml_dtypes.bfloat16),
-    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
-    "I64": np.dtype(np.int64),
-    "I32": np.dtype(np.int32),
-    "I16": np.dtype(np.int16),
-    "I8": np.dtype(np.int8),
-    "U64": np.dtype(np.uint64),
-    "U32": np.dtype(np.uint32),
-    "U16": np.dtype(np.uint16),
-    "U8": np.dtype(np.uint8),
-    "BOOL": np.dtype(np.bool_),
-    "C64": np.dtype(np.complex64),
-}
-_NAMES_BY_DTYPE = {dt: name for name, dt in DTYPES.items()}
-
-
-def dtype_name(dtype: object) -> str:
-    """The safetensors name (`"F32"`) of a numpy/jax dtype; `HeaderError` if it has none."""
-    dt = np.dtype(dtype)
-    try:
-        return _NAMES_BY_DTYPE[dt]
-    except KeyError:
-        raise HeaderError(
-            f"dtype {dt} has no safetensors equivalent; expected one of {sorted(DTYPES)}"
-        ) from None
-
-
-def numpy_dtype(name: str) -> np.dtype:
-    """The numpy dtype of a safetensors dtype name (`"BF16"` → ml_dtypes.bfloat16)."""
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise HeaderError(
-            f"unknown safetensors dtype {name!r}; expected one of {sorted(DTYPES)}"
-        ) from None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from loader.phases import NULL_PROBE, Probe
 from loader.place import describe_sharding
 from loader.report import LoadReport
 from loader.save import describe_leaf, header_metadata, host_copy, keyed_values
+from loader.sequence import run_load
 from loader.sharded.layout import (
     MANIFEST,
     Layout,
@@ -50,10 +51,9 @@ from loader.sharded.layout import (
     file_layout,
     full_region,
     manifest_json,
-    read_manifest,
     slice_key,
 )
-from loader.sharded.load import load_layout
+from loader.sharded.load import DIRECTORY_RECIPE
 from loader.sharded.rule import rule_mesh, rule_sharding
 from loader.sharded.slices import SliceReader, write_shard
 
@@ -228,5 +228,4 @@ def load_sharded(
         IncompleteCheckpointError: the folder has no manifest.
         CheckpointError: a leaf's sharding leaves this process no device to hold its part.
     """
-    layout = read_manifest(folder)
-    return load_layout(target, layout, strict=strict, key_map=key_map, probe=probe)
+    return run_load(DIRECTORY_RECIPE, target, folder, probe, strict=strict, key_map=key_map)

@@ -4,7 +4,8 @@ A `Layout` maps every tensor key to its global dtype and shape and to the slices
 slice a (file, key in that file, global index range). `read_manifest` parses and checks the
 `manifest.json` that `loader.save_sharded` writes last; `file_layout` describes a plain
 `.safetensors` checkpoint the same way (one whole-tensor slice per key), so one slice reader serves
-both. `LayoutSource` lets `loader.plan.plan_load` plan from a layout as it does from file headers.
+both. `LayoutSource` lets `loader.plan.plan_load` plan from a layout as it does from file headers
+(`open_manifest` and `file_layout_source` make one).
 """
 
 from __future__ import annotations
@@ -72,9 +73,9 @@ def intersect(a: Region, b: Region) -> Region | None:
 
 
 def file_layout(source: CheckpointSource) -> Layout:
-    """A plain checkpoint (file or folder of shards) as a layout of whole-tensor slices."""
+    """A plain checkpoint (file or folder of shards) as a layout of whole-tensor slices, in file order."""
     tensors = {}
-    for key in source.keys():
+    for key in sorted(source.keys(), key=lambda k: (str(source.file_of(k)), source.file_offset(k))):
         info = source.info(key)
         region = full_region(info.shape)
         tensors[key] = TensorLayout(
@@ -211,3 +212,20 @@ class LayoutSource:
     @property
     def metadata(self) -> dict[str, str]:
         return self.layout.metadata
+
+    def __enter__(self) -> LayoutSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None  # a layout holds no open file: the slice reader opens them
+
+
+def open_manifest(folder: str | Path) -> LayoutSource:
+    """The source of a sharded directory: its checked manifest (see `read_manifest`)."""
+    return LayoutSource(read_manifest(folder))
+
+
+def file_layout_source(path: str | Path) -> LayoutSource:
+    """The source of a plain checkpoint (file or folder of shards), seen as a layout."""
+    with CheckpointSource(path) as source:
+        return LayoutSource(file_layout(source))

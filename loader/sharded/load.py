@@ -1,11 +1,13 @@
-"""Load a `Layout` (a sharded directory, or a plain file) reading only this process's index ranges.
+"""The sharded executor: fill a model from a `Layout` reading only this process's index ranges.
 
-Planning and reporting are the core's (`loader.plan.plan_load` over a `LayoutSource`), so
-mismatches read exactly as `loader.load_model` reports them. Leaves that declare no sharding (a
+`DIRECTORY_RECIPE` (a sharded directory) and `FILE_RECIPE` (a plain checkpoint seen as a layout of
+whole-tensor slices) are the recipes of `loader.sequence.run_load` that use it. Planning and
+reporting are the sequence's (`plan_load` over a `LayoutSource`), so mismatches read exactly as
+`loader.load_model` reports them. Leaves that declare no sharding (a
 plain builder's abstract model: no sharding, or one that partitions nothing under `jax.set_mesh`)
 are placed with the sharding rule (`rule_mesh`), and their `sharding_changes` are judged against
 it; a model's own partitioning, and any instance's sharding, is kept. For each leaf, each distinct
-index range of its addressable devices is read once (`SliceReader`), cast on the host, put on
+index range of its addressable devices is read once (`loader.sharded.slices.SliceReader`), cast on the host, put on
 each device holding it, and the global array assembled with
 `jax.make_array_from_single_device_arrays`.
 """
@@ -13,23 +15,29 @@ each device holding it, and the global array assembled with
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 from jax.sharding import Mesh, NamedSharding
 
 from loader.errors import CheckpointError
-from loader.keys import KeyMap
 from loader.leaves import META_SHARDINGS
-from loader.materialize import apply_transform, assign, fill_skipped, host_cast, to_device
-from loader.phases import BUILD, CAST, NULL_PROBE, READ, STREAM, TRANSFER, Probe, substep
+from loader.materialize import apply_transform, assign, host_cast, to_device
+from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
 from loader.place import describe_sharding
-from loader.plan import LoadPlan, Step, plan_load
-from loader.report import LoadReport, ShardingChange
-from loader.sharded.layout import Layout, LayoutSource, Region, full_region
+from loader.plan import LoadPlan, Step
+from loader.report import ShardingChange
+from loader.sequence import Recipe
+from loader.sharded.layout import (
+    LayoutSource,
+    Region,
+    file_layout_source,
+    full_region,
+    open_manifest,
+)
 from loader.sharded.rule import rule_mesh, rule_sharding
 from loader.sharded.slices import SliceReader
-from loader.target import resolve_target
 
 
 def local_regions(sharding: Any, shape: tuple[int, ...]) -> dict[Region, list[Any]]:
@@ -50,7 +58,7 @@ def declares_none(sharding: Any) -> bool:
     return abstract and all(axis is None for axis in sharding.spec)
 
 
-def apply_rule(plan: LoadPlan, metadata: dict[str, str]) -> None:
+def apply_rule(plan: LoadPlan, source: LayoutSource) -> None:
     """Place with the rule what declares no sharding, and judge sharding changes against it.
 
     A leaf without any sharding always gets the rule. If no leaf of the model partitions anything
@@ -67,7 +75,7 @@ def apply_rule(plan: LoadPlan, metadata: dict[str, str]) -> None:
         ):
             leaf.sharding = rule_sharding(leaf.stored_shape_dtype()[0], mesh)
             ruled.add(leaf.key)
-    saved = json.loads(metadata.get(META_SHARDINGS, "{}"))
+    saved = json.loads(source.metadata.get(META_SHARDINGS, "{}"))
     changes = [c for c in plan.report.sharding_changes if c.path not in ruled]
     for step in plan.steps:
         if step.leaf.key in ruled:
@@ -123,41 +131,37 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple) -> j
     return arr
 
 
-def stream_layout(plan: LoadPlan, reader: SliceReader, probe: Probe = NULL_PROBE) -> None:
-    """Fill every planned leaf, one tensor at a time, as one `stream` phase."""
-    with probe.phase(STREAM):
-        for step in plan.steps:
-            shape = reader.layout.tensors[step.file_key].shape
-            if step.leaf.kind == "scalar" or step.transform is not None:
-                value = _whole(step, plan, reader, probe, shape)
-            else:
-                value = _assembled(step, reader, probe, shape)
-            if value is None:
-                continue
-            assign(step.leaf, value)
-            plan.report.loaded.append(step.leaf.key)
-            del value
+@dataclass
+class Slices:
+    """An `Executor` (see `loader.sequence`): each leaf from this process's index ranges, one
+    tensor at a time, as one `stream` phase (`read` / `cast` / `transfer` sub-steps)."""
+
+    _reader: SliceReader | None = field(default=None, init=False, repr=False)
+
+    def start(self, source: LayoutSource, probe: Probe) -> None:
+        self._reader = SliceReader(source.layout)
+
+    def fill(self, plan: LoadPlan, source: LayoutSource, probe: Probe) -> None:
+        assert self._reader is not None, "Slices.fill before Slices.start"
+        with probe.phase(STREAM):
+            for step in plan.steps:
+                shape = source.layout.tensors[step.file_key].shape
+                if step.leaf.kind == "scalar" or step.transform is not None:
+                    value = _whole(step, plan, self._reader, probe, shape)
+                else:
+                    value = _assembled(step, self._reader, probe, shape)
+                if value is None:
+                    continue
+                assign(step.leaf, value)
+                plan.report.loaded.append(step.leaf.key)
+                del value
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
 
-def load_layout(
-    target: Any,
-    layout: Layout,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    probe: Probe = NULL_PROBE,
-) -> tuple[Any, LoadReport]:
-    """Plan from the layout, then read and place only this process's slices (see module doc)."""
-    with probe.phase(BUILD):
-        model, abstract = resolve_target(target)
-    plan = plan_load(model, LayoutSource(layout), key_map=key_map)
-    apply_rule(plan, layout.metadata)
-    plan.report.raise_or_warn(strict=strict)
-    checked = len(plan.report.shape_mismatches)
-    with SliceReader(layout) as reader:
-        stream_layout(plan, reader, probe)
-    fill_skipped(plan, abstract=abstract)
-    late = plan.report.shape_mismatches[checked:]  # a transform's output, known only after the read
-    if late:
-        LoadReport(path=plan.report.path, shape_mismatches=late).raise_or_warn(strict=strict)
-    return model, plan.report
+#: A directory written by `save_sharded` / `convert_to_sharded`.
+DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_rule)
+#: A plain `.safetensors` checkpoint, each device reading its own index range of it.
+FILE_RECIPE = Recipe(Slices, open_source=file_layout_source, adjust_plan=apply_rule)

@@ -1,35 +1,95 @@
 """The strategy registry: one module per load strategy, registered under its file's name.
 
-A strategy module `loader/strategies/foo_bar.py` is registered as `foo-bar`. Its module docstring's
-first line is its description (what `loadbench bench list` prints and the dashboard legend shows).
-It defines::
+A strategy module `loader/strategies/foo_bar.py` is registered as `foo-bar`. Its module
+docstring's first line is its description (what `loadbench bench list` prints and the dashboard
+legend shows). It defines a `load` following the `Strategy` protocol below, and may set module
+constants, read from its source with `ast` (so listing strategies imports neither them nor jax)::
 
-    def load(target, path, probe, options: LoadOptions) -> tuple[model, LoadReport]
-
-and may set module constants that the bench reads:
-
-    KIND = "model"            # or "reference" (the `floor` line: reads bytes, loads no model)
-    CHECKPOINT = "file"       # what `path` must be: "file" (one .safetensors file or a folder of
-                              # shards), or "sharded-dir" / "orbax" (converted once by `prepare`)
+    KIND = STRATEGY           # loader.vocabulary: STRATEGY (loads a model, the default), REFERENCE
+                              # (the `floor` line: reads bytes, loads no model) or PEER
+    CHECKPOINT = FILE         # what `path` must be: FILE (one .safetensors file or a folder of
+                              # shards), SHARDED_DIR or ORBAX (converted once by `prepare`)
     MULTIPROCESS = False      # True if it runs as several cooperating jax.distributed processes
+    REQUIRES = ("torch",)     # import names it needs beyond loadbench's own dependencies
+    INSTALL_HINT = "make peers"   # how to install them
     def prepare(src, dst, builder) -> path   # optional: convert the synthetic checkpoint once
 
-Adding a strategy touches only its own file: the registry discovers modules in this package.
+A constant is a literal or a name from `loader.vocabulary`. Adding a strategy touches only its own
+file. Modules outside this package (e.g. named by the bench's `LOADBENCH_EXTRA_STRATEGIES`) are
+registered with `catalog(extra_modules)` under their last dotted part, `_` read as `-`.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import importlib.util
+import os
 import pkgutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
+from loader import vocabulary
 from loader.errors import CheckpointError
+from loader.phases import NULL_PROBE, Probe
+
+if TYPE_CHECKING:
+    from loader.keys import KeyMap
+    from loader.report import LoadReport
+
+__all__ = [
+    "Strategy",
+    "StrategyError",
+    "StrategyInfo",
+    "UnknownStrategyError",
+    "catalog",
+    "get",
+    "names",
+]
 
 
-class UnknownStrategyError(CheckpointError, KeyError):
+class Strategy(Protocol):
+    """What a strategy module's `load` is.
+
+    `load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None, **options)` returns
+    `(model, report)`:
+
+    - `target` is an `nnx.Module` (filled in place) or a zero-argument builder. A strategy builds
+      a builder abstractly (no random model) or calls it (random init, then overwritten), as its
+      description says; either way every leaf ends up holding the checkpoint's value.
+    - `path` is a checkpoint of the strategy's `CHECKPOINT` form (what its `prepare` returned).
+    - Every part of the work runs inside `probe.phase(NAME)` (`loader.vocabulary` phases).
+    - Mismatches between file and model are planned from headers and reported through
+      `LoadReport` exactly as `loader.load_model` reports them; with `strict=True` they raise
+      `MismatchError` before any tensor is read (no tensor may be read before the plan check), and
+      a mismatch found only after a read (a `key_map` transform's output) raises after it.
+    - `options` carry tuning that some strategies use (e.g. `budget: int | None`, a host-memory
+      budget in bytes); a strategy ignores the options it has no use for.
+    - A `REFERENCE` strategy loads no model and returns `(None, None)`.
+
+    Every model strategy runs `loader.sequence.run_load`, so these hold by construction.
+    """
+
+    def __call__(
+        self,
+        target: Any,
+        path: str | os.PathLike,
+        probe: Probe = NULL_PROBE,
+        *,
+        strict: bool = False,
+        key_map: KeyMap | None = None,
+        **options: Any,
+    ) -> tuple[Any, LoadReport | None]: ...
+
+
+class StrategyError(CheckpointError):
+    """A strategy module is missing, malformed, registered twice, or lacks what it requires."""
+
+
+class UnknownStrategyError(StrategyError, KeyError):
     """No strategy of that name is registered."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
@@ -38,119 +98,185 @@ class UnknownStrategyError(CheckpointError, KeyError):
 
 @dataclass(frozen=True)
 class StrategyInfo:
-    """A registered strategy: its name, description and the module that implements it."""
+    """A registered strategy, as read from its source (its module is imported only to run it)."""
 
     name: str
     description: str
-    module: ModuleType
+    kind: str
+    checkpoint: str
+    multiprocess: bool
+    module: str  # dotted module name
+    requires: tuple[str, ...] = ()
+    install_hint: str = ""
 
-    @property
-    def kind(self) -> str:
-        return getattr(self.module, "KIND", "model")
+    def missing(self) -> list[str]:
+        """The names in `requires` that cannot be imported here."""
+        return [r for r in self.requires if importlib.util.find_spec(r) is None]
 
-    @property
-    def checkpoint(self) -> str:
-        return getattr(self.module, "CHECKPOINT", "file")
+    def available(self) -> bool:
+        """True when every module the strategy requires can be imported."""
+        return not self.missing()
 
-    @property
-    def multiprocess(self) -> bool:
-        return bool(getattr(self.module, "MULTIPROCESS", False))
-
-    def load(self, *args, **kwargs):
-        return self.module.load(*args, **kwargs)
-
-
-def _discover() -> dict[str, StrategyInfo]:
-    found: dict[str, StrategyInfo] = {}
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if mod.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        if not callable(getattr(module, "load", None)):
-            continue
-        name = mod.name.replace("_", "-")
-        if name in found:
-            raise CheckpointError(f"strategy {name!r} is registered twice ({module.__file__})")
-        doc = (module.__doc__ or "").strip().splitlines()
-        if not doc:
-            raise CheckpointError(
-                f"strategy module {module.__file__} needs a docstring: its first line is the description"
+    def _import(self) -> Any:
+        missing = self.missing()
+        if missing:
+            hint = f" ({self.install_hint})" if self.install_hint else ""
+            raise StrategyError(
+                f"strategy {self.name!r} needs {', '.join(missing)}, not installed here; "
+                f"install it{hint} or pick another strategy"
             )
-        found[name] = StrategyInfo(name, doc[0].strip(), module)
-    return found
+        return importlib.import_module(self.module)
+
+    def load(
+        self,
+        target: Any,
+        path: str | os.PathLike,
+        probe: Probe = NULL_PROBE,
+        *,
+        strict: bool = False,
+        key_map: KeyMap | None = None,
+        **options: Any,
+    ) -> tuple[Any, LoadReport | None]:
+        """Run the strategy's `load` (see `Strategy`), importing its module on first use."""
+        strategy: Strategy = self._import().load
+        return strategy(target, path, probe, strict=strict, key_map=key_map, **options)
+
+    def prepare(self) -> Callable[..., Path] | None:
+        """The module's `prepare(src, dst, builder)`, or None if it loads plain files as they are."""
+        return getattr(self._import(), "prepare", None)
 
 
-_REGISTRY: dict[str, StrategyInfo] | None = None
+# -- reading a module's source ------------------------------------------------------------------
+_CONSTANTS = ("KIND", "CHECKPOINT", "MULTIPROCESS", "REQUIRES", "INSTALL_HINT")
 
 
-def registry() -> dict[str, StrategyInfo]:
-    """All registered strategies, by name (imported once, on first use)."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        _REGISTRY = _discover()
-    return _REGISTRY
-
-
-def names() -> list[str]:
-    """The registered strategy names, sorted."""
-    return sorted(registry())
-
-
-def get(name: str) -> StrategyInfo:
-    """The strategy called `name`; `UnknownStrategyError` listing the known names otherwise."""
+def _value(node: ast.expr, where: str, name: str) -> object:
+    """A literal, or a name of `loader.vocabulary`."""
+    if isinstance(node, ast.Name) and hasattr(vocabulary, node.id):
+        return getattr(vocabulary, node.id)
     try:
-        return registry()[name]
-    except KeyError:
-        raise UnknownStrategyError(
-            f"unknown strategy {name!r}; known strategies: {', '.join(names())}"
+        return ast.literal_eval(node)
+    except ValueError:
+        raise StrategyError(
+            f"{where}: {name} must be a literal or a loader.vocabulary name, got {ast.unparse(node)!r}"
         ) from None
 
 
-@dataclass(frozen=True)
-class StrategyEntry:
-    """What the bench runner needs to know of a strategy, read without importing it (or jax)."""
+def _constants(tree: ast.Module, where: str) -> dict[str, object]:
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id in _CONSTANTS:
+                    found[t.id] = _value(node.value, where, t.id)
+    return found
 
-    name: str
-    description: str
-    kind: str = "model"
-    checkpoint: str = "file"
-    multiprocess: bool = False
 
-
-def entry_from_source(name: str, source_file: str | Path) -> StrategyEntry | None:
-    """A strategy's entry read from its source with `ast` (no import); None if it defines no `load`."""
-    tree = ast.parse(Path(source_file).read_text(encoding="utf-8"))
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "load" for n in tree.body):
-        return None
-    consts = {
-        t.id: n.value.value
-        for n in tree.body
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
-    doc = (ast.get_docstring(tree) or "").strip().splitlines()
-    return StrategyEntry(
+def _checked(
+    name: str, where: str, doc: list[str], c: dict[str, object], module: str
+) -> StrategyInfo:
+    requires = c.get("REQUIRES", ())
+    info = StrategyInfo(
         name,
         doc[0].strip() if doc else "",
-        consts.get("KIND", "model"),
-        consts.get("CHECKPOINT", "file"),
-        bool(consts.get("MULTIPROCESS", False)),
+        c.get("KIND", vocabulary.STRATEGY),
+        c.get("CHECKPOINT", vocabulary.FILE),
+        c.get("MULTIPROCESS", False),
+        module,
+        tuple(requires) if isinstance(requires, tuple | list) else (requires,),
+        c.get("INSTALL_HINT", ""),
     )
+    problems = [
+        "a module docstring (its first line is the description)" if not info.description else "",
+        f"KIND one of {vocabulary.KINDS}" if info.kind not in vocabulary.KINDS else "",
+        f"CHECKPOINT one of {vocabulary.CHECKPOINTS}"
+        if info.checkpoint not in vocabulary.CHECKPOINTS
+        else "",
+        "MULTIPROCESS a bool" if not isinstance(info.multiprocess, bool) else "",
+        "REQUIRES a tuple of module names"
+        if isinstance(requires, str) or not all(isinstance(r, str) for r in info.requires)
+        else "",
+        "INSTALL_HINT a string" if not isinstance(info.install_hint, str) else "",
+    ]
+    if any(problems):
+        raise StrategyError(
+            f"{where}: strategy {name!r} needs " + "; ".join(p for p in problems if p)
+        )
+    return info
 
 
-def catalog() -> dict[str, StrategyEntry]:
-    """The registered strategies read from their source files with `ast`: no jax import.
+def read_strategy(name: str, source_file: str | Path, module: str) -> StrategyInfo:
+    """The `StrategyInfo` of the strategy module `module`, read from its source with `ast`."""
+    where = str(source_file)
+    tree = ast.parse(Path(source_file).read_text(encoding="utf-8"), filename=where)
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "load" for n in tree.body):
+        raise StrategyError(
+            f"{where}: strategy module {module!r} defines no load(); see loader.strategies.Strategy"
+        )
+    doc = (ast.get_docstring(tree) or "").strip().splitlines()
+    return _checked(name, where, doc, _constants(tree, where), module)
 
-    The runner (which never imports jax) uses this; it agrees with `registry()` by construction,
-    since both list the same modules and read the same docstring and constants.
-    """
-    out: dict[str, StrategyEntry] = {}
+
+# -- the registry -------------------------------------------------------------------------------
+def _register(found: dict[str, StrategyInfo], info: StrategyInfo) -> None:
+    if info.name in found:
+        raise StrategyError(
+            f"strategy {info.name!r} is registered twice ({found[info.name].module} and "
+            f"{info.module}); rename one module"
+        )
+    found[info.name] = info
+
+
+@functools.cache
+def _builtin() -> dict[str, StrategyInfo]:
+    found: dict[str, StrategyInfo] = {}
     for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if mod.name.startswith("_"):
-            continue
-        name = mod.name.replace("_", "-")
-        entry = entry_from_source(name, Path(__path__[0], f"{mod.name}.py"))
-        if entry is not None:
-            out[name] = entry
-    return out
+        if not mod.name.startswith("_"):
+            source = Path(__path__[0], f"{mod.name}.py")
+            name = mod.name.replace("_", "-")
+            _register(found, read_strategy(name, source, f"{__name__}.{mod.name}"))
+    return found
+
+
+def _extra(module: str) -> StrategyInfo:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise StrategyError(
+            f"strategy module {module!r} cannot be found (or is not a .py file); "
+            "put its folder on PYTHONPATH or fix the name"
+        )
+    name = module.rsplit(".", 1)[-1].replace("_", "-")
+    return read_strategy(name, spec.origin, module)
+
+
+def catalog(extra_modules: Iterable[str] = ()) -> dict[str, StrategyInfo]:
+    """Every strategy by name: this package's, then `extra_modules` (dotted names), in order.
+
+    Read from the sources with `ast`: nothing is imported, so neither is jax.
+
+    Raises:
+        StrategyError: a module is missing or malformed, or two strategies share a name.
+    """
+    found = dict(_builtin())
+    for module in extra_modules:
+        _register(found, _extra(module))
+    return found
+
+
+def names(extra_modules: Iterable[str] = ()) -> list[str]:
+    """The registered strategy names, sorted."""
+    return sorted(catalog(extra_modules))
+
+
+def get(name: str, extra_modules: Iterable[str] = ()) -> StrategyInfo:
+    """The strategy called `name`; `UnknownStrategyError` listing the known names otherwise."""
+    found = catalog(extra_modules)
+    if name not in found:
+        raise UnknownStrategyError(
+            f"unknown strategy {name!r}; known strategies: {', '.join(sorted(found))}"
+        )
+    return found[name]

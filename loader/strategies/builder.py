@@ -5,10 +5,26 @@ Each tensor is read in its file dtype, transferred, then cast by the device (com
 
 from __future__ import annotations
 
-from loader.load import stream_load
-from loader.phases import NULL_PROBE
+import os
+from typing import Any
+
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, Probe
+from loader.report import LoadReport
+from loader.sequence import Recipe, run_load
+from loader.stream import Stream
+
+RECIPE = Recipe(lambda: Stream(cast_on_device=True))
 
 
-def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
     """Build `target` abstractly and stream tensors into it, casting after the transfer."""
-    return stream_load(target, path, probe, strict=strict, key_map=key_map, cast_on_device=True)
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

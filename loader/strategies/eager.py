@@ -8,16 +8,22 @@ transfer is `jnp.array(host)`, as `safetensors.flax.load_file` does it: always a
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from safetensors.numpy import load_file
 
 from loader.format.source import CheckpointSource
+from loader.keys import KeyMap
 from loader.materialize import to_device
-from loader.phases import NULL_PROBE
+from loader.phases import NULL_PROBE, Probe
 from loader.plan import LoadPlan, Step
-from loader.strategies._phased import phased_load
+from loader.report import LoadReport
+from loader.sequence import Build, Recipe, run_load
+from loader.strategies._phased import Phased
 
 
 def _read_whole_files(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.ndarray]:
@@ -33,14 +39,17 @@ def _copy_to_device(step: Step, host: np.ndarray) -> object:
     return jax.device_put(jnp.array(host), step.sharding)
 
 
-def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+RECIPE = Recipe(lambda: Phased(_read_whole_files, transfer=_copy_to_device), build=Build.INSTANCE)
+
+
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
     """Load `path` into `target` the naive way (see the module docstring)."""
-    return phased_load(
-        target,
-        path,
-        probe,
-        _read_whole_files,
-        strict=strict,
-        key_map=key_map,
-        transfer=_copy_to_device,
-    )
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

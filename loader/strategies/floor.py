@@ -7,17 +7,28 @@ read (into a `loader.format.buffers` mapping, so no huge-page compaction stall i
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
 from loader.format.buffers import host_buffer
 from loader.format.source import checkpoint_files, pread_exact
-from loader.phases import NULL_PROBE, READ
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, READ, Probe
+from loader.vocabulary import REFERENCE
 
-KIND = "reference"
+KIND = REFERENCE
 
 
-def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[None, None]:
     """Read every byte of the checkpoint into one buffer; returns (None, None)."""
     files = checkpoint_files(path)
     with probe.phase(READ):

@@ -6,10 +6,26 @@ This is what `loader.load_model` does by default.
 
 from __future__ import annotations
 
-from loader.load import stream_load
-from loader.phases import NULL_PROBE
+import os
+from typing import Any
+
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, Probe
+from loader.report import LoadReport
+from loader.sequence import Recipe, run_load
+from loader.stream import Stream
+
+RECIPE = Recipe(Stream)  # the default reader and host cast
 
 
-def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
     """Build `target` abstractly and stream tensors into it, casting on the host."""
-    return stream_load(target, path, probe, strict=strict, key_map=key_map, cast_on_device=False)
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

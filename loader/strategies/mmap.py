@@ -6,12 +6,18 @@ The read phase costs no anonymous memory, but touched pages count in RSS as file
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import numpy as np
 
 from loader.format.source import CheckpointSource
-from loader.phases import NULL_PROBE
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, Probe
 from loader.plan import LoadPlan
-from loader.strategies._phased import phased_load
+from loader.report import LoadReport
+from loader.sequence import Build, Recipe, run_load
+from loader.strategies._phased import Phased
 
 
 def _map_views(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.ndarray]:
@@ -25,6 +31,17 @@ def _map_views(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.ndarray
     return views
 
 
-def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+RECIPE = Recipe(lambda: Phased(_map_views), build=Build.INSTANCE)
+
+
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
     """Load `path` into `target` through a read-only memory map (see the module docstring)."""
-    return phased_load(target, path, probe, _map_views, strict=strict, key_map=key_map)
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

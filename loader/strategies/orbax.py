@@ -26,17 +26,17 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format import dtype_name, numpy_dtype
 from loader.format.source import CheckpointSource
-from loader.materialize import apply_transform, assign, fill_skipped, host_cast, to_device
-from loader.phases import ASSEMBLE, BUILD, CAST, NULL_PROBE, READ, Probe
-from loader.plan import LoadPlan, Step, plan_load
+from loader.keys import KeyMap
+from loader.materialize import apply_transform, assign, host_cast, to_device
+from loader.phases import ASSEMBLE, CAST, NULL_PROBE, READ, Probe
+from loader.plan import LoadPlan, Step
 from loader.report import LoadReport
+from loader.sequence import Recipe, run_load
 from loader.sharded.layout import Layout, LayoutSource, TensorLayout
 from loader.sharded.rule import rule_mesh, rule_sharding
-from loader.target import resolve_target
+from loader.vocabulary import ORBAX
 
-KIND = "model"
-CHECKPOINT = "orbax"
-MULTIPROCESS = False
+CHECKPOINT = ORBAX
 BATCH_BYTES = 256 << 20
 SUBDIR = "orbax"
 META_KEY = "loadbench.safetensors_metadata"
@@ -163,38 +163,50 @@ def _value(step: Step, restored: Any, plan: LoadPlan, layout: Layout) -> Any:
     return restored if restored.dtype == leaf.dtype else restored.astype(leaf.dtype)
 
 
+def open_orbax(path: Path) -> LayoutSource:
+    """The Orbax checkpoint at `path` (what `prepare` returned), as a layout to plan from."""
+    return LayoutSource(_layout(path, _item_dir(path)))
+
+
+class Restore:
+    """An `Executor` (see `loader.sequence`): one Orbax restore of every planned key (`read`),
+    then casts on the device (`cast`), then the arrays put into the model (`assemble`)."""
+
+    def start(self, source: LayoutSource, probe: Probe) -> None:
+        return None
+
+    def fill(self, plan: LoadPlan, source: LayoutSource, probe: Probe) -> None:
+        layout = source.layout
+        with probe.phase(READ):
+            restored = _restore(layout.path, plan, layout)
+        with probe.phase(CAST):
+            values = [
+                (step, _value(step, restored.pop(step.file_key, None), plan, layout))
+                for step in plan.steps
+            ]
+        del restored
+        with probe.phase(ASSEMBLE):
+            for step, value in values:
+                if value is not None:
+                    assign(step.leaf, value)
+                    plan.report.loaded.append(step.leaf.key)
+            del values
+
+    def close(self) -> None:
+        return None
+
+
+RECIPE = Recipe(Restore, open_source=open_orbax)
+
+
 def load(
     target: Any,
     path: str | os.PathLike,
     probe: Probe = NULL_PROBE,
     *,
     strict: bool = False,
-    key_map=None,
+    key_map: KeyMap | None = None,
+    **options: Any,
 ) -> tuple[Any, LoadReport]:
     """Restore the Orbax checkpoint at `path` (what `prepare` returned) into `target`."""
-    item = _item_dir(Path(path))
-    layout = _layout(Path(path), item)
-    with probe.phase(BUILD):
-        model, abstract = resolve_target(target)
-    plan = plan_load(model, LayoutSource(layout), key_map=key_map)
-    plan.report.raise_or_warn(strict=strict)
-    checked = len(plan.report.shape_mismatches)
-    with probe.phase(READ):
-        restored = _restore(item, plan, layout)
-    with probe.phase(CAST):
-        values = [
-            (step, _value(step, restored.pop(step.file_key, None), plan, layout))
-            for step in plan.steps
-        ]
-    del restored
-    with probe.phase(ASSEMBLE):
-        for step, value in values:
-            if value is not None:
-                assign(step.leaf, value)
-                plan.report.loaded.append(step.leaf.key)
-        del values
-    fill_skipped(plan, abstract=abstract)
-    late = plan.report.shape_mismatches[checked:]
-    if late:
-        LoadReport(path=plan.report.path, shape_mismatches=late).raise_or_warn(strict=strict)
-    return model, plan.report
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

@@ -5,10 +5,26 @@ Streaming bounds the read to one tensor, but the random initialisation still cos
 
 from __future__ import annotations
 
-from loader.load import stream_load
-from loader.phases import NULL_PROBE
+import os
+from typing import Any
+
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, Probe
+from loader.report import LoadReport
+from loader.sequence import Build, Recipe, run_load
+from loader.stream import Stream
+
+RECIPE = Recipe(Stream, build=Build.INSTANCE)
 
 
-def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
     """Randomly initialise `target`, then stream tensors into it with pread."""
-    return stream_load(target, path, probe, strict=strict, key_map=key_map, random_init=True)
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

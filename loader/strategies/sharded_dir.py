@@ -13,11 +13,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from loader.keys import KeyMap
 from loader.phases import NULL_PROBE, Probe
-from loader.sharded.directory import convert_to_sharded, load_sharded
+from loader.report import LoadReport
+from loader.sequence import run_load
+from loader.sharded.directory import convert_to_sharded
+from loader.sharded.load import DIRECTORY_RECIPE
+from loader.vocabulary import SHARDED_DIR
 
-KIND = "model"
-CHECKPOINT = "sharded-dir"
+CHECKPOINT = SHARDED_DIR
 MULTIPROCESS = True
 
 
@@ -32,7 +36,8 @@ def load(
     probe: Probe = NULL_PROBE,
     *,
     strict: bool = False,
-    key_map=None,
-):
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
     """Load the sharded directory `path` into `target` (see `loader.load_sharded`)."""
-    return load_sharded(target, path, strict=strict, key_map=key_map, probe=probe)
+    return run_load(DIRECTORY_RECIPE, target, path, probe, strict=strict, key_map=key_map)

@@ -10,21 +10,28 @@ freed once the host-to-device transfer completes, so the host peak stays one ten
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import numpy as np
 
 from loader.format.buffers import host_buffer
 from loader.format.source import CheckpointSource
-from loader.load import stream_load
-from loader.phases import NULL_PROBE
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, Probe
+from loader.report import LoadReport
+from loader.sequence import Recipe, run_load
+from loader.stream import Reader, Stream
 
 
-class _AlignedReader:
-    def __init__(self, source: CheckpointSource) -> None:
-        self.source = source
+def aligned_reader(source: CheckpointSource) -> Reader:
+    """Read each tensor with `os.preadv` into a fresh page-aligned buffer."""
 
-    def __call__(self, key: str) -> np.ndarray:
-        info = self.source.info(key)
-        return self.source.read_into(key, host_buffer(info.shape, info.np_dtype))
+    def read(key: str) -> np.ndarray:
+        info = source.info(key)
+        return source.read_into(key, host_buffer(info.shape, info.np_dtype))
+
+    return read
 
 
 def aligned_cast(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -34,14 +41,17 @@ def aligned_cast(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out
 
 
-def load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None):
+RECIPE = Recipe(lambda: Stream(reader=aligned_reader, caster=aligned_cast))
+
+
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
     """Build `target` abstractly and stream tensors into aligned buffers adopted by the device."""
-    return stream_load(
-        target,
-        path,
-        probe,
-        strict=strict,
-        key_map=key_map,
-        reader=_AlignedReader,
-        caster=aligned_cast,
-    )
+    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)

@@ -1,4 +1,7 @@
-"""Write a small, realistic results folder (schema v1 JSON Lines) for the dashboard tests.
+"""Write a small, realistic results folder (schema JSON Lines) for the dashboard tests.
+
+Run `alpha` is written as schema v1 (no `kind`: the reader derives it), run `beta` as the current
+version, with each row's strategy kind.
 
 Two runs on two machines (`alpha`, `beta`), each over two shape sets (`tiny-gpt2`, `gpt2`) with three
 strategies (`floor`, `eager`, `stream`) and three repeats, per-phase rows, RSS samples; run `alpha`
@@ -13,6 +16,9 @@ import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.schema import SCHEMA_VERSION
+from loader.vocabulary import REFERENCE, STRATEGY
 
 MIB = 1 << 20
 SHAPES = {  # name -> (checkpoint_bytes, largest_tensor_bytes, tensors)
@@ -41,6 +47,16 @@ MACHINES = {  # machine -> (run_id, started_utc, ram_bytes, speed factor, memory
     "beta": ("20260112T093000Z-d4e5f6", "2026-01-12T09:30:00Z", 64 << 30, 0.7, 1.1),
 }
 BASELINE = 310 * MIB
+VERSIONS = {"alpha": 1, "beta": SCHEMA_VERSION}  # machine -> schema version its file is written in
+KINDS = {"floor": REFERENCE}  # strategy -> kind, where not STRATEGY
+
+
+def _stamp(obj: dict, version: int) -> dict:
+    """The record as schema `version` writes it: v1 has no `kind`, later versions do."""
+    obj = {**obj, "schema_version": version}
+    if version > 1 and obj["record"] == "phase":
+        obj["kind"] = KINDS.get(obj["strategy"], STRATEGY)
+    return obj
 
 
 @dataclass(frozen=True)
@@ -176,6 +192,7 @@ def write_results(root: Path) -> FixtureInfo:
                 lines.append(_crashed_row(machine, shapes))
         folder = root / machine
         folder.mkdir(exist_ok=True)
-        text = "\n".join(json.dumps(obj) for obj in lines + samples) + "\n"
+        lines = [_stamp(obj, VERSIONS[machine]) for obj in lines + samples]
+        text = "\n".join(json.dumps(obj) for obj in lines) + "\n"
         (folder / f"{run_id}.jsonl").write_text(text, encoding="utf-8")
     return FixtureInfo(root, {m: v[0] for m, v in MACHINES.items()}, memray_rel)

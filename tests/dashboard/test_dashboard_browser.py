@@ -12,7 +12,18 @@ from __future__ import annotations
 import os
 
 import pytest
-from browser import CHROMIUM, EXCEPTION, VIEWPORT, dashboard, is_down, launch, legend, open_page, overflowing, settle  # fmt: skip
+from browser import (  # fmt: skip
+    CHROMIUM,
+    EXCEPTION,
+    VIEWPORT,
+    dashboard,
+    is_down,
+    launch,
+    legend,
+    open_page,
+    overflowing,
+    settle,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

@@ -17,8 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench.config import RunConfig
 from bench.results import read_results, summarize
-from bench.runner import RunConfig, run_bench
+from bench.runner import run_bench
+from loader.vocabulary import STRATEGY
 
 FAKES = Path(__file__).parent / "fakes"
 FAKE_NAMES = ["fake_ok", "fake_crash", "fake_raise", "fake_hang", "fake_oom", "fake_noop"]
@@ -85,7 +87,7 @@ def test_memray_capture_links_rows_without_replacing_them(bench_env, tmp_path):
 def _model_strategies() -> list[str]:
     from bench import strategies
 
-    return [n for n, e in strategies.catalog().items() if e.kind == "model" and not e.multiprocess]
+    return [n for n, e in strategies.catalog().items() if e.kind == STRATEGY and not e.multiprocess]
 
 
 def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):

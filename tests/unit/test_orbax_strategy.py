@@ -17,6 +17,7 @@ import loader
 from loader import strategies
 from loader.format.atomic import atomic_write_bytes
 from loader.sharded.rule import AXIS
+from loader.strategies import orbax as orbax_strategy
 from tests.unit.nnx_models import Everything, assert_same_leaves
 
 ORBAX = strategies.get("orbax")
@@ -64,11 +65,11 @@ def _raw(path) -> dict[str, np.ndarray]:
 def test_conversion_has_the_same_content_on_1_and_8_devices(tmp_path, mixed, devices):
     path, tensors = mixed
     with jax.set_mesh(_mesh(devices)):
-        out = ORBAX.module.prepare(
+        out = ORBAX.prepare()(
             path, tmp_path / "conv", None, batch_bytes=1000
         )  # several batches
     raw = _raw(out)
-    empty = ocp.StandardCheckpointer().metadata(out).custom_metadata[ORBAX.module.EMPTY_KEY]
+    empty = ocp.StandardCheckpointer().metadata(out).custom_metadata[orbax_strategy.EMPTY_KEY]
     assert empty == {"b.empty": ["F32", [0, 4]]}  # Orbax cannot store it: recorded instead
     assert sorted(raw) == sorted(k for k, v in tensors.items() if v.size)
     for key, arr in raw.items():
@@ -85,7 +86,7 @@ def test_restores_into_the_models_sharding_bit_exactly(tmp_path, poison):
     with jax.set_mesh(mesh):
         src = ShardedMLP(nnx.Rngs(0))
         loader.save_model(src, tmp_path / "m.safetensors")
-        out = ORBAX.module.prepare(tmp_path / "m.safetensors", tmp_path / "conv", None)
+        out = ORBAX.prepare()(tmp_path / "m.safetensors", tmp_path / "conv", None)
         target = ShardedMLP(nnx.Rngs(1))
         poison(target)
         model, report = ORBAX.load(target, out, strict=True)
@@ -103,7 +104,7 @@ def test_every_leaf_kind_round_trips(tmp_path, poison):
     src = Everything(nnx.Rngs(3))
     src.step.set_value(41)
     loader.save_model(src, tmp_path / "e.safetensors")
-    out = ORBAX.module.prepare(tmp_path / "e.safetensors", tmp_path / "conv", None)
+    out = ORBAX.prepare()(tmp_path / "e.safetensors", tmp_path / "conv", None)
     target = Everything(nnx.Rngs(9))
     poison(target)
     model, report = ORBAX.load(target, out, strict=True)
@@ -116,7 +117,7 @@ def test_every_leaf_kind_round_trips(tmp_path, poison):
 def test_mismatches_are_reported_as_load_model_reports_them(tmp_path):
     with jax.set_mesh(_mesh(8)):
         loader.save_model(ShardedMLP(nnx.Rngs(0)), tmp_path / "m.safetensors")
-        out = ORBAX.module.prepare(tmp_path / "m.safetensors", tmp_path / "conv", None)
+        out = ORBAX.prepare()(tmp_path / "m.safetensors", tmp_path / "conv", None)
 
         def other():
             model = ShardedMLP(nnx.Rngs(1), dtype=jnp.bfloat16, dout=5)
@@ -144,7 +145,7 @@ def test_key_map_with_a_transform(tmp_path, mixed):
 
     key_map = {"w": ("a.weight", lambda a: a.T)}
     with pytest.warns(loader.LoadWarning, match="unexpected"):
-        out = ORBAX.module.prepare(path, tmp_path / "conv", None)
+        out = ORBAX.prepare()(path, tmp_path / "conv", None)
         model, report = ORBAX.load(Net, out, key_map=key_map)
     np.testing.assert_array_equal(np.asarray(model.w[...]), tensors["a.weight"].T)
     assert report.loaded == ["w"]

@@ -13,6 +13,7 @@ from bench.errors import BenchError, NoResultsError
 from bench.recommend import recommend, run_cli
 from bench.results import ResultsWriter, read_results
 from bench.schema import PhaseRecord
+from loader.vocabulary import REFERENCE, STRATEGY
 
 MiB, GiB = 1 << 20, 1 << 30
 BASE = 300 * MiB
@@ -27,10 +28,11 @@ def _row(
     wall: float,
     i: int,
     status="ok",
+    kind=STRATEGY,
 ):
     return PhaseRecord(
         run_id="r", result_id=f"{strategy}-{shapes}-{i}", shapes=shapes, strategy=strategy,
-        dtype="native", devices=1, processes=1, process_index=0, repeat=i, status=status, error=None,
+        kind=kind, dtype="native", devices=1, processes=1, process_index=0, repeat=i, status=status, error=None,
         checkpoint_bytes=ckpt, largest_tensor_bytes=largest, tensors=10, baseline_rss_bytes=BASE,
         peak_rss_bytes=int(BASE + over), wall_s=wall, phase="total", phase_order=0,
         phase_wall_s=wall, phase_peak_rss_bytes=int(BASE + over), phase_end_rss_bytes=BASE,
@@ -58,7 +60,10 @@ def _results(tmp_path, sets=SETS):
             rows.append(
                 _row("lean", shapes, ckpt, largest, ckpt + largest / 2, ckpt / 2e8 + 0.5, i)
             )
-            rows.append(_row("floor", shapes, ckpt, largest, ckpt, ckpt / 1e9, i))
+            # a reference line, whatever its name: the kind says so, not the name
+            rows.append(
+                _row("bytes-only", shapes, ckpt, largest, ckpt, ckpt / 1e9, i, kind=REFERENCE)
+            )
     rows.append(_row("broken", "big", GiB, GiB, 0, 0, 0, status="crashed"))
     with ResultsWriter(tmp_path / "m" / "r.jsonl") as w:
         w.write_many(rows)
@@ -71,7 +76,7 @@ TARGET = {"checkpoint_bytes": 4 * GiB, "largest_tensor_bytes": 200 * MiB, "tenso
 def test_fit_recovers_the_linear_model_and_ranks(tmp_path):
     rec = recommend(_results(tmp_path), TARGET, host_ram_bytes=16 * GiB)
     by = {s["strategy"]: s for s in rec.strategies}
-    assert set(by) == {"eager", "lean"}  # floor is a reference line; crashed runs are not fitted
+    assert set(by) == {"eager", "lean"}  # not the reference line; crashed runs are not fitted
     eager = 3 * TARGET["checkpoint_bytes"] + TARGET["largest_tensor_bytes"] + 50 * MiB + BASE
     assert by["eager"]["predicted_peak_bytes"] == pytest.approx(eager, rel=1e-3)
     assert by["lean"]["predicted_peak_bytes"] == pytest.approx(BASE + 4 * GiB + 100 * MiB, rel=1e-3)

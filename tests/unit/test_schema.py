@@ -1,4 +1,4 @@
-"""Results schema v1: write rows, read them back, summarize; a cut last line and bad files."""
+"""Results schema v2: write rows, read them back, summarize; v1 files, a cut last line, bad files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from bench.errors import SchemaVersionError
 from bench.results import ResultsWriter, export_parquet, read_jsonl, read_results, summarize
-from bench.schema import PHASES, PhaseRecord, RunRecord, SampleRecord, field_names, to_dict
+from bench.schema import PhaseRecord, RunRecord, SampleRecord, field_names, to_dict
+from loader.vocabulary import REFERENCE, STRATEGY
 
 GiB = 1 << 30
 
@@ -24,7 +25,7 @@ def _run() -> RunRecord:
 def _phase(result_id: str, phase: str, order: int, *, peak: int, wall: float, status="ok"):
     return PhaseRecord(
         run_id="20250101T000000Z-abcdef", result_id=result_id, shapes="tiny", strategy="eager",
-        dtype="native", devices=1, processes=1, process_index=0, repeat=0, status=status,
+        kind=STRATEGY, dtype="native", devices=1, processes=1, process_index=0, repeat=0, status=status,
         error=None if status == "ok" else "boom", checkpoint_bytes=GiB,
         largest_tensor_bytes=GiB // 4, tensors=3, baseline_rss_bytes=GiB, peak_rss_bytes=peak,
         wall_s=wall, phase=phase, phase_order=order, phase_wall_s=wall / 2,
@@ -82,7 +83,9 @@ def test_unknown_schema_version_names_the_file(tmp_path):
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     _write(good, [("a", 3 * GiB, 1.0, "ok")])
     bad.write_text(json.dumps({"schema_version": 99, "record": "run"}) + "\n")
-    with pytest.raises(SchemaVersionError, match="bad.jsonl.*schema_version 99"):
+    with pytest.raises(
+        SchemaVersionError, match="bad.jsonl.*schema_version 99.*reads versions 1, 2"
+    ):
         read_jsonl(bad)
     res = read_results(tmp_path)  # the rest is still read
     assert len(res.phases) == 2
@@ -110,6 +113,23 @@ def test_parquet_export_reads_back(tmp_path):
     assert not math.isnan(phases.iloc[0]["peak_ratio"])
 
 
-def test_phase_vocabulary_matches_loader():
-    phases = pytest.importorskip("loader.phases")
-    assert tuple(PHASES) == tuple(phases.PHASES)
+def _as_v1(record) -> dict:
+    """A record as schema v1 wrote it: version 1, and no `kind` (v1 had none)."""
+    obj = to_dict(record)
+    obj.pop("kind", None)
+    return {**obj, "schema_version": 1}
+
+
+def test_v1_files_are_read_with_the_kind_derived(tmp_path):
+    from dataclasses import replace
+
+    floor = replace(_phase("f", "total", 0, peak=2 * GiB, wall=1.0), strategy="floor")
+    rows = [_run(), _phase("a", "total", 0, peak=3 * GiB, wall=1.0), floor]
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(_as_v1(r)) + "\n" for r in rows))
+    res = read_results(tmp_path)
+    assert res.errors == [] and len(res.runs) == 1
+    assert dict(zip(res.phases.strategy, res.phases.kind, strict=True)) == {
+        "eager": STRATEGY,
+        "floor": REFERENCE,
+    }
+    assert set(summarize(res.phases).kind) == {STRATEGY, REFERENCE}

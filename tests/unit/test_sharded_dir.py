@@ -215,7 +215,7 @@ def test_strategy_prepares_and_loads_with_phases(tmp_path, mesh):
     assert (info.checkpoint, info.multiprocess) == ("sharded-dir", True)
     src = _plain()
     loader.save_model(src, tmp_path / "one.safetensors")
-    folder = info.module.prepare(tmp_path / "one.safetensors", tmp_path / "dir", _plain)
+    folder = info.prepare()(tmp_path / "one.safetensors", tmp_path / "dir", _plain)
     probe = _Recorder()
     model, report = info.load(_plain, folder, probe, strict=True)
     assert report.ok, report.problems()

@@ -19,11 +19,16 @@ from flax import nnx
 
 import loader
 import shapes
+from bench.strategies import extra_modules
 from loader import strategies
 from loader.leaves import iter_variables
 from loader.sharded.rule import AXIS
+from loader.vocabulary import FILE, STRATEGY
 
-MODEL_STRATEGIES = [n for n, e in strategies.catalog().items() if e.kind == "model"]
+# The registry plus the modules named in LOADBENCH_EXTRA_STRATEGIES (how the bench adds a strategy
+# without editing loadbench): a strategy added either way is collected here.
+EXTRA = extra_modules()
+MODEL_STRATEGIES = [n for n, e in strategies.catalog(EXTRA).items() if e.kind == STRATEGY]
 
 
 def small_sa3_spec() -> shapes.ShapeSpec:
@@ -54,8 +59,8 @@ def checkpoints(tmp_path_factory) -> dict[str, tuple[shapes.ShapeSpec, Path]]:
 
 
 def prepared_path(info, spec, ckpt: Path, tmp_path: Path) -> Path:
-    prepare = getattr(info.module, "prepare", None)
-    if info.checkpoint == "file" or prepare is None:
+    prepare = info.prepare()
+    if info.checkpoint == FILE or prepare is None:
         return ckpt
     return prepare(ckpt, tmp_path / info.checkpoint, shapes.model_builder(spec))
 

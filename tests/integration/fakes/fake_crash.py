@@ -6,7 +6,7 @@ import sys
 KIND = "reference"
 
 
-def load(builder, path, probe, strict=False):
+def load(builder, path, probe, *, strict=False, key_map=None, **options):
     with probe.phase("read"):
         print("fake-crash: about to abort", file=sys.stderr, flush=True)
         os.abort()

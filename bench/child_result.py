@@ -1,0 +1,200 @@
+"""The two records that cross the parent/child process boundary, typed and versioned.
+
+The runner writes a `ChildTask` for each child (`python -m bench.child.worker --task T --out R`);
+the child writes one `ChildResult` back: its status, its backend, what the probe measured
+(`Measurement`, with one `PhaseMeasure` per phase and the RSS timeline) and what verification
+found. Both are frozen dataclasses, stored as JSON stamped with `CHILD_RESULT_VERSION`, and read
+back with `from_json`, which checks the version, every field's presence and every value's type,
+and raises `ChildResultError` naming the file and the field otherwise. The runner turns that
+error into a "crashed" row; it never stops a run. Jax-free: both sides import this module.
+
+Example:
+    >>> text = to_json(ChildResult(status="crashed", error="boom"))
+    >>> from_json(ChildResult, text, source="r.json").status
+    'crashed'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from bench.errors import ChildResultError
+from loader.vocabulary import CRASHED, OK, WRONG
+
+#: Bump when a field of these records changes; a child of another version gives a clear row.
+CHILD_RESULT_VERSION = 1
+VERSION_KEY = "child_result_version"
+CHILD_STATUSES = (OK, WRONG, CRASHED)  # what a child says of itself; the runner adds the rest
+
+
+@dataclass(frozen=True)
+class ChildTask:
+    """One measured load, as the runner asks a worker for it."""
+
+    strategy: str
+    shapes: str
+    checkpoint: str  # what the strategy loads (a converted copy, or the synthetic checkpoint)
+    source_checkpoint: str  # the synthetic checkpoint to verify against (its digests.json)
+    dtype: str | None = None
+    seed: int = 0
+    memray_bin: str | None = None  # capture path; `{process_index}` is filled in by the child
+
+
+@dataclass(frozen=True)
+class PhaseMeasure:
+    """Wall time and RSS of one phase (or of the whole load: name `total`)."""
+
+    name: str
+    order: int
+    wall_s: float
+    peak_rss_bytes: int
+    end_rss_bytes: int
+    anon_rss_bytes: int
+    file_rss_bytes: int
+    substeps_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One point of the RSS timeline; `t_s` counts from the baseline."""
+
+    t_s: float
+    phase: str
+    rss_anon_bytes: int
+    rss_file_bytes: int
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the probe measured of one load: the baseline, `total`, each phase, the timeline."""
+
+    baseline_rss_bytes: int
+    peak_source: str  # "hwm" | "sampled"
+    total: PhaseMeasure
+    phases: tuple[PhaseMeasure, ...]
+    samples: tuple[Sample, ...] = ()
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The jax processes and devices the child ran on."""
+
+    process_index: int = 0
+    processes: int = 1
+    devices: int = 1
+    local_devices: int = 1
+
+
+@dataclass(frozen=True)
+class MemrayFiles:
+    """The reports of a memray capture, or why they could not be written."""
+
+    html: str | None = None
+    top: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """How one child ended. `measurement` is None when it failed before or during the load."""
+
+    status: str  # one of CHILD_STATUSES
+    error: str | None = None
+    backend: Backend | None = None
+    measurement: Measurement | None = None
+    tensors_verified: int = 0
+    verify_s: float = 0.0
+    memray: MemrayFiles | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in CHILD_STATUSES:
+            raise ChildResultError(
+                f"status {self.status!r} is not one of {', '.join(CHILD_STATUSES)}"
+            )
+
+
+Record = TypeVar("Record", ChildTask, ChildResult)
+
+
+def to_json(record: ChildTask | ChildResult) -> str:
+    """The record as one JSON object, stamped with `CHILD_RESULT_VERSION`."""
+    return json.dumps({VERSION_KEY: CHILD_RESULT_VERSION, **dataclasses.asdict(record)})
+
+
+def from_json(record_type: type[Record], text: str, *, source: str) -> Record:
+    """Read a record written by `to_json`, checking its version, fields and value types.
+
+    Args:
+        record_type: `ChildTask` or `ChildResult`.
+        text: the JSON text.
+        source: the file it came from, for the error message.
+
+    Raises:
+        ChildResultError: not JSON, another version, a missing or unknown field, a wrong type.
+    """
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise ChildResultError(f"{source}: not JSON ({exc})") from None
+    version = obj.pop(VERSION_KEY, None) if isinstance(obj, dict) else None
+    if version != CHILD_RESULT_VERSION:
+        raise ChildResultError(
+            f"{source}: {record_type.__name__} version {version!r}, this bench reads version "
+            f"{CHILD_RESULT_VERSION}; the child ran other loadbench code than the runner "
+            "(check PYTHONPATH and the installed loadbench)"
+        )
+    return _decode(record_type, obj, f"{source}: {record_type.__name__}")
+
+
+def _decode(tp: Any, value: Any, where: str) -> Any:
+    """`value` (parsed JSON) as type `tp`: a dataclass, `X | None`, tuple, dict or a scalar."""
+    if dataclasses.is_dataclass(tp):
+        return _decode_dataclass(tp, value, where)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _decode(inner, value, where)
+    if origin is tuple and isinstance(value, list):
+        return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict and isinstance(value, dict):
+        return {str(k): _decode(args[1], v, f"{where}[{k!r}]") for k, v in value.items()}
+    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, str, bool) and type(value) is tp:
+        return value
+    raise ChildResultError(f"{where}: expected {_name(tp)}, found {type(value).__name__}")
+
+
+def _decode_dataclass(tp: type, value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise ChildResultError(f"{where}: expected an object, found {type(value).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(tp)}
+    unknown = sorted(set(value) - set(fields))
+    required = [
+        n
+        for n, f in fields.items()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [n for n in required if n not in value]
+    if unknown or missing:
+        parts = [f"missing field(s) {missing}"] * bool(missing) + [
+            f"unknown field(s) {unknown}"
+        ] * bool(unknown)
+        raise ChildResultError(f"{where}: {' and '.join(parts)}; expected {sorted(fields)}")
+    hints = typing.get_type_hints(tp)
+    kwargs = {k: _decode(hints[k], v, f"{where}.{k}") for k, v in value.items()}
+    try:
+        return tp(**kwargs)
+    except ChildResultError as exc:  # a value the record itself refuses (a status)
+        raise ChildResultError(f"{where}: {exc}") from None
+
+
+def _name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp)

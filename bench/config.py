@@ -1,0 +1,54 @@
+"""One `bench run`'s settings and the host-derived defaults they fall back on (never imports jax).
+
+`RunConfig` is what `loadbench bench run` asks for; `default_budget()` (75% of the host's RAM,
+less what the runner holds) is the memory budget when none is given, and `cache_dir()` is where
+synthetic and converted checkpoints are kept between runs (`$LOADBENCH_CACHE`, default
+`.cache/loadbench`). The matrix, the child launcher and the runner all read these from here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+DEFAULT_TIMEOUT_S = 900.0
+BUDGET_FRACTION = 0.75
+DEFAULT_PROCESSES = 2  # of a multi-process strategy, when `--processes` is not given
+CACHE_ENV = "LOADBENCH_CACHE"
+
+
+def default_budget() -> int:
+    """A safe fraction of the host's RAM, less what this parent process holds."""
+    parent = psutil.Process().memory_info().rss
+    return int(psutil.virtual_memory().total * BUDGET_FRACTION) - parent
+
+
+def cache_dir() -> Path:
+    """Where checkpoints are synthesised and converted once: `$LOADBENCH_CACHE` or `.cache/loadbench`."""
+    return Path(os.environ.get(CACHE_ENV) or ".cache/loadbench")
+
+
+@dataclass
+class RunConfig:
+    """One `bench run`: what to run and under which limits."""
+
+    shapes: list[str]
+    strategies: list[str] | None = None  # None: every registered strategy predicted to fit
+    repeats: int = 3
+    dtype: str | None = None
+    devices: int = 1
+    processes: int | None = None  # None: DEFAULT_PROCESSES for multi-process strategies
+    memray: bool = False
+    out: Path = Path("results")
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_budget_bytes: int | None = None
+    seed: int = 0
+    progress: bool = True
+    argv: list[str] = field(default_factory=list)
+
+    def budget_bytes(self) -> int:
+        """The memory budget of each child group: the one asked for, else `default_budget()`."""
+        return self.memory_budget_bytes or default_budget()

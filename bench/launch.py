@@ -1,0 +1,110 @@
+"""Starting a task's children: their command lines, environments, task files and conversions.
+
+Each child gets the device count of its process through `XLA_FLAGS`; the processes of a
+multi-process strategy also get `LOADBENCH_COORDINATOR` (a free local port),
+`LOADBENCH_NUM_PROCESSES` and `LOADBENCH_PROCESS_ID`. `task_argvs` writes the worker's
+`ChildTask`; `prepare_task` converts the checkpoint once per (strategy, processes, devices) for
+strategies whose `CHECKPOINT` is not a plain file (`bench.child.prepare convert`), cached beside
+the synthetic checkpoint with a `prepared.json` marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from bench.child_result import ChildTask, to_json
+from bench.children import run_group
+from bench.config import RunConfig
+from bench.matrix import Task
+from loader.vocabulary import CRASHED, FILE, OK
+
+Group = tuple[list[list[str]], list[dict[str, str]], list[Path]]
+
+
+def _env(task: Task, index: int, coordinator: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    flags = re.sub(r"--xla_force_host_platform_device_count=\S+", "", env.get("XLA_FLAGS", ""))
+    per_process = task.devices // task.processes
+    env["XLA_FLAGS"] = (
+        f"{flags.strip()} --xla_force_host_platform_device_count={per_process}".strip()
+    )
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    env["PYTHONUNBUFFERED"] = "1"
+    for key in ("LOADBENCH_COORDINATOR", "LOADBENCH_NUM_PROCESSES", "LOADBENCH_PROCESS_ID"):
+        env.pop(key, None)
+    if task.processes > 1:
+        env.update(
+            LOADBENCH_COORDINATOR=coordinator or "",
+            LOADBENCH_NUM_PROCESSES=str(task.processes),
+            LOADBENCH_PROCESS_ID=str(index),
+        )
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _group(task: Task, argv_tail: list[str], work: Path, tag: str) -> Group:
+    """argvs, envs, outs of the task's process group running `python -m <argv_tail>`."""
+    work.mkdir(parents=True, exist_ok=True)
+    coordinator = f"127.0.0.1:{_free_port()}" if task.processes > 1 else None
+    outs = [work / f"{tag}-p{i}.json" for i in range(task.processes)]
+    argvs = [[sys.executable, "-m", *argv_tail, "--out", str(o)] for o in outs]
+    envs = [_env(task, i, coordinator) for i in range(task.processes)]
+    return argvs, envs, outs
+
+
+def task_argvs(task: Task, work: Path) -> Group:
+    """Write the task's `ChildTask` and return the worker group's (argvs, envs, outs)."""
+    tag = uuid.uuid4().hex[:12]
+    memray_bin = None if task.memray_bin is None else str(task.memray_bin)
+    if memray_bin and task.processes > 1:  # each process its own capture; rows link to process 0's
+        memray_bin = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
+    child_task = ChildTask(
+        strategy=task.entry.name,
+        shapes=task.checkpoint.shapes,
+        checkpoint=task.path or task.checkpoint.path,
+        source_checkpoint=task.checkpoint.path,
+        dtype=task.checkpoint.dtype,
+        seed=task.checkpoint.seed,
+        memray_bin=memray_bin,
+    )
+    task_file = work / f"{tag}.task.json"
+    argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)
+    task_file.write_text(to_json(child_task), encoding="utf-8")
+    return argvs, envs, outs
+
+
+def prepare_task(task: Task, config: RunConfig) -> Task | tuple[str, str]:
+    """The task with the path its strategy loads; (status, error) if conversion failed."""
+    if task.entry.checkpoint == FILE:
+        return task
+    folder = (
+        task.checkpoint.folder / "prepared" / f"{task.entry.name}-p{task.processes}-d{task.devices}"
+    )
+    marker = folder / "prepared.json"
+    if not marker.is_file():
+        tail = ["bench.child.prepare", "convert", "--strategy", task.entry.name, "--shapes", task.checkpoint.shapes,
+                "--src", task.checkpoint.path, "--dst", str(folder), "--seed", str(task.checkpoint.seed)]  # fmt: skip
+        if task.checkpoint.dtype:
+            tail += ["--dtype", task.checkpoint.dtype]
+        argvs, envs, outs = _group(task, tail, folder.parent / ".work", folder.name)
+        outcomes = run_group(
+            argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=config.budget_bytes()
+        )
+        bad = next((o for o in outcomes if o.status != OK), None)
+        if bad is not None or not marker.is_file():
+            marker.unlink(missing_ok=True)
+            why = bad.error if bad else "no prepared.json written"
+            return CRASHED, f"preparing the {task.entry.checkpoint} checkpoint failed: {why}"
+    return replace(task, path=json.loads(marker.read_text(encoding="utf-8"))["checkpoint"])

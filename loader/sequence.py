@@ -1,0 +1,159 @@
+"""The one load sequence every model strategy runs, and the collaborators a strategy passes it.
+
+`run_load(recipe, target, path, probe, *, strict, key_map)`:
+
+1. open the checkpoint (`recipe.open_source`: its headers, manifest or tree metadata; no tensor),
+2. `executor.start(source, probe)`: the executor may prepare (open files, start threads),
+3. build the target (phase `build`): abstractly from a builder, or a real instance (`recipe.build`),
+4. plan from headers alone (`loader.plan.plan_load`), then `recipe.adjust_plan` if any,
+5. report: with `strict=True` any mismatch raises here, before any tensor is read,
+6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps,
+7. `executor.close()`, always (it stops any thread it started),
+8. give what was not loaded zeros (an abstract model only; already reported),
+9. late check: a shape a `key_map` transform got wrong is known only after the read; report it.
+
+So reports, strictness, the late check and the zeros for skipped leaves are written once, here.
+What differs between strategies (how bytes are read, cast and placed; which phases are timed) is
+the `Executor`; what a checkpoint is (a file, a sharded directory, an Orbax tree) is the source.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from loader.format import TensorInfo
+from loader.format.source import CheckpointSource
+from loader.keys import KeyMap
+from loader.materialize import fill_skipped
+from loader.phases import BUILD, NULL_PROBE, Probe
+from loader.plan import LoadPlan, plan_load
+from loader.report import LoadReport
+from loader.target import build_instance, resolve_target
+
+
+class Source(Protocol):
+    """What planning reads of a checkpoint: keys, each tensor's header facts, the metadata."""
+
+    path: Path
+
+    def keys(self) -> list[str]: ...
+
+    def __contains__(self, key: str) -> bool: ...
+
+    def info(self, key: str) -> TensorInfo: ...
+
+    def file_of(self, key: str) -> Path: ...
+
+    def file_offset(self, key: str) -> int: ...
+
+    @property
+    def metadata(self) -> dict[str, str]: ...
+
+
+S = TypeVar("S", bound=Source)
+S_in = TypeVar("S_in", bound=Source, contravariant=True)
+
+
+class Executor(Protocol[S_in]):
+    """Fills the planned steps of one load. One instance per load.
+
+    Contract:
+        `start(source, probe)` runs before the build, with the source open (its headers known)
+        and no plan yet. It may open files or start background work (e.g. begin reading while the
+        model is built abstractly), but with `strict=True` no tensor may be read before the plan
+        is checked, since a mismatch must be refused before any read: an executor that reads
+        early is told `strict` by the strategy that makes it, and waits for `fill` when it is set.
+        `fill(plan, source, probe)` runs after the plan is checked. It assigns every step's leaf
+        (or appends the leaf to `plan.skipped` with a report entry, as `apply_transform` does),
+        appends each loaded leaf's key to `plan.report.loaded`, and times its work in phases.
+        `close()` runs always, after `fill` or after a failure anywhere from `start` on; it
+        releases what `start` and `fill` opened and stops and joins any thread they started.
+    """
+
+    def start(self, source: S_in, probe: Probe) -> None: ...
+
+    def fill(self, plan: LoadPlan, source: S_in, probe: Probe) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Build(enum.Enum):
+    """How a builder target is built: abstractly (no random model) or as a real instance."""
+
+    ABSTRACT = "abstract"
+    INSTANCE = "instance"
+
+
+@dataclass(frozen=True)
+class Recipe(Generic[S]):
+    """What one strategy passes the sequence.
+
+    Attributes:
+        executor: makes the executor of one load (called once per load).
+        build: `Build.ABSTRACT` (a builder is built shape-only) or `Build.INSTANCE` (called).
+        open_source: path -> context manager of the source to plan from and read.
+        adjust_plan: changes the plan after planning, before the check (e.g. the sharding rule).
+    """
+
+    executor: Callable[[], Executor[S]]
+    build: Build = Build.ABSTRACT
+    open_source: Callable[[Path], AbstractContextManager[S]] = CheckpointSource  # type: ignore[assignment]
+    adjust_plan: Callable[[LoadPlan, S], None] | None = None
+
+
+def _build(target: Any, mode: Build, probe: Probe) -> tuple[Any, bool]:
+    """(model, is_abstract), timed as the `build` phase."""
+    with probe.phase(BUILD):
+        if mode is Build.INSTANCE:
+            return build_instance(target), False
+        return resolve_target(target)
+
+
+def _late_check(plan: LoadPlan, checked: int, strict: bool) -> None:
+    """Report the shape mismatches found after the plan check (a transform's output)."""
+    late = plan.report.shape_mismatches[checked:]
+    if late:
+        LoadReport(path=plan.report.path, shape_mismatches=late).raise_or_warn(strict=strict)
+
+
+def run_load(
+    recipe: Recipe[S],
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+) -> tuple[Any, LoadReport]:
+    """Load the checkpoint at `path` into `target` the way `recipe` says (see the module doc).
+
+    Returns:
+        (model, LoadReport): the model filled (in place for an instance target).
+
+    Raises:
+        MismatchError: `strict=True` and the file and the model disagree (before any read, or
+            after it for a transform's output).
+        CheckpointError: the checkpoint cannot be read or applied.
+    """
+    with recipe.open_source(Path(path)) as source:
+        executor = recipe.executor()
+        try:
+            executor.start(source, probe)
+            model, abstract = _build(target, recipe.build, probe)
+            plan = plan_load(model, source, key_map=key_map)
+            if recipe.adjust_plan is not None:
+                recipe.adjust_plan(plan, source)
+            plan.report.raise_or_warn(strict=strict)
+            checked = len(plan.report.shape_mismatches)
+            executor.fill(plan, source, probe)
+        finally:
+            executor.close()
+    fill_skipped(plan, abstract=abstract)
+    _late_check(plan, checked, strict)
+    return model, plan.report

@@ -1,0 +1,211 @@
+"""Imports only go down, and nothing imports in a circle: read from the sources with `ast`.
+
+The four packages stack as loader < shapes < bench, dashboard; only the command-line entry
+(`bench/cli.py`) sits above all four. The rules:
+
+- `loader` imports none of `shapes`, `bench`, `dashboard`; `shapes` none of `bench`, `dashboard`;
+  no module of `bench` but `bench/cli.py` imports `dashboard`. These count every import, at module
+  level or inside a function (a deferred import is still a dependency).
+- `dashboard` never imports jax or flax. Counted: every import a dashboard module makes (module
+  level, inside functions, and `importlib.import_module("literal")`), then, transitively, what
+  importing each reached module runs: its module-level imports and its parent packages'
+  `__init__`. Function-level imports of non-dashboard modules are not followed: they run only if
+  that function is called, and the dashboard's own calls are what this rule is about.
+- No import cycle between modules: over module-level imports (including those in class bodies and
+  under `if` / `try` at module level). Function-level imports are left out of the cycle check, since
+  they run after both modules have finished importing; they are the sanctioned way to defer a heavy
+  import (jax), not a way around this rule: a layering rule above still counts them.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("loader", "shapes", "bench", "dashboard")
+CLI = "bench.cli"
+FORBIDDEN = {"loader": {"shapes", "bench", "dashboard"}, "shapes": {"bench", "dashboard"}}
+HEAVY = {"jax", "jaxlib", "flax"}
+
+
+@dataclass
+class Module:
+    name: str
+    is_package: bool
+    top: set[str] = field(default_factory=set)  # module-level imports (dotted names)
+    deferred: set[str] = field(default_factory=set)  # imports inside functions
+
+
+def _package(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _module_name(path: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_package else parts), is_package
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """`from base import a, b` as `base.a`, `base.b` (each mapped later to a module or `base`)."""
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = anchor[: len(anchor) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    return [f"{base}.{a.name}" for a in node.names]
+
+
+def _imports_of(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return _resolve(node, module, is_package)
+    if (  # importlib.import_module("a.b")
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "import_module"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return [node.args[0].value]
+    return []
+
+
+def _collect(node: ast.AST, mod: Module, deferred: bool) -> None:
+    for child in ast.iter_child_nodes(node):
+        inner = deferred or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        (mod.deferred if inner else mod.top).update(_imports_of(child, mod.name, mod.is_package))
+        _collect(child, mod, inner)
+
+
+def _type_checking_only(tree: ast.Module) -> None:
+    """Drop `if TYPE_CHECKING:` blocks: they never run."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+
+
+def _longest_module(name: str, known: set[str]) -> str:
+    """`loader.errors.MismatchError` -> `loader.errors`: the longest prefix that is a module."""
+    while name not in known and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def read_modules() -> dict[str, Module]:
+    modules: dict[str, Module] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name, is_package = _module_name(path)
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            _type_checking_only(tree)
+            mod = modules[name] = Module(name, is_package)
+            _collect(tree, mod, deferred=False)
+    known = set(modules)
+    for mod in modules.values():  # ours: the module each name is in (not `module.attribute`)
+        for attr in ("top", "deferred"):  # externals: by their top-level name
+            names = {n for n in getattr(mod, attr) if n}
+            ours = {_longest_module(n, known) for n in names if _package(n) in PACKAGES}
+            theirs = {n.split(".")[0] for n in names if _package(n) not in PACKAGES}
+            setattr(mod, attr, ours | theirs)
+    return modules
+
+
+MODULES = read_modules()
+
+
+def test_the_reader_sees_the_tree():
+    assert {"loader", "loader.sequence", "bench.cli", "dashboard"} <= set(MODULES)
+    assert "loader.errors" in MODULES["loader"].top
+    assert "jax" in MODULES["loader.plan"].top
+    assert "jax" in MODULES["loader.sharded.rule"].deferred
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_imports_only_go_down(package):
+    wrong = sorted(
+        f"{mod.name} imports {dep}"
+        for mod in MODULES.values()
+        if _package(mod.name) == package
+        for dep in mod.top | mod.deferred
+        if _package(dep) in FORBIDDEN[package]
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_cli_sits_above_the_dashboard():
+    wrong = sorted(
+        f"{mod.name} imports {dep}"
+        for mod in MODULES.values()
+        if _package(mod.name) == "bench" and mod.name != CLI
+        for dep in mod.top | mod.deferred
+        if _package(dep) == "dashboard"
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _jax_paths() -> list[str]:
+    """Each chain from a dashboard module to jax/flax, as 'a -> b -> jax'."""
+    found = []
+    for start in (m for m in MODULES if _package(m) == "dashboard"):
+        mod = MODULES[start]
+        todo = [(dep, [start]) for dep in sorted(mod.top | mod.deferred | set(_parents(start)))]
+        seen: set[str] = set()
+        while todo:
+            name, chain = todo.pop()
+            if name in HEAVY:
+                found.append(" -> ".join([*chain, name]))
+                continue
+            if name in seen or name not in MODULES:
+                continue
+            seen.add(name)
+            nxt = MODULES[name].top | set(_parents(name))
+            if _package(name) == "dashboard":
+                nxt |= MODULES[name].deferred
+            todo += [(dep, [*chain, name]) for dep in sorted(nxt)]
+    return sorted(set(found))
+
+
+def test_dashboard_never_imports_jax():
+    paths = _jax_paths()
+    assert not paths, "the dashboard reaches jax/flax:\n" + "\n".join(paths)
+
+
+def _cycle() -> list[str] | None:
+    """One module-level import cycle among our modules, or None."""
+    graph = {n: sorted(d for d in m.top if d in MODULES and d != n) for n, m in MODULES.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dep in graph[node]:
+            if state.get(dep) == 1:
+                return path[path.index(dep) :] + [dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_cycles():
+    cycle = _cycle()
+    assert cycle is None, "module-level import cycle: " + " -> ".join(cycle)

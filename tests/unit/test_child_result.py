@@ -1,0 +1,89 @@
+"""The child's result record: a round trip, and every way it can be unreadable becomes a clear row."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from bench.child_result import (
+    CHILD_RESULT_VERSION,
+    VERSION_KEY,
+    Backend,
+    ChildResult,
+    ChildTask,
+    Measurement,
+    PhaseMeasure,
+    Sample,
+    from_json,
+    to_json,
+)
+from bench.children import run_group
+from bench.errors import ChildResultError
+from bench.rows import RowContext, result_records
+
+GiB = 1 << 30
+
+
+def _result() -> ChildResult:
+    read = PhaseMeasure("read", 0, 0.5, 3 * GiB, 2 * GiB, GiB, GiB, {"pread": 0.25})
+    total = PhaseMeasure("total", 1, 0.6, 3 * GiB, 2 * GiB, GiB, GiB)
+    measured = Measurement(GiB, "hwm", total, (read,), (Sample(0.1, "read", GiB, 0),))
+    return ChildResult("ok", None, Backend(0, 1, 8, 8), measured, tensors_verified=3)
+
+
+def test_round_trip_keeps_every_field():
+    result = _result()
+    assert from_json(ChildResult, to_json(result), source="r.json") == result
+    task = ChildTask("eager", "gpt2", "/c/model.safetensors", "/c/model.safetensors", "bfloat16")
+    assert from_json(ChildTask, to_json(task), source="t.json") == task
+
+
+def _stamped(obj: dict, version: object = CHILD_RESULT_VERSION) -> str:
+    return json.dumps({VERSION_KEY: version, **obj})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "r.json: not JSON"),
+        (_stamped({"status": "ok"}, version=0), "version 0, this bench reads version 1"),
+        (json.dumps({"status": "ok"}), "version None"),
+        (_stamped({"error": None}), "missing field(s) ['status']"),
+        (_stamped({"status": "ok", "peak": 3}), "unknown field(s) ['peak']"),
+        (_stamped({"status": "ok", "tensors_verified": "3"}), "tensors_verified: expected int"),
+        (_stamped({"status": "fine"}), "status 'fine' is not one of ok, wrong, crashed"),
+        (_stamped({"status": "ok", "backend": {"devices": 1.5}}), "backend.devices: expected int"),
+    ],
+)
+def test_unreadable_results_name_the_file_and_the_field(text, message):
+    with pytest.raises(ChildResultError, match="r.json") as err:
+        from_json(ChildResult, text, source="r.json")
+    assert message in str(err.value)
+
+
+def _write_and_exit(out, text: str) -> list[str]:
+    code = f"open({str(out)!r}, 'w').write({text!r})"
+    return [sys.executable, "-c", code]
+
+
+def test_a_child_of_another_version_becomes_a_crashed_row(tmp_path):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    stale = json.loads(to_json(_result()))
+    stale[VERSION_KEY] = CHILD_RESULT_VERSION + 1
+    argvs = [_write_and_exit(good, to_json(_result())), _write_and_exit(bad, json.dumps(stale))]
+    outcomes = run_group(argvs, [{}, {}], [good, bad], timeout_s=60, budget_bytes=8 * GiB)
+    assert [o.status for o in outcomes] == ["ok", "crashed"]
+    assert outcomes[0].result == _result()
+    assert (
+        "bad.json" in outcomes[1].error
+        and "version 2, this bench reads version 1" in outcomes[1].error
+    )
+    ctx = RowContext("run", "rid", "gpt2", "eager", "strategy", "native", 8, 1, 0, GiB, GiB, 3)
+    (row,) = result_records(ctx, outcomes[1:])
+    assert (row.phase, row.status, row.peak_rss_bytes) == ("total", "crashed", None)
+    rows = result_records(ctx, outcomes[:1])
+    assert [r.phase for r in rows[:2]] == ["read", "total"] and rows[0].substeps_s == {
+        "pread": 0.25
+    }

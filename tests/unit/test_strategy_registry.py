@@ -1,0 +1,108 @@
+"""The strategy registry: one record (`StrategyInfo`), read with `ast`, extras by dotted name.
+
+A throwaway strategy package is written to a temp folder on `sys.path`; the registry must find
+it by name, read its constants without importing it, and refuse duplicates and malformed modules.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from loader import strategies
+from loader.vocabulary import PEER, REFERENCE, STRATEGY
+
+GOOD = '''
+"""Throwaway: fills nothing, returns what it was given."""
+from loader.vocabulary import PEER
+KIND = PEER
+REQUIRES = ("json", "no_such_module_xyz")
+INSTALL_HINT = "pip install xyz"
+def load(target, path, probe=None, *, strict=False, key_map=None, **options):
+    return target, options
+'''
+
+
+@pytest.fixture
+def extra_pkg(tmp_path, monkeypatch):
+    """A package `tmp_strats` on sys.path; returns a writer of modules in it."""
+    pkg = tmp_path / "tmp_strats"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m.split(".")[0] == "tmp_strats"]:
+        monkeypatch.delitem(sys.modules, name)  # a previous test's package, in another tmp_path
+
+    def write(name: str, text: str) -> str:
+        (pkg / f"{name}.py").write_text(textwrap.dedent(text))
+        return f"tmp_strats.{name}"
+
+    return write
+
+
+def test_builtins_have_kinds_from_the_vocabulary():
+    found = strategies.catalog()
+    assert found["floor"].kind == REFERENCE
+    assert found["hostcast"].kind == STRATEGY
+    assert found["orbax"].checkpoint == "orbax" and found["sharded-dir"].checkpoint == "sharded-dir"
+    assert found["sharded"].multiprocess and not found["zerocopy"].multiprocess
+    assert all(info.available() for info in found.values())
+
+
+def test_an_extra_module_is_read_without_import(extra_pkg):
+    module = extra_pkg("my_fast_load", GOOD + "\nraise RuntimeError('imported')\n")
+    info = strategies.catalog([module])["my-fast-load"]
+    assert (info.kind, info.module, info.install_hint) == (PEER, module, "pip install xyz")
+    assert info.requires == ("json", "no_such_module_xyz")
+    assert info.description == "Throwaway: fills nothing, returns what it was given."
+    assert "tmp_strats.my_fast_load" not in sys.modules
+    assert not info.available()
+    with pytest.raises(strategies.StrategyError, match=r"no_such_module_xyz.*pip install xyz"):
+        info.load(object(), "x")
+
+
+def test_load_imports_lazily_and_passes_options(extra_pkg):
+    module = extra_pkg("echo", GOOD.replace(', "no_such_module_xyz"', ","))
+    info = strategies.get("echo", [module])
+    target = object()
+    assert info.load(target, "p", budget=5) == (target, {"budget": 5})
+    assert info.prepare() is None
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('"""Doc."""\n', "defines no load"),
+        ("def load(target, path): ...\n", "module docstring"),
+        ('"""Doc."""\nKIND = "model"\ndef load(target, path): ...\n', "KIND one of"),
+        ('"""Doc."""\nREQUIRES = "torch"\ndef load(target, path): ...\n', "REQUIRES a tuple"),
+        ('"""Doc."""\nKIND = make()\ndef load(target, path): ...\n', "must be a literal"),
+    ],
+)
+def test_malformed_modules_are_refused_by_name(extra_pkg, body, message):
+    module = extra_pkg("bad_one", body)
+    with pytest.raises(strategies.StrategyError, match=message) as err:
+        strategies.catalog([module])
+    assert "bad_one" in str(err.value)
+
+
+def test_duplicates_and_unknowns_raise(extra_pkg):
+    module = extra_pkg("hostcast", GOOD)
+    with pytest.raises(strategies.StrategyError, match="registered twice"):
+        strategies.catalog([module])
+    with pytest.raises(strategies.StrategyError, match="cannot be found"):
+        strategies.catalog(["tmp_strats.nope"])
+    with pytest.raises(strategies.UnknownStrategyError, match="known strategies: .*hostcast"):
+        strategies.get("nope")
+
+
+def test_catalog_imports_no_strategy_and_no_jax():
+    code = (
+        "import sys, loader.strategies as s; s.catalog()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('loader.strategies.')), 'jax' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] False"
