@@ -24,7 +24,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.results import headline, read_results
-from bench.schema import TOTAL
+from loader.vocabulary import OK, TOTAL
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}
@@ -53,7 +53,7 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
 def _side(phases: pd.DataFrame) -> pd.DataFrame:
     """Per combination: repeats, ok repeats and median/min/max of each metric over the ok ones."""
     rows = _repeats(phases)
-    ok = rows[rows["status"] == "ok"]
+    ok = rows[rows["status"] == OK]
     counts = rows.groupby(KEYS).agg(repeats=("result_id", "nunique"))
     stats = ok.groupby(KEYS)[list(METRICS.values())].agg(["median", "min", "max"])
     stats.columns = [f"{col}_{stat}" for col, stat in stats.columns]

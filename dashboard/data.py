@@ -66,13 +66,18 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     return _results.summarize(phases)
 
 
-@st.cache_data(show_spinner=False)
 def strategy_descriptions() -> tuple[dict[str, str], str | None]:
     """Each registered strategy's description (its docstring's first line), and any problem.
 
     Read with `ast` from the registry (and `LOADBENCH_EXTRA_STRATEGIES`), so no jax. A strategy
     measured but no longer registered has no description; its name stands alone.
     """
+    return _descriptions(os.environ.get(_strategies.EXTRA_ENV, ""))
+
+
+@st.cache_data(show_spinner=False)
+def _descriptions(extra: str) -> tuple[dict[str, str], str | None]:
+    """Cached per value of the extra-strategies variable (the registry it reads depends on it)."""
     try:
         return {n: info.description for n, info in _strategies.catalog().items()}, None
     except CheckpointError as e:  # a broken extra strategy module: say so, draw the rest

@@ -14,6 +14,7 @@ Imports neither jax nor streamlit (the static report uses it too).
 from __future__ import annotations
 
 import functools
+import os
 import zlib
 
 import altair as alt
@@ -39,9 +40,14 @@ MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}
 NAIVE = "eager"  # the path a user writes first (read everything, then build): the headline's yardstick
 
 
-@functools.cache
 def _catalog() -> dict[str, str]:
     """Registered strategy name -> kind (`strategy`, `reference`, `peer`), in registry order."""
+    return _catalog_for(os.environ.get("LOADBENCH_EXTRA_STRATEGIES", ""))
+
+
+@functools.cache
+def _catalog_for(extra: str) -> dict[str, str]:
+    """`_catalog` for one value of the extra-strategies variable (the registry depends on it)."""
     try:
         from bench import strategies
 
