@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.register(sub)
     shapes.cli.register(sub)
     dashboard.cli.register(sub)
+    dashboard.cli.register_report(sub)
     return parser
 
 

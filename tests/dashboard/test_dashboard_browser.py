@@ -101,3 +101,19 @@ def test_empty_state_in_chromium(browser_page, tmp_path):
             open_page(page, url, name)
             page.get_by_text(f"make bench SHAPES=gpt2 RESULTS={folder}").wait_for(timeout=30_000)
             _clean(page, f"empty_{name}", tmp_path)
+
+
+def test_report_renders_offline(browser_page, fixture_results, tmp_path):
+    """`loadbench report`: every chart draws from the file alone, with every request refused."""
+    from bench.cli import main
+
+    out = tmp_path / "report.html"
+    assert main(["report", str(fixture_results.root), "--out", str(out)]) == 0
+    page = browser_page
+    asked: list[str] = []
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else (asked.append(route.request.url), route.abort()))  # fmt: skip
+    page.goto(out.as_uri())
+    expected = out.read_text().count("vegaEmbed(\"#chart")
+    page.wait_for_function(f"document.querySelectorAll('.chart svg, .chart canvas').length >= {expected}", timeout=60_000)  # fmt: skip
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    assert asked == [] and expected >= 8
