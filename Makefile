@@ -10,7 +10,7 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint bench dashboard fuzz browser-deps clean
+.PHONY: help install test lint bench dashboard screenshots fuzz browser-deps clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ bench: $(STAMP) ## run every strategy on SHAPES (default sa3), 3 repeats, each i
 
 dashboard: $(STAMP) ## open the Streamlit dashboard over RESULTS on 127.0.0.1:PORT
 	$(VENV)/bin/loadbench dashboard --results $(RESULTS) --port $(PORT)
+
+screenshots: $(STAMP) browser-deps ## PNGs of every dashboard page into screenshots/ (over the test fixture, or RESULTS=DIR if it exists)
+	$(PY) tests/dashboard/browser.py --out screenshots $$( [ -d "$(RESULTS)" ] && echo --results $(RESULTS) )
 
 fuzz: $(STAMP) ## a longer property-based fuzz campaign of the header reader and loader
 	LOADBENCH_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} $(PY) -m pytest -q tests/unit/test_fuzz.py

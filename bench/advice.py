@@ -145,12 +145,13 @@ def to_json(advice: Advice) -> dict[str, Any]:
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
     host_ram = parse_size(args.host_ram, what="--host-ram")
+    target = spec_summary(args.shapes)  # an unknown name is the first thing to say
     results = read_results(args.results)
     if ok_runs(results).empty:
         raise BenchError(
             f"no measured runs in {args.results}/ to predict from; run `make bench SHAPES=sa3 RESULTS={args.results}` "
             f"(or `make bench SHAPES=gpt2 RESULTS={args.results}` for a quicker start) first, then recommend again"
         )  # fmt: skip
-    advice = advise(results, spec_summary(args.shapes), host_ram, args.devices, shapes=args.shapes, folder=args.results)  # fmt: skip
+    advice = advise(results, target, host_ram, args.devices, shapes=args.shapes, folder=args.results)  # fmt: skip
     print(json.dumps(to_json(advice), indent=1) if args.json else to_text(advice), end="\n" if args.json else "")  # fmt: skip
     return 0 if advice.rec.recommended else 1

@@ -79,11 +79,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     outcome = run_bench(config)
     results = read_results(outcome.jsonl)
-    if args.json:
-        print(json.dumps(json_summary(results), indent=1))
+    if args.json:  # the file first, so a script can find what this run wrote
+        print(json.dumps({"results_file": str(outcome.jsonl), "strategies": json_summary(results)}, indent=1))  # fmt: skip
     else:
         print(tables(results), end="")
-        print(f"results: {outcome.jsonl} (+ .parquet); view them with `loadbench dashboard`")
+        print(f"results: {outcome.jsonl} (+ .parquet); view them with `loadbench dashboard --results {args.out}`")  # fmt: skip
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 
 
@@ -108,7 +108,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = bench.add_parser("list", help="the registered strategies")
     p.add_argument("--json", action="store_true", help="one JSON list")
     p.set_defaults(func=cmd_list)
-    p = bench.add_parser("run", help="measure strategies, each run in a fresh process")
+    p = bench.add_parser(
+        "run", help="measure strategies, each run in a fresh process",
+        description="Measure strategies, each load in a fresh process. Synthetic checkpoints (and their "
+        "converted forms) are made once and kept in $LOADBENCH_CACHE/checkpoints/ (default: "
+        "./.cache/loadbench, relative to where you run it); delete that folder to reclaim the space.",
+    )  # fmt: skip
     p.add_argument(
         "--shapes", required=True, help="shape set(s): preset, fetched name or path; a,b"
     )

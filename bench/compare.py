@@ -79,7 +79,11 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataF
     `m_base`, `m_new` (medians), `m_ratio`, `m_ratio_lo`, `m_ratio_hi`, `m_verdict`; and `verdict`
     (broken, regressed, improved or same).
     """
-    both = _side(base).reset_index().merge(_side(new).reset_index(), on=KEYS, suffixes=("_base", "_new"))
+    both = (
+        _side(base)
+        .reset_index()
+        .merge(_side(new).reset_index(), on=KEYS, suffixes=("_base", "_new"))
+    )
     for m, col in METRICS.items():
         both[f"{m}_base"], both[f"{m}_new"] = both[f"{col}_median_base"], both[f"{col}_median_new"]
         both[f"{m}_ratio"] = both[f"{m}_new"] / both[f"{m}_base"]

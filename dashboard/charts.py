@@ -34,11 +34,23 @@ def phase_adds_bars(med: pd.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("phase:N", sort=phases, title="phase"),
             xOffset=alt.XOffset("strategy:N", sort=sorted(set(data["strategy"]))),
-            y=alt.Y("adds_bytes_u:Q", title=f"added at the phase's peak ({unit})", axis=alt.Axis(format=fmt)),
-            color=alt.Color("strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"])),
-            tooltip=["strategy", "phase", alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"adds ({unit})"),
-                     alt.Tooltip("peak_over_baseline_bytes_u:Q", format=fmt, title=f"peak over baseline ({unit})"),
-                     alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint")],
+            y=alt.Y(
+                "adds_bytes_u:Q",
+                title=f"added at the phase's peak ({unit})",
+                axis=alt.Axis(format=fmt),
+            ),
+            color=alt.Color(
+                "strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"])
+            ),
+            tooltip=[
+                "strategy",
+                "phase",
+                alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"adds ({unit})"),
+                alt.Tooltip(
+                    "peak_over_baseline_bytes_u:Q", format=fmt, title=f"peak over baseline ({unit})"
+                ),
+                alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
+            ],
         )  # fmt: skip
         .properties(height=300)
     )
@@ -59,7 +71,12 @@ def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
             xOffset=alt.XOffset("memory:N"),
             y=alt.Y("bytes_u:Q", title=f"RSS at phase end ({unit})", axis=alt.Axis(format=fmt)),
             color=alt.Color("memory:N", title="memory", scale=kinds),
-            tooltip=["strategy", "phase", "memory", alt.Tooltip("bytes_u:Q", format=fmt, title=unit)],
+            tooltip=[
+                "strategy",
+                "phase",
+                "memory",
+                alt.Tooltip("bytes_u:Q", format=fmt, title=unit),
+            ],
         )
         .properties(width=190, height=200)
         .facet(facet=alt.Facet("strategy:N", title=None), columns=FACET_COLUMNS)
@@ -73,8 +90,18 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
         .mark_bar(stroke="white", strokeWidth=0.5)
         .encode(
             y=alt.Y("strategy:N", title=None),
-            x=alt.X("phase_wall_s:Q", title="seconds (median)", stack="zero", axis=alt.Axis(format=".2f")),
-            color=alt.Color("phase:N", title="phase", scale=style.phase_scale(med["phase"]), legend=alt.Legend(orient="bottom", direction="horizontal")),
+            x=alt.X(
+                "phase_wall_s:Q",
+                title="seconds (median)",
+                stack="zero",
+                axis=alt.Axis(format=".2f"),
+            ),
+            color=alt.Color(
+                "phase:N",
+                title="phase",
+                scale=style.phase_scale(med["phase"]),
+                legend=alt.Legend(orient="bottom", direction="horizontal"),
+            ),
             order=alt.Order("phase_order:Q"),
             tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".2f", title="s")],
         )  # fmt: skip
@@ -94,9 +121,13 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
         color=alt.Color("verdict:N", scale=alt.Scale(domain=shown, range=[VERDICT_COLORS.range[VERDICT_COLORS.domain.index(v)] for v in shown])),
         tooltip=["strategy", "verdict", alt.Tooltip("peak_u:Q", format=fmt, title=unit)],
     )  # fmt: skip
-    ram = pd.DataFrame({"ram": [host_ram_bytes / div], "text": [f"host RAM {style.size(host_ram_bytes)}"]})
+    ram = pd.DataFrame(
+        {"ram": [host_ram_bytes / div], "text": [f"host RAM {style.size(host_ram_bytes)}"]}
+    )
     rule = alt.Chart(ram).mark_rule(color="black", strokeWidth=2).encode(x="ram:Q")
-    label = alt.Chart(ram).mark_text(align="left", dx=4, dy=-4, baseline="bottom", fontWeight="bold")
+    label = alt.Chart(ram).mark_text(
+        align="left", dx=4, dy=-4, baseline="bottom", fontWeight="bold"
+    )
     label = label.encode(x="ram:Q", y=alt.value(0), text="text:N")
     return alt.layer(bars, rule, label).properties(height=max(160, 40 * len(rows) + 20))
 
@@ -115,6 +146,16 @@ def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
         tooltip=["strategy", "metric", "verdict", alt.Tooltip("ratio:Q", format=".2f"),
                  alt.Tooltip("lo:Q", format=".2f", title="spread from"), alt.Tooltip("hi:Q", format=".2f", title="spread to")],
     )  # fmt: skip
-    spread = alt.Chart(long).mark_rule(color="black").encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
-    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[4, 2]).encode(x="x:Q")
-    return alt.layer(bars, spread, one).properties(height=max(120, 56 * ratios["strategy"].nunique()))
+    spread = (
+        alt.Chart(long)
+        .mark_rule(color="black")
+        .encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
+    )
+    one = (
+        alt.Chart(pd.DataFrame({"x": [1.0]}))
+        .mark_rule(color="black", strokeDash=[4, 2])
+        .encode(x="x:Q")
+    )
+    return alt.layer(bars, spread, one).properties(
+        height=max(120, 56 * ratios["strategy"].nunique())
+    )

@@ -52,7 +52,9 @@ class _Doc:
         self.parts.append(f'<div class="chart" id="{div}"></div><script>vegaEmbed("#{div}", {json.dumps(spec)}, {{"actions": false}}).catch(console.error);</script>')  # fmt: skip
 
 
-def _overview(doc: _Doc, phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, ram: int) -> None:
+def _overview(
+    doc: _Doc, phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, ram: int
+) -> None:
     rows = answer.shape_set_rows(summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0])  # fmt: skip
     ckpt = rows["checkpoint_bytes"].iloc[0]
     doc.add("h2", f"Shape set {shapes}: checkpoint {style.size(ckpt)}, {int(rows['tensors'].iloc[0])} tensors")  # fmt: skip
@@ -84,7 +86,9 @@ def _phases(doc: _Doc, phases: pd.DataFrame) -> None:
 def _timeline(doc: _Doc, results: Results, phases: pd.DataFrame, shapes: str) -> None:
     """The first ok repeat of each strategy on `shapes`, overlaid, with each one's phase bands."""
     totals = frames.whole_run(phases)
-    totals = totals[(totals["phase"] == TOTAL) & (totals["status"] == OK) & (totals["shapes"] == shapes)]
+    totals = totals[
+        (totals["phase"] == TOTAL) & (totals["status"] == OK) & (totals["shapes"] == shapes)
+    ]
     firsts = totals.sort_values("repeat").drop_duplicates("strategy").sort_values("strategy")
     chosen = [r for r in firsts["result_id"] if r in set(results.samples["result_id"])]
     if not chosen:

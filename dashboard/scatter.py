@@ -45,7 +45,9 @@ def place_labels(points: pd.DataFrame, x: str, y: str, x_max: float, y_max: floa
             if not _overlaps(box, placed):
                 break
         placed.append(box)
-        out.append({**row.to_dict(), "label_x": px / sx, "label_y": (HEIGHT - top - LABEL_H / 2) / sy})
+        out.append(
+            {**row.to_dict(), "label_x": px / sx, "label_y": (HEIGHT - top - LABEL_H / 2) / sy}
+        )
     return pd.DataFrame(out)
 
 
@@ -80,7 +82,9 @@ def _reference_layers(refs: pd.DataFrame, y: str, fmt: str, y_enc) -> list[alt.C
     if refs.empty:
         return []
     refs = refs.assign(text=refs["strategy"] + " (reads the bytes only): " + refs[y].map(lambda v: format(v, fmt)))  # fmt: skip
-    rule = alt.Chart(refs).mark_rule(color=style.REFERENCE_COLOR, strokeDash=[3, 3], strokeWidth=1.5)
+    rule = alt.Chart(refs).mark_rule(
+        color=style.REFERENCE_COLOR, strokeDash=[3, 3], strokeWidth=1.5
+    )
     text = alt.Chart(refs).mark_text(align="left", dx=4, dy=-8, color="#555", fontStyle="italic")
     return [rule.encode(y=y_enc(y)), text.encode(x=alt.value(0), y=y_enc(y), text="text:N")]
 
@@ -96,7 +100,9 @@ def overview_scatter(df: pd.DataFrame, y: str, y_title: str, y_format: str) -> a
     layers = _reference_layers(drawn[drawn["kind"] == REFERENCE], y, y_format, y_enc)
     if points.empty:
         return alt.layer(*layers).properties(height=HEIGHT)
-    points["label"] = points["strategy"] + points["kind"].map(lambda k: " · peer" if k == PEER else "")
+    points["label"] = points["strategy"] + points["kind"].map(
+        lambda k: " · peer" if k == PEER else ""
+    )
     points = place_labels(points, "wall_s", y, x_max, y_max)
     front = points[points["pareto"]]
     if len(front):
@@ -111,7 +117,9 @@ def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> 
     """Leader lines, points (strategies filled, peers hollow) and labels."""
     seen = [s for s in STATUSES if s in set(points["status"])]
     shape = alt.Shape("status:N", title="status", scale=alt.Scale(domain=seen, range=[STATUS_SHAPES[s] for s in seen]))  # fmt: skip
-    color = alt.Color("strategy:N", title="strategy", scale=style.strategy_scale(points["strategy"]))
+    color = alt.Color(
+        "strategy:N", title="strategy", scale=style.strategy_scale(points["strategy"])
+    )
     tooltip = [alt.Tooltip("strategy:N"), *([alt.Tooltip("description:N")] if "description" in points else []), alt.Tooltip("kind:N"), alt.Tooltip("status:N"), alt.Tooltip("repeats:Q"),
                alt.Tooltip("wall_s:Q", format=".2f", title="wall s"), alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
                alt.Tooltip("pareto:N", title="on the Pareto front")]  # fmt: skip
@@ -121,7 +129,9 @@ def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> 
         layers.append(alt.Chart(moved).mark_rule(color="#999", strokeWidth=0.8).encode(x=x_enc("wall_s"), y=y_enc(y), x2="label_x:Q", y2="label_y:Q"))  # fmt: skip
     for kind_rows, filled in ((points[points["kind"] != PEER], True), (points[points["kind"] == PEER], False)):  # fmt: skip
         if len(kind_rows):
-            mark = alt.Chart(kind_rows).mark_point(size=150, filled=filled, strokeWidth=2, opacity=1)
+            mark = alt.Chart(kind_rows).mark_point(
+                size=150, filled=filled, strokeWidth=2, opacity=1
+            )
             layers.append(mark.encode(x=x_enc("wall_s"), y=y_enc(y), color=color, shape=shape, tooltip=tooltip))  # fmt: skip
     text = alt.Chart(points).mark_text(align="left", baseline="middle", fontSize=12, color="#222")
     layers.append(text.encode(x=x_enc("label_x"), y=y_enc("label_y"), text="label:N"))

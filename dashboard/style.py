@@ -37,7 +37,9 @@ PHASE_COLORS = {
     "assemble": "#fcbba1", "stream": "#fff2ae", "total": "#f0f0f0",
 }  # fmt: skip
 MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}
-NAIVE = "eager"  # the path a user writes first (read everything, then build): the headline's yardstick
+NAIVE = (
+    "eager"  # the path a user writes first (read everything, then build): the headline's yardstick
+)
 
 
 def _catalog() -> dict[str, str]:

@@ -44,7 +44,9 @@ def prepared(samples: pd.DataFrame, baselines: dict[str, float], over_baseline: 
         anon, file_ = anon - first["rss_anon_bytes"], file_ - first["rss_file_bytes"]
     unit, div = style.byte_unit(float(total.abs().max()) if len(total) else 0.0)
     s = s.assign(total_u=total / div, anon_u=anon / div, file_u=file_ / div)
-    title = f"RSS over baseline ({unit})" if over_baseline else f"RSS, anonymous + file-backed ({unit})"
+    title = (
+        f"RSS over baseline ({unit})" if over_baseline else f"RSS, anonymous + file-backed ({unit})"
+    )
     return s, unit, style.number_format(unit), title
 
 
@@ -105,5 +107,9 @@ def timeline(samples: pd.DataFrame, bands: pd.DataFrame, baselines: dict[str, fl
     x = alt.X("t_s:Q", title="seconds since baseline", scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False), axis=alt.Axis(format=".2f"))  # fmt: skip
     top = _split(s, fmt, unit, over_baseline, x) if split else _lines(s, fmt, title, x)
     strip_x = alt.X("start_s:Q", title=None, scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False), axis=alt.Axis(format=".2f"))  # fmt: skip
-    chart = alt.vconcat(top.properties(height=HEIGHT, width=WIDTH), _strip(bands, strip_x).properties(width=WIDTH), spacing=6)
+    chart = alt.vconcat(
+        top.properties(height=HEIGHT, width=WIDTH),
+        _strip(bands, strip_x).properties(width=WIDTH),
+        spacing=6,
+    )
     return chart.resolve_scale(color="independent").resolve_legend(color="independent")

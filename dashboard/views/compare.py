@@ -30,7 +30,9 @@ def _default_base(phases: pd.DataFrame, ids: list[str], new: str) -> int:
     """The newest other run sharing a combination with `new` (else the next one)."""
     mine = set(map(tuple, phases.loc[phases["run_id"] == new, KEYS].drop_duplicates().to_numpy()))
     for i, run_id in enumerate(ids):
-        theirs = set(map(tuple, phases.loc[phases["run_id"] == run_id, KEYS].drop_duplicates().to_numpy()))
+        theirs = set(
+            map(tuple, phases.loc[phases["run_id"] == run_id, KEYS].drop_duplicates().to_numpy())
+        )
         if run_id != new and mine & theirs:
             return i
     return 1

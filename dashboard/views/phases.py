@@ -22,7 +22,9 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
     dtype = cols[1].selectbox("dtype", sorted(rows["dtype"].unique()), key="phases_dtype")
     rows = rows[rows["dtype"] == dtype]
     devices = cols[2].selectbox("devices", sorted(rows["devices"].unique()), key="phases_devices")
-    elsewhere = sorted(set(rows["strategy"]) - set(rows.loc[rows["devices"] == devices, "strategy"]))
+    elsewhere = sorted(
+        set(rows["strategy"]) - set(rows.loc[rows["devices"] == devices, "strategy"])
+    )
     if elsewhere:
         other = sorted(rows.loc[rows["strategy"].isin(elsewhere), "devices"].unique())
         st.caption(f"Not measured on {devices} device(s): {', '.join(elsewhere)} (measured on {', '.join(map(str, other))}; multi-process strategies need a device per process). Pick that device count to see them.")  # fmt: skip

@@ -54,11 +54,15 @@ def main() -> None:
         return
     cols = st.columns(2)
     absolute = cols[0].toggle("Absolute RSS (not over baseline)", key="timeline_absolute")
-    split = len(chosen) == 1 and cols[1].toggle("Split anonymous / file-backed", key="timeline_stack")
+    split = len(chosen) == 1 and cols[1].toggle(
+        "Split anonymous / file-backed", key="timeline_stack"
+    )
     samples = results.samples[results.samples["result_id"].isin(chosen)]
     samples = samples[samples["process_index"].isin([0, -1])].sort_values("t_s")
     samples = samples.assign(label=samples["result_id"].map(labels))
-    base = phases[phases["result_id"].isin(chosen)].groupby("result_id")["baseline_rss_bytes"].first()
+    base = (
+        phases[phases["result_id"].isin(chosen)].groupby("result_id")["baseline_rss_bytes"].first()
+    )
     chart = timeline.timeline(samples, bands(phases, chosen, labels), base.to_dict(), split=split, over_baseline=not absolute)  # fmt: skip
     st.altair_chart(chart, width="content")
     st.caption(f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left as a gap: nothing was measured there.")  # fmt: skip

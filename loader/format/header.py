@@ -102,12 +102,16 @@ def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -
     if len(prefix) < 8:
         raise _fail(source, f"file is {len(prefix)} bytes, too short for the 8-byte header length")
     (n,) = struct.unpack("<Q", prefix[:8])
+    # A text or other file read as a length gives an absurd number: call it what it is.
+    looks = "not a safetensors file (its first 8 bytes are not a header length): "
     if n > MAX_HEADER_BYTES:
         raise _fail(
-            source, f"header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
+            source, f"{looks}header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
         )
     if file_size is not None and 8 + n > file_size:
-        raise _fail(source, f"header length {n} runs past the end of the {file_size}-byte file")
+        raise _fail(
+            source, f"{looks}header length {n} runs past the end of the {file_size}-byte file"
+        )
     if n < 2:
         raise _fail(source, f"header length {n} is too short for a JSON object")
     return n

@@ -89,7 +89,9 @@ def dashboard(results: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]
         deadline = time.monotonic() + 60
         while not _healthy(url):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the dashboard did not start on {url}:\n{log.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"the dashboard did not start on {url}:\n{log.read_text()[-3000:]}"
+                )
             time.sleep(0.3)
         yield url, proc
     finally:
@@ -131,7 +133,9 @@ def legend(page, index: int, title: str) -> dict[str, str]:
 def full_screenshot(page, path: Path) -> Path:
     """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit it."""
     height = page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], int(height) + 40)})
+    page.set_viewport_size(
+        {"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], int(height) + 40)}
+    )
     page.wait_for_timeout(1500)
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(VIEWPORT)

@@ -100,7 +100,9 @@ def test_peak_unit_switch_changes_the_axis(app):
     at = app()
     assert "peak over baseline (× checkpoint)" in _spec_text(_charts(at)[0])
     at.radio(key="overview_unit").set_value("bytes").run()
-    assert "peak over baseline (GiB)" in _spec_text(_charts(at)[0])  # gpt2: eager peaks ~1.8 GiB over
+    assert "peak over baseline (GiB)" in _spec_text(
+        _charts(at)[0]
+    )  # gpt2: eager peaks ~1.8 GiB over
     assert "peak over baseline (MiB)" in _spec_text(_charts(at)[1])  # tiny-gpt2: a few MiB
 
 
@@ -242,3 +244,41 @@ print("JAX_IMPORTED by " + os.environ["JAX_BY"] if "jax" in sys.modules else "JA
 
 def test_app_file_is_the_entry_point():
     assert Path(APP).is_file() and (Path(APP).parent / "views" / "overview.py").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
+    cmd = [sys.executable, "-m", "bench.cli", "recommend", "--shapes", "gpt2", "--host-ram", "1GiB",
+           "--devices", "8", "--results", str(fixture_results.root)]  # fmt: skip
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    as_json = subprocess.run(
+        [*cmd, "--json"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert text.returncode == as_json.returncode == 1, text.stderr  # 1 GiB: nothing fits
+    out = json.loads(as_json.stdout)
+    assert out["inputs"] == {"shapes": "gpt2", "host_ram_bytes": GIB, "devices": 8, "results": str(fixture_results.root)}  # fmt: skip
+    assert {"peak_bytes_per_checkpoint_byte", "wall_constant_s", "runs", "shapes"} <= set(out["strategies"][0]["model"])  # fmt: skip
+    assert out["minimum_ram_bytes"] > GIB and any(n.startswith("Minimum RAM that fits: ") for n in out["notes"])  # fmt: skip
+    at = app("views/target_host.py")
+    at.radio(key="target_source").set_value("a preset or fetched spec").run()
+    at.selectbox(key="target_spec").set_value("gpt2").run()
+    at.number_input(key="target_ram_gib").set_value(1.0).run()
+    _no_exception(at)
+    shown = _texts_in_page_order(at.main)
+    for note in out["notes"]:  # every sentence, the same words, in the CLI's text and on the page
+        assert note in text.stdout and note in shown, note
+    assert [n for n in shown if n in out["notes"]] == out["notes"]  # in the same order
+    order = [s["strategy"] for s in out["strategies"]]
+    assert list(_table_with(at, "verdict")["strategy"]) == order  # the table in the CLI's order
+
+
+def _texts_in_page_order(node) -> list[str]:
+    """The text of every alert and Markdown element, top to bottom."""
+    if getattr(node, "type", None) in ("success", "error", "warning", "markdown"):
+        return [node.value]
+    children = getattr(node, "children", None) or {}
+    return [t for key in sorted(children) for t in _texts_in_page_order(children[key])]
+
+
+def _table_with(at, column: str):
+    return next(df.value for df in at.dataframe if column in df.value.columns)

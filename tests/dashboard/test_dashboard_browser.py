@@ -113,7 +113,7 @@ def test_report_renders_offline(browser_page, fixture_results, tmp_path):
     asked: list[str] = []
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else (asked.append(route.request.url), route.abort()))  # fmt: skip
     page.goto(out.as_uri())
-    expected = out.read_text().count("vegaEmbed(\"#chart")
+    expected = out.read_text().count('vegaEmbed("#chart')
     page.wait_for_function(f"document.querySelectorAll('.chart svg, .chart canvas').length >= {expected}", timeout=60_000)  # fmt: skip
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert asked == [] and expected >= 8

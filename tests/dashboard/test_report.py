@@ -12,9 +12,13 @@ def test_report_is_one_offline_file(fixture_results, tmp_path, capsys):
     assert main(["report", str(fixture_results.root), "--out", str(out)]) == 0
     assert str(out) in capsys.readouterr().out
     text = out.read_text(encoding="utf-8")
-    assert not re.search(r"<script[^>]+src=|<link[^>]+href=", text), "the report loads something from outside"
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=", text), (
+        "the report loads something from outside"
+    )
     assert "function" in text and "vegaEmbed(" in text  # the bundle is inlined, then called
-    assert "eager: 2.75× / 0.54 s" in text  # the newest run's (beta) answer for gpt2, as the Overview says
+    assert (
+        "eager: 2.75× / 0.54 s" in text
+    )  # the newest run's (beta) answer for gpt2, as the Overview says
     assert "crashed" not in text or "SIGKILL" in text
     assert text.count('vegaEmbed("#chart') >= 8  # per shape set: cost, 3 phase charts, timeline
     assert not list(tmp_path.glob("*.part"))

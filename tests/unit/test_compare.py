@@ -61,13 +61,19 @@ def test_one_strategy_made_20_percent_slower_fails(tmp_path, base, capsys):
     assert verdicts == {"eager": ("same", "same"), "floor": ("same", "same"), "stream": ("regressed", "regressed")}  # fmt: skip
     stream = next(r for r in out["rows"] if r["strategy"] == "stream")
     assert stream["wall_ratio"] == pytest.approx(1.2 * 1.02 / 1.0, rel=0.01)
-    assert stream["wall_ratio_lo"] > 1 and out["regressed"] is True and out["max_regression"] == 0.05
+    assert (
+        stream["wall_ratio_lo"] > 1 and out["regressed"] is True and out["max_regression"] == 0.05
+    )
 
 
 def test_a_change_inside_the_spread_is_not_a_regression(tmp_path):
     """Medians 8% apart, but the repeats overlap (0.8-1.3 vs 0.9-1.3): noise, not a regression."""
-    base = read_results(_write(tmp_path / "b.jsonl", _rows("b", [0.8, 1.0, 1.3], [1, 1, 1], {}))).phases
-    new = read_results(_write(tmp_path / "n.jsonl", _rows("n", [0.9, 1.08, 1.3], [1, 1, 1], {}))).phases
+    base = read_results(
+        _write(tmp_path / "b.jsonl", _rows("b", [0.8, 1.0, 1.3], [1, 1, 1], {}))
+    ).phases
+    new = read_results(
+        _write(tmp_path / "n.jsonl", _rows("n", [0.9, 1.08, 1.3], [1, 1, 1], {}))
+    ).phases
     table = compare(base, new, 0.05)
     assert (table["wall_ratio"] > 1.05).all() and (table["verdict"] == "same").all()
     assert (compare(base, new, 0.5)["verdict"] == "same").all()

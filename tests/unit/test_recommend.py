@@ -106,7 +106,9 @@ def test_one_shape_set_falls_back_to_a_ratio(tmp_path):
     lean = next(s for s in rec.strategies if s["strategy"] == "lean")
     ratio = (500 * MiB + 10 * MiB) / (500 * MiB)
     assert lean["predicted_peak_bytes"] == pytest.approx(BASE + ratio * 4 * GiB, rel=1e-3)
-    assert lean["model"]["peak_bytes_per_largest_tensor_byte"] == 0 and lean["model"]["shapes"] == ["mid"]
+    assert lean["model"]["peak_bytes_per_largest_tensor_byte"] == 0 and lean["model"]["shapes"] == [
+        "mid"
+    ]
 
 
 def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
