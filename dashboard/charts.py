@@ -100,12 +100,11 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
                 "phase:N",
                 title="phase",
                 scale=style.phase_scale(med["phase"]),
-                legend=alt.Legend(orient="bottom", direction="horizontal"),
             ),
             order=alt.Order("phase_order:Q"),
             tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".2f", title="s")],
         )  # fmt: skip
-        .properties(height=max(150, 50 * med["strategy"].nunique()))
+        .properties(height=max(200, 50 * med["strategy"].nunique()))  # room for the phase legend
     )
 
 

@@ -76,17 +76,18 @@ def _axes(x_max: float, y_max: float, y_title: str, y_format: str):
     return x, y
 
 
-def _reference_layers(refs: pd.DataFrame, y: str, fmt: str, y_enc) -> list[alt.Chart]:
-    """A dotted horizontal rule per reference strategy, labelled with its name and value."""
+def _reference_layers(refs: pd.DataFrame, y: str, fmt: str, x_enc, y_enc, x_max: float) -> list[alt.Chart]:  # fmt: skip
+    """A dotted horizontal rule per reference strategy, labelled under its right end (the points,
+    all above a reference that only reads the bytes, crowd its left end)."""
     refs = refs.dropna(subset=[y])
     if refs.empty:
         return []
-    refs = refs.assign(text=refs["strategy"] + " (reads the bytes only): " + refs[y].map(lambda v: format(v, fmt)))  # fmt: skip
+    refs = refs.assign(text=refs["strategy"] + " (reads the bytes only): " + refs[y].map(lambda v: format(v, fmt)), right=x_max)  # fmt: skip
     rule = alt.Chart(refs).mark_rule(
         color=style.REFERENCE_COLOR, strokeDash=[3, 3], strokeWidth=1.5
     )
-    text = alt.Chart(refs).mark_text(align="left", dx=4, dy=-8, color="#555", fontStyle="italic")
-    return [rule.encode(y=y_enc(y)), text.encode(x=alt.value(0), y=y_enc(y), text="text:N")]
+    text = alt.Chart(refs).mark_text(align="right", baseline="top", dx=-4, dy=4, color="#555", fontStyle="italic")  # fmt: skip
+    return [rule.encode(y=y_enc(y)), text.encode(x=x_enc("right"), y=y_enc(y), text="text:N")]
 
 
 def overview_scatter(df: pd.DataFrame, y: str, y_title: str, y_format: str) -> alt.LayerChart:
@@ -97,7 +98,7 @@ def overview_scatter(df: pd.DataFrame, y: str, y_title: str, y_format: str) -> a
     x_max = max(float(drawn["wall_s"].max()) * 1.25, 1e-3)
     y_max = max(float(drawn[y].max()) * 1.15, 1e-9)
     x_enc, y_enc = _axes(x_max, y_max, y_title, y_format)
-    layers = _reference_layers(drawn[drawn["kind"] == REFERENCE], y, y_format, y_enc)
+    layers = _reference_layers(drawn[drawn["kind"] == REFERENCE], y, y_format, x_enc, y_enc, x_max)
     if points.empty:
         return alt.layer(*layers).properties(height=HEIGHT)
     points["label"] = points["strategy"] + points["kind"].map(
