@@ -10,6 +10,7 @@ from bench.cli import main
 from bench.compare import compare, parse_threshold
 from bench.results import ResultsWriter, read_results
 from bench.schema import PhaseRecord
+from loader.vocabulary import STRATEGY
 
 MiB = 1 << 20
 BASE_RSS = 300 * MiB
@@ -23,7 +24,7 @@ def _rows(run: str, walls: list[float], peaks: list[float], slower: dict[str, fl
         for i, (jw, jp) in enumerate(zip(walls, peaks, strict=True)):
             w = wall * jw * slower.get(strategy, 1.0)
             out.append(PhaseRecord(
-                run_id=run, result_id=f"{run}-{strategy}-{i}", shapes="gpt2", strategy=strategy,
+                run_id=run, result_id=f"{run}-{strategy}-{i}", shapes="gpt2", strategy=strategy, kind=STRATEGY,
                 dtype="native", devices=1, processes=1, process_index=0, repeat=i, status="ok",
                 error=None, checkpoint_bytes=548 * MiB, largest_tensor_bytes=150 * MiB, tensors=148,
                 baseline_rss_bytes=BASE_RSS, peak_rss_bytes=int(BASE_RSS + peak * MiB * jp), wall_s=w,
