@@ -46,8 +46,13 @@ dashboard: $(STAMP) ## open the Streamlit dashboard over RESULTS on 127.0.0.1:PO
 screenshots: $(STAMP) browser-deps ## PNGs of every dashboard page into screenshots/ (over the test fixture, or RESULTS=DIR if it exists)
 	$(PY) tests/dashboard/browser.py --out screenshots $$( [ -d "$(RESULTS)" ] && echo --results $(RESULTS) )
 
-fuzz: $(STAMP) ## a longer property-based fuzz campaign of the header reader and loader
-	LOADBENCH_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} $(PY) -m pytest -q tests/unit/test_fuzz.py
+fuzz: $(STAMP) ## differential fuzzing vs safetensors: 100,000 atheris inputs + hypothesis; keeps new corpus inputs
+	rm -rf .fuzz-work && mkdir -p .fuzz-work
+	$(PY) -m tests.fuzz.campaign -runs=$${FUZZ_RUNS:-100000} -max_len=4096 -dict=tests/fuzz/header.dict \
+	  -artifact_prefix=.fuzz-work/ .fuzz-work tests/fuzz_corpus
+	$(PY) -m tests.fuzz.campaign -merge=1 -max_len=4096 tests/fuzz_corpus .fuzz-work 2>&1 | tail -n 2
+	LOADBENCH_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-3000} $(PY) -m pytest -q \
+	  tests/unit/test_fuzz.py tests/unit/test_fuzz_corpus.py
 
 clean: ## remove the venv and caches (not results)
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .fuzz-work

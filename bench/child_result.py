@@ -27,7 +27,7 @@ from bench.errors import ChildResultError
 from loader.vocabulary import CRASHED, OK, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = 1
+CHILD_RESULT_VERSION = 2
 VERSION_KEY = "child_result_version"
 CHILD_STATUSES = (OK, WRONG, CRASHED)  # what a child says of itself; the runner adds the rest
 
@@ -43,6 +43,8 @@ class ChildTask:
     dtype: str | None = None
     seed: int = 0
     memray_bin: str | None = None  # capture path; `{process_index}` is filled in by the child
+    model_dtype: str | None = None  # build the model in this dtype (None: as `dtype`)
+    budget_bytes: int | None = None  # `budget=` for a strategy whose `load` takes one
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class PhaseMeasure:
     anon_rss_bytes: int
     file_rss_bytes: int
     substeps_s: dict[str, float] = field(default_factory=dict)
+    overlaps: tuple[
+        str, ...
+    ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class Measurement:
     total: PhaseMeasure
     phases: tuple[PhaseMeasure, ...]
     samples: tuple[Sample, ...] = ()
+    inflight_peak_bytes: int | None = None  # the strategy's own high-water mark (LoadReport)
 
 
 @dataclass(frozen=True)

@@ -61,19 +61,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.config import RunConfig
     from bench.results import read_results
+    from bench.run_checks import check_counts
     from bench.runner import run_bench
     from bench.summary import json_summary, tables
     from bench.units import parse_size
 
     budget = parse_size(args.memory_budget, what="--memory-budget") if args.memory_budget else None
+    load_budget = parse_size(args.budget, what="--budget") if args.budget else None
     config = RunConfig(
         shapes=_csv(args.shapes), strategies=_csv(args.strategies) if args.strategies else None,
         repeats=args.repeats, dtype=args.dtype, devices=args.devices, processes=args.processes,
         memray=args.memray, out=Path(args.out), timeout_s=args.timeout,
-        memory_budget_bytes=budget, argv=["loadbench", *args.argv],
+        memory_budget_bytes=budget, model_dtype=args.model_dtype, load_budget_bytes=load_budget,
+        argv=["loadbench", *args.argv],
     )  # fmt: skip
-    if args.repeats < 1 or args.devices < 1 or (args.processes is not None and args.processes < 1):
-        raise BenchError("--repeats, --devices and --processes must be at least 1")
+    check_counts(args.repeats, args.devices, args.processes, args.timeout)
     # Ctrl-C must stop the run cleanly even where SIGINT was inherited as ignored (a shell's
     # background job ignores it, and Python then installs no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -120,6 +122,17 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategies", help="a,b (default: every strategy predicted to fit)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--dtype", default=None, help="store and load every float tensor in this dtype")
+    p.add_argument(
+        "--model-dtype",
+        default=None,
+        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): a real cast",
+    )
+    p.add_argument(
+        "--budget",
+        default=None,
+        help="host bytes in flight beyond the model's own, for strategies that take a budget "
+        "(pipelined; default there 256MiB), e.g. 256MiB",
+    )
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
         "--processes", type=int, default=None, help="processes of multi-process strategies (2)"

@@ -45,6 +45,8 @@ class RunConfig:
     out: Path = Path("results")
     timeout_s: float = DEFAULT_TIMEOUT_S
     memory_budget_bytes: int | None = None
+    model_dtype: str | None = None  # build the model in this dtype (the checkpoint keeps its own)
+    load_budget_bytes: int | None = None  # `--budget`: passed to strategies that take `budget=`
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)

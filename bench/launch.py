@@ -78,6 +78,8 @@ def task_argvs(task: Task, work: Path) -> Group:
         dtype=task.checkpoint.dtype,
         seed=task.checkpoint.seed,
         memray_bin=memray_bin,
+        model_dtype=task.model_dtype,
+        budget_bytes=task.budget_bytes,
     )
     task_file = work / f"{tag}.task.json"
     argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)

@@ -79,6 +79,8 @@ class Task:
     devices: int  # in total, across processes
     memray_bin: Path | None = None
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
+    model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
+    budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
 
 
 def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
@@ -110,7 +112,8 @@ def plan(
     run, skipped = [], []
     for entry in entries:
         procs, devices = _layout(entry, config)
-        task = Task(ck, entry, 0, procs, devices)
+        task = Task(ck, entry, 0, procs, devices, model_dtype=config.model_dtype,
+                    budget_bytes=config.load_budget_bytes)  # fmt: skip
         predicted = known.get(
             entry.name, BASELINE_GUESS_BYTES * procs + DEFAULT_PEAK_RATIO * ck.checkpoint_bytes
         )

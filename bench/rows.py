@@ -37,6 +37,8 @@ class RowContext:
     tensors: int
     memray_html: str | None = None
     memray_top: str | None = None
+    model_dtype: str | None = None
+    budget_bytes: int | None = None
 
 
 def _phase_row(
@@ -63,7 +65,9 @@ def _phase_row(
         phase_file_rss_bytes=phase and phase.file_rss_bytes,
         peak_source=measured and measured.peak_source,
         substeps_s=dict(phase.substeps_s) if phase else {}, memray_html=ctx.memray_html,
-        memray_top=ctx.memray_top,
+        memray_top=ctx.memray_top, model_dtype=ctx.model_dtype, budget_bytes=ctx.budget_bytes,
+        inflight_peak_bytes=measured and measured.inflight_peak_bytes,
+        phase_overlaps=list(phase.overlaps) if phase else [],
     )  # fmt: skip
 
 

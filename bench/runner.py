@@ -31,6 +31,7 @@ from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan
 from bench.results import ResultsWriter, export_parquet
 from bench.rows import RowContext, failed_row, result_records
+from bench.run_checks import check_processes, check_shapes
 from loader.strategies import StrategyInfo
 from loader.vocabulary import OK, SKIPPED
 
@@ -63,7 +64,7 @@ def _context(run_id: str, task: Task, memray: dict) -> RowContext:
     return RowContext(
         run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, task.entry.kind, ck.dtype or "native",
         task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
-        ck.largest_tensor_bytes, ck.tensors, html, top,
+        ck.largest_tensor_bytes, ck.tensors, html, top, task.model_dtype, task.budget_bytes,
     )  # fmt: skip
 
 
@@ -109,6 +110,8 @@ def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id
 def run_bench(config: RunConfig) -> RunOutcome:
     """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish."""
     selected = _select(config)
+    check_processes(config.processes, selected)
+    check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
     outcome = RunOutcome(run_id, jsonl)

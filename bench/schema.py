@@ -83,6 +83,10 @@ class PhaseRecord:
     substeps_s: dict[str, float] = field(default_factory=dict)
     memray_html: str | None = None
     memray_top: str | None = None
+    model_dtype: str | None = None  # the dtype the model was built in (None: the checkpoint's)
+    budget_bytes: int | None = None  # `bench run --budget`: the strategy's bound on bytes in flight
+    inflight_peak_bytes: int | None = None  # the strategy's own high-water mark of those bytes
+    phase_overlaps: list[str] = field(default_factory=list)  # phases that ran at the same time
 
 
 @dataclass(frozen=True)

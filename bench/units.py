@@ -1,4 +1,7 @@
-"""Byte sizes as people type and read them: `4GiB`, `500MB`, `2G`, `1.5 GiB`, `123456`."""
+"""Byte sizes as people type and read them: `4GiB`, `500MB`, `2G`, `1.5 GiB`, `123456B`.
+
+A number without a unit is refused (`--host-ram 4` is not 4 bytes): the message shows `4GiB`.
+"""
 
 from __future__ import annotations
 
@@ -17,16 +20,21 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str | int, *, what: str = "size") -> int:
-    """Bytes in `text` (`4GiB`, `4G` = GiB, `4GB` = 10**9). Raises BenchError naming `what`."""
+    """Bytes in `text` (`4GiB`, `4G` = GiB, `4GB` = 10**9, `512B`); BenchError naming `what` for a
+    missing unit or a size of zero."""
     if isinstance(text, int):
         return text
     match = _SIZE.match(str(text))
     unit = match.group(2).lower() if match else None
-    if not match or unit not in _UNITS:
+    if not match or unit not in _UNITS or not unit:
         raise BenchError(
-            f"{what}: cannot read {text!r} as a size; write e.g. 4GiB, 512MiB, 8GB or a byte count"
+            f"{what} {text!r}: not a size with a unit; write e.g. {what} 4GiB "
+            "(or 512MiB, 8GB, 1000000B for bytes)"
         )
-    return int(float(match.group(1)) * _UNITS[unit])
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise BenchError(f"{what} {text!r}: must be more than zero bytes, e.g. {what} 4GiB")
+    return size
 
 
 def format_bytes(n: float | None) -> str:

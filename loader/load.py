@@ -20,6 +20,7 @@ def load_model(
     strict: bool = False,
     key_map: KeyMap | None = None,
     strategy: str | None = None,
+    budget: int | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
@@ -31,6 +32,9 @@ def load_model(
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
         strategy: a registered strategy name (`loader.strategies.names()`); default
             `DEFAULT_STRATEGY`: stream with `pread`, casting on the host.
+        budget: bytes of host memory in flight beyond the model's own, for a strategy that bounds
+            them (`pipelined`: default `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others
+            ignore it.
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -39,4 +43,5 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    return info.load(target, path, strict=strict, key_map=key_map)
+    options = {} if budget is None else {"budget": budget}
+    return info.load(target, path, strict=strict, key_map=key_map, **options)

@@ -62,6 +62,8 @@ class LoadReport:
         shape_mismatches: never applied; the parameter keeps its init (zeros for abstract targets).
         casts: parameters whose file dtype differs from the model's; cast on the host.
         sharding_changes: parameters placed with a sharding other than the one they were saved with.
+        inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
+            strategies that bound them (`pipelined`); None otherwise.
     """
 
     path: str = ""
@@ -71,6 +73,7 @@ class LoadReport:
     shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
     casts: list[DtypeCast] = field(default_factory=list)
     sharding_changes: list[ShardingChange] = field(default_factory=list)
+    inflight_peak_bytes: int | None = None
 
     @property
     def ok(self) -> bool:

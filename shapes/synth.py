@@ -13,7 +13,8 @@ Digests are BLAKE3 (a cryptographic hash, several GB/s): with sha256 (1.7 GB/s o
 hashing capped synthesis of sa3 at about 1 GB/s; without hashing it writes at about 1.6 GB/s.
 
 Every file is written atomically and `digests.json` last, so a present digests file means a
-complete checkpoint; a second call with the same spec, dtype and seed reuses it.
+complete checkpoint; a second call with the same spec, dtype and seed reuses it. Writers take an
+exclusive `flock` on the folder: a second process synthesising the same folder waits, then reuses.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import blake3
 import numpy as np
 
 from loader.format import encode_header
-from loader.format.atomic import atomic_open, atomic_write_text
+from loader.format.atomic import atomic_open, atomic_write_text, withdraw
+from loader.format.folder_lock import folder_lock
 from shapes import content
 from shapes.catalog import load_spec
 from shapes.errors import ShapesError, VerificationError
@@ -148,8 +150,16 @@ def synthesize(
     key = _key(spec, override, seed)
     if _cached(out, key):
         return result
-    out.mkdir(parents=True, exist_ok=True)
-    (out / DIGESTS_FILE).unlink(missing_ok=True)
+    with folder_lock(out):  # a second process waits here, then finds the checkpoint cached
+        if not _cached(out, key):
+            _write_checkpoint(spec, out, names, override, seed, key)
+    return result
+
+
+def _write_checkpoint(
+    spec: ShapeSpec, out: Path, names: dict[str, str], override: str | None, seed: int, key: dict
+) -> None:
+    withdraw(out / DIGESTS_FILE)
     tensors: dict[str, dict] = {}
     sizes: dict[str, int] = {}
     with ThreadPoolExecutor(1) as pool:
@@ -161,7 +171,6 @@ def synthesize(
         _write_index(out, spec, override, tensors)
     record = {**key, "source": spec.source, "files": sizes, "tensors": tensors}
     atomic_write_text(out / DIGESTS_FILE, json.dumps(record, indent=0))
-    return result
 
 
 def _write_index(out: Path, spec: ShapeSpec, override: str | None, tensors: dict) -> None:

@@ -107,9 +107,11 @@ class PhaseStats:
     anon_rss_bytes: int = 0
     file_rss_bytes: int = 0
     substeps_s: dict[str, float] = field(default_factory=dict)
+    overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
 
     def frozen(self) -> PhaseMeasure:
-        return PhaseMeasure(**dataclasses.asdict(self))
+        fields = dataclasses.asdict(self)
+        return PhaseMeasure(**{**fields, "overlaps": tuple(self.overlaps)})
 
 
 class MemoryProbe:
@@ -223,6 +225,8 @@ class MemoryProbe:
         with self._lock:
             stats = self._phases.setdefault(name, PhaseStats(name, len(self._phases)))
             stats.peak_rss_bytes = max(stats.peak_rss_bytes, now["rss"])
+            for other in self._open:  # nested (or concurrent) phases overlap: not disjoint
+                _note_overlap(stats, other)
             self._open.append(stats)
         if self._use_hwm:
             reset_hwm()
@@ -258,3 +262,12 @@ class MemoryProbe:
                 tuple(p.frozen() for p in phases),
                 tuple(self._samples),
             )
+
+
+def _note_overlap(a: PhaseStats, b: PhaseStats) -> None:
+    """Record that phases `a` and `b` ran at the same time (their walls and peaks overlap)."""
+    if b.name != a.name:
+        if b.name not in a.overlaps:
+            a.overlaps.append(b.name)
+        if a.name not in b.overlaps:
+            b.overlaps.append(a.name)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import importlib
+import inspect
 import os
 import sys
 import time
@@ -61,7 +63,8 @@ def _builder(task: ChildTask, info, spec):
 
     if info.kind == REFERENCE:
         return None
-    return shapes.model_builder(spec, dtype=task.dtype, seed=task.seed)
+    # --model-dtype: the checkpoint keeps its dtype, the model is built in another: a real cast
+    return shapes.model_builder(spec, dtype=task.model_dtype or task.dtype, seed=task.seed)
 
 
 def measure(task: ChildTask) -> ChildResult:
@@ -80,7 +83,9 @@ def measure(task: ChildTask) -> ChildResult:
     gc.collect()
     probe = MemoryProbe()
     with tracking(capture or None), probe.measure():
-        model, _report = info.load(builder, task.checkpoint, probe, strict=False)
+        model, report = info.load(
+            builder, task.checkpoint, probe, strict=False, **load_options(info, task)
+        )
     started = time.perf_counter()
     status, error, checked = OK, None, 0
     if model is not None or info.kind != REFERENCE:
@@ -92,11 +97,22 @@ def measure(task: ChildTask) -> ChildResult:
         status=status,
         error=error,
         backend=backend,
-        measurement=probe.result(),
+        measurement=dataclasses.replace(
+            probe.result(), inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None)
+        ),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,
     )
     return _with_memray_report(result, capture) if capture else result
+
+
+def load_options(info, task: ChildTask) -> dict[str, object]:
+    """`budget=` for a strategy whose `load` takes one (`bench run --budget`), else nothing."""
+    if task.budget_bytes is None:
+        return {}
+    params = inspect.signature(importlib.import_module(info.module).load).parameters
+    takes = "budget" in params
+    return {"budget": task.budget_bytes} if takes else {}
 
 
 def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:

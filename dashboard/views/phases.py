@@ -66,6 +66,12 @@ def main() -> None:
     st.altair_chart(charts.anon_file_bars(med), width="content")
     st.subheader("Time per phase")
     st.altair_chart(charts.phase_time_bars(med), width="stretch")
+    overlaps = data.overlapping_phases(rows[rows["strategy"].isin(chosen)])
+    if overlaps:
+        listing = "; ".join(f"`{s}`: {', '.join(p)}" for s, p in sorted(overlaps.items()))
+        st.caption(
+            f"Phases that ran at the same time (their times and peaks overlap, do not add them): {listing}"
+        )
     _substeps(rows[rows["strategy"].isin(chosen)])
     with st.expander("The numbers"):
         st.dataframe(med.sort_values(["strategy", "phase_order"]), hide_index=True, column_config={

@@ -4,7 +4,9 @@
   writer (`encode_header`); `dtypes`: the dtype table. Both re-exported here
   (`from loader.format import read_header, DTYPES`).
 - `source`: `CheckpointSource`, a file or a folder of shards to read tensors from (`pread`).
-- `atomic`: crash-safe writes (temp file, fsync, `os.replace`).
+- `header_json`: the header's JSON decoded as strictly as safetensors' own parser (serde_json).
+- `atomic`: crash-safe writes (temp file, fsync, `os.replace`); `stale_temps`: its temporaries'
+  naming pattern, liveness lock and the removal of those a killed writer left.
 - `buffers`: page-aligned host buffers that the CPU backend adopts without a copy.
 
 Nothing here imports jax.

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loader.errors import HeaderError
+from loader.format import header_json
 from loader.format.dtypes import DTYPES, numpy_dtype
 
 #: Largest header we accept. The reference implementation refuses headers over 100 MB; real
@@ -94,17 +95,14 @@ def _fail(source: str, what: str) -> HeaderError:
     return HeaderError(f"{source}: {what}")
 
 
-def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -> int:
-    """Decode and bound the u64 header length from the first 8 bytes of a file."""
-    foreign = sniff_foreign(prefix)
-    if foreign:
-        raise _fail(source, f"not a safetensors file: it is {foreign}. Nothing was unpickled.")
+def _length_problem(prefix: bytes, file_size: int | None) -> str | None:
     if len(prefix) < 8:
-        raise _fail(source, f"file is {len(prefix)} bytes, too short for the 8-byte header length")
+        return f"file is {len(prefix)} bytes, too short for the 8-byte header length"
     (n,) = struct.unpack("<Q", prefix[:8])
     # A text or other file read as a length gives an absurd number: call it what it is.
     looks = "not a safetensors file (its first 8 bytes are not a header length): "
     if n > MAX_HEADER_BYTES:
+<<<<<<< HEAD
         raise _fail(
             source, f"{looks}header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
         )
@@ -112,9 +110,34 @@ def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -
         raise _fail(
             source, f"{looks}header length {n} runs past the end of the {file_size}-byte file"
         )
+=======
+        return f"header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
+    if file_size is not None and 8 + n > file_size:
+        return f"header length {n} runs past the end of the {file_size}-byte file"
+>>>>>>> main
     if n < 2:
-        raise _fail(source, f"header length {n} is too short for a JSON object")
-    return n
+        return f"header length {n} is too short for a JSON object"
+    return None
+
+
+def _foreign_or(prefix: bytes, source: str, what: str) -> HeaderError:
+    """The refusal to raise: name a foreign format if the bytes are one, else `what`.
+
+    Sniffing only explains a refusal: a valid header length can begin with a foreign magic
+    (a 640-byte header starts `80 02`, a pickle's opening), so a file is never refused for it.
+    """
+    foreign = sniff_foreign(prefix)
+    if foreign:
+        return _fail(source, f"not a safetensors file: it is {foreign}. Nothing was unpickled.")
+    return _fail(source, what)
+
+
+def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -> int:
+    """Decode and bound the u64 header length from the first 8 bytes of a file."""
+    problem = _length_problem(prefix, file_size)
+    if problem:
+        raise _foreign_or(prefix, source, problem)
+    return struct.unpack("<Q", prefix[:8])[0]
 
 
 def _parse_json(raw: bytes, source: str) -> dict:
@@ -123,26 +146,14 @@ def _parse_json(raw: bytes, source: str) -> dict:
     except UnicodeDecodeError as e:
         raise _fail(source, f"header is not valid UTF-8 ({e.reason} at byte {e.start})") from None
     try:
-        obj = json.loads(text.rstrip(" "), object_pairs_hook=_no_duplicates(source))
-    except (ValueError, RecursionError) as e:
-        if isinstance(e, HeaderError):
-            raise
+        obj = header_json.loads(text)
+    except header_json.DuplicateKeyError as e:
+        raise _fail(source, f"{e} in header") from None
+    except ValueError as e:
         raise _fail(source, f"header is not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise _fail(source, f"header must be a JSON object, got {type(obj).__name__}")
     return obj
-
-
-def _no_duplicates(source: str):
-    def hook(pairs: list[tuple[str, object]]) -> dict:
-        out: dict = {}
-        for key, value in pairs:
-            if key in out:
-                raise _fail(source, f"duplicate key {key!r} in header")
-            out[key] = value
-        return out
-
-    return hook
 
 
 def _is_int(x: object) -> bool:
@@ -157,6 +168,24 @@ def _parse_metadata(value: object, source: str) -> dict[str, str]:
     ):
         raise _fail(source, "__metadata__ must map strings to strings")
     return dict(value)
+
+
+_MAX_DIM = 2**63 - 1  # numpy and jax index with signed 64-bit integers
+
+
+def _tensor_bytes(shape: list[int], itemsize: int) -> int | None:
+    """Byte size of a tensor, or None where the reference overflows (u64 checked product) or
+    numpy could not allocate it (a dimension, or the product of the non-zero dimensions in bytes,
+    beyond 2**63 - 1)."""
+    count, nonzero = 1, itemsize
+    for d in shape:
+        count *= d
+        nonzero *= d or 1
+        if count > header_json.U64_MAX or d > _MAX_DIM:
+            return None
+    if count * itemsize > header_json.U64_MAX or nonzero > _MAX_DIM:
+        return None
+    return count * itemsize
 
 
 def _parse_entry(name: str, entry: object, source: str) -> TensorInfo:
@@ -177,7 +206,13 @@ def _parse_entry(name: str, entry: object, source: str) -> TensorInfo:
         raise _fail(
             source, f"{where}: data_offsets {offsets!r} must be [begin, end] with 0 <= begin <= end"
         )
-    expected = math.prod(shape) * DTYPES[dtype].itemsize
+    expected = _tensor_bytes(shape, DTYPES[dtype].itemsize)
+    if expected is None:
+        raise _fail(
+            source,
+            f"{where}: shape {shape} of {dtype} cannot be held in memory (its element count or "
+            f"byte size overflows 64 bits, or a dimension exceeds {_MAX_DIM})",
+        )
     if offsets[1] - offsets[0] != expected:
         raise _fail(
             source,
@@ -238,14 +273,20 @@ def read_header(path: str | os.PathLike) -> Header:
     try:
         size = os.path.getsize(source)
         with open(source, "rb") as fh:
-            n = header_length(fh.read(SNIFF_BYTES), source=source, file_size=size)
+            prefix = fh.read(SNIFF_BYTES)
+            n = header_length(prefix, source=source, file_size=size)
             fh.seek(8)
             raw = fh.read(n)
     except OSError as e:
         raise HeaderError(f"{source}: cannot read ({e.strerror or e})") from None
     if len(raw) != n:
         raise _fail(source, f"header truncated: expected {n} bytes, read {len(raw)}")
-    return parse_header(raw, source=source, data_size=size - 8 - n, header_len=n)
+    try:
+        return parse_header(raw, source=source, data_size=size - 8 - n, header_len=n)
+    except HeaderError as e:
+        if sniff_foreign(prefix):
+            raise _foreign_or(prefix, source, str(e)) from None
+        raise
 
 
 def encode_header(

@@ -32,7 +32,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from loader.format.atomic import atomic_write_text
+from loader.format.atomic import atomic_write_text, withdraw
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap, key_of
 from loader.leaves import META_SHARDINGS
@@ -125,7 +125,7 @@ def _barrier(name: str) -> None:
 def _write(folder: Path, items: list[_Item], metadata: dict[str, str]) -> Path:
     count, me = jax.process_count(), jax.process_index()
     if me == 0:  # a reader must never pair an old manifest with new shards
-        (folder / MANIFEST).unlink(missing_ok=True)
+        withdraw(folder / MANIFEST)
     _barrier("begin")
     tensors, mine = _plan_items(items, folder, count)
     shard_meta = {"format": "np", "loadbench.shard": f"{me} of {count}"}

@@ -1,7 +1,7 @@
 """A directory of per-process shard files plus a manifest; each process reads only its own slices.
 
 `prepare(src, dst, builder)` lays the single-file checkpoint out with `loader.convert_to_sharded`:
-call it on every process of the run (as `bench.prepare convert` does under
+call it on every process of the run (as `bench.child.prepare convert` does under
 `LOADBENCH_NUM_PROCESSES`), each writing `shard-<i>-of-<N>.safetensors` with the slices its devices
 own under the sharding rule; process 0 writes `manifest.json` last. `load` is `loader.load_sharded`:
 phase `build` (abstract model), then one `stream` phase with `read` / `cast` / `transfer` sub-steps.

@@ -53,12 +53,12 @@ def test_project_errors_are_one_line(capsys, tmp_path):
         )
         == 2
     )
-    assert "--host-ram: cannot read 'lots'" in capsys.readouterr().err
+    assert "--host-ram 'lots': not a size" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("text", "n"),
-    [("4GiB", 4 << 30), ("4G", 4 << 30), ("4GB", 4 * 10**9), ("1.5 MiB", 3 << 19), ("123", 123)],
+    [("4GiB", 4 << 30), ("4G", 4 << 30), ("4GB", 4 * 10**9), ("1.5 MiB", 3 << 19), ("123B", 123)],
 )
 def test_sizes(text, n):
     assert parse_size(text) == n

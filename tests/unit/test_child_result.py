@@ -48,7 +48,10 @@ def _stamped(obj: dict, version: object = CHILD_RESULT_VERSION) -> str:
     ("text", "message"),
     [
         ("{not json", "r.json: not JSON"),
-        (_stamped({"status": "ok"}, version=0), "version 0, this bench reads version 1"),
+        (
+            _stamped({"status": "ok"}, version=0),
+            f"version 0, this bench reads version {CHILD_RESULT_VERSION}",
+        ),
         (json.dumps({"status": "ok"}), "version None"),
         (_stamped({"error": None}), "missing field(s) ['status']"),
         (_stamped({"status": "ok", "peak": 3}), "unknown field(s) ['peak']"),
@@ -78,7 +81,8 @@ def test_a_child_of_another_version_becomes_a_crashed_row(tmp_path):
     assert outcomes[0].result == _result()
     assert (
         "bad.json" in outcomes[1].error
-        and "version 2, this bench reads version 1" in outcomes[1].error
+        and f"version {CHILD_RESULT_VERSION + 1}, this bench reads version {CHILD_RESULT_VERSION}"
+        in outcomes[1].error
     )
     ctx = RowContext("run", "rid", "gpt2", "eager", "strategy", "native", 8, 1, 0, GiB, GiB, 3)
     (row,) = result_records(ctx, outcomes[1:])

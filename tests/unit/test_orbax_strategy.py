@@ -65,9 +65,7 @@ def _raw(path) -> dict[str, np.ndarray]:
 def test_conversion_has_the_same_content_on_1_and_8_devices(tmp_path, mixed, devices):
     path, tensors = mixed
     with jax.set_mesh(_mesh(devices)):
-        out = ORBAX.prepare()(
-            path, tmp_path / "conv", None, batch_bytes=1000
-        )  # several batches
+        out = ORBAX.prepare()(path, tmp_path / "conv", None, batch_bytes=1000)  # several batches
     raw = _raw(out)
     empty = ocp.StandardCheckpointer().metadata(out).custom_metadata[orbax_strategy.EMPTY_KEY]
     assert empty == {"b.empty": ["F32", [0, 4]]}  # Orbax cannot store it: recorded instead

@@ -79,7 +79,7 @@ def assert_matches_checkpoint(model, ckpt: Path) -> int:
 @pytest.mark.parametrize("name", MODEL_STRATEGIES)
 def test_strategy_loads_bit_exactly(checkpoints, tmp_path, name, spec_name, devices):
     spec, ckpt = checkpoints[spec_name]
-    info = strategies.get(name)
+    info = strategies.get(name, EXTRA)
     mesh = jax.make_mesh((devices,), (AXIS,), devices=jax.devices()[:devices])
     with jax.set_mesh(mesh):
         path = prepared_path(info, spec, ckpt, tmp_path)
@@ -94,7 +94,7 @@ def test_strategy_loads_bit_exactly(checkpoints, tmp_path, name, spec_name, devi
 def test_mismatched_checkpoint_is_reported_the_same_way(checkpoints, tmp_path, name):
     """A checkpoint missing a tensor and holding an extra one: identical reports everywhere."""
     spec, ckpt = checkpoints["tiny-gpt2"]
-    info = strategies.get(name)
+    info = strategies.get(name, EXTRA)
     wrong = list(spec.tensors)
     dropped = wrong.pop(3)
     wrong.append(shapes.TensorSpec("extra.weight", "F32", (2, 2), spec.files[0]))

@@ -1,0 +1,16 @@
+"""The pipelined load engine: reads overlap the model build, run on several threads, cast in chunks.
+
+`Pipeline` is an executor with three hooks — `start(source, probe)` before the build, `fill(plan,
+source, probe)` after the plan check, `close()` always — that the `pipelined` strategy runs. The
+host bytes alive beyond the final model's own stay within a budget (`DEFAULT_BUDGET_BYTES`,
+256 MiB, unless `budget=` says otherwise).
+
+Modules: `budget` (the bound), `memory` (aligned, prefaulted buffers), `cast` (bit-exact chunk
+casts that release the GIL), `regions` (a tensor's index region into a buffer, in chunks), `jobs`
+(per-leaf destinations and parts), `engine` (the threads and the order of work).
+"""
+
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
+from loader.pipeline.engine import Pipeline, PipelineStats
+
+__all__ = ["DEFAULT_BUDGET_BYTES", "ByteBudget", "Pipeline", "PipelineStats"]

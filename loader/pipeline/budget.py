@@ -1,0 +1,79 @@
+"""The bound on host bytes in flight: buffers that are alive but will not become the model's own.
+
+What counts: per-thread scratch (reserved once, up front), speculative reads made before the plan
+is known, and staging buffers (a leaf whose bytes are transformed or rebuilt before placement).
+What does not: a destination buffer the device adopts (same dtype, or a cast destination), which is
+the model's own memory from the moment it is allocated.
+"""
+
+from __future__ import annotations
+
+import threading
+
+DEFAULT_BUDGET_BYTES = 256 << 20  # 256 MiB: `load_model(..., budget=None)` and `bench run --budget`
+
+
+class Cancelled(Exception):
+    """The load was abandoned (an error elsewhere, or `close()`): stop waiting for bytes."""
+
+
+class ByteBudget:
+    """A counting bound on bytes, with a high-water mark.
+
+    `acquire` blocks until the bytes fit. A single request larger than what is left after the
+    reserve is let through only when nothing else is in flight (one staging buffer that cannot be
+    split, such as a transformed leaf); `high_water_bytes` then shows the excess.
+
+    Example:
+        >>> budget = ByteBudget(256 << 20)
+        >>> budget.acquire(1 << 20); budget.release(1 << 20)
+    """
+
+    def __init__(self, limit_bytes: int, reserved_bytes: int = 0) -> None:
+        self.limit_bytes = int(limit_bytes)
+        self.reserved_bytes = int(reserved_bytes)
+        self._held = 0
+        self.high_water_bytes = self.reserved_bytes
+        self._cond = threading.Condition()
+        self._cancelled = False
+
+    @property
+    def in_flight_bytes(self) -> int:
+        return self.reserved_bytes + self._held
+
+    def _fits(self, n: int) -> bool:
+        return self.reserved_bytes + self._held + n <= self.limit_bytes or self._held == 0
+
+    def try_acquire(self, n: int) -> bool:
+        """Take `n` bytes if they fit within the limit now (never the oversize exception)."""
+        with self._cond:
+            if self._cancelled or self.reserved_bytes + self._held + n > self.limit_bytes:
+                return False
+            self._take(n)
+            return True
+
+    def acquire(self, n: int) -> None:
+        """Take `n` bytes, waiting for releases; `Cancelled` if the load is abandoned meanwhile."""
+        with self._cond:
+            while not self._fits(n):
+                if self._cancelled:
+                    raise Cancelled
+                self._cond.wait(0.1)
+            if self._cancelled:
+                raise Cancelled
+            self._take(n)
+
+    def _take(self, n: int) -> None:
+        self._held += n
+        self.high_water_bytes = max(self.high_water_bytes, self.in_flight_bytes)
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self._held -= n
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """Wake every waiter with `Cancelled`."""
+        with self._cond:
+            self._cancelled = True
+            self._cond.notify_all()

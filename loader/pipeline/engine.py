@@ -1,0 +1,326 @@
+"""The pipelined executor: reader threads that start before the build and fill leaves as they go.
+
+Life of a load (`start` before the model is built, `fill` after the plan check, `close` always):
+
+1. `start(source, probe)`: reader threads begin at once, needing only the headers. In file order,
+   interleaved across shard files, they speculatively read whole tensors into aligned buffers of
+   the file's dtype, as long as those bytes fit in the budget (until the plan is known they may
+   not become the model's own). With `strict=True` no tensor is read before the plan check: the
+   threads only allocate and prefault those buffers (and hint the kernel with
+   `posix_fadvise(WILLNEED)`).
+2. `fill(plan, source, probe)`: speculation stops; each step becomes a job (`loader.pipeline.jobs`):
+   a speculative buffer of the right dtype and placement is adopted as is (its bytes leave the
+   budget), otherwise it is the source of a cast or slice copy. The remaining parts are read by the
+   threads, in file order, straight into destination buffers (same dtype) or through a reused
+   per-thread scratch buffer cast chunk by chunk (`loader.pipeline.regions`). The main thread
+   places and assigns each leaf as soon as its parts are done.
+3. `close()`: cancels what is left and joins every thread, error or not.
+
+An exception in a reader thread stops the load: it is raised on the main thread as
+`CheckpointError` naming the file and tensor, after every thread has been joined.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from loader.errors import CheckpointError
+from loader.format import TensorInfo
+from loader.format.source import CheckpointSource
+from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
+from loader.pipeline.jobs import (
+    LeafJob,
+    Part,
+    adopt_pieces,
+    finish,
+    is_adoptable,
+    split_parts,
+    stage_piece,
+)
+from loader.pipeline.memory import aligned, prefault
+from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
+from loader.plan import LoadPlan, Step
+
+MAX_SCRATCH_BYTES = 8 << 20
+
+
+def default_threads() -> int:
+    return max(2, min(4, os.cpu_count() or 2))
+
+
+@dataclass
+class PipelineStats:
+    """What the engine did: for reports and the bench."""
+
+    budget_bytes: int = 0
+    inflight_peak_bytes: int = 0  # high-water mark of budgeted bytes (scratch included)
+    speculative_bytes: int = 0  # read (or prefaulted, strict) before the plan was known
+    threads: int = 0
+    read_s: float = 0.0  # summed over threads
+    cast_s: float = 0.0
+
+
+@dataclass
+class _Spec:
+    info: TensorInfo
+    buffer: np.ndarray
+    filled: bool
+
+
+class Pipeline:
+    """Executor of a load: `start` before the build, `fill` after the plan check, then `close`.
+
+    Args:
+        budget: bound on host bytes in flight beyond the model's own (default 256 MiB).
+        strict: read nothing before `fill` (the plan check has passed by then).
+        threads: reader threads (default: 2-4, by CPU count).
+    """
+
+    def __init__(
+        self, *, budget: int | None = None, strict: bool = False, threads: int | None = None
+    ) -> None:
+        self.threads = threads or default_threads()
+        limit = DEFAULT_BUDGET_BYTES if budget is None else int(budget)
+        if limit < 4096 * self.threads * 2:
+            raise CheckpointError(
+                f"budget of {limit} bytes is too small; give at least {8192 * self.threads}"
+            )
+        self.scratch_bytes = min(MAX_SCRATCH_BYTES, limit // (4 * self.threads)) // 64 * 64
+        self.budget = ByteBudget(limit, reserved_bytes=self.scratch_bytes * self.threads)
+        self.strict = strict
+        self.stats = PipelineStats(budget_bytes=limit, threads=self.threads)
+        self._lock = threading.Lock()
+        self._specs: dict[str, _Spec] = {}
+        self._spec_errors: dict[str, BaseException] = {}
+        self._spec_order: list[TensorInfo] = []
+        self._spec_next = 0
+        self._planned = threading.Event()
+        self._spec_done = threading.Semaphore(0)
+        self._parts: queue.Queue[Part | None] = queue.Queue()
+        self._done: queue.Queue[tuple[LeafJob, BaseException | None]] = queue.Queue()
+        self._cancelled = threading.Event()
+        self._workers: list[threading.Thread] = []
+        self._fds: dict[str, int] = {}
+        self._source: CheckpointSource | None = None
+        self._phase = contextlib.ExitStack()
+
+    # -- start: before the build ----------------------------------------------------------------
+    def start(self, source: CheckpointSource, probe: Probe) -> None:
+        """Open the files and start the reader threads (speculating while the model is built)."""
+        self._source = source
+        self._phase.enter_context(probe.phase(STREAM))
+        for f in source.files:
+            self._fds[str(f)] = os.open(f, os.O_RDONLY)
+            with contextlib.suppress(OSError, AttributeError):
+                os.posix_fadvise(self._fds[str(f)], 0, 0, os.POSIX_FADV_WILLNEED)
+        self._spec_order = _interleaved([source.info(k) for k in source.keys()], source)
+        for i in range(self.threads):
+            t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
+            self._workers.append(t)
+            t.start()
+
+    def _run(self) -> None:
+        scratch = aligned((self.scratch_bytes,), np.uint8)
+        try:
+            self._speculate()
+        finally:
+            self._spec_done.release()
+        while (part := self._parts.get()) is not None:
+            if self._cancelled.is_set():
+                continue
+            try:
+                self._read_part(part, scratch)
+            except BaseException as exc:  # noqa: BLE001 - every failure goes to the main thread
+                self._cancelled.set()
+                self.budget.cancel()
+                self._done.put((part.job, exc))
+
+    def _next_spec(self) -> TensorInfo | None:
+        with self._lock:
+            while self._spec_next < len(self._spec_order) and not self._planned.is_set():
+                info = self._spec_order[self._spec_next]
+                if not self.budget.try_acquire(info.nbytes):
+                    self._spec_next = len(self._spec_order)  # the budget is full: stop here
+                    return None
+                self._spec_next += 1
+                return info
+            return None
+
+    def _speculate(self) -> None:
+        while (info := self._next_spec()) is not None:
+            buffer = aligned(info.shape, info.np_dtype)
+            try:
+                prefault(buffer)
+                if not self.strict and info.nbytes:
+                    self._file_bytes(info).read(0, buffer.reshape(-1).view(np.uint8))
+            except BaseException as exc:  # noqa: BLE001 - raised in fill if the tensor is used
+                self.budget.release(info.nbytes)
+                self._spec_errors[info.name] = exc
+                continue
+            with self._lock:
+                self._specs[info.name] = _Spec(info, buffer, filled=not self.strict)
+                self.stats.speculative_bytes += info.nbytes
+
+    def _file_bytes(self, info: TensorInfo) -> FileBytes:
+        f = str(self._source.file_of(info.name))
+        start = self._source.file_offset(info.name)
+        return FileBytes(self._fds[f], start, where=f"{f}: tensor {info.name!r}")
+
+    def _read_part(self, part: Part, scratch: np.ndarray) -> None:
+        job = part.job
+        if job.acquire_bytes:
+            self.budget.acquire(job.acquire_bytes)
+            with self._lock:
+                job.counted_bytes, job.acquire_bytes = job.acquire_bytes, 0
+        piece = part.piece
+        rows0 = piece.region[0].start if piece.region else 0
+        dest = (
+            piece.dest[part.rows.start - rows0 : part.rows.stop - rows0]
+            if piece.region
+            else piece.dest
+        )
+        t0 = time.perf_counter()
+        prefault(dest)
+        region = (part.rows, *piece.region[1:]) if piece.region else ()
+        fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
+        dt = time.perf_counter() - t0
+        with self._lock:
+            if dest.dtype == job.info.np_dtype:
+                self.stats.read_s += dt
+            else:
+                self.stats.cast_s += dt
+            job.pending -= 1
+            last = job.pending == 0
+        if last:
+            self._done.put((job, None))
+
+    # -- fill: after the plan check -------------------------------------------------------------
+    def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
+        """Read what the plan needs and give every planned leaf its value."""
+        self._planned.set()
+        for _ in self._workers:
+            self._spec_done.acquire()
+        jobs = [self._job(step) for step in plan.steps]
+        ready = [j for j in jobs if j.pending == 0]
+        for part in _interleaved_parts(jobs):
+            self._parts.put(part)
+        placed_s = 0.0
+        waiting = len(jobs) - len(ready)
+        for job in ready:
+            placed_s += self._finish(job, plan)
+        while waiting:
+            job, exc = self._done.get()
+            if exc is not None:
+                self.close()
+                raise _reader_error(job.where, exc)
+            waiting -= 1
+            placed_s += self._finish(job, plan)
+        self._report_times(plan, probe, placed_s)
+
+    def _job(self, step: Step) -> LeafJob:
+        """The job for one step, reusing (or reading from) a speculative buffer if there is one."""
+        info = self._source.info(step.file_key)
+        where = str(self._source.file_of(info.name))
+        if step.file_key in self._spec_errors:
+            raise _reader_error(f"{where}: tensor {info.name!r}", self._spec_errors[step.file_key])
+        spec = self._specs.pop(step.file_key, None)
+        buffer = spec.buffer if spec else None
+        filled = bool(spec and spec.filled)
+        source = MemoryBytes(buffer) if filled else self._file_bytes(info)
+        if is_adoptable(step):
+            pieces, reused = adopt_pieces(step, buffer)
+            job = LeafJob(step, info, "adopt", source, pieces, source_file=where)
+            if reused:
+                self.budget.release(info.nbytes)  # the speculative buffer is the model's own now
+            elif spec:
+                job.counted_bytes = info.nbytes  # a source to cast or slice from; freed at finish
+        else:
+            job = LeafJob(
+                step, info, "stage", source, [stage_piece(info, buffer)], source_file=where
+            )
+            job.counted_bytes = info.nbytes if spec else 0
+            job.acquire_bytes = 0 if spec else info.nbytes
+            reused = spec is not None
+        job.pending = 0 if (reused and filled) else len(split_parts(job))
+        return job
+
+    def _finish(self, job: LeafJob, plan: LoadPlan) -> float:
+        t0 = time.perf_counter()
+        finish(job, plan)
+        job.pieces.clear()
+        job.source = None
+        if job.counted_bytes:
+            self.budget.release(job.counted_bytes)
+        return time.perf_counter() - t0
+
+    def _report_times(self, plan: LoadPlan, probe: Probe, placed_s: float) -> None:
+        self.stats.inflight_peak_bytes = self.budget.high_water_bytes
+        plan.report.inflight_peak_bytes = self.stats.inflight_peak_bytes
+        probe.add_time(READ, self.stats.read_s)
+        probe.add_time(CAST, self.stats.cast_s)
+        probe.add_time(TRANSFER, placed_s)
+
+    # -- close: always ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop and join every reader thread, close the files, and drop unused speculative reads."""
+        self._cancelled.set()
+        self._planned.set()
+        self.budget.cancel()
+        for _ in self._workers:
+            self._parts.put(None)
+        for t in self._workers:
+            t.join()
+        self._workers.clear()
+        self.stats.inflight_peak_bytes = self.budget.high_water_bytes
+        self._specs.clear()
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._phase.close()
+
+
+def _reader_error(where: str, exc: BaseException) -> CheckpointError:
+    """The error to raise on the main thread for a failure in a reader thread."""
+    if isinstance(exc, CheckpointError):  # already names the file and tensor (`FileBytes`)
+        return exc
+    err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")
+    err.__cause__ = exc
+    return err
+
+
+def _interleaved(infos: list[TensorInfo], source: CheckpointSource) -> list[TensorInfo]:
+    """Tensors in file-offset order within each file, files taken in turn."""
+    by_file: dict[str, list[TensorInfo]] = {}
+    for info in infos:
+        by_file.setdefault(str(source.file_of(info.name)), []).append(info)
+    lists = [sorted(v, key=lambda i: i.begin) for v in by_file.values()]
+    return [x for group in _round_robin(lists) for x in group]
+
+
+def _round_robin(lists: list[list]) -> list[list]:
+    out = []
+    for i in range(max((len(x) for x in lists), default=0)):
+        out.append([x[i] for x in lists if i < len(x)])
+    return out
+
+
+def _interleaved_parts(jobs: list[LeafJob]) -> list[Part]:
+    """Parts in file order, files in turn; parts of jobs holding budgeted bytes first.
+
+    Putting those first means a thread that waits for budget (a staging buffer) only ever waits
+    for parts already taken by another thread, so the waits always end.
+    """
+    holding = [p for job in jobs if job.pending and job.counted_bytes for p in split_parts(job)]
+    by_file: dict[str, list[Part]] = {}
+    for job in jobs:
+        if job.pending and not job.counted_bytes:
+            by_file.setdefault(job.source_file, []).extend(split_parts(job))
+    return holding + [p for group in _round_robin(list(by_file.values())) for p in group]

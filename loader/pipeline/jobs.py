@@ -1,0 +1,131 @@
+"""What each planned leaf needs: destination buffers per device, the parts to read, and the value.
+
+Two kinds of job:
+- `adopt` (a plain array leaf, no key_map transform): one buffer per addressable device, in the
+  leaf's dtype, holding that device's index region. Each buffer is handed to its device without a
+  copy (`jax.device_put` of an aligned numpy array aliases it on the CPU backend), so it is the
+  model's own memory from the start and does not count against the budget.
+- `stage` (a PRNG key, a Python scalar, a transformed leaf): the whole stored tensor in one host
+  buffer (counted against the budget), turned into the value by `loader.materialize` on the main
+  thread, then dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from loader.format import TensorInfo
+from loader.materialize import apply_transform, assign, host_cast, to_device
+from loader.pipeline.memory import aligned
+from loader.pipeline.regions import Bytes, Region, full_region, normalize
+from loader.plan import LoadPlan, Step
+
+PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads
+
+
+@dataclass
+class Piece:
+    """One destination buffer: a device's region of the tensor (or the whole tensor)."""
+
+    device: object | None
+    region: Region
+    dest: np.ndarray
+
+
+@dataclass
+class Part:
+    """A unit of work for a reader thread: some rows of one piece."""
+
+    job: LeafJob
+    piece: Piece
+    rows: slice
+
+
+@dataclass
+class LeafJob:
+    """One planned step, with where its bytes come from and go to."""
+
+    step: Step
+    info: TensorInfo
+    kind: str  # "adopt" | "stage"
+    source: Bytes
+    pieces: list[Piece] = field(default_factory=list)
+    counted_bytes: int = 0  # budget held until the job is finished (staging, speculative source)
+    acquire_bytes: int = 0  # budget a reader must take before reading (a staging buffer)
+    pending: int = 0
+    source_file: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.source_file}: tensor {self.step.file_key!r}"
+
+
+def is_adoptable(step: Step) -> bool:
+    return step.leaf.kind == "array" and step.transform is None and step.sharding is not None
+
+
+def device_regions(step: Step) -> list[tuple[object, Region]]:
+    """(device, index region) for each addressable device the leaf lives on."""
+    shape = step.leaf.shape
+    indices = step.sharding.addressable_devices_indices_map(shape)
+    return [(d, normalize(idx, shape)) for d, idx in indices.items()]
+
+
+def region_shape(region: Region) -> tuple[int, ...]:
+    return tuple(s.stop - s.start for s in region)
+
+
+def split_parts(job: LeafJob) -> list[Part]:
+    """Each piece cut along axis 0 into parts of about `PART_BYTES`."""
+    parts = []
+    part_bytes = PART_BYTES if job.kind == "adopt" else float("inf")  # a staging job: one part
+    for piece in job.pieces:
+        if piece.dest.size == 0:
+            continue
+        rows = piece.region[0] if piece.region else slice(0, 1)
+        n_rows = rows.stop - rows.start
+        k = max(1, min(n_rows, math.ceil(piece.dest.nbytes / part_bytes)))
+        bounds = [rows.start + (n_rows * i) // k for i in range(k + 1)]
+        parts += [Part(job, piece, slice(a, b)) for a, b in zip(bounds, bounds[1:]) if b > a]
+    return parts
+
+
+def finish(job: LeafJob, plan: LoadPlan) -> None:
+    """Give the leaf its value from the filled buffers, and record it as loaded."""
+    step = job.step
+    if job.kind == "adopt":
+        if len(job.pieces) == 1 and job.pieces[0].region == full_region(step.leaf.shape):
+            value = jax.device_put(job.pieces[0].dest, step.sharding)
+        else:
+            arrays = [jax.device_put(p.dest, p.device) for p in job.pieces]
+            value = jax.make_array_from_single_device_arrays(step.leaf.shape, step.sharding, arrays)
+        assign(step.leaf, value)
+    else:
+        host = apply_transform(step, job.pieces[0].dest, plan)
+        if host is None:  # a transform produced the wrong shape: reported and skipped
+            return
+        assign(step.leaf, to_device(step, host_cast(step.leaf, host)))
+    plan.report.loaded.append(step.leaf.key)
+
+
+def adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], bool]:
+    """Destination buffers in the leaf's dtype, and whether the speculative buffer is one of them.
+
+    A speculative buffer (the whole tensor in the file's dtype) is reused when the leaf lives on
+    one device in that dtype; otherwise it is only a source to cast or slice from.
+    """
+    dtype = np.dtype(step.leaf.dtype)
+    regions = device_regions(step)
+    whole = len(regions) == 1 and regions[0][1] == full_region(step.leaf.shape)
+    if whole and spec is not None and spec.dtype == dtype:
+        return [Piece(regions[0][0], regions[0][1], spec.reshape(step.leaf.shape))], True
+    return [Piece(d, r, aligned(region_shape(r), dtype)) for d, r in regions], False
+
+
+def stage_piece(info: TensorInfo, spec: np.ndarray | None) -> Piece:
+    dest = spec if spec is not None else aligned(info.shape, info.np_dtype)
+    return Piece(None, full_region(info.shape), dest.reshape(info.shape))

@@ -1,0 +1,40 @@
+"""Reads start before the build, on several threads, into buffers the device adopts; casts in chunks.
+
+The reads need only the header, so reader threads start at once while the model is built
+abstractly, and each leaf gets its buffer when both are ready (`loader.pipeline.Pipeline`, the
+executor this strategy passes `loader.sequence.run_load`). With `strict=True` nothing is read
+before the plan check passes: during the build the threads only allocate and prefault buffers.
+Host bytes in flight beyond the model's own stay within `budget` (default
+`loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); the high-water mark is reported in
+`LoadReport.inflight_peak_bytes`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from loader.keys import KeyMap
+from loader.phases import NULL_PROBE, Probe
+from loader.pipeline import Pipeline
+from loader.report import LoadReport
+from loader.sequence import Recipe, run_load
+
+
+def load(
+    target: Any,
+    path: str | os.PathLike,
+    probe: Probe = NULL_PROBE,
+    *,
+    strict: bool = False,
+    key_map: KeyMap | None = None,
+    budget: int | None = None,
+    **options: Any,
+) -> tuple[Any, LoadReport]:
+    """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
+
+    Args:
+        budget: bound in bytes on host memory in flight beyond the model's own (default 256 MiB).
+    """
+    recipe = Recipe(lambda: Pipeline(budget=budget, strict=strict))
+    return run_load(recipe, target, path, probe, strict=strict, key_map=key_map)
