@@ -144,6 +144,9 @@ def to_json(advice: Advice) -> dict[str, Any]:
 
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
+    from bench.run_checks import positive
+
+    positive(args.devices, "--devices", "8")
     host_ram = parse_size(args.host_ram, what="--host-ram")
     target = spec_summary(args.shapes)  # an unknown name is the first thing to say
     results = read_results(args.results)

@@ -195,29 +195,7 @@ def spec_summary(name: str) -> dict[str, int]:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-<<<<<<< HEAD
     """`loadbench recommend` (worded in `bench.advice`, which the dashboard shares)."""
     from bench.advice import run_cli as advice_cli
 
     return advice_cli(args)
-=======
-    """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
-    from bench.run_checks import positive
-
-    positive(args.devices, "--devices", "8")
-    host_ram = parse_size(args.host_ram, what="--host-ram")
-    results = read_results(args.results)
-    if ok_runs(results).empty:
-        raise BenchError(
-            f"no measured runs in {args.results}/ to predict from; run `make bench SHAPES=sa3` "
-            "(or `make bench SHAPES=gpt2` for a quicker start) first, then recommend again"
-        )
-    rec = recommend(results, spec_summary(args.shapes), host_ram, args.devices)
-    text = (
-        json.dumps(rec.to_dict(), indent=1) + "\n"
-        if args.json
-        else _text(rec, args.shapes, host_ram)
-    )
-    print(text, end="")
-    return 0 if rec.recommended else 1
->>>>>>> main

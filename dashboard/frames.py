@@ -59,3 +59,23 @@ def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
         "phase_order",
     ]
     return ok.groupby(["strategy", "phase"], as_index=False)[cols].median()
+
+
+def overlapping_phases(rows: pd.DataFrame) -> dict[str, list[str]]:
+    """strategy -> `"a ∥ b"` for each pair of its phases that ran at the same time.
+
+    Such phases are not disjoint slices of the run (a pipelined load builds while it reads): their
+    times and peaks each include the shared span, so they must not be added up.
+    """
+    if "phase_overlaps" not in rows.columns:
+        return {}
+    out: dict[str, list[str]] = {}
+    for strategy, phase, others in rows[["strategy", "phase", "phase_overlaps"]].itertuples(
+        index=False
+    ):
+        listed = hasattr(others, "__iter__") and not isinstance(others, str)  # NaN in old runs
+        for other in list(others) if listed else []:
+            pair = " ∥ ".join(sorted((str(phase), str(other))))
+            if pair not in out.setdefault(strategy, []):
+                out[strategy].append(pair)
+    return {k: v for k, v in out.items() if v}
