@@ -2,8 +2,8 @@
 
 Parent side (never imports jax): `cli` (the `loadbench` command) -> `runner` (one run: the
 `matrix` of tasks under a `config`, children started by `launch` and watched by `children`) ->
-`rows` (each child's result as schema records) -> `results` (the one writer and reader of
-`schema`) -> `summary` (the end-of-run tables) and `recommend` (predictions for a target host).
+`rows` (each child's result as schema records) -> `writer` and `results` (the one writer and
+the one reader of `schema`) -> `summary` (the end-of-run tables) and `recommend` (predictions for a target host).
 `strategies` is the loader's registry plus `LOADBENCH_EXTRA_STRATEGIES`; `machine`, `units` and
 `errors` serve them all.
 

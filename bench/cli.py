@@ -20,6 +20,7 @@ from pathlib import Path
 import dashboard.cli
 import shapes.cli
 from bench import compare
+from bench.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S
 from bench.errors import BenchError
 from loader.errors import CheckpointError
 from loader.strategies import StrategyInfo
@@ -104,18 +105,27 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
+    """`bench list`, `bench run`, `bench abstract`."""
     bench = sub.add_parser("bench", help="list and run load strategies").add_subparsers(
         dest="bench_command", required=True
     )
     p = bench.add_parser("list", help="the registered strategies")
     p.add_argument("--json", action="store_true", help="one JSON list")
     p.set_defaults(func=cmd_list)
-    p = bench.add_parser(
+    _add_run(bench.add_parser(
         "run", help="measure strategies, each run in a fresh process",
         description="Measure strategies, each load in a fresh process. Synthetic checkpoints (and their "
         "converted forms) are made once and kept in $LOADBENCH_CACHE/checkpoints/ (default: "
         "./.cache/loadbench, relative to where you run it); delete that folder to reclaim the space.",
-    )  # fmt: skip
+    ))  # fmt: skip
+    p = bench.add_parser("abstract", help="abstract model build time against layer count")
+    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
+    p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
+    p.set_defaults(func=cmd_abstract)
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options: what to measure (shapes, strategies, dtypes, budget, devices)."""
     p.add_argument(
         "--shapes", required=True, help="shape set(s): preset, fetched name or path; a,b"
     )
@@ -135,20 +145,32 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
-        "--processes", type=int, default=None, help="processes of multi-process strategies (2)"
+        "--processes",
+        type=int,
+        default=None,
+        help=f"processes of multi-process strategies (default {DEFAULT_PROCESSES})",
     )
+    _add_run_limits(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _add_run_limits(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options on how each child runs (limits, memray) and where results go."""
     p.add_argument(
         "--memray", action="store_true", help="also capture one run per strategy with memray"
     )
     p.add_argument("--out", default="results", help="results folder (default: results)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per child (default 900)")
-    p.add_argument("--memory-budget", help="kill a child above this RSS (default 75%% of RAM)")
-    p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
-    p.set_defaults(func=cmd_run)
-    p = bench.add_parser("abstract", help="abstract model build time against layer count")
-    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
-    p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
-    p.set_defaults(func=cmd_abstract)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds per child (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--memory-budget",
+        help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object (results_file, strategies) instead of tables")  # fmt: skip
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:

@@ -29,9 +29,10 @@ from bench.errors import BenchError
 from bench.launch import prepare_task, task_argvs
 from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan
-from bench.results import ResultsWriter, export_parquet
+from bench.results import export_parquet
 from bench.rows import RowContext, failed_row, result_records
 from bench.run_checks import check_processes, check_shapes
+from bench.writer import ResultsWriter
 from loader.strategies import StrategyInfo
 from loader.vocabulary import OK, SKIPPED
 

@@ -1,19 +1,28 @@
-"""What `bench run` prints at the end: a table per shape set, or (`--json`) one object per strategy.
+"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per strategy.
 
 Both come from `bench.results.summarize` over the run's own file, so the terminal, the JSON and
-the dashboard agree. Medians are over the ok repeats.
+the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
+the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, and the page-cache
+state where rows carry one. A strategy that bounds its host bytes in flight (`budget=`) reports its
+high-water mark; the table shows it against the budget.
 """
 
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from bench.results import Results, summarize
+from bench.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
-from loader.vocabulary import OK
+from loader.format.dtypes import DTYPES
+from loader.vocabulary import OK, TOTAL
+
+#: Row fields that split a configuration beyond `bench.results.GROUP_KEYS`, where present.
+EXTRA_KEYS = ("model_dtype", "cache")
 
 
 def _num(value: Any) -> float | None:
@@ -32,6 +41,67 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+@cache
+def file_dtype(shapes: str, dtype: str) -> str:
+    """The checkpoint's dtype: `dtype` as converted (`--dtype`), else the preset's own by bytes."""
+    if dtype != "native":
+        return dtype
+    try:
+        import shapes as shapes_pkg
+
+        by_bytes = shapes_pkg.load_spec(shapes).bytes_by_dtype
+    except Exception:  # noqa: BLE001 - a label only: an unknown spec stays "native"
+        return dtype
+    return "+".join(sorted(by_bytes, key=by_bytes.get, reverse=True)) or dtype
+
+
+def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per configuration: the budget asked for and the median in-flight high-water mark."""
+    ok = headline(phases)
+    ok = ok[(ok["phase"] == TOTAL) & (ok["status"] == OK)]
+    cols = {c: pd.to_numeric(ok[c]) for c in ("budget_bytes", "inflight_peak_bytes")}
+    frame = ok[keys].assign(**cols)
+    return frame.groupby(keys, sort=False, dropna=False).agg(
+        budget_bytes=("budget_bytes", "first"),
+        inflight_peak_bytes=("inflight_peak_bytes", "median"),
+    )
+
+
+def summary_frame(results: Results) -> pd.DataFrame:
+    """`summarize` per configuration (see the module doc), with its extra keys and budget columns."""
+    phases = results.phases
+    extra = [k for k in EXTRA_KEYS if k in phases.columns]
+    if phases.empty or not extra:
+        return summarize(phases)
+    parts = []
+    for values, group in phases.groupby(extra, sort=False, dropna=False):
+        part = summarize(group).assign(**dict(zip(extra, values, strict=True)))
+        if "budget_bytes" in group.columns:
+            part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _model_dtype(row: pd.Series) -> str | None:
+    return _str(row.get("model_dtype"))
+
+
+def _same_dtype(stored: str, model: str) -> bool:
+    try:
+        return DTYPES[stored] == np.dtype(DTYPES.get(model.upper(), model))
+    except (KeyError, TypeError):
+        return stored == model
+
+
+def dtype_label(row: pd.Series) -> str:
+    """`dtype F32`, or `F32 file → bfloat16 model` for a run whose model dtype differs."""
+    stored = file_dtype(row["shapes"], row["dtype"])
+    model = _model_dtype(row)
+    if model is None or _same_dtype(stored, model):
+        return f"dtype {stored}"
+    return f"{stored} file → {model} model"
+
+
 def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
     phases = {
         p: {"wall_s": _num(row.get(f"{p}_wall_s")), "peak_ratio": _num(row.get(f"{p}_peak_ratio"))}
@@ -42,6 +112,8 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "strategy": row["strategy"], "kind": row["kind"], "shapes": row["shapes"],
         "status": row["status"], "repeats": int(row["repeats"]),
         "ok_repeats": int(row["ok_repeats"]), "dtype": row["dtype"],
+        "file_dtype": file_dtype(row["shapes"], row["dtype"]), "model_dtype": _model_dtype(row),
+        "cache": _str(row.get("cache")),
         "devices": int(row["devices"]), "processes": int(row["processes"]),
         "checkpoint_bytes": _int(row["checkpoint_bytes"]),
         "baseline_rss_bytes": _int(row["baseline_rss_bytes"]),
@@ -49,19 +121,31 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "wall_s": _num(row["wall_s"]), "wall_s_min": _num(row["wall_s_min"]),
         "wall_s_max": _num(row["wall_s_max"]),
         "throughput_bytes_per_s": _num(row["throughput_bytes_per_s"]),
+        "budget_bytes": _int(row.get("budget_bytes")),
+        "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
         "peak_source": _str(row["peak_source"]), "error": _str(row["error"]), "phases": phases,
     }  # fmt: skip
 
 
 def json_summary(results: Results) -> list[dict[str, Any]]:
-    """One object per (shapes, strategy): kind, status, repeats, bytes, ratios, times, phases."""
-    summary = summarize(results.phases)
+    """One object per (configuration, strategy): kind, status, repeats, dtypes, bytes, ratios,
+    times, the in-flight high-water mark and budget (where reported), phases."""
+    summary = summary_frame(results)
     names = [
         c.removesuffix("_wall_s")
         for c in summary.columns
         if c.endswith("_wall_s") and c != "wall_s"
     ]
     return [_json_row(row, names) for _, row in summary.iterrows()]
+
+
+def _inflight(row: pd.Series) -> str:
+    """`250.5 MiB / 256.0 MiB`: the high-water mark of bytes in flight over the budget."""
+    peak = _num(row.get("inflight_peak_bytes"))
+    if peak is None:
+        return "-"
+    budget = _num(row.get("budget_bytes"))
+    return f"{format_bytes(peak)} / {format_bytes(budget) if budget else 'default'}"
 
 
 def _cells(row: pd.Series) -> list[str]:
@@ -81,39 +165,51 @@ def _cells(row: pd.Series) -> list[str]:
         format_bytes(_num(row["peak_rss_bytes"])),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
+        _inflight(row),
         status,
     ]
 
 
-def tables(results: Results) -> str:
-    """A text table per shape set: strategy, peak over baseline (x checkpoint), peak RSS, wall
-    time (median and min-max), throughput, status; then the first error of each failed strategy."""
-    summary = summarize(results.phases)
-    header = [
-        "strategy",
-        "(peak-base)/ckpt",
-        "peak RSS",
-        "wall s (min-max)",
-        "throughput",
-        "status",
+HEADER = [
+    "strategy",
+    "(peak-base)/ckpt",
+    "peak RSS",
+    "wall s (min-max)",
+    "throughput",
+    "in flight / budget",
+    "status",
+]
+
+
+def _title(first: pd.Series) -> str:
+    cache_state = _str(first.get("cache"))
+    return (
+        f"{first['shapes']}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
+        f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
+        + (f", cache {cache_state}" if cache_state else "")
+    )
+
+
+def _block(group: pd.DataFrame) -> str:
+    rows = [HEADER] + [_cells(r) for _, r in group.iterrows()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    lines = [_title(group.iloc[0])] + [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
-    blocks = []
-    for shapes, group in summary.groupby("shapes", sort=False):
-        first = group.iloc[0]
-        title = (
-            f"{shapes}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
-            f"{int(first['tensors'])} tensors, dtype {first['dtype']}, devices {int(first['devices'])}"
-        )
-        rows = [header] + [_cells(r) for _, r in group.iterrows()]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-        lines = [title] + [
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-        ]
-        lines.insert(2, "  ".join("-" * w for w in widths))
-        for _, r in group.iterrows():
-            if r["status"] != OK and isinstance(r["error"], str):
-                lines.append(
-                    f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
-                )
-        blocks.append("\n".join(lines))
+    lines.insert(2, "  ".join("-" * w for w in widths))
+    for _, r in group.iterrows():
+        if r["status"] != OK and isinstance(r["error"], str):
+            lines.append(
+                f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
+            )
+    return "\n".join(lines)
+
+
+def tables(results: Results) -> str:
+    """A text table per configuration (shapes, file dtype, model dtype, devices, cache): strategy,
+    peak over baseline (x checkpoint), peak RSS, wall time (median and min-max), throughput, bytes
+    in flight over the budget, status; then the first error of each failed strategy."""
+    summary = summary_frame(results)
+    keys = [k for k in ("shapes", "dtype", *EXTRA_KEYS, "devices") if k in summary.columns]
+    blocks = [_block(group) for _, group in summary.groupby(keys, sort=False, dropna=False)]
     return "\n\n".join(blocks) + "\n" if blocks else "no results\n"

@@ -6,9 +6,10 @@ Public API:
     save_sharded(model, folder) / load_sharded(target, folder, ...) / convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
 
-Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`) does not import jax:
-the jax-free parts (the header reader, the results view) stay light. The functions that need jax
-import it on first use.
+Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`, `loader.strategies`)
+does not import jax: the jax-free parts (the header reader, the registry) stay light. The names
+above are imported on first use (`loader.strategies` too), and the functions that need jax import
+it then.
 """
 
 from loader.errors import CheckpointError, HeaderError, IncompleteCheckpointError, MismatchError
@@ -34,12 +35,15 @@ __all__ = [
     "load_sharded",
     "save_model",
     "save_sharded",
+    "strategies",
 ]
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name == "strategies":
+        return importlib.import_module("loader.strategies")
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'loader' has no attribute {name!r}")

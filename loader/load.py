@@ -9,8 +9,9 @@ from loader import strategies
 from loader.keys import KeyMap
 from loader.report import LoadReport
 
-#: What `load_model` runs when no strategy is named: abstract build, stream, cast on the host.
-DEFAULT_STRATEGY = "hostcast"
+#: What `load_model` runs when no strategy is named: abstract build overlapped with threaded reads,
+#: chunked casts, host bytes in flight bounded by `budget` (`loader.strategies.pipelined`).
+DEFAULT_STRATEGY = "pipelined"
 
 
 def load_model(
@@ -31,7 +32,8 @@ def load_model(
         strict: raise `loader.CheckpointError` listing every mismatch instead of warning.
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
         strategy: a registered strategy name (`loader.strategies.names()`); default
-            `DEFAULT_STRATEGY`: stream with `pread`, casting on the host.
+            `DEFAULT_STRATEGY` (`pipelined`: reads on several threads while the model is built,
+            casts in chunks). `"hostcast"` is the earlier default (one tensor at a time).
         budget: bytes of host memory in flight beyond the model's own, for a strategy that bounds
             them (`pipelined`: default `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others
             ignore it.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from loader.format import TensorInfo
+from loader.format import TensorMeta
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
 from loader.materialize import fill_skipped
@@ -38,7 +38,7 @@ from loader.target import build_instance, resolve_target
 
 
 class Source(Protocol):
-    """What planning reads of a checkpoint: keys, each tensor's header facts, the metadata."""
+    """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata."""
 
     path: Path
 
@@ -46,7 +46,7 @@ class Source(Protocol):
 
     def __contains__(self, key: str) -> bool: ...
 
-    def info(self, key: str) -> TensorInfo: ...
+    def info(self, key: str) -> TensorMeta: ...
 
     def file_of(self, key: str) -> Path: ...
 

@@ -29,49 +29,56 @@ def _status(e: Exception) -> str:
     return str(getattr(response, "status_code", "")) or "?"
 
 
-@contextlib.contextmanager
-def translate(repo_id: str, revision: str | None) -> Iterator[None]:
-    """Run a Hub fetch, re-raising huggingface_hub's errors as `FetchError` with a fix."""
+def _offline_message(where: str) -> str:
+    return (
+        f"cannot fetch {where}: offline mode is on (HF_HUB_OFFLINE); unset it to reach the Hub, "
+        "or use a preset or an already fetched name (`loadbench shapes list`)"
+    )
+
+
+def _message(e: Exception, where: str, revision: str | None) -> str | None:
+    """The one-line message, with its fix, for an error of a Hub fetch; None if not one of those."""
     import httpx2
     from huggingface_hub import errors as hf
 
-    where = f"{repo_id} @ {revision or 'main'} on {_endpoint()}"
-    if _offline():
-        raise FetchError(
-            f"cannot fetch {where}: offline mode is on (HF_HUB_OFFLINE); unset it to reach the Hub, "
-            "or use a preset or an already fetched name (`loadbench shapes list`)"
-        )
-    try:
-        yield
-    except hf.GatedRepoError as e:
-        raise FetchError(
+    if isinstance(e, hf.GatedRepoError):  # before its base class, RepositoryNotFoundError
+        return (
             f"{where}: the repo is gated (HTTP {_status(e)}); accept its terms on its Hub page "
             f"and {_LOGIN} with an account that has access"
-        ) from None
-    except hf.RepositoryNotFoundError as e:
-        raise FetchError(
+        )
+    if isinstance(e, hf.RepositoryNotFoundError):
+        return (
             f"{where}: repository not found (HTTP {_status(e)}); check the repo id, or if it is "
             f"private or gated, {_LOGIN}"
-        ) from None
-    except hf.RevisionNotFoundError:
-        raise FetchError(
-            f"{where}: revision {revision!r} not found; give an existing branch, tag or commit"
-        ) from None
-    except hf.EntryNotFoundError as e:
-        raise FetchError(
-            f"{where}: a file listed by the repo is missing ({e}); pick files with --include"
-        ) from None
-    except hf.OfflineModeIsEnabled:
-        raise FetchError(
-            f"cannot fetch {where}: offline mode is on (HF_HUB_OFFLINE); unset it"
-        ) from None
-    except hf.SafetensorsParsingError as e:
-        raise FetchError(f"{where}: malformed safetensors header: {e}") from None
-    except hf.HfHubHTTPError as e:
-        raise FetchError(
-            f"{where}: Hub request failed (HTTP {_status(e)}): {str(e).splitlines()[0]}"
-        ) from None
-    except (OSError, ConnectionError, httpx2.HTTPError) as e:
-        raise FetchError(
-            f"{where}: cannot reach the Hub ({type(e).__name__}: {e}); check the network or HF_ENDPOINT"
-        ) from None
+        )
+    if isinstance(e, hf.RevisionNotFoundError):
+        return f"{where}: revision {revision!r} not found; give an existing branch, tag or commit"
+    if isinstance(e, hf.EntryNotFoundError):
+        return f"{where}: a file listed by the repo is missing ({e}); pick files with --include"
+    if isinstance(e, hf.OfflineModeIsEnabled):
+        return _offline_message(where)
+    if isinstance(e, hf.SafetensorsParsingError):
+        return f"{where}: malformed safetensors header: {e}"
+    if isinstance(e, hf.HfHubHTTPError):
+        return f"{where}: Hub request failed (HTTP {_status(e)}): {str(e).splitlines()[0]}"
+    if isinstance(e, OSError | ConnectionError | httpx2.HTTPError):
+        return (
+            f"{where}: cannot reach the Hub ({type(e).__name__}: {e}); "
+            "check the network or HF_ENDPOINT"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def translate(repo_id: str, revision: str | None) -> Iterator[None]:
+    """Run a Hub fetch, re-raising huggingface_hub's errors as `FetchError` with a fix."""
+    where = f"{repo_id} @ {revision or 'main'} on {_endpoint()}"
+    if _offline():
+        raise FetchError(_offline_message(where))
+    try:
+        yield
+    except Exception as e:
+        message = _message(e, where, revision)
+        if message is None:
+            raise
+        raise FetchError(message) from None

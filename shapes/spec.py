@@ -23,35 +23,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from loader.format import DTYPES
+from loader.format import DTYPES, TensorMeta
 from shapes.errors import ShapesError
 
 FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
-class TensorSpec:
-    """One tensor of a spec: its key in the checkpoint, safetensors dtype, shape and file."""
+class TensorSpec(TensorMeta):
+    """One tensor of a spec: its key in the checkpoint, safetensors dtype and shape, and its file."""
 
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
     file: str
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * DTYPES[self.dtype].itemsize
 
 
 @dataclass(frozen=True)

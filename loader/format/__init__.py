@@ -1,8 +1,10 @@
 """The file side of a load: the safetensors format, and reading and writing checkpoint files.
 
 - `header`: the one validating header reader (`read_header` / `parse_header`) and the header
-  writer (`encode_header`); `dtypes`: the dtype table. Both re-exported here
-  (`from loader.format import read_header, DTYPES`).
+  writer (`encode_header`); `foreign`: naming a file that is not safetensors (zip, pickle, LFS).
+- `records`: the tensor records every layer shares (`TensorMeta`: key, dtype, shape; `TensorInfo`:
+  plus byte offsets; `Header`); `dtypes`: the dtype table. Re-exported here
+  (`from loader.format import read_header, TensorMeta, DTYPES`).
 - `source`: `CheckpointSource`, a file or a folder of shards to read tensors from (`pread`).
 - `header_json`: the header's JSON decoded as strictly as safetensors' own parser (serde_json).
 - `atomic`: crash-safe writes (temp file, fsync, `os.replace`); `stale_temps`: its temporaries'
@@ -16,12 +18,11 @@ from loader.format.dtypes import DTYPES, dtype_name, numpy_dtype
 from loader.format.header import (
     MAX_HEADER_BYTES,
     METADATA_KEY,
-    Header,
-    TensorInfo,
     encode_header,
     parse_header,
     read_header,
 )
+from loader.format.records import Header, TensorInfo, TensorMeta
 
 __all__ = [
     "DTYPES",
@@ -29,6 +30,7 @@ __all__ = [
     "METADATA_KEY",
     "Header",
     "TensorInfo",
+    "TensorMeta",
     "dtype_name",
     "encode_header",
     "numpy_dtype",

@@ -1,4 +1,7 @@
-"""The safetensors header: one validating reader, and the writer (dtypes: `loader.format.dtypes`).
+"""The safetensors header: one validating reader, and the writer.
+
+The records it reads into are in `loader.format.records`, the dtype table in `loader.format.dtypes`,
+the naming of foreign formats (zip, pickle, LFS pointer) in `loader.format.foreign`.
 
 Every path in loadbench that reads a header (the loader, the strategies, `shapes inspect`, the Hub
 fetch) goes through `parse_header` / `read_header`, so a hostile file is refused in one place.
@@ -16,79 +19,18 @@ import math
 import os
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-
-import numpy as np
 
 from loader.errors import HeaderError
 from loader.format import header_json
 from loader.format.dtypes import DTYPES, numpy_dtype
+from loader.format.foreign import SNIFF_BYTES, sniff_foreign
+from loader.format.records import Header, TensorInfo
 
 #: Largest header we accept. The reference implementation refuses headers over 100 MB; real
 #: headers are far smaller (Llama-3.1-8B's shards: under 10 kB; sa3: ~75 kB).
 MAX_HEADER_BYTES = 100 * 1000 * 1000
 METADATA_KEY = "__metadata__"
 ALIGNMENT = 8
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor's header entry. `begin`/`end` are byte offsets into the data section."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    begin: int
-    end: int
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.begin
-
-    @property
-    def np_dtype(self) -> np.dtype:
-        return DTYPES[self.dtype]
-
-
-@dataclass(frozen=True)
-class Header:
-    """A validated header. `data_start` is the file offset of the data section."""
-
-    source: str
-    tensors: dict[str, TensorInfo]
-    metadata: dict[str, str] = field(default_factory=dict)
-    data_start: int = 0
-    header_bytes: int = 0
-
-    @property
-    def data_bytes(self) -> int:
-        return sum(t.nbytes for t in self.tensors.values())
-
-    def file_offset(self, name: str) -> int:
-        return self.data_start + self.tensors[name].begin
-
-
-_PICKLE_PROTOCOLS = {2, 3, 4, 5}
-SNIFF_BYTES = 64  # enough to recognise the foreign formats below
-
-
-def sniff_foreign(first_bytes: bytes) -> str | None:
-    """Name the format of a file that is clearly not safetensors (never unpickled), else None."""
-    if first_bytes.startswith(b"PK\x03\x04"):
-        return "a zip archive (a `torch.save` checkpoint is one)"
-    if len(first_bytes) >= 2 and first_bytes[0] == 0x80 and first_bytes[1] in _PICKLE_PROTOCOLS:
-        return "a Python pickle (a legacy `torch.save` / `pickle.dump` file)"
-    if first_bytes.startswith(b"version https://git-lfs"):
-        return "a Git LFS pointer, not the weights it points to (run `git lfs pull`)"
-    if first_bytes.startswith(b"\x93NUMPY"):
-        return "a numpy .npy file"
-    if first_bytes.startswith(b"\x89HDF"):
-        return "an HDF5 file"
-    return None
 
 
 def _fail(source: str, what: str) -> HeaderError:

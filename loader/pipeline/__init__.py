@@ -7,7 +7,8 @@ host bytes alive beyond the final model's own stay within a budget (`DEFAULT_BUD
 
 Modules: `budget` (the bound), `memory` (aligned, prefaulted buffers), `cast` (bit-exact chunk
 casts that release the GIL), `regions` (a tensor's index region into a buffer, in chunks), `jobs`
-(per-leaf destinations and parts), `engine` (the threads and the order of work).
+(per-leaf destinations and parts), `speculation` (reads made while the model is built), `order`
+(file order, files in turn), `engine` (the threads, start / fill / close).
 """
 
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget

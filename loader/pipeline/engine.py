@@ -2,18 +2,16 @@
 
 Life of a load (`start` before the model is built, `fill` after the plan check, `close` always):
 
-1. `start(source, probe)`: reader threads begin at once, needing only the headers. In file order,
-   interleaved across shard files, they speculatively read whole tensors into aligned buffers of
-   the file's dtype, as long as those bytes fit in the budget (until the plan is known they may
-   not become the model's own). With `strict=True` no tensor is read before the plan check: the
-   threads only allocate and prefault those buffers (and hint the kernel with
-   `posix_fadvise(WILLNEED)`).
+1. `start(source, probe)`: reader threads begin at once, needing only the headers, and read
+   speculatively while the model is built (`loader.pipeline.speculation`: whole tensors in file
+   order, interleaved across shard files, within the budget; with `strict=True`, nothing read).
 2. `fill(plan, source, probe)`: speculation stops; each step becomes a job (`loader.pipeline.jobs`):
    a speculative buffer of the right dtype and placement is adopted as is (its bytes leave the
    budget), otherwise it is the source of a cast or slice copy. The remaining parts are read by the
-   threads, in file order, straight into destination buffers (same dtype) or through a reused
-   per-thread scratch buffer cast chunk by chunk (`loader.pipeline.regions`). The main thread
-   places and assigns each leaf as soon as its parts are done.
+   threads, in file order (`loader.pipeline.order`), straight into destination buffers (same
+   dtype) or through a reused per-thread scratch buffer cast chunk by chunk
+   (`loader.pipeline.regions`). The main thread places and assigns each leaf as soon as its parts
+   are done.
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 An exception in a reader thread stops the load: it is raised on the main thread as
@@ -46,7 +44,9 @@ from loader.pipeline.jobs import (
     stage_piece,
 )
 from loader.pipeline.memory import aligned, prefault
+from loader.pipeline.order import file_order, part_order
 from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
+from loader.pipeline.speculation import Speculation
 from loader.plan import LoadPlan, Step
 
 MAX_SCRATCH_BYTES = 8 << 20
@@ -66,13 +66,6 @@ class PipelineStats:
     threads: int = 0
     read_s: float = 0.0  # summed over threads
     cast_s: float = 0.0
-
-
-@dataclass
-class _Spec:
-    info: TensorInfo
-    buffer: np.ndarray
-    filled: bool
 
 
 class Pipeline:
@@ -98,12 +91,7 @@ class Pipeline:
         self.strict = strict
         self.stats = PipelineStats(budget_bytes=limit, threads=self.threads)
         self._lock = threading.Lock()
-        self._specs: dict[str, _Spec] = {}
-        self._spec_errors: dict[str, BaseException] = {}
-        self._spec_order: list[TensorInfo] = []
-        self._spec_next = 0
-        self._planned = threading.Event()
-        self._spec_done = threading.Semaphore(0)
+        self._spec: Speculation | None = None
         self._parts: queue.Queue[Part | None] = queue.Queue()
         self._done: queue.Queue[tuple[LeafJob, BaseException | None]] = queue.Queue()
         self._cancelled = threading.Event()
@@ -121,7 +109,8 @@ class Pipeline:
             self._fds[str(f)] = os.open(f, os.O_RDONLY)
             with contextlib.suppress(OSError, AttributeError):
                 os.posix_fadvise(self._fds[str(f)], 0, 0, os.POSIX_FADV_WILLNEED)
-        self._spec_order = _interleaved([source.info(k) for k in source.keys()], source)
+        order = file_order([source.info(k) for k in source.keys()], source.file_of)
+        self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
             self._workers.append(t)
@@ -129,10 +118,7 @@ class Pipeline:
 
     def _run(self) -> None:
         scratch = aligned((self.scratch_bytes,), np.uint8)
-        try:
-            self._speculate()
-        finally:
-            self._spec_done.release()
+        self._spec.run(self._file_bytes)
         while (part := self._parts.get()) is not None:
             if self._cancelled.is_set():
                 continue
@@ -142,32 +128,6 @@ class Pipeline:
                 self._cancelled.set()
                 self.budget.cancel()
                 self._done.put((part.job, exc))
-
-    def _next_spec(self) -> TensorInfo | None:
-        with self._lock:
-            while self._spec_next < len(self._spec_order) and not self._planned.is_set():
-                info = self._spec_order[self._spec_next]
-                if not self.budget.try_acquire(info.nbytes):
-                    self._spec_next = len(self._spec_order)  # the budget is full: stop here
-                    return None
-                self._spec_next += 1
-                return info
-            return None
-
-    def _speculate(self) -> None:
-        while (info := self._next_spec()) is not None:
-            buffer = aligned(info.shape, info.np_dtype)
-            try:
-                prefault(buffer)
-                if not self.strict and info.nbytes:
-                    self._file_bytes(info).read(0, buffer.reshape(-1).view(np.uint8))
-            except BaseException as exc:  # noqa: BLE001 - raised in fill if the tensor is used
-                self.budget.release(info.nbytes)
-                self._spec_errors[info.name] = exc
-                continue
-            with self._lock:
-                self._specs[info.name] = _Spec(info, buffer, filled=not self.strict)
-                self.stats.speculative_bytes += info.nbytes
 
     def _file_bytes(self, info: TensorInfo) -> FileBytes:
         f = str(self._source.file_of(info.name))
@@ -205,12 +165,10 @@ class Pipeline:
     # -- fill: after the plan check -------------------------------------------------------------
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
         """Read what the plan needs and give every planned leaf its value."""
-        self._planned.set()
-        for _ in self._workers:
-            self._spec_done.acquire()
+        self._spec.stop(len(self._workers))
         jobs = [self._job(step) for step in plan.steps]
         ready = [j for j in jobs if j.pending == 0]
-        for part in _interleaved_parts(jobs):
+        for part in part_order(jobs):
             self._parts.put(part)
         placed_s = 0.0
         waiting = len(jobs) - len(ready)
@@ -229,9 +187,9 @@ class Pipeline:
         """The job for one step, reusing (or reading from) a speculative buffer if there is one."""
         info = self._source.info(step.file_key)
         where = str(self._source.file_of(info.name))
-        if step.file_key in self._spec_errors:
-            raise _reader_error(f"{where}: tensor {info.name!r}", self._spec_errors[step.file_key])
-        spec = self._specs.pop(step.file_key, None)
+        if step.file_key in self._spec.errors:
+            raise _reader_error(f"{where}: tensor {info.name!r}", self._spec.errors[step.file_key])
+        spec = self._spec.take(step.file_key)
         buffer = spec.buffer if spec else None
         filled = bool(spec and spec.filled)
         source = MemoryBytes(buffer) if filled else self._file_bytes(info)
@@ -272,7 +230,8 @@ class Pipeline:
     def close(self) -> None:
         """Stop and join every reader thread, close the files, and drop unused speculative reads."""
         self._cancelled.set()
-        self._planned.set()
+        if self._spec is not None:
+            self._spec.stop()
         self.budget.cancel()
         for _ in self._workers:
             self._parts.put(None)
@@ -280,7 +239,9 @@ class Pipeline:
             t.join()
         self._workers.clear()
         self.stats.inflight_peak_bytes = self.budget.high_water_bytes
-        self._specs.clear()
+        if self._spec is not None:
+            self.stats.speculative_bytes = self._spec.bytes
+            self._spec.clear()
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
@@ -294,33 +255,3 @@ def _reader_error(where: str, exc: BaseException) -> CheckpointError:
     err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")
     err.__cause__ = exc
     return err
-
-
-def _interleaved(infos: list[TensorInfo], source: CheckpointSource) -> list[TensorInfo]:
-    """Tensors in file-offset order within each file, files taken in turn."""
-    by_file: dict[str, list[TensorInfo]] = {}
-    for info in infos:
-        by_file.setdefault(str(source.file_of(info.name)), []).append(info)
-    lists = [sorted(v, key=lambda i: i.begin) for v in by_file.values()]
-    return [x for group in _round_robin(lists) for x in group]
-
-
-def _round_robin(lists: list[list]) -> list[list]:
-    out = []
-    for i in range(max((len(x) for x in lists), default=0)):
-        out.append([x[i] for x in lists if i < len(x)])
-    return out
-
-
-def _interleaved_parts(jobs: list[LeafJob]) -> list[Part]:
-    """Parts in file order, files in turn; parts of jobs holding budgeted bytes first.
-
-    Putting those first means a thread that waits for budget (a staging buffer) only ever waits
-    for parts already taken by another thread, so the waits always end.
-    """
-    holding = [p for job in jobs if job.pending and job.counted_bytes for p in split_parts(job)]
-    by_file: dict[str, list[Part]] = {}
-    for job in jobs:
-        if job.pending and not job.counted_bytes:
-            by_file.setdefault(job.source_file, []).extend(split_parts(job))
-    return holding + [p for group in _round_robin(list(by_file.values())) for p in group]

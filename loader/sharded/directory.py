@@ -103,7 +103,7 @@ def _plan_items(
             if item.sharding is None
             else owners(item.sharding, item.shape)
         )
-        t = tensors[item.key] = TensorLayout(item.dtype, item.shape)
+        t = tensors[item.key] = TensorLayout(item.key, item.dtype, item.shape)
         for region in sorted(regions):
             device = regions[region]
             process = 0 if device is None else device.process_index

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loader.errors import CheckpointError, IncompleteCheckpointError
-from loader.format import DTYPES, TensorInfo
+from loader.format import DTYPES, TensorMeta
 from loader.format.source import CheckpointSource
 
 MANIFEST = "manifest.json"
@@ -36,10 +36,10 @@ class Slice:
     region: Region
 
 
-@dataclass
-class TensorLayout:
-    dtype: str
-    shape: tuple[int, ...]
+@dataclass(frozen=True)
+class TensorLayout(TensorMeta):
+    """A tensor (key, global dtype and shape) and the stored slices that tile it."""
+
     slices: list[Slice] = field(default_factory=list)
 
 
@@ -77,10 +77,8 @@ def file_layout(source: CheckpointSource) -> Layout:
     tensors = {}
     for key in sorted(source.keys(), key=lambda k: (str(source.file_of(k)), source.file_offset(k))):
         info = source.info(key)
-        region = full_region(info.shape)
-        tensors[key] = TensorLayout(
-            info.dtype, info.shape, [Slice(source.file_of(key), key, region)]
-        )
+        slices = [Slice(source.file_of(key), key, full_region(info.shape))]
+        tensors[key] = TensorLayout(key, info.dtype, info.shape, slices)
     return Layout(source.path, tensors, dict(source.metadata))
 
 
@@ -165,7 +163,7 @@ def _tensor(manifest: Path, key: str, entry: dict, files: dict[str, Path]) -> Te
             )
         slices.append(Slice(files[s["file"]], str(s["key"]), region))
     _check_tiling(manifest, key, shape, slices)
-    return TensorLayout(dtype, shape, slices)
+    return TensorLayout(key, dtype, shape, slices)
 
 
 def _check_tiling(manifest: Path, key: str, shape: tuple[int, ...], slices: list[Slice]) -> None:
@@ -198,10 +196,8 @@ class LayoutSource:
     def __contains__(self, key: str) -> bool:
         return key in self.layout.tensors
 
-    def info(self, key: str) -> TensorInfo:
-        t = self.layout.tensors[key]
-        nbytes = math.prod(t.shape) * DTYPES[t.dtype].itemsize
-        return TensorInfo(key, t.dtype, t.shape, 0, nbytes)
+    def info(self, key: str) -> TensorMeta:
+        return self.layout.tensors[key]
 
     def file_of(self, key: str) -> Path:
         return self.path

@@ -1,7 +1,7 @@
 """`builder`, with the cast to the model's declared dtype done on the host before the transfer.
 
 A bf16 model loading an fp32 file then transfers half the bytes, and no fp32 copy reaches a device.
-This is what `loader.load_model` does by default.
+This was `loader.load_model`'s default before `pipelined` (still `strategy="hostcast"`).
 """
 
 from __future__ import annotations

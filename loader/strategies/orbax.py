@@ -14,7 +14,6 @@ where the model's dtype differs (`cast`), and puts the arrays into the model (`a
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from pathlib import Path
@@ -115,9 +114,9 @@ def _layout(root: Path, item: Path) -> Layout:
             raise CheckpointError(
                 f"{item}: entry {key!r} is not an array; expected a flat dict of arrays"
             )
-        tensors[key] = TensorLayout(dtype_name(leaf.dtype), tuple(leaf.shape))
+        tensors[key] = TensorLayout(key, dtype_name(leaf.dtype), tuple(leaf.shape))
     for key, (dtype, shape) in custom.get(EMPTY_KEY, {}).items():
-        tensors[key] = TensorLayout(dtype, tuple(shape))
+        tensors[key] = TensorLayout(key, dtype, tuple(shape))
     return Layout(item, tensors, {str(k): str(v) for k, v in custom.get(META_KEY, {}).items()})
 
 
@@ -133,7 +132,7 @@ def _restore(item: Path, plan: LoadPlan, layout: Layout) -> dict[str, Any]:
     abstract = {}
     for step in plan.steps:
         t = layout.tensors[step.file_key]
-        if not math.prod(t.shape):
+        if not t.numel:
             continue
         sharding = None if _whole(step) else step.sharding
         abstract[step.file_key] = jax.ShapeDtypeStruct(

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.results import ResultsWriter
 from bench.schema import PhaseRecord, RunRecord
+from bench.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY, TOTAL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -120,7 +120,7 @@ def test_two_processes_synthesise_one_checkpoint(tmp_path):
 
 def test_a_line_being_written_is_skipped_quietly_a_cut_one_reported(tmp_path):
     from bench.machine import run_record
-    from bench.results import ResultsWriter
+    from bench.writer import ResultsWriter
 
     path = tmp_path / "m" / "run.jsonl"
     with ResultsWriter(path) as writer:

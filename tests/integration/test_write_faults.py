@@ -24,7 +24,8 @@ import pytest
 import loader
 from bench.errors import BenchError
 from bench.machine import run_record
-from bench.results import ResultsWriter, export_parquet, read_results
+from bench.results import export_parquet, read_results
+from bench.writer import ResultsWriter
 from loader.format.stale_temps import StaleTempWarning
 from shapes.synth import DIGESTS_FILE, synthesize
 

@@ -250,3 +250,15 @@ def test_load_model_passes_the_budget(ckpt):
     )
     assert report.ok and 0 < report.inflight_peak_bytes <= SMALL_BUDGET
     assert verify(model, ckpt) == len(SPEC.tensors)
+
+
+def test_load_model_runs_pipelined_by_default(ckpt, poison):
+    """No strategy named: the default path reports its in-flight high-water mark (only the
+    pipelined engine does), and fills a poisoned instance exactly."""
+    model = shapes.model_builder(SPEC, dtype="bfloat16")()
+    poison(model)
+    with pytest.warns(loader.LoadWarning, match="cast from file dtype"):
+        model, report = loader.load_model(model, ckpt)
+    assert loader.load.DEFAULT_STRATEGY == "pipelined"
+    assert 0 < report.inflight_peak_bytes <= loader.pipeline.DEFAULT_BUDGET_BYTES
+    assert verify(model, ckpt) == len(SPEC.tensors)

@@ -11,8 +11,9 @@ import pytest
 
 from bench.errors import BenchError, NoResultsError
 from bench.recommend import recommend, run_cli
-from bench.results import ResultsWriter, read_results
+from bench.results import read_results
 from bench.schema import PhaseRecord
+from bench.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY
 
 MiB, GiB = 1 << 20, 1 << 30

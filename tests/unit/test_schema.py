@@ -8,8 +8,9 @@ import math
 import pytest
 
 from bench.errors import SchemaVersionError
-from bench.results import ResultsWriter, export_parquet, read_jsonl, read_results, summarize
+from bench.results import export_parquet, read_jsonl, read_results, summarize
 from bench.schema import PhaseRecord, RunRecord, SampleRecord, field_names, to_dict
+from bench.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY
 
 GiB = 1 << 30

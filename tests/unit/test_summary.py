@@ -1,0 +1,61 @@
+"""`bench run`'s summary: one block per configuration, the model dtype, bytes in flight vs budget."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from bench.results import read_results
+from bench.schema import PhaseRecord, to_json_line
+from bench.summary import json_summary, tables
+from loader.vocabulary import OK, STRATEGY, TOTAL
+
+MIB = 1 << 20
+CKPT = 500 * MIB
+
+
+def _row(strategy: str, wall: float, model_dtype: str | None, inflight: int | None, **kw):
+    return PhaseRecord(
+        run_id="r1", result_id=uuid.uuid4().hex, shapes="gpt2", strategy=strategy, kind=STRATEGY,
+        dtype="native", devices=1, processes=1, process_index=0, repeat=0, status=OK, error=None,
+        checkpoint_bytes=CKPT, largest_tensor_bytes=CKPT // 4, tensors=160,
+        baseline_rss_bytes=300 * MIB, peak_rss_bytes=300 * MIB + CKPT // (2 if model_dtype else 1),
+        wall_s=wall, phase=TOTAL, phase_order=0, phase_wall_s=wall, phase_peak_rss_bytes=None,
+        phase_end_rss_bytes=None, phase_anon_rss_bytes=None, phase_file_rss_bytes=None,
+        peak_source="hwm", model_dtype=model_dtype, inflight_peak_bytes=inflight, **kw,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def results(tmp_path):
+    rows = []
+    for wall in (1.0, 1.2, 1.1):  # same dtype: pipelined reports its high-water mark
+        rows += [_row("pipelined", wall, None, 200 * MIB), _row("zerocopy", wall + 0.5, None, None)]
+    for wall in (3.0, 3.2, 3.1):  # a bf16 model, with --budget 64 MiB
+        rows.append(_row("pipelined", wall, "bfloat16", 60 * MIB, budget_bytes=64 * MIB))
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(to_json_line(r) + "\n" for r in rows))
+    return read_results(path)
+
+
+def test_table_has_a_block_per_model_dtype_and_shows_the_budget(results):
+    text = tables(results)
+    same, cast = text.split("\n\n")
+    assert "dtype F32, devices 1" in same.splitlines()[0]
+    assert "F32 file → bfloat16 model" in cast.splitlines()[0]
+    assert "in flight / budget" in same
+    assert "200.0 MiB / default" in same and "1.10 (1.00-1.20)" in same  # medians per block
+    assert "60.0 MiB / 64.0 MiB" in cast and "3.10 (3.00-3.20)" in cast
+    zerocopy = next(line for line in same.splitlines() if line.startswith("zerocopy"))
+    assert " - " in zerocopy  # no in-flight figure for a strategy that does not report one
+
+
+def test_json_carries_both_dtypes_and_the_budget(results):
+    rows = {(r["strategy"], r["model_dtype"]): r for r in json_summary(results)}
+    assert set(rows) == {("pipelined", None), ("zerocopy", None), ("pipelined", "bfloat16")}
+    cast = rows[("pipelined", "bfloat16")]
+    assert cast["file_dtype"] == "F32" and cast["wall_s"] == pytest.approx(3.1)
+    assert cast["budget_bytes"] == 64 * MIB and cast["inflight_peak_bytes"] == 60 * MIB
+    assert rows[("pipelined", None)]["wall_s"] == pytest.approx(1.1)
+    assert rows[("zerocopy", None)]["inflight_peak_bytes"] is None
