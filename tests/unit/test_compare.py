@@ -8,8 +8,9 @@ import pytest
 
 from bench.cli import main
 from bench.compare import compare, parse_threshold
-from bench.results import ResultsWriter, read_results
+from bench.results import read_results
 from bench.schema import PhaseRecord
+from bench.writer import ResultsWriter
 from loader.vocabulary import STRATEGY
 
 MiB = 1 << 20
