@@ -10,7 +10,7 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint bench dashboard fuzz browser-deps peers clean
+.PHONY: help install test lint bench dashboard screenshots fuzz browser-deps peers clean
 PEERS_TORCH ?= torch==2.13.0
 
 help: ## list the targets
@@ -48,6 +48,9 @@ bench: $(STAMP) ## run every strategy on SHAPES (default sa3), 3 repeats, each i
 
 dashboard: $(STAMP) ## open the Streamlit dashboard over RESULTS on 127.0.0.1:PORT
 	$(VENV)/bin/loadbench dashboard --results $(RESULTS) --port $(PORT)
+
+screenshots: $(STAMP) browser-deps ## PNGs of every dashboard page into screenshots/ (over the test fixture, or RESULTS=DIR if it exists)
+	$(PY) tests/dashboard/browser.py --out screenshots $$( [ -d "$(RESULTS)" ] && echo --results $(RESULTS) )
 
 fuzz: $(STAMP) ## differential fuzzing vs safetensors: 100,000 atheris inputs + hypothesis; keeps new corpus inputs
 	rm -rf .fuzz-work && mkdir -p .fuzz-work

@@ -1,6 +1,6 @@
 """`loadbench`: measure how much host RAM and time each way of loading a checkpoint costs.
 
-Subcommands: `bench list|run|abstract`, `recommend`, and those that other packages register
+Subcommands: `bench list|run|abstract`, `recommend`, `compare`, and those that other packages register
 (`shapes ...` from shapes.cli, `dashboard` from dashboard.cli). The one module above all four
 packages.
 
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import dashboard.cli
 import shapes.cli
+from bench import compare
 from bench.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S
 from bench.errors import BenchError
 from loader.errors import CheckpointError
@@ -94,11 +95,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     outcome = run_bench(config)
     results = read_results(outcome.jsonl)
-    if args.json:
-        print(json.dumps(json_summary(results), indent=1))
+    if args.json:  # the file first, so a script can find what this run wrote
+        print(json.dumps({"results_file": str(outcome.jsonl), "strategies": json_summary(results)}, indent=1))  # fmt: skip
     else:
         print(tables(results), end="")
-        print(f"results: {outcome.jsonl} (+ .parquet); view them with `loadbench dashboard`")
+        print(f"results: {outcome.jsonl} (+ .parquet); view them with `loadbench dashboard --results {args.out}`")  # fmt: skip
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 
 
@@ -124,7 +125,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = bench.add_parser("list", help="the registered strategies")
     p.add_argument("--json", action="store_true", help="one JSON list")
     p.set_defaults(func=cmd_list)
-    _add_run(bench.add_parser("run", help="measure strategies, each run in a fresh process"))
+    _add_run(bench.add_parser(
+        "run", help="measure strategies, each run in a fresh process",
+        description="Measure strategies, each load in a fresh process. Synthetic checkpoints (and their "
+        "converted forms) are made once and kept in $LOADBENCH_CACHE/checkpoints/ (default: "
+        "./.cache/loadbench, relative to where you run it); delete that folder to reclaim the space.",
+    ))  # fmt: skip
     p = bench.add_parser("abstract", help="abstract model build time against layer count")
     p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
     p.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
@@ -192,7 +198,7 @@ def _add_run_limits(p: argparse.ArgumentParser) -> None:
         "--memory-budget",
         help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON list instead of tables")
+    p.add_argument("--json", action="store_true", help="print one JSON object (results_file, strategies) instead of tables")  # fmt: skip
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
@@ -203,15 +209,27 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_recommend)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loadbench")
+    except PackageNotFoundError:
+        return "unknown (not installed; run `make install`)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadbench", description=__doc__.split("\n")[0].replace("`", "")
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_bench(sub)
     _add_recommend(sub)
+    compare.register(sub)
     shapes.cli.register(sub)
     dashboard.cli.register(sub)
+    dashboard.cli.register_report(sub)
     return parser
 
 

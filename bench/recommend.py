@@ -5,6 +5,12 @@ Per strategy, over its ok runs (every shape set measured, this machine or any):
     peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e
     wall            ~= c * checkpoint_bytes + d
 
+Each prediction carries the fitted model under `model`, with named fields: a is
+`peak_bytes_per_checkpoint_byte`, b `peak_bytes_per_largest_tensor_byte`, e `peak_constant_bytes`,
+c `wall_s_per_checkpoint_byte`, d `wall_constant_s`, plus `baseline_rss_bytes`, the `runs`, `shapes`
+and `devices` it was fitted on, `largest_measured_checkpoint_bytes` and `extrapolation` (the
+target's checkpoint over that largest one).
+
 by non-negative least squares, with as many terms as distinct checkpoint sizes allow (one size:
 a only; two: a and e; three or more: a, b and e). The constant e absorbs per-process overhead
 (compiled code, allocator arenas) that dominates tiny shape sets and would otherwise inflate a.
@@ -12,11 +18,12 @@ a only; two: a and e; three or more: a, b and e). The constant e absorbs per-pro
 The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
 it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The
 recommendation is the fastest strategy that fits. Rows of kind `reference` (the `floor` line) load no
-model and are never recommended. One implementation for the CLI (`bench.recommend_cli`) and the dashboard; no jax.
+model and are never recommended. One implementation for the CLI and the dashboard; no jax.
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,28 +120,32 @@ def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
     c, d = _fit_wall(x1, pd.to_numeric(rows["wall_s"]).to_numpy(float))
     baseline = float(pd.to_numeric(rows["baseline_rss_bytes"]).median())
     ckpt, largest = target["checkpoint_bytes"], target["largest_tensor_bytes"]
-    peak_fit = a * x1 + b * x2 + e
-    wall_fit = c * x1 + d
-    wall = pd.to_numeric(rows["wall_s"]).to_numpy(float)
     return {
         "predicted_peak_bytes": int(baseline + a * ckpt + b * largest + e),
         "predicted_wall_s": c * ckpt + d,
-        "fit": {"a": a, "b": b, "e": e, "c": c, "d": d, "baseline_rss_bytes": int(baseline),
-                "runs": len(rows), "shapes": sorted(set(rows["shapes"])),
-                "extrapolation": ckpt / float(x1.max()),
-                "peak_error": _rel_error(peak_fit + baseline, over + baseline),
-                "wall_error": _rel_error(wall_fit, wall)},
+        "model": {
+            "peak_bytes_per_checkpoint_byte": a, "peak_bytes_per_largest_tensor_byte": b,
+            "peak_constant_bytes": e, "wall_s_per_checkpoint_byte": c, "wall_constant_s": d,
+            "baseline_rss_bytes": int(baseline), "runs": len(rows),
+            "shapes": sorted(set(rows["shapes"])),
+            "devices": sorted(int(n) for n in set(rows["devices"])),
+            "largest_measured_checkpoint_bytes": int(x1.max()),
+            "extrapolation": ckpt / float(x1.max()),
+            "peak_error": _rel_error(a * x1 + b * x2 + e, over),
+            "wall_error": _rel_error(c * x1 + d, pd.to_numeric(rows["wall_s"]).to_numpy(float)),
+        },
     }  # fmt: skip
 
 
 def _rel_error(predicted: np.ndarray, measured: np.ndarray) -> float:
     """The fit's largest relative error on the runs it was fitted on (in-sample: a floor on the
-    error of an extrapolation, not a bound)."""
+    error of an extrapolation, not a bound). Peaks are compared over the baseline."""
     ok = measured > 0
     return float(np.max(np.abs(predicted[ok] - measured[ok]) / measured[ok])) if ok.any() else 0.0
 
 
-def _verdict(peak: int, host_ram: int) -> str:
+def verdict(peak: int, host_ram: int) -> str:
+    """`fits`, `tight` (under 10% of `host_ram` to spare) or `does not fit`, for a peak RSS."""
     headroom = host_ram - peak
     if headroom < 0:
         return DOES_NOT_FIT
@@ -150,9 +161,9 @@ def _predict_each(rows: pd.DataFrame, target: dict[str, int], host_ram: int) -> 
             unmeasured.append(str(strategy))
             continue
         pred = _predict(group, target)
-        verdict = _verdict(pred["predicted_peak_bytes"], host_ram)
+        outcome = verdict(pred["predicted_peak_bytes"], host_ram)
         headroom = host_ram - pred["predicted_peak_bytes"]
-        out.append({"strategy": strategy, **pred, "verdict": verdict, "headroom_bytes": headroom})
+        out.append({"strategy": strategy, **pred, "verdict": outcome, "headroom_bytes": headroom})
     return out, unmeasured
 
 
@@ -178,7 +189,7 @@ def recommend(
     rows = ok_runs(results, devices, cache)
     rows = rows[rows["kind"] != REFERENCE]
     if rows.empty:
-        raise NoResultsError("no measured runs to fit")
+        raise NoResultsError(f"no measured {cache or ''} runs to fit")
     out, unmeasured = _predict_each(rows, spec_summary, host_ram_bytes)
     out.sort(key=lambda s: (VERDICTS.index(s["verdict"]), s["predicted_wall_s"]))
     if not out:
@@ -206,3 +217,10 @@ def spec_summary(name: str) -> dict[str, int]:
         "largest_tensor_bytes": max(sizes, default=0),
         "tensors": len(sizes),
     }
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """`loadbench recommend` (worded in `bench.advice`, which the dashboard shares)."""
+    from bench.advice import run_cli as advice_cli
+
+    return advice_cli(args)

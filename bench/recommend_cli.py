@@ -18,18 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 import pandas as pd
 
+from bench.advice import Advice, advise, to_json, to_text
 from bench.errors import BenchError
-from bench.recommend import (
-    MIN_FIT_BYTES,
-    Recommendation,
-    ok_runs,
-    recommend,
-    spec_summary,
-)
+from bench.recommend import FITS, VERDICTS, Recommendation, ok_runs, spec_summary
 from bench.results import Results, read_results
 from bench.units import format_bytes, parse_size
 from loader.vocabulary import REFERENCE
@@ -39,11 +33,9 @@ def cold_adjust(rec: Recommendation, results: Results, ckpt: int, speed: float) 
     """Predict cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
     for s in rec.strategies:
         s["predicted_wall_s"] = s["predicted_wall_s"] + ckpt / speed
-        s["fit"]["disk_read_bytes_per_s"] = speed
-    rec.strategies.sort(
-        key=lambda s: ({"fits": 0, "tight": 1}.get(s["verdict"], 2), s["predicted_wall_s"])
-    )
-    rec.recommended = next((s["strategy"] for s in rec.strategies if s["verdict"] == "fits"), None)
+        s["model"]["disk_read_bytes_per_s"] = speed
+    rec.strategies.sort(key=lambda s: (VERDICTS.index(s["verdict"]), s["predicted_wall_s"]))
+    rec.recommended = next((s["strategy"] for s in rec.strategies if s["verdict"] == FITS), None)
 
 
 def measured_cold_speed(results: Results) -> float | None:
@@ -68,69 +60,44 @@ def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
     return {str(k): int(v * ckpt) for k, v in ratio.groupby(rows["strategy"]).median().items()}
 
 
-def _line(s: dict[str, Any], devices: dict[str, int] | None) -> str:
-    fit = s["fit"]
-    basis = f"fit on {fit['runs']} runs of {', '.join(fit['shapes'])}"
-    if fit["extrapolation"] > 4:
-        basis += f"; {fit['extrapolation']:.0f}x beyond the largest measured"
-    err = f"fit error peak {fit['peak_error']:.0%}, time {fit['wall_error']:.0%}"
-    dev = (
-        f"  device {format_bytes(devices[s['strategy']])}"
-        if devices and s["strategy"] in devices
-        else ""
-    )
-    return (f"  {s['strategy']:<15} peak {format_bytes(s['predicted_peak_bytes']):>11}  "
-            f"time {s['predicted_wall_s']:8.2f} s  {s['verdict']:<13}{dev} ({basis}; {err})")  # fmt: skip
-
-
-def text(rec: Recommendation, args: argparse.Namespace, host_ram: int, notes: list[str],
-         devices: dict[str, int] | None) -> str:  # fmt: skip
-    lines = [f"target {args.shapes} on a host with {format_bytes(host_ram)} RAM, "
-             f"{args.cache} page cache:", ""]  # fmt: skip
-    lines += [_line(s, devices) for s in rec.strategies]
-    if rec.unmeasured:
-        lines.append(f"  not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
-                     + ", ".join(rec.unmeasured))  # fmt: skip
-    lines += [f"  ({n})" for n in notes]
-    lines += [
-        "",
-        f"recommended: {rec.recommended or 'none fits; use a larger host or a leaner strategy'}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _notes(args, results: Results, rec: Recommendation, speed: float | None) -> list[str]:
+def _notes(args, results: Results, speed: float | None) -> list[str]:
     notes = []
-    if args.cache == "warm":
-        notes.append("times are from a warm page cache; a first load after a download or reboot is "
-                     "cold: see --cache cold or --disk-read-speed")  # fmt: skip
+    if args.cache == "cold" and not speed:
+        notes.append("Times are predicted from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)
     if cold:
-        notes.append(f"cold read speed measured here (the reference line, from an evicted page "
-                     f"cache): {format_bytes(cold)}/s; pass it as --disk-read-speed for a similar disk")  # fmt: skip
+        notes.append(f"Cold read speed measured here (the reference line, from an evicted page "
+                     f"cache): {format_bytes(cold)}/s; pass it as --disk-read-speed for a similar disk.")  # fmt: skip
     if speed:
-        notes.append(f"cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
-                     "speed, no overlap assumed")  # fmt: skip
+        notes.append(f"Cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
+                     "speed, no overlap of reading and the rest assumed.")  # fmt: skip
     return notes
 
 
-def _fit(args, results: Results, host_ram: int) -> tuple[Recommendation, float | None]:
-    speed = (
-        parse_size(args.disk_read_speed.removesuffix("/s"), what="--disk-read-speed")
-        if args.disk_read_speed
-        else None
-    )
+def _device_note(args, results: Results, ckpt: int) -> tuple[str, dict[str, int] | None]:
+    device_ram = parse_size(args.device_ram, what="--device-ram")
+    devices = device_peaks(results, ckpt)
+    if not devices:
+        return ("--device-ram: no results from a host whose backend reports device memory (the "
+                "CPU backend reports none); device peaks not predicted.", None)  # fmt: skip
+    worst = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(devices.items()))
+    return f"Predicted device peaks against {format_bytes(device_ram)}: {worst}.", devices
+
+
+def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None]:
+    speed = parse_size(args.disk_read_speed.removesuffix("/s"), what="--disk-read-speed") if args.disk_read_speed else None  # fmt: skip
     cache = "warm" if speed else args.cache
+    target = spec_summary(args.shapes)
     if ok_runs(results, cache=cache).empty:
         raise BenchError(
             f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
-            f'BENCH_ARGS="--cache {cache}"` (or sa3) first, or pass --disk-read-speed'
-        )
-    summary = spec_summary(args.shapes)
-    rec = recommend(results, summary, host_ram, args.devices, cache=cache)
+            f"RESULTS={args.results} BENCH_ARGS=\"--cache {cache}\"` (or sa3) first"
+        )  # fmt: skip
+    adv = advise(results, target, host_ram, args.devices, shapes=args.shapes,
+                 folder=args.results, cache=cache)  # fmt: skip
     if speed:
-        cold_adjust(rec, results, summary["checkpoint_bytes"], speed)
-    return rec, speed
+        cold_adjust(adv.rec, results, target["checkpoint_bytes"], speed)
+    return adv, speed
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -140,26 +107,25 @@ def run_cli(args: argparse.Namespace) -> int:
     positive(args.devices, "--devices", "8")
     host_ram = parse_size(args.host_ram, what="--host-ram")
     results = read_results(args.results)
-    rec, speed = _fit(args, results, host_ram)
-    notes = _notes(args, results, rec, speed)
-    devices = None
+    adv, speed = _advice(args, results, host_ram)
+    notes, devices = _notes(args, results, speed), None
     if args.device_ram:
-        device_ram = parse_size(args.device_ram, what="--device-ram")
-        devices = device_peaks(results, spec_summary(args.shapes)["checkpoint_bytes"])
-        notes.append(f"device peaks against {format_bytes(device_ram)}: from runs on a backend "
-                     "that reports device memory" if devices else "--device-ram: no results from "
-                     "a host whose backend reports device memory (the CPU backend reports none); "
-                     "device peaks not predicted")  # fmt: skip
+        note, devices = _device_note(args, results, adv.target["checkpoint_bytes"])
+        notes.append(note)
     if args.json:
-        print(json.dumps({**rec.to_dict(), "notes": notes, "device_peaks": devices}, indent=1))
+        out = to_json(adv)
+        out["notes"] += notes
+        print(
+            json.dumps({**out, **({"device_peaks": devices} if args.device_ram else {})}, indent=1)
+        )
     else:
-        print(text(rec, args, host_ram, notes, devices), end="")
+        print(to_text(adv) + "".join(n + "\n" for n in notes), end="")
     held = True
     if args.check:
         from bench.recommend_check import check
 
-        held = check(rec, args, host_ram)
-    return 0 if rec.recommended and held else 1
+        held = check(adv.rec, args, host_ram)
+    return 0 if adv.rec.recommended and held else 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -118,7 +118,9 @@ def _unreadable(path: Path, number: int, count: int, exc: ValueError) -> str:
 def _frame(rows: list[dict], record_type: type) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=field_names(record_type))
     for name, value in _defaults(record_type).items():
-        frame[name] = frame[name].fillna(value) if len(frame) else frame[name]
+        if len(frame):
+            column = frame[name] if isinstance(value, int | float) else frame[name].astype(object)
+            frame[name] = column.fillna(value)
     return frame
 
 

@@ -164,7 +164,7 @@ def _cells(row: pd.Series) -> list[str]:
         f"{ratio:.2f}x" if ratio is not None else "-",
         format_bytes(_num(row["peak_rss_bytes"])),
         f"{wall:.2f}{spread}" if wall is not None else "-",
-        f"{format_bytes(tput)}/s" if tput is not None else "-",
+        f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
         _inflight(row),
         status,
     ]

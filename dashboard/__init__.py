@@ -6,4 +6,4 @@ without `app.py` on a deep link), the charts in `charts.py`, the data access (th
 """
 
 RESULTS_ENV = "LOADBENCH_RESULTS"  # the results folder the app shows (set by `loadbench dashboard`)
-MAKE_COMMAND = "make bench SHAPES=tiny-gpt2"  # what the empty state tells the user to run
+MAKE_COMMAND = "make bench SHAPES=gpt2"  # what the empty state tells the user to run

@@ -1,9 +1,8 @@
-"""Altair charts of the dashboard, one function per chart; each takes a tidy DataFrame.
+"""Altair charts of the dashboard and the report, one function per chart; each takes a tidy DataFrame.
 
-Bytes are drawn in MiB; the tooltips carry the exact numbers. Colours: one per strategy (the
-legend, reference lines first, each strategy's description in its tooltip), one per
-verdict/status where those are the point. Phase, status, kind and verdict words come from
-`loader.vocabulary` and `bench.recommend`.
+Bytes are drawn in GiB (MiB below a GiB, `style.byte_unit`), seconds with 2 decimals. Strategies
+keep their fixed colours (`style.strategy_scale`), phases the phase palette, and a legend lists only
+what the chart draws. The Overview scatter lives in `scatter.py`, the timeline in `timeline.py`.
 """
 
 from __future__ import annotations
@@ -12,91 +11,44 @@ import altair as alt
 import pandas as pd
 
 from bench.recommend import VERDICTS
-from dashboard.data import legend_order
-from loader.vocabulary import PHASE_ORDER, REFERENCE, STATUSES
+from dashboard import style
+from loader.vocabulary import PHASE_ORDER
 
-MIB = float(1 << 20)
+FACET_COLUMNS = 4  # panels per row before the facets wrap
 VERDICT_COLORS = alt.Scale(domain=list(VERDICTS), range=["#2e7d32", "#f9a825", "#c62828"])
-STATUS_SHAPES = alt.Scale(
-    domain=list(STATUSES),
-    range=["circle", "diamond", "triangle-up", "square", "cross", "triangle-down"],
-)
 
 
-def strategy_colors(rows: pd.DataFrame) -> alt.Color:
-    """The strategy legend: one colour per strategy of `rows`, in `data.legend_order`."""
-    scale = alt.Scale(domain=legend_order(rows))
-    return alt.Color("strategy:N", title="strategy", scale=scale, legend=alt.Legend(labelLimit=260))
-
-
-def _reference_rule(drawn: pd.DataFrame, y: str) -> alt.Chart | None:
-    """A dotted rule at the first reference line's height (kind `reference`), if one is drawn."""
-    reference = drawn[drawn["kind"] == REFERENCE]
-    if reference.empty:
-        return None
-    rule = alt.Chart(reference.head(1)).mark_rule(color="#888", strokeDash=[2, 2])
-    return rule.encode(y=f"{y}:Q", tooltip=["strategy", alt.Tooltip(f"{y}:Q", title="reference")])
-
-
-def overview_scatter(df: pd.DataFrame, y: str, y_title: str) -> alt.LayerChart:
-    """Peak over baseline (`y`) against wall time per strategy, the reference rule, the Pareto front.
-
-    Args:
-        df: one row per strategy with `strategy`, `kind`, `description`, `status`, `repeats`,
-            `wall_s`, `peak_ratio`, `peak_over_baseline_mib`, `pareto` and column `y`.
-        y: the y column (`peak_ratio` or `peak_over_baseline_mib`).
-        y_title: the y axis title.
-    """
-    drawn = df[df["wall_s"].notna() & df[y].notna()]
-    x_max = float(drawn["wall_s"].max()) * 1.15 if len(drawn) else 1.0  # room for the labels
-    y_max = float(drawn[y].max()) * 1.1 if len(drawn) else 1.0
-    base = alt.Chart(drawn).encode(
-        x=alt.X("wall_s:Q", title="wall time (s, median)", scale=alt.Scale(domain=[0, x_max])),
-        y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(domain=[0, y_max])),
-    )
-    points = base.mark_point(size=140, filled=True).encode(
-        color=strategy_colors(drawn),
-        shape=alt.Shape("status:N", scale=STATUS_SHAPES, title="status"),
-        tooltip=["strategy", "description", "kind", "status", "repeats",
-                 alt.Tooltip("wall_s:Q", format=".3f"),
-                 alt.Tooltip("peak_ratio:Q", format=".2f", title="× checkpoint"),
-                 alt.Tooltip("peak_over_baseline_mib:Q", format=",.1f", title="MiB over baseline"),
-                 "pareto"],
-    )  # fmt: skip
-    labels = base.mark_text(align="left", dx=9, dy=-6).encode(text="strategy:N")
-    front = drawn[drawn["pareto"]].sort_values("wall_s")
-    layers = [points, labels]
-    if len(front):
-        layers.insert(
-            0,
-            alt.Chart(front)
-            .mark_line(strokeDash=[6, 3], color="#555", point=False)
-            .encode(x="wall_s:Q", y=f"{y}:Q", tooltip=[alt.Tooltip("strategy", title="Pareto")]),
-        )
-    rule = _reference_rule(drawn, y)
-    if rule is not None:
-        layers.insert(0, rule)
-    return alt.layer(*layers).properties(height=340)
+def _scaled(med: pd.DataFrame, cols: list[str]) -> tuple[pd.DataFrame, str, str]:
+    """`med` with `<col>_u` columns in one byte unit for all `cols`; the unit and its d3 format."""
+    unit, div = style.byte_unit(max(float(med[c].abs().max()) for c in cols) if len(med) else 0)
+    return med.assign(**{f"{c}_u": med[c] / div for c in cols}), unit, style.number_format(unit)
 
 
 def phase_adds_bars(med: pd.DataFrame) -> alt.Chart:
-    """What each phase adds to RSS at its peak, per strategy (grouped bars)."""
-    data = med.assign(
-        adds_mib=med["adds_bytes"] / MIB, peak_mib=med["peak_over_baseline_bytes"] / MIB
-    )
+    """What each phase adds to RSS at its peak, per strategy (grouped bars, strategy colours)."""
+    data, unit, fmt = _scaled(med, ["adds_bytes", "peak_over_baseline_bytes"])
+    phases = [p for p in PHASE_ORDER if p in set(data["phase"])]
     return (
         alt.Chart(data)
         .mark_bar()
         .encode(
-            x=alt.X("phase:N", sort=list(PHASE_ORDER), title="phase"),
-            xOffset="strategy:N",
-            y=alt.Y("adds_mib:Q", title="added at the phase's peak (MiB)"),
-            color="strategy:N",
+            x=alt.X("phase:N", sort=phases, title="phase"),
+            xOffset=alt.XOffset("strategy:N", sort=sorted(set(data["strategy"]))),
+            y=alt.Y(
+                "adds_bytes_u:Q",
+                title=f"added at the phase's peak ({unit})",
+                axis=alt.Axis(format=fmt),
+            ),
+            color=alt.Color(
+                "strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"])
+            ),
             tooltip=[
                 "strategy",
                 "phase",
-                alt.Tooltip("adds_mib:Q", format=",.1f"),
-                alt.Tooltip("peak_mib:Q", format=",.1f", title="peak over baseline (MiB)"),
+                alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"adds ({unit})"),
+                alt.Tooltip(
+                    "peak_over_baseline_bytes_u:Q", format=fmt, title=f"peak over baseline ({unit})"
+                ),
                 alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
             ],
         )  # fmt: skip
@@ -104,102 +56,105 @@ def phase_adds_bars(med: pd.DataFrame) -> alt.Chart:
     )
 
 
-def anon_file_bars(med: pd.DataFrame) -> alt.Chart:
-    """RSS held at each phase's end, anonymous vs file-backed, one panel per strategy."""
-    long = med.melt(
-        id_vars=["strategy", "phase"],
-        value_vars=["phase_anon_rss_bytes", "phase_file_rss_bytes"],
-        var_name="kind",
-        value_name="bytes",
-    )
-    long["kind"] = long["kind"].map({"phase_anon_rss_bytes": "anonymous", "phase_file_rss_bytes": "file-backed"})  # fmt: skip
-    long["mib"] = long["bytes"] / MIB
+def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
+    """RSS held at each phase's end, anonymous vs file-backed, one panel per strategy (wrapping)."""
+    long = med.melt(id_vars=["strategy", "phase"], value_vars=["phase_anon_rss_bytes", "phase_file_rss_bytes"], var_name="memory", value_name="bytes")  # fmt: skip
+    long["memory"] = long["memory"].map({"phase_anon_rss_bytes": "anonymous", "phase_file_rss_bytes": "file-backed"})  # fmt: skip
+    long, unit, fmt = _scaled(long, ["bytes"])
+    phases = [p for p in PHASE_ORDER if p in set(long["phase"])]
+    kinds = alt.Scale(domain=list(style.MEMORY_KINDS), range=list(style.MEMORY_KINDS.values()))
     return (
         alt.Chart(long)
         .mark_bar()
         .encode(
-            x=alt.X("phase:N", sort=list(PHASE_ORDER), title=None),
-            y=alt.Y("mib:Q", title="RSS at phase end (MiB)"),
-            color=alt.Color("kind:N", scale=alt.Scale(range=["#5c6bc0", "#ffb74d"])),
-            tooltip=["strategy", "phase", "kind", alt.Tooltip("mib:Q", format=",.1f")],
+            x=alt.X("phase:N", sort=phases, title=None),
+            xOffset=alt.XOffset("memory:N"),
+            y=alt.Y("bytes_u:Q", title=f"RSS at phase end ({unit})", axis=alt.Axis(format=fmt)),
+            color=alt.Color("memory:N", title="memory", scale=kinds),
+            tooltip=[
+                "strategy",
+                "phase",
+                "memory",
+                alt.Tooltip("bytes_u:Q", format=fmt, title=unit),
+            ],
         )
-        .properties(width=160, height=240)
-        .facet(column=alt.Column("strategy:N", title=None))
+        .properties(width=190, height=200)
+        .facet(facet=alt.Facet("strategy:N", title=None), columns=FACET_COLUMNS)
     )
 
 
 def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
-    """Time per phase, stacked per strategy (the bar's length is the whole load)."""
+    """Time per phase, stacked per strategy (the bar's length is the whole load), phase colours."""
     return (
         alt.Chart(med)
-        .mark_bar()
+        .mark_bar(stroke="white", strokeWidth=0.5)
         .encode(
             y=alt.Y("strategy:N", title=None),
-            x=alt.X("phase_wall_s:Q", title="seconds (median)", stack="zero"),
-            color=alt.Color("phase:N", sort=list(PHASE_ORDER)),
+            x=alt.X(
+                "phase_wall_s:Q",
+                title="seconds (median)",
+                stack="zero",
+                axis=alt.Axis(format=".2f"),
+            ),
+            color=alt.Color(
+                "phase:N",
+                title="phase",
+                scale=style.phase_scale(med["phase"]),
+            ),
             order=alt.Order("phase_order:Q"),
-            tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".3f")],
-        )
-        .properties(height=max(150, 50 * med["strategy"].nunique()))
-    )
-
-
-def timeline(samples: pd.DataFrame, bands: pd.DataFrame, stack: bool) -> alt.LayerChart:
-    """Sampled RSS over time, one line per result (or anon/file stacked), phase bands behind.
-
-    Args:
-        samples: `label`, `t_s`, `rss_anon_bytes`, `rss_file_bytes` rows.
-        bands: `phase`, `start_s`, `end_s` of the first chosen result.
-        stack: draw one result as stacked anonymous/file-backed areas instead of total lines.
-    """
-    band = (
-        alt.Chart(bands)
-        .mark_rect(opacity=0.13)
-        .encode(x="start_s:Q", x2="end_s:Q", color=alt.Color("phase:N", sort=list(PHASE_ORDER)))
-    )
-    text = alt.Chart(bands).mark_text(align="left", dx=3, dy=8, baseline="top", color="#555")
-    text = text.encode(x="start_s:Q", y=alt.value(0), text="phase:N")
-    if stack:
-        long = samples.melt(id_vars=["t_s"], value_vars=["rss_anon_bytes", "rss_file_bytes"], var_name="kind", value_name="bytes")  # fmt: skip
-        long["mib"] = long["bytes"] / MIB
-        line = alt.Chart(long).mark_area(opacity=0.75).encode(
-            x=alt.X("t_s:Q", title="seconds since baseline"),
-            y=alt.Y("mib:Q", stack="zero", title="RSS (MiB)"),
-            detail="kind:N", tooltip=["kind", "t_s", alt.Tooltip("mib:Q", format=",.1f")],
+            tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".2f", title="s")],
         )  # fmt: skip
-    else:
-        data = samples.assign(mib=(samples["rss_anon_bytes"] + samples["rss_file_bytes"]) / MIB)
-        line = alt.Chart(data).mark_line(point=True).encode(
-            x=alt.X("t_s:Q", title="seconds since baseline"),
-            y=alt.Y("mib:Q", title="RSS, anonymous + file-backed (MiB)"),
-            color=alt.Color("label:N", title="result"),
-            tooltip=["label", "phase", "t_s", alt.Tooltip("mib:Q", format=",.1f")],
-        )  # fmt: skip
-    return alt.layer(band, text, line).resolve_scale(color="independent").properties(height=360)
+        .properties(height=max(200, 50 * med["strategy"].nunique()))  # room for the phase legend
+    )
 
 
 def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
-    """Predicted peak per strategy coloured by verdict, with the host RAM as a rule."""
-    data = rows.assign(peak_mib=rows["predicted_peak_bytes"] / MIB)
+    """Predicted peak per strategy coloured by verdict, in the table's order, with a labelled RAM line."""
+    unit, div = style.byte_unit(max(float(rows["predicted_peak_bytes"].max()), host_ram_bytes))
+    fmt = style.number_format(unit)
+    data = rows.assign(peak_u=rows["predicted_peak_bytes"] / div)
+    shown = [v for v in VERDICT_COLORS.domain if v in set(data["verdict"])]
     bars = alt.Chart(data).mark_bar().encode(
-        y=alt.Y("strategy:N", sort="x", title=None),
-        x=alt.X("peak_mib:Q", title="predicted peak RSS (MiB)"),
-        color=alt.Color("verdict:N", scale=VERDICT_COLORS),
-        tooltip=["strategy", "verdict", alt.Tooltip("peak_mib:Q", format=",.0f")],
+        y=alt.Y("strategy:N", sort=list(data["strategy"]), title=None),
+        x=alt.X("peak_u:Q", title=f"predicted peak RSS ({unit})", axis=alt.Axis(format=fmt)),
+        color=alt.Color("verdict:N", scale=alt.Scale(domain=shown, range=[VERDICT_COLORS.range[VERDICT_COLORS.domain.index(v)] for v in shown])),
+        tooltip=["strategy", "verdict", alt.Tooltip("peak_u:Q", format=fmt, title=unit)],
     )  # fmt: skip
-    ram = pd.DataFrame({"ram_mib": [host_ram_bytes / MIB], "what": ["host RAM"]})
-    rule = alt.Chart(ram).mark_rule(color="black", strokeWidth=2).encode(x="ram_mib:Q", tooltip=["what"])  # fmt: skip
-    return alt.layer(bars, rule).properties(height=max(160, 44 * len(rows)))
+    ram = pd.DataFrame(
+        {"ram": [host_ram_bytes / div], "text": [f"host RAM {style.size(host_ram_bytes)}"]}
+    )
+    rule = alt.Chart(ram).mark_rule(color="black", strokeWidth=2).encode(x="ram:Q")
+    label = alt.Chart(ram).mark_text(
+        align="left", dx=4, dy=-4, baseline="bottom", fontWeight="bold"
+    )
+    label = label.encode(x="ram:Q", y=alt.value(0), text="text:N")
+    return alt.layer(bars, rule, label).properties(height=max(160, 40 * len(rows) + 20))
 
 
 def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
-    """Ratio (run B / run A) of peak and wall time per strategy, with 1.0 marked."""
-    long = ratios.melt(id_vars=["strategy"], value_vars=["peak_ratio_b_over_a", "wall_s_b_over_a"], var_name="metric", value_name="ratio")  # fmt: skip
-    long["metric"] = long["metric"].map({"peak_ratio_b_over_a": "peak over baseline", "wall_s_b_over_a": "wall time"})  # fmt: skip
+    """NEW / BASE of peak over baseline and wall time per strategy, spread as error bars, 1.0 marked."""
+    long = pd.concat([
+        ratios.assign(metric="peak over baseline", ratio=ratios["peak_ratio"], lo=ratios["peak_ratio_lo"], hi=ratios["peak_ratio_hi"]),
+        ratios.assign(metric="wall time", ratio=ratios["wall_ratio"], lo=ratios["wall_ratio_lo"], hi=ratios["wall_ratio_hi"]),
+    ])[["strategy", "metric", "ratio", "lo", "hi", "verdict"]]  # fmt: skip
+    metric = alt.Scale(domain=["peak over baseline", "wall time"], range=["#5c6bc0", "#8d6e63"])
+    y = alt.Y("strategy:N", title=None)
     bars = alt.Chart(long).mark_bar().encode(
-        y=alt.Y("strategy:N", title=None), yOffset="metric:N",
-        x=alt.X("ratio:Q", title="run B / run A"), color="metric:N",
-        tooltip=["strategy", "metric", alt.Tooltip("ratio:Q", format=".2f")],
+        y=y, yOffset="metric:N", x=alt.X("ratio:Q", title="new / base", axis=alt.Axis(format=".2f")),
+        color=alt.Color("metric:N", scale=metric),
+        tooltip=["strategy", "metric", "verdict", alt.Tooltip("ratio:Q", format=".2f"),
+                 alt.Tooltip("lo:Q", format=".2f", title="spread from"), alt.Tooltip("hi:Q", format=".2f", title="spread to")],
     )  # fmt: skip
-    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black").encode(x="x:Q")
-    return alt.layer(bars, one).properties(height=max(120, 50 * ratios["strategy"].nunique()))
+    spread = (
+        alt.Chart(long)
+        .mark_rule(color="black")
+        .encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
+    )
+    one = (
+        alt.Chart(pd.DataFrame({"x": [1.0]}))
+        .mark_rule(color="black", strokeDash=[4, 2])
+        .encode(x="x:Q")
+    )
+    return alt.layer(bars, spread, one).properties(
+        height=max(120, 56 * ratios["strategy"].nunique())
+    )

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         print(
             f"loadbench dashboard: no results folder at {folder} yet; make one with "
-            f"`{MAKE_COMMAND}` (the dashboard starts anyway and says so)",
+            f"`{MAKE_COMMAND} RESULTS={folder}` (the dashboard starts anyway and says so)",
             file=sys.stderr,
         )
     print(f"loadbench dashboard: http://127.0.0.1:{args.port} over {folder}", flush=True)
@@ -95,6 +95,22 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Start the dashboard on 127.0.0.1 (Overview, Phases, Timeline, Target host, Compare, memray).",  # fmt: skip
     )
     return _add_arguments(parser)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from dashboard.report import run as write_report  # altair and vl-convert: only when asked
+
+    return write_report(args)
+
+
+def register_report(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `loadbench report RESULTS --out report.html` (see `dashboard.report`)."""
+    p = subparsers.add_parser("report", help="write one self-contained HTML report of a results folder",
+                              description="Write the Overview, Phases and Timeline charts and tables of the newest run in RESULTS to one HTML file that opens offline (JavaScript inlined, no CDN).")  # fmt: skip
+    p.add_argument("results", metavar="RESULTS", help="results folder or file")
+    p.add_argument("--out", default="report.html", metavar="FILE", help="the HTML file to write (default: report.html)")  # fmt: skip
+    p.set_defaults(func=_report)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,11 +12,11 @@ from loader.vocabulary import OK, STATUSES, TOTAL
 
 
 def empty_state(folder: str) -> None:
-    """Say there is nothing to show yet and which command makes results."""
-    st.info(f"No results yet in `{folder}`. Make some with:")
-    st.code(MAKE_COMMAND, language="bash")
+    """Say there is nothing to show yet and which command makes results in the folder shown."""
+    st.info(f"No results yet in `{folder}`. Make some there with:")
+    st.code(f"{MAKE_COMMAND} RESULTS={folder}", language="bash")
     st.caption(
-        "or `loadbench bench run --shapes tiny-gpt2 --out results`; then reload this page. "
+        f"or `loadbench bench run --shapes gpt2 --out {folder}`; then reload this page. "
         "Point the dashboard elsewhere with `loadbench dashboard --results DIR`."
     )
 
@@ -47,13 +47,17 @@ def page_results() -> Any:
     return results
 
 
-def pick_run(results: Any, *, key: str, label: str = "Run", index: int = 0) -> str:
-    """A run selector (newest first) over the runs that have phase rows; returns the run id."""
-    labels = data.run_labels(results.runs)
+def run_ids(results: Any) -> list[str]:
+    """The runs that have phase rows, newest first (those lacking a run record last)."""
+    labels = data.run_labels(results.runs, results.phases)
     ids = [r for r in labels if r in set(results.phases["run_id"])]
-    ids += sorted(
-        set(results.phases["run_id"]) - set(ids)
-    )  # phase rows of a run lacking its record
+    return ids + sorted(set(results.phases["run_id"]) - set(ids))
+
+
+def pick_run(results: Any, *, key: str, label: str = "Run", index: int = 0) -> str:
+    """A run selector (newest first, labelled with machine, date and shape sets); the run id."""
+    labels = data.run_labels(results.runs, results.phases)
+    ids = run_ids(results)
     return st.selectbox(
         label, ids, index=min(index, len(ids) - 1), key=key, format_func=lambda r: labels.get(r, r)
     )
@@ -80,15 +84,17 @@ def status_table(phases: pd.DataFrame) -> None:
     totals = totals[totals["phase"] == TOTAL]
     cols = ["strategy", "repeat", "dtype", "devices", "status", "peak_ratio", "wall_s", "error"]
     table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)
+    table["error"] = table["error"].where(table["error"].map(lambda e: isinstance(e, str)), "")
     counts = table["status"].value_counts()
-    st.markdown(
-        " · ".join(f"**{s}**: {int(counts.get(s, 0))}" for s in STATUSES if s in counts or s == OK)
-    )
+    st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))
     st.dataframe(
         table.style.apply(_status_style, axis=1),
         hide_index=True,
         width="stretch",
-        column_config={"peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f")},
+        column_config={
+            "peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f×"),
+            "wall_s": st.column_config.NumberColumn("wall", format="%.2f s"),
+        },
     )
 
 

@@ -6,6 +6,7 @@ Shipped presets live in `shapes/presets/<name>.json`. Fetched specs live in the 
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
@@ -82,8 +83,11 @@ def load_spec(name_or_path: str | os.PathLike | ShapeSpec) -> ShapeSpec:
         return spec_from_local(path)
     if path.is_file():
         return read_spec_file(path)
+    known = preset_names() + fetched_names()
+    close = difflib.get_close_matches(text, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise UnknownSpecError(
-        f"no shape spec named {text!r} and no such file or folder. Presets: "
+        f"no shape spec named {text!r}{hint} and no such file or folder. Presets: "
         f"{', '.join(preset_names())}; fetched ({user_presets_dir()}): "
         f"{', '.join(fetched_names()) or 'none'}. Fetch one with `loadbench shapes fetch REPO`."
     )

@@ -1,7 +1,8 @@
 """`loadbench shapes ...`: list, show, inspect, synth and fetch tensor-shape specs.
 
 `bench.cli` calls `register(subparsers)` and dispatches to `args.func(args) -> int`. Every command
-catches the loader's/shapes' own errors and prints a one-line message (exit status 1, no traceback).
+catches the loader's/shapes' own errors and prints a one-line message (exit status 2, as every
+`loadbench` command does on an error; no traceback).
 `python -m shapes.cli shapes show sa3 --json` runs the same commands stand-alone.
 """
 
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from loader.errors import CheckpointError
 from shapes.catalog import fetched_names, load_spec, preset_names, user_presets_dir
 from shapes.spec import ShapeSpec
+
+EXIT_ERROR = 2  # the exit status of every `loadbench` command that fails on its input
 
 
 def summary(spec: ShapeSpec) -> dict:
@@ -117,7 +120,7 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             return command(args)
         except CheckpointError as e:
             print(f"loadbench shapes {args.shapes_command}: error: {e}", file=sys.stderr)
-            return 1
+            return EXIT_ERROR
 
     return run
 

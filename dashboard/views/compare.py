@@ -1,7 +1,7 @@
-"""Compare: two runs (machines, versions, dates) side by side, ratio per strategy.
+"""Compare: two runs (machines, versions, dates) side by side, NEW / BASE per strategy and shapes.
 
-Answers: did a change of machine, allocator or version make a strategy heavier or slower, and on
-what hardware and software each run was measured.
+The same table and verdicts as `loadbench compare BASE NEW` (`bench.compare`): peak over baseline
+and wall-time ratios with the spread of the repeats, a regression only beyond that spread.
 """
 
 from __future__ import annotations
@@ -9,57 +9,79 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, widgets
+from bench import compare as bench_compare
+from dashboard import charts, style, widgets
 
 FACTS = ["machine", "started_utc", "cpu_model", "cpu_count", "ram_bytes", "kernel", "python", "jax_version", "flax_version", "safetensors_version", "numpy_version", "loadbench_version", "allocator_env", "command"]  # fmt: skip
-KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
+KEYS = bench_compare.KEYS
 
 
-def machine_facts(runs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """The run records of `a` and `b` as two text columns, one row per fact."""
+def machine_facts(runs: pd.DataFrame, base: str, new: str) -> pd.DataFrame:
+    """The run records of `base` and `new` as two text columns, one row per fact."""
     out = {}
-    for name, run_id in (("run A", a), ("run B", b)):
+    for name, run_id in (("base", base), ("new", new)):
         rows = runs[runs["run_id"] == run_id]
         rec = rows.iloc[0].to_dict() if len(rows) else {}
-        out[name] = [data.gib(rec.get(f)) if f == "ram_bytes" and rec.get(f) else str(rec.get(f, "–")) for f in FACTS]  # fmt: skip
+        out[name] = [style.size(rec.get(f)) if f == "ram_bytes" and rec.get(f) else str(rec.get(f, "–")) for f in FACTS]  # fmt: skip
     return pd.DataFrame(out, index=FACTS)
 
 
-def ratios(phases: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """Per (shapes, strategy, dtype, devices, processes) in both runs: B / A of peak and wall."""
-    sa = data.summarize(phases[phases["run_id"] == a])
-    sb = data.summarize(phases[phases["run_id"] == b])
-    cols = [*KEYS, "status", "peak_ratio", "wall_s"]
-    both = sa[cols].merge(sb[cols], on=KEYS, suffixes=("_a", "_b"))
-    both["peak_ratio_b_over_a"] = both["peak_ratio_b"] / both["peak_ratio_a"]
-    both["wall_s_b_over_a"] = both["wall_s_b"] / both["wall_s_a"]
-    return both
+def _default_base(phases: pd.DataFrame, ids: list[str], new: str) -> int:
+    """The newest other run sharing a combination with `new` (else the next one)."""
+    mine = set(map(tuple, phases.loc[phases["run_id"] == new, KEYS].drop_duplicates().to_numpy()))
+    for i, run_id in enumerate(ids):
+        theirs = set(
+            map(tuple, phases.loc[phases["run_id"] == run_id, KEYS].drop_duplicates().to_numpy())
+        )
+        if run_id != new and mine & theirs:
+            return i
+    return 1
+
+
+def _table(rows: pd.DataFrame) -> None:
+    """The rows as `loadbench compare` prints them: ratio (spread), then the verdict."""
+    shown = pd.DataFrame({
+        "strategy": rows["strategy"],
+        "repeats (base/new)": [f"{b}/{n}" for b, n in zip(rows["repeats_base"], rows["repeats_new"], strict=True)],
+        "peak over baseline, new / base (spread)": [bench_compare.ratio_text(r, "peak") for _, r in rows.iterrows()],
+        "wall time, new / base (spread)": [bench_compare.ratio_text(r, "wall") for _, r in rows.iterrows()],
+        "verdict": rows["verdict"],
+    })  # fmt: skip
+    st.dataframe(shown, hide_index=True, width="stretch")
+    st.caption("Spread: new's best repeat over base's worst, to new's worst over base's best. A regression is over the threshold and beyond the spread.")  # fmt: skip
 
 
 def main() -> None:
     st.title("Compare")
-    st.caption("Run B relative to run A: below 1 means B is lighter or faster.")
+    st.caption("New relative to base: below 1 means lighter or faster. Bars: median ratio; whiskers: the spread of the repeats.")  # fmt: skip
     results = widgets.page_results()
-    if results.phases["run_id"].nunique() < 2:
+    ids = list(dict.fromkeys(widgets.run_ids(results)))
+    if len(ids) < 2:
         st.info("Only one run in the results folder; run the bench again (another machine, allocator or version) to compare.")  # fmt: skip
         return
-    cols = st.columns(2)
-    with cols[0]:
-        a = widgets.pick_run(results, key="compare_a", label="Run A", index=1)
+    cols = st.columns([2, 2, 1])
     with cols[1]:
-        b = widgets.pick_run(results, key="compare_b", label="Run B", index=0)
-    st.subheader("Machine facts")
-    st.dataframe(machine_facts(results.runs, a, b), width="stretch")
-    both = ratios(results.phases, a, b)
+        new = widgets.pick_run(results, key="compare_new", label="New", index=0)
+    with cols[0]:
+        base = widgets.pick_run(results, key="compare_base", label="Base", index=_default_base(results.phases, ids, new))  # fmt: skip
+    threshold = cols[2].number_input("Max regression (%)", 0.5, 500.0, 5.0, 0.5, key="compare_threshold") / 100  # fmt: skip
+    both = bench_compare.compare(results.phases[results.phases["run_id"] == base], results.phases[results.phases["run_id"] == new], threshold)  # fmt: skip
     if both.empty:
-        st.info("The two runs share no (shape set, strategy, dtype, devices) combination.")
-        return
-    shapes = st.selectbox("Shape set", sorted(both["shapes"].unique()), key="compare_shapes")
-    rows = both[both["shapes"] == shapes]
-    drawn = rows.dropna(subset=["peak_ratio_b_over_a", "wall_s_b_over_a"], how="all")
-    if len(drawn):
-        st.altair_chart(charts.compare_bars(drawn), width="stretch")
-    st.dataframe(rows, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in rows.columns if c.startswith(("peak_ratio", "wall_s"))})  # fmt: skip
+        st.info("The two runs share no (shape set, strategy, dtype, devices) combination: the run labels name the shape sets each measured.")  # fmt: skip
+    else:
+        bad = both[both["verdict"].isin(["regressed", "broken"])]
+        if len(bad):
+            st.error("Regressed beyond the spread: " + ", ".join(f"`{r.strategy}` on `{r.shapes}` ({r.verdict})" for r in bad.itertuples()))  # fmt: skip
+        else:
+            st.success(f"No regression over {threshold:.0%} beyond the spread of repeats.")
+        for shapes in sorted(both["shapes"].unique()):
+            rows = both[both["shapes"] == shapes]
+            st.subheader(f"Shape set `{shapes}`")
+            st.altair_chart(charts.compare_bars(rows), width="stretch")
+            _table(rows)
+    st.subheader("Machine facts")
+    st.table(machine_facts(results.runs, base, new))
+    st.caption(f"In a terminal or CI: `loadbench compare BASE NEW --max-regression {threshold:.0%}` (exit 1 on a regression).")  # fmt: skip
 
 
 main()

@@ -17,7 +17,7 @@ def _captures(results) -> pd.DataFrame:
     rows = data.whole_run(results.phases)
     rows = rows[rows["memray_html"].notna() | rows["memray_top"].notna()]
     rows = rows.drop_duplicates("result_id").merge(results.runs[["run_id", "machine"]], on="run_id", how="left")  # fmt: skip
-    labels = data.run_labels(results.runs)
+    labels = data.run_labels(results.runs, results.phases)
     rows["label"] = [f"{r.strategy} · {r.shapes} · r{r.repeat} — {labels.get(r.run_id, r.run_id)}" for r in rows.itertuples()]  # fmt: skip
     return rows.sort_values("label").reset_index(drop=True)
 
@@ -39,8 +39,9 @@ def main() -> None:
     st.caption("Allocation flamegraphs and top allocation sites at the peak, where a run was captured.")  # fmt: skip
     results = widgets.page_results()
     captures = _captures(results)
+    folder = data.results_folder()
     if captures.empty:
-        st.info("No memray captures in these results. Run the bench with memray capture on (see `loadbench bench run --help`).")  # fmt: skip
+        st.info(f"No memray captures in these results. Capture some with `loadbench bench run --memray --shapes gpt2 --out {folder}` (one memray run per strategy).")  # fmt: skip
         return
     pick = st.selectbox("Capture", captures.index, format_func=lambda i: captures.loc[i, "label"], key="memray_capture")  # fmt: skip
     row = captures.loc[pick]

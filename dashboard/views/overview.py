@@ -1,8 +1,9 @@
-"""Overview: per shape set, each strategy's peak over baseline against wall time.
+"""Overview: which strategy to use, and what each costs, per shape set.
 
-Answers: which strategy is cheapest in memory, which is fastest, which are on the Pareto front, how
-far each is above the reference line (kind `reference`: `floor`, the bytes alone), and which runs
-failed (every status shown). Each strategy's description is its docstring's first line.
+Answers first: for the host RAM given (default: the RAM of the machine that measured the run), the
+fastest strategy whose measured peak fits, beside the naive path's cost; then each strategy's peak
+over baseline against wall time, the Pareto front, the `reference` line (e.g. `floor`, the bytes
+alone) and every run with its status, failed ones included.
 """
 
 from __future__ import annotations
@@ -10,96 +11,101 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, widgets
-from loader.vocabulary import OK
+from dashboard import answer, data, scatter, style, widgets
 
-CONFIG = ["dtype", "devices_per_process"]
+GIB = 1 << 30
 
 
-def _config_rows(summary: pd.DataFrame, shapes: str) -> pd.DataFrame:
-    """The summary rows of one shape set and one (dtype, devices per process) configuration.
+def _host_ram(results, run_id: str, column) -> int:
+    run = results.runs[results.runs["run_id"] == run_id]
+    default = float(run["ram_bytes"].iloc[0]) / GIB if len(run) and pd.notna(run["ram_bytes"].iloc[0]) else 16.0  # fmt: skip
+    gib = column.number_input("Host RAM (GiB)", 0.25, 65536.0, round(default, 2), 0.5, key="overview_ram_gib", help="default: the RAM of the machine that measured this run")  # fmt: skip
+    return int(gib * GIB)
 
-    A multi-process strategy is one more point beside the single-process ones with as many devices
-    per process, named `strategy (N processes)`.
-    """
+
+def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> pd.DataFrame:
+    """The strategy rows of one shape set, with a configuration picker when there are several."""
     rows = summary[summary["shapes"] == shapes]
-    rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
-    configs = rows[CONFIG].drop_duplicates().sort_values(CONFIG)
+    configs = answer.configurations(rows)
+    config = None
     if len(configs) > 1:
-        labels = [
-            f"{r.dtype}, {r.devices_per_process} device(s) per process"
-            for r in configs.itertuples()
-        ]
-        pick = st.selectbox("Configuration", range(len(labels)), format_func=labels.__getitem__, key=f"overview_config_{shapes}")  # fmt: skip
-        chosen = configs.iloc[pick]
-        rows = rows[(rows[CONFIG] == chosen.values).all(axis=1)]
-    multi = rows["processes"] > 1
-    names = rows["strategy"].where(
-        ~multi, rows["strategy"] + " (" + rows["processes"].astype(str) + " processes)"
+        pick = st.selectbox("Configuration", configs.index, format_func=lambda i: answer.config_label(configs.loc[i]), key=f"overview_config_{shapes}")  # fmt: skip
+        config = configs.loc[pick]
+    rows = answer.shape_set_rows(summary, shapes, config)
+    return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
+
+
+def _headlines(summary: pd.DataFrame, ram: int) -> None:
+    """One answer per shape set, the largest checkpoint first."""
+    order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
+    for shapes in order.index:
+        rows = answer.shape_set_rows(summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0])  # fmt: skip
+        head = answer.headline(rows, ram)
+        box = st.success if head.fits else st.error
+        small = " (checkpoint under 64 MiB: overhead, not a guide)" if answer.small_checkpoint_note(order[shapes]) else ""  # fmt: skip
+        box(f"**`{shapes}`** ({style.size(order[shapes])}) on {style.size(ram)}: {head.text}{small}", icon=":material/recommend:" if head.fits else ":material/block:")  # fmt: skip
+
+
+def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
+    table = shown.sort_values(["kind", "peak_ratio"]).assign(
+        peak_over=shown["peak_over_baseline_bytes"] / divisor,
+        throughput=shown["throughput_bytes_per_s"] / 1e9,
+        pareto=shown["pareto"].map({True: "on the front", False: ""}),
     )
-    return rows.assign(strategy=names, base_strategy=rows["strategy"]).reset_index(drop=True)
+    cols = ["strategy", "kind", "status", "repeats", "peak_ratio", "peak_over", "wall_s", "throughput", "pareto", "description"]  # fmt: skip
+    st.dataframe(table[cols], hide_index=True, column_config={
+        "peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f×"),
+        "peak_over": st.column_config.NumberColumn(f"peak over baseline ({unit})", format=f"%.{2 if unit == 'GiB' else 1}f {unit}"),
+        "wall_s": st.column_config.NumberColumn("wall (median)", format="%.2f s"),
+        "throughput": st.column_config.NumberColumn("throughput", format="%.2f GB/s"),
+        "pareto": st.column_config.TextColumn("Pareto"),
+    })  # fmt: skip
 
 
-def _with_costs(rows: pd.DataFrame, descriptions: dict[str, str]) -> pd.DataFrame:
-    """Add descriptions, MiB over baseline and the Pareto flag (ok rows, reference lines excluded)."""
-    rows = rows.assign(
-        peak_over_baseline_mib=(rows["peak_rss_bytes"] - rows["baseline_rss_bytes"]) / charts.MIB,
-        description=rows["base_strategy"].map(descriptions).fillna(""),
-    )
-    ok = rows[rows["status"] == OK]
-    front = data.pareto_front(ok)
-    return rows.assign(pareto=front.reindex(rows.index, fill_value=False).astype(bool))
-
-
-def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], unit: str) -> None:  # fmt: skip
+def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], as_ratio: bool) -> None:  # fmt: skip
     st.subheader(f"Shape set `{shapes}`")
     descriptions, problem = data.strategy_descriptions()
     if problem:
         st.warning(f"Strategy descriptions unavailable: {problem}")
-    rows = _with_costs(_config_rows(summary, shapes), descriptions)
+    rows = _rows(summary, shapes, descriptions)
     shown = rows[rows["base_strategy"].isin(chosen)]
     ckpt = rows["checkpoint_bytes"].iloc[0]
-    st.caption(f"checkpoint {data.gib(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest {data.gib(rows['largest_tensor_bytes'].iloc[0])}")  # fmt: skip
-    y, title = ("peak_ratio", "peak over baseline (× checkpoint)") if unit.startswith("×") else ("peak_over_baseline_mib", "peak over baseline (MiB)")  # fmt: skip
+    note = answer.small_checkpoint_note(ckpt)
+    if note:
+        st.badge(note, icon=":material/warning:", color="orange")
+    st.caption(f"checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest {style.size(rows['largest_tensor_bytes'].iloc[0])}")  # fmt: skip
+    unit, divisor = style.byte_unit(shown["peak_over_baseline_bytes"].max())
+    shown = shown.assign(peak_over_unit=shown["peak_over_baseline_bytes"] / divisor)
+    y, title, fmt = ("peak_ratio", "peak over baseline (× checkpoint)", ".2f") if as_ratio else ("peak_over_unit", f"peak over baseline ({unit})", style.number_format(unit))  # fmt: skip
     if shown[["wall_s", y]].notna().all(axis=1).any():
-        st.altair_chart(charts.overview_scatter(shown, y, title), width="stretch")
-        st.caption("Dashed line: the Pareto front (no strategy is both faster and lighter). Dotted rule: the reference line (the bytes alone).")  # fmt: skip
+        st.altair_chart(scatter.overview_scatter(shown, y, title, fmt), width="stretch")
+        st.caption("Dashed staircase and rings: the Pareto front (no strategy is both faster and lighter). Dotted line: the reference (the bytes alone). Hollow points: peers.")  # fmt: skip
     else:
         st.info("No successful run among the chosen strategies to plot.")
-    cols = ["strategy", "status", "repeats", "peak_ratio", "peak_over_baseline_mib", "wall_s", "throughput_bytes_per_s", "pareto", "kind", "description"]  # fmt: skip
-    st.dataframe(
-        shown[cols].sort_values("peak_ratio"),
-        hide_index=True,
-        column_config={
-            "peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f"),
-            "peak_over_baseline_mib": st.column_config.NumberColumn(
-                "MiB over baseline", format="%.1f"
-            ),
-            "wall_s": st.column_config.NumberColumn("wall s (median)", format="%.3f"),
-            "throughput_bytes_per_s": st.column_config.NumberColumn("bytes/s", format="%.3e"),
-        },
-    )
+    _table(shown, unit, divisor)
     st.markdown("**Every run** (failed ones included):")
     widgets.status_table(phases[phases["shapes"] == shapes])
 
 
 def main() -> None:
     st.title("Overview")
-    st.caption("Peak RSS over baseline against wall time, per shape set. Lower and further left is better.")  # fmt: skip
     results = widgets.page_results()
-    run_id = widgets.pick_run(results, key="overview_run")
+    top = st.columns([3, 1])
+    with top[0]:
+        run_id = widgets.pick_run(results, key="overview_run")
+    ram = _host_ram(results, run_id, top[1])
     phases = widgets.pick_cache(
         results.phases[results.phases["run_id"] == run_id], key="overview_cache"
     )
     summary = data.summarize(phases)
+    _headlines(summary, ram)
+    st.caption("Peak RSS over baseline against wall time, per shape set. Lower and further left is better.")  # fmt: skip
     strategies = sorted(summary["strategy"].unique())
     left, right = st.columns([3, 1])
-    chosen = left.multiselect(
-        "Strategies", strategies, default=strategies, key="overview_strategies"
-    )
+    chosen = left.multiselect("Strategies", strategies, default=strategies, key="overview_strategies")  # fmt: skip
     unit = right.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
     for shapes in sorted(summary["shapes"].unique()):
-        _shape_set(phases, summary, shapes, chosen, unit)
+        _shape_set(phases, summary, shapes, chosen, unit.startswith("×"))
 
 
 main()

@@ -22,6 +22,12 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
     dtype = cols[1].selectbox("dtype", sorted(rows["dtype"].unique()), key="phases_dtype")
     rows = rows[rows["dtype"] == dtype]
     devices = cols[2].selectbox("devices", sorted(rows["devices"].unique()), key="phases_devices")
+    elsewhere = sorted(
+        set(rows["strategy"]) - set(rows.loc[rows["devices"] == devices, "strategy"])
+    )
+    if elsewhere:
+        other = sorted(rows.loc[rows["strategy"].isin(elsewhere), "devices"].unique())
+        st.caption(f"Not measured on {devices} device(s): {', '.join(elsewhere)} (measured on {', '.join(map(str, other))}; multi-process strategies need a device per process). Pick that device count to see them.")  # fmt: skip
     return rows[rows["devices"] == devices]
 
 
@@ -34,7 +40,8 @@ def _substeps(rows: pd.DataFrame) -> None:
     steps = pd.DataFrame([dict(s or {}) for s in stream["substeps_s"]], index=stream.index)
     steps.insert(0, "strategy", stream["strategy"])
     st.markdown("**Inside `stream`**: median seconds spent per sub-step")
-    st.dataframe(steps.groupby("strategy").median(), width="content")
+    med = steps.groupby("strategy").median()
+    st.dataframe(med, width="content", column_config={c: st.column_config.NumberColumn(format="%.2f s") for c in med.columns})  # fmt: skip
 
 
 def main() -> None:
@@ -57,7 +64,7 @@ def main() -> None:
     st.subheader("What each phase adds to the peak")
     st.altair_chart(charts.phase_adds_bars(med), width="stretch")
     st.subheader("Anonymous vs file-backed RSS at each phase's end")
-    st.altair_chart(charts.anon_file_bars(med))
+    st.altair_chart(charts.anon_file_bars(med), width="content")
     st.subheader("Time per phase")
     st.altair_chart(charts.phase_time_bars(med), width="stretch")
     overlaps = data.overlapping_phases(rows[rows["strategy"].isin(chosen)])
@@ -68,7 +75,9 @@ def main() -> None:
         )
     _substeps(rows[rows["strategy"].isin(chosen)])
     with st.expander("The numbers"):
-        st.dataframe(med.sort_values(["strategy", "phase_order"]), hide_index=True)
+        st.dataframe(med.sort_values(["strategy", "phase_order"]), hide_index=True, column_config={
+            c: st.column_config.NumberColumn(format="%.2f s" if c.endswith("_s") else ("%.2f×" if c.endswith("ratio") else "%d"))
+            for c in med.columns if med[c].dtype.kind in "fi"})  # fmt: skip
 
 
 main()

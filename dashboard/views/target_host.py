@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from bench import advice
 from bench.errors import NoResultsError
-from bench.recommend import VERDICTS
-from dashboard import charts, data, specs, widgets
+from dashboard import charts, data, specs, style, widgets
 
 SOURCES = ("a measured shape set", "a preset or fetched spec", "custom sizes")
 GIB = 1 << 30
@@ -31,10 +31,10 @@ def _spec_facts(name: str, devices: int) -> dict:
     return specs.spec_facts(name, devices)
 
 
-def _measured_summary(phases: pd.DataFrame) -> dict:
+def _measured_summary(phases: pd.DataFrame) -> tuple[dict, str]:
     shapes = st.selectbox("Shape set", sorted(phases["shapes"].unique()), key="target_shapes")
     row = phases[phases["shapes"] == shapes].iloc[0]
-    return {k: int(row[k]) for k in ("checkpoint_bytes", "largest_tensor_bytes", "tensors")}
+    return {k: int(row[k]) for k in ("checkpoint_bytes", "largest_tensor_bytes", "tensors")}, shapes
 
 
 def _custom_summary() -> dict:
@@ -66,26 +66,23 @@ def _host_inputs(results: Any) -> tuple[int, int]:
     return int(ram * GIB), int(devices)
 
 
-def _verdicts(results: Any, summary: dict, ram: int, devices: int) -> None:
+def _verdicts(results: Any, summary: dict, ram: int, devices: int, name: str) -> None:
+    """The same sentences, table order and figures as `loadbench recommend` (`bench.advice`)."""
     try:
-        rec = data.recommend(results, summary, ram, devices)
+        adv = advice.advise(results, summary, ram, devices, shapes=name, folder=str(data.results_folder()))  # fmt: skip
     except NoResultsError as e:  # nothing (large enough) measured yet: the bench says what to run
         st.warning(f"No prediction: {e}")
         return
-    rows = pd.DataFrame(list(rec.strategies))
-    if rec.unmeasured:
-        st.caption(f"Not predicted (measured only on checkpoints too small to extrapolate from): {', '.join(rec.unmeasured)}")  # fmt: skip
-    if rec.recommended:
-        st.success(f"Recommended: **{rec.recommended}**")
-    else:
-        st.error(f"No strategy fits in {data.gib(ram)} for a {data.gib(summary['checkpoint_bytes'])} checkpoint.")  # fmt: skip
+    first, *rest = advice.sentences(adv)
+    (st.success if adv.rec.recommended else st.error)(first)
+    for sentence in rest:
+        (st.warning if sentence.startswith("Warning:") else st.markdown)(sentence)
+    rows = pd.DataFrame(list(adv.rec.strategies))
     if rows.empty:
         return
-    groups = {v: sorted(rows.loc[rows["verdict"] == v, "strategy"]) for v in VERDICTS}
-    st.markdown(" · ".join(f"**{v}**: {', '.join(s) or '–'}" for v, s in groups.items()))
     st.altair_chart(charts.target_bars(rows, ram), width="stretch")
-    table = rows.assign(predicted_peak=rows["predicted_peak_bytes"].map(data.gib), headroom=rows["headroom_bytes"].map(data.gib))  # fmt: skip
-    st.dataframe(table[["strategy", "verdict", "predicted_peak", "headroom", "predicted_wall_s"]], hide_index=True)  # fmt: skip
+    st.dataframe(pd.DataFrame(advice.table_rows(adv)), hide_index=True)
+    st.caption(f"The same figures in a terminal: `loadbench recommend --shapes {name} --host-ram {ram / GIB:.2f}GiB --devices {devices} --results {data.results_folder()}`")  # fmt: skip
 
 
 def _sharding(facts: dict | None, devices: int) -> None:
@@ -95,8 +92,8 @@ def _sharding(facts: dict | None, devices: int) -> None:
     st.caption("Rule: shard each tensor's largest axis divisible by the device count; replicate the rest.")  # fmt: skip
     table = pd.DataFrame(facts["tensors"])
     if not table.empty:
-        table["bytes"] = table["bytes"].map(data.gib)
-        table["bytes_per_device"] = table["bytes_per_device"].map(data.gib)
+        table["bytes"] = table["bytes"].map(style.size)
+        table["bytes_per_device"] = table["bytes_per_device"].map(style.size)
         st.dataframe(table, hide_index=True)
 
 
@@ -106,17 +103,18 @@ def main() -> None:
     results = widgets.page_results()
     ram, devices = _host_inputs(results)
     source = st.radio("Shapes from", SOURCES, horizontal=True, key="target_source")
-    facts = None
+    facts, name = None, "custom sizes"
     if source == SOURCES[0]:
-        summary = _measured_summary(results.phases)
+        summary, name = _measured_summary(results.phases)
     elif source == SOURCES[1]:
         summary, facts = _spec_summary(devices)
+        name = st.session_state.get("target_spec", name)
     else:
         summary = _custom_summary()
     if summary is None:
         return
-    st.caption(f"checkpoint {data.gib(summary['checkpoint_bytes'])} · largest tensor {data.gib(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors")  # fmt: skip
-    _verdicts(results, summary, ram, devices)
+    st.caption(f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor {style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors")  # fmt: skip
+    _verdicts(results, summary, ram, devices, name)
     _sharding(facts, devices)
 
 

@@ -1,7 +1,8 @@
-"""Timeline: the sampled RSS of one run or several overlaid, over time, with phase bands.
+"""Timeline: the sampled RSS of one result or several overlaid, over time, with each one's phases.
 
 Answers: when the memory goes up and by how much, e.g. the spike of a cast or of a whole-file read,
-and how two strategies' curves differ in shape, not just in peak.
+and how two strategies' curves differ in shape, not just in peak. Over baseline by default, as on
+every other page; absolute RSS as an option.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, widgets
+from dashboard import data, timeline, widgets
 from loader.vocabulary import TOTAL
 
 
@@ -24,19 +25,20 @@ def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
     }
 
 
-def _bands(phases: pd.DataFrame, result_id: str) -> pd.DataFrame:
-    """Phase start/end seconds of one result, from its phase rows (cumulative phase walls)."""
-    rows = data.whole_run(phases[phases["result_id"] == result_id])
-    rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
-    end = rows["phase_wall_s"].astype(float).cumsum()
-    return pd.DataFrame(
-        {"phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}
-    )
+def bands(phases: pd.DataFrame, result_ids: list[str], labels: dict[str, str]) -> pd.DataFrame:
+    """Phase start/end seconds of each result, from its phase rows (cumulative phase walls)."""
+    out = []
+    for rid in result_ids:
+        rows = data.whole_run(phases[phases["result_id"] == rid])
+        rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
+        end = rows["phase_wall_s"].astype(float).cumsum()
+        out.append(pd.DataFrame({"label": labels[rid], "phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}))  # fmt: skip
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["label", "phase", "start_s", "end_s"])  # fmt: skip
 
 
 def main() -> None:
     st.title("Timeline")
-    st.caption("Sampled RSS (anonymous + file-backed) since each child's baseline.")
+    st.caption("Sampled RSS since each child's baseline; under it, each result's own phases.")
     results = widgets.page_results()
     run_id = widgets.pick_run(results, key="timeline_run")
     phases = results.phases[results.phases["run_id"] == run_id]
@@ -50,12 +52,20 @@ def main() -> None:
     if not chosen:
         st.info("Choose at least one result.")
         return
-    stack = len(chosen) == 1 and st.toggle("Split anonymous / file-backed", key="timeline_stack")
+    cols = st.columns(2)
+    absolute = cols[0].toggle("Absolute RSS (not over baseline)", key="timeline_absolute")
+    split = len(chosen) == 1 and cols[1].toggle(
+        "Split anonymous / file-backed", key="timeline_stack"
+    )
     samples = results.samples[results.samples["result_id"].isin(chosen)]
     samples = samples[samples["process_index"].isin([0, -1])].sort_values("t_s")
     samples = samples.assign(label=samples["result_id"].map(labels))
-    st.altair_chart(charts.timeline(samples, _bands(phases, chosen[0]), stack), width="stretch")
-    st.caption(f"Phase bands are those of `{labels[chosen[0]]}`.")
+    base = (
+        phases[phases["result_id"].isin(chosen)].groupby("result_id")["baseline_rss_bytes"].first()
+    )
+    chart = timeline.timeline(samples, bands(phases, chosen, labels), base.to_dict(), split=split, over_baseline=not absolute)  # fmt: skip
+    st.altair_chart(chart, width="content")
+    st.caption(f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left as a gap: nothing was measured there.")  # fmt: skip
 
 
 main()

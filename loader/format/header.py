@@ -41,10 +41,12 @@ def _length_problem(prefix: bytes, file_size: int | None) -> str | None:
     if len(prefix) < 8:
         return f"file is {len(prefix)} bytes, too short for the 8-byte header length"
     (n,) = struct.unpack("<Q", prefix[:8])
+    # A text or other file read as a length gives an absurd number: call it what it is.
+    looks = "not a safetensors file (its first 8 bytes are not a header length): "
     if n > MAX_HEADER_BYTES:
-        return f"header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
+        return f"{looks}header length {n} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
     if file_size is not None and 8 + n > file_size:
-        return f"header length {n} runs past the end of the {file_size}-byte file"
+        return f"{looks}header length {n} runs past the end of the {file_size}-byte file"
     if n < 2:
         return f"header length {n} is too short for a JSON object"
     return None

@@ -47,6 +47,7 @@ MACHINES = {  # machine -> (run_id, started_utc, ram_bytes, speed factor, memory
     "beta": ("20260112T093000Z-d4e5f6", "2026-01-12T09:30:00Z", 64 << 30, 0.7, 1.1),
 }
 BASELINE = 310 * MIB
+SAMPLE_S = 0.01  # the RSS sampling interval
 VERSIONS = {"alpha": 1, "beta": SCHEMA_VERSION}  # machine -> schema version its file is written in
 KINDS = {"floor": REFERENCE}  # strategy -> kind, where not STRATEGY
 
@@ -110,8 +111,9 @@ def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: 
         wall = max(s_per_gb * ckpt / 1e9 * speed * jitter, 0.002)
         peak = int(rss + adds * ckpt * mem)
         end = int(BASELINE + keeps * ckpt * mem)
-        for k in range(8):
-            frac = (k + 0.5) / 8
+        n = max(2, round(wall / SAMPLE_S))  # the probe samples at a fixed interval
+        for k in range(n):
+            frac = (k + 0.5) / n
             level = int(rss + (peak - rss) * min(1.0, 2 * frac)) if frac < 0.8 else end
             samples.append(_sample(run_id, rid, t + wall * frac, phase, level, file_share))
         row = dict(common, phase=phase, phase_order=order, phase_wall_s=wall)

@@ -44,15 +44,31 @@ def test_overview_is_the_landing_page_and_draws_each_shape_set(app):
     summary = at.dataframe[0].value
     assert set(summary["strategy"]) == {"floor", "eager", "stream"}
     # eager is fast and heavy, stream slow and light: both on the Pareto front, floor never
-    front = dict(zip(summary["strategy"], summary["pareto"], strict=True))
+    front = dict(zip(summary["strategy"], summary["pareto"] == "on the front", strict=True))
     assert front == {"floor": False, "eager": True, "stream": True}
+    assert dict(zip(summary["strategy"], summary["kind"], strict=True))["floor"] == "reference"
+
+
+def test_overview_headline_names_the_strategy_that_fits(app, fixture_results):
+    at = app()
+    at.selectbox(key="overview_run").set_value(fixture_results.run_ids["alpha"]).run()
+    gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
+    # 24 GiB: eager (fastest, 3.5x of 548 MB) fits, so it is the answer; nothing to compare it to
+    assert "`eager`:" in gpt2 and "× /" in gpt2
+    at.number_input(key="overview_ram_gib").set_value(1.5).run()
+    gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
+    assert gpt2.split("on 1.50 GiB: ")[1].startswith("`stream`:"), gpt2  # only stream fits now
+    assert "`eager` costs" in gpt2
+    at.number_input(key="overview_ram_gib").set_value(0.25).run()
+    assert any("No strategy fits" in e.value for e in at.error)
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_without_exception(app, page):
     at = app(page)
     _no_exception(at)
-    assert not at.error, [e.value for e in at.error]
+    if not page.endswith("compare.py"):  # there, beta's 10% heavier peaks are an error to show
+        assert not at.error, [e.value for e in at.error]
     if page.endswith("memray.py"):
         assert "numpy/_core/numeric.py:frombuffer" in at.code[0].value
     else:
@@ -84,7 +100,10 @@ def test_peak_unit_switch_changes_the_axis(app):
     at = app()
     assert "peak over baseline (× checkpoint)" in _spec_text(_charts(at)[0])
     at.radio(key="overview_unit").set_value("bytes").run()
-    assert "peak over baseline (MiB)" in _spec_text(_charts(at)[0])
+    assert "peak over baseline (GiB)" in _spec_text(
+        _charts(at)[0]
+    )  # gpt2: eager peaks ~1.8 GiB over
+    assert "peak over baseline (MiB)" in _spec_text(_charts(at)[1])  # tiny-gpt2: a few MiB
 
 
 def _verdicts(at) -> dict[str, str]:
@@ -142,7 +161,7 @@ def test_timeline_overlays_several_results(app):
     chart = _charts(at)[0]
     drawn = b"".join(d.data.data for d in chart.proto.datasets)  # Arrow IPC bytes
     assert all(label.encode() in drawn for label in wanted)
-    assert not at.toggle  # the anonymous/file split is for one result only
+    assert [t.key for t in at.toggle] == ["timeline_absolute"]  # the split is for one result only
 
 
 def test_phases_strategy_filter(app):
@@ -156,21 +175,26 @@ def test_phases_strategy_filter(app):
     assert (numbers["adds_bytes"] >= 0).all()
 
 
-def test_compare_shows_both_machines_and_ratios(app):
+def test_compare_shows_both_machines_and_ratios(app, fixture_results):
     at = app("views/compare.py")
     _no_exception(at)
-    facts = at.dataframe[0].value
-    assert set(facts.loc["machine"]) == {"alpha", "beta"}
-    ratios = at.dataframe[1].value
-    assert set(ratios["strategy"]) == {"floor", "eager", "stream"}  # orbax ran on alpha only
-    eager = ratios[ratios["strategy"] == "eager"].iloc[0]
-    assert eager["wall_s_b_over_a"] == pytest.approx(0.7, rel=0.01)  # beta is 0.7x the time
+    labels = at.selectbox(key="compare_new").options
+    assert any("gpt2, tiny-gpt2" in o and "2026-01-12" in o for o in labels)  # shapes and date
+    assert at.selectbox(key="compare_base").value == fixture_results.run_ids["alpha"]
+    facts = at.table[0].value
+    assert list(facts.loc["machine"]) == ["alpha", "beta"]
+    gpt2 = at.dataframe[0].value
+    assert set(gpt2["strategy"]) == {"floor", "eager", "stream"}  # orbax ran on alpha only
+    eager = gpt2[gpt2["strategy"] == "eager"].iloc[0]
+    assert eager["wall time, new / base (spread)"] == "0.70x (0.66-0.74)"  # beta is 0.7x the time
+    assert eager["verdict"] == "regressed"  # beta's peaks are 1.1x: beyond 5% and the spread
+    assert any("Regressed" in e.value for e in at.error)
 
 
 def test_empty_folder_says_which_command_makes_results(app, tmp_path):
     at = app(folder=tmp_path / "nothing-here")
     _no_exception(at)
-    assert "make bench SHAPES=tiny-gpt2" in at.code[0].value
+    assert "make bench SHAPES=gpt2" in at.code[0].value
 
 
 @pytest.mark.filterwarnings("ignore:.*truncated last line:UserWarning")
@@ -220,3 +244,41 @@ print("JAX_IMPORTED by " + os.environ["JAX_BY"] if "jax" in sys.modules else "JA
 
 def test_app_file_is_the_entry_point():
     assert Path(APP).is_file() and (Path(APP).parent / "views" / "overview.py").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
+    cmd = [sys.executable, "-m", "bench.cli", "recommend", "--shapes", "gpt2", "--host-ram", "1GiB",
+           "--devices", "8", "--results", str(fixture_results.root)]  # fmt: skip
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    as_json = subprocess.run(
+        [*cmd, "--json"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert text.returncode == as_json.returncode == 1, text.stderr  # 1 GiB: nothing fits
+    out = json.loads(as_json.stdout)
+    assert out["inputs"] == {"shapes": "gpt2", "host_ram_bytes": GIB, "devices": 8, "results": str(fixture_results.root), "cache": "warm"}  # fmt: skip
+    assert {"peak_bytes_per_checkpoint_byte", "wall_constant_s", "runs", "shapes"} <= set(out["strategies"][0]["model"])  # fmt: skip
+    assert out["minimum_ram_bytes"] > GIB and any(n.startswith("Minimum RAM that fits: ") for n in out["notes"])  # fmt: skip
+    at = app("views/target_host.py")
+    at.radio(key="target_source").set_value("a preset or fetched spec").run()
+    at.selectbox(key="target_spec").set_value("gpt2").run()
+    at.number_input(key="target_ram_gib").set_value(1.0).run()
+    _no_exception(at)
+    shown = _texts_in_page_order(at.main)
+    for note in out["notes"]:  # every sentence, the same words, in the CLI's text and on the page
+        assert note in text.stdout and note in shown, note
+    assert [n for n in shown if n in out["notes"]] == out["notes"]  # in the same order
+    order = [s["strategy"] for s in out["strategies"]]
+    assert list(_table_with(at, "verdict")["strategy"]) == order  # the table in the CLI's order
+
+
+def _texts_in_page_order(node) -> list[str]:
+    """The text of every alert and Markdown element, top to bottom."""
+    if getattr(node, "type", None) in ("success", "error", "warning", "markdown"):
+        return [node.value]
+    children = getattr(node, "children", None) or {}
+    return [t for key in sorted(children) for t in _texts_in_page_order(children[key])]
+
+
+def _table_with(at, column: str):
+    return next(df.value for df in at.dataframe if column in df.value.columns)

@@ -121,10 +121,11 @@ def test_the_dashboard_legend_shows_it(throwaway, tmp_path, monkeypatch):
     spec = json.loads(chart.proto.spec)
     points = next(layer for layer in spec["layer"] if "color" in layer.get("encoding", {}))
     legend = points["encoding"]["color"]["scale"]["domain"]
-    assert legend == ["bytes", "eager", name]  # the reference line first, then by name
+    assert legend == ["eager", name]  # points only: the reference is a labelled line, not a point
     assert description in "".join(str(d.data.data) for d in chart.proto.datasets)  # the tooltip
     table = at.dataframe[0].value.set_index("strategy")
     assert table.loc[name, "description"] == description
     assert table.loc["bytes", "kind"] == REFERENCE and not table.loc["bytes", "pareto"]
     rule = [layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "rule"]
     assert rule, "no reference rule drawn for the row of kind reference"
+    assert "bytes (reads the bytes only)" in "".join(str(d.data.data) for d in chart.proto.datasets)

@@ -197,7 +197,7 @@ def test_preset_name_is_refused(hub):
 
 
 def test_cli_in_process_errors_are_one_line(hub, capsys):
-    assert main(["shapes", "fetch", "org/missing"]) == 1
+    assert main(["shapes", "fetch", "org/missing"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "repository not found" in err
 

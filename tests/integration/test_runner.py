@@ -98,7 +98,9 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
            "--strategies", ",".join(model), "--out", str(tmp_path / "results"), "--json"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = json.loads(proc.stdout)
+    out = json.loads(proc.stdout)
+    assert Path(out["results_file"]).is_file() and Path(out["results_file"]).is_relative_to(tmp_path / "results")  # fmt: skip
+    rows = out["strategies"]
     assert [r["strategy"] for r in rows] == model
     for row in rows:
         assert row["status"] == "ok" and row["repeats"] == 2 and row["shapes"] == "tiny-gpt2"

@@ -188,7 +188,7 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
                               disk_read_speed=None, device_ram=None, check=True)  # fmt: skip
     assert run_cli(args) == 0
     out = capsys.readouterr().out
-    assert "recommended: fake-ok" in out
+    assert "Recommended: fake-ok" in out
     assert "fake-ok         predicted fits          -> ok       held" in out
     assert "fake-oom        predicted does not fit  -> oom      held" in out
     assert "every verdict held" in out

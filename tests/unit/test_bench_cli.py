@@ -87,3 +87,23 @@ def test_runner_catalog_stays_jax_free():
     code = "import sys; from bench import strategies; strategies.catalog(); print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_version_flag(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("loadbench ")
+
+
+@pytest.mark.parametrize("argv", [["shapes", "show", "sa4"], ["recommend", "--shapes", "sa4", "--host-ram", "4GiB"]])  # fmt: skip
+def test_an_unknown_preset_is_one_line_with_a_suggestion_and_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'sa3'?" in err and "Presets: " in err
+
+
+def test_a_text_file_is_called_not_a_safetensors_file(tmp_path, capsys):
+    text = tmp_path / "README.md"
+    text.write_text("# loadbench\n\nMeasure what it really costs to load a model.\n" * 4)
+    assert main(["shapes", "inspect", str(text)]) == 2
+    assert "not a safetensors file" in capsys.readouterr().err

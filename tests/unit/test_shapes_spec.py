@@ -131,7 +131,7 @@ def test_show_text_and_unknown_name(capsys):
     assert main(["shapes", "show", "llama3-8b"]) == 0
     text = capsys.readouterr().out
     assert "bytes BF16" in text and "8,030,261,248" in text
-    assert main(["shapes", "show", "nope"]) == 1
+    assert main(["shapes", "show", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no shape spec named 'nope'" in err
 

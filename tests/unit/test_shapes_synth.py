@@ -164,7 +164,7 @@ def test_sharded_spec_writes_shards_index_and_inspects_back(tmp_path, capsys):
 def test_inspect_malformed_file_is_one_line_error(tmp_path, capsys):
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes((10**6).to_bytes(8, "little") + b"{}")
-    assert main(["shapes", "inspect", str(bad)]) == 1
+    assert main(["shapes", "inspect", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "bad.safetensors" in err
 

@@ -1,0 +1,156 @@
+"""`loadbench report RESULTS --out report.html`: one self-contained HTML file to attach to a PR.
+
+It holds what the dashboard's Overview, Phases and Timeline pages show for the newest run in
+RESULTS (the answer per shape set, the cost chart and table, the phase charts, one RSS timeline per
+strategy) and every run's status. The charts are the dashboard's own (`answer`, `scatter`,
+`charts`, `timeline`), their data inlined, and the Vega/Vega-Lite/vega-embed JavaScript is inlined
+from vl-convert-python's bundle: the file opens offline and links to no CDN. No Streamlit, no jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import sys
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+from bench.errors import BenchError
+from bench.results import Results, read_results, summarize
+from dashboard import answer, charts, frames, scatter, style, timeline
+from loader.vocabulary import OK, TOTAL
+
+CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}.answer{background:#edf7ee;padding:.6em 1em;border-radius:6px}
+.warn{background:#fff4e5;padding:.3em .8em;border-radius:6px;display:inline-block}.chart{margin:1em 0}"""
+
+
+class _Doc:
+    """An HTML body being written: headings, text, tables and charts (each chart's spec inlined)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.charts = 0
+
+    def add(self, tag: str, text: str, cls: str = "") -> None:
+        attr = f' class="{cls}"' if cls else ""
+        self.parts.append(f"<{tag}{attr}>{html.escape(text)}</{tag}>")
+
+    def table(self, df: pd.DataFrame) -> None:
+        self.parts.append(df.to_html(index=False, na_rep="–", border=0, escape=True))
+
+    def chart(self, chart: alt.TopLevelMixin) -> None:
+        with alt.data_transformers.disable_max_rows():
+            spec = chart.to_dict()
+        self.charts += 1
+        div = f"chart{self.charts}"
+        self.parts.append(f'<div class="chart" id="{div}"></div><script>vegaEmbed("#{div}", {json.dumps(spec)}, {{"actions": false}}).catch(console.error);</script>')  # fmt: skip
+
+
+def _overview(
+    doc: _Doc, phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, ram: int
+) -> None:
+    rows = answer.shape_set_rows(summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0])  # fmt: skip
+    ckpt = rows["checkpoint_bytes"].iloc[0]
+    doc.add("h2", f"Shape set {shapes}: checkpoint {style.size(ckpt)}, {int(rows['tensors'].iloc[0])} tensors")  # fmt: skip
+    doc.add("p", f"On {style.size(ram)}: {answer.headline(rows, ram).text}".replace("`", ""), "answer")  # fmt: skip
+    note = answer.small_checkpoint_note(ckpt)
+    if note:
+        doc.add("p", note, "warn")
+    if rows[["wall_s", "peak_ratio"]].notna().all(axis=1).any():
+        doc.chart(scatter.overview_scatter(rows, "peak_ratio", "peak over baseline (× checkpoint)", ".2f").properties(width=800))  # fmt: skip
+    doc.table(pd.DataFrame({
+        "strategy": rows["strategy"], "kind": rows["kind"], "status": rows["status"], "repeats": rows["repeats"],
+        "× checkpoint": rows["peak_ratio"].map(style.ratio), "peak over baseline": rows["peak_over_baseline_bytes"].map(style.size),
+        "wall (median)": rows["wall_s"].map(style.seconds), "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+        "Pareto": rows["pareto"].map({True: "on the front", False: ""}),
+    }).sort_values(["kind", "× checkpoint"]))  # fmt: skip
+    _phases(doc, phases[phases["shapes"] == shapes])
+
+
+def _phases(doc: _Doc, phases: pd.DataFrame) -> None:
+    med = frames.phase_medians(phases)
+    if med.empty:
+        return
+    doc.add("h3", "Phases: what each adds to the peak, what it keeps (anonymous / file-backed), how long it takes")  # fmt: skip
+    doc.chart(charts.phase_adds_bars(med).properties(width=800))
+    doc.chart(charts.anon_file_bars(med))
+    doc.chart(charts.phase_time_bars(med).properties(width=800))
+
+
+def _timeline(doc: _Doc, results: Results, phases: pd.DataFrame, shapes: str) -> None:
+    """The first ok repeat of each strategy on `shapes`, overlaid, with each one's phase bands."""
+    totals = frames.whole_run(phases)
+    totals = totals[
+        (totals["phase"] == TOTAL) & (totals["status"] == OK) & (totals["shapes"] == shapes)
+    ]
+    firsts = totals.sort_values("repeat").drop_duplicates("strategy").sort_values("strategy")
+    chosen = [r for r in firsts["result_id"] if r in set(results.samples["result_id"])]
+    if not chosen:
+        return
+    labels = {r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}" for r in firsts.itertuples()}  # fmt: skip
+    samples = results.samples[results.samples["result_id"].isin(chosen) & results.samples["process_index"].isin([0, -1])]  # fmt: skip
+    samples = samples.assign(label=samples["result_id"].map(labels))
+    bands = []
+    for rid in chosen:
+        rows = frames.whole_run(phases[phases["result_id"] == rid])
+        rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
+        end = rows["phase_wall_s"].astype(float).cumsum()
+        bands.append(pd.DataFrame({"label": labels[rid], "phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}))  # fmt: skip
+    base = firsts.set_index("result_id")["baseline_rss_bytes"].to_dict()
+    doc.add("h3", f"Timeline on {shapes}: RSS over baseline, one repeat per strategy")
+    doc.chart(timeline.timeline(samples, pd.concat(bands, ignore_index=True), base, split=False, over_baseline=True))  # fmt: skip
+
+
+def build(results: Results, source: str) -> str:
+    """The report's HTML for the newest run in `results` (every run's statuses included)."""
+    runs = results.runs.sort_values("started_utc", ascending=False)
+    run_ids = [r for r in runs["run_id"] if r in set(results.phases["run_id"])] or sorted(set(results.phases["run_id"]))  # fmt: skip
+    run_id = run_ids[0]
+    phases = results.phases[results.phases["run_id"] == run_id]
+    run = runs[runs["run_id"] == run_id]
+    ram = int(run["ram_bytes"].iloc[0]) if len(run) else 16 << 30
+    labels = frames.run_labels(results.runs, results.phases)
+    doc = _Doc()
+    doc.add("h1", "loadbench report")
+    doc.add("p", f"Results {source}; run {labels.get(run_id, run_id)}. Peaks are over each child's baseline; times are medians of the ok repeats.")  # fmt: skip
+    summary = summarize(phases)
+    order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False).index
+    for shapes in order:
+        _overview(doc, phases, summary, shapes, ram)
+        _timeline(doc, results, phases, shapes)
+    doc.add("h2", "Every run (failed ones included)")
+    totals = frames.whole_run(phases)
+    totals = totals[totals["phase"] == TOTAL].sort_values(["shapes", "strategy", "repeat"])
+    doc.table(totals.assign(peak_ratio=totals["peak_ratio"].map(style.ratio), wall_s=totals["wall_s"].map(style.seconds), error=totals["error"].fillna(""))[["shapes", "strategy", "repeat", "status", "peak_ratio", "wall_s", "error"]])  # fmt: skip
+    return _page("\n".join(doc.parts))
+
+
+def _page(body: str) -> str:
+    import vl_convert
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    bundle = vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())
+    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>loadbench report</title>'
+            f"<style>{CSS}</style><script>{bundle}</script></head>\n<body>\n{body}\n</body></html>\n")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the report; refuse an empty results folder with the command that fills it."""
+    results = read_results(args.results)
+    if results.phases.empty:
+        raise BenchError(f"no results in {args.results}; make some with `loadbench bench run --shapes gpt2 --out {args.results}`")  # fmt: skip
+    out = Path(args.out)
+    text = build(results, str(args.results))
+    tmp = out.with_name(out.name + ".part")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)  # never a half-written report
+    print(f"report: {out} ({len(text.encode()) / (1 << 20):.1f} MiB, opens offline)")
+    for file, message in results.errors:
+        print(f"report: skipped part of {file}: {message}", file=sys.stderr)
+    return 0

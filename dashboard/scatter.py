@@ -1,0 +1,139 @@
+"""The Overview's chart: peak over baseline against wall time, one point per strategy.
+
+Reference strategies (kind `reference`, e.g. `floor`) are a labelled horizontal line, not a point;
+peers are hollow points. The Pareto front is a staircase through its points, drawn to the chart's
+edges so it stays visible when two front points nearly coincide, and each front point is ringed.
+Labels are placed in Python so that none overlaps another: each starts beside its point and moves
+up or down in label-height steps until it is clear, with a thin leader line when it moved.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from dashboard import style
+from loader.vocabulary import PEER, REFERENCE, STATUSES
+
+HEIGHT = 360
+ASSUMED_WIDTH = 640  # px; the real chart is wider, which only leaves more room between labels
+LABEL_H, CHAR_W, GAP = 14.0, 6.6, 15.0  # GAP clears the Pareto ring around a point
+STATUS_SHAPES = dict(zip(STATUSES, ["circle", "diamond", "triangle-up", "square", "cross", "triangle-down"], strict=True))  # fmt: skip
+
+
+def _overlaps(box: tuple[float, float, float, float], placed: list) -> bool:
+    x0, y0, x1, y1 = box
+    return any(x0 < b[2] and b[0] < x1 and y0 < b[3] and b[1] < y1 for b in placed)
+
+
+def place_labels(points: pd.DataFrame, x: str, y: str, x_max: float, y_max: float) -> pd.DataFrame:
+    """`points` with `label_x`, `label_y` (data units) so that no two label boxes overlap.
+
+    Boxes are estimated at CHAR_W px per character and LABEL_H px high on an ASSUMED_WIDTH x
+    HEIGHT plot; points are taken from the top down, each label tried at its point's height, then
+    one, two, ... label heights below and above, the first free slot kept.
+    """
+    sx, sy = ASSUMED_WIDTH / x_max, HEIGHT / y_max
+    placed, out = [], []
+    for _, row in points.sort_values(y, ascending=False).iterrows():
+        px, py = row[x] * sx + GAP, HEIGHT - row[y] * sy
+        width = CHAR_W * len(str(row["label"]))
+        for step in range(0, 40):  # first just above the point (the front runs right from it)
+            shift = (step + 1) // 2 * LABEL_H * (1 if step % 2 else -1) - LABEL_H * 0.6
+            top = min(max(py + shift - LABEL_H / 2, 0.0), HEIGHT - LABEL_H)
+            box = (px, top, px + width, top + LABEL_H)
+            if not _overlaps(box, placed):
+                break
+        placed.append(box)
+        out.append(
+            {**row.to_dict(), "label_x": px / sx, "label_y": (HEIGHT - top - LABEL_H / 2) / sy}
+        )
+    return pd.DataFrame(out)
+
+
+def _staircase(front: pd.DataFrame, x: str, y: str, x_max: float, y_max: float) -> pd.DataFrame:
+    """The front as a staircase from the top edge to the right edge (lower-left is better)."""
+    pts = front.sort_values(x)[[x, y]].to_numpy()
+    path = [(pts[0][0], y_max)]
+    for i, (px, py) in enumerate(pts):
+        if i:
+            path.append((px, pts[i - 1][1]))
+        path.append((px, py))
+    path.append((x_max, pts[-1][1]))
+    return pd.DataFrame(path, columns=[x, y]).assign(order=range(len(path)))
+
+
+def _axes(x_max: float, y_max: float, y_title: str, y_format: str):
+    """Encoders for x and y of any field, on the one shared scale and axis of the chart."""
+    x_format = ".2f" if x_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
+
+    def x(field: str) -> alt.X:
+        return alt.X(f"{field}:Q", title="wall time (s, median)", scale=alt.Scale(domain=[0, x_max], nice=False), axis=alt.Axis(format=x_format, tickCount=8))  # fmt: skip
+
+    def y(field: str) -> alt.Y:
+        return alt.Y(f"{field}:Q", title=y_title, scale=alt.Scale(domain=[0, y_max], nice=False), axis=alt.Axis(format=y_format))  # fmt: skip
+
+    return x, y
+
+
+def _reference_layers(refs: pd.DataFrame, y: str, fmt: str, x_enc, y_enc, x_max: float) -> list[alt.Chart]:  # fmt: skip
+    """A dotted horizontal rule per reference strategy, labelled under its right end (the points,
+    all above a reference that only reads the bytes, crowd its left end)."""
+    refs = refs.dropna(subset=[y])
+    if refs.empty:
+        return []
+    refs = refs.assign(text=refs["strategy"] + " (reads the bytes only): " + refs[y].map(lambda v: format(v, fmt)), right=x_max)  # fmt: skip
+    rule = alt.Chart(refs).mark_rule(
+        color=style.REFERENCE_COLOR, strokeDash=[3, 3], strokeWidth=1.5
+    )
+    text = alt.Chart(refs).mark_text(align="right", baseline="top", dx=-4, dy=4, color="#555", fontStyle="italic")  # fmt: skip
+    return [rule.encode(y=y_enc(y)), text.encode(x=x_enc("right"), y=y_enc(y), text="text:N")]
+
+
+def overview_scatter(df: pd.DataFrame, y: str, y_title: str, y_format: str) -> alt.LayerChart:
+    """The Overview chart over `df` (one row per strategy: `strategy`, `kind`, `status`, `wall_s`,
+    `pareto`, `y`); `y` is `peak_ratio` or a byte column already scaled to the axis unit."""
+    drawn = df[df["wall_s"].notna() & df[y].notna()]
+    points = drawn[drawn["kind"] != REFERENCE].copy()
+    x_max = max(float(drawn["wall_s"].max()) * 1.25, 1e-3)
+    y_max = max(float(drawn[y].max()) * 1.15, 1e-9)
+    x_enc, y_enc = _axes(x_max, y_max, y_title, y_format)
+    layers = _reference_layers(drawn[drawn["kind"] == REFERENCE], y, y_format, x_enc, y_enc, x_max)
+    if points.empty:
+        return alt.layer(*layers).properties(height=HEIGHT)
+    points["label"] = points["strategy"] + points["kind"].map(
+        lambda k: " · peer" if k == PEER else ""
+    )
+    points = place_labels(points, "wall_s", y, x_max, y_max)
+    front = points[points["pareto"]]
+    if len(front):
+        stairs = _staircase(front, "wall_s", y, x_max, y_max)
+        layers.append(alt.Chart(stairs).mark_line(color="#333", strokeDash=[6, 3], strokeWidth=2).encode(x=x_enc("wall_s"), y=y_enc(y), order="order:Q"))  # fmt: skip
+        layers.append(alt.Chart(front).mark_point(size=520, color="#333", strokeWidth=1.5, filled=False, shape="circle").encode(x=x_enc("wall_s"), y=y_enc(y)))  # fmt: skip
+    layers += _point_layers(points, y, y_format, x_enc, y_enc)
+    return alt.layer(*layers).properties(height=HEIGHT)
+
+
+def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> list[alt.Chart]:
+    """Leader lines, points (strategies filled, peers hollow) and labels."""
+    seen = [s for s in STATUSES if s in set(points["status"])]
+    shape = alt.Shape("status:N", title="status", scale=alt.Scale(domain=seen, range=[STATUS_SHAPES[s] for s in seen]))  # fmt: skip
+    color = alt.Color(
+        "strategy:N", title="strategy", scale=style.strategy_scale(points["strategy"])
+    )
+    tooltip = [alt.Tooltip("strategy:N"), *([alt.Tooltip("description:N")] if "description" in points else []), alt.Tooltip("kind:N"), alt.Tooltip("status:N"), alt.Tooltip("repeats:Q"),
+               alt.Tooltip("wall_s:Q", format=".2f", title="wall s"), alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
+               alt.Tooltip("pareto:N", title="on the Pareto front")]  # fmt: skip
+    layers = []
+    moved = points[(points["label_y"] - points[y]).abs() > 1e-12]
+    if len(moved):
+        layers.append(alt.Chart(moved).mark_rule(color="#999", strokeWidth=0.8).encode(x=x_enc("wall_s"), y=y_enc(y), x2="label_x:Q", y2="label_y:Q"))  # fmt: skip
+    for kind_rows, filled in ((points[points["kind"] != PEER], True), (points[points["kind"] == PEER], False)):  # fmt: skip
+        if len(kind_rows):
+            mark = alt.Chart(kind_rows).mark_point(
+                size=150, filled=filled, strokeWidth=2, opacity=1
+            )
+            layers.append(mark.encode(x=x_enc("wall_s"), y=y_enc(y), color=color, shape=shape, tooltip=tooltip))  # fmt: skip
+    text = alt.Chart(points).mark_text(align="left", baseline="middle", fontSize=12, color="#222")
+    layers.append(text.encode(x=x_enc("label_x"), y=y_enc("label_y"), text="label:N"))
+    return layers

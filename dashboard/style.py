@@ -1,0 +1,156 @@
+"""How the dashboard and the report draw and print things: fixed colours and one number format.
+
+Colours: every strategy keeps one colour on every page and under every filter. It is looked up by
+name, never by its position among the strategies shown: registered strategies take the palette in
+registry order, any other name (an extra or a peer) a slot chosen from a hash of its name. Phases
+use a different, paler palette, so a phase is never mistaken for a strategy. A chart's legend lists
+only what it draws (`strategy_scale(shown)`), with those fixed colours.
+
+Numbers: bytes as GiB with 2 decimals (MiB with 1 below a GiB, the same rule as
+`bench.units.format_bytes`, which the CLI prints), seconds with 2 decimals, throughput in GB/s.
+Imports neither jax nor streamlit (the static report uses it too).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import zlib
+
+import altair as alt
+import pandas as pd
+
+from bench.units import format_bytes
+from loader.vocabulary import KINDS, PEER, PHASE_ORDER, REFERENCE, STRATEGY
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+# Tableau 10 then its paler companions: strong, distinct hues for strategies.
+STRATEGY_PALETTE = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#17becf", "#bcbd22", "#8c564b", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+)  # fmt: skip
+REFERENCE_COLOR = "#7f7f7f"
+# A pastel palette for phases (bands, stacked bars): never one of the strategy hues above.
+PHASE_COLORS = {
+    "build": "#c6dbef", "read": "#fdd0a2", "cast": "#dadaeb", "transfer": "#c7e9c0",
+    "assemble": "#fcbba1", "stream": "#fff2ae", "total": "#f0f0f0",
+}  # fmt: skip
+MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}
+NAIVE = (
+    "eager"  # the path a user writes first (read everything, then build): the headline's yardstick
+)
+
+
+def _catalog() -> dict[str, str]:
+    """Registered strategy name -> kind (`strategy`, `reference`, `peer`), in registry order."""
+    return _catalog_for(os.environ.get("LOADBENCH_EXTRA_STRATEGIES", ""))
+
+
+@functools.cache
+def _catalog_for(extra: str) -> dict[str, str]:
+    """`_catalog` for one value of the extra-strategies variable (the registry depends on it)."""
+    try:
+        from bench import strategies
+
+        entries = strategies.catalog()
+    except Exception:  # noqa: BLE001 - a results-only view still draws, with hashed colours
+        return {}
+    return {name: _vocab_kind(e.kind) for name, e in entries.items()}
+
+
+def _vocab_kind(kind: str | None) -> str:
+    """A registry or results kind in the vocabulary's words (`model` is the older `strategy`)."""
+    return kind if kind in (STRATEGY, REFERENCE, PEER) else STRATEGY
+
+
+def base_name(label: str) -> str:
+    """`sharded (2 processes)` -> `sharded`: the registered name behind a displayed label."""
+    return label.split(" (", 1)[0]
+
+
+def kind_of(name: str, recorded: str | None = None) -> str:
+    """The kind of a strategy: what its results row recorded, else what the registry says."""
+    if isinstance(recorded, str) and recorded:
+        return _vocab_kind(recorded)
+    return _catalog().get(base_name(name), STRATEGY)
+
+
+def with_kind(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with a `kind` column (kept where results recorded one, else from the registry)."""
+    recorded = rows["kind"] if "kind" in rows.columns else pd.Series(None, index=rows.index)
+    kinds = [kind_of(s, r) for s, r in zip(rows["strategy"], recorded, strict=True)]
+    return rows.assign(kind=kinds)
+
+
+def strategy_color(name: str) -> str:
+    """The one colour of a strategy (by name), whatever else is shown."""
+    name = base_name(name)
+    catalog = _catalog()
+    if catalog.get(name) == REFERENCE:
+        return REFERENCE_COLOR
+    names = [n for n, k in catalog.items() if k != REFERENCE]
+    if name in names:
+        return STRATEGY_PALETTE[names.index(name) % len(STRATEGY_PALETTE)]
+    spare = len(STRATEGY_PALETTE) - len(names)  # unregistered names take the slots left over
+    if spare <= 0:
+        return STRATEGY_PALETTE[zlib.crc32(name.encode()) % len(STRATEGY_PALETTE)]
+    return STRATEGY_PALETTE[len(names) + zlib.crc32(name.encode()) % spare]
+
+
+def legend_order(names) -> list[str]:
+    """Strategies as a legend lists them: reference lines, ours, then peers; by name within each."""
+    rank = {k: i for i, k in enumerate(KINDS)}
+    unique = dict.fromkeys(str(s) for s in names)
+    return sorted(unique, key=lambda n: (rank.get(kind_of(n), len(KINDS)), n))
+
+
+def strategy_scale(shown) -> alt.Scale:
+    """A colour scale whose domain is exactly the strategies shown, each in its fixed colour."""
+    domain = legend_order(shown)
+    return alt.Scale(domain=domain, range=[strategy_color(s) for s in domain])
+
+
+def phase_scale(shown) -> alt.Scale:
+    """The phase palette over the phases shown, in load order."""
+    present = set(shown)
+    domain = [p for p in PHASE_ORDER if p in present] + sorted(present - set(PHASE_ORDER))
+    return alt.Scale(domain=domain, range=[PHASE_COLORS.get(p, "#eeeeee") for p in domain])
+
+
+def byte_unit(largest: float | None) -> tuple[str, float]:
+    """(`GiB`, 2**30) when `largest` is at least a GiB, else (`MiB`, 2**20): one rule everywhere."""
+    return ("GiB", GIB) if largest is not None and abs(largest) >= GIB else ("MiB", MIB)
+
+
+def number_format(unit: str) -> str:
+    """The d3 format of a byte unit: GiB with 2 decimals, MiB with 1."""
+    return ",.2f" if unit == "GiB" else ",.1f"
+
+
+def size(n: float | None) -> str:
+    """Bytes as `1.23 GiB` or `456.7 MiB` (`–` when unknown)."""
+    if n is None or pd.isna(n):
+        return "–"
+    return format_bytes(float(n))
+
+
+def seconds(s: float | None) -> str:
+    """Seconds with 2 decimals: `1.90 s` (`–` when unknown)."""
+    if s is None or pd.isna(s):
+        return "–"
+    return f"{float(s):.2f} s"
+
+
+def ratio(r: float | None) -> str:
+    """A multiple of the checkpoint: `1.01×` (`–` when unknown)."""
+    if r is None or pd.isna(r):
+        return "–"
+    return f"{float(r):.2f}×"
+
+
+def rate(bytes_per_s: float | None) -> str:
+    """Throughput in GB/s with 2 decimals (`–` when unknown)."""
+    if bytes_per_s is None or pd.isna(bytes_per_s):
+        return "–"
+    return f"{float(bytes_per_s) / 1e9:.2f} GB/s"

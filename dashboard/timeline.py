@@ -1,0 +1,115 @@
+"""The Timeline chart: sampled RSS over time, and under it each overlaid result's own phase bands.
+
+RSS is drawn over each result's baseline by default (as on every other page), absolute as an
+option. A pause in sampling longer than GAP_FACTOR times the result's median interval is drawn as a
+gap, never as a line between the samples either side, since nothing was measured there. The
+anonymous / file-backed split is a stacked area with its own two-entry legend.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from dashboard import style
+
+GAP_FACTOR = 4.0
+HEIGHT = 340
+WIDTH = 860  # px, both panels (a vertical concat cannot stretch to its container)
+
+
+def with_segments(samples: pd.DataFrame) -> pd.DataFrame:
+    """`samples` (one result or several, by `result_id`) with a `segment` id that changes at gaps."""
+    parts = []
+    for _, rows in samples.sort_values("t_s").groupby("result_id", sort=False):
+        dt = rows["t_s"].diff()
+        typical = dt[dt > 0].median()
+        gap = dt > GAP_FACTOR * typical if pd.notna(typical) else pd.Series(False, index=rows.index)
+        parts.append(rows.assign(segment=rows["result_id"] + ":" + gap.cumsum().astype(str)))
+    return pd.concat(parts) if parts else samples.assign(segment=pd.Series(dtype=str))
+
+
+def prepared(samples: pd.DataFrame, baselines: dict[str, float], over_baseline: bool) -> tuple[pd.DataFrame, str, str, str]:  # fmt: skip
+    """Samples with `total_u`, `anon_u`, `file_u` in one unit; the unit, its format and the axis title.
+
+    Over baseline, the total is RSS minus the result's baseline and each of anonymous and
+    file-backed is what it holds minus its value at the result's first sample.
+    """
+    s = with_segments(samples)
+    total = s["rss_anon_bytes"] + s["rss_file_bytes"]
+    anon, file_ = s["rss_anon_bytes"].astype(float), s["rss_file_bytes"].astype(float)
+    if over_baseline:
+        first = s.sort_values("t_s").groupby("result_id")[["rss_anon_bytes", "rss_file_bytes"]].transform("first")  # fmt: skip
+        total = total - s["result_id"].map(baselines).astype(float)
+        anon, file_ = anon - first["rss_anon_bytes"], file_ - first["rss_file_bytes"]
+    unit, div = style.byte_unit(float(total.abs().max()) if len(total) else 0.0)
+    s = s.assign(total_u=total / div, anon_u=anon / div, file_u=file_ / div)
+    title = (
+        f"RSS over baseline ({unit})" if over_baseline else f"RSS, anonymous + file-backed ({unit})"
+    )
+    return s, unit, style.number_format(unit), title
+
+
+def _lines(s: pd.DataFrame, fmt: str, title: str, x: alt.X) -> alt.Chart:
+    """One line per result in its strategy's colour (dashes tell repeats of one strategy apart)."""
+    labels = sorted(set(s["label"]))
+    strategies = [label.split(" · ")[0] for label in labels]
+    scale = alt.Scale(domain=labels, range=[style.strategy_color(n) for n in strategies])
+    legend = alt.Legend(orient="top", columns=1, labelLimit=600)
+    enc = {"color": alt.Color("label:N", title="result", scale=scale, legend=legend)}
+    if len(set(strategies)) < len(strategies):
+        enc["strokeDash"] = alt.StrokeDash("label:N", title="result", legend=legend)
+    return alt.Chart(s).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
+        x=x, y=alt.Y("total_u:Q", title=title, axis=alt.Axis(format=fmt)), detail="segment:N", **enc,
+        tooltip=["label", "phase", alt.Tooltip("t_s:Q", format=".2f", title="s"), alt.Tooltip("total_u:Q", format=fmt, title=title)],
+    )  # fmt: skip
+
+
+def _split(s: pd.DataFrame, fmt: str, unit: str, over: bool, x: alt.X) -> alt.Chart:
+    long = s.melt(id_vars=["t_s", "segment", "phase"], value_vars=["anon_u", "file_u"], var_name="memory", value_name="v")  # fmt: skip
+    long["memory"] = long["memory"].map({"anon_u": "anonymous", "file_u": "file-backed"})
+    kinds = alt.Scale(domain=list(style.MEMORY_KINDS), range=list(style.MEMORY_KINDS.values()))
+    title = f"RSS {'since the first sample' if over else ''} ({unit}), stacked".replace("  ", " ")
+    return alt.Chart(long).mark_area(opacity=0.8).encode(
+        x=x, y=alt.Y("v:Q", stack="zero", title=title, axis=alt.Axis(format=fmt)),
+        color=alt.Color("memory:N", title="memory", scale=kinds, legend=alt.Legend(orient="top")),
+        detail="segment:N", order=alt.Order("memory:N"),
+        tooltip=["memory", "phase", alt.Tooltip("t_s:Q", format=".2f", title="s"), alt.Tooltip("v:Q", format=fmt, title=unit)],
+    )  # fmt: skip
+
+
+def _strip(bands: pd.DataFrame, x: alt.X) -> alt.Chart:
+    """One row of phase bands per result, under the curve, sharing its time axis."""
+    base = alt.Chart(bands)
+    rect = base.mark_bar(height={"band": 0.8}).encode(
+        x=x, x2="end_s:Q", y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=420)),
+        color=alt.Color("phase:N", title="phase", scale=style.phase_scale(bands["phase"]), legend=alt.Legend(orient="bottom")),
+        tooltip=["label", "phase", alt.Tooltip("start_s:Q", format=".2f"), alt.Tooltip("end_s:Q", format=".2f")],
+    )  # fmt: skip
+    text = base.mark_text(align="left", dx=3, fontSize=11, color="#333").encode(
+        x="start_s:Q", y="label:N", text="phase:N"
+    )
+    return alt.layer(rect, text).properties(height=30 * bands["label"].nunique() + 10)
+
+
+def timeline(samples: pd.DataFrame, bands: pd.DataFrame, baselines: dict[str, float], *, split: bool, over_baseline: bool) -> alt.VConcatChart:  # fmt: skip
+    """The RSS curve(s) over time, and each result's phase bands in a strip below.
+
+    Args:
+        samples: `result_id`, `label`, `t_s`, `phase`, `rss_anon_bytes`, `rss_file_bytes`.
+        bands: `label`, `phase`, `start_s`, `end_s` for every result drawn.
+        baselines: result_id -> baseline RSS bytes.
+        split: draw one result as stacked anonymous / file-backed areas.
+        over_baseline: subtract the baseline (the default on every page) instead of absolute RSS.
+    """
+    s, unit, fmt, title = prepared(samples, baselines, over_baseline)
+    t_max = max(float(s["t_s"].max()) if len(s) else 0.0, float(bands["end_s"].max()) if len(bands) else 0.0)  # fmt: skip
+    x = alt.X("t_s:Q", title="seconds since baseline", scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False), axis=alt.Axis(format=".2f"))  # fmt: skip
+    top = _split(s, fmt, unit, over_baseline, x) if split else _lines(s, fmt, title, x)
+    strip_x = alt.X("start_s:Q", title=None, scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False), axis=alt.Axis(format=".2f"))  # fmt: skip
+    chart = alt.vconcat(
+        top.properties(height=HEIGHT, width=WIDTH),
+        _strip(bands, strip_x).properties(width=WIDTH),
+        spacing=6,
+    )
+    return chart.resolve_scale(color="independent").resolve_legend(color="independent")

@@ -1,0 +1,43 @@
+"""`loadbench report`: one self-contained HTML file (charts and tables of the newest run, no CDN)."""
+
+from __future__ import annotations
+
+import re
+
+from bench.cli import main
+
+
+def test_report_is_one_offline_file(fixture_results, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert main(["report", str(fixture_results.root), "--out", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    text = out.read_text(encoding="utf-8")
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=", text), (
+        "the report loads something from outside"
+    )
+    assert "function" in text and "vegaEmbed(" in text  # the bundle is inlined, then called
+    assert (
+        "eager: 2.75× / 0.54 s" in text
+    )  # the newest run's (beta) answer for gpt2, as the Overview says
+    assert "crashed" not in text or "SIGKILL" in text
+    assert text.count('vegaEmbed("#chart') >= 8  # per shape set: cost, 3 phase charts, timeline
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_report_of_an_empty_folder_says_what_to_run(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "none"), "--out", str(tmp_path / "r.html")]) == 2
+    assert "loadbench bench run --shapes gpt2 --out" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_pause_in_sampling_is_a_gap_not_a_line():
+    import pandas as pd
+
+    from dashboard.timeline import with_segments
+
+    t = [0.00, 0.01, 0.02, 0.03, 0.50, 0.51, 0.52]  # nothing measured between 0.03 and 0.50
+    samples = pd.DataFrame({"result_id": "r", "t_s": t, "rss_anon_bytes": 1, "rss_file_bytes": 1})
+    segments = with_segments(samples)["segment"].tolist()
+    assert segments[:4] == [segments[0]] * 4 and segments[4:] == [segments[4]] * 3
+    assert segments[0] != segments[4]
+    assert with_segments(samples.iloc[:4])["segment"].nunique() == 1  # regular sampling: one line

@@ -1,0 +1,100 @@
+"""`loadbench compare`: ratios per strategy with the spread of repeats, exit 1 only beyond the noise."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.cli import main
+from bench.compare import compare, parse_threshold
+from bench.results import read_results
+from bench.schema import PhaseRecord
+from bench.writer import ResultsWriter
+from loader.vocabulary import STRATEGY
+
+MiB = 1 << 20
+BASE_RSS = 300 * MiB
+# strategy -> (peak over baseline in MiB, wall s) at the median; repeats jitter around them
+COSTS = {"eager": (1800, 4.0), "stream": (600, 9.0), "floor": (520, 0.8)}
+
+
+def _rows(run: str, walls: list[float], peaks: list[float], slower: dict[str, float]) -> list[PhaseRecord]:  # fmt: skip
+    out = []
+    for strategy, (peak, wall) in COSTS.items():
+        for i, (jw, jp) in enumerate(zip(walls, peaks, strict=True)):
+            w = wall * jw * slower.get(strategy, 1.0)
+            out.append(PhaseRecord(
+                run_id=run, result_id=f"{run}-{strategy}-{i}", shapes="gpt2", strategy=strategy, kind=STRATEGY,
+                dtype="native", devices=1, processes=1, process_index=0, repeat=i, status="ok",
+                error=None, checkpoint_bytes=548 * MiB, largest_tensor_bytes=150 * MiB, tensors=148,
+                baseline_rss_bytes=BASE_RSS, peak_rss_bytes=int(BASE_RSS + peak * MiB * jp), wall_s=w,
+                phase="total", phase_order=0, phase_wall_s=w, phase_peak_rss_bytes=int(BASE_RSS + peak * MiB * jp),
+                phase_end_rss_bytes=BASE_RSS, phase_anon_rss_bytes=BASE_RSS, phase_file_rss_bytes=0,
+                peak_source="hwm",
+            ))  # fmt: skip
+    return out
+
+
+def _write(path, rows) -> str:
+    with ResultsWriter(path) as w:
+        w.write_many(rows)
+    return str(path)
+
+
+@pytest.fixture
+def base(tmp_path) -> str:
+    return _write(tmp_path / "base" / "m" / "r1.jsonl", _rows("r1", [1.00, 1.04, 0.97], [1.0, 1.01, 0.995], {}))  # fmt: skip
+
+
+def test_two_honest_repeats_pass(tmp_path, base, capsys):
+    # the same run again: other jitter, medians within 3%, ranges overlapping
+    new = _write(tmp_path / "new" / "m" / "r2.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1.005, 0.99, 1.0], {}))  # fmt: skip
+    assert main(["compare", base, new]) == 0
+    out = capsys.readouterr().out
+    assert "no regression" in out and "eager" in out
+
+
+def test_one_strategy_made_20_percent_slower_fails(tmp_path, base, capsys):
+    new = _write(tmp_path / "new.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1.0, 1.0, 1.0], {"stream": 1.2}))  # fmt: skip
+    assert main(["compare", base, new, "--max-regression", "5%", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    verdicts = {r["strategy"]: (r["verdict"], r["wall_verdict"]) for r in out["rows"]}
+    assert verdicts == {"eager": ("same", "same"), "floor": ("same", "same"), "stream": ("regressed", "regressed")}  # fmt: skip
+    stream = next(r for r in out["rows"] if r["strategy"] == "stream")
+    assert stream["wall_ratio"] == pytest.approx(1.2 * 1.02 / 1.0, rel=0.01)
+    assert (
+        stream["wall_ratio_lo"] > 1 and out["regressed"] is True and out["max_regression"] == 0.05
+    )
+
+
+def test_a_change_inside_the_spread_is_not_a_regression(tmp_path):
+    """Medians 8% apart, but the repeats overlap (0.8-1.3 vs 0.9-1.3): noise, not a regression."""
+    base = read_results(
+        _write(tmp_path / "b.jsonl", _rows("b", [0.8, 1.0, 1.3], [1, 1, 1], {}))
+    ).phases
+    new = read_results(
+        _write(tmp_path / "n.jsonl", _rows("n", [0.9, 1.08, 1.3], [1, 1, 1], {}))
+    ).phases
+    table = compare(base, new, 0.05)
+    assert (table["wall_ratio"] > 1.05).all() and (table["verdict"] == "same").all()
+    assert (compare(base, new, 0.5)["verdict"] == "same").all()
+
+
+def test_a_strategy_that_stopped_loading_is_broken(tmp_path, base):
+    rows = [r if r.strategy != "eager" else PhaseRecord(**{**r.__dict__, "status": "crashed"}) for r in _rows("r2", [1, 1, 1], [1, 1, 1], {})]  # fmt: skip
+    new = _write(tmp_path / "n.jsonl", rows)
+    table = compare(read_results(base).phases, read_results(new).phases, 0.05)
+    assert dict(zip(table["strategy"], table["verdict"], strict=True))["eager"] == "broken"
+
+
+@pytest.mark.parametrize(("text", "value"), [("5%", 0.05), ("0.05", 0.05), ("12.5 %", 0.125)])
+def test_threshold_forms(text, value):
+    assert parse_threshold(text) == pytest.approx(value)
+
+
+def test_bad_threshold_and_missing_results_exit_2(tmp_path, base, capsys):
+    assert main(["compare", base, base, "--max-regression", "five"]) == 2
+    assert "--max-regression" in capsys.readouterr().err
+    assert main(["compare", base, str(tmp_path / "nothing")]) == 2
+    assert "no results there" in capsys.readouterr().err
