@@ -262,3 +262,20 @@ def test_load_model_runs_pipelined_by_default(ckpt, poison):
     assert loader.load.DEFAULT_STRATEGY == "pipelined"
     assert 0 < report.inflight_peak_bytes <= loader.pipeline.DEFAULT_BUDGET_BYTES
     assert verify(model, ckpt) == len(SPEC.tensors)
+
+
+def test_huge_tensor_at_small_scale_stays_within_the_budget(tmp_path, poison):
+    """The `huge-tensor` case scaled down: one fp32 tensor 16x the budget into a bf16 model."""
+    spec = shapes.ShapeSpec(
+        "test", "", ("model.safetensors",),
+        (shapes.TensorSpec("huge.weight", "F32", (512, 512), "model.safetensors"),),
+    )  # fmt: skip
+    path = shapes.synthesize(spec, tmp_path / "huge")
+    model = shapes.model_builder(spec, dtype="bfloat16")()
+    poison(model)
+    assert 512 * 512 * 4 == 16 * SMALL_BUDGET
+    with pytest.warns(loader.LoadWarning, match="cast from file dtype"):
+        model, report = pipelined(model, path, budget=SMALL_BUDGET)
+    assert verify(model, path) == 1
+    assert model.huge.weight.get_value().dtype == ml_dtypes.bfloat16
+    assert 0 < report.inflight_peak_bytes <= SMALL_BUDGET
