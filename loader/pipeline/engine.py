@@ -4,7 +4,8 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
 
 1. `start(source, probe)`: reader threads begin at once, needing only the headers, and read
    speculatively while the model is built (`loader.pipeline.speculation`: whole tensors in file
-   order, interleaved across shard files, within the budget; with `strict=True`, nothing read).
+   order, interleaved across shard files, within the budget; with `strict=True`, nothing read;
+   why the cap is the budget, with the measurements: that module's docstring).
 2. `fill(plan, source, probe)`: speculation stops; each step becomes a job (`loader.pipeline.jobs`):
    a speculative buffer of the right dtype and placement is adopted as is (its bytes leave the
    budget), otherwise it is the source of a cast or slice copy. The remaining parts are read by the
