@@ -31,7 +31,7 @@ from bench.units import format_bytes, parse_size
 EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times the largest measured
 WARM_CACHE = (
     "Times are as measured: from a warm page cache; a checkpoint the target cannot cache loads at "
-    "its disk's speed (on sa3-medium here 35-50% slower than predicted)."
+    "its disk's speed: predict that with --cache cold or --disk-read-speed."
 )
 
 

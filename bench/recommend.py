@@ -96,10 +96,14 @@ def ok_runs(results: Results, devices: int | None = None, cache: str | None = No
     """The ok whole-run rows the model is fitted on: per strategy, its runs on `devices` devices
     where it has any, else all its runs (a multi-process strategy needs a device per process);
     only runs from a `cache` ("warm" or "cold") page cache when given. Runs under a memory limit
-    (`--host-ram`) are left out: a cgroup's reclaim changes the peak and time they measure."""
+    (`--host-ram`) are left out: a cgroup's reclaim changes the peak and time they measure; so are
+    runs whose model was built in another dtype than the file's (`--model-dtype`): the prediction
+    is for a checkpoint loaded in its own dtype."""
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[rows["host_ram_bytes"].isna()]
+    if "model_dtype" in rows:
+        rows = rows[rows["model_dtype"].isna()]
     if cache is not None:
         rows = rows[rows["cache"] == cache]
     rows = rows[pd.to_numeric(rows["checkpoint_bytes"]) > 0]

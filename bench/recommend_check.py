@@ -1,7 +1,8 @@
 """`recommend --check`: do the verdicts hold under a real memory limit of the target's size?
 
-Runs, on this machine, the recommended strategy and the first one predicted not to fit, once
-each, on the target shape set, each child inside a memory cgroup of `--host-ram`
+Runs, on this machine, the recommended strategy and every one predicted not to fit, once
+each (a "does not fit" verdict is what a memory limit tests; the first of them alone may be a
+strategy such as `mmap` whose peak is mostly reclaimable file-backed pages), on the target shape set, each child inside a memory cgroup of `--host-ram`
 (`bench run --host-ram`; the rows say whether the limit was really enforced, or only watched).
 The verdict "fits" holds when the run ends ok; "does not fit" holds when the limit kills it (an
 `oom` row). The rows land in the results folder like any others (runs under a limit are not used
@@ -24,9 +25,9 @@ from loader.vocabulary import OK, OOM
 def _picks(rec: Recommendation) -> dict[str, str]:
     """strategy -> the status its verdict expects."""
     picks = {rec.recommended: OK} if rec.recommended else {}
-    nonfit = next((s["strategy"] for s in rec.strategies if s["verdict"] == DOES_NOT_FIT), None)
-    if nonfit:
-        picks[nonfit] = OOM
+    for s in rec.strategies:
+        if s["verdict"] == DOES_NOT_FIT:
+            picks[s["strategy"]] = OOM
     return picks
 
 

@@ -10,8 +10,8 @@
 - `--device-ram` predicts each strategy's device peak from runs whose backend reported device
   memory (`phase_device_peak_bytes`, GPU/TPU); where none exist it says so and predicts nothing.
 - `--check` runs, on this machine under a real memory limit of `--host-ram` (`bench run
-  --host-ram`), the recommended strategy and the first one predicted not to fit, and says whether
-  each verdict held (the first must end ok, the second must be killed: an oom row).
+  --host-ram`), the recommended strategy and every one predicted not to fit, and says whether
+  each verdict held (the recommended one must end ok, the others must be killed: oom rows).
 """
 
 from __future__ import annotations
@@ -139,6 +139,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")
     p.add_argument("--device-ram", help="the target's device memory, e.g. 80GiB")
     p.add_argument("--check", action="store_true",
-                   help="run the recommended strategy and the first predicted not to fit under "
+                   help="run the recommended strategy and every one predicted not to fit under "
                    "a real --host-ram limit here, and say whether the verdicts held")  # fmt: skip
     p.add_argument("--json", action="store_true")

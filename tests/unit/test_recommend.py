@@ -233,3 +233,19 @@ def test_device_ram_uses_device_results_or_says_there_are_none(tmp_path, capsys)
     assert out["device_peaks"]["lean"] == pytest.approx(
         2 * spec_summary("tiny-gpt2")["checkpoint_bytes"], rel=1e-6
     )
+
+
+def test_runs_with_a_model_in_another_dtype_are_not_fitted_on(tmp_path):
+    """A --model-dtype run (e.g. fp32 file -> bf16 model, half the peak) would bend the fit."""
+    rows = []
+    for shapes, ckpt, largest in SETS:
+        for i in range(2):
+            rows.append(_row("lean", shapes, ckpt, largest, ckpt, ckpt / 1e9 + 0.5, i))
+            rows.append(
+                _row("lean", shapes, ckpt, largest, ckpt / 2, 0.1, i, model_dtype="bfloat16")
+            )
+    (lean,) = recommend(_write(tmp_path, rows), TARGET, 64 * GiB).strategies
+    assert lean["predicted_peak_bytes"] == pytest.approx(
+        BASE + TARGET["checkpoint_bytes"], rel=1e-3
+    )
+    assert lean["model"]["runs"] == 6 and lean["model"]["peak_error"] == pytest.approx(0, abs=1e-6)
