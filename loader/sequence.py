@@ -106,6 +106,24 @@ class Recipe(Generic[S]):
     open_source: Callable[[Path], AbstractContextManager[S]] = CheckpointSource  # type: ignore[assignment]
     adjust_plan: Callable[[LoadPlan, S], None] | None = None
 
+    def load(
+        self,
+        target: Any,
+        path: str | os.PathLike,
+        probe: Probe = NULL_PROBE,
+        *,
+        strict: bool = False,
+        key_map: KeyMap | None = None,
+        **options: Any,
+    ) -> tuple[Any, LoadReport]:
+        """This recipe as a `loader.strategies.Strategy`: `run_load(self, target, path, ...)`.
+
+        A strategy module whose load is one fixed recipe says `load = RECIPE.load`. Options are
+        accepted for the protocol's sake and ignored: a recipe takes none (a strategy that does,
+        such as `pipelined`'s budget, builds its recipe per call in its own `load`).
+        """
+        return run_load(self, target, path, probe, strict=strict, key_map=key_map)
+
 
 def _build(target: Any, mode: Build, probe: Probe) -> tuple[Any, bool]:
     """(model, is_abstract), timed as the `build` phase."""

@@ -2,7 +2,8 @@
 
 A strategy module `loader/strategies/foo_bar.py` is registered as `foo-bar`. Its module
 docstring's first line is its description (what `loadbench bench list` prints and the dashboard
-legend shows). It defines a `load` following the `Strategy` protocol below, and may set module
+legend shows). It defines a `load` following the `Strategy` protocol below (a function, or
+`load = RECIPE.load` where one `loader.sequence.Recipe` is the whole strategy), and may set module
 constants, read from its source with `ast` (so listing strategies imports neither them nor jax)::
 
     KIND = STRATEGY           # loader.vocabulary: STRATEGY (loads a model, the default), REFERENCE
@@ -206,11 +207,20 @@ def _checked(
     return info
 
 
+def _defines_load(node: ast.stmt) -> bool:
+    """`def load(...)`, or `load = RECIPE.load` (a `loader.sequence.Recipe` as the strategy)."""
+    if isinstance(node, ast.FunctionDef):
+        return node.name == "load"
+    return isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "load" for t in node.targets
+    )
+
+
 def read_strategy(name: str, source_file: str | Path, module: str) -> StrategyInfo:
     """The `StrategyInfo` of the strategy module `module`, read from its source with `ast`."""
     where = str(source_file)
     tree = ast.parse(Path(source_file).read_text(encoding="utf-8"), filename=where)
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "load" for n in tree.body):
+    if not any(_defines_load(n) for n in tree.body):
         raise StrategyError(
             f"{where}: strategy module {module!r} defines no load(); see loader.strategies.Strategy"
         )

@@ -8,21 +8,15 @@ transfer is `jnp.array(host)`, as `safetensors.flax.load_file` does it: always a
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from safetensors.numpy import load_file
 
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap
 from loader.materialize import to_device
-from loader.phases import NULL_PROBE, Probe
 from loader.plan import LoadPlan, Step
-from loader.report import LoadReport
-from loader.sequence import Build, Recipe, run_load
+from loader.sequence import Build, Recipe
 from loader.strategies._phased import Phased
 
 
@@ -42,14 +36,4 @@ def _copy_to_device(step: Step, host: np.ndarray) -> object:
 RECIPE = Recipe(lambda: Phased(_read_whole_files, transfer=_copy_to_device), build=Build.INSTANCE)
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike,
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    **options: Any,
-) -> tuple[Any, LoadReport]:
-    """Load `path` into `target` the naive way (see the module docstring)."""
-    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)
+load = RECIPE.load  # the Strategy: `run_load(RECIPE, target, path, probe, ...)`

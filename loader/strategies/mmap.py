@@ -6,17 +6,11 @@ The read phase costs no anonymous memory, but touched pages count in RSS as file
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import numpy as np
 
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
 from loader.plan import LoadPlan
-from loader.report import LoadReport
-from loader.sequence import Build, Recipe, run_load
+from loader.sequence import Build, Recipe
 from loader.strategies._phased import Phased
 
 
@@ -34,14 +28,4 @@ def _map_views(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.ndarray
 RECIPE = Recipe(lambda: Phased(_map_views), build=Build.INSTANCE)
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike,
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    **options: Any,
-) -> tuple[Any, LoadReport]:
-    """Load `path` into `target` through a read-only memory map (see the module docstring)."""
-    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)
+load = RECIPE.load  # the Strategy: `run_load(RECIPE, target, path, probe, ...)`

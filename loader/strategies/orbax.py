@@ -25,12 +25,10 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format import dtype_name, numpy_dtype
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap
 from loader.materialize import apply_transform, assign, host_cast, to_device
-from loader.phases import ASSEMBLE, CAST, NULL_PROBE, READ, Probe
+from loader.phases import ASSEMBLE, CAST, READ, Probe
 from loader.plan import LoadPlan, Step
-from loader.report import LoadReport
-from loader.sequence import Recipe, run_load
+from loader.sequence import Recipe
 from loader.sharded.layout import Layout, LayoutSource, TensorLayout
 from loader.sharded.rule import rule_mesh, rule_sharding
 from loader.vocabulary import ORBAX
@@ -198,14 +196,4 @@ class Restore:
 RECIPE = Recipe(Restore, open_source=open_orbax)
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike,
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    **options: Any,
-) -> tuple[Any, LoadReport]:
-    """Restore the Orbax checkpoint at `path` (what `prepare` returned) into `target`."""
-    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)
+load = RECIPE.load  # the Strategy: `run_load(RECIPE, target, path, probe, ...)`

@@ -8,15 +8,11 @@ Needs torch and runai-model-streamer: `make peers` (or `pip install 'loadbench[p
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
-from loader.report import LoadReport
-from loader.sequence import Recipe, run_load
+from loader.sequence import Recipe
 from loader.strategies._peer import PeerStream
 from loader.vocabulary import PEER
 
@@ -41,14 +37,4 @@ def _open(files: list[Path], wanted: set[str]) -> tuple[Iterator[tuple[str, Any]
 RECIPE = Recipe(lambda: PeerStream(_open, "runai-model-streamer"))
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike,
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    **options: Any,
-) -> tuple[Any, LoadReport]:
-    """Load through runai-model-streamer into an abstractly built model (see the module docstring)."""
-    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)
+load = RECIPE.load  # the Strategy: `run_load(RECIPE, target, path, probe, ...)`

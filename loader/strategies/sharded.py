@@ -10,26 +10,9 @@ process. Runs in one process or as several cooperating `jax.distributed` process
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
-from loader.report import LoadReport
-from loader.sequence import run_load
 from loader.sharded.load import FILE_RECIPE
 
 MULTIPROCESS = True
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike,
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    **options: Any,
-) -> tuple[Any, LoadReport]:
-    """Build `target` abstractly and assemble every tensor from per-device slices."""
-    return run_load(FILE_RECIPE, target, path, probe, strict=strict, key_map=key_map)
+load = FILE_RECIPE.load  # the Strategy: `run_load(FILE_RECIPE, target, path, probe, ...)`

@@ -13,10 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
-from loader.report import LoadReport
-from loader.sequence import run_load
 from loader.sharded.directory import convert_to_sharded
 from loader.sharded.load import DIRECTORY_RECIPE
 from loader.vocabulary import SHARDED_DIR
@@ -30,14 +26,4 @@ def prepare(src: str | os.PathLike, dst: str | os.PathLike, builder: Any = None)
     return convert_to_sharded(src, dst)
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike,
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    **options: Any,
-) -> tuple[Any, LoadReport]:
-    """Load the sharded directory `path` into `target` (see `loader.load_sharded`)."""
-    return run_load(DIRECTORY_RECIPE, target, path, probe, strict=strict, key_map=key_map)
+load = DIRECTORY_RECIPE.load  # the Strategy: `run_load(DIRECTORY_RECIPE, target, path, probe, ...)`

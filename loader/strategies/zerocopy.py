@@ -10,17 +10,11 @@ freed once the host-to-device transfer completes, so the host peak stays one ten
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import numpy as np
 
 from loader.format.buffers import host_buffer
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
-from loader.report import LoadReport
-from loader.sequence import Recipe, run_load
+from loader.sequence import Recipe
 from loader.stream import Reader, Stream
 
 
@@ -44,14 +38,4 @@ def aligned_cast(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
 RECIPE = Recipe(lambda: Stream(reader=aligned_reader, caster=aligned_cast))
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike,
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    **options: Any,
-) -> tuple[Any, LoadReport]:
-    """Build `target` abstractly and stream tensors into aligned buffers adopted by the device."""
-    return run_load(RECIPE, target, path, probe, strict=strict, key_map=key_map)
+load = RECIPE.load  # the Strategy: `run_load(RECIPE, target, path, probe, ...)`
