@@ -79,3 +79,16 @@ def overlapping_phases(rows: pd.DataFrame) -> dict[str, list[str]]:
             if pair not in out.setdefault(strategy, []):
                 out[strategy].append(pair)
     return {k: v for k, v in out.items() if v}
+
+
+def phase_bands(
+    phases: pd.DataFrame, result_ids: list[str], labels: dict[str, str]
+) -> pd.DataFrame:
+    """Phase start/end seconds of each result, from its phase rows (cumulative phase walls)."""
+    out = []
+    for rid in result_ids:
+        rows = whole_run(phases[phases["result_id"] == rid])
+        rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
+        end = rows["phase_wall_s"].astype(float).cumsum()
+        out.append(pd.DataFrame({"label": labels[rid], "phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}))  # fmt: skip
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["label", "phase", "start_s", "end_s"])  # fmt: skip

@@ -96,15 +96,9 @@ def _timeline(doc: _Doc, results: Results, phases: pd.DataFrame, shapes: str) ->
     labels = {r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}" for r in firsts.itertuples()}  # fmt: skip
     samples = results.samples[results.samples["result_id"].isin(chosen) & results.samples["process_index"].isin([0, -1])]  # fmt: skip
     samples = samples.assign(label=samples["result_id"].map(labels))
-    bands = []
-    for rid in chosen:
-        rows = frames.whole_run(phases[phases["result_id"] == rid])
-        rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
-        end = rows["phase_wall_s"].astype(float).cumsum()
-        bands.append(pd.DataFrame({"label": labels[rid], "phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}))  # fmt: skip
     base = firsts.set_index("result_id")["baseline_rss_bytes"].to_dict()
     doc.add("h3", f"Timeline on {shapes}: RSS over baseline, one repeat per strategy")
-    doc.chart(timeline.timeline(samples, pd.concat(bands, ignore_index=True), base, split=False, over_baseline=True))  # fmt: skip
+    doc.chart(timeline.timeline(samples, frames.phase_bands(phases, chosen, labels), base, split=False, over_baseline=True))  # fmt: skip
 
 
 def build(results: Results, source: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, timeline, widgets
+from dashboard import data, frames, timeline, widgets
 from loader.vocabulary import TOTAL
 
 
@@ -23,17 +23,6 @@ def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
         r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
         for r in totals.itertuples()
     }
-
-
-def bands(phases: pd.DataFrame, result_ids: list[str], labels: dict[str, str]) -> pd.DataFrame:
-    """Phase start/end seconds of each result, from its phase rows (cumulative phase walls)."""
-    out = []
-    for rid in result_ids:
-        rows = data.whole_run(phases[phases["result_id"] == rid])
-        rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
-        end = rows["phase_wall_s"].astype(float).cumsum()
-        out.append(pd.DataFrame({"label": labels[rid], "phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}))  # fmt: skip
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["label", "phase", "start_s", "end_s"])  # fmt: skip
 
 
 def main() -> None:
@@ -63,7 +52,7 @@ def main() -> None:
     base = (
         phases[phases["result_id"].isin(chosen)].groupby("result_id")["baseline_rss_bytes"].first()
     )
-    chart = timeline.timeline(samples, bands(phases, chosen, labels), base.to_dict(), split=split, over_baseline=not absolute)  # fmt: skip
+    chart = timeline.timeline(samples, frames.phase_bands(phases, chosen, labels), base.to_dict(), split=split, over_baseline=not absolute)  # fmt: skip
     st.altair_chart(chart, width="content")
     st.caption(f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left as a gap: nothing was measured there.")  # fmt: skip
 
