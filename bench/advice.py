@@ -10,23 +10,18 @@ names every field (the fitted model under `model`, see `bench.recommend`). No ja
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from bench.errors import BenchError
 from bench.recommend import (  # fmt: skip
     MIN_FIT_BYTES,
     TIGHT_FRACTION,
     Recommendation,
-    ok_runs,
     recommend,
-    spec_summary,
 )
-from bench.results import Results, read_results
-from bench.units import format_bytes, parse_size
+from bench.results import Results
+from bench.units import format_bytes
 
 EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times the largest measured
 WARM_CACHE = (
@@ -112,7 +107,8 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
         {"strategy": s["strategy"], "verdict": s["verdict"], "predicted peak": format_bytes(s["predicted_peak_bytes"]),
          "headroom": format_bytes(s["headroom_bytes"]), "predicted time": f"{s['predicted_wall_s']:.2f} s",
          "basis": f"{s['model']['runs']} runs of {', '.join(s['model']['shapes'])}",
-         "fit error": f"peak {s['model']['peak_error']:.0%}, time {s['model']['wall_error']:.0%}"}
+         "fit error": f"peak {s['model']['peak_error']:.0%}, time {s['model']['wall_error']:.0%}",
+         "time repeats": f"±{s['model']['wall_repeat_spread']:.0%}"}
         for s in advice.rec.strategies
     ]  # fmt: skip
 
@@ -142,21 +138,3 @@ def to_json(advice: Advice) -> dict[str, Any]:
         "strategies": advice.rec.strategies,
         "unmeasured": advice.rec.unmeasured,
     }
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """`loadbench recommend`: exit 0 with a recommendation, 1 when nothing fits, 2 on errors."""
-    from bench.run_checks import positive
-
-    positive(args.devices, "--devices", "8")
-    host_ram = parse_size(args.host_ram, what="--host-ram")
-    target = spec_summary(args.shapes)  # an unknown name is the first thing to say
-    results = read_results(args.results)
-    if ok_runs(results).empty:
-        raise BenchError(
-            f"no measured runs in {args.results}/ to predict from; run `make bench SHAPES=sa3 RESULTS={args.results}` "
-            f"(or `make bench SHAPES=gpt2 RESULTS={args.results}` for a quicker start) first, then recommend again"
-        )  # fmt: skip
-    advice = advise(results, target, host_ram, args.devices, shapes=args.shapes, folder=args.results)  # fmt: skip
-    print(json.dumps(to_json(advice), indent=1) if args.json else to_text(advice), end="\n" if args.json else "")  # fmt: skip
-    return 0 if advice.rec.recommended else 1

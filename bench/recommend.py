@@ -5,15 +5,18 @@ Per strategy, over its ok runs (every shape set measured, this machine or any):
     peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e
     wall            ~= c * checkpoint_bytes + d
 
+fitted by non-negative least squares on each checkpoint's median peak and time over its repeats
+(one slow cold read among them does not tilt the fit), with as many terms as distinct checkpoint
+sizes allow (one size: a only; two: a and e; three or more: a, b and e). The constant e absorbs
+per-process overhead (compiled code, allocator arenas) that dominates tiny shape sets and would
+otherwise inflate a.
+
 Each prediction carries the fitted model under `model`, with named fields: a is
 `peak_bytes_per_checkpoint_byte`, b `peak_bytes_per_largest_tensor_byte`, e `peak_constant_bytes`,
 c `wall_s_per_checkpoint_byte`, d `wall_constant_s`, plus `baseline_rss_bytes`, the `runs`, `shapes`
-and `devices` it was fitted on, `largest_measured_checkpoint_bytes` and `extrapolation` (the
-target's checkpoint over that largest one).
-
-by non-negative least squares, with as many terms as distinct checkpoint sizes allow (one size:
-a only; two: a and e; three or more: a, b and e). The constant e absorbs per-process overhead
-(compiled code, allocator arenas) that dominates tiny shape sets and would otherwise inflate a.
+and `devices` it was fitted on, `largest_measured_checkpoint_bytes`, `extrapolation` (the
+target's checkpoint over that largest one), the fit's in-sample `peak_error` and `wall_error`, and
+`wall_repeat_spread` (how far the fitted runs' repeats strayed from their median time).
 
 The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
 it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The
@@ -23,7 +26,6 @@ model and are never recommended. One implementation for the CLI and the dashboar
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,14 +116,23 @@ def ok_runs(results: Results, devices: int | None = None, cache: str | None = No
     return rows[on_target | ~has_target]
 
 
+def shape_medians(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured checkpoint: the median peak over baseline and the median wall of its
+    repeats (the bench's figure is a median; one slow cold read must not tilt the fit)."""
+    over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
+    frame = pd.DataFrame({
+        "ckpt": pd.to_numeric(rows["checkpoint_bytes"]), "largest": pd.to_numeric(rows["largest_tensor_bytes"]),
+        "over": over, "wall": pd.to_numeric(rows["wall_s"]),
+    })  # fmt: skip
+    return frame.groupby(["ckpt", "largest"], as_index=False)[["over", "wall"]].median()
+
+
 def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
-    x1 = pd.to_numeric(rows["checkpoint_bytes"]).to_numpy(float)
-    x2 = pd.to_numeric(rows["largest_tensor_bytes"]).to_numpy(float)
-    over = (
-        pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
-    ).to_numpy(float)
+    medians = shape_medians(rows)
+    x1, x2 = medians["ckpt"].to_numpy(float), medians["largest"].to_numpy(float)
+    over, wall = medians["over"].to_numpy(float), medians["wall"].to_numpy(float)
     a, b, e = _fit_peak(x1, x2, over)
-    c, d = _fit_wall(x1, pd.to_numeric(rows["wall_s"]).to_numpy(float))
+    c, d = _fit_wall(x1, wall)
     baseline = float(pd.to_numeric(rows["baseline_rss_bytes"]).median())
     ckpt, largest = target["checkpoint_bytes"], target["largest_tensor_bytes"]
     return {
@@ -136,16 +147,27 @@ def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
             "largest_measured_checkpoint_bytes": int(x1.max()),
             "extrapolation": ckpt / float(x1.max()),
             "peak_error": _rel_error(a * x1 + b * x2 + e, over),
-            "wall_error": _rel_error(c * x1 + d, pd.to_numeric(rows["wall_s"]).to_numpy(float)),
+            "wall_error": _rel_error(c * x1 + d, wall),
+            "wall_repeat_spread": repeat_spread(rows),
         },
     }  # fmt: skip
 
 
 def _rel_error(predicted: np.ndarray, measured: np.ndarray) -> float:
-    """The fit's largest relative error on the runs it was fitted on (in-sample: a floor on the
+    """The fit's largest relative error on the medians it was fitted on (in-sample: a floor on the
     error of an extrapolation, not a bound). Peaks are compared over the baseline."""
     ok = measured > 0
     return float(np.max(np.abs(predicted[ok] - measured[ok]) / measured[ok])) if ok.any() else 0.0
+
+
+def repeat_spread(rows: pd.DataFrame) -> float:
+    """How far the fitted runs' own repeats strayed from their shape set's median time (the largest
+    relative deviation): a prediction cannot be closer than this machine repeats itself. Cold
+    runs on a virtual disk whose host caches the image can differ several-fold."""
+    wall = pd.to_numeric(rows["wall_s"])
+    median = wall.groupby(rows["shapes"]).transform("median")
+    deviation = ((wall - median).abs() / median)[median > 0]
+    return float(deviation.max()) if len(deviation) else 0.0
 
 
 def verdict(peak: int, host_ram: int) -> str:
@@ -221,10 +243,3 @@ def spec_summary(name: str) -> dict[str, int]:
         "largest_tensor_bytes": max(sizes, default=0),
         "tensors": len(sizes),
     }
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """`loadbench recommend` (worded in `bench.advice`, which the dashboard shares)."""
-    from bench.advice import run_cli as advice_cli
-
-    return advice_cli(args)

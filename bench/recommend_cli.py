@@ -6,7 +6,9 @@
   for a streaming strategy, about right for one that reads everything first). The measured
   machine's own cold read speed (the reference line's cold runs: bytes over wall) is printed beside.
 - Every prediction carries its fit's largest relative error on the runs it was fitted on
-  (in-sample: the least error an extrapolation has, not a bound on it).
+  (in-sample: the least error an extrapolation has, not a bound on it), and how far those runs'
+  own repeats strayed from their median time ("time repeats"): cold reads on a virtual disk vary
+  with what the host has cached, and no prediction is closer than the machine repeats itself.
 - `--device-ram` predicts each strategy's device peak from runs whose backend reported device
   memory (`phase_device_peak_bytes`, GPU/TPU); where none exist it says so and predicts nothing.
 - `--check` runs, on this machine under a real memory limit of `--host-ram` (`bench run

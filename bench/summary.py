@@ -190,6 +190,33 @@ def _title(first: pd.Series) -> str:
     )
 
 
+#: Cold repeats of one strategy slower than this many times their fastest say the disk is not alone.
+COLD_SPREAD_NOTE = 1.5
+
+
+def cold_spread_note(group: pd.DataFrame) -> str | None:
+    """Where cold repeats of the same file differ by over `COLD_SPREAD_NOTE`x, say so with the
+    figures: the page cache was evicted before each (the resident fraction says whether it was), so
+    the storage under this OS served the same bytes at different speeds (a hypervisor's or a
+    network disk's cache, other tenants), and a cold figure from here carries that spread."""
+    if _str(group.iloc[0].get("cache")) != "cold":
+        return None
+    ok = group[(group["ok_repeats"] > 1) & (pd.to_numeric(group["wall_s_min"]) > 0)]
+    spread = pd.to_numeric(ok["wall_s_max"]) / pd.to_numeric(ok["wall_s_min"])
+    wide = ok[spread > COLD_SPREAD_NOTE]
+    if wide.empty:
+        return None
+    worst = wide.loc[spread[wide.index].idxmax()]
+    resident = _num(worst.get("resident_fraction"))
+    evicted = f", {resident:.0%} resident before each" if resident is not None else ""
+    return (
+        f"note: cold repeats differed up to {spread.max():.1f}x ({worst['strategy']} "
+        f"{_num(worst['wall_s_min']):.2f}-{_num(worst['wall_s_max']):.2f} s{evicted}): the "
+        "storage under this OS served the same bytes at different speeds (a hypervisor's or "
+        "disk's cache, other tenants); cold figures and predictions from them carry that spread."
+    )
+
+
 def _block(group: pd.DataFrame) -> str:
     rows = [HEADER] + [_cells(r) for _, r in group.iterrows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
@@ -202,7 +229,8 @@ def _block(group: pd.DataFrame) -> str:
             lines.append(
                 f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
             )
-    return "\n".join(lines)
+    note = cold_spread_note(group)
+    return "\n".join(lines + ([note] if note else []))
 
 
 def tables(results: Results) -> str:

@@ -78,6 +78,14 @@ def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
     return phases[phases["cache"] == cache]
 
 
+def number_table(table: pd.DataFrame, formats: dict[str, str], labels: dict[str, str]) -> Any:
+    """`table` as a Styler whose numbers use `formats` (`str.format` style) and whose missing
+    values (a failed run has no peak or time) read as "–", not a grey "None"; `labels` renames
+    columns. The formats live in the Styler: a column_config format would override na_rep."""
+    styler = table.style.format(formats, na_rep="–")
+    return styler, {c: st.column_config.Column(label) for c, label in labels.items()}
+
+
 def status_table(phases: pd.DataFrame) -> None:
     """Every child run of `phases` with its status and error: never filtered, never hidden."""
     totals = data.whole_run(phases)
@@ -87,14 +95,10 @@ def status_table(phases: pd.DataFrame) -> None:
     table["error"] = table["error"].where(table["error"].map(lambda e: isinstance(e, str)), "")
     counts = table["status"].value_counts()
     st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))
+    styler, config = number_table(table, {"peak_ratio": "{:.2f}×", "wall_s": "{:.2f} s"},
+                                  {"peak_ratio": "× checkpoint", "wall_s": "wall"})  # fmt: skip
     st.dataframe(
-        table.style.apply(_status_style, axis=1),
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f×"),
-            "wall_s": st.column_config.NumberColumn("wall", format="%.2f s"),
-        },
+        styler.apply(_status_style, axis=1), hide_index=True, width="stretch", column_config=config
     )
 
 

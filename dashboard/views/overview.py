@@ -53,13 +53,15 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
         pareto=shown["pareto"].map({True: "on the front", False: ""}),
     )
     cols = ["strategy", "kind", "status", "repeats", "peak_ratio", "peak_over", "wall_s", "throughput", "pareto", "description"]  # fmt: skip
-    st.dataframe(table[cols], hide_index=True, column_config={
-        "peak_ratio": st.column_config.NumberColumn("× checkpoint", format="%.2f×"),
-        "peak_over": st.column_config.NumberColumn(f"peak over baseline ({unit})", format=f"%.{2 if unit == 'GiB' else 1}f {unit}"),
-        "wall_s": st.column_config.NumberColumn("wall (median)", format="%.2f s"),
-        "throughput": st.column_config.NumberColumn("throughput", format="%.2f GB/s"),
-        "pareto": st.column_config.TextColumn("Pareto"),
+    styler, config = widgets.number_table(table[cols], {
+        "peak_ratio": "{:.2f}×", "peak_over": f"{{:.{2 if unit == 'GiB' else 1}f}} {unit}",
+        "wall_s": "{:.2f} s", "throughput": "{:.2f} GB/s",
+    }, {
+        "peak_ratio": "× checkpoint", "peak_over": f"peak over baseline ({unit})",
+        "wall_s": "wall (median)", "throughput": "throughput", "pareto": "Pareto",
     })  # fmt: skip
+    config["description"] = st.column_config.TextColumn("description", width="large")
+    st.dataframe(styler, hide_index=True, width="stretch", column_config=config)
 
 
 def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], as_ratio: bool) -> None:  # fmt: skip

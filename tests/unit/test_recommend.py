@@ -249,3 +249,16 @@ def test_runs_with_a_model_in_another_dtype_are_not_fitted_on(tmp_path):
         BASE + TARGET["checkpoint_bytes"], rel=1e-3
     )
     assert lean["model"]["runs"] == 6 and lean["model"]["peak_error"] == pytest.approx(0, abs=1e-6)
+
+
+def test_one_slow_repeat_does_not_tilt_the_fit_and_is_stated_as_the_repeat_spread(tmp_path):
+    """Cold reads on a virtual disk vary several-fold; the fit takes medians and says how far."""
+    rows = []
+    for shapes, ckpt, largest in SETS:
+        for i in range(3):
+            slow = 3.0 if (shapes, i) == ("big", 2) else 1.0  # one repeat three times as slow
+            rows.append(_row("lean", shapes, ckpt, largest, ckpt, slow * (ckpt / 1e9 + 0.5), i))
+    (lean,) = recommend(_write(tmp_path, rows), TARGET, 64 * GiB).strategies
+    assert lean["predicted_wall_s"] == pytest.approx(TARGET["checkpoint_bytes"] / 1e9 + 0.5)
+    assert lean["model"]["wall_error"] == pytest.approx(0, abs=1e-6)
+    assert lean["model"]["wall_repeat_spread"] == pytest.approx(2.0)

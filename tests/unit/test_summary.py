@@ -59,3 +59,15 @@ def test_json_carries_both_dtypes_and_the_budget(results):
     assert cast["budget_bytes"] == 64 * MIB and cast["inflight_peak_bytes"] == 60 * MIB
     assert rows[("pipelined", None)]["wall_s"] == pytest.approx(1.1)
     assert rows[("zerocopy", None)]["inflight_peak_bytes"] is None
+
+
+def test_cold_repeats_that_differ_several_fold_are_noted_with_their_figures(tmp_path):
+    def cold(walls):
+        return [_row("floor", w, None, None, cache="cold", resident_fraction=0.0) for w in walls]
+
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(to_json_line(r) + "\n" for r in cold((15.0, 15.8, 43.4))))
+    text = tables(read_results(path))
+    assert "cold repeats differed up to 2.9x (floor 15.00-43.40 s, 0% resident before each)" in text
+    path.write_text("".join(to_json_line(r) + "\n" for r in cold((15.0, 15.8, 16.4))))
+    assert "cold repeats differed" not in tables(read_results(path))
