@@ -47,11 +47,14 @@ def minimum_ram(peak_bytes: int) -> int:
     return int(math.ceil(peak_bytes / (1 - TIGHT_FRACTION) / step) * step)
 
 
-def advise(results: Results, target: dict[str, int], host_ram_bytes: int, devices: int | None, *, shapes: str, folder: str, cache: str = "warm") -> Advice:  # fmt: skip
-    """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs."""
-    rec = recommend(results, target, host_ram_bytes, devices, cache=cache)
+def advise(results: Results, target: dict[str, int], host_ram_bytes: int, devices: int | None, *, shapes: str, folder: str, cache: str = "warm", disk_speed: int | None = None) -> Advice:  # fmt: skip
+    """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
+    (and `disk_speed` where the fit is on runs with disk reads capped at that speed)."""
+    rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
     lightest = min(rec.strategies, key=lambda s: s["predicted_peak_bytes"], default=None)
     inputs = {"shapes": shapes, "host_ram_bytes": int(host_ram_bytes), "devices": devices, "results": str(folder), "cache": cache}  # fmt: skip
+    if disk_speed:
+        inputs["disk_read_bytes_per_s"] = int(disk_speed)
     return Advice(
         inputs, dict(target), rec,
         minimum_ram(lightest["predicted_peak_bytes"]) if lightest else None,

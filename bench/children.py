@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 
 from bench.child_result import ChildResult, from_json
+from bench.diskthrottle import ReadThrottle
 from bench.errors import ChildResultError
 from bench.memlimit import MemoryLimit
 from bench.units import format_bytes
@@ -141,6 +142,7 @@ def run_group(
     budget_bytes: int,
     poll_s: float = 0.02,
     limit: MemoryLimit | None = None,
+    throttle: ReadThrottle | None = None,
 ) -> list[ChildOutcome]:
     """Run cooperating children to the end; one outcome per child, in order.
 
@@ -152,6 +154,7 @@ def run_group(
         budget_bytes: the group's summed RSS limit.
         limit: an open `bench.memlimit.MemoryLimit`: each child is started inside it (its PID,
             and only it, is put in the cgroup at once), and one killed by it becomes "oom".
+        throttle: an open `bench.diskthrottle.ReadThrottle`: each child is put in it the same way.
     """
     children: list[_Child] = []
     try:
@@ -163,8 +166,9 @@ def run_group(
                     stderr=subprocess.STDOUT, start_new_session=True,
                 )  # fmt: skip
             children.append(_Child(proc, out, err))
-            if limit is not None:
-                limit.attach(proc.pid)
+            for cgroup in (limit, throttle):
+                if cgroup is not None:
+                    cgroup.attach(proc.pid)
         _watch(children, timeout_s, budget_bytes, poll_s)
     except BaseException:
         _kill(children, CRASHED, "interrupted")

@@ -66,6 +66,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _disk_speed(args: argparse.Namespace) -> int | None:
+    """`--disk-read-speed` in bytes/s; only with a cold cache (a warm load reads no disk)."""
+    if not args.disk_read_speed:
+        return None
+    if args.cache == "warm":
+        raise BenchError(
+            "--disk-read-speed caps reads from the disk, and a warm page cache reads none: add "
+            "--cache cold (or both)"
+        )
+    from bench.units import parse_size
+
+    return parse_size(args.disk_read_speed.removesuffix("/s"), what="--disk-read-speed")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.config import RunConfig
     from bench.results import read_results
@@ -80,10 +94,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             "give --shapes (shape sets) or --checkpoint (your own checkpoint), or both"
         )
     host_ram = parse_size(args.host_ram, what="--host-ram") if args.host_ram else None
+    disk_speed = _disk_speed(args)
     load_budget = parse_size(args.budget, what="--budget") if args.budget else None
     config = RunConfig(
         shapes=_csv(args.shapes or ""), checkpoints=list(args.checkpoint or []),
-        cache=args.cache, host_ram_bytes=host_ram, strategies=_csv(args.strategies) if args.strategies else None,
+        cache=args.cache, host_ram_bytes=host_ram, disk_read_bytes_per_s=disk_speed, strategies=_csv(args.strategies) if args.strategies else None,
         repeats=args.repeats, dtype=args.dtype, devices=args.devices, processes=args.processes,
         memray=args.memray, out=Path(args.out), timeout_s=args.timeout,
         memory_budget_bytes=budget, model_dtype=args.model_dtype, load_budget_bytes=load_budget,
@@ -179,6 +194,11 @@ def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--host-ram", help="run each child inside a memory cgroup of this size, e.g. 4GiB"
+    )
+    p.add_argument(
+        "--disk-read-speed",
+        help="cap each child's reads from the checkpoint's disk at this speed (a blkio cgroup), "
+        "e.g. 300MB/s: a cold load as the target's disk would serve it; needs --cache cold|both",
     )
 
 

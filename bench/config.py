@@ -52,6 +52,9 @@ class RunConfig:
     argv: list[str] = field(default_factory=list)
     cache: str = "warm"  # CACHES or "both": "cold" evicts the checkpoint before each child
     host_ram_bytes: int | None = None  # run each child group inside a memory cgroup of this size
+    disk_read_bytes_per_s: int | None = (
+        None  # cap reads from the checkpoint's disk (a blkio cgroup)
+    )
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
 
     def budget_bytes(self) -> int:

@@ -11,10 +11,11 @@
    line is wrapped, and the scope's cgroup is found from `/proc/PID/cgroup` and read back.
 4. Otherwise **the bench's RSS watchdog** alone, and `mechanism == "watchdog"` says so in the row.
 
-Only the PIDs handed to `attach` (children the bench started) are put in a cgroup made here;
-nothing else is ever moved. `close()` removes the cgroup (after the group was killed: on success,
-failure and Ctrl-C alike, through the `with` block). A cgroup left by a killed bench (named
-`loadbench-<pid>-<hex>`, its creator gone) is removed the next time one is made beside it.
+Only the PIDs handed to `attach` (children the bench started) are put in a cgroup made here
+(`bench.cgroups`); nothing else is ever moved. `close()` removes the cgroup (after the group was
+killed: on success, failure and Ctrl-C alike, through the `with` block). A cgroup left by a
+killed bench (named `loadbench-<pid>-<hex>`, its creator gone) is removed the next time one is
+made beside it.
 "Enforced" means the limit file read back holds the requested size (to the page); `oom_kills`
 counts the cgroup's OOM kills (`memory.events` in v2, `memory.oom_control` in v1). Never imports jax.
 """
@@ -23,17 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import os
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
+from bench import cgroups
 
 V2, V1, SYSTEMD, WATCHDOG = "cgroup-v2", "cgroup-v1", "systemd-run", "watchdog"
-PREFIX = "loadbench-"
 
 
 @dataclass(frozen=True)
@@ -48,65 +46,12 @@ class LimitOutcome:
     note: str = ""
 
 
-def _mounts() -> list[tuple[str, str, set[str]]]:
-    """(mount point, fstype, super options) of every cgroup mount."""
-    out = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-        for line in fh:
-            left, _, right = line.partition(" - ")
-            fstype, _, opts = (right.split() + ["", "", ""])[:3]
-            if fstype in ("cgroup", "cgroup2"):
-                out.append((left.split()[4], fstype, set(opts.split(","))))
-    return out
-
-
-def _own_paths() -> dict[str, str]:
-    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
-    out = {}
-    with open("/proc/self/cgroup", encoding="utf-8") as fh:
-        for line in fh:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for c in controllers.split(",") if controllers else [""]:
-                out[c] = path
-    return out
-
-
 def _v2_parent() -> Path | None:
-    path = _own_paths().get("")
-    for mount, fstype, _ in _mounts():
-        if fstype == "cgroup2" and path is not None:
-            here = Path(mount + path.rstrip("/"))
-            with contextlib.suppress(OSError):
-                if "memory" in (here / "cgroup.subtree_control").read_text().split():
-                    return here
-    return None
+    return cgroups.v2_parent("memory")
 
 
 def _v1_parent() -> Path | None:
-    path = _own_paths().get("memory")
-    for mount, fstype, opts in _mounts():
-        if fstype == "cgroup" and "memory" in opts and path is not None:
-            here = Path(mount + path.rstrip("/"))
-            if (here / "memory.limit_in_bytes").is_file():
-                return here
-    return None
-
-
-def _sweep(parent: Path) -> None:
-    """Remove empty cgroups a killed bench left here (their creator's PID is gone)."""
-    for stale in parent.glob(f"{PREFIX}*-*"):
-        pid = stale.name[len(PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not psutil.pid_exists(int(pid)):
-            with contextlib.suppress(OSError):
-                stale.rmdir()
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return None if text == "max" else int(text)
+    return cgroups.v1_parent("memory", "memory.limit_in_bytes")
 
 
 def _page(n: int) -> int:
@@ -153,9 +98,7 @@ class MemoryLimit:
         parent = _v2_parent() if mech == V2 else _v1_parent()
         if parent is None:
             return False
-        _sweep(parent)
-        self.path = parent / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.path.mkdir()
+        self.path = cgroups.make_child(parent)
         if mech == V2:
             (self.path / "memory.max").write_text(str(self.limit_bytes))
             with contextlib.suppress(OSError):
@@ -218,10 +161,10 @@ class MemoryLimit:
     def outcome(self) -> LimitOutcome:
         """The limit as read back now (call before `close`)."""
         file = self._limit_file()
-        got = _read_int(file) if file is not None else None
+        got = cgroups.read_int(file) if file is not None else None
         enforced = got is not None and _page(got) == _page(self.limit_bytes)
         peak_name = "memory.max_usage_in_bytes" if self.mechanism == V1 else "memory.peak"
-        peak = _read_int(self.path / peak_name) if self.path is not None else None
+        peak = cgroups.read_int(self.path / peak_name) if self.path is not None else None
         note = self.note
         if self.mechanism != WATCHDOG and not enforced:
             note = f"the limit read back as {got!r}, not {self.limit_bytes}; not enforced"
@@ -230,17 +173,10 @@ class MemoryLimit:
         )
 
     # -- removing it ------------------------------------------------------------------------
-    def _remove(self, wait_s: float = 5.0) -> None:
+    def _remove(self) -> None:
         if self.path is None or self.mechanism == SYSTEMD:
             return  # systemd collects its own scope (--collect)
-        deadline = time.monotonic() + wait_s
-        while self.path.exists():
-            try:
-                self.path.rmdir()
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)  # a killed child leaves the cgroup a moment after it is reaped
+        cgroups.remove(self.path)
         self.path = None
 
     def close(self) -> None:

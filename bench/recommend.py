@@ -94,13 +94,19 @@ def _fit_wall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return _nnls([x], y)[0], 0.0
 
 
-def ok_runs(results: Results, devices: int | None = None, cache: str | None = None) -> pd.DataFrame:
+def ok_runs(
+    results: Results,
+    devices: int | None = None,
+    cache: str | None = None,
+    disk_speed: int | None = None,
+) -> pd.DataFrame:
     """The ok whole-run rows the model is fitted on: per strategy, its runs on `devices` devices
     where it has any, else all its runs (a multi-process strategy needs a device per process);
     only runs from a `cache` ("warm" or "cold") page cache when given. Runs under a memory limit
     (`--host-ram`) are left out: a cgroup's reclaim changes the peak and time they measure; so are
     runs whose model was built in another dtype than the file's (`--model-dtype`): the prediction
-    is for a checkpoint loaded in its own dtype."""
+    is for a checkpoint loaded in its own dtype. Runs whose disk reads were capped (`bench run
+    --disk-read-speed`) are taken only when `disk_speed` asks for exactly that cap, and then alone."""
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[rows["host_ram_bytes"].isna()]
@@ -108,6 +114,9 @@ def ok_runs(results: Results, devices: int | None = None, cache: str | None = No
         rows = rows[rows["model_dtype"].isna()]
     if cache is not None:
         rows = rows[rows["cache"] == cache]
+    capped = rows["disk_read_bytes_per_s"] if "disk_read_bytes_per_s" in rows else None
+    if capped is not None:
+        rows = rows[capped == disk_speed] if disk_speed else rows[capped.isna()]
     rows = rows[pd.to_numeric(rows["checkpoint_bytes"]) > 0]
     if devices is None or rows.empty:
         return rows
@@ -199,6 +208,7 @@ def recommend(
     host_ram_bytes: int,
     devices: int | None = None,
     cache: str | None = "warm",
+    disk_speed: int | None = None,
 ) -> Recommendation:
     """Predict each measured strategy's peak and time on the target and pick the fastest that fits.
 
@@ -208,11 +218,13 @@ def recommend(
         host_ram_bytes: the target host's RAM.
         devices: prefer runs measured with this many devices, where there are any.
         cache: fit on runs from a "warm" (default) or "cold" page cache; None: every run.
+        disk_speed: fit on runs measured with disk reads capped at this many bytes/s (`bench run
+            --disk-read-speed`); None: on uncapped runs only.
 
     Raises:
         NoResultsError: no ok runs of any model strategy to fit.
     """
-    rows = ok_runs(results, devices, cache)
+    rows = ok_runs(results, devices, cache, disk_speed)
     rows = rows[rows["kind"] != REFERENCE]
     if rows.empty:
         raise NoResultsError(f"no measured {cache or ''} runs to fit")

@@ -1,9 +1,11 @@
 """`loadbench recommend`: the prediction as text or JSON, cold loads, device memory, and `--check`.
 
 - `--cache warm|cold` fits on the runs measured from that page cache (`bench.recommend`). With
-  `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: the warm fit
-  plus the checkpoint read at that speed, with no overlap of reading and the rest (an upper bound
-  for a streaming strategy, about right for one that reads everything first). The measured
+  `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: fitted on
+  cold runs measured here with disk reads capped at exactly that speed (`bench run --cache cold
+  --disk-read-speed 1.5GB/s`) where there are any; else the warm fit plus the checkpoint read at
+  that speed, with no overlap of reading and the rest (an upper bound for a streaming strategy,
+  about right for one that reads everything first). The measured
   machine's own cold read speed (the reference line's cold runs: bytes over wall) is printed beside.
 - Every prediction carries its fit's largest relative error on the runs it was fitted on
   (in-sample: the least error an extrapolation has, not a bound on it), and how far those runs'
@@ -62,9 +64,12 @@ def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
     return {str(k): int(v * ckpt) for k, v in ratio.groupby(rows["strategy"]).median().items()}
 
 
-def _notes(args, results: Results, speed: float | None) -> list[str]:
+def _notes(args, results: Results, speed: float | None, capped: int | None) -> list[str]:
     notes = []
-    if args.cache == "cold" and not speed:
+    if capped:
+        notes.append(f"Times are fitted on cold runs measured here with disk reads capped at "
+                     f"{format_bytes(capped)}/s (`bench run --cache cold --disk-read-speed`).")  # fmt: skip
+    elif args.cache == "cold" and not speed:
         notes.append("Times are predicted from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)
     if cold:
@@ -72,7 +77,8 @@ def _notes(args, results: Results, speed: float | None) -> list[str]:
                      f"cache): {format_bytes(cold)}/s; pass it as --disk-read-speed for a similar disk.")  # fmt: skip
     if speed:
         notes.append(f"Cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
-                     "speed, no overlap of reading and the rest assumed.")  # fmt: skip
+                     "speed, no overlap of reading and the rest assumed; measure them instead "
+                     f"with `bench run --cache cold --disk-read-speed {args.disk_read_speed}`.")  # fmt: skip
     return notes
 
 
@@ -86,20 +92,29 @@ def _device_note(args, results: Results, ckpt: int) -> tuple[str, dict[str, int]
     return f"Predicted device peaks against {format_bytes(device_ram)}: {worst}.", devices
 
 
-def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None]:
+def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
+    """(cache, disk cap, speed to add) to fit with: cold runs measured with reads capped at
+    `--disk-read-speed` where there are any; else the warm fit plus the read at that speed."""
     speed = parse_size(args.disk_read_speed.removesuffix("/s"), what="--disk-read-speed") if args.disk_read_speed else None  # fmt: skip
-    cache = "warm" if speed else args.cache
+    if speed and not ok_runs(results, cache="cold", disk_speed=speed).empty:
+        return "cold", speed, None
+    return ("warm" if speed else args.cache), None, speed
+
+
+def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None, int | None]:
+    """The advice, the speed added to warm times (or None), the disk cap fitted on (or None)."""
+    cache, capped, speed = _basis(args, results)
     target = spec_summary(args.shapes)
-    if ok_runs(results, cache=cache).empty:
+    if ok_runs(results, cache=cache, disk_speed=capped).empty:
         raise BenchError(
             f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
             f"RESULTS={args.results} BENCH_ARGS=\"--cache {cache}\"` (or sa3) first"
         )  # fmt: skip
     adv = advise(results, target, host_ram, args.devices, shapes=args.shapes,
-                 folder=args.results, cache=cache)  # fmt: skip
+                 folder=args.results, cache=cache, disk_speed=capped)  # fmt: skip
     if speed:
         cold_adjust(adv.rec, results, target["checkpoint_bytes"], speed)
-    return adv, speed
+    return adv, speed, capped
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -109,8 +124,8 @@ def run_cli(args: argparse.Namespace) -> int:
     positive(args.devices, "--devices", "8")
     host_ram = parse_size(args.host_ram, what="--host-ram")
     results = read_results(args.results)
-    adv, speed = _advice(args, results, host_ram)
-    notes, devices = _notes(args, results, speed), None
+    adv, speed, capped = _advice(args, results, host_ram)
+    notes, devices = _notes(args, results, speed, capped), None
     if args.device_ram:
         note, devices = _device_note(args, results, adv.target["checkpoint_bytes"])
         notes.append(note)

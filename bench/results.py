@@ -191,6 +191,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         "peak_source": ok["peak_source"].iloc[0] if len(ok) else None,
         "resident_fraction": pd.to_numeric(totals["resident_fraction"]).median(),
         "memory_limit": next((m for m in totals["memory_limit"] if isinstance(m, str)), None),
+        "disk_read_limit_enforced": _every(totals.get("disk_read_limit_enforced")),
         "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),
     }
     row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")
@@ -201,6 +202,12 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         row[f"{phase}_peak_rss_bytes"] = pd.to_numeric(rows["phase_peak_rss_bytes"]).median()
         row[f"{phase}_peak_ratio"] = pd.to_numeric(rows["phase_peak_ratio"]).median()
     return row
+
+
+def _every(flags: pd.Series | None) -> bool | None:
+    """True if every recorded flag is true, False if one is not, None where none was recorded."""
+    known = flags.dropna() if flags is not None else pd.Series(dtype=object)
+    return None if known.empty else bool(known.astype(bool).all())
 
 
 def summarize(phases: pd.DataFrame) -> pd.DataFrame:

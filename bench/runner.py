@@ -26,11 +26,12 @@ from bench import pagecache, strategies
 from bench.child_result import MemrayFiles
 from bench.children import ChildOutcome, run_group
 from bench.config import RunConfig, cache_dir
+from bench.diskthrottle import ReadThrottle, ThrottleOutcome
 from bench.errors import BenchError
 from bench.launch import prepare_task, task_argvs
 from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan
-from bench.memlimit import WATCHDOG, LimitOutcome, MemoryLimit
+from bench.memlimit import V2, WATCHDOG, LimitOutcome, MemoryLimit
 from bench.results import export_parquet
 from bench.rows import RowContext, failed_row, result_records
 from bench.run_checks import check_processes, check_shapes
@@ -95,24 +96,45 @@ def _limit_situation(outcome: LimitOutcome) -> dict:
     }
 
 
+def _throttle_situation(outcome: ThrottleOutcome) -> dict:
+    return {
+        "disk_read_bytes_per_s": outcome.bytes_per_s,
+        "disk_read_limit": outcome.mechanism,
+        "disk_read_limit_enforced": outcome.enforced,
+    }
+
+
+def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> tuple:
+    """The memory limit and the read-speed limit the config asks for (None where not asked)."""
+    limit = throttle = None
+    if config.host_ram_bytes is not None:
+        limit = stack.enter_context(MemoryLimit(config.host_ram_bytes))
+    if config.disk_read_bytes_per_s is not None:
+        shared = limit.path if limit is not None and limit.mechanism == V2 else None
+        files = pagecache.checkpoint_files(task.load_path)
+        throttle = stack.enter_context(ReadThrottle(config.disk_read_bytes_per_s, files, v2_cgroup=shared))  # fmt: skip
+    return limit, throttle
+
+
 def _run_task(
     task: Task, config: RunConfig, work: Path, budget: int
 ) -> tuple[list[ChildOutcome], dict]:
-    """Run the task's child group (under the memory limit, if any); outcomes and row situation."""
+    """Run the task's child group (under the memory and read limits, if any); outcomes, situation."""
     argvs, envs, outs = task_argvs(task, work)
     situation = _set_cache(task)
-    kwargs = {"timeout_s": config.timeout_s, "budget_bytes": budget}
-    if config.host_ram_bytes is None:
-        return run_group(argvs, envs, outs, **kwargs), situation
-    with MemoryLimit(config.host_ram_bytes) as limit:
-        if limit.mechanism == WATCHDOG:
-            kwargs["budget_bytes"] = min(budget, config.host_ram_bytes)
-        outcomes = run_group(argvs, envs, outs, limit=limit, **kwargs)
-        outcome = limit.outcome()
-    if outcome.note:
-        outcomes = [replace(o, error="\n".join(filter(None, [o.error, outcome.note])))
-                    for o in outcomes]  # fmt: skip
-    return outcomes, {**situation, **_limit_situation(outcome)}
+    with contextlib.ExitStack() as stack:
+        limit, throttle = _open_limits(stack, task, config)
+        if limit is not None and limit.mechanism == WATCHDOG:
+            budget = min(budget, limit.limit_bytes)
+        outcomes = run_group(argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=budget,
+                             limit=limit, throttle=throttle)  # fmt: skip
+        said = [x.outcome() for x in (limit, throttle) if x is not None]
+    for outcome in said:
+        situation |= _limit_situation(outcome) if isinstance(outcome, LimitOutcome) else _throttle_situation(outcome)  # fmt: skip
+    notes = [o.note for o in said if o.note]
+    if notes:
+        outcomes = [replace(o, error="\n".join(filter(None, [o.error, *notes]))) for o in outcomes]
+    return outcomes, situation
 
 
 def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: dict, folder: Path) -> None:

@@ -22,7 +22,7 @@ from loader.format.dtypes import DTYPES
 from loader.vocabulary import OK, TOTAL
 
 #: Row fields that split a configuration beyond `bench.results.GROUP_KEYS`, where present.
-EXTRA_KEYS = ("model_dtype", "cache")
+EXTRA_KEYS = ("model_dtype", "cache", "disk_read_bytes_per_s")
 
 
 def _num(value: Any) -> float | None:
@@ -181,12 +181,24 @@ HEADER = [
 ]
 
 
+def _flag(row: pd.Series, key: str) -> bool | None:
+    value = row.get(key)
+    return None if value is None or pd.isna(value) else bool(value)
+
+
 def _title(first: pd.Series) -> str:
     cache_state = _str(first.get("cache"))
+    speed = _num(first.get("disk_read_bytes_per_s"))
     return (
         f"{first['shapes']}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
         f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
+        + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
+        + (
+            " (NOT enforced: see the rows' error)"
+            if first.get("disk_read_limit_enforced") is False
+            else ""
+        )
     )
 
 

@@ -71,11 +71,15 @@ def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
 def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
     """The rows of one page-cache state (warm or cold), with a selector when the run has both."""
     caches = sorted(phases["cache"].dropna().unique(), key=lambda c: (c != "warm", c))
-    if len(caches) < 2:
-        return phases
-    cache = st.radio("Page cache", caches, horizontal=True, key=key,
-                     help="cold: the checkpoint was evicted from the page cache before each load")  # fmt: skip
-    return phases[phases["cache"] == cache]
+    if len(caches) >= 2:
+        cache = st.radio("Page cache", caches, horizontal=True, key=key,
+                         help="cold: the checkpoint was evicted from the page cache before each load")  # fmt: skip
+        phases = phases[phases["cache"] == cache]
+    capped = pd.to_numeric(phases.get("disk_read_bytes_per_s", pd.Series(dtype=float))).dropna()
+    if len(capped):
+        st.caption(f"Disk reads capped at {capped.iloc[0] / 1e6:.0f} MB/s in this run "
+                   "(`bench run --disk-read-speed`): cold times are that disk's, not this machine's.")  # fmt: skip
+    return phases
 
 
 def number_table(table: pd.DataFrame, formats: dict[str, str], labels: dict[str, str]) -> Any:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from bench import memlimit
+from bench import cgroups, diskthrottle, memlimit
 from bench.config import RunConfig
 from bench.results import read_results
 from bench.runner import run_bench
@@ -134,7 +134,7 @@ def test_host_ram_limit_kills_an_oversized_child_as_an_oom_row(bench_env, tmp_pa
 
 def _our_cgroups() -> list[Path]:
     parents = [p for p in (memlimit._v2_parent(), memlimit._v1_parent()) if p is not None]
-    return [c for p in parents for c in p.glob(f"{memlimit.PREFIX}*")]
+    return [c for p in parents for c in p.glob(f"{cgroups.PREFIX}*")]
 
 
 def test_ctrl_c_during_a_limited_run_leaves_no_cgroup(bench_env, tmp_path):
@@ -192,3 +192,24 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
     assert "fake-ok         predicted fits          -> ok       held" in out
     assert "fake-oom        predicted does not fit  -> oom      held" in out
     assert "every verdict held" in out
+
+
+def test_disk_read_speed_runs_cold_children_under_a_read_cap_and_records_it(bench_env, tmp_path):
+    """Every row says the cap and whether it held; the run's cgroups are gone afterwards."""
+    config = RunConfig(shapes=["tiny-gpt2"], strategies=["fake-ok"], repeats=1, cache="cold",
+                       disk_read_bytes_per_s=20_000_000, timeout_s=120,
+                       out=tmp_path / "results", progress=False)  # fmt: skip
+    before = set(_throttle_cgroups())
+    row = _totals(run_bench(config)).iloc[0]
+    assert row.status == "ok" and row.disk_read_bytes_per_s == 20_000_000
+    if row.disk_read_limit == diskthrottle.NONE:  # tmpfs, or no io/blkio cgroup on this machine
+        assert not row.disk_read_limit_enforced and "full speed" in row.error, row.error
+    else:
+        assert row.disk_read_limit in ("cgroup-v1", "cgroup-v2") and row.disk_read_limit_enforced
+    assert set(_throttle_cgroups()) == before
+
+
+def _throttle_cgroups() -> list[Path]:
+    parents = [cgroups.v2_parent("io"), cgroups.v1_parent("blkio", diskthrottle.V1_KNOB)]
+    mine = f"{cgroups.PREFIX}{os.getpid()}-*"  # run_bench runs here; another bench may run beside
+    return [c for p in parents if p is not None for c in p.glob(mine)]

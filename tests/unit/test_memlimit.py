@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bench import memlimit
+from bench import cgroups, memlimit
 from bench.memlimit import MemoryLimit
 
 HOG = "b = bytearray({n}); b[::4096] = b'x' * len(b[::4096]); print('survived')"
@@ -65,7 +65,7 @@ def test_no_mechanism_falls_back_to_the_watchdog_and_says_so():
 def test_a_stale_cgroup_of_a_dead_bench_is_swept():
     limit = _cgroup_or_skip(64 << 20)
     parent = limit.path.parent
-    stale = parent / f"{memlimit.PREFIX}999999999-deadbeef"  # no such PID
+    stale = parent / f"{cgroups.PREFIX}999999999-deadbeef"  # no such PID
     try:
         stale.mkdir()
         limit.close()

@@ -262,3 +262,30 @@ def test_one_slow_repeat_does_not_tilt_the_fit_and_is_stated_as_the_repeat_sprea
     assert lean["predicted_wall_s"] == pytest.approx(TARGET["checkpoint_bytes"] / 1e9 + 0.5)
     assert lean["model"]["wall_error"] == pytest.approx(0, abs=1e-6)
     assert lean["model"]["wall_repeat_spread"] == pytest.approx(2.0)
+
+
+def test_runs_measured_under_a_read_cap_are_fitted_only_for_that_disk_speed(tmp_path, capsys):
+    """`--disk-read-speed 250MB/s` fits the cold runs measured with reads capped at 250 MB/s;
+    without it, or at another speed, those runs are left out (they are not this machine's disk)."""
+    rows = []
+    for shapes, ckpt, largest in SETS:
+        for i in range(2):
+            rows.append(_row("lean", shapes, ckpt, largest, ckpt, ckpt / 1e9 + 0.5, i))
+            rows.append(_row("lean", shapes, ckpt, largest, ckpt, ckpt / 2.5e8 + 0.5, i,
+                             cache="cold", disk_read_bytes_per_s=250_000_000))  # fmt: skip
+    res = _write(tmp_path, rows)
+    with pytest.raises(NoResultsError):
+        recommend(res, TARGET, 64 * GiB, cache="cold")  # capped runs are not the machine's disk
+    capped = recommend(res, TARGET, 64 * GiB, cache="cold", disk_speed=250_000_000)
+    target_s = TARGET["checkpoint_bytes"] / 2.5e8 + 0.5
+    assert capped.strategies[0]["predicted_wall_s"] == pytest.approx(target_s, rel=1e-3)
+    assert run_cli(_args(tmp_path, host_ram="64GiB", disk_read_speed="250MB/s", json=True)) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (
+        out["inputs"]["disk_read_bytes_per_s"] == 250_000_000 and out["inputs"]["cache"] == "cold"
+    )
+    assert any("capped at" in n for n in out["notes"])
+    run_cli(_args(tmp_path, host_ram="64GiB", disk_read_speed="500MB/s", json=True))
+    other = json.loads(capsys.readouterr().out)  # no runs at 500 MB/s: warm fit + read at 500 MB/s
+    assert other["inputs"]["cache"] == "warm" and "disk_read_bytes_per_s" not in other["inputs"]
+    assert any("measure them instead" in n for n in other["notes"])
