@@ -133,6 +133,15 @@ def _watch(children: list[_Child], timeout_s: float, budget: int, poll_s: float)
         time.sleep(poll_s)
 
 
+def _start(argv: list[str], env: dict[str, str], out: Path) -> _Child:
+    """Start one child in its own session, its stdout and stderr going to `<out>.stderr`."""
+    err = out.with_suffix(".stderr")
+    with open(err, "wb") as fh:
+        proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    return _Child(proc, out, err)
+
+
 def run_group(
     argvs: list[list[str]],
     envs: list[dict[str, str]],
@@ -153,22 +162,16 @@ def run_group(
         timeout_s: wall-clock limit for the whole group.
         budget_bytes: the group's summed RSS limit.
         limit: an open `bench.memlimit.MemoryLimit`: each child is started inside it (its PID,
-            and only it, is put in the cgroup at once), and one killed by it becomes "oom".
-        throttle: an open `bench.diskthrottle.ReadThrottle`: each child is put in it the same way.
+            and only it, goes in at once); one killed by it becomes "oom". throttle: an open
+            `bench.diskthrottle.ReadThrottle`, joined the same way.
     """
     children: list[_Child] = []
     try:
         for argv, env, out in zip(argvs, envs, outs, strict=True):
-            err = out.with_suffix(".stderr")
-            with open(err, "wb") as fh:
-                proc = subprocess.Popen(
-                    limit.wrap(argv) if limit else argv, env=env, stdout=fh,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                )  # fmt: skip
-            children.append(_Child(proc, out, err))
+            children.append(_start(limit.wrap(argv) if limit else argv, env, out))
             for cgroup in (limit, throttle):
                 if cgroup is not None:
-                    cgroup.attach(proc.pid)
+                    cgroup.attach(children[-1].proc.pid)
         _watch(children, timeout_s, budget_bytes, poll_s)
     except BaseException:
         _kill(children, CRASHED, "interrupted")

@@ -42,6 +42,14 @@ class ThrottleOutcome:
     devices: tuple[str, ...]
     note: str = ""
 
+    def row_fields(self) -> dict:
+        """The PhaseRecord fields that say this cap."""
+        return {
+            "disk_read_bytes_per_s": self.bytes_per_s,
+            "disk_read_limit": self.mechanism,
+            "disk_read_limit_enforced": self.enforced,
+        }
+
 
 def whole_disk(dev: int) -> str | None:
     """`MAJ:MIN` of the disk holding device `dev` (a partition's parent disk); None if `dev` is

@@ -45,6 +45,15 @@ class LimitOutcome:
     cgroup_peak_bytes: int | None = None
     note: str = ""
 
+    def row_fields(self) -> dict:
+        """The PhaseRecord fields that say this limit."""
+        return {
+            "host_ram_bytes": self.limit_bytes,
+            "memory_limit": self.mechanism,
+            "memory_limit_enforced": self.enforced,
+            "cgroup_peak_bytes": self.cgroup_peak_bytes,
+        }
+
 
 def _v2_parent() -> Path | None:
     return cgroups.v2_parent("memory")

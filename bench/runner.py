@@ -26,12 +26,12 @@ from bench import pagecache, strategies
 from bench.child_result import MemrayFiles
 from bench.children import ChildOutcome, run_group
 from bench.config import RunConfig, cache_dir
-from bench.diskthrottle import ReadThrottle, ThrottleOutcome
+from bench.diskthrottle import ReadThrottle
 from bench.errors import BenchError
 from bench.launch import prepare_task, task_argvs
 from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan
-from bench.memlimit import V2, WATCHDOG, LimitOutcome, MemoryLimit
+from bench.memlimit import V2, WATCHDOG, MemoryLimit
 from bench.results import export_parquet
 from bench.rows import RowContext, failed_row, result_records
 from bench.run_checks import check_processes, check_shapes
@@ -87,23 +87,6 @@ def _set_cache(task: Task) -> dict:
     return {"resident_fraction": fraction}
 
 
-def _limit_situation(outcome: LimitOutcome) -> dict:
-    return {
-        "host_ram_bytes": outcome.limit_bytes,
-        "memory_limit": outcome.mechanism,
-        "memory_limit_enforced": outcome.enforced,
-        "cgroup_peak_bytes": outcome.cgroup_peak_bytes,
-    }
-
-
-def _throttle_situation(outcome: ThrottleOutcome) -> dict:
-    return {
-        "disk_read_bytes_per_s": outcome.bytes_per_s,
-        "disk_read_limit": outcome.mechanism,
-        "disk_read_limit_enforced": outcome.enforced,
-    }
-
-
 def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> tuple:
     """The memory limit and the read-speed limit the config asks for (None where not asked)."""
     limit = throttle = None
@@ -130,7 +113,7 @@ def _run_task(
                              limit=limit, throttle=throttle)  # fmt: skip
         said = [x.outcome() for x in (limit, throttle) if x is not None]
     for outcome in said:
-        situation |= _limit_situation(outcome) if isinstance(outcome, LimitOutcome) else _throttle_situation(outcome)  # fmt: skip
+        situation |= outcome.row_fields()
     notes = [o.note for o in said if o.note]
     if notes:
         outcomes = [replace(o, error="\n".join(filter(None, [o.error, *notes]))) for o in outcomes]
