@@ -15,6 +15,7 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Self
 
 import psutil
 
@@ -104,3 +105,51 @@ def remove(path: Path, wait_s: float = 5.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+class ChildCgroup:
+    """What a limit made of a cgroup shares: try its mechanisms in order, fall back with a note,
+    remove what it made on `close` (also as a `with` block, on failure and Ctrl-C alike).
+
+    A subclass sets `mechanisms` and `fallback` (the mechanism when none works), and defines
+    `_try(mech) -> bool` (make it; False: not available here), `_remove()` and `_fallback_note(tried)`.
+    """
+
+    mechanisms: tuple[str, ...]
+    fallback: str
+    path: Path | None
+    note: str
+
+    def open(self) -> Self:
+        """Make the cgroup with the first mechanism that works here; else keep `fallback`."""
+        errors = []
+        for mech in self.mechanisms:
+            try:
+                if self._try(mech):
+                    self.mechanism = mech
+                    return self
+            except OSError as exc:
+                errors.append(f"{mech}: {exc.strerror or exc}")
+                self._remove()
+        self.mechanism = self.fallback
+        self.note = self._fallback_note("; ".join(errors))
+        return self
+
+    def _try(self, mech: str) -> bool:
+        raise NotImplementedError
+
+    def _remove(self) -> None:
+        raise NotImplementedError
+
+    def _fallback_note(self, tried: str) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Remove the cgroup made here (its processes must have ended: the bench killed them)."""
+        self._remove()
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

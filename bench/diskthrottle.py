@@ -74,7 +74,7 @@ def disks_of(files: Iterable[str | os.PathLike]) -> tuple[list[str], list[str]]:
     return disks, loose
 
 
-class ReadThrottle:
+class ReadThrottle(cgroups.ChildCgroup):
     """A block-I/O read limit of `bytes_per_s` on the disks holding `files` (module docstring).
 
     Example:
@@ -90,7 +90,7 @@ class ReadThrottle:
         self.bytes_per_s = int(bytes_per_s)
         self.disks, self._loose = disks_of(files)
         self.mechanisms = mechanisms
-        self.mechanism = NONE
+        self.fallback = self.mechanism = NONE
         self.path: Path | None = None
         self._shared = v2_cgroup  # the memory limit's v2 cgroup: written into, never removed
         self.note = ""
@@ -100,18 +100,11 @@ class ReadThrottle:
             self.note = (f"{self._loose[0]} is on no block device, so no read limit applies; "
                          "the children ran at full speed")  # fmt: skip
             return self
-        errors = []
-        for mech in self.mechanisms:
-            try:
-                if self._try(mech):
-                    self.mechanism = mech
-                    return self
-            except OSError as exc:
-                errors.append(f"{mech}: {exc.strerror or exc}")
-                self._remove()
-        tried = "; ".join(errors) or "no io (v2) or blkio (v1) cgroup hierarchy here"
-        self.note = f"no read limit could be set ({tried}); the children ran at full speed"
-        return self
+        return super().open()
+
+    def _fallback_note(self, tried: str) -> str:
+        tried = tried or "no io (v2) or blkio (v1) cgroup hierarchy here"
+        return f"no read limit could be set ({tried}); the children ran at full speed"
 
     def _try(self, mech: str) -> bool:
         if mech == V2:
@@ -168,13 +161,3 @@ class ReadThrottle:
         if self.path is not None and self.path != self._shared:
             cgroups.remove(self.path)
         self.path = None
-
-    def close(self) -> None:
-        """Remove the cgroup made here (its processes must have ended)."""
-        self._remove()
-
-    def __enter__(self) -> ReadThrottle:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -67,7 +67,7 @@ def _page(n: int) -> int:
     return n // mmap.PAGESIZE * mmap.PAGESIZE
 
 
-class MemoryLimit:
+class MemoryLimit(cgroups.ChildCgroup):
     """A memory cgroup of `limit_bytes` for one child group (see the module docstring).
 
     Example:
@@ -81,25 +81,15 @@ class MemoryLimit:
     def __init__(self, limit_bytes: int, *, mechanisms: tuple[str, ...] = (V2, V1, SYSTEMD)):
         self.limit_bytes = int(limit_bytes)
         self.mechanisms = mechanisms
-        self.mechanism = WATCHDOG
+        self.fallback = self.mechanism = WATCHDOG
         self.path: Path | None = None
         self.note = ""
         self._pids: list[int] = []
 
-    # -- making it --------------------------------------------------------------------------
-    def open(self) -> MemoryLimit:
-        errors = []
-        for mech in self.mechanisms:
-            try:
-                if self._try(mech):
-                    self.mechanism = mech
-                    return self
-            except OSError as exc:
-                errors.append(f"{mech}: {exc.strerror or exc}")
-                self._remove()
-        tried = "; ".join(errors) or "no memory cgroup hierarchy or systemd here"
-        self.note = f"no cgroup could be made ({tried}); the RSS watchdog enforces the limit"
-        return self
+    # -- making it (`open`, `close` and the `with` block: `bench.cgroups.ChildCgroup`) -------
+    def _fallback_note(self, tried: str) -> str:
+        tried = tried or "no memory cgroup hierarchy or systemd here"
+        return f"no cgroup could be made ({tried}); the RSS watchdog enforces the limit"
 
     def _try(self, mech: str) -> bool:
         if mech == SYSTEMD:
@@ -187,13 +177,3 @@ class MemoryLimit:
             return  # systemd collects its own scope (--collect)
         cgroups.remove(self.path)
         self.path = None
-
-    def close(self) -> None:
-        """Remove the cgroup made here (its processes must have ended: the bench killed them)."""
-        self._remove()
-
-    def __enter__(self) -> MemoryLimit:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
