@@ -88,11 +88,12 @@ def _set_cache(task: Task) -> dict:
 
 
 def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> tuple:
-    """The memory limit and the read-speed limit the config asks for (None where not asked)."""
+    """The memory limit and the read-speed limit the config asks for (None where not asked; a
+    warm child reads no disk, so `--cache both` caps only its cold children)."""
     limit = throttle = None
     if config.host_ram_bytes is not None:
         limit = stack.enter_context(MemoryLimit(config.host_ram_bytes))
-    if config.disk_read_bytes_per_s is not None:
+    if config.disk_read_bytes_per_s is not None and task.cache == "cold":
         shared = limit.path if limit is not None and limit.mechanism == V2 else None
         files = pagecache.checkpoint_files(task.load_path)
         throttle = stack.enter_context(ReadThrottle(config.disk_read_bytes_per_s, files, v2_cgroup=shared))  # fmt: skip
