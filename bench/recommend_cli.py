@@ -68,7 +68,7 @@ def _notes(args, results: Results, speed: float | None, capped: int | None) -> l
     notes = []
     if capped:
         notes.append(f"Times are fitted on cold runs measured here with disk reads capped at "
-                     f"{format_bytes(capped)}/s (`bench run --cache cold --disk-read-speed`).")  # fmt: skip
+                     f"{capped / 1e6:.0f} MB/s (`bench run --cache cold --disk-read-speed`).")  # fmt: skip
     elif args.cache == "cold" and not speed:
         notes.append("Times are predicted from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)
