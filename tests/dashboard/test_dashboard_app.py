@@ -282,3 +282,18 @@ def _texts_in_page_order(node) -> list[str]:
 
 def _table_with(at, column: str):
     return next(df.value for df in at.dataframe if column in df.value.columns)
+
+
+def test_a_failed_runs_missing_figures_read_as_a_dash_not_none(app, fixture_results):
+    import pyarrow as pa
+
+    at = app()
+    at.selectbox(key="overview_run").set_value(fixture_results.run_ids["alpha"]).run()
+    table = next(d for d in at.dataframe if "error" in d.value.columns)
+    shown = pa.ipc.open_stream(table.proto.arrow_data.styler.display_values).read_all().to_pandas()
+    crashed = table.value.index[table.value["status"] == "crashed"][0]
+    columns = list(table.value.columns)
+    for name in ("peak_ratio", "wall_s"):
+        assert shown.iloc[crashed, columns.index(name)] == "–"
+    ok = table.value.index[table.value["status"] == "ok"][0]
+    assert shown.iloc[ok, columns.index("wall_s")].endswith(" s")
