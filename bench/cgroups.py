@@ -20,6 +20,7 @@ from typing import Self
 import psutil
 
 PREFIX = "loadbench-"
+V2, V1 = "cgroup-v2", "cgroup-v1"  # the mechanisms, as rows record them
 
 
 def mounts() -> list[tuple[str, str, set[str]]]:

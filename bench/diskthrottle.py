@@ -8,7 +8,8 @@ makes it steady). `ReadThrottle(bytes_per_s, files)` uses:
 
 1. **cgroup v2**, where this process's cgroup delegates `io`: `io.max` = `MAJ:MIN rbps=N`
    (written into the memory limit's cgroup when `--host-ram` made one in v2: a process is in one
-   v2 cgroup only);
+   v2 cgroup only; and never tried when that limit is a systemd scope, which moving the child
+   out of would undo);
 2. **cgroup v1**, the `blkio` hierarchy: `blkio.throttle.read_bps_device` = `MAJ:MIN N`.
 
 The device is each file's `st_dev`, taken up to its whole disk (the throttle acts on disks, not
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import cgroups
+from bench.cgroups import V1, V2
 
-V2, V1, NONE = "cgroup-v2", "cgroup-v1", "none"
+NONE = "none"
 V1_KNOB = "blkio.throttle.read_bps_device"
 
 
@@ -103,8 +105,9 @@ class ReadThrottle(cgroups.ChildCgroup):
         return super().open()
 
     def _fallback_note(self, tried: str) -> str:
-        tried = tried or "no io (v2) or blkio (v1) cgroup hierarchy here"
-        return f"no read limit could be set ({tried}); the children ran at full speed"
+        tried = tried or "no such cgroup hierarchy here"
+        how = " or ".join(self.mechanisms) or "no mechanism"
+        return f"no read limit could be set with {how} ({tried}); the children ran at full speed"
 
     def _try(self, mech: str) -> bool:
         if mech == V2:
@@ -151,10 +154,13 @@ class ReadThrottle(cgroups.ChildCgroup):
             return {}
         out = {}
         for line in filter(None, lines):
-            dev, *rest = line.split()
-            value = next((r[5:] for r in rest if r.startswith("rbps=")), None) if self.mechanism == V2 else rest[0]  # fmt: skip
-            if value and value != "max":
-                out[dev] = int(value)
+            dev, *values = (
+                line.split()
+            )  # v1: "8:0 300000000"; v2: "8:0 rbps=300000000 wbps=max ..."
+            if self.mechanism == V2:
+                values = [v.removeprefix("rbps=") for v in values if v.startswith("rbps=")]
+            if values and values[0] != "max":
+                out[dev] = int(values[0])
         return out
 
     def _remove(self) -> None:

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import cgroups
+from bench.cgroups import V1, V2
 
-V2, V1, SYSTEMD, WATCHDOG = "cgroup-v2", "cgroup-v1", "systemd-run", "watchdog"
+SYSTEMD, WATCHDOG = "systemd-run", "watchdog"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench import pagecache, strategies
+from bench.cgroups import V1, V2
 from bench.child_result import MemrayFiles
 from bench.children import ChildOutcome, run_group
 from bench.config import RunConfig, cache_dir
@@ -31,7 +32,7 @@ from bench.errors import BenchError
 from bench.launch import prepare_task, task_argvs
 from bench.machine import machine_id, new_run_id, run_record
 from bench.matrix import Checkpoint, Task, plan
-from bench.memlimit import V2, WATCHDOG, MemoryLimit
+from bench.memlimit import SYSTEMD, WATCHDOG, MemoryLimit
 from bench.results import export_parquet
 from bench.rows import RowContext, failed_row, result_records
 from bench.run_checks import check_processes, check_shapes
@@ -94,9 +95,12 @@ def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> 
     if config.host_ram_bytes is not None:
         limit = stack.enter_context(MemoryLimit(config.host_ram_bytes))
     if config.disk_read_bytes_per_s is not None and task.cache == "cold":
-        shared = limit.path if limit is not None and limit.mechanism == V2 else None
+        mech = limit.mechanism if limit is not None else None
         files = pagecache.checkpoint_files(task.load_path)
-        throttle = stack.enter_context(ReadThrottle(config.disk_read_bytes_per_s, files, v2_cgroup=shared))  # fmt: skip
+        throttle = stack.enter_context(ReadThrottle(
+            config.disk_read_bytes_per_s, files, v2_cgroup=limit.path if mech == V2 else None,
+            mechanisms=(V1,) if mech == SYSTEMD else (V2, V1),
+        ))  # fmt: skip
     return limit, throttle
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
@@ -195,12 +196,14 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
 
 
 def test_disk_read_speed_runs_cold_children_under_a_read_cap_and_records_it(bench_env, tmp_path):
-    """Every row says the cap and whether it held; the run's cgroups are gone afterwards."""
-    config = RunConfig(shapes=["tiny-gpt2"], strategies=["fake-ok"], repeats=1, cache="cold",
+    """Every cold row says the cap and whether it held; the run's cgroups are gone afterwards."""
+    config = RunConfig(shapes=["tiny-gpt2"], strategies=["fake-ok"], repeats=1, cache="both",
                        disk_read_bytes_per_s=20_000_000, timeout_s=120,
                        out=tmp_path / "results", progress=False)  # fmt: skip
     before = set(_throttle_cgroups())
-    row = _totals(run_bench(config)).iloc[0]
+    rows = _totals(run_bench(config)).set_index("cache")
+    assert pd.isna(rows.loc["warm", "disk_read_bytes_per_s"])  # a warm child reads no disk
+    row = rows.loc["cold"]
     assert row.status == "ok" and row.disk_read_bytes_per_s == 20_000_000
     if row.disk_read_limit == diskthrottle.NONE:  # tmpfs, or no io/blkio cgroup on this machine
         assert not row.disk_read_limit_enforced and "full speed" in row.error, row.error
