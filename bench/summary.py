@@ -196,9 +196,9 @@ def _title(first: pd.Series) -> str:
         + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
         + (
             " (NOT enforced: see the rows' error)"
-            if first.get("disk_read_limit_enforced") is False
+            if _flag(first, "disk_read_limit_enforced") is False
             else ""
-        )
+        )  # fmt: skip
     )
 
 

@@ -71,3 +71,17 @@ def test_cold_repeats_that_differ_several_fold_are_noted_with_their_figures(tmp_
     assert "cold repeats differed up to 2.9x (floor 15.00-43.40 s, 0% resident before each)" in text
     path.write_text("".join(to_json_line(r) + "\n" for r in cold((15.0, 15.8, 16.4))))
     assert "cold repeats differed" not in tables(read_results(path))
+
+
+def test_a_read_cap_is_in_the_title_and_one_not_enforced_says_so(tmp_path):
+    def cold(enforced):
+        return [_row("floor", w, None, None, cache="cold", disk_read_bytes_per_s=250_000_000,
+                     disk_read_limit="cgroup-v1", disk_read_limit_enforced=enforced)
+                for w in (9.3, 9.4, 9.35)]  # fmt: skip
+
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(to_json_line(r) + "\n" for r in cold(True)))
+    title = tables(read_results(path)).splitlines()[0]
+    assert title.endswith("cache cold, disk reads capped at 250 MB/s")
+    path.write_text("".join(to_json_line(r) + "\n" for r in cold(False)))
+    assert "NOT enforced" in tables(read_results(path)).splitlines()[0]
