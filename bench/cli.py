@@ -75,9 +75,9 @@ def _disk_speed(args: argparse.Namespace) -> int | None:
             "--disk-read-speed caps reads from the disk, and a warm page cache reads none: add "
             "--cache cold (or both)"
         )
-    from bench.units import parse_size
+    from bench.units import parse_speed
 
-    return parse_size(args.disk_read_speed.removesuffix("/s"), what="--disk-read-speed")
+    return parse_speed(args.disk_read_speed, what="--disk-read-speed")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ from bench.advice import Advice, advise, to_json, to_text
 from bench.errors import BenchError
 from bench.recommend import FITS, VERDICTS, Recommendation, ok_runs, spec_summary
 from bench.results import Results, read_results
-from bench.units import format_bytes, parse_size
+from bench.units import format_bytes, parse_size, parse_speed
 from loader.vocabulary import REFERENCE
 
 
@@ -95,7 +95,7 @@ def _device_note(args, results: Results, ckpt: int) -> tuple[str, dict[str, int]
 def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
     """(cache, disk cap, speed to add) to fit with: cold runs measured with reads capped at
     `--disk-read-speed` where there are any; else the warm fit plus the read at that speed."""
-    speed = parse_size(args.disk_read_speed.removesuffix("/s"), what="--disk-read-speed") if args.disk_read_speed else None  # fmt: skip
+    speed = parse_speed(args.disk_read_speed, what="--disk-read-speed") if args.disk_read_speed else None  # fmt: skip
     if speed and not ok_runs(results, cache="cold", disk_speed=speed).empty:
         return "cold", speed, None
     return ("warm" if speed else args.cache), None, speed

@@ -37,6 +37,11 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
     return size
 
 
+def parse_speed(text: str, *, what: str = "speed") -> int:
+    """Bytes per second in `text` (`300MB/s`, `1.5GB/s`; the `/s` may be left out), as `parse_size`."""
+    return parse_size(text.removesuffix("/s"), what=what)
+
+
 def format_bytes(n: float | None) -> str:
     """`1.50 GiB`, `12.0 MiB`, `512 B`; `-` for None/NaN."""
     if n is None or n != n:
