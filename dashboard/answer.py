@@ -2,7 +2,7 @@
 
 `shape_set_rows` gives one row per strategy of a shape set (with its kind, peak over baseline and
 Pareto flag); `headline` names the fastest strategy whose measured peak fits a host's RAM (the
-verdict rule of `bench.recommend.verdict`, the one `loadbench recommend` applies to predictions)
+verdict rule of `bench.analysis.recommend.verdict`, the one `loadbench recommend` applies to predictions)
 and sets its cost beside the naive path's. Reference rows (kind `reference`, e.g. `floor`) are a
 line to compare with, never a candidate; peers (kind `peer`) are shown apart and never recommended.
 The dashboard and `loadbench report` both use this module.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.recommend import MIN_FIT_BYTES, verdict
+from bench.analysis.recommend import MIN_FIT_BYTES, verdict
 from dashboard import style
 from loader.vocabulary import OK, REFERENCE, STRATEGY
 
@@ -31,7 +31,9 @@ def config_label(config: pd.Series) -> str:
     return f"{config['dtype']}, {config['devices_per_process']} device(s) per process"
 
 
-def shape_set_rows(summary: pd.DataFrame, shapes: str, config: pd.Series | None = None) -> pd.DataFrame:  # fmt: skip
+def shape_set_rows(
+    summary: pd.DataFrame, shapes: str, config: pd.Series | None = None
+) -> pd.DataFrame:
     """One row per strategy of `shapes` in one configuration, with kind, costs and Pareto flag.
 
     A multi-process strategy is one more row named `strategy (N processes)`; `base_strategy`
@@ -42,7 +44,9 @@ def shape_set_rows(summary: pd.DataFrame, shapes: str, config: pd.Series | None 
     if config is not None:
         rows = rows[(rows[CONFIG] == config[CONFIG].values).all(axis=1)]
     multi = rows["processes"] > 1
-    names = rows["strategy"].where(~multi, rows["strategy"] + " (" + rows["processes"].astype(str) + " processes)")  # fmt: skip
+    names = rows["strategy"].where(
+        ~multi, rows["strategy"] + " (" + rows["processes"].astype(str) + " processes)"
+    )
     rows = style.with_kind(rows).assign(strategy=names, base_strategy=rows["strategy"])
     rows = rows.assign(peak_over_baseline_bytes=rows["peak_rss_bytes"] - rows["baseline_rss_bytes"])
     rows = rows.reset_index(drop=True)
@@ -88,14 +92,18 @@ def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
     """
     ok = rows[(rows["status"] == OK) & (rows["kind"] == STRATEGY) & rows["peak_rss_bytes"].notna()]
     if ok.empty:
-        return Headline("No strategy loaded this shape set successfully; see the runs below.", None, False)  # fmt: skip
+        return Headline(
+            "No strategy loaded this shape set successfully; see the runs below.", None, False
+        )
     verdicts = ok["peak_rss_bytes"].map(lambda p: verdict(int(p), host_ram_bytes))
     fitting = ok[verdicts == "fits"].sort_values("wall_s")
     naive = ok[ok["base_strategy"] == style.NAIVE]
     if fitting.empty:
         lightest = ok.sort_values("peak_rss_bytes").iloc[0]
-        text = (f"No strategy fits in {style.size(host_ram_bytes)} with 10% to spare: the lightest, "
-                f"`{lightest['strategy']}`, peaks at {style.size(lightest['peak_rss_bytes'])} RSS.")  # fmt: skip
+        text = (
+            f"No strategy fits in {style.size(host_ram_bytes)} with 10% to spare: the lightest, "
+            f"`{lightest['strategy']}`, peaks at {style.size(lightest['peak_rss_bytes'])} RSS."
+        )
         return Headline(text, None, False)
     best = fitting.iloc[0]
     text = f"`{best['strategy']}`: {_cost(best)}"

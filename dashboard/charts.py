@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from bench.recommend import VERDICTS
+from bench.analysis.recommend import VERDICTS
 from dashboard import style
 from loader.vocabulary import PHASE_ORDER
 
@@ -51,15 +51,22 @@ def phase_adds_bars(med: pd.DataFrame) -> alt.Chart:
                 ),
                 alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
             ],
-        )  # fmt: skip
+        )
         .properties(height=300)
     )
 
 
 def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
     """RSS held at each phase's end, anonymous vs file-backed, one panel per strategy (wrapping)."""
-    long = med.melt(id_vars=["strategy", "phase"], value_vars=["phase_anon_rss_bytes", "phase_file_rss_bytes"], var_name="memory", value_name="bytes")  # fmt: skip
-    long["memory"] = long["memory"].map({"phase_anon_rss_bytes": "anonymous", "phase_file_rss_bytes": "file-backed"})  # fmt: skip
+    long = med.melt(
+        id_vars=["strategy", "phase"],
+        value_vars=["phase_anon_rss_bytes", "phase_file_rss_bytes"],
+        var_name="memory",
+        value_name="bytes",
+    )
+    long["memory"] = long["memory"].map(
+        {"phase_anon_rss_bytes": "anonymous", "phase_file_rss_bytes": "file-backed"}
+    )
     long, unit, fmt = _scaled(long, ["bytes"])
     phases = [p for p in PHASE_ORDER if p in set(long["phase"])]
     kinds = alt.Scale(domain=list(style.MEMORY_KINDS), range=list(style.MEMORY_KINDS.values()))
@@ -103,7 +110,7 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
             ),
             order=alt.Order("phase_order:Q"),
             tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".2f", title="s")],
-        )  # fmt: skip
+        )
         .properties(height=max(200, 50 * med["strategy"].nunique()))  # room for the phase legend
     )
 
@@ -114,12 +121,22 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
     fmt = style.number_format(unit)
     data = rows.assign(peak_u=rows["predicted_peak_bytes"] / div)
     shown = [v for v in VERDICT_COLORS.domain if v in set(data["verdict"])]
-    bars = alt.Chart(data).mark_bar().encode(
-        y=alt.Y("strategy:N", sort=list(data["strategy"]), title=None),
-        x=alt.X("peak_u:Q", title=f"predicted peak RSS ({unit})", axis=alt.Axis(format=fmt)),
-        color=alt.Color("verdict:N", scale=alt.Scale(domain=shown, range=[VERDICT_COLORS.range[VERDICT_COLORS.domain.index(v)] for v in shown])),
-        tooltip=["strategy", "verdict", alt.Tooltip("peak_u:Q", format=fmt, title=unit)],
-    )  # fmt: skip
+    bars = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            y=alt.Y("strategy:N", sort=list(data["strategy"]), title=None),
+            x=alt.X("peak_u:Q", title=f"predicted peak RSS ({unit})", axis=alt.Axis(format=fmt)),
+            color=alt.Color(
+                "verdict:N",
+                scale=alt.Scale(
+                    domain=shown,
+                    range=[VERDICT_COLORS.range[VERDICT_COLORS.domain.index(v)] for v in shown],
+                ),
+            ),
+            tooltip=["strategy", "verdict", alt.Tooltip("peak_u:Q", format=fmt, title=unit)],
+        )
+    )
     ram = pd.DataFrame(
         {"ram": [host_ram_bytes / div], "text": [f"host RAM {style.size(host_ram_bytes)}"]}
     )
@@ -133,18 +150,42 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
 
 def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
     """NEW / BASE of peak over baseline and wall time per strategy, spread as error bars, 1.0 marked."""
-    long = pd.concat([
-        ratios.assign(metric="peak over baseline", ratio=ratios["peak_ratio"], lo=ratios["peak_ratio_lo"], hi=ratios["peak_ratio_hi"]),
-        ratios.assign(metric="wall time", ratio=ratios["wall_ratio"], lo=ratios["wall_ratio_lo"], hi=ratios["wall_ratio_hi"]),
-    ])[["strategy", "metric", "ratio", "lo", "hi", "verdict"]]  # fmt: skip
+    long = pd.concat(
+        [
+            ratios.assign(
+                metric="peak over baseline",
+                ratio=ratios["peak_ratio"],
+                lo=ratios["peak_ratio_lo"],
+                hi=ratios["peak_ratio_hi"],
+            ),
+            ratios.assign(
+                metric="wall time",
+                ratio=ratios["wall_ratio"],
+                lo=ratios["wall_ratio_lo"],
+                hi=ratios["wall_ratio_hi"],
+            ),
+        ]
+    )[["strategy", "metric", "ratio", "lo", "hi", "verdict"]]
     metric = alt.Scale(domain=["peak over baseline", "wall time"], range=["#5c6bc0", "#8d6e63"])
     y = alt.Y("strategy:N", title=None)
-    bars = alt.Chart(long).mark_bar().encode(
-        y=y, yOffset="metric:N", x=alt.X("ratio:Q", title="new / base", axis=alt.Axis(format=".2f")),
-        color=alt.Color("metric:N", scale=metric),
-        tooltip=["strategy", "metric", "verdict", alt.Tooltip("ratio:Q", format=".2f"),
-                 alt.Tooltip("lo:Q", format=".2f", title="spread from"), alt.Tooltip("hi:Q", format=".2f", title="spread to")],
-    )  # fmt: skip
+    bars = (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=y,
+            yOffset="metric:N",
+            x=alt.X("ratio:Q", title="new / base", axis=alt.Axis(format=".2f")),
+            color=alt.Color("metric:N", scale=metric),
+            tooltip=[
+                "strategy",
+                "metric",
+                "verdict",
+                alt.Tooltip("ratio:Q", format=".2f"),
+                alt.Tooltip("lo:Q", format=".2f", title="spread from"),
+                alt.Tooltip("hi:Q", format=".2f", title="spread to"),
+            ],
+        )
+    )
     spread = (
         alt.Chart(long)
         .mark_rule(color="black")

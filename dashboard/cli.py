@@ -23,13 +23,22 @@ DEFAULT_PORT = 8501
 def streamlit_command(port: int) -> list[str]:
     """The `streamlit run` command line for the app, bound to 127.0.0.1 only, no browser."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.address", "127.0.0.1",
-        "--server.port", str(port),
-        "--server.headless", "true",
-        "--browser.gatherUsageStats", "false",
-        "--client.toolbarMode", "minimal",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,8 +90,19 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--results", default="results", metavar="DIR", help="the results folder to show (default: results)")  # fmt: skip
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P", help=f"port on 127.0.0.1 (default: {DEFAULT_PORT})")  # fmt: skip
+    parser.add_argument(
+        "--results",
+        default="results",
+        metavar="DIR",
+        help="the results folder to show (default: results)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="P",
+        help=f"port on 127.0.0.1 (default: {DEFAULT_PORT})",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -92,7 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "dashboard",
         help="open the Streamlit dashboard over a results folder",
-        description="Start the dashboard on 127.0.0.1 (Overview, Phases, Timeline, Target host, Compare, memray).",  # fmt: skip
+        description="Start the dashboard on 127.0.0.1 (Overview, Phases, Timeline, Target host, Compare, memray).",
     )
     return _add_arguments(parser)
 
@@ -105,10 +125,18 @@ def _report(args: argparse.Namespace) -> int:
 
 def register_report(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `loadbench report RESULTS --out report.html` (see `dashboard.report`)."""
-    p = subparsers.add_parser("report", help="write one self-contained HTML report of a results folder",
-                              description="Write the Overview, Phases and Timeline charts and tables of the newest run in RESULTS to one HTML file that opens offline (JavaScript inlined, no CDN).")  # fmt: skip
+    p = subparsers.add_parser(
+        "report",
+        help="write one self-contained HTML report of a results folder",
+        description="Write the Overview, Phases and Timeline charts and tables of the newest run in RESULTS to one HTML file that opens offline (JavaScript inlined, no CDN).",
+    )
     p.add_argument("results", metavar="RESULTS", help="results folder or file")
-    p.add_argument("--out", default="report.html", metavar="FILE", help="the HTML file to write (default: report.html)")  # fmt: skip
+    p.add_argument(
+        "--out",
+        default="report.html",
+        metavar="FILE",
+        help="the HTML file to write (default: report.html)",
+    )
     p.set_defaults(func=_report)
     return p
 

@@ -1,7 +1,7 @@
 """Loading and shaping results for the dashboard: the bench's one reader, cached, plus small views.
 
-Results come only through `bench.results.read_results` (and `summarize`), recommendations only
-through `bench.advice` (the wording `loadbench recommend` prints). Nothing here imports jax, and nothing reads outside the results
+Results come only through `bench.records.results.read_results` (and `summarize`), recommendations only
+through `bench.analysis.advice` (the wording `loadbench recommend` prints). Nothing here imports jax, and nothing reads outside the results
 folder named by the `LOADBENCH_RESULTS` environment variable (default `results`).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from bench import results as _results
 from bench import strategies as _strategies
+from bench.records import results as _results
 from dashboard import RESULTS_ENV
 from dashboard.frames import overlapping_phases, phase_medians, run_label, run_labels, whole_run  # noqa: F401 (the pages' API)
 from loader.errors import CheckpointError

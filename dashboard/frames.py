@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.results import headline
+from bench.records.results import headline
 from loader.vocabulary import OK, TOTAL
 
 
@@ -29,7 +29,10 @@ def run_labels(runs: pd.DataFrame, phases: pd.DataFrame | None = None) -> dict[s
         return {}
     shapes = {} if phases is None else phases.groupby("run_id")["shapes"].unique().to_dict()
     ordered = runs.sort_values("started_utc", ascending=False)
-    return {r["run_id"]: run_label(r, sorted(shapes.get(r["run_id"], []))) for _, r in ordered.iterrows()}  # fmt: skip
+    return {
+        r["run_id"]: run_label(r, sorted(shapes.get(r["run_id"], [])))
+        for _, r in ordered.iterrows()
+    }
 
 
 def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
@@ -90,5 +93,18 @@ def phase_bands(
         rows = whole_run(phases[phases["result_id"] == rid])
         rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
         end = rows["phase_wall_s"].astype(float).cumsum()
-        out.append(pd.DataFrame({"label": labels[rid], "phase": rows["phase"], "start_s": end - rows["phase_wall_s"], "end_s": end}))  # fmt: skip
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["label", "phase", "start_s", "end_s"])  # fmt: skip
+        out.append(
+            pd.DataFrame(
+                {
+                    "label": labels[rid],
+                    "phase": rows["phase"],
+                    "start_s": end - rows["phase_wall_s"],
+                    "end_s": end,
+                }
+            )
+        )
+    return (
+        pd.concat(out, ignore_index=True)
+        if out
+        else pd.DataFrame(columns=["label", "phase", "start_s", "end_s"])
+    )

@@ -38,8 +38,12 @@ def why_unavailable(module: str) -> str | None:
     try:
         proc = subprocess.run(
             [sys.executable, "-c", _PROBE, module],
-            capture_output=True, text=True, timeout=120, env=env, cwd=REPO_ROOT,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=REPO_ROOT,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"could not check {module} ({e})"
     if proc.returncode == 3:

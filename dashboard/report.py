@@ -20,7 +20,7 @@ import altair as alt
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.results import Results, read_results, summarize
+from bench.records.results import Results, read_results, summarize
 from dashboard import answer, charts, frames, scatter, style, timeline
 from loader.vocabulary import OK, TOTAL
 
@@ -49,27 +49,49 @@ class _Doc:
             spec = chart.to_dict()
         self.charts += 1
         div = f"chart{self.charts}"
-        self.parts.append(f'<div class="chart" id="{div}"></div><script>vegaEmbed("#{div}", {json.dumps(spec)}, {{"actions": false}}).catch(console.error);</script>')  # fmt: skip
+        self.parts.append(
+            f'<div class="chart" id="{div}"></div><script>vegaEmbed("#{div}", {json.dumps(spec)}, {{"actions": false}}).catch(console.error);</script>'
+        )
 
 
 def _overview(
     doc: _Doc, phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, ram: int
 ) -> None:
-    rows = answer.shape_set_rows(summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0])  # fmt: skip
+    rows = answer.shape_set_rows(
+        summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
+    )
     ckpt = rows["checkpoint_bytes"].iloc[0]
-    doc.add("h2", f"Shape set {shapes}: checkpoint {style.size(ckpt)}, {int(rows['tensors'].iloc[0])} tensors")  # fmt: skip
-    doc.add("p", f"On {style.size(ram)}: {answer.headline(rows, ram).text}".replace("`", ""), "answer")  # fmt: skip
+    doc.add(
+        "h2",
+        f"Shape set {shapes}: checkpoint {style.size(ckpt)}, {int(rows['tensors'].iloc[0])} tensors",
+    )
+    doc.add(
+        "p", f"On {style.size(ram)}: {answer.headline(rows, ram).text}".replace("`", ""), "answer"
+    )
     note = answer.small_checkpoint_note(ckpt)
     if note:
         doc.add("p", note, "warn")
     if rows[["wall_s", "peak_ratio"]].notna().all(axis=1).any():
-        doc.chart(scatter.overview_scatter(rows, "peak_ratio", "peak over baseline (× checkpoint)", ".2f").properties(width=800))  # fmt: skip
-    doc.table(pd.DataFrame({
-        "strategy": rows["strategy"], "kind": rows["kind"], "status": rows["status"], "repeats": rows["repeats"],
-        "× checkpoint": rows["peak_ratio"].map(style.ratio), "peak over baseline": rows["peak_over_baseline_bytes"].map(style.size),
-        "wall (median)": rows["wall_s"].map(style.seconds), "throughput": rows["throughput_bytes_per_s"].map(style.rate),
-        "Pareto": rows["pareto"].map({True: "on the front", False: ""}),
-    }).sort_values(["kind", "× checkpoint"]))  # fmt: skip
+        doc.chart(
+            scatter.overview_scatter(
+                rows, "peak_ratio", "peak over baseline (× checkpoint)", ".2f"
+            ).properties(width=800)
+        )
+    doc.table(
+        pd.DataFrame(
+            {
+                "strategy": rows["strategy"],
+                "kind": rows["kind"],
+                "status": rows["status"],
+                "repeats": rows["repeats"],
+                "× checkpoint": rows["peak_ratio"].map(style.ratio),
+                "peak over baseline": rows["peak_over_baseline_bytes"].map(style.size),
+                "wall (median)": rows["wall_s"].map(style.seconds),
+                "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+                "Pareto": rows["pareto"].map({True: "on the front", False: ""}),
+            }
+        ).sort_values(["kind", "× checkpoint"])
+    )
     _phases(doc, phases[phases["shapes"] == shapes])
 
 
@@ -77,7 +99,10 @@ def _phases(doc: _Doc, phases: pd.DataFrame) -> None:
     med = frames.phase_medians(phases)
     if med.empty:
         return
-    doc.add("h3", "Phases: what each adds to the peak, what it keeps (anonymous / file-backed), how long it takes")  # fmt: skip
+    doc.add(
+        "h3",
+        "Phases: what each adds to the peak, what it keeps (anonymous / file-backed), how long it takes",
+    )
     doc.chart(charts.phase_adds_bars(med).properties(width=800))
     doc.chart(charts.anon_file_bars(med))
     doc.chart(charts.phase_time_bars(med).properties(width=800))
@@ -93,18 +118,33 @@ def _timeline(doc: _Doc, results: Results, phases: pd.DataFrame, shapes: str) ->
     chosen = [r for r in firsts["result_id"] if r in set(results.samples["result_id"])]
     if not chosen:
         return
-    labels = {r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}" for r in firsts.itertuples()}  # fmt: skip
-    samples = results.samples[results.samples["result_id"].isin(chosen) & results.samples["process_index"].isin([0, -1])]  # fmt: skip
+    labels = {
+        r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
+        for r in firsts.itertuples()
+    }
+    samples = results.samples[
+        results.samples["result_id"].isin(chosen) & results.samples["process_index"].isin([0, -1])
+    ]
     samples = samples.assign(label=samples["result_id"].map(labels))
     base = firsts.set_index("result_id")["baseline_rss_bytes"].to_dict()
     doc.add("h3", f"Timeline on {shapes}: RSS over baseline, one repeat per strategy")
-    doc.chart(timeline.timeline(samples, frames.phase_bands(phases, chosen, labels), base, split=False, over_baseline=True))  # fmt: skip
+    doc.chart(
+        timeline.timeline(
+            samples,
+            frames.phase_bands(phases, chosen, labels),
+            base,
+            split=False,
+            over_baseline=True,
+        )
+    )
 
 
 def build(results: Results, source: str) -> str:
     """The report's HTML for the newest run in `results` (every run's statuses included)."""
     runs = results.runs.sort_values("started_utc", ascending=False)
-    run_ids = [r for r in runs["run_id"] if r in set(results.phases["run_id"])] or sorted(set(results.phases["run_id"]))  # fmt: skip
+    run_ids = [r for r in runs["run_id"] if r in set(results.phases["run_id"])] or sorted(
+        set(results.phases["run_id"])
+    )
     run_id = run_ids[0]
     phases = results.phases[results.phases["run_id"] == run_id]
     run = runs[runs["run_id"] == run_id]
@@ -112,7 +152,10 @@ def build(results: Results, source: str) -> str:
     labels = frames.run_labels(results.runs, results.phases)
     doc = _Doc()
     doc.add("h1", "loadbench report")
-    doc.add("p", f"Results {source}; run {labels.get(run_id, run_id)}. Peaks are over each child's baseline; times are medians of the ok repeats.")  # fmt: skip
+    doc.add(
+        "p",
+        f"Results {source}; run {labels.get(run_id, run_id)}. Peaks are over each child's baseline; times are medians of the ok repeats.",
+    )
     summary = summarize(phases)
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False).index
     for shapes in order:
@@ -121,7 +164,13 @@ def build(results: Results, source: str) -> str:
     doc.add("h2", "Every run (failed ones included)")
     totals = frames.whole_run(phases)
     totals = totals[totals["phase"] == TOTAL].sort_values(["shapes", "strategy", "repeat"])
-    doc.table(totals.assign(peak_ratio=totals["peak_ratio"].map(style.ratio), wall_s=totals["wall_s"].map(style.seconds), error=totals["error"].fillna(""))[["shapes", "strategy", "repeat", "status", "peak_ratio", "wall_s", "error"]])  # fmt: skip
+    doc.table(
+        totals.assign(
+            peak_ratio=totals["peak_ratio"].map(style.ratio),
+            wall_s=totals["wall_s"].map(style.seconds),
+            error=totals["error"].fillna(""),
+        )[["shapes", "strategy", "repeat", "status", "peak_ratio", "wall_s", "error"]]
+    )
     return _page("\n".join(doc.parts))
 
 
@@ -130,15 +179,19 @@ def _page(body: str) -> str:
     from altair.utils._importers import vl_version_for_vl_convert
 
     bundle = vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())
-    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>loadbench report</title>'
-            f"<style>{CSS}</style><script>{bundle}</script></head>\n<body>\n{body}\n</body></html>\n")  # fmt: skip
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>loadbench report</title>'
+        f"<style>{CSS}</style><script>{bundle}</script></head>\n<body>\n{body}\n</body></html>\n"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the report; refuse an empty results folder with the command that fills it."""
     results = read_results(args.results)
     if results.phases.empty:
-        raise BenchError(f"no results in {args.results}; make some with `loadbench bench run --shapes gpt2 --out {args.results}`")  # fmt: skip
+        raise BenchError(
+            f"no results in {args.results}; make some with `loadbench bench run --shapes gpt2 --out {args.results}`"
+        )
     out = Path(args.out)
     text = build(results, str(args.results))
     tmp = out.with_name(out.name + ".part")

@@ -18,7 +18,13 @@ from loader.vocabulary import PEER, REFERENCE, STATUSES
 HEIGHT = 360
 ASSUMED_WIDTH = 640  # px; the real chart is wider, which only leaves more room between labels
 LABEL_H, CHAR_W, GAP = 14.0, 6.6, 15.0  # GAP clears the Pareto ring around a point
-STATUS_SHAPES = dict(zip(STATUSES, ["circle", "diamond", "triangle-up", "square", "cross", "triangle-down"], strict=True))  # fmt: skip
+STATUS_SHAPES = dict(
+    zip(
+        STATUSES,
+        ["circle", "diamond", "triangle-up", "square", "cross", "triangle-down"],
+        strict=True,
+    )
+)
 
 
 def _overlaps(box: tuple[float, float, float, float], placed: list) -> bool:
@@ -68,25 +74,42 @@ def _axes(x_max: float, y_max: float, y_title: str, y_format: str):
     x_format = ".2f" if x_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
 
     def x(field: str) -> alt.X:
-        return alt.X(f"{field}:Q", title="wall time (s, median)", scale=alt.Scale(domain=[0, x_max], nice=False), axis=alt.Axis(format=x_format, tickCount=8))  # fmt: skip
+        return alt.X(
+            f"{field}:Q",
+            title="wall time (s, median)",
+            scale=alt.Scale(domain=[0, x_max], nice=False),
+            axis=alt.Axis(format=x_format, tickCount=8),
+        )
 
     def y(field: str) -> alt.Y:
-        return alt.Y(f"{field}:Q", title=y_title, scale=alt.Scale(domain=[0, y_max], nice=False), axis=alt.Axis(format=y_format))  # fmt: skip
+        return alt.Y(
+            f"{field}:Q",
+            title=y_title,
+            scale=alt.Scale(domain=[0, y_max], nice=False),
+            axis=alt.Axis(format=y_format),
+        )
 
     return x, y
 
 
-def _reference_layers(refs: pd.DataFrame, y: str, fmt: str, x_enc, y_enc, x_max: float) -> list[alt.Chart]:  # fmt: skip
+def _reference_layers(
+    refs: pd.DataFrame, y: str, fmt: str, x_enc, y_enc, x_max: float
+) -> list[alt.Chart]:
     """A dotted horizontal rule per reference strategy, labelled under its right end (the points,
     all above a reference that only reads the bytes, crowd its left end)."""
     refs = refs.dropna(subset=[y])
     if refs.empty:
         return []
-    refs = refs.assign(text=refs["strategy"] + " (reads the bytes only): " + refs[y].map(lambda v: format(v, fmt)), right=x_max)  # fmt: skip
+    refs = refs.assign(
+        text=refs["strategy"] + " (reads the bytes only): " + refs[y].map(lambda v: format(v, fmt)),
+        right=x_max,
+    )
     rule = alt.Chart(refs).mark_rule(
         color=style.REFERENCE_COLOR, strokeDash=[3, 3], strokeWidth=1.5
     )
-    text = alt.Chart(refs).mark_text(align="right", baseline="top", dx=-4, dy=4, color="#555", fontStyle="italic")  # fmt: skip
+    text = alt.Chart(refs).mark_text(
+        align="right", baseline="top", dx=-4, dy=4, color="#555", fontStyle="italic"
+    )
     return [rule.encode(y=y_enc(y)), text.encode(x=x_enc("right"), y=y_enc(y), text="text:N")]
 
 
@@ -108,8 +131,16 @@ def overview_scatter(df: pd.DataFrame, y: str, y_title: str, y_format: str) -> a
     front = points[points["pareto"]]
     if len(front):
         stairs = _staircase(front, "wall_s", y, x_max, y_max)
-        layers.append(alt.Chart(stairs).mark_line(color="#333", strokeDash=[6, 3], strokeWidth=2).encode(x=x_enc("wall_s"), y=y_enc(y), order="order:Q"))  # fmt: skip
-        layers.append(alt.Chart(front).mark_point(size=520, color="#333", strokeWidth=1.5, filled=False, shape="circle").encode(x=x_enc("wall_s"), y=y_enc(y)))  # fmt: skip
+        layers.append(
+            alt.Chart(stairs)
+            .mark_line(color="#333", strokeDash=[6, 3], strokeWidth=2)
+            .encode(x=x_enc("wall_s"), y=y_enc(y), order="order:Q")
+        )
+        layers.append(
+            alt.Chart(front)
+            .mark_point(size=520, color="#333", strokeWidth=1.5, filled=False, shape="circle")
+            .encode(x=x_enc("wall_s"), y=y_enc(y))
+        )
     layers += _point_layers(points, y, y_format, x_enc, y_enc)
     return alt.layer(*layers).properties(height=HEIGHT)
 
@@ -117,23 +148,45 @@ def overview_scatter(df: pd.DataFrame, y: str, y_title: str, y_format: str) -> a
 def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> list[alt.Chart]:
     """Leader lines, points (strategies filled, peers hollow) and labels."""
     seen = [s for s in STATUSES if s in set(points["status"])]
-    shape = alt.Shape("status:N", title="status", scale=alt.Scale(domain=seen, range=[STATUS_SHAPES[s] for s in seen]))  # fmt: skip
+    shape = alt.Shape(
+        "status:N",
+        title="status",
+        scale=alt.Scale(domain=seen, range=[STATUS_SHAPES[s] for s in seen]),
+    )
     color = alt.Color(
         "strategy:N", title="strategy", scale=style.strategy_scale(points["strategy"])
     )
-    tooltip = [alt.Tooltip("strategy:N"), *([alt.Tooltip("description:N")] if "description" in points else []), alt.Tooltip("kind:N"), alt.Tooltip("status:N"), alt.Tooltip("repeats:Q"),
-               alt.Tooltip("wall_s:Q", format=".2f", title="wall s"), alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
-               alt.Tooltip("pareto:N", title="on the Pareto front")]  # fmt: skip
+    tooltip = [
+        alt.Tooltip("strategy:N"),
+        *([alt.Tooltip("description:N")] if "description" in points else []),
+        alt.Tooltip("kind:N"),
+        alt.Tooltip("status:N"),
+        alt.Tooltip("repeats:Q"),
+        alt.Tooltip("wall_s:Q", format=".2f", title="wall s"),
+        alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
+        alt.Tooltip("pareto:N", title="on the Pareto front"),
+    ]
     layers = []
     moved = points[(points["label_y"] - points[y]).abs() > 1e-12]
     if len(moved):
-        layers.append(alt.Chart(moved).mark_rule(color="#999", strokeWidth=0.8).encode(x=x_enc("wall_s"), y=y_enc(y), x2="label_x:Q", y2="label_y:Q"))  # fmt: skip
-    for kind_rows, filled in ((points[points["kind"] != PEER], True), (points[points["kind"] == PEER], False)):  # fmt: skip
+        layers.append(
+            alt.Chart(moved)
+            .mark_rule(color="#999", strokeWidth=0.8)
+            .encode(x=x_enc("wall_s"), y=y_enc(y), x2="label_x:Q", y2="label_y:Q")
+        )
+    for kind_rows, filled in (
+        (points[points["kind"] != PEER], True),
+        (points[points["kind"] == PEER], False),
+    ):
         if len(kind_rows):
             mark = alt.Chart(kind_rows).mark_point(
                 size=150, filled=filled, strokeWidth=2, opacity=1
             )
-            layers.append(mark.encode(x=x_enc("wall_s"), y=y_enc(y), color=color, shape=shape, tooltip=tooltip))  # fmt: skip
+            layers.append(
+                mark.encode(
+                    x=x_enc("wall_s"), y=y_enc(y), color=color, shape=shape, tooltip=tooltip
+                )
+            )
     text = alt.Chart(points).mark_text(align="left", baseline="middle", fontSize=12, color="#222")
     layers.append(text.encode(x=x_enc("label_x"), y=y_enc("label_y"), text="label:N"))
     return layers

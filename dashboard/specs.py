@@ -1,6 +1,6 @@
 """Shape specs for the Target host page: names, summary stats and the sharding rule, jax-free.
 
-The facts come from `shapes.load_spec`, `bench.recommend.spec_summary` and
+The facts come from `shapes.load_spec`, `bench.analysis.recommend.spec_summary` and
 `loader.sharded.rule.shard_axis` (the one implementation of each). When importing those would pull jax into the dashboard's process, they are computed in a
 short-lived child interpreter instead (`python -m dashboard.specs ...`), which prints JSON.
 """
@@ -24,7 +24,7 @@ def _names() -> list[str]:
 
 def _facts(name: str, devices: int) -> dict:
     import shapes
-    from bench.recommend import spec_summary
+    from bench.analysis.recommend import spec_summary
     from loader.sharded.rule import shard_axis
 
     spec = shapes.load_spec(name)
@@ -51,8 +51,11 @@ def _facts(name: str, devices: int) -> dict:
 def _in_child(*args: str) -> object:
     proc = subprocess.run(
         [sys.executable, "-m", "dashboard.specs", *args],
-        capture_output=True, text=True, timeout=180, cwd=REPO_ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO_ROOT,
+    )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"reading shape spec {' '.join(args)} failed: {tail}")

@@ -27,15 +27,34 @@ GIB = float(1 << 30)
 MIB = float(1 << 20)
 # Tableau 10 then its paler companions: strong, distinct hues for strategies.
 STRATEGY_PALETTE = (
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#17becf", "#bcbd22", "#8c564b", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-)  # fmt: skip
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#17becf",
+    "#bcbd22",
+    "#8c564b",
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+)
 REFERENCE_COLOR = "#7f7f7f"
 # A pastel palette for phases (bands, stacked bars): never one of the strategy hues above.
 PHASE_COLORS = {
-    "build": "#c6dbef", "read": "#fdd0a2", "cast": "#dadaeb", "transfer": "#c7e9c0",
-    "assemble": "#fcbba1", "stream": "#fff2ae", "total": "#f0f0f0",
-}  # fmt: skip
+    "build": "#c6dbef",
+    "read": "#fdd0a2",
+    "cast": "#dadaeb",
+    "transfer": "#c7e9c0",
+    "assemble": "#fcbba1",
+    "stream": "#fff2ae",
+    "total": "#f0f0f0",
+}
 MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}
 NAIVE = (
     "eager"  # the path a user writes first (read everything, then build): the headline's yardstick

@@ -29,7 +29,9 @@ def with_segments(samples: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts) if parts else samples.assign(segment=pd.Series(dtype=str))
 
 
-def prepared(samples: pd.DataFrame, baselines: dict[str, float], over_baseline: bool) -> tuple[pd.DataFrame, str, str, str]:  # fmt: skip
+def prepared(
+    samples: pd.DataFrame, baselines: dict[str, float], over_baseline: bool
+) -> tuple[pd.DataFrame, str, str, str]:
     """Samples with `total_u`, `anon_u`, `file_u` in one unit; the unit, its format and the axis title.
 
     Over baseline, the total is RSS minus the result's baseline and each of anonymous and
@@ -39,7 +41,11 @@ def prepared(samples: pd.DataFrame, baselines: dict[str, float], over_baseline: 
     total = s["rss_anon_bytes"] + s["rss_file_bytes"]
     anon, file_ = s["rss_anon_bytes"].astype(float), s["rss_file_bytes"].astype(float)
     if over_baseline:
-        first = s.sort_values("t_s").groupby("result_id")[["rss_anon_bytes", "rss_file_bytes"]].transform("first")  # fmt: skip
+        first = (
+            s.sort_values("t_s")
+            .groupby("result_id")[["rss_anon_bytes", "rss_file_bytes"]]
+            .transform("first")
+        )
         total = total - s["result_id"].map(baselines).astype(float)
         anon, file_ = anon - first["rss_anon_bytes"], file_ - first["rss_file_bytes"]
     unit, div = style.byte_unit(float(total.abs().max()) if len(total) else 0.0)
@@ -59,40 +65,89 @@ def _lines(s: pd.DataFrame, fmt: str, title: str, x: alt.X) -> alt.Chart:
     enc = {"color": alt.Color("label:N", title="result", scale=scale, legend=legend)}
     if len(set(strategies)) < len(strategies):
         enc["strokeDash"] = alt.StrokeDash("label:N", title="result", legend=legend)
-    return alt.Chart(s).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
-        x=x, y=alt.Y("total_u:Q", title=title, axis=alt.Axis(format=fmt)), detail="segment:N", **enc,
-        tooltip=["label", "phase", alt.Tooltip("t_s:Q", format=".2f", title="s"), alt.Tooltip("total_u:Q", format=fmt, title=title)],
-    )  # fmt: skip
+    return (
+        alt.Chart(s)
+        .mark_line(point=alt.OverlayMarkDef(size=14))
+        .encode(
+            x=x,
+            y=alt.Y("total_u:Q", title=title, axis=alt.Axis(format=fmt)),
+            detail="segment:N",
+            **enc,
+            tooltip=[
+                "label",
+                "phase",
+                alt.Tooltip("t_s:Q", format=".2f", title="s"),
+                alt.Tooltip("total_u:Q", format=fmt, title=title),
+            ],
+        )
+    )
 
 
 def _split(s: pd.DataFrame, fmt: str, unit: str, over: bool, x: alt.X) -> alt.Chart:
-    long = s.melt(id_vars=["t_s", "segment", "phase"], value_vars=["anon_u", "file_u"], var_name="memory", value_name="v")  # fmt: skip
+    long = s.melt(
+        id_vars=["t_s", "segment", "phase"],
+        value_vars=["anon_u", "file_u"],
+        var_name="memory",
+        value_name="v",
+    )
     long["memory"] = long["memory"].map({"anon_u": "anonymous", "file_u": "file-backed"})
     kinds = alt.Scale(domain=list(style.MEMORY_KINDS), range=list(style.MEMORY_KINDS.values()))
     title = f"RSS {'since the first sample' if over else ''} ({unit}), stacked".replace("  ", " ")
-    return alt.Chart(long).mark_area(opacity=0.8).encode(
-        x=x, y=alt.Y("v:Q", stack="zero", title=title, axis=alt.Axis(format=fmt)),
-        color=alt.Color("memory:N", title="memory", scale=kinds, legend=alt.Legend(orient="top")),
-        detail="segment:N", order=alt.Order("memory:N"),
-        tooltip=["memory", "phase", alt.Tooltip("t_s:Q", format=".2f", title="s"), alt.Tooltip("v:Q", format=fmt, title=unit)],
-    )  # fmt: skip
+    return (
+        alt.Chart(long)
+        .mark_area(opacity=0.8)
+        .encode(
+            x=x,
+            y=alt.Y("v:Q", stack="zero", title=title, axis=alt.Axis(format=fmt)),
+            color=alt.Color(
+                "memory:N", title="memory", scale=kinds, legend=alt.Legend(orient="top")
+            ),
+            detail="segment:N",
+            order=alt.Order("memory:N"),
+            tooltip=[
+                "memory",
+                "phase",
+                alt.Tooltip("t_s:Q", format=".2f", title="s"),
+                alt.Tooltip("v:Q", format=fmt, title=unit),
+            ],
+        )
+    )
 
 
 def _strip(bands: pd.DataFrame, x: alt.X) -> alt.Chart:
     """One row of phase bands per result, under the curve, sharing its time axis."""
     base = alt.Chart(bands)
     rect = base.mark_bar(height={"band": 0.8}).encode(
-        x=x, x2="end_s:Q", y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=420)),
-        color=alt.Color("phase:N", title="phase", scale=style.phase_scale(bands["phase"]), legend=alt.Legend(orient="bottom")),
-        tooltip=["label", "phase", alt.Tooltip("start_s:Q", format=".2f"), alt.Tooltip("end_s:Q", format=".2f")],
-    )  # fmt: skip
+        x=x,
+        x2="end_s:Q",
+        y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=420)),
+        color=alt.Color(
+            "phase:N",
+            title="phase",
+            scale=style.phase_scale(bands["phase"]),
+            legend=alt.Legend(orient="bottom"),
+        ),
+        tooltip=[
+            "label",
+            "phase",
+            alt.Tooltip("start_s:Q", format=".2f"),
+            alt.Tooltip("end_s:Q", format=".2f"),
+        ],
+    )
     text = base.mark_text(align="left", dx=3, fontSize=11, color="#333").encode(
         x="start_s:Q", y="label:N", text="phase:N"
     )
     return alt.layer(rect, text).properties(height=30 * bands["label"].nunique() + 10)
 
 
-def timeline(samples: pd.DataFrame, bands: pd.DataFrame, baselines: dict[str, float], *, split: bool, over_baseline: bool) -> alt.VConcatChart:  # fmt: skip
+def timeline(
+    samples: pd.DataFrame,
+    bands: pd.DataFrame,
+    baselines: dict[str, float],
+    *,
+    split: bool,
+    over_baseline: bool,
+) -> alt.VConcatChart:
     """The RSS curve(s) over time, and each result's phase bands in a strip below.
 
     Args:
@@ -103,10 +158,22 @@ def timeline(samples: pd.DataFrame, bands: pd.DataFrame, baselines: dict[str, fl
         over_baseline: subtract the baseline (the default on every page) instead of absolute RSS.
     """
     s, unit, fmt, title = prepared(samples, baselines, over_baseline)
-    t_max = max(float(s["t_s"].max()) if len(s) else 0.0, float(bands["end_s"].max()) if len(bands) else 0.0)  # fmt: skip
-    x = alt.X("t_s:Q", title="seconds since baseline", scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False), axis=alt.Axis(format=".2f"))  # fmt: skip
+    t_max = max(
+        float(s["t_s"].max()) if len(s) else 0.0, float(bands["end_s"].max()) if len(bands) else 0.0
+    )
+    x = alt.X(
+        "t_s:Q",
+        title="seconds since baseline",
+        scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
+        axis=alt.Axis(format=".2f"),
+    )
     top = _split(s, fmt, unit, over_baseline, x) if split else _lines(s, fmt, title, x)
-    strip_x = alt.X("start_s:Q", title=None, scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False), axis=alt.Axis(format=".2f"))  # fmt: skip
+    strip_x = alt.X(
+        "start_s:Q",
+        title=None,
+        scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
+        axis=alt.Axis(format=".2f"),
+    )
     chart = alt.vconcat(
         top.properties(height=HEIGHT, width=WIDTH),
         _strip(bands, strip_x).properties(width=WIDTH),

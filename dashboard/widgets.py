@@ -72,13 +72,20 @@ def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
     """The rows of one page-cache state (warm or cold), with a selector when the run has both."""
     caches = sorted(phases["cache"].dropna().unique(), key=lambda c: (c != "warm", c))
     if len(caches) >= 2:
-        cache = st.radio("Page cache", caches, horizontal=True, key=key,
-                         help="cold: the checkpoint was evicted from the page cache before each load")  # fmt: skip
+        cache = st.radio(
+            "Page cache",
+            caches,
+            horizontal=True,
+            key=key,
+            help="cold: the checkpoint was evicted from the page cache before each load",
+        )
         phases = phases[phases["cache"] == cache]
     capped = pd.to_numeric(phases.get("disk_read_bytes_per_s", pd.Series(dtype=float))).dropna()
     if len(capped):
-        st.caption(f"Disk reads capped at {capped.iloc[0] / 1e6:.0f} MB/s in this run "
-                   "(`bench run --disk-read-speed`): cold times are that disk's, not this machine's.")  # fmt: skip
+        st.caption(
+            f"Disk reads capped at {capped.iloc[0] / 1e6:.0f} MB/s in this run "
+            "(`bench run --disk-read-speed`): cold times are that disk's, not this machine's."
+        )
     return phases
 
 
@@ -99,8 +106,11 @@ def status_table(phases: pd.DataFrame) -> None:
     table["error"] = table["error"].where(table["error"].map(lambda e: isinstance(e, str)), "")
     counts = table["status"].value_counts()
     st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))
-    styler, config = number_table(table, {"peak_ratio": "{:.2f}×", "wall_s": "{:.2f} s"},
-                                  {"peak_ratio": "× checkpoint", "wall_s": "wall"})  # fmt: skip
+    styler, config = number_table(
+        table,
+        {"peak_ratio": "{:.2f}×", "wall_s": "{:.2f} s"},
+        {"peak_ratio": "× checkpoint", "wall_s": "wall"},
+    )
     st.dataframe(
         styler.apply(_status_style, axis=1), hide_index=True, width="stretch", column_config=config
     )

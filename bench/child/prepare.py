@@ -6,7 +6,7 @@ bytes, tensor count). `python -m bench.child.prepare convert --strategy NAME --s
 --dst DIR --out RESULT.json [--dtype DT] [--seed N]` runs the strategy's `prepare(src, dst,
 builder)` once (Orbax conversion, a sharded directory; as N cooperating processes when the runner
 sets `LOADBENCH_NUM_PROCESSES`) and process 0 writes `DIR/prepared.json` {"checkpoint": path};
-each process writes its `bench.child_result.ChildResult` to RESULT.json.
+each process writes its `bench.records.wire.ChildResult` to RESULT.json.
 The runner caches both (the JSON files are the markers), so measured processes never pay for them.
 """
 
@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from bench.child_result import Backend, ChildResult, to_json
 from bench.errors import BenchError
+from bench.records.wire import Backend, ChildResult, to_json
 from loader.vocabulary import OK
 
 

@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from bench.child.device_memory import DeviceMemory, jax_device_memory
-from bench.child_result import Measurement, PhaseMeasure, Sample
+from bench.records.wire import Measurement, PhaseMeasure, Sample
 from loader.vocabulary import STREAM, TOTAL
 
 PEAK_SOURCE_ENV = "LOADBENCH_PEAK_SOURCE"
@@ -103,7 +103,7 @@ def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:
 @dataclass
 class PhaseStats:
     """One phase while it is measured. A phase entered several times is merged: times add, peaks
-    max. `frozen()` is the record the child reports (`bench.child_result.PhaseMeasure`)."""
+    max. `frozen()` is the record the child reports (`bench.records.wire.PhaseMeasure`)."""
 
     name: str
     order: int

@@ -1,6 +1,6 @@
 """One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
 
-The task (a `bench.child_result.ChildTask`, written by the runner) names the strategy, the shape
+The task (a `bench.records.wire.ChildTask`, written by the runner) names the strategy, the shape
 set, the checkpoint to load, the source checkpoint to verify against (with its `digests.json`; for a
 user's own checkpoint the cached `digests` of safetensors' reading and the `checkpoint_folder`),
 dtype, seed and an optional memray
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench.child.capture import tracking
 from bench.child.probe import MemoryProbe
-from bench.child_result import (
+from bench.records.wire import (
     Backend,
     ChildResult,
     ChildTask,

@@ -16,34 +16,56 @@ from dashboard import data, paths, widgets
 def _captures(results) -> pd.DataFrame:
     rows = data.whole_run(results.phases)
     rows = rows[rows["memray_html"].notna() | rows["memray_top"].notna()]
-    rows = rows.drop_duplicates("result_id").merge(results.runs[["run_id", "machine"]], on="run_id", how="left")  # fmt: skip
+    rows = rows.drop_duplicates("result_id").merge(
+        results.runs[["run_id", "machine"]], on="run_id", how="left"
+    )
     labels = data.run_labels(results.runs, results.phases)
-    rows["label"] = [f"{r.strategy} · {r.shapes} · r{r.repeat} — {labels.get(r.run_id, r.run_id)}" for r in rows.itertuples()]  # fmt: skip
+    rows["label"] = [
+        f"{r.strategy} · {r.shapes} · r{r.repeat} — {labels.get(r.run_id, r.run_id)}"
+        for r in rows.itertuples()
+    ]
     return rows.sort_values("label").reset_index(drop=True)
 
 
 def _flamegraph(root, row: pd.Series) -> None:
     path = paths.inside(root, row["memray_html"], machine=row["machine"])
     if row["memray_html"] and path is None:
-        st.warning(f"Flamegraph `{row['memray_html']}` is not a file inside the results folder; not opened.")  # fmt: skip
+        st.warning(
+            f"Flamegraph `{row['memray_html']}` is not a file inside the results folder; not opened."
+        )
     if path is None:
         return
     body = path.read_bytes()
-    st.download_button("Download the flamegraph (HTML)", body, file_name=path.name, mime="text/html", key="memray_download")  # fmt: skip
+    st.download_button(
+        "Download the flamegraph (HTML)",
+        body,
+        file_name=path.name,
+        mime="text/html",
+        key="memray_download",
+    )
     if len(body) <= paths.MAX_BYTES and st.toggle("Show it here", key="memray_inline"):
         components.html(body.decode("utf-8", errors="replace"), height=640, scrolling=True)
 
 
 def main() -> None:
     st.title("memray")
-    st.caption("Allocation flamegraphs and top allocation sites at the peak, where a run was captured.")  # fmt: skip
+    st.caption(
+        "Allocation flamegraphs and top allocation sites at the peak, where a run was captured."
+    )
     results = widgets.page_results()
     captures = _captures(results)
     folder = data.results_folder()
     if captures.empty:
-        st.info(f"No memray captures in these results. Capture some with `loadbench bench run --memray --shapes gpt2 --out {folder}` (one memray run per strategy).")  # fmt: skip
+        st.info(
+            f"No memray captures in these results. Capture some with `loadbench bench run --memray --shapes gpt2 --out {folder}` (one memray run per strategy)."
+        )
         return
-    pick = st.selectbox("Capture", captures.index, format_func=lambda i: captures.loc[i, "label"], key="memray_capture")  # fmt: skip
+    pick = st.selectbox(
+        "Capture",
+        captures.index,
+        format_func=lambda i: captures.loc[i, "label"],
+        key="memray_capture",
+    )
     row = captures.loc[pick]
     root = data.results_folder()
     _flamegraph(root, row)

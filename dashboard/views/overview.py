@@ -18,8 +18,20 @@ GIB = 1 << 30
 
 def _host_ram(results, run_id: str, column) -> int:
     run = results.runs[results.runs["run_id"] == run_id]
-    default = float(run["ram_bytes"].iloc[0]) / GIB if len(run) and pd.notna(run["ram_bytes"].iloc[0]) else 16.0  # fmt: skip
-    gib = column.number_input("Host RAM (GiB)", 0.25, 65536.0, round(default, 2), 0.5, key="overview_ram_gib", help="default: the RAM of the machine that measured this run")  # fmt: skip
+    default = (
+        float(run["ram_bytes"].iloc[0]) / GIB
+        if len(run) and pd.notna(run["ram_bytes"].iloc[0])
+        else 16.0
+    )
+    gib = column.number_input(
+        "Host RAM (GiB)",
+        0.25,
+        65536.0,
+        round(default, 2),
+        0.5,
+        key="overview_ram_gib",
+        help="default: the RAM of the machine that measured this run",
+    )
     return int(gib * GIB)
 
 
@@ -29,7 +41,12 @@ def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> p
     configs = answer.configurations(rows)
     config = None
     if len(configs) > 1:
-        pick = st.selectbox("Configuration", configs.index, format_func=lambda i: answer.config_label(configs.loc[i]), key=f"overview_config_{shapes}")  # fmt: skip
+        pick = st.selectbox(
+            "Configuration",
+            configs.index,
+            format_func=lambda i: answer.config_label(configs.loc[i]),
+            key=f"overview_config_{shapes}",
+        )
         config = configs.loc[pick]
     rows = answer.shape_set_rows(summary, shapes, config)
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
@@ -39,11 +56,20 @@ def _headlines(summary: pd.DataFrame, ram: int) -> None:
     """One answer per shape set, the largest checkpoint first."""
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
     for shapes in order.index:
-        rows = answer.shape_set_rows(summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0])  # fmt: skip
+        rows = answer.shape_set_rows(
+            summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
+        )
         head = answer.headline(rows, ram)
         box = st.success if head.fits else st.error
-        small = " (checkpoint under 64 MiB: overhead, not a guide)" if answer.small_checkpoint_note(order[shapes]) else ""  # fmt: skip
-        box(f"**`{shapes}`** ({style.size(order[shapes])}) on {style.size(ram)}: {head.text}{small}", icon=":material/recommend:" if head.fits else ":material/block:")  # fmt: skip
+        small = (
+            " (checkpoint under 64 MiB: overhead, not a guide)"
+            if answer.small_checkpoint_note(order[shapes])
+            else ""
+        )
+        box(
+            f"**`{shapes}`** ({style.size(order[shapes])}) on {style.size(ram)}: {head.text}{small}",
+            icon=":material/recommend:" if head.fits else ":material/block:",
+        )
 
 
 def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
@@ -52,19 +78,41 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
         throughput=shown["throughput_bytes_per_s"] / 1e9,
         pareto=shown["pareto"].map({True: "on the front", False: ""}),
     )
-    cols = ["strategy", "kind", "status", "repeats", "peak_ratio", "peak_over", "wall_s", "throughput", "pareto", "description"]  # fmt: skip
-    styler, config = widgets.number_table(table[cols], {
-        "peak_ratio": "{:.2f}×", "peak_over": f"{{:.{2 if unit == 'GiB' else 1}f}} {unit}",
-        "wall_s": "{:.2f} s", "throughput": "{:.2f} GB/s",
-    }, {
-        "peak_ratio": "× checkpoint", "peak_over": f"peak over baseline ({unit})",
-        "wall_s": "wall (median)", "throughput": "throughput", "pareto": "Pareto",
-    })  # fmt: skip
+    cols = [
+        "strategy",
+        "kind",
+        "status",
+        "repeats",
+        "peak_ratio",
+        "peak_over",
+        "wall_s",
+        "throughput",
+        "pareto",
+        "description",
+    ]
+    styler, config = widgets.number_table(
+        table[cols],
+        {
+            "peak_ratio": "{:.2f}×",
+            "peak_over": f"{{:.{2 if unit == 'GiB' else 1}f}} {unit}",
+            "wall_s": "{:.2f} s",
+            "throughput": "{:.2f} GB/s",
+        },
+        {
+            "peak_ratio": "× checkpoint",
+            "peak_over": f"peak over baseline ({unit})",
+            "wall_s": "wall (median)",
+            "throughput": "throughput",
+            "pareto": "Pareto",
+        },
+    )
     config["description"] = st.column_config.TextColumn("description", width="large")
     st.dataframe(styler, hide_index=True, width="stretch", column_config=config)
 
 
-def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], as_ratio: bool) -> None:  # fmt: skip
+def _shape_set(
+    phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], as_ratio: bool
+) -> None:
     st.subheader(f"Shape set `{shapes}`")
     descriptions, problem = data.strategy_descriptions()
     if problem:
@@ -75,13 +123,21 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen:
     note = answer.small_checkpoint_note(ckpt)
     if note:
         st.badge(note, icon=":material/warning:", color="orange")
-    st.caption(f"checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest {style.size(rows['largest_tensor_bytes'].iloc[0])}")  # fmt: skip
+    st.caption(
+        f"checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest {style.size(rows['largest_tensor_bytes'].iloc[0])}"
+    )
     unit, divisor = style.byte_unit(shown["peak_over_baseline_bytes"].max())
     shown = shown.assign(peak_over_unit=shown["peak_over_baseline_bytes"] / divisor)
-    y, title, fmt = ("peak_ratio", "peak over baseline (× checkpoint)", ".2f") if as_ratio else ("peak_over_unit", f"peak over baseline ({unit})", style.number_format(unit))  # fmt: skip
+    y, title, fmt = (
+        ("peak_ratio", "peak over baseline (× checkpoint)", ".2f")
+        if as_ratio
+        else ("peak_over_unit", f"peak over baseline ({unit})", style.number_format(unit))
+    )
     if shown[["wall_s", y]].notna().all(axis=1).any():
         st.altair_chart(scatter.overview_scatter(shown, y, title, fmt), width="stretch")
-        st.caption("Dashed staircase and rings: the Pareto front (no strategy is both faster and lighter). Dotted line: the reference (the bytes alone). Hollow points: peers.")  # fmt: skip
+        st.caption(
+            "Dashed staircase and rings: the Pareto front (no strategy is both faster and lighter). Dotted line: the reference (the bytes alone). Hollow points: peers."
+        )
     else:
         st.info("No successful run among the chosen strategies to plot.")
     _table(shown, unit, divisor)
@@ -101,10 +157,14 @@ def main() -> None:
     )
     summary = data.summarize(phases)
     _headlines(summary, ram)
-    st.caption("Peak RSS over baseline against wall time, per shape set. Lower and further left is better.")  # fmt: skip
+    st.caption(
+        "Peak RSS over baseline against wall time, per shape set. Lower and further left is better."
+    )
     strategies = sorted(summary["strategy"].unique())
     left, right = st.columns([3, 1])
-    chosen = left.multiselect("Strategies", strategies, default=strategies, key="overview_strategies")  # fmt: skip
+    chosen = left.multiselect(
+        "Strategies", strategies, default=strategies, key="overview_strategies"
+    )
     unit = right.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
     for shapes in sorted(summary["shapes"].unique()):
         _shape_set(phases, summary, shapes, chosen, unit.startswith("×"))

@@ -27,7 +27,9 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
     )
     if elsewhere:
         other = sorted(rows.loc[rows["strategy"].isin(elsewhere), "devices"].unique())
-        st.caption(f"Not measured on {devices} device(s): {', '.join(elsewhere)} (measured on {', '.join(map(str, other))}; multi-process strategies need a device per process). Pick that device count to see them.")  # fmt: skip
+        st.caption(
+            f"Not measured on {devices} device(s): {', '.join(elsewhere)} (measured on {', '.join(map(str, other))}; multi-process strategies need a device per process). Pick that device count to see them."
+        )
     return rows[rows["devices"] == devices]
 
 
@@ -41,7 +43,11 @@ def _substeps(rows: pd.DataFrame) -> None:
     steps.insert(0, "strategy", stream["strategy"])
     st.markdown("**Inside `stream`**: median seconds spent per sub-step")
     med = steps.groupby("strategy").median()
-    st.dataframe(med, width="content", column_config={c: st.column_config.NumberColumn(format="%.2f s") for c in med.columns})  # fmt: skip
+    st.dataframe(
+        med,
+        width="content",
+        column_config={c: st.column_config.NumberColumn(format="%.2f s") for c in med.columns},
+    )
 
 
 def main() -> None:
@@ -75,9 +81,19 @@ def main() -> None:
         )
     _substeps(rows[rows["strategy"].isin(chosen)])
     with st.expander("The numbers"):
-        st.dataframe(med.sort_values(["strategy", "phase_order"]), hide_index=True, column_config={
-            c: st.column_config.NumberColumn(format="%.2f s" if c.endswith("_s") else ("%.2f×" if c.endswith("ratio") else "%d"))
-            for c in med.columns if med[c].dtype.kind in "fi"})  # fmt: skip
+        st.dataframe(
+            med.sort_values(["strategy", "phase_order"]),
+            hide_index=True,
+            column_config={
+                c: st.column_config.NumberColumn(
+                    format="%.2f s"
+                    if c.endswith("_s")
+                    else ("%.2f×" if c.endswith("ratio") else "%d")
+                )
+                for c in med.columns
+                if med[c].dtype.kind in "fi"
+            },
+        )
 
 
 main()

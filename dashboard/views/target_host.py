@@ -2,7 +2,7 @@
 
 Answers: for chosen shapes (a measured shape set, a preset or fetched spec, or custom sizes), a host
 RAM and a device count, each strategy's predicted peak, headroom and verdict (fits / tight / does
-not fit) and the recommended strategy, from `bench.recommend` (the model `loadbench recommend`
+not fit) and the recommended strategy, from `bench.analysis.recommend` (the model `loadbench recommend`
 uses); plus how the sharding rule splits the spec's largest tensors over the devices.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from bench import advice
+from bench.analysis import advice
 from bench.errors import NoResultsError
 from dashboard import charts, data, specs, style, widgets
 
@@ -40,16 +40,24 @@ def _measured_summary(phases: pd.DataFrame) -> tuple[dict, str]:
 def _custom_summary() -> dict:
     cols = st.columns(3)
     ckpt = cols[0].number_input("Checkpoint (GiB)", 0.001, 4096.0, 1.0, key="target_ckpt_gib")
-    largest = cols[1].number_input("Largest tensor (MiB)", 0.001, 1e6, 256.0, key="target_largest_mib")  # fmt: skip
+    largest = cols[1].number_input(
+        "Largest tensor (MiB)", 0.001, 1e6, 256.0, key="target_largest_mib"
+    )
     tensors = cols[2].number_input("Tensors", 1, 10_000_000, 200, key="target_tensors")
-    return {"checkpoint_bytes": int(ckpt * GIB), "largest_tensor_bytes": int(largest * (1 << 20)), "tensors": int(tensors)}  # fmt: skip
+    return {
+        "checkpoint_bytes": int(ckpt * GIB),
+        "largest_tensor_bytes": int(largest * (1 << 20)),
+        "tensors": int(tensors),
+    }
 
 
 def _spec_summary(devices: int) -> tuple[dict | None, dict | None]:
     """The summary of a chosen preset/fetched spec and its facts (None with an error shown)."""
     try:
         names = _spec_names()
-        name = st.selectbox("Spec", names, index=names.index("sa3") if "sa3" in names else 0, key="target_spec")  # fmt: skip
+        name = st.selectbox(
+            "Spec", names, index=names.index("sa3") if "sa3" in names else 0, key="target_spec"
+        )
         facts = _spec_facts(name, devices)
     except Exception as e:  # a broken spec or shapes package: say which, keep the page
         st.error(f"Could not read shape specs: {e}")
@@ -61,15 +69,19 @@ def _host_inputs(results: Any) -> tuple[int, int]:
     ram_default = float(results.runs["ram_bytes"].max() / GIB) if not results.runs.empty else 16.0
     measured = sorted(int(d) for d in results.phases["devices"].dropna().unique()) or [1]
     cols = st.columns(2)
-    ram = cols[0].number_input("Host RAM (GiB)", 0.25, 65536.0, round(ram_default, 2), 0.5, key="target_ram_gib")  # fmt: skip
+    ram = cols[0].number_input(
+        "Host RAM (GiB)", 0.25, 65536.0, round(ram_default, 2), 0.5, key="target_ram_gib"
+    )
     devices = cols[1].number_input("Devices", 1, 4096, measured[0], key="target_devices")
     return int(ram * GIB), int(devices)
 
 
 def _verdicts(results: Any, summary: dict, ram: int, devices: int, name: str) -> None:
-    """The same sentences, table order and figures as `loadbench recommend` (`bench.advice`)."""
+    """The same sentences, table order and figures as `loadbench recommend` (`bench.analysis.advice`)."""
     try:
-        adv = advice.advise(results, summary, ram, devices, shapes=name, folder=str(data.results_folder()))  # fmt: skip
+        adv = advice.advise(
+            results, summary, ram, devices, shapes=name, folder=str(data.results_folder())
+        )
     except NoResultsError as e:  # nothing (large enough) measured yet: the bench says what to run
         st.warning(f"No prediction: {e}")
         return
@@ -82,14 +94,18 @@ def _verdicts(results: Any, summary: dict, ram: int, devices: int, name: str) ->
         return
     st.altair_chart(charts.target_bars(rows, ram), width="stretch")
     st.dataframe(pd.DataFrame(advice.table_rows(adv)), hide_index=True)
-    st.caption(f"The same figures in a terminal: `loadbench recommend --shapes {name} --host-ram {ram / GIB:.2f}GiB --devices {devices} --results {data.results_folder()}`")  # fmt: skip
+    st.caption(
+        f"The same figures in a terminal: `loadbench recommend --shapes {name} --host-ram {ram / GIB:.2f}GiB --devices {devices} --results {data.results_folder()}`"
+    )
 
 
 def _sharding(facts: dict | None, devices: int) -> None:
     if not facts:
         return
     st.subheader(f"Sharding over {devices} devices: the largest tensors")
-    st.caption("Rule: shard each tensor's largest axis divisible by the device count; replicate the rest.")  # fmt: skip
+    st.caption(
+        "Rule: shard each tensor's largest axis divisible by the device count; replicate the rest."
+    )
     table = pd.DataFrame(facts["tensors"])
     if not table.empty:
         table["bytes"] = table["bytes"].map(style.size)
@@ -113,7 +129,9 @@ def main() -> None:
         summary = _custom_summary()
     if summary is None:
         return
-    st.caption(f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor {style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors")  # fmt: skip
+    st.caption(
+        f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor {style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors"
+    )
     _verdicts(results, summary, ram, devices, name)
     _sharding(facts, devices)
 

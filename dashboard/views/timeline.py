@@ -35,9 +35,17 @@ def main() -> None:
     sampled = set(results.samples["result_id"]) if not results.samples.empty else set()
     options = [r for r in labels if r in sampled]
     if not options:
-        st.info("This run recorded no RSS samples (sampling off, or every child failed before its first sample).")  # fmt: skip
+        st.info(
+            "This run recorded no RSS samples (sampling off, or every child failed before its first sample)."
+        )
         return
-    chosen = st.multiselect("Results to overlay", options, default=options[:1], format_func=labels.__getitem__, key="timeline_results")  # fmt: skip
+    chosen = st.multiselect(
+        "Results to overlay",
+        options,
+        default=options[:1],
+        format_func=labels.__getitem__,
+        key="timeline_results",
+    )
     if not chosen:
         st.info("Choose at least one result.")
         return
@@ -52,9 +60,17 @@ def main() -> None:
     base = (
         phases[phases["result_id"].isin(chosen)].groupby("result_id")["baseline_rss_bytes"].first()
     )
-    chart = timeline.timeline(samples, frames.phase_bands(phases, chosen, labels), base.to_dict(), split=split, over_baseline=not absolute)  # fmt: skip
+    chart = timeline.timeline(
+        samples,
+        frames.phase_bands(phases, chosen, labels),
+        base.to_dict(),
+        split=split,
+        over_baseline=not absolute,
+    )
     st.altair_chart(chart, width="content")
-    st.caption(f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left as a gap: nothing was measured there.")  # fmt: skip
+    st.caption(
+        f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left as a gap: nothing was measured there."
+    )
 
 
 main()

@@ -79,9 +79,12 @@ def loads(text: str) -> object:
     """Parse header JSON `text`; `HeaderJSONError` where serde_json would refuse it too."""
     try:
         obj = json.loads(
-            text, object_pairs_hook=_pairs, parse_constant=_constant,
-            parse_float=_float, parse_int=_int,
-        )  # fmt: skip
+            text,
+            object_pairs_hook=_pairs,
+            parse_constant=_constant,
+            parse_float=_float,
+            parse_int=_int,
+        )
     except RecursionError:
         raise HeaderJSONError(f"nesting deeper than {MAX_DEPTH} levels") from None
     if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:

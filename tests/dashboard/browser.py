@@ -21,11 +21,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1400, "height": 1000}
 CHART = ".vega-embed svg, .vega-embed canvas"
 EXCEPTION = '[data-testid="stException"]'
-PAGES = {"overview": "", "phases": "phases", "timeline": "timeline", "target_host": "target_host", "compare": "compare", "memray": "memray"}  # fmt: skip
+PAGES = {
+    "overview": "",
+    "phases": "phases",
+    "timeline": "timeline",
+    "target_host": "target_host",
+    "compare": "compare",
+    "memray": "memray",
+}
 REPO = Path(__file__).resolve().parents[2]
 
 # Elements whose right edge passes the viewport, unless an ancestor inside the main scroll area
@@ -81,9 +97,13 @@ def dashboard(results: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]
     """Run `python -m dashboard.cli --results DIR --port P` until its health check answers."""
     port = free_port()
     cmd = [sys.executable, "-m", "dashboard.cli", "--results", str(results), "--port", str(port)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    )
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=REPO)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=REPO
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -111,9 +131,13 @@ def settle(page, charts: int = 0) -> None:
     """Wait until Streamlit stops running the script and `charts` charts have drawn."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
     page.wait_for_timeout(500)
-    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)  # fmt: skip
+    page.wait_for_function(
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000
+    )
     if charts:
-        page.wait_for_function(f"document.querySelectorAll('{CHART}').length >= {charts}", timeout=60_000)  # fmt: skip
+        page.wait_for_function(
+            f"document.querySelectorAll('{CHART}').length >= {charts}", timeout=60_000
+        )
     page.wait_for_timeout(800)  # let the vega renderers finish drawing
 
 

@@ -12,7 +12,13 @@ sys.path.insert(0, str(Path(__file__).parent))  # fixture_results, importable by
 from fixture_results import FixtureInfo, write_results  # noqa: E402
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
-PAGES = ["views/phases.py", "views/timeline.py", "views/target_host.py", "views/compare.py", "views/memray.py"]  # fmt: skip
+PAGES = [
+    "views/phases.py",
+    "views/timeline.py",
+    "views/target_host.py",
+    "views/compare.py",
+    "views/memray.py",
+]
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.schema import SCHEMA_VERSION
+from bench.records.schema import SCHEMA_VERSION
 from loader.vocabulary import REFERENCE, STRATEGY
 
 MIB = 1 << 20
@@ -99,13 +99,27 @@ def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: 
     rid = uuid.uuid5(uuid.NAMESPACE_URL, f"{machine}/{shapes}/{strategy}/{repeat}").hex
     jitter = 1.0 + 0.03 * (repeat - 1)
     common = {
-        "schema_version": 1, "record": "phase", "run_id": run_id, "result_id": rid,
-        "shapes": shapes, "strategy": strategy, "dtype": "native", "devices": 8,
-        "processes": 1, "process_index": 0, "repeat": repeat, "status": "ok", "error": None,
-        "checkpoint_bytes": ckpt, "largest_tensor_bytes": largest, "tensors": tensors,
-        "baseline_rss_bytes": BASELINE, "peak_source": "hwm",
-        "memray_html": memray, "memray_top": memray.replace(".html", ".top.txt") if memray else None,
-    }  # fmt: skip
+        "schema_version": 1,
+        "record": "phase",
+        "run_id": run_id,
+        "result_id": rid,
+        "shapes": shapes,
+        "strategy": strategy,
+        "dtype": "native",
+        "devices": 8,
+        "processes": 1,
+        "process_index": 0,
+        "repeat": repeat,
+        "status": "ok",
+        "error": None,
+        "checkpoint_bytes": ckpt,
+        "largest_tensor_bytes": largest,
+        "tensors": tensors,
+        "baseline_rss_bytes": BASELINE,
+        "peak_source": "hwm",
+        "memray_html": memray,
+        "memray_top": memray.replace(".html", ".top.txt") if memray else None,
+    }
     rows, samples, rss, t = [], [], BASELINE, 0.0
     for order, (phase, adds, keeps, s_per_gb, file_share) in enumerate(PLANS[strategy]):
         wall = max(s_per_gb * ckpt / 1e9 * speed * jitter, 0.002)
@@ -120,7 +134,11 @@ def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: 
         row.update(phase_peak_rss_bytes=peak, phase_end_rss_bytes=end)
         row.update(phase_file_rss_bytes=int((end - BASELINE) * file_share))
         row.update(phase_anon_rss_bytes=end - row["phase_file_rss_bytes"])
-        row["substeps_s"] = {"read": wall * 0.5, "cast": wall * 0.2, "transfer": wall * 0.3} if phase == "stream" else {}  # fmt: skip
+        row["substeps_s"] = (
+            {"read": wall * 0.5, "cast": wall * 0.2, "transfer": wall * 0.3}
+            if phase == "stream"
+            else {}
+        )
         rows.append(row)
         rss, t = end, t + wall
     peak = max(r["phase_peak_rss_bytes"] for r in rows)
@@ -134,26 +152,53 @@ def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: 
 def _sample(run_id: str, rid: str, t: float, phase: str, rss: int, file_share: float) -> dict:
     file_b = int((rss - BASELINE) * file_share) + 40 * MIB
     return {
-        "schema_version": 1, "record": "sample", "run_id": run_id, "result_id": rid,
-        "process_index": 0, "t_s": round(t, 6), "phase": phase,
-        "rss_anon_bytes": rss - file_b, "rss_file_bytes": file_b,
-    }  # fmt: skip
+        "schema_version": 1,
+        "record": "sample",
+        "run_id": run_id,
+        "result_id": rid,
+        "process_index": 0,
+        "t_s": round(t, 6),
+        "phase": phase,
+        "rss_anon_bytes": rss - file_b,
+        "rss_file_bytes": file_b,
+    }
 
 
 def _crashed_row(machine: str, shapes: str) -> dict:
     run_id, *_ = MACHINES[machine]
     ckpt, largest, tensors = SHAPES[shapes]
     return {
-        "schema_version": 1, "record": "phase", "run_id": run_id, "result_id": uuid.uuid4().hex,
-        "shapes": shapes, "strategy": "orbax", "dtype": "native", "devices": 8, "processes": 1,
-        "process_index": 0, "repeat": 0, "status": "crashed",
+        "schema_version": 1,
+        "record": "phase",
+        "run_id": run_id,
+        "result_id": uuid.uuid4().hex,
+        "shapes": shapes,
+        "strategy": "orbax",
+        "dtype": "native",
+        "devices": 8,
+        "processes": 1,
+        "process_index": 0,
+        "repeat": 0,
+        "status": "crashed",
         "error": "worker exited with signal 9 (SIGKILL) during read; see the run's stderr",
-        "checkpoint_bytes": ckpt, "largest_tensor_bytes": largest, "tensors": tensors,
-        "baseline_rss_bytes": BASELINE, "peak_rss_bytes": None, "wall_s": None, "phase": "total",
-        "phase_order": 0, "phase_wall_s": None, "phase_peak_rss_bytes": None,
-        "phase_end_rss_bytes": None, "phase_anon_rss_bytes": None, "phase_file_rss_bytes": None,
-        "peak_source": "hwm", "substeps_s": {}, "memray_html": None, "memray_top": None,
-    }  # fmt: skip
+        "checkpoint_bytes": ckpt,
+        "largest_tensor_bytes": largest,
+        "tensors": tensors,
+        "baseline_rss_bytes": BASELINE,
+        "peak_rss_bytes": None,
+        "wall_s": None,
+        "phase": "total",
+        "phase_order": 0,
+        "phase_wall_s": None,
+        "phase_peak_rss_bytes": None,
+        "phase_end_rss_bytes": None,
+        "phase_anon_rss_bytes": None,
+        "phase_file_rss_bytes": None,
+        "peak_source": "hwm",
+        "substeps_s": {},
+        "memray_html": None,
+        "memray_top": None,
+    }
 
 
 def _write_memray(root: Path, rel: str) -> None:

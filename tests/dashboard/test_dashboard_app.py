@@ -203,7 +203,9 @@ def test_unreadable_file_is_named_and_the_rest_still_shown(app, fixture_results,
 
     folder = tmp_path / "results"
     shutil.copytree(fixture_results.root, folder)
-    (folder / "alpha" / "20260101T000000Z-badbad.jsonl").write_text('{"schema_version": 99, "record": "run"}\n')  # fmt: skip
+    (folder / "alpha" / "20260101T000000Z-badbad.jsonl").write_text(
+        '{"schema_version": 99, "record": "run"}\n'
+    )
     with open(folder / "beta" / f"{fixture_results.run_ids['beta']}.jsonl", "a") as fh:
         fh.write('{"schema_version": 1, "record": "sample", "run_')  # a run killed mid-line
     at = app(folder=folder)
@@ -248,17 +250,39 @@ def test_app_file_is_the_entry_point():
 
 @pytest.mark.timeout(300)
 def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
-    cmd = [sys.executable, "-m", "bench.cli", "recommend", "--shapes", "gpt2", "--host-ram", "1GiB",
-           "--devices", "8", "--results", str(fixture_results.root)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "recommend",
+        "--shapes",
+        "gpt2",
+        "--host-ram",
+        "1GiB",
+        "--devices",
+        "8",
+        "--results",
+        str(fixture_results.root),
+    ]
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     as_json = subprocess.run(
         [*cmd, "--json"], capture_output=True, text=True, timeout=120, check=False
     )
     assert text.returncode == as_json.returncode == 1, text.stderr  # 1 GiB: nothing fits
     out = json.loads(as_json.stdout)
-    assert out["inputs"] == {"shapes": "gpt2", "host_ram_bytes": GIB, "devices": 8, "results": str(fixture_results.root), "cache": "warm"}  # fmt: skip
-    assert {"peak_bytes_per_checkpoint_byte", "wall_constant_s", "runs", "shapes"} <= set(out["strategies"][0]["model"])  # fmt: skip
-    assert out["minimum_ram_bytes"] > GIB and any(n.startswith("Minimum RAM that fits: ") for n in out["notes"])  # fmt: skip
+    assert out["inputs"] == {
+        "shapes": "gpt2",
+        "host_ram_bytes": GIB,
+        "devices": 8,
+        "results": str(fixture_results.root),
+        "cache": "warm",
+    }
+    assert {"peak_bytes_per_checkpoint_byte", "wall_constant_s", "runs", "shapes"} <= set(
+        out["strategies"][0]["model"]
+    )
+    assert out["minimum_ram_bytes"] > GIB and any(
+        n.startswith("Minimum RAM that fits: ") for n in out["notes"]
+    )
     at = app("views/target_host.py")
     at.radio(key="target_source").set_value("a preset or fetched spec").run()
     at.selectbox(key="target_spec").set_value("gpt2").run()

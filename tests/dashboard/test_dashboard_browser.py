@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from browser import (  # fmt: skip
+from browser import (
     CHROMIUM,
     EXCEPTION,
     VIEWPORT,
@@ -111,9 +111,19 @@ def test_report_renders_offline(browser_page, fixture_results, tmp_path):
     assert main(["report", str(fixture_results.root), "--out", str(out)]) == 0
     page = browser_page
     asked: list[str] = []
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else (asked.append(route.request.url), route.abort()))  # fmt: skip
+    page.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith("file:")
+            else (asked.append(route.request.url), route.abort())
+        ),
+    )
     page.goto(out.as_uri())
     expected = out.read_text().count('vegaEmbed("#chart')
-    page.wait_for_function(f"document.querySelectorAll('.chart svg, .chart canvas').length >= {expected}", timeout=60_000)  # fmt: skip
+    page.wait_for_function(
+        f"document.querySelectorAll('.chart svg, .chart canvas').length >= {expected}",
+        timeout=60_000,
+    )
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert asked == [] and expected >= 8

@@ -10,7 +10,9 @@ import pytest
 from dashboard import cli, paths
 
 
-def test_register_adds_a_dashboard_subcommand_that_starts_streamlit_on_localhost(monkeypatch, tmp_path):  # fmt: skip
+def test_register_adds_a_dashboard_subcommand_that_starts_streamlit_on_localhost(
+    monkeypatch, tmp_path
+):
     parser = argparse.ArgumentParser(prog="loadbench")
     cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["dashboard", "--results", str(tmp_path), "--port", "8600"])
@@ -23,7 +25,9 @@ def test_register_adds_a_dashboard_subcommand_that_starts_streamlit_on_localhost
     monkeypatch.setattr(cli, "_serve", fake_serve)
     assert args.func(args) == 0
     cmd = seen["cmd"]
-    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith(os.path.join("dashboard", "app.py"))  # fmt: skip
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith(
+        os.path.join("dashboard", "app.py")
+    )
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--server.port") + 1] == "8600"
     assert cmd[cmd.index("--server.headless") + 1] == "true"

@@ -166,9 +166,10 @@ def judge(mine: Outcome, ref: Outcome) -> Verdict:
         return Verdict(mine, ref, f"{side}, safetensors does not: {why}")
     if mine.tensors != ref.tensors:
         diff = sorted(
-            n for n in mine.tensors.keys() | ref.tensors.keys()
+            n
+            for n in mine.tensors.keys() | ref.tensors.keys()
             if mine.tensors.get(n) != ref.tensors.get(n)
-        )  # fmt: skip
+        )
         return Verdict(mine, ref, f"both accept but differ on tensors {diff[:5]}")
     return Verdict(mine, ref)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.schema import PhaseRecord, RunRecord
-from bench.writer import ResultsWriter
+from bench.records.schema import PhaseRecord, RunRecord
+from bench.records.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY, TOTAL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,8 +74,16 @@ def test_bench_list_prints_it(throwaway, capsys):
 
 def test_the_parametrised_strategy_tests_collect_it(throwaway):
     name, _ = throwaway
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-           str(ROOT / "tests" / "unit" / "test_strategies.py")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(ROOT / "tests" / "unit" / "test_strategies.py"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     ids = [line for line in proc.stdout.splitlines() if f"[{name}]" in line or f"[{name}-" in line]
@@ -85,16 +93,49 @@ def test_the_parametrised_strategy_tests_collect_it(throwaway):
 
 def _results_with(folder: Path, name: str) -> None:
     """A results file with ok rows of the throwaway strategy, `eager` and a reference line."""
-    run = RunRecord("20260101T000000Z-abcdef", "host", "2026-01-01T00:00:00Z", "cpu", 2, 24 * GiB,
-                    "6.1", "3.11", None, None, None, None, None)  # fmt: skip
+    run = RunRecord(
+        "20260101T000000Z-abcdef",
+        "host",
+        "2026-01-01T00:00:00Z",
+        "cpu",
+        2,
+        24 * GiB,
+        "6.1",
+        "3.11",
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     base = PhaseRecord(
-        run_id=run.run_id, result_id="", shapes="gpt2", strategy="", kind=STRATEGY,
-        dtype="native", devices=1, processes=1, process_index=0, repeat=0, status="ok",
-        error=None, checkpoint_bytes=GiB, largest_tensor_bytes=GiB // 8, tensors=148,
-        baseline_rss_bytes=GiB, peak_rss_bytes=0, wall_s=0.0, phase=TOTAL, phase_order=0,
-        phase_wall_s=0.0, phase_peak_rss_bytes=0, phase_end_rss_bytes=GiB,
-        phase_anon_rss_bytes=GiB, phase_file_rss_bytes=0, peak_source="hwm",
-    )  # fmt: skip
+        run_id=run.run_id,
+        result_id="",
+        shapes="gpt2",
+        strategy="",
+        kind=STRATEGY,
+        dtype="native",
+        devices=1,
+        processes=1,
+        process_index=0,
+        repeat=0,
+        status="ok",
+        error=None,
+        checkpoint_bytes=GiB,
+        largest_tensor_bytes=GiB // 8,
+        tensors=148,
+        baseline_rss_bytes=GiB,
+        peak_rss_bytes=0,
+        wall_s=0.0,
+        phase=TOTAL,
+        phase_order=0,
+        phase_wall_s=0.0,
+        phase_peak_rss_bytes=0,
+        phase_end_rss_bytes=GiB,
+        phase_anon_rss_bytes=GiB,
+        phase_file_rss_bytes=0,
+        peak_source="hwm",
+    )
     rows = [
         (name, STRATEGY, 2.2, 1.5),
         ("eager", STRATEGY, 3.2, 1.0),
@@ -104,9 +145,18 @@ def _results_with(folder: Path, name: str) -> None:
         writer.write(run)
         for strategy, kind, ratio, wall in rows:
             peak = int(GiB * (1 + ratio))
-            writer.write(replace(base, result_id=strategy, strategy=strategy, kind=kind,
-                                 peak_rss_bytes=peak, phase_peak_rss_bytes=peak, wall_s=wall,
-                                 phase_wall_s=wall))  # fmt: skip
+            writer.write(
+                replace(
+                    base,
+                    result_id=strategy,
+                    strategy=strategy,
+                    kind=kind,
+                    peak_rss_bytes=peak,
+                    phase_peak_rss_bytes=peak,
+                    wall_s=wall,
+                    phase_wall_s=wall,
+                )
+            )
 
 
 def test_the_dashboard_legend_shows_it(throwaway, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from bench.results import read_results
+from bench.records.results import read_results
 
 FAKES = Path(__file__).parent / "fakes"
 REPEATS = 4
@@ -23,9 +23,11 @@ REPEATS = 4
 def _env(cache: Path) -> dict[str, str]:
     path = os.pathsep.join([str(FAKES), str(Path.cwd()), os.environ.get("PYTHONPATH", "")])
     return {
-        **os.environ, "PYTHONPATH": path.strip(os.pathsep), "LOADBENCH_CACHE": str(cache),
+        **os.environ,
+        "PYTHONPATH": path.strip(os.pathsep),
+        "LOADBENCH_CACHE": str(cache),
         "LOADBENCH_EXTRA_STRATEGIES": "fake_ok",
-    }  # fmt: skip
+    }
 
 
 def _poll(folder: Path, runs: list[subprocess.Popen]) -> int:
@@ -44,8 +46,22 @@ def _poll(folder: Path, runs: list[subprocess.Popen]) -> int:
 
 def test_two_runs_into_one_folder_while_a_reader_polls(tmp_path):
     out = tmp_path / "results"
-    argv = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2",
-            "--strategies", "fake-ok", "--repeats", str(REPEATS), "--out", str(out), "--json"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "bench",
+        "run",
+        "--shapes",
+        "tiny-gpt2",
+        "--strategies",
+        "fake-ok",
+        "--repeats",
+        str(REPEATS),
+        "--out",
+        str(out),
+        "--json",
+    ]
     env = _env(tmp_path / "cache")
     subprocess.run([*argv[:4], "list"], env=env, check=True, capture_output=True)
     runs = [
@@ -106,7 +122,7 @@ def test_two_processes_synthesise_one_checkpoint(tmp_path):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for _ in range(2)
     ]
     time.sleep(2.0)  # both imported and waiting
@@ -119,8 +135,8 @@ def test_two_processes_synthesise_one_checkpoint(tmp_path):
 
 
 def test_a_line_being_written_is_skipped_quietly_a_cut_one_reported(tmp_path):
-    from bench.machine import run_record
-    from bench.writer import ResultsWriter
+    from bench.records.writer import ResultsWriter
+    from bench.run.machine import run_record
 
     path = tmp_path / "m" / "run.jsonl"
     with ResultsWriter(path) as writer:
@@ -139,8 +155,21 @@ def test_a_killed_bench_leaves_results_the_readers_take(tmp_path):
     from dashboard.data import _results
 
     out = tmp_path / "results"
-    argv = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2",
-            "--strategies", "fake-ok", "--repeats", "50", "--out", str(out)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "bench",
+        "run",
+        "--shapes",
+        "tiny-gpt2",
+        "--strategies",
+        "fake-ok",
+        "--repeats",
+        "50",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(argv, env=_env(tmp_path / "cache"), stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(

@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.config import RunConfig
-from bench.results import read_results, summarize
-from bench.runner import run_bench
+from bench.records.results import read_results, summarize
+from bench.run.config import RunConfig
+from bench.run.runner import run_bench
 from loader.vocabulary import STRATEGY
 
 FAKES = Path(__file__).parent / "fakes"
@@ -39,9 +39,14 @@ def bench_env(monkeypatch, tmp_path_factory):
 
 def _config(tmp_path, strategies, **kw) -> RunConfig:
     return RunConfig(
-        shapes=["tiny-gpt2"], strategies=strategies, repeats=1, out=tmp_path / "results",
-        progress=False, argv=["test"], **kw,
-    )  # fmt: skip
+        shapes=["tiny-gpt2"],
+        strategies=strategies,
+        repeats=1,
+        out=tmp_path / "results",
+        progress=False,
+        argv=["test"],
+        **kw,
+    )
 
 
 def test_crash_raise_hang_oom_and_wrong_become_rows(bench_env, tmp_path):
@@ -57,9 +62,13 @@ def test_crash_raise_hang_oom_and_wrong_become_rows(bench_env, tmp_path):
     totals = res.phases[res.phases.phase == "total"]
     status = dict(zip(totals.strategy, totals.status, strict=False))
     assert status == {
-        "fake-ok": "ok", "fake-crash": "crashed", "fake-raise": "crashed", "fake-hang": "timeout",
-        "fake-oom": "oom", "fake-noop": "wrong",
-    }  # fmt: skip
+        "fake-ok": "ok",
+        "fake-crash": "crashed",
+        "fake-raise": "crashed",
+        "fake-hang": "timeout",
+        "fake-oom": "oom",
+        "fake-noop": "wrong",
+    }
     errors = dict(zip(totals.strategy, totals.error, strict=False))
     assert "SIGABRT" in errors["fake-crash"] and "about to abort" in errors["fake-crash"]
     assert "failed on purpose" in errors["fake-raise"]
@@ -94,12 +103,28 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
     model = [n for n in _model_strategies() if not n.startswith("fake")][:2]
     if not model:
         pytest.skip("no model strategy registered yet")
-    cmd = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2", "--repeats", "2",
-           "--strategies", ",".join(model), "--out", str(tmp_path / "results"), "--json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "bench",
+        "run",
+        "--shapes",
+        "tiny-gpt2",
+        "--repeats",
+        "2",
+        "--strategies",
+        ",".join(model),
+        "--out",
+        str(tmp_path / "results"),
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    assert Path(out["results_file"]).is_file() and Path(out["results_file"]).is_relative_to(tmp_path / "results")  # fmt: skip
+    assert Path(out["results_file"]).is_file() and Path(out["results_file"]).is_relative_to(
+        tmp_path / "results"
+    )
     rows = out["strategies"]
     assert [r["strategy"] for r in rows] == model
     for row in rows:
@@ -132,8 +157,23 @@ def test_multiprocess_strategy_reports_each_process_and_the_sum(bench_env, tmp_p
 
 def test_ctrl_c_stops_cleanly_with_finished_rows_saved(bench_env, tmp_path):
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2", "--repeats", "1",
-           "--strategies", "fake-ok,fake-hang", "--timeout", "120", "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "bench",
+        "run",
+        "--shapes",
+        "tiny-gpt2",
+        "--repeats",
+        "1",
+        "--strategies",
+        "fake-ok,fake-hang",
+        "--timeout",
+        "120",
+        "--out",
+        str(out),
+    ]
     # Start it with SIGINT ignored, as a shell's background job (or CI) may: the run must still stop.
     # (`trap '' INT; exec ...` rather than a preexec_fn: no Python runs between fork and exec.)
     shell = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *cmd]

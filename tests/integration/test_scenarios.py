@@ -21,10 +21,12 @@ import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
-from bench import cgroups, diskthrottle, memlimit
-from bench.config import RunConfig
-from bench.results import read_results
-from bench.runner import run_bench
+from bench.limits import cgroups
+from bench.limits import disk_read as diskthrottle
+from bench.limits import memory as memlimit
+from bench.records.results import read_results
+from bench.run.config import RunConfig
+from bench.run.runner import run_bench
 
 FAKES = Path(__file__).parent / "fakes"
 
@@ -55,8 +57,10 @@ def _hf_tensors(tied: bool) -> dict[str, np.ndarray]:
 def _sharded(folder: Path) -> Path:
     tensors = _hf_tensors(tied=False)
     names = sorted(tensors)
-    shards = {"model-00001-of-00002.safetensors": names[:3],
-              "model-00002-of-00002.safetensors": names[3:]}  # fmt: skip
+    shards = {
+        "model-00001-of-00002.safetensors": names[:3],
+        "model-00002-of-00002.safetensors": names[3:],
+    }
     for file, keys in shards.items():
         save_file({k: tensors[k] for k in keys}, folder / file, metadata={"format": "pt"})
     weight_map = {k: f for f, keys in shards.items() for k in keys}
@@ -87,8 +91,15 @@ def test_own_checkpoint_loads_bit_exact_and_nothing_is_written_beside_it(
         path = folder / "model.safetensors"
         save_file(_hf_tensors(layout == "tied"), path, metadata={"format": "pt"})
     before = _listing(folder)
-    config = RunConfig(shapes=[], checkpoints=[str(path)], strategies=["zerocopy"], repeats=1,
-                       cache="cold", out=tmp_path / "results", progress=False)  # fmt: skip
+    config = RunConfig(
+        shapes=[],
+        checkpoints=[str(path)],
+        strategies=["zerocopy"],
+        repeats=1,
+        cache="cold",
+        out=tmp_path / "results",
+        progress=False,
+    )
     totals = _totals(run_bench(config))
     assert _listing(folder) == before  # nothing written (or touched) beside the user's files
     row = totals.iloc[0]
@@ -101,8 +112,14 @@ def test_own_checkpoint_loads_bit_exact_and_nothing_is_written_beside_it(
 def test_own_checkpoint_wrong_digest_is_a_wrong_row(bench_env, tmp_path):
     path = tmp_path / "model.safetensors"
     save_file(_hf_tensors(tied=True), path, metadata={"format": "pt"})
-    config = RunConfig(shapes=[], checkpoints=[str(path)], strategies=["zerocopy"], repeats=1,
-                       out=tmp_path / "results", progress=False)  # fmt: skip
+    config = RunConfig(
+        shapes=[],
+        checkpoints=[str(path)],
+        strategies=["zerocopy"],
+        repeats=1,
+        out=tmp_path / "results",
+        progress=False,
+    )
     assert _totals(run_bench(config)).iloc[0].status == "ok"
     for cached in (tmp_path / "lbcache" / "digests").glob("*.json"):  # corrupt the reference
         record = json.loads(cached.read_text())
@@ -122,9 +139,15 @@ def _cgroup_or_skip() -> None:
 
 def test_host_ram_limit_kills_an_oversized_child_as_an_oom_row(bench_env, tmp_path):
     _cgroup_or_skip()
-    config = RunConfig(shapes=["tiny-gpt2"], strategies=["fake-ok", "fake-oom"], repeats=1,
-                       host_ram_bytes=512 << 20, timeout_s=120, out=tmp_path / "results",
-                       progress=False)  # fmt: skip
+    config = RunConfig(
+        shapes=["tiny-gpt2"],
+        strategies=["fake-ok", "fake-oom"],
+        repeats=1,
+        host_ram_bytes=512 << 20,
+        timeout_s=120,
+        out=tmp_path / "results",
+        progress=False,
+    )
     totals = _totals(run_bench(config)).set_index("strategy")
     assert totals.loc["fake-ok", "status"] == "ok"
     oom = totals.loc["fake-oom"]
@@ -142,8 +165,23 @@ def test_ctrl_c_during_a_limited_run_leaves_no_cgroup(bench_env, tmp_path):
     _cgroup_or_skip()
     out = tmp_path / "results"
     before = set(_our_cgroups())
-    cmd = [sys.executable, "-m", "bench.cli", "bench", "run", "--shapes", "tiny-gpt2",
-           "--repeats", "1", "--strategies", "fake-hang", "--host-ram", "1GiB", "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "bench",
+        "run",
+        "--shapes",
+        "tiny-gpt2",
+        "--repeats",
+        "1",
+        "--strategies",
+        "fake-hang",
+        "--host-ram",
+        "1GiB",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (set(_our_cgroups()) - before):
@@ -160,9 +198,9 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
     """fake-ok is predicted to fit 512 MiB and fake-oom not to: both verdicts must hold as rows."""
     import argparse
 
-    from bench.recommend_cli import run_cli
-    from bench.schema import PhaseRecord
-    from bench.writer import ResultsWriter
+    from bench.commands.recommend import run_cli
+    from bench.records.schema import PhaseRecord
+    from bench.records.writer import ResultsWriter
     from loader.vocabulary import STRATEGY
 
     _cgroup_or_skip()
@@ -170,13 +208,33 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
 
     def row(strategy, ckpt, over, i):
         return PhaseRecord(
-            run_id="r", result_id=f"{strategy}-{ckpt}-{i}", shapes=f"s{ckpt}", strategy=strategy,
-            kind=STRATEGY, dtype="native", devices=1, processes=1, process_index=0, repeat=i,
-            status="ok", error=None, checkpoint_bytes=ckpt, largest_tensor_bytes=ckpt // 10,
-            tensors=9, baseline_rss_bytes=100 * MiB, peak_rss_bytes=100 * MiB + over, wall_s=1.0,
-            phase="total", phase_order=0, phase_wall_s=1.0, phase_peak_rss_bytes=100 * MiB + over,
-            phase_end_rss_bytes=0, phase_anon_rss_bytes=0, phase_file_rss_bytes=0, peak_source="hwm",
-        )  # fmt: skip
+            run_id="r",
+            result_id=f"{strategy}-{ckpt}-{i}",
+            shapes=f"s{ckpt}",
+            strategy=strategy,
+            kind=STRATEGY,
+            dtype="native",
+            devices=1,
+            processes=1,
+            process_index=0,
+            repeat=i,
+            status="ok",
+            error=None,
+            checkpoint_bytes=ckpt,
+            largest_tensor_bytes=ckpt // 10,
+            tensors=9,
+            baseline_rss_bytes=100 * MiB,
+            peak_rss_bytes=100 * MiB + over,
+            wall_s=1.0,
+            phase="total",
+            phase_order=0,
+            phase_wall_s=1.0,
+            phase_peak_rss_bytes=100 * MiB + over,
+            phase_end_rss_bytes=0,
+            phase_anon_rss_bytes=0,
+            phase_file_rss_bytes=0,
+            peak_source="hwm",
+        )
 
     rows = [row("fake-ok", c, c // 10, i) for c in (100 * MiB, 300 * MiB) for i in range(2)]
     rows += [
@@ -184,9 +242,17 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
     ]
     with ResultsWriter(tmp_path / "res" / "m" / "measured.jsonl") as w:
         w.write_many(rows)
-    args = argparse.Namespace(shapes="tiny-gpt2", host_ram="512MiB", devices=None,
-                              results=str(tmp_path / "res"), json=False, cache="warm",
-                              disk_read_speed=None, device_ram=None, check=True)  # fmt: skip
+    args = argparse.Namespace(
+        shapes="tiny-gpt2",
+        host_ram="512MiB",
+        devices=None,
+        results=str(tmp_path / "res"),
+        json=False,
+        cache="warm",
+        disk_read_speed=None,
+        device_ram=None,
+        check=True,
+    )
     assert run_cli(args) == 0
     out = capsys.readouterr().out
     assert "Recommended: fake-ok" in out
@@ -197,9 +263,16 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
 
 def test_disk_read_speed_runs_cold_children_under_a_read_cap_and_records_it(bench_env, tmp_path):
     """Every cold row says the cap and whether it held; the run's cgroups are gone afterwards."""
-    config = RunConfig(shapes=["tiny-gpt2"], strategies=["fake-ok"], repeats=1, cache="both",
-                       disk_read_bytes_per_s=20_000_000, timeout_s=120,
-                       out=tmp_path / "results", progress=False)  # fmt: skip
+    config = RunConfig(
+        shapes=["tiny-gpt2"],
+        strategies=["fake-ok"],
+        repeats=1,
+        cache="both",
+        disk_read_bytes_per_s=20_000_000,
+        timeout_s=120,
+        out=tmp_path / "results",
+        progress=False,
+    )
     before = set(_throttle_cgroups())
     rows = _totals(run_bench(config)).set_index("cache")
     assert pd.isna(rows.loc["warm", "disk_read_bytes_per_s"])  # a warm child reads no disk

@@ -23,9 +23,9 @@ import pytest
 
 import loader
 from bench.errors import BenchError
-from bench.machine import run_record
-from bench.results import export_parquet, read_results
-from bench.writer import ResultsWriter
+from bench.records.results import export_parquet, read_results
+from bench.records.writer import ResultsWriter
+from bench.run.machine import run_record
 from loader.format.stale_temps import StaleTempWarning
 from shapes.synth import DIGESTS_FILE, synthesize
 
@@ -70,9 +70,12 @@ def _parquet(folder: Path) -> Path:
 
 
 WRITERS: dict[str, Callable[[Path], Path]] = {
-    "checkpoint": _save_model, "shard-directory": _save_sharded, "digests": _synthesize,
-    "results-rows": _results_rows, "parquet": _parquet,
-}  # fmt: skip
+    "checkpoint": _save_model,
+    "shard-directory": _save_sharded,
+    "digests": _synthesize,
+    "results-rows": _results_rows,
+    "parquet": _parquet,
+}
 
 
 def _temps(folder: Path) -> list[Path]:
@@ -210,8 +213,11 @@ def test_file_size_limit_keeps_previous_file(tmp_path, writer):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
     proc = subprocess.run(
         [sys.executable, "-c", _FSIZE_CHILD, writer, str(tmp_path)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert "EFBIG" in proc.stdout and str(tmp_path) in proc.stdout, proc.stdout + proc.stderr
     assert _temps(tmp_path) == []
     if writer == "results-rows":
@@ -272,10 +278,20 @@ def test_cli_reports_a_failed_write_in_one_line(tmp_path):
     ctx = _tmpfs(tmp_path / "ro", "8m") if ROOT else contextlib.nullcontext(tmp_path)
     with ctx as folder, _read_only(folder):
         proc = subprocess.run(
-            [sys.executable, "-m", "bench.cli", "shapes", "synth", "tiny-gpt2", "--out",
-             str(folder / "synth")],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "bench.cli",
+                "shapes",
+                "synth",
+                "tiny-gpt2",
+                "--out",
+                str(folder / "synth"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert str(folder) in proc.stderr, proc.stderr

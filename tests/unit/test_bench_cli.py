@@ -14,7 +14,7 @@ from bench.units import format_bytes, parse_size
 
 def test_parent_modules_do_not_import_jax():
     code = (
-        "import sys; import bench.runner, bench.results, bench.recommend, bench.cli, bench.summary; "
+        "import sys; import bench.run.runner, bench.records.results, bench.analysis.recommend, bench.cli, bench.analysis.summary; "
         "bad = sorted(m for m in ('jax', 'flax', 'memray') if m in sys.modules); print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -25,8 +25,16 @@ def test_bench_list_json(capsys):
     assert main(["bench", "list", "--json"]) == 0
     entries = json.loads(capsys.readouterr().out)
     for e in entries:
-        assert set(e) == {"name", "description", "kind", "checkpoint", "multiprocess",
-                          "install_hint", "available", "missing"}  # fmt: skip
+        assert set(e) == {
+            "name",
+            "description",
+            "kind",
+            "checkpoint",
+            "multiprocess",
+            "install_hint",
+            "available",
+            "missing",
+        }
         assert e["description"]
         assert e["available"] == (e["missing"] == [])
 
@@ -95,7 +103,9 @@ def test_version_flag(capsys):
     assert exit_.value.code == 0 and capsys.readouterr().out.startswith("loadbench ")
 
 
-@pytest.mark.parametrize("argv", [["shapes", "show", "sa4"], ["recommend", "--shapes", "sa4", "--host-ram", "4GiB"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv", [["shapes", "show", "sa4"], ["recommend", "--shapes", "sa4", "--host-ram", "4GiB"]]
+)
 def test_an_unknown_preset_is_one_line_with_a_suggestion_and_exit_2(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from bench.child_result import (
+from bench.errors import ChildResultError
+from bench.records.wire import (
     CHILD_RESULT_VERSION,
     VERSION_KEY,
     Backend,
@@ -19,9 +20,8 @@ from bench.child_result import (
     from_json,
     to_json,
 )
-from bench.children import run_group
-from bench.errors import ChildResultError
-from bench.rows import RowContext, result_records
+from bench.run.children import run_group
+from bench.run.rows import RowContext, result_records
 
 GiB = 1 << 30
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from bench.analysis.compare import compare, parse_threshold
 from bench.cli import main
-from bench.compare import compare, parse_threshold
-from bench.results import read_results
-from bench.schema import PhaseRecord
-from bench.writer import ResultsWriter
+from bench.records.results import read_results
+from bench.records.schema import PhaseRecord
+from bench.records.writer import ResultsWriter
 from loader.vocabulary import STRATEGY
 
 MiB = 1 << 20
@@ -19,20 +19,43 @@ BASE_RSS = 300 * MiB
 COSTS = {"eager": (1800, 4.0), "stream": (600, 9.0), "floor": (520, 0.8)}
 
 
-def _rows(run: str, walls: list[float], peaks: list[float], slower: dict[str, float]) -> list[PhaseRecord]:  # fmt: skip
+def _rows(
+    run: str, walls: list[float], peaks: list[float], slower: dict[str, float]
+) -> list[PhaseRecord]:
     out = []
     for strategy, (peak, wall) in COSTS.items():
         for i, (jw, jp) in enumerate(zip(walls, peaks, strict=True)):
             w = wall * jw * slower.get(strategy, 1.0)
-            out.append(PhaseRecord(
-                run_id=run, result_id=f"{run}-{strategy}-{i}", shapes="gpt2", strategy=strategy, kind=STRATEGY,
-                dtype="native", devices=1, processes=1, process_index=0, repeat=i, status="ok",
-                error=None, checkpoint_bytes=548 * MiB, largest_tensor_bytes=150 * MiB, tensors=148,
-                baseline_rss_bytes=BASE_RSS, peak_rss_bytes=int(BASE_RSS + peak * MiB * jp), wall_s=w,
-                phase="total", phase_order=0, phase_wall_s=w, phase_peak_rss_bytes=int(BASE_RSS + peak * MiB * jp),
-                phase_end_rss_bytes=BASE_RSS, phase_anon_rss_bytes=BASE_RSS, phase_file_rss_bytes=0,
-                peak_source="hwm",
-            ))  # fmt: skip
+            out.append(
+                PhaseRecord(
+                    run_id=run,
+                    result_id=f"{run}-{strategy}-{i}",
+                    shapes="gpt2",
+                    strategy=strategy,
+                    kind=STRATEGY,
+                    dtype="native",
+                    devices=1,
+                    processes=1,
+                    process_index=0,
+                    repeat=i,
+                    status="ok",
+                    error=None,
+                    checkpoint_bytes=548 * MiB,
+                    largest_tensor_bytes=150 * MiB,
+                    tensors=148,
+                    baseline_rss_bytes=BASE_RSS,
+                    peak_rss_bytes=int(BASE_RSS + peak * MiB * jp),
+                    wall_s=w,
+                    phase="total",
+                    phase_order=0,
+                    phase_wall_s=w,
+                    phase_peak_rss_bytes=int(BASE_RSS + peak * MiB * jp),
+                    phase_end_rss_bytes=BASE_RSS,
+                    phase_anon_rss_bytes=BASE_RSS,
+                    phase_file_rss_bytes=0,
+                    peak_source="hwm",
+                )
+            )
     return out
 
 
@@ -44,23 +67,34 @@ def _write(path, rows) -> str:
 
 @pytest.fixture
 def base(tmp_path) -> str:
-    return _write(tmp_path / "base" / "m" / "r1.jsonl", _rows("r1", [1.00, 1.04, 0.97], [1.0, 1.01, 0.995], {}))  # fmt: skip
+    return _write(
+        tmp_path / "base" / "m" / "r1.jsonl",
+        _rows("r1", [1.00, 1.04, 0.97], [1.0, 1.01, 0.995], {}),
+    )
 
 
 def test_two_honest_repeats_pass(tmp_path, base, capsys):
     # the same run again: other jitter, medians within 3%, ranges overlapping
-    new = _write(tmp_path / "new" / "m" / "r2.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1.005, 0.99, 1.0], {}))  # fmt: skip
+    new = _write(
+        tmp_path / "new" / "m" / "r2.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1.005, 0.99, 1.0], {})
+    )
     assert main(["compare", base, new]) == 0
     out = capsys.readouterr().out
     assert "no regression" in out and "eager" in out
 
 
 def test_one_strategy_made_20_percent_slower_fails(tmp_path, base, capsys):
-    new = _write(tmp_path / "new.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1.0, 1.0, 1.0], {"stream": 1.2}))  # fmt: skip
+    new = _write(
+        tmp_path / "new.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1.0, 1.0, 1.0], {"stream": 1.2})
+    )
     assert main(["compare", base, new, "--max-regression", "5%", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     verdicts = {r["strategy"]: (r["verdict"], r["wall_verdict"]) for r in out["rows"]}
-    assert verdicts == {"eager": ("same", "same"), "floor": ("same", "same"), "stream": ("regressed", "regressed")}  # fmt: skip
+    assert verdicts == {
+        "eager": ("same", "same"),
+        "floor": ("same", "same"),
+        "stream": ("regressed", "regressed"),
+    }
     stream = next(r for r in out["rows"] if r["strategy"] == "stream")
     assert stream["wall_ratio"] == pytest.approx(1.2 * 1.02 / 1.0, rel=0.01)
     assert (
@@ -82,7 +116,10 @@ def test_a_change_inside_the_spread_is_not_a_regression(tmp_path):
 
 
 def test_a_strategy_that_stopped_loading_is_broken(tmp_path, base):
-    rows = [r if r.strategy != "eager" else PhaseRecord(**{**r.__dict__, "status": "crashed"}) for r in _rows("r2", [1, 1, 1], [1, 1, 1], {})]  # fmt: skip
+    rows = [
+        r if r.strategy != "eager" else PhaseRecord(**{**r.__dict__, "status": "crashed"})
+        for r in _rows("r2", [1, 1, 1], [1, 1, 1], {})
+    ]
     new = _write(tmp_path / "n.jsonl", rows)
     table = compare(read_results(base).phases, read_results(new).phases, 0.05)
     assert dict(zip(table["strategy"], table["verdict"], strict=True))["eager"] == "broken"

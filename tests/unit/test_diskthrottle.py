@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import diskthrottle
-from bench.diskthrottle import ReadThrottle, disks_of, whole_disk
+from bench.limits import disk_read as diskthrottle
+from bench.limits.disk_read import ReadThrottle, disks_of, whole_disk
 
 
 def _file_on_a_disk(tmp_path: Path) -> Path:

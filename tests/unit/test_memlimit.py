@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from bench import cgroups, memlimit
-from bench.memlimit import MemoryLimit
+from bench.limits import cgroups
+from bench.limits import memory as memlimit
+from bench.limits.memory import MemoryLimit
 
 HOG = "b = bytearray({n}); b[::4096] = b'x' * len(b[::4096]); print('survived')"
 
@@ -21,8 +22,9 @@ def _cgroup_or_skip(limit_bytes: int) -> MemoryLimit:
 
 
 def _run(limit: MemoryLimit, nbytes: int) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(limit.wrap([sys.executable, "-c", HOG.format(n=nbytes)]),
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        limit.wrap([sys.executable, "-c", HOG.format(n=nbytes)]), stdout=subprocess.PIPE, text=True
+    )
     limit.attach(proc.pid)
     out, _ = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out)

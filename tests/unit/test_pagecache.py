@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from bench import pagecache
 from bench.errors import BenchError
+from bench.limits import pagecache
 
 
 @pytest.fixture

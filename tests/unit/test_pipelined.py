@@ -267,9 +267,11 @@ def test_load_model_runs_pipelined_by_default(ckpt, poison):
 def test_huge_tensor_at_small_scale_stays_within_the_budget(tmp_path, poison):
     """The `huge-tensor` case scaled down: one fp32 tensor 16x the budget into a bf16 model."""
     spec = shapes.ShapeSpec(
-        "test", "", ("model.safetensors",),
+        "test",
+        "",
+        ("model.safetensors",),
         (shapes.TensorSpec("huge.weight", "F32", (512, 512), "model.safetensors"),),
-    )  # fmt: skip
+    )
     path = shapes.synthesize(spec, tmp_path / "huge")
     model = shapes.model_builder(spec, dtype="bfloat16")()
     poison(model)

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
+from bench.analysis.recommend import recommend
+from bench.commands.recommend import run_cli
 from bench.errors import BenchError, NoResultsError
-from bench.recommend import recommend
-from bench.recommend_cli import run_cli
-from bench.results import read_results
-from bench.schema import PhaseRecord
-from bench.writer import ResultsWriter
+from bench.records.results import read_results
+from bench.records.schema import PhaseRecord
+from bench.records.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -34,13 +34,34 @@ def _row(
     **situation,
 ):
     return PhaseRecord(
-        run_id="r", result_id=f"{strategy}-{shapes}-{i}", shapes=shapes, strategy=strategy,
-        kind=kind, dtype="native", devices=1, processes=1, process_index=0, repeat=i, status=status, error=None,
-        checkpoint_bytes=ckpt, largest_tensor_bytes=largest, tensors=10, baseline_rss_bytes=BASE,
-        peak_rss_bytes=int(BASE + over), wall_s=wall, phase="total", phase_order=0,
-        phase_wall_s=wall, phase_peak_rss_bytes=int(BASE + over), phase_end_rss_bytes=BASE,
-        phase_anon_rss_bytes=BASE, phase_file_rss_bytes=0, peak_source="hwm", **situation,
-    )  # fmt: skip
+        run_id="r",
+        result_id=f"{strategy}-{shapes}-{i}",
+        shapes=shapes,
+        strategy=strategy,
+        kind=kind,
+        dtype="native",
+        devices=1,
+        processes=1,
+        process_index=0,
+        repeat=i,
+        status=status,
+        error=None,
+        checkpoint_bytes=ckpt,
+        largest_tensor_bytes=largest,
+        tensors=10,
+        baseline_rss_bytes=BASE,
+        peak_rss_bytes=int(BASE + over),
+        wall_s=wall,
+        phase="total",
+        phase_order=0,
+        phase_wall_s=wall,
+        phase_peak_rss_bytes=int(BASE + over),
+        phase_end_rss_bytes=BASE,
+        phase_anon_rss_bytes=BASE,
+        phase_file_rss_bytes=0,
+        peak_source="hwm",
+        **situation,
+    )
 
 
 SETS = [
@@ -125,8 +146,19 @@ def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
 
 def test_cli_json_on_a_preset(tmp_path):
     _results(tmp_path)
-    cmd = [sys.executable, "-m", "bench.cli", "recommend", "--shapes", "tiny-gpt2", "--host-ram", "4GiB",
-           "--results", str(tmp_path), "--json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "recommend",
+        "--shapes",
+        "tiny-gpt2",
+        "--host-ram",
+        "4GiB",
+        "--results",
+        str(tmp_path),
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -164,8 +196,17 @@ def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
 
 
 def _args(tmp_path, **kw) -> argparse.Namespace:
-    base = dict(shapes="tiny-gpt2", host_ram="4GiB", devices=None, results=str(tmp_path),
-                json=False, cache="warm", disk_read_speed=None, device_ram=None, check=False)  # fmt: skip
+    base = dict(
+        shapes="tiny-gpt2",
+        host_ram="4GiB",
+        devices=None,
+        results=str(tmp_path),
+        json=False,
+        cache="warm",
+        disk_read_speed=None,
+        device_ram=None,
+        check=False,
+    )
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -204,7 +245,7 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
 
 def test_disk_read_speed_adds_the_read_time_of_the_target_disk(tmp_path):
     res = _results(tmp_path)
-    from bench.recommend_cli import cold_adjust
+    from bench.commands.recommend import cold_adjust
 
     rec = recommend(res, TARGET, 64 * GiB)
     before = {s["strategy"]: s["predicted_wall_s"] for s in rec.strategies}
@@ -228,7 +269,7 @@ def test_device_ram_uses_device_results_or_says_there_are_none(tmp_path, capsys)
     _write(tmp_path / "gpu", gpu)
     run_cli(_args(tmp_path / "gpu", host_ram="64GiB", device_ram="80GiB", json=True))
     out = json.loads(capsys.readouterr().out)
-    from bench.recommend import spec_summary
+    from bench.analysis.recommend import spec_summary
 
     assert out["device_peaks"]["lean"] == pytest.approx(
         2 * spec_summary("tiny-gpt2")["checkpoint_bytes"], rel=1e-6
@@ -271,8 +312,19 @@ def test_runs_measured_under_a_read_cap_are_fitted_only_for_that_disk_speed(tmp_
     for shapes, ckpt, largest in SETS:
         for i in range(2):
             rows.append(_row("lean", shapes, ckpt, largest, ckpt, ckpt / 1e9 + 0.5, i))
-            rows.append(_row("lean", shapes, ckpt, largest, ckpt, ckpt / 2.5e8 + 0.5, i,
-                             cache="cold", disk_read_bytes_per_s=250_000_000))  # fmt: skip
+            rows.append(
+                _row(
+                    "lean",
+                    shapes,
+                    ckpt,
+                    largest,
+                    ckpt,
+                    ckpt / 2.5e8 + 0.5,
+                    i,
+                    cache="cold",
+                    disk_read_bytes_per_s=250_000_000,
+                )
+            )
     res = _write(tmp_path, rows)
     with pytest.raises(NoResultsError):
         recommend(res, TARGET, 64 * GiB, cache="cold")  # capped runs are not the machine's disk

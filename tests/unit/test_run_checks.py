@@ -25,15 +25,24 @@ def test_size_without_unit_or_not_positive(capsys, tmp_path, size):
 
 @pytest.mark.parametrize(
     "flag, value, example",
-    [("--repeats", "0", "--repeats 3"), ("--repeats", "-2", "--repeats 3"),
-     ("--timeout", "0", "--timeout 900"), ("--timeout", "-5", "--timeout 900"),
-     ("--timeout", "nan", "--timeout 900"), ("--devices", "0", "--devices 8"),
-     ("--processes", "0", "--processes 2")],
-)  # fmt: skip
+    [
+        ("--repeats", "0", "--repeats 3"),
+        ("--repeats", "-2", "--repeats 3"),
+        ("--timeout", "0", "--timeout 900"),
+        ("--timeout", "-5", "--timeout 900"),
+        ("--timeout", "nan", "--timeout 900"),
+        ("--devices", "0", "--devices 8"),
+        ("--processes", "0", "--processes 2"),
+    ],
+)
 def test_counts_and_times_must_be_positive(capsys, tmp_path, flag, value, example):
     out = tmp_path / "r"
-    _refused(capsys, ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(out), f"{flag}={value}"],
-             flag, example)  # fmt: skip
+    _refused(
+        capsys,
+        ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(out), f"{flag}={value}"],
+        flag,
+        example,
+    )
     assert not out.exists()
 
 

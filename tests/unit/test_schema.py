@@ -8,9 +8,9 @@ import math
 import pytest
 
 from bench.errors import SchemaVersionError
-from bench.results import export_parquet, read_jsonl, read_results, summarize
-from bench.schema import PhaseRecord, RunRecord, SampleRecord, field_names, to_dict
-from bench.writer import ResultsWriter
+from bench.records.results import export_parquet, read_jsonl, read_results, summarize
+from bench.records.schema import PhaseRecord, RunRecord, SampleRecord, field_names, to_dict
+from bench.records.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY
 
 GiB = 1 << 30
@@ -18,21 +18,54 @@ GiB = 1 << 30
 
 def _run() -> RunRecord:
     return RunRecord(
-        "20250101T000000Z-abcdef", "host", "2025-01-01T00:00:00Z", "cpu", 2, 24 * GiB, "6.1",
-        "3.11", "0.10.2", "0.12.8", "0.8.0", "2.0", "0.1.0", {"XLA_FLAGS": "x"}, ["loadbench"],
-    )  # fmt: skip
+        "20250101T000000Z-abcdef",
+        "host",
+        "2025-01-01T00:00:00Z",
+        "cpu",
+        2,
+        24 * GiB,
+        "6.1",
+        "3.11",
+        "0.10.2",
+        "0.12.8",
+        "0.8.0",
+        "2.0",
+        "0.1.0",
+        {"XLA_FLAGS": "x"},
+        ["loadbench"],
+    )
 
 
 def _phase(result_id: str, phase: str, order: int, *, peak: int, wall: float, status="ok"):
     return PhaseRecord(
-        run_id="20250101T000000Z-abcdef", result_id=result_id, shapes="tiny", strategy="eager",
-        kind=STRATEGY, dtype="native", devices=1, processes=1, process_index=0, repeat=0, status=status,
-        error=None if status == "ok" else "boom", checkpoint_bytes=GiB,
-        largest_tensor_bytes=GiB // 4, tensors=3, baseline_rss_bytes=GiB, peak_rss_bytes=peak,
-        wall_s=wall, phase=phase, phase_order=order, phase_wall_s=wall / 2,
-        phase_peak_rss_bytes=peak, phase_end_rss_bytes=GiB, phase_anon_rss_bytes=GiB,
-        phase_file_rss_bytes=0, peak_source="hwm", substeps_s={"read": 0.1} if phase == "stream" else {},
-    )  # fmt: skip
+        run_id="20250101T000000Z-abcdef",
+        result_id=result_id,
+        shapes="tiny",
+        strategy="eager",
+        kind=STRATEGY,
+        dtype="native",
+        devices=1,
+        processes=1,
+        process_index=0,
+        repeat=0,
+        status=status,
+        error=None if status == "ok" else "boom",
+        checkpoint_bytes=GiB,
+        largest_tensor_bytes=GiB // 4,
+        tensors=3,
+        baseline_rss_bytes=GiB,
+        peak_rss_bytes=peak,
+        wall_s=wall,
+        phase=phase,
+        phase_order=order,
+        phase_wall_s=wall / 2,
+        phase_peak_rss_bytes=peak,
+        phase_end_rss_bytes=GiB,
+        phase_anon_rss_bytes=GiB,
+        phase_file_rss_bytes=0,
+        peak_source="hwm",
+        substeps_s={"read": 0.1} if phase == "stream" else {},
+    )
 
 
 def _write(path, results):

@@ -182,8 +182,14 @@ def test_read_box_reads_exactly_the_box(tmp_path):
     path.write_bytes(b"xx" + data.tobytes())
     fd = os.open(path, os.O_RDONLY)
     with contextlib.closing(_Closer(fd)):
-        for box in [((0, 4), (0, 6), (0, 5)), ((1, 3), (0, 6), (0, 5)), ((1, 3), (2, 5), (0, 5)),
-                    ((0, 4), (0, 6), (1, 4)), ((3, 4), (5, 6), (4, 5)), ((0, 4), (1, 2), (0, 5))]:  # fmt: skip
+        for box in [
+            ((0, 4), (0, 6), (0, 5)),
+            ((1, 3), (0, 6), (0, 5)),
+            ((1, 3), (2, 5), (0, 5)),
+            ((0, 4), (0, 6), (1, 4)),
+            ((3, 4), (5, 6), (4, 5)),
+            ((0, 4), (1, 2), (0, 5)),
+        ]:
             got = read_box(fd, 2, data.shape, box, None, dtype=data.dtype, where="raw")
             np.testing.assert_array_equal(got, data[tuple(slice(a, b) for a, b in box)])
 

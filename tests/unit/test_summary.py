@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from bench.results import read_results
-from bench.schema import PhaseRecord, to_json_line
-from bench.summary import json_summary, tables
+from bench.analysis.summary import json_summary, tables
+from bench.records.results import read_results
+from bench.records.schema import PhaseRecord, to_json_line
 from loader.vocabulary import OK, STRATEGY, TOTAL
 
 MIB = 1 << 20
@@ -17,14 +17,36 @@ CKPT = 500 * MIB
 
 def _row(strategy: str, wall: float, model_dtype: str | None, inflight: int | None, **kw):
     return PhaseRecord(
-        run_id="r1", result_id=uuid.uuid4().hex, shapes="gpt2", strategy=strategy, kind=STRATEGY,
-        dtype="native", devices=1, processes=1, process_index=0, repeat=0, status=OK, error=None,
-        checkpoint_bytes=CKPT, largest_tensor_bytes=CKPT // 4, tensors=160,
-        baseline_rss_bytes=300 * MIB, peak_rss_bytes=300 * MIB + CKPT // (2 if model_dtype else 1),
-        wall_s=wall, phase=TOTAL, phase_order=0, phase_wall_s=wall, phase_peak_rss_bytes=None,
-        phase_end_rss_bytes=None, phase_anon_rss_bytes=None, phase_file_rss_bytes=None,
-        peak_source="hwm", model_dtype=model_dtype, inflight_peak_bytes=inflight, **kw,
-    )  # fmt: skip
+        run_id="r1",
+        result_id=uuid.uuid4().hex,
+        shapes="gpt2",
+        strategy=strategy,
+        kind=STRATEGY,
+        dtype="native",
+        devices=1,
+        processes=1,
+        process_index=0,
+        repeat=0,
+        status=OK,
+        error=None,
+        checkpoint_bytes=CKPT,
+        largest_tensor_bytes=CKPT // 4,
+        tensors=160,
+        baseline_rss_bytes=300 * MIB,
+        peak_rss_bytes=300 * MIB + CKPT // (2 if model_dtype else 1),
+        wall_s=wall,
+        phase=TOTAL,
+        phase_order=0,
+        phase_wall_s=wall,
+        phase_peak_rss_bytes=None,
+        phase_end_rss_bytes=None,
+        phase_anon_rss_bytes=None,
+        phase_file_rss_bytes=None,
+        peak_source="hwm",
+        model_dtype=model_dtype,
+        inflight_peak_bytes=inflight,
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -75,9 +97,19 @@ def test_cold_repeats_that_differ_several_fold_are_noted_with_their_figures(tmp_
 
 def test_a_read_cap_is_in_the_title_and_one_not_enforced_says_so(tmp_path):
     def cold(enforced):
-        return [_row("floor", w, None, None, cache="cold", disk_read_bytes_per_s=250_000_000,
-                     disk_read_limit="cgroup-v1", disk_read_limit_enforced=enforced)
-                for w in (9.3, 9.4, 9.35)]  # fmt: skip
+        return [
+            _row(
+                "floor",
+                w,
+                None,
+                None,
+                cache="cold",
+                disk_read_bytes_per_s=250_000_000,
+                disk_read_limit="cgroup-v1",
+                disk_read_limit_enforced=enforced,
+            )
+            for w in (9.3, 9.4, 9.35)
+        ]
 
     path = tmp_path / "run.jsonl"
     path.write_text("".join(to_json_line(r) + "\n" for r in cold(True)))

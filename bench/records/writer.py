@@ -1,8 +1,8 @@
 """The one writer of bench results: whole JSONL lines, appended, flushed and fsynced.
 
-A run appends to `results/<machine>/<run-id>.jsonl` one record per line (`bench.schema`), so a
+A run appends to `results/<machine>/<run-id>.jsonl` one record per line (`bench.records.schema`), so a
 killed run loses at most its last line. The open file is `flock`ed, so a reader
-(`bench.results.read_jsonl`) can tell a line its live writer is still appending (`writer_alive`)
+(`bench.records.results.read_jsonl`) can tell a line its live writer is still appending (`writer_alive`)
 from one a killed run cut short. Never import jax here: the dashboard reads through this module.
 """
 
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.schema import PhaseRecord, RunRecord, SampleRecord, to_json_line
+from bench.records.schema import PhaseRecord, RunRecord, SampleRecord, to_json_line
 
 
 class ResultsWriter:

@@ -22,21 +22,22 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench import pagecache, strategies
-from bench.cgroups import V1, V2
-from bench.child_result import MemrayFiles
-from bench.children import ChildOutcome, run_group
-from bench.config import RunConfig, cache_dir
-from bench.diskthrottle import ReadThrottle
+from bench import strategies
 from bench.errors import BenchError
-from bench.launch import prepare_task, task_argvs
-from bench.machine import machine_id, new_run_id, run_record
-from bench.matrix import Checkpoint, Task, plan
-from bench.memlimit import SYSTEMD, WATCHDOG, MemoryLimit
-from bench.results import export_parquet
-from bench.rows import RowContext, failed_row, result_records
-from bench.run_checks import check_processes, check_shapes
-from bench.writer import ResultsWriter
+from bench.limits import pagecache
+from bench.limits.cgroups import V1, V2
+from bench.limits.disk_read import ReadThrottle
+from bench.limits.memory import SYSTEMD, WATCHDOG, MemoryLimit
+from bench.records.results import export_parquet
+from bench.records.wire import MemrayFiles
+from bench.records.writer import ResultsWriter
+from bench.run.checks import check_processes, check_shapes
+from bench.run.children import ChildOutcome, run_group
+from bench.run.config import RunConfig, cache_dir
+from bench.run.launch import prepare_task, task_argvs
+from bench.run.machine import machine_id, new_run_id, run_record
+from bench.run.matrix import Checkpoint, Task, plan
+from bench.run.rows import RowContext, failed_row, result_records
 from loader.strategies import StrategyInfo
 from loader.vocabulary import OK, SKIPPED
 
@@ -70,11 +71,24 @@ def _context(run_id: str, task: Task, memray: dict, situation: dict | None = Non
     html, top = memray.get((ck.shapes, task.entry.name), (None, None))
     situation = {"cache": task.cache, **(situation or {})}
     return RowContext(
-        run_id, uuid.uuid4().hex, ck.shapes, task.entry.name, task.entry.kind, ck.dtype or "native",
-        task.devices, task.processes, task.repeat, ck.checkpoint_bytes,
-        ck.largest_tensor_bytes, ck.tensors, html, top, task.model_dtype, task.budget_bytes,
+        run_id,
+        uuid.uuid4().hex,
+        ck.shapes,
+        task.entry.name,
+        task.entry.kind,
+        ck.dtype or "native",
+        task.devices,
+        task.processes,
+        task.repeat,
+        ck.checkpoint_bytes,
+        ck.largest_tensor_bytes,
+        ck.tensors,
+        html,
+        top,
+        task.model_dtype,
+        task.budget_bytes,
         situation,
-    )  # fmt: skip
+    )
 
 
 def _set_cache(task: Task) -> dict:
@@ -97,10 +111,14 @@ def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> 
     if config.disk_read_bytes_per_s is not None and task.cache == "cold":
         mech = limit.mechanism if limit is not None else None
         files = pagecache.checkpoint_files(task.load_path)
-        throttle = stack.enter_context(ReadThrottle(
-            config.disk_read_bytes_per_s, files, v2_cgroup=limit.path if mech == V2 else None,
-            mechanisms=(V1,) if mech == SYSTEMD else (V2, V1),
-        ))  # fmt: skip
+        throttle = stack.enter_context(
+            ReadThrottle(
+                config.disk_read_bytes_per_s,
+                files,
+                v2_cgroup=limit.path if mech == V2 else None,
+                mechanisms=(V1,) if mech == SYSTEMD else (V2, V1),
+            )
+        )
     return limit, throttle
 
 
@@ -114,8 +132,15 @@ def _run_task(
         limit, throttle = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
             budget = min(budget, limit.limit_bytes)
-        outcomes = run_group(argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=budget,
-                             limit=limit, throttle=throttle)  # fmt: skip
+        outcomes = run_group(
+            argvs,
+            envs,
+            outs,
+            timeout_s=config.timeout_s,
+            budget_bytes=budget,
+            limit=limit,
+            throttle=throttle,
+        )
         said = [x.outcome() for x in (limit, throttle) if x is not None]
     for outcome in said:
         situation |= outcome.row_fields()

@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.config import RunConfig
-from bench.recommend import DOES_NOT_FIT, FITS, Recommendation
-from bench.results import read_results
-from bench.runner import run_bench
+from bench.analysis.recommend import DOES_NOT_FIT, FITS, Recommendation
+from bench.records.results import read_results
+from bench.run.config import RunConfig
+from bench.run.runner import run_bench
 from bench.units import format_bytes
 from loader.vocabulary import OK, OOM
 
@@ -51,8 +51,14 @@ def check(rec: Recommendation, args: argparse.Namespace, host_ram: int) -> bool:
         print("check: no strategy to check (nothing recommended and nothing predicted not to fit)")
         return False
     print(f"\nchecking under a {format_bytes(host_ram)} memory limit: {', '.join(picks)}")
-    config = RunConfig(shapes=[args.shapes], strategies=list(picks), repeats=1,
-                       host_ram_bytes=host_ram, out=Path(args.results), argv=["recommend --check"])  # fmt: skip
+    config = RunConfig(
+        shapes=[args.shapes],
+        strategies=list(picks),
+        repeats=1,
+        host_ram_bytes=host_ram,
+        out=Path(args.results),
+        argv=["recommend --check"],
+    )
     outcome = run_bench(config)
     phases = read_results(outcome.jsonl).phases
     totals = phases[(phases["phase"] == "total") & (phases["process_index"] <= 0)]

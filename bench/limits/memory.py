@@ -12,7 +12,7 @@
 4. Otherwise **the bench's RSS watchdog** alone, and `mechanism == "watchdog"` says so in the row.
 
 Only the PIDs handed to `attach` (children the bench started) are put in a cgroup made here
-(`bench.cgroups`); nothing else is ever moved. `close()` removes the cgroup (after the group was
+(`bench.limits.cgroups`); nothing else is ever moved. `close()` removes the cgroup (after the group was
 killed: on success, failure and Ctrl-C alike, through the `with` block). A cgroup left by a
 killed bench (named `loadbench-<pid>-<hex>`, its creator gone) is removed the next time one is
 made beside it.
@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import cgroups
-from bench.cgroups import V1, V2
+from bench.limits import cgroups
+from bench.limits.cgroups import V1, V2
 
 SYSTEMD, WATCHDOG = "systemd-run", "watchdog"
 
@@ -87,7 +87,7 @@ class MemoryLimit(cgroups.ChildCgroup):
         self.note = ""
         self._pids: list[int] = []
 
-    # -- making it (`open`, `close` and the `with` block: `bench.cgroups.ChildCgroup`) -------
+    # -- making it (`open`, `close` and the `with` block: `bench.limits.cgroups.ChildCgroup`) -------
     def _fallback_note(self, tried: str) -> str:
         tried = tried or "no memory cgroup hierarchy or systemd here"
         return f"no cgroup could be made ({tried}); the RSS watchdog enforces the limit"
@@ -113,8 +113,18 @@ class MemoryLimit(cgroups.ChildCgroup):
         """The command line to start (prefixed with systemd-run for that mechanism)."""
         if self.mechanism != SYSTEMD:
             return list(argv)
-        return ["systemd-run", "--scope", "--quiet", "--collect",
-                "-p", f"MemoryMax={self.limit_bytes}", "-p", "MemorySwapMax=0", "--", *argv]  # fmt: skip
+        return [
+            "systemd-run",
+            "--scope",
+            "--quiet",
+            "--collect",
+            "-p",
+            f"MemoryMax={self.limit_bytes}",
+            "-p",
+            "MemorySwapMax=0",
+            "--",
+            *argv,
+        ]
 
     def attach(self, pid: int) -> None:
         """Put one child the bench started (and only it) into the cgroup."""

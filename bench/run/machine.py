@@ -17,7 +17,7 @@ from importlib import metadata
 
 import psutil
 
-from bench.schema import RunRecord
+from bench.records.schema import RunRecord
 
 ALLOCATOR_VARS = ("PYTHONMALLOC", "XLA_FLAGS", "LD_PRELOAD", "XLA_PYTHON_CLIENT_PREALLOCATE")
 _SECRET = re.compile(r"hf_[A-Za-z0-9]{8,}")

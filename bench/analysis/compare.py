@@ -15,15 +15,13 @@ NEW's worst over BASE's best. A metric has `regressed` when its ratio exceeds 1 
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 from typing import Any
 
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.results import headline, read_results
+from bench.records.results import headline
 from loader.vocabulary import OK, TOTAL
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
@@ -35,7 +33,9 @@ def parse_threshold(text: str) -> float:
     """`5%` or `0.05` -> 0.05. Raises BenchError naming the option and an example."""
     match = _THRESHOLD.match(str(text))
     if not match:
-        raise BenchError(f"--max-regression: cannot read {text!r}; write a percentage such as 5% (or a fraction, 0.05)")  # fmt: skip
+        raise BenchError(
+            f"--max-regression: cannot read {text!r}; write a percentage such as 5% (or a fraction, 0.05)"
+        )
     value = float(match.group(1)) / (100 if match.group(2) else 1)
     if value <= 0 or value >= 10:
         raise BenchError(f"--max-regression: {text!r} is out of range; use e.g. 5% (more than 0)")
@@ -89,7 +89,12 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataF
         both[f"{m}_ratio"] = both[f"{m}_new"] / both[f"{m}_base"]
         both[f"{m}_ratio_lo"] = both[f"{col}_min_new"] / both[f"{col}_max_base"]
         both[f"{m}_ratio_hi"] = both[f"{col}_max_new"] / both[f"{col}_min_base"]
-        both[f"{m}_verdict"] = [_verdict(r, lo, hi, threshold) for r, lo, hi in both[[f"{m}_ratio", f"{m}_ratio_lo", f"{m}_ratio_hi"]].itertuples(index=False)]  # fmt: skip
+        both[f"{m}_verdict"] = [
+            _verdict(r, lo, hi, threshold)
+            for r, lo, hi in both[[f"{m}_ratio", f"{m}_ratio_lo", f"{m}_ratio_hi"]].itertuples(
+                index=False
+            )
+        ]
     broken = (both["ok_repeats_base"] > 0) & (both["ok_repeats_new"] == 0)
     verdicts = both[["peak_verdict", "wall_verdict"]]
     both["verdict"] = "same"
@@ -109,14 +114,33 @@ def ratio_text(row: pd.Series, m: str) -> str:
 
 def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
     """A table (NEW / BASE, with the spread of repeats in brackets) and a one-line verdict."""
-    lines = [f"new {new} / base {base}; a regression is over {threshold:.0%} and beyond the spread of repeats", ""]  # fmt: skip
+    lines = [
+        f"new {new} / base {base}; a regression is over {threshold:.0%} and beyond the spread of repeats",
+        "",
+    ]
     rows = [["shapes", "strategy", "repeats", "peak over baseline", "wall time", "verdict"]]
     for _, r in table.iterrows():
-        rows.append([r["shapes"], r["strategy"], f"{int(r['repeats_base'])}/{int(r['repeats_new'])}", ratio_text(r, "peak"), ratio_text(r, "wall"), r["verdict"]])  # fmt: skip
+        rows.append(
+            [
+                r["shapes"],
+                r["strategy"],
+                f"{int(r['repeats_base'])}/{int(r['repeats_new'])}",
+                ratio_text(r, "peak"),
+                ratio_text(r, "wall"),
+                r["verdict"],
+            ]
+        )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]  # fmt: skip
+    lines += [
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
     bad = table[table["verdict"].isin(["regressed", "broken"])]
-    summary = "no regression" if bad.empty else "regressed: " + ", ".join(f"{r.strategy} on {r.shapes} ({_what(r)})" for r in bad.itertuples())  # fmt: skip
+    summary = (
+        "no regression"
+        if bad.empty
+        else "regressed: "
+        + ", ".join(f"{r.strategy} on {r.shapes} ({_what(r)})" for r in bad.itertuples())
+    )
     return "\n".join([*lines, "", summary]) + "\n"
 
 
@@ -124,41 +148,3 @@ def _what(row: Any) -> str:
     if row.verdict == "broken":
         return "no ok repeat in new"
     return " and ".join(m for m in ("peak", "wall") if getattr(row, f"{m}_verdict") == "regressed")
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, float) and v != v:
-        return None
-    return v.item() if hasattr(v, "item") else v
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """`loadbench compare BASE NEW`: exit 1 if a strategy regressed or broke, 0 if not, 2 on errors."""
-    threshold = parse_threshold(args.max_regression)
-    sides = {}
-    for name, path in (("base", args.base), ("new", args.new)):
-        res = read_results(path)
-        if res.phases.empty:
-            raise BenchError(f"{name} {path}: no results there; give a results file (.jsonl) or folder written by `loadbench bench run --out`")  # fmt: skip
-        sides[name] = res.phases
-    table = compare(sides["base"], sides["new"], threshold)
-    if table.empty:
-        raise BenchError(f"{args.base} and {args.new} share no (shapes, strategy, dtype, devices, processes); run the same `bench run` for both")  # fmt: skip
-    failed = bool(table["verdict"].isin(["regressed", "broken"]).any())
-    if args.json:
-        rows = [{k: _json_value(v) for k, v in r.items()} for r in table.to_dict("records")]
-        print(json.dumps({"base": str(args.base), "new": str(args.new), "max_regression": threshold, "regressed": failed, "rows": rows}, indent=1))  # fmt: skip
-    else:
-        print(to_text(table, args.base, args.new, threshold), end="")
-    return 1 if failed else 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `loadbench compare BASE NEW [--max-regression 5%] [--json]`."""
-    p = sub.add_parser("compare", help="compare two results (files or folders); exit 1 on a regression",
-                       description=__doc__.split("\n\n")[1].replace("\n", " "))  # fmt: skip
-    p.add_argument("base", metavar="BASE", help="the reference results file or folder")
-    p.add_argument("new", metavar="NEW", help="the results file or folder to check")
-    p.add_argument("--max-regression", default="5%", metavar="PCT", help="allowed growth of a median beyond the spread of repeats (default 5%%)")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run_cli)

@@ -60,11 +60,14 @@ def open_checkpoint(path: str | os.PathLike) -> UserCheckpoint:
     sizes = [t.nbytes for t in spec.tensors]
     stamp = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     return UserCheckpoint(
-        label=str(p), load_path=p if p.suffix == ".safetensors" else folder, files=files,
+        label=str(p),
+        load_path=p if p.suffix == ".safetensors" else folder,
+        files=files,
         checkpoint_bytes=sum(f.stat().st_size for f in files),
-        largest_tensor_bytes=max(sizes, default=0), tensors=len(sizes),
+        largest_tensor_bytes=max(sizes, default=0),
+        tensors=len(sizes),
         key=hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:16],
-    )  # fmt: skip
+    )
 
 
 def _file_key(file: Path) -> str:
@@ -110,8 +113,11 @@ def digests(ck: UserCheckpoint, cache: Path) -> Path:
         if cached.is_file():
             record = json.loads(cached.read_text(encoding="utf-8"))
         else:
-            record = {"format_version": DIGESTS_VERSION, "file": str(file),
-                      "tensors": file_digests(file)}  # fmt: skip
+            record = {
+                "format_version": DIGESTS_VERSION,
+                "file": str(file),
+                "tensors": file_digests(file),
+            }
             atomic_write_text(cached, json.dumps(record))
         merged.update(record["tensors"])
     out = folder / f"checkpoint-{ck.key}.json"

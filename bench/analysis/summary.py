@@ -1,6 +1,6 @@
 """What `bench run` prints at the end: a table per configuration, or (`--json`) one object per strategy.
 
-Both come from `bench.results.summarize` over the run's own file, so the terminal, the JSON and
+Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON and
 the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
 the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, and the page-cache
 state where rows carry one. A strategy that bounds its host bytes in flight (`budget=`) reports its
@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.results import GROUP_KEYS, Results, headline, summarize
+from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import OK, TOTAL
 
-#: Row fields that split a configuration beyond `bench.results.GROUP_KEYS`, where present.
+#: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
 EXTRA_KEYS = ("model_dtype", "cache", "disk_read_bytes_per_s")
 
 
@@ -109,22 +109,32 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         if _num(row.get(f"{p}_wall_s")) is not None
     }
     return {
-        "strategy": row["strategy"], "kind": row["kind"], "shapes": row["shapes"],
-        "status": row["status"], "repeats": int(row["repeats"]),
-        "ok_repeats": int(row["ok_repeats"]), "dtype": row["dtype"],
-        "file_dtype": file_dtype(row["shapes"], row["dtype"]), "model_dtype": _model_dtype(row),
+        "strategy": row["strategy"],
+        "kind": row["kind"],
+        "shapes": row["shapes"],
+        "status": row["status"],
+        "repeats": int(row["repeats"]),
+        "ok_repeats": int(row["ok_repeats"]),
+        "dtype": row["dtype"],
+        "file_dtype": file_dtype(row["shapes"], row["dtype"]),
+        "model_dtype": _model_dtype(row),
         "cache": _str(row.get("cache")),
-        "devices": int(row["devices"]), "processes": int(row["processes"]),
+        "devices": int(row["devices"]),
+        "processes": int(row["processes"]),
         "checkpoint_bytes": _int(row["checkpoint_bytes"]),
         "baseline_rss_bytes": _int(row["baseline_rss_bytes"]),
-        "peak_rss_bytes": _int(row["peak_rss_bytes"]), "peak_ratio": _num(row["peak_ratio"]),
-        "wall_s": _num(row["wall_s"]), "wall_s_min": _num(row["wall_s_min"]),
+        "peak_rss_bytes": _int(row["peak_rss_bytes"]),
+        "peak_ratio": _num(row["peak_ratio"]),
+        "wall_s": _num(row["wall_s"]),
+        "wall_s_min": _num(row["wall_s_min"]),
         "wall_s_max": _num(row["wall_s_max"]),
         "throughput_bytes_per_s": _num(row["throughput_bytes_per_s"]),
         "budget_bytes": _int(row.get("budget_bytes")),
         "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
-        "peak_source": _str(row["peak_source"]), "error": _str(row["error"]), "phases": phases,
-    }  # fmt: skip
+        "peak_source": _str(row["peak_source"]),
+        "error": _str(row["error"]),
+        "phases": phases,
+    }
 
 
 def json_summary(results: Results) -> list[dict[str, Any]]:
@@ -198,7 +208,7 @@ def _title(first: pd.Series) -> str:
             " (NOT enforced: see the rows' error)"
             if _flag(first, "disk_read_limit_enforced") is False
             else ""
-        )  # fmt: skip
+        )
     )
 
 

@@ -4,8 +4,8 @@ Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.pre
 and cached with a `bench.json` summary. The task list runs every memray capture first (one per
 strategy, so measured rows can link to it), then the repeats interleaved: A B C A B C, so drift
 hits every strategy alike. In the default matrix a strategy predicted not to fit the memory budget
-(its peak predicted by `bench.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
-the checkpoint) is skipped. How each task's children are started is `bench.launch`.
+(its peak predicted by `bench.analysis.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
+the checkpoint) is skipped. How each task's children are started is `bench.run.launch`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.config import DEFAULT_PROCESSES, RunConfig
+from bench.analysis.recommend import recommend
 from bench.errors import BenchError, NoResultsError
-from bench.recommend import recommend
-from bench.results import read_results
+from bench.records.results import read_results
+from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
 from loader.strategies import StrategyInfo
 from shapes import is_synthesized
@@ -60,12 +60,20 @@ class Checkpoint:
     @classmethod
     def from_user(cls, path: str, cache: Path) -> Checkpoint:
         """A user's checkpoint (`--checkpoint`): headers read, digests computed once and cached."""
-        from bench.usercheckpoint import digests, open_checkpoint
+        from bench.run.user_checkpoint import digests, open_checkpoint
 
         user = open_checkpoint(path)
-        return cls(user.label, None, 0, str(user.load_path), user.checkpoint_bytes,
-                   user.largest_tensor_bytes, user.tensors, str(digests(user, cache)),
-                   str(cache / "checkpoints" / f"user-{user.key}"))  # fmt: skip
+        return cls(
+            user.label,
+            None,
+            0,
+            str(user.load_path),
+            user.checkpoint_bytes,
+            user.largest_tensor_bytes,
+            user.tensors,
+            str(digests(user, cache)),
+            str(cache / "checkpoints" / f"user-{user.key}"),
+        )
 
     @classmethod
     def ensure(cls, shapes: str, dtype: str | None, seed: int, cache: Path, timeout_s: float):
@@ -85,8 +93,15 @@ class Checkpoint:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
                 raise BenchError(f"cannot synthesise shape set {shapes!r} into {folder}: {tail[0]}")
         s = json.loads(marker.read_text(encoding="utf-8"))
-        return cls(shapes, dtype, seed, s["checkpoint"], s["checkpoint_bytes"],
-                   s["largest_tensor_bytes"], s["tensors"])  # fmt: skip
+        return cls(
+            shapes,
+            dtype,
+            seed,
+            s["checkpoint"],
+            s["checkpoint_bytes"],
+            s["largest_tensor_bytes"],
+            s["tensors"],
+        )
 
 
 @dataclass(frozen=True)
@@ -116,7 +131,7 @@ def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
 
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
-    """Each strategy's predicted peak on `ck` from earlier results in `out` (`bench.recommend`)."""
+    """Each strategy's predicted peak on `ck` from earlier results in `out` (`bench.analysis.recommend`)."""
     target = {
         "checkpoint_bytes": ck.checkpoint_bytes,
         "largest_tensor_bytes": ck.largest_tensor_bytes,
@@ -138,8 +153,15 @@ def plan(
     run, skipped = [], []
     for entry in entries:
         procs, devices = _layout(entry, config)
-        task = Task(ck, entry, 0, procs, devices, model_dtype=config.model_dtype,
-                    budget_bytes=config.load_budget_bytes)  # fmt: skip
+        task = Task(
+            ck,
+            entry,
+            0,
+            procs,
+            devices,
+            model_dtype=config.model_dtype,
+            budget_bytes=config.load_budget_bytes,
+        )
         if not entry.available():
             hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
             skipped.append((task, f"not installed here: needs {', '.join(entry.missing())}{hint}"))

@@ -1,6 +1,6 @@
 """`loadbench recommend`: the prediction as text or JSON, cold loads, device memory, and `--check`.
 
-- `--cache warm|cold` fits on the runs measured from that page cache (`bench.recommend`). With
+- `--cache warm|cold` fits on the runs measured from that page cache (`bench.analysis.recommend`). With
   `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: fitted on
   cold runs measured here with disk reads capped at exactly that speed (`bench run --cache cold
   --disk-read-speed 1.5GB/s`) where there are any; else the warm fit plus the checkpoint read at
@@ -25,10 +25,11 @@ import json
 
 import pandas as pd
 
-from bench.advice import Advice, advise, to_json, to_text
+from bench.analysis.advice import Advice, advise, to_json, to_text
+from bench.analysis.recommend import FITS, VERDICTS, Recommendation, ok_runs, spec_summary
+from bench.commands.common import add_cache, add_json, add_results
 from bench.errors import BenchError
-from bench.recommend import FITS, VERDICTS, Recommendation, ok_runs, spec_summary
-from bench.results import Results, read_results
+from bench.records.results import Results, read_results
 from bench.units import format_bytes, parse_size, parse_speed
 from loader.vocabulary import REFERENCE
 
@@ -67,18 +68,24 @@ def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
 def _notes(args, results: Results, speed: float | None, capped: int | None) -> list[str]:
     notes = []
     if capped:
-        notes.append(f"Times are fitted on cold runs measured here with disk reads capped at "
-                     f"{capped / 1e6:.0f} MB/s (`bench run --cache cold --disk-read-speed`).")  # fmt: skip
+        notes.append(
+            f"Times are fitted on cold runs measured here with disk reads capped at "
+            f"{capped / 1e6:.0f} MB/s (`bench run --cache cold --disk-read-speed`)."
+        )
     elif args.cache == "cold" and not speed:
         notes.append("Times are predicted from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)
     if cold:
-        notes.append(f"Cold read speed measured here (the reference line, from an evicted page "
-                     f"cache): {format_bytes(cold)}/s; pass it as --disk-read-speed for a similar disk.")  # fmt: skip
+        notes.append(
+            f"Cold read speed measured here (the reference line, from an evicted page "
+            f"cache): {format_bytes(cold)}/s; pass it as --disk-read-speed for a similar disk."
+        )
     if speed:
-        notes.append(f"Cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
-                     "speed, no overlap of reading and the rest assumed; measure them instead "
-                     f"with `bench run --cache cold --disk-read-speed {args.disk_read_speed}`.")  # fmt: skip
+        notes.append(
+            f"Cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
+            "speed, no overlap of reading and the rest assumed; measure them instead "
+            f"with `bench run --cache cold --disk-read-speed {args.disk_read_speed}`."
+        )
     return notes
 
 
@@ -86,8 +93,11 @@ def _device_note(args, results: Results, ckpt: int) -> tuple[str, dict[str, int]
     device_ram = parse_size(args.device_ram, what="--device-ram")
     devices = device_peaks(results, ckpt)
     if not devices:
-        return ("--device-ram: no results from a host whose backend reports device memory (the "
-                "CPU backend reports none); device peaks not predicted.", None)  # fmt: skip
+        return (
+            "--device-ram: no results from a host whose backend reports device memory (the "
+            "CPU backend reports none); device peaks not predicted.",
+            None,
+        )
     worst = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(devices.items()))
     return f"Predicted device peaks against {format_bytes(device_ram)}: {worst}.", devices
 
@@ -95,7 +105,11 @@ def _device_note(args, results: Results, ckpt: int) -> tuple[str, dict[str, int]
 def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
     """(cache, disk cap, speed to add) to fit with: cold runs measured with reads capped at
     `--disk-read-speed` where there are any; else the warm fit plus the read at that speed."""
-    speed = parse_speed(args.disk_read_speed, what="--disk-read-speed") if args.disk_read_speed else None  # fmt: skip
+    speed = (
+        parse_speed(args.disk_read_speed, what="--disk-read-speed")
+        if args.disk_read_speed
+        else None
+    )
     if speed and not ok_runs(results, cache="cold", disk_speed=speed).empty:
         return "cold", speed, None
     return ("warm" if speed else args.cache), None, speed
@@ -108,10 +122,18 @@ def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None
     if ok_runs(results, cache=cache, disk_speed=capped).empty:
         raise BenchError(
             f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
-            f"RESULTS={args.results} BENCH_ARGS=\"--cache {cache}\"` (or sa3) first"
-        )  # fmt: skip
-    adv = advise(results, target, host_ram, args.devices, shapes=args.shapes,
-                 folder=args.results, cache=cache, disk_speed=capped)  # fmt: skip
+            f'RESULTS={args.results} BENCH_ARGS="--cache {cache}"` (or sa3) first'
+        )
+    adv = advise(
+        results,
+        target,
+        host_ram,
+        args.devices,
+        shapes=args.shapes,
+        folder=args.results,
+        cache=cache,
+        disk_speed=capped,
+    )
     if speed:
         cold_adjust(adv.rec, results, target["checkpoint_bytes"], speed)
     return adv, speed, capped
@@ -119,7 +141,7 @@ def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None
 
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation (and checks held), 1 otherwise."""
-    from bench.run_checks import positive
+    from bench.run.checks import positive
 
     positive(args.devices, "--devices", "8")
     host_ram = parse_size(args.host_ram, what="--host-ram")
@@ -139,23 +161,28 @@ def run_cli(args: argparse.Namespace) -> int:
         print(to_text(adv) + "".join(n + "\n" for n in notes), end="")
     held = True
     if args.check:
-        from bench.recommend_check import check
+        from bench.commands.check import check
 
         held = check(adv.rec, args, host_ram)
     return 0 if adv.rec.recommended and held else 1
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `loadbench recommend`."""
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `loadbench recommend`."""
+    p = sub.add_parser("recommend", help="predict peak RAM and time on a target host")
     p.add_argument("--shapes", required=True, help="preset, fetched name, spec path or HF repo id")
     p.add_argument("--host-ram", required=True, help="target host RAM, e.g. 4GiB")
     p.add_argument("--devices", type=int, default=None)
-    p.add_argument("--results", default="results", help="measured results folder")
-    p.add_argument("--cache", choices=("warm", "cold"), default="warm",
-                   help="predict a load from a warm (default) or cold page cache")  # fmt: skip
+    add_results(p)
+    add_cache(p, both=False, help="predict a load from a warm (default) or cold page cache")
     p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")
     p.add_argument("--device-ram", help="the target's device memory, e.g. 80GiB")
-    p.add_argument("--check", action="store_true",
-                   help="run the recommended strategy and every one predicted not to fit under "
-                   "a real --host-ram limit here, and say whether the verdicts held")  # fmt: skip
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="run the recommended strategy and every one predicted not to fit under "
+        "a real --host-ram limit here, and say whether the verdicts held",
+    )
+    add_json(p)
+    p.set_defaults(func=run_cli)
+    return p

@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import cgroups
-from bench.cgroups import V1, V2
+from bench.limits import cgroups
+from bench.limits.cgroups import V1, V2
 
 NONE = "none"
 V1_KNOB = "blkio.throttle.read_bps_device"
@@ -87,8 +87,14 @@ class ReadThrottle(cgroups.ChildCgroup):
         >>> throttle.outcome().enforced
     """
 
-    def __init__(self, bytes_per_s: int, files: Iterable[str | os.PathLike], *,
-                 v2_cgroup: Path | None = None, mechanisms: tuple[str, ...] = (V2, V1)):  # fmt: skip
+    def __init__(
+        self,
+        bytes_per_s: int,
+        files: Iterable[str | os.PathLike],
+        *,
+        v2_cgroup: Path | None = None,
+        mechanisms: tuple[str, ...] = (V2, V1),
+    ):
         self.bytes_per_s = int(bytes_per_s)
         self.disks, self._loose = disks_of(files)
         self.mechanisms = mechanisms
@@ -99,8 +105,10 @@ class ReadThrottle(cgroups.ChildCgroup):
 
     def open(self) -> ReadThrottle:
         if self._loose:
-            self.note = (f"{self._loose[0]} is on no block device, so no read limit applies; "
-                         "the children ran at full speed")  # fmt: skip
+            self.note = (
+                f"{self._loose[0]} is on no block device, so no read limit applies; "
+                "the children ran at full speed"
+            )
             return self
         return super().open()
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bench.child_result import Measurement, PhaseMeasure
-from bench.children import ChildOutcome
-from bench.schema import PhaseRecord, SampleRecord
+from bench.records.schema import PhaseRecord, SampleRecord
+from bench.records.wire import Measurement, PhaseMeasure
+from bench.run.children import ChildOutcome
 from loader.vocabulary import OK, STATUS_SEVERITY, TOTAL, WRONG
 
 Record = PhaseRecord | SampleRecord
@@ -52,26 +52,43 @@ def _phase_row(
 ) -> PhaseRecord:
     """One row; without a measurement, the `total` row of a result that has none."""
     return PhaseRecord(
-        run_id=ctx.run_id, result_id=ctx.result_id, shapes=ctx.shapes, strategy=ctx.strategy,
-        kind=ctx.kind, dtype=ctx.dtype, devices=ctx.devices, processes=ctx.processes, process_index=index,
-        repeat=ctx.repeat, status=status, error=error, checkpoint_bytes=ctx.checkpoint_bytes,
-        largest_tensor_bytes=ctx.largest_tensor_bytes, tensors=ctx.tensors,
+        run_id=ctx.run_id,
+        result_id=ctx.result_id,
+        shapes=ctx.shapes,
+        strategy=ctx.strategy,
+        kind=ctx.kind,
+        dtype=ctx.dtype,
+        devices=ctx.devices,
+        processes=ctx.processes,
+        process_index=index,
+        repeat=ctx.repeat,
+        status=status,
+        error=error,
+        checkpoint_bytes=ctx.checkpoint_bytes,
+        largest_tensor_bytes=ctx.largest_tensor_bytes,
+        tensors=ctx.tensors,
         baseline_rss_bytes=measured and measured.baseline_rss_bytes,
         peak_rss_bytes=measured and measured.total.peak_rss_bytes,
         wall_s=measured and measured.total.wall_s,
-        phase=phase.name if phase else TOTAL, phase_order=phase.order if phase else 0,
-        phase_wall_s=phase and phase.wall_s, phase_peak_rss_bytes=phase and phase.peak_rss_bytes,
+        phase=phase.name if phase else TOTAL,
+        phase_order=phase.order if phase else 0,
+        phase_wall_s=phase and phase.wall_s,
+        phase_peak_rss_bytes=phase and phase.peak_rss_bytes,
         phase_end_rss_bytes=phase and phase.end_rss_bytes,
         phase_anon_rss_bytes=phase and phase.anon_rss_bytes,
         phase_file_rss_bytes=phase and phase.file_rss_bytes,
         peak_source=measured and measured.peak_source,
-        substeps_s=dict(phase.substeps_s) if phase else {}, memray_html=ctx.memray_html,
-        memray_top=ctx.memray_top, model_dtype=ctx.model_dtype, budget_bytes=ctx.budget_bytes,
+        substeps_s=dict(phase.substeps_s) if phase else {},
+        memray_html=ctx.memray_html,
+        memray_top=ctx.memray_top,
+        model_dtype=ctx.model_dtype,
+        budget_bytes=ctx.budget_bytes,
         inflight_peak_bytes=measured and measured.inflight_peak_bytes,
         phase_overlaps=list(phase.overlaps) if phase else [],
         phase_device_bytes_in_use=phase and phase.device_bytes_in_use,
-        phase_device_peak_bytes=phase and phase.device_peak_bytes_in_use, **ctx.situation,
-    )  # fmt: skip
+        phase_device_peak_bytes=phase and phase.device_peak_bytes_in_use,
+        **ctx.situation,
+    )
 
 
 def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
@@ -121,7 +138,7 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 phase_file_rss_bytes=_sum([r.phase_file_rss_bytes for r in rows]),
                 phase_device_bytes_in_use=_sum([r.phase_device_bytes_in_use for r in rows]),
                 phase_device_peak_bytes=_sum([r.phase_device_peak_bytes for r in rows]),
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -130,9 +147,11 @@ def sample_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Samp
     """The RSS timeline of one process."""
     measured = outcome.result.measurement if outcome.result else None
     return [
-        SampleRecord(ctx.run_id, ctx.result_id, index, s.t_s, s.phase, s.rss_anon_bytes, s.rss_file_bytes)
+        SampleRecord(
+            ctx.run_id, ctx.result_id, index, s.t_s, s.phase, s.rss_anon_bytes, s.rss_file_bytes
+        )
         for s in (measured.samples if measured else ())
-    ]  # fmt: skip
+    ]
 
 
 def _process_index(outcome: ChildOutcome, position: int) -> int:

@@ -45,7 +45,9 @@ class ChildTask:
     dtype: str | None = None
     seed: int = 0
     memray_bin: str | None = None  # capture path; `{process_index}` is filled in by the child
-    digests: str | None = None  # a user's checkpoint: its cached digests (`bench.usercheckpoint`)
+    digests: str | None = (
+        None  # a user's checkpoint: its cached digests (`bench.run.user_checkpoint`)
+    )
     checkpoint_folder: str | None = None  # a user's checkpoint: the folder its files are in
     model_dtype: str | None = None  # build the model in this dtype (None: as `dtype`)
     budget_bytes: int | None = None  # `budget=` for a strategy whose `load` takes one

@@ -1,6 +1,6 @@
-"""The one reader of bench results (schema v2, see `bench.schema`), and what is computed from them.
+"""The one reader of bench results (schema v2, see `bench.records.schema`), and what is computed from them.
 
-A run appends to `results/<machine>/<run-id>.jsonl` through the one writer (`bench.writer`);
+A run appends to `results/<machine>/<run-id>.jsonl` through the one writer (`bench.records.writer`);
 `export_parquet` adds `<run-id>.<type>.parquet` at the end. `read_results(folder)` reads every
 `*.jsonl` under `folder` (all machines, all runs): a truncated last line is skipped with a warning
 (a line its live writer is still appending, quietly), v1 lines are upgraded to v2, and an unknown
@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import SchemaVersionError
-from bench.schema import (
+from bench.records.schema import (
     READABLE_VERSIONS,
     RECORD_TYPES,
     PhaseRecord,
@@ -35,7 +35,7 @@ from bench.schema import (
     field_names,
     upgrade,
 )
-from bench.writer import writer_alive
+from bench.records.writer import writer_alive
 from loader.vocabulary import CRASHED, OK, STATUS_SEVERITY, TOTAL
 
 GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes", "cache"]

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import psutil
 
-from bench.child_result import ChildResult, from_json
-from bench.diskthrottle import ReadThrottle
 from bench.errors import ChildResultError
-from bench.memlimit import MemoryLimit
+from bench.limits.disk_read import ReadThrottle
+from bench.limits.memory import MemoryLimit
+from bench.records.wire import ChildResult, from_json
 from bench.units import format_bytes
 from loader.vocabulary import CRASHED, OOM, TIMEOUT
 
@@ -137,8 +137,9 @@ def _start(argv: list[str], env: dict[str, str], out: Path) -> _Child:
     """Start one child in its own session, its stdout and stderr going to `<out>.stderr`."""
     err = out.with_suffix(".stderr")
     with open(err, "wb") as fh:
-        proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
     return _Child(proc, out, err)
 
 
@@ -161,9 +162,9 @@ def run_group(
         outs: where each child writes its `ChildResult` JSON (its stderr goes beside, `.stderr`).
         timeout_s: wall-clock limit for the whole group.
         budget_bytes: the group's summed RSS limit.
-        limit: an open `bench.memlimit.MemoryLimit`: each child is started inside it (its PID,
+        limit: an open `bench.limits.memory.MemoryLimit`: each child is started inside it (its PID,
             and only it, goes in at once); one killed by it becomes "oom". throttle: an open
-            `bench.diskthrottle.ReadThrottle`, joined the same way.
+            `bench.limits.disk_read.ReadThrottle`, joined the same way.
     """
     children: list[_Child] = []
     try:
@@ -189,8 +190,10 @@ def _limit_kills(children: list[_Child], outcomes: list[ChildOutcome], limit: Me
     for child, outcome in zip(children, outcomes, strict=True):
         if child.proc.returncode == -signal.SIGKILL and child.killed is None:
             tail = (outcome.error or "").split("\n", 1)[1:]
-            msg = (f"killed by the {limit.mechanism} memory limit of "
-                   f"{format_bytes(limit.limit_bytes)} (oom_kill={kills})")  # fmt: skip
+            msg = (
+                f"killed by the {limit.mechanism} memory limit of "
+                f"{format_bytes(limit.limit_bytes)} (oom_kill={kills})"
+            )
             outcome = ChildOutcome(OOM, "\n".join([msg, *tail]), outcome.result)
         out.append(outcome)
     return out

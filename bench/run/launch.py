@@ -19,10 +19,10 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from bench.child_result import ChildTask, to_json
-from bench.children import run_group
-from bench.config import RunConfig
-from bench.matrix import Task
+from bench.records.wire import ChildTask, to_json
+from bench.run.children import run_group
+from bench.run.config import RunConfig
+from bench.run.matrix import Task
 from loader.vocabulary import CRASHED, FILE, OK
 
 Group = tuple[list[list[str]], list[dict[str, str]], list[Path]]
@@ -98,8 +98,20 @@ def prepare_task(task: Task, config: RunConfig) -> Task | tuple[str, str]:
     )
     marker = folder / "prepared.json"
     if not marker.is_file():
-        tail = ["bench.child.prepare", "convert", "--strategy", task.entry.name, "--shapes", task.checkpoint.shapes,
-                "--src", task.checkpoint.path, "--dst", str(folder), "--seed", str(task.checkpoint.seed)]  # fmt: skip
+        tail = [
+            "bench.child.prepare",
+            "convert",
+            "--strategy",
+            task.entry.name,
+            "--shapes",
+            task.checkpoint.shapes,
+            "--src",
+            task.checkpoint.path,
+            "--dst",
+            str(folder),
+            "--seed",
+            str(task.checkpoint.seed),
+        ]
         if task.checkpoint.dtype:
             tail += ["--dtype", task.checkpoint.dtype]
         argvs, envs, outs = _group(task, tail, folder.parent / ".work", folder.name)

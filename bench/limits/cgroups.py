@@ -1,6 +1,6 @@
 """Child cgroups the bench makes for the processes it starts: find where, make, fill, remove.
 
-Shared by `bench.memlimit` (a memory limit) and `bench.diskthrottle` (a read-speed limit). A
+Shared by `bench.limits.memory` (a memory limit) and `bench.limits.disk_read` (a read-speed limit). A
 cgroup made here is named `loadbench-<creator pid>-<hex>` under this process's own cgroup of the
 controller's hierarchy (v2: where that cgroup delegates the controller in `cgroup.subtree_control`;
 v1: the controller's own mount). Only PIDs the caller started are written to it; one left by a

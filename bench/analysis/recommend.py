@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import NoResultsError
-from bench.results import Results, headline
+from bench.records.results import Results, headline
 from bench.units import format_bytes
 from loader.vocabulary import OK, REFERENCE, TOTAL
 
@@ -129,10 +129,14 @@ def shape_medians(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per measured checkpoint: the median peak over baseline and the median wall of its
     repeats (the bench's figure is a median; one slow cold read must not tilt the fit)."""
     over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
-    frame = pd.DataFrame({
-        "ckpt": pd.to_numeric(rows["checkpoint_bytes"]), "largest": pd.to_numeric(rows["largest_tensor_bytes"]),
-        "over": over, "wall": pd.to_numeric(rows["wall_s"]),
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "ckpt": pd.to_numeric(rows["checkpoint_bytes"]),
+            "largest": pd.to_numeric(rows["largest_tensor_bytes"]),
+            "over": over,
+            "wall": pd.to_numeric(rows["wall_s"]),
+        }
+    )
     return frame.groupby(["ckpt", "largest"], as_index=False)[["over", "wall"]].median()
 
 
@@ -148,9 +152,13 @@ def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
         "predicted_peak_bytes": int(baseline + a * ckpt + b * largest + e),
         "predicted_wall_s": c * ckpt + d,
         "model": {
-            "peak_bytes_per_checkpoint_byte": a, "peak_bytes_per_largest_tensor_byte": b,
-            "peak_constant_bytes": e, "wall_s_per_checkpoint_byte": c, "wall_constant_s": d,
-            "baseline_rss_bytes": int(baseline), "runs": len(rows),
+            "peak_bytes_per_checkpoint_byte": a,
+            "peak_bytes_per_largest_tensor_byte": b,
+            "peak_constant_bytes": e,
+            "wall_s_per_checkpoint_byte": c,
+            "wall_constant_s": d,
+            "baseline_rss_bytes": int(baseline),
+            "runs": len(rows),
             "shapes": sorted(set(rows["shapes"])),
             "devices": sorted(int(n) for n in set(rows["devices"])),
             "largest_measured_checkpoint_bytes": int(x1.max()),
@@ -159,7 +167,7 @@ def _predict(rows: pd.DataFrame, target: dict[str, int]) -> dict[str, Any]:
             "wall_error": _rel_error(c * x1 + d, wall),
             "wall_repeat_spread": repeat_spread(rows),
         },
-    }  # fmt: skip
+    }
 
 
 def _rel_error(predicted: np.ndarray, measured: np.ndarray) -> float:

@@ -1,0 +1,1 @@
+"""The `loadbench` subcommands, one module each (see `COMMANDS` in `bench.cli`)."""

@@ -1,0 +1,235 @@
+"""`loadbench bench list|run|abstract`: the registered strategies, a measured run, and the abstract
+build micro-benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+from pathlib import Path
+
+from bench.commands.common import add_cache, add_json, add_out, csv
+from bench.errors import BenchError
+from bench.run.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, RunConfig
+from bench.vocabulary import WARM
+from loader.strategies import StrategyInfo
+from loader.vocabulary import FILE, STRATEGY
+
+EXIT_INTERRUPTED = 130
+LIST_KEYS = ("name", "description", "kind", "checkpoint", "multiprocess", "install_hint")
+
+
+def _tags(info: StrategyInfo) -> str:
+    """What sets a strategy apart in `bench list`: its kind, checkpoint form, processes."""
+    tags = [
+        info.kind if info.kind != STRATEGY else "",
+        info.checkpoint if info.checkpoint != FILE else "",
+        "multi-process" if info.multiprocess else "",
+        "" if info.available() else _unavailable(info),
+    ]
+    return f"  [{', '.join(t for t in tags if t)}]" if any(tags) else ""
+
+
+def _unavailable(info: StrategyInfo) -> str:
+    hint = f"; install: {info.install_hint}" if info.install_hint else ""
+    return f"unavailable: needs {', '.join(info.missing())}{hint}"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """`bench list`: one line (or JSON object) per registered strategy."""
+    from bench import strategies
+
+    entries = strategies.catalog()
+    if args.json:
+        rows = [
+            {
+                **{k: getattr(e, k) for k in LIST_KEYS},
+                "available": e.available(),
+                "missing": e.missing(),
+            }
+            for e in entries.values()
+        ]
+        print(json.dumps(rows, indent=1))
+        return 0
+    width = max((len(n) for n in entries), default=0)
+    for e in entries.values():
+        print(f"{e.name.ljust(width)}  {e.description}{_tags(e)}")
+    return 0
+
+
+def _disk_speed(args: argparse.Namespace) -> int | None:
+    """`--disk-read-speed` in bytes/s; only with a cold cache (a warm load reads no disk)."""
+    if not args.disk_read_speed:
+        return None
+    if args.cache == WARM:
+        raise BenchError(
+            "--disk-read-speed caps reads from the disk, and a warm page cache reads none: add "
+            "--cache cold (or both)"
+        )
+    from bench.units import parse_speed
+
+    return parse_speed(args.disk_read_speed, what="--disk-read-speed")
+
+
+def _size(text: str | None, flag: str) -> int | None:
+    from bench.units import parse_size
+
+    return parse_size(text, what=flag) if text else None
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """`bench run`'s options as one `RunConfig` (sizes and speeds parsed, lists split)."""
+    if not args.shapes and not args.checkpoint:
+        raise BenchError(
+            "give --shapes (shape sets) or --checkpoint (your own checkpoint), or both"
+        )
+    return RunConfig(
+        shapes=csv(args.shapes or ""),
+        checkpoints=list(args.checkpoint or []),
+        cache=args.cache,
+        host_ram_bytes=_size(args.host_ram, "--host-ram"),
+        disk_read_bytes_per_s=_disk_speed(args),
+        strategies=csv(args.strategies) if args.strategies else None,
+        repeats=args.repeats,
+        dtype=args.dtype,
+        devices=args.devices,
+        processes=args.processes,
+        memray=args.memray,
+        out=Path(args.out),
+        timeout_s=args.timeout,
+        memory_budget_bytes=_size(args.memory_budget, "--memory-budget"),
+        model_dtype=args.model_dtype,
+        load_budget_bytes=_size(args.budget, "--budget"),
+        argv=["loadbench", *args.argv],
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`bench run`: measure, write the results, print the summary."""
+    from bench.analysis.summary import json_summary, tables
+    from bench.records.results import read_results
+    from bench.run.checks import check_counts
+    from bench.run.runner import run_bench
+
+    config = run_config(args)
+    check_counts(args.repeats, args.devices, args.processes, args.timeout)
+    # Ctrl-C must stop the run cleanly even where SIGINT was inherited as ignored (a shell's
+    # background job ignores it, and Python then installs no KeyboardInterrupt handler).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    outcome = run_bench(config)
+    results = read_results(outcome.jsonl)
+    if args.json:  # the file first, so a script can find what this run wrote
+        summary = {"results_file": str(outcome.jsonl), "strategies": json_summary(results)}
+        print(json.dumps(summary, indent=1))
+    else:
+        print(tables(results), end="")
+        print(
+            f"results: {outcome.jsonl} (+ .parquet); "
+            f"view them with `loadbench dashboard --results {args.out}`"
+        )
+    return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def cmd_abstract(args: argparse.Namespace) -> int:
+    """`bench abstract`: abstract build time against layer count."""
+    from bench.child import abstract_build
+
+    rows = abstract_build.measure([int(n) for n in csv(args.layers)])
+    print(json.dumps(rows, indent=1) if args.json else abstract_build.format_table(rows))
+    return 0
+
+
+RUN_DESCRIPTION = (
+    "Measure strategies, each load in a fresh process. Synthetic checkpoints (and their "
+    "converted forms) are made once and kept in $LOADBENCH_CACHE/checkpoints/ (default: "
+    "./.cache/loadbench, relative to where you run it); delete that folder to reclaim the space."
+)
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `loadbench bench list|run|abstract`."""
+    parser = sub.add_parser("bench", help="list and run load strategies")
+    bench = parser.add_subparsers(dest="bench_command", required=True)
+    p = bench.add_parser("list", help="the registered strategies")
+    add_json(p, "one JSON list")
+    p.set_defaults(func=cmd_list)
+    run = bench.add_parser(
+        "run", help="measure strategies, each run in a fresh process", description=RUN_DESCRIPTION
+    )
+    _add_run(run)
+    p = bench.add_parser("abstract", help="abstract model build time against layer count")
+    p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
+    add_json(p, "one JSON list")
+    p.set_defaults(func=cmd_abstract)
+    return parser
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options: what to measure (shapes, strategies, dtypes, budget, devices)."""
+    p.add_argument("--shapes", help="shape set(s): preset, fetched name or path; a,b")
+    _add_run_scenarios(p)
+    p.add_argument("--strategies", help="a,b (default: every strategy predicted to fit)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--dtype", default=None, help="store and load every float tensor in this dtype")
+    p.add_argument(
+        "--model-dtype",
+        default=None,
+        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): a real cast",
+    )
+    p.add_argument(
+        "--budget",
+        default=None,
+        help="host bytes in flight beyond the model's own, for strategies that take a budget "
+        "(pipelined; default there 256MiB), e.g. 256MiB",
+    )
+    p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help=f"processes of multi-process strategies (default {DEFAULT_PROCESSES})",
+    )
+    _add_run_limits(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a limit."""
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        help="your own checkpoint: a .safetensors file, a folder of shards or an *.index.json "
+        "(repeatable); loads are verified bit-exact, nothing is written beside it",
+    )
+    add_cache(
+        p,
+        both=True,
+        help="page cache before each child: warm (default), cold (evicted first), or both",
+    )
+    p.add_argument(
+        "--host-ram", help="run each child inside a memory cgroup of this size, e.g. 4GiB"
+    )
+    p.add_argument(
+        "--disk-read-speed",
+        help="cap each child's reads from the checkpoint's disk at this speed (a blkio cgroup), "
+        "e.g. 300MB/s: a cold load as the target's disk would serve it; needs --cache cold|both",
+    )
+
+
+def _add_run_limits(p: argparse.ArgumentParser) -> None:
+    """`bench run`'s options on how each child runs (limits, memray) and where results go."""
+    p.add_argument(
+        "--memray", action="store_true", help="also capture one run per strategy with memray"
+    )
+    add_out(p)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds per child (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--memory-budget",
+        help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
+    )
+    add_json(p, "one JSON object (results_file, strategies)")
