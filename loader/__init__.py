@@ -5,6 +5,7 @@ Public API:
     load_model(target, path, *, strict=False, key_map=None, strategy=None, budget=None) -> (model, LoadReport)
     save_sharded(model, folder) / load_sharded(target, folder, ...) / convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
+    Transpose(axes), Reshape(shape), Slice(axis, start, stop): declared key_map transforms
 
 Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`, `loader.strategies`)
 does not import jax: the jax-free parts (the header reader, the registry) stay light. The names
@@ -14,6 +15,7 @@ it then.
 
 from loader.errors import CheckpointError, HeaderError, IncompleteCheckpointError, MismatchError
 from loader.report import LoadReport, LoadWarning
+from loader.transforms import Reshape, Slice, Transpose
 
 _LAZY = {
     "load_model": "loader.load",
@@ -30,6 +32,9 @@ __all__ = [
     "LoadReport",
     "LoadWarning",
     "MismatchError",
+    "Reshape",
+    "Slice",
+    "Transpose",
     "convert_to_sharded",
     "load_model",
     "load_sharded",

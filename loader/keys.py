@@ -13,11 +13,14 @@ import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import METADATA_KEY
+from loader.transforms import as_chain
 
 Path = tuple[str | int, ...]
 Transform = Callable[[np.ndarray], np.ndarray]
-#: `key_map`: model key -> file key, or (file key, transform of the host array); or a callable
-#: taking the model key and returning either (or None to keep the model key).
+#: `key_map`: model key -> file key, or (file key, transform): a declared transform
+#: (`loader.Transpose`, `loader.Reshape`, `loader.Slice`), a tuple of them applied in turn (both
+#: become a `loader.transforms.Chain`), or any callable of the host array (staged whole); or a
+#: callable taking the model key and returning either (or None to keep the model key).
 KeyMap = Mapping[str, str | tuple[str, Transform]] | Callable[[str], object]
 
 
@@ -75,7 +78,7 @@ def resolve_file_key(
     if mapped is not None:
         if isinstance(mapped, tuple):
             file_key, transform = mapped
-            return file_key, transform
+            return file_key, as_chain(transform, model_key)  # type: ignore[return-value]
         return str(mapped), None
     if model_key not in file_keys and legacy_key(model_key) in file_keys:
         return legacy_key(model_key), None

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
+from loader.errors import CheckpointError
 from loader.format import dtype_name
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap, Transform, resolve_file_key
 from loader.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
 from loader.place import concrete_sharding, describe_sharding
 from loader.report import DtypeCast, LoadReport, ShapeMismatch, ShardingChange
+from loader.transforms import Chain, TransformError
 
 
 @dataclass
@@ -47,6 +49,8 @@ def _stored_shape(
     """The shape after `transform`, found without data; None if it cannot be traced."""
     if transform is None:
         return step_shape
+    if isinstance(transform, Chain):
+        return transform.out_shape(step_shape)  # TransformError: cannot apply (the caller's)
     try:
         # a lambda, not `transform` itself: jax.eval_shape(np.transpose, ...) crashed the process
         # when repeated (jax 0.10.2)
@@ -67,9 +71,18 @@ def _check_leaf(
 ) -> bool:
     info = source.info(file_key)
     want_shape, want_dtype = leaf.stored_shape_dtype()
-    got_shape = _stored_shape(info.shape, info.np_dtype, transform)
+    try:
+        got_shape = _stored_shape(info.shape, info.np_dtype, transform)
+    except TransformError as exc:
+        got_shape, result = (), f"an error ({exc})"
+    else:
+        result = str(got_shape)
     if got_shape is not None and got_shape != want_shape:
-        report.shape_mismatches.append(ShapeMismatch(leaf.key, file_key, want_shape, info.shape))
+        named = str(transform) if isinstance(transform, Chain) else ""
+        result = result if named else ""
+        report.shape_mismatches.append(
+            ShapeMismatch(leaf.key, file_key, want_shape, info.shape, named, result)
+        )
         return False
     if leaf.kind == "array" and info.np_dtype != want_dtype:
         report.casts.append(DtypeCast(leaf.key, info.dtype, dtype_name(want_dtype)))
@@ -90,6 +103,24 @@ def _sharding_change(leaf: Leaf, placed: object, saved: dict[str, str], report: 
         report.sharding_changes.append(ShardingChange(leaf.key, before, after))
 
 
+def _claim(users: dict[str, tuple[str, bool]], leaf: Leaf, file_key: str, t: object) -> None:
+    """Record that `leaf` reads `file_key`; two leaves may share a tensor only through Slices."""
+    sliced = isinstance(t, Chain) and t.slices
+    other = users.setdefault(file_key, (leaf.key, sliced))
+    if other[0] != leaf.key and not (sliced and other[1]):
+        raise CheckpointError(
+            f"key_map sends both {other[0]!r} and {leaf.key!r} to file key {file_key!r}; leaves "
+            "can share one tensor only through loader.Slice (each taking its own part)"
+        )
+
+
+def _note_transform(report: LoadReport, leaf: Leaf, transform: object) -> None:
+    if isinstance(transform, Chain):
+        report.transformed.append(leaf.key)
+    elif transform is not None:
+        report.staged.append(leaf.key)
+
+
 def plan_load(
     model: object, source: CheckpointSource, *, key_map: KeyMap | None = None
 ) -> LoadPlan:
@@ -99,14 +130,14 @@ def plan_load(
     saved_impls = json.loads(metadata.get(META_PRNG, "{}"))
     plan = LoadPlan(report=LoadReport(path=str(source.path)))
     file_keys = set(source.keys())
-    used: set[str] = set()
+    used: dict[str, tuple[str, bool]] = {}
     for leaf in model_leaves(model, metadata):
         file_key, transform = resolve_file_key(leaf.key, file_keys, key_map)
         if file_key not in file_keys:
             plan.report.missing.append(leaf.key)
             plan.skipped.append(leaf)
             continue
-        used.add(file_key)
+        _claim(used, leaf, file_key, transform)
         if not _check_leaf(leaf, file_key, transform, source, plan.report, saved_impls):
             plan.skipped.append(leaf)
             continue
@@ -114,6 +145,7 @@ def plan_load(
         if sharding is not None:
             _sharding_change(leaf, sharding, saved_shardings, plan.report)
         plan.steps.append(Step(leaf, file_key, transform, sharding))
-    plan.report.unexpected = sorted(file_keys - used)
+        _note_transform(plan.report, leaf, transform)
+    plan.report.unexpected = sorted(file_keys - set(used))
     plan.steps.sort(key=lambda s: (str(source.file_of(s.file_key)), source.file_offset(s.file_key)))
     return plan

@@ -22,9 +22,14 @@ class ShapeMismatch:
     file_key: str
     expected: tuple[int, ...]
     found: tuple[int, ...]
+    transform: str = ""  # the declared transform applied to `found` (`Chain.__str__`)
+    result: str = ""  # what it gave: a shape, or why it cannot apply
 
     def __str__(self) -> str:
-        return f"{self.path}: model expects shape {self.expected}, file key {self.file_key!r} has {self.found} (not applied)"
+        head = f"{self.path}: model expects shape {self.expected}, file key {self.file_key!r}"
+        if self.transform:
+            return f"{head} has {self.found}, {self.transform} gives {self.result} (not applied)"
+        return f"{head} has {self.found} (not applied)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,10 @@ class LoadReport:
         shape_mismatches: never applied; the parameter keeps its init (zeros for abstract targets).
         casts: parameters whose file dtype differs from the model's; cast on the host.
         sharding_changes: parameters placed with a sharding other than the one they were saved with.
+        transformed: parameters filled through a declared transform (`loader.Transpose`,
+            `Reshape`, `Slice`), read straight into place where the strategy can (`pipelined`).
+        staged: parameters whose transform is an opaque callable (or a declared one that is no
+            strided view), applied to the whole tensor staged on the host. Neither is a problem.
         inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
             strategies that bound them (`pipelined`); None otherwise.
     """
@@ -73,6 +82,8 @@ class LoadReport:
     shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
     casts: list[DtypeCast] = field(default_factory=list)
     sharding_changes: list[ShardingChange] = field(default_factory=list)
+    transformed: list[str] = field(default_factory=list)
+    staged: list[str] = field(default_factory=list)
     inflight_peak_bytes: int | None = None
 
     @property

@@ -41,6 +41,8 @@ from loader.pipeline.jobs import (
     adopt_pieces,
     finish,
     is_adoptable,
+    job_view,
+    read_view_part,
     split_parts,
     stage_piece,
 )
@@ -141,17 +143,11 @@ class Pipeline:
             self.budget.acquire(job.acquire_bytes)
             with self._lock:
                 job.counted_bytes, job.acquire_bytes = job.acquire_bytes, 0
-        piece = part.piece
-        rows0 = piece.region[0].start if piece.region else 0
-        dest = (
-            piece.dest[part.rows.start - rows0 : part.rows.stop - rows0]
-            if piece.region
-            else piece.dest
-        )
         t0 = time.perf_counter()
-        prefault(dest)
-        region = (part.rows, *piece.region[1:]) if piece.region else ()
-        fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
+        if job.view is not None:  # a declared transform: read through its view, chunk by chunk
+            dest = read_view_part(part, scratch)
+        else:
+            dest = self._read_rows(part, scratch)
         dt = time.perf_counter() - t0
         with self._lock:
             if dest.dtype == job.info.np_dtype:
@@ -162,6 +158,20 @@ class Pipeline:
             last = job.pending == 0
         if last:
             self._done.put((job, None))
+
+    @staticmethod
+    def _read_rows(part: Part, scratch: np.ndarray) -> np.ndarray:
+        job, piece = part.job, part.piece
+        rows0 = piece.region[0].start if piece.region else 0
+        dest = (
+            piece.dest[part.rows.start - rows0 : part.rows.stop - rows0]
+            if piece.region
+            else piece.dest
+        )
+        prefault(dest)
+        region = (part.rows, *piece.region[1:]) if piece.region else ()
+        fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
+        return dest
 
     # -- fill: after the plan check -------------------------------------------------------------
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
@@ -194,9 +204,10 @@ class Pipeline:
         buffer = spec.buffer if spec else None
         filled = bool(spec and spec.filled)
         source = MemoryBytes(buffer) if filled else self._file_bytes(info)
-        if is_adoptable(step):
-            pieces, reused = adopt_pieces(step, buffer)
-            job = LeafJob(step, info, "adopt", source, pieces, source_file=where)
+        view = job_view(step, info)
+        if is_adoptable(step, view):
+            pieces, reused = adopt_pieces(step, None if view else buffer)
+            job = LeafJob(step, info, "adopt", source, pieces, source_file=where, view=view)
             if reused:
                 self.budget.release(info.nbytes)  # the speculative buffer is the model's own now
             elif spec:

@@ -1,13 +1,15 @@
 """What each planned leaf needs: destination buffers per device, the parts to read, and the value.
 
 Two kinds of job:
-- `adopt` (a plain array leaf, no key_map transform): one buffer per addressable device, in the
-  leaf's dtype, holding that device's index region. Each buffer is handed to its device without a
-  copy (`jax.device_put` of an aligned numpy array aliases it on the CPU backend), so it is the
-  model's own memory from the start and does not count against the budget.
-- `stage` (a PRNG key, a Python scalar, a transformed leaf): the whole stored tensor in one host
-  buffer (counted against the budget), turned into the value by `loader.materialize` on the main
-  thread, then dropped.
+- `adopt` (a plain array leaf, with no key_map transform or a declared one that is a strided view
+  of the file tensor, `LeafJob.view`, read through by `loader.pipeline.views`): one buffer per
+  addressable device, in the leaf's dtype, holding that device's index region. Each buffer is
+  handed to its device without a copy (`jax.device_put` of an aligned numpy array aliases it on
+  the CPU backend), so it is the model's own memory from the start and does not count against
+  the budget.
+- `stage` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
+  tensor in one host buffer (counted against the budget), turned into the value by
+  `loader.materialize` on the main thread, then dropped.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import numpy as np
 
 from loader.format import TensorInfo
 from loader.materialize import apply_transform, assign, host_cast, to_device
-from loader.pipeline.memory import aligned
+from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.regions import Bytes, Region, full_region, normalize
+from loader.pipeline.views import fill_view, outer_axis
 from loader.plan import LoadPlan, Step
+from loader.transforms import Chain, View
 
 PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads
 
@@ -38,11 +42,12 @@ class Piece:
 
 @dataclass
 class Part:
-    """A unit of work for a reader thread: some rows of one piece."""
+    """A unit of work for a reader thread: some rows of one piece (indices along `axis`)."""
 
     job: LeafJob
     piece: Piece
     rows: slice
+    axis: int = 0  # a view job's parts are cut along its outer axis (`views.outer_axis`)
 
 
 @dataclass
@@ -58,14 +63,21 @@ class LeafJob:
     acquire_bytes: int = 0  # budget a reader must take before reading (a staging buffer)
     pending: int = 0
     source_file: str = ""
+    view: View | None = None  # a declared transform's result, as a view of the file tensor
 
     @property
     def where(self) -> str:
         return f"{self.source_file}: tensor {self.step.file_key!r}"
 
 
-def is_adoptable(step: Step) -> bool:
-    return step.leaf.kind == "array" and step.transform is None and step.sharding is not None
+def job_view(step: Step, info: TensorInfo) -> View | None:
+    """The step's declared transform as a strided view of the file tensor (None: none, no view)."""
+    return step.transform.view(info.shape) if isinstance(step.transform, Chain) else None
+
+
+def is_adoptable(step: Step, view: View | None = None) -> bool:
+    plain = step.transform is None or view is not None
+    return step.leaf.kind == "array" and plain and step.sharding is not None
 
 
 def device_regions(step: Step) -> list[tuple[object, Region]]:
@@ -86,12 +98,26 @@ def split_parts(job: LeafJob) -> list[Part]:
     for piece in job.pieces:
         if piece.dest.size == 0:
             continue
-        rows = piece.region[0] if piece.region else slice(0, 1)
+        axis = outer_axis(job.view.restrict(piece.region)) if job.view is not None else 0
+        rows = piece.region[axis] if piece.region else slice(0, 1)
         n_rows = rows.stop - rows.start
         k = max(1, min(n_rows, math.ceil(piece.dest.nbytes / part_bytes)))
         bounds = [rows.start + (n_rows * i) // k for i in range(k + 1)]
-        parts += [Part(job, piece, slice(a, b)) for a, b in zip(bounds, bounds[1:]) if b > a]
+        parts += [Part(job, piece, slice(a, b), axis) for a, b in zip(bounds, bounds[1:]) if b > a]
     return parts
+
+
+def read_view_part(part: Part, scratch: np.ndarray) -> np.ndarray:
+    """Fill one part of a view job (see `loader.pipeline.views`); the destination it filled."""
+    job, piece, axis = part.job, part.piece, part.axis
+    first = piece.region[axis].start
+    if part.rows.start == first:  # the whole piece once (its parts write strided blocks of it)
+        prefault(piece.dest)
+    index = (slice(None),) * axis + (slice(part.rows.start - first, part.rows.stop - first),)
+    region = (*piece.region[:axis], part.rows, *piece.region[axis + 1 :])
+    dest = piece.dest[index]
+    fill_view(job.source, job.info.np_dtype, job.view.restrict(region), dest, scratch)
+    return dest
 
 
 def finish(job: LeafJob, plan: LoadPlan) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -177,10 +178,13 @@ class Restore:
         with probe.phase(READ):
             restored = _restore(layout.path, plan, layout)
         with probe.phase(CAST):
-            values = [
-                (step, _value(step, restored.pop(step.file_key, None), plan, layout))
-                for step in plan.steps
-            ]
+            uses = Counter(step.file_key for step in plan.steps)  # a Slice shares a tensor
+            values = []
+            for step in plan.steps:
+                uses[step.file_key] -= 1
+                last = not uses[step.file_key]
+                array = restored.pop(step.file_key, None) if last else restored.get(step.file_key)
+                values.append((step, _value(step, array, plan, layout)))
         del restored
         with probe.phase(ASSEMBLE):
             for step, value in values:

@@ -1,0 +1,97 @@
+"""Fill a destination buffer with a strided view of a stored tensor (a declared transform's result).
+
+A `loader.transforms.View` says where each element of the leaf lies in the file tensor (element
+strides and an offset). A reader thread fills a part of it in bounded chunks:
+
+- a C-contiguous view in the file's dtype (a Reshape, a Slice of the leading axis) is read
+  straight into the destination: no scratch, no copy;
+- otherwise the file bytes the chunk spans are read into the thread's scratch buffer and copied
+  (and cast) through a strided numpy view into the destination: a Transpose is a transposing copy
+  of contiguous source rows. Gaps inside the span are read through when the runs between them are
+  short (a syscall per run costs more than copying the gap: GPT-2's `c_attn` slices of the last
+  axis are 3 KB rows) or when most of the span is wanted; long runs are read one by one.
+
+Parts are cut along the view's outer axis (its largest stride), so each part reads one
+contiguous stretch of the file: a transposed weight's part is some rows of the source, scattered
+to columns of the destination.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from loader.pipeline.cast import cast_into
+from loader.pipeline.regions import Bytes
+from loader.transforms import View, c_strides
+
+READ_THROUGH_RUN_BYTES = 64 << 10
+
+
+def outer_axis(view: View) -> int:
+    """The axis with the largest stride (of those longer than 1): parts are cut along it."""
+    axes = [a for a, n in enumerate(view.shape) if n > 1]
+    return max(axes, key=lambda a: (view.strides[a], -a)) if axes else 0
+
+
+def _span(view: View) -> int:
+    """Elements from the view's first to its last element in the file (inclusive)."""
+    return sum((n - 1) * s for n, s in zip(view.shape, view.strides) if n > 1) + 1
+
+
+def _run(view: View) -> int:
+    """Elements in one contiguous run at the view's innermost axes."""
+    run = 1
+    for n, s in zip(reversed(view.shape), reversed(view.strides)):
+        if n > 1 and s != run:
+            break
+        run *= n
+    return run
+
+
+def _contiguous(view: View) -> bool:
+    return all(s == c or n == 1 for n, s, c in zip(view.shape, view.strides, c_strides(view.shape)))
+
+
+def _read_through(view: View, span: int, itemsize: int) -> bool:
+    size = int(np.prod(view.shape))
+    return 2 * size >= span or _run(view) * itemsize < READ_THROUGH_RUN_BYTES
+
+
+def _copy(dst: np.ndarray, block: np.ndarray) -> None:
+    if block.dtype == dst.dtype:  # as unsigned integers: numpy's copy loop releases the GIL
+        unsigned = np.dtype(f"u{dst.dtype.itemsize}") if dst.dtype.itemsize <= 8 else None
+        if unsigned is not None:
+            np.copyto(dst.view(unsigned), block.view(unsigned))
+            return
+    cast_into(dst, block, scratch_writable=block.flags.c_contiguous)
+
+
+def fill_view(
+    src: Bytes, dtype: np.dtype, view: View, dst: np.ndarray, scratch: np.ndarray
+) -> None:
+    """Write the elements `view` selects of the stored tensor (`dtype`, in `src`) into `dst`."""
+    if dst.size == 0:
+        return
+    itemsize = dtype.itemsize
+    if _contiguous(view) and dst.dtype == dtype and dst.flags.c_contiguous:
+        src.read(view.offset * itemsize, dst.reshape(-1).view(np.uint8))
+        return
+    span = _span(view)
+    fits = span * itemsize <= scratch.nbytes
+    if fits and _read_through(view, span, itemsize):
+        raw = scratch[: span * itemsize]
+        src.read(view.offset * itemsize, raw)
+        strides = tuple(s * itemsize for s in view.strides)
+        _copy(dst, as_strided(raw.view(dtype), view.shape, strides))
+        return
+    k = outer_axis(view)
+    n, stride = view.shape[k], view.strides[k]
+    rest = span - (n - 1) * stride  # the span of one index along k
+    cap = scratch.nbytes // itemsize
+    per = 1 if fits or rest > cap else max(1, (cap - rest) // stride + 1)
+    whole = [slice(0, m) for m in view.shape]
+    for b in range(0, n, per):
+        e = min(n, b + per)
+        region = (*whole[:k], slice(b, e), *whole[k + 1 :])
+        fill_view(src, dtype, view.restrict(region), dst[region], scratch)

@@ -1,0 +1,238 @@
+"""Declared transforms: `Transpose(axes)`, `Reshape(shape)`, `Slice(axis, start, stop)`, composed.
+
+A `key_map` entry `(file_key, transform)` may name one of these, or a tuple of them applied left
+to right, instead of an opaque callable. Unlike a callable they say what they do, so:
+
+- the shape after the transform is known from the header alone (`Chain.out_shape`), and a strict
+  load refuses a wrong one before any byte is read;
+- the result is a strided view of the file tensor (`Chain.view`: element strides and an offset
+  into the stored C-ordered tensor), which `pipelined`'s reader threads fill chunk by chunk
+  straight into the destination buffer (`loader.pipeline.views`). A Reshape is a view when the
+  axes it merges are contiguous (numpy's no-copy rule); otherwise the chain is applied on the
+  host like a callable.
+
+Each one is also a plain numpy function (`Transpose((1, 0))(x)`), which is how the other
+strategies apply them. Example, GPT-2's fused q/k/v (a Conv1D weight, `(in, 3 * out)`):
+
+    >>> key_map = {"h.0.attn.q.kernel": ("h.0.attn.c_attn.weight", Slice(1, 0, 768))}
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from loader.errors import CheckpointError
+
+
+class TransformError(CheckpointError):
+    """A declared transform cannot apply to a tensor of that shape (rank, range or size)."""
+
+
+@dataclass(frozen=True)
+class View:
+    """A strided view of a stored C-ordered tensor: shape, element strides, element offset."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int = 0
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...]) -> View:
+        return cls(tuple(shape), c_strides(shape))
+
+    def restrict(self, region: tuple[slice, ...]) -> View:
+        """The view of a sub-block (`slice(start, stop)` per axis)."""
+        shape = tuple(s.stop - s.start for s in region)
+        offset = self.offset + sum(s.start * st for s, st in zip(region, self.strides))
+        return View(shape, self.strides, offset)
+
+
+def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-ordered array of `shape`."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True)
+class Transpose:
+    """`np.transpose(x, axes)`: a permutation of the axes."""
+
+    axes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "axes", tuple(int(a) for a in self.axes))
+
+    def _axes(self, ndim: int) -> tuple[int, ...]:
+        axes = tuple(a % ndim if -ndim <= a < ndim else a for a in self.axes) if ndim else ()
+        if sorted(axes) != list(range(ndim)):
+            raise TransformError(f"{self}: axes are not a permutation of a {ndim}-d tensor's")
+        return axes
+
+    def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(shape[a] for a in self._axes(len(shape)))
+
+    def view(self, v: View) -> View | None:
+        axes = self._axes(len(v.shape))
+        return View(tuple(v.shape[a] for a in axes), tuple(v.strides[a] for a in axes), v.offset)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return np.transpose(x, self._axes(np.ndim(x)))
+
+    def __str__(self) -> str:
+        return f"Transpose({self.axes})"
+
+
+@dataclass(frozen=True)
+class Reshape:
+    """`x.reshape(shape)` (one `-1` allowed): free when the merged axes are contiguous."""
+
+    shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+
+    def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        size, known = math.prod(shape), [n for n in self.shape if n != -1]
+        free = len(self.shape) - len(known)
+        if free > 1 or any(n < 0 for n in known):
+            raise TransformError(f"{self}: at most one -1 and no other negative size")
+        if free:
+            rest = math.prod(known)
+            if rest == 0 or size % rest:
+                raise TransformError(f"{self}: {shape} ({size} elements) does not divide")
+            return tuple(size // rest if n == -1 else n for n in self.shape)
+        if math.prod(known) != size:
+            raise TransformError(f"{self}: {shape} has {size} elements, not {math.prod(known)}")
+        return self.shape
+
+    def view(self, v: View) -> View | None:
+        new = self.out_shape(v.shape)
+        strides = reshape_strides(v.shape, v.strides, new)
+        return None if strides is None else View(new, strides, v.offset)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return np.reshape(x, self.out_shape(np.shape(x)))
+
+    def __str__(self) -> str:
+        return f"Reshape({self.shape})"
+
+
+@dataclass(frozen=True)
+class Slice:
+    """`x[..., start:stop, ...]` along `axis`: one file tensor feeding several leaves."""
+
+    axis: int
+    start: int
+    stop: int
+
+    def _axis(self, shape: tuple[int, ...]) -> int:
+        ndim = len(shape)
+        if not -ndim <= self.axis < ndim:
+            raise TransformError(f"{self}: a {ndim}-d tensor has no axis {self.axis}")
+        axis = self.axis % ndim
+        if not 0 <= self.start <= self.stop <= shape[axis]:
+            raise TransformError(f"{self}: axis {axis} has {shape[axis]} entries")
+        return axis
+
+    def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        axis = self._axis(shape)
+        return (*shape[:axis], self.stop - self.start, *shape[axis + 1 :])
+
+    def view(self, v: View) -> View | None:
+        axis = self._axis(v.shape)
+        return View(self.out_shape(v.shape), v.strides, v.offset + self.start * v.strides[axis])
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        axis = self._axis(np.shape(x))
+        return x[(slice(None),) * axis + (slice(self.start, self.stop),)]
+
+    def __str__(self) -> str:
+        return f"Slice({self.axis}, {self.start}, {self.stop})"
+
+
+def reshape_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """Strides of `new` over the same elements without a copy, or None (numpy's no-copy rule).
+
+    Groups of old axes are matched with groups of new axes of equal size; a group of old axes
+    must be contiguous among themselves (each stride the next one's times its size).
+    """
+    if math.prod(shape) == 0:
+        return c_strides(new)
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    out = [0] * len(new)
+    oi, ni = 0, 0
+    while ni < len(new) and oi < len(old):
+        oj, nj, op, np_ = oi + 1, ni + 1, old[oi][0], new[ni]
+        while op != np_:
+            if np_ < op:
+                np_, nj = np_ * new[nj], nj + 1
+            else:
+                op, oj = op * old[oj][0], oj + 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new[k]
+        oi, ni = oj, nj
+    return tuple(out)  # any size-1 axes left over keep stride 0 (never stepped)
+
+
+Declared = Transpose | Reshape | Slice
+DECLARED = (Transpose, Reshape, Slice)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Declared transforms applied left to right (what a `key_map` entry's tuple becomes)."""
+
+    steps: tuple[Declared, ...]
+
+    def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape after every step; `TransformError` naming the step that cannot apply."""
+        for step in self.steps:
+            shape = step.out_shape(tuple(shape))
+        return tuple(shape)
+
+    def view(self, shape: tuple[int, ...]) -> View | None:
+        """The result as a strided view of the stored tensor, or None (a non-contiguous Reshape)."""
+        v: View | None = View.of(tuple(shape))
+        for step in self.steps:
+            v = step.view(v) if v is not None else None
+        return v
+
+    @property
+    def slices(self) -> bool:
+        """Whether a step is a `Slice` (a tensor shared by several leaves must be sliced)."""
+        return any(isinstance(s, Slice) for s in self.steps)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        for step in self.steps:
+            x = step(x)
+        return x
+
+    def __str__(self) -> str:
+        return " then ".join(str(s) for s in self.steps)
+
+
+def as_chain(transform: object, where: str) -> Chain | object:
+    """A declared transform or a tuple/list of them as a `Chain`; anything else unchanged."""
+    if isinstance(transform, Chain):
+        return transform
+    if isinstance(transform, DECLARED):
+        return Chain((transform,))
+    if isinstance(transform, tuple | list):
+        if not transform or not all(isinstance(t, DECLARED) for t in transform):
+            raise CheckpointError(
+                f"key_map entry for {where}: a sequence of transforms must hold only "
+                f"loader.Transpose, loader.Reshape and loader.Slice, got {transform!r}"
+            )
+        return Chain(tuple(transform))
+    return transform
