@@ -1,0 +1,70 @@
+"""`port_for(preset)`: a preset's real architecture, its config, builder, key map and input.
+
+The config comes from the preset's `config.json` values (the architecture's `PRESET_CONFIGS`)
+and the checkpoint's keys (GPT-2's prefix and stored mask); the model is built in the
+checkpoint's float dtype unless `dtype` says otherwise. The key map is checked against the
+abstract model's own state paths (a tied embedding is one leaf, named as `nnx.state` names it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from loader.format import DTYPES
+from shapes.architectures import ARCHITECTURES, port_names
+from shapes.architectures.layers import checked
+from shapes.catalog import load_spec
+from shapes.content import FLOAT_DTYPES, effective_dtype, normalize_dtype
+from shapes.errors import ShapesError
+from shapes.spec import ShapeSpec
+
+
+@dataclass(frozen=True)
+class Port:
+    """A preset's real model: what `load_model` and a compiled forward need."""
+
+    preset: str
+    architecture: str
+    config: Any
+    builder: Callable[[], nnx.Module]
+    key_map: dict[str, object]
+    example_input: jax.ShapeDtypeStruct
+
+
+def architecture(preset: str) -> ModuleType:
+    """The architecture module of `preset`; `ShapesError` listing the presets that have one."""
+    if preset not in ARCHITECTURES:
+        raise ShapesError(
+            f"shape set {preset!r} has no real architecture; those that have one: "
+            f"{', '.join(port_names())}"
+        )
+    return importlib.import_module(f"shapes.architectures.{ARCHITECTURES[preset]}")
+
+
+def _float_dtype(spec: ShapeSpec) -> str:
+    floats = [t.dtype for t in spec.tensors if t.dtype in FLOAT_DTYPES]
+    return max(set(floats), key=floats.count) if floats else "F32"
+
+
+def port_for(spec: ShapeSpec | str, *, dtype: object = None, seed: int = 0) -> Port:
+    """The port of a preset (a name, or its `ShapeSpec`), built in `dtype` (default: the file's)."""
+    spec = load_spec(spec)
+    module = architecture(spec.name)
+    config = module.config_for(module.PRESET_CONFIGS[spec.name], [t.name for t in spec.tensors])
+    name = effective_dtype(_float_dtype(spec), None if dtype is None else normalize_dtype(dtype))
+    model_dtype = jnp.dtype(DTYPES[name])
+
+    def build() -> nnx.Module:
+        return module.MODEL(config, dtype=model_dtype, rngs=nnx.Rngs(seed))
+
+    arch = ARCHITECTURES[spec.name]
+    key_map = checked(module.key_map(config), nnx.eval_shape(build), arch)
+    return Port(spec.name, arch, config, build, key_map, module.example_input(config))
