@@ -10,7 +10,7 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint bench dashboard screenshots fuzz browser-deps peers clean
+.PHONY: help install test lint bench dashboard screenshots fuzz browser-deps peers ports ports-deps clean
 PEERS_TORCH ?= torch==2.13.0
 
 help: ## list the targets
@@ -28,6 +28,14 @@ peers: $(STAMP) ## add the peer loaders (runai-model-streamer, fastsafetensors) 
 	$(PY) -m pip install -q '$(PEERS_TORCH)'
 	$(PY) -m pip install -q -e '.[peers]' --config-settings editable_mode=compat
 	$(PY) -c "import torch, runai_model_streamer, fastsafetensors; print('peers: torch', torch.__version__)"
+
+ports-deps: $(STAMP) ## add torch and transformers (the ports extra) to .venv
+	$(PY) -m pip install -q '$(PEERS_TORCH)'
+	$(PY) -m pip install -q -e '.[ports]' --config-settings editable_mode=compat
+	$(PY) -c "import torch, transformers; print('ports: torch', torch.__version__, 'transformers', transformers.__version__)"
+
+ports: ports-deps ## check GPT-2, Llama and ViT ports against torch (logits, fp32 and bf16)
+	$(PY) -m pytest -q -s tests/unit/test_ports.py
 
 browser-deps: ## install Debian's chromium for the browser test (needs root; skipped otherwise)
 	@command -v chromium >/dev/null 2>&1 || { \
