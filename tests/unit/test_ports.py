@@ -140,7 +140,7 @@ def test_port_in_bf16_keeps_the_dtype_and_stays_within_its_rounding(name, tmp_pa
 
 
 def test_a_wrong_layout_is_caught_by_the_logits(tmp_path):
-    """Without the transpose the square q/o projections load (shapes agree) but the logits differ."""
+    """Without its transpose a square q projection loads (shapes agree), but the logits differ."""
     hf, port, x, folder = _saved("llama", tmp_path)
 
     def untransposed(config):
