@@ -15,6 +15,14 @@ BOTH: Final = "both"  # `bench run --cache both`: one warm and one cold child pe
 CACHE_STATES: Final = (WARM, COLD)  # what a row records
 CACHE_CHOICES: Final = (WARM, COLD, BOTH)  # what `bench run --cache` takes
 
+# -- the model a bench run loads the checkpoint into (`bench run --model`) ------------------------
+SPEC: Final = "spec"  # mirrors the file: state paths are the file's keys, shapes as stored
+PORT: Final = "port"  # the shape set's real architecture, through its key map
+TRANSPOSED: Final = "transposed"  # the spec model, every 2-D tensor transposed (loader.Transpose)
+MODELS: Final = (SPEC, PORT, TRANSPOSED)
+HIT: Final = "hit"  # `--compile-cache`: the forward came from the persistent compilation cache
+MISS: Final = "miss"
+
 # -- recommend: does a strategy fit the target host? (best first) -------------------------------------
 FITS: Final = "fits"
 TIGHT: Final = "tight"

@@ -21,7 +21,7 @@ LABEL_H, CHAR_W, GAP = 14.0, 6.6, 15.0  # GAP clears the Pareto ring around a po
 STATUS_SHAPES = dict(
     zip(
         STATUSES,
-        ["circle", "diamond", "triangle-up", "square", "cross", "triangle-down"],
+        ["circle", "diamond", "triangle-up", "square", "cross", "triangle-down", "triangle-left"],
         strict=True,
     )
 )

@@ -15,7 +15,8 @@ CAST: Final = "cast"  # dtype conversion
 TRANSFER: Final = "transfer"  # host -> device placement (jax.device_put / make_array_*)
 ASSEMBLE: Final = "assemble"  # put the arrays into the model (nnx.update / merge)
 STREAM: Final = "stream"  # read + cast + transfer interleaved per tensor
-PHASES: Final = (BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM)
+COMPILE: Final = "compile"  # lower + compile the model's forward (`bench run --compile`)
+PHASES: Final = (BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM, COMPILE)
 TOTAL: Final = "total"  # the row that spans a whole load (not a phase a strategy enters)
 PHASE_ORDER: Final = (*PHASES, TOTAL)
 
@@ -26,9 +27,10 @@ OOM: Final = "oom"  # killed by a memory limit (a cgroup, or the bench's RSS wat
 TIMEOUT: Final = "timeout"
 CRASHED: Final = "crashed"  # raised, died on a signal, or wrote no readable result
 SKIPPED: Final = "skipped"  # not run (predicted not to fit, or not available here)
-STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED)
+ERROR: Final = "error"  # loaded and verified, but its forward failed to compile (`--compile`)
+STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED, ERROR)
 # Worst first: the summary of several repeats takes the worst status among them.
-STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, SKIPPED: 1, OK: 0}
+STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, ERROR: 2, SKIPPED: 1, OK: 0}
 
 # -- strategy kinds: what a registered strategy is ----------------------------------------------------
 STRATEGY: Final = "strategy"  # one of ours: loads a model

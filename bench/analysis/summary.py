@@ -22,7 +22,7 @@ from loader.format.dtypes import DTYPES
 from loader.vocabulary import OK, TOTAL
 
 #: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
-EXTRA_KEYS = ("model_dtype", "cache", "disk_read_bytes_per_s")
+EXTRA_KEYS = ("model", "model_dtype", "cache", "disk_read_bytes_per_s")
 
 
 def _num(value: Any) -> float | None:
@@ -116,6 +116,9 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "repeats": int(row["repeats"]),
         "ok_repeats": int(row["ok_repeats"]),
         "dtype": row["dtype"],
+        "model": _str(row.get("model")) or "spec",
+        "load_s": _num(row.get("load_s")),
+        "ready_s": _num(row.get("ready_s")),
         "file_dtype": file_dtype(row["shapes"], row["dtype"]),
         "model_dtype": _model_dtype(row),
         "cache": _str(row.get("cache")),
@@ -199,9 +202,11 @@ def _flag(row: pd.Series, key: str) -> bool | None:
 def _title(first: pd.Series) -> str:
     cache_state = _str(first.get("cache"))
     speed = _num(first.get("disk_read_bytes_per_s"))
+    model = _str(first.get("model"))
     return (
         f"{first['shapes']}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
-        f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
+        + (f"model {model}, " if model and model != "spec" else "")
+        + f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
         + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
         + (
@@ -252,7 +257,20 @@ def _block(group: pd.DataFrame) -> str:
                 f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
             )
     note = cold_spread_note(group)
-    return "\n".join(lines + ([note] if note else []))
+    return "\n".join(lines + _ready_lines(group) + ([note] if note else []))
+
+
+def _ready_lines(group: pd.DataFrame) -> list[str]:
+    """`--compile`: per strategy, when the model was loaded and its forward compiled."""
+    out = []
+    for _, r in group.iterrows():
+        ready, load, comp = (_num(r.get(k)) for k in ("ready_s", "load_s", "compile_wall_s"))
+        if ready is not None and load is not None and comp is not None:
+            out.append(
+                f"  {r['strategy']}: ready in {ready:.2f} s (load {load:.2f} s, compile "
+                f"{comp:.2f} s: {ready / max(load, comp):.2f}x their max, sum {load + comp:.2f} s)"
+            )
+    return out
 
 
 def tables(results: Results) -> str:

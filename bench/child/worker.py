@@ -35,7 +35,7 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
-from loader.vocabulary import CRASHED, OK, REFERENCE, WRONG
+from loader.vocabulary import CRASHED, ERROR, OK, REFERENCE, WRONG
 
 
 def init_backend() -> Backend:
@@ -59,38 +59,66 @@ def init_backend() -> Backend:
     )
 
 
-def _builder(task: ChildTask, info, spec):
-    """The model builder the strategy loads into; None for a reference strategy (no model)."""
-    import shapes
+def _target(task: ChildTask, info, spec):
+    """(builder, key_map, port) the strategy loads into; no builder for a reference strategy."""
+    from bench.child import models
 
     if info.kind == REFERENCE:
-        return None
+        return None, None, None
     # --model-dtype: the checkpoint keeps its dtype, the model is built in another: a real cast
-    return shapes.model_builder(spec, dtype=task.model_dtype or task.dtype, seed=task.seed)
+    return models.target(task, spec)
+
+
+def _load(task: ChildTask, info, target, probe: MemoryProbe) -> tuple[object, object, dict]:
+    """Load (and, with `--compile`, compile beside or after it): model, report, timing fields."""
+    from bench.child.compile import OVERLAPPING, Compile
+
+    builder, key_map, port = target
+    options = load_options(info, task) | ({"key_map": key_map} if key_map else {})
+    compiling = Compile(port, probe, task.compile_cache) if task.compile and port else None
+    t0 = time.perf_counter()
+    if compiling and info.name in OVERLAPPING:
+        compiling.start()
+    model, report = info.load(builder, task.checkpoint, probe, strict=False, **options)
+    if compiling is None:
+        return model, report, {}
+    load_s = time.perf_counter() - t0
+    compiling.finish()
+    timing = {"load_s": load_s, "ready_s": time.perf_counter() - t0}
+    return (
+        model,
+        report,
+        timing | {"compile_cache": compiling.cache_result, "error": compiling.error},
+    )
 
 
 def measure(task: ChildTask) -> ChildResult:
     """Run the task's strategy under the probe and verify every loaded tensor."""
     import shapes
     from bench import strategies
-    from bench.child import verify
+    from bench.child import models, verify
 
     backend = init_backend()
+    if task.compile_cache:
+        from bench.child.compile import use_cache
+
+        use_cache(task.compile_cache)
     info = strategies.get(task.strategy)
     spec = shapes.load_spec(task.shapes)
-    builder = _builder(task, info, spec)
+    target = _target(task, info, spec)
     capture = task.memray_bin and task.memray_bin.replace(
         "{process_index}", str(backend.process_index)
     )
     gc.collect()
     probe = MemoryProbe()
     with tracking(capture or None), probe.measure():
-        model, report = info.load(
-            builder, task.checkpoint, probe, strict=False, **load_options(info, task)
-        )
+        model, report, timing = _load(task, info, target, probe)
     started = time.perf_counter()
     status, error, checked = OK, None, 0
-    if (model is not None or info.kind != REFERENCE) and task.digests:
+    if target[1] is not None:  # a port or transposed model: each leaf through the key map
+        checked, error = models.verify_mapped(model, task.source_checkpoint, target[1])
+        status = OK if error is None else WRONG
+    elif (model is not None or info.kind != REFERENCE) and task.digests:
         checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
         status = OK if error is None else WRONG
     elif model is not None or info.kind != REFERENCE:
@@ -98,12 +126,17 @@ def measure(task: ChildTask) -> ChildResult:
             model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
         )
         status = OK if error is None else WRONG
+    compile_error = timing.pop("error", None)
+    if status == OK and compile_error:
+        status, error = ERROR, compile_error
     result = ChildResult(
         status=status,
         error=error,
         backend=backend,
         measurement=dataclasses.replace(
-            probe.result(), inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None)
+            probe.result(),
+            inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
+            **timing,
         ),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,

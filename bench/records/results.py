@@ -193,6 +193,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         "memory_limit": next((m for m in totals["memory_limit"] if isinstance(m, str)), None),
         "disk_read_limit_enforced": _every(totals.get("disk_read_limit_enforced")),
         "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),
+        **{k: _median(ok, k) for k in ("load_s", "ready_s")},
     }
     row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")
     ok_ids = set(ok["result_id"])
@@ -202,6 +203,10 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         row[f"{phase}_peak_rss_bytes"] = pd.to_numeric(rows["phase_peak_rss_bytes"]).median()
         row[f"{phase}_peak_ratio"] = pd.to_numeric(rows["phase_peak_ratio"]).median()
     return row
+
+
+def _median(frame: pd.DataFrame, column: str) -> float:
+    return pd.to_numeric(frame[column]).median() if column in frame else float("nan")
 
 
 def _every(flags: pd.Series | None) -> bool | None:

@@ -100,6 +100,11 @@ class PhaseRecord:
     disk_read_limit_enforced: bool | None = None  # the cap read back from the cgroup as asked
     phase_device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     phase_device_peak_bytes: int | None = None  # the device allocator's peak up to the phase end
+    # -- the model loaded, and its forward compiled (`--model`, `--compile`) --
+    model: str = "spec"  # spec (mirrors the file) | port (real architecture) | transposed
+    load_s: float | None = None  # `--compile`: wall time until the load returned
+    ready_s: float | None = None  # `--compile`: wall time until loaded and forward compiled
+    compile_cache: str | None = None  # `--compile-cache`: "hit" | "miss" (None: no cache)
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bench.errors import ChildResultError
-from loader.vocabulary import CRASHED, OK, WRONG
+from loader.vocabulary import CRASHED, ERROR, OK, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = (
-    3  # 2: the pipeline's overlaps, budget; 3: device memory per phase, user checkpoints
-)
+CHILD_RESULT_VERSION = 4  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile
 VERSION_KEY = "child_result_version"
-CHILD_STATUSES = (OK, WRONG, CRASHED)  # what a child says of itself; the runner adds the rest
+CHILD_STATUSES = (OK, WRONG, CRASHED, ERROR)  # what a child says of itself; the runner: the rest
 
 
 @dataclass(frozen=True)
@@ -51,6 +49,9 @@ class ChildTask:
     checkpoint_folder: str | None = None  # a user's checkpoint: the folder its files are in
     model_dtype: str | None = None  # build the model in this dtype (None: as `dtype`)
     budget_bytes: int | None = None  # `budget=` for a strategy whose `load` takes one
+    model: str = "spec"  # bench.vocabulary.MODELS: what model the checkpoint is loaded into
+    compile: bool = False  # lower and compile the port's forward (phase `compile`)
+    compile_cache: str | None = None  # JAX's persistent compilation cache folder
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,9 @@ class Measurement:
     phases: tuple[PhaseMeasure, ...]
     samples: tuple[Sample, ...] = ()
     inflight_peak_bytes: int | None = None  # the strategy's own high-water mark (LoadReport)
+    load_s: float | None = None  # with a compile: until the load returned
+    ready_s: float | None = None  # with a compile: until loaded and compiled
+    compile_cache: str | None = None  # "hit" | "miss" with a persistent cache
 
 
 @dataclass(frozen=True)

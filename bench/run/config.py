@@ -56,6 +56,9 @@ class RunConfig:
         None  # cap reads from the checkpoint's disk (a blkio cgroup)
     )
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
+    model: str = "spec"  # `--model`: bench.vocabulary.MODELS
+    compile: bool = False  # `--compile`: add the `compile` phase (a port's forward)
+    compile_cache: str | None = None  # `--compile-cache DIR`: JAX's persistent cache
 
     def budget_bytes(self) -> int:
         """The memory budget of each child group: the one asked for, else `default_budget()`."""

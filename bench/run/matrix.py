@@ -118,6 +118,9 @@ class Task:
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
     budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
     cache: str = "warm"  # "cold": the files are evicted from the page cache before it runs
+    model: str = "spec"  # bench.vocabulary.MODELS
+    compile: bool = False  # also lower and compile the port's forward
+    compile_cache: str | None = None  # JAX's persistent compilation cache folder
 
     @property
     def load_path(self) -> str:
@@ -161,6 +164,9 @@ def plan(
             devices,
             model_dtype=config.model_dtype,
             budget_bytes=config.load_budget_bytes,
+            model=config.model,
+            compile=config.compile,
+            compile_cache=config.compile_cache,
         )
         if not entry.available():
             hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""

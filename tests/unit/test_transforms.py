@@ -155,9 +155,13 @@ class _Bytes:
         out[...] = self.raw[offset : offset + out.nbytes]
 
 
+@pytest.mark.parametrize("tile", [2, 128])
 @pytest.mark.parametrize("scratch_bytes", [64, 1 << 12, 1 << 20])
-def test_fill_view_matches_numpy_for_random_compositions(scratch_bytes):
-    """Random chains on random shapes, tiny to roomy scratch, same dtype and a cast."""
+def test_fill_view_matches_numpy_for_random_compositions(scratch_bytes, tile, monkeypatch):
+    """Random chains on random shapes, tiny to roomy scratch, tiled copies, same dtype and a cast."""
+    import loader.pipeline.views as views
+
+    monkeypatch.setattr(views, "TILE", tile)
     rng = random.Random(1)
     for _ in range(300):
         shape = tuple(rng.choice([1, 2, 3, 5, 8]) for _ in range(rng.randint(1, 4)))

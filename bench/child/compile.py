@@ -1,0 +1,87 @@
+"""The `compile` phase: lower and compile a port's forward for its declared input, from the
+abstract model (shapes only: it needs no byte of the checkpoint).
+
+`pipelined` overlaps it with its reads (`Compile.start` runs it on a thread entered before the
+load; `finish` joins it); other strategies compile after the load (`finish` runs it then). Either
+way it is the probe's `compile` phase (its own wall time and RSS peak). With a cache folder, JAX's
+persistent compilation cache is used (every entry kept, however small or quick), and the result
+says `hit` when the compile wrote no new entry there, else `miss`. A compile that fails is kept
+as its exception's first line (the load's figures stand; the row's status is `error`).
+Worker side: imports jax and flax.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from bench.vocabulary import HIT, MISS
+from loader.phases import Probe
+from loader.vocabulary import COMPILE
+
+OVERLAPPING = ("pipelined",)  # strategies whose reads the compile runs beside
+
+
+def use_cache(folder: str) -> None:
+    """JAX's persistent compilation cache in `folder`, for every compile of this process."""
+    import jax
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def lower_and_compile(builder: Any, example_input: Any) -> Any:
+    """The compiled forward `model(x)` of the abstract `builder()` for `example_input`."""
+    import jax
+    from flax import nnx
+
+    graphdef, state = nnx.split(nnx.eval_shape(builder))
+
+    def forward(state: Any, x: Any) -> Any:
+        return nnx.merge(graphdef, state)(x)
+
+    return jax.jit(forward).lower(state, example_input).compile()
+
+
+def _entries(folder: str | None) -> set[str]:
+    return set(os.listdir(folder)) if folder and os.path.isdir(folder) else set()
+
+
+class Compile:
+    """One compile of a port's forward, in the probe's `compile` phase."""
+
+    def __init__(self, port: Any, probe: Probe, cache: str | None) -> None:
+        self.port, self.probe, self.cache = port, probe, cache
+        self.error: str | None = None
+        self.cache_result: str | None = None
+        self._thread: threading.Thread | None = None
+        self._entered = threading.Event()
+
+    def _run(self) -> None:
+        before = _entries(self.cache)
+        with self.probe.phase(COMPILE):
+            self._entered.set()
+            try:
+                lower_and_compile(self.port.builder, self.port.example_input)
+            except Exception as exc:  # noqa: BLE001 - the row says it; the run goes on
+                lines = str(exc).strip().splitlines() or [""]
+                self.error = f"compile failed: {type(exc).__name__}: {lines[0][:300]}"
+        if self.cache and self.error is None:
+            self.cache_result = MISS if _entries(self.cache) - before else HIT
+
+    def start(self) -> None:
+        """Compile on a thread, beside the load; returns once the phase is open."""
+        self._thread = threading.Thread(target=self._run, name="loadbench-compile", daemon=True)
+        self._thread.start()
+        self._entered.wait()
+
+    def finish(self) -> None:
+        """Wait for the thread, or compile now if none was started."""
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()

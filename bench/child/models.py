@@ -1,0 +1,99 @@
+"""The model a child loads the checkpoint into (`bench run --model`), and how it is verified.
+
+- `spec`: the mirror model (`shapes.model_builder`): state paths are the file's keys; verified
+  against the synthetic checkpoint's digests (`bench.child.verify.verify_model`).
+- `port`: the shape set's real architecture (`shapes.architectures.port.port_for`) with its key
+  map from Hugging Face's names and layouts.
+- `transposed`: the mirror model with every 2-D tensor stored transposed in the model, read
+  through `loader.Transpose((1, 0))`: what a port of torch `nn.Linear` weights does to every byte.
+
+A port or transposed model is verified leaf by leaf: the file tensor (read again, outside the
+measured phases), through the key map's transform, cast to the leaf's dtype, bit for bit.
+Worker side: imports jax and flax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bench.records.wire import ChildTask
+from bench.vocabulary import PORT, TRANSPOSED
+
+Builder = Callable[[], Any]
+
+
+def transposed_spec(spec):
+    """`spec` with every 2-D tensor's shape swapped (what the model holds)."""
+    tensors = tuple(
+        dataclasses.replace(t, shape=t.shape[::-1]) if len(t.shape) == 2 else t
+        for t in spec.tensors
+    )
+    return dataclasses.replace(spec, tensors=tensors)
+
+
+def target(task: ChildTask, spec) -> tuple[Builder, dict[str, object] | None, Any]:
+    """(builder, key_map, port or None) of the task's model."""
+    import shapes
+    from loader.transforms import Transpose
+
+    dtype = task.model_dtype or task.dtype
+    if task.model == PORT:
+        from shapes.architectures.port import port_for
+
+        port = port_for(spec, dtype=dtype, seed=task.seed)
+        return port.builder, port.key_map, port
+    if task.model == TRANSPOSED:
+        flip = Transpose((1, 0))
+        key_map = {t.name: (t.name, flip) for t in spec.tensors if len(t.shape) == 2}
+        return (
+            shapes.model_builder(transposed_spec(spec), dtype=dtype, seed=task.seed),
+            key_map,
+            None,
+        )
+    return shapes.model_builder(spec, dtype=dtype, seed=task.seed), None, None
+
+
+def _check(key: str, array, want: np.ndarray) -> None:
+    import shapes
+
+    if tuple(array.shape) != want.shape:
+        raise shapes.VerificationError(
+            f"leaf {key!r}: shape {tuple(array.shape)}, expected {want.shape}"
+        )
+    for shard in getattr(array, "addressable_shards", None) or [None]:
+        got = np.asarray(array if shard is None else shard.data)
+        part = want if shard is None else want[shard.index]
+        if got.tobytes() != np.ascontiguousarray(part.astype(got.dtype)).tobytes():
+            raise shapes.VerificationError(
+                f"leaf {key!r} differs from its file tensor through the key map; the loader "
+                "placed wrong data"
+            )
+
+
+def verify_mapped(model, checkpoint: str, key_map: dict[str, object]) -> tuple[int, str | None]:
+    """Check every key-mapped leaf against its file tensor. Returns (checked, first error)."""
+    import shapes
+    from bench.child.verify import flat_leaves
+    from loader.format.source import CheckpointSource
+    from loader.transforms import as_chain
+
+    leaves = flat_leaves(model)
+    missing = [k for k in key_map if k not in leaves]
+    if missing:
+        return 0, f"{len(missing)} key-mapped leaves not in the loaded model, e.g. {missing[:3]}"
+    checked = 0
+    with CheckpointSource(checkpoint) as source:
+        for key, entry in key_map.items():
+            file_key, transform = entry if isinstance(entry, tuple) else (entry, None)
+            transform = as_chain(transform, key)
+            host = source.read(file_key)
+            try:
+                _check(key, leaves[key], host if transform is None else np.asarray(transform(host)))
+            except shapes.ShapesError as exc:
+                return checked, str(exc)
+            checked += 1
+    return checked, None
