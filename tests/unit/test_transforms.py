@@ -6,6 +6,7 @@ headers before any read; two leaves on one tensor need a Slice; callables are re
 from __future__ import annotations
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -158,7 +159,7 @@ class _Bytes:
 @pytest.mark.parametrize("tile", [2, 128])
 @pytest.mark.parametrize("scratch_bytes", [64, 1 << 12, 1 << 20])
 def test_fill_view_matches_numpy_for_random_compositions(scratch_bytes, tile, monkeypatch):
-    """Random chains on random shapes, tiny to roomy scratch, tiled copies, same dtype and a cast."""
+    """Random chains on random shapes, tiny to roomy scratch, tiled copies, cast or not."""
     import loader.pipeline.views as views
 
     monkeypatch.setattr(views, "TILE", tile)
@@ -246,3 +247,39 @@ def test_pipelined_cuts_view_parts_along_the_source_rows(ported_file, monkeypatc
         np.testing.assert_array_equal(got, expected(key), err_msg=key)
     fc = [p for p in parts if p[0] == "fc.kernel"]
     assert len(fc) > 1 and {axis for _, axis, _ in fc} == {1}  # columns of the kernel
+
+
+class ShardedPort(nnx.Module):
+    """Kernels sharded over 8 devices along either axis, filled through transforms."""
+
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        rows = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("data", None))
+        cols = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "data"))
+        self.fc = nnx.Linear(40, 24, kernel_init=rows, rngs=rngs)  # (40, 24) from (24, 40)
+        self.q = nnx.Linear(16, 16, kernel_init=cols, use_bias=False, rngs=rngs)  # a Slice
+
+
+@pytest.mark.parametrize("name", ["pipelined", "hostcast", "sharded"])
+def test_sharded_leaves_fill_each_device_region_through_the_view(ported_file, name):
+    import jax
+
+    key_map = {
+        "fc.kernel": KEY_MAP["fc.kernel"],
+        "fc.bias": ("c_attn.bias", Slice(0, 0, 24)),
+        "q.kernel": ("c_attn.weight", Slice(1, 16, 32)),
+    }
+    with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+        target = ShardedPort(nnx.Rngs(0))
+        poison_model(target)
+        with warnings.catch_warnings():  # the file's other tensors are unexpected here
+            warnings.simplefilter("ignore", loader.LoadWarning)
+            model, _ = strategies.get(name).load(target, ported_file, key_map=key_map)
+    kernel = model.fc.kernel.get_value()
+    assert len(kernel.sharding.device_set) == 8 and {
+        s.data.shape for s in kernel.addressable_shards
+    } == {(5, 24)}
+    np.testing.assert_array_equal(np.asarray(kernel), FILE["fc.weight"].T)
+    np.testing.assert_array_equal(
+        np.asarray(model.q.kernel.get_value()), FILE["c_attn.weight"][:, 16:32]
+    )
+    np.testing.assert_array_equal(np.asarray(model.fc.bias.get_value()), FILE["c_attn.bias"][:24])
