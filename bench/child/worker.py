@@ -96,7 +96,6 @@ def measure(task: ChildTask) -> ChildResult:
     """Run the task's strategy under the probe and verify every loaded tensor."""
     import shapes
     from bench import strategies
-    from bench.child import models, verify
 
     backend = init_backend()
     if task.compile_cache:
@@ -114,18 +113,7 @@ def measure(task: ChildTask) -> ChildResult:
     with tracking(capture or None), probe.measure():
         model, report, timing = _load(task, info, target, probe)
     started = time.perf_counter()
-    status, error, checked = OK, None, 0
-    if target[1] is not None:  # a port or transposed model: each leaf through the key map
-        checked, error = models.verify_mapped(model, task.source_checkpoint, target[1])
-        status = OK if error is None else WRONG
-    elif (model is not None or info.kind != REFERENCE) and task.digests:
-        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
-        status = OK if error is None else WRONG
-    elif model is not None or info.kind != REFERENCE:
-        checked, error = verify.verify_model(
-            model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
-        )
-        status = OK if error is None else WRONG
+    status, error, checked = _verify(task, info, spec, model, target[1])
     compile_error = timing.pop("error", None)
     if status == OK and compile_error:
         status, error = ERROR, compile_error
@@ -142,6 +130,23 @@ def measure(task: ChildTask) -> ChildResult:
         verify_s=time.perf_counter() - started,
     )
     return _with_memray_report(result, capture) if capture else result
+
+
+def _verify(task: ChildTask, info, spec, model, key_map) -> tuple[str, str | None, int]:
+    """(status, first error, tensors checked) of the loaded model, outside the measured phases."""
+    from bench.child import models, verify
+
+    if model is None and info.kind == REFERENCE:
+        return OK, None, 0
+    if key_map is not None:  # a port or transposed model: each leaf through the key map
+        checked, error = models.verify_mapped(model, task.source_checkpoint, key_map)
+    elif task.digests:
+        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
+    else:
+        checked, error = verify.verify_model(
+            model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
+        )
+    return (OK if error is None else WRONG), error, checked
 
 
 def load_options(info, task: ChildTask) -> dict[str, object]:

@@ -147,6 +147,23 @@ def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
     return {s["strategy"]: s["predicted_peak_bytes"] for s in rec.strategies}
 
 
+def _task(ck: Checkpoint, entry: StrategyInfo, config: RunConfig) -> Task:
+    """The first repeat's task of one strategy (the repeats and caches are set by `plan`)."""
+    procs, devices = _layout(entry, config)
+    return Task(
+        ck,
+        entry,
+        0,
+        procs,
+        devices,
+        model_dtype=config.model_dtype,
+        budget_bytes=config.load_budget_bytes,
+        model=config.model,
+        compile=config.compile,
+        compile_cache=config.compile_cache,
+    )
+
+
 def plan(
     ck: Checkpoint, entries: list[StrategyInfo], config: RunConfig, run_folder: Path
 ) -> tuple[list[Task], list[tuple[Task, str]]]:
@@ -156,18 +173,7 @@ def plan(
     run, skipped = [], []
     for entry in entries:
         procs, devices = _layout(entry, config)
-        task = Task(
-            ck,
-            entry,
-            0,
-            procs,
-            devices,
-            model_dtype=config.model_dtype,
-            budget_bytes=config.load_budget_bytes,
-            model=config.model,
-            compile=config.compile,
-            compile_cache=config.compile_cache,
-        )
+        task = _task(ck, entry, config)
         if not entry.available():
             hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
             skipped.append((task, f"not installed here: needs {', '.join(entry.missing())}{hint}"))

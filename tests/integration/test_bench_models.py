@@ -1,0 +1,70 @@
+"""`bench run --model port|transposed` and `--compile`: real children on tiny-gpt2, rows that say
+what model was loaded, a compile phase beside pipelined's reads, the persistent cache's hit/miss.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.cli import main
+from bench.records.results import read_results
+from bench.run.config import RunConfig
+from bench.run.runner import run_bench
+from loader.vocabulary import COMPILE, OK, TOTAL
+
+
+@pytest.fixture
+def bench_env(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "lbcache"))
+
+
+def _run(tmp_path, **kw):
+    config = RunConfig(
+        shapes=["tiny-gpt2"],
+        strategies=["pipelined", "hostcast"],
+        repeats=1,
+        out=tmp_path / "results",
+        progress=False,
+        argv=["test"],
+        **kw,
+    )
+    return read_results(run_bench(config).jsonl).phases
+
+
+def test_port_with_compile_records_the_phase_ready_s_and_the_cache(bench_env, tmp_path):
+    cache = str(tmp_path / "xla-cache")
+    rows = _run(tmp_path, model="port", compile=True, compile_cache=cache)
+    assert set(rows["status"]) == {OK} and set(rows["model"]) == {"port"}
+    totals = rows[rows["phase"] == TOTAL].set_index("strategy")
+    assert (totals["ready_s"] >= totals["load_s"]).all()
+    assert set(totals["compile_cache"]) == {"miss", "hit"}  # the second compile found the first's
+    compiled = rows[rows["phase"] == COMPILE].set_index("strategy")
+    assert (compiled["phase_wall_s"] > 0).all()
+    assert "stream" in compiled.loc["pipelined", "phase_overlaps"]  # beside the reads
+    assert "stream" not in compiled.loc["hostcast", "phase_overlaps"]  # after the load
+    again = _run(tmp_path, model="port", compile=True, compile_cache=cache)
+    assert set(again[again["phase"] == TOTAL]["compile_cache"]) == {"hit"}
+
+
+def test_transposed_loads_and_verifies_through_loader_transpose(bench_env, tmp_path):
+    rows = _run(tmp_path, model="transposed")
+    totals = rows[rows["phase"] == TOTAL]
+    assert set(totals["status"]) == {OK} and set(totals["model"]) == {"transposed"}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--shapes", "sa3,gpt2", "--model", "port"],
+            "sa3 have no real architecture; those that "
+            "have one: gpt2, llama3-8b, tiny-gpt2, vit-base",
+        ),
+        (["--shapes", "gpt2", "--compile"], "--compile compiles a real forward: add --model port"),
+        (["--shapes", "gpt2", "--model", "port", "--compile-cache", "x"], "add --compile"),
+    ],
+)
+def test_bad_model_options_are_refused_in_one_line(argv, message, capsys):
+    assert main(["bench", "run", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

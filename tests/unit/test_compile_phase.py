@@ -1,0 +1,61 @@
+"""The compile phase: a port's forward lowered and compiled from the abstract model; a forward
+that fails to compile is kept as its first line (the row's status `error`), with the load's rows."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from bench.child.compile import Compile
+from bench.child.probe import MemoryProbe
+from bench.records.wire import ChildResult, Measurement, PhaseMeasure
+from bench.run.children import ChildOutcome
+from bench.run.rows import RowContext, process_rows
+from loader.vocabulary import COMPILE, ERROR
+from shapes.architectures.port import port_for
+
+
+class Broken(nnx.Module):
+    def __init__(self) -> None:
+        self.w = nnx.Param(jnp.zeros((4, 3)))
+
+    def __call__(self, x):
+        return x @ self.w[...] @ self.w[...]  # (1, 4) @ (4, 3) @ (4, 3): shapes do not agree
+
+
+class _Port:
+    builder = Broken
+    example_input = jax.ShapeDtypeStruct((1, 4), jnp.float32)
+
+
+def test_the_port_forward_compiles_in_its_phase():
+    probe = MemoryProbe(use_hwm=False)
+    compiling = Compile(port_for("tiny-gpt2"), probe, None)
+    with probe.measure():
+        compiling.start()
+        compiling.finish()
+    assert compiling.error is None
+    assert [p.name for p in probe.result().phases] == [COMPILE]
+
+
+def test_a_failing_compile_is_its_first_line():
+    probe = MemoryProbe(use_hwm=False)
+    compiling = Compile(_Port(), probe, None)
+    with probe.measure():
+        compiling.finish()
+    assert compiling.error.startswith("compile failed: TypeError: dot_general requires")
+    assert "\n" not in compiling.error
+
+
+def test_an_error_row_keeps_the_load_phases():
+    phase = PhaseMeasure("stream", 0, 1.0, 10, 10, 10, 0)
+    total = PhaseMeasure("total", 1, 1.0, 10, 10, 10, 0)
+    measured = Measurement(1, "hwm", total, (phase,), load_s=0.5, ready_s=1.0)
+    outcome = ChildOutcome(
+        ERROR, "compile failed: boom", ChildResult(ERROR, "boom", measurement=measured)
+    )
+    ctx = RowContext("r", "x", "tiny-gpt2", "pipelined", "strategy", "native", 1, 1, 0, 1, 1, 1)
+    rows = process_rows(ctx, 0, outcome)
+    assert [r.phase for r in rows] == ["stream", "total"]
+    assert {r.status for r in rows} == {ERROR} and rows[0].ready_s == 1.0 and rows[0].load_s == 0.5
