@@ -35,7 +35,7 @@ def transposed_spec(spec):
     return dataclasses.replace(spec, tensors=tensors)
 
 
-def target(task: ChildTask, spec) -> tuple[Builder, dict[str, object] | None, Any]:
+def target(task: ChildTask, spec) -> tuple[Builder, dict[str, Any] | None, Any]:
     """(builder, key_map, port or None) of the task's model."""
     import shapes
     from loader.transforms import Transpose
@@ -48,7 +48,9 @@ def target(task: ChildTask, spec) -> tuple[Builder, dict[str, object] | None, An
         return port.builder, port.key_map, port
     if task.model == TRANSPOSED:
         flip = Transpose((1, 0))
-        key_map = {t.name: (t.name, flip) for t in spec.tensors if len(t.shape) == 2}
+        key_map: dict[str, Any] = {
+            t.name: (t.name, flip) for t in spec.tensors if len(t.shape) == 2
+        }
         return (
             shapes.model_builder(transposed_spec(spec), dtype=dtype, seed=task.seed),
             key_map,
@@ -74,7 +76,7 @@ def _check(key: str, array, want: np.ndarray) -> None:
             )
 
 
-def verify_mapped(model, checkpoint: str, key_map: dict[str, object]) -> tuple[int, str | None]:
+def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int, str | None]:
     """Check every key-mapped leaf against its file tensor. Returns (checked, first error)."""
     import shapes
     from bench.child.verify import flat_leaves
@@ -88,8 +90,8 @@ def verify_mapped(model, checkpoint: str, key_map: dict[str, object]) -> tuple[i
     checked = 0
     with CheckpointSource(checkpoint) as source:
         for key, entry in key_map.items():
-            file_key, transform = entry if isinstance(entry, tuple) else (entry, None)
-            transform = as_chain(transform, key)
+            file_key, raw = entry if isinstance(entry, tuple) else (entry, None)
+            transform: Any = as_chain(raw, key)
             host = source.read(file_key)
             try:
                 _check(key, leaves[key], host if transform is None else np.asarray(transform(host)))

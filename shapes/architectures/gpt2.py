@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -77,9 +78,9 @@ class Buffer(nnx.Variable):
 
 
 class Attention(nnx.Module):
-    def __init__(self, c: Config, dtype: object, rngs: nnx.Rngs) -> None:
+    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs) -> None:
         d, heads = c.n_embd, (c.n_head, c.head_dim)
-        kw = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+        kw: dict[str, Any] = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
         self.q = nnx.LinearGeneral(d, heads, **kw)
         self.k = nnx.LinearGeneral(d, heads, **kw)
         self.v = nnx.LinearGeneral(d, heads, **kw)
@@ -93,8 +94,8 @@ class Attention(nnx.Module):
 
 
 class Block(nnx.Module):
-    def __init__(self, c: Config, dtype: object, rngs: nnx.Rngs) -> None:
-        kw = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs) -> None:
+        kw: dict[str, Any] = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
         self.ln_1 = nnx.LayerNorm(c.n_embd, epsilon=c.layer_norm_epsilon, **kw)
         self.attn = Attention(c, dtype, rngs)
         self.ln_2 = nnx.LayerNorm(c.n_embd, epsilon=c.layer_norm_epsilon, **kw)
@@ -111,8 +112,8 @@ class Block(nnx.Module):
 class GPT2(nnx.Module):
     """GPT-2 with its LM head tied to the token embedding; `model(ids)` gives logits."""
 
-    def __init__(self, c: Config, *, dtype: object = jnp.float32, rngs: nnx.Rngs) -> None:
-        kw = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+    def __init__(self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs) -> None:
+        kw: dict[str, Any] = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
         self.wte = nnx.Embed(c.vocab_size, c.n_embd, **kw)
         self.wpe = nnx.Embed(c.n_positions, c.n_embd, **kw)
         self.h = nnx.List([Block(c, dtype, rngs) for _ in range(c.n_layer)])

@@ -10,6 +10,7 @@ softmax in float32 as the Hugging Face models do, casting back to the compute dt
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +38,7 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool) -> jax.
 class RMSNorm(nnx.Module):
     """`x / rms(x) * weight`, computed in float32 and cast back before the weight (as HF Llama)."""
 
-    def __init__(self, dim: int, *, eps: float, param_dtype: object) -> None:
+    def __init__(self, dim: int, *, eps: float, param_dtype: Any) -> None:
         self.weight = nnx.Param(jnp.ones((dim,), param_dtype))
         self.eps = eps
 

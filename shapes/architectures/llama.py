@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -60,7 +61,7 @@ class Config:
     head_dim: int
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
-    rope_scaling: tuple[tuple[str, object], ...] = ()  # HF's dict, as sorted items
+    rope_scaling: tuple[tuple[str, float], ...] = ()  # HF's dict, as sorted items
     tie_word_embeddings: bool = False
 
     @classmethod
@@ -84,11 +85,11 @@ class Config:
         )
 
 
-def _llama3_scaling(scaling: dict) -> tuple[tuple[str, object], ...]:
+def _llama3_scaling(scaling: dict) -> tuple[tuple[str, float], ...]:
     if scaling.get("rope_type", scaling.get("type")) != "llama3":
         return ()
     keep = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-    return tuple((k, scaling[k]) for k in keep)
+    return tuple((k, float(scaling[k])) for k in keep)
 
 
 def inverse_frequencies(c: Config) -> np.ndarray:
@@ -122,8 +123,8 @@ def rope(x: jax.Array, inv: jax.Array) -> jax.Array:
 
 
 class Attention(nnx.Module):
-    def __init__(self, c: Config, dtype: object, rngs: nnx.Rngs) -> None:
-        kw = {"use_bias": False, "dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs) -> None:
+        kw: dict[str, Any] = {"use_bias": False, "dtype": dtype, "param_dtype": dtype, "rngs": rngs}
         d, dh = c.hidden_size, c.head_dim
         self.q_proj = nnx.LinearGeneral(d, (c.num_attention_heads, dh), **kw)
         self.k_proj = nnx.LinearGeneral(d, (c.num_key_value_heads, dh), **kw)
@@ -138,8 +139,8 @@ class Attention(nnx.Module):
 
 
 class Layer(nnx.Module):
-    def __init__(self, c: Config, dtype: object, rngs: nnx.Rngs) -> None:
-        kw = {"use_bias": False, "dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs) -> None:
+        kw: dict[str, Any] = {"use_bias": False, "dtype": dtype, "param_dtype": dtype, "rngs": rngs}
         d, i = c.hidden_size, c.intermediate_size
         self.input_layernorm = RMSNorm(d, eps=c.rms_norm_eps, param_dtype=dtype)
         self.self_attn = Attention(c, dtype, rngs)
@@ -158,7 +159,7 @@ class Layer(nnx.Module):
 
 
 class Body(nnx.Module):
-    def __init__(self, c: Config, dtype: object, rngs: nnx.Rngs) -> None:
+    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs) -> None:
         self.embed_tokens = nnx.Embed(
             c.vocab_size, c.hidden_size, dtype=dtype, param_dtype=dtype, rngs=rngs
         )
@@ -169,10 +170,15 @@ class Body(nnx.Module):
 class Llama(nnx.Module):
     """A Llama decoder with its LM head; `model(ids)` gives logits."""
 
-    def __init__(self, c: Config, *, dtype: object = jnp.float32, rngs: nnx.Rngs) -> None:
+    def __init__(self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs) -> None:
         self.model = Body(c, dtype, rngs)
         if not c.tie_word_embeddings:
-            kw = {"use_bias": False, "dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+            kw: dict[str, Any] = {
+                "use_bias": False,
+                "dtype": dtype,
+                "param_dtype": dtype,
+                "rngs": rngs,
+            }
             self.lm_head = nnx.Linear(c.hidden_size, c.vocab_size, **kw)
 
     def __call__(self, ids: jax.Array) -> jax.Array:

@@ -54,17 +54,18 @@ def _float_dtype(spec: ShapeSpec) -> str:
     return max(set(floats), key=floats.count) if floats else "F32"
 
 
-def port_for(spec: ShapeSpec | str, *, dtype: object = None, seed: int = 0) -> Port:
+def port_for(spec: ShapeSpec | str, *, dtype: Any = None, seed: int = 0) -> Port:
     """The port of a preset (a name, or its `ShapeSpec`), built in `dtype` (default: the file's)."""
     spec = load_spec(spec)
-    module = architecture(spec.name)
-    config = module.config_for(module.PRESET_CONFIGS[spec.name], [t.name for t in spec.tensors])
+    preset = spec.name or ""
+    module = architecture(preset)
+    config = module.config_for(module.PRESET_CONFIGS[preset], [t.name for t in spec.tensors])
     name = effective_dtype(_float_dtype(spec), None if dtype is None else normalize_dtype(dtype))
     model_dtype = jnp.dtype(DTYPES[name])
 
     def build() -> nnx.Module:
         return module.MODEL(config, dtype=model_dtype, rngs=nnx.Rngs(seed))
 
-    arch = ARCHITECTURES[spec.name]
+    arch = ARCHITECTURES[preset]
     key_map = checked(module.key_map(config), nnx.eval_shape(build), arch)
-    return Port(spec.name, arch, config, build, key_map, module.example_input(config))
+    return Port(preset, arch, config, build, key_map, module.example_input(config))

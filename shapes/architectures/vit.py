@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -73,14 +74,14 @@ class Config:
 
 
 class SelfAttention(nnx.Module):
-    def __init__(self, c: Config, kw: dict) -> None:
+    def __init__(self, c: Config, kw: dict[str, Any]) -> None:
         self.query = nnx.LinearGeneral(c.hidden_size, c.heads, **kw)
         self.key = nnx.LinearGeneral(c.hidden_size, c.heads, **kw)
         self.value = nnx.LinearGeneral(c.hidden_size, c.heads, **kw)
 
 
 class Layer(nnx.Module):
-    def __init__(self, c: Config, kw: dict) -> None:
+    def __init__(self, c: Config, kw: dict[str, Any]) -> None:
         d = c.hidden_size
         self.layernorm_before = nnx.LayerNorm(d, epsilon=c.layer_norm_eps, **kw)
         self.attention = nnx.Dict(
@@ -92,15 +93,17 @@ class Layer(nnx.Module):
         self.output = nnx.Dict(dense=nnx.Linear(c.intermediate_size, d, **kw))
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        a, h = self.attention["attention"], self.layernorm_before(x)
+        a: Any = self.attention["attention"]
+        h = self.layernorm_before(x)
         mixed = attention(a.query(h), a.key(h), a.value(h), causal=False)
-        x = x + self.attention["output"]["dense"](mixed)
+        output: Any = self.attention["output"]
+        x = x + output["dense"](mixed)
         h = jax.nn.gelu(self.intermediate["dense"](self.layernorm_after(x)), approximate=False)
         return x + self.output["dense"](h)
 
 
 class Embeddings(nnx.Module):
-    def __init__(self, c: Config, kw: dict) -> None:
+    def __init__(self, c: Config, kw: dict[str, Any]) -> None:
         d, p, n = c.hidden_size, c.patch_size, (c.image_size // c.patch_size) ** 2
         dtype = kw["param_dtype"]
         self.cls_token = nnx.Param(jnp.zeros((1, 1, d), dtype))
@@ -116,7 +119,7 @@ class Embeddings(nnx.Module):
 
 
 class Encoder(nnx.Module):
-    def __init__(self, c: Config, kw: dict) -> None:
+    def __init__(self, c: Config, kw: dict[str, Any]) -> None:
         self.embeddings = Embeddings(c, kw)
         self.encoder = nnx.Dict(layer=nnx.List([Layer(c, kw) for _ in range(c.num_hidden_layers)]))
         self.layernorm = nnx.LayerNorm(c.hidden_size, epsilon=c.layer_norm_eps, **kw)
@@ -125,8 +128,8 @@ class Encoder(nnx.Module):
 class ViT(nnx.Module):
     """A ViT image classifier; `model(images)` (NHWC) gives class logits."""
 
-    def __init__(self, c: Config, *, dtype: object = jnp.float32, rngs: nnx.Rngs) -> None:
-        kw = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+    def __init__(self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs) -> None:
+        kw: dict[str, Any] = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
         self.vit = Encoder(c, kw)
         self.classifier = nnx.Linear(c.hidden_size, c.num_labels, **kw)
 
