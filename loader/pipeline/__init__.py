@@ -6,7 +6,8 @@ host bytes alive beyond the final model's own stay within a budget (`DEFAULT_BUD
 256 MiB, unless `budget=` says otherwise).
 
 Modules: `budget` (the bound), `memory` (aligned, prefaulted buffers), `cast` (bit-exact chunk
-casts that release the GIL), `regions` (a tensor's index region into a buffer, in chunks), `jobs`
+casts that release the GIL), `regions` (a tensor's index region into a buffer, in chunks), `views`
+(a declared key_map transform's strided view into a buffer, in chunks), `jobs`
 (per-leaf destinations and parts), `speculation` (reads made while the model is built), `order`
 (file order, files in turn), `engine` (the threads, start / fill / close).
 """

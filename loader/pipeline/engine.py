@@ -11,7 +11,8 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
    budget), otherwise it is the source of a cast or slice copy. The remaining parts are read by the
    threads, in file order (`loader.pipeline.order`), straight into destination buffers (same
    dtype) or through a reused per-thread scratch buffer cast chunk by chunk
-   (`loader.pipeline.regions`). The main thread places and assigns each leaf as soon as its parts
+   (`loader.pipeline.regions`); a leaf with a declared transform (`loader.Transpose`, `Reshape`,
+   `Slice`) is read through its strided view of the file tensor (`loader.pipeline.views`). The main thread places and assigns each leaf as soon as its parts
    are done.
 3. `close()`: cancels what is left and joins every thread, error or not.
 
