@@ -39,7 +39,9 @@ def lower_and_compile(builder: Any, example_input: Any) -> Any:
     import jax
     from flax import nnx
 
-    graphdef, state = nnx.split(nnx.eval_shape(builder))
+    from loader.abstract import abstract_build  # nnx.eval_shape, in time linear in the leaves
+
+    graphdef, state = nnx.split(abstract_build(builder))
 
     def forward(state: Any, x: Any) -> Any:
         return nnx.merge(graphdef, state)(x)
