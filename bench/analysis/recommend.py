@@ -105,13 +105,15 @@ def ok_runs(
     only runs from a `cache` ("warm" or "cold") page cache when given. Runs under a memory limit
     (`--host-ram`) are left out: a cgroup's reclaim changes the peak and time they measure; so are
     runs whose model was built in another dtype than the file's (`--model-dtype`): the prediction
-    is for a checkpoint loaded in its own dtype. Runs whose disk reads were capped (`bench run
-    --disk-read-speed`) are taken only when `disk_speed` asks for exactly that cap, and then alone."""
+    is for a checkpoint loaded in its own dtype; and so are `--model port|transposed` runs. Runs
+    whose disk reads were capped (`bench run --disk-read-speed`) are taken only when `disk_speed` asks for exactly that cap, and then alone."""
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[rows["host_ram_bytes"].isna()]
     if "model_dtype" in rows:
         rows = rows[rows["model_dtype"].isna()]
+    if "model" in rows:  # a port's transforms and a compile are not the plain load predicted
+        rows = rows[rows["model"].fillna("spec") == "spec"]
     if cache is not None:
         rows = rows[rows["cache"] == cache]
     capped = rows["disk_read_bytes_per_s"] if "disk_read_bytes_per_s" in rows else None
