@@ -106,7 +106,8 @@ def ok_runs(
     (`--host-ram`) are left out: a cgroup's reclaim changes the peak and time they measure; so are
     runs whose model was built in another dtype than the file's (`--model-dtype`): the prediction
     is for a checkpoint loaded in its own dtype; and so are `--model port|transposed` runs. Runs
-    whose disk reads were capped (`bench run --disk-read-speed`) are taken only when `disk_speed` asks for exactly that cap, and then alone."""
+    whose disk reads were capped (`bench run --disk-read-speed`) are taken only when `disk_speed`
+    asks for exactly that cap, and then alone."""
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[rows["host_ram_bytes"].isna()]
