@@ -61,7 +61,7 @@ def advise(
     """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
     (and `disk_speed` where the fit is on runs with disk reads capped at that speed)."""
     rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
-    lightest = min(rec.strategies, key=lambda s: s["predicted_peak_bytes"], default=None)
+    lightest = min(rec.strategies, key=lambda s: s.predicted_peak_bytes, default=None)
     inputs = {
         "shapes": shapes,
         "host_ram_bytes": int(host_ram_bytes),
@@ -75,18 +75,18 @@ def advise(
         inputs,
         dict(target),
         rec,
-        minimum_ram(lightest["predicted_peak_bytes"]) if lightest else None,
-        lightest["strategy"] if lightest else None,
+        minimum_ram(lightest.predicted_peak_bytes) if lightest else None,
+        lightest.strategy if lightest else None,
     )
 
 
 def _devices_sentence(advice: Advice) -> str:
     wanted = advice.inputs["devices"]
-    used = {s["strategy"]: s["model"]["devices"] for s in advice.rec.strategies}
+    used = {s.strategy: s.model.devices for s in advice.rec.strategies}
     measured = ", ".join(str(n) for n in sorted({n for d in used.values() for n in d}))
     if wanted is None:
         return f"Devices: not given; each fit pools its strategy's runs on every device count measured ({measured})."
-    off = sorted(name for name, d in used.items() if d != [wanted])
+    off = sorted(name for name, d in used.items() if d != (wanted,))
     if len(off) == len(used):
         return f"Devices: no run was measured on {wanted} device(s), so the count changes nothing here: the fits use runs on {measured} device(s)."
     if not off:
@@ -96,12 +96,12 @@ def _devices_sentence(advice: Advice) -> str:
 
 def _verdict_sentence(advice: Advice) -> str:
     ram = format_bytes(advice.inputs["host_ram_bytes"])
-    best = next((s for s in advice.rec.strategies if s["strategy"] == advice.rec.recommended), None)
+    best = next((s for s in advice.rec.strategies if s.strategy == advice.rec.recommended), None)
     if best is None:
         return f"No strategy fits in {ram} with {TIGHT_FRACTION:.0%} to spare."
     return (
-        f"Recommended: {best['strategy']} (predicted peak {format_bytes(best['predicted_peak_bytes'])} "
-        f"of {ram}, about {best['predicted_wall_s']:.2f} s)."
+        f"Recommended: {best.strategy} (predicted peak {format_bytes(best.predicted_peak_bytes)} "
+        f"of {ram}, about {best.predicted_wall_s:.2f} s)."
     )
 
 
@@ -112,13 +112,13 @@ def sentences(advice: Advice) -> list[str]:
         out.append(
             f"Minimum RAM that fits: {format_bytes(advice.minimum_ram_bytes)} ({advice.minimum_ram_strategy}, with {TIGHT_FRACTION:.0%} to spare)."
         )
-    models = [s["model"] for s in advice.rec.strategies]
+    models = [s.model for s in advice.rec.strategies]
     if models:
-        far = max(models, key=lambda m: m["largest_measured_checkpoint_bytes"])
-        times = advice.target["checkpoint_bytes"] / far["largest_measured_checkpoint_bytes"]
+        far = max(models, key=lambda m: m.largest_measured_checkpoint_bytes)
+        times = advice.target["checkpoint_bytes"] / far.largest_measured_checkpoint_bytes
         if times > EXTRAPOLATION_WARN:
             out.append(
-                f"Warning: {advice.inputs['shapes']} is {times:.1f}x beyond the largest measured checkpoint ({format_bytes(far['largest_measured_checkpoint_bytes'])}); the predictions extrapolate that far."
+                f"Warning: {advice.inputs['shapes']} is {times:.1f}x beyond the largest measured checkpoint ({format_bytes(far.largest_measured_checkpoint_bytes)}); the predictions extrapolate that far."
             )
         out.append(_devices_sentence(advice))
     if advice.rec.unmeasured:
@@ -134,14 +134,14 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
     """One row per predicted strategy, in the recommendation's order (fits first, then faster)."""
     return [
         {
-            "strategy": s["strategy"],
-            "verdict": s["verdict"],
-            "predicted peak": format_bytes(s["predicted_peak_bytes"]),
-            "headroom": format_bytes(s["headroom_bytes"]),
-            "predicted time": f"{s['predicted_wall_s']:.2f} s",
-            "basis": f"{s['model']['runs']} runs of {', '.join(s['model']['shapes'])}",
-            "fit error": f"peak {s['model']['peak_error']:.0%}, time {s['model']['wall_error']:.0%}",
-            "time repeats": f"±{s['model']['wall_repeat_spread']:.0%}",
+            "strategy": s.strategy,
+            "verdict": s.verdict,
+            "predicted peak": format_bytes(s.predicted_peak_bytes),
+            "headroom": format_bytes(s.headroom_bytes),
+            "predicted time": f"{s.predicted_wall_s:.2f} s",
+            "basis": f"{s.model.runs} runs of {', '.join(s.model.shapes)}",
+            "fit error": f"peak {s.model.peak_error:.0%}, time {s.model.wall_error:.0%}",
+            "time repeats": f"±{s.model.wall_repeat_spread:.0%}",
         }
         for s in advice.rec.strategies
     ]
@@ -174,6 +174,6 @@ def to_json(advice: Advice) -> dict[str, Any]:
         "minimum_ram_bytes": advice.minimum_ram_bytes,
         "minimum_ram_strategy": advice.minimum_ram_strategy,
         "notes": sentences(advice),
-        "strategies": advice.rec.strategies,
+        "strategies": [s.to_dict() for s in advice.rec.strategies],
         "unmeasured": advice.rec.unmeasured,
     }

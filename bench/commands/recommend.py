@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import pandas as pd
 
 from bench.analysis.advice import Advice, advise, to_json, to_text
-from bench.analysis.recommend import FITS, VERDICTS, Recommendation, ok_runs, spec_summary
+from bench.analysis.recommend import Recommendation, ok_runs, rank, spec_summary
 from bench.commands.common import add_cache, add_json, add_results
 from bench.errors import BenchError
 from bench.records.results import Results, read_results
@@ -34,13 +35,17 @@ from bench.units import format_bytes, parse_size, parse_speed
 from loader.vocabulary import REFERENCE
 
 
-def cold_adjust(rec: Recommendation, results: Results, ckpt: int, speed: float) -> None:
-    """Predict cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
-    for s in rec.strategies:
-        s["predicted_wall_s"] = s["predicted_wall_s"] + ckpt / speed
-        s["model"]["disk_read_bytes_per_s"] = speed
-    rec.strategies.sort(key=lambda s: (VERDICTS.index(s["verdict"]), s["predicted_wall_s"]))
-    rec.recommended = next((s["strategy"] for s in rec.strategies if s["verdict"] == FITS), None)
+def cold_adjust(rec: Recommendation, ckpt: int, speed: float) -> Recommendation:
+    """`rec` with cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
+    cold = [
+        replace(
+            s,
+            predicted_wall_s=s.predicted_wall_s + ckpt / speed,
+            model=replace(s.model, disk_read_bytes_per_s=speed),
+        )
+        for s in rec.strategies
+    ]
+    return rank(cold, rec.unmeasured)
 
 
 def measured_cold_speed(results: Results) -> float | None:
@@ -135,7 +140,7 @@ def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None
         disk_speed=capped,
     )
     if speed:
-        cold_adjust(adv.rec, results, target["checkpoint_bytes"], speed)
+        adv = replace(adv, rec=cold_adjust(adv.rec, target["checkpoint_bytes"], speed))
     return adv, speed, capped
 
 

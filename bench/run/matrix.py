@@ -141,7 +141,7 @@ def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
         rec = recommend(read_results(out), target, budget)
     except NoResultsError:
         return {}
-    return {s["strategy"]: s["predicted_peak_bytes"] for s in rec.strategies}
+    return {s.strategy: s.predicted_peak_bytes for s in rec.strategies}
 
 
 def plan(
