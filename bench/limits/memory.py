@@ -37,7 +37,8 @@ SYSTEMD, WATCHDOG = "systemd-run", "watchdog"
 
 @dataclass(frozen=True)
 class LimitOutcome:
-    """What a row records of the limit a child ran under."""
+    """What a row records of the memory limit a child ran under (`host_ram_bytes` = `limit_bytes`,
+    `memory_limit` = `mechanism`, `memory_limit_enforced`, `cgroup_peak_bytes`)."""
 
     mechanism: str
     enforced: bool
@@ -45,15 +46,6 @@ class LimitOutcome:
     oom_kills: int | None = None
     cgroup_peak_bytes: int | None = None
     note: str = ""
-
-    def row_fields(self) -> dict:
-        """The PhaseRecord fields that say this limit."""
-        return {
-            "host_ram_bytes": self.limit_bytes,
-            "memory_limit": self.mechanism,
-            "memory_limit_enforced": self.enforced,
-            "cgroup_peak_bytes": self.cgroup_peak_bytes,
-        }
 
 
 def _v2_parent() -> Path | None:
