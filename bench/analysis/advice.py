@@ -22,6 +22,7 @@ from bench.analysis.recommend import (
 )
 from bench.records.results import Results
 from bench.units import format_bytes
+from bench.vocabulary import WARM
 
 EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times the largest measured
 WARM_CACHE = (
@@ -55,7 +56,7 @@ def advise(
     *,
     shapes: str,
     folder: str,
-    cache: str = "warm",
+    cache: str = WARM,
     disk_speed: int | None = None,
 ) -> Advice:
     """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
@@ -125,7 +126,7 @@ def sentences(advice: Advice) -> list[str]:
         out.append(
             f"Not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): {', '.join(advice.rec.unmeasured)}."
         )
-    if advice.inputs.get("cache", "warm") == "warm":
+    if advice.inputs.get("cache", WARM) == WARM:
         out.append(WARM_CACHE)
     return out
 

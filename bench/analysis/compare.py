@@ -22,6 +22,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.records.results import headline
+from bench.vocabulary import BROKEN, COMPARE_FAILURES, IMPROVED, REGRESSED, SAME
 from loader.vocabulary import OK, TOTAL
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
@@ -66,10 +67,10 @@ def _verdict(ratio: float, lo: float, hi: float, threshold: float) -> str:
     if pd.isna(ratio):
         return "–"
     if ratio > 1 + threshold and lo > 1:
-        return "regressed"
+        return REGRESSED
     if ratio < 1 - threshold and hi < 1:
-        return "improved"
-    return "same"
+        return IMPROVED
+    return SAME
 
 
 def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataFrame:
@@ -97,10 +98,10 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataF
         ]
     broken = (both["ok_repeats_base"] > 0) & (both["ok_repeats_new"] == 0)
     verdicts = both[["peak_verdict", "wall_verdict"]]
-    both["verdict"] = "same"
-    both.loc[(verdicts == "improved").any(axis=1), "verdict"] = "improved"
-    both.loc[(verdicts == "regressed").any(axis=1), "verdict"] = "regressed"
-    both.loc[broken, "verdict"] = "broken"
+    both["verdict"] = SAME
+    both.loc[(verdicts == IMPROVED).any(axis=1), "verdict"] = IMPROVED
+    both.loc[(verdicts == REGRESSED).any(axis=1), "verdict"] = REGRESSED
+    both.loc[broken, "verdict"] = BROKEN
     keep = [c for c in both.columns if not c.startswith(tuple(METRICS.values()))]
     return both[keep].sort_values(["shapes", "strategy"]).reset_index(drop=True)
 
@@ -134,7 +135,7 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
     lines += [
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
-    bad = table[table["verdict"].isin(["regressed", "broken"])]
+    bad = table[table["verdict"].isin(list(COMPARE_FAILURES))]
     summary = (
         "no regression"
         if bad.empty
@@ -145,6 +146,6 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
 
 
 def _what(row: Any) -> str:
-    if row.verdict == "broken":
+    if row.verdict == BROKEN:
         return "no ok repeat in new"
-    return " and ".join(m for m in ("peak", "wall") if getattr(row, f"{m}_verdict") == "regressed")
+    return " and ".join(m for m in METRICS if getattr(row, f"{m}_verdict") == REGRESSED)

@@ -31,7 +31,13 @@ from bench.analysis.fit import FitModel, fit
 from bench.errors import NoResultsError
 from bench.records.results import Results, headline
 from bench.units import format_bytes
-from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT, VERDICTS  # the dashboard reads them here
+from bench.vocabulary import (  # the verdicts: the dashboard reads them here
+    DOES_NOT_FIT,
+    FITS,
+    TIGHT,
+    VERDICTS,
+    WARM,
+)
 from loader.vocabulary import OK, REFERENCE, TOTAL
 
 TIGHT_FRACTION = 0.10
@@ -165,7 +171,7 @@ def recommend(
     spec_summary: dict[str, int],
     host_ram_bytes: int,
     devices: int | None = None,
-    cache: str | None = "warm",
+    cache: str | None = WARM,
     disk_speed: int | None = None,
 ) -> Recommendation:
     """Predict each measured strategy's peak and time on the target and pick the fastest that fits.

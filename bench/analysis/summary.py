@@ -18,6 +18,7 @@ import pandas as pd
 
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
+from bench.vocabulary import COLD, NATIVE
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import OK, TOTAL
 
@@ -44,7 +45,7 @@ def _str(value: Any) -> str | None:
 @cache
 def file_dtype(shapes: str, dtype: str) -> str:
     """The checkpoint's dtype: `dtype` as converted (`--dtype`), else the preset's own by bytes."""
-    if dtype != "native":
+    if dtype != NATIVE:
         return dtype
     try:
         import shapes as shapes_pkg
@@ -221,7 +222,7 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     figures: the page cache was evicted before each (the resident fraction says whether it was), so
     the storage under this OS served the same bytes at different speeds (a hypervisor's or a
     network disk's cache, other tenants), and a cold figure from here carries that spread."""
-    if _str(group.iloc[0].get("cache")) != "cold":
+    if _str(group.iloc[0].get("cache")) != COLD:
         return None
     ok = group[(group["ok_repeats"] > 1) & (pd.to_numeric(group["wall_s_min"]) > 0)]
     spread = pd.to_numeric(ok["wall_s_max"]) / pd.to_numeric(ok["wall_s_min"])

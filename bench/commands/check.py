@@ -20,7 +20,7 @@ from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from bench.units import format_bytes
 from bench.vocabulary import DOES_NOT_FIT, FITS
-from loader.vocabulary import OK, OOM
+from loader.vocabulary import OK, OOM, TOTAL
 
 
 def _picks(rec: Recommendation) -> dict[str, str]:
@@ -62,7 +62,7 @@ def check(rec: Recommendation, args: argparse.Namespace, host_ram: int) -> bool:
     )
     outcome = run_bench(config)
     phases = read_results(outcome.jsonl).phases
-    totals = phases[(phases["phase"] == "total") & (phases["process_index"] <= 0)]
+    totals = phases[(phases["phase"] == TOTAL) & (phases["process_index"] <= 0)]
     results = []
     for strategy, expected in picks.items():
         rows = totals[totals["strategy"] == strategy]

@@ -32,7 +32,8 @@ from bench.commands.common import add_cache, add_json, add_results
 from bench.errors import BenchError
 from bench.records.results import Results, read_results
 from bench.units import format_bytes, parse_size, parse_speed
-from loader.vocabulary import REFERENCE
+from bench.vocabulary import COLD, WARM
+from loader.vocabulary import OK, REFERENCE, TOTAL
 
 
 def cold_adjust(rec: Recommendation, ckpt: int, speed: float) -> Recommendation:
@@ -51,7 +52,7 @@ def cold_adjust(rec: Recommendation, ckpt: int, speed: float) -> Recommendation:
 def measured_cold_speed(results: Results) -> float | None:
     """This machine's cold read speed: checkpoint bytes / median cold wall of the reference line
     (`floor` reads every byte and loads nothing), on the largest checkpoint it read cold."""
-    cold = ok_runs(results, cache="cold")
+    cold = ok_runs(results, cache=COLD)
     cold = cold[cold["kind"] == REFERENCE]
     if cold.empty:
         return None
@@ -62,7 +63,8 @@ def measured_cold_speed(results: Results) -> float | None:
 
 def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
     """Predicted device peak per strategy (median device-peak / checkpoint ratio); None: no data."""
-    rows = results.phases[(results.phases["phase"] == "total") & (results.phases["status"] == "ok")]
+    phases = results.phases
+    rows = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
     rows = rows[rows["phase_device_peak_bytes"].notna()]
     if rows.empty:
         return None
@@ -77,7 +79,7 @@ def _notes(args, results: Results, speed: float | None, capped: int | None) -> l
             f"Times are fitted on cold runs measured here with disk reads capped at "
             f"{capped / 1e6:.0f} MB/s (`bench run --cache cold --disk-read-speed`)."
         )
-    elif args.cache == "cold" and not speed:
+    elif args.cache == COLD and not speed:
         notes.append("Times are predicted from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)
     if cold:
@@ -115,9 +117,9 @@ def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
         if args.disk_read_speed
         else None
     )
-    if speed and not ok_runs(results, cache="cold", disk_speed=speed).empty:
-        return "cold", speed, None
-    return ("warm" if speed else args.cache), None, speed
+    if speed and not ok_runs(results, cache=COLD, disk_speed=speed).empty:
+        return COLD, speed, None
+    return (WARM if speed else args.cache), None, speed
 
 
 def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None, int | None]:

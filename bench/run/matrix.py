@@ -22,6 +22,7 @@ from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
+from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, WARM
 from loader.strategies import StrategyInfo
 from shapes import is_synthesized
 
@@ -79,7 +80,7 @@ class Checkpoint:
     def ensure(cls, shapes: str, dtype: str | None, seed: int, cache: Path, timeout_s: float):
         """The cached checkpoint of a shape set, synthesised in a child if missing."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", shapes)
-        folder = cache / "checkpoints" / f"{safe}-{dtype or 'native'}-{seed}"
+        folder = cache / "checkpoints" / f"{safe}-{dtype or NATIVE}-{seed}"
         marker = folder / "bench.json"
         if not (marker.is_file() and is_synthesized(shapes, folder, dtype=dtype, seed=seed)):
             argv = [sys.executable, "-m", "bench.child.prepare", "synth", "--shapes", shapes]
@@ -117,7 +118,7 @@ class Task:
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
     budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
-    cache: str = "warm"  # "cold": the files are evicted from the page cache before it runs
+    cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
 
     @property
     def load_path(self) -> str:
@@ -178,7 +179,7 @@ def plan(
     if config.memray:
         folder = run_folder / "memray"
         tasks += [replace(t, memray_bin=folder / f"{t.entry.name}-{ck.shapes}-r0.bin") for t in run]
-    caches = ("warm", "cold") if config.cache == "both" else (config.cache,)
+    caches = CACHE_STATES if config.cache == BOTH else (config.cache,)
     tasks += [
         replace(t, repeat=r, cache=c) for r in range(config.repeats) for t in run for c in caches
     ]
