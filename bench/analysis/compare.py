@@ -8,9 +8,10 @@ measured in both, over the ok repeats of each side:
 
 with the spread of the repeats as a range: `*_lo` = NEW's best over BASE's worst repeat, `*_hi` =
 NEW's worst over BASE's best. A metric has `regressed` when its ratio exceeds 1 + threshold AND its
-`_lo` exceeds 1 (even NEW's best repeat is worse than BASE's worst: the change is beyond the spread);
-`improved` is the mirror image. A combination that was ok in BASE and has no ok repeat in NEW is
-`broken`. The exit status is 1 when anything regressed or broke, else 0 (2 on bad input). No jax.
+`_lo` exceeds 1 (even NEW's best repeat is worse than BASE's worst: the change is beyond the
+spread); `improved` is the mirror image. A combination that was ok in BASE and has no ok repeat in
+NEW is `broken`. The exit status is 1 when anything regressed or broke, else 0 (2 on bad input). No
+jax.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def parse_threshold(text: str) -> float:
     match = _THRESHOLD.match(str(text))
     if not match:
         raise BenchError(
-            f"--max-regression: cannot read {text!r}; write a percentage such as 5% (or a fraction, 0.05)"
+            f"--max-regression: cannot read {text!r}; write a percentage such as 5% "
+            "(or a fraction, 0.05)"
         )
     value = float(match.group(1)) / (100 if match.group(2) else 1)
     if value <= 0 or value >= 10:
@@ -116,7 +118,8 @@ def ratio_text(row: pd.Series, m: str) -> str:
 def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
     """A table (NEW / BASE, with the spread of repeats in brackets) and a one-line verdict."""
     lines = [
-        f"new {new} / base {base}; a regression is over {threshold:.0%} and beyond the spread of repeats",
+        f"new {new} / base {base}; a regression is over {threshold:.0%} and beyond the spread "
+        "of repeats",
         "",
     ]
     rows = [["shapes", "strategy", "repeats", "peak over baseline", "wall time", "verdict"]]

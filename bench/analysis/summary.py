@@ -1,11 +1,11 @@
-"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per strategy.
+"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per
+strategy.
 
-Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON and
-the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
+Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON
+and the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
 the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, and the page-cache
 state where rows carry one. A strategy that bounds its host bytes in flight (`budget=`) reports its
-high-water mark; the table shows it against the budget.
-"""
+high-water mark; the table shows it against the budget."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def summary_frame(results: Results) -> pd.DataFrame:
-    """`summarize` per configuration (see the module doc), with its extra keys and budget columns."""
+    """`summarize` per configuration (see the module doc), with its extra keys and budget
+    columns."""
     phases = results.phases
     extra = [k for k in EXTRA_KEYS if k in phases.columns]
     if phases.empty or not extra:

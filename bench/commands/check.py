@@ -2,11 +2,11 @@
 
 Runs, on this machine, the recommended strategy and every one predicted not to fit, once
 each (a "does not fit" verdict is what a memory limit tests; the first of them alone may be a
-strategy such as `mmap` whose peak is mostly reclaimable file-backed pages), on the target shape set, each child inside a memory cgroup of `--host-ram`
-(`bench run --host-ram`; the rows say whether the limit was really enforced, or only watched).
-The verdict "fits" holds when the run ends ok; "does not fit" holds when the limit kills it (an
-`oom` row). The rows land in the results folder like any others (runs under a limit are not used
-to fit predictions). Never imports jax.
+strategy such as `mmap` whose peak is mostly reclaimable file-backed pages), on the target shape
+set, each child inside a memory cgroup of `--host-ram` (`bench run --host-ram`; the rows say whether
+the limit was really enforced, or only watched). The verdict "fits" holds when the run ends ok;
+"does not fit" holds when the limit kills it (an `oom` row). The rows land in the results folder
+like any others (runs under a limit are not used to fit predictions). Never imports jax.
 """
 
 from __future__ import annotations

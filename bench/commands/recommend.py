@@ -1,12 +1,12 @@
 """`loadbench recommend`: the prediction as text or JSON, cold loads, device memory, and `--check`.
 
-- `--cache warm|cold` fits on the runs measured from that page cache (`bench.analysis.recommend`). With
-  `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: fitted on
+- `--cache warm|cold` fits on the runs measured from that page cache (`bench.analysis.recommend`).
+  With `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: fitted on
   cold runs measured here with disk reads capped at exactly that speed (`bench run --cache cold
   --disk-read-speed 1.5GB/s`) where there are any; else the warm fit plus the checkpoint read at
   that speed, with no overlap of reading and the rest (an upper bound for a streaming strategy,
-  about right for one that reads everything first). The measured
-  machine's own cold read speed (the reference line's cold runs: bytes over wall) is printed beside.
+  about right for one that reads everything first). The measured machine's own cold read speed (the
+  reference line's cold runs: bytes over wall) is printed beside.
 - Every prediction carries its fit's largest relative error on the runs it was fitted on
   (in-sample: the least error an extrapolation has, not a bound on it), and how far those runs'
   own repeats strayed from their median time ("time repeats"): cold reads on a virtual disk vary

@@ -12,12 +12,12 @@
 4. Otherwise **the bench's RSS watchdog** alone, and `mechanism == "watchdog"` says so in the row.
 
 Only the PIDs handed to `attach` (children the bench started) are put in a cgroup made here
-(`bench.limits.cgroups`); nothing else is ever moved. `close()` removes the cgroup (after the group was
-killed: on success, failure and Ctrl-C alike, through the `with` block). A cgroup left by a
-killed bench (named `loadbench-<pid>-<hex>`, its creator gone) is removed the next time one is
-made beside it.
-"Enforced" means the limit file read back holds the requested size (to the page); `oom_kills`
-counts the cgroup's OOM kills (`memory.events` in v2, `memory.oom_control` in v1). Never imports jax.
+(`bench.limits.cgroups`); nothing else is ever moved. `close()` removes the cgroup (after the group
+was killed: on success, failure and Ctrl-C alike, through the `with` block). A cgroup left by a
+killed bench (named `loadbench-<pid>-<hex>`, its creator gone) is removed the next time one is made
+beside it. "Enforced" means the limit file read back holds the requested size (to the page);
+`oom_kills` counts the cgroup's OOM kills (`memory.events` in v2, `memory.oom_control` in v1). Never
+imports jax.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class MemoryLimit(cgroups.ChildCgroup):
         self.note = ""
         self._pids: list[int] = []
 
-    # -- making it (`open`, `close` and the `with` block: `bench.limits.cgroups.ChildCgroup`) -------
+    # -- making it (`open`, `close` and the `with` block: `bench.limits.cgroups.ChildCgroup`) ---
     def _fallback_note(self, tried: str) -> str:
         tried = tried or "no memory cgroup hierarchy or systemd here"
         return f"no cgroup could be made ({tried}); the RSS watchdog enforces the limit"

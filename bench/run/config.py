@@ -29,7 +29,8 @@ def default_budget() -> int:
 
 
 def cache_dir() -> Path:
-    """Where checkpoints are synthesised and converted once: `$LOADBENCH_CACHE` or `.cache/loadbench`."""
+    """Where checkpoints are synthesised and converted once: `$LOADBENCH_CACHE`, else
+    `.cache/loadbench`."""
     return Path(os.environ.get(CACHE_ENV) or ".cache/loadbench")
 
 

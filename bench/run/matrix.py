@@ -4,8 +4,9 @@ Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.pre
 and cached with a `bench.json` summary. The task list runs every memray capture first (one per
 strategy, so measured rows can link to it), then the repeats interleaved: A B C A B C, so drift
 hits every strategy alike. In the default matrix a strategy predicted not to fit the memory budget
-(its peak predicted by `bench.analysis.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
-the checkpoint) is skipped. How each task's children are started is `bench.run.launch`.
+(its peak predicted by `bench.analysis.recommend` from earlier results here, else
+`DEFAULT_PEAK_RATIO` x the checkpoint) is skipped. How each task's children are started is
+`bench.run.launch`.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
 
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
-    """Each strategy's predicted peak on `ck` from earlier results in `out` (`bench.analysis.recommend`)."""
+    """Each strategy's predicted peak on `ck` from earlier results in `out`
+    (`bench.analysis.recommend`)."""
     target = {
         "checkpoint_bytes": ck.checkpoint_bytes,
         "largest_tensor_bytes": ck.largest_tensor_bytes,
@@ -171,7 +173,10 @@ def plan(
             entry.name, BASELINE_GUESS_BYTES * procs + DEFAULT_PEAK_RATIO * ck.checkpoint_bytes
         )
         if config.strategies is None and predicted > budget:
-            reason = f"predicted peak {format_bytes(predicted)} exceeds the memory budget {format_bytes(budget)}"
+            reason = (
+                f"predicted peak {format_bytes(predicted)} exceeds the memory budget "
+                f"{format_bytes(budget)}"
+            )
             skipped.append((task, reason))
         else:
             run.append(task)

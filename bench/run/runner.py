@@ -113,7 +113,8 @@ def _open_limits(
 def _run_task(
     task: Task, config: RunConfig, work: Path, budget: int
 ) -> tuple[list[ChildOutcome], Situation]:
-    """Run the task's child group (under the memory and read limits, if any); outcomes, situation."""
+    """Run the task's child group (under the memory and read limits, if any): its outcomes and
+    the situation it ran in."""
     argvs, envs, outs = task_argvs(task, work)
     cache = pagecache.set_cache(pagecache.checkpoint_files(task.load_path), task.cache)
     with contextlib.ExitStack() as stack:
