@@ -59,7 +59,7 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     ok = rows[rows["status"] == OK]
     counts = rows.groupby(KEYS).agg(repeats=("result_id", "nunique"))
     stats = ok.groupby(KEYS)[list(METRICS.values())].agg(["median", "min", "max"])
-    stats.columns = [f"{col}_{stat}" for col, stat in stats.columns]
+    stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
     ok_counts = ok.groupby(KEYS).agg(ok_repeats=("result_id", "nunique"))
     out = counts.join(ok_counts, how="left").join(stats, how="left")
     return out.assign(ok_repeats=out["ok_repeats"].fillna(0).astype(int))

@@ -126,7 +126,7 @@ def format_table(rows: list[dict]) -> str:
         f"{'layers':>6} {'tensors':>7} {'params':>12} {'eval_shape_s':>12} {'fast_s':>8} "
         f"{'speedup':>8} {'growth(plain/fast)':>19}"
     ]
-    first = rows[0] if rows else None
+    first = rows[0] if rows else {}
     for r in rows:
         growth = (
             f"{r['eval_shape_s'] / first['eval_shape_s']:.1f}x/{r['fast_s'] / first['fast_s']:.1f}x"
