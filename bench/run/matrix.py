@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.analysis.recommend import recommend
+from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
@@ -135,11 +135,7 @@ def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
     """Each strategy's predicted peak on `ck` from earlier results in `out`
     (`bench.analysis.recommend`)."""
-    target = {
-        "checkpoint_bytes": ck.checkpoint_bytes,
-        "largest_tensor_bytes": ck.largest_tensor_bytes,
-        "tensors": ck.tensors,
-    }
+    target = TargetCheckpoint(ck.checkpoint_bytes, ck.largest_tensor_bytes, ck.tensors)
     try:
         rec = recommend(read_results(out), target, budget)
     except NoResultsError:
