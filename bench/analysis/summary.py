@@ -1,23 +1,24 @@
-"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per strategy.
+"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per
+strategy.
 
-Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON and
-the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
+Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON
+and the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
 the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, and the page-cache
 state where rows carry one. A strategy that bounds its host bytes in flight (`budget=`) reports its
-high-water mark; the table shows it against the budget.
-"""
+high-water mark; the table shows it against the budget."""
 
 from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
+from bench.vocabulary import COLD, NATIVE
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import OK, TOTAL
 
@@ -44,7 +45,7 @@ def _str(value: Any) -> str | None:
 @cache
 def file_dtype(shapes: str, dtype: str) -> str:
     """The checkpoint's dtype: `dtype` as converted (`--dtype`), else the preset's own by bytes."""
-    if dtype != "native":
+    if dtype != NATIVE:
         return dtype
     try:
         import shapes as shapes_pkg
@@ -52,7 +53,7 @@ def file_dtype(shapes: str, dtype: str) -> str:
         by_bytes = shapes_pkg.load_spec(shapes).bytes_by_dtype
     except Exception:  # noqa: BLE001 - a label only: an unknown spec stays "native"
         return dtype
-    return "+".join(sorted(by_bytes, key=by_bytes.get, reverse=True)) or dtype
+    return "+".join(sorted(by_bytes, key=lambda d: by_bytes[d], reverse=True)) or dtype
 
 
 def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -68,14 +69,16 @@ def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def summary_frame(results: Results) -> pd.DataFrame:
-    """`summarize` per configuration (see the module doc), with its extra keys and budget columns."""
+    """`summarize` per configuration (see the module doc), with its extra keys and budget
+    columns."""
     phases = results.phases
     extra = [k for k in EXTRA_KEYS if k in phases.columns]
     if phases.empty or not extra:
         return summarize(phases)
     parts = []
     for values, group in phases.groupby(extra, sort=False, dropna=False):
-        part = summarize(group).assign(**dict(zip(extra, values, strict=True)))
+        labels = cast("tuple[Any, ...]", values)  # grouped by a list of keys: a tuple each
+        part = summarize(group).assign(**dict(zip(extra, labels, strict=True)))
         if "budget_bytes" in group.columns:
             part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         parts.append(part)
@@ -221,14 +224,14 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     figures: the page cache was evicted before each (the resident fraction says whether it was), so
     the storage under this OS served the same bytes at different speeds (a hypervisor's or a
     network disk's cache, other tenants), and a cold figure from here carries that spread."""
-    if _str(group.iloc[0].get("cache")) != "cold":
+    if _str(group.iloc[0].get("cache")) != COLD:
         return None
     ok = group[(group["ok_repeats"] > 1) & (pd.to_numeric(group["wall_s_min"]) > 0)]
     spread = pd.to_numeric(ok["wall_s_max"]) / pd.to_numeric(ok["wall_s_min"])
     wide = ok[spread > COLD_SPREAD_NOTE]
     if wide.empty:
         return None
-    worst = wide.loc[spread[wide.index].idxmax()]
+    worst = wide.iloc[int(spread[wide.index].to_numpy().argmax())]
     resident = _num(worst.get("resident_fraction"))
     evicted = f", {resident:.0%} resident before each" if resident is not None else ""
     return (

@@ -4,6 +4,7 @@ build micro-benchmark."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 from pathlib import Path
@@ -135,7 +136,8 @@ def cmd_abstract(args: argparse.Namespace) -> int:
     from bench.child import abstract_build
 
     rows = abstract_build.measure([int(n) for n in csv(args.layers)])
-    print(json.dumps(rows, indent=1) if args.json else abstract_build.format_table(rows))
+    as_json = [dataclasses.asdict(r) for r in rows]
+    print(json.dumps(as_json, indent=1) if args.json else abstract_build.format_table(rows))
     return 0
 
 
@@ -174,7 +176,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model-dtype",
         default=None,
-        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): a real cast",
+        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): "
+        "a real cast",
     )
     p.add_argument(
         "--budget",
@@ -194,7 +197,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
-    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a limit."""
+    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a
+    limit."""
     p.add_argument(
         "--checkpoint",
         action="append",
