@@ -13,13 +13,14 @@ from __future__ import annotations
 import mmap
 
 import numpy as np
+import numpy.typing as npt
 
 
-def host_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def host_buffer(shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     """An uninitialised, C-contiguous, page-aligned array of `shape` and `dtype`."""
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if nbytes == 0:
-        return np.empty(shape, dtype)
+        return np.empty(shape, dt)
     mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    return np.frombuffer(mapping, np.uint8, count=nbytes).view(dtype).reshape(shape)
+    return np.frombuffer(mapping, np.uint8, count=nbytes).view(dt).reshape(shape)

@@ -69,10 +69,11 @@ def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -
     problem = _length_problem(prefix, file_size)
     if problem:
         raise _foreign_or(prefix, source, problem)
-    return struct.unpack("<Q", prefix[:8])[0]
+    (length,) = struct.unpack("<Q", prefix[:8])
+    return int(length)
 
 
-def _parse_json(raw: bytes, source: str) -> dict:
+def _parse_json(raw: bytes, source: str) -> dict[str, object]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -199,7 +200,7 @@ def parse_header(
     return Header(source, tensors, metadata, data_start=8 + n, header_bytes=n)
 
 
-def read_header(path: str | os.PathLike) -> Header:
+def read_header(path: str | os.PathLike[str]) -> Header:
     """Read and validate the header of the `.safetensors` file at `path` (reads the header only)."""
     source = os.fspath(path)
     try:

@@ -58,8 +58,8 @@ def _int(text: str) -> int | float:
     return value if I64_MIN <= value <= U64_MAX else _float(text)
 
 
-def _pairs(pairs: list[tuple[str, object]]) -> dict:
-    out: dict = {}
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for key, value in pairs:
         if key in out:
             raise DuplicateKeyError(f"duplicate key {key!r}")

@@ -55,7 +55,7 @@ def _is_abandoned(path: Path) -> bool:
         os.close(fd)
 
 
-def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
+def remove_stale_temps(target: str | os.PathLike[str]) -> list[Path]:
     """Remove abandoned temporaries of `target`; warn naming them. Returns what was removed."""
     target = Path(target)
     pattern = temp_pattern(target)

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loader.errors import CheckpointError, IncompleteCheckpointError
 from loader.format import DTYPES, TensorMeta
@@ -144,7 +145,9 @@ def read_manifest(folder: str | Path) -> Layout:
     return layout
 
 
-def _tensor(manifest: Path, key: str, entry: dict, files: dict[str, Path]) -> TensorLayout:
+def _tensor(
+    manifest: Path, key: str, entry: dict[str, Any], files: dict[str, Path]
+) -> TensorLayout:
     dtype, shape = entry["dtype"], tuple(int(d) for d in entry["shape"])
     if dtype not in DTYPES or any(d < 0 for d in shape):
         raise CheckpointError(f"{manifest}: tensor {key!r}: bad dtype {dtype!r} or shape {shape}")

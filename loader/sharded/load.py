@@ -99,20 +99,22 @@ def refuse_unaddressable(sharding: Any, where: str) -> None:
         )
 
 
-def _whole(step: Step, plan: LoadPlan, reader: SliceReader, probe: Probe, shape: tuple) -> Any:
+def _whole(
+    step: Step, plan: LoadPlan, reader: SliceReader, probe: Probe, shape: tuple[int, ...]
+) -> Any:
     """A scalar, or a leaf whose key_map transform needs the whole tensor: read all of it."""
     with substep(probe, READ):
         host = reader.read_region(step.file_key, full_region(shape))
-    host = apply_transform(step, host, plan)
-    if host is None:
+    transformed = apply_transform(step, host, plan)
+    if transformed is None:
         return None
     with substep(probe, CAST):
-        host = host_cast(step.leaf, host)
+        host = host_cast(step.leaf, transformed)
     with substep(probe, TRANSFER):
         return to_device(step, host)
 
 
-def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple) -> jax.Array:
+def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, ...]) -> jax.Array:
     """Read this process's index ranges only, and assemble the global array from them."""
     refuse_unaddressable(step.sharding, step.leaf.where)
     arrays = []
@@ -125,7 +127,7 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple) -> j
             arrays += [jax.device_put(host, d) for d in devices]
         del host
     with substep(probe, TRANSFER):
-        arr = jax.make_array_from_single_device_arrays(shape, step.sharding, arrays)
+        arr = jax.make_array_from_single_device_arrays(shape, step.placement(), arrays)
     if step.leaf.kind == "prng":
         arr = jax.random.wrap_key_data(arr, impl=step.leaf.dtype._impl)
     return arr

@@ -31,7 +31,7 @@ import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from loader import vocabulary
 from loader.errors import CheckpointError
@@ -77,7 +77,7 @@ class Strategy(Protocol):
     def __call__(
         self,
         target: Any,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         probe: Probe = NULL_PROBE,
         *,
         strict: bool = False,
@@ -131,7 +131,7 @@ class StrategyInfo:
     def load(
         self,
         target: Any,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         probe: Probe = NULL_PROBE,
         *,
         strict: bool = False,
@@ -177,34 +177,41 @@ def _constants(tree: ast.Module, where: str) -> dict[str, object]:
 def _checked(
     name: str, where: str, doc: list[str], c: dict[str, object], module: str
 ) -> StrategyInfo:
+    """The strategy's `StrategyInfo`, once its constants are checked (`StrategyError` if not)."""
+    description = doc[0].strip() if doc else ""
+    kind = c.get("KIND", vocabulary.STRATEGY)
+    checkpoint = c.get("CHECKPOINT", vocabulary.FILE)
+    multiprocess = c.get("MULTIPROCESS", False)
     requires = c.get("REQUIRES", ())
-    info = StrategyInfo(
-        name,
-        doc[0].strip() if doc else "",
-        c.get("KIND", vocabulary.STRATEGY),
-        c.get("CHECKPOINT", vocabulary.FILE),
-        c.get("MULTIPROCESS", False),
-        module,
-        tuple(requires) if isinstance(requires, tuple | list) else (requires,),
-        c.get("INSTALL_HINT", ""),
-    )
+    required = tuple(requires) if isinstance(requires, tuple | list) else (requires,)
+    install_hint = c.get("INSTALL_HINT", "")
     problems = [
-        "a module docstring (its first line is the description)" if not info.description else "",
-        f"KIND one of {vocabulary.KINDS}" if info.kind not in vocabulary.KINDS else "",
+        "a module docstring (its first line is the description)" if not description else "",
+        f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
         f"CHECKPOINT one of {vocabulary.CHECKPOINTS}"
-        if info.checkpoint not in vocabulary.CHECKPOINTS
+        if checkpoint not in vocabulary.CHECKPOINTS
         else "",
-        "MULTIPROCESS a bool" if not isinstance(info.multiprocess, bool) else "",
+        "MULTIPROCESS a bool" if not isinstance(multiprocess, bool) else "",
         "REQUIRES a tuple of module names"
-        if isinstance(requires, str) or not all(isinstance(r, str) for r in info.requires)
+        if isinstance(requires, str) or not all(isinstance(r, str) for r in required)
         else "",
-        "INSTALL_HINT a string" if not isinstance(info.install_hint, str) else "",
+        "INSTALL_HINT a string" if not isinstance(install_hint, str) else "",
     ]
     if any(problems):
         raise StrategyError(
             f"{where}: strategy {name!r} needs " + "; ".join(p for p in problems if p)
         )
-    return info
+    # the checks above passed: KIND and CHECKPOINT are vocabulary strings, REQUIRES strings
+    return StrategyInfo(
+        name,
+        description,
+        cast(str, kind),
+        cast(str, checkpoint),
+        cast(bool, multiprocess),
+        module,
+        cast(tuple[str, ...], required),
+        cast(str, install_hint),
+    )
 
 
 def _defines_load(node: ast.stmt) -> bool:

@@ -22,7 +22,7 @@ KIND = REFERENCE
 
 def load(
     target: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,
     *,
     strict: bool = False,

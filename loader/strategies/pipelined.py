@@ -23,7 +23,7 @@ from loader.sequence import Recipe, run_load
 
 def load(
     target: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,
     *,
     strict: bool = False,
