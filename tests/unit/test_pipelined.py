@@ -281,3 +281,15 @@ def test_huge_tensor_at_small_scale_stays_within_the_budget(tmp_path, poison):
     assert verify(model, path) == 1
     assert model.huge.weight.get_value().dtype == ml_dtypes.bfloat16
     assert 0 < report.inflight_peak_bytes <= SMALL_BUDGET
+
+
+def test_fill_before_start_is_refused_with_a_clear_error(ckpt):
+    from loader.format.source import CheckpointSource
+    from loader.phases import NULL_PROBE
+    from loader.pipeline import Pipeline
+    from loader.plan import LoadPlan
+
+    engine = Pipeline()
+    with CheckpointSource(ckpt) as source, pytest.raises(RuntimeError, match="before fill"):
+        engine.fill(LoadPlan(), source, NULL_PROBE)
+    engine.close()
