@@ -2,8 +2,10 @@
 
 Public API:
     save_model(model_or_state, path, *, metadata=None)
-    load_model(target, path, *, strict=False, key_map=None, strategy=None, budget=None) -> (model, LoadReport)
-    save_sharded(model, folder) / load_sharded(target, folder, ...) / convert_to_sharded(src, folder)
+    load_model(target, path, *, strict=False, key_map=None, strategy=None, budget=None)
+        -> (model, LoadReport)
+    save_sharded(model, folder) / load_sharded(target, folder, ...)
+    convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
 
 Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`, `loader.strategies`)

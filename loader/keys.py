@@ -2,7 +2,8 @@
 
 Keys follow the PyTorch / Hugging Face dotted convention so other tools read our files. Integer
 indices of `nnx.List` stacks become their decimal string, which is how a model's integer path
-components match a file's string keys. Files written by older NNX tools join with `/`; those load too.
+components match a file's string keys. Files written by older NNX tools join with `/`; those load
+too.
 """
 
 from __future__ import annotations

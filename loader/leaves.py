@@ -81,14 +81,15 @@ def _leaf(path: Path, var: nnx.Variable[Any], saved_pytypes: dict[str, str]) -> 
 
 
 def iter_variables(model: Any) -> Iterator[tuple[Path, nnx.Variable[Any]]]:
-    """(path, variable) for every variable of a module, each shared variable once, as `nnx.state` names it."""
+    """(path, variable) for every variable of a module, each shared one once, as `nnx.state` names
+    it."""
     for path, node in nnx.iter_graph(model):
         if isinstance(node, nnx.Variable):
             yield tuple(path), node
 
 
 def model_leaves(model: Any, metadata: dict[str, str] | None = None) -> list[Leaf]:
-    """The loadable leaves of `model` (a module, possibly abstract). Non-array leaves are skipped."""
+    """The loadable leaves of `model` (a module, maybe abstract); non-array leaves are skipped."""
     saved_pytypes = json.loads((metadata or {}).get(META_PYTYPES, "{}"))
     leaves = []
     for path, var in iter_variables(model):

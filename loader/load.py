@@ -1,4 +1,4 @@
-"""`load_model`: a `.safetensors` checkpoint into an NNX model, never loading random weights in silence."""
+"""`load_model`: a `.safetensors` checkpoint into an NNX model, never random weights in silence."""
 
 from __future__ import annotations
 

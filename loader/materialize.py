@@ -2,8 +2,9 @@
 
 Each step is separate so strategies can time them as phases: `host_cast` (dtype conversion on the
 host), `to_device` (placement with the leaf's sharding, or the PRNG key / Python scalar rebuild),
-`assign` (set the variable in place). `fill_skipped` gives an abstract model's unloaded leaves zeros.
-The executors (`loader.stream`, `loader.sharded.load`, the phased and orbax strategies) run them.
+`assign` (set the variable in place). `fill_skipped` gives an abstract model's unloaded leaves
+zeros. The executors (`loader.stream`, `loader.sharded.load`, the phased and orbax strategies) run
+them.
 """
 
 from __future__ import annotations

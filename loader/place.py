@@ -30,7 +30,8 @@ def _concrete_mesh(abstract_mesh: AbstractMesh, where: str) -> Mesh:
     devices = jax.devices()
     if need > len(devices):
         raise CheckpointError(
-            f"{where}: the model is sharded over a mesh {dict(zip(names, sizes))} of {need} devices, "
+            f"{where}: the model is sharded over a mesh {dict(zip(names, sizes))} "
+            f"of {need} devices, "
             f"but this process sees {len(devices)}; load under a matching `jax.set_mesh(mesh)`"
         )
     axis_types = getattr(abstract_mesh, "axis_types", None)

@@ -22,7 +22,8 @@ def resolve_target(target: Any) -> tuple[Any, bool]:
     if callable(target):
         return abstract_build(target), True
     raise CheckpointError(
-        f"load target must be an nnx.Module or a zero-argument builder returning one, got {type(target).__name__}"
+        "load target must be an nnx.Module or a zero-argument builder returning one, "
+        f"got {type(target).__name__}"
     )
 
 

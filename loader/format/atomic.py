@@ -2,9 +2,9 @@
 
 A crash at any point leaves either the previous file or none, never a partial one. Every writer in
 loadbench (checkpoints, synthetic checkpoints, digests, presets, manifests) goes through here. The
-temporary is locked while written, and the next write to the same target removes the temporaries
-a killed writer left (`loader.format.stale_temps`). A failed write (full disk, file-size limit, read-only
-folder, fsync error) raises one `CheckpointError` naming the target and the errno.
+temporary is locked while written, and the next write to the same target removes the temporaries a
+killed writer left (`loader.format.stale_temps`). A failed write (full disk, file-size limit,
+read-only folder, fsync error) raises one `CheckpointError` naming the target and the errno.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Host buffers for reads: private anonymous mappings, page-aligned (so 64-byte aligned too).
 
-Why not `np.empty`: numpy asks for transparent huge pages on large arrays (`madvise(MADV_HUGEPAGE)`),
-and where the kernel's THP defrag setting is `madvise` (as here), faulting those pages in may stall
-in direct compaction once the page cache has fragmented memory. Measured here: reading sa3's 2.27 GB
-into retained numpy buffers took 4.4 s, into buffers without huge pages 1.3-1.5 s. A private
-anonymous `mmap` gets ordinary pages, counts as anonymous RSS (a shared one would count as shmem),
-and lives as long as the arrays that view it (a jax array that adopts it included).
+Why not `np.empty`: numpy asks for transparent huge pages on large arrays
+(`madvise(MADV_HUGEPAGE)`), and where the kernel's THP defrag setting is `madvise` (as here),
+faulting those pages in may stall in direct compaction once the page cache has fragmented memory.
+Measured here: reading sa3's 2.27 GB into retained numpy buffers took 4.4 s, into buffers without
+huge pages 1.3-1.5 s. A private anonymous `mmap` gets ordinary pages, counts as anonymous RSS (a
+shared one would count as shmem), and lives as long as the arrays that view it (a jax array that
+adopts it included).
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ class CheckpointSource:
         return self._handles[f].get_tensor(key)
 
     def read_into(self, key: str, out: np.ndarray) -> np.ndarray:
-        """Read one tensor's bytes with `os.preadv` into `out` (a C-contiguous buffer of its size)."""
+        """Read a tensor's bytes with `os.preadv` into `out` (a C-contiguous buffer of its size)."""
         info = self.info(key)
         f = self._where[key]
         if f not in self._fds:

@@ -1,4 +1,4 @@
-"""`save_sharded` / `load_sharded`: a checkpoint directory that each process writes and reads in part.
+"""`save_sharded` / `load_sharded`: a checkpoint directory each process writes and reads in part.
 
 Layout of a directory saved by N processes::
 

@@ -74,7 +74,7 @@ def intersect(a: Region, b: Region) -> Region | None:
 
 
 def file_layout(source: CheckpointSource) -> Layout:
-    """A plain checkpoint (file or folder of shards) as a layout of whole-tensor slices, in file order."""
+    """A plain checkpoint (a file or folder of shards) as whole-tensor slices, in file order."""
     tensors = {}
     for key in sorted(source.keys(), key=lambda k: (str(source.file_of(k)), source.file_offset(k))):
         info = source.info(key)
@@ -122,8 +122,9 @@ def read_manifest(folder: str | Path) -> Layout:
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: no such sharded checkpoint directory")
         raise IncompleteCheckpointError(
-            f"{folder}: no {MANIFEST}, so this sharded checkpoint is incomplete (its writer did not "
-            "finish: the manifest is written last) or was not written by loader.save_sharded; "
+            f"{folder}: no {MANIFEST}, so this sharded checkpoint is incomplete "
+            "(its writer did not finish: the manifest is written last) "
+            "or was not written by loader.save_sharded; "
             "save it again"
         )
     try:
@@ -158,7 +159,8 @@ def _tensor(
             not 0 <= a <= b <= d for (a, b), d in zip(region, shape)
         ):
             raise CheckpointError(
-                f"{manifest}: tensor {key!r}: slice {s['key']!r} index {region} is outside shape {shape}"
+                f"{manifest}: tensor {key!r}: slice {s['key']!r} index {region} "
+                f"is outside shape {shape}"
             )
         if s["file"] not in files:
             raise CheckpointError(
@@ -181,7 +183,8 @@ def _check_tiling(manifest: Path, key: str, shape: tuple[int, ...], slices: list
     if covered != total or overlap or not slices:
         raise CheckpointError(
             f"{manifest}: tensor {key!r} of shape {shape}: its {len(slices)} slice(s) cover "
-            f"{covered} of {total} elements{' with overlaps' if overlap else ''}; the manifest is damaged"
+            f"{covered} of {total} elements{' with overlaps' if overlap else ''}; "
+            "the manifest is damaged"
         )
 
 

@@ -3,13 +3,12 @@
 `DIRECTORY_RECIPE` (a sharded directory) and `FILE_RECIPE` (a plain checkpoint seen as a layout of
 whole-tensor slices) are the recipes of `loader.sequence.run_load` that use it. Planning and
 reporting are the sequence's (`plan_load` over a `LayoutSource`), so mismatches read exactly as
-`loader.load_model` reports them. Leaves that declare no sharding (a
-plain builder's abstract model: no sharding, or one that partitions nothing under `jax.set_mesh`)
-are placed with the sharding rule (`rule_mesh`), and their `sharding_changes` are judged against
-it; a model's own partitioning, and any instance's sharding, is kept. For each leaf, each distinct
-index range of its addressable devices is read once (`loader.sharded.slices.SliceReader`), cast on the host, put on
-each device holding it, and the global array assembled with
-`jax.make_array_from_single_device_arrays`.
+`loader.load_model` reports them. Leaves that declare no sharding (a plain builder's abstract model:
+no sharding, or one that partitions nothing under `jax.set_mesh`) are placed with the sharding rule
+(`rule_mesh`), and their `sharding_changes` are judged against it; a model's own partitioning, and
+any instance's sharding, is kept. For each leaf, each distinct index range of its addressable
+devices is read once (`loader.sharded.slices.SliceReader`), cast on the host, put on each device
+holding it, and the global array assembled with `jax.make_array_from_single_device_arrays`.
 """
 
 from __future__ import annotations

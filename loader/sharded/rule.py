@@ -40,7 +40,7 @@ def partition_spec(shape: tuple[int, ...], devices: int) -> tuple[str | None, ..
 
 
 def rule_mesh() -> Mesh:
-    """A 1-D mesh named `AXIS` over the current mesh's devices (`jax.set_mesh`), else every device."""
+    """A 1-D mesh named `AXIS` over the devices of the current mesh (`jax.set_mesh`), else all."""
     import jax
     from jax.sharding import Mesh
 

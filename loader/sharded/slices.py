@@ -139,7 +139,8 @@ def write_shard(path: Path, slices: Iterable[ShardSlice], metadata: dict[str, st
             host = np.ascontiguousarray(host).reshape(host.shape)  # keeps 0-d tensors 0-d
             if host.shape != shape or host.dtype != DTYPES[dtype]:
                 raise CheckpointError(
-                    f"{path}: slice {key!r}: expected {dtype} {list(shape)}, got {host.dtype} {list(host.shape)}"
+                    f"{path}: slice {key!r}: expected {dtype} {list(shape)}, "
+                    f"got {host.dtype} {list(host.shape)}"
                 )
             fh.write(host.reshape(-1).view(np.uint8).data)
             del host

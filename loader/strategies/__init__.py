@@ -1,8 +1,8 @@
 """The strategy registry: one module per load strategy, registered under its file's name.
 
-A strategy module `loader/strategies/foo_bar.py` is registered as `foo-bar`. Its module
-docstring's first line is its description (what `loadbench bench list` prints and the dashboard
-legend shows). It defines a `load` following the `Strategy` protocol below (a function, or
+A strategy module `loader/strategies/foo_bar.py` is registered as `foo-bar`. Its module docstring's
+first paragraph, its lines joined, is its description (what `loadbench bench list` prints and the
+dashboard legend shows). It defines a `load` following the `Strategy` protocol below (a function, or
 `load = RECIPE.load` where one `loader.sequence.Recipe` is the whole strategy), and may set module
 constants, read from its source with `ast` (so listing strategies imports neither them nor jax)::
 
@@ -26,6 +26,7 @@ import ast
 import functools
 import importlib
 import importlib.util
+import itertools
 import os
 import pkgutil
 from collections.abc import Callable, Iterable
@@ -143,7 +144,7 @@ class StrategyInfo:
         return strategy(target, path, probe, strict=strict, key_map=key_map, **options)
 
     def prepare(self) -> Callable[..., Path] | None:
-        """The module's `prepare(src, dst, builder)`, or None if it loads plain files as they are."""
+        """The module's `prepare(src, dst, builder)`; None if it loads plain files as they are."""
         return getattr(self._import(), "prepare", None)
 
 
@@ -159,7 +160,8 @@ def _value(node: ast.expr, where: str, name: str) -> object:
         return ast.literal_eval(node)
     except ValueError:
         raise StrategyError(
-            f"{where}: {name} must be a literal or a loader.vocabulary name, got {ast.unparse(node)!r}"
+            f"{where}: {name} must be a literal or a loader.vocabulary name, "
+            f"got {ast.unparse(node)!r}"
         ) from None
 
 
@@ -178,7 +180,7 @@ def _checked(
     name: str, where: str, doc: list[str], c: dict[str, object], module: str
 ) -> StrategyInfo:
     """The strategy's `StrategyInfo`, once its constants are checked (`StrategyError` if not)."""
-    description = doc[0].strip() if doc else ""
+    description = " ".join(line.strip() for line in itertools.takewhile(str.strip, doc))
     kind = c.get("KIND", vocabulary.STRATEGY)
     checkpoint = c.get("CHECKPOINT", vocabulary.FILE)
     multiprocess = c.get("MULTIPROCESS", False)
@@ -186,7 +188,7 @@ def _checked(
     required = tuple(requires) if isinstance(requires, tuple | list) else (requires,)
     install_hint = c.get("INSTALL_HINT", "")
     problems = [
-        "a module docstring (its first line is the description)" if not description else "",
+        "a module docstring (its first paragraph is the description)" if not description else "",
         f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
         f"CHECKPOINT one of {vocabulary.CHECKPOINTS}"
         if checkpoint not in vocabulary.CHECKPOINTS

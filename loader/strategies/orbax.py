@@ -1,4 +1,5 @@
-"""Orbax, the established JAX checkpointer: the checkpoint converted once to Orbax, restored into the abstract model.
+"""Orbax, the established JAX checkpointer: the checkpoint converted once to Orbax, restored into
+the abstract model.
 
 `prepare(src, dst, builder)` streams the `.safetensors` checkpoint into an Orbax checkpoint at
 `dst/orbax`: tensors are read one at a time with `pread` (real host arrays, never lazy or mmap

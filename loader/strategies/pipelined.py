@@ -1,4 +1,5 @@
-"""Reads start before the build, on several threads, into buffers the device adopts; casts in chunks.
+"""Reads start before the build, on several threads, into buffers the device adopts;
+casts in chunks.
 
 The reads need only the header, so reader threads start at once while the model is built
 abstractly, and each leaf gets its buffer when both are ready (`loader.pipeline.Pipeline`, the

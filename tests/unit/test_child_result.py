@@ -1,4 +1,4 @@
-"""The child's result record: a round trip, and every way it can be unreadable becomes a clear row."""
+"""The child's result record: a round trip; each way it can be unreadable becomes a clear row."""
 
 from __future__ import annotations
 

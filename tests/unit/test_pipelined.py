@@ -1,4 +1,4 @@
-"""The `pipelined` strategy and its engine: exact loads, casts, sharding, the budget, errors, strict.
+"""The `pipelined` strategy and its engine: exact loads, casts, sharding, budget, errors, strict.
 
 Targets are poisoned instances or builders; every tensor is checked against the synthetic
 checkpoint (`shapes.verify_tensor`: bit-exact, casts compared with numpy's / ml_dtypes' own), so a
@@ -222,7 +222,7 @@ def test_budget_waits_for_releases_and_records_its_high_water():
 
 
 def test_the_probe_and_the_rows_say_which_phases_overlapped(ckpt):
-    """A pipelined load's build runs inside its stream: the probe records it, the dashboard says it."""
+    """A pipelined build runs inside its stream: the probe records it, the dashboard says it."""
     import pandas as pd
 
     from bench.child.probe import MemoryProbe

@@ -168,7 +168,7 @@ def test_cli_json_on_a_preset(tmp_path):
 
 
 def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
-    """A 0.4 MB load's peak is per-process overhead: a strategy measured only there is not predicted."""
+    """A 0.4 MB load's peak is process overhead: a strategy measured only there is not predicted."""
     tiny = ("tiny", 400_000, 128_000)
     rows = [
         _row("lean", s, c, lg, c + lg / 2, c / 2e8 + 0.5, i) for s, c, lg in SETS for i in range(2)
