@@ -82,6 +82,8 @@ class Recipe(Generic[S]):
 
     executor: Callable[[], Executor[S]]
     build: Build = Build.ABSTRACT
+    # A default cannot depend on S: `CheckpointSource` is right for a Recipe of plain files only;
+    # a Recipe over another source (a layout, orbax) passes its own `open_source`.
     open_source: Callable[[Path], AbstractContextManager[S]] = CheckpointSource  # type: ignore[assignment]
     adjust_plan: Callable[[LoadPlan, S], None] | None = None
 
