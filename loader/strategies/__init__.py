@@ -179,7 +179,7 @@ def _constants(tree: ast.Module, where: str) -> dict[str, object]:
 def _checked(
     name: str, where: str, doc: list[str], c: dict[str, object], module: str
 ) -> StrategyInfo:
-    """The strategy's `StrategyInfo`, once its constants are checked (`StrategyError` if not)."""
+    """The `StrategyInfo`, its constants checked first (`StrategyError`): the casts then hold."""
     description = " ".join(line.strip() for line in itertools.takewhile(str.strip, doc))
     kind = c.get("KIND", vocabulary.STRATEGY)
     checkpoint = c.get("CHECKPOINT", vocabulary.FILE)
@@ -203,7 +203,6 @@ def _checked(
         raise StrategyError(
             f"{where}: strategy {name!r} needs " + "; ".join(p for p in problems if p)
         )
-    # the checks above passed: KIND and CHECKPOINT are vocabulary strings, REQUIRES strings
     return StrategyInfo(
         name,
         description,
