@@ -2,9 +2,9 @@
 path.
 
 Builds an `sa3`-shaped stack (nested modules, an `nnx.List` of transformer layers of 34 parameter
-tensors each, embedding, final norm and head: 20 layers give 685 tensors and ~567M parameters)
-for several layer counts, in the current process, once with plain `nnx.eval_shape` and once with
-`loader.abstract.abstract_build`. Plain `nnx.eval_shape` grows with the square of the tensor
+tensors each, embedding, final norm and head: 20 layers give 685 tensors and ~567M parameters) for
+several layer counts, in the current process, once with plain `nnx.eval_shape` and once with
+`loader.target.abstract.abstract_build`. Plain `nnx.eval_shape` grows with the square of the tensor
 count; the fast path grows linearly. This is a phase figure for the bench, not a timed test.
 
 Run: `.venv/bin/python -m bench.child.abstract_build [LAYERS ...]`
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from flax import nnx
 
-from loader.abstract import abstract_build
+from loader.target.abstract import abstract_build
 
 # sa3's DiT: embed 1024, ff 4096; the vocabulary is sized so 20 layers hold ~567M parameters.
 WIDTH, FF, VOCAB, EXPERTS = 1024, 4096, 105_000, 3

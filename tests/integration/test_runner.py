@@ -174,8 +174,8 @@ def test_ctrl_c_stops_cleanly_with_finished_rows_saved(bench_env, tmp_path):
         "--out",
         str(out),
     ]
-    # Start it with SIGINT ignored, as a shell's background job (or CI) may: the run must still stop.
-    # (`trap '' INT; exec ...` rather than a preexec_fn: no Python runs between fork and exec.)
+    # Start it with SIGINT ignored, as a shell's background job (or CI) may: the run must still
+    # stop. `trap '' INT; exec ...` rather than a preexec_fn: no Python runs between fork and exec.
     shell = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *cmd]
     proc = subprocess.Popen(shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
