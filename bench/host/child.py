@@ -65,11 +65,12 @@ def _cold(path: Path, counts: list[int], repeats: int) -> dict:
 
 def _disk_fields(plan: ProbePlan, folder: Path, warm: list[int], cold: list[int]) -> dict:
     """Write the probe file in `folder`, measure warm (and cold with a disk), remove it."""
-    free = shutil.disk_usage(folder).free
-    if free < plan.file_bytes * 2:
-        raise OSError(f"only {free} bytes free; the probe needs {plan.file_bytes * 2}")
     path = folder / f".loadbench-probe-{os.getpid()}.bin"
     try:
+        path.touch(exist_ok=False)  # a read-only folder fails here, before anything is measured
+        free = shutil.disk_usage(folder).free
+        if free < plan.file_bytes * 2:
+            raise OSError(f"only {free} bytes free; the probe needs {plan.file_bytes * 2}")
         bandwidth.write_probe_file(path, plan.file_bytes)
         out = {"warm_copy": bandwidth.warm_copy(path, warm, plan.repeats)}
         if plan.disk is not None:

@@ -74,7 +74,10 @@ def _run_child(plan: ProbePlan, limits: list, work: Path) -> dict:
         raise BenchError(f"the probe child failed: {tail[0]}")
     result = json.loads(out.read_text(encoding="utf-8"))
     if "error" in result:
-        raise BenchError(f"{result['error']}; give --disk a writable folder on the disk to probe")
+        raise BenchError(
+            f"{result['error']}; give --disk a writable folder with room on the disk to probe "
+            "(or a smaller --size)"
+        )
     return result
 
 
