@@ -71,6 +71,13 @@ def _disk_speed(args: argparse.Namespace) -> int | None:
     return parse_speed(args.disk_read_speed, what="--disk-read-speed")
 
 
+def _cpus(cpus: int | None) -> int | None:
+    from bench.limits.cpu import check_cpus
+
+    check_cpus(cpus)
+    return cpus
+
+
 def _size(text: str | None, flag: str) -> int | None:
     from bench.units import parse_size
 
@@ -88,6 +95,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         checkpoints=list(args.checkpoint or []),
         cache=args.cache,
         host_ram_bytes=_size(args.host_ram, "--host-ram"),
+        cpus=_cpus(args.cpus),
         disk_read_bytes_per_s=_disk_speed(args),
         strategies=csv(args.strategies) if args.strategies else None,
         repeats=args.repeats,
@@ -208,6 +216,11 @@ def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--host-ram", help="run each child inside a memory cgroup of this size, e.g. 4GiB"
+    )
+    p.add_argument(
+        "--cpus",
+        type=int,
+        help="run each child inside a cgroup of this many CPUs (cpu.max, CFS quota or a cpuset)",
     )
     p.add_argument(
         "--disk-read-speed",

@@ -26,6 +26,7 @@ from bench import strategies
 from bench.errors import BenchError
 from bench.limits import pagecache
 from bench.limits.cgroups import V1, V2
+from bench.limits.cpu import CpuLimit
 from bench.limits.disk_read import ReadThrottle
 from bench.limits.memory import SYSTEMD, WATCHDOG, MemoryLimit
 from bench.records.results import export_parquet
@@ -103,8 +104,8 @@ def _set_cache(task: Task) -> dict:
 
 
 def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> tuple:
-    """The memory limit and the read-speed limit the config asks for (None where not asked; a
-    warm child reads no disk, so `--cache both` caps only its cold children)."""
+    """The memory limit, the read-speed limit and the CPU limit the config asks for (None where
+    not asked; a warm child reads no disk, so `--cache both` caps only its cold children)."""
     limit = throttle = None
     if config.host_ram_bytes is not None:
         limit = stack.enter_context(MemoryLimit(config.host_ram_bytes))
@@ -119,7 +120,8 @@ def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> 
                 mechanisms=(V1,) if mech == SYSTEMD else (V2, V1),
             )
         )
-    return limit, throttle
+    cpu = stack.enter_context(CpuLimit(config.cpus)) if config.cpus is not None else None
+    return limit, throttle, cpu
 
 
 def _run_task(
@@ -129,7 +131,7 @@ def _run_task(
     argvs, envs, outs = task_argvs(task, work)
     situation = _set_cache(task)
     with contextlib.ExitStack() as stack:
-        limit, throttle = _open_limits(stack, task, config)
+        limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
             budget = min(budget, limit.limit_bytes)
         outcomes = run_group(
@@ -140,8 +142,9 @@ def _run_task(
             budget_bytes=budget,
             limit=limit,
             throttle=throttle,
+            cpu=cpu,
         )
-        said = [x.outcome() for x in (limit, throttle) if x is not None]
+        said = [x.outcome() for x in (limit, throttle, cpu) if x is not None]
     for outcome in said:
         situation |= outcome.row_fields()
     notes = [o.note for o in said if o.note]
