@@ -96,6 +96,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         cache=args.cache,
         host_ram_bytes=_size(args.host_ram, "--host-ram"),
         cpus=_cpus(args.cpus),
+        reprobe=args.probe,
         disk_read_bytes_per_s=_disk_speed(args),
         strategies=csv(args.strategies) if args.strategies else None,
         repeats=args.repeats,
@@ -244,5 +245,10 @@ def _add_run_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory-budget",
         help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="probe this machine's ceiling again (default: the probe cached in the results folder)",
     )
     add_json(p, "one JSON object (results_file, strategies)")

@@ -159,6 +159,13 @@ def _process_index(outcome: ChildOutcome, position: int) -> int:
     return backend.process_index if backend else position
 
 
+def with_ceiling_ratio(record: Record) -> Record:
+    """A phase row with `ceiling_ratio` = wall_s / ceiling_s where it has both."""
+    if not isinstance(record, PhaseRecord) or not record.ceiling_s or record.wall_s is None:
+        return record
+    return replace(record, ceiling_ratio=record.wall_s / record.ceiling_s)
+
+
 def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record]:
     """Every record of one result: per-process rows, the summed rows if several, samples."""
     single = len(outcomes) == 1
@@ -169,4 +176,4 @@ def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record
         records += summed_rows(ctx, per_process)
     for i, outcome in zip(indices, outcomes, strict=True):
         records += sample_rows(ctx, i, outcome)
-    return records
+    return [with_ceiling_ratio(r) for r in records]

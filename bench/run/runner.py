@@ -32,6 +32,7 @@ from bench.limits.memory import SYSTEMD, WATCHDOG, MemoryLimit
 from bench.records.results import export_parquet
 from bench.records.wire import MemrayFiles
 from bench.records.writer import ResultsWriter
+from bench.run.ceiling import Ceiling, ceiling_fields
 from bench.run.checks import check_processes, check_shapes
 from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
@@ -167,7 +168,16 @@ def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: dict, folder:
         )
 
 
-def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str) -> None:
+def _ceiling(task: Task, config: RunConfig, ceiling: Ceiling) -> dict:
+    """The row fields of the machine's ceiling for this task (probing first if need be)."""
+    ck = task.checkpoint
+    cap = config.disk_read_bytes_per_s if task.cache == "cold" else None
+    return ceiling_fields(ceiling.probe(ck.checkpoint_bytes), ck.checkpoint_bytes, task.cache, cap)
+
+
+def _execute(
+    tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str, ceiling: Ceiling
+) -> None:
     budget = config.budget_bytes()
     memray: dict = {}
     folder = writer.path.parent
@@ -182,8 +192,9 @@ def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id
             elif task.memray_bin is not None:
                 _note_memray(task, _run_task(prepared, config, work, budget)[0], memray, folder)
             else:
+                limit = _ceiling(task, config, ceiling)
                 outcomes, situation = _run_task(prepared, config, work, budget)
-                ctx = _context(run_id, task, memray, situation)
+                ctx = _context(run_id, task, memray, situation | limit)
                 writer.write_many(result_records(ctx, outcomes))
             bar.update()
 
@@ -204,6 +215,7 @@ def run_bench(config: RunConfig) -> RunOutcome:
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
     outcome = RunOutcome(run_id, jsonl)
+    ceiling = Ceiling(config)
     with ResultsWriter(jsonl) as writer:
         writer.write(run_record(run_id, config.argv or sys.argv))
         try:
@@ -211,7 +223,7 @@ def run_bench(config: RunConfig) -> RunOutcome:
                 tasks, skipped = plan(ck, selected, config, jsonl.parent / run_id)
                 for task, reason in skipped:
                     writer.write(failed_row(_context(run_id, task, {}), SKIPPED, reason))
-                _execute(tasks, config, writer, run_id)
+                _execute(tasks, config, writer, run_id, ceiling)
         except KeyboardInterrupt:
             outcome.interrupted = True
             print("loadbench: interrupted; finished rows are saved", file=sys.stderr)

@@ -1,0 +1,48 @@
+"""Every row held against the machine's ceiling: the probe's bandwidth for its situation, cached."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.records.results import read_results
+from bench.run import ceiling
+from bench.run.config import RunConfig
+from bench.run.runner import run_bench
+from tests.unit.probe_records import GB, hand_probe
+
+
+def test_the_ceiling_is_the_bandwidth_of_the_rows_situation():
+    probe = hand_probe()
+    assert ceiling.ceiling_fields(probe, 8 * 10**9, "warm", None)["ceiling_s"] == 2.0
+    assert ceiling.ceiling_fields(probe, 8 * 10**9, "cold", None)["ceiling_s"] == 8.0
+    capped = ceiling.ceiling_fields(probe, 8 * 10**9, "cold", 250_000_000)
+    assert capped == {"ceiling_s": 32.0, "ceiling_probe_id": probe.probe_id}
+    assert ceiling.bandwidth(probe, "cold", int(2 * GB)) == GB  # the slower of disk and cap
+    no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
+    assert ceiling.ceiling_fields(no_disk, 8 * 10**9, "cold", None) == {}
+    assert ceiling.ceiling_fields(None, 8 * 10**9, "warm", None) == {}
+
+
+def _run(tmp_path, reprobe=False):
+    config = RunConfig(
+        shapes=["tiny-gpt2"],
+        strategies=["floor"],
+        repeats=1,
+        out=tmp_path / "results",
+        progress=False,
+        reprobe=reprobe,
+    )
+    res = read_results(run_bench(config).jsonl)
+    return res.phases[res.phases.phase == "total"].iloc[0]
+
+
+def test_a_run_probes_once_caches_the_probe_and_reprobes_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "lbcache"))
+    row = _run(tmp_path)
+    (cached,) = (tmp_path / "results").glob("*/probe-*.json")
+    probe = ceiling.read_probe(cached)
+    assert row.ceiling_probe_id == probe.probe_id
+    assert row.ceiling_s == pytest.approx(row.checkpoint_bytes / probe.warm_copy_bytes_per_s)
+    assert row.ceiling_ratio == pytest.approx(row.wall_s / row.ceiling_s)
+    assert _run(tmp_path).ceiling_probe_id == probe.probe_id  # the cached probe, reused
+    assert _run(tmp_path, reprobe=True).ceiling_probe_id != probe.probe_id
