@@ -23,9 +23,9 @@ from pathlib import Path
 from bench.errors import BenchError
 from bench.host.child import ProbePlan
 from bench.host.record import PROBE_VERSION, ProbeRecord, from_dict
-from bench.limits.cpu import CpuLimit, check_cpus
-from bench.limits.disk_read import ReadThrottle
-from bench.limits.memory import MemoryLimit
+from bench.limits.cpu import CpuLimit, CpuOutcome, check_cpus
+from bench.limits.disk_read import ReadThrottle, ThrottleOutcome
+from bench.limits.memory import LimitOutcome, MemoryLimit
 from bench.run.machine import machine_id, new_run_id, run_record
 
 TIMEOUT_S = 300.0
@@ -81,17 +81,28 @@ def _run_child(plan: ProbePlan, limits: list, work: Path) -> dict:
     return result
 
 
+def _fields(outcome: CpuOutcome | LimitOutcome | ThrottleOutcome) -> dict:
+    """The probe record's fields that say one limit, as read back."""
+    if isinstance(outcome, CpuOutcome):
+        said = {"cpus": outcome.cpus, "cpu_limit": outcome.mechanism}
+        return said | {"cpu_limit_enforced": outcome.enforced}
+    if isinstance(outcome, LimitOutcome):
+        said = {"host_ram_bytes": outcome.limit_bytes, "memory_limit": outcome.mechanism}
+        return said | {"memory_limit_enforced": outcome.enforced}
+    said = {"disk_read_limit_bytes_per_s": outcome.bytes_per_s}
+    return said | {
+        "disk_read_limit": outcome.mechanism,
+        "disk_read_limit_enforced": outcome.enforced,
+    }
+
+
 def _limit_fields(limits: list) -> tuple[dict, list[str]]:
-    """The row-like fields of each limit as read back, renamed for the probe record, and notes."""
+    """The fields of each limit as read back, and what they had to say."""
     fields: dict = {}
     notes = []
     for limit in limits:
         outcome = limit.outcome()
-        got = outcome.row_fields()
-        if "disk_read_bytes_per_s" in got:
-            got["disk_read_limit_bytes_per_s"] = got.pop("disk_read_bytes_per_s")
-        got.pop("cgroup_peak_bytes", None)
-        fields |= got
+        fields |= _fields(outcome)
         notes += [outcome.note] if outcome.note else []
     return fields, notes
 

@@ -31,16 +31,13 @@ PERIOD_US = 100_000
 
 @dataclass(frozen=True)
 class CpuOutcome:
-    """What a row records of the CPU limit its child ran under."""
+    """What a row records of the CPU limit its child ran under (`cpus`, `cpu_limit` =
+    `mechanism`, `cpu_limit_enforced`)."""
 
     mechanism: str
     enforced: bool
     cpus: int
     note: str = ""
-
-    def row_fields(self) -> dict:
-        """The PhaseRecord fields that say this limit."""
-        return {"cpus": self.cpus, "cpu_limit": self.mechanism, "cpu_limit_enforced": self.enforced}
 
 
 def usable_cpus() -> list[int]:
