@@ -35,7 +35,8 @@ def format_probe(r: ProbeRecord) -> str:
         f"  cold read   {cold if r.cold_read else '– (no disk probed)'}"
         + (f"  ({r.cold_read_method}; {_by_threads(r.cold_read)})" if r.cold_read else ""),
         f"  disk        {r.disk_path or '–'} (device {r.disk_device or 'none'})",
-        f"  first touch {_gbs(r.first_touch_bytes_per_s)}, memcpy {_gbs(r.memcpy_bytes_per_s)}",
+        f"  first touch {_gbs(r.first_touch_bytes_per_s)}, memcpy {_gbs(r.memcpy_bytes_per_s)}"
+        f", one core {r.single_core_ops_per_s / 1e6:.1f} M loop steps/s",
         f"  CPUs        {r.effective_cpus} usable of {r.cpu_count}"
         f" (quota {r.cpu_quota_cpus or 'none'}), RAM {r.ram_bytes / 2**30:.1f} GiB"
         f", memory.max {r.memory_max_bytes or 'none'}",

@@ -146,6 +146,17 @@ def first_touch(nbytes: int, repeats: int) -> float:
     return nbytes / statistics.median(times)
 
 
+def single_core(repeats: int, n: int = 1_000_000) -> float:
+    """Loop steps/s of one Python thread (`sum` over a generator): the core's speed at the
+    interpreter work a model build does, which scales the CPU terms of a prediction."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        sum(i & 7 for i in range(n))
+        times.append(time.perf_counter() - start)
+    return n / statistics.median(times)
+
+
 def memcpy(nbytes: int, repeats: int) -> float:
     """Bytes/s of one thread copying between two already-faulted buffers."""
     src, dst = np.ones(nbytes, np.uint8), np.ones(nbytes, np.uint8)  # both faulted in

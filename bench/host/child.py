@@ -96,6 +96,7 @@ def measure(plan: ProbePlan) -> dict:
     small = min(plan.file_bytes, 256 << 20)
     out["first_touch_bytes_per_s"] = bandwidth.first_touch(plan.file_bytes, plan.repeats)
     out["memcpy_bytes_per_s"] = bandwidth.memcpy(small, plan.repeats)
+    out["single_core_ops_per_s"] = bandwidth.single_core(max(3, plan.repeats))
     out |= {
         "cpu_count": os.cpu_count() or 1,
         "affinity_cpus": limits.affinity_cpus,

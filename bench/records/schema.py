@@ -106,6 +106,8 @@ class PhaseRecord:
     ceiling_s: float | None = None  # checkpoint_bytes / that bandwidth
     ceiling_ratio: float | None = None  # wall_s / ceiling_s
     ceiling_probe_id: str | None = None  # the probe record it came from
+    cpu_s: float | None = None  # the process's CPU time over the whole load (every thread)
+    phase_cpu_s: float | None = None  # ... while this phase was open
     phase_device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     phase_device_peak_bytes: int | None = None  # the device allocator's peak up to the phase end
 

@@ -30,6 +30,7 @@ def hand_probe(**overrides: Any) -> ProbeRecord:
         "probe_file_bytes": 2 << 30,
         "first_touch_bytes_per_s": 5 * GB,
         "memcpy_bytes_per_s": 10 * GB,
+        "single_core_ops_per_s": 2e7,
         "cpu_count": 2,
         "affinity_cpus": 2,
         "effective_cpus": 2,
