@@ -24,16 +24,21 @@ from bench.limits import pagecache
 from bench.limits.disk_read import whole_disk
 
 EVICTED = 0.05  # a cold pass needs at most this fraction of the probe file left cached
+ALIGN = 1 << 20  # the probe file's size is a multiple of this (O_DIRECT reads whole sectors)
 
 
 @dataclass(frozen=True)
 class ProbePlan:
-    """What to measure, and how much: sizes are injectable so tests stay small."""
+    """What to measure, and how much: sizes are injectable so tests stay small (`file_bytes` is
+    rounded up to a whole MiB)."""
 
     disk: str | None  # the folder whose disk is probed cold; None: warm figures only
     file_bytes: int = 2 << 30
     repeats: int = 3
     accelerator_bytes: int = 256 << 20
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "file_bytes", -(-self.file_bytes // ALIGN) * ALIGN)
 
 
 def thread_counts(cores: int) -> tuple[list[int], list[int]]:

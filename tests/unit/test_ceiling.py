@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
+
+from bench.analysis.compare import ceiling_text
+from bench.analysis.summary import tables
 
 from bench.records.results import read_results
 from bench.run import ceiling
@@ -23,6 +27,13 @@ def test_the_ceiling_is_the_bandwidth_of_the_rows_situation():
     assert ceiling.ceiling_fields(None, 8 * 10**9, "warm", None) == {}
 
 
+def test_compare_shows_each_sides_x_ceiling():
+    assert ceiling_text(pd.Series({"ceiling_base": 2.4, "ceiling_new": 2.1})) == "2.40x -> 2.10x"
+    assert ceiling_text(pd.Series({"ceiling_base": float("nan"), "ceiling_new": 1.0})) == (
+        "- -> 1.00x"
+    )
+
+
 def _run(tmp_path, reprobe=False):
     config = RunConfig(
         shapes=["tiny-gpt2"],
@@ -33,7 +44,9 @@ def _run(tmp_path, reprobe=False):
         reprobe=reprobe,
     )
     res = read_results(run_bench(config).jsonl)
-    return res.phases[res.phases.phase == "total"].iloc[0]
+    row = res.phases[res.phases.phase == "total"].iloc[0]
+    assert "x ceiling" in tables(res) and f"{row.ceiling_ratio:.2f}x" in tables(res)
+    return row
 
 
 def test_a_run_probes_once_caches_the_probe_and_reprobes_when_asked(tmp_path, monkeypatch):
