@@ -7,7 +7,6 @@ import pytest
 
 from bench.analysis.compare import ceiling_text
 from bench.analysis.summary import tables
-
 from bench.records.results import read_results
 from bench.run import ceiling
 from bench.run.config import RunConfig
