@@ -28,11 +28,11 @@ THERE = hand_probe(
     single_core_ops_per_s=1e7,
     cold_read_bytes_per_s=0.25 * GB,
 )
-K_BYTE, K_TENSOR, P, O = 1e-9, 1e-3, 1.5, 0.5
+K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
 
 
 def test_the_prediction_scales_cpu_work_cores_and_the_disk():
-    model = TimeModel("s", K_BYTE, K_TENSOR, P, O, runs=4, shapes=("a", "b"))
+    model = TimeModel("s", K_BYTE, K_TENSOR, P, OVERLAP, runs=4, shapes=("a", "b"))
     ckpt = {"checkpoint_bytes": 9 * 10**9, "tensors": 1000}
     warm = predict_time(model, HERE, THERE, ckpt, "warm")
     # cpu 9 s x2 (copy speed) + 1 s x2 (interpreter) = 20 s, on min(1.5, 1) CPUs
@@ -45,7 +45,7 @@ def test_the_prediction_scales_cpu_work_cores_and_the_disk():
 
 
 def test_a_cold_prediction_from_a_probe_without_a_disk_names_the_flag():
-    model = TimeModel("s", K_BYTE, K_TENSOR, P, O, runs=4, shapes=("a",))
+    model = TimeModel("s", K_BYTE, K_TENSOR, P, OVERLAP, runs=4, shapes=("a",))
     no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
     with pytest.raises(BenchError, match="--disk PATH"):
         predict_time(model, HERE, no_disk, {"checkpoint_bytes": 1, "tensors": 1}, "cold")
@@ -54,9 +54,9 @@ def test_a_cold_prediction_from_a_probe_without_a_disk_names_the_flag():
 def _row(strategy: str, ckpt: int, tensors: int, cache: str, repeat: int) -> PhaseRecord:
     cpu = K_BYTE * ckpt + K_TENSOR * tensors
     wall = cpu / P
-    if cache == "cold":  # the disk at HERE's 1 GB/s, O of the shorter part hidden
+    if cache == "cold":  # the disk at HERE's 1 GB/s, OVERLAP of the shorter part hidden
         disk = ckpt / GB
-        wall = wall + disk - O * min(wall, disk)
+        wall = wall + disk - OVERLAP * min(wall, disk)
     return PhaseRecord(
         **{k: None for k in PHASE_NONE},
         run_id="r",
@@ -112,7 +112,7 @@ def test_the_fit_recovers_the_terms_of_hand_made_runs(tmp_path):
     model = fit_time("s", rows, HERE)
     assert model.cpu_s_per_byte == pytest.approx(K_BYTE, rel=1e-6)
     assert model.cpu_s_per_tensor == pytest.approx(K_TENSOR, rel=1e-6)
-    assert model.parallelism == pytest.approx(P) and model.overlap == pytest.approx(O)
+    assert model.parallelism == pytest.approx(P) and model.overlap == pytest.approx(OVERLAP)
 
 
 def test_recommend_probe_prints_the_target_times(tmp_path, capsys):
