@@ -13,7 +13,7 @@ from bench.commands.common import add_json
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord
 
-FULL_BYTES, QUICK_BYTES = 2 << 30, 512 << 20
+FULL_BYTES, QUICK_BYTES = 1 << 30, 256 << 20
 FULL_REPEATS, QUICK_REPEATS = 3, 2
 
 
@@ -102,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the probe record here (FILE.json)")
     add_json(p, "the probe record as JSON")
     p.add_argument("--quick", action="store_true", help="a smaller probe file, fewer repeats")
-    p.add_argument("--size", help="probe file size (default 2GiB, --quick 512MiB)")
+    p.add_argument("--size", help="probe file size (default 1GiB, --quick 256MiB)")
     p.add_argument("--cpus", type=int, help="probe inside a cgroup of this many CPUs")
     p.add_argument("--host-ram", help="probe inside a memory cgroup of this size, e.g. 4GiB")
     p.add_argument(
