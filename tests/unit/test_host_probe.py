@@ -115,3 +115,16 @@ def test_a_cpu_cgroup_limits_the_child_to_one_cpu_and_is_removed():
     assert outcome.enforced and outcome.cpus == 1, outcome
     assert out.strip() == "1"
     assert path is not None and not path.exists()
+
+
+def test_the_probe_runs_inside_its_limits_and_reads_them_back(tmp_path):
+    cap = 50_000_000
+    record = read_probe(_probe(tmp_path, "--cpus", "1", "--disk-read-speed", "50MB/s"))
+    if record.cpu_limit == cpulimit.NONE or record.disk_read_limit in (None, "none"):
+        pytest.skip(f"no cpu or io cgroup here, or no block device: {record.notes}")
+    assert record.cpu_limit_enforced and record.disk_read_limit_enforced
+    assert record.effective_cpus == 1 and len(record.warm_copy) == 2  # 1..2x its one CPU
+    assert cap in record.io_read_bytes_per_s.values()  # the cap, as the kernel reports it
+    assert record.cold_read_bytes_per_s is not None
+    # at the cap (a small file reads partly in the throttle's first slice), far below the disk
+    assert 0.5 * cap < record.cold_read_bytes_per_s < 3 * cap
