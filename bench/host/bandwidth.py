@@ -70,7 +70,7 @@ def _copy_into(fd: int, dest: np.ndarray, threads: int) -> None:
     """`threads` threads pread disjoint chunks of `fd` into `dest`, each prefaulted first."""
     counter = itertools.count()  # next() on it is atomic under the GIL
     size, errors = dest.nbytes, []
-    view = memoryview(dest)
+    view = memoryview(dest.data)
 
     def work() -> None:
         try:

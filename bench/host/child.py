@@ -77,7 +77,7 @@ def _disk_fields(plan: ProbePlan, folder: Path, warm: list[int], cold: list[int]
         if free < plan.file_bytes * 2:
             raise OSError(f"only {free} bytes free; the probe needs {plan.file_bytes * 2}")
         bandwidth.write_probe_file(path, plan.file_bytes)
-        out = {"warm_copy": bandwidth.warm_copy(path, warm, plan.repeats)}
+        out: dict = {"warm_copy": bandwidth.warm_copy(path, warm, plan.repeats)}
         if plan.disk is not None:
             out |= _cold(path, cold, plan.repeats)
         out["disk_device"] = whole_disk(os.stat(path).st_dev)

@@ -60,8 +60,8 @@ def cpu_quota() -> float | None:
     for d in _dirs(""):
         text = _text(d / "cpu.max")
         if text and not text.startswith("max"):
-            quota, period = text.split()
-            found.append(int(quota) / int(period))
+            limit, span = text.split()
+            found.append(int(limit) / int(span))
     for d in _dirs("cpu"):
         quota, period = (cgroups.read_int(d / f"cpu.cfs_{k}_us") for k in ("quota", "period"))
         if quota and quota > 0 and period:

@@ -111,8 +111,8 @@ class CpuLimit(cgroups.ChildCgroup):
             return None
         try:
             if self.mechanism == V2:
-                quota, period = (self.path / "cpu.max").read_text().split()
-                return None if quota == "max" else int(quota) / int(period)
+                text, span = (self.path / "cpu.max").read_text().split()
+                return None if text == "max" else int(text) / int(span)
             if self.mechanism == V1:
                 quota = cgroups.read_int(self.path / "cpu.cfs_quota_us")
                 period = cgroups.read_int(self.path / "cpu.cfs_period_us")
