@@ -10,7 +10,9 @@ with the spread of the repeats as a range: `*_lo` = NEW's best over BASE's worst
 NEW's worst over BASE's best. A metric has `regressed` when its ratio exceeds 1 + threshold AND its
 `_lo` exceeds 1 (even NEW's best repeat is worse than BASE's worst: the change is beyond the
 spread); `improved` is the mirror image. A combination that was ok in BASE and has no ok repeat in
-NEW is `broken`. The exit status is 1 when anything regressed or broke, else 0 (2 on bad input). No
+NEW is `broken`. Each side's median `ceiling_ratio` (wall over its machine's ceiling,
+`bench.run.ceiling`) is shown beside, as `ceiling_base` and `ceiling_new`; it takes no part in the
+verdict. The exit status is 1 when anything regressed or broke, else 0 (2 on bad input). No
 jax.
 """
 
@@ -50,7 +52,10 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     rows = headline(phases)
     rows = rows[rows["phase"] == TOTAL]
     over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
-    return rows.assign(peak_over_baseline_bytes=over, wall_s=pd.to_numeric(rows["wall_s"]))
+    ceiling = pd.to_numeric(rows.get("ceiling_ratio", pd.Series(index=rows.index, dtype=float)))
+    return rows.assign(
+        peak_over_baseline_bytes=over, wall_s=pd.to_numeric(rows["wall_s"]), ceiling=ceiling
+    )
 
 
 def _side(phases: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +65,9 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     counts = rows.groupby(KEYS).agg(repeats=("result_id", "nunique"))
     stats = ok.groupby(KEYS)[list(METRICS.values())].agg(["median", "min", "max"])
     stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
-    ok_counts = ok.groupby(KEYS).agg(ok_repeats=("result_id", "nunique"))
+    ok_counts = ok.groupby(KEYS).agg(
+        ok_repeats=("result_id", "nunique"), ceiling=("ceiling", "median")
+    )
     out = counts.join(ok_counts, how="left").join(stats, how="left")
     return out.assign(ok_repeats=out["ok_repeats"].fillna(0).astype(int))
 
@@ -115,6 +122,12 @@ def ratio_text(row: pd.Series, m: str) -> str:
     return f"{row[f'{m}_ratio']:.2f}x ({row[f'{m}_ratio_lo']:.2f}-{row[f'{m}_ratio_hi']:.2f})"
 
 
+def ceiling_text(row: pd.Series) -> str:
+    """`2.40x -> 2.10x`: each side's wall over its machine's ceiling (`-` where unknown)."""
+    sides = [row.get(f"ceiling_{side}") for side in ("base", "new")]
+    return " -> ".join("-" if v is None or pd.isna(v) else f"{v:.2f}x" for v in sides)
+
+
 def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
     """A table (NEW / BASE, with the spread of repeats in brackets) and a one-line verdict."""
     lines = [
@@ -122,7 +135,9 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
         "of repeats",
         "",
     ]
-    rows = [["shapes", "strategy", "repeats", "peak over baseline", "wall time", "verdict"]]
+    rows = [
+        ["shapes", "strategy", "repeats", "peak over baseline", "wall time", "x ceiling", "verdict"]
+    ]
     for _, r in table.iterrows():
         rows.append(
             [
@@ -131,6 +146,7 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
                 f"{int(r['repeats_base'])}/{int(r['repeats_new'])}",
                 ratio_text(r, "peak"),
                 ratio_text(r, "wall"),
+                ceiling_text(r),
                 r["verdict"],
             ]
         )

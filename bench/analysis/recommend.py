@@ -127,6 +127,8 @@ def ok_runs(
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[rows["host_ram_bytes"].isna()]
+    if "cpus" in rows:  # a CPU limit (`--cpus`) changes the time: another host's runs
+        rows = rows[rows["cpus"].isna()]
     if "model_dtype" in rows:
         rows = rows[rows["model_dtype"].isna()]
     if cache is not None:

@@ -132,6 +132,8 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "wall_s_min": _num(row["wall_s_min"]),
         "wall_s_max": _num(row["wall_s_max"]),
         "throughput_bytes_per_s": _num(row["throughput_bytes_per_s"]),
+        "ceiling_s": _num(row.get("ceiling_s")),
+        "ceiling_ratio": _num(row.get("ceiling_ratio")),
         "budget_bytes": _int(row.get("budget_bytes")),
         "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
         "peak_source": _str(row["peak_source"]),
@@ -167,6 +169,7 @@ def _cells(row: pd.Series) -> list[str]:
     if wall is not None and row["ok_repeats"] > 1:
         spread = f" ({_num(row['wall_s_min']):.2f}-{_num(row['wall_s_max']):.2f})"
     tput = _num(row["throughput_bytes_per_s"])
+    ceiling = _num(row.get("ceiling_ratio"))
     status = (
         row["status"]
         if row["ok_repeats"] == row["repeats"]
@@ -178,6 +181,7 @@ def _cells(row: pd.Series) -> list[str]:
         format_bytes(_num(row["peak_rss_bytes"])),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
+        f"{ceiling:.2f}x" if ceiling is not None else "-",
         _inflight(row),
         status,
     ]
@@ -189,6 +193,7 @@ HEADER = [
     "peak RSS",
     "wall s (min-max)",
     "throughput",
+    "x ceiling",
     "in flight / budget",
     "status",
 ]
@@ -202,11 +207,13 @@ def _flag(row: pd.Series, key: str) -> bool | None:
 def _title(first: pd.Series) -> str:
     cache_state = _str(first.get("cache"))
     speed = _num(first.get("disk_read_bytes_per_s"))
+    ceiling = _num(first.get("ceiling_s"))
     return (
         f"{first['shapes']}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
         f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
         + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
+        + (f", ceiling {ceiling:.2f} s" if ceiling else "")
         + (
             " (NOT enforced: see the rows' error)"
             if _flag(first, "disk_read_limit_enforced") is False
@@ -260,8 +267,9 @@ def _block(group: pd.DataFrame) -> str:
 
 def tables(results: Results) -> str:
     """A text table per configuration (shapes, file dtype, model dtype, devices, cache): strategy,
-    peak over baseline (x checkpoint), peak RSS, wall time (median and min-max), throughput, bytes
-    in flight over the budget, status; then the first error of each failed strategy."""
+    peak over baseline (x checkpoint), peak RSS, wall time (median and min-max), throughput, wall
+    time over the machine's ceiling (`ceiling_ratio`), bytes in flight over the budget, status;
+    then the first error of each failed strategy."""
     summary = summary_frame(results)
     keys = [k for k in ("shapes", "dtype", *EXTRA_KEYS, "devices") if k in summary.columns]
     blocks = [_block(group) for _, group in summary.groupby(keys, sort=False, dropna=False)]

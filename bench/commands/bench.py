@@ -72,6 +72,13 @@ def _disk_speed(args: argparse.Namespace) -> int | None:
     return parse_speed(args.disk_read_speed, what="--disk-read-speed")
 
 
+def _cpus(cpus: int | None) -> int | None:
+    from bench.limits.cpu import check_cpus
+
+    check_cpus(cpus)
+    return cpus
+
+
 def _size(text: str | None, flag: str) -> int | None:
     from bench.units import parse_size
 
@@ -89,6 +96,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         checkpoints=list(args.checkpoint or []),
         cache=args.cache,
         host_ram_bytes=_size(args.host_ram, "--host-ram"),
+        cpus=_cpus(args.cpus),
+        reprobe=args.probe,
         disk_read_bytes_per_s=_disk_speed(args),
         strategies=csv(args.strategies) if args.strategies else None,
         repeats=args.repeats,
@@ -214,6 +223,11 @@ def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
         "--host-ram", help="run each child inside a memory cgroup of this size, e.g. 4GiB"
     )
     p.add_argument(
+        "--cpus",
+        type=int,
+        help="run each child inside a cgroup of this many CPUs (cpu.max, CFS quota or a cpuset)",
+    )
+    p.add_argument(
         "--disk-read-speed",
         help="cap each child's reads from the checkpoint's disk at this speed (a blkio cgroup), "
         "e.g. 300MB/s: a cold load as the target's disk would serve it; needs --cache cold|both",
@@ -235,5 +249,10 @@ def _add_run_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory-budget",
         help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="probe this machine's ceiling again (default: the probe cached in the results folder)",
     )
     add_json(p, "one JSON object (results_file, strategies)")

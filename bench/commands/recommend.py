@@ -13,6 +13,9 @@
   with what the host has cached, and no prediction is closer than the machine repeats itself.
 - `--device-ram` predicts each strategy's device peak from runs whose backend reported device
   memory (`phase_device_peak_bytes`, GPU/TPU); where none exist it says so and predicts nothing.
+- `--probe TARGET.json` predicts times for the host that wrote that probe (`loadbench probe`):
+  `bench.analysis.target`, wired in by `bench.commands.target`; `--check` then simulates that host
+  here inside the limits its probe was taken under, and prints predicted against measured.
 - `--check` runs, on this machine under a real memory limit of `--host-ram` (`bench run
   --host-ram`), the recommended strategy and every one predicted not to fit, and says whether
   each verdict held (the recommended one must end ok, the others must be killed: oom rows).
@@ -148,13 +151,18 @@ def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None
 
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation (and checks held), 1 otherwise."""
+    from bench.commands import target
     from bench.run.checks import positive
 
     positive(args.devices, "--devices", "8")
-    host_ram = parse_size(args.host_ram, what="--host-ram")
+    there = target.target_probe(args)
+    host_ram = parse_size(target.host_ram(args, there), what="--host-ram")
     results = read_results(args.results)
     adv, speed, capped = _advice(args, results, host_ram)
     notes, devices = _notes(args, results, speed, capped), None
+    if there is not None:
+        adv, _, said = target.on_target(args, results, adv, there)
+        notes = said + notes
     if args.device_ram:
         note, devices = _device_note(args, results, adv.target.checkpoint_bytes)
         notes.append(note)
@@ -167,7 +175,9 @@ def run_cli(args: argparse.Namespace) -> int:
     else:
         print(to_text(adv) + "".join(n + "\n" for n in notes), end="")
     held = True
-    if args.check:
+    if args.check and there is not None:
+        held = target.check_target(adv, args, there)
+    elif args.check:
         from bench.commands.check import check
 
         held = check(adv.rec, args, host_ram)
@@ -178,7 +188,12 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `loadbench recommend`."""
     p = sub.add_parser("recommend", help="predict peak RAM and time on a target host")
     p.add_argument("--shapes", required=True, help="preset, fetched name, spec path or HF repo id")
-    p.add_argument("--host-ram", required=True, help="target host RAM, e.g. 4GiB")
+    p.add_argument("--host-ram", help="target host RAM, e.g. 4GiB (default: the --probe's)")
+    p.add_argument(
+        "--probe",
+        help="the target host's probe (`loadbench probe --out`): predict times there; with "
+        "--check, simulate it here inside its probe's limits",
+    )
     p.add_argument("--devices", type=int, default=None)
     add_results(p)
     add_cache(p, both=False, help="predict a load from a warm (default) or cold page cache")

@@ -2,7 +2,8 @@
 
 Each part comes from the object that made it: `bench.limits.pagecache.set_cache` gives the
 `CacheOutcome`, `MemoryLimit.outcome()` the `LimitOutcome` (`bench run --host-ram`),
-`ReadThrottle.outcome()` the `ThrottleOutcome` (`--disk-read-speed`). A limit that was not asked
+`ReadThrottle.outcome()` the `ThrottleOutcome` (`--disk-read-speed`), `CpuLimit.outcome()` the
+`CpuOutcome` (`--cpus`). A limit that was not asked
 for is None. Every limit part says its `mechanism`, whether it was `enforced` (read back as
 asked), and a `note` saying why not, where it was not. `bench.run.rows` writes the parts into each
 `PhaseRecord` (fields `cache` .. `disk_read_limit_enforced`, bench/SCHEMA.md). Never imports jax.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from bench.limits.cpu import CpuOutcome
 from bench.limits.disk_read import ThrottleOutcome
 from bench.limits.memory import LimitOutcome
 from bench.limits.pagecache import CacheOutcome
@@ -36,7 +38,7 @@ class Situation:
     cache: CacheOutcome
     memory: LimitOutcome | None = None
     disk_read: ThrottleOutcome | None = None
-    cpus: LimitPart | None = None  # a CPU limit: none yet
+    cpus: CpuOutcome | None = None  # `bench run --cpus`
 
     def limits(self) -> list[LimitPart]:
         """The limits the group ran under, in the order they were applied."""

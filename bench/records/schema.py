@@ -99,6 +99,15 @@ class PhaseRecord:
     disk_read_bytes_per_s: int | None = None  # `--disk-read-speed`: reads from disk capped at this
     disk_read_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | none (could not be set)
     disk_read_limit_enforced: bool | None = None  # the cap read back from the cgroup as asked
+    cpus: int | None = None  # `--cpus`: the CPU limit the child ran under
+    cpu_limit: str | None = None  # how: cgroup-v2 (cpu.max) | cgroup-v1 (CFS quota) | cpuset | none
+    cpu_limit_enforced: bool | None = None  # the limit read back from the cgroup as asked
+    # -- the machine's ceiling (bench/run/ceiling.py): the probe's best bandwidth for the situation
+    ceiling_s: float | None = None  # checkpoint_bytes / that bandwidth
+    ceiling_ratio: float | None = None  # wall_s / ceiling_s
+    ceiling_probe_id: str | None = None  # the probe record it came from
+    cpu_s: float | None = None  # the process's CPU time over the whole load (every thread)
+    phase_cpu_s: float | None = None  # ... while this phase was open
     phase_device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     phase_device_peak_bytes: int | None = None  # the device allocator's peak up to the phase end
 

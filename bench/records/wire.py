@@ -70,6 +70,7 @@ class PhaseMeasure:
     overlaps: tuple[
         str, ...
     ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
+    cpu_s: float | None = None  # the process's CPU time (all threads, user + system) in it
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ class RunConfig:
     disk_read_bytes_per_s: int | None = (
         None  # cap reads from the checkpoint's disk (a blkio cgroup)
     )
+    cpus: int | None = None  # run each child group inside a cgroup of this many CPUs
+    reprobe: bool = False  # `--probe`: probe the machine again, not the cached probe
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
 
     def budget_bytes(self) -> int:

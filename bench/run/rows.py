@@ -33,6 +33,8 @@ class RowContext:
     situation: Situation
     memray_html: str | None = None
     memray_top: str | None = None
+    ceiling_s: float | None = None  # the machine's ceiling for this situation (bench.run.ceiling)
+    ceiling_probe_id: str | None = None
 
 
 def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> PhaseRecord:
@@ -67,6 +69,8 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         peak_source=None,
         memray_html=ctx.memray_html,
         memray_top=ctx.memray_top,
+        ceiling_s=ctx.ceiling_s,
+        ceiling_probe_id=ctx.ceiling_probe_id,
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
     )
@@ -91,6 +95,10 @@ def _with_situation(row: PhaseRecord, situation: Situation) -> PhaseRecord:
             disk_read_limit=disk.mechanism,
             disk_read_limit_enforced=disk.enforced,
         )
+    if (cpus := situation.cpus) is not None:
+        row = replace(
+            row, cpus=cpus.cpus, cpu_limit=cpus.mechanism, cpu_limit_enforced=cpus.enforced
+        )
     return row
 
 
@@ -101,6 +109,8 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         baseline_rss_bytes=measured.baseline_rss_bytes,
         peak_rss_bytes=measured.total.peak_rss_bytes,
         wall_s=measured.total.wall_s,
+        cpu_s=measured.total.cpu_s,
+        phase_cpu_s=phase.cpu_s,
         peak_source=measured.peak_source,
         inflight_peak_bytes=measured.inflight_peak_bytes,
         phase=phase.name,
@@ -157,6 +167,8 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 baseline_rss_bytes=_sum([r.baseline_rss_bytes for r in rows]),
                 peak_rss_bytes=_sum([r.peak_rss_bytes for r in rows]),
                 wall_s=max((r.wall_s or 0.0) for r in rows),
+                cpu_s=_sum([r.cpu_s for r in rows]),
+                phase_cpu_s=_sum([r.phase_cpu_s for r in rows]),
                 phase_wall_s=max(walls) if walls else None,
                 phase_peak_rss_bytes=_sum([r.phase_peak_rss_bytes for r in rows]),
                 phase_end_rss_bytes=_sum([r.phase_end_rss_bytes for r in rows]),
@@ -191,6 +203,13 @@ def _process_index(outcome: ChildOutcome, position: int) -> int:
     return backend.process_index if backend else position
 
 
+def with_ceiling_ratio(record: Record) -> Record:
+    """A phase row with `ceiling_ratio` = wall_s / ceiling_s where it has both."""
+    if not isinstance(record, PhaseRecord) or not record.ceiling_s or record.wall_s is None:
+        return record
+    return replace(record, ceiling_ratio=record.wall_s / record.ceiling_s)
+
+
 def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record]:
     """Every record of one result: per-process rows, the summed rows if several, samples."""
     single = len(outcomes) == 1
@@ -201,4 +220,4 @@ def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record
         records += summed_rows(ctx, per_process)
     for i, outcome in zip(indices, outcomes, strict=True):
         records += sample_rows(ctx, i, outcome)
-    return records
+    return [with_ceiling_ratio(r) for r in records]

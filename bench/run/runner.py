@@ -26,6 +26,7 @@ from bench import strategies
 from bench.errors import BenchError
 from bench.limits import pagecache
 from bench.limits.cgroups import V1, V2
+from bench.limits.cpu import CpuLimit
 from bench.limits.disk_read import ReadThrottle
 from bench.limits.memory import SYSTEMD, WATCHDOG, MemoryLimit
 from bench.limits.pagecache import CacheOutcome
@@ -33,6 +34,7 @@ from bench.limits.situation import Situation
 from bench.records.results import export_parquet
 from bench.records.wire import MemrayFiles
 from bench.records.writer import ResultsWriter
+from bench.run.ceiling import Ceiling, ceiling_fields
 from bench.run.checks import check_processes, check_shapes
 from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
@@ -89,9 +91,9 @@ def _unrun(task: Task) -> Situation:
 
 def _open_limits(
     stack: contextlib.ExitStack, task: Task, config: RunConfig
-) -> tuple[MemoryLimit | None, ReadThrottle | None]:
-    """The memory limit and the read-speed limit the config asks for (None where not asked; a
-    warm child reads no disk, so `--cache both` caps only its cold children)."""
+) -> tuple[MemoryLimit | None, ReadThrottle | None, CpuLimit | None]:
+    """The memory limit, the read-speed limit and the CPU limit the config asks for (None where
+    not asked; a warm child reads no disk, so `--cache both` caps only its cold children)."""
     limit = throttle = None
     if config.host_ram_bytes is not None:
         limit = stack.enter_context(MemoryLimit(config.host_ram_bytes))
@@ -107,7 +109,8 @@ def _open_limits(
                 mechanisms=(V1,) if in_scope else (V2, V1),
             )
         )
-    return limit, throttle
+    cpu = stack.enter_context(CpuLimit(config.cpus)) if config.cpus is not None else None
+    return limit, throttle, cpu
 
 
 def _run_task(
@@ -118,7 +121,7 @@ def _run_task(
     argvs, envs, outs = task_argvs(task, work)
     cache = pagecache.set_cache(pagecache.checkpoint_files(task.load_path), task.cache)
     with contextlib.ExitStack() as stack:
-        limit, throttle = _open_limits(stack, task, config)
+        limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
             budget = min(budget, limit.limit_bytes)
         outcomes = run_group(
@@ -129,10 +132,12 @@ def _run_task(
             budget_bytes=budget,
             limit=limit,
             throttle=throttle,
+            cpu=cpu,
         )
         memory = limit.outcome() if limit is not None else None
         disk_read = throttle.outcome() if throttle is not None else None
-    situation = Situation(cache, memory, disk_read)
+        cpus = cpu.outcome() if cpu is not None else None
+    situation = Situation(cache, memory, disk_read, cpus)
     if notes := situation.notes():
         outcomes = [replace(o, error="\n".join(filter(None, [o.error, *notes]))) for o in outcomes]
     return outcomes, situation
@@ -159,6 +164,7 @@ class _Execution:
     config: RunConfig
     writer: ResultsWriter
     run_id: str
+    ceiling: Ceiling
     memray: Memray = field(default_factory=dict)
 
     @property
@@ -173,18 +179,28 @@ class _Execution:
             self.writer.write(failed_row(ctx, prepared.status, prepared.error))
             return
         work = self.folder / self.run_id / "work"
+        limit = _ceiling(task, self.config, self.ceiling)
         outcomes, situation = _run_task(
             prepared.task, self.config, work, self.config.budget_bytes()
         )
         if task.memray_bin is not None:
             _note_memray(task, outcomes, self.memray, self.folder)
             return
-        ctx = _context(self.run_id, task, self.memray, situation)
+        ctx = replace(_context(self.run_id, task, self.memray, situation), **limit)
         self.writer.write_many(result_records(ctx, outcomes))
 
 
-def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str) -> None:
-    execution = _Execution(config, writer, run_id)
+def _ceiling(task: Task, config: RunConfig, ceiling: Ceiling) -> dict:
+    """The row fields of the machine's ceiling for this task (probing first if need be)."""
+    ck = task.checkpoint
+    cap = config.disk_read_bytes_per_s if task.cache == COLD else None
+    return ceiling_fields(ceiling.probe(ck.checkpoint_bytes), ck.checkpoint_bytes, task.cache, cap)
+
+
+def _execute(
+    tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str, ceiling: Ceiling
+) -> None:
+    execution = _Execution(config, writer, run_id, ceiling)
     bar = tqdm(total=len(tasks), file=sys.stderr, disable=not config.progress, unit="run")
     with bar:
         for task in tasks:
@@ -209,6 +225,7 @@ def run_bench(config: RunConfig) -> RunOutcome:
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
     outcome = RunOutcome(run_id, jsonl)
+    ceiling = Ceiling(config)
     with ResultsWriter(jsonl) as writer:
         writer.write(run_record(run_id, config.argv or sys.argv))
         try:
@@ -217,7 +234,7 @@ def run_bench(config: RunConfig) -> RunOutcome:
                 for task, reason in skipped:
                     ctx = _context(run_id, task, {}, _unrun(task))
                     writer.write(failed_row(ctx, SKIPPED, reason))
-                _execute(tasks, config, writer, run_id)
+                _execute(tasks, config, writer, run_id, ceiling)
         except KeyboardInterrupt:
             outcome.interrupted = True
             print("loadbench: interrupted; finished rows are saved", file=sys.stderr)
