@@ -43,12 +43,14 @@ class AdviceInputs:
     results: str  # the results folder fitted on
     cache: str
     disk_read_bytes_per_s: int | None = None  # the fit is on runs with reads capped at this
+    probe: str | None = None  # `recommend --probe FILE`: the target host's probe record
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object (no `disk_read_bytes_per_s` where the fit is on uncapped runs)."""
+        """The JSON object (optional keys only where they were given)."""
         out = asdict(self)
-        if self.disk_read_bytes_per_s is None:
-            del out["disk_read_bytes_per_s"]
+        for key in ("disk_read_bytes_per_s", "probe"):
+            if out[key] is None:
+                del out[key]
         return out
 
 

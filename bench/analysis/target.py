@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.analysis.recommend import MIN_FIT_BYTES, Recommendation, rank
+from bench.analysis.recommend import MIN_FIT_BYTES, Recommendation, TargetCheckpoint, rank
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord, read_probe
 from bench.records.results import Results, headline
@@ -146,12 +146,12 @@ def scales(here: ProbeRecord, there: ProbeRecord) -> tuple[float, float]:
 
 
 def predict_time(
-    model: TimeModel, here: ProbeRecord, there: ProbeRecord, target: dict[str, int], cache: str
+    model: TimeModel, here: ProbeRecord, there: ProbeRecord, target: TargetCheckpoint, cache: str
 ) -> TargetTime:
     """The model's time for the `target` checkpoint on the host that wrote `there`."""
     per_byte, per_tensor = scales(here, there)
-    cpu = model.cpu_s_per_byte * target["checkpoint_bytes"] * per_byte
-    cpu += model.cpu_s_per_tensor * target["tensors"] * per_tensor
+    cpu = model.cpu_s_per_byte * target.checkpoint_bytes * per_byte
+    cpu += model.cpu_s_per_tensor * target.tensors * per_tensor
     cpu_wall = cpu / min(model.parallelism, target_cpus(there))
     if cache != COLD:
         return TargetTime(model.strategy, cpu_wall, cpu_wall, None, model)
@@ -161,7 +161,7 @@ def predict_time(
             "a cold load cannot be predicted: probe the target with `loadbench probe --disk PATH` "
             "(PATH on the disk its checkpoints are read from), or predict --cache warm"
         )
-    disk = target["checkpoint_bytes"] / there.cold_read_bytes_per_s
+    disk = target.checkpoint_bytes / there.cold_read_bytes_per_s
     hidden = (model.overlap or 0.0) * min(cpu_wall, disk)
     return TargetTime(model.strategy, cpu_wall + disk - hidden, cpu_wall, disk, model)
 
@@ -187,7 +187,7 @@ def here_probe(results: Results, folder: str | Path, rows: pd.DataFrame) -> Prob
 
 
 def predict_all(
-    results: Results, folder: str | Path, there: ProbeRecord, target: dict[str, int], cache: str
+    results: Results, folder: str | Path, there: ProbeRecord, target: TargetCheckpoint, cache: str
 ) -> tuple[dict[str, TargetTime], ProbeRecord]:
     """strategy -> its time on the target, and the probe of here it was scaled from."""
     rows = unlimited_runs(results)

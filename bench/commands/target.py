@@ -56,8 +56,8 @@ def on_target(
 ) -> tuple[Advice, dict[str, TargetTime], list[str]]:
     """The advice with times for the target, the times, and the sentences saying how."""
     times, here = predict_all(results, args.results, there, adv.target, args.cache)
-    adv = replace(adv, rec=retime(adv.rec, times))
-    adv.inputs["probe"] = str(args.probe)
+    inputs = replace(adv.inputs, probe=str(args.probe))
+    adv = replace(adv, rec=retime(adv.rec, times), inputs=inputs)
     return adv, times, describe(here, there, times)
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bench.analysis import target
-from bench.analysis.recommend import spec_summary
+from bench.analysis.recommend import TargetCheckpoint, spec_summary
 from bench.analysis.target import TimeModel, fit_time, predict_time
 from bench.cli import main
 from bench.errors import BenchError
@@ -33,7 +33,7 @@ K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
 
 def test_the_prediction_scales_cpu_work_cores_and_the_disk():
     model = TimeModel("s", K_BYTE, K_TENSOR, P, OVERLAP, runs=4, shapes=("a", "b"))
-    ckpt = {"checkpoint_bytes": 9 * 10**9, "tensors": 1000}
+    ckpt = TargetCheckpoint(9 * 10**9, 0, 1000)
     warm = predict_time(model, HERE, THERE, ckpt, "warm")
     # cpu 9 s x2 (copy speed) + 1 s x2 (interpreter) = 20 s, on min(1.5, 1) CPUs
     assert warm.predicted_wall_s == pytest.approx(20.0)
@@ -48,7 +48,7 @@ def test_a_cold_prediction_from_a_probe_without_a_disk_names_the_flag():
     model = TimeModel("s", K_BYTE, K_TENSOR, P, OVERLAP, runs=4, shapes=("a",))
     no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
     with pytest.raises(BenchError, match="--disk PATH"):
-        predict_time(model, HERE, no_disk, {"checkpoint_bytes": 1, "tensors": 1}, "cold")
+        predict_time(model, HERE, no_disk, TargetCheckpoint(1, 1, 1), "cold")
 
 
 def _row(strategy: str, ckpt: int, tensors: int, cache: str, repeat: int) -> PhaseRecord:
@@ -123,7 +123,7 @@ def test_recommend_probe_prints_the_target_times(tmp_path, capsys):
     assert main([*argv, "--json"]) in (0, 1)
     out = json.loads(capsys.readouterr().out)
     gpt2 = spec_summary("gpt2")
-    cpu = 2 * K_BYTE * gpt2["checkpoint_bytes"] + 2 * K_TENSOR * gpt2["tensors"]
+    cpu = 2 * K_BYTE * gpt2.checkpoint_bytes + 2 * K_TENSOR * gpt2.tensors
     (s,) = out["strategies"]
     assert s["predicted_wall_s"] == pytest.approx(cpu / 1.0)
     assert out["inputs"]["host_ram_bytes"] == THERE.ram_bytes  # from the probe
