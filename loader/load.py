@@ -1,4 +1,4 @@
-"""`load_model`: a `.safetensors` checkpoint into an NNX model, never loading random weights in silence."""
+"""`load_model`: a `.safetensors` checkpoint into an NNX model, never random weights in silence."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from loader import strategies
 from loader.keys import KeyMap
 from loader.report import LoadReport
+from loader.strategies import StrategyError
 
 #: What `load_model` runs when no strategy is named: abstract build overlapped with threaded reads,
 #: chunked casts, host bytes in flight bounded by `budget` (`loader.strategies.pipelined`).
@@ -16,7 +17,7 @@ DEFAULT_STRATEGY = "pipelined"
 
 def load_model(
     target: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     strict: bool = False,
     key_map: KeyMap | None = None,
@@ -45,5 +46,11 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options = {} if budget is None else {"budget": budget}
-    return info.load(target, path, strict=strict, key_map=key_map, **options)
+    options: dict[str, Any] = {} if budget is None else {"budget": budget}
+    model, report = info.load(target, path, strict=strict, key_map=key_map, **options)
+    if report is None:  # a REFERENCE strategy (`floor`): it reads bytes and loads no model
+        raise StrategyError(
+            f"strategy {info.name!r} loads no model (kind {info.kind}); "
+            f"pick one of {', '.join(n for n in strategies.names() if n != info.name)}"
+        )
+    return model, report

@@ -110,8 +110,10 @@ class LoadReport:
         if strict:
             listing = "\n  ".join(lines)
             raise MismatchError(
-                f"{self.path}: {len(lines)} mismatch(es) between checkpoint and model (strict=True):\n  {listing}\n"
-                "Fix the checkpoint or the model, map keys with key_map=, or load with strict=False to accept these.",
+                f"{self.path}: {len(lines)} mismatch(es) between checkpoint and model "
+                f"(strict=True):\n  {listing}\n"
+                "Fix the checkpoint or the model, map keys with key_map=, "
+                "or load with strict=False to accept these.",
                 self,
             )
         for line in lines:
@@ -119,6 +121,7 @@ class LoadReport:
 
     def summary(self) -> str:
         return (
-            f"{len(self.loaded)} loaded, {len(self.missing)} missing, {len(self.unexpected)} unexpected, "
-            f"{len(self.shape_mismatches)} reshaped, {len(self.casts)} cast, {len(self.sharding_changes)} re-sharded"
+            f"{len(self.loaded)} loaded, {len(self.missing)} missing, "
+            f"{len(self.unexpected)} unexpected, {len(self.shape_mismatches)} reshaped, "
+            f"{len(self.casts)} cast, {len(self.sharding_changes)} re-sharded"
         )

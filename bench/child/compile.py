@@ -39,7 +39,7 @@ def lower_and_compile(builder: Any, example_input: Any) -> Any:
     import jax
     from flax import nnx
 
-    from loader.abstract import abstract_build  # nnx.eval_shape, in time linear in the leaves
+    from loader.target.abstract import abstract_build  # nnx.eval_shape, linear in the leaves
 
     graphdef, state = nnx.split(abstract_build(builder))
 

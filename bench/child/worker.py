@@ -1,4 +1,5 @@
-"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
+"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out
+R.json`.
 
 The task (a `bench.records.wire.ChildTask`, written by the runner) names the strategy, the shape
 set, the checkpoint to load, the source checkpoint to verify against (with its `digests.json`; for a
@@ -24,9 +25,11 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from bench.child.capture import tracking
 from bench.child.probe import MemoryProbe
+from bench.errors import BenchError
 from bench.records.wire import (
     Backend,
     ChildResult,
@@ -35,6 +38,7 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
+from loader.strategies import StrategyInfo
 from loader.vocabulary import CRASHED, ERROR, OK, REFERENCE, WRONG
 
 
@@ -59,7 +63,7 @@ def init_backend() -> Backend:
     )
 
 
-def _target(task: ChildTask, info, spec):
+def _target(task: ChildTask, info: StrategyInfo, spec: Any) -> tuple[Any, Any, Any]:
     """(builder, key_map, port) the strategy loads into; no builder for a reference strategy."""
     from bench.child import models
 
@@ -69,7 +73,9 @@ def _target(task: ChildTask, info, spec):
     return models.target(task, spec)
 
 
-def _load(task: ChildTask, info, target, probe: MemoryProbe) -> tuple[object, object, dict]:
+def _load(
+    task: ChildTask, info: StrategyInfo, target: tuple[Any, Any, Any], probe: MemoryProbe
+) -> tuple[Any, Any, dict[str, Any]]:
     """Load (and, with `--compile`, compile beside or after it): model, report, timing fields."""
     from bench.child.compile import OVERLAPPING, Compile
 
@@ -90,6 +96,30 @@ def _load(task: ChildTask, info, target, probe: MemoryProbe) -> tuple[object, ob
         report,
         timing | {"compile_cache": compiling.cache_result, "error": compiling.error},
     )
+
+
+def _verify(
+    model: Any, info: StrategyInfo, task: ChildTask, spec: Any, key_map: Any = None
+) -> tuple[str, str | None, int]:
+    """(status, error, tensors checked) of a loaded model: a port or transposed model leaf by
+    leaf through its key map, else against the user's checkpoint's digests or the synthetic
+    values; a reference strategy that loads nothing checks nothing."""
+    from bench.child import models, verify
+
+    if model is None and info.kind == REFERENCE:
+        return OK, None, 0
+    if key_map is not None:
+        checked, error = models.verify_mapped(model, task.source_checkpoint, key_map)
+        return (OK if error is None else WRONG), error, checked
+    if task.digests:
+        if task.checkpoint_folder is None:
+            raise BenchError(f"task of {task.strategy}: digests given without checkpoint_folder")
+        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
+        return (OK if error is None else WRONG), error, checked
+    checked, error = verify.verify_model(
+        model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
+    )
+    return (OK if error is None else WRONG), error, checked
 
 
 def measure(task: ChildTask) -> ChildResult:
@@ -113,7 +143,7 @@ def measure(task: ChildTask) -> ChildResult:
     with tracking(capture or None), probe.measure():
         model, report, timing = _load(task, info, target, probe)
     started = time.perf_counter()
-    status, error, checked = _verify(task, info, spec, model, target[1])
+    status, error, checked = _verify(model, info, task, spec, target[1])
     compile_error = timing.pop("error", None)
     if status == OK and compile_error:
         status, error = ERROR, compile_error
@@ -132,24 +162,7 @@ def measure(task: ChildTask) -> ChildResult:
     return _with_memray_report(result, capture) if capture else result
 
 
-def _verify(task: ChildTask, info, spec, model, key_map) -> tuple[str, str | None, int]:
-    """(status, first error, tensors checked) of the loaded model, outside the measured phases."""
-    from bench.child import models, verify
-
-    if model is None and info.kind == REFERENCE:
-        return OK, None, 0
-    if key_map is not None:  # a port or transposed model: each leaf through the key map
-        checked, error = models.verify_mapped(model, task.source_checkpoint, key_map)
-    elif task.digests:
-        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
-    else:
-        checked, error = verify.verify_model(
-            model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
-        )
-    return (OK if error is None else WRONG), error, checked
-
-
-def load_options(info, task: ChildTask) -> dict[str, object]:
+def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
     """`budget=` for a strategy whose `load` takes one (`bench run --budget`), else nothing."""
     if task.budget_bytes is None:
         return {}

@@ -12,8 +12,8 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
    threads, in file order (`loader.pipeline.order`), straight into destination buffers (same
    dtype) or through a reused per-thread scratch buffer cast chunk by chunk
    (`loader.pipeline.regions`); a leaf with a declared transform (`loader.Transpose`, `Reshape`,
-   `Slice`) is read through its strided view of the file tensor (`loader.pipeline.views`). The main thread places and assigns each leaf as soon as its parts
-   are done.
+   `Slice`) is read through its strided view of the file tensor (`loader.pipeline.views`). The
+   main thread places and assigns each leaf as soon as its parts are done.
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 An exception in a reader thread stops the load: it is raised on the main thread as
@@ -120,9 +120,17 @@ class Pipeline:
             self._workers.append(t)
             t.start()
 
+    def _started(self) -> tuple[CheckpointSource, Speculation]:
+        """The source and speculation that `start` set up; a clear error if it was not called."""
+        if self._source is None or self._spec is None:
+            raise RuntimeError(
+                "Pipeline: call start(source, probe) before fill(plan, source, probe)"
+            )
+        return self._source, self._spec
+
     def _run(self) -> None:
         scratch = aligned((self.scratch_bytes,), np.uint8)
-        self._spec.run(self._file_bytes)
+        self._started()[1].run(self._file_bytes)
         while (part := self._parts.get()) is not None:
             if self._cancelled.is_set():
                 continue
@@ -134,8 +142,9 @@ class Pipeline:
                 self._done.put((part.job, exc))
 
     def _file_bytes(self, info: TensorInfo) -> FileBytes:
-        f = str(self._source.file_of(info.name))
-        start = self._source.file_offset(info.name)
+        source = self._started()[0]
+        f = str(source.file_of(info.name))
+        start = source.file_offset(info.name)
         return FileBytes(self._fds[f], start, where=f"{f}: tensor {info.name!r}")
 
     def _read_part(self, part: Part, scratch: np.ndarray) -> None:
@@ -171,13 +180,14 @@ class Pipeline:
         )
         prefault(dest)
         region = (part.rows, *piece.region[1:]) if piece.region else ()
+        assert job.source is not None, f"{job.where}: read after the job was finished"
         fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
         return dest
 
     # -- fill: after the plan check -------------------------------------------------------------
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
         """Read what the plan needs and give every planned leaf its value."""
-        self._spec.stop(len(self._workers))
+        self._started()[1].stop(len(self._workers))
         jobs = [self._job(step) for step in plan.steps]
         ready = [j for j in jobs if j.pending == 0]
         for part in part_order(jobs):
@@ -197,26 +207,25 @@ class Pipeline:
 
     def _job(self, step: Step) -> LeafJob:
         """The job for one step, reusing (or reading from) a speculative buffer if there is one."""
-        info = self._source.info(step.file_key)
-        where = str(self._source.file_of(info.name))
-        if step.file_key in self._spec.errors:
-            raise _reader_error(f"{where}: tensor {info.name!r}", self._spec.errors[step.file_key])
-        spec = self._spec.take(step.file_key)
+        source, speculation = self._started()
+        info = source.info(step.file_key)
+        where = str(source.file_of(info.name))
+        if step.file_key in speculation.errors:
+            raise _reader_error(f"{where}: tensor {info.name!r}", speculation.errors[step.file_key])
+        spec = speculation.take(step.file_key)
         buffer = spec.buffer if spec else None
         filled = bool(spec and spec.filled)
-        source = MemoryBytes(buffer) if filled else self._file_bytes(info)
+        data = MemoryBytes(spec.buffer) if spec and spec.filled else self._file_bytes(info)
         view = job_view(step, info)
         if is_adoptable(step, view):
             pieces, reused = adopt_pieces(step, None if view else buffer)
-            job = LeafJob(step, info, "adopt", source, pieces, source_file=where, view=view)
+            job = LeafJob(step, info, "adopt", data, pieces, source_file=where, view=view)
             if reused:
                 self.budget.release(info.nbytes)  # the speculative buffer is the model's own now
             elif spec:
                 job.counted_bytes = info.nbytes  # a source to cast or slice from; freed at finish
         else:
-            job = LeafJob(
-                step, info, "stage", source, [stage_piece(info, buffer)], source_file=where
-            )
+            job = LeafJob(step, info, "stage", data, [stage_piece(info, buffer)], source_file=where)
             job.counted_bytes = info.nbytes if spec else 0
             job.acquire_bytes = 0 if spec else info.nbytes
             reused = spec is not None
