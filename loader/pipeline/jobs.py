@@ -113,7 +113,7 @@ def split_parts(job: LeafJob) -> list[Part]:
 def read_view_part(part: Part, scratch: np.ndarray) -> np.ndarray:
     """Fill one part of a view job (see `loader.pipeline.views`); the destination it filled."""
     job, piece, axis = part.job, part.piece, part.axis
-    assert job.view is not None, "read_view_part of a job without a view"
+    assert job.view is not None and job.source is not None, f"{job.where}: no view or source"
     first = piece.region[axis].start
     if part.rows.start == first:  # the whole piece once (its parts write strided blocks of it)
         prefault(piece.dest)
