@@ -9,9 +9,12 @@ from flax import nnx
 
 from bench.child.compile import Compile
 from bench.child.probe import MemoryProbe
+from bench.limits.situation import CacheOutcome, Situation
 from bench.records.wire import ChildResult, Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
+from bench.run.matrix import Checkpoint, Task
 from bench.run.rows import RowContext, process_rows
+from loader import strategies
 from loader.vocabulary import COMPILE, ERROR
 from shapes.architectures.port import port_for
 
@@ -55,7 +58,10 @@ def test_an_error_row_keeps_the_load_phases():
     outcome = ChildOutcome(
         ERROR, "compile failed: boom", ChildResult(ERROR, "boom", measurement=measured)
     )
-    ctx = RowContext("r", "x", "tiny-gpt2", "pipelined", "strategy", "native", 1, 1, 0, 1, 1, 1)
+    checkpoint = Checkpoint("tiny-gpt2", None, 0, "/c/model.safetensors", 1, 1, 1)
+    task = Task(checkpoint, strategies.get("pipelined"), 0, 1, 1, model="port", compile=True)
+    ctx = RowContext("r", "x", task, Situation(CacheOutcome("warm")))
     rows = process_rows(ctx, 0, outcome)
     assert [r.phase for r in rows] == ["stream", "total"]
     assert {r.status for r in rows} == {ERROR} and rows[0].ready_s == 1.0 and rows[0].load_s == 0.5
+    assert {r.model for r in rows} == {"port"}
