@@ -91,11 +91,8 @@ def _load(
     load_s = time.perf_counter() - t0
     compiling.finish()
     timing = {"load_s": load_s, "ready_s": time.perf_counter() - t0}
-    return (
-        model,
-        report,
-        timing | {"compile_cache": compiling.cache_result, "error": compiling.error},
-    )
+    timing |= {"compile_cache": compiling.cache_result, "error": compiling.error}
+    return model, report, timing | {"compile_start_rss_bytes": compiling.start_rss_bytes}
 
 
 def _verify(

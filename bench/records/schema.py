@@ -115,6 +115,7 @@ class PhaseRecord:
     load_s: float | None = None  # `--compile`: wall time until the load returned
     ready_s: float | None = None  # `--compile`: wall time until loaded and forward compiled
     compile_cache: str | None = None  # `--compile-cache`: "hit" | "miss" (None: no cache)
+    compile_start_rss_bytes: int | None = None  # `--compile`: RSS as the compile began
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ class Measurement:
     load_s: float | None = None  # with a compile: until the load returned
     ready_s: float | None = None  # with a compile: until loaded and compiled
     compile_cache: str | None = None  # "hit" | "miss" with a persistent cache
+    compile_start_rss_bytes: int | None = None  # RSS as the compile began
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ def test_port_with_compile_records_the_phase_ready_s_and_the_cache(bench_env, tm
     assert set(rows["status"]) == {OK} and set(rows["model"]) == {"port"}
     totals = rows[rows["phase"] == TOTAL].set_index("strategy")
     assert (totals["ready_s"] >= totals["load_s"]).all()
+    assert (totals["compile_start_rss_bytes"] > 0).all()
     assert set(totals["compile_cache"]) == {"miss", "hit"}  # the second compile found the first's
     compiled = rows[rows["phase"] == COMPILE].set_index("strategy")
     assert (compiled["phase_wall_s"] > 0).all()
