@@ -22,6 +22,7 @@ def load_model(
     key_map: KeyMap | None = None,
     strategy: str | None = None,
     budget: int | None = None,
+    staging: bool | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
@@ -37,6 +38,9 @@ def load_model(
         budget: bytes of host memory in flight beyond the model's own, for a strategy that bounds
             them (`pipelined`: default `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others
             ignore it.
+        staging: for `pipelined`: read through a bounded ring of host staging buffers onto the
+            devices (True; forced on the CPU backend), adopt host buffers (False), or decide by
+            the backend (None: staged where it does not adopt host buffers, e.g. a GPU or TPU).
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -45,5 +49,7 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options = {} if budget is None else {"budget": budget}
+    options: dict[str, Any] = {} if budget is None else {"budget": budget}
+    if staging is not None:
+        options["staging"] = staging
     return info.load(target, path, strict=strict, key_map=key_map, **options)

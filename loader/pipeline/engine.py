@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,10 +48,13 @@ from loader.pipeline.jobs import (
 from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.order import file_order, part_order
 from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
+from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, check_staging_budget
 from loader.pipeline.speculation import Speculation
+from loader.pipeline.staged import STAGED, Stager
+from loader.pipeline.staging import Transfer, staging_for, staging_ring
 from loader.plan import LoadPlan, Step
 
-MAX_SCRATCH_BYTES = 8 << 20
+__all__ = ["MAX_SCRATCH_BYTES", "Pipeline", "PipelineStats"]
 
 
 def default_threads() -> int:
@@ -67,6 +71,7 @@ class PipelineStats:
     threads: int = 0
     read_s: float = 0.0  # summed over threads
     cast_s: float = 0.0
+    staging_memory: str | None = None  # "pinned_host" | "pageable" when staged, else None
 
 
 class Pipeline:
@@ -76,10 +81,19 @@ class Pipeline:
         budget: bound on host bytes in flight beyond the model's own (default 256 MiB).
         strict: read nothing before `fill` (the plan check has passed by then).
         threads: reader threads (default: 2-4, by CPU count).
+        staging: read through a ring of host staging buffers onto the devices
+            (`loader.pipeline.staged`); None: when the backend does not adopt host buffers.
+        transfer: the staged host -> device copy (default: `loader.pipeline.staging`'s own).
     """
 
     def __init__(
-        self, *, budget: int | None = None, strict: bool = False, threads: int | None = None
+        self,
+        *,
+        budget: int | None = None,
+        strict: bool = False,
+        threads: int | None = None,
+        staging: bool | None = None,
+        transfer: Transfer | None = None,
     ) -> None:
         self.threads = threads or default_threads()
         limit = DEFAULT_BUDGET_BYTES if budget is None else int(budget)
@@ -88,7 +102,13 @@ class Pipeline:
                 f"budget of {limit} bytes is too small; give at least {8192 * self.threads}"
             )
         self.scratch_bytes = min(MAX_SCRATCH_BYTES, limit // (4 * self.threads)) // 64 * 64
-        self.budget = ByteBudget(limit, reserved_bytes=self.scratch_bytes * self.threads)
+        reserved = self.scratch_bytes * self.threads
+        self._stager: Stager | None = None
+        if staging_for(staging):
+            ring = staging_ring(check_staging_budget(limit, self.threads), transfer)
+            self._stager = Stager(*ring)
+            reserved += self._stager.ring.nbytes
+        self.budget = ByteBudget(limit, reserved_bytes=reserved)
         self.strict = strict
         self.stats = PipelineStats(budget_bytes=limit, threads=self.threads)
         self._lock = threading.Lock()
@@ -111,6 +131,9 @@ class Pipeline:
             with contextlib.suppress(OSError, AttributeError):
                 os.posix_fadvise(self._fds[str(f)], 0, 0, os.POSIX_FADV_WILLNEED)
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
+        if self._stager is not None:  # staged: nothing read before the plan (and its sharding
+            order = []  # check): the ring, not whole tensors, holds the host bytes
+            self.stats.staging_memory = self._stager.ring.memory_kind
         self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
@@ -137,6 +160,9 @@ class Pipeline:
 
     def _read_part(self, part: Part, scratch: np.ndarray) -> None:
         job = part.job
+        if job.kind == STAGED:
+            self._read_staged(part, scratch)
+            return
         if job.acquire_bytes:
             self.budget.acquire(job.acquire_bytes)
             with self._lock:
@@ -155,6 +181,20 @@ class Pipeline:
         dt = time.perf_counter() - t0
         with self._lock:
             if dest.dtype == job.info.np_dtype:
+                self.stats.read_s += dt
+            else:
+                self.stats.cast_s += dt
+            job.pending -= 1
+            last = job.pending == 0
+        if last:
+            self._done.put((job, None))
+
+    def _read_staged(self, part: Any, scratch: np.ndarray) -> None:
+        """One chunk through the staging ring (`loader.pipeline.staged`)."""
+        dt = self._stager.read(part, scratch)
+        job = part.job
+        with self._lock:
+            if np.dtype(job.step.leaf.dtype) == job.info.np_dtype:
                 self.stats.read_s += dt
             else:
                 self.stats.cast_s += dt
@@ -194,6 +234,8 @@ class Pipeline:
         buffer = spec.buffer if spec else None
         filled = bool(spec and spec.filled)
         source = MemoryBytes(buffer) if filled else self._file_bytes(info)
+        if self._stager is not None and is_adoptable(step):
+            return self._stager.job(step, info, source, where)
         if is_adoptable(step):
             pieces, reused = adopt_pieces(step, buffer)
             job = LeafJob(step, info, "adopt", source, pieces, source_file=where)
@@ -213,7 +255,7 @@ class Pipeline:
 
     def _finish(self, job: LeafJob, plan: LoadPlan) -> float:
         t0 = time.perf_counter()
-        finish(job, plan)
+        (self._stager.finish if job.kind == STAGED else finish)(job, plan)  # type: ignore[arg-type]
         job.pieces.clear()
         job.source = None
         if job.counted_bytes:
@@ -223,6 +265,9 @@ class Pipeline:
     def _report_times(self, plan: LoadPlan, probe: Probe, placed_s: float) -> None:
         self.stats.inflight_peak_bytes = self.budget.high_water_bytes
         plan.report.inflight_peak_bytes = self.stats.inflight_peak_bytes
+        if self._stager is not None:
+            self._stager.report(plan.report)
+            placed_s += self._stager.transfer_s
         probe.add_time(READ, self.stats.read_s)
         probe.add_time(CAST, self.stats.cast_s)
         probe.add_time(TRANSFER, placed_s)
@@ -240,6 +285,8 @@ class Pipeline:
             t.join()
         self._workers.clear()
         self.stats.inflight_peak_bytes = self.budget.high_water_bytes
+        if self._stager is not None:
+            self._stager.ring.drain()
         if self._spec is not None:
             self.stats.speculative_bytes = self._spec.bytes
             self._spec.clear()

@@ -1,0 +1,246 @@
+"""Staged jobs: a sharded leaf read chunk by chunk through the staging ring onto its devices.
+
+For a backend that does not adopt host buffers (`loader.pipeline.staging`). Each addressable
+device's index region of the leaf (never the whole tensor, unless the leaf is replicated there) is
+cut into chunks of at most one staging slot (`chunk_regions`: whole rows, or parts of one row when
+a row is larger than a slot). A reader thread fills a slot with one chunk (cast on the host, chunk
+by chunk, into the model's dtype), starts its transfer to the device at once and returns the slot
+to the ring, which reuses it only once that transfer has completed. A device region of one chunk
+is the transferred array itself; a larger one is assembled on its device by in-place updates of
+one buffer (`dynamic_update_slice` with the buffer donated), so the device holds the shard and the
+chunks in flight, never a second copy of the shard.
+
+`Stager.received_bytes` / `expected_bytes` count, per device, the bytes transferred to it and the
+bytes of its regions: equal unless something sent a device more than its shard.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import numpy as np
+
+from loader.errors import DeviceOutOfMemoryError
+from loader.format import TensorInfo
+from loader.materialize import assign
+from loader.pipeline.jobs import LeafJob, device_regions, region_shape
+from loader.pipeline.regions import Bytes, Region, fill_region
+from loader.pipeline.staging import StagingRing, Transfer
+from loader.plan import LoadPlan, Step
+from loader.report import LoadReport
+
+STAGED = "staged"
+
+
+def chunk_regions(region: Region, itemsize: int, limit: int) -> list[Region]:
+    """`region` cut into C-ordered boxes of at most `limit` bytes: blocks of whole rows, or, when
+    one row is larger than `limit`, the same cut applied to each row one axis down."""
+    shape = region_shape(region)
+    if not shape or math.prod(shape) * itemsize <= limit:
+        return [region]
+    row_bytes = math.prod(shape[1:]) * itemsize
+    first = region[0]
+    if row_bytes > limit and len(shape) > 1:
+        return [
+            (slice(i, i + 1), *sub)
+            for i in range(first.start, first.stop)
+            for sub in chunk_regions(region[1:], itemsize, limit)
+        ]
+    per = max(1, limit // max(row_bytes, 1))
+    return [
+        (slice(b, min(first.stop, b + per)), *region[1:]) for b in range(first.start, first.stop, per)
+    ]
+
+
+@dataclass
+class StagedPiece:
+    """One device's region of the leaf, and what has reached the device of it so far."""
+
+    device: object
+    region: Region
+    dtype: np.dtype
+    array: object | None = None  # the device shard (or its buffer being assembled)
+    pending: list[tuple[object, Region]] = field(default_factory=list)  # transfers not folded yet
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class StagedPart:
+    """A unit of work for a reader thread: one chunk of one device's region."""
+
+    job: StagedJob
+    piece: StagedPiece
+    region: Region
+
+
+@dataclass
+class StagedJob(LeafJob):
+    """A leaf whose device regions are staged chunk by chunk (`kind == STAGED`)."""
+
+    staged: list[StagedPiece] = field(default_factory=list)
+    chunks: list[StagedPart] = field(default_factory=list)
+
+    def staged_parts(self) -> list[StagedPart]:
+        return list(self.chunks)
+
+
+@partial(jax.jit, donate_argnums=0)
+def _update(buffer: jax.Array, chunk: jax.Array, starts: tuple) -> jax.Array:
+    return jax.lax.dynamic_update_slice(buffer, chunk, starts)
+
+
+class Stager:
+    """Reads staged parts through `ring` and transfers them with `transfer`, counting bytes."""
+
+    def __init__(self, ring: StagingRing, transfer: Transfer) -> None:
+        self.ring, self.transfer = ring, transfer
+        self.received_bytes: dict[str, int] = {}
+        self.expected_bytes: dict[str, int] = {}
+        self.transfer_s = 0.0
+        self._lock = threading.Lock()
+
+    def job(self, step: Step, info: TensorInfo, source: Bytes, where: str) -> StagedJob:
+        """The staged job of an adoptable step: its device regions, cut into chunks."""
+        dtype = np.dtype(step.leaf.dtype)
+        job = StagedJob(step, info, STAGED, source, source_file=where)
+        for device, region in device_regions(step):
+            piece = StagedPiece(device, region, dtype)
+            job.staged.append(piece)
+            nbytes = math.prod(region_shape(region)) * dtype.itemsize
+            self._count(self.expected_bytes, device, nbytes)
+            if nbytes:
+                job.chunks += [
+                    StagedPart(job, piece, r)
+                    for r in chunk_regions(region, dtype.itemsize, self.ring.slot_bytes)
+                ]
+        job.pending = len(job.chunks)
+        return job
+
+    def _count(self, table: dict[str, int], device: object, nbytes: int) -> None:
+        with self._lock:
+            table[str(device)] = table.get(str(device), 0) + nbytes
+
+    def read(self, part: StagedPart, scratch: np.ndarray) -> float:
+        """Fill a slot with the part's chunk, start its transfer; the seconds spent reading."""
+        job, piece = part.job, part.piece
+        slot = self.ring.take()
+        handle = None
+        try:
+            chunk = slot.view(region_shape(part.region), piece.dtype)
+            t0 = time.perf_counter()
+            fill_region(job.source, job.info.shape, job.info.np_dtype, part.region, chunk, scratch)
+            t1 = time.perf_counter()
+            handle = self._send(chunk, piece, job)
+            self.transfer_s += time.perf_counter() - t1
+        finally:
+            self.ring.give_back(slot, handle)
+        self._count(self.received_bytes, piece.device, chunk.nbytes)
+        with piece.lock:
+            piece.pending.append((handle, part.region))
+            _fold(piece, job, ready_only=True)
+        return t1 - t0
+
+    def _send(self, chunk: np.ndarray, piece: StagedPiece, job: LeafJob) -> object:
+        try:
+            return self.transfer(chunk, piece.device)
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise _oom_error(job, piece.device, chunk.nbytes) from exc
+            raise
+
+    def report(self, report: LoadReport) -> None:
+        """Say in the load's report how it staged and what each device received."""
+        report.staging_memory = self.ring.memory_kind
+        report.staging_slots = self.ring.high_water_slots
+        report.device_received_bytes = dict(self.received_bytes)
+        report.device_expected_bytes = dict(self.expected_bytes)
+
+    def finish(self, job: StagedJob, plan: LoadPlan) -> None:
+        """Assemble each device's shard and give the leaf its value."""
+        step = job.step
+        arrays = []
+        for piece in job.staged:
+            with piece.lock:
+                _fold(piece, job, ready_only=False)
+            if piece.array is None:  # an empty region
+                piece.array = jax.device_put(np.zeros(region_shape(piece.region), piece.dtype), piece.device)
+            arrays.append(piece.array)
+        value = jax.make_array_from_single_device_arrays(step.leaf.shape, step.sharding, arrays)
+        assign(step.leaf, value)
+        job.staged.clear()
+        job.chunks.clear()
+        plan.report.loaded.append(step.leaf.key)
+
+
+def _fold(piece: StagedPiece, job: LeafJob, *, ready_only: bool) -> None:
+    """Move transferred chunks into the piece's device array (lock held)."""
+    keep = []
+    for handle, region in piece.pending:
+        if ready_only and not _is_ready(handle):
+            keep.append((handle, region))
+            continue
+        array = _as_array(handle)
+        if region == piece.region:
+            piece.array = array
+            continue
+        if piece.array is None:
+            try:
+                piece.array = _zeros(piece)
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise _oom_error(job, piece.device, _nbytes(piece)) from exc
+                raise
+        starts = tuple(r.start - p.start for r, p in zip(region, piece.region))
+        piece.array = _update(piece.array, array, starts)
+    piece.pending = keep
+
+
+def _zeros(piece: StagedPiece) -> jax.Array:
+    import jax.numpy as jnp
+
+    return jnp.zeros(region_shape(piece.region), piece.dtype, device=piece.device)
+
+
+def _nbytes(piece: StagedPiece) -> int:
+    return math.prod(region_shape(piece.region)) * piece.dtype.itemsize
+
+
+def _is_ready(handle: object) -> bool:
+    is_ready = getattr(handle, "is_ready", None)
+    return bool(is_ready()) if is_ready is not None else True
+
+
+def _as_array(handle: object) -> object:
+    """The device array of a transfer (a fake transfer's `result()`, else the handle itself)."""
+    result = getattr(handle, "result", None)
+    return result() if callable(result) and not isinstance(handle, jax.Array) else handle
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+def free_memory(device: object) -> str:
+    """The device's free memory, as its allocator reports it ("unknown" where it does not)."""
+    try:
+        stats = device.memory_stats() or {}  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a backend without the call
+        stats = {}
+    if "bytes_limit" not in stats:
+        return "unknown free memory"
+    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    return f"{free} bytes free of {int(stats['bytes_limit'])}"
+
+
+def _oom_error(job: LeafJob, device: object, nbytes: int) -> DeviceOutOfMemoryError:
+    """A device OOM as one error naming the tensor, the device and its free memory."""
+    return DeviceOutOfMemoryError(
+        f"{job.where}: device {device} ran out of memory receiving {nbytes} bytes "
+        f"({free_memory(device)})"
+    )
