@@ -8,7 +8,10 @@ host bytes alive beyond the final model's own stay within a budget (`DEFAULT_BUD
 Modules: `budget` (the bound), `memory` (aligned, prefaulted buffers), `cast` (bit-exact chunk
 casts that release the GIL), `regions` (a tensor's index region into a buffer, in chunks), `jobs`
 (per-leaf destinations and parts), `speculation` (reads made while the model is built), `order`
-(file order, files in turn), `engine` (the threads, start / fill / close).
+(file order, files in turn), `engine` (the threads, start / fill / close); for a backend that
+does not adopt host buffers (or `staging=True`): `staging` (the bounded ring of host staging
+buffers, pinned or pageable), `staged` (per-device regions in chunks through it), `ring_size`
+(how the budget is split, and its minimum).
 """
 
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget

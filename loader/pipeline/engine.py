@@ -12,7 +12,9 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
    threads, in file order (`loader.pipeline.order`), straight into destination buffers (same
    dtype) or through a reused per-thread scratch buffer cast chunk by chunk
    (`loader.pipeline.regions`). The main thread places and assigns each leaf as soon as its parts
-   are done.
+   are done. Staged (a backend that does not adopt host buffers, or `staging=True`): nothing is
+   read speculatively; each adoptable leaf is a `loader.pipeline.staged` job whose chunks go
+   through the staging ring straight onto their devices.
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 An exception in a reader thread stops the load: it is raised on the main thread as
@@ -48,13 +50,11 @@ from loader.pipeline.jobs import (
 from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.order import file_order, part_order
 from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
-from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, check_staging_budget
+from loader.pipeline.ring_size import scratch_bytes
 from loader.pipeline.speculation import Speculation
-from loader.pipeline.staged import STAGED, Stager
-from loader.pipeline.staging import Transfer, staging_for, staging_ring
+from loader.pipeline.staged import STAGED, make_stager
+from loader.pipeline.staging import Transfer
 from loader.plan import LoadPlan, Step
-
-__all__ = ["MAX_SCRATCH_BYTES", "Pipeline", "PipelineStats"]
 
 
 def default_threads() -> int:
@@ -71,7 +71,6 @@ class PipelineStats:
     threads: int = 0
     read_s: float = 0.0  # summed over threads
     cast_s: float = 0.0
-    staging_memory: str | None = None  # "pinned_host" | "pageable" when staged, else None
 
 
 class Pipeline:
@@ -101,14 +100,12 @@ class Pipeline:
             raise CheckpointError(
                 f"budget of {limit} bytes is too small; give at least {8192 * self.threads}"
             )
-        self.scratch_bytes = min(MAX_SCRATCH_BYTES, limit // (4 * self.threads)) // 64 * 64
-        reserved = self.scratch_bytes * self.threads
-        self._stager: Stager | None = None
-        if staging_for(staging):
-            ring = staging_ring(check_staging_budget(limit, self.threads), transfer)
-            self._stager = Stager(*ring)
-            reserved += self._stager.ring.nbytes
-        self.budget = ByteBudget(limit, reserved_bytes=reserved)
+        self.scratch_bytes = scratch_bytes(limit, self.threads)
+        self._stager = make_stager(staging, limit, self.threads, transfer)
+        ring_bytes = self._stager.ring.nbytes if self._stager else 0
+        self.budget = ByteBudget(
+            limit, reserved_bytes=self.scratch_bytes * self.threads + ring_bytes
+        )
         self.strict = strict
         self.stats = PipelineStats(budget_bytes=limit, threads=self.threads)
         self._lock = threading.Lock()
@@ -133,7 +130,6 @@ class Pipeline:
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
         if self._stager is not None:  # staged: nothing read before the plan (and its sharding
             order = []  # check): the ring, not whole tensors, holds the host bytes
-            self.stats.staging_memory = self._stager.ring.memory_kind
         self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
@@ -191,8 +187,7 @@ class Pipeline:
 
     def _read_staged(self, part: Any, scratch: np.ndarray) -> None:
         """One chunk through the staging ring (`loader.pipeline.staged`)."""
-        dt = self._stager.read(part, scratch)
-        job = part.job
+        dt, job = self._stager.read(part, scratch), part.job
         with self._lock:
             if np.dtype(job.step.leaf.dtype) == job.info.np_dtype:
                 self.stats.read_s += dt

@@ -30,7 +30,8 @@ from loader.format import TensorInfo
 from loader.materialize import assign
 from loader.pipeline.jobs import LeafJob, device_regions, region_shape
 from loader.pipeline.regions import Bytes, Region, fill_region
-from loader.pipeline.staging import StagingRing, Transfer
+from loader.pipeline.ring_size import check_staging_budget
+from loader.pipeline.staging import StagingRing, Transfer, staging_for, staging_ring
 from loader.plan import LoadPlan, Step
 from loader.report import LoadReport
 
@@ -53,7 +54,8 @@ def chunk_regions(region: Region, itemsize: int, limit: int) -> list[Region]:
         ]
     per = max(1, limit // max(row_bytes, 1))
     return [
-        (slice(b, min(first.stop, b + per)), *region[1:]) for b in range(first.start, first.stop, per)
+        (slice(b, min(first.stop, b + per)), *region[1:])
+        for b in range(first.start, first.stop, per)
     ]
 
 
@@ -90,8 +92,11 @@ class StagedJob(LeafJob):
 
 
 @partial(jax.jit, donate_argnums=0)
-def _update(buffer: jax.Array, chunk: jax.Array, starts: tuple) -> jax.Array:
-    return jax.lax.dynamic_update_slice(buffer, chunk, starts)
+def _update(buffer: jax.Array, chunk: jax.Array, starts: tuple) -> tuple[jax.Array, jax.Array]:
+    """`buffer` (donated: updated in place) with `chunk` at `starts`, and a token (one element
+    of the chunk) that is ready once the update has run."""
+    token = chunk[(0,) * chunk.ndim]
+    return jax.lax.dynamic_update_slice(buffer, chunk, starts), token
 
 
 class Stager:
@@ -103,6 +108,7 @@ class Stager:
         self.expected_bytes: dict[str, int] = {}
         self.transfer_s = 0.0
         self._lock = threading.Lock()
+        self._compiled: set[tuple[object, ...]] = set()
 
     def job(self, step: Step, info: TensorInfo, source: Bytes, where: str) -> StagedJob:
         """The staged job of an adoptable step: its device regions, cut into chunks."""
@@ -113,13 +119,30 @@ class Stager:
             job.staged.append(piece)
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
             self._count(self.expected_bytes, device, nbytes)
-            if nbytes:
-                job.chunks += [
-                    StagedPart(job, piece, r)
-                    for r in chunk_regions(region, dtype.itemsize, self.ring.slot_bytes)
-                ]
+            chunks = chunk_regions(region, dtype.itemsize, self.ring.slot_bytes) if nbytes else []
+            job.chunks += [StagedPart(job, piece, r) for r in chunks]
+            if len(chunks) > 1:
+                self._prepare(piece, job, chunks)
         job.pending = len(job.chunks)
         return job
+
+    def _prepare(self, piece: StagedPiece, job: LeafJob, chunks: list[Region]) -> None:
+        """Make the shard's buffer, and compile its updates now, before any read: compiling
+        needs host memory for a while, and no staging buffer is in use yet."""
+        import jax.numpy as jnp
+
+        try:
+            piece.array = _zeros(piece)
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise _oom_error(job, piece.device, _nbytes(piece)) from exc
+            raise
+        for shape in {region_shape(r) for r in chunks}:
+            key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device))
+            if key not in self._compiled:
+                self._compiled.add(key)
+                zero = jnp.zeros(shape, piece.dtype, device=piece.device)
+                piece.array, _ = _update(piece.array, zero, (0,) * len(shape))
 
     def _count(self, table: dict[str, int], device: object, nbytes: int) -> None:
         with self._lock:
@@ -129,7 +152,7 @@ class Stager:
         """Fill a slot with the part's chunk, start its transfer; the seconds spent reading."""
         job, piece = part.job, part.piece
         slot = self.ring.take()
-        handle = None
+        handle = token = None
         try:
             chunk = slot.view(region_shape(part.region), piece.dtype)
             t0 = time.perf_counter()
@@ -137,12 +160,15 @@ class Stager:
             t1 = time.perf_counter()
             handle = self._send(chunk, piece, job)
             self.transfer_s += time.perf_counter() - t1
+            self._count(self.received_bytes, piece.device, chunk.nbytes)
+            with piece.lock:
+                piece.pending.append((handle, part.region))
+                token = _fold(piece, job, ready_only=True)
+                folded = all(h is not handle for h, _ in piece.pending)
         finally:
-            self.ring.give_back(slot, handle)
-        self._count(self.received_bytes, piece.device, chunk.nbytes)
-        with piece.lock:
-            piece.pending.append((handle, part.region))
-            _fold(piece, job, ready_only=True)
+            # reused once its transfer completed and, if its chunk was folded into the shard's
+            # buffer just now, once that update ran (so chunks awaiting updates stay bounded too)
+            self.ring.give_back(slot, token if token is not None and folded else handle)
         return t1 - t0
 
     def _send(self, chunk: np.ndarray, piece: StagedPiece, job: LeafJob) -> object:
@@ -168,7 +194,9 @@ class Stager:
             with piece.lock:
                 _fold(piece, job, ready_only=False)
             if piece.array is None:  # an empty region
-                piece.array = jax.device_put(np.zeros(region_shape(piece.region), piece.dtype), piece.device)
+                piece.array = jax.device_put(
+                    np.zeros(region_shape(piece.region), piece.dtype), piece.device
+                )
             arrays.append(piece.array)
         value = jax.make_array_from_single_device_arrays(step.leaf.shape, step.sharding, arrays)
         assign(step.leaf, value)
@@ -177,9 +205,20 @@ class Stager:
         plan.report.loaded.append(step.leaf.key)
 
 
-def _fold(piece: StagedPiece, job: LeafJob, *, ready_only: bool) -> None:
-    """Move transferred chunks into the piece's device array (lock held)."""
-    keep = []
+def make_stager(
+    staging: bool | None, limit: int, threads: int, transfer: Transfer | None
+) -> Stager | None:
+    """The stager of a load that stages (`staging_for`), its ring sized from the budget; None
+    for one that adopts host buffers."""
+    if not staging_for(staging):
+        return None
+    return Stager(*staging_ring(check_staging_budget(limit, threads), transfer))
+
+
+def _fold(piece: StagedPiece, job: LeafJob, *, ready_only: bool) -> object | None:
+    """Move transferred chunks into the piece's device array (lock held); the token of the last
+    update made (ready once it, and every update before it on that buffer, has run)."""
+    keep, token = [], None
     for handle, region in piece.pending:
         if ready_only and not _is_ready(handle):
             keep.append((handle, region))
@@ -196,11 +235,14 @@ def _fold(piece: StagedPiece, job: LeafJob, *, ready_only: bool) -> None:
                     raise _oom_error(job, piece.device, _nbytes(piece)) from exc
                 raise
         starts = tuple(r.start - p.start for r, p in zip(region, piece.region))
-        piece.array = _update(piece.array, array, starts)
+        piece.array, token = _update(piece.array, array, starts)
     piece.pending = keep
+    return token
 
 
 def _zeros(piece: StagedPiece) -> jax.Array:
+    """The shard's buffer, made on its device (owned by XLA, so the updates may donate it; an
+    adopted host buffer cannot be donated: each update would copy the shard)."""
     import jax.numpy as jnp
 
     return jnp.zeros(region_shape(piece.region), piece.dtype, device=piece.device)

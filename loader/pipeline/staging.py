@@ -52,10 +52,14 @@ def offers_pinned_host(device: object) -> bool:
 
 
 def pageable_transfer(chunk: np.ndarray, device: object) -> object:
-    """Copy `chunk` to `device` (asynchronous on an accelerator). On the CPU backend a copy is
-    made first: there `device_put` would adopt the slot itself (even with `may_alias=False`)."""
+    """Copy `chunk` to `device` (asynchronous on an accelerator). On the CPU backend, which would
+    adopt the slot itself (even with `may_alias=False`), the chunk is copied into a fresh aligned
+    buffer that the device adopts: one copy, as an accelerator's transfer makes, and nothing for
+    XLA to compile."""
     if getattr(device, "platform", "") == "cpu":
-        chunk = np.array(chunk, copy=True)
+        copy = aligned(chunk.shape, chunk.dtype)
+        np.copyto(copy, chunk)
+        return jax.device_put(copy, device)
     return jax.device_put(chunk, device)
 
 
@@ -190,7 +194,9 @@ def staging_for(staging: bool | None) -> bool:
     return (not backend_adopts_host_buffers()) if staging is None else bool(staging)
 
 
-def staging_ring(layout: tuple[int, int], transfer: Transfer | None) -> tuple[StagingRing, Transfer]:
+def staging_ring(
+    layout: tuple[int, int], transfer: Transfer | None
+) -> tuple[StagingRing, Transfer]:
     """The ring of `layout` (slots, slot bytes) and the transfer to use with it: `transfer` as
     given (pageable slots), else pinned where the first local device offers it."""
     slots, slot_bytes = layout
