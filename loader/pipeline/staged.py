@@ -16,9 +16,11 @@ bytes of its regions: equal unless something sent a device more than its shard.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -91,8 +93,19 @@ class StagedJob(LeafJob):
         return list(self.chunks)
 
 
-@partial(jax.jit, donate_argnums=0)
+def _no_mesh() -> AbstractContextManager[object]:
+    """Outside any `jax.set_mesh` context: the updates run on one device, not the model's mesh."""
+    set_mesh = getattr(jax, "set_mesh", None)
+    return set_mesh(None) if set_mesh is not None else contextlib.nullcontext()
+
+
 def _update(buffer: jax.Array, chunk: jax.Array, starts: tuple) -> tuple[jax.Array, jax.Array]:
+    with _no_mesh():
+        return _jit_update(buffer, chunk, starts)
+
+
+@partial(jax.jit, donate_argnums=0)
+def _jit_update(buffer: jax.Array, chunk: jax.Array, starts: tuple) -> tuple[jax.Array, jax.Array]:
     """`buffer` (donated: updated in place) with `chunk` at `starts`, and a token (one element
     of the chunk) that is ready once the update has run."""
     token = chunk[(0,) * chunk.ndim]
@@ -141,7 +154,8 @@ class Stager:
             key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device))
             if key not in self._compiled:
                 self._compiled.add(key)
-                zero = jnp.zeros(shape, piece.dtype, device=piece.device)
+                with _no_mesh():
+                    zero = jnp.zeros(shape, piece.dtype, device=piece.device)
                 piece.array, _ = _update(piece.array, zero, (0,) * len(shape))
 
     def _count(self, table: dict[str, int], device: object, nbytes: int) -> None:
@@ -245,7 +259,8 @@ def _zeros(piece: StagedPiece) -> jax.Array:
     adopted host buffer cannot be donated: each update would copy the shard)."""
     import jax.numpy as jnp
 
-    return jnp.zeros(region_shape(piece.region), piece.dtype, device=piece.device)
+    with _no_mesh():
+        return jnp.zeros(region_shape(piece.region), piece.dtype, device=piece.device)
 
 
 def _nbytes(piece: StagedPiece) -> int:

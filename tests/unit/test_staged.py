@@ -289,6 +289,7 @@ class _nothing:
 
 PEAK_CHILD = """
 import gc, sys, warnings
+import numpy as np
 import shapes, loader
 from bench.child.probe import MemoryProbe
 warnings.simplefilter("ignore")
@@ -302,7 +303,7 @@ gc.collect()
 probe = MemoryProbe()
 with probe.measure():
     model, report = loader.load_model(build, path, staging=True, budget=budget)
-shapes.verify_tensor(path, "huge.weight", __import__("numpy").asarray(model.huge.weight.get_value()))
+shapes.verify_tensor(path, "huge.weight", np.asarray(model.huge.weight.get_value()))
 m = probe.result()
 print(m.total.peak_rss_bytes - m.baseline_rss_bytes, m.peak_source)
 """
