@@ -28,6 +28,7 @@ CRASHED: Final = "crashed"  # raised, died on a signal, or wrote no readable res
 SKIPPED: Final = "skipped"  # not run (predicted not to fit, or not available here)
 STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED)
 # Worst first: the summary of several repeats takes the worst status among them.
+DEVICE: Final = "device"  # `oom_kind` of an `oom` row: a device ran out of memory (not the host)
 STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, SKIPPED: 1, OK: 0}
 
 # -- strategy kinds: what a registered strategy is ----------------------------------------------------

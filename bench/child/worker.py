@@ -27,6 +27,8 @@ from pathlib import Path
 
 from bench.child.capture import tracking
 from bench.child.probe import MemoryProbe
+from bench.child.traffic import DeviceTraffic
+from bench.child.traffic import expected as traffic_expected
 from bench.records.wire import (
     Backend,
     ChildResult,
@@ -35,7 +37,8 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
-from loader.vocabulary import CRASHED, OK, REFERENCE, WRONG
+from loader.errors import DeviceOutOfMemoryError
+from loader.vocabulary import CRASHED, DEVICE, OK, OOM, REFERENCE, WRONG
 
 
 def init_backend() -> Backend:
@@ -83,8 +86,8 @@ def measure(task: ChildTask) -> ChildResult:
         "{process_index}", str(backend.process_index)
     )
     gc.collect()
-    probe = MemoryProbe()
-    with tracking(capture or None), probe.measure():
+    probe, traffic = MemoryProbe(), DeviceTraffic()
+    with tracking(capture or None), probe.measure(), traffic.watching():
         model, report = info.load(
             builder, task.checkpoint, probe, strict=False, **load_options(info, task)
         )
@@ -103,7 +106,11 @@ def measure(task: ChildTask) -> ChildResult:
         error=error,
         backend=backend,
         measurement=dataclasses.replace(
-            probe.result(), inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None)
+            probe.result(),
+            inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
+            staging_memory=getattr(report, "staging_memory", None),
+            device_received_bytes=traffic.received,
+            device_expected_bytes=traffic_expected(model) if traffic.received else {},
         ),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,
@@ -112,12 +119,14 @@ def measure(task: ChildTask) -> ChildResult:
 
 
 def load_options(info, task: ChildTask) -> dict[str, object]:
-    """`budget=` for a strategy whose `load` takes one (`bench run --budget`), else nothing."""
-    if task.budget_bytes is None:
+    """`budget=` (`bench run --budget`) and `staging=` (`--staging`) for a strategy whose `load`
+    takes them, else nothing."""
+    asked = {"budget": task.budget_bytes, "staging": task.staging}
+    asked = {k: v for k, v in asked.items() if v is not None}
+    if not asked:
         return {}
     params = inspect.signature(importlib.import_module(info.module).load).parameters
-    takes = "budget" in params
-    return {"budget": task.budget_bytes} if takes else {}
+    return {k: v for k, v in asked.items() if k in params}
 
 
 def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:
@@ -132,6 +141,8 @@ def run(task: ChildTask) -> ChildResult:
     """`measure`, with any exception turned into a "crashed" result naming it."""
     try:
         return measure(task)
+    except DeviceOutOfMemoryError as exc:  # one line: the tensor, the device, its free memory
+        return ChildResult(OOM, str(exc), oom_kind=DEVICE)
     except Exception as exc:  # noqa: BLE001 - every failure must become a result row
         tail = "".join(traceback.format_exception(exc)[-8:]).strip()
         return ChildResult(CRASHED, f"{type(exc).__name__}: {exc}\n{tail}"[-4000:])

@@ -100,6 +100,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         memory_budget_bytes=_size(args.memory_budget, "--memory-budget"),
         model_dtype=args.model_dtype,
         load_budget_bytes=_size(args.budget, "--budget"),
+        staging=True if args.staging else None,
         argv=["loadbench", *args.argv],
     )
 
@@ -181,6 +182,12 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         default=None,
         help="host bytes in flight beyond the model's own, for strategies that take a budget "
         "(pipelined; default there 256MiB), e.g. 256MiB",
+    )
+    p.add_argument(
+        "--staging",
+        action="store_true",
+        help="pipelined: read through a bounded ring of host staging buffers onto the devices "
+        "(what it does on a GPU/TPU; forced here on the CPU backend)",
     )
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(

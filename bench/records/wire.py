@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bench.errors import ChildResultError
-from loader.vocabulary import CRASHED, OK, WRONG
+from loader.vocabulary import CRASHED, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
 CHILD_RESULT_VERSION = (
     3  # 2: the pipeline's overlaps, budget; 3: device memory per phase, user checkpoints
 )
 VERSION_KEY = "child_result_version"
-CHILD_STATUSES = (OK, WRONG, CRASHED)  # what a child says of itself; the runner adds the rest
+CHILD_STATUSES = (OK, WRONG, CRASHED, OOM)  # what a child says of itself (oom: a device OOM)
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class ChildTask:
     checkpoint_folder: str | None = None  # a user's checkpoint: the folder its files are in
     model_dtype: str | None = None  # build the model in this dtype (None: as `dtype`)
     budget_bytes: int | None = None  # `budget=` for a strategy whose `load` takes one
+    staging: bool | None = None  # `staging=` (`bench run --staging`), likewise
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class PhaseMeasure:
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     device_peak_bytes_in_use: int | None = None
+    device_bytes_in_use_by_device: dict[str, int] = field(default_factory=dict)
+    device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
     overlaps: tuple[
         str, ...
     ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
@@ -92,6 +95,9 @@ class Measurement:
     phases: tuple[PhaseMeasure, ...]
     samples: tuple[Sample, ...] = ()
     inflight_peak_bytes: int | None = None  # the strategy's own high-water mark (LoadReport)
+    staging_memory: str | None = None  # a staged load's host staging memory (LoadReport)
+    device_received_bytes: dict[str, int] = field(default_factory=dict)  # bench.child.traffic
+    device_expected_bytes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ class ChildResult:
     tensors_verified: int = 0
     verify_s: float = 0.0
     memray: MemrayFiles | None = None
+    oom_kind: str | None = None  # status "oom" said by the child itself: "device"
 
     def __post_init__(self) -> None:
         if self.status not in CHILD_STATUSES:

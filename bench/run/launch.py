@@ -82,6 +82,7 @@ def task_argvs(task: Task, work: Path) -> Group:
         checkpoint_folder=str(task.checkpoint.files_folder) if task.checkpoint.digests else None,
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
+        staging=task.staging,
     )
     task_file = work / f"{tag}.task.json"
     argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)

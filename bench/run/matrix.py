@@ -117,6 +117,7 @@ class Task:
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
     budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
+    staging: bool | None = None  # `staging=` for strategies that take it (`--staging`)
     cache: str = "warm"  # "cold": the files are evicted from the page cache before it runs
 
     @property
@@ -161,6 +162,7 @@ def plan(
             devices,
             model_dtype=config.model_dtype,
             budget_bytes=config.load_budget_bytes,
+            staging=config.staging,
         )
         if not entry.available():
             hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""

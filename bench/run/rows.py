@@ -87,20 +87,43 @@ def _phase_row(
         phase_overlaps=list(phase.overlaps) if phase else [],
         phase_device_bytes_in_use=phase and phase.device_bytes_in_use,
         phase_device_peak_bytes=phase and phase.device_peak_bytes_in_use,
+        **device_fields(measured, phase),
         **ctx.situation,
     )
 
 
-def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
+def device_fields(measured: Measurement | None, phase: PhaseMeasure | None) -> dict[str, Any]:
+    """The per-device row fields: memory at the phase end, the run's device peak, the bytes each
+    device received against its shards (and which received more), the staging memory."""
+    if measured is None or phase is None:
+        return {}
+    peaks = measured.total.device_peak_bytes_by_device
+    total_peak = measured.total.device_peak_bytes_in_use
+    received, expected = measured.device_received_bytes, measured.device_expected_bytes
+    return {
+        "phase_device_bytes_in_use_by_device": dict(phase.device_bytes_in_use_by_device),
+        "phase_device_peak_bytes_by_device": dict(phase.device_peak_bytes_by_device),
+        "device_peak_bytes": max(peaks.values()) if peaks else total_peak,
+        "device_received_bytes": dict(received),
+        "device_expected_bytes": dict(expected),
+        "device_overreceived": sorted(d for d, n in received.items() if n > expected.get(d, 0)),
+        "staging_memory": measured.staging_memory,
+    }
+
+
+def failed_row(
+    ctx: RowContext, status: str, error: str | None, index: int = 0, oom_kind: str | None = None
+) -> PhaseRecord:
     """The one `total` row of a result that has no measurements."""
-    return _phase_row(ctx, index, status, error)
+    return replace(_phase_row(ctx, index, status, error), oom_kind=oom_kind)
 
 
 def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
     """The rows of one process: every phase and `total`, or one failed `total` row."""
     measured = outcome.result.measurement if outcome.result else None
     if outcome.status not in (OK, WRONG) or measured is None:
-        return [failed_row(ctx, outcome.status, outcome.error, index)]
+        kind = outcome.result.oom_kind if outcome.result else None
+        return [failed_row(ctx, outcome.status, outcome.error, index, kind)]
     phases = [*measured.phases, measured.total]
     return [_phase_row(ctx, index, outcome.status, outcome.error, measured, p) for p in phases]
 
