@@ -95,13 +95,15 @@ done
 SMALL_FILE=$(cut -d' ' -f1 "$WORK/ck-$SMALL")
 [ -d "$SMALL_FILE" ] && SMALL_FILE=$(ls "$SMALL_FILE"/*.safetensors | head -1)
 
-# 4. probe host -> device bandwidth (pinned and pageable) and the disk
+# 4. probe host -> device bandwidth (pinned and pageable) and the disk; the host's own ceilings
+#    with `loadbench probe` where it has landed (its record goes into probe.json too)
 step "probe"
+host_probe=""
 if "${LB[@]}" probe --help > /dev/null 2>&1; then
-    "${LB[@]}" probe --json > "$OUT/probe.json" || echo "loadbench probe failed (kept going)"
-else
-    "$PY" scripts/device_check_probe.py "$OUT/probe.json" "$SMALL_FILE" "${DEVICE_CHECK_PROBE_MIB:-1024}" || echo "probe failed (kept going)"
+    "${LB[@]}" probe --quick --out "$WORK/host-probe.json" && host_probe=$WORK/host-probe.json
 fi
+"$PY" scripts/device_check_probe.py "$OUT/probe.json" "$SMALL_FILE" \
+    "${DEVICE_CHECK_PROBE_MIB:-1024}" $host_probe || echo "probe failed (kept going)"
 
 # 5. bench run on the device: the small set repeated, the large set once
 bench() {  # shapes repeats strategies

@@ -1,7 +1,8 @@
 """Host -> device bandwidth (pageable and pinned) and the checkpoint's read speed, as JSON.
 
 Used by `scripts/device-check.sh` when `loadbench probe` is not there:
-`python scripts/device_check_probe.py OUT.json CHECKPOINT_FILE [MiB]`. Each figure is the best of
+`python scripts/device_check_probe.py OUT.json CHECKPOINT_FILE [MiB [HOST_PROBE.json]]` (the
+last: a `loadbench probe --out` record, embedded as "loadbench_probe"). Each figure is the best of
 three timed copies of one buffer (MiB, default 1024) after a warm-up; a route the backend refuses
 (pinned_host on the CPU backend) is recorded with its error instead of a figure. The disk figure
 reads the checkpoint file once warm (page cache) and once after `posix_fadvise(DONTNEED)`.
@@ -82,7 +83,10 @@ def disk(path: str) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     out, checkpoint = argv[0], argv[1]
     mib = int(argv[2]) if len(argv) > 2 else 1024
-    result = {"host_to_device": h2d(mib << 20), "disk": disk(checkpoint)}
+    result: dict[str, object] = {"host_to_device": h2d(mib << 20), "disk": disk(checkpoint)}
+    if len(argv) > 3:
+        with open(argv[3], encoding="utf-8") as fh:
+            result["loadbench_probe"] = json.load(fh)
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=1)
     print(json.dumps(result))

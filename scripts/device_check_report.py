@@ -44,16 +44,17 @@ def _verdicts(summary: list[dict]) -> list[str]:
             continue
         budget = p.get("budget_bytes") or DEFAULT_BUDGET
         over = p["peak_rss_bytes"] - p["baseline_rss_bytes"]
+        bound = budget + GIB // 4
+        sign = "<=" if over <= bound else ">"
         lines.append(
-            f"- {shapes}: host peak over baseline {_gib(over)} "
-            f"{'<=' if over <= budget + GIB // 4 else '>'} budget + 0.25 GiB ({_gib(budget + GIB // 4)})"
+            f"- {shapes}: host peak over baseline {_gib(over)} {sign} budget + 0.25 GiB "
+            f"({_gib(bound)})"
         )
         dev = p.get("device_peak_bytes")
         if dev is not None:
-            ok = dev <= 1.02 * p["checkpoint_bytes"]
-            lines.append(
-                f"- {shapes}: device peak {dev / p['checkpoint_bytes']:.3f}x the model ({'ok' if ok else 'over 1.02x'})"
-            )
+            ratio = dev / p["checkpoint_bytes"]
+            verdict = "ok" if ratio <= 1.02 else "over 1.02x"
+            lines.append(f"- {shapes}: device peak {ratio:.3f}x the model ({verdict})")
         tput = (p["throughput_bytes_per_s"] or 0) / 1e9
         lines.append(f"- {shapes}: {tput:.2f} GB/s ({'>=' if tput >= 25 else '<'} 25 GB/s)")
         for peer in ("runai", "fastsafetensors"):
@@ -63,9 +64,10 @@ def _verdicts(summary: list[dict]) -> list[str]:
                     f"- {shapes}: {peer} did not run ok ({q['status'] if q else 'absent'})"
                 )
             else:
-                faster = p["wall_s"] < q["wall_s"]
+                verdict = "faster" if p["wall_s"] < q["wall_s"] else "slower"
                 lines.append(
-                    f"- {shapes}: pipelined {p['wall_s']:.2f} s vs {peer} {q['wall_s']:.2f} s ({'faster' if faster else 'slower'})"
+                    f"- {shapes}: pipelined {p['wall_s']:.2f} s vs {peer} {q['wall_s']:.2f} s "
+                    f"({verdict})"
                 )
     return lines
 
@@ -77,7 +79,8 @@ def main(argv: list[str]) -> int:
     out, files = Path(argv[0]), argv[1:]
     summary = [s for f in files for s in json_summary(read_results(Path(f)))]
     head = [
-        "| shapes | strategy | status | host peak - baseline | device peak (x model) | GB/s | wall s | staging |",
+        "| shapes | strategy | status | host peak - baseline | device peak (x model) | GB/s "
+        "| wall s | staging |",
         "|---|---|---|---|---|---|---|---|",
     ]
     text = "\n".join([*head, *map(_row, summary), "", *_verdicts(summary), ""])

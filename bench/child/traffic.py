@@ -33,7 +33,8 @@ def _received(source: Any, out: Any) -> dict[str, int]:
 
     if not isinstance(out, jax.Array) or out.sharding.memory_kind in HOST_KINDS:
         return {}
-    held = set(source.devices()) if isinstance(source, jax.Array) else set()
+    on_device = isinstance(source, jax.Array) and source.sharding.memory_kind not in HOST_KINDS
+    held = set(source.devices()) if on_device else set()  # a pinned_host copy is still host
     got: dict[str, int] = {}
     for shard in out.addressable_shards:
         if shard.device not in held:

@@ -22,7 +22,8 @@ def _wheel(folder: Path) -> None:
     files = {
         "dcprobe_pkg/__init__.py": "VALUE = 23\n",
         f"{info}/METADATA": "Metadata-Version: 2.1\nName: dcprobe-pkg\nVersion: 0.1\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
     }
     files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{info}/RECORD"])
     with zipfile.ZipFile(name, "w") as z:

@@ -154,3 +154,19 @@ def test_a_device_oom_is_an_oom_row_of_kind_device(monkeypatch):
     assert (result.status, result.oom_kind) == ("oom", "device")
     (row,) = [r for r in result_records(CTX, [ChildOutcome(result.status, result.error, result)])]
     assert (row.status, row.oom_kind) == ("oom", "device") and "cuda:0" in row.error
+
+
+def test_a_pinned_host_hop_counts_once_on_the_device():
+    """Host -> pinned_host (host memory: not received) -> device (received), as the staged
+    path's pinned transfer does on a GPU; the CPU backend cannot make the second hop, so the
+    counting is fed the arrays directly."""
+    from jax.sharding import SingleDeviceSharding
+
+    device = jax.devices()[0]
+    host = np.ones(1000, np.float32)
+    pinned = jax.device_put(host, SingleDeviceSharding(device, memory_kind="pinned_host"))
+    placed = jax.device_put(host, device)
+    watch = traffic.DeviceTraffic()
+    watch._count(host, pinned)
+    watch._count(pinned, placed)
+    assert watch.received == {str(device): 4000}
