@@ -23,13 +23,14 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import jax
 import numpy as np
 
-from loader.errors import DeviceOutOfMemoryError
 from loader.format import TensorInfo
 from loader.materialize import assign
+from loader.pipeline.device_oom import is_out_of_memory, oom_error
 from loader.pipeline.jobs import LeafJob, device_regions, region_shape
 from loader.pipeline.regions import Bytes, Region, fill_region
 from loader.pipeline.ring_size import check_staging_budget
@@ -68,7 +69,7 @@ class StagedPiece:
     device: object
     region: Region
     dtype: np.dtype
-    array: object | None = None  # the device shard (or its buffer being assembled)
+    array: Any = None  # the device shard (or its buffer being assembled)
     pending: list[tuple[object, Region]] = field(default_factory=list)  # transfers not folded yet
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -148,7 +149,7 @@ class Stager:
             piece.array = _zeros(piece)
         except Exception as exc:
             if is_out_of_memory(exc):
-                raise _oom_error(job, piece.device, _nbytes(piece)) from exc
+                raise oom_error(job, piece.device, _nbytes(piece)) from exc
             raise
         for shape in {region_shape(r) for r in chunks}:
             key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device))
@@ -190,7 +191,7 @@ class Stager:
             return self.transfer(chunk, piece.device)
         except Exception as exc:
             if is_out_of_memory(exc):
-                raise _oom_error(job, piece.device, chunk.nbytes) from exc
+                raise oom_error(job, piece.device, chunk.nbytes) from exc
             raise
 
     def report(self, report: LoadReport) -> None:
@@ -203,7 +204,7 @@ class Stager:
     def finish(self, job: StagedJob, plan: LoadPlan) -> None:
         """Assemble each device's shard and give the leaf its value."""
         step = job.step
-        arrays = []
+        arrays: list[Any] = []
         for piece in job.staged:
             with piece.lock:
                 _fold(piece, job, ready_only=False)
@@ -212,7 +213,8 @@ class Stager:
                     np.zeros(region_shape(piece.region), piece.dtype), piece.device
                 )
             arrays.append(piece.array)
-        value = jax.make_array_from_single_device_arrays(step.leaf.shape, step.sharding, arrays)
+        sharding: Any = step.sharding
+        value = jax.make_array_from_single_device_arrays(step.leaf.shape, sharding, arrays)
         assign(step.leaf, value)
         job.staged.clear()
         job.chunks.clear()
@@ -246,7 +248,7 @@ def _fold(piece: StagedPiece, job: LeafJob, *, ready_only: bool) -> object | Non
                 piece.array = _zeros(piece)
             except Exception as exc:
                 if is_out_of_memory(exc):
-                    raise _oom_error(job, piece.device, _nbytes(piece)) from exc
+                    raise oom_error(job, piece.device, _nbytes(piece)) from exc
                 raise
         starts = tuple(r.start - p.start for r, p in zip(region, piece.region))
         piece.array, token = _update(piece.array, array, starts)
@@ -272,32 +274,7 @@ def _is_ready(handle: object) -> bool:
     return bool(is_ready()) if is_ready is not None else True
 
 
-def _as_array(handle: object) -> object:
+def _as_array(handle: object) -> Any:
     """The device array of a transfer (a fake transfer's `result()`, else the handle itself)."""
     result = getattr(handle, "result", None)
     return result() if callable(result) and not isinstance(handle, jax.Array) else handle
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    text = str(exc)
-    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
-
-
-def free_memory(device: object) -> str:
-    """The device's free memory, as its allocator reports it ("unknown" where it does not)."""
-    try:
-        stats = device.memory_stats() or {}  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - a backend without the call
-        stats = {}
-    if "bytes_limit" not in stats:
-        return "unknown free memory"
-    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    return f"{free} bytes free of {int(stats['bytes_limit'])}"
-
-
-def _oom_error(job: LeafJob, device: object, nbytes: int) -> DeviceOutOfMemoryError:
-    """A device OOM as one error naming the tensor, the device and its free memory."""
-    return DeviceOutOfMemoryError(
-        f"{job.where}: device {device} ran out of memory receiving {nbytes} bytes "
-        f"({free_memory(device)})"
-    )
