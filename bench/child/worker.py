@@ -33,6 +33,7 @@ from bench.records.wire import (
     Backend,
     ChildResult,
     ChildTask,
+    Measurement,
     MemrayFiles,
     from_json,
     to_json,
@@ -105,17 +106,23 @@ def measure(task: ChildTask) -> ChildResult:
         status=status,
         error=error,
         backend=backend,
-        measurement=dataclasses.replace(
-            probe.result(),
-            inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
-            staging_memory=getattr(report, "staging_memory", None),
-            device_received_bytes=traffic.received,
-            device_expected_bytes=traffic_expected(model) if traffic.received else {},
-        ),
+        measurement=_measurement(probe, report, traffic, model),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,
     )
     return _with_memray_report(result, capture) if capture else result
+
+
+def _measurement(probe: MemoryProbe, report, traffic: DeviceTraffic, model) -> Measurement:
+    """The probe's measurements, with what the load reported of itself and what each device
+    received against its shards of the model."""
+    return dataclasses.replace(
+        probe.result(),
+        inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
+        staging_memory=getattr(report, "staging_memory", None),
+        device_received_bytes=traffic.received,
+        device_expected_bytes=traffic_expected(model) if traffic.received else {},
+    )
 
 
 def load_options(info, task: ChildTask) -> dict[str, object]:
