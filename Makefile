@@ -39,9 +39,10 @@ browser-deps: ## install Debian's chromium for the browser test (needs root; ski
 test: $(STAMP) browser-deps ## run the test suite (CPU, 8 simulated devices)
 	$(PY) -m pytest -q
 
-lint: $(STAMP) ## ruff lint and format check
+lint: $(STAMP) ## ruff lint and format check, then mypy (loader strict; config in pyproject.toml)
 	$(VENV)/bin/ruff check loader bench shapes dashboard tests
 	$(VENV)/bin/ruff format --check loader bench shapes dashboard tests
+	$(VENV)/bin/mypy loader bench shapes dashboard
 
 bench: $(STAMP) ## run every strategy on SHAPES (default sa3), 3 repeats, each in a fresh process
 	$(VENV)/bin/loadbench bench run --shapes $(SHAPES) --repeats 3 --out $(RESULTS) $(BENCH_ARGS)
@@ -61,4 +62,4 @@ fuzz: $(STAMP) ## differential fuzzing vs safetensors: 100,000 atheris inputs + 
 	  tests/unit/test_fuzz.py tests/unit/test_fuzz_corpus.py
 
 clean: ## remove the venv and caches (not results)
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .fuzz-work
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .fuzz-work

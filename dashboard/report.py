@@ -88,6 +88,9 @@ def _overview(
                 "peak over baseline": rows["peak_over_baseline_bytes"].map(style.size),
                 "wall (median)": rows["wall_s"].map(style.seconds),
                 "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+                "× ceiling": rows.get("ceiling_ratio", pd.Series(index=rows.index)).map(
+                    style.ratio
+                ),
                 "Pareto": rows["pareto"].map({True: "on the front", False: ""}),
             }
         ).sort_values(["kind", "× checkpoint"])

@@ -42,7 +42,7 @@ def _facts(name: str, devices: int) -> dict:
             }
         )
     return {
-        "summary": spec_summary(name),
+        "summary": spec_summary(name).to_dict(),
         "source": spec.source,
         "tensors": rows,
     }

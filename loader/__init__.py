@@ -2,8 +2,10 @@
 
 Public API:
     save_model(model_or_state, path, *, metadata=None)
-    load_model(target, path, *, strict=False, key_map=None, strategy=None, budget=None) -> (model, LoadReport)
-    save_sharded(model, folder) / load_sharded(target, folder, ...) / convert_to_sharded(src, folder)
+    load_model(target, path, *, strict=False, key_map=None, strategy=None, budget=None)
+        -> (model, LoadReport)
+    save_sharded(model, folder) / load_sharded(target, folder, ...)
+    convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
 
 Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`, `loader.strategies`)
@@ -12,8 +14,16 @@ above are imported on first use (`loader.strategies` too), and the functions tha
 it then.
 """
 
+from typing import TYPE_CHECKING
+
 from loader.errors import CheckpointError, HeaderError, IncompleteCheckpointError, MismatchError
 from loader.report import LoadReport, LoadWarning
+
+if TYPE_CHECKING:  # the lazy names' types, for the type checker; nothing is imported at run time
+    from loader import strategies
+    from loader.load import load_model
+    from loader.save import save_model
+    from loader.sharded.directory import convert_to_sharded, load_sharded, save_sharded
 
 _LAZY = {
     "load_model": "loader.load",
@@ -39,7 +49,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     import importlib
 
     if name == "strategies":

@@ -11,7 +11,7 @@ class CheckpointError(Exception):
 
 
 class HeaderError(CheckpointError):
-    """A `.safetensors` header is malformed, inconsistent with its file, or not a safetensors file."""
+    """A `.safetensors` header is malformed, inconsistent with its file, or not safetensors."""
 
 
 class MismatchError(CheckpointError):

@@ -2,19 +2,22 @@
 
 Keys follow the PyTorch / Hugging Face dotted convention so other tools read our files. Integer
 indices of `nnx.List` stacks become their decimal string, which is how a model's integer path
-components match a file's string keys. Files written by older NNX tools join with `/`; those load too.
+components match a file's string keys. Files written by older NNX tools join with `/`; those load
+too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import METADATA_KEY
 
-Path = tuple[str | int, ...]
+#: A state path as nnx gives it: attribute names and list indices (flax types the parts as
+#: hashables; `key_of` refuses any part that is neither a str nor an int).
+Path = tuple[Hashable, ...]
 Transform = Callable[[np.ndarray], np.ndarray]
 #: `key_map`: model key -> file key, or (file key, transform of the host array); or a callable
 #: taking the model key and returning either (or None to keep the model key).

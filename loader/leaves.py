@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -36,7 +37,7 @@ class Leaf:
 
     path: Path
     key: str
-    variable: nnx.Variable
+    variable: nnx.Variable[Any]
     kind: str  # "array" | "prng" | "scalar"
     shape: tuple[int, ...]
     dtype: Any  # numpy dtype, or a jax PRNG key dtype
@@ -53,15 +54,16 @@ class Leaf:
             data = jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct(self.shape, self.dtype))
             return tuple(data.shape), np.dtype(data.dtype)
         if self.kind == "scalar":
+            assert self.pytype is not None, f"{self.where}: a scalar leaf without its Python type"
             return (), _SCALAR_DTYPES[self.pytype]
         return self.shape, np.dtype(self.dtype)
 
 
 def is_prng_dtype(dtype: Any) -> bool:
-    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    return jnp.issubdtype(dtype, jax.dtypes.prng_key)
 
 
-def _leaf(path: Path, var: nnx.Variable, saved_pytypes: dict[str, str]) -> Leaf | None:
+def _leaf(path: Path, var: nnx.Variable[Any], saved_pytypes: dict[str, str]) -> Leaf | None:
     value = var.get_value()
     key = key_of(path)
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
@@ -78,15 +80,16 @@ def _leaf(path: Path, var: nnx.Variable, saved_pytypes: dict[str, str]) -> Leaf 
     return Leaf(path, key, var, "array", tuple(shape), np.dtype(dtype), sharding)
 
 
-def iter_variables(model: Any) -> Iterator[tuple[Path, nnx.Variable]]:
-    """(path, variable) for every variable of a module, each shared variable once, as `nnx.state` names it."""
+def iter_variables(model: Any) -> Iterator[tuple[Path, nnx.Variable[Any]]]:
+    """(path, variable) for every variable of a module, each shared one once, as `nnx.state` names
+    it."""
     for path, node in nnx.iter_graph(model):
         if isinstance(node, nnx.Variable):
             yield tuple(path), node
 
 
 def model_leaves(model: Any, metadata: dict[str, str] | None = None) -> list[Leaf]:
-    """The loadable leaves of `model` (a module, possibly abstract). Non-array leaves are skipped."""
+    """The loadable leaves of `model` (a module, maybe abstract); non-array leaves are skipped."""
     saved_pytypes = json.loads((metadata or {}).get(META_PYTYPES, "{}"))
     leaves = []
     for path, var in iter_variables(model):

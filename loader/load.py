@@ -1,4 +1,4 @@
-"""`load_model`: a `.safetensors` checkpoint into an NNX model, never loading random weights in silence."""
+"""`load_model`: a `.safetensors` checkpoint into an NNX model, never random weights in silence."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from loader import strategies
 from loader.keys import KeyMap
 from loader.report import LoadReport
+from loader.strategies import StrategyError
 
 #: What `load_model` runs when no strategy is named: abstract build overlapped with threaded reads,
 #: chunked casts, host bytes in flight bounded by `budget` (`loader.strategies.pipelined`).
@@ -16,7 +17,7 @@ DEFAULT_STRATEGY = "pipelined"
 
 def load_model(
     target: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     strict: bool = False,
     key_map: KeyMap | None = None,
@@ -52,4 +53,10 @@ def load_model(
     options: dict[str, Any] = {} if budget is None else {"budget": budget}
     if staging is not None:
         options["staging"] = staging
-    return info.load(target, path, strict=strict, key_map=key_map, **options)
+    model, report = info.load(target, path, strict=strict, key_map=key_map, **options)
+    if report is None:  # a REFERENCE strategy (`floor`): it reads bytes and loads no model
+        raise StrategyError(
+            f"strategy {info.name!r} loads no model (kind {info.kind}); "
+            f"pick one of {', '.join(n for n in strategies.names() if n != info.name)}"
+        )
+    return model, report

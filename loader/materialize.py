@@ -2,8 +2,9 @@
 
 Each step is separate so strategies can time them as phases: `host_cast` (dtype conversion on the
 host), `to_device` (placement with the leaf's sharding, or the PRNG key / Python scalar rebuild),
-`assign` (set the variable in place). `fill_skipped` gives an abstract model's unloaded leaves zeros.
-The executors (`loader.stream`, `loader.sharded.load`, the phased and orbax strategies) run them.
+`assign` (set the variable in place). `fill_skipped` gives an abstract model's unloaded leaves
+zeros. The executors (`loader.stream`, `loader.sharded.load`, the phased and orbax strategies) run
+them.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ def to_device(step: Step, host: np.ndarray, *, cast_on_device: bool = False) -> 
     """The leaf's value from its host array: placed array, rebuilt PRNG key, or Python scalar."""
     leaf = step.leaf
     if leaf.kind == "scalar":
+        assert leaf.pytype is not None, f"{leaf.where}: a scalar leaf without its Python type"
         return leaf.pytype(host.reshape(()).item())
     if leaf.kind == "prng":
-        data = place(host.astype(np.uint32, copy=False), step.sharding)
+        data = place(host.astype(np.uint32, copy=False), step.placement())
         return jax.random.wrap_key_data(data, impl=leaf.dtype._impl)
-    arr = place(host, step.sharding)
+    arr = place(host, step.placement())
     if cast_on_device and arr.dtype != leaf.dtype:
         arr = arr.astype(leaf.dtype)
     return arr

@@ -11,12 +11,12 @@ import math
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, Sharding, SingleDeviceSharding
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, Sharding, SingleDeviceSharding
 
 from loader.errors import CheckpointError
 
 
-def _concrete_mesh(abstract_mesh: object, where: str) -> Mesh:
+def _concrete_mesh(abstract_mesh: AbstractMesh, where: str) -> Mesh:
     names = tuple(abstract_mesh.axis_names)
     sizes = tuple(abstract_mesh.axis_sizes)
     current = jax.sharding.get_mesh() if hasattr(jax.sharding, "get_mesh") else None
@@ -30,7 +30,8 @@ def _concrete_mesh(abstract_mesh: object, where: str) -> Mesh:
     devices = jax.devices()
     if need > len(devices):
         raise CheckpointError(
-            f"{where}: the model is sharded over a mesh {dict(zip(names, sizes))} of {need} devices, "
+            f"{where}: the model is sharded over a mesh {dict(zip(names, sizes))} "
+            f"of {need} devices, "
             f"but this process sees {len(devices)}; load under a matching `jax.set_mesh(mesh)`"
         )
     axis_types = getattr(abstract_mesh, "axis_types", None)
@@ -69,5 +70,6 @@ def describe_sharding(sharding: Sharding | None) -> str:
 def place(host: np.ndarray, sharding: Sharding) -> jax.Array:
     """Put a host array on devices with `sharding` (each process supplies only its own shards)."""
     if sharding.is_fully_addressable:
-        return jax.device_put(host, sharding)
+        placed: jax.Array = jax.device_put(host, sharding)
+        return placed
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])

@@ -10,16 +10,37 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 import jax
 import numpy as np
+from jax.sharding import Sharding
 
-from loader.format import dtype_name
-from loader.format.source import CheckpointSource
+from loader.format import TensorMeta, dtype_name
 from loader.keys import KeyMap, Transform, resolve_file_key
 from loader.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
 from loader.place import concrete_sharding, describe_sharding
 from loader.report import DtypeCast, LoadReport, ShapeMismatch, ShardingChange
+
+
+class Source(Protocol):
+    """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata."""
+
+    path: Path
+
+    def keys(self) -> list[str]: ...
+
+    def __contains__(self, key: str) -> bool: ...
+
+    def info(self, key: str) -> TensorMeta: ...
+
+    def file_of(self, key: str) -> Path: ...
+
+    def file_offset(self, key: str) -> int: ...
+
+    @property
+    def metadata(self) -> dict[str, str]: ...
 
 
 @dataclass
@@ -29,7 +50,12 @@ class Step:
     leaf: Leaf
     file_key: str
     transform: Transform | None
-    sharding: object  # concrete sharding to place with
+    sharding: Sharding | None  # concrete sharding to place with; None for a Python scalar
+
+    def placement(self) -> Sharding:
+        """The concrete sharding of an array or PRNG leaf (only a Python scalar has none)."""
+        assert self.sharding is not None, f"{self.leaf.where}: a scalar leaf has no placement"
+        return self.sharding
 
 
 @dataclass
@@ -61,7 +87,7 @@ def _check_leaf(
     leaf: Leaf,
     file_key: str,
     transform: Transform | None,
-    source: CheckpointSource,
+    source: Source,
     report: LoadReport,
     saved_impls: dict[str, str],
 ) -> bool:
@@ -83,16 +109,16 @@ def _check_leaf(
     return True
 
 
-def _sharding_change(leaf: Leaf, placed: object, saved: dict[str, str], report: LoadReport) -> None:
+def _sharding_change(
+    leaf: Leaf, placed: Sharding, saved: dict[str, str], report: LoadReport
+) -> None:
     before = saved.get(leaf.key)
     after = describe_sharding(placed)
     if before is not None and before != after:
         report.sharding_changes.append(ShardingChange(leaf.key, before, after))
 
 
-def plan_load(
-    model: object, source: CheckpointSource, *, key_map: KeyMap | None = None
-) -> LoadPlan:
+def plan_load(model: object, source: Source, *, key_map: KeyMap | None = None) -> LoadPlan:
     """Plan a load of `source` into `model` (a module, possibly abstract) from headers only."""
     metadata = source.metadata
     saved_shardings = json.loads(metadata.get(META_SHARDINGS, "{}"))

@@ -24,7 +24,10 @@ class ShapeMismatch:
     found: tuple[int, ...]
 
     def __str__(self) -> str:
-        return f"{self.path}: model expects shape {self.expected}, file key {self.file_key!r} has {self.found} (not applied)"
+        return (
+            f"{self.path}: model expects shape {self.expected}, "
+            f"file key {self.file_key!r} has {self.found} (not applied)"
+        )
 
 
 @dataclass(frozen=True)
@@ -108,8 +111,10 @@ class LoadReport:
         if strict:
             listing = "\n  ".join(lines)
             raise MismatchError(
-                f"{self.path}: {len(lines)} mismatch(es) between checkpoint and model (strict=True):\n  {listing}\n"
-                "Fix the checkpoint or the model, map keys with key_map=, or load with strict=False to accept these.",
+                f"{self.path}: {len(lines)} mismatch(es) between checkpoint and model "
+                f"(strict=True):\n  {listing}\n"
+                "Fix the checkpoint or the model, map keys with key_map=, "
+                "or load with strict=False to accept these.",
                 self,
             )
         for line in lines:
@@ -117,6 +122,7 @@ class LoadReport:
 
     def summary(self) -> str:
         return (
-            f"{len(self.loaded)} loaded, {len(self.missing)} missing, {len(self.unexpected)} unexpected, "
-            f"{len(self.shape_mismatches)} reshaped, {len(self.casts)} cast, {len(self.sharding_changes)} re-sharded"
+            f"{len(self.loaded)} loaded, {len(self.missing)} missing, "
+            f"{len(self.unexpected)} unexpected, {len(self.shape_mismatches)} reshaped, "
+            f"{len(self.casts)} cast, {len(self.sharding_changes)} re-sharded"
         )

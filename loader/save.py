@@ -108,7 +108,7 @@ def keyed_values(model_or_state: Any) -> dict[str, tuple[Path, Any]]:
 
 
 def save_model(
-    model_or_state: Any, path: str | os.PathLike, *, metadata: Mapping[str, str] | None = None
+    model_or_state: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, str] | None = None
 ) -> None:
     """Write every variable of an NNX module (an `nnx.Optimizer` too) or `nnx.State` to one file.
 
@@ -130,5 +130,5 @@ def save_model(
         fh.write(head)
         for key in entries:
             host = host_copy(*leaves[key])
-            fh.write(memoryview(host.reshape(-1).view(np.uint8)))
+            fh.write(host.reshape(-1).view(np.uint8).data)
             del host

@@ -27,34 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from loader.format import TensorMeta
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
 from loader.materialize import fill_skipped
 from loader.phases import BUILD, NULL_PROBE, Probe
-from loader.plan import LoadPlan, plan_load
+from loader.plan import LoadPlan, Source, plan_load
 from loader.report import LoadReport
 from loader.target import build_instance, resolve_target
-
-
-class Source(Protocol):
-    """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata."""
-
-    path: Path
-
-    def keys(self) -> list[str]: ...
-
-    def __contains__(self, key: str) -> bool: ...
-
-    def info(self, key: str) -> TensorMeta: ...
-
-    def file_of(self, key: str) -> Path: ...
-
-    def file_offset(self, key: str) -> int: ...
-
-    @property
-    def metadata(self) -> dict[str, str]: ...
-
 
 S = TypeVar("S", bound=Source)
 S_in = TypeVar("S_in", bound=Source, contravariant=True)
@@ -103,13 +82,15 @@ class Recipe(Generic[S]):
 
     executor: Callable[[], Executor[S]]
     build: Build = Build.ABSTRACT
+    # A default cannot depend on S: `CheckpointSource` is right for a Recipe of plain files only;
+    # a Recipe over another source (a layout, orbax) passes its own `open_source`.
     open_source: Callable[[Path], AbstractContextManager[S]] = CheckpointSource  # type: ignore[assignment]
     adjust_plan: Callable[[LoadPlan, S], None] | None = None
 
     def load(
         self,
         target: Any,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         probe: Probe = NULL_PROBE,
         *,
         strict: bool = False,
@@ -143,7 +124,7 @@ def _late_check(plan: LoadPlan, checked: int, strict: bool) -> None:
 def run_load(
     recipe: Recipe[S],
     target: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,
     *,
     strict: bool = False,

@@ -50,9 +50,10 @@ class Stream:
             for step in plan.steps:
                 with substep(probe, READ):
                     host = self._read(step.file_key)
-                host = apply_transform(step, host, plan)
-                if host is None:
+                transformed = apply_transform(step, host, plan)
+                if transformed is None:
                     continue
+                host = transformed
                 if not self.cast_on_device:
                     with substep(probe, CAST):
                         host = host_cast(step.leaf, host, self.caster)

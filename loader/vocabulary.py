@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-# -- phases: what a strategy wraps its work in (`probe.phase(NAME)`) --------------------------------
+# -- phases: what a strategy wraps its work in (`probe.phase(NAME)`) -------------------------------
 BUILD: Final = "build"  # construct the target: a random init, or an abstract (shape-only) build
 READ: Final = "read"  # bytes from the file into host memory
 CAST: Final = "cast"  # dtype conversion
@@ -19,7 +19,7 @@ PHASES: Final = (BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM)
 TOTAL: Final = "total"  # the row that spans a whole load (not a phase a strategy enters)
 PHASE_ORDER: Final = (*PHASES, TOTAL)
 
-# -- run statuses: how one measured child ended -------------------------------------------------------
+# -- run statuses: how one measured child ended ----------------------------------------------------
 OK: Final = "ok"
 WRONG: Final = "wrong"  # loaded, but a tensor differs from the checkpoint
 OOM: Final = "oom"  # killed by a memory limit (a cgroup, or the bench's RSS watchdog)
@@ -31,13 +31,13 @@ STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED)
 DEVICE: Final = "device"  # `oom_kind` of an `oom` row: a device ran out of memory (not the host)
 STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, SKIPPED: 1, OK: 0}
 
-# -- strategy kinds: what a registered strategy is ----------------------------------------------------
+# -- strategy kinds: what a registered strategy is -------------------------------------------------
 STRATEGY: Final = "strategy"  # one of ours: loads a model
 REFERENCE: Final = "reference"  # a reference line (`floor`): reads the bytes, loads no model
 PEER: Final = "peer"  # another project's loader, ending in the same filled model
 KINDS: Final = (STRATEGY, REFERENCE, PEER)
 
-# -- checkpoint forms: what a strategy's `path` must be (`prepare` converts a file to the others) -----
+# -- checkpoint forms: what a strategy's `path` must be (`prepare` converts a file to the others) --
 FILE: Final = "file"  # one .safetensors file, or a folder of them (with or without an index)
 SHARDED_DIR: Final = "sharded-dir"  # a directory of per-process shard files plus manifest.json
 ORBAX: Final = "orbax"  # an Orbax checkpoint

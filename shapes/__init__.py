@@ -1,4 +1,4 @@
-"""Tensor shapes of real checkpoints: specs, presets, Hub header fetch, synthesis, matching NNX models.
+"""Tensor shapes of real checkpoints: specs, presets, Hub header fetch, synthesis, NNX models.
 
 Public API:
     load_spec(name_or_path) -> ShapeSpec

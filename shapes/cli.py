@@ -96,9 +96,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     path = synthesize(spec, args.out, dtype=args.dtype, seed=args.seed)
     wall = time.perf_counter() - start
     gb = spec.total_bytes / 1e9
-    print(
-        f"{path}  ({len(spec.tensors)} tensors, {gb:.2f} GB in {wall:.1f} s, {gb / max(wall, 1e-9):.2f} GB/s)"
-    )
+    speed = gb / max(wall, 1e-9)
+    print(f"{path}  ({len(spec.tensors)} tensors, {gb:.2f} GB in {wall:.1f} s, {speed:.2f} GB/s)")
     return 0
 
 

@@ -1,14 +1,14 @@
 """Deterministic synthetic tensor content: fast to write, exact to regenerate.
 
-A tensor's bytes are a block of random bits repeated to fill it. The block is
-`min(nbytes, PERIOD_BYTES)` bytes from a PCG64 stream seeded by (seed, sha256(tensor name)), so
-each tensor differs from every other, and the period (8 x 131,071 bytes: a prime number of 8-byte words)
-does not line up with row or power-of-two boundaries, so a loader that swaps rows or chunks
-inside a tensor still fails verification. Float bit patterns are masked to finite values in
-±[0.5, 1) (sign and mantissa random, exponent fixed); BOOL to 0/1; integers keep all bits.
+A tensor's bytes are a block of random bits repeated to fill it. The block is `min(nbytes,
+PERIOD_BYTES)` bytes from a PCG64 stream seeded by (seed, sha256(tensor name)), so each tensor
+differs from every other, and the period (8 x 131,071 bytes: a prime number of 8-byte words) does
+not line up with row or power-of-two boundaries, so a loader that swaps rows or chunks inside a
+tensor still fails verification. Float bit patterns are masked to finite values in ±[0.5, 1) (sign
+and mantissa random, exponent fixed); BOOL to 0/1; integers keep all bits.
 
-Only one block per tensor is generated (no per-element Python, at most 1 MiB of RNG output per tensor), so
-synthesis runs at the speed of hashing and writing.
+Only one block per tensor is generated (no per-element Python, at most 1 MiB of RNG output per
+tensor), so synthesis runs at the speed of hashing and writing.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ PERIOD_BYTES = 8 * 131_071
 FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "C64"})
 
 # dtype -> (unsigned view, AND mask, OR bits): keeps the sign and mantissa, fixes the exponent.
-_MASKS: dict[str, tuple[type, int, int]] = {
+_MASKS: dict[str, tuple[type[np.unsignedinteger], int, int]] = {
     "F64": (np.uint64, 0x800F_FFFF_FFFF_FFFF, 0x3FE0_0000_0000_0000),
     "F32": (np.uint32, 0x807F_FFFF, 0x3F00_0000),
     "C64": (np.uint32, 0x807F_FFFF, 0x3F00_0000),
@@ -39,11 +39,12 @@ _MASKS: dict[str, tuple[type, int, int]] = {
 
 
 def normalize_dtype(dtype: object) -> str:
-    """The safetensors name of `dtype` (`"bf16"`, `"BF16"`, `"bfloat16"`, `jnp.bfloat16` -> `"BF16"`)."""
+    """The safetensors name of `dtype` (`"bf16"`, `"bfloat16"`, `jnp.bfloat16` -> `"BF16"`)."""
     if isinstance(dtype, str) and dtype.upper() in DTYPES:
         return dtype.upper()
     try:
-        return dtype_name(np.dtype(dtype))
+        # any object: np.dtype itself refuses what it cannot read (TypeError)
+        return dtype_name(np.dtype(dtype))  # type: ignore[call-overload]
     except (TypeError, HeaderError):
         raise ShapesError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}") from None
 
@@ -77,7 +78,7 @@ def chunks(name: str, dtype: str, nbytes: int, seed: int) -> Iterator[memoryview
     """The tensor's bytes as a sequence of buffers (the block repeated, then a partial tail)."""
     if nbytes == 0:
         return
-    data = memoryview(block(name, dtype, nbytes, seed))
+    data = block(name, dtype, nbytes, seed).data  # memoryview: numpy types it a buffer from 3.12
     full, tail = divmod(nbytes, len(data))
     for _ in range(full):
         yield data

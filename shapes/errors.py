@@ -1,4 +1,4 @@
-"""The shapes package's error types: one base class, a subclass of the loader's `CheckpointError`."""
+"""The shapes package's error types: one base class, subclassing the loader's `CheckpointError`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class UnknownSpecError(ShapesError):
 
 
 class FetchError(ShapesError):
-    """Reading tensor shapes from the Hugging Face Hub failed (missing, gated, offline, malformed)."""
+    """The Hugging Face Hub gave no tensor shapes (missing, gated, offline, malformed)."""
 
 
 class VerificationError(ShapesError):

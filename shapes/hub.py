@@ -61,8 +61,8 @@ def choose_files(repo_id: str, files: list[str], include: str | None) -> list[st
     if not chosen:
         listing = ", ".join(sorted(files)[:20]) or "no files"
         raise FetchError(
-            f"{repo_id}: no *.safetensors weights{f' matching {include!r}' if include else ''} in this "
-            f"repo (it has: {listing}); pick files with --include GLOB"
+            f"{repo_id}: no *.safetensors weights{f' matching {include!r}' if include else ''} "
+            f"in this repo (it has: {listing}); pick files with --include GLOB"
         )
     indexes = [f for f in chosen if f.endswith(INDEX_SUFFIX)]
     if indexes and len(chosen) > 1:
@@ -141,7 +141,8 @@ def _fetch(repo_id: str, revision: str | None, include: str | None) -> ShapeSpec
         files=tuple(files),
         tensors=tuple(tensors),
         provenance=(
-            f"Fetched {when} by `loadbench shapes fetch` (huggingface_hub {huggingface_hub.__version__}) "
+            f"Fetched {when} by `loadbench shapes fetch` "
+            f"(huggingface_hub {huggingface_hub.__version__}) "
             f"from the safetensors headers of {', '.join(files)} at {api.endpoint}/{repo_id} "
             f"@ {sha} (requested revision: {revision or 'main'})."
         ),

@@ -82,8 +82,10 @@ def _check_weight_map(weight_map: dict[str, str], tensors: list[TensorSpec], ind
 
 
 def spec_from_local(path: str | Path) -> ShapeSpec:
-    """Read the spec of a local `.safetensors` file, index json, or folder of shards (headers only)."""
+    """The spec of a local `.safetensors` file, index json, or folder of shards (headers only)."""
     path = Path(path)
+    weight_map: dict[str, str] | None
+    index: Path | None
     if path.name.endswith(".index.json"):
         folder, (files, weight_map), index = path.parent, _index_files(path), path
     elif path.is_dir():

@@ -1,14 +1,14 @@
 """An NNX model whose state paths are exactly a spec's tensor names.
 
 Dotted names become nested modules: `"transformer.h.0.attn.c_attn.weight"` becomes
-`model.transformer.h[0].attn.c_attn.weight`, an `nnx.Param`. A level whose children are all
-decimal numbers becomes an `nnx.List` (so state paths hold integers, `('transformer', 'h', 0, ...)`);
-missing indices (a PyTorch `Sequential` whose parameter-free layers store nothing, e.g. children
-1 and 3 only) are `None` holes that hold no state. A level that mixes numbers and names is a
-plain module whose numeric children are string attributes (`'0'`); the dotted key is the same
-either way. 64-bit tensors (I64, F64) become 32-bit unless `jax.enable_x64` is on, as everywhere
-in JAX; a strict load then reports the cast. A name that is both a tensor and a prefix of another tensor cannot nest and raises
-`ShapesError`.
+`model.transformer.h[0].attn.c_attn.weight`, an `nnx.Param`. A level whose children are all decimal
+numbers becomes an `nnx.List` (so state paths hold integers, `('transformer', 'h', 0, ...)`);
+missing indices (a PyTorch `Sequential` whose parameter-free layers store nothing, e.g. children 1
+and 3 only) are `None` holes that hold no state. A level that mixes numbers and names is a plain
+module whose numeric children are string attributes (`'0'`); the dotted key is the same either way.
+64-bit tensors (I64, F64) become 32-bit unless `jax.enable_x64` is on, as everywhere in JAX; a
+strict load then reports the cast. A name that is both a tensor and a prefix of another tensor
+cannot nest and raises `ShapesError`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def nesting(spec: ShapeSpec) -> Tree:
             child = node.setdefault(part, {})
             if isinstance(child, TensorSpec):
                 raise ShapesError(
-                    f"spec {spec.label}: {'.'.join(parts[: i + 1])!r} is a tensor and also a prefix of "
-                    f"{t.name!r}; a module tree cannot hold both (rename one with a key_map)"
+                    f"spec {spec.label}: {'.'.join(parts[: i + 1])!r} is a tensor "
+                    f"and also a prefix of {t.name!r}; "
+                    "a module tree cannot hold both (rename one with a key_map)"
                 )
             node = child
         if parts[-1] in node or "" in parts:
@@ -81,20 +82,22 @@ def _init(key: jax.Array, shape: tuple[int, ...], dtype: str) -> jax.Array:
 
 
 def _build(tree: Tree, override: str | None, keys: Callable[[], jax.Array]) -> nnx.Module:
-    children = {}
+    children: dict[str, nnx.Module | nnx.Param[jax.Array]] = {}
     for k, v in tree.items():
         if isinstance(v, TensorSpec):
             children[k] = nnx.Param(_init(keys(), v.shape, effective_dtype(v.dtype, override)))
         else:
             children[k] = _build(v, override, keys)
     if children and all(_is_index(k) for k in children):
-        items = [None] * (max(int(k) for k in children) + 1)
-        for k, v in children.items():
-            items[int(k)] = v
+        items: list[nnx.Module | nnx.Param[jax.Array] | None] = [None] * (
+            max(int(k) for k in children) + 1
+        )
+        for k, child in children.items():
+            items[int(k)] = child
         return nnx.List(items)
     node = SpecModule()
-    for k, v in children.items():
-        setattr(node, k, v)
+    for k, child in children.items():
+        setattr(node, k, child)
     return node
 
 

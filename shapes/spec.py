@@ -10,13 +10,15 @@ One JSON format, used for the shipped presets, fetched specs and `shapes inspect
  "metadata": {"format": "pt"},                 # optional `__metadata__` written into each file
  "provenance": "how this list was obtained",
  "tensors": [
-  {"name": "h.0.attn.bias", "dtype": "F32", "shape": [1, 1, 1024, 1024], "file": "model.safetensors"},
+  {"name": "h.0.attn.bias", "dtype": "F32", "shape": [1, 1, 1024, 1024],
+   "file": "model.safetensors"},
   ...]}
 ```
 
 `tensors` is a list in file-layout order (one object per line keeps committed presets diffable); a
-dict `{name: {"dtype", "shape", "file"}}` is also accepted. `file` may be omitted when `files` has one
-entry. Dtypes are safetensors names (`F32`, `BF16`, `I64`, `BOOL`, ... see `loader.format.DTYPES`).
+dict `{name: {"dtype", "shape", "file"}}` is also accepted. `file` may be omitted when `files` has
+one entry. Dtypes are safetensors names (`F32`, `BF16`, `I64`, `BOOL`, ... see
+`loader.format.DTYPES`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class TensorSpec(TensorMeta):
-    """One tensor of a spec: its key in the checkpoint, safetensors dtype and shape, and its file."""
+    """One tensor of a spec: its key in the checkpoint, safetensors dtype and shape, its file."""
 
     file: str
 
@@ -137,7 +139,7 @@ class ShapeSpec:
         return body + ',\n "tensors": [\n  ' + ",\n  ".join(lines) + "\n ]\n}\n"
 
     def digest(self) -> str:
-        """sha256 of what determines a synthesised checkpoint's layout (files, metadata, tensors)."""
+        """sha256 of what fixes a synthesised checkpoint's layout (files, metadata, tensors)."""
         d = self.to_dict()
         key = json.dumps([d["files"], d["metadata"], d["tensors"]], separators=(",", ":"))
         return hashlib.sha256(key.encode()).hexdigest()
@@ -160,7 +162,8 @@ def _validate(spec: ShapeSpec) -> None:
         seen.add(t.name)
         if t.dtype not in DTYPES:
             raise ShapesError(
-                f"{where}: tensor {t.name!r} has unknown dtype {t.dtype!r}; expected one of {sorted(DTYPES)}"
+                f"{where}: tensor {t.name!r} has unknown dtype {t.dtype!r}; "
+                f"expected one of {sorted(DTYPES)}"
             )
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in t.shape):
             raise ShapesError(

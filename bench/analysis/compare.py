@@ -8,9 +8,12 @@ measured in both, over the ok repeats of each side:
 
 with the spread of the repeats as a range: `*_lo` = NEW's best over BASE's worst repeat, `*_hi` =
 NEW's worst over BASE's best. A metric has `regressed` when its ratio exceeds 1 + threshold AND its
-`_lo` exceeds 1 (even NEW's best repeat is worse than BASE's worst: the change is beyond the spread);
-`improved` is the mirror image. A combination that was ok in BASE and has no ok repeat in NEW is
-`broken`. The exit status is 1 when anything regressed or broke, else 0 (2 on bad input). No jax.
+`_lo` exceeds 1 (even NEW's best repeat is worse than BASE's worst: the change is beyond the
+spread); `improved` is the mirror image. A combination that was ok in BASE and has no ok repeat in
+NEW is `broken`. Each side's median `ceiling_ratio` (wall over its machine's ceiling,
+`bench.run.ceiling`) is shown beside, as `ceiling_base` and `ceiling_new`; it takes no part in the
+verdict. The exit status is 1 when anything regressed or broke, else 0 (2 on bad input). No
+jax.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.records.results import headline
+from bench.vocabulary import BROKEN, COMPARE_FAILURES, IMPROVED, REGRESSED, SAME
 from loader.vocabulary import OK, TOTAL
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
@@ -34,7 +38,8 @@ def parse_threshold(text: str) -> float:
     match = _THRESHOLD.match(str(text))
     if not match:
         raise BenchError(
-            f"--max-regression: cannot read {text!r}; write a percentage such as 5% (or a fraction, 0.05)"
+            f"--max-regression: cannot read {text!r}; write a percentage such as 5% "
+            "(or a fraction, 0.05)"
         )
     value = float(match.group(1)) / (100 if match.group(2) else 1)
     if value <= 0 or value >= 10:
@@ -47,7 +52,10 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     rows = headline(phases)
     rows = rows[rows["phase"] == TOTAL]
     over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
-    return rows.assign(peak_over_baseline_bytes=over, wall_s=pd.to_numeric(rows["wall_s"]))
+    ceiling = pd.to_numeric(rows.get("ceiling_ratio", pd.Series(index=rows.index, dtype=float)))
+    return rows.assign(
+        peak_over_baseline_bytes=over, wall_s=pd.to_numeric(rows["wall_s"]), ceiling=ceiling
+    )
 
 
 def _side(phases: pd.DataFrame) -> pd.DataFrame:
@@ -56,8 +64,10 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     ok = rows[rows["status"] == OK]
     counts = rows.groupby(KEYS).agg(repeats=("result_id", "nunique"))
     stats = ok.groupby(KEYS)[list(METRICS.values())].agg(["median", "min", "max"])
-    stats.columns = [f"{col}_{stat}" for col, stat in stats.columns]
-    ok_counts = ok.groupby(KEYS).agg(ok_repeats=("result_id", "nunique"))
+    stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
+    ok_counts = ok.groupby(KEYS).agg(
+        ok_repeats=("result_id", "nunique"), ceiling=("ceiling", "median")
+    )
     out = counts.join(ok_counts, how="left").join(stats, how="left")
     return out.assign(ok_repeats=out["ok_repeats"].fillna(0).astype(int))
 
@@ -66,10 +76,10 @@ def _verdict(ratio: float, lo: float, hi: float, threshold: float) -> str:
     if pd.isna(ratio):
         return "–"
     if ratio > 1 + threshold and lo > 1:
-        return "regressed"
+        return REGRESSED
     if ratio < 1 - threshold and hi < 1:
-        return "improved"
-    return "same"
+        return IMPROVED
+    return SAME
 
 
 def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataFrame:
@@ -97,10 +107,10 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataF
         ]
     broken = (both["ok_repeats_base"] > 0) & (both["ok_repeats_new"] == 0)
     verdicts = both[["peak_verdict", "wall_verdict"]]
-    both["verdict"] = "same"
-    both.loc[(verdicts == "improved").any(axis=1), "verdict"] = "improved"
-    both.loc[(verdicts == "regressed").any(axis=1), "verdict"] = "regressed"
-    both.loc[broken, "verdict"] = "broken"
+    both["verdict"] = SAME
+    both.loc[(verdicts == IMPROVED).any(axis=1), "verdict"] = IMPROVED
+    both.loc[(verdicts == REGRESSED).any(axis=1), "verdict"] = REGRESSED
+    both.loc[broken, "verdict"] = BROKEN
     keep = [c for c in both.columns if not c.startswith(tuple(METRICS.values()))]
     return both[keep].sort_values(["shapes", "strategy"]).reset_index(drop=True)
 
@@ -112,13 +122,22 @@ def ratio_text(row: pd.Series, m: str) -> str:
     return f"{row[f'{m}_ratio']:.2f}x ({row[f'{m}_ratio_lo']:.2f}-{row[f'{m}_ratio_hi']:.2f})"
 
 
+def ceiling_text(row: pd.Series) -> str:
+    """`2.40x -> 2.10x`: each side's wall over its machine's ceiling (`-` where unknown)."""
+    sides = [row.get(f"ceiling_{side}") for side in ("base", "new")]
+    return " -> ".join("-" if v is None or pd.isna(v) else f"{v:.2f}x" for v in sides)
+
+
 def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
     """A table (NEW / BASE, with the spread of repeats in brackets) and a one-line verdict."""
     lines = [
-        f"new {new} / base {base}; a regression is over {threshold:.0%} and beyond the spread of repeats",
+        f"new {new} / base {base}; a regression is over {threshold:.0%} and beyond the spread "
+        "of repeats",
         "",
     ]
-    rows = [["shapes", "strategy", "repeats", "peak over baseline", "wall time", "verdict"]]
+    rows = [
+        ["shapes", "strategy", "repeats", "peak over baseline", "wall time", "x ceiling", "verdict"]
+    ]
     for _, r in table.iterrows():
         rows.append(
             [
@@ -127,6 +146,7 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
                 f"{int(r['repeats_base'])}/{int(r['repeats_new'])}",
                 ratio_text(r, "peak"),
                 ratio_text(r, "wall"),
+                ceiling_text(r),
                 r["verdict"],
             ]
         )
@@ -134,7 +154,7 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
     lines += [
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
-    bad = table[table["verdict"].isin(["regressed", "broken"])]
+    bad = table[table["verdict"].isin(list(COMPARE_FAILURES))]
     summary = (
         "no regression"
         if bad.empty
@@ -145,6 +165,6 @@ def to_text(table: pd.DataFrame, base: str, new: str, threshold: float) -> str:
 
 
 def _what(row: Any) -> str:
-    if row.verdict == "broken":
+    if row.verdict == BROKEN:
         return "no ok repeat in new"
-    return " and ".join(m for m in ("peak", "wall") if getattr(row, f"{m}_verdict") == "regressed")
+    return " and ".join(m for m in METRICS if getattr(row, f"{m}_verdict") == REGRESSED)

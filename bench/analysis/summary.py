@@ -1,23 +1,24 @@
-"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per strategy.
+"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per
+strategy.
 
-Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON and
-the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
+Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON
+and the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
 the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, and the page-cache
 state where rows carry one. A strategy that bounds its host bytes in flight (`budget=`) reports its
-high-water mark; the table shows it against the budget.
-"""
+high-water mark; the table shows it against the budget."""
 
 from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
+from bench.vocabulary import COLD, NATIVE
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import OK, TOTAL
 
@@ -44,7 +45,7 @@ def _str(value: Any) -> str | None:
 @cache
 def file_dtype(shapes: str, dtype: str) -> str:
     """The checkpoint's dtype: `dtype` as converted (`--dtype`), else the preset's own by bytes."""
-    if dtype != "native":
+    if dtype != NATIVE:
         return dtype
     try:
         import shapes as shapes_pkg
@@ -52,7 +53,7 @@ def file_dtype(shapes: str, dtype: str) -> str:
         by_bytes = shapes_pkg.load_spec(shapes).bytes_by_dtype
     except Exception:  # noqa: BLE001 - a label only: an unknown spec stays "native"
         return dtype
-    return "+".join(sorted(by_bytes, key=by_bytes.get, reverse=True)) or dtype
+    return "+".join(sorted(by_bytes, key=lambda d: by_bytes[d], reverse=True)) or dtype
 
 
 def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -86,14 +87,16 @@ def _device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def summary_frame(results: Results) -> pd.DataFrame:
-    """`summarize` per configuration (see the module doc), with its extra keys and budget columns."""
+    """`summarize` per configuration (see the module doc), with its extra keys and budget
+    columns."""
     phases = results.phases
     extra = [k for k in EXTRA_KEYS if k in phases.columns]
     if phases.empty or not extra:
         return summarize(phases)
     parts = []
     for values, group in phases.groupby(extra, sort=False, dropna=False):
-        part = summarize(group).assign(**dict(zip(extra, values, strict=True)))
+        labels = cast("tuple[Any, ...]", values)  # grouped by a list of keys: a tuple each
+        part = summarize(group).assign(**dict(zip(extra, labels, strict=True)))
         if "budget_bytes" in group.columns:
             part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         if "device_peak_bytes" in group.columns:
@@ -149,6 +152,8 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "wall_s_min": _num(row["wall_s_min"]),
         "wall_s_max": _num(row["wall_s_max"]),
         "throughput_bytes_per_s": _num(row["throughput_bytes_per_s"]),
+        "ceiling_s": _num(row.get("ceiling_s")),
+        "ceiling_ratio": _num(row.get("ceiling_ratio")),
         "budget_bytes": _int(row.get("budget_bytes")),
         "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
         "device_peak_bytes": _int(row.get("device_peak_bytes")),
@@ -195,6 +200,7 @@ def _cells(row: pd.Series) -> list[str]:
     if wall is not None and row["ok_repeats"] > 1:
         spread = f" ({_num(row['wall_s_min']):.2f}-{_num(row['wall_s_max']):.2f})"
     tput = _num(row["throughput_bytes_per_s"])
+    ceiling = _num(row.get("ceiling_ratio"))
     status = (
         row["status"]
         if row["ok_repeats"] == row["repeats"]
@@ -207,6 +213,7 @@ def _cells(row: pd.Series) -> list[str]:
         _device_peak(row),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
+        f"{ceiling:.2f}x" if ceiling is not None else "-",
         _inflight(row),
         status,
     ]
@@ -219,6 +226,7 @@ HEADER = [
     "device peak",
     "wall s (min-max)",
     "throughput",
+    "x ceiling",
     "in flight / budget",
     "status",
 ]
@@ -232,11 +240,13 @@ def _flag(row: pd.Series, key: str) -> bool | None:
 def _title(first: pd.Series) -> str:
     cache_state = _str(first.get("cache"))
     speed = _num(first.get("disk_read_bytes_per_s"))
+    ceiling = _num(first.get("ceiling_s"))
     return (
         f"{first['shapes']}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
         f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
         + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
+        + (f", ceiling {ceiling:.2f} s" if ceiling else "")
         + (
             " (NOT enforced: see the rows' error)"
             if _flag(first, "disk_read_limit_enforced") is False
@@ -254,14 +264,14 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     figures: the page cache was evicted before each (the resident fraction says whether it was), so
     the storage under this OS served the same bytes at different speeds (a hypervisor's or a
     network disk's cache, other tenants), and a cold figure from here carries that spread."""
-    if _str(group.iloc[0].get("cache")) != "cold":
+    if _str(group.iloc[0].get("cache")) != COLD:
         return None
     ok = group[(group["ok_repeats"] > 1) & (pd.to_numeric(group["wall_s_min"]) > 0)]
     spread = pd.to_numeric(ok["wall_s_max"]) / pd.to_numeric(ok["wall_s_min"])
     wide = ok[spread > COLD_SPREAD_NOTE]
     if wide.empty:
         return None
-    worst = wide.loc[spread[wide.index].idxmax()]
+    worst = wide.iloc[int(spread[wide.index].to_numpy().argmax())]
     resident = _num(worst.get("resident_fraction"))
     evicted = f", {resident:.0%} resident before each" if resident is not None else ""
     return (
@@ -290,8 +300,9 @@ def _block(group: pd.DataFrame) -> str:
 
 def tables(results: Results) -> str:
     """A text table per configuration (shapes, file dtype, model dtype, devices, cache): strategy,
-    peak over baseline (x checkpoint), peak RSS, wall time (median and min-max), throughput, bytes
-    in flight over the budget, status; then the first error of each failed strategy."""
+    peak over baseline (x checkpoint), peak RSS, wall time (median and min-max), throughput, wall
+    time over the machine's ceiling (`ceiling_ratio`), bytes in flight over the budget, status;
+    then the first error of each failed strategy."""
     summary = summary_frame(results)
     keys = [k for k in ("shapes", "dtype", *EXTRA_KEYS, "devices") if k in summary.columns]
     blocks = [_block(group) for _, group in summary.groupby(keys, sort=False, dropna=False)]

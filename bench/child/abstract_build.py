@@ -1,9 +1,10 @@
-"""Micro-benchmark: abstract build time against parameter count, plain `nnx.eval_shape` vs fast path.
+"""Micro-benchmark: abstract build time against parameter count, plain `nnx.eval_shape` vs fast
+path.
 
 Builds an `sa3`-shaped stack (nested modules, an `nnx.List` of transformer layers of 34 parameter
-tensors each, embedding, final norm and head: 20 layers give 685 tensors and ~567M parameters)
-for several layer counts, in the current process, once with plain `nnx.eval_shape` and once with
-`loader.abstract.abstract_build`. Plain `nnx.eval_shape` grows with the square of the tensor
+tensors each, embedding, final norm and head: 20 layers give 685 tensors and ~567M parameters) for
+several layer counts, in the current process, once with plain `nnx.eval_shape` and once with
+`loader.target.abstract.abstract_build`. Plain `nnx.eval_shape` grows with the square of the tensor
 count; the fast path grows linearly. This is a phase figure for the bench, not a timed test.
 
 Run: `.venv/bin/python -m bench.child.abstract_build [LAYERS ...]`
@@ -16,13 +17,26 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from flax import nnx
 
-from loader.abstract import abstract_build
+from loader.target.abstract import abstract_build
 
 # sa3's DiT: embed 1024, ff 4096; the vocabulary is sized so 20 layers hold ~567M parameters.
 WIDTH, FF, VOCAB, EXPERTS = 1024, 4096, 105_000, 3
+
+
+@dataclass(frozen=True)
+class BuildTiming:
+    """The abstract build of one layer count: its size and both paths' times (`bench abstract
+    --json` prints these fields)."""
+
+    layers: int
+    params: int  # parameter elements
+    tensors: int  # parameter tensors
+    eval_shape_s: float  # plain `nnx.eval_shape`
+    fast_s: float  # `loader.abstract.abstract_build`
 
 
 class Attention(nnx.Module):
@@ -47,7 +61,7 @@ class Mlp(nnx.Module):
 
 
 class Layer(nnx.Module):
-    """One transformer layer: attention, MLP, a router with small experts, four norms: 34 tensors."""
+    """A transformer layer: attention, MLP, a router with small experts, four norms: 34 tensors."""
 
     def __init__(self, d: int, ff: int, rngs: nnx.Rngs) -> None:
         self.attn = Attention(d, rngs)
@@ -90,15 +104,14 @@ def _timed(build: Callable[[Callable[[], Sa3Like]], Sa3Like], layers: int) -> tu
     return time.perf_counter() - start, model
 
 
-def measure(layers_list: Sequence[int] = (5, 10, 20, 40)) -> list[dict]:
+def measure(layers_list: Sequence[int] = (5, 10, 20, 40)) -> list[BuildTiming]:
     """Time the abstract build of `Sa3Like` stacks with plain `nnx.eval_shape` and the fast path.
 
     Args:
         layers_list: the layer counts to build.
 
     Returns:
-        One row per layer count: `layers`, `params` (parameter elements), `tensors` (parameter
-        tensors), `eval_shape_s` (plain `nnx.eval_shape`) and `fast_s` (`abstract_build`).
+        One `BuildTiming` per layer count.
     """
     for build in (nnx.eval_shape, abstract_build):  # warm up jax and the fast path's probe
         _timed(build, 1)
@@ -107,32 +120,23 @@ def measure(layers_list: Sequence[int] = (5, 10, 20, 40)) -> list[dict]:
         fast_s, model = _timed(abstract_build, layers)
         plain_s, _ = _timed(nnx.eval_shape, layers)
         shapes = [v.shape for v in nnx.state(model, nnx.Param).flat_state().leaves]
-        rows.append(
-            {
-                "layers": layers,
-                "params": sum(math.prod(s) for s in shapes),
-                "tensors": len(shapes),
-                "eval_shape_s": plain_s,
-                "fast_s": fast_s,
-            }
-        )
+        params = sum(math.prod(s) for s in shapes)
+        rows.append(BuildTiming(layers, params, len(shapes), plain_s, fast_s))
     return rows
 
 
-def format_table(rows: list[dict]) -> str:
+def format_table(rows: list[BuildTiming]) -> str:
     """The rows as a text table, with each time's growth relative to the first row."""
     lines = [
         f"{'layers':>6} {'tensors':>7} {'params':>12} {'eval_shape_s':>12} {'fast_s':>8} "
         f"{'speedup':>8} {'growth(plain/fast)':>19}"
     ]
-    first = rows[0] if rows else None
     for r in rows:
-        growth = (
-            f"{r['eval_shape_s'] / first['eval_shape_s']:.1f}x/{r['fast_s'] / first['fast_s']:.1f}x"
-        )
+        first = rows[0]
+        growth = f"{r.eval_shape_s / first.eval_shape_s:.1f}x/{r.fast_s / first.fast_s:.1f}x"
         lines.append(
-            f"{r['layers']:>6} {r['tensors']:>7} {r['params']:>12,} {r['eval_shape_s']:>12.3f} "
-            f"{r['fast_s']:>8.3f} {r['eval_shape_s'] / r['fast_s']:>7.1f}x {growth:>19}"
+            f"{r.layers:>6} {r.tensors:>7} {r.params:>12,} {r.eval_shape_s:>12.3f} "
+            f"{r.fast_s:>8.3f} {r.eval_shape_s / r.fast_s:>7.1f}x {growth:>19}"
         )
     return "\n".join(lines)
 

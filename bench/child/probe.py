@@ -90,7 +90,8 @@ def trim_heap() -> bool:
 
 
 def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:
-    """Check that resetting VmHWM works here: a touched, then unmapped buffer must leave the mark."""
+    """Check that resetting VmHWM works here: a touched, then unmapped buffer must leave the
+    mark."""
     buf = mmap.mmap(-1, probe_bytes)
     for offset in range(0, probe_bytes, mmap.PAGESIZE):
         buf[offset] = 1
@@ -119,6 +120,7 @@ class PhaseStats:
     device_bytes_in_use_by_device: dict[str, int] = field(default_factory=dict)
     device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
     overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
+    cpu_s: float | None = None  # process CPU time (every thread) while it was open
 
     def frozen(self) -> PhaseMeasure:
         fields = dataclasses.asdict(self)
@@ -203,7 +205,7 @@ class MemoryProbe:
             The baseline RSS in bytes.
         """
         trim_heap()
-        self._t0 = time.perf_counter()
+        self._t0, self._cpu0 = time.perf_counter(), time.process_time()
         if self._use_hwm:
             reset_hwm()
         self._baseline = read_status()["rss"]
@@ -216,6 +218,7 @@ class MemoryProbe:
     def stop(self) -> None:
         """Stop the sampler and close the whole-run totals."""
         self._total.wall_s = time.perf_counter() - self._t0
+        self._total.cpu_s = time.process_time() - self._cpu0
         now = self._mark()
         self._stop.set()
         if self._thread is not None:
@@ -249,15 +252,17 @@ class MemoryProbe:
             self._open.append(stats)
         if self._use_hwm:
             reset_hwm()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             wall = time.perf_counter() - start
+            cpu = time.process_time() - cpu
             now = self._mark()
             with self._lock:
                 self._open.remove(stats)
                 stats.wall_s += wall
+                stats.cpu_s = (stats.cpu_s or 0.0) + cpu
             self._set_end(stats, now)
 
     def add_time(self, substep: str, seconds: float) -> None:

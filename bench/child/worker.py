@@ -1,4 +1,5 @@
-"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
+"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out
+R.json`.
 
 The task (a `bench.records.wire.ChildTask`, written by the runner) names the strategy, the shape
 set, the checkpoint to load, the source checkpoint to verify against (with its `digests.json`; for a
@@ -24,11 +25,13 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from bench.child.capture import tracking
 from bench.child.probe import MemoryProbe
 from bench.child.traffic import DeviceTraffic
 from bench.child.traffic import expected as traffic_expected
+from bench.errors import BenchError
 from bench.records.wire import (
     Backend,
     ChildResult,
@@ -39,6 +42,7 @@ from bench.records.wire import (
     to_json,
 )
 from loader.errors import DeviceOutOfMemoryError
+from loader.strategies import StrategyInfo
 from loader.vocabulary import CRASHED, DEVICE, OK, OOM, REFERENCE, WRONG
 
 
@@ -63,7 +67,7 @@ def init_backend() -> Backend:
     )
 
 
-def _builder(task: ChildTask, info, spec):
+def _builder(task: ChildTask, info: StrategyInfo, spec: Any) -> Any:
     """The model builder the strategy loads into; None for a reference strategy (no model)."""
     import shapes
 
@@ -73,11 +77,30 @@ def _builder(task: ChildTask, info, spec):
     return shapes.model_builder(spec, dtype=task.model_dtype or task.dtype, seed=task.seed)
 
 
+def _verify(
+    model: Any, info: StrategyInfo, task: ChildTask, spec: Any
+) -> tuple[str, str | None, int]:
+    """(status, error, tensors checked) of a loaded model: against the user's checkpoint's
+    digests, or the synthetic values; a reference strategy that loads nothing checks nothing."""
+    from bench.child import verify
+
+    if model is None and info.kind == REFERENCE:
+        return OK, None, 0
+    if task.digests:
+        if task.checkpoint_folder is None:
+            raise BenchError(f"task of {task.strategy}: digests given without checkpoint_folder")
+        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
+        return (OK if error is None else WRONG), error, checked
+    checked, error = verify.verify_model(
+        model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
+    )
+    return (OK if error is None else WRONG), error, checked
+
+
 def measure(task: ChildTask) -> ChildResult:
     """Run the task's strategy under the probe and verify every loaded tensor."""
     import shapes
     from bench import strategies
-    from bench.child import verify
 
     backend = init_backend()
     info = strategies.get(task.strategy)
@@ -93,15 +116,7 @@ def measure(task: ChildTask) -> ChildResult:
             builder, task.checkpoint, probe, strict=False, **load_options(info, task)
         )
     started = time.perf_counter()
-    status, error, checked = OK, None, 0
-    if (model is not None or info.kind != REFERENCE) and task.digests:
-        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
-        status = OK if error is None else WRONG
-    elif model is not None or info.kind != REFERENCE:
-        checked, error = verify.verify_model(
-            model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
-        )
-        status = OK if error is None else WRONG
+    status, error, checked = _verify(model, info, task, spec)
     result = ChildResult(
         status=status,
         error=error,
@@ -113,7 +128,9 @@ def measure(task: ChildTask) -> ChildResult:
     return _with_memray_report(result, capture) if capture else result
 
 
-def _measurement(probe: MemoryProbe, report, traffic: DeviceTraffic, model) -> Measurement:
+def _measurement(
+    probe: MemoryProbe, report: Any, traffic: DeviceTraffic, model: Any
+) -> Measurement:
     """The probe's measurements, with what the load reported of itself and what each device
     received against its shards of the model."""
     return dataclasses.replace(
@@ -125,10 +142,10 @@ def _measurement(probe: MemoryProbe, report, traffic: DeviceTraffic, model) -> M
     )
 
 
-def load_options(info, task: ChildTask) -> dict[str, object]:
+def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
     """`budget=` (`bench run --budget`) and `staging=` (`--staging`) for a strategy whose `load`
     takes them, else nothing."""
-    asked = {"budget": task.budget_bytes, "staging": task.staging}
+    asked: dict[str, Any] = {"budget": task.budget_bytes, "staging": task.staging}
     asked = {k: v for k, v in asked.items() if v is not None}
     if not asked:
         return {}

@@ -4,6 +4,7 @@ build micro-benchmark."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 from pathlib import Path
@@ -71,6 +72,13 @@ def _disk_speed(args: argparse.Namespace) -> int | None:
     return parse_speed(args.disk_read_speed, what="--disk-read-speed")
 
 
+def _cpus(cpus: int | None) -> int | None:
+    from bench.limits.cpu import check_cpus
+
+    check_cpus(cpus)
+    return cpus
+
+
 def _size(text: str | None, flag: str) -> int | None:
     from bench.units import parse_size
 
@@ -88,6 +96,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         checkpoints=list(args.checkpoint or []),
         cache=args.cache,
         host_ram_bytes=_size(args.host_ram, "--host-ram"),
+        cpus=_cpus(args.cpus),
+        reprobe=args.probe,
         disk_read_bytes_per_s=_disk_speed(args),
         strategies=csv(args.strategies) if args.strategies else None,
         repeats=args.repeats,
@@ -136,7 +146,8 @@ def cmd_abstract(args: argparse.Namespace) -> int:
     from bench.child import abstract_build
 
     rows = abstract_build.measure([int(n) for n in csv(args.layers)])
-    print(json.dumps(rows, indent=1) if args.json else abstract_build.format_table(rows))
+    as_json = [dataclasses.asdict(r) for r in rows]
+    print(json.dumps(as_json, indent=1) if args.json else abstract_build.format_table(rows))
     return 0
 
 
@@ -175,7 +186,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model-dtype",
         default=None,
-        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): a real cast",
+        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): "
+        "a real cast",
     )
     p.add_argument(
         "--budget",
@@ -201,7 +213,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
-    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a limit."""
+    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a
+    limit."""
     p.add_argument(
         "--checkpoint",
         action="append",
@@ -215,6 +228,11 @@ def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--host-ram", help="run each child inside a memory cgroup of this size, e.g. 4GiB"
+    )
+    p.add_argument(
+        "--cpus",
+        type=int,
+        help="run each child inside a cgroup of this many CPUs (cpu.max, CFS quota or a cpuset)",
     )
     p.add_argument(
         "--disk-read-speed",
@@ -238,5 +256,10 @@ def _add_run_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory-budget",
         help=f"kill a child above this RSS (default {BUDGET_FRACTION * 100:.0f}%% of RAM)",
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="probe this machine's ceiling again (default: the probe cached in the results folder)",
     )
     add_json(p, "one JSON object (results_file, strategies)")

@@ -2,11 +2,11 @@
 
 Runs, on this machine, the recommended strategy and every one predicted not to fit, once
 each (a "does not fit" verdict is what a memory limit tests; the first of them alone may be a
-strategy such as `mmap` whose peak is mostly reclaimable file-backed pages), on the target shape set, each child inside a memory cgroup of `--host-ram`
-(`bench run --host-ram`; the rows say whether the limit was really enforced, or only watched).
-The verdict "fits" holds when the run ends ok; "does not fit" holds when the limit kills it (an
-`oom` row). The rows land in the results folder like any others (runs under a limit are not used
-to fit predictions). Never imports jax.
+strategy such as `mmap` whose peak is mostly reclaimable file-backed pages), on the target shape
+set, each child inside a memory cgroup of `--host-ram` (`bench run --host-ram`; the rows say whether
+the limit was really enforced, or only watched). The verdict "fits" holds when the run ends ok;
+"does not fit" holds when the limit kills it (an `oom` row). The rows land in the results folder
+like any others (runs under a limit are not used to fit predictions). Never imports jax.
 """
 
 from __future__ import annotations
@@ -14,20 +14,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.analysis.recommend import DOES_NOT_FIT, FITS, Recommendation
+from bench.analysis.recommend import Recommendation
 from bench.records.results import read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from bench.units import format_bytes
-from loader.vocabulary import OK, OOM
+from bench.vocabulary import DOES_NOT_FIT, FITS
+from loader.vocabulary import OK, OOM, TOTAL
 
 
 def _picks(rec: Recommendation) -> dict[str, str]:
     """strategy -> the status its verdict expects."""
     picks = {rec.recommended: OK} if rec.recommended else {}
     for s in rec.strategies:
-        if s["verdict"] == DOES_NOT_FIT:
-            picks[s["strategy"]] = OOM
+        if s.verdict == DOES_NOT_FIT:
+            picks[s.strategy] = OOM
     return picks
 
 
@@ -61,7 +62,7 @@ def check(rec: Recommendation, args: argparse.Namespace, host_ram: int) -> bool:
     )
     outcome = run_bench(config)
     phases = read_results(outcome.jsonl).phases
-    totals = phases[(phases["phase"] == "total") & (phases["process_index"] <= 0)]
+    totals = phases[(phases["phase"] == TOTAL) & (phases["process_index"] <= 0)]
     results = []
     for strategy, expected in picks.items():
         rows = totals[totals["strategy"] == strategy]

@@ -1,4 +1,5 @@
-"""`loadbench compare BASE NEW`: the CI gate over two results (the rule: `bench.analysis.compare`)."""
+"""`loadbench compare BASE NEW`: the CI gate over two results (its rule:
+`bench.analysis.compare`)."""
 
 from __future__ import annotations
 
@@ -20,20 +21,23 @@ def _json_value(v: Any) -> Any:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """`loadbench compare BASE NEW`: exit 1 if a strategy regressed or broke, 0 if not, 2 on errors."""
+    """`loadbench compare BASE NEW`: exit 1 if a strategy regressed or broke, 0 if not, 2 on
+    errors."""
     threshold = parse_threshold(args.max_regression)
     sides = {}
     for name, path in (("base", args.base), ("new", args.new)):
         res = read_results(path)
         if res.phases.empty:
             raise BenchError(
-                f"{name} {path}: no results there; give a results file (.jsonl) or folder written by `loadbench bench run --out`"
+                f"{name} {path}: no results there; give a results file (.jsonl) or folder "
+                "written by `loadbench bench run --out`"
             )
         sides[name] = res.phases
     table = compare(sides["base"], sides["new"], threshold)
     if table.empty:
         raise BenchError(
-            f"{args.base} and {args.new} share no (shapes, strategy, dtype, devices, processes); run the same `bench run` for both"
+            f"{args.base} and {args.new} share no (shapes, strategy, dtype, devices, "
+            "processes); run the same `bench run` for both"
         )
     failed = bool(table["verdict"].isin(list(COMPARE_FAILURES)).any())
     if args.json:

@@ -1,4 +1,5 @@
-"""The one reader of bench results (schema v2, see `bench.records.schema`), and what is computed from them.
+"""The one reader of bench results (schema v2, see `bench.records.schema`), and what is computed
+from them.
 
 A run appends to `results/<machine>/<run-id>.jsonl` through the one writer (`bench.records.writer`);
 `export_parquet` adds `<run-id>.<type>.parquet` at the end. `read_results(folder)` reads every
@@ -193,6 +194,8 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         "memory_limit": next((m for m in totals["memory_limit"] if isinstance(m, str)), None),
         "disk_read_limit_enforced": _every(totals.get("disk_read_limit_enforced")),
         "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),
+        "ceiling_s": pd.to_numeric(ok["ceiling_s"]).median(),
+        "ceiling_ratio": pd.to_numeric(ok["ceiling_ratio"]).median(),
     }
     row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")
     ok_ids = set(ok["result_id"])
@@ -216,6 +219,7 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     Columns: the group keys, kind, status (worst), repeats, ok_repeats, checkpoint_bytes,
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
     over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
+    ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows),
     and per phase P present: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).
     """
     if phases.empty:

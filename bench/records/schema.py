@@ -15,13 +15,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from bench.vocabulary import CACHE_STATES, WARM
 from loader.vocabulary import REFERENCE, STRATEGY
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # v1 lines are upgraded on reading (`upgrade`)
 #: v1 predates strategy kinds; its one reference strategy was `floor`, and it had no peers.
 V1_REFERENCE_STRATEGY = "floor"
-CACHES = ("warm", "cold")  # was the checkpoint in the page cache when the child started
+CACHES = CACHE_STATES  # was the checkpoint in the page cache when the child started
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class PhaseRecord:
     inflight_peak_bytes: int | None = None  # the strategy's own high-water mark of those bytes
     phase_overlaps: list[str] = field(default_factory=list)  # phases that ran at the same time
     # -- the situation the load ran in (absent from older files: read as defaults) --
-    cache: str = "warm"  # CACHES: "cold" when the checkpoint was evicted from the page cache first
+    cache: str = WARM  # CACHES: "cold" when the checkpoint was evicted from the page cache first
     resident_fraction: float | None = None  # of the checkpoint's pages, just before the child ran
     host_ram_bytes: int | None = None  # `--host-ram`: the memory limit the child ran under
     memory_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | systemd-run | watchdog
@@ -98,6 +99,15 @@ class PhaseRecord:
     disk_read_bytes_per_s: int | None = None  # `--disk-read-speed`: reads from disk capped at this
     disk_read_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | none (could not be set)
     disk_read_limit_enforced: bool | None = None  # the cap read back from the cgroup as asked
+    cpus: int | None = None  # `--cpus`: the CPU limit the child ran under
+    cpu_limit: str | None = None  # how: cgroup-v2 (cpu.max) | cgroup-v1 (CFS quota) | cpuset | none
+    cpu_limit_enforced: bool | None = None  # the limit read back from the cgroup as asked
+    # -- the machine's ceiling (bench/run/ceiling.py): the probe's best bandwidth for the situation
+    ceiling_s: float | None = None  # checkpoint_bytes / that bandwidth
+    ceiling_ratio: float | None = None  # wall_s / ceiling_s
+    ceiling_probe_id: str | None = None  # the probe record it came from
+    cpu_s: float | None = None  # the process's CPU time over the whole load (every thread)
+    phase_cpu_s: float | None = None  # ... while this phase was open
     phase_device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     phase_device_peak_bytes: int | None = None  # the device allocator's peak up to the phase end
     # -- per device (str(device) keys; empty where the backend reports nothing) --

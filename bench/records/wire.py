@@ -73,6 +73,7 @@ class PhaseMeasure:
     overlaps: tuple[
         str, ...
     ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
+    cpu_s: float | None = None  # the process's CPU time (all threads, user + system) in it
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def from_json(record_type: type[Record], text: str, *, source: str) -> Record:
 
 def _decode(tp: Any, value: Any, where: str) -> Any:
     """`value` (parsed JSON) as type `tp`: a dataclass, `X | None`, tuple, dict or a scalar."""
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_dataclass(tp, value, where)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):

@@ -1,9 +1,10 @@
 """The one writer of bench results: whole JSONL lines, appended, flushed and fsynced.
 
-A run appends to `results/<machine>/<run-id>.jsonl` one record per line (`bench.records.schema`), so a
-killed run loses at most its last line. The open file is `flock`ed, so a reader
-(`bench.records.results.read_jsonl`) can tell a line its live writer is still appending (`writer_alive`)
-from one a killed run cut short. Never import jax here: the dashboard reads through this module.
+A run appends to `results/<machine>/<run-id>.jsonl` one record per line (`bench.records.schema`), so
+a killed run loses at most its last line. The open file is `flock`ed, so a reader
+(`bench.records.results.read_jsonl`) can tell a line its live writer is still appending
+(`writer_alive`) from one a killed run cut short. Never import jax here: the dashboard reads through
+this module.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from bench.errors import BenchError
@@ -38,7 +40,7 @@ class ResultsWriter:
     def write(self, record: RunRecord | PhaseRecord | SampleRecord) -> None:
         self.write_many([record])
 
-    def write_many(self, records: list[RunRecord | PhaseRecord | SampleRecord]) -> None:
+    def write_many(self, records: Iterable[RunRecord | PhaseRecord | SampleRecord]) -> None:
         """Append whole lines, then fsync; on failure the file keeps only its earlier lines."""
         data = "".join(to_json_line(r) + "\n" for r in records).encode("utf-8")
         size = os.fstat(self._fd).st_size

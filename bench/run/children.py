@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 
 from bench.errors import ChildResultError
+from bench.limits.cpu import CpuLimit
 from bench.limits.disk_read import ReadThrottle
 from bench.limits.memory import MemoryLimit
 from bench.records.wire import ChildResult, from_json
@@ -153,6 +154,7 @@ def run_group(
     poll_s: float = 0.02,
     limit: MemoryLimit | None = None,
     throttle: ReadThrottle | None = None,
+    cpu: CpuLimit | None = None,
 ) -> list[ChildOutcome]:
     """Run cooperating children to the end; one outcome per child, in order.
 
@@ -164,13 +166,14 @@ def run_group(
         budget_bytes: the group's summed RSS limit.
         limit: an open `bench.limits.memory.MemoryLimit`: each child is started inside it (its PID,
             and only it, goes in at once); one killed by it becomes "oom". throttle: an open
-            `bench.limits.disk_read.ReadThrottle`, joined the same way.
+            `bench.limits.disk_read.ReadThrottle`, joined the same way, as is cpu: an open
+            `bench.limits.cpu.CpuLimit`.
     """
     children: list[_Child] = []
     try:
         for argv, env, out in zip(argvs, envs, outs, strict=True):
             children.append(_start(limit.wrap(argv) if limit else argv, env, out))
-            for cgroup in (limit, throttle):
+            for cgroup in (limit, throttle, cpu):
                 if cgroup is not None:
                     cgroup.attach(children[-1].proc.pid)
         _watch(children, timeout_s, budget_bytes, poll_s)

@@ -4,8 +4,9 @@ Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.pre
 and cached with a `bench.json` summary. The task list runs every memray capture first (one per
 strategy, so measured rows can link to it), then the repeats interleaved: A B C A B C, so drift
 hits every strategy alike. In the default matrix a strategy predicted not to fit the memory budget
-(its peak predicted by `bench.analysis.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
-the checkpoint) is skipped. How each task's children are started is `bench.run.launch`.
+(its peak predicted by `bench.analysis.recommend` from earlier results here, else
+`DEFAULT_PEAK_RATIO` x the checkpoint) is skipped. How each task's children are started is
+`bench.run.launch`.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.analysis.recommend import recommend
+from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
+from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, WARM
 from loader.strategies import StrategyInfo
 from shapes import is_synthesized
 
@@ -79,7 +81,7 @@ class Checkpoint:
     def ensure(cls, shapes: str, dtype: str | None, seed: int, cache: Path, timeout_s: float):
         """The cached checkpoint of a shape set, synthesised in a child if missing."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", shapes)
-        folder = cache / "checkpoints" / f"{safe}-{dtype or 'native'}-{seed}"
+        folder = cache / "checkpoints" / f"{safe}-{dtype or NATIVE}-{seed}"
         marker = folder / "bench.json"
         if not (marker.is_file() and is_synthesized(shapes, folder, dtype=dtype, seed=seed)):
             argv = [sys.executable, "-m", "bench.child.prepare", "synth", "--shapes", shapes]
@@ -118,7 +120,7 @@ class Task:
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
     budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
     staging: bool | None = None  # `staging=` for strategies that take it (`--staging`)
-    cache: str = "warm"  # "cold": the files are evicted from the page cache before it runs
+    cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
 
     @property
     def load_path(self) -> str:
@@ -132,17 +134,49 @@ def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
 
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
-    """Each strategy's predicted peak on `ck` from earlier results in `out` (`bench.analysis.recommend`)."""
-    target = {
-        "checkpoint_bytes": ck.checkpoint_bytes,
-        "largest_tensor_bytes": ck.largest_tensor_bytes,
-        "tensors": ck.tensors,
-    }
+    """Each strategy's predicted peak on `ck` from earlier results in `out`
+    (`bench.analysis.recommend`)."""
+    target = TargetCheckpoint(ck.checkpoint_bytes, ck.largest_tensor_bytes, ck.tensors)
     try:
         rec = recommend(read_results(out), target, budget)
     except NoResultsError:
         return {}
-    return {s["strategy"]: s["predicted_peak_bytes"] for s in rec.strategies}
+    return {s.strategy: s.predicted_peak_bytes for s in rec.strategies}
+
+
+def _skip_reason(task: Task, known: dict[str, int], config: RunConfig, budget: int) -> str | None:
+    """Why `task`'s strategy is not run here (not installed, predicted over budget), or None."""
+    entry = task.entry
+    if not entry.available():
+        hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
+        return f"not installed here: needs {', '.join(entry.missing())}{hint}"
+    guess = (
+        BASELINE_GUESS_BYTES * task.processes
+        + DEFAULT_PEAK_RATIO * task.checkpoint.checkpoint_bytes
+    )
+    predicted = known.get(entry.name, guess)
+    if config.strategies is None and predicted > budget:
+        return (
+            f"predicted peak {format_bytes(predicted)} exceeds the memory budget "
+            f"{format_bytes(budget)}"
+        )
+    return None
+
+
+def _interleaved(run: list[Task], config: RunConfig, run_folder: Path) -> list[Task]:
+    """The memray captures first (one per strategy, if asked), then the repeats: A B C A B C."""
+    tasks = []
+    if config.memray:
+        folder = run_folder / "memray"
+        tasks += [
+            replace(t, memray_bin=folder / f"{t.entry.name}-{t.checkpoint.shapes}-r0.bin")
+            for t in run
+        ]
+    caches = CACHE_STATES if config.cache == BOTH else (config.cache,)
+    tasks += [
+        replace(t, repeat=r, cache=c) for r in range(config.repeats) for t in run for c in caches
+    ]
+    return tasks
 
 
 def plan(
@@ -151,37 +185,22 @@ def plan(
     """The interleaved tasks of one shape set, and (task, reason) for each skipped strategy."""
     budget = config.budget_bytes()
     known = _predicted_peaks(Path(config.out), ck, budget) if config.strategies is None else {}
-    run, skipped = [], []
+    run: list[Task] = []
+    skipped: list[tuple[Task, str]] = []
     for entry in entries:
         procs, devices = _layout(entry, config)
         task = Task(
             ck,
             entry,
-            0,
-            procs,
-            devices,
+            repeat=0,
+            processes=procs,
+            devices=devices,
             model_dtype=config.model_dtype,
             budget_bytes=config.load_budget_bytes,
             staging=config.staging,
         )
-        if not entry.available():
-            hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
-            skipped.append((task, f"not installed here: needs {', '.join(entry.missing())}{hint}"))
-            continue
-        predicted = known.get(
-            entry.name, BASELINE_GUESS_BYTES * procs + DEFAULT_PEAK_RATIO * ck.checkpoint_bytes
-        )
-        if config.strategies is None and predicted > budget:
-            reason = f"predicted peak {format_bytes(predicted)} exceeds the memory budget {format_bytes(budget)}"
+        if (reason := _skip_reason(task, known, config, budget)) is not None:
             skipped.append((task, reason))
         else:
             run.append(task)
-    tasks = []
-    if config.memray:
-        folder = run_folder / "memray"
-        tasks += [replace(t, memray_bin=folder / f"{t.entry.name}-{ck.shapes}-r0.bin") for t in run]
-    caches = ("warm", "cold") if config.cache == "both" else (config.cache,)
-    tasks += [
-        replace(t, repeat=r, cache=c) for r in range(config.repeats) for t in run for c in caches
-    ]
-    return tasks, skipped
+    return _interleaved(run, config, run_folder), skipped

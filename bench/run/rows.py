@@ -8,12 +8,15 @@ multi-process run adds summed rows (process_index -1): peaks and RSS add up acro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from bench.limits.situation import Situation
 from bench.records.schema import PhaseRecord, SampleRecord
 from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
+from bench.run.matrix import Task
+from bench.vocabulary import NATIVE
 from loader.vocabulary import OK, STATUS_SEVERITY, TOTAL, WRONG
 
 Record = PhaseRecord | SampleRecord
@@ -21,89 +24,121 @@ Record = PhaseRecord | SampleRecord
 
 @dataclass(frozen=True)
 class RowContext:
-    """What every row of one result shares."""
+    """What every row of one result shares: the task it ran, its links to the strategy's memray
+    capture, and the situation it ran in."""
 
     run_id: str
     result_id: str
-    shapes: str
-    strategy: str
-    kind: str  # the strategy's kind (loader.vocabulary.KINDS)
-    dtype: str
-    devices: int
-    processes: int
-    repeat: int
-    checkpoint_bytes: int
-    largest_tensor_bytes: int
-    tensors: int
+    task: Task
+    situation: Situation
     memray_html: str | None = None
     memray_top: str | None = None
-    model_dtype: str | None = None
-    budget_bytes: int | None = None
-    situation: dict[str, Any] = field(default_factory=dict)  # PhaseRecord's cache/limit fields
+    ceiling_s: float | None = None  # the machine's ceiling for this situation (bench.run.ceiling)
+    ceiling_probe_id: str | None = None
 
 
-def _phase_row(
-    ctx: RowContext,
-    index: int,
-    status: str,
-    error: str | None,
-    measured: Measurement | None = None,
-    phase: PhaseMeasure | None = None,
-) -> PhaseRecord:
-    """One row; without a measurement, the `total` row of a result that has none."""
+def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> PhaseRecord:
+    """The `total` row of a result with no measurements: what it ran, and how it ended."""
+    task, ck = ctx.task, ctx.task.checkpoint
     return PhaseRecord(
         run_id=ctx.run_id,
         result_id=ctx.result_id,
-        shapes=ctx.shapes,
-        strategy=ctx.strategy,
-        kind=ctx.kind,
-        dtype=ctx.dtype,
-        devices=ctx.devices,
-        processes=ctx.processes,
+        shapes=ck.shapes,
+        strategy=task.entry.name,
+        kind=task.entry.kind,
+        dtype=ck.dtype or NATIVE,
+        devices=task.devices,
+        processes=task.processes,
         process_index=index,
-        repeat=ctx.repeat,
+        repeat=task.repeat,
         status=status,
         error=error,
-        checkpoint_bytes=ctx.checkpoint_bytes,
-        largest_tensor_bytes=ctx.largest_tensor_bytes,
-        tensors=ctx.tensors,
-        baseline_rss_bytes=measured and measured.baseline_rss_bytes,
-        peak_rss_bytes=measured and measured.total.peak_rss_bytes,
-        wall_s=measured and measured.total.wall_s,
-        phase=phase.name if phase else TOTAL,
-        phase_order=phase.order if phase else 0,
-        phase_wall_s=phase and phase.wall_s,
-        phase_peak_rss_bytes=phase and phase.peak_rss_bytes,
-        phase_end_rss_bytes=phase and phase.end_rss_bytes,
-        phase_anon_rss_bytes=phase and phase.anon_rss_bytes,
-        phase_file_rss_bytes=phase and phase.file_rss_bytes,
-        peak_source=measured and measured.peak_source,
-        substeps_s=dict(phase.substeps_s) if phase else {},
+        checkpoint_bytes=ck.checkpoint_bytes,
+        largest_tensor_bytes=ck.largest_tensor_bytes,
+        tensors=ck.tensors,
+        baseline_rss_bytes=None,
+        peak_rss_bytes=None,
+        wall_s=None,
+        phase=TOTAL,
+        phase_order=0,
+        phase_wall_s=None,
+        phase_peak_rss_bytes=None,
+        phase_end_rss_bytes=None,
+        phase_anon_rss_bytes=None,
+        phase_file_rss_bytes=None,
+        peak_source=None,
         memray_html=ctx.memray_html,
         memray_top=ctx.memray_top,
-        model_dtype=ctx.model_dtype,
-        budget_bytes=ctx.budget_bytes,
-        inflight_peak_bytes=measured and measured.inflight_peak_bytes,
-        phase_overlaps=list(phase.overlaps) if phase else [],
-        phase_device_bytes_in_use=phase and phase.device_bytes_in_use,
-        phase_device_peak_bytes=phase and phase.device_peak_bytes_in_use,
-        **device_fields(measured, phase),
-        **ctx.situation,
+        ceiling_s=ctx.ceiling_s,
+        ceiling_probe_id=ctx.ceiling_probe_id,
+        model_dtype=task.model_dtype,
+        budget_bytes=task.budget_bytes,
     )
 
 
-def device_fields(measured: Measurement | None, phase: PhaseMeasure | None) -> dict[str, Any]:
+def _with_situation(row: PhaseRecord, situation: Situation) -> PhaseRecord:
+    """`row` with the page cache and each limit its child ran under."""
+    cache = situation.cache
+    row = replace(row, cache=cache.cache, resident_fraction=cache.resident_fraction)
+    if (memory := situation.memory) is not None:
+        row = replace(
+            row,
+            host_ram_bytes=memory.limit_bytes,
+            memory_limit=memory.mechanism,
+            memory_limit_enforced=memory.enforced,
+            cgroup_peak_bytes=memory.cgroup_peak_bytes,
+        )
+    if (disk := situation.disk_read) is not None:
+        row = replace(
+            row,
+            disk_read_bytes_per_s=disk.bytes_per_s,
+            disk_read_limit=disk.mechanism,
+            disk_read_limit_enforced=disk.enforced,
+        )
+    if (cpus := situation.cpus) is not None:
+        row = replace(
+            row, cpus=cpus.cpus, cpu_limit=cpus.mechanism, cpu_limit_enforced=cpus.enforced
+        )
+    return row
+
+
+def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) -> PhaseRecord:
+    """`row` with one phase of a measurement (and the whole run's figures)."""
+    return replace(
+        row,
+        baseline_rss_bytes=measured.baseline_rss_bytes,
+        peak_rss_bytes=measured.total.peak_rss_bytes,
+        wall_s=measured.total.wall_s,
+        cpu_s=measured.total.cpu_s,
+        phase_cpu_s=phase.cpu_s,
+        peak_source=measured.peak_source,
+        inflight_peak_bytes=measured.inflight_peak_bytes,
+        phase=phase.name,
+        phase_order=phase.order,
+        phase_wall_s=phase.wall_s,
+        phase_peak_rss_bytes=phase.peak_rss_bytes,
+        phase_end_rss_bytes=phase.end_rss_bytes,
+        phase_anon_rss_bytes=phase.anon_rss_bytes,
+        phase_file_rss_bytes=phase.file_rss_bytes,
+        substeps_s=dict(phase.substeps_s),
+        phase_overlaps=list(phase.overlaps),
+        phase_device_bytes_in_use=phase.device_bytes_in_use,
+        phase_device_peak_bytes=phase.device_peak_bytes_in_use,
+        **device_fields(measured, phase),
+    )
+
+
+def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
     """The per-device row fields: memory at the phase end, the run's device peak, the bytes each
     device received against its shards (and which received more), the staging memory."""
-    if measured is None or phase is None:
-        return {}
     peaks = measured.total.device_peak_bytes_by_device
-    total_peak = measured.total.device_peak_bytes_in_use
     received, expected = measured.device_received_bytes, measured.device_expected_bytes
     return {
         "phase_device_bytes_in_use_by_device": dict(phase.device_bytes_in_use_by_device),
         "phase_device_peak_bytes_by_device": dict(phase.device_peak_bytes_by_device),
-        "device_peak_bytes": max(peaks.values()) if peaks else total_peak,
+        "device_peak_bytes": max(peaks.values())
+        if peaks
+        else measured.total.device_peak_bytes_in_use,
         "device_received_bytes": dict(received),
         "device_expected_bytes": dict(expected),
         "device_overreceived": sorted(d for d, n in received.items() if n > expected.get(d, 0)),
@@ -111,21 +146,19 @@ def device_fields(measured: Measurement | None, phase: PhaseMeasure | None) -> d
     }
 
 
-def failed_row(
-    ctx: RowContext, status: str, error: str | None, index: int = 0, oom_kind: str | None = None
-) -> PhaseRecord:
+def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
     """The one `total` row of a result that has no measurements."""
-    return replace(_phase_row(ctx, index, status, error), oom_kind=oom_kind)
+    return _with_situation(_bare_row(ctx, index, status, error), ctx.situation)
 
 
 def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
     """The rows of one process: every phase and `total`, or one failed `total` row."""
     measured = outcome.result.measurement if outcome.result else None
     if outcome.status not in (OK, WRONG) or measured is None:
-        kind = outcome.result.oom_kind if outcome.result else None
-        return [failed_row(ctx, outcome.status, outcome.error, index, kind)]
-    phases = [*measured.phases, measured.total]
-    return [_phase_row(ctx, index, outcome.status, outcome.error, measured, p) for p in phases]
+        kind = outcome.result.oom_kind if outcome.result else None  # "device": a device OOM
+        return [replace(failed_row(ctx, outcome.status, outcome.error, index), oom_kind=kind)]
+    row = failed_row(ctx, outcome.status, outcome.error, index)
+    return [_measured_row(row, measured, p) for p in [*measured.phases, measured.total]]
 
 
 def _sum(values: list[Any]) -> Any:
@@ -154,6 +187,8 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 baseline_rss_bytes=_sum([r.baseline_rss_bytes for r in rows]),
                 peak_rss_bytes=_sum([r.peak_rss_bytes for r in rows]),
                 wall_s=max((r.wall_s or 0.0) for r in rows),
+                cpu_s=_sum([r.cpu_s for r in rows]),
+                phase_cpu_s=_sum([r.phase_cpu_s for r in rows]),
                 phase_wall_s=max(walls) if walls else None,
                 phase_peak_rss_bytes=_sum([r.phase_peak_rss_bytes for r in rows]),
                 phase_end_rss_bytes=_sum([r.phase_end_rss_bytes for r in rows]),
@@ -171,7 +206,13 @@ def sample_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Samp
     measured = outcome.result.measurement if outcome.result else None
     return [
         SampleRecord(
-            ctx.run_id, ctx.result_id, index, s.t_s, s.phase, s.rss_anon_bytes, s.rss_file_bytes
+            run_id=ctx.run_id,
+            result_id=ctx.result_id,
+            process_index=index,
+            t_s=s.t_s,
+            phase=s.phase,
+            rss_anon_bytes=s.rss_anon_bytes,
+            rss_file_bytes=s.rss_file_bytes,
         )
         for s in (measured.samples if measured else ())
     ]
@@ -180,6 +221,13 @@ def sample_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Samp
 def _process_index(outcome: ChildOutcome, position: int) -> int:
     backend = outcome.result.backend if outcome.result else None
     return backend.process_index if backend else position
+
+
+def with_ceiling_ratio(record: Record) -> Record:
+    """A phase row with `ceiling_ratio` = wall_s / ceiling_s where it has both."""
+    if not isinstance(record, PhaseRecord) or not record.ceiling_s or record.wall_s is None:
+        return record
+    return replace(record, ceiling_ratio=record.wall_s / record.ceiling_s)
 
 
 def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record]:
@@ -192,4 +240,4 @@ def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record
         records += summed_rows(ctx, per_process)
     for i, outcome in zip(indices, outcomes, strict=True):
         records += sample_rows(ctx, i, outcome)
-    return records
+    return [with_ceiling_ratio(r) for r in records]

@@ -76,6 +76,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
     table = shown.sort_values(["kind", "peak_ratio"]).assign(
         peak_over=shown["peak_over_baseline_bytes"] / divisor,
         throughput=shown["throughput_bytes_per_s"] / 1e9,
+        ceiling=shown["ceiling_ratio"] if "ceiling_ratio" in shown else float("nan"),
         pareto=shown["pareto"].map({True: "on the front", False: ""}),
     )
     cols = [
@@ -87,6 +88,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
         "peak_over",
         "wall_s",
         "throughput",
+        "ceiling",
         "pareto",
         "description",
     ]
@@ -97,12 +99,14 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
             "peak_over": f"{{:.{2 if unit == 'GiB' else 1}f}} {unit}",
             "wall_s": "{:.2f} s",
             "throughput": "{:.2f} GB/s",
+            "ceiling": "{:.2f}×",
         },
         {
             "peak_ratio": "× checkpoint",
             "peak_over": f"peak over baseline ({unit})",
             "wall_s": "wall (median)",
             "throughput": "throughput",
+            "ceiling": "× ceiling",
             "pareto": "Pareto",
         },
     )

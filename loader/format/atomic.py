@@ -2,9 +2,9 @@
 
 A crash at any point leaves either the previous file or none, never a partial one. Every writer in
 loadbench (checkpoints, synthetic checkpoints, digests, presets, manifests) goes through here. The
-temporary is locked while written, and the next write to the same target removes the temporaries
-a killed writer left (`loader.format.stale_temps`). A failed write (full disk, file-size limit, read-only
-folder, fsync error) raises one `CheckpointError` naming the target and the errno.
+temporary is locked while written, and the next write to the same target removes the temporaries a
+killed writer left (`loader.format.stale_temps`). A failed write (full disk, file-size limit,
+read-only folder, fsync error) raises one `CheckpointError` naming the target and the errno.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
+def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Open a binary file for writing that appears at `path` only if the block completes.
 
     Example:
@@ -69,24 +69,24 @@ def _write_error(target: Path, e: OSError) -> CheckpointError:
         errno.EROFS: "the filesystem is read-only; write elsewhere",
         errno.EACCES: "no write permission on the folder; write elsewhere or fix its permissions",
         errno.EDQUOT: "disk quota exceeded",
-    }.get(e.errno, "the previous file, if any, is unchanged")
+    }.get(e.errno or 0, "the previous file, if any, is unchanged")
     return CheckpointError(
         f"{target}: write failed ({code}: {e.strerror or e}); nothing was replaced; {hint}"
     )
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_open(path) as fh:
         fh.write(data)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write UTF-8 `text` to `path` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def withdraw(path: str | os.PathLike) -> None:
+def withdraw(path: str | os.PathLike[str]) -> None:
     """Remove a completion marker (a manifest, a digests file) before rewriting what it vouches
     for; a missing one is fine, a failure raises the same `CheckpointError` as a failed write."""
     try:

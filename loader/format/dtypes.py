@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 from loader.errors import HeaderError
 
@@ -28,7 +29,7 @@ DTYPES: dict[str, np.dtype] = {
 _NAMES_BY_DTYPE = {dt: name for name, dt in DTYPES.items()}
 
 
-def dtype_name(dtype: object) -> str:
+def dtype_name(dtype: npt.DTypeLike) -> str:
     """The safetensors name (`"F32"`) of a numpy/jax dtype; `HeaderError` if it has none."""
     dt = np.dtype(dtype)
     try:

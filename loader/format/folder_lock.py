@@ -16,7 +16,7 @@ from loader.errors import CheckpointError
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | os.PathLike) -> Iterator[None]:
+def folder_lock(folder: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive lock on `folder` (created if missing) for the block; waits for others."""
     path = Path(folder)
     try:

@@ -1,4 +1,4 @@
-"""Name the format of a file that is clearly not safetensors, from its first bytes (never unpickled).
+"""Name the format of a clearly non-safetensors file from its first bytes (never unpickled).
 
 Used only to explain a refusal: a valid safetensors header length can begin with a foreign magic (a
 640-byte header starts `80 02`, a pickle's opening), so the header reader never refuses a file for

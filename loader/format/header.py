@@ -6,8 +6,8 @@ the naming of foreign formats (zip, pickle, LFS pointer) in `loader.format.forei
 Every path in loadbench that reads a header (the loader, the strategies, `shapes inspect`, the Hub
 fetch) goes through `parse_header` / `read_header`, so a hostile file is refused in one place.
 
-Layout of a file: an unsigned little-endian u64 N, then N bytes of UTF-8 JSON (an object mapping each
-tensor name to {"dtype", "shape", "data_offsets": [begin, end]} plus an optional "__metadata__"
+Layout of a file: an unsigned little-endian u64 N, then N bytes of UTF-8 JSON (an object mapping
+each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} plus an optional "__metadata__"
 string-to-string map), then the data bytes. Offsets are relative to the end of the header; the
 tensors tile the data section contiguously, with no gap and no overlap.
 """
@@ -69,10 +69,11 @@ def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -
     problem = _length_problem(prefix, file_size)
     if problem:
         raise _foreign_or(prefix, source, problem)
-    return struct.unpack("<Q", prefix[:8])[0]
+    (length,) = struct.unpack("<Q", prefix[:8])
+    return int(length)
 
 
-def _parse_json(raw: bytes, source: str) -> dict:
+def _parse_json(raw: bytes, source: str) -> dict[str, object]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -199,7 +200,7 @@ def parse_header(
     return Header(source, tensors, metadata, data_start=8 + n, header_bytes=n)
 
 
-def read_header(path: str | os.PathLike) -> Header:
+def read_header(path: str | os.PathLike[str]) -> Header:
     """Read and validate the header of the `.safetensors` file at `path` (reads the header only)."""
     source = os.fspath(path)
     try:
@@ -231,7 +232,8 @@ def encode_header(
         metadata: the `__metadata__` map (strings only), or None.
 
     Returns:
-        (the 8-byte length plus the JSON padded with spaces to a multiple of 8, name -> (begin, end)).
+        (header, offsets): the header is the 8-byte length plus the JSON padded with spaces to a
+        multiple of 8; offsets map each name to (begin, end).
     """
     obj: dict[str, object] = {}
     if metadata:

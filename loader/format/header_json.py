@@ -1,7 +1,7 @@
 """Decode a header's JSON as strictly as the reference parser (serde_json inside safetensors).
 
-Python's `json` accepts text that serde_json refuses, and reads some numbers differently. The
-header reader (`loader.format.header`) must give the same verdict as `safetensors.safe_open`, so this
+Python's `json` accepts text that serde_json refuses, and reads some numbers differently. The header
+reader (`loader.format.header`) must give the same verdict as `safetensors.safe_open`, so this
 decoder closes each gap (each was found by the differential fuzzer, `tests/fuzz/`):
 
 - `NaN`, `Infinity`, `-Infinity` are not JSON: refused.
@@ -58,8 +58,8 @@ def _int(text: str) -> int | float:
     return value if I64_MIN <= value <= U64_MAX else _float(text)
 
 
-def _pairs(pairs: list[tuple[str, object]]) -> dict:
-    out: dict = {}
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for key, value in pairs:
         if key in out:
             raise DuplicateKeyError(f"duplicate key {key!r}")

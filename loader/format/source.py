@@ -11,6 +11,7 @@ import functools
 import json
 import os
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from safetensors import safe_open
@@ -21,7 +22,15 @@ from loader.format import Header, TensorInfo, read_header
 INDEX_SUFFIX = ".safetensors.index.json"
 
 
-def checkpoint_files(path: str | os.PathLike) -> list[Path]:
+class _OpenFile(Protocol):
+    """What `CheckpointSource` uses of an entered `safe_open` (its stubs leave it untyped)."""
+
+    def get_tensor(self, name: str) -> np.ndarray: ...
+
+    def __exit__(self, *exc: object) -> object: ...
+
+
+def checkpoint_files(path: str | os.PathLike[str]) -> list[Path]:
     """The shard files of a checkpoint: the file itself, or a folder's index or `*.safetensors`."""
     p = Path(path)
     if p.is_file():
@@ -49,7 +58,7 @@ class CheckpointSource:
         ...     arr = src.read("layers.0.kernel")
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.files = checkpoint_files(path)
         self.headers: dict[Path, Header] = {}
@@ -61,7 +70,7 @@ class CheckpointSource:
                 if name in self._where:
                     raise HeaderError(f"{f}: tensor {name!r} also appears in {self._where[name]}")
                 self._where[name] = f
-        self._handles: dict[Path, object] = {}
+        self._handles: dict[Path, _OpenFile] = {}
         self._fds: dict[Path, int] = {}
 
     # -- header facts -------------------------------------------------------------------------
@@ -101,7 +110,7 @@ class CheckpointSource:
         return self._handles[f].get_tensor(key)
 
     def read_into(self, key: str, out: np.ndarray) -> np.ndarray:
-        """Read one tensor's bytes with `os.preadv` into `out` (a C-contiguous buffer of its size)."""
+        """Read a tensor's bytes with `os.preadv` into `out` (a C-contiguous buffer of its size)."""
         info = self.info(key)
         f = self._where[key]
         if f not in self._fds:
@@ -131,7 +140,7 @@ class CheckpointSource:
 
 def pread_exact(fd: int, buf: np.ndarray, offset: int, *, where: str) -> None:
     """Fill the uint8 buffer `buf` from `fd` at `offset`; `CheckpointError` if the file is short."""
-    view = memoryview(buf)
+    view = buf.data  # a memoryview (numpy's stubs make arrays buffers only from Python 3.12)
     done = 0
     while done < len(view):
         n = os.preadv(fd, [view[done:]], offset + done)

@@ -1,5 +1,5 @@
-"""Temporary files of `loader.format.atomic`: their one naming pattern, a lock that marks them live, and
-the removal of the ones a killed writer left behind.
+"""Temporary files of `loader.format.atomic`: their one naming pattern, a lock that marks them live,
+and the removal of the ones a killed writer left behind.
 
 A write to `dir/name` goes through `dir/.name.<8 random chars>.tmp` (`tempfile.mkstemp`), locked
 with `flock(LOCK_EX)` for as long as the writer runs. The kernel drops that lock when the writer's
@@ -55,7 +55,7 @@ def _is_abandoned(path: Path) -> bool:
         os.close(fd)
 
 
-def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
+def remove_stale_temps(target: str | os.PathLike[str]) -> list[Path]:
     """Remove abandoned temporaries of `target`; warn naming them. Returns what was removed."""
     target = Path(target)
     pattern = temp_pattern(target)

@@ -29,7 +29,6 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -102,10 +101,10 @@ class Pipeline:
             )
         self.scratch_bytes = scratch_bytes(limit, self.threads)
         self._stager = make_stager(staging, limit, self.threads, transfer)
-        ring_bytes = self._stager.ring.nbytes if self._stager else 0
-        self.budget = ByteBudget(
-            limit, reserved_bytes=self.scratch_bytes * self.threads + ring_bytes
+        reserved = self.scratch_bytes * self.threads + (
+            self._stager.ring.nbytes if self._stager else 0
         )
+        self.budget = ByteBudget(limit, reserved_bytes=reserved)
         self.strict = strict
         self.stats = PipelineStats(budget_bytes=limit, threads=self.threads)
         self._lock = threading.Lock()
@@ -136,9 +135,17 @@ class Pipeline:
             self._workers.append(t)
             t.start()
 
+    def _started(self) -> tuple[CheckpointSource, Speculation]:
+        """The source and speculation that `start` set up; a clear error if it was not called."""
+        if self._source is None or self._spec is None:
+            raise RuntimeError(
+                "Pipeline: call start(source, probe) before fill(plan, source, probe)"
+            )
+        return self._source, self._spec
+
     def _run(self) -> None:
         scratch = aligned((self.scratch_bytes,), np.uint8)
-        self._spec.run(self._file_bytes)
+        self._started()[1].run(self._file_bytes)
         while (part := self._parts.get()) is not None:
             if self._cancelled.is_set():
                 continue
@@ -150,15 +157,16 @@ class Pipeline:
                 self._done.put((part.job, exc))
 
     def _file_bytes(self, info: TensorInfo) -> FileBytes:
-        f = str(self._source.file_of(info.name))
-        start = self._source.file_offset(info.name)
+        source = self._started()[0]
+        f = str(source.file_of(info.name))
+        start = source.file_offset(info.name)
         return FileBytes(self._fds[f], start, where=f"{f}: tensor {info.name!r}")
 
     def _read_part(self, part: Part, scratch: np.ndarray) -> None:
         job = part.job
-        if job.kind == STAGED:
-            self._read_staged(part, scratch)
-            return
+        if job.kind == STAGED and self._stager is not None:  # a chunk through the staging ring
+            cast = np.dtype(job.step.leaf.dtype) != job.info.np_dtype
+            return self._part_done(job, self._stager.read(part, scratch), cast)  # type: ignore[arg-type]
         if job.acquire_bytes:
             self.budget.acquire(job.acquire_bytes)
             with self._lock:
@@ -173,26 +181,17 @@ class Pipeline:
         t0 = time.perf_counter()
         prefault(dest)
         region = (part.rows, *piece.region[1:]) if piece.region else ()
+        assert job.source is not None, f"{job.where}: read after the job was finished"
         fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
-        dt = time.perf_counter() - t0
-        with self._lock:
-            if dest.dtype == job.info.np_dtype:
-                self.stats.read_s += dt
-            else:
-                self.stats.cast_s += dt
-            job.pending -= 1
-            last = job.pending == 0
-        if last:
-            self._done.put((job, None))
+        self._part_done(job, time.perf_counter() - t0, dest.dtype != job.info.np_dtype)
 
-    def _read_staged(self, part: Any, scratch: np.ndarray) -> None:
-        """One chunk through the staging ring (`loader.pipeline.staged`)."""
-        dt, job = self._stager.read(part, scratch), part.job
+    def _part_done(self, job: LeafJob, dt: float, cast: bool) -> None:
+        """Count a part's time as a read or a cast; the job goes to the main thread when done."""
         with self._lock:
-            if np.dtype(job.step.leaf.dtype) == job.info.np_dtype:
-                self.stats.read_s += dt
-            else:
+            if cast:
                 self.stats.cast_s += dt
+            else:
+                self.stats.read_s += dt
             job.pending -= 1
             last = job.pending == 0
         if last:
@@ -201,7 +200,7 @@ class Pipeline:
     # -- fill: after the plan check -------------------------------------------------------------
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
         """Read what the plan needs and give every planned leaf its value."""
-        self._spec.stop(len(self._workers))
+        self._started()[1].stop(len(self._workers))
         jobs = [self._job(step) for step in plan.steps]
         ready = [j for j in jobs if j.pending == 0]
         for part in part_order(jobs):
@@ -221,27 +220,26 @@ class Pipeline:
 
     def _job(self, step: Step) -> LeafJob:
         """The job for one step, reusing (or reading from) a speculative buffer if there is one."""
-        info = self._source.info(step.file_key)
-        where = str(self._source.file_of(info.name))
-        if step.file_key in self._spec.errors:
-            raise _reader_error(f"{where}: tensor {info.name!r}", self._spec.errors[step.file_key])
-        spec = self._spec.take(step.file_key)
+        source, speculation = self._started()
+        info = source.info(step.file_key)
+        where = str(source.file_of(info.name))
+        if step.file_key in speculation.errors:
+            raise _reader_error(f"{where}: tensor {info.name!r}", speculation.errors[step.file_key])
+        spec = speculation.take(step.file_key)
         buffer = spec.buffer if spec else None
         filled = bool(spec and spec.filled)
-        source = MemoryBytes(buffer) if filled else self._file_bytes(info)
+        data = MemoryBytes(spec.buffer) if spec and spec.filled else self._file_bytes(info)
         if self._stager is not None and is_adoptable(step):
-            return self._stager.job(step, info, source, where)
+            return self._stager.job(step, info, data, where)
         if is_adoptable(step):
             pieces, reused = adopt_pieces(step, buffer)
-            job = LeafJob(step, info, "adopt", source, pieces, source_file=where)
+            job = LeafJob(step, info, "adopt", data, pieces, source_file=where)
             if reused:
                 self.budget.release(info.nbytes)  # the speculative buffer is the model's own now
             elif spec:
                 job.counted_bytes = info.nbytes  # a source to cast or slice from; freed at finish
         else:
-            job = LeafJob(
-                step, info, "stage", source, [stage_piece(info, buffer)], source_file=where
-            )
+            job = LeafJob(step, info, "stage", data, [stage_piece(info, buffer)], source_file=where)
             job.counted_bytes = info.nbytes if spec else 0
             job.acquire_bytes = 0 if spec else info.nbytes
             reused = spec is not None

@@ -52,7 +52,7 @@ class LeafJob:
     step: Step
     info: TensorInfo
     kind: str  # "adopt" | "stage"
-    source: Bytes
+    source: Bytes | None  # None once the job is finished (its buffer is let go)
     pieces: list[Piece] = field(default_factory=list)
     counted_bytes: int = 0  # budget held until the job is finished (staging, speculative source)
     acquire_bytes: int = 0  # budget a reader must take before reading (a staging buffer)
@@ -71,8 +71,11 @@ def is_adoptable(step: Step) -> bool:
 def device_regions(step: Step) -> list[tuple[object, Region]]:
     """(device, index region) for each addressable device the leaf lives on."""
     shape = step.leaf.shape
-    indices = step.sharding.addressable_devices_indices_map(shape)
-    return [(d, normalize(idx, shape)) for d, idx in indices.items()]
+    regions = []
+    for device, index in step.placement().addressable_devices_indices_map(shape).items():
+        assert index is not None, f"{step.leaf.where}: jax gave device {device} no index"
+        regions.append((device, normalize(index, shape)))
+    return regions
 
 
 def region_shape(region: Region) -> tuple[int, ...]:
@@ -104,7 +107,9 @@ def finish(job: LeafJob, plan: LoadPlan) -> None:
             value = jax.device_put(job.pieces[0].dest, step.sharding)
         else:
             arrays = [jax.device_put(p.dest, p.device) for p in job.pieces]
-            value = jax.make_array_from_single_device_arrays(step.leaf.shape, step.sharding, arrays)
+            value = jax.make_array_from_single_device_arrays(
+                step.leaf.shape, step.placement(), arrays
+            )
         assign(step.leaf, value)
     else:
         host = apply_transform(step, job.pieces[0].dest, plan)

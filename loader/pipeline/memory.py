@@ -12,8 +12,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import mmap
+from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from loader.format.buffers import host_buffer
 
@@ -21,7 +23,7 @@ MADV_POPULATE_WRITE = 23
 _PAGE = mmap.PAGESIZE
 
 
-def _madvise() -> object | None:
+def _madvise() -> Callable[[int, int, int], int] | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         fn = libc.madvise
@@ -39,7 +41,7 @@ _populate_works = _MADVISE is not None
 def prefault(array: np.ndarray) -> None:
     """Populate the pages under `array` (a view into a `host_buffer`) for writing; best effort."""
     global _populate_works
-    if not _populate_works or array.nbytes < _PAGE:
+    if _MADVISE is None or not _populate_works or array.nbytes < _PAGE:
         return
     start = array.__array_interface__["data"][0]
     begin = start - start % _PAGE
@@ -47,6 +49,6 @@ def prefault(array: np.ndarray) -> None:
         _populate_works = False  # an older kernel (EINVAL): let the reads fault pages in
 
 
-def aligned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def aligned(shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     """An uninitialised page-aligned buffer (pages are faulted in by `prefault` or the read)."""
     return host_buffer(tuple(shape), np.dtype(dtype))

@@ -36,7 +36,7 @@ class FileBytes:
         self.fd, self.start, self.where = fd, start, where
 
     def read(self, offset: int, out: np.ndarray) -> None:
-        view = memoryview(out).cast("B")
+        view = out.data.cast("B")  # memoryview(out): numpy types arrays as buffers from 3.12 only
         done = 0
         while done < len(view):
             n = os.preadv(self.fd, [view[done:]], self.start + offset + done)

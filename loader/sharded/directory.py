@@ -1,4 +1,4 @@
-"""`save_sharded` / `load_sharded`: a checkpoint directory that each process writes and reads in part.
+"""`save_sharded` / `load_sharded`: a checkpoint directory each process writes and reads in part.
 
 Layout of a directory saved by N processes::
 
@@ -35,7 +35,8 @@ import numpy as np
 from loader.format.atomic import atomic_write_text, withdraw
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap, key_of
-from loader.leaves import META_SHARDINGS
+from loader.keys import Path as KeyPath
+from loader.leaves import META_SHARDINGS, is_prng_dtype
 from loader.phases import NULL_PROBE, Probe
 from loader.place import describe_sharding
 from loader.report import LoadReport
@@ -55,7 +56,7 @@ from loader.sharded.layout import (
 )
 from loader.sharded.load import DIRECTORY_RECIPE
 from loader.sharded.rule import rule_mesh, rule_sharding
-from loader.sharded.slices import SliceReader, write_shard
+from loader.sharded.slices import ShardSlice, SliceReader, write_shard
 
 __all__ = ["MANIFEST", "convert_to_sharded", "load_sharded", "save_sharded", "shard_name"]
 
@@ -93,10 +94,11 @@ def owners(sharding: Any, shape: tuple[int, ...]) -> dict[Region, Any]:
 
 def _plan_items(
     items: list[_Item], folder: Path, count: int
-) -> tuple[dict[str, TensorLayout], list[tuple]]:
+) -> tuple[dict[str, TensorLayout], list[ShardSlice]]:
     """The whole layout (every process computes the same) and this process's slices to write."""
     me = jax.process_index()
-    tensors, mine = {}, []
+    tensors: dict[str, TensorLayout] = {}
+    mine: list[ShardSlice] = []
     for item in items:
         regions = (
             {full_region(item.shape): None}
@@ -138,17 +140,13 @@ def _write(folder: Path, items: list[_Item], metadata: dict[str, str]) -> Path:
     return folder
 
 
-def _model_item(path: tuple, value: Any) -> tuple[_Item, dict[str, str]]:
+def _model_item(path: KeyPath, value: Any) -> tuple[_Item, dict[str, str]]:
     dtype, shape, notes = describe_leaf(path, value)
     key = key_of(path)
     if not isinstance(value, jax.Array) or (jax.process_count() > 1 and value.is_fully_addressable):
         host = host_copy(path, value)  # process 0's copy is the one written
         return _Item(key, dtype, shape, None, lambda region, device: host), notes
-    data = (
-        jax.random.key_data(value)
-        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key)
-        else value
-    )
+    data = jax.random.key_data(value) if is_prng_dtype(value.dtype) else value
 
     def fetch(region: Region, device: Any) -> np.ndarray:
         shard = next(s for s in data.addressable_shards if s.device == device)
@@ -158,7 +156,7 @@ def _model_item(path: tuple, value: Any) -> tuple[_Item, dict[str, str]]:
 
 
 def save_sharded(
-    model: Any, folder: str | os.PathLike, *, metadata: dict[str, str] | None = None
+    model: Any, folder: str | os.PathLike[str], *, metadata: dict[str, str] | None = None
 ) -> Path:
     """Write a model's variables as a sharded checkpoint directory; call it on every process.
 
@@ -183,7 +181,7 @@ def save_sharded(
     return _write(folder, sorted(items, key=lambda i: i.key), header_metadata(metadata, notes))
 
 
-def convert_to_sharded(src: str | os.PathLike, folder: str | os.PathLike) -> Path:
+def convert_to_sharded(src: str | os.PathLike[str], folder: str | os.PathLike[str]) -> Path:
     """Lay a plain `.safetensors` checkpoint out as a sharded directory, tensor by tensor.
 
     Every process (call it on each) reads and writes only the slices it owns under the sharding
@@ -206,7 +204,7 @@ def convert_to_sharded(src: str | os.PathLike, folder: str | os.PathLike) -> Pat
 
 def load_sharded(
     target: Any,
-    folder: str | os.PathLike,
+    folder: str | os.PathLike[str],
     *,
     strict: bool = False,
     key_map: KeyMap | None = None,

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loader.errors import CheckpointError, IncompleteCheckpointError
 from loader.format import DTYPES, TensorMeta
@@ -73,7 +74,7 @@ def intersect(a: Region, b: Region) -> Region | None:
 
 
 def file_layout(source: CheckpointSource) -> Layout:
-    """A plain checkpoint (file or folder of shards) as a layout of whole-tensor slices, in file order."""
+    """A plain checkpoint (a file or folder of shards) as whole-tensor slices, in file order."""
     tensors = {}
     for key in sorted(source.keys(), key=lambda k: (str(source.file_of(k)), source.file_offset(k))):
         info = source.info(key)
@@ -121,8 +122,9 @@ def read_manifest(folder: str | Path) -> Layout:
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: no such sharded checkpoint directory")
         raise IncompleteCheckpointError(
-            f"{folder}: no {MANIFEST}, so this sharded checkpoint is incomplete (its writer did not "
-            "finish: the manifest is written last) or was not written by loader.save_sharded; "
+            f"{folder}: no {MANIFEST}, so this sharded checkpoint is incomplete "
+            "(its writer did not finish: the manifest is written last) "
+            "or was not written by loader.save_sharded; "
             "save it again"
         )
     try:
@@ -144,7 +146,9 @@ def read_manifest(folder: str | Path) -> Layout:
     return layout
 
 
-def _tensor(manifest: Path, key: str, entry: dict, files: dict[str, Path]) -> TensorLayout:
+def _tensor(
+    manifest: Path, key: str, entry: dict[str, Any], files: dict[str, Path]
+) -> TensorLayout:
     dtype, shape = entry["dtype"], tuple(int(d) for d in entry["shape"])
     if dtype not in DTYPES or any(d < 0 for d in shape):
         raise CheckpointError(f"{manifest}: tensor {key!r}: bad dtype {dtype!r} or shape {shape}")
@@ -155,7 +159,8 @@ def _tensor(manifest: Path, key: str, entry: dict, files: dict[str, Path]) -> Te
             not 0 <= a <= b <= d for (a, b), d in zip(region, shape)
         ):
             raise CheckpointError(
-                f"{manifest}: tensor {key!r}: slice {s['key']!r} index {region} is outside shape {shape}"
+                f"{manifest}: tensor {key!r}: slice {s['key']!r} index {region} "
+                f"is outside shape {shape}"
             )
         if s["file"] not in files:
             raise CheckpointError(
@@ -178,7 +183,8 @@ def _check_tiling(manifest: Path, key: str, shape: tuple[int, ...], slices: list
     if covered != total or overlap or not slices:
         raise CheckpointError(
             f"{manifest}: tensor {key!r} of shape {shape}: its {len(slices)} slice(s) cover "
-            f"{covered} of {total} elements{' with overlaps' if overlap else ''}; the manifest is damaged"
+            f"{covered} of {total} elements{' with overlaps' if overlap else ''}; "
+            "the manifest is damaged"
         )
 
 

@@ -3,13 +3,12 @@
 `DIRECTORY_RECIPE` (a sharded directory) and `FILE_RECIPE` (a plain checkpoint seen as a layout of
 whole-tensor slices) are the recipes of `loader.sequence.run_load` that use it. Planning and
 reporting are the sequence's (`plan_load` over a `LayoutSource`), so mismatches read exactly as
-`loader.load_model` reports them. Leaves that declare no sharding (a
-plain builder's abstract model: no sharding, or one that partitions nothing under `jax.set_mesh`)
-are placed with the sharding rule (`rule_mesh`), and their `sharding_changes` are judged against
-it; a model's own partitioning, and any instance's sharding, is kept. For each leaf, each distinct
-index range of its addressable devices is read once (`loader.sharded.slices.SliceReader`), cast on the host, put on
-each device holding it, and the global array assembled with
-`jax.make_array_from_single_device_arrays`.
+`loader.load_model` reports them. Leaves that declare no sharding (a plain builder's abstract model:
+no sharding, or one that partitions nothing under `jax.set_mesh`) are placed with the sharding rule
+(`rule_mesh`), and their `sharding_changes` are judged against it; a model's own partitioning, and
+any instance's sharding, is kept. For each leaf, each distinct index range of its addressable
+devices is read once (`loader.sharded.slices.SliceReader`), cast on the host, put on each device
+holding it, and the global array assembled with `jax.make_array_from_single_device_arrays`.
 """
 
 from __future__ import annotations
@@ -99,20 +98,22 @@ def refuse_unaddressable(sharding: Any, where: str) -> None:
         )
 
 
-def _whole(step: Step, plan: LoadPlan, reader: SliceReader, probe: Probe, shape: tuple) -> Any:
+def _whole(
+    step: Step, plan: LoadPlan, reader: SliceReader, probe: Probe, shape: tuple[int, ...]
+) -> Any:
     """A scalar, or a leaf whose key_map transform needs the whole tensor: read all of it."""
     with substep(probe, READ):
         host = reader.read_region(step.file_key, full_region(shape))
-    host = apply_transform(step, host, plan)
-    if host is None:
+    transformed = apply_transform(step, host, plan)
+    if transformed is None:
         return None
     with substep(probe, CAST):
-        host = host_cast(step.leaf, host)
+        host = host_cast(step.leaf, transformed)
     with substep(probe, TRANSFER):
         return to_device(step, host)
 
 
-def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple) -> jax.Array:
+def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, ...]) -> jax.Array:
     """Read this process's index ranges only, and assemble the global array from them."""
     refuse_unaddressable(step.sharding, step.leaf.where)
     arrays = []
@@ -125,7 +126,7 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple) -> j
             arrays += [jax.device_put(host, d) for d in devices]
         del host
     with substep(probe, TRANSFER):
-        arr = jax.make_array_from_single_device_arrays(shape, step.sharding, arrays)
+        arr = jax.make_array_from_single_device_arrays(shape, step.placement(), arrays)
     if step.leaf.kind == "prng":
         arr = jax.random.wrap_key_data(arr, impl=step.leaf.dtype._impl)
     return arr

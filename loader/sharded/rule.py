@@ -3,6 +3,11 @@ count divides, replicate the rest. One function, shown in the dashboard too (it 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # jax is imported only when the rule is applied
+    from jax.sharding import Mesh, NamedSharding
+
 AXIS = "shards"
 
 
@@ -34,8 +39,8 @@ def partition_spec(shape: tuple[int, ...], devices: int) -> tuple[str | None, ..
     return tuple(AXIS if i == axis else None for i in range(len(shape)))
 
 
-def rule_mesh():
-    """A 1-D mesh named `AXIS` over the current mesh's devices (`jax.set_mesh`), else every device."""
+def rule_mesh() -> Mesh:
+    """A 1-D mesh named `AXIS` over the devices of the current mesh (`jax.set_mesh`), else all."""
     import jax
     from jax.sharding import Mesh
 
@@ -47,7 +52,7 @@ def rule_mesh():
     return Mesh(devices, (AXIS,))
 
 
-def rule_sharding(shape: tuple[int, ...], mesh=None):
+def rule_sharding(shape: tuple[int, ...], mesh: Mesh | None = None) -> NamedSharding:
     """A `NamedSharding` for `shape` under the rule, over a 1-D `mesh` (default: `rule_mesh()`)."""
     from jax.sharding import NamedSharding, PartitionSpec
 

@@ -124,11 +124,11 @@ def read_box(
 
 
 Fetch = Callable[[], np.ndarray]
+#: One slice to write: (key, dtype name, shape, fetch of its host array).
+ShardSlice = tuple[str, str, tuple[int, ...], Fetch]
 
 
-def write_shard(
-    path: Path, slices: Iterable[tuple[str, str, tuple[int, ...], Fetch]], metadata: dict[str, str]
-) -> None:
+def write_shard(path: Path, slices: Iterable[ShardSlice], metadata: dict[str, str]) -> None:
     """Write (key, dtype name, shape, fetch) slices to one file, fetching one at a time."""
     slices = list(slices)
     head, _ = encode_header({key: (dtype, shape) for key, dtype, shape, _ in slices}, metadata)
@@ -139,7 +139,8 @@ def write_shard(
             host = np.ascontiguousarray(host).reshape(host.shape)  # keeps 0-d tensors 0-d
             if host.shape != shape or host.dtype != DTYPES[dtype]:
                 raise CheckpointError(
-                    f"{path}: slice {key!r}: expected {dtype} {list(shape)}, got {host.dtype} {list(host.shape)}"
+                    f"{path}: slice {key!r}: expected {dtype} {list(shape)}, "
+                    f"got {host.dtype} {list(host.shape)}"
                 )
-            fh.write(memoryview(host.reshape(-1).view(np.uint8)))
+            fh.write(host.reshape(-1).view(np.uint8).data)
             del host

@@ -1,8 +1,8 @@
 """The strategy registry: one module per load strategy, registered under its file's name.
 
-A strategy module `loader/strategies/foo_bar.py` is registered as `foo-bar`. Its module
-docstring's first line is its description (what `loadbench bench list` prints and the dashboard
-legend shows). It defines a `load` following the `Strategy` protocol below (a function, or
+A strategy module `loader/strategies/foo_bar.py` is registered as `foo-bar`. Its module docstring's
+first paragraph, its lines joined, is its description (what `loadbench bench list` prints and the
+dashboard legend shows). It defines a `load` following the `Strategy` protocol below (a function, or
 `load = RECIPE.load` where one `loader.sequence.Recipe` is the whole strategy), and may set module
 constants, read from its source with `ast` (so listing strategies imports neither them nor jax)::
 
@@ -26,12 +26,13 @@ import ast
 import functools
 import importlib
 import importlib.util
+import itertools
 import os
 import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from loader import vocabulary
 from loader.errors import CheckpointError
@@ -77,7 +78,7 @@ class Strategy(Protocol):
     def __call__(
         self,
         target: Any,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         probe: Probe = NULL_PROBE,
         *,
         strict: bool = False,
@@ -131,7 +132,7 @@ class StrategyInfo:
     def load(
         self,
         target: Any,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         probe: Probe = NULL_PROBE,
         *,
         strict: bool = False,
@@ -143,7 +144,7 @@ class StrategyInfo:
         return strategy(target, path, probe, strict=strict, key_map=key_map, **options)
 
     def prepare(self) -> Callable[..., Path] | None:
-        """The module's `prepare(src, dst, builder)`, or None if it loads plain files as they are."""
+        """The module's `prepare(src, dst, builder)`; None if it loads plain files as they are."""
         return getattr(self._import(), "prepare", None)
 
 
@@ -159,7 +160,8 @@ def _value(node: ast.expr, where: str, name: str) -> object:
         return ast.literal_eval(node)
     except ValueError:
         raise StrategyError(
-            f"{where}: {name} must be a literal or a loader.vocabulary name, got {ast.unparse(node)!r}"
+            f"{where}: {name} must be a literal or a loader.vocabulary name, "
+            f"got {ast.unparse(node)!r}"
         ) from None
 
 
@@ -177,34 +179,40 @@ def _constants(tree: ast.Module, where: str) -> dict[str, object]:
 def _checked(
     name: str, where: str, doc: list[str], c: dict[str, object], module: str
 ) -> StrategyInfo:
+    """The `StrategyInfo`, its constants checked first (`StrategyError`): the casts then hold."""
+    description = " ".join(line.strip() for line in itertools.takewhile(str.strip, doc))
+    kind = c.get("KIND", vocabulary.STRATEGY)
+    checkpoint = c.get("CHECKPOINT", vocabulary.FILE)
+    multiprocess = c.get("MULTIPROCESS", False)
     requires = c.get("REQUIRES", ())
-    info = StrategyInfo(
-        name,
-        doc[0].strip() if doc else "",
-        c.get("KIND", vocabulary.STRATEGY),
-        c.get("CHECKPOINT", vocabulary.FILE),
-        c.get("MULTIPROCESS", False),
-        module,
-        tuple(requires) if isinstance(requires, tuple | list) else (requires,),
-        c.get("INSTALL_HINT", ""),
-    )
+    required = tuple(requires) if isinstance(requires, tuple | list) else (requires,)
+    install_hint = c.get("INSTALL_HINT", "")
     problems = [
-        "a module docstring (its first line is the description)" if not info.description else "",
-        f"KIND one of {vocabulary.KINDS}" if info.kind not in vocabulary.KINDS else "",
+        "a module docstring (its first paragraph is the description)" if not description else "",
+        f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
         f"CHECKPOINT one of {vocabulary.CHECKPOINTS}"
-        if info.checkpoint not in vocabulary.CHECKPOINTS
+        if checkpoint not in vocabulary.CHECKPOINTS
         else "",
-        "MULTIPROCESS a bool" if not isinstance(info.multiprocess, bool) else "",
+        "MULTIPROCESS a bool" if not isinstance(multiprocess, bool) else "",
         "REQUIRES a tuple of module names"
-        if isinstance(requires, str) or not all(isinstance(r, str) for r in info.requires)
+        if isinstance(requires, str) or not all(isinstance(r, str) for r in required)
         else "",
-        "INSTALL_HINT a string" if not isinstance(info.install_hint, str) else "",
+        "INSTALL_HINT a string" if not isinstance(install_hint, str) else "",
     ]
     if any(problems):
         raise StrategyError(
             f"{where}: strategy {name!r} needs " + "; ".join(p for p in problems if p)
         )
-    return info
+    return StrategyInfo(
+        name,
+        description,
+        cast(str, kind),
+        cast(str, checkpoint),
+        cast(bool, multiprocess),
+        module,
+        cast(tuple[str, ...], required),
+        cast(str, install_hint),
+    )
 
 
 def _defines_load(node: ast.stmt) -> bool:

@@ -46,7 +46,8 @@ def to_jax(tensor: Any) -> Any:
     import jax
 
     tensor = tensor.detach().contiguous()
-    if tensor.element_size() == 8 and not jax.config.jax_enable_x64:
+    x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]  # jax sets flags at run time
+    if tensor.element_size() == 8 and not x64:
         return np.from_dlpack(tensor)
     return jax.dlpack.from_dlpack(tensor)
 

@@ -22,7 +22,9 @@ REQUIRES = ("torch", "fastsafetensors")
 INSTALL_HINT = "make peers"
 
 
-def _open(files: list[Path], wanted: set[str]) -> tuple[Iterator[tuple[str, Any]], Callable]:
+def _open(
+    files: list[Path], wanted: set[str]
+) -> tuple[Iterator[tuple[str, Any]], Callable[[], None]]:
     from fastsafetensors import fastsafe_open
 
     handle = fastsafe_open([str(f) for f in files], framework="pt", device="cpu", nogds=True)

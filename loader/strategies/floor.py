@@ -1,7 +1,8 @@
 """Reference line, not a model load: read the whole file into one preallocated buffer.
 
-This is the least a load can cost on a CPU host: 1.0x the checkpoint in RAM and one sequential
-read (into a `loader.format.buffers` mapping, so no huge-page compaction stall is charged to it). Every strategy's time and peak are read against it.
+This is the least a load can cost on a CPU host: 1.0x the checkpoint in RAM and one sequential read
+(into a `loader.format.buffers` mapping, so no huge-page compaction stall is charged to it). Every
+strategy's time and peak are read against it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ KIND = REFERENCE
 
 def load(
     target: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,
     *,
     strict: bool = False,

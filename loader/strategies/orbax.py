@@ -1,4 +1,5 @@
-"""Orbax, the established JAX checkpointer: the checkpoint converted once to Orbax, restored into the abstract model.
+"""Orbax, the established JAX checkpointer: the checkpoint converted once to Orbax, restored into
+the abstract model.
 
 `prepare(src, dst, builder)` streams the `.safetensors` checkpoint into an Orbax checkpoint at
 `dst/orbax`: tensors are read one at a time with `pread` (real host arrays, never lazy or mmap
@@ -41,8 +42,8 @@ EMPTY_KEY = "loadbench.empty_tensors"  # Orbax cannot save zero-size arrays: the
 
 
 def prepare(
-    src: str | os.PathLike,
-    dst: str | os.PathLike,
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
     builder: Any = None,
     *,
     batch_bytes: int = BATCH_BYTES,
@@ -143,7 +144,8 @@ def _restore(item: Path, plan: LoadPlan, layout: Layout) -> dict[str, Any]:
         restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
         partial_restore=True,
     )
-    return ocp.PyTreeCheckpointer().restore(item, args=args)
+    restored: dict[str, Any] = ocp.PyTreeCheckpointer().restore(item, args=args)
+    return restored
 
 
 def _value(step: Step, restored: Any, plan: LoadPlan, layout: Layout) -> Any:

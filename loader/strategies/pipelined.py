@@ -1,4 +1,5 @@
-"""Reads start before the build, on several threads, into buffers the device adopts; casts in chunks.
+"""Reads start before the build, on several threads, into buffers the device adopts;
+casts in chunks.
 
 The reads need only the header, so reader threads start at once while the model is built
 abstractly, and each leaf gets its buffer when both are ready (`loader.pipeline.Pipeline`, the
@@ -28,7 +29,7 @@ from loader.sequence import Recipe, run_load
 
 def load(
     target: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,
     *,
     strict: bool = False,

@@ -21,7 +21,9 @@ REQUIRES = ("torch", "runai_model_streamer")
 INSTALL_HINT = "make peers"
 
 
-def _open(files: list[Path], wanted: set[str]) -> tuple[Iterator[tuple[str, Any]], Callable]:
+def _open(
+    files: list[Path], wanted: set[str]
+) -> tuple[Iterator[tuple[str, Any]], Callable[[], None]]:
     from runai_model_streamer import SafetensorsStreamer
 
     streamer = SafetensorsStreamer()

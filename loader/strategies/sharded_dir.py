@@ -21,7 +21,7 @@ CHECKPOINT = SHARDED_DIR
 MULTIPROCESS = True
 
 
-def prepare(src: str | os.PathLike, dst: str | os.PathLike, builder: Any = None) -> Path:
+def prepare(src: str | os.PathLike[str], dst: str | os.PathLike[str], builder: Any = None) -> Path:
     """Convert the checkpoint at `src` to a sharded directory `dst` (on every process)."""
     return convert_to_sharded(src, dst)
 

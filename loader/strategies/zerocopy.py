@@ -5,7 +5,8 @@ The buffers are page-aligned private anonymous mappings (`loader.format.buffers`
 On the CPU backend, `jax.device_put` of a 64-byte-aligned, C-contiguous numpy array aliases its
 memory instead of copying it, so each tensor exists once: the buffer read from the file *is* the
 device array. On an accelerator there is no such aliasing: the buffer is a staging copy that is
-freed once the host-to-device transfer completes, so the host peak stays one tensor, as in `builder`.
+freed once the host-to-device transfer completes, so the host peak stays one tensor, as in
+`builder`.
 """
 
 from __future__ import annotations

@@ -56,9 +56,16 @@ OVERFLOW_JS = """() => {
     let clipped = false;
     for (let a = el.parentElement; a && a.dataset.testid !== 'stMain'; a = a.parentElement) {
       const s = getComputedStyle(a);
-      if (['hidden', 'clip'].includes(s.overflowX) && a.getBoundingClientRect().right <= vw + 1) { clipped = true; break; }
+      if (['hidden', 'clip'].includes(s.overflowX) && a.getBoundingClientRect().right <= vw + 1) {
+        clipped = true;
+        break;
+      }
     }
-    if (!clipped) out.push(`${el.tagName.toLowerCase()}.${(el.getAttribute('class') || '').slice(0, 40)} [${el.closest('[data-testid]')?.dataset.testid}] right=${Math.round(r.right)}`);
+    if (!clipped) {
+      const cls = (el.getAttribute('class') || '').slice(0, 40);
+      const testid = el.closest('[data-testid]')?.dataset.testid;
+      out.push(`${el.tagName.toLowerCase()}.${cls} [${testid}] right=${Math.round(r.right)}`);
+    }
   }
   return out.slice(0, 10);
 }"""

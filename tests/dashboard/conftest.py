@@ -23,7 +23,7 @@ PAGES = [
 
 @pytest.fixture(scope="session")
 def fixture_results(tmp_path_factory: pytest.TempPathFactory) -> FixtureInfo:
-    """Two runs on two machines, 3 strategies x 2 shape sets x 3 repeats, a crash, a memray capture."""
+    """Two runs on two machines, 3 strategies x 2 shape sets x 3 repeats, a crash, a memray run."""
     return write_results(tmp_path_factory.mktemp("results"))
 
 

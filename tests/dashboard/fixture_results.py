@@ -3,11 +3,11 @@
 Run `alpha` is written as schema v1 (no `kind`: the reader derives it), run `beta` as the current
 version, with each row's strategy kind.
 
-Two runs on two machines (`alpha`, `beta`), each over two shape sets (`tiny-gpt2`, `gpt2`) with three
-strategies (`floor`, `eager`, `stream`) and three repeats, per-phase rows, RSS samples; run `alpha`
-also has a crashed strategy (`orbax`), run `beta` a memray capture (html + top sites). The numbers
-are synthetic but shaped like real ones: `eager` is fast and heavy, `stream` slow and light, `floor`
-(the reference that only reads the bytes) near 1x the checkpoint.
+Two runs on two machines (`alpha`, `beta`), each over two shape sets (`tiny-gpt2`, `gpt2`) with
+three strategies (`floor`, `eager`, `stream`) and three repeats, per-phase rows, RSS samples; run
+`alpha` also has a crashed strategy (`orbax`), run `beta` a memray capture (html + top sites). The
+numbers are synthetic but shaped like real ones: `eager` is fast and heavy, `stream` slow and light,
+`floor` (the reference that only reads the bytes) near 1x the checkpoint.
 """
 
 from __future__ import annotations

@@ -224,7 +224,8 @@ class Tripwire:  # remember who imports jax first, to name the culprit in the fa
         if name == "jax" and "JAX_BY" not in os.environ:
             os.environ["JAX_BY"] = " <- ".join(
                 f"{{f.filename.rsplit('/main/', 1)[-1]}}:{{f.lineno}}"
-                for f in reversed(traceback.extract_stack()[:-1]) if "/main/" in f.filename and "site-packages" not in f.filename)
+                for f in reversed(traceback.extract_stack()[:-1])
+                if "/main/" in f.filename and "site-packages" not in f.filename)
         return None
 sys.meta_path.insert(0, Tripwire())
 os.environ["LOADBENCH_RESULTS"] = {str(fixture_results.root)!r}

@@ -1,4 +1,4 @@
-"""`loadbench report`: one self-contained HTML file (charts and tables of the newest run, no CDN)."""
+"""`loadbench report`: one self-contained HTML file (the newest run's charts and tables, no CDN)."""
 
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def filled(mesh: Mesh, constant: float | None = None) -> Net:
 
 
 def verify(model) -> int:
-    """Every addressable shard of every leaf equals the expected values; bytes of distinct ranges."""
+    """Each addressable shard of each leaf equals the expected values; bytes of distinct ranges."""
     nbytes = 0
     for path, var in iter_variables(model):
         value = var.get_value()

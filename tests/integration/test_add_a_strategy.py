@@ -1,4 +1,4 @@
-"""Adding a strategy is adding one file: the registry, `bench list`, the tests and the dashboard see it.
+"""Adding a strategy is adding one file: the registry, `bench list`, tests and the dashboard see it.
 
 A throwaway strategy module is written into a temporary package, put on PYTHONPATH and named in
 `LOADBENCH_EXTRA_STRATEGIES` (the bench's way to add a strategy without editing loadbench). Its

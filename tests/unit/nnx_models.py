@@ -47,7 +47,7 @@ class Everything(nnx.Module):
 
 
 def host_bits(value) -> tuple:
-    """A bitwise-comparable form of a leaf value (PRNG keys as key data; scalars with their type)."""
+    """A bitwise-comparable form of a leaf value (PRNG keys as key data; scalars with a type)."""
     if isinstance(value, (bool, int, float)):
         return (type(value), value)
     if is_prng_dtype(value.dtype):

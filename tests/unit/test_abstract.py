@@ -1,5 +1,6 @@
-"""`loader.abstract.abstract_build` returns exactly what `nnx.eval_shape` returns, without the
-quadratic origin walk, restores jax's class attribute, and falls back with a note when it must."""
+"""`loader.target.abstract.abstract_build` returns exactly what `nnx.eval_shape` returns, without
+the quadratic origin walk, restores jax's class attribute, and falls back with a note when it
+must."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from bench.child.abstract_build import sa3_like_builder
-from loader import abstract
-from loader.abstract import AbstractBuildWarning, abstract_build
+from loader.target import abstract
+from loader.target.abstract import AbstractBuildWarning, abstract_build
 
 ORIGINAL_SHARDING = jax.core.Tracer.__dict__["sharding"]
 

@@ -11,6 +11,12 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
   importing each reached module runs: its module-level imports and its parent packages'
   `__init__`. Function-level imports of non-dashboard modules are not followed: they run only if
   that function is called, and the dashboard's own calls are what this rule is about.
+- The one arrow that runs up is `bench.cli` -> `dashboard.cli` (`loadbench dashboard` starts the
+  app); `UPWARD` names it, and the test fails if it goes or another appears.
+- The tree stays readable: the top of `bench/` holds at most 6 modules and no folder of the four
+  packages more than 14 (`.py` files, `__init__.py` included; `loader/strategies/` excepted: one
+  file per strategy is its design). `# fmt: skip` / `# fmt: off` appear at most 10 times in the
+  tree, and only on literal data tables: the formatter owns the layout.
 - No import cycle between modules: over module-level imports (including those in class bodies and
   under `if` / `try` at module level). Function-level imports are left out of the cycle check, since
   they run after both modules have finished importing; they are the sanctioned way to defer a heavy
@@ -20,6 +26,10 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
 from __future__ import annotations
 
 import ast
+import io
+import os
+import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +37,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("loader", "shapes", "bench", "dashboard")
-CLI = "bench.cli"
+#: The one import arrow that runs up: `loadbench dashboard` (in the CLI) starts the app.
+UPWARD = {("bench.cli", "dashboard.cli")}
 FORBIDDEN = {"loader": {"shapes", "bench", "dashboard"}, "shapes": {"bench", "dashboard"}}
 HEAVY = {"jax", "jaxlib", "flax"}
 
@@ -139,15 +150,15 @@ def test_imports_only_go_down(package):
     assert not wrong, "\n".join(wrong)
 
 
-def test_only_the_cli_sits_above_the_dashboard():
-    wrong = sorted(
-        f"{mod.name} imports {dep}"
+def test_the_one_upward_arrow_is_the_dashboard_command():
+    arrows = {
+        (mod.name, dep)
         for mod in MODULES.values()
-        if _package(mod.name) == "bench" and mod.name != CLI
+        if _package(mod.name) == "bench"
         for dep in mod.top | mod.deferred
         if _package(dep) == "dashboard"
-    )
-    assert not wrong, "\n".join(wrong)
+    }
+    assert arrows == UPWARD, f"bench -> dashboard arrows: {sorted(arrows)}; only {UPWARD} may be"
 
 
 def _parents(name: str) -> list[str]:
@@ -209,3 +220,82 @@ def _cycle() -> list[str] | None:
 def test_no_import_cycles():
     cycle = _cycle()
     assert cycle is None, "module-level import cycle: " + " -> ".join(cycle)
+
+
+# -- the tree's shape ---------------------------------------------------------------------------
+MAX_BENCH_TOP = 6
+MAX_FOLDER = 14
+ONE_FILE_PER_STRATEGY = ROOT / "loader" / "strategies"
+#: Folders over MAX_FOLDER today, with their count, until their owners regroup them. A ratchet:
+#: the test fails if one grows, and if one shrinks without this line shrinking with it.
+OVER_TODAY = {"dashboard": 15}
+MAX_FMT_SKIPS = 10
+_FMT = re.compile(r"\bfmt:\s*(skip|off)\b")  # in a comment: ruff format leaves the code as is
+
+
+def _folders() -> list[Path]:
+    found = []
+    for package in PACKAGES:
+        for folder, dirs, _ in os.walk(ROOT / package):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            found.append(Path(folder))
+    return found
+
+
+def _module_count(folder: Path) -> int:
+    return sum(1 for p in folder.glob("*.py") if p.is_file())
+
+
+def test_the_top_of_bench_holds_at_most_6_modules():
+    top = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
+    assert len(top) <= MAX_BENCH_TOP, f"bench/ holds {len(top)} modules: {top}"
+
+
+def test_no_folder_holds_more_than_14_modules():
+    counts = {
+        str(f.relative_to(ROOT)): _module_count(f) for f in _folders() if f != ONE_FILE_PER_STRATEGY
+    }
+    assert len(counts) > len(PACKAGES) and counts["bench"] >= 2  # the walk sees subfolders
+    over = {name: n for name, n in counts.items() if n > MAX_FOLDER}
+    assert over == OVER_TODAY, f"folders over {MAX_FOLDER} modules: {over}"
+
+
+def _source_files() -> list[Path]:
+    files = []
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        files += [Path(folder, n) for n in sorted(names) if n.endswith(".py")]
+    return files
+
+
+def _is_data_table(node: ast.AST) -> bool:
+    """A literal dict/list/tuple/set of constants and names (e.g. a dtype table)."""
+    leaves = (ast.Constant, ast.Name, ast.Attribute, ast.UnaryOp, ast.unaryop, ast.expr_context)
+    containers = (ast.Dict, ast.List, ast.Tuple, ast.Set)
+    return isinstance(node, containers) and all(
+        isinstance(n, containers + leaves) for n in ast.walk(node)
+    )
+
+
+def _fmt_markers(path: Path) -> list[tuple[int, bool]]:
+    """(line, on a data table) for each formatter-bypass comment in one file."""
+    text = path.read_text(encoding="utf-8")
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    lines = [t.start[0] for t in tokens if t.type == tokenize.COMMENT and _FMT.search(t.string)]
+    if not lines:
+        return []
+    stmts = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Assign | ast.AnnAssign)]
+    marked = []
+    for line in lines:
+        owners = [s for s in stmts if s.lineno <= line <= (s.end_lineno or s.lineno)]
+        marked.append((line, any(s.value is not None and _is_data_table(s.value) for s in owners)))
+    return marked
+
+
+def test_fmt_skip_is_rare_and_only_on_data_tables():
+    found = {str(p.relative_to(ROOT)): _fmt_markers(p) for p in _source_files()}
+    assert "tests/unit/test_architecture.py" in found  # the walk reaches the tests too
+    markers = [f"{name}:{line}" for name, marks in found.items() for line, _ in marks]
+    off_table = [f"{name}:{line}" for name, marks in found.items() for line, ok in marks if not ok]
+    assert len(markers) <= MAX_FMT_SKIPS, f"{len(markers)} formatter bypasses: {markers}"
+    assert not off_table, f"formatter bypasses outside a literal data table: {off_table}"

@@ -14,7 +14,8 @@ from bench.units import format_bytes, parse_size
 
 def test_parent_modules_do_not_import_jax():
     code = (
-        "import sys; import bench.run.runner, bench.records.results, bench.analysis.recommend, bench.cli, bench.analysis.summary; "
+        "import sys; import bench.run.runner, bench.records.results, bench.analysis.recommend, "
+        "bench.cli, bench.analysis.summary; "
         "bad = sorted(m for m in ('jax', 'flax', 'memray') if m in sys.modules); print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -92,7 +93,10 @@ def test_format_bytes():
 
 
 def test_runner_catalog_stays_jax_free():
-    code = "import sys; from bench import strategies; strategies.catalog(); print('jax' in sys.modules)"
+    code = (
+        "import sys; from bench import strategies; strategies.catalog(); "
+        "print('jax' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

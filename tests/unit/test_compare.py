@@ -1,4 +1,4 @@
-"""`loadbench compare`: ratios per strategy with the spread of repeats, exit 1 only beyond the noise."""
+"""`loadbench compare`: ratios per strategy with the repeats' spread; exit 1 only past the noise."""
 
 from __future__ import annotations
 

@@ -108,7 +108,18 @@ def _result(received, expected, status="ok", **kw) -> ChildResult:
     return ChildResult(status, measurement=m, **kw)
 
 
-CTX = RowContext("run", "rid", "gpt2", "pipelined", "strategy", "native", 2, 1, 0, GIB, GIB, 3)
+def _ctx(strategy: str = "pipelined") -> RowContext:
+    from bench import strategies
+    from bench.limits.pagecache import CacheOutcome
+    from bench.limits.situation import Situation
+    from bench.run.matrix import Checkpoint, Task
+
+    checkpoint = Checkpoint("gpt2", None, 0, "/c/model.safetensors", GIB, GIB, 3)
+    task = Task(checkpoint, strategies.catalog()[strategy], repeat=0, processes=1, devices=2)
+    return RowContext("run", uuid.uuid4().hex, task, Situation(CacheOutcome("warm")))
+
+
+CTX = _ctx()
 
 
 def test_rows_carry_the_device_peak_and_flag_a_device_that_received_more():
@@ -130,7 +141,7 @@ def test_summary_shows_the_device_peak_beside_the_host_peak_and_the_copy(tmp_pat
     lines = []
     for strategy, received in (("pipelined", {"cuda:0": GIB}), ("eager", {"cuda:0": 2 * GIB})):
         outcome = ChildOutcome("ok", None, _result(received, {"cuda:0": GIB}))
-        ctx = dataclasses.replace(CTX, strategy=strategy, result_id=uuid.uuid4().hex)
+        ctx = _ctx(strategy)
         lines += [to_json_line(r) for r in result_records(ctx, [outcome]) if hasattr(r, "phase")]
     path = tmp_path / "run.jsonl"
     path.write_text("\n".join(lines) + "\n")

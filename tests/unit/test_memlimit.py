@@ -1,4 +1,4 @@
-"""The memory cgroup of `--host-ram`: really enforced here, an over-limit child killed, none left."""
+"""The memory cgroup of `--host-ram`: enforced here, an over-limit child killed, no cgroup left."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors) end with the same filled model.
+"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors) end with the same model.
 
 Parametrised over the registry's peers. Each runs where its requirements import (`make peers`)
 and is skipped, naming what is missing and how to install it, where they do not. The model is

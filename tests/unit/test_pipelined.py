@@ -1,4 +1,4 @@
-"""The `pipelined` strategy and its engine: exact loads, casts, sharding, the budget, errors, strict.
+"""The `pipelined` strategy and its engine: exact loads, casts, sharding, budget, errors, strict.
 
 Targets are poisoned instances or builders; every tensor is checked against the synthetic
 checkpoint (`shapes.verify_tensor`: bit-exact, casts compared with numpy's / ml_dtypes' own), so a
@@ -222,7 +222,7 @@ def test_budget_waits_for_releases_and_records_its_high_water():
 
 
 def test_the_probe_and_the_rows_say_which_phases_overlapped(ckpt):
-    """A pipelined load's build runs inside its stream: the probe records it, the dashboard says it."""
+    """A pipelined build runs inside its stream: the probe records it, the dashboard says it."""
     import pandas as pd
 
     from bench.child.probe import MemoryProbe
@@ -281,3 +281,15 @@ def test_huge_tensor_at_small_scale_stays_within_the_budget(tmp_path, poison):
     assert verify(model, path) == 1
     assert model.huge.weight.get_value().dtype == ml_dtypes.bfloat16
     assert 0 < report.inflight_peak_bytes <= SMALL_BUDGET
+
+
+def test_fill_before_start_is_refused_with_a_clear_error(ckpt):
+    from loader.format.source import CheckpointSource
+    from loader.phases import NULL_PROBE
+    from loader.pipeline import Pipeline
+    from loader.plan import LoadPlan
+
+    engine = Pipeline()
+    with CheckpointSource(ckpt) as source, pytest.raises(RuntimeError, match="before fill"):
+        engine.fill(LoadPlan(), source, NULL_PROBE)
+    engine.close()

@@ -1,4 +1,4 @@
-"""Plausible-but-wrong CLI input is refused in one line that shows what works, and writes nothing."""
+"""Plausible-but-wrong CLI input is refused in one line showing what works, and writes nothing."""
 
 from __future__ import annotations
 

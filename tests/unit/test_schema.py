@@ -1,4 +1,4 @@
-"""Results schema v2: write rows, read them back, summarize; v1 files, a cut last line, bad files."""
+"""Results schema v2: write rows, read them back, summarize; v1 files, a cut last line, bad ones."""
 
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ from shapes.spec import ShapeSpec, TensorSpec, spec_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
 
-# (tensors, params, data bytes, files): the published figures PROVENANCE.txt checks each list against.
+# (tensors, params, data bytes, files): the published figures that PROVENANCE.txt checks each list
+# against.
 EXPECTED = {
     "sa3": (685, 567_573_761, 2_270_295_044, 1),
     "sa3-medium": (997, 2_305_495_793, 9_221_983_172, 1),

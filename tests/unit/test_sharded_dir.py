@@ -1,4 +1,4 @@
-"""`save_sharded` / `load_sharded` in one process (8 simulated devices), and the `sharded-dir` strategy."""
+"""`save_sharded` / `load_sharded` in one process (8 simulated devices); the `sharded-dir` one."""
 
 from __future__ import annotations
 

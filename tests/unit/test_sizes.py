@@ -1,5 +1,5 @@
-"""Small modules and short functions: every module of loader/, bench/, shapes/, dashboard/ is at most
-300 lines, and every function (methods and nested functions too) at most 40, read with `ast`.
+"""Small modules and short functions: every module of loader/, bench/, shapes/, dashboard/ is at
+most 300 lines, and every function (methods and nested functions too) at most 40, read with `ast`.
 
 A function's length runs from its `def` line (decorators excluded) to its last line, so its
 docstring counts. A module over the limit wants splitting by role (what its parts are for), not

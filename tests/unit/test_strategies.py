@@ -133,6 +133,12 @@ def test_floor_reads_every_byte(checkpoints):
     assert model is None and report is None
 
 
+def test_load_model_refuses_a_strategy_that_loads_no_model(checkpoints):
+    spec, ckpt = checkpoints["tiny-gpt2"]
+    with pytest.raises(strategies.StrategyError, match="'floor' loads no model"):
+        loader.load_model(shapes.model_builder(spec), ckpt, strategy="floor")
+
+
 def test_zerocopy_aliases_the_read_buffer(checkpoints):
     spec, ckpt = checkpoints["tiny-gpt2"]
     model, _ = strategies.get("zerocopy").load(shapes.model_builder(spec), ckpt, strict=True)

@@ -65,6 +65,15 @@ def test_an_extra_module_is_read_without_import(extra_pkg):
         info.load(object(), "x")
 
 
+def test_a_description_wrapped_over_lines_is_read_whole(extra_pkg):
+    wrapped = GOOD.replace(
+        '"""Throwaway: fills nothing, returns what it was given."""',
+        '"""Throwaway: fills nothing,\n  returns what it was given.\n\nDetails, not described."""',
+    )
+    info = strategies.catalog([extra_pkg("wrapped", wrapped)])["wrapped"]
+    assert info.description == "Throwaway: fills nothing, returns what it was given."
+
+
 def test_load_imports_lazily_and_passes_options(extra_pkg):
     module = extra_pkg("echo", GOOD.replace(', "no_such_module_xyz"', ","))
     info = strategies.get("echo", [module])
@@ -103,7 +112,8 @@ def test_duplicates_and_unknowns_raise(extra_pkg):
 def test_catalog_imports_no_strategy_and_no_jax():
     code = (
         "import sys, loader.strategies as s; s.catalog()\n"
-        "print(sorted(m for m in sys.modules if m.startswith('loader.strategies.')), 'jax' in sys.modules)"
+        "print(sorted(m for m in sys.modules if m.startswith('loader.strategies.')),\n"
+        "      'jax' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[] False"

@@ -1,4 +1,4 @@
-"""`bench run`'s summary: one block per configuration, the model dtype, bytes in flight vs budget."""
+"""`bench run`'s summary: a block per configuration, the model dtype, bytes in flight vs budget."""
 
 from __future__ import annotations
 

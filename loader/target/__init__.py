@@ -1,8 +1,8 @@
 """What a load writes into: a model instance, or a builder that is built abstractly.
 
 With a zero-argument builder no random model ever exists: it is built with `nnx.eval_shape`
-semantics (through `loader.abstract.abstract_build`, linear in the parameter count) and every leaf
-is then filled from the file.
+semantics (through `loader.target.abstract.abstract_build`, linear in the parameter count) and every
+leaf is then filled from the file.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 from flax import nnx
 
-from loader.abstract import abstract_build
 from loader.errors import CheckpointError
+from loader.target.abstract import abstract_build
 
 
 def resolve_target(target: Any) -> tuple[Any, bool]:
@@ -22,7 +22,8 @@ def resolve_target(target: Any) -> tuple[Any, bool]:
     if callable(target):
         return abstract_build(target), True
     raise CheckpointError(
-        f"load target must be an nnx.Module or a zero-argument builder returning one, got {type(target).__name__}"
+        "load target must be an nnx.Module or a zero-argument builder returning one, "
+        f"got {type(target).__name__}"
     )
 
 

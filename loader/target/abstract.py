@@ -106,12 +106,15 @@ class _FastProperty(property):
 
     def __init__(self, original: property) -> None:
         super().__init__(self._get, doc=original.__doc__)
+        if original.fget is None:
+            raise TypeError("abstract_build: Tracer.sharding is a property without a getter")
         self.original = original
+        self._original_get = original.fget
 
     def _get(self, tracer: object) -> object:
         if getattr(_local, "depth", 0):
             raise AttributeError(_ATTR)
-        return self.original.fget(tracer)
+        return self._original_get(tracer)
 
 
 def _enter_fast_scope() -> None:

@@ -1,0 +1,113 @@
+"""`loadbench probe`: measure this host's ceiling (copy and disk bandwidth, cores, RAM, limits).
+
+The record it writes (`--out FILE.json`, bench/SCHEMA.md "Probe record") is what `recommend
+--probe` scales a prediction with, and what `bench run` holds every row against.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.commands.common import add_json
+from bench.errors import BenchError
+from bench.host.record import ProbeRecord
+
+FULL_BYTES, QUICK_BYTES = 1 << 30, 256 << 20
+FULL_REPEATS, QUICK_REPEATS = 3, 2
+
+
+def _gbs(value: float | None) -> str:
+    return "–" if value is None else f"{value / 1e9:.2f} GB/s"
+
+
+def _by_threads(figures: dict[str, float]) -> str:
+    return ", ".join(f"{n}: {v / 1e9:.2f}" for n, v in figures.items())
+
+
+def format_probe(r: ProbeRecord) -> str:
+    """The probe record as a few lines of text."""
+    cold = f"{_gbs(r.cold_read_bytes_per_s)} with {r.cold_read_threads} threads"
+    lines = [
+        f"probe {r.probe_id} on {r.machine} ({r.duration_s:.1f} s)",
+        f"  warm copy   {_gbs(r.warm_copy_bytes_per_s)} with {r.warm_copy_threads} threads"
+        f"  (GB/s by threads: {_by_threads(r.warm_copy)})",
+        f"  cold read   {cold if r.cold_read else '– (no disk probed)'}"
+        + (f"  ({r.cold_read_method}; {_by_threads(r.cold_read)})" if r.cold_read else ""),
+        f"  disk        {r.disk_path or '–'} (device {r.disk_device or 'none'})",
+        f"  first touch {_gbs(r.first_touch_bytes_per_s)}, memcpy {_gbs(r.memcpy_bytes_per_s)}"
+        f", one core {r.single_core_ops_per_s / 1e6:.1f} M loop steps/s",
+        f"  CPUs        {r.effective_cpus} usable of {r.cpu_count}"
+        f" (quota {r.cpu_quota_cpus or 'none'}), RAM {r.ram_bytes / 2**30:.1f} GiB"
+        f", memory.max {r.memory_max_bytes or 'none'}",
+        f"  accelerator {r.accelerator}"
+        + (
+            f" x{r.device_count} ({r.device_kind}): host->device pageable "
+            f"{_gbs(r.h2d_pageable_bytes_per_s)}, pinned {_gbs(r.h2d_pinned_bytes_per_s)}"
+            if r.accelerator != "none"
+            else ""
+        ),
+    ]
+    return "\n".join(lines + [f"  note: {n}" for n in r.notes]) + "\n"
+
+
+def _options(args: argparse.Namespace):
+    from bench.host.child import ProbePlan
+    from bench.host.run import ProbeOptions
+    from bench.run.config import cache_dir
+    from bench.units import parse_size, parse_speed
+
+    size = parse_size(args.size, what="--size") if args.size else None
+    size = size or (QUICK_BYTES if args.quick else FULL_BYTES)
+    ram = parse_size(args.host_ram, what="--host-ram") if args.host_ram else None
+    if ram is not None:
+        size = min(size, ram // 4)
+    speed = None
+    if args.disk_read_speed:
+        if args.no_disk:
+            raise BenchError("--disk-read-speed caps the disk, and --no-disk probes none")
+        speed = parse_speed(args.disk_read_speed, what="--disk-read-speed")
+    disk = None if args.no_disk else (args.disk or str(cache_dir() / "checkpoints"))
+    if disk is not None and args.disk is None:
+        Path(disk).mkdir(parents=True, exist_ok=True)
+    plan = ProbePlan(
+        disk=disk, file_bytes=size, repeats=QUICK_REPEATS if args.quick else FULL_REPEATS
+    )
+    return ProbeOptions(plan, args.cpus, ram, speed, tuple(["loadbench", *args.argv]))
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """`loadbench probe`: probe, print, and write the record if `--out` is given."""
+    from bench.host.record import write_probe
+    from bench.host.run import probe_host
+
+    record = probe_host(_options(args))
+    if args.out:
+        write_probe(record, args.out)
+    print(record.to_json() if args.json else format_probe(record), end="\n" if args.json else "")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `loadbench probe`."""
+    p = sub.add_parser(
+        "probe",
+        help="measure this host's ceiling: copy and disk bandwidth, cores, RAM, limits",
+        description="Measure file -> memory copy bandwidth (warm), the disk's read bandwidth "
+        "(cold), page zeroing, memcpy, CPUs, RAM, the cgroup limits in force and the "
+        "accelerator, in a child process (inside --cpus/--host-ram/--disk-read-speed if given).",
+    )
+    p.add_argument("--disk", help="a folder on the disk to probe (default: the checkpoint cache)")
+    p.add_argument("--no-disk", action="store_true", help="no cold read figure (warm only)")
+    p.add_argument("--out", help="write the probe record here (FILE.json)")
+    add_json(p, "the probe record as JSON")
+    p.add_argument("--quick", action="store_true", help="a smaller probe file, fewer repeats")
+    p.add_argument("--size", help="probe file size (default 1GiB, --quick 256MiB)")
+    p.add_argument("--cpus", type=int, help="probe inside a cgroup of this many CPUs")
+    p.add_argument("--host-ram", help="probe inside a memory cgroup of this size, e.g. 4GiB")
+    p.add_argument(
+        "--disk-read-speed",
+        help="probe with reads from the disk capped at this speed, e.g. 250MB/s",
+    )
+    p.set_defaults(func=cmd_probe)
+    return p

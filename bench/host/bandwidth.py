@@ -1,0 +1,192 @@
+"""The probe's copy passes: file -> fresh private memory (warm and cold), first touch, memcpy.
+
+One pass reads a whole probe file into one fresh private anonymous mapping, as the loader does:
+`threads` threads take disjoint 32 MiB chunks in turn, each chunk populated for writing
+(`madvise(MADV_POPULATE_WRITE)` through ctypes, as `loader.pipeline.memory.prefault` does: that
+package imports jax, and the runner that probes must not) just before its `os.preadv` (both
+release the GIL, so the threads run in parallel). A warm pass reads from the page cache; a
+cold pass first evicts the file (`posix_fadvise(DONTNEED)`) and reads it with `O_DIRECT` where the
+filesystem allows (no page cache at all), else buffered. Never imports jax.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import itertools
+import mmap
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from loader.format.buffers import host_buffer
+
+CHUNK = 32 << 20
+MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python's mmap module names it only from 3.13
+DIRECT, BUFFERED = "O_DIRECT", "fadvise"  # how a cold pass keeps the page cache out
+
+
+def _madvise():
+    fn = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).madvise
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_MADVISE = _madvise()
+
+
+def prefault(array: np.ndarray) -> None:
+    """Populate the pages under `array` for writing; an OSError if the kernel refuses (the probe
+    measures the loader's way, or says it cannot)."""
+    if not array.nbytes:
+        return
+    start = array.ctypes.data
+    begin = start - start % mmap.PAGESIZE
+    if _MADVISE(begin, start + array.nbytes - begin, MADV_POPULATE_WRITE) != 0:
+        raise OSError(ctypes.get_errno(), "madvise(MADV_POPULATE_WRITE) refused")
+
+
+def write_probe_file(path: Path, nbytes: int) -> None:
+    """`nbytes` of incompressible bytes at `path`, flushed to the disk (removed if that fails)."""
+    rng = np.random.default_rng(0)
+    try:
+        with open(path, "wb") as fh:
+            for start in range(0, nbytes, CHUNK):
+                fh.write(rng.bytes(min(CHUNK, nbytes - start)))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _copy_into(fd: int, dest: np.ndarray, threads: int) -> None:
+    """`threads` threads pread disjoint chunks of `fd` into `dest`, each prefaulted first."""
+    counter = itertools.count()  # next() on it is atomic under the GIL
+    size, errors = dest.nbytes, []
+    view = memoryview(dest.data)
+
+    def work() -> None:
+        try:
+            while (start := next(counter) * CHUNK) < size:
+                piece = dest[start : start + CHUNK]
+                prefault(piece)
+                done = 0
+                while done < piece.nbytes:
+                    got = os.preadv(fd, [view[start + done : start + piece.nbytes]], start + done)
+                    if got <= 0:
+                        raise OSError(f"short read at byte {start + done} of {size}")
+                    done += got
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def copy_pass(path: Path, threads: int, *, direct: bool = False) -> float:
+    """Seconds to read all of `path` into a fresh private mapping with `threads` threads."""
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+    try:
+        start = time.perf_counter()
+        dest = host_buffer((size,), np.dtype(np.uint8))
+        _copy_into(fd, dest, threads)
+        return time.perf_counter() - start
+    finally:
+        os.close(fd)
+
+
+def evict(path: Path) -> None:
+    """Drop `path`'s pages from the page cache (it must have been flushed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def direct_works(path: Path) -> bool:
+    """Whether this filesystem serves an aligned `O_DIRECT` read of `path`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        return False
+    try:
+        buf = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        return os.preadv(fd, [buf], 0) > 0
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def rates(
+    size: int, seconds_of: Callable[[int], float], counts: list[int], repeats: int
+) -> dict[int, float]:
+    """thread count -> median bytes/s over `repeats` passes, the thread counts interleaved."""
+    seconds: dict[int, list[float]] = {n: [] for n in counts}
+    for _ in range(repeats):
+        for n in counts:
+            seconds[n].append(seconds_of(n))
+    return {n: size / statistics.median(s) for n, s in seconds.items()}
+
+
+def warm_copy(path: Path, counts: list[int], repeats: int) -> dict[int, float]:
+    """Warm copy bandwidth by thread count (the file read once first, so it is cached)."""
+    copy_pass(path, max(counts))
+    return rates(path.stat().st_size, lambda n: copy_pass(path, n), counts, repeats)
+
+
+def cold_read(path: Path, counts: list[int], repeats: int) -> tuple[dict[int, float], str]:
+    """Cold read bandwidth by thread count, and how the cache was kept out (DIRECT, BUFFERED)."""
+    direct = direct_works(path)
+
+    def one(n: int) -> float:
+        evict(path)
+        return copy_pass(path, n, direct=direct)
+
+    return rates(path.stat().st_size, one, counts, repeats), DIRECT if direct else BUFFERED
+
+
+def first_touch(nbytes: int, repeats: int) -> float:
+    """Bytes/s at which the kernel hands out zeroed pages of a fresh mapping (one thread)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        prefault(host_buffer((nbytes,), np.dtype(np.uint8)))
+        times.append(time.perf_counter() - start)
+    return nbytes / statistics.median(times)
+
+
+def single_core(repeats: int, n: int = 1_000_000) -> float:
+    """Loop steps/s of one Python thread (`sum` over a generator): the core's speed at the
+    interpreter work a model build does, which scales the CPU terms of a prediction."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        sum(i & 7 for i in range(n))
+        times.append(time.perf_counter() - start)
+    return n / statistics.median(times)
+
+
+def memcpy(nbytes: int, repeats: int) -> float:
+    """Bytes/s of one thread copying between two already-faulted buffers."""
+    src, dst = np.ones(nbytes, np.uint8), np.ones(nbytes, np.uint8)  # both faulted in
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return nbytes / statistics.median(times)

@@ -1,0 +1,149 @@
+"""The probe record: what `loadbench probe` measured of a host, versioned (bench/SCHEMA.md).
+
+`ProbeRecord` is written as one JSON object stamped `"probe_version": 1`. `read_probe(path)`
+refuses a newer version naming it, and a file with a missing or mistyped field naming the field;
+`write_probe` writes it whole or not at all (a temporary file renamed into place). Never imports
+jax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BenchError
+
+PROBE_VERSION = 1
+
+
+class ProbeFileError(BenchError):
+    """A probe file cannot be read: absent, not JSON, another version, a bad field."""
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """One host, probed. Bandwidths in bytes/s; per-thread-count figures keyed by the count."""
+
+    probe_id: str
+    machine: str
+    started_utc: str
+    duration_s: float
+    host: dict[str, Any]  # the machine facts a run record carries (bench/run/machine.py)
+    # the contract: the best warm copy and cold read, and the thread counts that reached them
+    warm_copy_bytes_per_s: float
+    warm_copy_threads: int
+    cold_read_bytes_per_s: float | None
+    cold_read_threads: int | None
+    warm_copy: dict[str, float]
+    cold_read: dict[str, float]
+    cold_read_method: str | None  # "O_DIRECT" | "fadvise" | None (no disk figure)
+    disk_path: str | None
+    disk_device: str | None  # MAJ:MIN of the disk holding disk_path, None if on no block device
+    probe_file_bytes: int
+    first_touch_bytes_per_s: float
+    memcpy_bytes_per_s: float
+    single_core_ops_per_s: float  # Python loop steps/s on one thread (bench.host.bandwidth)
+    # the host and the limits in force on the probing process, read from the kernel
+    cpu_count: int
+    affinity_cpus: int
+    effective_cpus: int
+    cpu_quota_cpus: float | None
+    ram_bytes: int
+    memory_max_bytes: int | None
+    io_read_bytes_per_s: dict[str, int]
+    # the accelerator jax sees ("none" on a CPU-only host)
+    accelerator: str
+    device_kind: str
+    device_count: int
+    device_memory_bytes: int | None
+    h2d_pageable_bytes_per_s: float | None
+    h2d_pinned_bytes_per_s: float | None
+    # the limits asked for (--cpus, --host-ram, --disk-read-speed), as applied and read back
+    cpus: int | None = None
+    cpu_limit: str | None = None
+    cpu_limit_enforced: bool | None = None
+    host_ram_bytes: int | None = None
+    memory_limit: str | None = None
+    memory_limit_enforced: bool | None = None
+    disk_read_limit_bytes_per_s: int | None = None
+    disk_read_limit: str | None = None
+    disk_read_limit_enforced: bool | None = None
+    notes: list[str] = field(default_factory=list)
+    probe_version: int = PROBE_VERSION
+
+    def to_json(self) -> str:
+        """The record as one JSON object."""
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
+
+    def bandwidth(self, situation: str) -> float | None:
+        """The best bytes/s for "warm" (copy from the page cache) or "cold" (the disk)."""
+        return self.warm_copy_bytes_per_s if situation == "warm" else self.cold_read_bytes_per_s
+
+
+_TYPES = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "dict": (dict,),
+    "list": (list,),
+}
+
+
+def _check(name: str, hint: str, value: object, source: str) -> None:
+    if value is None and "None" in hint:
+        return
+    base = hint.split("[")[0].split(" |")[0]
+    types = _TYPES.get(base, (object,))
+    if not isinstance(value, types) or (base in ("int", "float") and isinstance(value, bool)):
+        raise ProbeFileError(f"{source}: field {name!r} is {value!r}; expected {hint}")
+
+
+def from_dict(data: dict, source: str) -> ProbeRecord:
+    """A `ProbeRecord` from its JSON object, version and fields checked."""
+    version = data.get("probe_version")
+    if not isinstance(version, int) or version > PROBE_VERSION:
+        raise ProbeFileError(
+            f"{source} is a probe file of probe_version {version!r}; this loadbench reads "
+            f"probe_version {PROBE_VERSION} and older: upgrade loadbench, or probe again with it"
+        )
+    kwargs = {}
+    for f in dataclasses.fields(ProbeRecord):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if f.name not in data:
+            if required:
+                raise ProbeFileError(f"{source}: no field {f.name!r} (is it a probe file?)")
+            continue
+        _check(f.name, str(f.type), data[f.name], source)
+        kwargs[f.name] = data[f.name]
+    return ProbeRecord(**kwargs)
+
+
+def read_probe(path: str | os.PathLike) -> ProbeRecord:
+    """The probe record at `path`; a one-line `ProbeFileError` if it cannot be read."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProbeFileError(f"cannot read the probe file {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ProbeFileError(f"{path} is not a probe file (not JSON: {exc})") from None
+    if not isinstance(data, dict):
+        raise ProbeFileError(f"{path} is not a probe file (not one JSON object)")
+    return from_dict(data, str(path))
+
+
+def write_probe(record: ProbeRecord, path: str | os.PathLike) -> None:
+    """Write `record` at `path` whole (a temporary file beside it, renamed), or leave nothing."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(record.to_json() + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BenchError(f"cannot write the probe file {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,96 @@
+"""The machine's ceiling each row is held against: a probe taken once per machine and disk.
+
+`bench run` probes the disk that holds the checkpoint cache (`loadbench probe`, in a child, inside
+`--cpus` if given) the first time it runs on a machine, and keeps the record in the results folder,
+`<out>/<machine>/probe-<MAJ-MIN>[-cpusN].json`; later runs reuse it, and `--probe` takes a new one.
+A cached probe whose file was smaller than the checkpoint (up to `MAX_PROBE_BYTES`) is taken again
+with a file that large. Each row then gets `ceiling_s`: its checkpoint's bytes over the probe's
+best bandwidth for its situation (warm copy for a warm run, the disk for a cold one, the cap for a
+capped one, where that is the slower), and `ceiling_ratio` = wall_s / ceiling_s. Where the probe
+fails, the run goes on without a ceiling and says why. Never imports jax.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.errors import BenchError
+from bench.host.child import ProbePlan
+from bench.host.record import ProbeRecord, read_probe, write_probe
+from bench.host.run import ProbeOptions, probe_host
+from bench.limits.disk_read import whole_disk
+from bench.run.config import RunConfig, cache_dir
+from bench.run.machine import machine_id
+from bench.vocabulary import COLD
+
+MIN_PROBE_BYTES, MAX_PROBE_BYTES = 32 << 20, 2 << 30
+
+
+def probe_file(config: RunConfig, disk: Path) -> Path:
+    """Where the probe of `disk` (inside `config.cpus`) is cached for this machine."""
+    device = whole_disk(os.stat(disk).st_dev) or "nodisk"
+    cpus = f"-cpus{config.cpus}" if config.cpus is not None else ""
+    return Path(config.out) / machine_id() / f"probe-{device.replace(':', '-')}{cpus}.json"
+
+
+@dataclass
+class Ceiling:
+    """The run's probe, taken or read once, then asked per checkpoint."""
+
+    config: RunConfig
+    probed: bool = False  # taken during this run (so `--probe` re-probes once)
+    record: ProbeRecord | None = None
+    tried: set[int] = field(default_factory=set)
+
+    def probe(self, checkpoint_bytes: int) -> ProbeRecord | None:
+        """The probe for a checkpoint of `checkpoint_bytes` (cached, or taken now)."""
+        size = max(MIN_PROBE_BYTES, min(MAX_PROBE_BYTES, checkpoint_bytes))
+        if self.record is not None and (self.probed or self.record.probe_file_bytes >= size):
+            return self.record
+        disk = cache_dir() / "checkpoints"
+        disk.mkdir(parents=True, exist_ok=True)
+        path = probe_file(self.config, disk)
+        if not (self.config.reprobe and not self.probed) and path.is_file():
+            try:
+                cached = read_probe(path)
+            except BenchError as exc:
+                print(f"loadbench: {exc}; probing again", file=sys.stderr)
+            else:
+                if cached.probe_file_bytes >= size:
+                    self.record = cached
+                    return cached
+        return self._take(path, disk, size)
+
+    def _take(self, path: Path, disk: Path, size: int) -> ProbeRecord | None:
+        if size in self.tried:
+            return self.record
+        self.tried.add(size)
+        plan = ProbePlan(disk=str(disk), file_bytes=size)
+        try:
+            self.record = probe_host(ProbeOptions(plan, cpus=self.config.cpus))
+            write_probe(self.record, path)
+        except BenchError as exc:
+            print(f"loadbench: no ceiling for these rows: {exc}", file=sys.stderr)
+            return self.record
+        self.probed = True
+        return self.record
+
+
+def bandwidth(probe: ProbeRecord, cache: str, cap: int | None) -> float | None:
+    """The probe's best bytes/s for a run in this situation (None: the probe has no such figure)."""
+    if cache != COLD:
+        return probe.warm_copy_bytes_per_s
+    if cap is not None:
+        return min(cap, probe.cold_read_bytes_per_s or cap)
+    return probe.cold_read_bytes_per_s
+
+
+def ceiling_fields(probe: ProbeRecord | None, checkpoint_bytes: int, cache: str, cap: int | None):
+    """The row fields `ceiling_s` and `ceiling_probe_id` for a checkpoint in this situation."""
+    rate = bandwidth(probe, cache, cap) if probe is not None else None
+    if probe is None or not rate:
+        return {}
+    return {"ceiling_s": checkpoint_bytes / rate, "ceiling_probe_id": probe.probe_id}

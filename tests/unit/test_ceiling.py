@@ -1,0 +1,60 @@
+"""Every row held against the machine's ceiling: the probe's bandwidth for its situation, cached."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from bench.analysis.compare import ceiling_text
+from bench.analysis.summary import tables
+from bench.records.results import read_results
+from bench.run import ceiling
+from bench.run.config import RunConfig
+from bench.run.runner import run_bench
+from tests.unit.probe_records import GB, hand_probe
+
+
+def test_the_ceiling_is_the_bandwidth_of_the_rows_situation():
+    probe = hand_probe()
+    assert ceiling.ceiling_fields(probe, 8 * 10**9, "warm", None)["ceiling_s"] == 2.0
+    assert ceiling.ceiling_fields(probe, 8 * 10**9, "cold", None)["ceiling_s"] == 8.0
+    capped = ceiling.ceiling_fields(probe, 8 * 10**9, "cold", 250_000_000)
+    assert capped == {"ceiling_s": 32.0, "ceiling_probe_id": probe.probe_id}
+    assert ceiling.bandwidth(probe, "cold", int(2 * GB)) == GB  # the slower of disk and cap
+    no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
+    assert ceiling.ceiling_fields(no_disk, 8 * 10**9, "cold", None) == {}
+    assert ceiling.ceiling_fields(None, 8 * 10**9, "warm", None) == {}
+
+
+def test_compare_shows_each_sides_x_ceiling():
+    assert ceiling_text(pd.Series({"ceiling_base": 2.4, "ceiling_new": 2.1})) == "2.40x -> 2.10x"
+    assert ceiling_text(pd.Series({"ceiling_base": float("nan"), "ceiling_new": 1.0})) == (
+        "- -> 1.00x"
+    )
+
+
+def _run(tmp_path, reprobe=False):
+    config = RunConfig(
+        shapes=["tiny-gpt2"],
+        strategies=["floor"],
+        repeats=1,
+        out=tmp_path / "results",
+        progress=False,
+        reprobe=reprobe,
+    )
+    res = read_results(run_bench(config).jsonl)
+    row = res.phases[res.phases.phase == "total"].iloc[0]
+    assert "x ceiling" in tables(res) and f"{row.ceiling_ratio:.2f}x" in tables(res)
+    return row
+
+
+def test_a_run_probes_once_caches_the_probe_and_reprobes_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "lbcache"))
+    row = _run(tmp_path)
+    (cached,) = (tmp_path / "results").glob("*/probe-*.json")
+    probe = ceiling.read_probe(cached)
+    assert row.ceiling_probe_id == probe.probe_id
+    assert row.ceiling_s == pytest.approx(row.checkpoint_bytes / probe.warm_copy_bytes_per_s)
+    assert row.ceiling_ratio == pytest.approx(row.wall_s / row.ceiling_s)
+    assert _run(tmp_path).ceiling_probe_id == probe.probe_id  # the cached probe, reused
+    assert _run(tmp_path, reprobe=True).ceiling_probe_id != probe.probe_id

@@ -1,0 +1,130 @@
+"""`loadbench probe` at small sizes: the copy is real, the record is versioned and whole, bad
+disks and bad flags are refused in one line, and `--cpus` is a CPU cgroup read back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.cli import main
+from bench.errors import BenchError
+from bench.host import bandwidth, child
+from bench.host.limits import KernelLimits
+from bench.host.record import PROBE_VERSION, read_probe
+from bench.limits import cpu as cpulimit
+from bench.limits.cpu import CpuLimit
+
+SMALL = ["--quick", "--size", "8MiB"]
+CONTRACT = ("warm_copy_bytes_per_s", "cold_read_bytes_per_s", "warm_copy_threads")
+
+
+def _probe(tmp_path: Path, *extra: str) -> Path:
+    out = tmp_path / "probe.json"
+    assert main(["probe", *SMALL, "--disk", str(tmp_path), "--out", str(out), *extra]) == 0
+    return out
+
+
+def test_a_pass_copies_the_files_bytes_into_fresh_memory(tmp_path):
+    path = tmp_path / "data.bin"
+    bandwidth.CHUNK, chunk = 1 << 20, bandwidth.CHUNK  # several chunks per thread
+    try:
+        bandwidth.write_probe_file(path, (5 << 20) + 4096)
+        dest = np.full(path.stat().st_size, 7, np.uint8)  # poisoned: a no-op copy leaves 7s
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            bandwidth._copy_into(fd, dest, threads=3)
+        finally:
+            os.close(fd)
+    finally:
+        bandwidth.CHUNK = chunk
+    assert dest.tobytes() == path.read_bytes()
+
+
+def test_thread_counts_and_the_cpus_a_quota_leaves():
+    assert child.thread_counts(2) == ([1, 2, 3, 4], [1, 2, 4])
+    assert child.thread_counts(4) == ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 4, 8])
+    assert KernelLimits(8, 1.5, None, {}).effective_cpus == 2
+    assert KernelLimits(2, None, None, {}).effective_cpus == 2
+
+
+def test_the_probe_writes_a_versioned_record_with_the_contract_keys(tmp_path):
+    record = read_probe(_probe(tmp_path))
+    data = json.loads((tmp_path / "probe.json").read_text())
+    assert data["probe_version"] == PROBE_VERSION and all(k in data for k in CONTRACT)
+    assert record.warm_copy[str(record.warm_copy_threads)] == record.warm_copy_bytes_per_s
+    assert record.warm_copy_bytes_per_s == max(record.warm_copy.values())
+    assert len(record.warm_copy) == 2 * record.effective_cpus
+    if record.cold_read_method is not None:  # tmp_path on a disk: a cold figure
+        assert record.cold_read_bytes_per_s == max(record.cold_read.values())
+    assert record.host["cpu_count"] == os.cpu_count() and record.accelerator == "none"
+    assert record.probe_file_bytes == 8 << 20
+    assert not list(tmp_path.glob(".loadbench-probe-*"))  # the probe file is gone
+
+
+def test_a_newer_probe_file_is_refused_naming_its_version(tmp_path):
+    out = _probe(tmp_path, "--no-disk")
+    data = json.loads(out.read_text())
+    assert data["cold_read_bytes_per_s"] is None and data["disk_path"] is None
+    data["probe_version"] = PROBE_VERSION + 1
+    out.write_text(json.dumps(data))
+    with pytest.raises(BenchError, match=f"probe_version {PROBE_VERSION + 1}"):
+        read_probe(out)
+    data["probe_version"] = PROBE_VERSION
+    data["warm_copy_threads"] = "two"
+    out.write_text(json.dumps(data))
+    with pytest.raises(BenchError, match="'warm_copy_threads'"):
+        read_probe(out)
+
+
+@pytest.mark.parametrize("disk", ["/sys/kernel", "full"])
+def test_an_unwritable_or_full_disk_fails_cleanly_leaving_no_file(tmp_path, capsys, disk):
+    out = tmp_path / "probe.json"
+    size = ["--size", "1000TiB"] if disk == "full" else []
+    disk = str(tmp_path) if disk == "full" else disk
+    assert main(["probe", *SMALL, *size, "--disk", disk, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("loadbench: error: cannot probe the disk at") and "\n" not in err
+    assert not out.exists() and not list(Path(disk).glob(".loadbench-probe-*"))
+
+
+def test_cpus_above_the_cpu_count_is_refused_in_one_line(capsys):
+    assert main(["probe", "--quick", "--cpus", str(len(os.sched_getaffinity(0)) + 1)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--cpus" in err and "\n" not in err
+
+
+def test_a_cpu_cgroup_limits_the_child_to_one_cpu_and_is_removed():
+    limit = CpuLimit(1).open()
+    if limit.mechanism == cpulimit.NONE:
+        pytest.skip(f"no cpu cgroup can be made here: {limit.note}")
+    path = limit.path
+    code = "from bench.host import limits; print(limits.read().effective_cpus)"
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        limit.attach(proc.pid)
+        out, _ = proc.communicate(timeout=60)
+        outcome = limit.outcome()
+    finally:
+        limit.close()
+    assert outcome.enforced and outcome.cpus == 1, outcome
+    assert out.strip() == "1"
+    assert path is not None and not path.exists()
+
+
+def test_the_probe_runs_inside_its_limits_and_reads_them_back(tmp_path):
+    cap = 50_000_000
+    record = read_probe(_probe(tmp_path, "--cpus", "1", "--disk-read-speed", "50MB/s"))
+    if record.cpu_limit == cpulimit.NONE or record.disk_read_limit in (None, "none"):
+        pytest.skip(f"no cpu or io cgroup here, or no block device: {record.notes}")
+    assert record.cpu_limit_enforced and record.disk_read_limit_enforced
+    assert record.effective_cpus == 1 and len(record.warm_copy) == 2  # 1..2x its one CPU
+    assert cap in record.io_read_bytes_per_s.values()  # the cap, as the kernel reports it
+    assert record.cold_read_bytes_per_s is not None
+    # at the cap (a small file reads partly in the throttle's first slice), far below the disk
+    assert 0.5 * cap < record.cold_read_bytes_per_s < 3 * cap

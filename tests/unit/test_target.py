@@ -1,0 +1,132 @@
+"""`recommend --probe`: the time model fitted on hand-made runs, scaled by a hand-made probe."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.analysis import target
+from bench.analysis.recommend import TargetCheckpoint, spec_summary
+from bench.analysis.target import TimeModel, fit_time, predict_time
+from bench.cli import main
+from bench.errors import BenchError
+from bench.records.results import read_results
+from bench.records.schema import PhaseRecord
+from bench.records.writer import ResultsWriter
+from loader.vocabulary import STRATEGY
+from tests.unit.probe_records import GB, hand_probe
+
+HERE = hand_probe(probe_id="here-probe", machine="here")
+# the target: one CPU's quota of two, half the per-thread copy speed and interpreter speed, and a
+# 250 MB/s disk
+THERE = hand_probe(
+    cpu_quota_cpus=1.0,
+    effective_cpus=1,
+    warm_copy={"1": 1.25 * GB, "2": 1.3 * GB},
+    warm_copy_bytes_per_s=1.3 * GB,
+    single_core_ops_per_s=1e7,
+    cold_read_bytes_per_s=0.25 * GB,
+)
+K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
+
+
+def test_the_prediction_scales_cpu_work_cores_and_the_disk():
+    model = TimeModel("s", K_BYTE, K_TENSOR, P, OVERLAP, runs=4, shapes=("a", "b"))
+    ckpt = TargetCheckpoint(9 * 10**9, 0, 1000)
+    warm = predict_time(model, HERE, THERE, ckpt, "warm")
+    # cpu 9 s x2 (copy speed) + 1 s x2 (interpreter) = 20 s, on min(1.5, 1) CPUs
+    assert warm.predicted_wall_s == pytest.approx(20.0)
+    cold = predict_time(model, HERE, THERE, ckpt, "cold")
+    # + 36 s of disk at 250 MB/s, half of the 20 s CPU hidden behind it
+    assert cold.disk_s == pytest.approx(36.0) and cold.predicted_wall_s == pytest.approx(46.0)
+    same_host = predict_time(model, HERE, HERE, ckpt, "warm")
+    assert same_host.predicted_wall_s == pytest.approx((9 + 1) / P)
+
+
+def test_a_cold_prediction_from_a_probe_without_a_disk_names_the_flag():
+    model = TimeModel("s", K_BYTE, K_TENSOR, P, OVERLAP, runs=4, shapes=("a",))
+    no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
+    with pytest.raises(BenchError, match="--disk PATH"):
+        predict_time(model, HERE, no_disk, TargetCheckpoint(1, 1, 1), "cold")
+
+
+def _row(strategy: str, ckpt: int, tensors: int, cache: str, repeat: int) -> PhaseRecord:
+    cpu = K_BYTE * ckpt + K_TENSOR * tensors
+    wall = cpu / P
+    if cache == "cold":  # the disk at HERE's 1 GB/s, OVERLAP of the shorter part hidden
+        disk = ckpt / GB
+        wall = wall + disk - OVERLAP * min(wall, disk)
+    return PhaseRecord(
+        **{k: None for k in PHASE_NONE},
+        run_id="r",
+        result_id=f"{strategy}-{ckpt}-{cache}-{repeat}",
+        shapes=f"s{ckpt}",
+        strategy=strategy,
+        kind=STRATEGY,
+        dtype="native",
+        devices=1,
+        processes=1,
+        process_index=0,
+        repeat=repeat,
+        status="ok",
+        error=None,
+        checkpoint_bytes=ckpt,
+        largest_tensor_bytes=ckpt // 10,
+        tensors=tensors,
+        baseline_rss_bytes=100 << 20,
+        peak_rss_bytes=(100 << 20) + ckpt,
+        wall_s=wall,
+        cpu_s=cpu,
+        phase="total",
+        phase_order=0,
+        peak_source="hwm",
+        cache=cache,
+        ceiling_probe_id="here-probe",
+    )
+
+
+PHASE_NONE = (
+    "phase_wall_s",
+    "phase_peak_rss_bytes",
+    "phase_end_rss_bytes",
+    "phase_anon_rss_bytes",
+    "phase_file_rss_bytes",
+)
+SIZES = [(10**9, 100), (3 * 10**9, 150)]
+
+
+def _results(tmp_path):
+    folder = tmp_path / "res"
+    with ResultsWriter(folder / "m" / "measured.jsonl") as w:
+        for cache in ("warm", "cold"):
+            for ckpt, tensors in SIZES:
+                w.write_many([_row("s", ckpt, tensors, cache, i) for i in range(2)])
+    (folder / "m" / "probe-here.json").write_text(HERE.to_json())
+    return folder
+
+
+def test_the_fit_recovers_the_terms_of_hand_made_runs(tmp_path):
+    folder = _results(tmp_path)
+    rows = target.unlimited_runs(read_results(folder))
+    model = fit_time("s", rows, HERE)
+    assert model.cpu_s_per_byte == pytest.approx(K_BYTE, rel=1e-6)
+    assert model.cpu_s_per_tensor == pytest.approx(K_TENSOR, rel=1e-6)
+    assert model.parallelism == pytest.approx(P) and model.overlap == pytest.approx(OVERLAP)
+
+
+def test_recommend_probe_prints_the_target_times(tmp_path, capsys):
+    folder = _results(tmp_path)
+    probe = tmp_path / "target.json"
+    probe.write_text(THERE.to_json())
+    argv = ["recommend", "--shapes", "gpt2", "--results", str(folder), "--probe", str(probe)]
+    assert main([*argv, "--json"]) in (0, 1)
+    out = json.loads(capsys.readouterr().out)
+    gpt2 = spec_summary("gpt2")
+    cpu = 2 * K_BYTE * gpt2.checkpoint_bytes + 2 * K_TENSOR * gpt2.tensors
+    (s,) = out["strategies"]
+    assert s["predicted_wall_s"] == pytest.approx(cpu / 1.0)
+    assert out["inputs"]["host_ram_bytes"] == THERE.ram_bytes  # from the probe
+    assert any("extrapolated to target" in n for n in out["notes"])
+    assert main([*argv, "--cache", "cold", "--disk-read-speed", "1GB/s"]) == 2
+    assert "drop --disk-read-speed" in capsys.readouterr().err
