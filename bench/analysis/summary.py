@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from bench.analysis.device_summary import device_columns, device_peak
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
@@ -68,24 +69,6 @@ def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
-def _device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per configuration: the median device peak, whether any repeat sent a device more than its
-    shards (`device_overreceived`: a transient copy), and the staging memory."""
-    ok = headline(phases)
-    ok = ok[(ok["phase"] == TOTAL) & (ok["status"] == OK)]
-    over = ok["device_overreceived"].map(lambda v: v is not None and len(v) > 0)
-    frame = ok[keys].assign(
-        device_peak_bytes=pd.to_numeric(ok["device_peak_bytes"]),
-        device_overreceived=over,
-        staging_memory=ok["staging_memory"] if "staging_memory" in ok else None,
-    )
-    return frame.groupby(keys, sort=False, dropna=False).agg(
-        device_peak_bytes=("device_peak_bytes", "median"),
-        device_overreceived=("device_overreceived", "any"),
-        staging_memory=("staging_memory", "first"),
-    )
-
-
 def summary_frame(results: Results) -> pd.DataFrame:
     """`summarize` per configuration (see the module doc), with its extra keys and budget
     columns."""
@@ -100,7 +83,7 @@ def summary_frame(results: Results) -> pd.DataFrame:
         if "budget_bytes" in group.columns:
             part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         if "device_peak_bytes" in group.columns:
-            part = part.join(_device_columns(group, GROUP_KEYS), on=GROUP_KEYS)
+            part = part.join(device_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
 
@@ -186,14 +169,6 @@ def _inflight(row: pd.Series) -> str:
     return f"{format_bytes(peak)} / {format_bytes(budget) if budget else 'default'}"
 
 
-def _device_peak(row: pd.Series) -> str:
-    """The device allocator's peak (GPU/TPU; '-' on CPU), '+copy' if a device got more than its
-    shards."""
-    peak = _num(row.get("device_peak_bytes"))
-    flag = " +copy" if _flag(row, "device_overreceived") else ""
-    return (format_bytes(peak) if peak is not None else "-") + flag
-
-
 def _cells(row: pd.Series) -> list[str]:
     ratio, wall = _num(row["peak_ratio"]), _num(row["wall_s"])
     spread = ""
@@ -210,7 +185,7 @@ def _cells(row: pd.Series) -> list[str]:
         str(row["strategy"]),
         f"{ratio:.2f}x" if ratio is not None else "-",
         format_bytes(_num(row["peak_rss_bytes"])),
-        _device_peak(row),
+        device_peak(row),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
         f"{ceiling:.2f}x" if ceiling is not None else "-",
