@@ -19,7 +19,8 @@
 # large set runs once), DEVICE_CHECK_STRATEGIES (pipelined,zerocopy,hostcast,eager,runai,
 # fastsafetensors), DEVICE_CHECK_SECONDS (450: the large set's slow strategies are skipped, and
 # said so, when less is left than DEVICE_CHECK_LARGE_SECONDS, 150), DEVICE_CHECK_WHEELS (.whl),
-# PYTHON (python3), LOADBENCH_CACHE (/tmp/loadbench-cache: the synthetic checkpoints).
+# DEVICE_CHECK_HOST_PROBE (1: run `loadbench probe --quick` where it exists), PYTHON (python3),
+# LOADBENCH_CACHE (/tmp/loadbench-cache: the synthetic checkpoints).
 # Files under $OUT (at most 8, as the device tool brings back): device-check.log, machine.txt,
 # probe.json, summary.md, summary-<set>.txt, results-<set>.jsonl.
 set -uo pipefail
@@ -99,7 +100,7 @@ SMALL_FILE=$(cut -d' ' -f1 "$WORK/ck-$SMALL")
 #    with `loadbench probe` where it has landed (its record goes into probe.json too)
 step "probe"
 host_probe=""
-if "${LB[@]}" probe --help > /dev/null 2>&1; then
+if [ "${DEVICE_CHECK_HOST_PROBE:-1}" = 1 ] && "${LB[@]}" probe --help > /dev/null 2>&1; then
     "${LB[@]}" probe --quick --out "$WORK/host-probe.json" && host_probe=$WORK/host-probe.json
 fi
 "$PY" scripts/device_check_probe.py "$OUT/probe.json" "$SMALL_FILE" \
