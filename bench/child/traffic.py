@@ -48,15 +48,24 @@ class DeviceTraffic:
 
     def __init__(self) -> None:
         self.received: dict[str, int] = {}
+        self.failed: str | None = None
         self._lock = threading.Lock()
 
     def _count(self, source: Any, out: Any) -> None:
+        """Add what `out` brought each device; a placement it cannot read stops the counting
+        (`failed` says why, and `received` is emptied: unknown, never a wrong figure)."""
         import jax
 
-        for src, dst in zip(jax.tree.leaves(source), jax.tree.leaves(out)):
-            for device, n in _received(src, dst).items():
-                with self._lock:
-                    self.received[device] = self.received.get(device, 0) + n
+        if self.failed:
+            return
+        try:
+            for src, dst in zip(jax.tree.leaves(source), jax.tree.leaves(out)):
+                for device, n in _received(src, dst).items():
+                    with self._lock:
+                        self.received[device] = self.received.get(device, 0) + n
+        except Exception as exc:  # noqa: BLE001 - the count must never break the load
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self.received = {}
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[DeviceTraffic]:

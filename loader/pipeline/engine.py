@@ -248,7 +248,10 @@ class Pipeline:
 
     def _finish(self, job: LeafJob, plan: LoadPlan) -> float:
         t0 = time.perf_counter()
-        (self._stager.finish if job.kind == STAGED else finish)(job, plan)  # type: ignore[arg-type]
+        if job.kind == STAGED and self._stager is not None:
+            self._stager.finish(job, plan)  # type: ignore[arg-type]  # a StagedJob
+        else:
+            finish(job, plan)
         job.pieces.clear()
         job.source = None
         if job.counted_bytes:

@@ -20,6 +20,7 @@ import contextlib
 import math
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
@@ -94,19 +95,29 @@ class StagedJob(LeafJob):
         return list(self.chunks)
 
 
-def _no_mesh() -> AbstractContextManager[object]:
-    """Outside any `jax.set_mesh` context: the updates run on one device, not the model's mesh."""
-    set_mesh = getattr(jax, "set_mesh", None)
-    return set_mesh(None) if set_mesh is not None else contextlib.nullcontext()
+@contextlib.contextmanager
+def _no_mesh() -> Iterator[None]:
+    """Outside any `jax.set_mesh` context: the updates run on one device, not the model's mesh
+    (where this jax has no `set_mesh(None)`, as it is)."""
+    try:
+        context: AbstractContextManager[object] = jax.set_mesh(None)
+        context.__enter__()
+    except Exception:  # noqa: BLE001 - an older or newer jax without it: no mesh to leave
+        yield
+        return
+    try:
+        yield
+    finally:
+        context.__exit__(None, None, None)
 
 
-def _update(buffer: jax.Array, chunk: jax.Array, starts: tuple) -> tuple[jax.Array, jax.Array]:
+def _update(buffer: Any, chunk: Any, starts: tuple[int, ...]) -> tuple[Any, Any]:
     with _no_mesh():
-        return _jit_update(buffer, chunk, starts)
+        return _jit_update(buffer, chunk, starts)  # type: ignore[no-any-return]
 
 
 @partial(jax.jit, donate_argnums=0)
-def _jit_update(buffer: jax.Array, chunk: jax.Array, starts: tuple) -> tuple[jax.Array, jax.Array]:
+def _jit_update(buffer: Any, chunk: Any, starts: tuple[int, ...]) -> tuple[Any, Any]:
     """`buffer` (donated: updated in place) with `chunk` at `starts`, and a token (one element
     of the chunk) that is ready once the update has run."""
     token = chunk[(0,) * chunk.ndim]
@@ -171,6 +182,7 @@ class Stager:
         try:
             chunk = slot.view(region_shape(part.region), piece.dtype)
             t0 = time.perf_counter()
+            assert job.source is not None, f"{job.where}: read after the job was finished"
             fill_region(job.source, job.info.shape, job.info.np_dtype, part.region, chunk, scratch)
             t1 = time.perf_counter()
             handle = self._send(chunk, piece, job)
