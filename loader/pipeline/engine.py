@@ -127,8 +127,7 @@ class Pipeline:
             with contextlib.suppress(OSError, AttributeError):
                 os.posix_fadvise(self._fds[str(f)], 0, 0, os.POSIX_FADV_WILLNEED)
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
-        if self._stager is not None:  # staged: nothing read before the plan (and its sharding
-            order = []  # check): the ring, not whole tensors, holds the host bytes
+        order = [] if self._stager else order  # staged: no read before the plan's device check
         self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
