@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.device_summary import device_columns, device_peak
+from bench.analysis.ready import ready_lines
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
@@ -123,8 +124,7 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "ok_repeats": int(row["ok_repeats"]),
         "dtype": row["dtype"],
         "model": _str(row.get("model")) or "spec",
-        "load_s": _num(row.get("load_s")),
-        "ready_s": _num(row.get("ready_s")),
+        **{k: _num(row.get(k)) for k in ("load_s", "ready_s")},
         "file_dtype": file_dtype(row["shapes"], row["dtype"]),
         "model_dtype": _model_dtype(row),
         "cache": _str(row.get("cache")),
@@ -275,20 +275,7 @@ def _block(group: pd.DataFrame) -> str:
                 f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
             )
     note = cold_spread_note(group)
-    return "\n".join(lines + _ready_lines(group) + ([note] if note else []))
-
-
-def _ready_lines(group: pd.DataFrame) -> list[str]:
-    """`--compile`: per strategy, when the model was loaded and its forward compiled."""
-    out = []
-    for _, r in group.iterrows():
-        ready, load, comp = (_num(r.get(k)) for k in ("ready_s", "load_s", "compile_wall_s"))
-        if ready is not None and load is not None and comp is not None:
-            out.append(
-                f"  {r['strategy']}: ready in {ready:.2f} s (load {load:.2f} s, compile "
-                f"{comp:.2f} s: {ready / max(load, comp):.2f}x their max, sum {load + comp:.2f} s)"
-            )
-    return out
+    return "\n".join(lines + ready_lines(group) + ([note] if note else []))
 
 
 def tables(results: Results) -> str:

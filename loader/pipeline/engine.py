@@ -47,13 +47,14 @@ from loader.pipeline.jobs import (
     finish,
     is_adoptable,
     job_view,
+    read_row_part,
     read_view_part,
     split_parts,
     stage_piece,
 )
-from loader.pipeline.memory import aligned, prefault
+from loader.pipeline.memory import aligned
 from loader.pipeline.order import file_order, part_order
-from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
+from loader.pipeline.regions import FileBytes, MemoryBytes
 from loader.pipeline.ring_size import scratch_bytes
 from loader.pipeline.speculation import Speculation
 from loader.pipeline.staged import STAGED, make_stager
@@ -179,7 +180,7 @@ class Pipeline:
         if job.view is not None:  # a declared transform: read through its view, chunk by chunk
             dest = read_view_part(part, scratch)
         else:
-            dest = self._read_rows(part, scratch)
+            dest = read_row_part(part, scratch)
         self._part_done(job, time.perf_counter() - t0, dest.dtype != job.info.np_dtype)
 
     def _part_done(self, job: LeafJob, dt: float, cast: bool) -> None:
@@ -193,21 +194,6 @@ class Pipeline:
             last = job.pending == 0
         if last:
             self._done.put((job, None))
-
-    @staticmethod
-    def _read_rows(part: Part, scratch: np.ndarray) -> np.ndarray:
-        job, piece = part.job, part.piece
-        rows0 = piece.region[0].start if piece.region else 0
-        dest = (
-            piece.dest[part.rows.start - rows0 : part.rows.stop - rows0]
-            if piece.region
-            else piece.dest
-        )
-        prefault(dest)
-        region = (part.rows, *piece.region[1:]) if piece.region else ()
-        assert job.source is not None, f"{job.where}: read after the job was finished"
-        fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
-        return dest
 
     # -- fill: after the plan check -------------------------------------------------------------
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.pipeline.memory import aligned, prefault
-from loader.pipeline.regions import Bytes, Region, full_region, normalize
+from loader.pipeline.regions import Bytes, Region, fill_region, full_region, normalize
 from loader.pipeline.views import fill_view, outer_axis
 from loader.plan import LoadPlan, Step
 from loader.transforms import Chain, View
@@ -110,6 +110,20 @@ def split_parts(job: LeafJob) -> list[Part]:
         bounds = [rows.start + (n_rows * i) // k for i in range(k + 1)]
         parts += [Part(job, piece, slice(a, b), axis) for a, b in zip(bounds, bounds[1:]) if b > a]
     return parts
+
+
+def read_row_part(part: Part, scratch: np.ndarray) -> np.ndarray:
+    """Fill one part (rows of a piece) of a job without a view; the destination it filled."""
+    job, piece = part.job, part.piece
+    rows0 = piece.region[0].start if piece.region else 0
+    dest = (
+        piece.dest[part.rows.start - rows0 : part.rows.stop - rows0] if piece.region else piece.dest
+    )
+    prefault(dest)
+    region = (part.rows, *piece.region[1:]) if piece.region else ()
+    assert job.source is not None, f"{job.where}: read after the job was finished"
+    fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
+    return dest
 
 
 def read_view_part(part: Part, scratch: np.ndarray) -> np.ndarray:
