@@ -1,4 +1,4 @@
-"""Altair charts of the dashboard and the report, one function per chart; each takes a tidy DataFrame.
+"""Altair charts of the dashboard and the report, one function per chart, each on a tidy frame.
 
 Bytes are drawn in GiB (MiB below a GiB, `style.byte_unit`), seconds with 2 decimals. Strategies
 keep their fixed colours (`style.strategy_scale`), phases the phase palette, and a legend lists only
@@ -15,6 +15,7 @@ from dashboard import style
 from loader.vocabulary import PHASE_ORDER
 
 FACET_COLUMNS = 4  # panels per row before the facets wrap
+COMPARE_METRICS = {"peak": "peak over baseline", "wall": "wall time"}
 VERDICT_COLORS = alt.Scale(domain=list(VERDICTS), range=["#2e7d32", "#f9a825", "#c62828"])
 
 
@@ -116,7 +117,8 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
 
 
 def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
-    """Predicted peak per strategy coloured by verdict, in the table's order, with a labelled RAM line."""
+    """Predicted peak per strategy coloured by verdict, in the table's order, with a labelled
+    RAM line."""
     unit, div = style.byte_unit(max(float(rows["predicted_peak_bytes"].max()), host_ram_bytes))
     fmt = style.number_format(unit)
     data = rows.assign(peak_u=rows["predicted_peak_bytes"] / div)
@@ -148,26 +150,34 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
     return alt.layer(bars, rule, label).properties(height=max(160, 40 * len(rows) + 20))
 
 
+def _ratios_long(ratios: pd.DataFrame) -> pd.DataFrame:
+    """One row per (strategy, metric): the ratio and its spread, for the compare bars."""
+    parts = [
+        ratios.assign(
+            metric=label,
+            ratio=ratios[f"{m}_ratio"],
+            lo=ratios[f"{m}_ratio_lo"],
+            hi=ratios[f"{m}_ratio_hi"],
+        )
+        for m, label in COMPARE_METRICS.items()
+    ]
+    return pd.concat(parts)[["strategy", "metric", "ratio", "lo", "hi", "verdict"]]
+
+
 def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
-    """NEW / BASE of peak over baseline and wall time per strategy, spread as error bars, 1.0 marked."""
-    long = pd.concat(
-        [
-            ratios.assign(
-                metric="peak over baseline",
-                ratio=ratios["peak_ratio"],
-                lo=ratios["peak_ratio_lo"],
-                hi=ratios["peak_ratio_hi"],
-            ),
-            ratios.assign(
-                metric="wall time",
-                ratio=ratios["wall_ratio"],
-                lo=ratios["wall_ratio_lo"],
-                hi=ratios["wall_ratio_hi"],
-            ),
-        ]
-    )[["strategy", "metric", "ratio", "lo", "hi", "verdict"]]
-    metric = alt.Scale(domain=["peak over baseline", "wall time"], range=["#5c6bc0", "#8d6e63"])
+    """NEW / BASE of peak over baseline and wall time per strategy, spread as error bars, 1.0
+    marked."""
+    long = _ratios_long(ratios)
+    metric = alt.Scale(domain=list(COMPARE_METRICS.values()), range=["#5c6bc0", "#8d6e63"])
     y = alt.Y("strategy:N", title=None)
+    tooltip = [
+        "strategy",
+        "metric",
+        "verdict",
+        alt.Tooltip("ratio:Q", format=".2f"),
+        alt.Tooltip("lo:Q", format=".2f", title="spread from"),
+        alt.Tooltip("hi:Q", format=".2f", title="spread to"),
+    ]
     bars = (
         alt.Chart(long)
         .mark_bar()
@@ -176,26 +186,11 @@ def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
             yOffset="metric:N",
             x=alt.X("ratio:Q", title="new / base", axis=alt.Axis(format=".2f")),
             color=alt.Color("metric:N", scale=metric),
-            tooltip=[
-                "strategy",
-                "metric",
-                "verdict",
-                alt.Tooltip("ratio:Q", format=".2f"),
-                alt.Tooltip("lo:Q", format=".2f", title="spread from"),
-                alt.Tooltip("hi:Q", format=".2f", title="spread to"),
-            ],
+            tooltip=tooltip,
         )
     )
-    spread = (
-        alt.Chart(long)
-        .mark_rule(color="black")
-        .encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
-    )
-    one = (
-        alt.Chart(pd.DataFrame({"x": [1.0]}))
-        .mark_rule(color="black", strokeDash=[4, 2])
-        .encode(x="x:Q")
-    )
-    return alt.layer(bars, spread, one).properties(
-        height=max(120, 56 * ratios["strategy"].nunique())
-    )
+    spread = alt.Chart(long).mark_rule(color="black")
+    spread = spread.encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[4, 2])
+    height = max(120, 56 * ratios["strategy"].nunique())
+    return alt.layer(bars, spread, one.encode(x="x:Q")).properties(height=height)

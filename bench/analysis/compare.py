@@ -184,3 +184,11 @@ def ratio_text(row: pd.Series, m: str) -> str:
     p = row[f"{m}_p"]
     test = f" p={p:.2f}" if not pd.isna(p) else ""
     return f"{row[f'{m}_ratio']:.2f}x ({row[f'{m}_ratio_lo']:.2f}-{row[f'{m}_ratio_hi']:.2f}){test}"
+
+
+def rule_text(threshold: float) -> str:
+    """The rule in one sentence (the header of the text and the dashboard's caption)."""
+    return (
+        f"a regression is over {threshold:.0%}, beyond the spread of repeats and p <= {ALPHA} "
+        f"(Mann-Whitney U, one-sided); it needs {MIN_REPEATS} ok repeats a side"
+    )

@@ -22,6 +22,7 @@ from bench.analysis.compare import (
     failures,
     parse_threshold,
     ratio_text,
+    rule_text,
 )
 from bench.commands.common import add_json
 from bench.errors import BenchError
@@ -46,14 +47,6 @@ def _sides(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
             )
         sides[name] = res.phases
     return sides
-
-
-def rule_text(threshold: float) -> str:
-    """The rule in one sentence (the header of the text and the dashboard's caption)."""
-    return (
-        f"a regression is over {threshold:.0%}, beyond the spread of repeats and p <= {ALPHA} "
-        f"(Mann-Whitney U, one-sided); it needs {MIN_REPEATS} ok repeats a side"
-    )
 
 
 def _named(rows: pd.DataFrame) -> str:

@@ -186,9 +186,12 @@ def test_compare_shows_both_machines_and_ratios(app, fixture_results):
     gpt2 = at.dataframe[0].value
     assert set(gpt2["strategy"]) == {"floor", "eager", "stream"}  # orbax ran on alpha only
     eager = gpt2[gpt2["strategy"] == "eager"].iloc[0]
-    assert eager["wall time, new / base (spread)"] == "0.70x (0.66-0.74)"  # beta is 0.7x the time
+    wall = eager["wall time, new / base (spread, p)"]
+    assert wall.startswith("0.70x (0.66-0.74) p="), wall  # beta is 0.7x the time
     assert eager["verdict"] == "regressed"  # beta's peaks are 1.1x: beyond 5% and the spread
-    assert any("Regressed" in e.value for e in at.error)
+    assert any("Failed" in e.value and "`eager` on `gpt2`" in e.value for e in at.error)
+    # orbax ran on alpha (base) only: listed, as the gate fails on it
+    assert any("Missing in new: strategies orbax" in e.value for e in at.error)
 
 
 def test_empty_folder_says_which_command_makes_results(app, tmp_path):
