@@ -1,4 +1,5 @@
-"""The bench's words, said once: page-cache states, `recommend`'s verdicts, `compare`'s verdicts.
+"""The bench's words, said once: page-cache states, run statuses, `recommend`'s and `compare`'s
+verdicts.
 
 The loader's words (phases, run statuses, strategy kinds, checkpoint forms) are in
 `loader.vocabulary`; these are the bench's own. Imports nothing, so the dashboard can use it.
@@ -14,6 +15,13 @@ COLD: Final = "cold"  # evicted before each child
 BOTH: Final = "both"  # `bench run --cache both`: one warm and one cold child per repeat
 CACHE_STATES: Final = (WARM, COLD)  # what a row records
 CACHE_CHOICES: Final = (WARM, COLD, BOTH)  # what `bench run --cache` takes
+
+# -- a bench run as a whole: how it ended (the run record's `status`) ------------------------------
+RUNNING: Final = "running"  # written at the start; read as INTERRUPTED once its writer is gone
+COMPLETE: Final = "complete"  # every planned child ran (whatever each child's own status)
+INTERRUPTED: Final = "interrupted"  # Ctrl-C, or the run was killed (no end record)
+FAILED: Final = "failed"  # the bench itself stopped on an error after some rows
+RUN_STATUSES: Final = (COMPLETE, INTERRUPTED, FAILED)
 
 # -- recommend: does a strategy fit the target host? (best first) -------------------------------------
 FITS: Final = "fits"

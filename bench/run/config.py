@@ -56,6 +56,7 @@ class RunConfig:
         None  # cap reads from the checkpoint's disk (a blkio cgroup)
     )
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
+    check: bool = False  # made by `recommend --check` (its run record says so)
 
     def budget_bytes(self) -> int:
         """The memory budget of each child group: the one asked for, else `default_budget()`."""
