@@ -1,6 +1,7 @@
-"""Pure views of results frames (no Streamlit, no jax): whole-run rows, phase medians, run labels.
+"""Pure views of results frames (no Streamlit, no jax): whole-run rows, phase medians, bands.
 
-The dashboard pages (through `dashboard.data`) and the static report (`dashboard.report`) share them.
+The dashboard pages (through `dashboard.data`) and the static report (`dashboard.report`) share
+them; which runs there are and which is shown by default is `dashboard.runs`.
 """
 
 from __future__ import annotations
@@ -14,25 +15,6 @@ from loader.vocabulary import OK, TOTAL
 def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
     """The rows that describe a whole run: single-process rows and the summed multi-process row."""
     return phases if phases.empty else headline(phases)
-
-
-def run_label(run: pd.Series, shapes: list[str] | None = None) -> str:
-    """A short human label for a run record: `machine · date · shapes · run id`."""
-    date = str(run.get("started_utc", ""))[:16].replace("T", " ")
-    named = f" · {', '.join(shapes)}" if shapes else ""
-    return f"{run.get('machine', '?')} · {date}{named} · {run.get('run_id', '?')}"
-
-
-def run_labels(runs: pd.DataFrame, phases: pd.DataFrame | None = None) -> dict[str, str]:
-    """Run id -> label naming machine, date and (given `phases`) the shape sets measured, newest first."""
-    if runs.empty:
-        return {}
-    shapes = {} if phases is None else phases.groupby("run_id")["shapes"].unique().to_dict()
-    ordered = runs.sort_values("started_utc", ascending=False)
-    return {
-        r["run_id"]: run_label(r, sorted(shapes.get(r["run_id"], [])))
-        for _, r in ordered.iterrows()
-    }
 
 
 def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import MAKE_COMMAND, data
+from dashboard import MAKE_COMMAND, data, runs
 from loader.vocabulary import OK, STATUSES, TOTAL
 
 
@@ -48,19 +48,37 @@ def page_results() -> Any:
 
 
 def run_ids(results: Any) -> list[str]:
-    """The runs that have phase rows, newest first (those lacking a run record last)."""
-    labels = data.run_labels(results.runs, results.phases)
-    ids = [r for r in labels if r in set(results.phases["run_id"])]
-    return ids + sorted(set(results.phases["run_id"]) - set(ids))
+    """The runs that have phase rows, newest first."""
+    return list(runs.run_facts(results.runs, results.phases)["run_id"])
 
 
-def pick_run(results: Any, *, key: str, label: str = "Run", index: int = 0) -> str:
-    """A run selector (newest first, labelled with machine, date and shape sets); the run id."""
-    labels = data.run_labels(results.runs, results.phases)
+def pick_run(
+    results: Any, *, key: str, label: str = "Run", index: int | None = None, newest: bool = False
+) -> str:
+    """A run selector, newest first, each labelled with machine, date, shape sets, status and
+    limits; it opens on the newest complete, unconstrained run (`index` picks another). With
+    `newest`, its first choice is `runs.NEWEST`: each shape set's own default run.
+
+    Returns:
+        The run id, or `runs.NEWEST`.
+    """
+    labels = runs.run_labels(results.runs, results.phases)
     ids = run_ids(results)
+    if index is None:
+        first = runs.default_run(results.runs, results.phases)
+        index = ids.index(first) if first in ids else 0
+    if newest:
+        ids, index, labels = [runs.NEWEST, *ids], 0, {runs.NEWEST: runs.NEWEST_LABEL, **labels}
     return st.selectbox(
         label, ids, index=min(index, len(ids) - 1), key=key, format_func=lambda r: labels.get(r, r)
     )
+
+
+def run_phases(results: Any, run_id: str) -> pd.DataFrame:
+    """The phase rows of `run_id`, or of each shape set's default run for `runs.NEWEST`."""
+    if run_id == runs.NEWEST:
+        return runs.default_phases(results.runs, results.phases)
+    return results.phases[results.phases["run_id"] == run_id]
 
 
 def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
