@@ -1,4 +1,5 @@
-"""The strategies the bench can run: loader's registry plus any named by `LOADBENCH_EXTRA_STRATEGIES`.
+"""The strategies the bench can run: loader's registry plus any named by
+`LOADBENCH_EXTRA_STRATEGIES`.
 
 `LOADBENCH_EXTRA_STRATEGIES` is a comma-separated list of importable module names, each a strategy
 module with the contract of a file in `loader/strategies/` (see `loader.strategies`). A module

@@ -47,7 +47,8 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
 
 
 def parse_speed(text: str, *, what: str = "speed") -> int:
-    """Bytes per second in `text` (`300MB/s`, `1.5GB/s`; the `/s` may be left out), as `parse_size`."""
+    """Bytes per second in `text` (`300MB/s`, `1.5GB/s`; the `/s` may be left out), as
+    `parse_size` reads sizes."""
     return parse_size(text.removesuffix("/s"), what=what)
 
 

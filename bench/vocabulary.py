@@ -1,5 +1,5 @@
-"""The bench's words, said once: page-cache states, run statuses, `recommend`'s and `compare`'s
-verdicts.
+"""The bench's words, said once: page-cache states, run statuses, the native dtype, `recommend`'s
+verdicts, `compare`'s verdicts.
 
 The loader's words (phases, run statuses, strategy kinds, checkpoint forms) are in
 `loader.vocabulary`; these are the bench's own. Imports nothing, so the dashboard can use it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-# -- page cache before each child ---------------------------------------------------------------------
+# -- page cache before each child ------------------------------------------------------------------
 WARM: Final = "warm"  # the checkpoint's pages are resident (a load reads no disk)
 COLD: Final = "cold"  # evicted before each child
 BOTH: Final = "both"  # `bench run --cache both`: one warm and one cold child per repeat
@@ -23,13 +23,16 @@ INTERRUPTED: Final = "interrupted"  # Ctrl-C, or the run was killed (no end reco
 FAILED: Final = "failed"  # the bench itself stopped on an error after some rows
 RUN_STATUSES: Final = (COMPLETE, INTERRUPTED, FAILED)
 
-# -- recommend: does a strategy fit the target host? (best first) -------------------------------------
+# -- a row's dtype where the checkpoint kept each tensor's own (no `--dtype`) ----------------------
+NATIVE: Final = "native"
+
+# -- recommend: does a strategy fit the target host? (best first) ----------------------------------
 FITS: Final = "fits"
 TIGHT: Final = "tight"
 DOES_NOT_FIT: Final = "does not fit"
 VERDICTS: Final = (FITS, TIGHT, DOES_NOT_FIT)
 
-# -- compare: one strategy, NEW against BASE ----------------------------------------------------------
+# -- compare: one strategy, NEW against BASE -------------------------------------------------------
 REGRESSED: Final = "regressed"
 BROKEN: Final = "broken"  # ok in BASE, no ok repeat in NEW
 IMPROVED: Final = "improved"

@@ -1,2 +1,3 @@
 """What is computed from results: the summary, the fit and prediction behind `recommend`, the advice
-worded once, and `compare`. Never imports jax; with `bench.records` it is all the dashboard reads."""
+worded once, and `compare`. Never imports jax; with `bench.records` it is all the dashboard
+reads."""

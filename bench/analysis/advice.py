@@ -1,11 +1,12 @@
 """What `loadbench recommend` and the dashboard's Target host page say, worded once.
 
-`advise` runs `bench.analysis.recommend.recommend` and adds what a reader needs around it: the minimum host
-RAM in which some strategy fits, a warning when the target is far beyond the largest measured
-checkpoint, what the device count changes (or why it changes nothing), and the warm-cache caveat.
-`sentences` gives those as text, in one order; the CLI prints them and the dashboard shows the same
-strings, so the two agree word for word. `to_json` is `recommend --json`: it echoes its inputs and
-names every field (the fitted model under `model`, see `bench.analysis.recommend`). No jax.
+`advise` runs `bench.analysis.recommend.recommend` and adds what a reader needs around it: the
+minimum host RAM in which some strategy fits, a warning when the target is far beyond the largest
+measured checkpoint, what the device count changes (or why it changes nothing), and the warm-cache
+caveat. `sentences` gives those as text, in one order; the CLI prints them and the dashboard shows
+the same strings, so the two agree word for word. `to_json` is `recommend --json`: it echoes its
+inputs and names every field (the fitted model under `model`, see `bench.analysis.recommend`). No
+jax.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bench.analysis.recommend import (
 )
 from bench.records.results import Results
 from bench.units import format_bytes
+from bench.vocabulary import WARM
 
 EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times the largest measured
 WARM_CACHE = (
@@ -32,7 +34,7 @@ WARM_CACHE = (
 
 @dataclass(frozen=True)
 class Advice:
-    """A recommendation with its inputs and the minimum RAM that fits (None if nothing predicted)."""
+    """A recommendation, its inputs, and the minimum RAM that fits (None if nothing predicted)."""
 
     inputs: dict[str, Any]
     target: dict[str, int]
@@ -42,7 +44,7 @@ class Advice:
 
 
 def minimum_ram(peak_bytes: int) -> int:
-    """The smallest host RAM (rounded up to 0.01 GiB) in which `peak_bytes` fits with room to spare."""
+    """The least host RAM (rounded up to 0.01 GiB) in which `peak_bytes` fits with room to spare."""
     step = (1 << 30) / 100
     return int(math.ceil(peak_bytes / (1 - TIGHT_FRACTION) / step) * step)
 
@@ -55,13 +57,13 @@ def advise(
     *,
     shapes: str,
     folder: str,
-    cache: str = "warm",
+    cache: str = WARM,
     disk_speed: int | None = None,
 ) -> Advice:
     """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
     (and `disk_speed` where the fit is on runs with disk reads capped at that speed)."""
     rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
-    lightest = min(rec.strategies, key=lambda s: s["predicted_peak_bytes"], default=None)
+    lightest = min(rec.strategies, key=lambda s: s.predicted_peak_bytes, default=None)
     inputs = {
         "shapes": shapes,
         "host_ram_bytes": int(host_ram_bytes),
@@ -75,57 +77,73 @@ def advise(
         inputs,
         dict(target),
         rec,
-        minimum_ram(lightest["predicted_peak_bytes"]) if lightest else None,
-        lightest["strategy"] if lightest else None,
+        minimum_ram(lightest.predicted_peak_bytes) if lightest else None,
+        lightest.strategy if lightest else None,
     )
 
 
 def _devices_sentence(advice: Advice) -> str:
     wanted = advice.inputs["devices"]
-    used = {s["strategy"]: s["model"]["devices"] for s in advice.rec.strategies}
+    used = {s.strategy: s.model.devices for s in advice.rec.strategies}
     measured = ", ".join(str(n) for n in sorted({n for d in used.values() for n in d}))
     if wanted is None:
-        return f"Devices: not given; each fit pools its strategy's runs on every device count measured ({measured})."
-    off = sorted(name for name, d in used.items() if d != [wanted])
+        return (
+            "Devices: not given; each fit pools its strategy's runs on every device count "
+            f"measured ({measured})."
+        )
+    off = sorted(name for name, d in used.items() if d != (wanted,))
     if len(off) == len(used):
-        return f"Devices: no run was measured on {wanted} device(s), so the count changes nothing here: the fits use runs on {measured} device(s)."
+        return (
+            f"Devices: no run was measured on {wanted} device(s), so the count changes nothing "
+            f"here: the fits use runs on {measured} device(s)."
+        )
     if not off:
-        return f"Devices: every fit uses runs measured on {wanted} device(s); another count picks other runs (measured: {measured})."
-    return f"Devices: fits use runs measured on {wanted} device(s) where there are any; {', '.join(off)} had none there and use runs on {measured} device(s)."
+        return (
+            f"Devices: every fit uses runs measured on {wanted} device(s); another count picks "
+            f"other runs (measured: {measured})."
+        )
+    return (
+        f"Devices: fits use runs measured on {wanted} device(s) where there are any; "
+        f"{', '.join(off)} had none there and use runs on {measured} device(s)."
+    )
 
 
 def _verdict_sentence(advice: Advice) -> str:
     ram = format_bytes(advice.inputs["host_ram_bytes"])
-    best = next((s for s in advice.rec.strategies if s["strategy"] == advice.rec.recommended), None)
+    best = next((s for s in advice.rec.strategies if s.strategy == advice.rec.recommended), None)
     if best is None:
         return f"No strategy fits in {ram} with {TIGHT_FRACTION:.0%} to spare."
     return (
-        f"Recommended: {best['strategy']} (predicted peak {format_bytes(best['predicted_peak_bytes'])} "
-        f"of {ram}, about {best['predicted_wall_s']:.2f} s)."
+        f"Recommended: {best.strategy} (predicted peak {format_bytes(best.predicted_peak_bytes)} "
+        f"of {ram}, about {best.predicted_wall_s:.2f} s)."
     )
 
 
 def sentences(advice: Advice) -> list[str]:
-    """What to say about `advice`, in order: verdict, minimum RAM, extrapolation, devices, caveats."""
+    """What to say of `advice`, in order: verdict, minimum RAM, extrapolation, devices, caveats."""
     out = [_verdict_sentence(advice)]
     if advice.minimum_ram_bytes is not None:
         out.append(
-            f"Minimum RAM that fits: {format_bytes(advice.minimum_ram_bytes)} ({advice.minimum_ram_strategy}, with {TIGHT_FRACTION:.0%} to spare)."
+            f"Minimum RAM that fits: {format_bytes(advice.minimum_ram_bytes)} "
+            f"({advice.minimum_ram_strategy}, with {TIGHT_FRACTION:.0%} to spare)."
         )
-    models = [s["model"] for s in advice.rec.strategies]
+    models = [s.model for s in advice.rec.strategies]
     if models:
-        far = max(models, key=lambda m: m["largest_measured_checkpoint_bytes"])
-        times = advice.target["checkpoint_bytes"] / far["largest_measured_checkpoint_bytes"]
+        far = max(models, key=lambda m: m.largest_measured_checkpoint_bytes)
+        times = advice.target["checkpoint_bytes"] / far.largest_measured_checkpoint_bytes
         if times > EXTRAPOLATION_WARN:
             out.append(
-                f"Warning: {advice.inputs['shapes']} is {times:.1f}x beyond the largest measured checkpoint ({format_bytes(far['largest_measured_checkpoint_bytes'])}); the predictions extrapolate that far."
+                f"Warning: {advice.inputs['shapes']} is {times:.1f}x beyond the largest measured "
+                f"checkpoint ({format_bytes(far.largest_measured_checkpoint_bytes)}); the "
+                "predictions extrapolate that far."
             )
         out.append(_devices_sentence(advice))
     if advice.rec.unmeasured:
         out.append(
-            f"Not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): {', '.join(advice.rec.unmeasured)}."
+            f"Not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
+            f"{', '.join(advice.rec.unmeasured)}."
         )
-    if advice.inputs.get("cache", "warm") == "warm":
+    if advice.inputs.get("cache", WARM) == WARM:
         out.append(WARM_CACHE)
     return out
 
@@ -134,14 +152,14 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
     """One row per predicted strategy, in the recommendation's order (fits first, then faster)."""
     return [
         {
-            "strategy": s["strategy"],
-            "verdict": s["verdict"],
-            "predicted peak": format_bytes(s["predicted_peak_bytes"]),
-            "headroom": format_bytes(s["headroom_bytes"]),
-            "predicted time": f"{s['predicted_wall_s']:.2f} s",
-            "basis": f"{s['model']['runs']} runs of {', '.join(s['model']['shapes'])}",
-            "fit error": f"peak {s['model']['peak_error']:.0%}, time {s['model']['wall_error']:.0%}",
-            "time repeats": f"±{s['model']['wall_repeat_spread']:.0%}",
+            "strategy": s.strategy,
+            "verdict": s.verdict,
+            "predicted peak": format_bytes(s.predicted_peak_bytes),
+            "headroom": format_bytes(s.headroom_bytes),
+            "predicted time": f"{s.predicted_wall_s:.2f} s",
+            "basis": f"{s.model.runs} runs of {', '.join(s.model.shapes)}",
+            "fit error": f"peak {s.model.peak_error:.0%}, time {s.model.wall_error:.0%}",
+            "time repeats": f"±{s.model.wall_repeat_spread:.0%}",
         }
         for s in advice.rec.strategies
     ]
@@ -151,7 +169,9 @@ def to_text(advice: Advice) -> str:
     """The CLI's text: the target, the table, then the sentences."""
     t = advice.target
     lines = [
-        f"target {advice.inputs['shapes']} ({format_bytes(t['checkpoint_bytes'])}, {t['tensors']} tensors, largest {format_bytes(t['largest_tensor_bytes'])}) on a host with {format_bytes(advice.inputs['host_ram_bytes'])} RAM:",
+        f"target {advice.inputs['shapes']} ({format_bytes(t['checkpoint_bytes'])}, "
+        f"{t['tensors']} tensors, largest {format_bytes(t['largest_tensor_bytes'])}) on a host "
+        f"with {format_bytes(advice.inputs['host_ram_bytes'])} RAM:",
         "",
     ]
     rows = table_rows(advice)
@@ -174,6 +194,6 @@ def to_json(advice: Advice) -> dict[str, Any]:
         "minimum_ram_bytes": advice.minimum_ram_bytes,
         "minimum_ram_strategy": advice.minimum_ram_strategy,
         "notes": sentences(advice),
-        "strategies": advice.rec.strategies,
+        "strategies": [s.to_dict() for s in advice.rec.strategies],
         "unmeasured": advice.rec.unmeasured,
     }

@@ -1,11 +1,11 @@
-"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per strategy.
+"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per
+strategy.
 
-Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON and
-the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
+Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON
+and the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
 the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, and the page-cache
 state where rows carry one. A strategy that bounds its host bytes in flight (`budget=`) reports its
-high-water mark; the table shows it against the budget.
-"""
+high-water mark; the table shows it against the budget."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pandas as pd
 
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
+from bench.vocabulary import COLD, NATIVE
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import OK, TOTAL
 
@@ -44,7 +45,7 @@ def _str(value: Any) -> str | None:
 @cache
 def file_dtype(shapes: str, dtype: str) -> str:
     """The checkpoint's dtype: `dtype` as converted (`--dtype`), else the preset's own by bytes."""
-    if dtype != "native":
+    if dtype != NATIVE:
         return dtype
     try:
         import shapes as shapes_pkg
@@ -68,7 +69,8 @@ def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def summary_frame(results: Results) -> pd.DataFrame:
-    """`summarize` per configuration (see the module doc), with its extra keys and budget columns."""
+    """`summarize` per configuration (see the module doc), with its extra keys and budget
+    columns."""
     phases = results.phases
     extra = [k for k in EXTRA_KEYS if k in phases.columns]
     if phases.empty or not extra:
@@ -221,7 +223,7 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     figures: the page cache was evicted before each (the resident fraction says whether it was), so
     the storage under this OS served the same bytes at different speeds (a hypervisor's or a
     network disk's cache, other tenants), and a cold figure from here carries that spread."""
-    if _str(group.iloc[0].get("cache")) != "cold":
+    if _str(group.iloc[0].get("cache")) != COLD:
         return None
     ok = group[(group["ok_repeats"] > 1) & (pd.to_numeric(group["wall_s_min"]) > 0)]
     spread = pd.to_numeric(ok["wall_s_max"]) / pd.to_numeric(ok["wall_s_min"])

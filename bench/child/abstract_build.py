@@ -1,4 +1,5 @@
-"""Micro-benchmark: abstract build time against parameter count, plain `nnx.eval_shape` vs fast path.
+"""Micro-benchmark: abstract build time against parameter count, plain `nnx.eval_shape` vs fast
+path.
 
 Builds an `sa3`-shaped stack (nested modules, an `nnx.List` of transformer layers of 34 parameter
 tensors each, embedding, final norm and head: 20 layers give 685 tensors and ~567M parameters)
@@ -47,7 +48,7 @@ class Mlp(nnx.Module):
 
 
 class Layer(nnx.Module):
-    """One transformer layer: attention, MLP, a router with small experts, four norms: 34 tensors."""
+    """A transformer layer: attention, MLP, a router with small experts, four norms: 34 tensors."""
 
     def __init__(self, d: int, ff: int, rngs: nnx.Rngs) -> None:
         self.attn = Attention(d, rngs)

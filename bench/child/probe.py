@@ -89,7 +89,8 @@ def trim_heap() -> bool:
 
 
 def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:
-    """Check that resetting VmHWM works here: a touched, then unmapped buffer must leave the mark."""
+    """Check that resetting VmHWM works here: a touched, then unmapped buffer must leave the
+    mark."""
     buf = mmap.mmap(-1, probe_bytes)
     for offset in range(0, probe_bytes, mmap.PAGESIZE):
         buf[offset] = 1

@@ -109,7 +109,8 @@ def _check_user_tensor(name: str, array, entry: dict, folder: str) -> None:
 
 
 def verify_user_model(model, digests_file: str, folder: str) -> tuple[int, str | None]:
-    """Check every tensor of a user's checkpoint against its cached digests (`bench.run.user_checkpoint`).
+    """Check every tensor of a user's checkpoint against its cached digests
+    (`bench.run.user_checkpoint`).
 
     Returns (tensors checked, first error message or None).
     """

@@ -1,4 +1,5 @@
-"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out R.json`.
+"""One measured load in a fresh interpreter: `python -m bench.child.worker --task T.json --out
+R.json`.
 
 The task (a `bench.records.wire.ChildTask`, written by the runner) names the strategy, the shape
 set, the checkpoint to load, the source checkpoint to verify against (with its `digests.json`; for a

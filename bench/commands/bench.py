@@ -174,7 +174,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model-dtype",
         default=None,
-        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): a real cast",
+        help="build the model in this dtype; the checkpoint keeps its own (or --dtype): "
+        "a real cast",
     )
     p.add_argument(
         "--budget",
@@ -194,7 +195,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_scenarios(p: argparse.ArgumentParser) -> None:
-    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a limit."""
+    """`bench run`'s options on the situation users face: their checkpoint, a cold cache, a
+    limit."""
     p.add_argument(
         "--checkpoint",
         action="append",

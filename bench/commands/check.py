@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.analysis.recommend import DOES_NOT_FIT, FITS, Recommendation
+from bench.analysis.recommend import Recommendation
 from bench.records.results import headline, read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from bench.units import format_bytes
+from bench.vocabulary import DOES_NOT_FIT, FITS
 from loader.vocabulary import OK, OOM, TOTAL
 
 CHECKS_FOLDER = "checks"  # under the results folder: `recommend --check`'s own runs
@@ -30,8 +31,8 @@ def _picks(rec: Recommendation) -> dict[str, str]:
     """strategy -> the status its verdict expects."""
     picks = {rec.recommended: OK} if rec.recommended else {}
     for s in rec.strategies:
-        if s["verdict"] == DOES_NOT_FIT:
-            picks[s["strategy"]] = OOM
+        if s.verdict == DOES_NOT_FIT:
+            picks[s.strategy] = OOM
     return picks
 
 

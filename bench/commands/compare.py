@@ -27,7 +27,7 @@ from bench.analysis.compare import (
 from bench.commands.common import add_json
 from bench.errors import BenchError
 from bench.records.results import read_results
-from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, UNDECIDED
+from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, REGRESSED, UNDECIDED
 
 
 def _json_value(v: Any) -> Any:
@@ -104,7 +104,7 @@ def _failure(row: Any) -> str:
         return f"{where} (missing in new)"
     if row.verdict == BROKEN:
         return f"{where} (no ok repeat in new)"
-    what = " and ".join(m for m in ("peak", "wall") if getattr(row, f"{m}_verdict") == "regressed")
+    what = " and ".join(m for m in ("peak", "wall") if getattr(row, f"{m}_verdict") == REGRESSED)
     return f"{where} ({what} regressed)"
 
 

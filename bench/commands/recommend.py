@@ -1,12 +1,12 @@
 """`loadbench recommend`: the prediction as text or JSON, cold loads, device memory, and `--check`.
 
-- `--cache warm|cold` fits on the runs measured from that page cache (`bench.analysis.recommend`). With
-  `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: fitted on
+- `--cache warm|cold` fits on the runs measured from that page cache (`bench.analysis.recommend`).
+  With `--disk-read-speed 1.5GB/s` a cold load is predicted for the target's disk instead: fitted on
   cold runs measured here with disk reads capped at exactly that speed (`bench run --cache cold
   --disk-read-speed 1.5GB/s`) where there are any; else the warm fit plus the checkpoint read at
   that speed, with no overlap of reading and the rest (an upper bound for a streaming strategy,
-  about right for one that reads everything first). The measured
-  machine's own cold read speed (the reference line's cold runs: bytes over wall) is printed beside.
+  about right for one that reads everything first). The measured machine's own cold read speed (the
+  reference line's cold runs: bytes over wall) is printed beside.
 - Every prediction carries its fit's largest relative error on the runs it was fitted on
   (in-sample: the least error an extrapolation has, not a bound on it), and how far those runs'
   own repeats strayed from their median time ("time repeats"): cold reads on a virtual disk vary
@@ -22,31 +22,37 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import pandas as pd
 
 from bench.analysis.advice import Advice, advise, to_json, to_text
-from bench.analysis.recommend import FITS, VERDICTS, Recommendation, ok_runs, spec_summary
+from bench.analysis.recommend import Recommendation, ok_runs, rank, spec_summary
 from bench.commands.common import add_cache, add_json, add_results
 from bench.errors import BenchError
 from bench.records.results import Results, read_results
 from bench.units import format_bytes, parse_size, parse_speed
-from loader.vocabulary import REFERENCE
+from bench.vocabulary import COLD, WARM
+from loader.vocabulary import OK, REFERENCE, TOTAL
 
 
-def cold_adjust(rec: Recommendation, results: Results, ckpt: int, speed: float) -> None:
-    """Predict cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
-    for s in rec.strategies:
-        s["predicted_wall_s"] = s["predicted_wall_s"] + ckpt / speed
-        s["model"]["disk_read_bytes_per_s"] = speed
-    rec.strategies.sort(key=lambda s: (VERDICTS.index(s["verdict"]), s["predicted_wall_s"]))
-    rec.recommended = next((s["strategy"] for s in rec.strategies if s["verdict"] == FITS), None)
+def cold_adjust(rec: Recommendation, ckpt: int, speed: float) -> Recommendation:
+    """`rec` with cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
+    cold = [
+        replace(
+            s,
+            predicted_wall_s=s.predicted_wall_s + ckpt / speed,
+            model=replace(s.model, disk_read_bytes_per_s=speed),
+        )
+        for s in rec.strategies
+    ]
+    return rank(cold, rec.unmeasured)
 
 
 def measured_cold_speed(results: Results) -> float | None:
     """This machine's cold read speed: checkpoint bytes / median cold wall of the reference line
     (`floor` reads every byte and loads nothing), on the largest checkpoint it read cold."""
-    cold = ok_runs(results, cache="cold")
+    cold = ok_runs(results, cache=COLD)
     cold = cold[cold["kind"] == REFERENCE]
     if cold.empty:
         return None
@@ -57,7 +63,8 @@ def measured_cold_speed(results: Results) -> float | None:
 
 def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
     """Predicted device peak per strategy (median device-peak / checkpoint ratio); None: no data."""
-    rows = results.phases[(results.phases["phase"] == "total") & (results.phases["status"] == "ok")]
+    phases = results.phases
+    rows = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
     rows = rows[rows["phase_device_peak_bytes"].notna()]
     if rows.empty:
         return None
@@ -72,7 +79,7 @@ def _notes(args, results: Results, speed: float | None, capped: int | None) -> l
             f"Times are fitted on cold runs measured here with disk reads capped at "
             f"{capped / 1e6:.0f} MB/s (`bench run --cache cold --disk-read-speed`)."
         )
-    elif args.cache == "cold" and not speed:
+    elif args.cache == COLD and not speed:
         notes.append("Times are predicted from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)
     if cold:
@@ -110,9 +117,9 @@ def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
         if args.disk_read_speed
         else None
     )
-    if speed and not ok_runs(results, cache="cold", disk_speed=speed).empty:
-        return "cold", speed, None
-    return ("warm" if speed else args.cache), None, speed
+    if speed and not ok_runs(results, cache=COLD, disk_speed=speed).empty:
+        return COLD, speed, None
+    return (WARM if speed else args.cache), None, speed
 
 
 def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None, int | None]:
@@ -135,7 +142,7 @@ def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None
         disk_speed=capped,
     )
     if speed:
-        cold_adjust(adv.rec, results, target["checkpoint_bytes"], speed)
+        adv = replace(adv, rec=cold_adjust(adv.rec, target["checkpoint_bytes"], speed))
     return adv, speed, capped
 
 

@@ -1,7 +1,7 @@
 """Child cgroups the bench makes for the processes it starts: find where, make, fill, remove.
 
-Shared by `bench.limits.memory` (a memory limit) and `bench.limits.disk_read` (a read-speed limit). A
-cgroup made here is named `loadbench-<creator pid>-<hex>` under this process's own cgroup of the
+Shared by `bench.limits.memory` (a memory limit) and `bench.limits.disk_read` (a read-speed limit).
+A cgroup made here is named `loadbench-<creator pid>-<hex>` under this process's own cgroup of the
 controller's hierarchy (v2: where that cgroup delegates the controller in `cgroup.subtree_control`;
 v1: the controller's own mount). Only PIDs the caller started are written to it; one left by a
 killed bench (its creator gone) is swept away the next time one is made beside it. Never imports
@@ -113,7 +113,8 @@ class ChildCgroup:
     remove what it made on `close` (also as a `with` block, on failure and Ctrl-C alike).
 
     A subclass sets `mechanisms` and `fallback` (the mechanism when none works), and defines
-    `_try(mech) -> bool` (make it; False: not available here), `_remove()` and `_fallback_note(tried)`.
+    `_try(mech) -> bool` (make it; False: not available here), `_remove()` and
+    `_fallback_note(tried)`.
     """
 
     mechanisms: tuple[str, ...]

@@ -36,21 +36,14 @@ V1_KNOB = "blkio.throttle.read_bps_device"
 
 @dataclass(frozen=True)
 class ThrottleOutcome:
-    """What a row records of the read-speed limit its child ran under."""
+    """What a row records of the read-speed limit its child ran under (`disk_read_bytes_per_s` =
+    `bytes_per_s`, `disk_read_limit` = `mechanism`, `disk_read_limit_enforced`)."""
 
     mechanism: str
     enforced: bool
     bytes_per_s: int
     devices: tuple[str, ...]
     note: str = ""
-
-    def row_fields(self) -> dict:
-        """The PhaseRecord fields that say this cap."""
-        return {
-            "disk_read_bytes_per_s": self.bytes_per_s,
-            "disk_read_limit": self.mechanism,
-            "disk_read_limit_enforced": self.enforced,
-        }
 
 
 def whole_disk(dev: int) -> str | None:

@@ -12,12 +12,12 @@
 4. Otherwise **the bench's RSS watchdog** alone, and `mechanism == "watchdog"` says so in the row.
 
 Only the PIDs handed to `attach` (children the bench started) are put in a cgroup made here
-(`bench.limits.cgroups`); nothing else is ever moved. `close()` removes the cgroup (after the group was
-killed: on success, failure and Ctrl-C alike, through the `with` block). A cgroup left by a
-killed bench (named `loadbench-<pid>-<hex>`, its creator gone) is removed the next time one is
-made beside it.
-"Enforced" means the limit file read back holds the requested size (to the page); `oom_kills`
-counts the cgroup's OOM kills (`memory.events` in v2, `memory.oom_control` in v1). Never imports jax.
+(`bench.limits.cgroups`); nothing else is ever moved. `close()` removes the cgroup (after the group
+was killed: on success, failure and Ctrl-C alike, through the `with` block). A cgroup left by a
+killed bench (named `loadbench-<pid>-<hex>`, its creator gone) is removed the next time one is made
+beside it. "Enforced" means the limit file read back holds the requested size (to the page);
+`oom_kills` counts the cgroup's OOM kills (`memory.events` in v2, `memory.oom_control` in v1). Never
+imports jax.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ SYSTEMD, WATCHDOG = "systemd-run", "watchdog"
 
 @dataclass(frozen=True)
 class LimitOutcome:
-    """What a row records of the limit a child ran under."""
+    """What a row records of the memory limit a child ran under (`host_ram_bytes` = `limit_bytes`,
+    `memory_limit` = `mechanism`, `memory_limit_enforced`, `cgroup_peak_bytes`)."""
 
     mechanism: str
     enforced: bool
@@ -45,15 +46,6 @@ class LimitOutcome:
     oom_kills: int | None = None
     cgroup_peak_bytes: int | None = None
     note: str = ""
-
-    def row_fields(self) -> dict:
-        """The PhaseRecord fields that say this limit."""
-        return {
-            "host_ram_bytes": self.limit_bytes,
-            "memory_limit": self.mechanism,
-            "memory_limit_enforced": self.enforced,
-            "cgroup_peak_bytes": self.cgroup_peak_bytes,
-        }
 
 
 def _v2_parent() -> Path | None:
@@ -87,7 +79,7 @@ class MemoryLimit(cgroups.ChildCgroup):
         self.note = ""
         self._pids: list[int] = []
 
-    # -- making it (`open`, `close` and the `with` block: `bench.limits.cgroups.ChildCgroup`) -------
+    # -- making it (`open`, `close` and the `with` block: `bench.limits.cgroups.ChildCgroup`) ---
     def _fallback_note(self, tried: str) -> str:
         tried = tried or "no memory cgroup hierarchy or systemd here"
         return f"no cgroup could be made ({tried}); the RSS watchdog enforces the limit"

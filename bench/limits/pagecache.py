@@ -5,7 +5,9 @@ first (DONTNEED leaves dirty pages alone; a checkpoint read for a bench has none
 nothing), then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file. It returns what is still
 resident afterwards, measured, never assumed: `resident_fraction(paths)` maps each file
 (`mmap(PROT_READ, MAP_SHARED)` through libc, which faults nothing in) and asks `mincore(2)` which
-of its pages are in memory, weighted by bytes over all files.
+of its pages are in memory, weighted by bytes over all files. `set_cache(paths, cache)` puts the
+files in the state a run asks for (evicted, or read until cached) and gives the `CacheOutcome` a
+row records.
 
 Limits: pages another process holds mapped (or locked) are not dropped, and a file on a
 filesystem without a page cache of its own (some FUSE or network mounts) may report nothing
@@ -21,13 +23,25 @@ import ctypes.util
 import mmap
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.vocabulary import COLD
 
 _PROT_READ = 0x1
 _MAP_SHARED = 0x01
 _MAP_FAILED = ctypes.c_void_p(-1).value
+WARM_FRACTION = 0.99  # a warm run starts with at least this much of its files cached
+
+
+@dataclass(frozen=True)
+class CacheOutcome:
+    """What a row records of the page cache its child started from (`cache`,
+    `resident_fraction`: of the checkpoint's pages, measured just before the child ran)."""
+
+    cache: str  # bench.vocabulary.CACHE_STATES
+    resident_fraction: float | None = None
 
 
 def _libc() -> ctypes.CDLL:
@@ -123,3 +137,15 @@ def warm(paths: Iterable[str | os.PathLike], block: int = 8 << 20) -> float | No
             while fh.readinto(buf):
                 pass
     return resident_fraction(paths)
+
+
+def set_cache(paths: Iterable[str | os.PathLike], cache: str) -> CacheOutcome:
+    """Evict the files (`cold`), or read them where less than `WARM_FRACTION` is cached (`warm`);
+    the resident fraction measured afterwards."""
+    paths = list(paths)
+    if cache == COLD:
+        return CacheOutcome(cache, evict(paths))
+    fraction = resident_fraction(paths)
+    if fraction is not None and fraction < WARM_FRACTION:
+        fraction = warm(paths)
+    return CacheOutcome(cache, fraction)

@@ -1,4 +1,5 @@
-"""The one reader of bench results (schema v2, see `bench.records.schema`), and what is computed from them.
+"""The one reader of bench results (schema v2, see `bench.records.schema`), and what is computed
+from them.
 
 A run appends to `results/<machine>/<run-id>.jsonl` through the one writer (`bench.records.writer`);
 `export_parquet` adds `<run-id>.<type>.parquet` at the end. `read_results(folder)` reads every

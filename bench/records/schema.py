@@ -15,13 +15,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from bench.vocabulary import CACHE_STATES, WARM
 from loader.vocabulary import REFERENCE, STRATEGY
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # v1 lines are upgraded on reading (`upgrade`)
 #: v1 predates strategy kinds; its one reference strategy was `floor`, and it had no peers.
 V1_REFERENCE_STRATEGY = "floor"
-CACHES = ("warm", "cold")  # was the checkpoint in the page cache when the child started
+CACHES = CACHE_STATES  # was the checkpoint in the page cache when the child started
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class PhaseRecord:
     inflight_peak_bytes: int | None = None  # the strategy's own high-water mark of those bytes
     phase_overlaps: list[str] = field(default_factory=list)  # phases that ran at the same time
     # -- the situation the load ran in (absent from older files: read as defaults) --
-    cache: str = "warm"  # CACHES: "cold" when the checkpoint was evicted from the page cache first
+    cache: str = WARM  # CACHES: "cold" when the checkpoint was evicted from the page cache first
     resident_fraction: float | None = None  # of the checkpoint's pages, just before the child ran
     host_ram_bytes: int | None = None  # `--host-ram`: the memory limit the child ran under
     memory_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | systemd-run | watchdog

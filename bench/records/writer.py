@@ -1,9 +1,10 @@
 """The one writer of bench results: whole JSONL lines, appended, flushed and fsynced.
 
-A run appends to `results/<machine>/<run-id>.jsonl` one record per line (`bench.records.schema`), so a
-killed run loses at most its last line. The open file is `flock`ed, so a reader
-(`bench.records.results.read_jsonl`) can tell a line its live writer is still appending (`writer_alive`)
-from one a killed run cut short. Never import jax here: the dashboard reads through this module.
+A run appends to `results/<machine>/<run-id>.jsonl` one record per line (`bench.records.schema`), so
+a killed run loses at most its last line. The open file is `flock`ed, so a reader
+(`bench.records.results.read_jsonl`) can tell a line its live writer is still appending
+(`writer_alive`) from one a killed run cut short. Never import jax here: the dashboard reads through
+this module.
 """
 
 from __future__ import annotations

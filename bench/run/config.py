@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from bench.vocabulary import WARM
+
 DEFAULT_TIMEOUT_S = 900.0
 BUDGET_FRACTION = 0.75
 DEFAULT_PROCESSES = 2  # of a multi-process strategy, when `--processes` is not given
@@ -27,7 +29,8 @@ def default_budget() -> int:
 
 
 def cache_dir() -> Path:
-    """Where checkpoints are synthesised and converted once: `$LOADBENCH_CACHE` or `.cache/loadbench`."""
+    """Where checkpoints are synthesised and converted once: `$LOADBENCH_CACHE`, else
+    `.cache/loadbench`."""
     return Path(os.environ.get(CACHE_ENV) or ".cache/loadbench")
 
 
@@ -50,7 +53,7 @@ class RunConfig:
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)
-    cache: str = "warm"  # CACHES or "both": "cold" evicts the checkpoint before each child
+    cache: str = WARM  # CACHE_CHOICES: "cold" evicts the checkpoint before each child, "both" alike
     host_ram_bytes: int | None = None  # run each child group inside a memory cgroup of this size
     disk_read_bytes_per_s: int | None = (
         None  # cap reads from the checkpoint's disk (a blkio cgroup)

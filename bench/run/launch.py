@@ -5,7 +5,7 @@ multi-process strategy also get `LOADBENCH_COORDINATOR` (a free local port),
 `LOADBENCH_NUM_PROCESSES` and `LOADBENCH_PROCESS_ID`. `task_argvs` writes the worker's
 `ChildTask`; `prepare_task` converts the checkpoint once per (strategy, processes, devices) for
 strategies whose `CHECKPOINT` is not a plain file (`bench.child.prepare convert`), cached beside
-the synthetic checkpoint with a `prepared.json` marker.
+the synthetic checkpoint with a `prepared.json` marker, and returns a `PreparedTask` either way.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 import socket
 import sys
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.records.wire import ChildTask, to_json
@@ -68,7 +68,7 @@ def task_argvs(task: Task, work: Path) -> Group:
     """Write the task's `ChildTask` and return the worker group's (argvs, envs, outs)."""
     tag = uuid.uuid4().hex[:12]
     memray_bin = None if task.memray_bin is None else str(task.memray_bin)
-    if memray_bin and task.processes > 1:  # each process its own capture; rows link to process 0's
+    if task.memray_bin is not None and task.processes > 1:  # rows link to process 0's capture
         memray_bin = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
     child_task = ChildTask(
         strategy=task.entry.name,
@@ -89,32 +89,38 @@ def task_argvs(task: Task, work: Path) -> Group:
     return argvs, envs, outs
 
 
-def prepare_task(task: Task, config: RunConfig) -> Task | tuple[str, str]:
-    """The task with the path its strategy loads; (status, error) if conversion failed."""
+@dataclass(frozen=True)
+class PreparedTask:
+    """A task ready to run (`task.path`: what its strategy loads), or why it cannot run: `status`
+    (`crashed`) and `error` when converting its checkpoint failed."""
+
+    task: Task
+    status: str = OK
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+def _convert_argv(task: Task, folder: Path) -> list[str]:
+    """`python -m` arguments that convert the task's checkpoint into `folder`."""
+    ck = task.checkpoint
+    tail = ["bench.child.prepare", "convert", "--strategy", task.entry.name, "--shapes", ck.shapes]
+    tail += ["--src", ck.path, "--dst", str(folder), "--seed", str(ck.seed)]
+    return tail + (["--dtype", ck.dtype] if ck.dtype else [])
+
+
+def prepare_task(task: Task, config: RunConfig) -> PreparedTask:
+    """The task with the path its strategy loads (its checkpoint converted once, cached), or the
+    `crashed` status and why, if conversion failed."""
     if task.entry.checkpoint == FILE:
-        return task
-    folder = (
-        task.checkpoint.folder / "prepared" / f"{task.entry.name}-p{task.processes}-d{task.devices}"
-    )
+        return PreparedTask(task)
+    name = f"{task.entry.name}-p{task.processes}-d{task.devices}"
+    folder = task.checkpoint.folder / "prepared" / name
     marker = folder / "prepared.json"
     if not marker.is_file():
-        tail = [
-            "bench.child.prepare",
-            "convert",
-            "--strategy",
-            task.entry.name,
-            "--shapes",
-            task.checkpoint.shapes,
-            "--src",
-            task.checkpoint.path,
-            "--dst",
-            str(folder),
-            "--seed",
-            str(task.checkpoint.seed),
-        ]
-        if task.checkpoint.dtype:
-            tail += ["--dtype", task.checkpoint.dtype]
-        argvs, envs, outs = _group(task, tail, folder.parent / ".work", folder.name)
+        argvs, envs, outs = _group(task, _convert_argv(task, folder), folder.parent / ".work", name)
         outcomes = run_group(
             argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=config.budget_bytes()
         )
@@ -122,5 +128,7 @@ def prepare_task(task: Task, config: RunConfig) -> Task | tuple[str, str]:
         if bad is not None or not marker.is_file():
             marker.unlink(missing_ok=True)
             why = bad.error if bad else "no prepared.json written"
-            return CRASHED, f"preparing the {task.entry.checkpoint} checkpoint failed: {why}"
-    return replace(task, path=json.loads(marker.read_text(encoding="utf-8"))["checkpoint"])
+            error = f"preparing the {task.entry.checkpoint} checkpoint failed: {why}"
+            return PreparedTask(task, CRASHED, error)
+    path = json.loads(marker.read_text(encoding="utf-8"))["checkpoint"]
+    return PreparedTask(replace(task, path=path))

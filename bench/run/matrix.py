@@ -4,8 +4,9 @@ Checkpoints are synthesised once per (shapes, dtype, seed) by a `bench.child.pre
 and cached with a `bench.json` summary. The task list runs every memray capture first (one per
 strategy, so measured rows can link to it), then the repeats interleaved: A B C A B C, so drift
 hits every strategy alike. In the default matrix a strategy predicted not to fit the memory budget
-(its peak predicted by `bench.analysis.recommend` from earlier results here, else `DEFAULT_PEAK_RATIO` x
-the checkpoint) is skipped. How each task's children are started is `bench.run.launch`.
+(its peak predicted by `bench.analysis.recommend` from earlier results here, else
+`DEFAULT_PEAK_RATIO` x the checkpoint) is skipped. How each task's children are started is
+`bench.run.launch`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
+from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, WARM
 from loader.strategies import StrategyInfo
 from shapes import is_synthesized
 
@@ -79,7 +81,7 @@ class Checkpoint:
     def ensure(cls, shapes: str, dtype: str | None, seed: int, cache: Path, timeout_s: float):
         """The cached checkpoint of a shape set, synthesised in a child if missing."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", shapes)
-        folder = cache / "checkpoints" / f"{safe}-{dtype or 'native'}-{seed}"
+        folder = cache / "checkpoints" / f"{safe}-{dtype or NATIVE}-{seed}"
         marker = folder / "bench.json"
         if not (marker.is_file() and is_synthesized(shapes, folder, dtype=dtype, seed=seed)):
             argv = [sys.executable, "-m", "bench.child.prepare", "synth", "--shapes", shapes]
@@ -117,7 +119,7 @@ class Task:
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
     budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
-    cache: str = "warm"  # "cold": the files are evicted from the page cache before it runs
+    cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
 
     @property
     def load_path(self) -> str:
@@ -131,7 +133,8 @@ def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
 
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
-    """Each strategy's predicted peak on `ck` from earlier results in `out` (`bench.analysis.recommend`)."""
+    """Each strategy's predicted peak on `ck` from earlier results in `out`
+    (`bench.analysis.recommend`)."""
     target = {
         "checkpoint_bytes": ck.checkpoint_bytes,
         "largest_tensor_bytes": ck.largest_tensor_bytes,
@@ -141,7 +144,7 @@ def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
         rec = recommend(read_results(out), target, budget)
     except NoResultsError:
         return {}
-    return {s["strategy"]: s["predicted_peak_bytes"] for s in rec.strategies}
+    return {s.strategy: s.predicted_peak_bytes for s in rec.strategies}
 
 
 def plan(
@@ -170,7 +173,10 @@ def plan(
             entry.name, BASELINE_GUESS_BYTES * procs + DEFAULT_PEAK_RATIO * ck.checkpoint_bytes
         )
         if config.strategies is None and predicted > budget:
-            reason = f"predicted peak {format_bytes(predicted)} exceeds the memory budget {format_bytes(budget)}"
+            reason = (
+                f"predicted peak {format_bytes(predicted)} exceeds the memory budget "
+                f"{format_bytes(budget)}"
+            )
             skipped.append((task, reason))
         else:
             run.append(task)
@@ -178,7 +184,7 @@ def plan(
     if config.memray:
         folder = run_folder / "memray"
         tasks += [replace(t, memray_bin=folder / f"{t.entry.name}-{ck.shapes}-r0.bin") for t in run]
-    caches = ("warm", "cold") if config.cache == "both" else (config.cache,)
+    caches = CACHE_STATES if config.cache == BOTH else (config.cache,)
     tasks += [
         replace(t, repeat=r, cache=c) for r in range(config.repeats) for t in run for c in caches
     ]

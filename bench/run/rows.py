@@ -8,12 +8,15 @@ multi-process run adds summed rows (process_index -1): peaks and RSS add up acro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from bench.limits.situation import Situation
 from bench.records.schema import PhaseRecord, SampleRecord
 from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
+from bench.run.matrix import Task
+from bench.vocabulary import NATIVE
 from loader.vocabulary import OK, STATUS_SEVERITY, TOTAL, WRONG
 
 Record = PhaseRecord | SampleRecord
@@ -21,79 +24,102 @@ Record = PhaseRecord | SampleRecord
 
 @dataclass(frozen=True)
 class RowContext:
-    """What every row of one result shares."""
+    """What every row of one result shares: the task it ran, its links to the strategy's memray
+    capture, and the situation it ran in."""
 
     run_id: str
     result_id: str
-    shapes: str
-    strategy: str
-    kind: str  # the strategy's kind (loader.vocabulary.KINDS)
-    dtype: str
-    devices: int
-    processes: int
-    repeat: int
-    checkpoint_bytes: int
-    largest_tensor_bytes: int
-    tensors: int
+    task: Task
+    situation: Situation
     memray_html: str | None = None
     memray_top: str | None = None
-    model_dtype: str | None = None
-    budget_bytes: int | None = None
-    situation: dict[str, Any] = field(default_factory=dict)  # PhaseRecord's cache/limit fields
 
 
-def _phase_row(
-    ctx: RowContext,
-    index: int,
-    status: str,
-    error: str | None,
-    measured: Measurement | None = None,
-    phase: PhaseMeasure | None = None,
-) -> PhaseRecord:
-    """One row; without a measurement, the `total` row of a result that has none."""
+def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> PhaseRecord:
+    """The `total` row of a result with no measurements: what it ran, and how it ended."""
+    task, ck = ctx.task, ctx.task.checkpoint
     return PhaseRecord(
         run_id=ctx.run_id,
         result_id=ctx.result_id,
-        shapes=ctx.shapes,
-        strategy=ctx.strategy,
-        kind=ctx.kind,
-        dtype=ctx.dtype,
-        devices=ctx.devices,
-        processes=ctx.processes,
+        shapes=ck.shapes,
+        strategy=task.entry.name,
+        kind=task.entry.kind,
+        dtype=ck.dtype or NATIVE,
+        devices=task.devices,
+        processes=task.processes,
         process_index=index,
-        repeat=ctx.repeat,
+        repeat=task.repeat,
         status=status,
         error=error,
-        checkpoint_bytes=ctx.checkpoint_bytes,
-        largest_tensor_bytes=ctx.largest_tensor_bytes,
-        tensors=ctx.tensors,
-        baseline_rss_bytes=measured and measured.baseline_rss_bytes,
-        peak_rss_bytes=measured and measured.total.peak_rss_bytes,
-        wall_s=measured and measured.total.wall_s,
-        phase=phase.name if phase else TOTAL,
-        phase_order=phase.order if phase else 0,
-        phase_wall_s=phase and phase.wall_s,
-        phase_peak_rss_bytes=phase and phase.peak_rss_bytes,
-        phase_end_rss_bytes=phase and phase.end_rss_bytes,
-        phase_anon_rss_bytes=phase and phase.anon_rss_bytes,
-        phase_file_rss_bytes=phase and phase.file_rss_bytes,
-        peak_source=measured and measured.peak_source,
-        substeps_s=dict(phase.substeps_s) if phase else {},
+        checkpoint_bytes=ck.checkpoint_bytes,
+        largest_tensor_bytes=ck.largest_tensor_bytes,
+        tensors=ck.tensors,
+        baseline_rss_bytes=None,
+        peak_rss_bytes=None,
+        wall_s=None,
+        phase=TOTAL,
+        phase_order=0,
+        phase_wall_s=None,
+        phase_peak_rss_bytes=None,
+        phase_end_rss_bytes=None,
+        phase_anon_rss_bytes=None,
+        phase_file_rss_bytes=None,
+        peak_source=None,
         memray_html=ctx.memray_html,
         memray_top=ctx.memray_top,
-        model_dtype=ctx.model_dtype,
-        budget_bytes=ctx.budget_bytes,
-        inflight_peak_bytes=measured and measured.inflight_peak_bytes,
-        phase_overlaps=list(phase.overlaps) if phase else [],
-        phase_device_bytes_in_use=phase and phase.device_bytes_in_use,
-        phase_device_peak_bytes=phase and phase.device_peak_bytes_in_use,
-        **ctx.situation,
+        model_dtype=task.model_dtype,
+        budget_bytes=task.budget_bytes,
+    )
+
+
+def _with_situation(row: PhaseRecord, situation: Situation) -> PhaseRecord:
+    """`row` with the page cache and each limit its child ran under."""
+    cache = situation.cache
+    row = replace(row, cache=cache.cache, resident_fraction=cache.resident_fraction)
+    if (memory := situation.memory) is not None:
+        row = replace(
+            row,
+            host_ram_bytes=memory.limit_bytes,
+            memory_limit=memory.mechanism,
+            memory_limit_enforced=memory.enforced,
+            cgroup_peak_bytes=memory.cgroup_peak_bytes,
+        )
+    if (disk := situation.disk_read) is not None:
+        row = replace(
+            row,
+            disk_read_bytes_per_s=disk.bytes_per_s,
+            disk_read_limit=disk.mechanism,
+            disk_read_limit_enforced=disk.enforced,
+        )
+    return row
+
+
+def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) -> PhaseRecord:
+    """`row` with one phase of a measurement (and the whole run's figures)."""
+    return replace(
+        row,
+        baseline_rss_bytes=measured.baseline_rss_bytes,
+        peak_rss_bytes=measured.total.peak_rss_bytes,
+        wall_s=measured.total.wall_s,
+        peak_source=measured.peak_source,
+        inflight_peak_bytes=measured.inflight_peak_bytes,
+        phase=phase.name,
+        phase_order=phase.order,
+        phase_wall_s=phase.wall_s,
+        phase_peak_rss_bytes=phase.peak_rss_bytes,
+        phase_end_rss_bytes=phase.end_rss_bytes,
+        phase_anon_rss_bytes=phase.anon_rss_bytes,
+        phase_file_rss_bytes=phase.file_rss_bytes,
+        substeps_s=dict(phase.substeps_s),
+        phase_overlaps=list(phase.overlaps),
+        phase_device_bytes_in_use=phase.device_bytes_in_use,
+        phase_device_peak_bytes=phase.device_peak_bytes_in_use,
     )
 
 
 def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
     """The one `total` row of a result that has no measurements."""
-    return _phase_row(ctx, index, status, error)
+    return _with_situation(_bare_row(ctx, index, status, error), ctx.situation)
 
 
 def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
@@ -101,8 +127,8 @@ def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Pha
     measured = outcome.result.measurement if outcome.result else None
     if outcome.status not in (OK, WRONG) or measured is None:
         return [failed_row(ctx, outcome.status, outcome.error, index)]
-    phases = [*measured.phases, measured.total]
-    return [_phase_row(ctx, index, outcome.status, outcome.error, measured, p) for p in phases]
+    row = failed_row(ctx, outcome.status, outcome.error, index)
+    return [_measured_row(row, measured, p) for p in [*measured.phases, measured.total]]
 
 
 def _sum(values: list[Any]) -> Any:
@@ -148,7 +174,13 @@ def sample_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Samp
     measured = outcome.result.measurement if outcome.result else None
     return [
         SampleRecord(
-            ctx.run_id, ctx.result_id, index, s.t_s, s.phase, s.rss_anon_bytes, s.rss_file_bytes
+            run_id=ctx.run_id,
+            result_id=ctx.result_id,
+            process_index=index,
+            t_s=s.t_s,
+            phase=s.phase,
+            rss_anon_bytes=s.rss_anon_bytes,
+            rss_file_bytes=s.rss_file_bytes,
         )
         for s in (measured.samples if measured else ())
     ]

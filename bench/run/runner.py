@@ -17,7 +17,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -28,6 +28,8 @@ from bench.limits import pagecache
 from bench.limits.cgroups import V1, V2
 from bench.limits.disk_read import ReadThrottle
 from bench.limits.memory import SYSTEMD, WATCHDOG, MemoryLimit
+from bench.limits.pagecache import CacheOutcome
+from bench.limits.situation import Situation
 from bench.records.results import export_parquet
 from bench.records.schema import RunRecord
 from bench.records.wire import MemrayFiles
@@ -35,16 +37,17 @@ from bench.records.writer import ResultsWriter
 from bench.run.checks import check_dtype, check_processes, check_shapes
 from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
-from bench.run.launch import prepare_task, task_argvs
+from bench.run.launch import PreparedTask, prepare_task, task_argvs
 from bench.run.machine import cpu_limit, machine_id, new_run_id, run_record, utc_now
 from bench.run.matrix import Checkpoint, Task, plan
 from bench.run.rows import RowContext, failed_row, result_records
 from bench.run.user_checkpoint import open_checkpoint
-from bench.vocabulary import COMPLETE, FAILED, INTERRUPTED, RUNNING
+from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, RUNNING
 from loader.strategies import StrategyInfo
 from loader.vocabulary import OK, SKIPPED
 
-WARM_FRACTION = 0.99  # a warm run starts with at least this much of its files cached
+#: (shapes, strategy) -> where its memray capture's reports are (flamegraph HTML, top allocators)
+Memray = dict[tuple[str, str], tuple[str | None, str | None]]
 
 
 @dataclass
@@ -69,57 +72,41 @@ def _select(config: RunConfig) -> list[StrategyInfo]:
     return [entries[s] for s in config.strategies]
 
 
-def _context(run_id: str, task: Task, memray: dict, situation: dict | None = None) -> RowContext:
-    ck = task.checkpoint
-    html, top = memray.get((ck.shapes, task.entry.name), (None, None))
-    situation = {"cache": task.cache, **(situation or {})}
+def _context(run_id: str, task: Task, memray: Memray, situation: Situation) -> RowContext:
+    html, top = memray.get((task.checkpoint.shapes, task.entry.name), (None, None))
     return RowContext(
-        run_id,
-        uuid.uuid4().hex,
-        ck.shapes,
-        task.entry.name,
-        task.entry.kind,
-        ck.dtype or "native",
-        task.devices,
-        task.processes,
-        task.repeat,
-        ck.checkpoint_bytes,
-        ck.largest_tensor_bytes,
-        ck.tensors,
-        html,
-        top,
-        task.model_dtype,
-        task.budget_bytes,
-        situation,
+        run_id=run_id,
+        result_id=uuid.uuid4().hex,
+        task=task,
+        situation=situation,
+        memray_html=html,
+        memray_top=top,
     )
 
 
-def _set_cache(task: Task) -> dict:
-    """Evict (cold) or read (warm) the task's files; the measured resident fraction."""
-    files = pagecache.checkpoint_files(task.load_path)
-    if task.cache == "cold":
-        return {"resident_fraction": pagecache.evict(files)}
-    fraction = pagecache.resident_fraction(files)
-    if fraction is not None and fraction < WARM_FRACTION:
-        fraction = pagecache.warm(files)
-    return {"resident_fraction": fraction}
+def _unrun(task: Task) -> Situation:
+    """The situation of a task that never ran: its page cache as asked, no limits."""
+    return Situation(CacheOutcome(task.cache))
 
 
-def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> tuple:
+def _open_limits(
+    stack: contextlib.ExitStack, task: Task, config: RunConfig
+) -> tuple[MemoryLimit | None, ReadThrottle | None]:
     """The memory limit and the read-speed limit the config asks for (None where not asked; a
     warm child reads no disk, so `--cache both` caps only its cold children)."""
     limit = throttle = None
     if config.host_ram_bytes is not None:
         limit = stack.enter_context(MemoryLimit(config.host_ram_bytes))
-    if config.disk_read_bytes_per_s is not None and task.cache == "cold":
-        mech = limit.mechanism if limit is not None else None
+    if config.disk_read_bytes_per_s is not None and task.cache == COLD:
+        v2_cgroup = limit.path if limit is not None and limit.mechanism == V2 else None
+        in_scope = limit is not None and limit.mechanism == SYSTEMD
         files = pagecache.checkpoint_files(task.load_path)
         throttle = stack.enter_context(
             ReadThrottle(
                 config.disk_read_bytes_per_s,
                 files,
-                v2_cgroup=limit.path if mech == V2 else None,
-                mechanisms=(V1,) if mech == SYSTEMD else (V2, V1),
+                v2_cgroup=v2_cgroup,
+                mechanisms=(V1,) if in_scope else (V2, V1),
             )
         )
     return limit, throttle
@@ -127,10 +114,11 @@ def _open_limits(stack: contextlib.ExitStack, task: Task, config: RunConfig) -> 
 
 def _run_task(
     task: Task, config: RunConfig, work: Path, budget: int
-) -> tuple[list[ChildOutcome], dict]:
-    """Run the task's child group (under the memory and read limits, if any); outcomes, situation."""
+) -> tuple[list[ChildOutcome], Situation]:
+    """Run the task's child group (under the memory and read limits, if any): its outcomes and
+    the situation it ran in."""
     argvs, envs, outs = task_argvs(task, work)
-    situation = _set_cache(task)
+    cache = pagecache.set_cache(pagecache.checkpoint_files(task.load_path), task.cache)
     with contextlib.ExitStack() as stack:
         limit, throttle = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
@@ -144,21 +132,20 @@ def _run_task(
             limit=limit,
             throttle=throttle,
         )
-        said = [x.outcome() for x in (limit, throttle) if x is not None]
-    for outcome in said:
-        situation |= outcome.row_fields()
-    notes = [o.note for o in said if o.note]
-    if notes:
+        memory = limit.outcome() if limit is not None else None
+        disk_read = throttle.outcome() if throttle is not None else None
+    situation = Situation(cache, memory, disk_read)
+    if notes := situation.notes():
         outcomes = [replace(o, error="\n".join(filter(None, [o.error, *notes]))) for o in outcomes]
     return outcomes, situation
 
 
-def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: dict, folder: Path) -> None:
+def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: Memray, folder: Path) -> None:
     """Remember where the capture's reports are (the measured rows link to them), or say why not."""
     first = outcomes[0]
     files = (first.result.memray if first.result else None) or MemrayFiles()
-    rel = [os.path.relpath(p, folder) if p else None for p in (files.html, files.top)]
-    memray[(task.checkpoint.shapes, task.entry.name)] = tuple(rel)
+    html, top = (os.path.relpath(p, folder) if p else None for p in (files.html, files.top))
+    memray[(task.checkpoint.shapes, task.entry.name)] = (html, top)
     problem = first.error if first.status != OK else files.error
     if problem:
         print(
@@ -167,24 +154,44 @@ def _note_memray(task: Task, outcomes: list[ChildOutcome], memray: dict, folder:
         )
 
 
+@dataclass
+class _Execution:
+    """What the tasks of one run share while they run: where rows go, the memray links so far."""
+
+    config: RunConfig
+    writer: ResultsWriter
+    run_id: str
+    memray: Memray = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return self.writer.path.parent
+
+    def run(self, task: Task) -> None:
+        """Prepare and run one task; write its rows (a memray capture writes none)."""
+        prepared: PreparedTask = prepare_task(task, self.config)
+        if not prepared.ok:
+            ctx = _context(self.run_id, task, self.memray, _unrun(task))
+            self.writer.write(failed_row(ctx, prepared.status, prepared.error))
+            return
+        work = self.folder / self.run_id / "work"
+        outcomes, situation = _run_task(
+            prepared.task, self.config, work, self.config.budget_bytes()
+        )
+        if task.memray_bin is not None:
+            _note_memray(task, outcomes, self.memray, self.folder)
+            return
+        ctx = _context(self.run_id, task, self.memray, situation)
+        self.writer.write_many(result_records(ctx, outcomes))
+
+
 def _execute(tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str) -> None:
-    budget = config.budget_bytes()
-    memray: dict = {}
-    folder = writer.path.parent
-    work = folder / run_id / "work"
+    execution = _Execution(config, writer, run_id)
     bar = tqdm(total=len(tasks), file=sys.stderr, disable=not config.progress, unit="run")
     with bar:
         for task in tasks:
             bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
-            prepared = prepare_task(task, config)
-            if isinstance(prepared, tuple):  # (status, error): could not prepare
-                writer.write(failed_row(_context(run_id, task, memray), *prepared))
-            elif task.memray_bin is not None:
-                _note_memray(task, _run_task(prepared, config, work, budget)[0], memray, folder)
-            else:
-                outcomes, situation = _run_task(prepared, config, work, budget)
-                ctx = _context(run_id, task, memray, situation)
-                writer.write_many(result_records(ctx, outcomes))
+            execution.run(task)
             bar.update()
 
 
@@ -215,7 +222,8 @@ def _run_matrix(config: RunConfig, selected: list[StrategyInfo], writer: Results
     for ck in _checkpoints(config):
         tasks, skipped = plan(ck, selected, config, writer.path.parent / run_id)
         for task, reason in skipped:
-            writer.write(failed_row(_context(run_id, task, {}), SKIPPED, reason))
+            ctx = _context(run_id, task, {}, _unrun(task))
+            writer.write(failed_row(ctx, SKIPPED, reason))
         _execute(tasks, config, writer, run_id)
 
 

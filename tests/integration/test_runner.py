@@ -200,3 +200,21 @@ def test_ctrl_c_stops_cleanly_with_finished_rows_saved(bench_env, tmp_path):
         if str(out) in " ".join(p.info["cmdline"] or [])
     ]
     assert left == []  # the hung child was killed, not orphaned
+
+
+def test_a_failed_conversion_is_one_crashed_row_naming_the_checkpoint_form(bench_env, tmp_path):
+    """`prepare_task` returns a `PreparedTask` either way; a failed one becomes a `crashed` row."""
+    from bench import strategies
+    from bench.run.launch import prepare_task
+    from bench.run.matrix import Checkpoint, Task
+
+    missing = tmp_path / "gone" / "model.safetensors"
+    ck = Checkpoint("tiny-gpt2", None, 0, str(missing), 1, 1, 1, work_root=str(tmp_path / "w"))
+    entry = strategies.get("sharded-dir")
+    prepared = prepare_task(Task(ck, entry, 0, 1, 1), _config(tmp_path, ["sharded-dir"]))
+    assert not prepared.ok and prepared.status == "crashed"
+    assert prepared.error.startswith("preparing the sharded-dir checkpoint failed: ")
+    assert not (tmp_path / "w" / "prepared" / "sharded-dir-p1-d1" / "prepared.json").exists()
+    file_task = Task(ck, strategies.get("eager"), 0, 1, 1)
+    same = prepare_task(file_task, _config(tmp_path, ["eager"]))
+    assert same.ok and same.task == file_task and same.error is None

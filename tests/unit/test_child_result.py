@@ -20,7 +20,11 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
+from bench import strategies
+from bench.limits.pagecache import CacheOutcome
+from bench.limits.situation import Situation
 from bench.run.children import run_group
+from bench.run.matrix import Checkpoint, Task
 from bench.run.rows import RowContext, result_records
 
 GiB = 1 << 30
@@ -84,9 +88,19 @@ def test_a_child_of_another_version_becomes_a_crashed_row(tmp_path):
         and f"version {CHILD_RESULT_VERSION + 1}, this bench reads version {CHILD_RESULT_VERSION}"
         in outcomes[1].error
     )
-    ctx = RowContext("run", "rid", "gpt2", "eager", "strategy", "native", 8, 1, 0, GiB, GiB, 3)
+    checkpoint = Checkpoint("gpt2", None, 0, "/c/model.safetensors", GiB, GiB, 3)
+    task = Task(checkpoint, strategies.catalog()["eager"], repeat=0, processes=1, devices=8)
+    ctx = RowContext("run", "rid", task, Situation(CacheOutcome("warm")))
     (row,) = result_records(ctx, outcomes[1:])
     assert (row.phase, row.status, row.peak_rss_bytes) == ("total", "crashed", None)
+    assert (row.shapes, row.strategy, row.kind, row.dtype, row.devices) == (
+        "gpt2",
+        "eager",
+        "strategy",
+        "native",
+        8,
+    )
+    assert (row.cache, row.host_ram_bytes, row.disk_read_limit) == ("warm", None, None)
     rows = result_records(ctx, outcomes[:1])
     assert [r.phase for r in rows[:2]] == ["read", "total"] and rows[0].substeps_s == {
         "pread": 0.25

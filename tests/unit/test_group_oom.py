@@ -13,7 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from bench import strategies
 from bench.commands.check import _line
+from bench.limits.pagecache import CacheOutcome
+from bench.limits.situation import Situation
+from bench.run.matrix import Checkpoint, Task
 from bench.run.children import run_group
 from bench.run.rows import RowContext, result_records, summed_rows
 from loader.vocabulary import CRASHED, OOM
@@ -41,9 +45,9 @@ class FakeLimit:
 
 
 def _group_status(outcomes) -> str:
-    ctx = RowContext(
-        "run", "rid", "gpt2", "sharded-dir", "strategy", "native", 2, 2, 0, GiB, GiB, 3
-    )
+    checkpoint = Checkpoint("gpt2", None, 0, "/c/model.safetensors", GiB, GiB, 3)
+    task = Task(checkpoint, strategies.catalog()["sharded-dir"], repeat=0, processes=2, devices=2)
+    ctx = RowContext("run", "rid", task, Situation(CacheOutcome("warm")))
     per_process = [result_records(ctx, [o]) for o in outcomes]
     return summed_rows(ctx, per_process)[0].status
 

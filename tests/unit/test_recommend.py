@@ -99,15 +99,15 @@ TARGET = {"checkpoint_bytes": 4 * GiB, "largest_tensor_bytes": 200 * MiB, "tenso
 
 def test_fit_recovers_the_linear_model_and_ranks(tmp_path):
     rec = recommend(_results(tmp_path), TARGET, host_ram_bytes=16 * GiB)
-    by = {s["strategy"]: s for s in rec.strategies}
+    by = {s.strategy: s for s in rec.strategies}
     assert set(by) == {"eager", "lean"}  # not the reference line; crashed runs are not fitted
     eager = 3 * TARGET["checkpoint_bytes"] + TARGET["largest_tensor_bytes"] + 50 * MiB + BASE
-    assert by["eager"]["predicted_peak_bytes"] == pytest.approx(eager, rel=1e-3)
-    assert by["lean"]["predicted_peak_bytes"] == pytest.approx(BASE + 4 * GiB + 100 * MiB, rel=1e-3)
-    assert by["lean"]["predicted_wall_s"] == pytest.approx(4 * GiB / 2e8 + 0.5, rel=1e-3)
-    assert by["eager"]["verdict"] == "fits" and by["lean"]["verdict"] == "fits"
+    assert by["eager"].predicted_peak_bytes == pytest.approx(eager, rel=1e-3)
+    assert by["lean"].predicted_peak_bytes == pytest.approx(BASE + 4 * GiB + 100 * MiB, rel=1e-3)
+    assert by["lean"].predicted_wall_s == pytest.approx(4 * GiB / 2e8 + 0.5, rel=1e-3)
+    assert by["eager"].verdict == "fits" and by["lean"].verdict == "fits"
     assert rec.recommended == "lean"  # the fastest that fits
-    assert by["lean"]["headroom_bytes"] == 16 * GiB - by["lean"]["predicted_peak_bytes"]
+    assert by["lean"].headroom_bytes == 16 * GiB - by["lean"].predicted_peak_bytes
 
 
 @pytest.mark.parametrize(
@@ -120,19 +120,17 @@ def test_fit_recovers_the_linear_model_and_ranks(tmp_path):
 )
 def test_verdicts_follow_host_ram(tmp_path, ram, verdicts, best):
     rec = recommend(_results(tmp_path), TARGET, host_ram_bytes=int(ram))
-    assert {s["strategy"]: s["verdict"] for s in rec.strategies} == verdicts
+    assert {s.strategy: s.verdict for s in rec.strategies} == verdicts
     assert rec.recommended == best
-    assert rec.strategies[-1]["verdict"] in ("does not fit", "tight")  # ranked fits first
+    assert rec.strategies[-1].verdict in ("does not fit", "tight")  # ranked fits first
 
 
 def test_one_shape_set_falls_back_to_a_ratio(tmp_path):
     rec = recommend(_results(tmp_path, SETS[1:2]), TARGET, host_ram_bytes=64 * GiB)
-    lean = next(s for s in rec.strategies if s["strategy"] == "lean")
+    lean = next(s for s in rec.strategies if s.strategy == "lean")
     ratio = (500 * MiB + 10 * MiB) / (500 * MiB)
-    assert lean["predicted_peak_bytes"] == pytest.approx(BASE + ratio * 4 * GiB, rel=1e-3)
-    assert lean["model"]["peak_bytes_per_largest_tensor_byte"] == 0 and lean["model"]["shapes"] == [
-        "mid"
-    ]
+    assert lean.predicted_peak_bytes == pytest.approx(BASE + ratio * 4 * GiB, rel=1e-3)
+    assert lean.model.peak_bytes_per_largest_tensor_byte == 0 and lean.model.shapes == ("mid",)
 
 
 def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
@@ -182,7 +180,7 @@ def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
         {"checkpoint_bytes": 2 * GiB, "largest_tensor_bytes": 64 * MiB, "tensors": 9},
         16 * GiB,
     )
-    assert [s["strategy"] for s in rec.strategies] == ["lean"]
+    assert [s.strategy for s in rec.strategies] == ["lean"]
     assert rec.unmeasured == ["eager"]
     only_tiny = tmp_path / "tiny"
     with ResultsWriter(only_tiny / "m" / "r.jsonl") as w:
@@ -231,11 +229,9 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
     res = _write(tmp_path, rows)
     warm = recommend(res, TARGET, 64 * GiB, cache="warm").strategies[0]
     cold = recommend(res, TARGET, 64 * GiB, cache="cold").strategies[0]
-    assert cold["predicted_wall_s"] == pytest.approx(2 * warm["predicted_wall_s"] - 0.5, rel=1e-3)
-    assert warm["model"]["wall_error"] == pytest.approx(0, abs=1e-6)
-    assert warm["predicted_peak_bytes"] == pytest.approx(
-        BASE + TARGET["checkpoint_bytes"], rel=1e-3
-    )
+    assert cold.predicted_wall_s == pytest.approx(2 * warm.predicted_wall_s - 0.5, rel=1e-3)
+    assert warm.model.wall_error == pytest.approx(0, abs=1e-6)
+    assert warm.predicted_peak_bytes == pytest.approx(BASE + TARGET["checkpoint_bytes"], rel=1e-3)
     assert run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", cache="cold")) == 0
     out = capsys.readouterr().out
     assert "evicted first (cold)" in out and "Cold read speed measured here" in out
@@ -248,11 +244,10 @@ def test_disk_read_speed_adds_the_read_time_of_the_target_disk(tmp_path):
     from bench.commands.recommend import cold_adjust
 
     rec = recommend(res, TARGET, 64 * GiB)
-    before = {s["strategy"]: s["predicted_wall_s"] for s in rec.strategies}
-    cold_adjust(rec, res, TARGET["checkpoint_bytes"], 1e9)
-    for s in rec.strategies:
-        assert s["predicted_wall_s"] == pytest.approx(
-            before[s["strategy"]] + TARGET["checkpoint_bytes"] / 1e9
+    before = {s.strategy: s.predicted_wall_s for s in rec.strategies}
+    for s in cold_adjust(rec, TARGET["checkpoint_bytes"], 1e9).strategies:
+        assert s.predicted_wall_s == pytest.approx(
+            before[s.strategy] + TARGET["checkpoint_bytes"] / 1e9
         )
 
 
@@ -286,10 +281,8 @@ def test_runs_with_a_model_in_another_dtype_are_not_fitted_on(tmp_path):
                 _row("lean", shapes, ckpt, largest, ckpt / 2, 0.1, i, model_dtype="bfloat16")
             )
     (lean,) = recommend(_write(tmp_path, rows), TARGET, 64 * GiB).strategies
-    assert lean["predicted_peak_bytes"] == pytest.approx(
-        BASE + TARGET["checkpoint_bytes"], rel=1e-3
-    )
-    assert lean["model"]["runs"] == 6 and lean["model"]["peak_error"] == pytest.approx(0, abs=1e-6)
+    assert lean.predicted_peak_bytes == pytest.approx(BASE + TARGET["checkpoint_bytes"], rel=1e-3)
+    assert lean.model.runs == 6 and lean.model.peak_error == pytest.approx(0, abs=1e-6)
 
 
 def test_one_slow_repeat_does_not_tilt_the_fit_and_is_stated_as_the_repeat_spread(tmp_path):
@@ -300,9 +293,9 @@ def test_one_slow_repeat_does_not_tilt_the_fit_and_is_stated_as_the_repeat_sprea
             slow = 3.0 if (shapes, i) == ("big", 2) else 1.0  # one repeat three times as slow
             rows.append(_row("lean", shapes, ckpt, largest, ckpt, slow * (ckpt / 1e9 + 0.5), i))
     (lean,) = recommend(_write(tmp_path, rows), TARGET, 64 * GiB).strategies
-    assert lean["predicted_wall_s"] == pytest.approx(TARGET["checkpoint_bytes"] / 1e9 + 0.5)
-    assert lean["model"]["wall_error"] == pytest.approx(0, abs=1e-6)
-    assert lean["model"]["wall_repeat_spread"] == pytest.approx(2.0)
+    assert lean.predicted_wall_s == pytest.approx(TARGET["checkpoint_bytes"] / 1e9 + 0.5)
+    assert lean.model.wall_error == pytest.approx(0, abs=1e-6)
+    assert lean.model.wall_repeat_spread == pytest.approx(2.0)
 
 
 def test_runs_measured_under_a_read_cap_are_fitted_only_for_that_disk_speed(tmp_path, capsys):
@@ -330,7 +323,7 @@ def test_runs_measured_under_a_read_cap_are_fitted_only_for_that_disk_speed(tmp_
         recommend(res, TARGET, 64 * GiB, cache="cold")  # capped runs are not the machine's disk
     capped = recommend(res, TARGET, 64 * GiB, cache="cold", disk_speed=250_000_000)
     target_s = TARGET["checkpoint_bytes"] / 2.5e8 + 0.5
-    assert capped.strategies[0]["predicted_wall_s"] == pytest.approx(target_s, rel=1e-3)
+    assert capped.strategies[0].predicted_wall_s == pytest.approx(target_s, rel=1e-3)
     assert run_cli(_args(tmp_path, host_ram="64GiB", disk_read_speed="250MB/s", json=True)) == 0
     out = json.loads(capsys.readouterr().out)
     assert (
@@ -341,3 +334,67 @@ def test_runs_measured_under_a_read_cap_are_fitted_only_for_that_disk_speed(tmp_
     other = json.loads(capsys.readouterr().out)  # no runs at 500 MB/s: warm fit + read at 500 MB/s
     assert other["inputs"]["cache"] == "warm" and "disk_read_bytes_per_s" not in other["inputs"]
     assert any("measure them instead" in n for n in other["notes"])
+
+
+# `recommend --json` is a contract: its key set (and order) at every level, pinned.
+TOP_KEYS = [
+    "inputs",
+    "target",
+    "recommended",
+    "minimum_ram_bytes",
+    "minimum_ram_strategy",
+    "notes",
+    "strategies",
+    "unmeasured",
+]
+STRATEGY_KEYS = [
+    "strategy",
+    "predicted_peak_bytes",
+    "predicted_wall_s",
+    "model",
+    "verdict",
+    "headroom_bytes",
+]
+MODEL_KEYS = [
+    "peak_bytes_per_checkpoint_byte",
+    "peak_bytes_per_largest_tensor_byte",
+    "peak_constant_bytes",
+    "wall_s_per_checkpoint_byte",
+    "wall_constant_s",
+    "baseline_rss_bytes",
+    "runs",
+    "shapes",
+    "devices",
+    "largest_measured_checkpoint_bytes",
+    "extrapolation",
+    "peak_error",
+    "wall_error",
+    "wall_repeat_spread",
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "top", "inputs", "model"),
+    [
+        ({}, TOP_KEYS, ["shapes", "host_ram_bytes", "devices", "results", "cache"], MODEL_KEYS),
+        (  # no runs at that cap: the warm fit plus the read, named in each model
+            {"disk_read_speed": "500MB/s", "device_ram": "80GiB"},
+            [*TOP_KEYS, "device_peaks"],
+            ["shapes", "host_ram_bytes", "devices", "results", "cache"],
+            [*MODEL_KEYS, "disk_read_bytes_per_s"],
+        ),
+    ],
+)
+def test_cli_json_keys_are_pinned(tmp_path, capsys, extra, top, inputs, model):
+    _results(tmp_path)
+    run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", json=True, **extra))
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == top
+    assert list(out["inputs"]) == inputs
+    assert list(out["target"]) == ["checkpoint_bytes", "largest_tensor_bytes", "tensors"]
+    assert [s["strategy"] for s in out["strategies"]] == ["lean", "eager"]
+    for s in out["strategies"]:
+        assert list(s) == STRATEGY_KEYS and list(s["model"]) == model
+        assert s["headroom_bytes"] == 64 * GiB - s["predicted_peak_bytes"]
+    assert isinstance(out["strategies"][0]["model"]["shapes"], list)
+    assert out["strategies"][0]["model"]["devices"] == [1]

@@ -1,0 +1,139 @@
+"""The fit of one strategy's measured runs: `FitModel`, by non-negative least squares.
+
+    peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e
+    wall            ~= c * checkpoint_bytes + d
+
+fitted on each checkpoint's median peak and time over its repeats (one slow cold read among them
+does not tilt the fit), with as many terms as distinct checkpoint sizes allow (one size: a only;
+two: a and e; three or more: a, b and e). The constant e absorbs per-process overhead (compiled
+code, allocator arenas) that dominates tiny shape sets and would otherwise inflate a. No jax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class FitModel:
+    """One strategy's fitted model: peak over baseline ~= a*ckpt + b*largest + e and
+    wall ~= c*ckpt + d, what it was fitted on, and how well. `disk_read_bytes_per_s` is set where
+    the predicted time adds a read of the checkpoint at that speed to a warm fit (`recommend
+    --disk-read-speed`)."""
+
+    peak_bytes_per_checkpoint_byte: float  # a
+    peak_bytes_per_largest_tensor_byte: float  # b
+    peak_constant_bytes: float  # e
+    wall_s_per_checkpoint_byte: float  # c
+    wall_constant_s: float  # d
+    baseline_rss_bytes: int
+    runs: int
+    shapes: tuple[str, ...]
+    devices: tuple[int, ...]
+    largest_measured_checkpoint_bytes: int
+    extrapolation: float  # the target's checkpoint over the largest measured one
+    peak_error: float  # in-sample, relative
+    wall_error: float
+    wall_repeat_spread: float
+    disk_read_bytes_per_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object `recommend --json` prints under `model` (lists, no unset read speed)."""
+        out = asdict(self)
+        out["shapes"], out["devices"] = list(self.shapes), list(self.devices)
+        if self.disk_read_bytes_per_s is None:
+            del out["disk_read_bytes_per_s"]
+        return out
+
+
+def _nnls(columns: list[np.ndarray], y: np.ndarray) -> list[float]:
+    """Non-negative least squares on scaled columns (sizes span 1e5..1e10 bytes)."""
+    from scipy.optimize import nnls
+
+    scale = [float(np.abs(c).max()) or 1.0 for c in columns]
+    coef, _ = nnls(np.column_stack([c / s for c, s in zip(columns, scale, strict=True)]), y)
+    return [float(k / s) for k, s in zip(coef, scale, strict=True)]
+
+
+def _fit_peak(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """(a, b, e): peak over baseline ~= a*ckpt + b*largest + e, as many terms as the data allow.
+
+    One checkpoint size: a only. Two: a and a constant e (per-process overhead such as compiled
+    code, which dominates tiny shape sets). Three or more: a, b and e.
+    """
+    sizes = len({(p, q) for p, q in zip(x1, x2, strict=True)})
+    if sizes >= 3:
+        return tuple(_nnls([x1, x2, np.ones_like(x1)], y))  # type: ignore[return-value]
+    if sizes == 2:
+        a, e = _nnls([x1, np.ones_like(x1)], y)
+        return a, 0.0, e
+    return _nnls([x1], y)[0], 0.0, 0.0
+
+
+def _fit_wall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(c, d): wall ~= c*ckpt + d (c only with one checkpoint size)."""
+    if len(set(x)) >= 2:
+        c, d = _nnls([x, np.ones_like(x)], y)
+        return c, d
+    return _nnls([x], y)[0], 0.0
+
+
+def shape_medians(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured checkpoint: the median peak over baseline and the median wall of its
+    repeats (the bench's figure is a median; one slow cold read must not tilt the fit)."""
+    over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
+    frame = pd.DataFrame(
+        {
+            "ckpt": pd.to_numeric(rows["checkpoint_bytes"]),
+            "largest": pd.to_numeric(rows["largest_tensor_bytes"]),
+            "over": over,
+            "wall": pd.to_numeric(rows["wall_s"]),
+        }
+    )
+    return frame.groupby(["ckpt", "largest"], as_index=False)[["over", "wall"]].median()
+
+
+def fit(rows: pd.DataFrame, target_checkpoint_bytes: int) -> FitModel:
+    """The model of one strategy's runs, for a target checkpoint of that many bytes."""
+    medians = shape_medians(rows)
+    x1, x2 = medians["ckpt"].to_numpy(float), medians["largest"].to_numpy(float)
+    over, wall = medians["over"].to_numpy(float), medians["wall"].to_numpy(float)
+    a, b, e = _fit_peak(x1, x2, over)
+    c, d = _fit_wall(x1, wall)
+    return FitModel(
+        peak_bytes_per_checkpoint_byte=a,
+        peak_bytes_per_largest_tensor_byte=b,
+        peak_constant_bytes=e,
+        wall_s_per_checkpoint_byte=c,
+        wall_constant_s=d,
+        baseline_rss_bytes=int(float(pd.to_numeric(rows["baseline_rss_bytes"]).median())),
+        runs=len(rows),
+        shapes=tuple(sorted(set(rows["shapes"]))),
+        devices=tuple(sorted(int(n) for n in set(rows["devices"]))),
+        largest_measured_checkpoint_bytes=int(x1.max()),
+        extrapolation=target_checkpoint_bytes / float(x1.max()),
+        peak_error=_rel_error(a * x1 + b * x2 + e, over),
+        wall_error=_rel_error(c * x1 + d, wall),
+        wall_repeat_spread=repeat_spread(rows),
+    )
+
+
+def _rel_error(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """The fit's largest relative error on the medians it was fitted on (in-sample: a floor on the
+    error of an extrapolation, not a bound). Peaks are compared over the baseline."""
+    ok = measured > 0
+    return float(np.max(np.abs(predicted[ok] - measured[ok]) / measured[ok])) if ok.any() else 0.0
+
+
+def repeat_spread(rows: pd.DataFrame) -> float:
+    """How far the fitted runs' own repeats strayed from their shape set's median time (the largest
+    relative deviation): a prediction cannot be closer than this machine repeats itself. Cold
+    runs on a virtual disk whose host caches the image can differ several-fold."""
+    wall = pd.to_numeric(rows["wall_s"])
+    median = wall.groupby(rows["shapes"]).transform("median")
+    deviation = ((wall - median).abs() / median)[median > 0]
+    return float(deviation.max()) if len(deviation) else 0.0
