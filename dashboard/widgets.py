@@ -137,3 +137,37 @@ def status_table(phases: pd.DataFrame) -> None:
 def _status_style(row: pd.Series) -> list[str]:
     color = "" if row["status"] == OK else "background-color: rgba(198, 40, 40, 0.15)"
     return [color] * len(row)
+
+
+HOST_RAM = "host_ram_gib"  # session state: the host RAM shown, kept across pages
+HOST_RAM_SET = "host_ram_set"  # session state: the user set it (else it follows the run shown)
+GIB = float(1 << 30)
+
+
+def _keep_host_ram(key: str) -> None:
+    st.session_state[HOST_RAM] = st.session_state[key]
+    st.session_state[HOST_RAM_SET] = True
+
+
+def host_ram(column: Any, default_bytes: float | None, *, key: str, help: str) -> int:
+    """The host RAM input (GiB), shared by the Overview and the Target host page. Until the user
+    sets it, it follows `default_bytes` (the RAM of the machine that measured the run shown);
+    once set, the value is kept in session state across pages and runs.
+
+    Returns:
+        The host RAM in bytes.
+    """
+    if not st.session_state.get(HOST_RAM_SET):
+        st.session_state[HOST_RAM] = round(float(default_bytes or 16 * GIB) / GIB, 2)
+    st.session_state[key] = float(st.session_state[HOST_RAM])
+    gib = column.number_input(
+        "Host RAM (GiB)",
+        min_value=0.25,
+        max_value=65536.0,
+        step=0.5,
+        key=key,
+        help=help,
+        on_change=_keep_host_ram,
+        args=(key,),
+    )
+    return int(gib * GIB)

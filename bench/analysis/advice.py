@@ -49,6 +49,54 @@ def minimum_ram(peak_bytes: int) -> int:
     return int(math.ceil(peak_bytes / (1 - TIGHT_FRACTION) / step) * step)
 
 
+@dataclass(frozen=True)
+class Cost:
+    """One strategy's cost as the answer states it: measured (the dashboard) or predicted."""
+
+    strategy: str
+    peak_bytes: int  # peak RSS: what must fit in the host's RAM
+    wall_s: float
+    ratio: float | None = None  # peak over baseline, as a multiple of the checkpoint
+
+
+SAME_MINIMUM = 0.02  # peaks within 2% of the lightest's share its minimum RAM
+
+
+def at_minimum(costs: list[Cost]) -> tuple[int, Cost] | None:
+    """About the least host RAM in which some strategy fits, and the fastest strategy that fits
+    there: peaks within `SAME_MINIMUM` of the lightest count as the same minimum, and the RAM
+    given is the one the named strategy needs."""
+    if not costs:
+        return None
+    lightest = min(c.peak_bytes for c in costs)
+    there = [c for c in costs if c.peak_bytes <= lightest * (1 + SAME_MINIMUM)]
+    best = min(there, key=lambda c: c.wall_s)
+    return minimum_ram(best.peak_bytes), best
+
+
+def _cost_text(c: Cost) -> str:
+    ratio = f" ({c.ratio:.2f}× checkpoint)" if c.ratio is not None and c.ratio == c.ratio else ""
+    return f"{format_bytes(c.peak_bytes)} peak{ratio}, {c.wall_s:.2f} s"
+
+
+def answer(host_ram_bytes: int, best: Cost | None, costs: list[Cost], naive: Cost | None) -> str:
+    """The first screen's sentence: "On H: use S — P peak (r× checkpoint), T s; needs at least
+    M (S'); eager needs E and does not fit." `best` is the fastest that fits (None: none does),
+    `costs` every candidate, `naive` the path a user writes first (eager), if measured."""
+    ram = format_bytes(host_ram_bytes)
+    least = at_minimum(costs)
+    need = f"needs at least {format_bytes(least[0])} ({least[1].strategy})" if least else ""
+    if best is None:
+        return f"On {ram}: no strategy fits with {TIGHT_FRACTION:.0%} to spare; {need}."
+    text = f"On {ram}: use {best.strategy} — {_cost_text(best)}; {need}"
+    if naive is not None and naive.strategy != best.strategy:
+        naive_need = format_bytes(minimum_ram(naive.peak_bytes))
+        fits = minimum_ram(naive.peak_bytes) <= host_ram_bytes
+        how = f"fits, in {naive.wall_s:.2f} s" if fits else "does not fit"
+        text += f"; {naive.strategy} needs {naive_need} and {how}"
+    return text + "."
+
+
 def advise(
     results: Results,
     target: dict[str, int],
@@ -63,7 +111,8 @@ def advise(
     """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
     (and `disk_speed` where the fit is on runs with disk reads capped at that speed)."""
     rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
-    lightest = min(rec.strategies, key=lambda s: s.predicted_peak_bytes, default=None)
+    costs = [Cost(s.strategy, s.predicted_peak_bytes, s.predicted_wall_s) for s in rec.strategies]
+    least = at_minimum(costs)
     inputs = {
         "shapes": shapes,
         "host_ram_bytes": int(host_ram_bytes),
@@ -77,8 +126,8 @@ def advise(
         inputs,
         dict(target),
         rec,
-        minimum_ram(lightest.predicted_peak_bytes) if lightest else None,
-        lightest.strategy if lightest else None,
+        least[0] if least else None,
+        least[1].strategy if least else None,
     )
 
 
