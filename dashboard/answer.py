@@ -66,12 +66,12 @@ def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> 
     eligible = df[df[x].notna() & df[y].notna()]
     if "kind" in df.columns:
         eligible = eligible[eligible["kind"] != REFERENCE]
-    front = pd.Series(False, index=df.index)
+    front = {i: False for i in df.index}
     for i, row in eligible.iterrows():
         others = eligible.drop(index=i)
         better = (others[x] <= row[x]) & (others[y] <= row[y])
         front[i] = not (better & ((others[x] < row[x]) | (others[y] < row[y]))).any()
-    return front
+    return pd.Series(front, index=df.index, dtype=bool)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The dashboard's entry point: `streamlit run dashboard/app.py` (or `loadbench dashboard`).
 
-It registers the pages (`dashboard.pages.PAGES`) and opens on the Overview. The results folder
+It registers the pages (`dashboard.views.PAGES`) and opens on the Overview. The results folder
 comes from the environment variable `LOADBENCH_RESULTS` (default `results`), never from the URL.
 """
 
@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # `streamlit run dashboard/app.py` from a plain checkout
     sys.path.insert(0, str(HERE.parent))
 
-from dashboard.pages import PAGES  # noqa: E402 (after the path fix above)
+from dashboard.views import PAGES  # noqa: E402 (after the path fix above)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import altair as alt
 import pandas as pd
 
 from bench.analysis.recommend import VERDICTS
-from dashboard import style
+from dashboard import frames, style
 from loader.vocabulary import PHASE_ORDER
 
 FACET_COLUMNS = 4  # panels per row before the facets wrap
@@ -25,33 +25,34 @@ def _scaled(med: pd.DataFrame, cols: list[str]) -> tuple[pd.DataFrame, str, str]
     return med.assign(**{f"{c}_u": med[c] / div for c in cols}), unit, style.number_format(unit)
 
 
-def phase_adds_bars(med: pd.DataFrame) -> alt.Chart:
-    """What each phase adds to RSS at its peak, per strategy (grouped bars, strategy colours)."""
+def phase_peak_bars(med: pd.DataFrame) -> alt.Chart:
+    """Each phase's own high-water mark over the baseline, per strategy (grouped bars, strategy
+    colours). Never a difference between phases: phases that ran at the same time share their
+    RSS, and each bar is only what the RSS reached while its phase ran."""
     data, unit, fmt = _scaled(med, ["adds_bytes", "peak_over_baseline_bytes"])
     phases = [p for p in PHASE_ORDER if p in set(data["phase"])]
+    tooltip = [
+        "strategy",
+        "phase",
+        alt.Tooltip("peak_over_baseline_bytes_u:Q", format=fmt, title=f"high-water ({unit})"),
+        alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"above the RSS it began at ({unit})"),
+        alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
+    ]
+    y = alt.Y(
+        "peak_over_baseline_bytes_u:Q",
+        title=f"RSS over baseline at the phase's peak ({unit})",
+        axis=alt.Axis(format=fmt),
+    )
+    color = alt.Color("strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"]))
     return (
         alt.Chart(data)
         .mark_bar()
         .encode(
             x=alt.X("phase:N", sort=phases, title="phase"),
             xOffset=alt.XOffset("strategy:N", sort=sorted(set(data["strategy"]))),
-            y=alt.Y(
-                "adds_bytes_u:Q",
-                title=f"added at the phase's peak ({unit})",
-                axis=alt.Axis(format=fmt),
-            ),
-            color=alt.Color(
-                "strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"])
-            ),
-            tooltip=[
-                "strategy",
-                "phase",
-                alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"adds ({unit})"),
-                alt.Tooltip(
-                    "peak_over_baseline_bytes_u:Q", format=fmt, title=f"peak over baseline ({unit})"
-                ),
-                alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
-            ],
+            y=y,
+            color=color,
+            tooltip=tooltip,
         )
         .properties(height=300)
     )
@@ -91,28 +92,39 @@ def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
     )
 
 
+def _spans(med: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy, each phase's median start and end: recorded times where every phase of the
+    strategy has them (overlaps show), else the phases end to end; `lane` separates overlaps."""
+    parts = []
+    for strategy, rows in med.sort_values("phase_order").groupby("strategy"):
+        bands = frames.bands_of(rows.assign(label=strategy), str(strategy))
+        parts.append(bands.rename(columns={"label": "strategy"}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
-    """Time per phase, stacked per strategy (the bar's length is the whole load), phase colours."""
+    """When each phase ran, per strategy (a bar from its start to its end, median over repeats):
+    phases that ran at the same time overlap, on lanes of their own, never stacked."""
+    spans = _spans(med)
     return (
-        alt.Chart(med)
+        alt.Chart(spans)
         .mark_bar(stroke="white", strokeWidth=0.5)
         .encode(
             y=alt.Y("strategy:N", title=None),
+            yOffset=alt.YOffset("lane:O"),
             x=alt.X(
-                "phase_wall_s:Q",
-                title="seconds (median)",
-                stack="zero",
-                axis=alt.Axis(format=".2f"),
+                "start_s:Q", title="seconds since baseline (median)", axis=alt.Axis(format=".2f")
             ),
-            color=alt.Color(
-                "phase:N",
-                title="phase",
-                scale=style.phase_scale(med["phase"]),
-            ),
-            order=alt.Order("phase_order:Q"),
-            tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".2f", title="s")],
+            x2="end_s:Q",
+            color=alt.Color("phase:N", title="phase", scale=style.phase_scale(spans["phase"])),
+            tooltip=[
+                "strategy",
+                "phase",
+                alt.Tooltip("start_s:Q", format=".2f", title="from s"),
+                alt.Tooltip("end_s:Q", format=".2f", title="to s"),
+            ],
         )
-        .properties(height=max(200, 50 * med["strategy"].nunique()))  # room for the phase legend
+        .properties(height=max(200, 50 * spans["strategy"].nunique()))  # room for the legend
     )
 
 
@@ -147,7 +159,8 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
         align="left", dx=4, dy=-4, baseline="bottom", fontWeight="bold"
     )
     label = label.encode(x="ram:Q", y=alt.value(0), text="text:N")
-    return alt.layer(bars, rule, label).properties(height=max(160, 40 * len(rows) + 20))
+    height = max(160, 40 * len(rows) + 20)
+    return alt.LayerChart(layer=[bars, rule, label]).properties(height=height)
 
 
 def _ratios_long(ratios: pd.DataFrame) -> pd.DataFrame:
@@ -193,4 +206,4 @@ def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
     spread = spread.encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
     one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[4, 2])
     height = max(120, 56 * ratios["strategy"].nunique())
-    return alt.layer(bars, spread, one.encode(x="x:Q")).properties(height=height)
+    return alt.LayerChart(layer=[bars, spread, one.encode(x="x:Q")]).properties(height=height)

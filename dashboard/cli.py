@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from dashboard import MAKE_COMMAND, RESULTS_ENV
-from dashboard.pages import titles
+from dashboard.views import titles
 
 APP = Path(__file__).resolve().parent / "app.py"
 DEFAULT_PORT = 8501
@@ -155,6 +155,12 @@ def register_report(subparsers: argparse._SubParsersAction) -> argparse.Argument
         ),
     )
     p.add_argument("results", metavar="RESULTS", help="results folder or file")
+    p.add_argument(
+        "--run",
+        metavar="ID",
+        default=None,
+        help="the run to report (default: each shape set's newest complete, unconstrained run)",
+    )
     p.add_argument(
         "--out",
         default="report.html",

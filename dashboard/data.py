@@ -18,8 +18,12 @@ import streamlit as st
 from bench import strategies as _strategies
 from bench.records import results as _results
 from dashboard import RESULTS_ENV
-from dashboard.frames import overlapping_phases, phase_medians, whole_run  # noqa: F401 (pages' API)
-from dashboard.runs import run_labels  # noqa: F401 (the pages' API)
+from dashboard.frames import (  # noqa: F401 (the pages' API)
+    overlapping_phases,
+    phase_medians,
+    run_labels,
+    whole_run,
+)
 from loader.errors import CheckpointError
 
 ENV_VAR = RESULTS_ENV

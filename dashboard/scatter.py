@@ -43,7 +43,8 @@ def place_labels(points: pd.DataFrame, x: str, y: str, x_max: float, y_max: floa
     one, two, ... label heights below and above, the first free slot kept.
     """
     sx, sy = ASSUMED_WIDTH / x_max, HEIGHT / y_max
-    placed, out = [], []
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
     for _, row in points.sort_values(y, ascending=False).iterrows():
         px, py = row[x] * sx + GAP, HEIGHT - row[y] * sy
         width = CHAR_W * len(str(row["label"]))
@@ -170,14 +171,14 @@ def overview_scatter(
     if host is not None:
         layers += _host_layers(host, y_max, x_enc, y_enc, x_max)
     if points.empty:
-        return alt.layer(*layers).properties(height=HEIGHT)
+        return alt.LayerChart(layer=layers).properties(height=HEIGHT)
     points["label"] = points["strategy"] + points["kind"].map(
         lambda k: " · peer" if k == PEER else ""
     )
     points = place_labels(points, "wall_s", y, x_max, y_max)
     layers += _front_layers(points[points["pareto"]], y, x_enc, y_enc, x_max, y_max)
     layers += _point_layers(points, y, y_format, x_enc, y_enc)
-    return alt.layer(*layers).properties(height=HEIGHT)
+    return alt.LayerChart(layer=layers).properties(height=HEIGHT)
 
 
 def _front_layers(front: pd.DataFrame, y: str, x_enc, y_enc, x_max, y_max) -> list[alt.Chart]:

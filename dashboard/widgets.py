@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import MAKE_COMMAND, data, runs
+from dashboard import MAKE_COMMAND, data, frames
 from loader.vocabulary import OK, STATUSES, TOTAL
 
 
@@ -49,7 +49,7 @@ def page_results() -> Any:
 
 def run_ids(results: Any) -> list[str]:
     """The runs that have phase rows, newest first."""
-    return list(runs.run_facts(results.runs, results.phases)["run_id"])
+    return list(frames.run_facts(results.runs, results.phases)["run_id"])
 
 
 def pick_run(
@@ -57,27 +57,31 @@ def pick_run(
 ) -> str:
     """A run selector, newest first, each labelled with machine, date, shape sets, status and
     limits; it opens on the newest complete, unconstrained run (`index` picks another). With
-    `newest`, its first choice is `runs.NEWEST`: each shape set's own default run.
+    `newest`, its first choice is `frames.NEWEST`: each shape set's own default run.
 
     Returns:
-        The run id, or `runs.NEWEST`.
+        The run id, or `frames.NEWEST`.
     """
-    labels = runs.run_labels(results.runs, results.phases)
+    labels = frames.run_labels(results.runs, results.phases)
     ids = run_ids(results)
     if index is None:
-        first = runs.default_run(results.runs, results.phases)
+        first = frames.default_run(results.runs, results.phases)
         index = ids.index(first) if first in ids else 0
     if newest:
-        ids, index, labels = [runs.NEWEST, *ids], 0, {runs.NEWEST: runs.NEWEST_LABEL, **labels}
+        ids, index, labels = (
+            [frames.NEWEST, *ids],
+            0,
+            {frames.NEWEST: frames.NEWEST_LABEL, **labels},
+        )
     return st.selectbox(
         label, ids, index=min(index, len(ids) - 1), key=key, format_func=lambda r: labels.get(r, r)
     )
 
 
 def run_phases(results: Any, run_id: str) -> pd.DataFrame:
-    """The phase rows of `run_id`, or of each shape set's default run for `runs.NEWEST`."""
-    if run_id == runs.NEWEST:
-        return runs.default_phases(results.runs, results.phases)
+    """The phase rows of `run_id`, or of each shape set's default run for `frames.NEWEST`."""
+    if run_id == frames.NEWEST:
+        return frames.default_phases(results.runs, results.phases)
     return results.phases[results.phases["run_id"] == run_id]
 
 
@@ -111,7 +115,8 @@ def number_table(table: pd.DataFrame, formats: dict[str, str], labels: dict[str,
     """`table` as a Styler whose numbers use `formats` (`str.format` style) and whose missing
     values (a failed run has no peak or time) read as "–", not a grey "None"; `labels` renames
     columns. The formats live in the Styler: a column_config format would override na_rep."""
-    styler = table.style.format(formats, na_rep="–")
+    by_column: dict[Any, Any] = dict(formats)
+    styler = table.style.format(by_column, na_rep="–")
     return styler, {c: st.column_config.Column(label) for c, label in labels.items()}
 
 
@@ -171,3 +176,20 @@ def host_ram(column: Any, default_bytes: float | None, *, key: str, help: str) -
         args=(key,),
     )
     return int(gib * GIB)
+
+
+def _remember_excluded(key: str, options: list[str]) -> None:
+    excluded = set(st.session_state.get(f"{key}_excluded", ()))
+    chosen = set(st.session_state[key])
+    st.session_state[f"{key}_excluded"] = (excluded - set(options)) | (set(options) - chosen)
+
+
+def pick_strategies(options: list[str], *, key: str, label: str = "Strategies") -> list[str]:
+    """A strategy multiselect whose choice survives a change of its options (another device
+    count, shape set or run): what the user took out stays out, every other strategy is in,
+    so switching away and back leaves the selection as it was."""
+    excluded = set(st.session_state.get(f"{key}_excluded", ()))
+    st.session_state[key] = [o for o in options if o not in excluded]
+    return st.multiselect(
+        label, options, key=key, on_change=_remember_excluded, args=(key, list(options))
+    )

@@ -117,6 +117,8 @@ class PhaseStats:
     device_bytes_in_use: int | None = None
     device_peak_bytes_in_use: int | None = None
     overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
+    start_s: float | None = None  # first entered, seconds from the baseline
+    end_s: float | None = None  # last left
 
     def frozen(self) -> PhaseMeasure:
         fields = dataclasses.asdict(self)
@@ -251,14 +253,17 @@ class MemoryProbe:
         if self._use_hwm:
             reset_hwm()
         start = time.perf_counter()
+        if stats.start_s is None:
+            stats.start_s = start - self._t0
         try:
             yield
         finally:
-            wall = time.perf_counter() - start
+            end = time.perf_counter()
             now = self._mark()
             with self._lock:
                 self._open.remove(stats)
-                stats.wall_s += wall
+                stats.wall_s += end - start
+                stats.end_s = end - self._t0
             self._set_end(stats, now)
 
     def add_time(self, substep: str, seconds: float) -> None:

@@ -105,6 +105,8 @@ class PhaseRecord:
     budget_bytes: int | None = None  # `bench run --budget`: the strategy's bound on bytes in flight
     inflight_peak_bytes: int | None = None  # the strategy's own high-water mark of those bytes
     phase_overlaps: list[str] = field(default_factory=list)  # phases that ran at the same time
+    phase_start_s: float | None = None  # phase first entered, s from the baseline (None: older)
+    phase_end_s: float | None = None  # phase last left, s from the baseline
     # -- the situation the load ran in (absent from older files: read as defaults) --
     cache: str = WARM  # CACHES: "cold" when the checkpoint was evicted from the page cache first
     resident_fraction: float | None = None  # of the checkpoint's pages, just before the child ran

@@ -70,6 +70,8 @@ class PhaseMeasure:
     overlaps: tuple[
         str, ...
     ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
+    start_s: float | None = None  # first entered, seconds from the baseline (None: `total`, older)
+    end_s: float | None = None  # last left, seconds from the baseline
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,8 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         phase_file_rss_bytes=phase.file_rss_bytes,
         substeps_s=dict(phase.substeps_s),
         phase_overlaps=list(phase.overlaps),
+        phase_start_s=phase.start_s,
+        phase_end_s=phase.end_s,
         phase_device_bytes_in_use=phase.device_bytes_in_use,
         phase_device_peak_bytes=phase.device_peak_bytes_in_use,
     )
@@ -129,6 +131,11 @@ def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Pha
         return [failed_row(ctx, outcome.status, outcome.error, index)]
     row = failed_row(ctx, outcome.status, outcome.error, index)
     return [_measured_row(row, measured, p) for p in [*measured.phases, measured.total]]
+
+
+def _extreme(pick: Any, values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return pick(known) if known else None
 
 
 def _sum(values: list[Any]) -> Any:
@@ -164,6 +171,8 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 phase_file_rss_bytes=_sum([r.phase_file_rss_bytes for r in rows]),
                 phase_device_bytes_in_use=_sum([r.phase_device_bytes_in_use for r in rows]),
                 phase_device_peak_bytes=_sum([r.phase_device_peak_bytes for r in rows]),
+                phase_start_s=_extreme(min, [r.phase_start_s for r in rows]),
+                phase_end_s=_extreme(max, [r.phase_end_s for r in rows]),
             )
         )
     return out

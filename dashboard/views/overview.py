@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import answer, data, runs, scatter, style, widgets
+from dashboard import answer, data, frames, scatter, style, widgets
 
 TABLE_COLUMNS = [
     "strategy",
@@ -48,10 +48,10 @@ def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> p
         pick = st.selectbox(
             "Configuration",
             configs.index,
-            format_func=lambda i: answer.config_label(configs.loc[i]),
+            format_func=lambda i: answer.config_label(configs.iloc[int(i)]),
             key=f"overview_config_{shapes}",
         )
-        config = configs.loc[pick]
+        config = configs.iloc[int(pick)]
     rows = answer.shape_set_rows(summary, shapes, config)
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
@@ -175,7 +175,7 @@ def main() -> None:
         "Strategies", strategies, default=strategies, key="overview_strategies"
     )
     unit = right.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
-    labels = runs.run_labels(results.runs, results.phases)
+    labels = frames.run_labels(results.runs, results.phases)
     view = {"chosen": chosen, "as_ratio": unit.startswith("×"), "ram": ram, "labels": labels}
     for shapes in sorted(summary["shapes"].unique()):
         _shape_set(phases[phases["shapes"] == shapes], summary, shapes, view)

@@ -37,7 +37,7 @@ EXCEPTION = '[data-testid="stException"]'
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # `python tests/dashboard/browser.py` from a checkout
     sys.path.insert(0, str(REPO))
-from dashboard.pages import PAGES as _PAGES  # noqa: E402
+from dashboard.views import PAGES as _PAGES  # noqa: E402
 
 PAGES = {p.url_path: ("" if i == 0 else p.url_path) for i, p in enumerate(_PAGES)}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.pages import PAGES as ALL_PAGES
+from dashboard.views import PAGES as ALL_PAGES
 
 sys.path.insert(0, str(Path(__file__).parent))  # fixture_results, importable by name
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -169,7 +168,10 @@ def test_timeline_overlays_several_results(app):
     chart = _charts(at)[0]
     drawn = b"".join(d.data.data for d in chart.proto.datasets)  # Arrow IPC bytes
     assert all(label.encode() in drawn for label in wanted)
-    assert [t.key for t in at.toggle] == ["timeline_absolute"]  # the split is for one result only
+    # the split is for one result only: its toggle stays, disabled, and says why
+    assert [t.key for t in at.toggle] == ["timeline_absolute", "timeline_stack"]
+    assert at.toggle(key="timeline_stack").disabled
+    assert any("needs a single result" in c.value for c in at.caption)
 
 
 def test_phases_strategy_filter(app):

@@ -85,7 +85,7 @@ def test_every_phase_has_its_colour_keyed_by_the_vocabulary():
 
 
 def test_the_page_list_is_the_views_folder():
-    from dashboard.pages import PAGES
+    from dashboard.views import PAGES
 
     views = sorted(p.name for p in (Path(cli.__file__).parent / "views").glob("*.py"))
     assert sorted(p.file for p in PAGES) == [v for v in views if v != "__init__.py"]

@@ -140,3 +140,30 @@ def test_device_memory_is_none_on_the_cpu_backend():
     with probe.measure(), probe.phase("read"):
         pass
     assert probe.result().phases[0].device_bytes_in_use is None
+
+
+def test_phases_record_their_real_start_and_end_times_overlaps_included():
+    import threading
+    import time
+
+    probe = MemoryProbe(use_hwm=False)
+    with probe.measure():
+        with probe.phase("stream"):
+            time.sleep(0.05)
+            builder = threading.Thread(target=lambda: _timed(probe, "build", 0.1))
+            builder.start()  # the build runs while the stream goes on, as pipelined's does
+            time.sleep(0.2)
+            builder.join()
+    res = probe.result()
+    stream, build = res.phases
+    assert stream.start_s < build.start_s < build.end_s < stream.end_s  # build inside stream
+    assert build.start_s == pytest.approx(stream.start_s + 0.05, abs=0.03)
+    assert build.end_s - build.start_s == pytest.approx(build.wall_s, abs=1e-6)
+    assert stream.end_s <= res.total.wall_s and "build" in stream.overlaps
+
+
+def _timed(probe: MemoryProbe, name: str, seconds: float) -> None:
+    import time
+
+    with probe.phase(name):
+        time.sleep(seconds)
