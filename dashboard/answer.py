@@ -25,9 +25,12 @@ CONFIG = ["dtype", "devices_per_process"]
 
 
 def configurations(rows: pd.DataFrame) -> pd.DataFrame:
-    """The distinct (dtype, devices per process) configurations of summary rows, sorted."""
+    """The distinct (dtype, devices per process) configurations of summary rows, the one with the
+    most strategies first (the answer's default), then in order."""
     rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
-    return rows[CONFIG].drop_duplicates().sort_values(CONFIG).reset_index(drop=True)
+    counts = rows.groupby(CONFIG).size().rename("strategies").reset_index()
+    counts = counts.assign(most=-counts["strategies"]).sort_values(["most", *CONFIG])
+    return counts[CONFIG].reset_index(drop=True)
 
 
 def config_label(config: pd.Series) -> str:

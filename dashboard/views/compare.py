@@ -15,7 +15,7 @@ import streamlit as st
 
 from bench.analysis import compare as bench_compare
 from bench.vocabulary import MISSING, NEW_ONLY, UNDECIDED
-from dashboard import charts, style, widgets
+from dashboard import charts, frames, style, widgets
 
 FACTS = [
     "machine",
@@ -49,10 +49,14 @@ def machine_facts(runs: pd.DataFrame, base: str, new: str) -> pd.DataFrame:
     return pd.DataFrame(out, index=FACTS)
 
 
-def _default_base(phases: pd.DataFrame, ids: list[str], new: str) -> int:
-    """The newest other run sharing a combination with `new` (else the next one)."""
+def _default_base(results: Any, ids: list[str], new: str) -> int:
+    """The newest other complete, unconstrained run sharing a combination with `new` (else any
+    other sharing one, else the next one)."""
+    phases = results.phases
     mine = set(map(tuple, phases.loc[phases["run_id"] == new, KEYS].drop_duplicates().to_numpy()))
-    for i, run_id in enumerate(ids):
+    facts = frames.run_facts(results.runs, phases)
+    usual = set(facts.index[facts["usual"]]) if len(facts) else set()
+    for i, run_id in sorted(enumerate(ids), key=lambda p: (p[1] not in usual, p[0])):
         theirs = set(
             map(tuple, phases.loc[phases["run_id"] == run_id, KEYS].drop_duplicates().to_numpy())
         )
@@ -86,9 +90,9 @@ def _pick(results: Any, ids: list[str]) -> tuple[str, str, float]:
     """The base and new run pickers and the threshold (a fraction)."""
     cols = st.columns([2, 2, 1])
     with cols[1]:
-        new = widgets.pick_run(results, key="compare_new", label="New", index=0)
+        new = widgets.pick_run(results, key="compare_new", label="New")
     with cols[0]:
-        index = _default_base(results.phases, ids, new)
+        index = _default_base(results, ids, new)
         base = widgets.pick_run(results, key="compare_base", label="Base", index=index)
     percent = cols[2].number_input(
         "Max regression (%)", 0.5, 500.0, 5.0, 0.5, key="compare_threshold"

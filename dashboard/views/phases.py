@@ -23,7 +23,10 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
     rows = phases[phases["shapes"] == shapes]
     dtype = cols[1].selectbox("dtype", sorted(rows["dtype"].unique()), key="phases_dtype")
     rows = rows[rows["dtype"] == dtype]
-    devices = cols[2].selectbox("devices", sorted(rows["devices"].unique()), key="phases_devices")
+    counts = rows.groupby("devices")["strategy"].nunique()
+    options = sorted(counts.index)
+    most = options.index(counts.idxmax()) if len(counts) else 0  # the count most strategies ran on
+    devices = cols[2].selectbox("devices", options, index=most, key="phases_devices")
     elsewhere = sorted(
         set(rows["strategy"]) - set(rows.loc[rows["devices"] == devices, "strategy"])
     )

@@ -18,9 +18,12 @@ def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
     """result_id -> 'strategy · shapes · r<repeat> · status' for the whole-run rows."""
     totals = data.whole_run(phases)
     totals = totals[totals["phase"] == TOTAL]
-    totals = totals.sort_values(["shapes", "strategy", "repeat"])
+    totals = totals.sort_values(["shapes", "strategy", "devices", "repeat"])
+    several = totals["devices"].nunique() > 1
     return {
-        str(r.result_id): f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
+        str(r.result_id): f"{r.strategy} · {r.shapes} · r{r.repeat} · "
+        + (f"{r.devices} dev · " if several else "")
+        + str(r.status)
         for r in totals.itertuples()
     }
 

@@ -43,10 +43,11 @@ def test_overview_is_the_landing_page_and_draws_each_shape_set(app):
     assert {s.value for s in at.subheader} == {"Shape set `gpt2`", "Shape set `tiny-gpt2`"}
     assert len(_charts(at)) == 2
     summary = at.dataframe[0].value
-    assert set(summary["strategy"]) == {"floor", "eager", "stream"}
-    # eager is fast and heavy, stream slow and light: both on the Pareto front, floor never
+    assert set(summary["strategy"]) == {"floor", "eager", "stream", "pipelined"}
+    # eager is the fastest, pipelined the lightest: both on the Pareto front; stream (slower and
+    # heavier than pipelined) and the reference floor never
     front = dict(zip(summary["strategy"], summary["pareto"] == "on the front", strict=True))
-    assert front == {"floor": False, "eager": True, "stream": True}
+    assert front == {"floor": False, "eager": True, "stream": False, "pipelined": True}
     assert dict(zip(summary["strategy"], summary["kind"], strict=True))["floor"] == "reference"
 
 
@@ -54,14 +55,14 @@ def test_overview_headline_names_the_strategy_that_fits(app, fixture_results):
     at = app()
     at.selectbox(key="overview_run").set_value(fixture_results.run_ids["alpha"]).run()
     gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
-    # 24 GiB (alpha's RAM): eager, the fastest, fits, so it is the answer, in GiB, with the least
-    # RAM that fits, named by the fastest strategy there (stream, the lightest)
+    # 24 GiB (alpha's RAM): eager, the fastest, fits, so it is the answer, in bytes, with the least
+    # RAM that fits, named by the fastest strategy there (pipelined, the lightest)
     assert re.search(r"On 24\.00 GiB: use eager — [\d.]+ GiB peak \([\d.]+× checkpoint\)", gpt2)
-    assert re.search(r"needs at least [\d.]+ GiB \(stream\)", gpt2), gpt2
+    assert re.search(r"needs at least [\d.]+ MiB \(pipelined\)", gpt2), gpt2
     at.number_input(key="overview_ram_gib").set_value(1.5).run()
     gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
-    assert "On 1.50 GiB: use stream — " in gpt2, gpt2  # only stream fits now
-    assert re.search(r"eager needs [\d.]+ GiB and does not fit", gpt2), gpt2
+    assert "On 1.50 GiB: use pipelined — " in gpt2, gpt2
+    assert re.search(r"eager needs [\d.]+ GiB and does not fit", gpt2), gpt2  # 1.5 GiB: too small
     at.switch_page("views/target_host.py").run()
     assert at.number_input(key="target_ram_gib").value == 1.5  # kept across pages
     at.switch_page("views/overview.py").run()
@@ -161,8 +162,10 @@ def test_preset_spec_feeds_the_prediction(app):
 def test_timeline_overlays_several_results(app):
     at = app("views/timeline.py")
     widget = at.multiselect(key="timeline_results")
-    wanted = [o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"]]
-    assert len(wanted) == 3  # floor, eager, stream
+    wanted = [
+        o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"] and "2 dev" not in o
+    ]
+    assert len(wanted) == 4  # floor, eager, stream, pipelined (on 8 devices)
     widget.set_value(wanted).run()
     _no_exception(at)
     chart = _charts(at)[0]
@@ -194,7 +197,7 @@ def test_compare_shows_both_machines_and_ratios(app, fixture_results):
     facts = at.table[0].value
     assert list(facts.loc["machine"]) == ["alpha", "beta"]
     gpt2 = at.dataframe[0].value
-    assert set(gpt2["strategy"]) == {"floor", "eager", "stream"}  # orbax ran on alpha only
+    assert set(gpt2["strategy"]) == {"floor", "eager", "stream", "pipelined"}  # orbax: alpha only
     eager = gpt2[gpt2["strategy"] == "eager"].iloc[0]
     wall = eager["wall time, new / base (spread, p)"]
     assert wall.startswith("0.70x (0.66-0.74) p="), wall  # beta is 0.7x the time
@@ -271,7 +274,7 @@ def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
         "--shapes",
         "gpt2",
         "--host-ram",
-        "1GiB",
+        "0.75GiB",
         "--devices",
         "8",
         "--results",
@@ -281,11 +284,11 @@ def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
     as_json = subprocess.run(
         [*cmd, "--json"], capture_output=True, text=True, timeout=120, check=False
     )
-    assert text.returncode == as_json.returncode == 1, text.stderr  # 1 GiB: nothing fits
+    assert text.returncode == as_json.returncode == 1, text.stderr  # 0.75 GiB: nothing fits
     out = json.loads(as_json.stdout)
     assert out["inputs"] == {
         "shapes": "gpt2",
-        "host_ram_bytes": GIB,
+        "host_ram_bytes": 3 * GIB // 4,
         "devices": 8,
         "results": str(fixture_results.root),
         "cache": "warm",
@@ -293,13 +296,14 @@ def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
     assert {"peak_bytes_per_checkpoint_byte", "wall_constant_s", "runs", "shapes"} <= set(
         out["strategies"][0]["model"]
     )
-    assert out["minimum_ram_bytes"] > GIB and any(
+    assert out["minimum_ram_bytes"] > 3 * GIB // 4 and any(
         n.startswith("Minimum RAM that fits: ") for n in out["notes"]
     )
     at = app("views/target_host.py")
     at.radio(key="target_source").set_value("a preset or fetched spec").run()
     at.selectbox(key="target_spec").set_value("gpt2").run()
-    at.number_input(key="target_ram_gib").set_value(1.0).run()
+    at.number_input(key="target_ram_gib").set_value(0.75).run()
+    at.number_input(key="target_devices").set_value(8).run()
     _no_exception(at)
     shown = _texts_in_page_order(at.main)
     for note in out["notes"]:  # every sentence, the same words, in the CLI's text and on the page

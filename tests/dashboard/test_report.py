@@ -20,7 +20,7 @@ def test_report_is_one_offline_file(fixture_results, tmp_path, capsys):
     assert re.search(
         r"On 64\.00 GiB: use eager — [\d.]+ GiB peak \(2\.75× checkpoint\), 0\.54 s", text
     )
-    assert re.search(r"needs at least [\d.]+ GiB \(stream\)", text)
+    assert re.search(r"needs at least [\d.]+ MiB \(pipelined\)", text)
     assert "Results results;" not in text and "Results folder " in text
     assert "<th>peak_ratio</th>" not in text and "<th>× checkpoint</th>" in text
     assert "crashed" not in text or "SIGKILL" in text
