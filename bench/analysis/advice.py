@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from bench.analysis.fit import FitModel
 from bench.analysis.recommend import (
     MIN_FIT_BYTES,
     TIGHT_FRACTION,
@@ -197,6 +198,24 @@ def sentences(advice: Advice) -> list[str]:
     return out
 
 
+def _runs(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"
+
+
+def fit_error_text(model: FitModel) -> str:
+    """The fit's error where there is out-of-sample evidence (leave one shape set out), else
+    "in-sample only": an in-sample error on few shape sets is near 0% by construction."""
+    peak, wall = model.peak_error_out_of_sample, model.wall_error_out_of_sample
+    if peak is None or wall is None:
+        return "in-sample only"
+    return f"peak {peak:.0%}, time {wall:.0%} (one shape set left out)"
+
+
+def repeats_text(model: FitModel) -> str:
+    """How far repeats strayed (`±12%`), or `1 run` where no shape set was repeated."""
+    return "1 run" if model.most_repeats <= 1 else f"±{model.wall_repeat_spread:.0%}"
+
+
 def table_rows(advice: Advice) -> list[dict[str, Any]]:
     """One row per predicted strategy, in the recommendation's order (fits first, then faster)."""
     return [
@@ -206,9 +225,9 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
             "predicted peak": format_bytes(s.predicted_peak_bytes),
             "headroom": format_bytes(s.headroom_bytes),
             "predicted time": f"{s.predicted_wall_s:.2f} s",
-            "basis": f"{s.model.runs} runs of {', '.join(s.model.shapes)}",
-            "fit error": f"peak {s.model.peak_error:.0%}, time {s.model.wall_error:.0%}",
-            "time repeats": f"±{s.model.wall_repeat_spread:.0%}",
+            "basis": f"{_runs(s.model.runs)} of {', '.join(s.model.shapes)}",
+            "fit error": fit_error_text(s.model),
+            "time repeats": repeats_text(s.model),
         }
         for s in advice.rec.strategies
     ]
