@@ -40,7 +40,7 @@ def phase_peak_bars(med: pd.DataFrame) -> alt.Chart:
     ]
     y = alt.Y(
         "peak_over_baseline_bytes_u:Q",
-        title=f"RSS over baseline at the phase's peak ({unit})",
+        title=f"phase peak over baseline ({unit})",
         axis=alt.Axis(format=fmt),
     )
     color = alt.Color("strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"]))

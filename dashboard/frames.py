@@ -212,6 +212,7 @@ def overlapping_phases(rows: pd.DataFrame) -> dict[str, list[str]]:
     if "phase_overlaps" not in rows.columns:
         return {}
     out: dict[str, list[str]] = {}
+    rows = rows[rows["phase"] != TOTAL]  # the whole load spans every phase by definition
     for strategy, phase, others in rows[["strategy", "phase", "phase_overlaps"]].itertuples(
         index=False
     ):

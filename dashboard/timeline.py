@@ -18,7 +18,7 @@ from dashboard import style
 
 GAP_FACTOR = 4.0
 HEIGHT = 340
-WIDTH = 860  # px, both panels (a vertical concat cannot stretch to its container)
+WIDTH = 740  # px, both panels (a vertical concat cannot stretch to its container)
 
 
 def with_segments(samples: pd.DataFrame) -> pd.DataFrame:
@@ -136,7 +136,7 @@ def _strip(bands: pd.DataFrame, x: alt.X, t_max: float) -> alt.LayerChart:
     rect = base.mark_bar(height={"band": 0.8}).encode(
         x=x,
         x2="end_s:Q",
-        y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=420)),
+        y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=300)),
         yOffset=alt.YOffset("lane:O"),
         color=alt.Color(
             "phase:N",
@@ -181,18 +181,19 @@ def timeline(
     t_max = max(
         float(s["t_s"].max()) if len(s) else 0.0, float(bands["end_s"].max()) if len(bands) else 0.0
     )
+    t_format = ".2f" if t_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
     x = alt.X(
         "t_s:Q",
         title="seconds since baseline",
         scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
-        axis=alt.Axis(format=".2f"),
+        axis=alt.Axis(format=t_format),
     )
     top = _split(s, fmt, unit, over_baseline, x) if split else _lines(s, fmt, title, x)
     strip_x = alt.X(
         "start_s:Q",
         title=None,
         scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
-        axis=alt.Axis(format=".2f"),
+        axis=alt.Axis(format=t_format),
     )
     chart = alt.vconcat(
         top.properties(height=HEIGHT, width=WIDTH),

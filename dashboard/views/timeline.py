@@ -29,11 +29,12 @@ def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
 
 
 def _typical(phases: pd.DataFrame, options: list[str]) -> list[str]:
-    """The result a Timeline opens on: of the default strategy (else the first), the ok repeat
-    whose wall time is the median of its repeats, not an outlier."""
+    """The result a Timeline opens on: on the largest shape set, of the default strategy (else
+    the first), the ok repeat whose wall time is the median of its repeats, not an outlier."""
     totals = data.whole_run(phases)
     totals = totals[(totals["phase"] == TOTAL) & totals["result_id"].isin(options)]
     ok = totals[totals["status"] == OK]
+    ok = ok[ok["checkpoint_bytes"] == ok["checkpoint_bytes"].max()]  # the largest shape set
     if ok.empty:
         return options[:1]
     names = set(ok["strategy"])

@@ -173,6 +173,7 @@ def _result_rows(
     for r in rows:
         r.update(peak_rss_bytes=peak, wall_s=t)
     total = dict(rows[-1], phase="total", phase_order=len(rows), phase_wall_s=t)
+    total.update(phase_overlaps=[], phase_start_s=None, phase_end_s=None)
     total.update(phase_peak_rss_bytes=peak, substeps_s={})
     return rows + [total], samples
 
@@ -184,7 +185,9 @@ def _overlapping(rows: list[dict], strategy: str, ckpt: float) -> list[dict]:
     span = outer["phase_wall_s"]
     outer.update(phase_start_s=0.0, phase_end_s=span, phase_overlaps=[phase])
     inner = dict(outer, phase=phase, phase_order=1, phase_wall_s=(end - start) * span)
-    inner.update(phase_start_s=start * span, phase_end_s=end * span, phase_overlaps=[outer["phase"]])
+    inner.update(
+        phase_start_s=start * span, phase_end_s=end * span, phase_overlaps=[outer["phase"]]
+    )
     inner.update(phase_peak_rss_bytes=int(BASELINE + peak * ckpt))
     inner.update(phase_end_rss_bytes=int(BASELINE + keeps * ckpt), substeps_s={})
     inner.update(phase_anon_rss_bytes=inner["phase_end_rss_bytes"], phase_file_rss_bytes=0)

@@ -338,3 +338,38 @@ def test_a_failed_runs_missing_figures_read_as_a_dash_not_none(app, fixture_resu
         assert shown.iloc[crashed, columns.index(name)] == "–"
     ok = table.value.index[table.value["status"] == "ok"][0]
     assert shown.iloc[ok, columns.index("wall_s")].endswith(" s")
+
+
+def test_overlapping_phases_are_never_subtracted_and_sit_at_their_times(fixture_results):
+    from bench.records.results import read_results
+    from dashboard import frames
+
+    results = read_results(fixture_results.root)
+    beta = results.phases[results.phases["run_id"] == fixture_results.run_ids["beta"]]
+    gpt2 = beta[(beta["shapes"] == "gpt2") & (beta["strategy"] == "pipelined")]
+    med = frames.phase_medians(gpt2).set_index("phase")
+    # laid end to end, build would begin at stream's end RSS and "add" a negative amount
+    assert (med["peak_over_baseline_bytes"] > 0).all() and (med["adds_bytes"] >= 0).all()
+    rid = gpt2["result_id"].iloc[0]
+    bands = frames.phase_bands(gpt2, [rid], {rid: "p"}).set_index("phase")
+    assert bands.loc["stream", "start_s"] < bands.loc["build", "start_s"]
+    assert bands.loc["build", "end_s"] < bands.loc["stream", "end_s"]  # inside it, not after
+    assert bands.loc["build", "lane"] != bands.loc["stream", "lane"]
+
+
+def test_the_default_run_is_the_newest_complete_unconstrained_one(fixture_results):
+    from bench.records.results import read_results
+    from dashboard import frames
+
+    results = read_results(fixture_results.root)
+    ids = fixture_results.run_ids
+    facts = frames.run_facts(results.runs, results.phases)
+    assert list(facts["run_id"][:2]) == [ids["delta"], ids["gamma"]]  # the newest two
+    assert facts.loc[ids["gamma"], "status"] == "interrupted"
+    assert "recommend --check" in facts.loc[ids["delta"], "label"]
+    assert "memory limit 1.00 GiB" in facts.loc[ids["delta"], "label"]
+    assert frames.default_run(results.runs, results.phases) == ids["beta"]
+    assert frames.default_runs(results.runs, results.phases) == {
+        "gpt2": ids["beta"],
+        "tiny-gpt2": ids["beta"],
+    }

@@ -65,15 +65,13 @@ def _remove_tag(page, name: str) -> None:
 
 
 def _tags(page) -> set[str]:
-    labels = page.locator(
-        '[data-testid="stMultiSelect"] span[data-baseweb="tag"]'
-    ).all_inner_texts()
-    return {t.strip() for t in labels}
+    """The chips of the multiselects shown (each has a "Remove NAME" button)."""
+    buttons = page.locator('[data-testid="stMultiSelect"] [aria-label^="Remove "]')
+    return {str(b.get_attribute("aria-label"))[len("Remove ") :] for b in buttons.all()}
 
 
 def _pick(page, label: str, option: str) -> None:
-    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
-    box.locator('[data-baseweb="select"]').click()
+    page.locator(f'[data-testid="stSelectbox"] input[aria-label="{label}"]').click()
     page.get_by_role("option", name=option, exact=True).click()
     settle(page, 1)
 
@@ -85,7 +83,7 @@ def _phases(page, url: str, tmp_path) -> None:
     _clean(page, "phases", tmp_path)
     assert "pipelined" in _tags(page)
     axis = page.locator(".vega-embed svg").first.locator(".role-axis-label text")
-    ticks = [t.strip() for t in axis.all_inner_texts()]
+    ticks = [t.strip() for t in axis.all_text_contents()]
     assert ticks and not [t for t in ticks if t.startswith(("-", "−"))], ticks
     _remove_tag(page, "stream")
     kept = _tags(page)
