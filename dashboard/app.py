@@ -20,7 +20,8 @@ from dashboard.views import PAGES  # noqa: E402 (after the path fix above)
 
 def main() -> None:
     """Register the pages (Overview first and default) and run the selected one."""
-    st.set_page_config(page_title="loadbench", page_icon=":material/memory:", layout="wide")
+    # an emoji favicon is drawn inline; a `:material/...:` one is fetched from a font CDN
+    st.set_page_config(page_title="loadbench", page_icon="💾", layout="wide")
     pages = [
         st.Page(HERE / "views" / p.file, title=p.title, icon=p.icon, default=(i == 0))
         for i, p in enumerate(PAGES)

@@ -257,7 +257,8 @@ def _parquet_ready(df: pd.DataFrame) -> pd.DataFrame:
 def export_parquet(jsonl_path: str | os.PathLike) -> list[Path]:
     """Write `<run-id>.{runs,phases,samples}.parquet` beside a results file (atomically).
 
-    Dict/list fields are stored as JSON strings. Returns the paths written.
+    Dict/list fields are stored as JSON strings; each file gets the `.jsonl`'s permissions (the
+    atomic write's temporary file is private). Returns the paths written.
     """
     from loader.format.atomic import atomic_write_bytes
 
@@ -269,5 +270,6 @@ def export_parquet(jsonl_path: str | os.PathLike) -> list[Path]:
         _parquet_ready(getattr(res, name)).to_parquet(buf, index=False)
         target = jsonl_path.with_suffix(f".{name}.parquet")
         atomic_write_bytes(target, buf.getvalue())
+        os.chmod(target, os.stat(jsonl_path).st_mode & 0o777)  # as readable as the .jsonl
         written.append(target)
     return written

@@ -36,16 +36,20 @@ FACTS = [
 KEYS = bench_compare.KEYS
 
 
+def _fact(name: str, value: Any) -> str:
+    """One fact as text: sizes in GiB, a missing one as "–" (as the report writes it)."""
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value == "":
+        return "–"
+    return style.size(value) if name == "ram_bytes" else str(value)
+
+
 def machine_facts(runs: pd.DataFrame, base: str, new: str) -> pd.DataFrame:
     """The run records of `base` and `new` as two text columns, one row per fact."""
     out = {}
     for name, run_id in (("base", base), ("new", new)):
         rows = runs[runs["run_id"] == run_id]
         rec = rows.iloc[0].to_dict() if len(rows) else {}
-        out[name] = [
-            style.size(rec.get(f)) if f == "ram_bytes" and rec.get(f) else str(rec.get(f, "–"))
-            for f in FACTS
-        ]
+        out[name] = [_fact(f, rec.get(f)) for f in FACTS]
     return pd.DataFrame(out, index=FACTS)
 
 

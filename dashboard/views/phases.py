@@ -60,15 +60,13 @@ def _substeps(rows: pd.DataFrame) -> None:
 def _numbers(med: pd.DataFrame) -> None:
     with st.expander("The numbers"):
         formats = {
-            c: "%.2f s" if c.endswith("_s") else ("%.2f×" if c.endswith("ratio") else "%d")
+            c: "{:.2f} s" if c.endswith("_s") else ("{:.2f}×" if c.endswith("ratio") else "{:,.0f}")
             for c in med.columns
             if med[c].dtype.kind in "fi"
         }
-        st.dataframe(
-            med.sort_values(["strategy", "phase_order"]),
-            hide_index=True,
-            column_config={c: st.column_config.NumberColumn(format=f) for c, f in formats.items()},
-        )
+        table = med.sort_values(["strategy", "phase_order"])
+        styler, config = widgets.number_table(table, formats, {})  # a missing value reads "–"
+        st.dataframe(styler, hide_index=True, column_config=config)
 
 
 def _overlaps(rows: pd.DataFrame) -> None:

@@ -96,6 +96,8 @@ def _phases(page, url: str, tmp_path) -> None:
 
 def test_every_page_in_chromium(browser_page, fixture_results, tmp_path):
     page = browser_page
+    outside: list[str] = []  # the dashboard asks nothing of the internet (no font CDN icon)
+    page.on("request", lambda r: None if "://127.0.0.1" in r.url else outside.append(r.url))
     with dashboard(fixture_results.root, tmp_path / "streamlit.log") as (url, proc):
         open_page(page, url, "overview", 2)
         _clean(page, "overview", tmp_path)
@@ -132,6 +134,7 @@ def test_every_page_in_chromium(browser_page, fixture_results, tmp_path):
         _clean(page, "timeline_split", tmp_path)
         assert list(legend(page, 0, "memory")) == ["anonymous", "anonymous + file-backed"]
 
+        assert outside == [], outside
         proc.terminate()  # the CLI stops its Streamlit child on SIGTERM: nothing must be left
         proc.wait(timeout=15)
         assert is_down(url), "stopping `loadbench dashboard` left its Streamlit server running"
