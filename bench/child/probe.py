@@ -253,6 +253,7 @@ class MemoryProbe:
         if self._use_hwm:
             reset_hwm()
         start = time.perf_counter()
+        self._edge_sample(start, name, now)
         if stats.start_s is None:
             stats.start_s = start - self._t0
         try:
@@ -264,7 +265,14 @@ class MemoryProbe:
                 self._open.remove(stats)
                 stats.wall_s += end - start
                 stats.end_s = end - self._t0
+            self._edge_sample(end, name, now)
             self._set_end(stats, now)
+
+    def _edge_sample(self, at: float, phase: str, now: dict[str, int]) -> None:
+        """A timeline point at a phase's entry or exit: the sampler thread may be starved of the
+        GIL for a whole phase (one long read), and the curve must not skip it unseen."""
+        with self._lock:
+            self._samples.append(Sample(at - self._t0, phase, now["anon"], now["file"]))
 
     def add_time(self, substep: str, seconds: float) -> None:
         """Add `seconds` to sub-step `substep` of the innermost open phase (or of `stream`)."""
@@ -285,7 +293,7 @@ class MemoryProbe:
                 self.peak_source,
                 self._total.frozen(),
                 tuple(p.frozen() for p in phases),
-                tuple(self._samples),
+                tuple(sorted(self._samples, key=lambda s: s.t_s)),
             )
 
 

@@ -167,3 +167,28 @@ def _timed(probe: MemoryProbe, name: str, seconds: float) -> None:
 
     with probe.phase(name):
         time.sleep(seconds)
+
+
+def test_a_phase_that_starves_the_sampler_still_has_its_edges_on_the_timeline():
+    """One long call that holds the GIL (eager's whole-file read) leaves the sampler thread no
+    turn; the phase's entry and exit are points of the timeline anyway."""
+    import sys
+    import time
+
+    probe = MemoryProbe(interval_s=0.01)
+    old = sys.getswitchinterval()
+    with probe.measure():
+        sys.setswitchinterval(10.0)  # no thread switch inside the busy loop below
+        try:
+            with probe.phase("read"):
+                end = time.perf_counter() + 0.3
+                while time.perf_counter() < end:
+                    pass
+        finally:
+            sys.setswitchinterval(old)
+    res = probe.result()
+    (read,) = res.phases
+    at = [s.t_s for s in res.samples if s.phase == "read"]
+    assert at and min(at) == pytest.approx(read.start_s, abs=1e-3)
+    assert max(at) == pytest.approx(read.end_s, abs=1e-3)
+    assert [s.t_s for s in res.samples] == sorted(s.t_s for s in res.samples)
