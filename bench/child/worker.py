@@ -104,7 +104,9 @@ def measure(task: ChildTask) -> ChildResult:
         error=error,
         backend=backend,
         measurement=dataclasses.replace(
-            probe.result(), inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None)
+            probe.result(),
+            inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
+            budget_bytes=budget_in_effect(info, task),
         ),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,
@@ -112,13 +114,27 @@ def measure(task: ChildTask) -> ChildResult:
     return _with_memray_report(result, capture) if capture else result
 
 
+def _takes_budget(info) -> bool:
+    return "budget" in inspect.signature(importlib.import_module(info.module).load).parameters
+
+
+def budget_in_effect(info, task: ChildTask) -> int | None:
+    """The bound on bytes in flight the strategy loaded under: `--budget`, else its default
+    (None for a strategy that takes no budget)."""
+    if not _takes_budget(info):
+        return None
+    if task.budget_bytes is not None:
+        return task.budget_bytes
+    from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
+
+    return DEFAULT_BUDGET_BYTES
+
+
 def load_options(info, task: ChildTask) -> dict[str, object]:
     """`budget=` for a strategy whose `load` takes one (`bench run --budget`), else nothing."""
     if task.budget_bytes is None:
         return {}
-    params = inspect.signature(importlib.import_module(info.module).load).parameters
-    takes = "budget" in params
-    return {"budget": task.budget_bytes} if takes else {}
+    return {"budget": task.budget_bytes} if _takes_budget(info) else {}
 
 
 def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:

@@ -94,6 +94,7 @@ class Measurement:
     phases: tuple[PhaseMeasure, ...]
     samples: tuple[Sample, ...] = ()
     inflight_peak_bytes: int | None = None  # the strategy's own high-water mark (LoadReport)
+    budget_bytes: int | None = None  # the budget in effect (the strategy's default if none given)
 
 
 @dataclass(frozen=True)

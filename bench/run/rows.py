@@ -103,6 +103,7 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         wall_s=measured.total.wall_s,
         peak_source=measured.peak_source,
         inflight_peak_bytes=measured.inflight_peak_bytes,
+        budget_bytes=measured.budget_bytes if measured.budget_bytes else row.budget_bytes,
         phase=phase.name,
         phase_order=phase.order,
         phase_wall_s=phase.wall_s,

@@ -7,6 +7,7 @@ loader that leaves a value untouched fails.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 
@@ -281,3 +282,18 @@ def test_huge_tensor_at_small_scale_stays_within_the_budget(tmp_path, poison):
     assert verify(model, path) == 1
     assert model.huge.weight.get_value().dtype == ml_dtypes.bfloat16
     assert 0 < report.inflight_peak_bytes <= SMALL_BUDGET
+
+
+def test_the_budget_in_effect_is_recorded_even_when_none_was_given():
+    """The summary shows `in flight / 256.0 MiB`, not `/ default`: the child names the budget."""
+    from bench import strategies
+    from bench.child.worker import budget_in_effect
+    from bench.records.wire import ChildTask
+    from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
+
+    catalog = strategies.catalog()
+    task = ChildTask("pipelined", "gpt2", "/c/m.safetensors", "/c/m.safetensors", None)
+    assert budget_in_effect(catalog["pipelined"], task) == DEFAULT_BUDGET_BYTES
+    given = dataclasses.replace(task, budget_bytes=64 << 20)
+    assert budget_in_effect(catalog["pipelined"], given) == 64 << 20
+    assert budget_in_effect(catalog["eager"], task) is None  # takes no budget
