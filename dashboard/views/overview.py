@@ -170,11 +170,9 @@ def main() -> None:
         "better; below the red line fits the host RAM."
     )
     strategies = sorted(summary["strategy"].unique())
-    left, right = st.columns([3, 1])
-    chosen = left.multiselect(
-        "Strategies", strategies, default=strategies, key="overview_strategies"
-    )
-    unit = right.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
+    unit = st.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
+    # the full width, so that every strategy's chip shows (13 did not fit in three quarters)
+    chosen = widgets.pick_strategies(strategies, key="overview_strategies")
     labels = frames.run_labels(results.runs, results.phases)
     view = {"chosen": chosen, "as_ratio": unit.startswith("×"), "ram": ram, "labels": labels}
     for shapes in sorted(summary["shapes"].unique()):
