@@ -68,7 +68,8 @@ def _spec_summary(devices: int) -> tuple[dict | None, dict | None]:
 
 def _host_inputs(results: Any) -> tuple[int, int]:
     ram_default = float(results.runs["ram_bytes"].max() / GIB) if not results.runs.empty else 16.0
-    measured = sorted(int(d) for d in results.phases["devices"].dropna().unique()) or [1]
+    counts = results.phases["devices"].dropna().astype(int).value_counts()
+    measured = sorted(counts.index, key=lambda d: (-counts[d], d)) or [1]  # the most measured
     cols = st.columns(2)
     ram = widgets.host_ram(
         cols[0], ram_default * GIB, key="target_ram_gib", help="kept across pages (the Overview's)"
