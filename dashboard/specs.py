@@ -44,7 +44,7 @@ def _facts(name: str, devices: int) -> dict:
             }
         )
     return {
-        "summary": spec_summary(name),
+        "summary": spec_summary(name).to_dict(),
         "source": spec.source,
         "tensors": rows,
     }

@@ -12,7 +12,7 @@ jax.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.analysis.fit import FitModel
@@ -20,6 +20,7 @@ from bench.analysis.recommend import (
     MIN_FIT_BYTES,
     TIGHT_FRACTION,
     Recommendation,
+    TargetCheckpoint,
     recommend,
 )
 from bench.records.results import Results
@@ -34,11 +35,30 @@ WARM_CACHE = (
 
 
 @dataclass(frozen=True)
+class AdviceInputs:
+    """What the advice was asked, echoed under `inputs` by `recommend --json`."""
+
+    shapes: str
+    host_ram_bytes: int
+    devices: int | None
+    results: str  # the results folder fitted on
+    cache: str
+    disk_read_bytes_per_s: int | None = None  # the fit is on runs with reads capped at this
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object (no `disk_read_bytes_per_s` where the fit is on uncapped runs)."""
+        out = asdict(self)
+        if self.disk_read_bytes_per_s is None:
+            del out["disk_read_bytes_per_s"]
+        return out
+
+
+@dataclass(frozen=True)
 class Advice:
     """A recommendation, its inputs, and the minimum RAM that fits (None if nothing predicted)."""
 
-    inputs: dict[str, Any]
-    target: dict[str, int]
+    inputs: AdviceInputs
+    target: TargetCheckpoint
     rec: Recommendation
     minimum_ram_bytes: int | None
     minimum_ram_strategy: str | None
@@ -100,7 +120,7 @@ def answer(host_ram_bytes: int, best: Cost | None, costs: list[Cost], naive: Cos
 
 def advise(
     results: Results,
-    target: dict[str, int],
+    target: TargetCheckpoint,
     host_ram_bytes: int,
     devices: int | None,
     *,
@@ -114,18 +134,17 @@ def advise(
     rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
     costs = [Cost(s.strategy, s.predicted_peak_bytes, s.predicted_wall_s) for s in rec.strategies]
     least = at_minimum(costs)
-    inputs = {
-        "shapes": shapes,
-        "host_ram_bytes": int(host_ram_bytes),
-        "devices": devices,
-        "results": str(folder),
-        "cache": cache,
-    }
-    if disk_speed:
-        inputs["disk_read_bytes_per_s"] = int(disk_speed)
+    inputs = AdviceInputs(
+        shapes=shapes,
+        host_ram_bytes=int(host_ram_bytes),
+        devices=devices,
+        results=str(folder),
+        cache=cache,
+        disk_read_bytes_per_s=int(disk_speed) if disk_speed else None,
+    )
     return Advice(
         inputs,
-        dict(target),
+        target,
         rec,
         least[0] if least else None,
         least[1].strategy if least else None,
@@ -133,7 +152,7 @@ def advise(
 
 
 def _devices_sentence(advice: Advice) -> str:
-    wanted = advice.inputs["devices"]
+    wanted = advice.inputs.devices
     used = {s.strategy: s.model.devices for s in advice.rec.strategies}
     measured = ", ".join(str(n) for n in sorted({n for d in used.values() for n in d}))
     if wanted is None:
@@ -159,7 +178,7 @@ def _devices_sentence(advice: Advice) -> str:
 
 
 def _verdict_sentence(advice: Advice) -> str:
-    ram = format_bytes(advice.inputs["host_ram_bytes"])
+    ram = format_bytes(advice.inputs.host_ram_bytes)
     best = next((s for s in advice.rec.strategies if s.strategy == advice.rec.recommended), None)
     if best is None:
         return f"No strategy fits in {ram} with {TIGHT_FRACTION:.0%} to spare."
@@ -180,10 +199,10 @@ def sentences(advice: Advice) -> list[str]:
     models = [s.model for s in advice.rec.strategies]
     if models:
         far = max(models, key=lambda m: m.largest_measured_checkpoint_bytes)
-        times = advice.target["checkpoint_bytes"] / far.largest_measured_checkpoint_bytes
+        times = advice.target.checkpoint_bytes / far.largest_measured_checkpoint_bytes
         if times > EXTRAPOLATION_WARN:
             out.append(
-                f"Warning: {advice.inputs['shapes']} is {times:.1f}x beyond the largest measured "
+                f"Warning: {advice.inputs.shapes} is {times:.1f}x beyond the largest measured "
                 f"checkpoint ({format_bytes(far.largest_measured_checkpoint_bytes)}); the "
                 "predictions extrapolate that far."
             )
@@ -193,7 +212,7 @@ def sentences(advice: Advice) -> list[str]:
             f"Not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
             f"{', '.join(advice.rec.unmeasured)}."
         )
-    if advice.inputs.get("cache", WARM) == WARM:
+    if advice.inputs.cache == WARM:
         out.append(WARM_CACHE)
     return out
 
@@ -237,9 +256,9 @@ def to_text(advice: Advice) -> str:
     """The CLI's text: the target, the table, then the sentences."""
     t = advice.target
     lines = [
-        f"target {advice.inputs['shapes']} ({format_bytes(t['checkpoint_bytes'])}, "
-        f"{t['tensors']} tensors, largest {format_bytes(t['largest_tensor_bytes'])}) on a host "
-        f"with {format_bytes(advice.inputs['host_ram_bytes'])} RAM:",
+        f"target {advice.inputs.shapes} ({format_bytes(t.checkpoint_bytes)}, "
+        f"{t.tensors} tensors, largest {format_bytes(t.largest_tensor_bytes)}) on a host "
+        f"with {format_bytes(advice.inputs.host_ram_bytes)} RAM:",
         "",
     ]
     rows = table_rows(advice)
@@ -256,8 +275,8 @@ def to_text(advice: Advice) -> str:
 def to_json(advice: Advice) -> dict[str, Any]:
     """`recommend --json`: inputs, target, recommended, minimum RAM, sentences, strategies."""
     return {
-        "inputs": advice.inputs,
-        "target": advice.target,
+        "inputs": advice.inputs.to_dict(),
+        "target": advice.target.to_dict(),
         "recommended": advice.rec.recommended,
         "minimum_ram_bytes": advice.minimum_ram_bytes,
         "minimum_ram_strategy": advice.minimum_ram_strategy,

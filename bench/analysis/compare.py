@@ -70,7 +70,7 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     counts = rows.groupby(KEYS).agg(repeats=("result_id", "nunique"))
     cols = list(METRICS.values())
     stats = ok.groupby(KEYS)[cols].agg(["median", "min", "max", list])
-    stats.columns = [f"{pair[0]}_{pair[1]}" for pair in stats.columns]
+    stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
     ok_counts = ok.groupby(KEYS).agg(ok_repeats=("result_id", "nunique"))
     out = counts.join(ok_counts, how="left").join(stats, how="left")
     return out.assign(ok_repeats=out["ok_repeats"].fillna(0).astype(int))

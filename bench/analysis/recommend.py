@@ -22,6 +22,7 @@ no model and are never recommended. One implementation for the CLI and the dashb
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -44,6 +45,28 @@ TIGHT_FRACTION = 0.10
 #: Runs on smaller checkpoints are not extrapolated from: their peak is mostly fixed per-process
 #: overhead (tiny-gpt2's 0.4 MB loads show 4x-160x "the checkpoint"), which says nothing of slope.
 MIN_FIT_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class TargetCheckpoint:
+    """The checkpoint a prediction is for: its bytes, its largest tensor's bytes, its tensors."""
+
+    checkpoint_bytes: int
+    largest_tensor_bytes: int
+    tensors: int
+
+    def to_dict(self) -> dict[str, int]:
+        """The JSON object `recommend --json` prints under `target`."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, sizes: Mapping[str, int]) -> TargetCheckpoint:
+        """From `to_dict`'s keys (the dashboard's own summaries)."""
+        return cls(
+            int(sizes["checkpoint_bytes"]),
+            int(sizes["largest_tensor_bytes"]),
+            int(sizes["tensors"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -120,10 +143,10 @@ def ok_runs(
 
 
 def _predict(
-    strategy: str, rows: pd.DataFrame, target: dict[str, int], host_ram: int
+    strategy: str, rows: pd.DataFrame, target: TargetCheckpoint, host_ram: int
 ) -> StrategyPrediction:
     """One strategy's fit, its prediction on `target` and its verdict on a host of `host_ram`."""
-    ckpt, largest = target["checkpoint_bytes"], target["largest_tensor_bytes"]
+    ckpt, largest = target.checkpoint_bytes, target.largest_tensor_bytes
     m = fit(rows, ckpt)
     a, b, e = (
         m.peak_bytes_per_checkpoint_byte,
@@ -152,7 +175,7 @@ def verdict(peak: int, host_ram: int) -> str:
 
 
 def _predict_each(
-    rows: pd.DataFrame, target: dict[str, int], host_ram: int
+    rows: pd.DataFrame, target: TargetCheckpoint, host_ram: int
 ) -> tuple[list[StrategyPrediction], list[str]]:
     """(one prediction per strategy measured large enough, the strategies that were not)."""
     out: list[StrategyPrediction] = []
@@ -168,7 +191,7 @@ def _predict_each(
 
 def recommend(
     results: Results,
-    spec_summary: dict[str, int],
+    target: TargetCheckpoint,
     host_ram_bytes: int,
     devices: int | None = None,
     cache: str | None = WARM,
@@ -178,7 +201,7 @@ def recommend(
 
     Args:
         results: measured runs (`read_results`).
-        spec_summary: the target checkpoint: checkpoint_bytes, largest_tensor_bytes, tensors.
+        target: the checkpoint to predict for (`spec_summary`).
         host_ram_bytes: the target host's RAM.
         devices: prefer runs measured with this many devices, where there are any.
         cache: fit on runs from a "warm" (default) or "cold" page cache; None: every run.
@@ -192,7 +215,7 @@ def recommend(
     rows = rows[rows["kind"] != REFERENCE]
     if rows.empty:
         raise NoResultsError(f"no measured {cache or ''} runs to fit")
-    out, unmeasured = _predict_each(rows, spec_summary, host_ram_bytes)
+    out, unmeasured = _predict_each(rows, target, host_ram_bytes)
     if not out:
         raise NoResultsError(
             f"only checkpoints under {format_bytes(MIN_FIT_BYTES)} were measured; their peaks are "
@@ -201,9 +224,8 @@ def recommend(
     return rank(out, unmeasured)
 
 
-def spec_summary(name: str) -> dict[str, int]:
-    """checkpoint_bytes, largest_tensor_bytes, tensors of a preset, fetched name, path or repo
-    id."""
+def spec_summary(name: str) -> TargetCheckpoint:
+    """The sizes of a preset, fetched name, spec path or HF repo id, as a prediction's target."""
     import shapes
 
     try:
@@ -213,8 +235,6 @@ def spec_summary(name: str) -> dict[str, int]:
             raise
         spec = shapes.fetch_spec(name)
     sizes = [t.nbytes for t in spec.tensors]
-    return {
-        "checkpoint_bytes": sum(sizes),
-        "largest_tensor_bytes": max(sizes, default=0),
-        "tensors": len(sizes),
-    }
+    return TargetCheckpoint(
+        checkpoint_bytes=sum(sizes), largest_tensor_bytes=max(sizes, default=0), tensors=len(sizes)
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -53,7 +53,7 @@ def file_dtype(shapes: str, dtype: str) -> str:
         by_bytes = shapes_pkg.load_spec(shapes).bytes_by_dtype
     except Exception:  # noqa: BLE001 - a label only: an unknown spec stays "native"
         return dtype
-    return "+".join(sorted(by_bytes, key=by_bytes.get, reverse=True)) or dtype
+    return "+".join(sorted(by_bytes, key=lambda d: by_bytes[d], reverse=True)) or dtype
 
 
 def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -77,7 +77,8 @@ def summary_frame(results: Results) -> pd.DataFrame:
         return summarize(phases)
     parts = []
     for values, group in phases.groupby(extra, sort=False, dropna=False):
-        part = summarize(group).assign(**dict(zip(extra, values, strict=True)))
+        labels = cast("tuple[Any, ...]", values)  # grouped by a list of keys: a tuple each
+        part = summarize(group).assign(**dict(zip(extra, labels, strict=True)))
         if "budget_bytes" in group.columns:
             part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         parts.append(part)
@@ -230,7 +231,7 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     wide = ok[spread > COLD_SPREAD_NOTE]
     if wide.empty:
         return None
-    worst = wide.loc[spread[wide.index].idxmax()]
+    worst = wide.iloc[int(spread[wide.index].to_numpy().argmax())]
     resident = _num(worst.get("resident_fraction"))
     evicted = f", {resident:.0%} resident before each" if resident is not None else ""
     return (

@@ -17,6 +17,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from flax import nnx
 
@@ -24,6 +25,18 @@ from loader.abstract import abstract_build
 
 # sa3's DiT: embed 1024, ff 4096; the vocabulary is sized so 20 layers hold ~567M parameters.
 WIDTH, FF, VOCAB, EXPERTS = 1024, 4096, 105_000, 3
+
+
+@dataclass(frozen=True)
+class BuildTiming:
+    """The abstract build of one layer count: its size and both paths' times (`bench abstract
+    --json` prints these fields)."""
+
+    layers: int
+    params: int  # parameter elements
+    tensors: int  # parameter tensors
+    eval_shape_s: float  # plain `nnx.eval_shape`
+    fast_s: float  # `loader.abstract.abstract_build`
 
 
 class Attention(nnx.Module):
@@ -91,15 +104,14 @@ def _timed(build: Callable[[Callable[[], Sa3Like]], Sa3Like], layers: int) -> tu
     return time.perf_counter() - start, model
 
 
-def measure(layers_list: Sequence[int] = (5, 10, 20, 40)) -> list[dict]:
+def measure(layers_list: Sequence[int] = (5, 10, 20, 40)) -> list[BuildTiming]:
     """Time the abstract build of `Sa3Like` stacks with plain `nnx.eval_shape` and the fast path.
 
     Args:
         layers_list: the layer counts to build.
 
     Returns:
-        One row per layer count: `layers`, `params` (parameter elements), `tensors` (parameter
-        tensors), `eval_shape_s` (plain `nnx.eval_shape`) and `fast_s` (`abstract_build`).
+        One `BuildTiming` per layer count.
     """
     for build in (nnx.eval_shape, abstract_build):  # warm up jax and the fast path's probe
         _timed(build, 1)
@@ -108,32 +120,23 @@ def measure(layers_list: Sequence[int] = (5, 10, 20, 40)) -> list[dict]:
         fast_s, model = _timed(abstract_build, layers)
         plain_s, _ = _timed(nnx.eval_shape, layers)
         shapes = [v.shape for v in nnx.state(model, nnx.Param).flat_state().leaves]
-        rows.append(
-            {
-                "layers": layers,
-                "params": sum(math.prod(s) for s in shapes),
-                "tensors": len(shapes),
-                "eval_shape_s": plain_s,
-                "fast_s": fast_s,
-            }
-        )
+        params = sum(math.prod(s) for s in shapes)
+        rows.append(BuildTiming(layers, params, len(shapes), plain_s, fast_s))
     return rows
 
 
-def format_table(rows: list[dict]) -> str:
+def format_table(rows: list[BuildTiming]) -> str:
     """The rows as a text table, with each time's growth relative to the first row."""
     lines = [
         f"{'layers':>6} {'tensors':>7} {'params':>12} {'eval_shape_s':>12} {'fast_s':>8} "
         f"{'speedup':>8} {'growth(plain/fast)':>19}"
     ]
-    first = rows[0] if rows else None
     for r in rows:
-        growth = (
-            f"{r['eval_shape_s'] / first['eval_shape_s']:.1f}x/{r['fast_s'] / first['fast_s']:.1f}x"
-        )
+        first = rows[0]
+        growth = f"{r.eval_shape_s / first.eval_shape_s:.1f}x/{r.fast_s / first.fast_s:.1f}x"
         lines.append(
-            f"{r['layers']:>6} {r['tensors']:>7} {r['params']:>12,} {r['eval_shape_s']:>12.3f} "
-            f"{r['fast_s']:>8.3f} {r['eval_shape_s'] / r['fast_s']:>7.1f}x {growth:>19}"
+            f"{r.layers:>6} {r.tensors:>7} {r.params:>12,} {r.eval_shape_s:>12.3f} "
+            f"{r.fast_s:>8.3f} {r.eval_shape_s / r.fast_s:>7.1f}x {growth:>19}"
         )
     return "\n".join(lines)
 

@@ -25,9 +25,11 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from bench.child.capture import tracking
 from bench.child.probe import MemoryProbe
+from bench.errors import BenchError
 from bench.records.wire import (
     Backend,
     ChildResult,
@@ -36,6 +38,7 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
+from loader.strategies import StrategyInfo
 from loader.vocabulary import CRASHED, OK, REFERENCE, WRONG
 
 
@@ -60,7 +63,7 @@ def init_backend() -> Backend:
     )
 
 
-def _builder(task: ChildTask, info, spec):
+def _builder(task: ChildTask, info: StrategyInfo, spec: Any) -> Any:
     """The model builder the strategy loads into; None for a reference strategy (no model)."""
     import shapes
 
@@ -70,11 +73,30 @@ def _builder(task: ChildTask, info, spec):
     return shapes.model_builder(spec, dtype=task.model_dtype or task.dtype, seed=task.seed)
 
 
+def _verify(
+    model: Any, info: StrategyInfo, task: ChildTask, spec: Any
+) -> tuple[str, str | None, int]:
+    """(status, error, tensors checked) of a loaded model: against the user's checkpoint's
+    digests, or the synthetic values; a reference strategy that loads nothing checks nothing."""
+    from bench.child import verify
+
+    if model is None and info.kind == REFERENCE:
+        return OK, None, 0
+    if task.digests:
+        if task.checkpoint_folder is None:
+            raise BenchError(f"task of {task.strategy}: digests given without checkpoint_folder")
+        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
+        return (OK if error is None else WRONG), error, checked
+    checked, error = verify.verify_model(
+        model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
+    )
+    return (OK if error is None else WRONG), error, checked
+
+
 def measure(task: ChildTask) -> ChildResult:
     """Run the task's strategy under the probe and verify every loaded tensor."""
     import shapes
     from bench import strategies
-    from bench.child import verify
 
     backend = init_backend()
     info = strategies.get(task.strategy)
@@ -90,15 +112,7 @@ def measure(task: ChildTask) -> ChildResult:
             builder, task.checkpoint, probe, strict=False, **load_options(info, task)
         )
     started = time.perf_counter()
-    status, error, checked = OK, None, 0
-    if (model is not None or info.kind != REFERENCE) and task.digests:
-        checked, error = verify.verify_user_model(model, task.digests, task.checkpoint_folder)
-        status = OK if error is None else WRONG
-    elif model is not None or info.kind != REFERENCE:
-        checked, error = verify.verify_model(
-            model, task.source_checkpoint, spec, dtype=task.dtype, seed=task.seed
-        )
-        status = OK if error is None else WRONG
+    status, error, checked = _verify(model, info, task, spec)
     result = ChildResult(
         status=status,
         error=error,
@@ -114,11 +128,11 @@ def measure(task: ChildTask) -> ChildResult:
     return _with_memray_report(result, capture) if capture else result
 
 
-def _takes_budget(info) -> bool:
+def _takes_budget(info: StrategyInfo) -> bool:
     return "budget" in inspect.signature(importlib.import_module(info.module).load).parameters
 
 
-def budget_in_effect(info, task: ChildTask) -> int | None:
+def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
     """The bound on bytes in flight the strategy loaded under: `--budget`, else its default
     (None for a strategy that takes no budget)."""
     if not _takes_budget(info):
@@ -130,7 +144,7 @@ def budget_in_effect(info, task: ChildTask) -> int | None:
     return DEFAULT_BUDGET_BYTES
 
 
-def load_options(info, task: ChildTask) -> dict[str, object]:
+def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
     """`budget=` for a strategy whose `load` takes one (`bench run --budget`), else nothing."""
     if task.budget_bytes is None:
         return {}

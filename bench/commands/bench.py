@@ -4,6 +4,7 @@ build micro-benchmark."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 from pathlib import Path
@@ -138,7 +139,8 @@ def cmd_abstract(args: argparse.Namespace) -> int:
     from bench.child import abstract_build
 
     rows = abstract_build.measure([int(n) for n in csv(args.layers)])
-    print(json.dumps(rows, indent=1) if args.json else abstract_build.format_table(rows))
+    as_json = [dataclasses.asdict(r) for r in rows]
+    print(json.dumps(as_json, indent=1) if args.json else abstract_build.format_table(rows))
     return 0
 
 

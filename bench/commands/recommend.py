@@ -142,7 +142,7 @@ def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None
         disk_speed=capped,
     )
     if speed:
-        adv = replace(adv, rec=cold_adjust(adv.rec, target["checkpoint_bytes"], speed))
+        adv = replace(adv, rec=cold_adjust(adv.rec, target.checkpoint_bytes, speed))
     return adv, speed, capped
 
 
@@ -156,7 +156,7 @@ def run_cli(args: argparse.Namespace) -> int:
     adv, speed, capped = _advice(args, results, host_ram)
     notes, devices = _notes(args, results, speed, capped), None
     if args.device_ram:
-        note, devices = _device_note(args, results, adv.target["checkpoint_bytes"])
+        note, devices = _device_note(args, results, adv.target.checkpoint_bytes)
         notes.append(note)
     if args.json:
         out = to_json(adv)

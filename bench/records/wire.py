@@ -170,7 +170,7 @@ def from_json(record_type: type[Record], text: str, *, source: str) -> Record:
 
 def _decode(tp: Any, value: Any, where: str) -> Any:
     """`value` (parsed JSON) as type `tp`: a dataclass, `X | None`, tuple, dict or a scalar."""
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_dataclass(tp, value, where)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from bench.errors import BenchError
@@ -39,7 +40,7 @@ class ResultsWriter:
     def write(self, record: RunRecord | PhaseRecord | SampleRecord) -> None:
         self.write_many([record])
 
-    def write_many(self, records: list[RunRecord | PhaseRecord | SampleRecord]) -> None:
+    def write_many(self, records: Iterable[RunRecord | PhaseRecord | SampleRecord]) -> None:
         """Append whole lines, then fsync; on failure the file keeps only its earlier lines."""
         data = "".join(to_json_line(r) + "\n" for r in records).encode("utf-8")
         size = os.fstat(self._fd).st_size

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.analysis.recommend import recommend
+from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
@@ -135,16 +135,47 @@ def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
     """Each strategy's predicted peak on `ck` from earlier results in `out`
     (`bench.analysis.recommend`)."""
-    target = {
-        "checkpoint_bytes": ck.checkpoint_bytes,
-        "largest_tensor_bytes": ck.largest_tensor_bytes,
-        "tensors": ck.tensors,
-    }
+    target = TargetCheckpoint(ck.checkpoint_bytes, ck.largest_tensor_bytes, ck.tensors)
     try:
         rec = recommend(read_results(out), target, budget)
     except NoResultsError:
         return {}
     return {s.strategy: s.predicted_peak_bytes for s in rec.strategies}
+
+
+def _skip_reason(task: Task, known: dict[str, int], config: RunConfig, budget: int) -> str | None:
+    """Why `task`'s strategy is not run here (not installed, predicted over budget), or None."""
+    entry = task.entry
+    if not entry.available():
+        hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
+        return f"not installed here: needs {', '.join(entry.missing())}{hint}"
+    guess = (
+        BASELINE_GUESS_BYTES * task.processes
+        + DEFAULT_PEAK_RATIO * task.checkpoint.checkpoint_bytes
+    )
+    predicted = known.get(entry.name, guess)
+    if config.strategies is None and predicted > budget:
+        return (
+            f"predicted peak {format_bytes(predicted)} exceeds the memory budget "
+            f"{format_bytes(budget)}"
+        )
+    return None
+
+
+def _interleaved(run: list[Task], config: RunConfig, run_folder: Path) -> list[Task]:
+    """The memray captures first (one per strategy, if asked), then the repeats: A B C A B C."""
+    tasks = []
+    if config.memray:
+        folder = run_folder / "memray"
+        tasks += [
+            replace(t, memray_bin=folder / f"{t.entry.name}-{t.checkpoint.shapes}-r0.bin")
+            for t in run
+        ]
+    caches = CACHE_STATES if config.cache == BOTH else (config.cache,)
+    tasks += [
+        replace(t, repeat=r, cache=c) for r in range(config.repeats) for t in run for c in caches
+    ]
+    return tasks
 
 
 def plan(
@@ -153,39 +184,21 @@ def plan(
     """The interleaved tasks of one shape set, and (task, reason) for each skipped strategy."""
     budget = config.budget_bytes()
     known = _predicted_peaks(Path(config.out), ck, budget) if config.strategies is None else {}
-    run, skipped = [], []
+    run: list[Task] = []
+    skipped: list[tuple[Task, str]] = []
     for entry in entries:
         procs, devices = _layout(entry, config)
         task = Task(
             ck,
             entry,
-            0,
-            procs,
-            devices,
+            repeat=0,
+            processes=procs,
+            devices=devices,
             model_dtype=config.model_dtype,
             budget_bytes=config.load_budget_bytes,
         )
-        if not entry.available():
-            hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
-            skipped.append((task, f"not installed here: needs {', '.join(entry.missing())}{hint}"))
-            continue
-        predicted = known.get(
-            entry.name, BASELINE_GUESS_BYTES * procs + DEFAULT_PEAK_RATIO * ck.checkpoint_bytes
-        )
-        if config.strategies is None and predicted > budget:
-            reason = (
-                f"predicted peak {format_bytes(predicted)} exceeds the memory budget "
-                f"{format_bytes(budget)}"
-            )
+        if (reason := _skip_reason(task, known, config, budget)) is not None:
             skipped.append((task, reason))
         else:
             run.append(task)
-    tasks = []
-    if config.memray:
-        folder = run_folder / "memray"
-        tasks += [replace(t, memray_bin=folder / f"{t.entry.name}-{ck.shapes}-r0.bin") for t in run]
-    caches = CACHE_STATES if config.cache == BOTH else (config.cache,)
-    tasks += [
-        replace(t, repeat=r, cache=c) for r in range(config.repeats) for t in run for c in caches
-    ]
-    return tasks, skipped
+    return _interleaved(run, config, run_folder), skipped

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.analysis import advice
+from bench.analysis.recommend import TargetCheckpoint
 from bench.errors import NoResultsError
 from dashboard import charts, data, specs, style, widgets
 
@@ -82,8 +83,9 @@ def _verdicts(results: Any, summary: dict, ram: int, devices: int, name: str) ->
     """The same sentences, table order and figures as `loadbench recommend`
     (`bench.analysis.advice`)."""
     try:
+        target = TargetCheckpoint.from_dict(summary)
         adv = advice.advise(
-            results, summary, ram, devices, shapes=name, folder=str(data.results_folder())
+            results, target, ram, devices, shapes=name, folder=str(data.results_folder())
         )
     except NoResultsError as e:  # nothing (large enough) measured yet: the bench says what to run
         st.warning(f"No prediction: {e}")

@@ -1,4 +1,4 @@
-"""The child's result record: a round trip, and every way it can be unreadable becomes a clear row."""
+"""The child's result record: a round trip, and every way it can be unreadable becomes a row."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import sys
 
 import pytest
 
+from bench import strategies
 from bench.errors import ChildResultError
+from bench.limits.disk_read import ThrottleOutcome
+from bench.limits.memory import LimitOutcome
+from bench.limits.pagecache import CacheOutcome
+from bench.limits.situation import Situation
+from bench.records.schema import PhaseRecord
 from bench.records.wire import (
     CHILD_RESULT_VERSION,
     VERSION_KEY,
@@ -20,10 +26,7 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
-from bench import strategies
-from bench.limits.pagecache import CacheOutcome
-from bench.limits.situation import Situation
-from bench.run.children import run_group
+from bench.run.children import ChildOutcome, run_group
 from bench.run.matrix import Checkpoint, Task
 from bench.run.rows import RowContext, result_records
 
@@ -105,3 +108,37 @@ def test_a_child_of_another_version_becomes_a_crashed_row(tmp_path):
     assert [r.phase for r in rows[:2]] == ["read", "total"] and rows[0].substeps_s == {
         "pread": 0.25
     }
+
+
+def test_each_limit_writes_its_own_fields_into_every_row():
+    """The situation's parts land field by field: the cache, the memory limit, the read cap."""
+    memory = LimitOutcome("cgroup-v2", True, 4 * GiB, oom_kills=0, cgroup_peak_bytes=3 * GiB)
+    disk = ThrottleOutcome("none", False, 300_000_000, (), note="on no block device")
+    situation = Situation(CacheOutcome("cold", 0.25), memory, disk)
+    assert situation.notes() == ["on no block device"]
+    checkpoint = Checkpoint("gpt2", "bfloat16", 0, "/c/model.safetensors", GiB, GiB, 3)
+    task = Task(checkpoint, strategies.catalog()["eager"], repeat=2, processes=1, devices=8)
+    ctx = RowContext("run", "rid", task, situation)
+    outcomes = [ChildOutcome("crashed", "boom", None), ChildOutcome("ok", None, _result())]
+    rows = [r for o in outcomes for r in result_records(ctx, [o]) if isinstance(r, PhaseRecord)]
+    assert [(r.phase, r.status) for r in rows] == [
+        ("total", "crashed"),
+        ("read", "ok"),
+        ("total", "ok"),
+    ]
+    for row in rows:
+        assert (row.cache, row.resident_fraction, row.dtype, row.repeat) == (
+            "cold",
+            0.25,
+            "bfloat16",
+            2,
+        )
+        assert (row.host_ram_bytes, row.memory_limit, row.memory_limit_enforced) == (
+            4 * GiB,
+            "cgroup-v2",
+            True,
+        )
+        assert row.cgroup_peak_bytes == 3 * GiB
+        assert (row.disk_read_bytes_per_s, row.disk_read_limit) == (300_000_000, "none")
+        assert row.disk_read_limit_enforced is False
+    assert rows[1].phase_wall_s == 0.5 and rows[2].peak_rss_bytes == 3 * GiB

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.analysis.recommend import recommend
+from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.commands.recommend import run_cli
 from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
@@ -94,14 +94,14 @@ def _results(tmp_path, sets=SETS):
     return read_results(tmp_path)
 
 
-TARGET = {"checkpoint_bytes": 4 * GiB, "largest_tensor_bytes": 200 * MiB, "tensors": 100}
+TARGET = TargetCheckpoint(checkpoint_bytes=4 * GiB, largest_tensor_bytes=200 * MiB, tensors=100)
 
 
 def test_fit_recovers_the_linear_model_and_ranks(tmp_path):
     rec = recommend(_results(tmp_path), TARGET, host_ram_bytes=16 * GiB)
     by = {s.strategy: s for s in rec.strategies}
     assert set(by) == {"eager", "lean"}  # not the reference line; crashed runs are not fitted
-    eager = 3 * TARGET["checkpoint_bytes"] + TARGET["largest_tensor_bytes"] + 50 * MiB + BASE
+    eager = 3 * TARGET.checkpoint_bytes + TARGET.largest_tensor_bytes + 50 * MiB + BASE
     assert by["eager"].predicted_peak_bytes == pytest.approx(eager, rel=1e-3)
     assert by["lean"].predicted_peak_bytes == pytest.approx(BASE + 4 * GiB + 100 * MiB, rel=1e-3)
     assert by["lean"].predicted_wall_s == pytest.approx(4 * GiB / 2e8 + 0.5, rel=1e-3)
@@ -166,7 +166,7 @@ def test_cli_json_on_a_preset(tmp_path):
 
 
 def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
-    """A 0.4 MB load's peak is per-process overhead: a strategy measured only there is not predicted."""
+    """A 0.4 MB load's peak is process overhead: a strategy measured only there is not predicted."""
     tiny = ("tiny", 400_000, 128_000)
     rows = [
         _row("lean", s, c, lg, c + lg / 2, c / 2e8 + 0.5, i) for s, c, lg in SETS for i in range(2)
@@ -177,7 +177,7 @@ def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
         w.write_many(rows)
     rec = recommend(
         read_results(folder),
-        {"checkpoint_bytes": 2 * GiB, "largest_tensor_bytes": 64 * MiB, "tensors": 9},
+        TargetCheckpoint(2 * GiB, 64 * MiB, 9),
         16 * GiB,
     )
     assert [s.strategy for s in rec.strategies] == ["lean"]
@@ -188,7 +188,7 @@ def test_tiny_checkpoints_are_not_extrapolated(tmp_path):
     with pytest.raises(NoResultsError, match="make bench SHAPES=gpt2"):
         recommend(
             read_results(only_tiny),
-            {"checkpoint_bytes": GiB, "largest_tensor_bytes": MiB, "tensors": 9},
+            TargetCheckpoint(GiB, MiB, 9),
             GiB,
         )
 
@@ -231,7 +231,7 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
     cold = recommend(res, TARGET, 64 * GiB, cache="cold").strategies[0]
     assert cold.predicted_wall_s == pytest.approx(2 * warm.predicted_wall_s - 0.5, rel=1e-3)
     assert warm.model.wall_error == pytest.approx(0, abs=1e-6)
-    assert warm.predicted_peak_bytes == pytest.approx(BASE + TARGET["checkpoint_bytes"], rel=1e-3)
+    assert warm.predicted_peak_bytes == pytest.approx(BASE + TARGET.checkpoint_bytes, rel=1e-3)
     assert run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", cache="cold")) == 0
     out = capsys.readouterr().out
     assert "evicted first (cold)" in out and "Cold read speed measured here" in out
@@ -245,9 +245,9 @@ def test_disk_read_speed_adds_the_read_time_of_the_target_disk(tmp_path):
 
     rec = recommend(res, TARGET, 64 * GiB)
     before = {s.strategy: s.predicted_wall_s for s in rec.strategies}
-    for s in cold_adjust(rec, TARGET["checkpoint_bytes"], 1e9).strategies:
+    for s in cold_adjust(rec, TARGET.checkpoint_bytes, 1e9).strategies:
         assert s.predicted_wall_s == pytest.approx(
-            before[s.strategy] + TARGET["checkpoint_bytes"] / 1e9
+            before[s.strategy] + TARGET.checkpoint_bytes / 1e9
         )
 
 
@@ -267,7 +267,7 @@ def test_device_ram_uses_device_results_or_says_there_are_none(tmp_path, capsys)
     from bench.analysis.recommend import spec_summary
 
     assert out["device_peaks"]["lean"] == pytest.approx(
-        2 * spec_summary("tiny-gpt2")["checkpoint_bytes"], rel=1e-6
+        2 * spec_summary("tiny-gpt2").checkpoint_bytes, rel=1e-6
     )
 
 
@@ -281,7 +281,7 @@ def test_runs_with_a_model_in_another_dtype_are_not_fitted_on(tmp_path):
                 _row("lean", shapes, ckpt, largest, ckpt / 2, 0.1, i, model_dtype="bfloat16")
             )
     (lean,) = recommend(_write(tmp_path, rows), TARGET, 64 * GiB).strategies
-    assert lean.predicted_peak_bytes == pytest.approx(BASE + TARGET["checkpoint_bytes"], rel=1e-3)
+    assert lean.predicted_peak_bytes == pytest.approx(BASE + TARGET.checkpoint_bytes, rel=1e-3)
     assert lean.model.runs == 6 and lean.model.peak_error == pytest.approx(0, abs=1e-6)
 
 
@@ -293,7 +293,7 @@ def test_one_slow_repeat_does_not_tilt_the_fit_and_is_stated_as_the_repeat_sprea
             slow = 3.0 if (shapes, i) == ("big", 2) else 1.0  # one repeat three times as slow
             rows.append(_row("lean", shapes, ckpt, largest, ckpt, slow * (ckpt / 1e9 + 0.5), i))
     (lean,) = recommend(_write(tmp_path, rows), TARGET, 64 * GiB).strategies
-    assert lean.predicted_wall_s == pytest.approx(TARGET["checkpoint_bytes"] / 1e9 + 0.5)
+    assert lean.predicted_wall_s == pytest.approx(TARGET.checkpoint_bytes / 1e9 + 0.5)
     assert lean.model.wall_error == pytest.approx(0, abs=1e-6)
     assert lean.model.wall_repeat_spread == pytest.approx(2.0)
 
@@ -322,7 +322,7 @@ def test_runs_measured_under_a_read_cap_are_fitted_only_for_that_disk_speed(tmp_
     with pytest.raises(NoResultsError):
         recommend(res, TARGET, 64 * GiB, cache="cold")  # capped runs are not the machine's disk
     capped = recommend(res, TARGET, 64 * GiB, cache="cold", disk_speed=250_000_000)
-    target_s = TARGET["checkpoint_bytes"] / 2.5e8 + 0.5
+    target_s = TARGET.checkpoint_bytes / 2.5e8 + 0.5
     assert capped.strategies[0].predicted_wall_s == pytest.approx(target_s, rel=1e-3)
     assert run_cli(_args(tmp_path, host_ram="64GiB", disk_read_speed="250MB/s", json=True)) == 0
     out = json.loads(capsys.readouterr().out)
