@@ -160,6 +160,13 @@ def _strip(bands: pd.DataFrame, x: alt.X, t_max: float) -> alt.LayerChart:
     return alt.LayerChart(layer=[rect, text]).properties(height=height)
 
 
+def _time_axis(field: str, title: str | None, t_max: float) -> alt.X:
+    """The shared time axis: seconds with 2 decimals, 3 when the whole span is under 0.2 s."""
+    t_format = ".2f" if t_max >= 0.2 else ".3f"
+    scale = alt.Scale(domain=[0, t_max], nice=False)
+    return alt.X(f"{field}:Q", title=title, scale=scale, axis=alt.Axis(format=t_format))
+
+
 def timeline(
     samples: pd.DataFrame,
     bands: pd.DataFrame,
@@ -178,26 +185,17 @@ def timeline(
         over_baseline: subtract the baseline (the default on every page) instead of absolute RSS.
     """
     s, unit, fmt, title = prepared(samples, baselines, over_baseline)
-    t_max = max(
-        float(s["t_s"].max()) if len(s) else 0.0, float(bands["end_s"].max()) if len(bands) else 0.0
+    ends = [float(s["t_s"].max()) if len(s) else 0.0]
+    ends += [float(bands["end_s"].max()) if len(bands) else 0.0]
+    t_max = max(ends) * 1.02 or 1.0
+    top_x, strip_x = (
+        _time_axis("t_s", "seconds since baseline", t_max),
+        _time_axis("start_s", None, t_max),
     )
-    t_format = ".2f" if t_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
-    x = alt.X(
-        "t_s:Q",
-        title="seconds since baseline",
-        scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
-        axis=alt.Axis(format=t_format),
-    )
-    top = _split(s, fmt, unit, over_baseline, x) if split else _lines(s, fmt, title, x)
-    strip_x = alt.X(
-        "start_s:Q",
-        title=None,
-        scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
-        axis=alt.Axis(format=t_format),
-    )
+    top = _split(s, fmt, unit, over_baseline, top_x) if split else _lines(s, fmt, title, top_x)
     chart = alt.vconcat(
         top.properties(height=HEIGHT, width=WIDTH),
-        _strip(bands, strip_x, t_max * 1.02 or 1.0).properties(width=WIDTH),
+        _strip(bands, strip_x, t_max).properties(width=WIDTH),
         spacing=6,
     )
     return chart.resolve_scale(color="independent").resolve_legend(color="independent")

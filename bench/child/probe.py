@@ -25,14 +25,9 @@ process's devices. The allocator's peak cannot be reset, so a phase's device pea
 the end of that phase. The provider is a parameter (`device_memory=`), so tests can fake it.
 
 A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
-`max_samples` by halving the resolution when full.
-
-Example:
-    >>> probe = MemoryProbe()
-    >>> with probe.measure():
-    ...     with probe.phase("read"):
-    ...         data = open(path, "rb").read()
-    >>> probe.result().phases[0].peak_rss_bytes
+`max_samples` by halving the resolution when full; each phase's entry and exit are points too,
+and each phase records when it was first entered and last left (`start_s`, `end_s`). Example:
+`with probe.measure(): with probe.phase("read"): ...`, then `probe.result()`.
 """
 
 from __future__ import annotations
@@ -117,8 +112,8 @@ class PhaseStats:
     device_bytes_in_use: int | None = None
     device_peak_bytes_in_use: int | None = None
     overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
-    start_s: float | None = None  # first entered, seconds from the baseline
-    end_s: float | None = None  # last left
+    start_s: float | None = None  # first entered, seconds from the baseline (end_s: last left)
+    end_s: float | None = None
 
     def frozen(self) -> PhaseMeasure:
         fields = dataclasses.asdict(self)
@@ -269,8 +264,7 @@ class MemoryProbe:
             self._set_end(stats, now)
 
     def _edge_sample(self, at: float, phase: str, now: dict[str, int]) -> None:
-        """A timeline point at a phase's entry or exit: the sampler thread may be starved of the
-        GIL for a whole phase (one long read), and the curve must not skip it unseen."""
+        """A point at a phase's entry or exit (a phase may starve the sampler of the GIL)."""
         with self._lock:
             self._samples.append(Sample(at - self._t0, phase, now["anon"], now["file"]))
 
