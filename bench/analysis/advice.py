@@ -95,9 +95,14 @@ def at_minimum(costs: list[Cost]) -> tuple[int, Cost] | None:
     return minimum_ram(best.peak_bytes), best
 
 
+def _seconds(s: float) -> str:
+    """`1.47 s`; `12 ms` under a tenth of a second (where 2 decimals would read `0.01 s`)."""
+    return f"{s:.2f} s" if s >= 0.1 else f"{s * 1000:.0f} ms"
+
+
 def _cost_text(c: Cost) -> str:
     ratio = f" ({c.ratio:.2f}× checkpoint)" if c.ratio is not None and c.ratio == c.ratio else ""
-    return f"{format_bytes(c.peak_bytes)} peak{ratio}, {c.wall_s:.2f} s"
+    return f"{format_bytes(c.peak_bytes)} peak{ratio}, {_seconds(c.wall_s)}"
 
 
 def answer(host_ram_bytes: int, best: Cost | None, costs: list[Cost], naive: Cost | None) -> str:
@@ -113,7 +118,7 @@ def answer(host_ram_bytes: int, best: Cost | None, costs: list[Cost], naive: Cos
     if naive is not None and naive.strategy != best.strategy:
         naive_need = format_bytes(minimum_ram(naive.peak_bytes))
         fits = minimum_ram(naive.peak_bytes) <= host_ram_bytes
-        how = f"fits, in {naive.wall_s:.2f} s" if fits else "does not fit"
+        how = f"fits, in {_seconds(naive.wall_s)}" if fits else "does not fit"
         text += f"; {naive.strategy} needs {naive_need} and {how}"
     return text + "."
 
