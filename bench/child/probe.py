@@ -25,14 +25,9 @@ process's devices. The allocator's peak cannot be reset, so a phase's device pea
 the end of that phase. The provider is a parameter (`device_memory=`), so tests can fake it.
 
 A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
-`max_samples` by halving the resolution when full.
-
-Example:
-    >>> probe = MemoryProbe()
-    >>> with probe.measure():
-    ...     with probe.phase("read"):
-    ...         data = open(path, "rb").read()
-    >>> probe.result().phases[0].peak_rss_bytes
+`max_samples` by halving the resolution when full; each phase's entry and exit are points too,
+and each phase records when it was first entered and last left (`start_s`, `end_s`). Example:
+`with probe.measure(): with probe.phase("read"): ...`, then `probe.result()`.
 """
 
 from __future__ import annotations
@@ -121,6 +116,8 @@ class PhaseStats:
     device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
     overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
     cpu_s: float | None = None  # process CPU time (every thread) while it was open
+    start_s: float | None = None  # first entered, seconds from the baseline (end_s: last left)
+    end_s: float | None = None
 
     def frozen(self) -> PhaseMeasure:
         fields = dataclasses.asdict(self)
@@ -253,17 +250,27 @@ class MemoryProbe:
         if self._use_hwm:
             reset_hwm()
         start, cpu = time.perf_counter(), time.process_time()
+        self._edge_sample(start, name, now)
+        if stats.start_s is None:
+            stats.start_s = start - self._t0
         try:
             yield
         finally:
-            wall = time.perf_counter() - start
+            end = time.perf_counter()
             cpu = time.process_time() - cpu
             now = self._mark()
             with self._lock:
                 self._open.remove(stats)
-                stats.wall_s += wall
+                stats.wall_s += end - start
                 stats.cpu_s = (stats.cpu_s or 0.0) + cpu
+                stats.end_s = end - self._t0
+            self._edge_sample(end, name, now)
             self._set_end(stats, now)
+
+    def _edge_sample(self, at: float, phase: str, now: dict[str, int]) -> None:
+        """A point at a phase's entry or exit (a phase may starve the sampler of the GIL)."""
+        with self._lock:
+            self._samples.append(Sample(at - self._t0, phase, now["anon"], now["file"]))
 
     def add_time(self, substep: str, seconds: float) -> None:
         """Add `seconds` to sub-step `substep` of the innermost open phase (or of `stream`)."""
@@ -284,7 +291,7 @@ class MemoryProbe:
                 self.peak_source,
                 self._total.frozen(),
                 tuple(p.frozen() for p in phases),
-                tuple(self._samples),
+                tuple(sorted(self._samples, key=lambda s: s.t_s)),
             )
 
 

@@ -62,6 +62,7 @@ class RunConfig:
     cpus: int | None = None  # run each child group inside a cgroup of this many CPUs
     reprobe: bool = False  # `--probe`: probe the machine again, not the cached probe
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
+    check: bool = False  # made by `recommend --check` (its run record says so)
 
     def budget_bytes(self) -> int:
         """The memory budget of each child group: the one asked for, else `default_budget()`."""
