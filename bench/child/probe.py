@@ -7,15 +7,12 @@ read and folded into each open phase and into the whole-run peak, so nothing bet
 Where the kernel refuses the reset (checked once: a touched and unmapped buffer must vanish from the
 mark), peaks come from a fast sampler instead and `peak_source` says "sampled".
 
-Resetting the mark also lowers what the kernel reports as the process's lifetime peak
-(`ru_maxrss`, which `/usr/bin/time -v` prints): after resets it is only the peak since the last
-one. To cross-check a run with such a tool, set `LOADBENCH_PEAK_SOURCE=sampled`, which makes no
-resets (measured here on sa3: the per-phase probe and `/usr/bin/time -v` agree within 0.1-0.9%).
+Resets also lower the lifetime peak the kernel reports (`ru_maxrss`, as `/usr/bin/time -v`
+prints it); to cross-check with such a tool, `LOADBENCH_PEAK_SOURCE=sampled` makes no resets.
 
 Before the baseline, `trim_heap` hands the C heap's free pages back to the kernel (glibc's
-`malloc_trim(0)`): memory freed before the load (imports, the registry, the backend) would
-otherwise be reused by the load's first allocations without raising RSS, hiding part of its cost.
-On another libc this is a no-op.
+`malloc_trim(0)`; a no-op on another libc): memory freed before the load (imports, the registry,
+the backend) would otherwise be reused by the load's first allocations without raising RSS.
 
 Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
 `/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.

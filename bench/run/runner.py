@@ -35,7 +35,7 @@ from bench.records.results import export_parquet
 from bench.records.schema import RunRecord
 from bench.records.wire import MemrayFiles
 from bench.records.writer import ResultsWriter
-from bench.run.ceiling import Ceiling, ceiling_fields
+from bench.run.ceiling import Ceiling
 from bench.run.checks import check_dtype, check_processes, check_shapes
 from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
@@ -181,7 +181,7 @@ class _Execution:
             self.writer.write(failed_row(ctx, prepared.status, prepared.error))
             return
         work = self.folder / self.run_id / "work"
-        limit = _ceiling(task, self.config, self.ceiling)
+        limit = self.ceiling.fields(task.checkpoint.checkpoint_bytes, task.cache)
         outcomes, situation = _run_task(
             prepared.task, self.config, work, self.config.budget_bytes()
         )
@@ -190,13 +190,6 @@ class _Execution:
             return
         ctx = replace(_context(self.run_id, task, self.memray, situation), **limit)
         self.writer.write_many(result_records(ctx, outcomes))
-
-
-def _ceiling(task: Task, config: RunConfig, ceiling: Ceiling) -> dict:
-    """The row fields of the machine's ceiling for this task (probing first if need be)."""
-    ck = task.checkpoint
-    cap = config.disk_read_bytes_per_s if task.cache == COLD else None
-    return ceiling_fields(ceiling.probe(ck.checkpoint_bytes), ck.checkpoint_bytes, task.cache, cap)
 
 
 def _execute(
