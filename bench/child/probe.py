@@ -14,12 +14,11 @@ Before the baseline, `trim_heap` hands the C heap's free pages back to the kerne
 `malloc_trim(0)`; a no-op on another libc): memory freed before the load (imports, the registry,
 the backend) would otherwise be reused by the load's first allocations without raising RSS.
 
-Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
-`/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
-Device memory, where the backend reports it (`jax.Device.memory_stats()` on GPU/TPU; None on the
-CPU backend): at the end of each phase, `bytes_in_use` and `peak_bytes_in_use` summed over this
-process's devices. The allocator's peak cannot be reset, so a phase's device peak is the peak up to
-the end of that phase. The provider is a parameter (`device_memory=`), so tests can fake it.
+Anonymous and file-backed RSS: the kernel's `RssAnon` and `RssFile` (+ `RssShmem`) counters, the
+split of `/proc/self/smaps_rollup` without walking every mapping.
+Device memory (`jax.Device.memory_stats()` on GPU/TPU; None on CPU): each device's `bytes_in_use`
+and `peak_bytes_in_use` at each phase's end; the allocator's peak cannot be reset, so a phase's
+device peak is the peak up to its end. The provider (`device_memory=`) can be faked in tests.
 
 A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
 `max_samples` by halving the resolution when full; each phase's entry and exit are points too,
