@@ -15,7 +15,7 @@ def device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     shards (`device_overreceived`: a transient copy), and the staging memory."""
     ok = headline(phases)
     ok = ok[(ok["phase"] == TOTAL) & (ok["status"] == OK)]
-    over = ok["device_overreceived"].map(lambda v: v is not None and len(v) > 0)
+    over = ok["device_overreceived"].map(_any_device)
     frame = ok[keys].assign(
         device_peak_bytes=pd.to_numeric(ok["device_peak_bytes"]),
         device_overreceived=over,
@@ -26,6 +26,14 @@ def device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         device_overreceived=("device_overreceived", "any"),
         staging_memory=("staging_memory", "first"),
     )
+
+
+def _any_device(flagged: object) -> bool:
+    """True when a row names a device that got more than its shards (a list or dict of them);
+    False for an empty one, and for a row written before the field existed (NaN, None)."""
+    if isinstance(flagged, str) or not hasattr(flagged, "__len__"):
+        return False
+    return len(flagged) > 0
 
 
 def device_peak(row: pd.Series) -> str:

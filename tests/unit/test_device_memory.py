@@ -181,3 +181,13 @@ def test_a_pinned_host_hop_counts_once_on_the_device():
     watch._count(host, pinned)
     watch._count(pinned, placed)
     assert watch.received == {str(device): 4000}
+
+
+def test_device_columns_read_rows_written_before_the_transient_copy_flag():
+    """An older results file has no `device_overreceived` (NaN once read): no crash, no flag."""
+    import pandas as pd
+
+    from bench.analysis.device_summary import _any_device
+
+    assert not _any_device(float("nan")) and not _any_device(None) and not _any_device([])
+    assert _any_device(["cuda:0"]) and _any_device(pd.Series(["cuda:0"]).to_numpy())
