@@ -24,3 +24,8 @@ class MismatchError(CheckpointError):
 
 class IncompleteCheckpointError(CheckpointError):
     """A sharded checkpoint directory has no manifest: its writer did not finish."""
+
+
+class DeviceOutOfMemoryError(CheckpointError):
+    """A device ran out of memory while a tensor was transferred to it (the message names the
+    tensor, the device and the device's free memory)."""

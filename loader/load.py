@@ -15,6 +15,11 @@ from loader.strategies import StrategyError
 DEFAULT_STRATEGY = "pipelined"
 
 
+def _options(**given: Any) -> dict[str, Any]:
+    """The strategy options given (not None)."""
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def load_model(
     target: Any,
     path: str | os.PathLike[str],
@@ -23,6 +28,7 @@ def load_model(
     key_map: KeyMap | None = None,
     strategy: str | None = None,
     budget: int | None = None,
+    staging: bool | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
@@ -35,9 +41,9 @@ def load_model(
         strategy: a registered strategy name (`loader.strategies.names()`); default
             `DEFAULT_STRATEGY` (`pipelined`: reads on several threads while the model is built,
             casts in chunks). `"hostcast"` is the earlier default (one tensor at a time).
-        budget: bytes of host memory in flight beyond the model's own, for a strategy that bounds
-            them (`pipelined`: default `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others
-            ignore it.
+        budget: host bytes in flight beyond the model's own, for a strategy that bounds them
+            (`pipelined`: `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others ignore it.
+        staging: `pipelined`'s host staging ring onto the devices: True, False or None (by backend).
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -46,7 +52,7 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options: dict[str, Any] = {} if budget is None else {"budget": budget}
+    options = _options(budget=budget, staging=staging)
     model, report = info.load(target, path, strict=strict, key_map=key_map, **options)
     if report is None:  # a REFERENCE strategy (`floor`): it reads bytes and loads no model
         raise StrategyError(

@@ -73,6 +73,11 @@ class LoadReport:
             strided view), applied to the whole tensor staged on the host. Neither is a problem.
         inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
             strategies that bound them (`pipelined`); None otherwise.
+        staging_memory: a staged load's host staging memory, "pinned_host" or "pageable"
+            (`pipelined` on a backend that does not adopt host buffers, or `staging=True`).
+        staging_slots: most staging buffers alive at once in that load.
+        device_received_bytes / device_expected_bytes: per device (its `str`), bytes transferred
+            to it and the bytes of its regions of the model (a staged load).
     """
 
     path: str = ""
@@ -85,6 +90,10 @@ class LoadReport:
     transformed: list[str] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)
     inflight_peak_bytes: int | None = None
+    staging_memory: str | None = None
+    staging_slots: int | None = None
+    device_received_bytes: dict[str, int] | None = None
+    device_expected_bytes: dict[str, int] | None = None
 
     @property
     def ok(self) -> bool:

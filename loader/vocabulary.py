@@ -30,6 +30,7 @@ SKIPPED: Final = "skipped"  # not run (predicted not to fit, or not available he
 ERROR: Final = "error"  # loaded and verified, but its forward failed to compile (`--compile`)
 STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED, ERROR)
 # Worst first: the summary of several repeats takes the worst status among them.
+DEVICE: Final = "device"  # `oom_kind` of an `oom` row: a device ran out of memory (not the host)
 STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, ERROR: 2, SKIPPED: 1, OK: 0}
 
 # -- strategy kinds: what a registered strategy is -------------------------------------------------

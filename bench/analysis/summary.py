@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from bench.analysis.device_summary import device_columns, device_peak
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
@@ -81,6 +82,8 @@ def summary_frame(results: Results) -> pd.DataFrame:
         part = summarize(group).assign(**dict(zip(extra, labels, strict=True)))
         if "budget_bytes" in group.columns:
             part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
+        if "device_peak_bytes" in group.columns:
+            part = part.join(device_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
 
@@ -139,6 +142,9 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "ceiling_ratio": _num(row.get("ceiling_ratio")),
         "budget_bytes": _int(row.get("budget_bytes")),
         "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
+        "device_peak_bytes": _int(row.get("device_peak_bytes")),
+        "device_overreceived": bool(_flag(row, "device_overreceived")),
+        "staging_memory": _str(row.get("staging_memory")),
         "peak_source": _str(row["peak_source"]),
         "error": _str(row["error"]),
         "phases": phases,
@@ -182,6 +188,7 @@ def _cells(row: pd.Series) -> list[str]:
         str(row["strategy"]),
         f"{ratio:.2f}x" if ratio is not None else "-",
         format_bytes(_num(row["peak_rss_bytes"])),
+        device_peak(row),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
         f"{ceiling:.2f}x" if ceiling is not None else "-",
@@ -194,6 +201,7 @@ HEADER = [
     "strategy",
     "(peak-base)/ckpt",
     "peak RSS",
+    "device peak",
     "wall s (min-max)",
     "throughput",
     "x ceiling",

@@ -47,7 +47,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from bench.child.device_memory import DeviceMemory, jax_device_memory
+from bench.child import device_memory
+from bench.child.device_memory import DeviceMemory, jax_device_memory_by_device
 from bench.records.wire import Measurement, PhaseMeasure, Sample
 from loader.vocabulary import STREAM, TOTAL
 
@@ -116,6 +117,8 @@ class PhaseStats:
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None
     device_peak_bytes_in_use: int | None = None
+    device_bytes_in_use_by_device: dict[str, int] = field(default_factory=dict)
+    device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
     overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
     cpu_s: float | None = None  # process CPU time (every thread) while it was open
 
@@ -134,8 +137,8 @@ class MemoryProbe:
         use_hwm: force the kernel high-water mark on or off; None checks whether it works here
             (and `LOADBENCH_PEAK_SOURCE=sampled` in the environment forces it off, so an outside
             tool reading the lifetime mark, such as `/usr/bin/time -v`, can cross-check a run).
-        device_memory: () -> (bytes_in_use, peak_bytes_in_use) of the devices, or None where
-            the backend reports nothing (default: `jax_device_memory`).
+        device_memory: () -> {device: (bytes_in_use, peak_bytes_in_use)}, or that pair summed,
+            or None where the backend reports nothing (default: `jax_device_memory_by_device`).
     """
 
     def __init__(
@@ -144,7 +147,7 @@ class MemoryProbe:
         interval_s: float = 0.01,
         max_samples: int = 4000,
         use_hwm: bool | None = None,
-        device_memory: DeviceMemory = jax_device_memory,
+        device_memory: DeviceMemory = jax_device_memory_by_device,
     ) -> None:
         self._device_memory = device_memory
         if use_hwm is None and os.environ.get(PEAK_SOURCE_ENV) == "sampled":
@@ -235,10 +238,7 @@ class MemoryProbe:
         stats.end_rss_bytes = now["rss"]
         stats.anon_rss_bytes = now["anon"]
         stats.file_rss_bytes = now["file"]
-        device = self._device_memory()
-        if device is not None:
-            stats.device_bytes_in_use, peak = device
-            stats.device_peak_bytes_in_use = max(stats.device_peak_bytes_in_use or 0, peak)
+        device_memory.record(stats, self._device_memory())
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

@@ -29,17 +29,21 @@ from typing import Any
 
 from bench.child.capture import tracking
 from bench.child.probe import MemoryProbe
+from bench.child.traffic import DeviceTraffic
+from bench.child.traffic import expected as traffic_expected
 from bench.errors import BenchError
 from bench.records.wire import (
     Backend,
     ChildResult,
     ChildTask,
+    Measurement,
     MemrayFiles,
     from_json,
     to_json,
 )
+from loader.errors import DeviceOutOfMemoryError
 from loader.strategies import StrategyInfo
-from loader.vocabulary import CRASHED, ERROR, OK, REFERENCE, WRONG
+from loader.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, REFERENCE, WRONG
 
 
 def init_backend() -> Backend:
@@ -139,8 +143,8 @@ def measure(task: ChildTask) -> ChildResult:
         "{process_index}", str(backend.process_index)
     )
     gc.collect()
-    probe = MemoryProbe()
-    with tracking(capture or None), probe.measure():
+    probe, traffic = MemoryProbe(), DeviceTraffic()
+    with tracking(capture or None), probe.measure(), traffic.watching():
         model, report, timing = _load(task, info, target, probe)
     started = time.perf_counter()
     status, error, checked = _verify(model, info, task, spec, target[1])
@@ -151,24 +155,36 @@ def measure(task: ChildTask) -> ChildResult:
         status=status,
         error=error,
         backend=backend,
-        measurement=dataclasses.replace(
-            probe.result(),
-            inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
-            **timing,
-        ),
+        measurement=dataclasses.replace(_measurement(probe, report, traffic, model), **timing),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,
     )
     return _with_memray_report(result, capture) if capture else result
 
 
+def _measurement(
+    probe: MemoryProbe, report: Any, traffic: DeviceTraffic, model: Any
+) -> Measurement:
+    """The probe's measurements, with what the load reported of itself and what each device
+    received against its shards of the model."""
+    return dataclasses.replace(
+        probe.result(),
+        inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
+        staging_memory=getattr(report, "staging_memory", None),
+        device_received_bytes=traffic.received,
+        device_expected_bytes=traffic_expected(model) if traffic.received else {},
+    )
+
+
 def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
-    """`budget=` for a strategy whose `load` takes one (`bench run --budget`), else nothing."""
-    if task.budget_bytes is None:
+    """`budget=` (`bench run --budget`) and `staging=` (`--staging`) for a strategy whose `load`
+    takes them, else nothing."""
+    asked: dict[str, Any] = {"budget": task.budget_bytes, "staging": task.staging}
+    asked = {k: v for k, v in asked.items() if v is not None}
+    if not asked:
         return {}
     params = inspect.signature(importlib.import_module(info.module).load).parameters
-    takes = "budget" in params
-    return {"budget": task.budget_bytes} if takes else {}
+    return {k: v for k, v in asked.items() if k in params}
 
 
 def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:
@@ -183,6 +199,8 @@ def run(task: ChildTask) -> ChildResult:
     """`measure`, with any exception turned into a "crashed" result naming it."""
     try:
         return measure(task)
+    except DeviceOutOfMemoryError as exc:  # one line: the tensor, the device, its free memory
+        return ChildResult(OOM, str(exc), oom_kind=DEVICE)
     except Exception as exc:  # noqa: BLE001 - every failure must become a result row
         tail = "".join(traceback.format_exception(exc)[-8:]).strip()
         return ChildResult(CRASHED, f"{type(exc).__name__}: {exc}\n{tail}"[-4000:])

@@ -132,6 +132,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         model=args.model,
         compile=args.compile,
         compile_cache=args.compile_cache,
+        staging=True if args.staging else None,
         argv=["loadbench", *args.argv],
     )
 
@@ -217,6 +218,12 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         "(pipelined; default there 256MiB), e.g. 256MiB",
     )
     _add_run_model(p)
+    p.add_argument(
+        "--staging",
+        action="store_true",
+        help="pipelined: read through a bounded ring of host staging buffers onto the devices "
+        "(what it does on a GPU/TPU; forced here on the CPU backend)",
+    )
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
         "--processes",

@@ -115,6 +115,15 @@ class PhaseRecord:
     load_s: float | None = None  # `--compile`: wall time until the load returned
     ready_s: float | None = None  # `--compile`: wall time until loaded and forward compiled
     compile_cache: str | None = None  # `--compile-cache`: "hit" | "miss" (None: no cache)
+    # -- per device (str(device) keys; empty where the backend reports nothing) --
+    phase_device_bytes_in_use_by_device: dict[str, int] = field(default_factory=dict)
+    phase_device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
+    device_peak_bytes: int | None = None  # whole run: the highest device's allocator peak
+    device_received_bytes: dict[str, int] = field(default_factory=dict)  # via jax.device_put
+    device_expected_bytes: dict[str, int] = field(default_factory=dict)  # its shards of the model
+    device_overreceived: list[str] = field(default_factory=list)  # received > expected: a copy
+    staging_memory: str | None = None  # pipelined staged: "pinned_host" | "pageable"
+    oom_kind: str | None = None  # status "oom": "device" (a device ran out), else the host's
 
 
 @dataclass(frozen=True)

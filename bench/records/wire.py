@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bench.errors import ChildResultError
-from loader.vocabulary import CRASHED, ERROR, OK, WRONG
+from loader.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
 CHILD_RESULT_VERSION = 4  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile
 VERSION_KEY = "child_result_version"
-CHILD_STATUSES = (OK, WRONG, CRASHED, ERROR)  # what a child says of itself; the runner: the rest
+CHILD_STATUSES = (OK, WRONG, CRASHED, ERROR, OOM)  # what a child says of itself (oom: device)
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class ChildTask:
     model: str = "spec"  # bench.vocabulary.MODELS: what model the checkpoint is loaded into
     compile: bool = False  # lower and compile the port's forward (phase `compile`)
     compile_cache: str | None = None  # JAX's persistent compilation cache folder
+    staging: bool | None = None  # `staging=` (`bench run --staging`), likewise
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class PhaseMeasure:
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     device_peak_bytes_in_use: int | None = None
+    device_bytes_in_use_by_device: dict[str, int] = field(default_factory=dict)
+    device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
     overlaps: tuple[
         str, ...
     ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
@@ -97,6 +100,9 @@ class Measurement:
     load_s: float | None = None  # with a compile: until the load returned
     ready_s: float | None = None  # with a compile: until loaded and compiled
     compile_cache: str | None = None  # "hit" | "miss" with a persistent cache
+    staging_memory: str | None = None  # a staged load's host staging memory (LoadReport)
+    device_received_bytes: dict[str, int] = field(default_factory=dict)  # bench.child.traffic
+    device_expected_bytes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,7 @@ class ChildResult:
     tensors_verified: int = 0
     verify_s: float = 0.0
     memray: MemrayFiles | None = None
+    oom_kind: str | None = None  # status "oom" said by the child itself: "device"
 
     def __post_init__(self) -> None:
         if self.status not in CHILD_STATUSES:

@@ -50,6 +50,7 @@ class RunConfig:
     memory_budget_bytes: int | None = None
     model_dtype: str | None = None  # build the model in this dtype (the checkpoint keeps its own)
     load_budget_bytes: int | None = None  # `--budget`: passed to strategies that take `budget=`
+    staging: bool | None = None  # `--staging`: `staging=True` for strategies that take it
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)

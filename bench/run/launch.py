@@ -85,6 +85,7 @@ def task_argvs(task: Task, work: Path) -> Group:
         model=task.model,
         compile=task.compile,
         compile_cache=task.compile_cache,
+        staging=task.staging,
     )
     task_file = work / f"{tag}.task.json"
     argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)

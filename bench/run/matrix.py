@@ -119,6 +119,7 @@ class Task:
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
     budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
+    staging: bool | None = None  # `staging=` for strategies that take it (`--staging`)
     cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
     model: str = "spec"  # bench.vocabulary.MODELS
     compile: bool = False  # also lower and compile the port's forward
@@ -202,6 +203,7 @@ def plan(
             model=config.model,
             compile=config.compile,
             compile_cache=config.compile_cache,
+            staging=config.staging,
         )
         if (reason := _skip_reason(task, known, config, budget)) is not None:
             skipped.append((task, reason))

@@ -129,7 +129,26 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         load_s=measured.load_s,  # `--compile`'s figures, on every row of the result
         ready_s=measured.ready_s,
         compile_cache=measured.compile_cache,
+        **device_fields(measured, phase),
     )
+
+
+def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
+    """The per-device row fields: memory at the phase end, the run's device peak, the bytes each
+    device received against its shards (and which received more), the staging memory."""
+    peaks = measured.total.device_peak_bytes_by_device
+    received, expected = measured.device_received_bytes, measured.device_expected_bytes
+    return {
+        "phase_device_bytes_in_use_by_device": dict(phase.device_bytes_in_use_by_device),
+        "phase_device_peak_bytes_by_device": dict(phase.device_peak_bytes_by_device),
+        "device_peak_bytes": max(peaks.values())
+        if peaks
+        else measured.total.device_peak_bytes_in_use,
+        "device_received_bytes": dict(received),
+        "device_expected_bytes": dict(expected),
+        "device_overreceived": sorted(d for d, n in received.items() if n > expected.get(d, 0)),
+        "staging_memory": measured.staging_memory,
+    }
 
 
 def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
@@ -141,7 +160,8 @@ def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Pha
     """The rows of one process: every phase and `total`, or one failed `total` row."""
     measured = outcome.result.measurement if outcome.result else None
     if outcome.status not in MEASURED or measured is None:
-        return [failed_row(ctx, outcome.status, outcome.error, index)]
+        kind = outcome.result.oom_kind if outcome.result else None  # "device": a device OOM
+        return [replace(failed_row(ctx, outcome.status, outcome.error, index), oom_kind=kind)]
     row = failed_row(ctx, outcome.status, outcome.error, index)
     return [_measured_row(row, measured, p) for p in [*measured.phases, measured.total]]
 

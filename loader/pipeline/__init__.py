@@ -9,7 +9,10 @@ Modules: `budget` (the bound), `memory` (aligned, prefaulted buffers), `cast` (b
 casts that release the GIL), `regions` (a tensor's index region into a buffer, in chunks), `views`
 (a declared key_map transform's strided view into a buffer, in chunks), `jobs`
 (per-leaf destinations and parts), `speculation` (reads made while the model is built), `order`
-(file order, files in turn), `engine` (the threads, start / fill / close).
+(file order, files in turn), `engine` (the threads, start / fill / close); for a backend that
+does not adopt host buffers (or `staging=True`): `staging` (the bounded ring of host staging
+buffers, pinned or pageable), `staged` (per-device regions in chunks through it), `ring_size`
+(how the budget is split, and its minimum).
 """
 
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget

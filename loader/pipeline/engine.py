@@ -13,7 +13,10 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
    dtype) or through a reused per-thread scratch buffer cast chunk by chunk
    (`loader.pipeline.regions`); a leaf with a declared transform (`loader.Transpose`, `Reshape`,
    `Slice`) is read through its strided view of the file tensor (`loader.pipeline.views`). The
-   main thread places and assigns each leaf as soon as its parts are done.
+   main thread places and assigns each leaf as soon as its parts are done. Staged (a backend that
+   does not adopt host buffers, or `staging=True`): nothing is read speculatively; each adoptable
+   leaf is a `loader.pipeline.staged` job whose chunks go through the staging ring straight onto
+   their devices.
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 An exception in a reader thread stops the load: it is raised on the main thread as
@@ -50,10 +53,11 @@ from loader.pipeline.jobs import (
 from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.order import file_order, part_order
 from loader.pipeline.regions import FileBytes, MemoryBytes, fill_region
+from loader.pipeline.ring_size import scratch_bytes
 from loader.pipeline.speculation import Speculation
+from loader.pipeline.staged import STAGED, make_stager
+from loader.pipeline.staging import Transfer
 from loader.plan import LoadPlan, Step
-
-MAX_SCRATCH_BYTES = 8 << 20
 
 
 def default_threads() -> int:
@@ -79,10 +83,19 @@ class Pipeline:
         budget: bound on host bytes in flight beyond the model's own (default 256 MiB).
         strict: read nothing before `fill` (the plan check has passed by then).
         threads: reader threads (default: 2-4, by CPU count).
+        staging: read through a ring of host staging buffers onto the devices
+            (`loader.pipeline.staged`); None: when the backend does not adopt host buffers.
+        transfer: the staged host -> device copy (default: `loader.pipeline.staging`'s own).
     """
 
     def __init__(
-        self, *, budget: int | None = None, strict: bool = False, threads: int | None = None
+        self,
+        *,
+        budget: int | None = None,
+        strict: bool = False,
+        threads: int | None = None,
+        staging: bool | None = None,
+        transfer: Transfer | None = None,
     ) -> None:
         self.threads = threads or default_threads()
         limit = DEFAULT_BUDGET_BYTES if budget is None else int(budget)
@@ -90,8 +103,12 @@ class Pipeline:
             raise CheckpointError(
                 f"budget of {limit} bytes is too small; give at least {8192 * self.threads}"
             )
-        self.scratch_bytes = min(MAX_SCRATCH_BYTES, limit // (4 * self.threads)) // 64 * 64
-        self.budget = ByteBudget(limit, reserved_bytes=self.scratch_bytes * self.threads)
+        self.scratch_bytes = scratch_bytes(limit, self.threads)
+        self._stager = make_stager(staging, limit, self.threads, transfer)
+        reserved = self.scratch_bytes * self.threads + (
+            self._stager.ring.nbytes if self._stager else 0
+        )
+        self.budget = ByteBudget(limit, reserved_bytes=reserved)
         self.strict = strict
         self.stats = PipelineStats(budget_bytes=limit, threads=self.threads)
         self._lock = threading.Lock()
@@ -114,6 +131,8 @@ class Pipeline:
             with contextlib.suppress(OSError, AttributeError):
                 os.posix_fadvise(self._fds[str(f)], 0, 0, os.POSIX_FADV_WILLNEED)
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
+        if self._stager is not None:  # staged: nothing read before the plan (and its sharding
+            order = []  # check): the ring, not whole tensors, holds the host bytes
         self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
@@ -149,6 +168,9 @@ class Pipeline:
 
     def _read_part(self, part: Part, scratch: np.ndarray) -> None:
         job = part.job
+        if job.kind == STAGED and self._stager is not None:  # a chunk through the staging ring
+            cast = np.dtype(job.step.leaf.dtype) != job.info.np_dtype
+            return self._part_done(job, self._stager.read(part, scratch), cast)  # type: ignore[arg-type]
         if job.acquire_bytes:
             self.budget.acquire(job.acquire_bytes)
             with self._lock:
@@ -158,12 +180,15 @@ class Pipeline:
             dest = read_view_part(part, scratch)
         else:
             dest = self._read_rows(part, scratch)
-        dt = time.perf_counter() - t0
+        self._part_done(job, time.perf_counter() - t0, dest.dtype != job.info.np_dtype)
+
+    def _part_done(self, job: LeafJob, dt: float, cast: bool) -> None:
+        """Count a part's time as a read or a cast; the job goes to the main thread when done."""
         with self._lock:
-            if dest.dtype == job.info.np_dtype:
-                self.stats.read_s += dt
-            else:
+            if cast:
                 self.stats.cast_s += dt
+            else:
+                self.stats.read_s += dt
             job.pending -= 1
             last = job.pending == 0
         if last:
@@ -217,6 +242,8 @@ class Pipeline:
         filled = bool(spec and spec.filled)
         data = MemoryBytes(spec.buffer) if spec and spec.filled else self._file_bytes(info)
         view = job_view(step, info)
+        if self._stager is not None and view is None and is_adoptable(step, view):
+            return self._stager.job(step, info, data, where)
         if is_adoptable(step, view):
             pieces, reused = adopt_pieces(step, None if view else buffer)
             job = LeafJob(step, info, "adopt", data, pieces, source_file=where, view=view)
@@ -234,7 +261,10 @@ class Pipeline:
 
     def _finish(self, job: LeafJob, plan: LoadPlan) -> float:
         t0 = time.perf_counter()
-        finish(job, plan)
+        if job.kind == STAGED and self._stager is not None:
+            self._stager.finish(job, plan)  # type: ignore[arg-type]  # a StagedJob
+        else:
+            finish(job, plan)
         job.pieces.clear()
         job.source = None
         if job.counted_bytes:
@@ -244,6 +274,9 @@ class Pipeline:
     def _report_times(self, plan: LoadPlan, probe: Probe, placed_s: float) -> None:
         self.stats.inflight_peak_bytes = self.budget.high_water_bytes
         plan.report.inflight_peak_bytes = self.stats.inflight_peak_bytes
+        if self._stager is not None:
+            self._stager.report(plan.report)
+            placed_s += self._stager.transfer_s
         probe.add_time(READ, self.stats.read_s)
         probe.add_time(CAST, self.stats.cast_s)
         probe.add_time(TRANSFER, placed_s)
@@ -261,6 +294,8 @@ class Pipeline:
             t.join()
         self._workers.clear()
         self.stats.inflight_peak_bytes = self.budget.high_water_bytes
+        if self._stager is not None:
+            self._stager.ring.drain()
         if self._spec is not None:
             self.stats.speculative_bytes = self._spec.bytes
             self._spec.clear()

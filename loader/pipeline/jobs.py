@@ -95,7 +95,9 @@ def region_shape(region: Region) -> tuple[int, ...]:
 
 
 def split_parts(job: LeafJob) -> list[Part]:
-    """Each piece cut along axis 0 into parts of about `PART_BYTES`."""
+    """Each piece cut along axis 0 into parts of about `PART_BYTES` (a staged job: its chunks)."""
+    if job.kind == "staged":  # loader.pipeline.staged.StagedJob
+        return job.staged_parts()  # type: ignore[attr-defined,no-any-return]
     parts = []
     part_bytes = PART_BYTES if job.kind == "adopt" else float("inf")  # a staging job: one part
     for piece in job.pieces:

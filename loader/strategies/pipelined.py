@@ -8,6 +8,11 @@ before the plan check passes: during the build the threads only allocate and pre
 Host bytes in flight beyond the model's own stay within `budget` (default
 `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); the high-water mark is reported in
 `LoadReport.inflight_peak_bytes`.
+
+On a backend that does not adopt host buffers (a GPU, a TPU) the reads go through a bounded ring
+of host staging buffers straight onto each device's region (`loader.pipeline.staged`), so host
+memory stays within the budget while the model lands on the devices; `staging=True` forces that
+path on the CPU backend (where it is tested), `staging=False` keeps the adopting path.
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ def load(
     strict: bool = False,
     key_map: KeyMap | None = None,
     budget: int | None = None,
+    staging: bool | None = None,
     **options: Any,
 ) -> tuple[Any, LoadReport]:
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
 
     Args:
         budget: bound in bytes on host memory in flight beyond the model's own (default 256 MiB).
+        staging: stage through host buffers onto the devices (None: where the backend does not
+            adopt host buffers).
     """
-    recipe = Recipe(lambda: Pipeline(budget=budget, strict=strict))
+    recipe = Recipe(lambda: Pipeline(budget=budget, strict=strict, staging=staging))
     return run_load(recipe, target, path, probe, strict=strict, key_map=key_map)

@@ -1,0 +1,41 @@
+"""The summary's device columns: the device allocator's peak beside the host's, and the flag of a
+device that received more than its shards (`bench.child.traffic`: a transient full copy)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.records.results import headline
+from bench.units import format_bytes
+from loader.vocabulary import OK, TOTAL
+
+
+def device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per configuration: the median device peak, whether any repeat sent a device more than its
+    shards (`device_overreceived`: a transient copy), and the staging memory."""
+    ok = headline(phases)
+    ok = ok[(ok["phase"] == TOTAL) & (ok["status"] == OK)]
+    over = ok["device_overreceived"].map(lambda v: v is not None and len(v) > 0)
+    frame = ok[keys].assign(
+        device_peak_bytes=pd.to_numeric(ok["device_peak_bytes"]),
+        device_overreceived=over,
+        staging_memory=ok["staging_memory"] if "staging_memory" in ok else None,
+    )
+    return frame.groupby(keys, sort=False, dropna=False).agg(
+        device_peak_bytes=("device_peak_bytes", "median"),
+        device_overreceived=("device_overreceived", "any"),
+        staging_memory=("staging_memory", "first"),
+    )
+
+
+def device_peak(row: pd.Series) -> str:
+    """The device allocator's peak (GPU/TPU; '-' on CPU), '+copy' if a device got more than its
+    shards."""
+    peak, copied = _value(row, "device_peak_bytes"), _value(row, "device_overreceived")
+    flag = " +copy" if copied else ""
+    return (format_bytes(float(peak)) if isinstance(peak, int | float) else "-") + flag
+
+
+def _value(row: pd.Series, key: str) -> object:
+    value = row.get(key)
+    return None if value is None or pd.isna(value) else value

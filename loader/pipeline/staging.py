@@ -1,0 +1,207 @@
+"""A bounded ring of host staging buffers, for a backend that does not adopt host memory.
+
+On a GPU or TPU a `jax.device_put` copies host bytes into device memory, so a host buffer is only
+a staging copy: it must live until its transfer has completed, and no longer. The ring holds a
+fixed number of equal slots, allocated once (their bytes are the budget's, reserved up front); a
+reader takes a slot, fills it with one chunk, starts the transfer and hands the slot back with the
+transfer. The slot is given out again only once that transfer `is_ready()` (or after
+`block_until_ready()`, when every slot is in flight): a reused slot never changes bytes a transfer
+is still reading.
+
+Memory: the slots are `pinned_host` (page-locked; jax's memory kind) where the backend offers it
+and the transfer from it works, pageable otherwise; `memory_kind` says which. On the CPU backend
+(staging forced with `staging=True`) they are pageable and the transfer copies (the CPU backend
+would otherwise adopt the slot as the array, see `transfer`).
+
+`backend_adopts_host_buffers()` says whether staging is needed: the CPU backend adopts aligned
+host buffers (a destination buffer is then the model's own memory), others do not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from loader.pipeline.memory import aligned
+
+PINNED, PAGEABLE = "pinned_host", "pageable"
+#: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and
+#: `block_until_ready`). Tests pass a fake that completes late.
+Transfer = Callable[[np.ndarray, object], object]
+
+
+def backend_adopts_host_buffers() -> bool:
+    """True on the CPU backend, whose device arrays may alias host buffers (no staging needed)."""
+    return jax.default_backend() == "cpu"
+
+
+def offers_pinned_host(device: object) -> bool:
+    """Whether `device` has a `pinned_host` memory to stage through (never on the CPU backend,
+    whose `pinned_host` is its own memory: nothing to pin)."""
+    if getattr(device, "platform", "cpu") == "cpu":
+        return False
+    try:
+        return any(m.kind == PINNED for m in device.addressable_memories())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - an older backend without memories: pageable
+        return False
+
+
+def pageable_transfer(chunk: np.ndarray, device: object) -> object:
+    """Copy `chunk` to `device` (asynchronous on an accelerator). On the CPU backend, which would
+    adopt the slot itself (even with `may_alias=False`), the chunk is copied into a fresh aligned
+    buffer that the device adopts: one copy, as an accelerator's transfer makes, and nothing for
+    XLA to compile."""
+    if getattr(device, "platform", "") == "cpu":
+        copy = aligned(chunk.shape, chunk.dtype)
+        np.copyto(copy, chunk)
+        return jax.device_put(copy, device)
+    return jax.device_put(chunk, device)
+
+
+def pinned_transfer(chunk: np.ndarray, device: object) -> object:
+    """Through the device's `pinned_host` memory: page-locked, so the copy to the device is DMA."""
+    from jax.sharding import SingleDeviceSharding
+
+    pinned = jax.device_put(chunk, SingleDeviceSharding(device, memory_kind=PINNED))
+    return jax.device_put(pinned, device)
+
+
+@dataclass
+class Slot:
+    """One staging buffer of the ring."""
+
+    index: int
+    raw: np.ndarray  # uint8, `slot_bytes` long
+    transfer: object | None = None  # the transfer reading it, until it has completed
+
+    def view(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return self.raw[:n].view(dtype).reshape(shape)
+
+
+class StagingRing:
+    """`slots` host buffers of `slot_bytes` each; `take()` blocks until one is free.
+
+    Attributes:
+        high_water_slots: most slots out at once (taken, or in flight), never above `slots`.
+    """
+
+    def __init__(self, slots: int, slot_bytes: int, memory_kind: str = PAGEABLE) -> None:
+        self.slot_bytes = int(slot_bytes)
+        self.memory_kind = memory_kind
+        self._all = [Slot(i, aligned((self.slot_bytes,), np.dtype(np.uint8))) for i in range(slots)]
+        self._free: deque[Slot] = deque(self._all)
+        self._flight: deque[Slot] = deque()  # oldest first
+        self._cond = threading.Condition()
+        self._out = 0
+        self.high_water_slots = 0
+
+    @property
+    def slots(self) -> int:
+        return len(self._all)
+
+    @property
+    def nbytes(self) -> int:
+        return self.slots * self.slot_bytes
+
+    def take(self) -> Slot:
+        """A slot no transfer is reading: a free one, else the oldest in flight once it is done."""
+        while True:
+            with self._cond:
+                self._reap()
+                if self._free:
+                    return self._hand_out(self._free.popleft())
+                if not self._flight:  # every slot is being filled by other readers
+                    self._cond.wait(0.05)
+                    continue
+                slot = self._flight.popleft()
+                self._out -= 1  # it is handed out again below, once its transfer is done
+            _wait(slot.transfer)  # outside the lock: other readers may reap meanwhile
+            with self._cond:
+                slot.transfer = None
+                return self._hand_out(slot)
+
+    def _hand_out(self, slot: Slot) -> Slot:
+        self._out += 1
+        self.high_water_slots = max(self.high_water_slots, self._out)
+        return slot
+
+    def _reap(self) -> None:
+        """Slots whose transfers have completed go back to the free list (lock held)."""
+        for slot in [s for s in self._flight if _ready(s.transfer)]:
+            self._flight.remove(slot)
+            slot.transfer = None
+            self._free.append(slot)
+            self._out -= 1
+
+    def give_back(self, slot: Slot, transfer: object | None) -> None:
+        """Return `slot`; with `transfer`, it is reused only once that transfer has completed."""
+        with self._cond:
+            if transfer is None:
+                self._free.append(slot)
+                self._out -= 1
+            else:
+                slot.transfer = transfer
+                self._flight.append(slot)
+            self._cond.notify_all()
+
+    def drain(self) -> None:
+        """Wait for every transfer still reading a slot."""
+        with self._cond:
+            flight = list(self._flight)
+        for slot in flight:
+            _wait(slot.transfer)
+        with self._cond:
+            self._reap()
+
+
+def _ready(transfer: object) -> bool:
+    is_ready = getattr(transfer, "is_ready", None)
+    return bool(is_ready()) if is_ready is not None else True
+
+
+def _wait(transfer: object) -> None:
+    block = getattr(transfer, "block_until_ready", None)
+    if block is not None:
+        block()
+
+
+class PinnedTransfer:
+    """`pinned_transfer`, falling back for good to `pageable_transfer` (and recording it in the
+    ring) the first time the backend refuses the pinned route for a reason other than memory."""
+
+    def __init__(self, ring: StagingRing) -> None:
+        self.ring = ring
+
+    def __call__(self, chunk: np.ndarray, device: object) -> object:
+        if self.ring.memory_kind == PINNED:
+            try:
+                return pinned_transfer(chunk, device)
+            except Exception as exc:
+                if "RESOURCE_EXHAUSTED" in str(exc):
+                    raise
+                self.ring.memory_kind = PAGEABLE
+        return pageable_transfer(chunk, device)
+
+
+def staging_for(staging: bool | None) -> bool:
+    """Whether a load stages: as asked, or (None) when the backend does not adopt host buffers."""
+    return (not backend_adopts_host_buffers()) if staging is None else bool(staging)
+
+
+def staging_ring(
+    layout: tuple[int, int], transfer: Transfer | None
+) -> tuple[StagingRing, Transfer]:
+    """The ring of `layout` (slots, slot bytes) and the transfer to use with it: `transfer` as
+    given (pageable slots), else pinned where the first local device offers it."""
+    slots, slot_bytes = layout
+    pinned = transfer is None and offers_pinned_host(jax.local_devices()[0])
+    ring = StagingRing(slots, slot_bytes, PINNED if pinned else PAGEABLE)
+    if transfer is None:
+        transfer = PinnedTransfer(ring) if pinned else pageable_transfer
+    return ring, transfer
