@@ -29,6 +29,8 @@ def load_model(
     strategy: str | None = None,
     budget: int | None = None,
     staging: bool | None = None,
+    threads: int | None = None,
+    cache_policy: str | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
@@ -44,6 +46,10 @@ def load_model(
         budget: host bytes in flight beyond the model's own, for a strategy that bounds them
             (`pipelined`: `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others ignore it.
         staging: `pipelined`'s host staging ring onto the devices: True, False or None (by backend).
+        threads: `pipelined`'s reader threads (default: one per usable CPU when the file is cached,
+            twice that from disk; `loader.pipeline.threads`).
+        cache_policy: `pipelined`'s `"keep"` (default) or `"dontneed"` (drop the file's pages from
+            the page cache behind the readers, so a cold load leaves RAM to the model).
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -52,7 +58,7 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options = _options(budget=budget, staging=staging)
+    options = _options(budget=budget, staging=staging, threads=threads, cache_policy=cache_policy)
     model, report = info.load(target, path, strict=strict, key_map=key_map, **options)
     if report is None:  # a REFERENCE strategy (`floor`): it reads bytes and loads no model
         raise StrategyError(

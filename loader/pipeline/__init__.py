@@ -12,7 +12,9 @@ casts that release the GIL), `regions` (a tensor's index region into a buffer, i
 (file order, files in turn), `engine` (the threads, start / fill / close); for a backend that
 does not adopt host buffers (or `staging=True`): `staging` (the bounded ring of host staging
 buffers, pinned or pageable), `staged` (per-device regions in chunks through it), `ring_size`
-(how the budget is split, and its minimum).
+(how the budget is split, and its minimum); `coalesce` (runs of small adjacent tensors read at
+once into one arena, as views the device adopts), `threads` (reader threads from the usable CPUs
+and the page cache; `threads=`), `options` (`cache_policy=`, the stats record, the reader error).
 """
 
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget

@@ -23,7 +23,7 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.pipeline.memory import aligned, prefault
-from loader.pipeline.regions import Bytes, Region, full_region, normalize
+from loader.pipeline.regions import Bytes, Region, fill_region, full_region, normalize
 from loader.pipeline.views import fill_view, outer_axis
 from loader.plan import LoadPlan, Step
 from loader.transforms import Chain, View
@@ -163,3 +163,17 @@ def adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], bool
 def stage_piece(info: TensorInfo, spec: np.ndarray | None) -> Piece:
     dest = spec if spec is not None else aligned(info.shape, info.np_dtype)
     return Piece(None, full_region(info.shape), dest.reshape(info.shape))
+
+
+def read_rows(part: Part, scratch: np.ndarray) -> np.ndarray:
+    """Read one part of a plain job (some rows of one piece) into its destination."""
+    job, piece = part.job, part.piece
+    rows0 = piece.region[0].start if piece.region else 0
+    dest = (
+        piece.dest[part.rows.start - rows0 : part.rows.stop - rows0] if piece.region else piece.dest
+    )
+    prefault(dest)
+    region = (part.rows, *piece.region[1:]) if piece.region else ()
+    assert job.source is not None, f"{job.where}: read after the job was finished"
+    fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
+    return dest

@@ -146,16 +146,16 @@ def test_truncated_file_names_the_tensor_and_leaves_no_thread(ckpt, tmp_path):
 
 
 def test_an_exception_in_a_reader_thread_surfaces_naming_the_tensor(ckpt, monkeypatch):
-    from loader.pipeline import engine
+    from loader.pipeline import jobs
 
-    real = engine.fill_region
+    real = jobs.fill_region
 
     def failing(src, shape, dtype, region, dst, scratch, offset=0):
         if tuple(shape) == (3, 40000):
             raise RuntimeError("disk on fire")
         return real(src, shape, dtype, region, dst, scratch, offset)
 
-    monkeypatch.setattr(engine, "fill_region", failing)
+    monkeypatch.setattr(jobs, "fill_region", failing)
     with pytest.raises(loader.CheckpointError, match=r"tensor 'wide\.weight'.*disk on fire"):
         pipelined(shapes.model_builder(SPEC, dtype="bfloat16"), ckpt, budget=SMALL_BUDGET)
     assert reader_threads() == []
