@@ -105,6 +105,7 @@ def test_own_checkpoint_loads_bit_exact_and_nothing_is_written_beside_it(
     row = totals.iloc[0]
     assert row.status == "ok", row.error
     assert row.cache == "cold" and row.resident_fraction < 0.5
+    assert row.pagecache_growth_bytes > 0  # the load read it back through the page cache
     assert row.shapes == str(path.resolve())
     assert list((tmp_path / "lbcache" / "digests").glob("*.json"))
 
