@@ -177,9 +177,14 @@ def _measurement(
 
 
 def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
-    """`budget=` (`bench run --budget`) and `staging=` (`--staging`) for a strategy whose `load`
-    takes them, else nothing."""
-    asked: dict[str, Any] = {"budget": task.budget_bytes, "staging": task.staging}
+    """`budget=` (`bench run --budget`), `staging=` (`--staging`), `threads=` (`--threads`) and
+    `cache_policy=` (`--cache-policy`) for a strategy whose `load` takes them, else nothing."""
+    asked: dict[str, Any] = {
+        "budget": task.budget_bytes,
+        "staging": task.staging,
+        "threads": task.threads,
+        "cache_policy": task.cache_policy,
+    }
     asked = {k: v for k, v in asked.items() if v is not None}
     if not asked:
         return {}

@@ -75,6 +75,8 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
+        threads=task.threads,
+        cache_policy=task.cache_policy,
     )
 
 
