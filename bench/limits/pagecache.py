@@ -144,11 +144,11 @@ def warm(paths: Iterable[str | os.PathLike], block: int = 8 << 20) -> float | No
 def with_growth(outcome: CacheOutcome, paths: Iterable[str | os.PathLike]) -> CacheOutcome:
     """`outcome` with the growth of the files' cached bytes over the child's run (mincore after,
     less before, times the files' size; page-granular); unchanged where either is unknown."""
-    paths = [Path(p) for p in paths]
-    after = resident_fraction(paths)
+    files = [Path(p) for p in paths]
+    after = resident_fraction(files)
     if outcome.resident_fraction is None or after is None:
         return outcome
-    size = sum(p.stat().st_size for p in paths)
+    size = sum(f.stat().st_size for f in files)
     return replace(outcome, growth_bytes=round((after - outcome.resident_fraction) * size))
 
 
