@@ -35,8 +35,6 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.format.source import CheckpointSource
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
-from loader.pipeline.coalesce import Run, coalesce, read_run
 from loader.pipeline.jobs import (
     LeafJob,
     Part,
@@ -52,21 +50,23 @@ from loader.pipeline.jobs import (
 from loader.pipeline.memory import aligned
 from loader.pipeline.options import (
     CACHE_POLICIES,
+    DEFAULT_BUDGET_BYTES,
     DONTNEED,
+    ByteBudget,
     PipelineStats,
     check_budget,
     check_options,
     close_files,
+    file_threads,
     open_files,
     reader_error,
 )
-from loader.pipeline.order import file_order, part_order
+from loader.pipeline.order import Run, coalesce, file_order, part_order, read_run
 from loader.pipeline.regions import FileBytes, MemoryBytes
 from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, scratch_bytes
 from loader.pipeline.speculation import Speculation
 from loader.pipeline.staged import STAGED, make_stager
 from loader.pipeline.staging import Transfer
-from loader.pipeline.threads import file_threads
 from loader.plan import LoadPlan, Step
 
 __all__ = ["CACHE_POLICIES", "MAX_SCRATCH_BYTES", "Pipeline", "PipelineStats"]
@@ -78,7 +78,7 @@ class Pipeline:
     Args:
         budget: bound on host bytes in flight beyond the model's own (default 256 MiB).
         strict: read nothing before `fill` (the plan check has passed by then).
-        threads: reader threads (default: by usable CPUs and page cache, `loader.pipeline.threads`).
+        threads: reader threads (default: by usable CPUs and page cache, `loader.pipeline.options`).
         cache_policy: `"keep"` (default) or `"dontneed"` (`loader.pipeline.options`).
         staging: read through a ring of host staging buffers onto the devices
             (`loader.pipeline.staged`); None: when the backend does not adopt host buffers.
@@ -171,7 +171,7 @@ class Pipeline:
         return FileBytes(self._fds[f], start, where=f"{f}: tensor {info.name!r}", drop=drop)
 
     def _read_part(self, part: Part | Run, scratch: np.ndarray) -> None:
-        if isinstance(part, Run):  # small adjacent tensors in one read (`loader.pipeline.coalesce`)
+        if isinstance(part, Run):  # small adjacent tensors in one read (`loader.pipeline.order`)
             dt = read_run(part, drop=self.cache_policy == DONTNEED)
             return self._parts_done(part.jobs, dt, cast=False)
         job = part.job

@@ -18,8 +18,8 @@ import shapes
 from loader import strategies
 from loader.format.source import CheckpointSource
 from loader.leaves import iter_variables
-from loader.pipeline import engine, threads
-from loader.pipeline.coalesce import ALIGN
+from loader.pipeline import engine, options
+from loader.pipeline.order import ALIGN
 
 N_SMALL = 40
 SPEC = shapes.ShapeSpec(
@@ -79,7 +79,7 @@ def evicted(path) -> bool:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return (threads.cached_fraction([fd]) or 0.0) < 0.05
+        return (options.cached_fraction([fd]) or 0.0) < 0.05
     finally:
         os.close(fd)
 
@@ -87,7 +87,7 @@ def evicted(path) -> bool:
 def cached(path) -> float:
     fd = os.open(path, os.O_RDONLY)
     try:
-        return threads.cached_fraction([fd]) or 0.0
+        return options.cached_fraction([fd]) or 0.0
     finally:
         os.close(fd)
 
@@ -145,7 +145,7 @@ def test_a_run_cut_short_names_the_tensor_it_stops_in_and_leaves_no_thread(ckpt,
     [(1, False, 1), (0.5, False, 1), (2, False, 2), (64, False, 8), (1, True, 2), (2, True, 4)],
 )
 def test_reader_threads_follow_the_cpus_and_the_cache(cpus, cold, want):
-    assert threads.reader_threads(cpus, cold=cold) == want
+    assert options.reader_threads(cpus, cold=cold) == want
 
 
 def test_the_cgroup_quota_caps_the_usable_cpus(tmp_path):
@@ -154,26 +154,23 @@ def test_the_cgroup_quota_caps_the_usable_cpus(tmp_path):
     self_cgroup.write_text("0::/a/b\n")
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "cpu.max").write_text("max 100000\n")
-    assert threads.cgroup_cpus(tmp_path, self_cgroup) is None
+    assert options.cgroup_cpus(tmp_path, self_cgroup) is None
     (tmp_path / "a" / "b" / "cpu.max").write_text("150000 100000\n")
-    assert threads.cgroup_cpus(tmp_path, self_cgroup) == 1.5
+    assert options.cgroup_cpus(tmp_path, self_cgroup) == 1.5
     (tmp_path / "a" / "cpu.max").write_text("50000 100000\n")  # a parent's tighter quota
-    assert threads.usable_cpus(tmp_path, self_cgroup) == 0.5
+    assert options.usable_cpus(tmp_path, self_cgroup) == 0.5
     v1 = tmp_path / "cpu,cpuacct" / "job"
     v1.mkdir(parents=True)
     (v1 / "cpu.cfs_quota_us").write_text("100000\n")
     (v1 / "cpu.cfs_period_us").write_text("100000\n")
     self_cgroup.write_text("4:cpu,cpuacct:/job\n")
-    assert threads.cgroup_cpus(tmp_path, self_cgroup) == 1.0
-    assert threads.cgroup_cpus(tmp_path, tmp_path / "absent") is None
+    assert options.cgroup_cpus(tmp_path, self_cgroup) == 1.0
+    assert options.cgroup_cpus(tmp_path, tmp_path / "absent") is None
 
 
 def test_threads_override_and_a_one_cpu_host_gets_one_reader(ckpt, monkeypatch, seen):
     verify(loader.load_model(shapes.model_builder(SPEC), ckpt, threads=3)[0], ckpt)
     assert seen[-1].threads == 3
-    monkeypatch.setattr(threads, "usable_cpus", lambda *a: 1.0)
-    from loader.pipeline import options
-
     monkeypatch.setattr(options, "usable_cpus", lambda *a: 1.0)
     ckpt.read_bytes()  # cached: a warm load, one reader on one CPU
     verify(loader.load_model(shapes.model_builder(SPEC), ckpt)[0], ckpt)
@@ -183,9 +180,6 @@ def test_threads_override_and_a_one_cpu_host_gets_one_reader(ckpt, monkeypatch, 
 def test_a_cold_file_gets_more_readers(ckpt, monkeypatch, seen):
     if not evicted(ckpt):
         pytest.skip("this filesystem keeps the file cached when evicted")
-    monkeypatch.setattr(threads, "usable_cpus", lambda *a: 2.0)
-    from loader.pipeline import options
-
     monkeypatch.setattr(options, "usable_cpus", lambda *a: 2.0)
     verify(pipelined(shapes.model_builder(SPEC), ckpt)[0], ckpt)
     assert seen[-1].threads == 4

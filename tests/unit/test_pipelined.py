@@ -19,8 +19,8 @@ import loader
 import shapes
 from loader import strategies
 from loader.leaves import iter_variables
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.cast import cast_into
+from loader.pipeline.options import ByteBudget
 from loader.sharded.rule import AXIS
 
 SPEC = shapes.ShapeSpec(
