@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.device_summary import device_columns, device_peak
+from bench.analysis.ready_summary import ready_lines
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
@@ -108,12 +109,15 @@ def dtype_label(row: pd.Series) -> str:
     return f"{stored} file → {model} model"
 
 
-def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
-    phases = {
+def _json_phases(row: pd.Series, phase_names: list[str]) -> dict[str, dict[str, float | None]]:
+    return {
         p: {"wall_s": _num(row.get(f"{p}_wall_s")), "peak_ratio": _num(row.get(f"{p}_peak_ratio"))}
         for p in phase_names
         if _num(row.get(f"{p}_wall_s")) is not None
     }
+
+
+def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
     return {
         "strategy": row["strategy"],
         "kind": row["kind"],
@@ -147,7 +151,7 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "staging_memory": _str(row.get("staging_memory")),
         "peak_source": _str(row["peak_source"]),
         "error": _str(row["error"]),
-        "phases": phases,
+        "phases": _json_phases(row, phase_names),
     }
 
 
@@ -275,20 +279,7 @@ def _block(group: pd.DataFrame) -> str:
                 f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
             )
     note = cold_spread_note(group)
-    return "\n".join(lines + _ready_lines(group) + ([note] if note else []))
-
-
-def _ready_lines(group: pd.DataFrame) -> list[str]:
-    """`--compile`: per strategy, when the model was loaded and its forward compiled."""
-    out = []
-    for _, r in group.iterrows():
-        ready, load, comp = (_num(r.get(k)) for k in ("ready_s", "load_s", "compile_wall_s"))
-        if ready is not None and load is not None and comp is not None:
-            out.append(
-                f"  {r['strategy']}: ready in {ready:.2f} s (load {load:.2f} s, compile "
-                f"{comp:.2f} s: {ready / max(load, comp):.2f}x their max, sum {load + comp:.2f} s)"
-            )
-    return out
+    return "\n".join(lines + ready_lines(group) + ([note] if note else []))
 
 
 def tables(results: Results) -> str:
