@@ -60,11 +60,15 @@ class Compile:
         self.port, self.probe, self.cache = port, probe, cache
         self.error: str | None = None
         self.cache_result: str | None = None
+        self.start_rss_bytes: int | None = None  # RSS as the compile began: its own peak is above
         self._thread: threading.Thread | None = None
         self._entered = threading.Event()
 
     def _run(self) -> None:
+        from bench.child.probe import read_status
+
         before = _entries(self.cache)
+        self.start_rss_bytes = read_status()["rss"]
         with self.probe.phase(COMPILE):
             self._entered.set()
             try:

@@ -94,12 +94,9 @@ def _load(
         return model, report, {}
     load_s = time.perf_counter() - t0
     compiling.finish()
-    timing = {"load_s": load_s, "ready_s": time.perf_counter() - t0}
-    return (
-        model,
-        report,
-        timing | {"compile_cache": compiling.cache_result, "error": compiling.error},
-    )
+    timing: dict[str, Any] = {"load_s": load_s, "ready_s": time.perf_counter() - t0}
+    timing |= {"compile_cache": compiling.cache_result, "error": compiling.error}
+    return model, report, timing | {"compile_start_rss_bytes": compiling.start_rss_bytes}
 
 
 def _verify(

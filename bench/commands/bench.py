@@ -10,9 +10,10 @@ import signal
 from pathlib import Path
 
 from bench.commands.common import add_cache, add_json, add_out, add_pipelined, csv
+from bench.commands.model_options import add_model_options, check_model
 from bench.errors import BenchError
 from bench.run.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, RunConfig
-from bench.vocabulary import MODELS, PORT, SPEC, WARM
+from bench.vocabulary import WARM
 from loader.strategies import StrategyInfo
 from loader.vocabulary import FILE, STRATEGY
 
@@ -85,31 +86,13 @@ def _size(text: str | None, flag: str) -> int | None:
     return parse_size(text, what=flag) if text else None
 
 
-def _check_model(args: argparse.Namespace) -> None:
-    """`--model port` only on shape sets with a real architecture; `--compile` only of a port."""
-    from shapes.architectures import port_names
-
-    if args.model != SPEC and args.checkpoint:
-        raise BenchError(f"--model {args.model} needs --shapes (a preset), not --checkpoint")
-    no_port = [s for s in csv(args.shapes or "") if s not in port_names()]
-    if args.model == PORT and no_port:
-        raise BenchError(
-            f"--model port: shape set(s) {', '.join(no_port)} have no real architecture; "
-            f"those that have one: {', '.join(port_names())}"
-        )
-    if args.compile and args.model != PORT:
-        raise BenchError("--compile compiles a real forward: add --model port")
-    if args.compile_cache and not args.compile:
-        raise BenchError("--compile-cache is the compile's cache: add --compile (and --model port)")
-
-
 def run_config(args: argparse.Namespace) -> RunConfig:
     """`bench run`'s options as one `RunConfig` (sizes and speeds parsed, lists split)."""
     if not args.shapes and not args.checkpoint:
         raise BenchError(
             "give --shapes (shape sets) or --checkpoint (your own checkpoint), or both"
         )
-    _check_model(args)
+    check_model(args)
     return RunConfig(
         shapes=csv(args.shapes or ""),
         checkpoints=list(args.checkpoint or []),
@@ -213,7 +196,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         help="build the model in this dtype; the checkpoint keeps its own (or --dtype): "
         "a real cast",
     )
-    _add_run_model(p)
+    add_model_options(p)
     add_pipelined(p)
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
@@ -224,24 +207,6 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     )
     _add_run_limits(p)
     p.set_defaults(func=cmd_run)
-
-
-def _add_run_model(p: argparse.ArgumentParser) -> None:
-    """`bench run`'s options on the model loaded and whether its forward is compiled."""
-    p.add_argument(
-        "--model",
-        choices=MODELS,
-        default=SPEC,
-        help="spec: the file's own layout (default); port: the preset's real architecture "
-        "through its key map; transposed: every 2-D tensor transposed (loader.Transpose)",
-    )
-    p.add_argument(
-        "--compile",
-        action="store_true",
-        help="also lower and compile the port's forward (batch 1 x 128 tokens; ViT 1x224x224x3): "
-        "phase compile, ready_s",
-    )
-    p.add_argument("--compile-cache", help="JAX's persistent compilation cache folder")
 
 
 def _add_run_scenarios(p: argparse.ArgumentParser) -> None:

@@ -118,6 +118,7 @@ class PhaseRecord:
     load_s: float | None = None  # `--compile`: wall time until the load returned
     ready_s: float | None = None  # `--compile`: wall time until loaded and forward compiled
     compile_cache: str | None = None  # `--compile-cache`: "hit" | "miss" (None: no cache)
+    compile_start_rss_bytes: int | None = None  # `--compile`: RSS as the compile began
     # -- per device (str(device) keys; empty where the backend reports nothing) --
     phase_device_bytes_in_use_by_device: dict[str, int] = field(default_factory=dict)
     phase_device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)

@@ -29,7 +29,7 @@ from loader.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 #: Bump when a field of these records changes; a child of another version gives a clear row.
 CHILD_RESULT_VERSION = 4  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile
 VERSION_KEY = "child_result_version"
-CHILD_STATUSES = (OK, WRONG, CRASHED, ERROR, OOM)  # what a child says of itself (oom: device)
+CHILD_STATUSES = (OK, WRONG, CRASHED, OOM, ERROR)  # what a child says (oom: a device's)
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,7 @@ class Measurement:
     load_s: float | None = None  # with a compile: until the load returned
     ready_s: float | None = None  # with a compile: until loaded and compiled
     compile_cache: str | None = None  # "hit" | "miss" with a persistent cache
+    compile_start_rss_bytes: int | None = None  # RSS as the compile began
     staging_memory: str | None = None  # a staged load's host staging memory (LoadReport)
     device_received_bytes: dict[str, int] = field(default_factory=dict)  # bench.child.traffic
     device_expected_bytes: dict[str, int] = field(default_factory=dict)

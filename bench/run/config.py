@@ -64,9 +64,13 @@ class RunConfig:
     cpus: int | None = None  # run each child group inside a cgroup of this many CPUs
     reprobe: bool = False  # `--probe`: probe the machine again, not the cached probe
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
-    model: str = "spec"  # `--model`: bench.vocabulary.MODELS
+    model: str = "spec"  # `--model`: one of bench.vocabulary.MODELS, or several: "spec,port"
     compile: bool = False  # `--compile`: add the `compile` phase (a port's forward)
     compile_cache: str | None = None  # `--compile-cache DIR`: JAX's persistent cache
+
+    def models(self) -> list[str]:
+        """The models each strategy is run with (`--model a,b`: interleaved, in one run)."""
+        return [m.strip() for m in self.model.split(",") if m.strip()]
 
     def budget_bytes(self) -> int:
         """The memory budget of each child group: the one asked for, else `default_budget()`."""

@@ -23,7 +23,7 @@ from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
-from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, WARM
+from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORT, WARM
 from loader.strategies import StrategyInfo
 from shapes import is_synthesized
 
@@ -173,9 +173,11 @@ def _interleaved(run: list[Task], config: RunConfig, run_folder: Path) -> list[T
     tasks = []
     if config.memray:
         folder = run_folder / "memray"
+        first = {t.entry.name: t for t in reversed(run)}  # one per strategy (its first model)
         tasks += [
             replace(t, memray_bin=folder / f"{t.entry.name}-{t.checkpoint.shapes}-r0.bin")
             for t in run
+            if first[t.entry.name] is t
         ]
     caches = CACHE_STATES if config.cache == BOTH else (config.cache,)
     tasks += [
@@ -192,7 +194,7 @@ def plan(
     known = _predicted_peaks(Path(config.out), ck, budget) if config.strategies is None else {}
     run: list[Task] = []
     skipped: list[tuple[Task, str]] = []
-    for entry in entries:
+    for entry, model in ((e, m) for e in entries for m in config.models()):
         procs, devices = _layout(entry, config)
         task = Task(
             ck,
@@ -202,8 +204,8 @@ def plan(
             devices=devices,
             model_dtype=config.model_dtype,
             budget_bytes=config.load_budget_bytes,
-            model=config.model,
-            compile=config.compile,
+            model=model,
+            compile=config.compile and model == PORT,
             compile_cache=config.compile_cache,
             staging=config.staging,
             threads=config.threads,

@@ -136,6 +136,7 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         load_s=measured.load_s,  # `--compile`'s figures, on every row of the result
         ready_s=measured.ready_s,
         compile_cache=measured.compile_cache,
+        compile_start_rss_bytes=measured.compile_start_rss_bytes,
         **device_fields(measured, phase),
     )
 

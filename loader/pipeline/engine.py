@@ -13,10 +13,11 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
    dtype) or through a reused per-thread scratch buffer cast chunk by chunk
    (`loader.pipeline.regions`); a leaf with a declared transform (`loader.Transpose`, `Reshape`,
    `Slice`) is read through its strided view of the file tensor (`loader.pipeline.views`). The
-   main thread places and assigns each leaf as soon as its parts are done. Staged (a backend that
-   does not adopt host buffers, or `staging=True`): nothing is read speculatively; each adoptable
-   leaf is a `loader.pipeline.staged` job whose chunks go through the staging ring straight onto
-   their devices.
+   main thread places and assigns each leaf as soon as its parts are done. Staged (a backend
+   that does not adopt host buffers, or `staging=True`): nothing is read speculatively; each
+   adoptable leaf without a transform is a `loader.pipeline.staged` job whose chunks go through
+   the staging ring straight onto their devices (a transformed leaf is read into a host buffer
+   through its view, then placed).
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 An exception in a reader thread stops the load: it is raised on the main thread as
@@ -126,8 +127,7 @@ class Pipeline:
         if self._auto_threads and self._stager is None:
             self._size_threads()
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
-        if self._stager is not None:  # staged: nothing read before the plan (and its sharding
-            order = []  # check): the ring, not whole tensors, holds the host bytes
+        order = [] if self._stager else order  # staged: no read before the plan's device check
         self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)

@@ -37,6 +37,7 @@ def test_port_with_compile_records_the_phase_ready_s_and_the_cache(bench_env, tm
     assert set(rows["status"]) == {OK} and set(rows["model"]) == {"port"}
     totals = rows[rows["phase"] == TOTAL].set_index("strategy")
     assert (totals["ready_s"] >= totals["load_s"]).all()
+    assert (totals["compile_start_rss_bytes"] > 0).all()
     assert set(totals["compile_cache"]) == {"miss", "hit"}  # the second compile found the first's
     compiled = rows[rows["phase"] == COMPILE].set_index("strategy")
     assert (compiled["phase_wall_s"] > 0).all()
@@ -61,6 +62,7 @@ def test_transposed_loads_and_verifies_through_loader_transpose(bench_env, tmp_p
             "have one: gpt2, llama3-8b, tiny-gpt2, vit-base",
         ),
         (["--shapes", "gpt2", "--compile"], "--compile compiles a real forward: add --model port"),
+        (["--shapes", "gpt2", "--model", "spec,bogus"], "expected one or more of spec, port"),
         (["--shapes", "gpt2", "--model", "port", "--compile-cache", "x"], "add --compile"),
     ],
 )
@@ -68,3 +70,16 @@ def test_bad_model_options_are_refused_in_one_line(argv, message, capsys):
     assert main(["bench", "run", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_several_models_run_interleaved_in_one_run(bench_env, tmp_path):
+    """`--model spec,port`: each strategy with each model in one run, told apart by the rows."""
+    rows = _run(tmp_path, model="spec,port")
+    totals = rows[rows["phase"] == TOTAL]
+    assert totals["run_id"].nunique() == 1 and set(totals["status"]) == {OK}
+    assert sorted(zip(totals["strategy"], totals["model"])) == [
+        ("hostcast", "port"),
+        ("hostcast", "spec"),
+        ("pipelined", "port"),
+        ("pipelined", "spec"),
+    ]

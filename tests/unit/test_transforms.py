@@ -229,7 +229,9 @@ def test_pipelined_cuts_view_parts_along_the_source_rows(ported_file, monkeypatc
     import loader.pipeline.jobs as jobs
 
     monkeypatch.setattr(jobs, "PART_BYTES", 96)
-    monkeypatch.setattr(engine, "MAX_SCRATCH_BYTES", 128)
+    import loader.pipeline.ring_size as ring_size
+
+    monkeypatch.setattr(ring_size, "MAX_SCRATCH_BYTES", 128)
     parts: list[tuple[str, int, int]] = []
     real = jobs.split_parts
 
@@ -283,3 +285,15 @@ def test_sharded_leaves_fill_each_device_region_through_the_view(ported_file, na
         np.asarray(model.q.kernel.get_value()), FILE["c_attn.weight"][:, 16:32]
     )
     np.testing.assert_array_equal(np.asarray(model.fc.bias.get_value()), FILE["c_attn.bias"][:24])
+
+
+def test_a_staged_pipelined_load_reads_views_too(ported_file):
+    """`staging=True` (the path on accelerators): a transformed leaf is still read via its view."""
+    model, report = loader.load_model(
+        poisoned, ported_file, strict=True, key_map=KEY_MAP, staging=True
+    )
+    assert report.ok
+    for key in KEY_MAP:
+        owner, leaf = key.split(".")
+        got = np.asarray(getattr(getattr(model, owner), leaf).get_value())
+        np.testing.assert_array_equal(got, expected(key), err_msg=key)
