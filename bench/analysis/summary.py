@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.device_summary import device_columns, device_peak
-from bench.analysis.ready_summary import ready_lines
+from bench.analysis.ready import ready_lines
 from bench.records.results import GROUP_KEYS, Results, headline, summarize
 from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
@@ -127,8 +127,7 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "ok_repeats": int(row["ok_repeats"]),
         "dtype": row["dtype"],
         "model": _str(row.get("model")) or "spec",
-        "load_s": _num(row.get("load_s")),
-        "ready_s": _num(row.get("ready_s")),
+        **{k: _num(row.get(k)) for k in ("load_s", "ready_s")},
         "file_dtype": file_dtype(row["shapes"], row["dtype"]),
         "model_dtype": _model_dtype(row),
         "cache": _str(row.get("cache")),

@@ -43,7 +43,7 @@ from loader.pipeline.jobs import (
     finish,
     is_adoptable,
     job_view,
-    read_rows,
+    read_row_part,
     read_view_part,
     split_parts,
     stage_piece,
@@ -187,7 +187,7 @@ class Pipeline:
         if job.view is not None:  # a declared transform: read through its view, chunk by chunk
             dest = read_view_part(part, scratch)
         else:
-            dest = read_rows(part, scratch)
+            dest = read_row_part(part, scratch)
         self._parts_done([job], time.perf_counter() - t0, cast=dest.dtype != job.info.np_dtype)
 
     def _parts_done(self, jobs: list[LeafJob], dt: float, *, cast: bool) -> None:

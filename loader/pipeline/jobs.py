@@ -112,6 +112,20 @@ def split_parts(job: LeafJob) -> list[Part]:
     return parts
 
 
+def read_row_part(part: Part, scratch: np.ndarray) -> np.ndarray:
+    """Fill one part (rows of a piece) of a job without a view; the destination it filled."""
+    job, piece = part.job, part.piece
+    rows0 = piece.region[0].start if piece.region else 0
+    dest = (
+        piece.dest[part.rows.start - rows0 : part.rows.stop - rows0] if piece.region else piece.dest
+    )
+    prefault(dest)
+    region = (part.rows, *piece.region[1:]) if piece.region else ()
+    assert job.source is not None, f"{job.where}: read after the job was finished"
+    fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
+    return dest
+
+
 def read_view_part(part: Part, scratch: np.ndarray) -> np.ndarray:
     """Fill one part of a view job (see `loader.pipeline.views`); the destination it filled."""
     job, piece, axis = part.job, part.piece, part.axis
@@ -163,17 +177,3 @@ def adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], bool
 def stage_piece(info: TensorInfo, spec: np.ndarray | None) -> Piece:
     dest = spec if spec is not None else aligned(info.shape, info.np_dtype)
     return Piece(None, full_region(info.shape), dest.reshape(info.shape))
-
-
-def read_rows(part: Part, scratch: np.ndarray) -> np.ndarray:
-    """Read one part of a plain job (some rows of one piece) into its destination."""
-    job, piece = part.job, part.piece
-    rows0 = piece.region[0].start if piece.region else 0
-    dest = (
-        piece.dest[part.rows.start - rows0 : part.rows.stop - rows0] if piece.region else piece.dest
-    )
-    prefault(dest)
-    region = (part.rows, *piece.region[1:]) if piece.region else ()
-    assert job.source is not None, f"{job.where}: read after the job was finished"
-    fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
-    return dest

@@ -146,7 +146,7 @@ def test_truncated_file_names_the_tensor_and_leaves_no_thread(ckpt, tmp_path):
 
 
 def test_an_exception_in_a_reader_thread_surfaces_naming_the_tensor(ckpt, monkeypatch):
-    from loader.pipeline import jobs
+    from loader.pipeline import jobs  # a reader thread's part: `jobs.read_row_part`
 
     real = jobs.fill_region
 
