@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from bench.errors import BenchError
+from shapes.sizes import format_bytes  # noqa: F401 (the bench's callers import it from here)
 
 _UNITS = {
     "": 1,
@@ -50,13 +51,3 @@ def parse_speed(text: str, *, what: str = "speed") -> int:
     """Bytes per second in `text` (`300MB/s`, `1.5GB/s`; the `/s` may be left out), as
     `parse_size` reads sizes."""
     return parse_size(text.removesuffix("/s"), what=what)
-
-
-def format_bytes(n: float | None) -> str:
-    """`1.50 GiB`, `12.0 MiB`, `512 B`; `-` for None/NaN."""
-    if n is None or n != n:
-        return "-"
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}" if unit in ("TiB", "GiB") else f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"

@@ -1,5 +1,5 @@
-"""The bench's words, said once: page-cache states, the native dtype, `recommend`'s verdicts,
-`compare`'s verdicts.
+"""The bench's words, said once: page-cache states, run statuses, the native dtype, `recommend`'s
+verdicts, `compare`'s verdicts.
 
 The loader's words (phases, run statuses, strategy kinds, checkpoint forms) are in
 `loader.vocabulary`; these are the bench's own. Imports nothing, so the dashboard can use it.
@@ -24,6 +24,13 @@ MODELS: Final = (SPEC, PORT, TRANSPOSED)
 HIT: Final = "hit"  # `--compile-cache`: the forward came from the persistent compilation cache
 MISS: Final = "miss"
 
+# -- a bench run as a whole: how it ended (the run record's `status`) ------------------------------
+RUNNING: Final = "running"  # written at the start; read as INTERRUPTED once its writer is gone
+COMPLETE: Final = "complete"  # every planned child ran (whatever each child's own status)
+INTERRUPTED: Final = "interrupted"  # Ctrl-C, or the run was killed (no end record)
+FAILED: Final = "failed"  # the bench itself stopped on an error after some rows
+RUN_STATUSES: Final = (COMPLETE, INTERRUPTED, FAILED)
+
 # -- a row's dtype where the checkpoint kept each tensor's own (no `--dtype`) ----------------------
 NATIVE: Final = "native"
 
@@ -38,4 +45,8 @@ REGRESSED: Final = "regressed"
 BROKEN: Final = "broken"  # ok in BASE, no ok repeat in NEW
 IMPROVED: Final = "improved"
 SAME: Final = "same"
+MISSING: Final = "missing"  # in BASE, absent from NEW (a deleted line, a strategy not run)
+NEW_ONLY: Final = "only in new"  # in NEW, absent from BASE
+UNDECIDED: Final = "too few repeats"  # fewer than `compare.MIN_REPEATS` ok repeats on a side
 COMPARE_FAILURES: Final = (REGRESSED, BROKEN)  # verdicts that make `compare` exit 1
+# ... and MISSING too, unless `compare --allow-missing`

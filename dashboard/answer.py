@@ -1,11 +1,12 @@
-"""The Overview's answer, without Streamlit: per shape set, which strategy to use and what it costs.
+"""The Overview's answer, without Streamlit: per shape set, which strategy to use and its cost.
 
 `shape_set_rows` gives one row per strategy of a shape set (with its kind, peak over baseline and
 Pareto flag); `headline` names the fastest strategy whose measured peak fits a host's RAM (the
-verdict rule of `bench.analysis.recommend.verdict`, the one `loadbench recommend` applies to predictions)
-and sets its cost beside the naive path's. Reference rows (kind `reference`, e.g. `floor`) are a
-line to compare with, never a candidate; peers (kind `peer`) are shown apart and never recommended.
-The dashboard and `loadbench report` both use this module.
+verdict rule of `bench.analysis.recommend.verdict`, the one `loadbench recommend` applies to
+predictions), the least RAM that fits and the naive path's need, in the words of
+`bench.analysis.advice.answer` (`recommend`'s own wording module). Reference rows (kind
+`reference`, e.g. `floor`) are a line to compare with, never a candidate; peers (kind `peer`) are
+shown apart and never recommended. The dashboard and `loadbench report` both use this module.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench.analysis.advice import Cost, answer
 from bench.analysis.recommend import MIN_FIT_BYTES, verdict
+from bench.vocabulary import FITS
 from dashboard import style
 from loader.vocabulary import OK, REFERENCE, STRATEGY
 
@@ -22,9 +25,12 @@ CONFIG = ["dtype", "devices_per_process"]
 
 
 def configurations(rows: pd.DataFrame) -> pd.DataFrame:
-    """The distinct (dtype, devices per process) configurations of summary rows, sorted."""
+    """The distinct (dtype, devices per process) configurations of summary rows, the one with the
+    most strategies first (the answer's default), then in order."""
     rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
-    return rows[CONFIG].drop_duplicates().sort_values(CONFIG).reset_index(drop=True)
+    counts = rows.groupby(CONFIG).size().rename("strategies").reset_index()
+    counts = counts.assign(most=-counts["strategies"]).sort_values(["most", *CONFIG])
+    return counts[CONFIG].reset_index(drop=True)
 
 
 def config_label(config: pd.Series) -> str:
@@ -63,57 +69,57 @@ def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> 
     eligible = df[df[x].notna() & df[y].notna()]
     if "kind" in df.columns:
         eligible = eligible[eligible["kind"] != REFERENCE]
-    front = pd.Series(False, index=df.index)
+    front = {i: False for i in df.index}
     for i, row in eligible.iterrows():
         others = eligible.drop(index=i)
         better = (others[x] <= row[x]) & (others[y] <= row[y])
         front[i] = not (better & ((others[x] < row[x]) | (others[y] < row[y]))).any()
-    return front
+    return pd.Series(front, index=df.index, dtype=bool)
 
 
 @dataclass(frozen=True)
 class Headline:
-    """The answer for one shape set: `text` (Markdown), the recommended strategy (or None)."""
+    """The answer for one shape set: `text` (the sentence `bench.analysis.advice.answer` words),
+    the recommended strategy (or None), and whether any fits."""
 
     text: str
     recommended: str | None
     fits: bool
 
 
-def _cost(row: pd.Series) -> str:
-    return f"{style.ratio(row['peak_ratio'])} / {style.seconds(row['wall_s'])}"
+def _cost(row: pd.Series) -> Cost:
+    ratio = row["peak_ratio"]
+    return Cost(
+        str(row["strategy"]),
+        int(row["peak_rss_bytes"]),
+        float(row["wall_s"]),
+        None if pd.isna(ratio) else float(ratio),
+    )
+
+
+def fits_column(rows: pd.DataFrame, host_ram_bytes: int) -> pd.Series:
+    """Each row's verdict on a host of `host_ram_bytes` (fits, tight, does not fit; "–" unknown),
+    by `bench.analysis.recommend.verdict` on its measured peak RSS."""
+    return rows["peak_rss_bytes"].map(
+        lambda p: "–" if pd.isna(p) else verdict(int(p), host_ram_bytes)
+    )
 
 
 def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
-    """The fastest ok strategy whose measured peak RSS fits `host_ram_bytes`, beside the naive path.
-
-    E.g. "`stream`: 1.01× / 1.90 s — `eager` costs 3.20× / 13.00 s" (peak over baseline as a
-    multiple of the checkpoint, median wall time).
-    """
+    """The fastest ok strategy whose measured peak RSS fits `host_ram_bytes`, what it costs, the
+    least RAM that fits (and the fastest strategy there), and the naive path's need."""
     ok = rows[(rows["status"] == OK) & (rows["kind"] == STRATEGY) & rows["peak_rss_bytes"].notna()]
+    ok = ok[ok["wall_s"].notna()]
     if ok.empty:
         return Headline(
             "No strategy loaded this shape set successfully; see the runs below.", None, False
         )
-    verdicts = ok["peak_rss_bytes"].map(lambda p: verdict(int(p), host_ram_bytes))
-    fitting = ok[verdicts == "fits"].sort_values("wall_s")
+    fitting = ok[fits_column(ok, host_ram_bytes) == FITS].sort_values("wall_s")
     naive = ok[ok["base_strategy"] == style.NAIVE]
-    if fitting.empty:
-        lightest = ok.sort_values("peak_rss_bytes").iloc[0]
-        text = (
-            f"No strategy fits in {style.size(host_ram_bytes)} with 10% to spare: the lightest, "
-            f"`{lightest['strategy']}`, peaks at {style.size(lightest['peak_rss_bytes'])} RSS."
-        )
-        return Headline(text, None, False)
-    best = fitting.iloc[0]
-    text = f"`{best['strategy']}`: {_cost(best)}"
-    if len(naive) and naive.iloc[0]["strategy"] != best["strategy"]:
-        text += f" — `{naive.iloc[0]['strategy']}` costs {_cost(naive.iloc[0])}"
-    else:  # the naive path is the answer: say what the lightest would cost instead
-        lightest = ok.sort_values("peak_ratio").iloc[0]
-        if lightest["strategy"] != best["strategy"]:
-            text += f" (the fastest that fits; the lightest, `{lightest['strategy']}`, costs {_cost(lightest)})"
-    return Headline(text, str(best["strategy"]), True)
+    best = _cost(fitting.iloc[0]) if len(fitting) else None
+    costs = [_cost(r) for _, r in ok.iterrows()]
+    text = answer(host_ram_bytes, best, costs, _cost(naive.iloc[0]) if len(naive) else None)
+    return Headline(text, best.strategy if best else None, best is not None)
 
 
 def small_checkpoint_note(checkpoint_bytes: float) -> str | None:

@@ -1,7 +1,7 @@
 """The dashboard's entry point: `streamlit run dashboard/app.py` (or `loadbench dashboard`).
 
-It registers the pages and opens on the Overview. The results folder comes from the environment
-variable `LOADBENCH_RESULTS` (default `results`), never from the URL.
+It registers the pages (`dashboard.views.PAGES`) and opens on the Overview. The results folder
+comes from the environment variable `LOADBENCH_RESULTS` (default `results`), never from the URL.
 """
 
 from __future__ import annotations
@@ -15,22 +15,16 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # `streamlit run dashboard/app.py` from a plain checkout
     sys.path.insert(0, str(HERE.parent))
 
-PAGES = (  # file, title, icon
-    ("overview.py", "Overview", ":material/scatter_plot:"),
-    ("phases.py", "Phases", ":material/stacked_bar_chart:"),
-    ("timeline.py", "Timeline", ":material/timeline:"),
-    ("target_host.py", "Target host", ":material/dns:"),
-    ("compare.py", "Compare", ":material/compare_arrows:"),
-    ("memray.py", "memray", ":material/local_fire_department:"),
-)
+from dashboard.views import PAGES  # noqa: E402 (after the path fix above)
 
 
 def main() -> None:
     """Register the pages (Overview first and default) and run the selected one."""
-    st.set_page_config(page_title="loadbench", page_icon=":material/memory:", layout="wide")
+    # an emoji favicon is drawn inline; a `:material/...:` one is fetched from a font CDN
+    st.set_page_config(page_title="loadbench", page_icon="💾", layout="wide")
     pages = [
-        st.Page(HERE / "views" / file, title=title, icon=icon, default=(i == 0))
-        for i, (file, title, icon) in enumerate(PAGES)
+        st.Page(HERE / "views" / p.file, title=p.title, icon=p.icon, default=(i == 0))
+        for i, p in enumerate(PAGES)
     ]
     st.navigation(pages).run()
 

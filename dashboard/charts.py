@@ -1,4 +1,4 @@
-"""Altair charts of the dashboard and the report, one function per chart; each takes a tidy DataFrame.
+"""Altair charts of the dashboard and the report, one function per chart, each on a tidy frame.
 
 Bytes are drawn in GiB (MiB below a GiB, `style.byte_unit`), seconds with 2 decimals. Strategies
 keep their fixed colours (`style.strategy_scale`), phases the phase palette, and a legend lists only
@@ -11,10 +11,11 @@ import altair as alt
 import pandas as pd
 
 from bench.analysis.recommend import VERDICTS
-from dashboard import style
+from dashboard import frames, style
 from loader.vocabulary import PHASE_ORDER
 
 FACET_COLUMNS = 4  # panels per row before the facets wrap
+COMPARE_METRICS = {"peak": "peak over baseline", "wall": "wall time"}
 VERDICT_COLORS = alt.Scale(domain=list(VERDICTS), range=["#2e7d32", "#f9a825", "#c62828"])
 
 
@@ -24,33 +25,34 @@ def _scaled(med: pd.DataFrame, cols: list[str]) -> tuple[pd.DataFrame, str, str]
     return med.assign(**{f"{c}_u": med[c] / div for c in cols}), unit, style.number_format(unit)
 
 
-def phase_adds_bars(med: pd.DataFrame) -> alt.Chart:
-    """What each phase adds to RSS at its peak, per strategy (grouped bars, strategy colours)."""
+def phase_peak_bars(med: pd.DataFrame) -> alt.Chart:
+    """Each phase's own high-water mark over the baseline, per strategy (grouped bars, strategy
+    colours). Never a difference between phases: phases that ran at the same time share their
+    RSS, and each bar is only what the RSS reached while its phase ran."""
     data, unit, fmt = _scaled(med, ["adds_bytes", "peak_over_baseline_bytes"])
     phases = [p for p in PHASE_ORDER if p in set(data["phase"])]
+    tooltip = [
+        "strategy",
+        "phase",
+        alt.Tooltip("peak_over_baseline_bytes_u:Q", format=fmt, title=f"high-water ({unit})"),
+        alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"above the RSS it began at ({unit})"),
+        alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
+    ]
+    y = alt.Y(
+        "peak_over_baseline_bytes_u:Q",
+        title=f"phase peak over baseline ({unit})",
+        axis=alt.Axis(format=fmt),
+    )
+    color = alt.Color("strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"]))
     return (
         alt.Chart(data)
         .mark_bar()
         .encode(
             x=alt.X("phase:N", sort=phases, title="phase"),
             xOffset=alt.XOffset("strategy:N", sort=sorted(set(data["strategy"]))),
-            y=alt.Y(
-                "adds_bytes_u:Q",
-                title=f"added at the phase's peak ({unit})",
-                axis=alt.Axis(format=fmt),
-            ),
-            color=alt.Color(
-                "strategy:N", title="strategy", scale=style.strategy_scale(data["strategy"])
-            ),
-            tooltip=[
-                "strategy",
-                "phase",
-                alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"adds ({unit})"),
-                alt.Tooltip(
-                    "peak_over_baseline_bytes_u:Q", format=fmt, title=f"peak over baseline ({unit})"
-                ),
-                alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
-            ],
+            y=y,
+            color=color,
+            tooltip=tooltip,
         )
         .properties(height=300)
     )
@@ -90,33 +92,45 @@ def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
     )
 
 
+def _spans(med: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy, each phase's median start and end: recorded times where every phase of the
+    strategy has them (overlaps show), else the phases end to end; `lane` separates overlaps."""
+    parts = []
+    for strategy, rows in med.sort_values("phase_order").groupby("strategy"):
+        bands = frames.bands_of(rows.assign(label=strategy), str(strategy))
+        parts.append(bands.rename(columns={"label": "strategy"}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
-    """Time per phase, stacked per strategy (the bar's length is the whole load), phase colours."""
+    """When each phase ran, per strategy (a bar from its start to its end, median over repeats):
+    phases that ran at the same time overlap, on lanes of their own, never stacked."""
+    spans = _spans(med)
     return (
-        alt.Chart(med)
+        alt.Chart(spans)
         .mark_bar(stroke="white", strokeWidth=0.5)
         .encode(
             y=alt.Y("strategy:N", title=None),
+            yOffset=alt.YOffset("lane:O"),
             x=alt.X(
-                "phase_wall_s:Q",
-                title="seconds (median)",
-                stack="zero",
-                axis=alt.Axis(format=".2f"),
+                "start_s:Q", title="seconds since baseline (median)", axis=alt.Axis(format=".2f")
             ),
-            color=alt.Color(
-                "phase:N",
-                title="phase",
-                scale=style.phase_scale(med["phase"]),
-            ),
-            order=alt.Order("phase_order:Q"),
-            tooltip=["strategy", "phase", alt.Tooltip("phase_wall_s:Q", format=".2f", title="s")],
+            x2="end_s:Q",
+            color=alt.Color("phase:N", title="phase", scale=style.phase_scale(spans["phase"])),
+            tooltip=[
+                "strategy",
+                "phase",
+                alt.Tooltip("start_s:Q", format=".2f", title="from s"),
+                alt.Tooltip("end_s:Q", format=".2f", title="to s"),
+            ],
         )
-        .properties(height=max(200, 50 * med["strategy"].nunique()))  # room for the phase legend
+        .properties(height=max(200, 50 * spans["strategy"].nunique()))  # room for the legend
     )
 
 
 def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
-    """Predicted peak per strategy coloured by verdict, in the table's order, with a labelled RAM line."""
+    """Predicted peak per strategy coloured by verdict, in the table's order, with a labelled
+    RAM line."""
     unit, div = style.byte_unit(max(float(rows["predicted_peak_bytes"].max()), host_ram_bytes))
     fmt = style.number_format(unit)
     data = rows.assign(peak_u=rows["predicted_peak_bytes"] / div)
@@ -145,29 +159,38 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
         align="left", dx=4, dy=-4, baseline="bottom", fontWeight="bold"
     )
     label = label.encode(x="ram:Q", y=alt.value(0), text="text:N")
-    return alt.layer(bars, rule, label).properties(height=max(160, 40 * len(rows) + 20))
+    height = max(160, 40 * len(rows) + 20)
+    return alt.LayerChart(layer=[bars, rule, label]).properties(height=height)
+
+
+def _ratios_long(ratios: pd.DataFrame) -> pd.DataFrame:
+    """One row per (strategy, metric): the ratio and its spread, for the compare bars."""
+    parts = [
+        ratios.assign(
+            metric=label,
+            ratio=ratios[f"{m}_ratio"],
+            lo=ratios[f"{m}_ratio_lo"],
+            hi=ratios[f"{m}_ratio_hi"],
+        )
+        for m, label in COMPARE_METRICS.items()
+    ]
+    return pd.concat(parts)[["strategy", "metric", "ratio", "lo", "hi", "verdict"]]
 
 
 def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
-    """NEW / BASE of peak over baseline and wall time per strategy, spread as error bars, 1.0 marked."""
-    long = pd.concat(
-        [
-            ratios.assign(
-                metric="peak over baseline",
-                ratio=ratios["peak_ratio"],
-                lo=ratios["peak_ratio_lo"],
-                hi=ratios["peak_ratio_hi"],
-            ),
-            ratios.assign(
-                metric="wall time",
-                ratio=ratios["wall_ratio"],
-                lo=ratios["wall_ratio_lo"],
-                hi=ratios["wall_ratio_hi"],
-            ),
-        ]
-    )[["strategy", "metric", "ratio", "lo", "hi", "verdict"]]
-    metric = alt.Scale(domain=["peak over baseline", "wall time"], range=["#5c6bc0", "#8d6e63"])
+    """NEW / BASE of peak over baseline and wall time per strategy, spread as error bars, 1.0
+    marked."""
+    long = _ratios_long(ratios)
+    metric = alt.Scale(domain=list(COMPARE_METRICS.values()), range=["#5c6bc0", "#8d6e63"])
     y = alt.Y("strategy:N", title=None)
+    tooltip = [
+        "strategy",
+        "metric",
+        "verdict",
+        alt.Tooltip("ratio:Q", format=".2f"),
+        alt.Tooltip("lo:Q", format=".2f", title="spread from"),
+        alt.Tooltip("hi:Q", format=".2f", title="spread to"),
+    ]
     bars = (
         alt.Chart(long)
         .mark_bar()
@@ -176,26 +199,11 @@ def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
             yOffset="metric:N",
             x=alt.X("ratio:Q", title="new / base", axis=alt.Axis(format=".2f")),
             color=alt.Color("metric:N", scale=metric),
-            tooltip=[
-                "strategy",
-                "metric",
-                "verdict",
-                alt.Tooltip("ratio:Q", format=".2f"),
-                alt.Tooltip("lo:Q", format=".2f", title="spread from"),
-                alt.Tooltip("hi:Q", format=".2f", title="spread to"),
-            ],
+            tooltip=tooltip,
         )
     )
-    spread = (
-        alt.Chart(long)
-        .mark_rule(color="black")
-        .encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
-    )
-    one = (
-        alt.Chart(pd.DataFrame({"x": [1.0]}))
-        .mark_rule(color="black", strokeDash=[4, 2])
-        .encode(x="x:Q")
-    )
-    return alt.layer(bars, spread, one).properties(
-        height=max(120, 56 * ratios["strategy"].nunique())
-    )
+    spread = alt.Chart(long).mark_rule(color="black")
+    spread = spread.encode(y=y, yOffset="metric:N", x="lo:Q", x2="hi:Q")
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[4, 2])
+    height = max(120, 56 * ratios["strategy"].nunique())
+    return alt.LayerChart(layer=[bars, spread, one.encode(x="x:Q")]).properties(height=height)

@@ -10,11 +10,13 @@ import argparse
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from dashboard import MAKE_COMMAND, RESULTS_ENV
+from dashboard.views import titles
 
 APP = Path(__file__).resolve().parent / "app.py"
 DEFAULT_PORT = 8501
@@ -52,10 +54,12 @@ def run(args: argparse.Namespace) -> int:
     """
     folder = Path(args.results).expanduser().resolve()
     if not (1 <= args.port <= 65535):
-        print(
-            f"loadbench dashboard: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr
+        return _refuse(f"--port {args.port} is not a TCP port (1-65535)")
+    if not _port_free(args.port):
+        return _refuse(
+            f"127.0.0.1:{args.port} is already in use (another dashboard?); "
+            f"stop it or pick another with --port"
         )
-        return 2
     if not folder.is_dir():
         print(
             f"loadbench dashboard: no results folder at {folder} yet; make one with "
@@ -65,6 +69,22 @@ def run(args: argparse.Namespace) -> int:
     print(f"loadbench dashboard: http://127.0.0.1:{args.port} over {folder}", flush=True)
     env = dict(os.environ, **{RESULTS_ENV: str(folder)})
     return _serve(streamlit_command(args.port), env)
+
+
+def _refuse(message: str) -> int:
+    print(f"loadbench dashboard: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _port_free(port: int) -> bool:
+    """Whether 127.0.0.1:`port` can be bound now (checked before the URL is printed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _serve(cmd: list[str], env: dict[str, str]) -> int:
@@ -112,7 +132,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "dashboard",
         help="open the Streamlit dashboard over a results folder",
-        description="Start the dashboard on 127.0.0.1 (Overview, Phases, Timeline, Target host, Compare, memray).",
+        description=f"Start the dashboard on 127.0.0.1 ({titles()}).",
     )
     return _add_arguments(parser)
 
@@ -128,9 +148,19 @@ def register_report(subparsers: argparse._SubParsersAction) -> argparse.Argument
     p = subparsers.add_parser(
         "report",
         help="write one self-contained HTML report of a results folder",
-        description="Write the Overview, Phases and Timeline charts and tables of the newest run in RESULTS to one HTML file that opens offline (JavaScript inlined, no CDN).",
+        description=(
+            "Write the Overview, Phases and Timeline charts and tables of one run in RESULTS "
+            "(default: the newest complete, unconstrained run of each shape set; --run ID picks "
+            "one) to one HTML file that opens offline (JavaScript inlined, no CDN)."
+        ),
     )
     p.add_argument("results", metavar="RESULTS", help="results folder or file")
+    p.add_argument(
+        "--run",
+        metavar="ID",
+        default=None,
+        help="the run to report (default: each shape set's newest complete, unconstrained run)",
+    )
     p.add_argument(
         "--out",
         default="report.html",

@@ -1,8 +1,9 @@
-"""Loading and shaping results for the dashboard: the bench's one reader, cached, plus small views.
+"""Loading and shaping results for the dashboard: the bench's one reader, cached, and small views.
 
-Results come only through `bench.records.results.read_results` (and `summarize`), recommendations only
-through `bench.analysis.advice` (the wording `loadbench recommend` prints). Nothing here imports jax, and nothing reads outside the results
-folder named by the `LOADBENCH_RESULTS` environment variable (default `results`).
+Results come only through `bench.records.results.read_results` (and `summarize`),
+recommendations only through `bench.analysis.advice` (the wording `loadbench recommend` prints).
+Nothing here imports jax, and nothing reads outside the results folder named by the
+`LOADBENCH_RESULTS` environment variable (default `results`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import streamlit as st
 from bench import strategies as _strategies
 from bench.records import results as _results
 from dashboard import RESULTS_ENV
-from dashboard.frames import overlapping_phases, phase_medians, run_label, run_labels, whole_run  # noqa: F401 (the pages' API)
+from dashboard.frames import (  # noqa: F401 (the pages' API)
+    overlapping_phases,
+    phase_medians,
+    run_labels,
+    whole_run,
+)
 from loader.errors import CheckpointError
 
 ENV_VAR = RESULTS_ENV
@@ -33,7 +39,7 @@ def _fingerprint(folder: Path) -> tuple[tuple[str, int, int], ...]:
     if not folder.is_dir():
         return ()
     out = []
-    for path in sorted(folder.glob("*/*")):
+    for path in sorted(folder.rglob("*")):  # <machine>/<run>.* and checks/<machine>/<run>.*
         if path.suffix in (".jsonl", ".parquet") and path.is_file():
             stat = path.stat()
             out.append((str(path), stat.st_mtime_ns, stat.st_size))

@@ -1,14 +1,145 @@
-"""Pure views of results frames (no Streamlit, no jax): whole-run rows, phase medians, run labels.
+"""Pure views of results frames (no Streamlit, no jax): runs, whole-run rows, phase medians, bands.
 
-The dashboard pages (through `dashboard.data`) and the static report (`dashboard.report`) share them.
+The dashboard pages (through `dashboard.data`) and the static report (`dashboard.report`) share
+them. Runs: a run is labelled with its machine, date, shape sets, id, its status (complete,
+interrupted, failed, running) and its limits (a memory limit, a disk read cap, fewer CPUs, made by
+`recommend --check`). By default a page shows, per shape set, the newest run that is complete and
+unconstrained: an interrupted run lacks strategies, a run under a limit answers another question.
+Every run stays selectable.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import pandas as pd
 
 from bench.records.results import headline
+from bench.units import format_bytes
+from bench.vocabulary import COMPLETE
 from loader.vocabulary import OK, TOTAL
+
+NEWEST = "newest"  # the run pickers' first choice: the default run of each shape set
+NEWEST_LABEL = "Newest complete, unconstrained run of each shape set"
+
+
+def _known(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and pd.isna(value))
+
+
+def _row_limit(rows: pd.DataFrame, column: str) -> Any:
+    """A limit the run's rows recorded (runs written before run records said so)."""
+    if column not in rows.columns:
+        return None
+    known = pd.to_numeric(rows[column], errors="coerce").dropna()
+    return known.max() if len(known) else None
+
+
+def _limit(run: Mapping[Any, Any], rows: pd.DataFrame, column: str) -> float | None:
+    """A limit from the run record, else from its rows (older files recorded it there only)."""
+    value = run.get(column)
+    value = value if _known(value) else _row_limit(rows, column)
+    if value is None or pd.isna(value):
+        return None
+    return float(value)
+
+
+def limits(run: Mapping[Any, Any], rows: pd.DataFrame) -> list[str]:
+    """The limits a run ran under, in words (empty: unconstrained)."""
+    out = []
+    ram = _limit(run, rows, "host_ram_bytes")
+    if ram is not None:
+        out.append(f"memory limit {format_bytes(ram)}")
+    disk = _limit(run, rows, "disk_read_bytes_per_s")
+    if disk is not None:
+        out.append(f"disk reads {disk / 1e6:.0f} MB/s")
+    cpus = _limit(run, rows, "cpu_limit")
+    if cpus is not None:
+        out.append(f"{cpus:g} CPUs")
+    if _known(run.get("check")) and bool(run.get("check")):
+        out.append("recommend --check")
+    return out
+
+
+def run_facts(runs: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
+    """One row per run with phase rows, newest first: machine, started_utc, status, shapes (list),
+    limits (list of words), usual (complete and unconstrained) and label."""
+    records = {r["run_id"]: r for r in runs.to_dict("records")} if len(runs) else {}
+    out = []
+    for run_id, rows in phases.groupby("run_id", sort=False):
+        run = records.get(run_id, {"run_id": run_id, "machine": "?", "started_utc": ""})
+        status = run.get("status") if _known(run.get("status")) else COMPLETE
+        said = limits(run, rows)
+        shapes = sorted(rows["shapes"].unique())
+        out.append(
+            {
+                "run_id": run_id,
+                "machine": run.get("machine", "?"),
+                "started_utc": str(run.get("started_utc") or ""),
+                "status": status,
+                "shapes": shapes,
+                "limits": said,
+                "usual": status == COMPLETE and not said,
+                "label": run_label(run, shapes, status, said),
+            }
+        )
+    facts = pd.DataFrame(out, columns=["run_id", "machine", "started_utc", "status", "shapes"])
+    if not out:
+        return facts
+    facts = pd.DataFrame(out).sort_values("started_utc", ascending=False, kind="stable")
+    return facts.set_index("run_id", drop=False)
+
+
+def run_label(
+    run: Any,
+    shapes: list[str] | None = None,
+    status: str | None = None,
+    said: Sequence[str] = (),
+) -> str:
+    """`machine · date · shapes · run id`, then the status and limits when it is not the usual
+    complete, unconstrained run (`· interrupted`, `· memory limit 1.00 GiB`)."""
+    date = str(run.get("started_utc", ""))[:16].replace("T", " ")
+    named = f" · {', '.join(shapes)}" if shapes else ""
+    label = f"{run.get('machine', '?')} · {date}{named} · {run.get('run_id', '?')}"
+    notes = ([status] if status and status != COMPLETE else []) + list(said)
+    return label + "".join(f" · {n}" for n in notes)
+
+
+def run_labels(runs: pd.DataFrame, phases: pd.DataFrame) -> dict[str, str]:
+    """Run id -> label (see `run_label`), newest first."""
+    facts = run_facts(runs, phases)
+    return dict(zip(facts["run_id"], facts.get("label", []), strict=False))
+
+
+def default_run(runs: pd.DataFrame, phases: pd.DataFrame) -> str | None:
+    """The newest complete, unconstrained run (else the newest complete, else the newest)."""
+    facts = run_facts(runs, phases)
+    if facts.empty:
+        return None
+    for pick in (facts["usual"], facts["status"] == COMPLETE):
+        if pick.any():
+            return str(facts[pick].index[0])
+    return str(facts.index[0])
+
+
+def default_runs(runs: pd.DataFrame, phases: pd.DataFrame) -> dict[str, str]:
+    """Shape set -> the run shown for it by default: the newest complete, unconstrained run that
+    measured it (else the newest complete one, else the newest)."""
+    out = {}
+    for shapes in sorted(phases["shapes"].unique()):
+        mine = phases[phases["shapes"] == shapes]
+        run_id = default_run(runs, mine)
+        if run_id is not None:
+            out[shapes] = run_id
+    return out
+
+
+def default_phases(runs: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
+    """The phase rows of each shape set's default run (`default_runs`)."""
+    chosen = default_runs(runs, phases)
+    keep = phases["shapes"].map(chosen) == phases["run_id"]
+    return phases[keep]
 
 
 def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
@@ -16,39 +147,44 @@ def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
     return phases if phases.empty else headline(phases)
 
 
-def run_label(run: pd.Series, shapes: list[str] | None = None) -> str:
-    """A short human label for a run record: `machine · date · shapes · run id`."""
-    date = str(run.get("started_utc", ""))[:16].replace("T", " ")
-    named = f" · {', '.join(shapes)}" if shapes else ""
-    return f"{run.get('machine', '?')} · {date}{named} · {run.get('run_id', '?')}"
-
-
-def run_labels(runs: pd.DataFrame, phases: pd.DataFrame | None = None) -> dict[str, str]:
-    """Run id -> label naming machine, date and (given `phases`) the shape sets measured, newest first."""
-    if runs.empty:
-        return {}
-    shapes = {} if phases is None else phases.groupby("run_id")["shapes"].unique().to_dict()
-    ordered = runs.sort_values("started_utc", ascending=False)
-    return {
-        r["run_id"]: run_label(r, sorted(shapes.get(r["run_id"], [])))
-        for _, r in ordered.iterrows()
-    }
+def _start_rss(rows: pd.DataFrame) -> pd.Series:
+    """Per phase row of one result: the RSS when the phase began, where that is known without
+    subtracting an overlapping phase: the end RSS of the last phase that ended before it began
+    (by recorded times; by order where times were not recorded and nothing overlaps), else the
+    baseline; NaN for a phase that overlaps another and has no recorded times."""
+    out = []
+    timed = rows["phase_start_s"].notna() & rows["phase_end_s"].notna()
+    overlaps = rows["phase_overlaps"].map(lambda o: hasattr(o, "__len__") and len(o) > 0)
+    for (_, row), is_timed, overlapping in zip(rows.iterrows(), timed, overlaps, strict=True):
+        if is_timed:
+            before = rows[timed & (rows["phase_end_s"] <= row["phase_start_s"])]
+            before = before.sort_values("phase_end_s")
+        elif not overlapping:
+            before = rows[(rows["phase_order"] < row["phase_order"]) & ~overlaps]
+            before = before.sort_values("phase_order")
+        else:
+            out.append(float("nan"))
+            continue
+        last = before["phase_end_rss_bytes"].iloc[-1] if len(before) else row["baseline_rss_bytes"]
+        out.append(float(last))
+    return pd.Series(out, index=rows.index, dtype=float)
 
 
 def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
-    """Median per (strategy, phase) over the ok repeats, with what each phase adds to the peak.
-
-    `adds_bytes` is the phase's peak minus the RSS when it started (the previous phase's end, or
-    the baseline for the first phase); `peak_over_baseline_bytes` is the phase peak minus baseline.
+    """Median per (strategy, phase) over the ok repeats: each phase's own high-water mark over
+    the baseline (`peak_over_baseline_bytes`), and what it adds to the RSS it began at
+    (`adds_bytes`, see `_start_rss`: NaN where an overlapping phase would have to be subtracted).
     """
     ok = whole_run(phases)
     ok = ok[(ok["status"] == OK) & (ok["phase"] != TOTAL)].sort_values("phase_order")
     if ok.empty:
         return pd.DataFrame()
-    start = ok.groupby("result_id")["phase_end_rss_bytes"].shift(1)
-    ok = ok.assign(start_rss=start.fillna(ok["baseline_rss_bytes"]))
+    for col in ("phase_start_s", "phase_end_s"):
+        if col not in ok.columns:
+            ok = ok.assign(**{col: float("nan")})
+    start = pd.concat([_start_rss(rows) for _, rows in ok.groupby("result_id")])
     ok = ok.assign(
-        adds_bytes=ok["phase_peak_rss_bytes"] - ok["start_rss"],
+        adds_bytes=ok["phase_peak_rss_bytes"] - start.reindex(ok.index),
         peak_over_baseline_bytes=ok["phase_peak_rss_bytes"] - ok["baseline_rss_bytes"],
     )
     cols = [
@@ -60,7 +196,10 @@ def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
         "phase_peak_ratio",
         "checkpoint_bytes",
         "phase_order",
+        "phase_start_s",
+        "phase_end_s",
     ]
+    ok[cols] = ok[cols].apply(pd.to_numeric, errors="coerce")
     return ok.groupby(["strategy", "phase"], as_index=False)[cols].median()
 
 
@@ -73,6 +212,7 @@ def overlapping_phases(rows: pd.DataFrame) -> dict[str, list[str]]:
     if "phase_overlaps" not in rows.columns:
         return {}
     out: dict[str, list[str]] = {}
+    rows = rows[rows["phase"] != TOTAL]  # the whole load spans every phase by definition
     for strategy, phase, others in rows[["strategy", "phase", "phase_overlaps"]].itertuples(
         index=False
     ):
@@ -87,24 +227,40 @@ def overlapping_phases(rows: pd.DataFrame) -> dict[str, list[str]]:
 def phase_bands(
     phases: pd.DataFrame, result_ids: list[str], labels: dict[str, str]
 ) -> pd.DataFrame:
-    """Phase start/end seconds of each result, from its phase rows (cumulative phase walls)."""
-    out = []
-    for rid in result_ids:
-        rows = whole_run(phases[phases["result_id"] == rid])
-        rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
-        end = rows["phase_wall_s"].astype(float).cumsum()
-        out.append(
-            pd.DataFrame(
-                {
-                    "label": labels[rid],
-                    "phase": rows["phase"],
-                    "start_s": end - rows["phase_wall_s"],
-                    "end_s": end,
-                }
-            )
-        )
-    return (
-        pd.concat(out, ignore_index=True)
-        if out
-        else pd.DataFrame(columns=["label", "phase", "start_s", "end_s"])
-    )
+    """Phase start/end seconds of each result: the recorded times where there are any (phases
+    that ran at the same time overlap there), else the phases laid end to end (older files).
+    `lane` numbers the bands of a result so that overlapping ones get rows of their own."""
+    out = [
+        bands_of(whole_run(phases[phases["result_id"] == rid]), labels[rid]) for rid in result_ids
+    ]
+    columns = ["label", "phase", "start_s", "end_s", "lane"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+
+
+def bands_of(rows: pd.DataFrame, label: str) -> pd.DataFrame:
+    """One result's (or one strategy's median) phase rows as bands `label`, `phase`, `start_s`,
+    `end_s`, `lane`."""
+    rows = rows[rows["phase"] != TOTAL].sort_values("phase_order")
+    wall = pd.to_numeric(rows["phase_wall_s"]).astype(float)
+    nothing = pd.Series(float("nan"), index=rows.index)
+    start = pd.to_numeric(rows.get("phase_start_s", nothing), errors="coerce")
+    end = pd.to_numeric(rows.get("phase_end_s", nothing), errors="coerce")
+    if start.isna().any() or end.isna().any():
+        end = wall.cumsum()
+        start = end - wall
+    bands = pd.DataFrame({"label": label, "phase": rows["phase"], "start_s": start, "end_s": end})
+    return bands.sort_values("start_s").assign(lane=_lanes(bands.sort_values("start_s")))
+
+
+def _lanes(bands: pd.DataFrame) -> list[int]:
+    """The first lane free at each band's start (bands sorted by start)."""
+    ends: list[float] = []
+    lanes = []
+    for start, end in zip(bands["start_s"], bands["end_s"], strict=True):
+        lane = next((i for i, e in enumerate(ends) if e <= start + 1e-9), len(ends))
+        if lane < len(ends):
+            ends[lane] = end
+        else:
+            ends.append(end)
+        lanes.append(lane)
+    return lanes

@@ -1,8 +1,9 @@
 """`loadbench report RESULTS --out report.html`: one self-contained HTML file to attach to a PR.
 
-It holds what the dashboard's Overview, Phases and Timeline pages show for the newest run in
-RESULTS (the answer per shape set, the cost chart and table, the phase charts, one RSS timeline per
-strategy) and every run's status. The charts are the dashboard's own (`answer`, `scatter`,
+It holds what the dashboard's Overview, Phases and Timeline pages show (the answer per shape set,
+the cost chart and table, the phase charts, one RSS timeline per strategy) and every run's
+status; by default for each shape set's newest complete, unconstrained run in RESULTS (`--run ID`
+picks one). The charts are the dashboard's own (`answer`, `scatter`,
 `charts`, `timeline`), their data inlined, and the Vega/Vega-Lite/vega-embed JavaScript is inlined
 from vl-convert-python's bundle: the file opens offline and links to no CDN. No Streamlit, no jax.
 """
@@ -25,9 +26,12 @@ from dashboard import answer, charts, frames, scatter, style, timeline
 from loader.vocabulary import OK, TOTAL
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
-th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}.answer{background:#edf7ee;padding:.6em 1em;border-radius:6px}
-.warn{background:#fff4e5;padding:.3em .8em;border-radius:6px;display:inline-block}.chart{margin:1em 0}"""
+table{border-collapse:collapse;margin:.5em 0 1.5em}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}
+.answer{background:#edf7ee;padding:.6em 1em;border-radius:6px}
+.warn{background:#fff4e5;padding:.3em .8em;border-radius:6px;display:inline-block}
+.chart{margin:1em 0}"""
 
 
 class _Doc:
@@ -49,8 +53,9 @@ class _Doc:
             spec = chart.to_dict()
         self.charts += 1
         div = f"chart{self.charts}"
+        embed = f'vegaEmbed("#{div}", {json.dumps(spec)}, {{"actions": false}})'
         self.parts.append(
-            f'<div class="chart" id="{div}"></div><script>vegaEmbed("#{div}", {json.dumps(spec)}, {{"actions": false}}).catch(console.error);</script>'
+            f'<div class="chart" id="{div}"></div><script>{embed}.catch(console.error);</script>'
         )
 
 
@@ -61,13 +66,9 @@ def _overview(
         summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
     )
     ckpt = rows["checkpoint_bytes"].iloc[0]
-    doc.add(
-        "h2",
-        f"Shape set {shapes}: checkpoint {style.size(ckpt)}, {int(rows['tensors'].iloc[0])} tensors",
-    )
-    doc.add(
-        "p", f"On {style.size(ram)}: {answer.headline(rows, ram).text}".replace("`", ""), "answer"
-    )
+    tensors = int(rows["tensors"].iloc[0])
+    doc.add("h2", f"Shape set {shapes}: checkpoint {style.size(ckpt)}, {tensors} tensors")
+    doc.add("p", answer.headline(rows, ram).text.replace("`", ""), "answer")
     note = answer.small_checkpoint_note(ckpt)
     if note:
         doc.add("p", note, "warn")
@@ -104,9 +105,10 @@ def _phases(doc: _Doc, phases: pd.DataFrame) -> None:
         return
     doc.add(
         "h3",
-        "Phases: what each adds to the peak, what it keeps (anonymous / file-backed), how long it takes",
+        "Phases: each one's own high-water mark, what it keeps (anonymous / file-backed), and "
+        "when it ran (phases that ran at the same time overlap, never stacked)",
     )
-    doc.chart(charts.phase_adds_bars(med).properties(width=800))
+    doc.chart(charts.phase_peak_bars(med).properties(width=800))
     doc.chart(charts.anon_file_bars(med))
     doc.chart(charts.phase_time_bars(med).properties(width=800))
 
@@ -122,14 +124,14 @@ def _timeline(doc: _Doc, results: Results, phases: pd.DataFrame, shapes: str) ->
     if not chosen:
         return
     labels = {
-        r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
+        str(r.result_id): f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
         for r in firsts.itertuples()
     }
     samples = results.samples[
         results.samples["result_id"].isin(chosen) & results.samples["process_index"].isin([0, -1])
     ]
     samples = samples.assign(label=samples["result_id"].map(labels))
-    base = firsts.set_index("result_id")["baseline_rss_bytes"].to_dict()
+    base = {str(k): float(v) for k, v in zip(firsts["result_id"], firsts["baseline_rss_bytes"])}
     doc.add("h3", f"Timeline on {shapes}: RSS over baseline, one repeat per strategy")
     doc.chart(
         timeline.timeline(
@@ -142,38 +144,64 @@ def _timeline(doc: _Doc, results: Results, phases: pd.DataFrame, shapes: str) ->
     )
 
 
-def build(results: Results, source: str) -> str:
-    """The report's HTML for the newest run in `results` (every run's statuses included)."""
-    runs = results.runs.sort_values("started_utc", ascending=False)
-    run_ids = [r for r in runs["run_id"] if r in set(results.phases["run_id"])] or sorted(
-        set(results.phases["run_id"])
-    )
-    run_id = run_ids[0]
-    phases = results.phases[results.phases["run_id"] == run_id]
-    run = runs[runs["run_id"] == run_id]
-    ram = int(run["ram_bytes"].iloc[0]) if len(run) else 16 << 30
+EVERY_RUN = {
+    "shapes": "shape set",
+    "strategy": "strategy",
+    "repeat": "repeat",
+    "status": "status",
+    "peak_ratio": "× checkpoint",
+    "wall_s": "wall",
+    "error": "error",
+}
+
+
+def _every_run(doc: _Doc, phases: pd.DataFrame) -> None:
+    doc.add("h2", "Every run (failed ones included)")
+    totals = frames.whole_run(phases)
+    totals = totals[totals["phase"] == TOTAL].sort_values(["shapes", "strategy", "repeat"])
+    table = totals.assign(
+        peak_ratio=totals["peak_ratio"].map(style.ratio),
+        wall_s=totals["wall_s"].map(style.seconds),
+        error=totals["error"].fillna(""),
+    )[list(EVERY_RUN)]
+    doc.table(table.rename(columns=EVERY_RUN))
+
+
+def _chosen(results: Results, run_id: str | None) -> pd.DataFrame:
+    """The phase rows the report shows: run `run_id`, or each shape set's default run (the
+    newest complete, unconstrained one; `dashboard.frames.default_phases`)."""
+    if run_id is None:
+        return frames.default_phases(results.runs, results.phases)
+    known = set(results.phases["run_id"])
+    if run_id not in known:
+        raise BenchError(
+            f"--run {run_id}: no such run in the results; runs there: {', '.join(sorted(known))}"
+        )
+    return results.phases[results.phases["run_id"] == run_id]
+
+
+def build(results: Results, source: str, run_id: str | None = None) -> str:
+    """The report's HTML for run `run_id` (default: each shape set's newest complete,
+    unconstrained run), every child run's status included."""
+    phases = _chosen(results, run_id)
+    shown = results.runs[results.runs["run_id"].isin(set(phases["run_id"]))]
+    known = shown.dropna(subset=["ram_bytes"]).sort_values("started_utc", ascending=False)
+    ram = int(known["ram_bytes"].iloc[0]) if len(known) else 16 << 30
     labels = frames.run_labels(results.runs, results.phases)
     doc = _Doc()
     doc.add("h1", "loadbench report")
+    named = "; ".join(labels.get(r, r) for r in phases["run_id"].unique())
     doc.add(
         "p",
-        f"Results {source}; run {labels.get(run_id, run_id)}. Peaks are over each child's baseline; times are medians of the ok repeats.",
+        f"Results folder {source}; run {named}. Peaks are over each child's baseline; times "
+        "are medians of the ok repeats.",
     )
     summary = summarize(phases)
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False).index
     for shapes in order:
         _overview(doc, phases, summary, shapes, ram)
         _timeline(doc, results, phases, shapes)
-    doc.add("h2", "Every run (failed ones included)")
-    totals = frames.whole_run(phases)
-    totals = totals[totals["phase"] == TOTAL].sort_values(["shapes", "strategy", "repeat"])
-    doc.table(
-        totals.assign(
-            peak_ratio=totals["peak_ratio"].map(style.ratio),
-            wall_s=totals["wall_s"].map(style.seconds),
-            error=totals["error"].fillna(""),
-        )[["shapes", "strategy", "repeat", "status", "peak_ratio", "wall_s", "error"]]
-    )
+    _every_run(doc, phases)
     return _page("\n".join(doc.parts))
 
 
@@ -181,7 +209,8 @@ def _page(body: str) -> str:
     import vl_convert
     from altair.utils._importers import vl_version_for_vl_convert
 
-    bundle = vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())
+    # vl-convert's stub marks `snippet` required; at runtime it is optional (the default snippet)
+    bundle = vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())  # type: ignore[call-arg]
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>loadbench report</title>'
         f"<style>{CSS}</style><script>{bundle}</script></head>\n<body>\n{body}\n</body></html>\n"
@@ -193,10 +222,11 @@ def run(args: argparse.Namespace) -> int:
     results = read_results(args.results)
     if results.phases.empty:
         raise BenchError(
-            f"no results in {args.results}; make some with `loadbench bench run --shapes gpt2 --out {args.results}`"
+            f"no results in {args.results}; make some with "
+            f"`loadbench bench run --shapes gpt2 --out {args.results}`"
         )
     out = Path(args.out)
-    text = build(results, str(args.results))
+    text = build(results, str(args.results), getattr(args, "run", None))
     tmp = out.with_name(out.name + ".part")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)  # never a half-written report

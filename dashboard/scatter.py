@@ -9,6 +9,8 @@ up or down in label-height steps until it is clear, with a thin leader line when
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import altair as alt
 import pandas as pd
 
@@ -16,6 +18,7 @@ from dashboard import style
 from loader.vocabulary import PEER, REFERENCE, STATUSES
 
 HEIGHT = 360
+HOST_COLOR = "#c62828"
 ASSUMED_WIDTH = 640  # px; the real chart is wider, which only leaves more room between labels
 LABEL_H, CHAR_W, GAP = 14.0, 6.6, 15.0  # GAP clears the Pareto ring around a point
 STATUS_SHAPES = dict(
@@ -40,7 +43,8 @@ def place_labels(points: pd.DataFrame, x: str, y: str, x_max: float, y_max: floa
     one, two, ... label heights below and above, the first free slot kept.
     """
     sx, sy = ASSUMED_WIDTH / x_max, HEIGHT / y_max
-    placed, out = [], []
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
     for _, row in points.sort_values(y, ascending=False).iterrows():
         px, py = row[x] * sx + GAP, HEIGHT - row[y] * sy
         width = CHAR_W * len(str(row["label"]))
@@ -113,36 +117,96 @@ def _reference_layers(
     return [rule.encode(y=y_enc(y)), text.encode(x=x_enc("right"), y=y_enc(y), text="text:N")]
 
 
-def overview_scatter(df: pd.DataFrame, y: str, y_title: str, y_format: str) -> alt.LayerChart:
+@dataclass(frozen=True)
+class HostLine:
+    """The host's RAM on the chart: `y` in the chart's unit (RAM less the baseline), a label."""
+
+    y: float
+    label: str
+
+
+OFF_SCALE = 3.0  # a host line this far above the highest point is pinned at the top edge
+
+
+def _host_layers(host: HostLine, y_max: float, x_enc, y_enc, x_max: float) -> list[alt.Chart]:
+    """A red dashed rule at the host's RAM (pinned to the top edge, and said so, when far above
+    every point), labelled at its left end."""
+    off = host.y > y_max
+    text = host.label + (" (above the chart: every peak is far below)" if off else "")
+    line = pd.DataFrame({"y": [min(host.y, y_max)], "x": [0.0], "text": [text]})
+    rule = alt.Chart(line).mark_rule(color=HOST_COLOR, strokeDash=[8, 4], strokeWidth=2)
+    label = alt.Chart(line).mark_text(
+        align="left",
+        baseline="top" if off else "bottom",
+        dx=4,
+        dy=3 if off else -3,
+        color=HOST_COLOR,
+        fontWeight="bold",
+    )
+    return [
+        rule.encode(y=y_enc("y")),
+        label.encode(x=x_enc("x"), y=y_enc("y"), text="text:N"),
+    ]
+
+
+def _y_max(drawn: pd.DataFrame, y: str, host: HostLine | None) -> float:
+    top = float(drawn[y].max()) * 1.15
+    if host is not None and host.y <= top * OFF_SCALE:
+        top = max(top, host.y * 1.08)
+    return max(top, 1e-9)
+
+
+def overview_scatter(
+    df: pd.DataFrame, y: str, y_title: str, y_format: str, host: HostLine | None = None
+) -> alt.LayerChart:
     """The Overview chart over `df` (one row per strategy: `strategy`, `kind`, `status`, `wall_s`,
-    `pareto`, `y`); `y` is `peak_ratio` or a byte column already scaled to the axis unit."""
+    `pareto`, `y`); `y` is `peak_ratio` or a byte column already scaled to the axis unit; `host`
+    draws the host's RAM as a line."""
     drawn = df[df["wall_s"].notna() & df[y].notna()]
     points = drawn[drawn["kind"] != REFERENCE].copy()
     x_max = max(float(drawn["wall_s"].max()) * 1.25, 1e-3)
-    y_max = max(float(drawn[y].max()) * 1.15, 1e-9)
+    y_max = _y_max(drawn, y, host)
     x_enc, y_enc = _axes(x_max, y_max, y_title, y_format)
     layers = _reference_layers(drawn[drawn["kind"] == REFERENCE], y, y_format, x_enc, y_enc, x_max)
+    if host is not None:
+        layers += _host_layers(host, y_max, x_enc, y_enc, x_max)
     if points.empty:
-        return alt.layer(*layers).properties(height=HEIGHT)
+        return alt.LayerChart(layer=layers).properties(height=HEIGHT)
     points["label"] = points["strategy"] + points["kind"].map(
         lambda k: " · peer" if k == PEER else ""
     )
     points = place_labels(points, "wall_s", y, x_max, y_max)
-    front = points[points["pareto"]]
-    if len(front):
-        stairs = _staircase(front, "wall_s", y, x_max, y_max)
-        layers.append(
-            alt.Chart(stairs)
-            .mark_line(color="#333", strokeDash=[6, 3], strokeWidth=2)
-            .encode(x=x_enc("wall_s"), y=y_enc(y), order="order:Q")
-        )
-        layers.append(
-            alt.Chart(front)
-            .mark_point(size=520, color="#333", strokeWidth=1.5, filled=False, shape="circle")
-            .encode(x=x_enc("wall_s"), y=y_enc(y))
-        )
+    layers += _front_layers(points[points["pareto"]], y, x_enc, y_enc, x_max, y_max)
     layers += _point_layers(points, y, y_format, x_enc, y_enc)
-    return alt.layer(*layers).properties(height=HEIGHT)
+    return alt.LayerChart(layer=layers).properties(height=HEIGHT)
+
+
+def _front_layers(front: pd.DataFrame, y: str, x_enc, y_enc, x_max, y_max) -> list[alt.Chart]:
+    """The Pareto staircase and a ring around each of its points."""
+    if front.empty:
+        return []
+    stairs = _staircase(front, "wall_s", y, x_max, y_max)
+    line = alt.Chart(stairs).mark_line(color="#333", strokeDash=[6, 3], strokeWidth=2)
+    ring = alt.Chart(front).mark_point(
+        size=520, color="#333", strokeWidth=1.5, filled=False, shape="circle"
+    )
+    return [
+        line.encode(x=x_enc("wall_s"), y=y_enc(y), order="order:Q"),
+        ring.encode(x=x_enc("wall_s"), y=y_enc(y)),
+    ]
+
+
+def _tooltip(points: pd.DataFrame, y: str, y_format: str) -> list[alt.Tooltip]:
+    return [
+        alt.Tooltip("strategy:N"),
+        *([alt.Tooltip("description:N")] if "description" in points else []),
+        alt.Tooltip("kind:N"),
+        alt.Tooltip("status:N"),
+        alt.Tooltip("repeats:Q"),
+        alt.Tooltip("wall_s:Q", format=".2f", title="wall s"),
+        alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
+        alt.Tooltip("pareto:N", title="on the Pareto front"),
+    ]
 
 
 def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> list[alt.Chart]:
@@ -156,37 +220,18 @@ def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> 
     color = alt.Color(
         "strategy:N", title="strategy", scale=style.strategy_scale(points["strategy"])
     )
-    tooltip = [
-        alt.Tooltip("strategy:N"),
-        *([alt.Tooltip("description:N")] if "description" in points else []),
-        alt.Tooltip("kind:N"),
-        alt.Tooltip("status:N"),
-        alt.Tooltip("repeats:Q"),
-        alt.Tooltip("wall_s:Q", format=".2f", title="wall s"),
-        alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
-        alt.Tooltip("pareto:N", title="on the Pareto front"),
-    ]
+    tooltip = _tooltip(points, y, y_format)
     layers = []
     moved = points[(points["label_y"] - points[y]).abs() > 1e-12]
     if len(moved):
-        layers.append(
-            alt.Chart(moved)
-            .mark_rule(color="#999", strokeWidth=0.8)
-            .encode(x=x_enc("wall_s"), y=y_enc(y), x2="label_x:Q", y2="label_y:Q")
-        )
-    for kind_rows, filled in (
-        (points[points["kind"] != PEER], True),
-        (points[points["kind"] == PEER], False),
-    ):
-        if len(kind_rows):
-            mark = alt.Chart(kind_rows).mark_point(
-                size=150, filled=filled, strokeWidth=2, opacity=1
-            )
-            layers.append(
-                mark.encode(
-                    x=x_enc("wall_s"), y=y_enc(y), color=color, shape=shape, tooltip=tooltip
-                )
-            )
+        leader = alt.Chart(moved).mark_rule(color="#999", strokeWidth=0.8)
+        layers.append(leader.encode(x=x_enc("wall_s"), y=y_enc(y), x2="label_x:Q", y2="label_y:Q"))
+    for filled in (True, False):
+        rows = points[(points["kind"] != PEER) == filled]
+        if len(rows):
+            mark = alt.Chart(rows).mark_point(size=150, filled=filled, strokeWidth=2, opacity=0.85)
+            enc = mark.encode(x=x_enc("wall_s"), y=y_enc(y), color=color, shape=shape)
+            layers.append(enc.encode(tooltip=tooltip))
     text = alt.Chart(points).mark_text(align="left", baseline="middle", fontSize=12, color="#222")
     layers.append(text.encode(x=x_enc("label_x"), y=y_enc("label_y"), text="label:N"))
     return layers

@@ -1,8 +1,9 @@
 """Shape specs for the Target host page: names, summary stats and the sharding rule, jax-free.
 
 The facts come from `shapes.load_spec`, `bench.analysis.recommend.spec_summary` and
-`loader.sharded.rule.shard_axis` (the one implementation of each). When importing those would pull jax into the dashboard's process, they are computed in a
-short-lived child interpreter instead (`python -m dashboard.specs ...`), which prints JSON.
+`loader.sharded.rule.shard_axis` (the one implementation of each). When importing those would
+pull jax into the dashboard's process, they are computed in a short-lived child interpreter
+instead (`python -m dashboard.specs ...`), which prints JSON.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 from dashboard.optional import REPO_ROOT, why_unavailable
 
@@ -48,7 +50,7 @@ def _facts(name: str, devices: int) -> dict:
     }
 
 
-def _in_child(*args: str) -> object:
+def _in_child(*args: str) -> Any:
     proc = subprocess.run(
         [sys.executable, "-m", "dashboard.specs", *args],
         capture_output=True,

@@ -21,7 +21,20 @@ import altair as alt
 import pandas as pd
 
 from bench.units import format_bytes
-from loader.vocabulary import KINDS, PEER, PHASE_ORDER, REFERENCE, STRATEGY
+from loader.vocabulary import (
+    ASSEMBLE,
+    BUILD,
+    CAST,
+    KINDS,
+    PEER,
+    PHASE_ORDER,
+    READ,
+    REFERENCE,
+    STRATEGY,
+    STREAM,
+    TOTAL,
+    TRANSFER,
+)
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -47,18 +60,17 @@ STRATEGY_PALETTE = (
 REFERENCE_COLOR = "#7f7f7f"
 # A pastel palette for phases (bands, stacked bars): never one of the strategy hues above.
 PHASE_COLORS = {
-    "build": "#c6dbef",
-    "read": "#fdd0a2",
-    "cast": "#dadaeb",
-    "transfer": "#c7e9c0",
-    "assemble": "#fcbba1",
-    "stream": "#fff2ae",
-    "total": "#f0f0f0",
+    BUILD: "#c6dbef",
+    READ: "#fdd0a2",
+    CAST: "#dadaeb",
+    TRANSFER: "#c7e9c0",
+    ASSEMBLE: "#fcbba1",
+    STREAM: "#fff2ae",
+    TOTAL: "#f0f0f0",
 }
 MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}
-NAIVE = (
-    "eager"  # the path a user writes first (read everything, then build): the headline's yardstick
-)
+# the path a user writes first (read everything, then build): the headline's yardstick
+NAIVE = "eager"
 
 
 def _catalog() -> dict[str, str]:

@@ -3,10 +3,13 @@
 RSS is drawn over each result's baseline by default (as on every other page), absolute as an
 option. A pause in sampling longer than GAP_FACTOR times the result's median interval is drawn as a
 gap, never as a line between the samples either side, since nothing was measured there. The
-anonymous / file-backed split is a stacked area with its own two-entry legend.
+anonymous / file-backed split is two lines (anonymous, and anonymous + file-backed) with their
+own legend. Phase bands sit at their recorded times, overlapping phases on lanes of their own.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -15,11 +18,12 @@ from dashboard import style
 
 GAP_FACTOR = 4.0
 HEIGHT = 340
-WIDTH = 860  # px, both panels (a vertical concat cannot stretch to its container)
+WIDTH = 740  # px, both panels (a vertical concat cannot stretch to its container)
 
 
 def with_segments(samples: pd.DataFrame) -> pd.DataFrame:
-    """`samples` (one result or several, by `result_id`) with a `segment` id that changes at gaps."""
+    """`samples` (one result or several, by `result_id`) with a `segment` id that changes at
+    gaps."""
     parts = []
     for _, rows in samples.sort_values("t_s").groupby("result_id", sort=False):
         dt = rows["t_s"].diff()
@@ -32,7 +36,8 @@ def with_segments(samples: pd.DataFrame) -> pd.DataFrame:
 def prepared(
     samples: pd.DataFrame, baselines: dict[str, float], over_baseline: bool
 ) -> tuple[pd.DataFrame, str, str, str]:
-    """Samples with `total_u`, `anon_u`, `file_u` in one unit; the unit, its format and the axis title.
+    """Samples with `total_u`, `anon_u`, `file_u` in one unit; the unit, its format and the axis
+    title.
 
     Over baseline, the total is RSS minus the result's baseline and each of anonymous and
     file-backed is what it holds minus its value at the result's first sample.
@@ -62,7 +67,9 @@ def _lines(s: pd.DataFrame, fmt: str, title: str, x: alt.X) -> alt.Chart:
     strategies = [label.split(" · ")[0] for label in labels]
     scale = alt.Scale(domain=labels, range=[style.strategy_color(n) for n in strategies])
     legend = alt.Legend(orient="top", columns=1, labelLimit=600)
-    enc = {"color": alt.Color("label:N", title="result", scale=scale, legend=legend)}
+    enc: dict[str, Any] = {
+        "color": alt.Color("label:N", title="result", scale=scale, legend=legend)
+    }
     if len(set(strategies)) < len(strategies):
         enc["strokeDash"] = alt.StrokeDash("label:N", title="result", legend=legend)
     return (
@@ -84,26 +91,30 @@ def _lines(s: pd.DataFrame, fmt: str, title: str, x: alt.X) -> alt.Chart:
 
 
 def _split(s: pd.DataFrame, fmt: str, unit: str, over: bool, x: alt.X) -> alt.Chart:
+    """Anonymous RSS, and anonymous + file-backed on top of it, as two lines: a sampling gap
+    stays a gap (an area would drop to zero at each gap's edges, which reads as RSS falling)."""
+    s = s.assign(both_u=s["anon_u"] + s["file_u"])
     long = s.melt(
         id_vars=["t_s", "segment", "phase"],
-        value_vars=["anon_u", "file_u"],
+        value_vars=["anon_u", "both_u"],
         var_name="memory",
         value_name="v",
     )
-    long["memory"] = long["memory"].map({"anon_u": "anonymous", "file_u": "file-backed"})
-    kinds = alt.Scale(domain=list(style.MEMORY_KINDS), range=list(style.MEMORY_KINDS.values()))
-    title = f"RSS {'since the first sample' if over else ''} ({unit}), stacked".replace("  ", " ")
+    names = {"anon_u": "anonymous", "both_u": "anonymous + file-backed"}
+    long["memory"] = long["memory"].map(names)
+    colors = list(style.MEMORY_KINDS.values())
+    kinds = alt.Scale(domain=list(names.values()), range=colors)
+    title = f"RSS {'since the first sample' if over else ''} ({unit})".replace("  ", " ")
     return (
         alt.Chart(long)
-        .mark_area(opacity=0.8)
+        .mark_line(point=alt.OverlayMarkDef(size=10))
         .encode(
             x=x,
-            y=alt.Y("v:Q", stack="zero", title=title, axis=alt.Axis(format=fmt)),
+            y=alt.Y("v:Q", title=title, axis=alt.Axis(format=fmt)),
             color=alt.Color(
                 "memory:N", title="memory", scale=kinds, legend=alt.Legend(orient="top")
             ),
             detail="segment:N",
-            order=alt.Order("memory:N"),
             tooltip=[
                 "memory",
                 "phase",
@@ -114,13 +125,19 @@ def _split(s: pd.DataFrame, fmt: str, unit: str, over: bool, x: alt.X) -> alt.Ch
     )
 
 
-def _strip(bands: pd.DataFrame, x: alt.X) -> alt.Chart:
-    """One row of phase bands per result, under the curve, sharing its time axis."""
+MIN_LABEL_PX = 7.0  # px per character a band needs before its phase name is written in it
+
+
+def _strip(bands: pd.DataFrame, x: alt.X, t_max: float) -> alt.LayerChart:
+    """One row of phase bands per result, under the curve, at their recorded times: phases that
+    ran at the same time overlap in time and sit on lanes of their own; a band too narrow for
+    its name is named by the legend and its tooltip only."""
     base = alt.Chart(bands)
     rect = base.mark_bar(height={"band": 0.8}).encode(
         x=x,
         x2="end_s:Q",
-        y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=420)),
+        y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=300)),
+        yOffset=alt.YOffset("lane:O"),
         color=alt.Color(
             "phase:N",
             title="phase",
@@ -134,10 +151,20 @@ def _strip(bands: pd.DataFrame, x: alt.X) -> alt.Chart:
             alt.Tooltip("end_s:Q", format=".2f"),
         ],
     )
-    text = base.mark_text(align="left", dx=3, fontSize=11, color="#333").encode(
-        x="start_s:Q", y="label:N", text="phase:N"
-    )
-    return alt.layer(rect, text).properties(height=30 * bands["label"].nunique() + 10)
+    px = (bands["end_s"] - bands["start_s"]) / (t_max or 1.0) * WIDTH
+    wide = bands[px >= MIN_LABEL_PX * bands["phase"].str.len() + 6]
+    text = alt.Chart(wide).mark_text(align="left", dx=3, fontSize=11, color="#333")
+    text = text.encode(x="start_s:Q", y="label:N", yOffset=alt.YOffset("lane:O"), text="phase:N")
+    lanes = int(bands["lane"].max()) + 1 if len(bands) else 1
+    height = 22 * lanes * bands["label"].nunique() + 10
+    return alt.LayerChart(layer=[rect, text]).properties(height=height)
+
+
+def _time_axis(field: str, title: str | None, t_max: float) -> alt.X:
+    """The shared time axis: seconds with 2 decimals, 3 when the whole span is under 0.2 s."""
+    t_format = ".2f" if t_max >= 0.2 else ".3f"
+    scale = alt.Scale(domain=[0, t_max], nice=False)
+    return alt.X(f"{field}:Q", title=title, scale=scale, axis=alt.Axis(format=t_format))
 
 
 def timeline(
@@ -158,25 +185,17 @@ def timeline(
         over_baseline: subtract the baseline (the default on every page) instead of absolute RSS.
     """
     s, unit, fmt, title = prepared(samples, baselines, over_baseline)
-    t_max = max(
-        float(s["t_s"].max()) if len(s) else 0.0, float(bands["end_s"].max()) if len(bands) else 0.0
+    ends = [float(s["t_s"].max()) if len(s) else 0.0]
+    ends += [float(bands["end_s"].max()) if len(bands) else 0.0]
+    t_max = max(ends) * 1.02 or 1.0
+    top_x, strip_x = (
+        _time_axis("t_s", "seconds since baseline", t_max),
+        _time_axis("start_s", None, t_max),
     )
-    x = alt.X(
-        "t_s:Q",
-        title="seconds since baseline",
-        scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
-        axis=alt.Axis(format=".2f"),
-    )
-    top = _split(s, fmt, unit, over_baseline, x) if split else _lines(s, fmt, title, x)
-    strip_x = alt.X(
-        "start_s:Q",
-        title=None,
-        scale=alt.Scale(domain=[0, t_max * 1.02 or 1.0], nice=False),
-        axis=alt.Axis(format=".2f"),
-    )
+    top = _split(s, fmt, unit, over_baseline, top_x) if split else _lines(s, fmt, title, top_x)
     chart = alt.vconcat(
         top.properties(height=HEIGHT, width=WIDTH),
-        _strip(bands, strip_x).properties(width=WIDTH),
+        _strip(bands, strip_x, t_max).properties(width=WIDTH),
         spacing=6,
     )
     return chart.resolve_scale(color="independent").resolve_legend(color="independent")

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import MAKE_COMMAND, data
+from dashboard import MAKE_COMMAND, data, frames
 from loader.vocabulary import OK, STATUSES, TOTAL
 
 
@@ -48,19 +48,41 @@ def page_results() -> Any:
 
 
 def run_ids(results: Any) -> list[str]:
-    """The runs that have phase rows, newest first (those lacking a run record last)."""
-    labels = data.run_labels(results.runs, results.phases)
-    ids = [r for r in labels if r in set(results.phases["run_id"])]
-    return ids + sorted(set(results.phases["run_id"]) - set(ids))
+    """The runs that have phase rows, newest first."""
+    return list(frames.run_facts(results.runs, results.phases)["run_id"])
 
 
-def pick_run(results: Any, *, key: str, label: str = "Run", index: int = 0) -> str:
-    """A run selector (newest first, labelled with machine, date and shape sets); the run id."""
-    labels = data.run_labels(results.runs, results.phases)
+def pick_run(
+    results: Any, *, key: str, label: str = "Run", index: int | None = None, newest: bool = False
+) -> str:
+    """A run selector, newest first, each labelled with machine, date, shape sets, status and
+    limits; it opens on the newest complete, unconstrained run (`index` picks another). With
+    `newest`, its first choice is `frames.NEWEST`: each shape set's own default run.
+
+    Returns:
+        The run id, or `frames.NEWEST`.
+    """
+    labels = frames.run_labels(results.runs, results.phases)
     ids = run_ids(results)
+    if index is None:
+        first = frames.default_run(results.runs, results.phases)
+        index = ids.index(first) if first in ids else 0
+    if newest:
+        ids, index, labels = (
+            [frames.NEWEST, *ids],
+            0,
+            {frames.NEWEST: frames.NEWEST_LABEL, **labels},
+        )
     return st.selectbox(
         label, ids, index=min(index, len(ids) - 1), key=key, format_func=lambda r: labels.get(r, r)
     )
+
+
+def run_phases(results: Any, run_id: str) -> pd.DataFrame:
+    """The phase rows of `run_id`, or of each shape set's default run for `frames.NEWEST`."""
+    if run_id == frames.NEWEST:
+        return frames.default_phases(results.runs, results.phases)
+    return results.phases[results.phases["run_id"] == run_id]
 
 
 def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
@@ -93,7 +115,8 @@ def number_table(table: pd.DataFrame, formats: dict[str, str], labels: dict[str,
     """`table` as a Styler whose numbers use `formats` (`str.format` style) and whose missing
     values (a failed run has no peak or time) read as "–", not a grey "None"; `labels` renames
     columns. The formats live in the Styler: a column_config format would override na_rep."""
-    styler = table.style.format(formats, na_rep="–")
+    by_column: dict[Any, Any] = dict(formats)
+    styler = table.style.format(by_column, na_rep="–")
     return styler, {c: st.column_config.Column(label) for c, label in labels.items()}
 
 
@@ -119,3 +142,54 @@ def status_table(phases: pd.DataFrame) -> None:
 def _status_style(row: pd.Series) -> list[str]:
     color = "" if row["status"] == OK else "background-color: rgba(198, 40, 40, 0.15)"
     return [color] * len(row)
+
+
+HOST_RAM = "host_ram_gib"  # session state: the host RAM shown, kept across pages
+HOST_RAM_SET = "host_ram_set"  # session state: the user set it (else it follows the run shown)
+GIB = float(1 << 30)
+
+
+def _keep_host_ram(key: str) -> None:
+    st.session_state[HOST_RAM] = st.session_state[key]
+    st.session_state[HOST_RAM_SET] = True
+
+
+def host_ram(column: Any, default_bytes: float | None, *, key: str, help: str) -> int:
+    """The host RAM input (GiB), shared by the Overview and the Target host page. Until the user
+    sets it, it follows `default_bytes` (the RAM of the machine that measured the run shown);
+    once set, the value is kept in session state across pages and runs.
+
+    Returns:
+        The host RAM in bytes.
+    """
+    if not st.session_state.get(HOST_RAM_SET):
+        st.session_state[HOST_RAM] = round(float(default_bytes or 16 * GIB) / GIB, 2)
+    st.session_state[key] = float(st.session_state[HOST_RAM])
+    gib = column.number_input(
+        "Host RAM (GiB)",
+        min_value=0.25,
+        max_value=65536.0,
+        step=0.5,
+        key=key,
+        help=help,
+        on_change=_keep_host_ram,
+        args=(key,),
+    )
+    return int(gib * GIB)
+
+
+def _remember_excluded(key: str, options: list[str]) -> None:
+    excluded = set(st.session_state.get(f"{key}_excluded", ()))
+    chosen = set(st.session_state[key])
+    st.session_state[f"{key}_excluded"] = (excluded - set(options)) | (set(options) - chosen)
+
+
+def pick_strategies(options: list[str], *, key: str, label: str = "Strategies") -> list[str]:
+    """A strategy multiselect whose choice survives a change of its options (another device
+    count, shape set or run): what the user took out stays out, every other strategy is in,
+    so switching away and back leaves the selection as it was."""
+    excluded = set(st.session_state.get(f"{key}_excluded", ()))
+    st.session_state[key] = [o for o in options if o not in excluded]
+    return st.multiselect(
+        label, options, key=key, on_change=_remember_excluded, args=(key, list(options))
+    )

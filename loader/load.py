@@ -9,10 +9,10 @@ from loader import strategies
 from loader.keys import KeyMap
 from loader.report import LoadReport
 from loader.strategies import StrategyError
+from loader.vocabulary import DEFAULT_STRATEGY
 
 #: What `load_model` runs when no strategy is named: abstract build overlapped with threaded reads,
 #: chunked casts, host bytes in flight bounded by `budget` (`loader.strategies.pipelined`).
-DEFAULT_STRATEGY = "pipelined"
 
 
 def _options(**given: Any) -> dict[str, Any]:

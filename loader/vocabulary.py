@@ -38,6 +38,7 @@ STRATEGY: Final = "strategy"  # one of ours: loads a model
 REFERENCE: Final = "reference"  # a reference line (`floor`): reads the bytes, loads no model
 PEER: Final = "peer"  # another project's loader, ending in the same filled model
 KINDS: Final = (STRATEGY, REFERENCE, PEER)
+DEFAULT_STRATEGY: Final = "pipelined"  # what `loader.load_model` uses when no strategy is named
 
 # -- checkpoint forms: what a strategy's `path` must be (`prepare` converts a file to the others) --
 FILE: Final = "file"  # one .safetensors file, or a folder of them (with or without an index)

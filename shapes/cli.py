@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from loader.errors import CheckpointError
 from shapes.catalog import fetched_names, load_spec, preset_names, user_presets_dir
+from shapes.sizes import format_bytes
 from shapes.spec import ShapeSpec
 
 EXIT_ERROR = 2  # the exit status of every `loadbench` command that fails on its input
@@ -44,12 +45,15 @@ def _print_summary(spec: ShapeSpec, as_json: bool) -> None:
     if as_json:
         print(json.dumps(s))
         return
-    print(f"{spec.label}  ({spec.source} @ {spec.revision or 'unpinned'})")
+    origin = spec.source if spec.source != spec.label else ""
+    if spec.revision:
+        origin = f"{origin} @ {spec.revision}".strip()
+    print(f"{spec.label}  ({origin})" if origin else spec.label)
     rows = [("tensors", f"{s['tensors']:,}"), ("params", f"{s['params']:,}")]
     rows += [(f"bytes {dt}", f"{n:,}") for dt, n in sorted(s["bytes_by_dtype"].items())]
     rows += [
-        ("total bytes", f"{s['bytes']:,} ({s['bytes'] / 1e9:.2f} GB)"),
-        ("largest", f"{s['largest_name']} ({s['largest_numel']:,})"),
+        ("total bytes", f"{s['bytes']:,} ({format_bytes(s['bytes'])})"),
+        ("largest", f"{s['largest_name']} ({s['largest_numel']:,} elements)"),
         ("median numel", f"{s['median_numel']:,}"),
         ("files", f"{s['files']}"),
     ]
@@ -95,9 +99,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     path = synthesize(spec, args.out, dtype=args.dtype, seed=args.seed)
     wall = time.perf_counter() - start
-    gb = spec.total_bytes / 1e9
-    speed = gb / max(wall, 1e-9)
-    print(f"{path}  ({len(spec.tensors)} tensors, {gb:.2f} GB in {wall:.1f} s, {speed:.2f} GB/s)")
+    size, speed = format_bytes(spec.total_bytes), spec.total_bytes / max(wall, 1e-9) / 1e9
+    print(f"{path}  ({len(spec.tensors)} tensors, {size} in {wall:.1f} s, {speed:.2f} GB/s)")
     return 0
 
 

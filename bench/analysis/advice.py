@@ -15,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bench.analysis.fit import FitModel
 from bench.analysis.recommend import (
     MIN_FIT_BYTES,
     TIGHT_FRACTION,
@@ -71,6 +72,59 @@ def minimum_ram(peak_bytes: int) -> int:
     return int(math.ceil(peak_bytes / (1 - TIGHT_FRACTION) / step) * step)
 
 
+@dataclass(frozen=True)
+class Cost:
+    """One strategy's cost as the answer states it: measured (the dashboard) or predicted."""
+
+    strategy: str
+    peak_bytes: int  # peak RSS: what must fit in the host's RAM
+    wall_s: float
+    ratio: float | None = None  # peak over baseline, as a multiple of the checkpoint
+
+
+SAME_MINIMUM = 0.02  # peaks within 2% of the lightest's share its minimum RAM
+
+
+def at_minimum(costs: list[Cost]) -> tuple[int, Cost] | None:
+    """About the least host RAM in which some strategy fits, and the fastest strategy that fits
+    there: peaks within `SAME_MINIMUM` of the lightest count as the same minimum, and the RAM
+    given is the one the named strategy needs."""
+    if not costs:
+        return None
+    lightest = min(c.peak_bytes for c in costs)
+    there = [c for c in costs if c.peak_bytes <= lightest * (1 + SAME_MINIMUM)]
+    best = min(there, key=lambda c: c.wall_s)
+    return minimum_ram(best.peak_bytes), best
+
+
+def _seconds(s: float) -> str:
+    """`1.47 s`; `12 ms` under a tenth of a second (where 2 decimals would read `0.01 s`)."""
+    return f"{s:.2f} s" if s >= 0.1 else f"{s * 1000:.0f} ms"
+
+
+def _cost_text(c: Cost) -> str:
+    ratio = f" ({c.ratio:.2f}× checkpoint)" if c.ratio is not None and c.ratio == c.ratio else ""
+    return f"{format_bytes(c.peak_bytes)} peak{ratio}, {_seconds(c.wall_s)}"
+
+
+def answer(host_ram_bytes: int, best: Cost | None, costs: list[Cost], naive: Cost | None) -> str:
+    """The first screen's sentence: "On H: use S — P peak (r× checkpoint), T s; needs at least
+    M (S'); eager needs E and does not fit." `best` is the fastest that fits (None: none does),
+    `costs` every candidate, `naive` the path a user writes first (eager), if measured."""
+    ram = format_bytes(host_ram_bytes)
+    least = at_minimum(costs)
+    need = f"needs at least {format_bytes(least[0])} ({least[1].strategy})" if least else ""
+    if best is None:
+        return f"On {ram}: no strategy fits with {TIGHT_FRACTION:.0%} to spare; {need}."
+    text = f"On {ram}: use {best.strategy} — {_cost_text(best)}; {need}"
+    if naive is not None and naive.strategy != best.strategy:
+        naive_need = format_bytes(minimum_ram(naive.peak_bytes))
+        fits = minimum_ram(naive.peak_bytes) <= host_ram_bytes
+        how = f"fits, in {_seconds(naive.wall_s)}" if fits else "does not fit"
+        text += f"; {naive.strategy} needs {naive_need} and {how}"
+    return text + "."
+
+
 def advise(
     results: Results,
     target: TargetCheckpoint,
@@ -85,7 +139,8 @@ def advise(
     """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
     (and `disk_speed` where the fit is on runs with disk reads capped at that speed)."""
     rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
-    lightest = min(rec.strategies, key=lambda s: s.predicted_peak_bytes, default=None)
+    costs = [Cost(s.strategy, s.predicted_peak_bytes, s.predicted_wall_s) for s in rec.strategies]
+    least = at_minimum(costs)
     inputs = AdviceInputs(
         shapes=shapes,
         host_ram_bytes=int(host_ram_bytes),
@@ -98,8 +153,8 @@ def advise(
         inputs,
         target,
         rec,
-        minimum_ram(lightest.predicted_peak_bytes) if lightest else None,
-        lightest.strategy if lightest else None,
+        least[0] if least else None,
+        least[1].strategy if least else None,
     )
 
 
@@ -169,6 +224,24 @@ def sentences(advice: Advice) -> list[str]:
     return out
 
 
+def _runs(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"
+
+
+def fit_error_text(model: FitModel) -> str:
+    """The fit's error where there is out-of-sample evidence (leave one shape set out), else
+    "in-sample only": an in-sample error on few shape sets is near 0% by construction."""
+    peak, wall = model.peak_error_out_of_sample, model.wall_error_out_of_sample
+    if peak is None or wall is None:
+        return "in-sample only"
+    return f"peak {peak:.0%}, time {wall:.0%} (one shape set left out)"
+
+
+def repeats_text(model: FitModel) -> str:
+    """How far repeats strayed (`±12%`), or `1 run` where no shape set was repeated."""
+    return "1 run" if model.most_repeats <= 1 else f"±{model.wall_repeat_spread:.0%}"
+
+
 def table_rows(advice: Advice) -> list[dict[str, Any]]:
     """One row per predicted strategy, in the recommendation's order (fits first, then faster)."""
     return [
@@ -178,9 +251,9 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
             "predicted peak": format_bytes(s.predicted_peak_bytes),
             "headroom": format_bytes(s.headroom_bytes),
             "predicted time": f"{s.predicted_wall_s:.2f} s",
-            "basis": f"{s.model.runs} runs of {', '.join(s.model.shapes)}",
-            "fit error": f"peak {s.model.peak_error:.0%}, time {s.model.wall_error:.0%}",
-            "time repeats": f"±{s.model.wall_repeat_spread:.0%}",
+            "basis": f"{_runs(s.model.runs)} of {', '.join(s.model.shapes)}",
+            "fit error": fit_error_text(s.model),
+            "time repeats": repeats_text(s.model),
         }
         for s in advice.rec.strategies
     ]

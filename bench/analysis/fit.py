@@ -36,10 +36,15 @@ class FitModel:
     devices: tuple[int, ...]
     largest_measured_checkpoint_bytes: int
     extrapolation: float  # the target's checkpoint over the largest measured one
-    peak_error: float  # in-sample, relative
+    peak_error: float  # in-sample, relative (a floor on the error, not evidence of it)
     wall_error: float
     wall_repeat_spread: float
     disk_read_bytes_per_s: float | None = None
+    # leave one shape set out: the largest relative error predicting each measured shape set from
+    # the others (None: fewer than MIN_OUT_OF_SAMPLE shape sets, so there is no such evidence)
+    peak_error_out_of_sample: float | None = None
+    wall_error_out_of_sample: float | None = None
+    most_repeats: int = 1  # the most repeats of one shape set (1: no spread was measured)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object `recommend --json` prints under `model` (lists, no unset read speed)."""
@@ -97,6 +102,27 @@ def shape_medians(rows: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["ckpt", "largest"], as_index=False)[["over", "wall"]].median()
 
 
+MIN_OUT_OF_SAMPLE = 3  # shape sets needed to leave one out and still fit on two
+
+
+def out_of_sample(medians: pd.DataFrame) -> tuple[float | None, float | None]:
+    """Leave one shape set out: fit on the others, predict it; the largest relative error of the
+    peak and of the time (None, None with fewer than MIN_OUT_OF_SAMPLE shape sets)."""
+    if len(medians) < MIN_OUT_OF_SAMPLE:
+        return None, None
+    peak, wall = [], []
+    for i in range(len(medians)):
+        rest, one = medians.drop(index=medians.index[i]), medians.iloc[i]
+        x1, x2 = rest["ckpt"].to_numpy(float), rest["largest"].to_numpy(float)
+        a, b, e = _fit_peak(x1, x2, rest["over"].to_numpy(float))
+        c, d = _fit_wall(x1, rest["wall"].to_numpy(float))
+        if one["over"] > 0:
+            peak.append(abs(a * one["ckpt"] + b * one["largest"] + e - one["over"]) / one["over"])
+        if one["wall"] > 0:
+            wall.append(abs(c * one["ckpt"] + d - one["wall"]) / one["wall"])
+    return (max(peak) if peak else None), (max(wall) if wall else None)
+
+
 def fit(rows: pd.DataFrame, target_checkpoint_bytes: int) -> FitModel:
     """The model of one strategy's runs, for a target checkpoint of that many bytes."""
     medians = shape_medians(rows)
@@ -104,6 +130,7 @@ def fit(rows: pd.DataFrame, target_checkpoint_bytes: int) -> FitModel:
     over, wall = medians["over"].to_numpy(float), medians["wall"].to_numpy(float)
     a, b, e = _fit_peak(x1, x2, over)
     c, d = _fit_wall(x1, wall)
+    peak_out, wall_out = out_of_sample(medians)
     return FitModel(
         peak_bytes_per_checkpoint_byte=a,
         peak_bytes_per_largest_tensor_byte=b,
@@ -119,6 +146,9 @@ def fit(rows: pd.DataFrame, target_checkpoint_bytes: int) -> FitModel:
         peak_error=_rel_error(a * x1 + b * x2 + e, over),
         wall_error=_rel_error(c * x1 + d, wall),
         wall_repeat_spread=repeat_spread(rows),
+        peak_error_out_of_sample=peak_out,
+        wall_error_out_of_sample=wall_out,
+        most_repeats=int(rows.groupby("shapes").size().max()),
     )
 
 

@@ -172,7 +172,7 @@ def _inflight(row: pd.Series) -> str:
     if peak is None:
         return "-"
     budget = _num(row.get("budget_bytes"))
-    return f"{format_bytes(peak)} / {format_bytes(budget) if budget else 'default'}"
+    return f"{format_bytes(peak)} / {format_bytes(budget) if budget else 'its default'}"
 
 
 def _cells(row: pd.Series) -> list[str]:

@@ -7,32 +7,23 @@ read and folded into each open phase and into the whole-run peak, so nothing bet
 Where the kernel refuses the reset (checked once: a touched and unmapped buffer must vanish from the
 mark), peaks come from a fast sampler instead and `peak_source` says "sampled".
 
-Resetting the mark also lowers what the kernel reports as the process's lifetime peak
-(`ru_maxrss`, which `/usr/bin/time -v` prints): after resets it is only the peak since the last
-one. To cross-check a run with such a tool, set `LOADBENCH_PEAK_SOURCE=sampled`, which makes no
-resets (measured here on sa3: the per-phase probe and `/usr/bin/time -v` agree within 0.1-0.9%).
+Resets also lower the lifetime peak the kernel reports (`ru_maxrss`, as `/usr/bin/time -v`
+prints it); to cross-check with such a tool, `LOADBENCH_PEAK_SOURCE=sampled` makes no resets.
 
 Before the baseline, `trim_heap` hands the C heap's free pages back to the kernel (glibc's
-`malloc_trim(0)`): memory freed before the load (imports, the registry, the backend) would
-otherwise be reused by the load's first allocations without raising RSS, hiding part of its cost.
-On another libc this is a no-op.
+`malloc_trim(0)`; a no-op on another libc): memory freed before the load (imports, the registry,
+the backend) would otherwise be reused by the load's first allocations without raising RSS.
 
-Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
-`/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
-Device memory, where the backend reports it (`jax.Device.memory_stats()` on GPU/TPU; None on the
-CPU backend): at the end of each phase, `bytes_in_use` and `peak_bytes_in_use` summed over this
-process's devices. The allocator's peak cannot be reset, so a phase's device peak is the peak up to
-the end of that phase. The provider is a parameter (`device_memory=`), so tests can fake it.
+Anonymous and file-backed RSS: the kernel's `RssAnon` and `RssFile` (+ `RssShmem`) counters, the
+split of `/proc/self/smaps_rollup` without walking every mapping.
+Device memory (`jax.Device.memory_stats()` on GPU/TPU; None on CPU): each device's `bytes_in_use`
+and `peak_bytes_in_use` at each phase's end; the allocator's peak cannot be reset, so a phase's
+device peak is the peak up to its end. The provider (`device_memory=`) can be faked in tests.
 
 A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
-`max_samples` by halving the resolution when full.
-
-Example:
-    >>> probe = MemoryProbe()
-    >>> with probe.measure():
-    ...     with probe.phase("read"):
-    ...         data = open(path, "rb").read()
-    >>> probe.result().phases[0].peak_rss_bytes
+`max_samples` by halving the resolution when full; each phase's entry and exit are points too,
+and each phase records when it was first entered and last left (`start_s`, `end_s`). Example:
+`with probe.measure(): with probe.phase("read"): ...`, then `probe.result()`.
 """
 
 from __future__ import annotations
@@ -121,6 +112,8 @@ class PhaseStats:
     device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
     overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
     cpu_s: float | None = None  # process CPU time (every thread) while it was open
+    start_s: float | None = None  # first entered, seconds from the baseline (end_s: last left)
+    end_s: float | None = None
 
     def frozen(self) -> PhaseMeasure:
         fields = dataclasses.asdict(self)
@@ -253,17 +246,27 @@ class MemoryProbe:
         if self._use_hwm:
             reset_hwm()
         start, cpu = time.perf_counter(), time.process_time()
+        self._edge_sample(start, name, now)
+        if stats.start_s is None:
+            stats.start_s = start - self._t0
         try:
             yield
         finally:
-            wall = time.perf_counter() - start
+            end = time.perf_counter()
             cpu = time.process_time() - cpu
             now = self._mark()
             with self._lock:
                 self._open.remove(stats)
-                stats.wall_s += wall
+                stats.wall_s += end - start
                 stats.cpu_s = (stats.cpu_s or 0.0) + cpu
+                stats.end_s = end - self._t0
+            self._edge_sample(end, name, now)
             self._set_end(stats, now)
+
+    def _edge_sample(self, at: float, phase: str, now: dict[str, int]) -> None:
+        """A point at a phase's entry or exit (a phase may starve the sampler of the GIL)."""
+        with self._lock:
+            self._samples.append(Sample(at - self._t0, phase, now["anon"], now["file"]))
 
     def add_time(self, substep: str, seconds: float) -> None:
         """Add `seconds` to sub-step `substep` of the innermost open phase (or of `stream`)."""
@@ -284,7 +287,7 @@ class MemoryProbe:
                 self.peak_source,
                 self._total.frozen(),
                 tuple(p.frozen() for p in phases),
-                tuple(self._samples),
+                tuple(sorted(self._samples, key=lambda s: s.t_s)),
             )
 
 

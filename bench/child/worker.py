@@ -152,7 +152,9 @@ def measure(task: ChildTask) -> ChildResult:
         status=status,
         error=error,
         backend=backend,
-        measurement=dataclasses.replace(_measurement(probe, report, traffic, model), **timing),
+        measurement=dataclasses.replace(
+            _measurement(probe, report, traffic, model, budget_in_effect(info, task)), **timing
+        ),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,
     )
@@ -160,17 +162,38 @@ def measure(task: ChildTask) -> ChildResult:
 
 
 def _measurement(
-    probe: MemoryProbe, report: Any, traffic: DeviceTraffic, model: Any
+    probe: MemoryProbe,
+    report: Any,
+    traffic: DeviceTraffic,
+    model: Any,
+    budget: int | None,
 ) -> Measurement:
     """The probe's measurements, with what the load reported of itself and what each device
     received against its shards of the model."""
     return dataclasses.replace(
         probe.result(),
         inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
+        budget_bytes=budget,
         staging_memory=getattr(report, "staging_memory", None),
         device_received_bytes=traffic.received,
         device_expected_bytes=traffic_expected(model) if traffic.received else {},
     )
+
+
+def _takes_budget(info: StrategyInfo) -> bool:
+    return "budget" in inspect.signature(importlib.import_module(info.module).load).parameters
+
+
+def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
+    """The bound on bytes in flight the strategy loaded under: `--budget`, else its default
+    (None for a strategy that takes no budget)."""
+    if not _takes_budget(info):
+        return None
+    if task.budget_bytes is not None:
+        return task.budget_bytes
+    from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
+
+    return DEFAULT_BUDGET_BYTES
 
 
 def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:

@@ -15,9 +15,10 @@ from bench.errors import BenchError
 from bench.run.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, RunConfig
 from bench.vocabulary import WARM
 from loader.strategies import StrategyInfo
-from loader.vocabulary import FILE, STRATEGY
+from loader.vocabulary import DEFAULT_STRATEGY, FILE, STRATEGY
 
 EXIT_INTERRUPTED = 130
+DEFAULT_MARK = " (default)"  # after the name `loader.load_model` uses when none is given
 LIST_KEYS = ("name", "description", "kind", "checkpoint", "multiprocess", "install_hint")
 
 
@@ -47,15 +48,17 @@ def cmd_list(args: argparse.Namespace) -> int:
             {
                 **{k: getattr(e, k) for k in LIST_KEYS},
                 "available": e.available(),
+                "default": e.name == DEFAULT_STRATEGY,
                 "missing": e.missing(),
             }
             for e in entries.values()
         ]
         print(json.dumps(rows, indent=1))
         return 0
-    width = max((len(n) for n in entries), default=0)
+    width = max((len(n) for n in entries), default=0) + len(DEFAULT_MARK)
     for e in entries.values():
-        print(f"{e.name.ljust(width)}  {e.description}{_tags(e)}")
+        name = e.name + (DEFAULT_MARK if e.name == DEFAULT_STRATEGY else "")
+        print(f"{name.ljust(width)}  {e.description}{_tags(e)}")
     return 0
 
 

@@ -2,11 +2,13 @@
 
 Runs, on this machine, the recommended strategy and every one predicted not to fit, once
 each (a "does not fit" verdict is what a memory limit tests; the first of them alone may be a
-strategy such as `mmap` whose peak is mostly reclaimable file-backed pages), on the target shape
-set, each child inside a memory cgroup of `--host-ram` (`bench run --host-ram`; the rows say whether
-the limit was really enforced, or only watched). The verdict "fits" holds when the run ends ok;
-"does not fit" holds when the limit kills it (an `oom` row). The rows land in the results folder
-like any others (runs under a limit are not used to fit predictions). Never imports jax.
+strategy such as `mmap` whose peak is mostly reclaimable file-backed pages), on the target
+shape set, each child inside a memory cgroup of `--host-ram` (`bench run --host-ram`; the rows
+say whether the limit was really enforced, or only watched).
+The verdict "fits" holds when the run ends ok; "does not fit" holds when the limit kills it (an
+`oom` row; a group is `oom` when any of its processes was killed for memory). The runs land in
+`<results>/checks/`, never among the results the dashboard and `recommend` read by default, and
+their run record says `check: true`. Never imports jax.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import argparse
 from pathlib import Path
 
 from bench.analysis.recommend import Recommendation
-from bench.records.results import read_results
+from bench.records.results import headline, read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from bench.units import format_bytes
 from bench.vocabulary import DOES_NOT_FIT, FITS
 from loader.vocabulary import OK, OOM, TOTAL
+
+CHECKS_FOLDER = "checks"  # under the results folder: `recommend --check`'s own runs
 
 
 def _picks(rec: Recommendation) -> dict[str, str]:
@@ -57,12 +61,13 @@ def check(rec: Recommendation, args: argparse.Namespace, host_ram: int) -> bool:
         strategies=list(picks),
         repeats=1,
         host_ram_bytes=host_ram,
-        out=Path(args.results),
+        out=Path(args.results) / CHECKS_FOLDER,
         argv=["recommend --check"],
+        check=True,
     )
     outcome = run_bench(config)
-    phases = read_results(outcome.jsonl).phases
-    totals = phases[(phases["phase"] == TOTAL) & (phases["process_index"] <= 0)]
+    phases = headline(read_results(outcome.jsonl).phases)  # a group's summed row speaks for it
+    totals = phases[phases["phase"] == TOTAL]
     results = []
     for strategy, expected in picks.items():
         rows = totals[totals["strategy"] == strategy]

@@ -37,6 +37,7 @@ from bench.records.schema import (
     upgrade,
 )
 from bench.records.writer import writer_alive
+from bench.vocabulary import INTERRUPTED, RUNNING
 from loader.vocabulary import CRASHED, OK, STATUS_SEVERITY, TOTAL
 
 GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes", "cache"]
@@ -120,7 +121,8 @@ def _frame(rows: list[dict], record_type: type) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=field_names(record_type))
     for name, value in _defaults(record_type).items():
         if len(frame):
-            column = frame[name] if isinstance(value, int | float) else frame[name].astype(object)
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            column = frame[name] if numeric else frame[name].astype(object)
             frame[name] = column.fillna(value)
     return frame
 
@@ -128,6 +130,18 @@ def _frame(rows: list[dict], record_type: type) -> pd.DataFrame:
 def _ratio(peak: pd.Series, baseline: pd.Series, checkpoint: pd.Series) -> pd.Series:
     ckpt = pd.to_numeric(checkpoint, errors="coerce").where(lambda s: s > 0)
     return (pd.to_numeric(peak) - pd.to_numeric(baseline)) / ckpt
+
+
+def _run_status(runs: list[dict], path: Path) -> list[dict]:
+    """The last run record of each run in one file, a "running" one read as "interrupted" once
+    no writer holds the file (the run was killed before it wrote its end record)."""
+    last = {r.get("run_id"): r for r in runs}
+    out = []
+    for record in last.values():
+        if record.get("status") == RUNNING and not writer_alive(path):
+            record = {**record, "status": INTERRUPTED}
+        out.append(record)
+    return out
 
 
 def read_results(folder: str | os.PathLike) -> Results:
@@ -143,6 +157,7 @@ def read_results(folder: str | os.PathLike) -> Results:
             errors.append((str(path), str(exc)))
             continue
         errors += file_errors
+        records["run"] = _run_status(records["run"], path)
         for kind, rows in records.items():
             merged[kind] += rows
     phases = _frame(merged["phase"], PhaseRecord)
@@ -152,8 +167,9 @@ def read_results(folder: str | os.PathLike) -> Results:
     phases["phase_peak_ratio"] = _ratio(
         phases["phase_peak_rss_bytes"], phases["baseline_rss_bytes"], phases["checkpoint_bytes"]
     )
+    runs = _frame(merged["run"], RunRecord).drop_duplicates("run_id", keep="last")
     return Results(
-        runs=_frame(merged["run"], RunRecord),
+        runs=runs.reset_index(drop=True),
         phases=phases,
         samples=_frame(merged["sample"], SampleRecord),
         errors=errors,
@@ -250,7 +266,8 @@ def _parquet_ready(df: pd.DataFrame) -> pd.DataFrame:
 def export_parquet(jsonl_path: str | os.PathLike) -> list[Path]:
     """Write `<run-id>.{runs,phases,samples}.parquet` beside a results file (atomically).
 
-    Dict/list fields are stored as JSON strings. Returns the paths written.
+    Dict/list fields are stored as JSON strings; each file gets the `.jsonl`'s permissions (the
+    atomic write's temporary file is private). Returns the paths written.
     """
     from loader.format.atomic import atomic_write_bytes
 
@@ -262,5 +279,6 @@ def export_parquet(jsonl_path: str | os.PathLike) -> list[Path]:
         _parquet_ready(getattr(res, name)).to_parquet(buf, index=False)
         target = jsonl_path.with_suffix(f".{name}.parquet")
         atomic_write_bytes(target, buf.getvalue())
+        os.chmod(target, os.stat(jsonl_path).st_mode & 0o777)  # as readable as the .jsonl
         written.append(target)
     return written

@@ -27,7 +27,13 @@ CACHES = CACHE_STATES  # was the checkpoint in the page cache when the child sta
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One bench run: who ran it, where, with which versions and allocator settings."""
+    """One bench run: who ran it, where, with which versions and allocator settings, what it was
+    asked to run under which limits, and how it ended.
+
+    A run writes this record twice: at its start with `status` "running", and at its end with
+    its final status. The reader keeps the last; a "running" one whose writer is gone reads as
+    "interrupted" (a killed run).
+    """
 
     RECORD: ClassVar[str] = "run"
     run_id: str
@@ -45,6 +51,16 @@ class RunRecord:
     loadbench_version: str | None
     allocator_env: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
+    # -- how the run ended and what it was asked to be (absent from older files: defaults) --
+    status: str = "complete"  # complete | interrupted | failed (bench.vocabulary.RUN_STATUSES)
+    finished_utc: str | None = None  # when the end record was written
+    cache: str | None = None  # as asked: warm | cold | both
+    host_ram_bytes: int | None = None  # `--host-ram`: every child ran under this memory limit
+    cpu_limit: float | None = None  # CPUs this run could use, where fewer than cpu_count
+    disk_read_bytes_per_s: int | None = None  # `--disk-read-speed`: cold reads capped at this
+    check: bool = False  # made by `recommend --check` (written under <results>/checks/)
+    strategies: list[str] = field(default_factory=list)  # the strategies asked for (resolved)
+    repeats: int | None = None  # the repeats asked for
 
 
 @dataclass(frozen=True)
@@ -89,6 +105,8 @@ class PhaseRecord:
     budget_bytes: int | None = None  # `bench run --budget`: the strategy's bound on bytes in flight
     inflight_peak_bytes: int | None = None  # the strategy's own high-water mark of those bytes
     phase_overlaps: list[str] = field(default_factory=list)  # phases that ran at the same time
+    phase_start_s: float | None = None  # phase first entered, s from the baseline (None: older)
+    phase_end_s: float | None = None  # phase last left, s from the baseline
     # -- the situation the load ran in (absent from older files: read as defaults) --
     cache: str = WARM  # CACHES: "cold" when the checkpoint was evicted from the page cache first
     resident_fraction: float | None = None  # of the checkpoint's pages, just before the child ran

@@ -77,6 +77,8 @@ class PhaseMeasure:
         str, ...
     ] = ()  # phases that ran at the same time (walls and peaks not disjoint)
     cpu_s: float | None = None  # the process's CPU time (all threads, user + system) in it
+    start_s: float | None = None  # first entered, seconds from the baseline (None: `total`, older)
+    end_s: float | None = None  # last left, seconds from the baseline
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class Measurement:
     staging_memory: str | None = None  # a staged load's host staging memory (LoadReport)
     device_received_bytes: dict[str, int] = field(default_factory=dict)  # bench.child.traffic
     device_expected_bytes: dict[str, int] = field(default_factory=dict)
+    budget_bytes: int | None = None  # the budget in effect (the strategy's default if none given)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,12 @@ class Ceiling:
                     return cached
         return self._take(path, disk, size)
 
+    def fields(self, checkpoint_bytes: int, cache: str) -> dict:
+        """The row fields of the ceiling for a checkpoint loaded from `cache` (probing first if
+        need be); a cold run under `--disk-read-speed` is held against the cap where slower."""
+        cap = self.config.disk_read_bytes_per_s if cache == COLD else None
+        return ceiling_fields(self.probe(checkpoint_bytes), checkpoint_bytes, cache, cap)
+
     def _take(self, path: Path, disk: Path, size: int) -> ProbeRecord | None:
         if size in self.tried:
             return self.record

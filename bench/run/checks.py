@@ -47,3 +47,19 @@ def check_shapes(names: Iterable[str]) -> None:
 
     for name in names:
         load_spec(name)  # raises ShapesError (a CheckpointError) naming the known presets
+
+
+def check_dtype(dtype: str | None, flag: str = "--dtype") -> None:
+    """A dtype option names a dtype (`bfloat16`, `bf16`, `BF16`) before anything is written."""
+    if dtype is None:
+        return
+    from shapes.content import DTYPES, normalize_dtype
+    from shapes.errors import ShapesError
+
+    try:
+        normalize_dtype(dtype)
+    except ShapesError:
+        raise BenchError(
+            f"{flag} {dtype}: unknown dtype; give a numpy name such as bfloat16 or float32, "
+            f"or a safetensors one: {', '.join(sorted(DTYPES))}"
+        ) from None

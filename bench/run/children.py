@@ -46,6 +46,7 @@ class _Child:
     out: Path
     err: Path
     killed: tuple[str, str] | None = None  # (status, message) when the watchdog killed it
+    for_member: int | None = None  # killed because this member of the group failed first
 
 
 def _group_rss(children: list[_Child]) -> int:
@@ -122,6 +123,9 @@ def _watch(children: list[_Child], timeout_s: float, budget: int, poll_s: float)
         if failed:
             time.sleep(0.5)  # let the others report their own failure first
             _kill(children, CRASHED, f"killed: process {failed[0]} of the group failed")
+            for child in children:
+                if child.killed is not None:
+                    child.for_member = failed[0]
             return
         rss = _group_rss(children)
         if rss > budget:
@@ -181,7 +185,22 @@ def run_group(
         _kill(children, CRASHED, "interrupted")
         raise
     outcomes = [_outcome(c) for c in children]
-    return _limit_kills(children, outcomes, limit) if limit is not None else outcomes
+    outcomes = _limit_kills(children, outcomes, limit) if limit is not None else outcomes
+    return _blame_memory(children, outcomes)
+
+
+def _blame_memory(children: list[_Child], outcomes: list[ChildOutcome]) -> list[ChildOutcome]:
+    """Members killed because another was killed for memory are "oom" too, not "crashed": the
+    group did not fit (the kernel's OOM killer picks one process, the bench stops the rest)."""
+    out = []
+    for child, outcome in zip(children, outcomes, strict=True):
+        first = child.for_member
+        if first is not None and outcome.status == CRASHED and outcomes[first].status == OOM:
+            cause = (outcomes[first].error or "").split("\n", 1)[0]
+            msg = f"killed: process {first} of the group was killed for memory ({cause})"
+            outcome = ChildOutcome(OOM, msg, outcome.result)
+        out.append(outcome)
+    return out
 
 
 def _limit_kills(children: list[_Child], outcomes: list[ChildOutcome], limit: MemoryLimit):

@@ -64,6 +64,7 @@ class RunConfig:
     cpus: int | None = None  # run each child group inside a cgroup of this many CPUs
     reprobe: bool = False  # `--probe`: probe the machine again, not the cached probe
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
+    check: bool = False  # made by `recommend --check` (its run record says so)
     model: str = "spec"  # `--model`: one of bench.vocabulary.MODELS, or several: "spec,port"
     compile: bool = False  # `--compile`: add the `compile` phase (a port's forward)
     compile_cache: str | None = None  # `--compile-cache DIR`: JAX's persistent cache

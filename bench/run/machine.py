@@ -29,6 +29,26 @@ def machine_id() -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
+def utc_now() -> str:
+    """Now, as the results files write it: `2026-01-10T10:15:00Z`."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def cpu_limit() -> float | None:
+    """The CPUs this process may use when fewer than the machine has (its affinity mask, or a
+    cgroup v2 `cpu.max` quota), else None: no CPU limit."""
+    counts = [float(len(os.sched_getaffinity(0)))] if hasattr(os, "sched_getaffinity") else []
+    try:
+        rel = open("/proc/self/cgroup", encoding="utf-8").read().strip().split("::", 1)[-1]
+        quota, period = open(f"/sys/fs/cgroup{rel}/cpu.max", encoding="utf-8").read().split()
+        if quota != "max":
+            counts.append(int(quota) / int(period))
+    except (OSError, ValueError):
+        pass
+    limit = min(counts, default=None)
+    return limit if limit is not None and limit < (os.cpu_count() or 1) else None
+
+
 def new_run_id(now: datetime | None = None) -> str:
     """`YYYYmmddTHHMMSSZ-<6 hex>`."""
     now = now or datetime.now(UTC)
@@ -78,7 +98,7 @@ def run_record(run_id: str, argv: list[str] | None = None) -> RunRecord:
     return RunRecord(
         run_id=run_id,
         machine=machine_id(),
-        started_utc=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        started_utc=utc_now(),
         cpu_model=cpu_model(),
         cpu_count=os.cpu_count() or 1,
         ram_bytes=psutil.virtual_memory().total,

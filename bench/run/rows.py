@@ -122,6 +122,7 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         phase_cpu_s=phase.cpu_s,
         peak_source=measured.peak_source,
         inflight_peak_bytes=measured.inflight_peak_bytes,
+        budget_bytes=measured.budget_bytes if measured.budget_bytes else row.budget_bytes,
         phase=phase.name,
         phase_order=phase.order,
         phase_wall_s=phase.wall_s,
@@ -131,6 +132,8 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         phase_file_rss_bytes=phase.file_rss_bytes,
         substeps_s=dict(phase.substeps_s),
         phase_overlaps=list(phase.overlaps),
+        phase_start_s=phase.start_s,
+        phase_end_s=phase.end_s,
         phase_device_bytes_in_use=phase.device_bytes_in_use,
         phase_device_peak_bytes=phase.device_peak_bytes_in_use,
         load_s=measured.load_s,  # `--compile`'s figures, on every row of the result
@@ -174,6 +177,11 @@ def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Pha
     return [_measured_row(row, measured, p) for p in [*measured.phases, measured.total]]
 
 
+def _extreme(pick: Any, values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return pick(known) if known else None
+
+
 def _sum(values: list[Any]) -> Any:
     return None if any(v is None for v in values) else sum(values)
 
@@ -209,6 +217,8 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 phase_file_rss_bytes=_sum([r.phase_file_rss_bytes for r in rows]),
                 phase_device_bytes_in_use=_sum([r.phase_device_bytes_in_use for r in rows]),
                 phase_device_peak_bytes=_sum([r.phase_device_peak_bytes for r in rows]),
+                phase_start_s=_extreme(min, [r.phase_start_s for r in rows]),
+                phase_end_s=_extreme(max, [r.phase_end_s for r in rows]),
             )
         )
     return out

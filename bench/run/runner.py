@@ -32,17 +32,19 @@ from bench.limits.memory import SYSTEMD, WATCHDOG, MemoryLimit
 from bench.limits.pagecache import CacheOutcome
 from bench.limits.situation import Situation
 from bench.records.results import export_parquet
+from bench.records.schema import RunRecord
 from bench.records.wire import MemrayFiles
 from bench.records.writer import ResultsWriter
-from bench.run.ceiling import Ceiling, ceiling_fields
-from bench.run.checks import check_processes, check_shapes
+from bench.run.ceiling import Ceiling
+from bench.run.checks import check_dtype, check_processes, check_shapes
 from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
 from bench.run.launch import PreparedTask, prepare_task, task_argvs
-from bench.run.machine import machine_id, new_run_id, run_record
+from bench.run.machine import cpu_limit, machine_id, new_run_id, run_record, utc_now
 from bench.run.matrix import Checkpoint, Task, plan
 from bench.run.rows import RowContext, failed_row, result_records
-from bench.vocabulary import COLD
+from bench.run.user_checkpoint import open_checkpoint
+from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, RUNNING
 from loader.strategies import StrategyInfo
 from loader.vocabulary import OK, SKIPPED
 
@@ -180,7 +182,7 @@ class _Execution:
             self.writer.write(failed_row(ctx, prepared.status, prepared.error))
             return
         work = self.folder / self.run_id / "work"
-        limit = _ceiling(task, self.config, self.ceiling)
+        limit = self.ceiling.fields(task.checkpoint.checkpoint_bytes, task.cache)
         outcomes, situation = _run_task(
             prepared.task, self.config, work, self.config.budget_bytes()
         )
@@ -189,13 +191,6 @@ class _Execution:
             return
         ctx = replace(_context(self.run_id, task, self.memray, situation), **limit)
         self.writer.write_many(result_records(ctx, outcomes))
-
-
-def _ceiling(task: Task, config: RunConfig, ceiling: Ceiling) -> dict:
-    """The row fields of the machine's ceiling for this task (probing first if need be)."""
-    ck = task.checkpoint
-    cap = config.disk_read_bytes_per_s if task.cache == COLD else None
-    return ceiling_fields(ceiling.probe(ck.checkpoint_bytes), ck.checkpoint_bytes, task.cache, cap)
 
 
 def _execute(
@@ -218,30 +213,89 @@ def _checkpoints(config: RunConfig) -> Iterator[Checkpoint]:
         yield Checkpoint.from_user(path, cache_dir())
 
 
+def _asked(config: RunConfig, selected: list[StrategyInfo]) -> dict:
+    """The run record's situation: what the run was asked to run, under which limits."""
+    return {
+        "status": RUNNING,
+        "cache": config.cache,
+        "host_ram_bytes": config.host_ram_bytes,
+        "cpu_limit": cpu_limit(),
+        "disk_read_bytes_per_s": config.disk_read_bytes_per_s,
+        "check": config.check,
+        "strategies": [s.name for s in selected],
+        "repeats": config.repeats,
+    }
+
+
+def _run_matrix(config: RunConfig, selected: list[StrategyInfo], writer: ResultsWriter) -> None:
+    run_id = writer.path.stem
+    ceiling = Ceiling(config)
+    for ck in _checkpoints(config):
+        tasks, skipped = plan(ck, selected, config, writer.path.parent / run_id)
+        for task, reason in skipped:
+            ctx = _context(run_id, task, {}, _unrun(task))
+            writer.write(failed_row(ctx, SKIPPED, reason))
+        _execute(tasks, config, writer, run_id, ceiling)
+
+
+def _finish(writer: ResultsWriter, record: RunRecord, status: str, header: int) -> bool:
+    """Write the end record with `status`; or, when the run wrote no row (it was refused),
+    remove its file so a refused run leaves nothing. True when the file is kept."""
+    if status == FAILED and writer.path.stat().st_size <= header:
+        writer.path.unlink(missing_ok=True)
+        return False
+    writer.write(replace(record, status=status, finished_utc=utc_now()))
+    return True
+
+
+def _measure(config: RunConfig, selected: list[StrategyInfo], record: RunRecord, jsonl: Path):
+    """Write the run to `jsonl`, its end record last. Returns (status, whether the file is kept);
+    an error other than Ctrl-C is raised after the end record says "failed"."""
+    status, kept = FAILED, True
+    with ResultsWriter(jsonl) as writer:
+        writer.write(record)
+        header = jsonl.stat().st_size
+        try:
+            _run_matrix(config, selected, writer)
+            status = COMPLETE
+        except KeyboardInterrupt:
+            status = INTERRUPTED
+            print("loadbench: interrupted; finished rows are saved", file=sys.stderr)
+        finally:
+            work = jsonl.parent / record.run_id
+            shutil.rmtree(work / "work", ignore_errors=True)
+            with contextlib.suppress(OSError):  # nothing else there without --memray
+                work.rmdir()
+            kept = _finish(writer, record, status, header)
+    return status, kept
+
+
 def run_bench(config: RunConfig) -> RunOutcome:
-    """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish."""
+    """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish.
+
+    The run record is written first (status "running") and again at the end with the run's
+    status: complete, interrupted (Ctrl-C) or failed (an error stopped it). A run refused before
+    its first row (a bad `--checkpoint`, say) leaves no file and no new folder behind.
+    """
     selected = _select(config)
     check_processes(config.processes, selected)
     check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
+    check_dtype(config.dtype)
+    check_dtype(config.model_dtype, "--model-dtype")
+    for path in config.checkpoints:  # headers only: a text file is refused before any row
+        open_checkpoint(path)
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
-    outcome = RunOutcome(run_id, jsonl)
-    ceiling = Ceiling(config)
-    with ResultsWriter(jsonl) as writer:
-        writer.write(run_record(run_id, config.argv or sys.argv))
-        try:
-            for ck in _checkpoints(config):
-                tasks, skipped = plan(ck, selected, config, jsonl.parent / run_id)
-                for task, reason in skipped:
-                    ctx = _context(run_id, task, {}, _unrun(task))
-                    writer.write(failed_row(ctx, SKIPPED, reason))
-                _execute(tasks, config, writer, run_id, ceiling)
-        except KeyboardInterrupt:
-            outcome.interrupted = True
-            print("loadbench: interrupted; finished rows are saved", file=sys.stderr)
-        finally:
-            shutil.rmtree(jsonl.parent / run_id / "work", ignore_errors=True)
-            with contextlib.suppress(OSError):  # nothing else there without --memray
-                (jsonl.parent / run_id).rmdir()
-    export_parquet(jsonl)
-    return outcome
+    made = [d for d in jsonl.parents if not d.exists()]  # deepest first
+    record = replace(run_record(run_id, config.argv or sys.argv), **_asked(config, selected))
+    kept = False
+    try:
+        status, kept = _measure(config, selected, record, jsonl)
+    finally:
+        if kept:
+            export_parquet(jsonl)
+        else:
+            for folder in made:  # a refused run leaves no folder it made
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+    return RunOutcome(run_id, jsonl, interrupted=status == INTERRUPTED)

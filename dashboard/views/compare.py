@@ -1,16 +1,21 @@
 """Compare: two runs (machines, versions, dates) side by side, NEW / BASE per strategy and shapes.
 
-The same table and verdicts as `loadbench compare BASE NEW` (`bench.analysis.compare`): peak over baseline
-and wall-time ratios with the spread of the repeats, a regression only beyond that spread.
+The same table, verdicts and lists of what either side lacks as `loadbench compare BASE NEW`
+(`bench.analysis.compare`): peak over baseline and wall-time ratios with the spread of the
+repeats and the U test's p, a regression only over the threshold, beyond that spread and with
+enough repeats.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from bench.analysis import compare as bench_compare
-from dashboard import charts, style, widgets
+from bench.vocabulary import MISSING, NEW_ONLY, UNDECIDED
+from dashboard import charts, frames, style, widgets
 
 FACTS = [
     "machine",
@@ -31,23 +36,31 @@ FACTS = [
 KEYS = bench_compare.KEYS
 
 
+def _fact(name: str, value: Any) -> str:
+    """One fact as text: sizes in GiB, a missing one as "–" (as the report writes it)."""
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value == "":
+        return "–"
+    return style.size(value) if name == "ram_bytes" else str(value)
+
+
 def machine_facts(runs: pd.DataFrame, base: str, new: str) -> pd.DataFrame:
     """The run records of `base` and `new` as two text columns, one row per fact."""
     out = {}
     for name, run_id in (("base", base), ("new", new)):
         rows = runs[runs["run_id"] == run_id]
         rec = rows.iloc[0].to_dict() if len(rows) else {}
-        out[name] = [
-            style.size(rec.get(f)) if f == "ram_bytes" and rec.get(f) else str(rec.get(f, "–"))
-            for f in FACTS
-        ]
+        out[name] = [_fact(f, rec.get(f)) for f in FACTS]
     return pd.DataFrame(out, index=FACTS)
 
 
-def _default_base(phases: pd.DataFrame, ids: list[str], new: str) -> int:
-    """The newest other run sharing a combination with `new` (else the next one)."""
+def _default_base(results: Any, ids: list[str], new: str) -> int:
+    """The newest other complete, unconstrained run sharing a combination with `new` (else any
+    other sharing one, else the next one)."""
+    phases = results.phases
     mine = set(map(tuple, phases.loc[phases["run_id"] == new, KEYS].drop_duplicates().to_numpy()))
-    for i, run_id in enumerate(ids):
+    facts = frames.run_facts(results.runs, phases)
+    usual = set(facts.index[facts["usual"]]) if len(facts) else set()
+    for i, run_id in sorted(enumerate(ids), key=lambda p: (p[1] not in usual, p[0])):
         theirs = set(
             map(tuple, phases.loc[phases["run_id"] == run_id, KEYS].drop_duplicates().to_numpy())
         )
@@ -57,80 +70,105 @@ def _default_base(phases: pd.DataFrame, ids: list[str], new: str) -> int:
 
 
 def _table(rows: pd.DataFrame) -> None:
-    """The rows as `loadbench compare` prints them: ratio (spread), then the verdict."""
+    """The rows as `loadbench compare` prints them: ratio (spread, p), then the verdict."""
     shown = pd.DataFrame(
         {
             "strategy": rows["strategy"],
-            "repeats (base/new)": [
-                f"{b}/{n}" for b, n in zip(rows["repeats_base"], rows["repeats_new"], strict=True)
+            "ok repeats (base/new)": [
+                f"{b}/{n}"
+                for b, n in zip(rows["ok_repeats_base"], rows["ok_repeats_new"], strict=True)
             ],
-            "peak over baseline, new / base (spread)": [
+            "peak over baseline, new / base (spread, p)": [
                 bench_compare.ratio_text(r, "peak") for _, r in rows.iterrows()
             ],
-            "wall time, new / base (spread)": [
+            "wall time, new / base (spread, p)": [
                 bench_compare.ratio_text(r, "wall") for _, r in rows.iterrows()
             ],
             "verdict": rows["verdict"],
         }
     )
     st.dataframe(shown, hide_index=True, width="stretch")
-    st.caption(
-        "Spread: new's best repeat over base's worst, to new's worst over base's best. A regression is over the threshold and beyond the spread."
+
+
+def _pick(results: Any, ids: list[str]) -> tuple[str, str, float]:
+    """The base and new run pickers and the threshold (a fraction)."""
+    cols = st.columns([2, 2, 1])
+    with cols[1]:
+        new = widgets.pick_run(results, key="compare_new", label="New")
+    with cols[0]:
+        index = _default_base(results, ids, new)
+        base = widgets.pick_run(results, key="compare_base", label="Base", index=index)
+    percent = cols[2].number_input(
+        "Max regression (%)", 0.5, 500.0, 5.0, 0.5, key="compare_threshold"
     )
+    return base, new, percent / 100
+
+
+def _lacks(both: pd.DataFrame) -> None:
+    """What either side lacks, listed (the gate fails on what NEW lacks)."""
+    for verdict, side in ((MISSING, "new"), (NEW_ONLY, "base")):
+        what = bench_compare.absent(both, verdict)
+        if what["combinations"]:
+            sets = f"; shape sets: {', '.join(what['shapes'])}" if what["shapes"] else ""
+            text = f"Missing in {side}: strategies {', '.join(what['strategies'])}{sets}."
+            (st.error if side == "new" else st.info)(text)
+    few = both[both["verdict"] == UNDECIDED]
+    if len(few):
+        st.warning(
+            f"Too few repeats to call a regression (fewer than {bench_compare.MIN_REPEATS} ok "
+            "a side): " + ", ".join(f"`{r.strategy}` on `{r.shapes}`" for r in few.itertuples())
+        )
+
+
+def _verdict(both: pd.DataFrame, threshold: float) -> None:
+    """The gate's answer, in `loadbench compare`'s words."""
+    bad = bench_compare.failures(both, allow_missing=False)
+    bad = bad[bad["verdict"] != MISSING]  # listed by `_lacks` above
+    if len(bad):
+        st.error(
+            "Failed: "
+            + ", ".join(f"`{r.strategy}` on `{r.shapes}` ({r.verdict})" for r in bad.itertuples())
+        )
+    elif not (both["verdict"] == MISSING).any():
+        st.success(f"No regression: {bench_compare.rule_text(threshold)}.")
 
 
 def main() -> None:
     st.title("Compare")
     st.caption(
-        "New relative to base: below 1 means lighter or faster. Bars: median ratio; whiskers: the spread of the repeats."
+        "New relative to base: below 1 means lighter or faster. Bars: median ratio; whiskers: "
+        "the spread of the repeats."
     )
     results = widgets.page_results()
     ids = list(dict.fromkeys(widgets.run_ids(results)))
     if len(ids) < 2:
         st.info(
-            "Only one run in the results folder; run the bench again (another machine, allocator or version) to compare."
+            "Only one run in the results folder; run the bench again (another machine, "
+            "allocator or version) to compare."
         )
         return
-    cols = st.columns([2, 2, 1])
-    with cols[1]:
-        new = widgets.pick_run(results, key="compare_new", label="New", index=0)
-    with cols[0]:
-        base = widgets.pick_run(
-            results, key="compare_base", label="Base", index=_default_base(results.phases, ids, new)
-        )
-    threshold = (
-        cols[2].number_input("Max regression (%)", 0.5, 500.0, 5.0, 0.5, key="compare_threshold")
-        / 100
-    )
+    base, new, threshold = _pick(results, ids)
+    phases = results.phases
     both = bench_compare.compare(
-        results.phases[results.phases["run_id"] == base],
-        results.phases[results.phases["run_id"] == new],
-        threshold,
+        phases[phases["run_id"] == base], phases[phases["run_id"] == new], threshold
     )
-    if both.empty:
-        st.info(
-            "The two runs share no (shape set, strategy, dtype, devices) combination: the run labels name the shape sets each measured."
-        )
-    else:
-        bad = both[both["verdict"].isin(["regressed", "broken"])]
-        if len(bad):
-            st.error(
-                "Regressed beyond the spread: "
-                + ", ".join(
-                    f"`{r.strategy}` on `{r.shapes}` ({r.verdict})" for r in bad.itertuples()
-                )
-            )
-        else:
-            st.success(f"No regression over {threshold:.0%} beyond the spread of repeats.")
-        for shapes in sorted(both["shapes"].unique()):
-            rows = both[both["shapes"] == shapes]
-            st.subheader(f"Shape set `{shapes}`")
-            st.altair_chart(charts.compare_bars(rows), width="stretch")
-            _table(rows)
+    _lacks(both)
+    _verdict(both, threshold)
+    measured = both[~both["verdict"].isin([MISSING, NEW_ONLY])]
+    for shapes in sorted(measured["shapes"].unique()):
+        rows = measured[measured["shapes"] == shapes]
+        st.subheader(f"Shape set `{shapes}`")
+        st.altair_chart(charts.compare_bars(rows), width="stretch")
+        _table(rows)
+    st.caption(
+        f"Spread: new's best repeat over base's worst, to new's worst over base's best; "
+        f"{bench_compare.rule_text(threshold)}."
+    )
     st.subheader("Machine facts")
     st.table(machine_facts(results.runs, base, new))
     st.caption(
-        f"In a terminal or CI: `loadbench compare BASE NEW --max-regression {threshold:.0%}` (exit 1 on a regression)."
+        f"In a terminal or CI: `loadbench compare BASE NEW --max-regression {threshold:.0%}` "
+        "(exit 1 on a regression, or a strategy of BASE missing in NEW)."
     )
 
 

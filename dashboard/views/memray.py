@@ -21,7 +21,7 @@ def _captures(results) -> pd.DataFrame:
     )
     labels = data.run_labels(results.runs, results.phases)
     rows["label"] = [
-        f"{r.strategy} · {r.shapes} · r{r.repeat} — {labels.get(r.run_id, r.run_id)}"
+        f"{r.strategy} · {r.shapes} · r{r.repeat} — {labels.get(str(r.run_id), str(r.run_id))}"
         for r in rows.itertuples()
     ]
     return rows.sort_values("label").reset_index(drop=True)
@@ -31,7 +31,8 @@ def _flamegraph(root, row: pd.Series) -> None:
     path = paths.inside(root, row["memray_html"], machine=row["machine"])
     if row["memray_html"] and path is None:
         st.warning(
-            f"Flamegraph `{row['memray_html']}` is not a file inside the results folder; not opened."
+            f"Flamegraph `{row['memray_html']}` is not a file inside the results folder; "
+            "not opened."
         )
     if path is None:
         return
@@ -57,7 +58,8 @@ def main() -> None:
     folder = data.results_folder()
     if captures.empty:
         st.info(
-            f"No memray captures in these results. Capture some with `loadbench bench run --memray --shapes gpt2 --out {folder}` (one memray run per strategy)."
+            "No memray captures in these results. Capture some with `loadbench bench run "
+            f"--memray --shapes gpt2 --out {folder}` (one memray run per strategy)."
         )
         return
     pick = st.selectbox(

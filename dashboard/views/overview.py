@@ -1,38 +1,42 @@
 """Overview: which strategy to use, and what each costs, per shape set.
 
-Answers first: for the host RAM given (default: the RAM of the machine that measured the run), the
-fastest strategy whose measured peak fits, beside the naive path's cost; then each strategy's peak
-over baseline against wall time, the Pareto front, the `reference` line (e.g. `floor`, the bytes
-alone) and every run with its status, failed ones included.
+Answers first, per shape set: on the host RAM given (default: the RAM of the machine that measured
+the run; kept across pages), the fastest strategy whose measured peak fits, its peak and time, the
+least RAM that fits, and whether the naive path fits; then each strategy's peak over baseline
+against wall time with the host's RAM as a line, the Pareto front, the `reference` line (e.g.
+`floor`, the bytes alone), a table with a fits column, and every run with its status. By default
+each shape set shows its newest complete, unconstrained run; every run stays selectable.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
-from dashboard import answer, data, scatter, style, widgets
+from dashboard import answer, data, frames, scatter, style, widgets
 
-GIB = 1 << 30
+TABLE_COLUMNS = [
+    "strategy",
+    "kind",
+    "status",
+    "fits",
+    "repeats",
+    "peak_ratio",
+    "peak_over",
+    "wall_s",
+    "throughput",
+    "pareto",
+    "description",
+]
 
 
-def _host_ram(results, run_id: str, column) -> int:
-    run = results.runs[results.runs["run_id"] == run_id]
-    default = (
-        float(run["ram_bytes"].iloc[0]) / GIB
-        if len(run) and pd.notna(run["ram_bytes"].iloc[0])
-        else 16.0
-    )
-    gib = column.number_input(
-        "Host RAM (GiB)",
-        0.25,
-        65536.0,
-        round(default, 2),
-        0.5,
-        key="overview_ram_gib",
-        help="default: the RAM of the machine that measured this run",
-    )
-    return int(gib * GIB)
+def _machine_ram(results: Any, phases: pd.DataFrame) -> float | None:
+    """The RAM of the machine that measured the newest run shown."""
+    shown = results.runs[results.runs["run_id"].isin(set(phases["run_id"]))]
+    known = shown.dropna(subset=["ram_bytes"]).sort_values("started_utc", ascending=False)
+    return float(known["ram_bytes"].iloc[0]) if len(known) else None
 
 
 def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> pd.DataFrame:
@@ -44,10 +48,10 @@ def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> p
         pick = st.selectbox(
             "Configuration",
             configs.index,
-            format_func=lambda i: answer.config_label(configs.loc[i]),
+            format_func=lambda i: answer.config_label(configs.iloc[int(i)]),
             key=f"overview_config_{shapes}",
         )
-        config = configs.loc[pick]
+        config = configs.iloc[int(pick)]
     rows = answer.shape_set_rows(summary, shapes, config)
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
@@ -56,44 +60,27 @@ def _headlines(summary: pd.DataFrame, ram: int) -> None:
     """One answer per shape set, the largest checkpoint first."""
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
     for shapes in order.index:
-        rows = answer.shape_set_rows(
-            summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
-        )
-        head = answer.headline(rows, ram)
+        config = answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
+        head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram)
+        small = answer.small_checkpoint_note(order[shapes])
+        note = " (checkpoint under 64 MiB: overhead, not a guide)" if small else ""
         box = st.success if head.fits else st.error
-        small = (
-            " (checkpoint under 64 MiB: overhead, not a guide)"
-            if answer.small_checkpoint_note(order[shapes])
-            else ""
-        )
         box(
-            f"**`{shapes}`** ({style.size(order[shapes])}) on {style.size(ram)}: {head.text}{small}",
+            f"**`{shapes}`** ({style.size(order[shapes])}): {head.text}{note}",
             icon=":material/recommend:" if head.fits else ":material/block:",
         )
 
 
-def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
+def _table(shown: pd.DataFrame, unit: str, divisor: float, ram: int) -> None:
     table = shown.sort_values(["kind", "peak_ratio"]).assign(
         peak_over=shown["peak_over_baseline_bytes"] / divisor,
         throughput=shown["throughput_bytes_per_s"] / 1e9,
         ceiling=shown["ceiling_ratio"] if "ceiling_ratio" in shown else float("nan"),
         pareto=shown["pareto"].map({True: "on the front", False: ""}),
+        fits=answer.fits_column(shown, ram),
     )
-    cols = [
-        "strategy",
-        "kind",
-        "status",
-        "repeats",
-        "peak_ratio",
-        "peak_over",
-        "wall_s",
-        "throughput",
-        "ceiling",
-        "pareto",
-        "description",
-    ]
     styler, config = widgets.number_table(
-        table[cols],
+        table[TABLE_COLUMNS],
         {
             "peak_ratio": "{:.2f}×",
             "peak_over": f"{{:.{2 if unit == 'GiB' else 1}f}} {unit}",
@@ -102,6 +89,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
             "ceiling": "{:.2f}×",
         },
         {
+            "fits": f"on {style.size(ram)}",
             "peak_ratio": "× checkpoint",
             "peak_over": f"peak over baseline ({unit})",
             "wall_s": "wall (median)",
@@ -114,22 +102,16 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float) -> None:
     st.dataframe(styler, hide_index=True, width="stretch", column_config=config)
 
 
-def _shape_set(
-    phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, chosen: list[str], as_ratio: bool
-) -> None:
-    st.subheader(f"Shape set `{shapes}`")
-    descriptions, problem = data.strategy_descriptions()
-    if problem:
-        st.warning(f"Strategy descriptions unavailable: {problem}")
-    rows = _rows(summary, shapes, descriptions)
-    shown = rows[rows["base_strategy"].isin(chosen)]
-    ckpt = rows["checkpoint_bytes"].iloc[0]
-    note = answer.small_checkpoint_note(ckpt)
-    if note:
-        st.badge(note, icon=":material/warning:", color="orange")
-    st.caption(
-        f"checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest {style.size(rows['largest_tensor_bytes'].iloc[0])}"
-    )
+def _host_line(shown: pd.DataFrame, ram: int, as_ratio: bool, divisor: float) -> scatter.HostLine:
+    """The host's RAM on the chart's axis: less the median baseline, in its unit."""
+    base = float(pd.to_numeric(shown["baseline_rss_bytes"]).median())
+    ckpt = float(shown["checkpoint_bytes"].iloc[0])
+    y = (ram - base) / (ckpt if as_ratio else divisor)
+    return scatter.HostLine(y, f"host RAM {style.size(ram)} (less the baseline)")
+
+
+def _chart(shown: pd.DataFrame, ram: int, as_ratio: bool) -> tuple[str, float]:
+    """The cost chart with the host line; returns the byte unit and divisor of the table."""
     unit, divisor = style.byte_unit(shown["peak_over_baseline_bytes"].max())
     shown = shown.assign(peak_over_unit=shown["peak_over_baseline_bytes"] / divisor)
     y, title, fmt = (
@@ -138,15 +120,38 @@ def _shape_set(
         else ("peak_over_unit", f"peak over baseline ({unit})", style.number_format(unit))
     )
     if shown[["wall_s", y]].notna().all(axis=1).any():
-        st.altair_chart(scatter.overview_scatter(shown, y, title, fmt), width="stretch")
+        host = _host_line(shown, ram, as_ratio, divisor)
+        st.altair_chart(scatter.overview_scatter(shown, y, title, fmt, host), width="stretch")
         st.caption(
-            "Dashed staircase and rings: the Pareto front (no strategy is both faster and lighter). Dotted line: the reference (the bytes alone). Hollow points: peers."
+            "Dashed staircase and rings: the Pareto front (no strategy is both faster and "
+            "lighter). Dotted line: the reference (the bytes alone). Red dashed line: the host "
+            "RAM. Hollow points: peers."
         )
     else:
         st.info("No successful run among the chosen strategies to plot.")
-    _table(shown, unit, divisor)
+    return unit, divisor
+
+
+def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: dict) -> None:
+    st.subheader(f"Shape set `{shapes}`")
+    descriptions, problem = data.strategy_descriptions()
+    if problem:
+        st.warning(f"Strategy descriptions unavailable: {problem}")
+    rows = _rows(summary, shapes, descriptions)
+    shown = rows[rows["base_strategy"].isin(view["chosen"])]
+    ckpt = rows["checkpoint_bytes"].iloc[0]
+    note = answer.small_checkpoint_note(ckpt)
+    if note:
+        st.badge(note, icon=":material/warning:", color="orange")
+    st.caption(
+        f"checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest "
+        f"tensor {style.size(rows['largest_tensor_bytes'].iloc[0])} · run "
+        + ", ".join(view["labels"].get(r, r) for r in phases["run_id"].unique())
+    )
+    unit, divisor = _chart(shown, view["ram"], view["as_ratio"])
+    _table(shown, unit, divisor, view["ram"])
     st.markdown("**Every run** (failed ones included):")
-    widgets.status_table(phases[phases["shapes"] == shapes])
+    widgets.status_table(phases)
 
 
 def main() -> None:
@@ -154,24 +159,27 @@ def main() -> None:
     results = widgets.page_results()
     top = st.columns([3, 1])
     with top[0]:
-        run_id = widgets.pick_run(results, key="overview_run")
-    ram = _host_ram(results, run_id, top[1])
-    phases = widgets.pick_cache(
-        results.phases[results.phases["run_id"] == run_id], key="overview_cache"
+        run_id = widgets.pick_run(results, key="overview_run", newest=True)
+    phases = widgets.run_phases(results, run_id)
+    help_text = "default: the RAM of the machine that measured the run; kept across pages"
+    ram = widgets.host_ram(
+        top[1], _machine_ram(results, phases), key="overview_ram_gib", help=help_text
     )
+    phases = widgets.pick_cache(phases, key="overview_cache")
     summary = data.summarize(phases)
     _headlines(summary, ram)
     st.caption(
-        "Peak RSS over baseline against wall time, per shape set. Lower and further left is better."
+        "Peak RSS over baseline against wall time, per shape set. Lower and further left is "
+        "better; below the red line fits the host RAM."
     )
     strategies = sorted(summary["strategy"].unique())
-    left, right = st.columns([3, 1])
-    chosen = left.multiselect(
-        "Strategies", strategies, default=strategies, key="overview_strategies"
-    )
-    unit = right.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
+    unit = st.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
+    # the full width, so that every strategy's chip shows (13 did not fit in three quarters)
+    chosen = widgets.pick_strategies(strategies, key="overview_strategies")
+    labels = frames.run_labels(results.runs, results.phases)
+    view = {"chosen": chosen, "as_ratio": unit.startswith("×"), "ram": ram, "labels": labels}
     for shapes in sorted(summary["shapes"].unique()):
-        _shape_set(phases, summary, shapes, chosen, unit.startswith("×"))
+        _shape_set(phases[phases["shapes"] == shapes], summary, shapes, view)
 
 
 main()

@@ -1,7 +1,9 @@
 """Phases: where the memory and the time of a load go, phase by phase, per strategy.
 
-Answers: what each phase (build, read, cast, transfer, assemble, stream) adds to the peak, how
-much of what it keeps is anonymous vs file-backed memory, and how long each phase takes.
+Answers: each phase's (build, read, cast, transfer, assemble, stream) own high-water mark over the
+baseline, how much of what it keeps is anonymous vs file-backed memory, and when it ran. Phases
+that ran at the same time (pipelined builds while it streams) are never subtracted from each
+other nor stacked: each keeps its own peak and its own start and end.
 """
 
 from __future__ import annotations
@@ -21,14 +23,19 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
     rows = phases[phases["shapes"] == shapes]
     dtype = cols[1].selectbox("dtype", sorted(rows["dtype"].unique()), key="phases_dtype")
     rows = rows[rows["dtype"] == dtype]
-    devices = cols[2].selectbox("devices", sorted(rows["devices"].unique()), key="phases_devices")
+    counts = rows.groupby("devices")["strategy"].nunique()
+    options = sorted(counts.index)
+    most = options.index(counts.idxmax()) if len(counts) else 0  # the count most strategies ran on
+    devices = cols[2].selectbox("devices", options, index=most, key="phases_devices")
     elsewhere = sorted(
         set(rows["strategy"]) - set(rows.loc[rows["devices"] == devices, "strategy"])
     )
     if elsewhere:
         other = sorted(rows.loc[rows["strategy"].isin(elsewhere), "devices"].unique())
         st.caption(
-            f"Not measured on {devices} device(s): {', '.join(elsewhere)} (measured on {', '.join(map(str, other))}; multi-process strategies need a device per process). Pick that device count to see them."
+            f"Not measured on {devices} device(s): {', '.join(elsewhere)} (measured on "
+            f"{', '.join(map(str, other))}; multi-process strategies need a device per process). "
+            "Pick that device count to see them."
         )
     return rows[rows["devices"] == devices]
 
@@ -50,6 +57,28 @@ def _substeps(rows: pd.DataFrame) -> None:
     )
 
 
+def _numbers(med: pd.DataFrame) -> None:
+    with st.expander("The numbers"):
+        formats = {
+            c: "{:.2f} s" if c.endswith("_s") else ("{:.2f}×" if c.endswith("ratio") else "{:,.0f}")
+            for c in med.columns
+            if med[c].dtype.kind in "fi"
+        }
+        table = med.sort_values(["strategy", "phase_order"])
+        styler, config = widgets.number_table(table, formats, {})  # a missing value reads "–"
+        st.dataframe(styler, hide_index=True, column_config=config)
+
+
+def _overlaps(rows: pd.DataFrame) -> None:
+    overlaps = data.overlapping_phases(rows)
+    if overlaps:
+        listing = "; ".join(f"`{s}`: {', '.join(p)}" for s, p in sorted(overlaps.items()))
+        st.caption(
+            "Phases that ran at the same time (each bar is its own high-water mark; they share "
+            f"their RSS and their time, so never add or subtract them): {listing}"
+        )
+
+
 def main() -> None:
     st.title("Phases")
     st.caption("Medians over the successful repeats of the chosen run.")
@@ -61,39 +90,20 @@ def main() -> None:
     if med.empty:
         st.info("No successful run with phase rows for this choice; see the Overview for statuses.")
         return
-    strategies = sorted(med["strategy"].unique())
-    chosen = st.multiselect("Strategies", strategies, default=strategies, key="phases_strategies")
+    chosen = widgets.pick_strategies(sorted(med["strategy"].unique()), key="phases_strategies")
     med = med[med["strategy"].isin(chosen)]
     if med.empty:
         st.info("Choose at least one strategy.")
         return
-    st.subheader("What each phase adds to the peak")
-    st.altair_chart(charts.phase_adds_bars(med), width="stretch")
+    st.subheader("Each phase's own high-water mark")
+    st.altair_chart(charts.phase_peak_bars(med), width="stretch")
     st.subheader("Anonymous vs file-backed RSS at each phase's end")
     st.altair_chart(charts.anon_file_bars(med), width="content")
-    st.subheader("Time per phase")
+    st.subheader("When each phase ran")
     st.altair_chart(charts.phase_time_bars(med), width="stretch")
-    overlaps = data.overlapping_phases(rows[rows["strategy"].isin(chosen)])
-    if overlaps:
-        listing = "; ".join(f"`{s}`: {', '.join(p)}" for s, p in sorted(overlaps.items()))
-        st.caption(
-            f"Phases that ran at the same time (their times and peaks overlap, do not add them): {listing}"
-        )
+    _overlaps(rows[rows["strategy"].isin(chosen)])
     _substeps(rows[rows["strategy"].isin(chosen)])
-    with st.expander("The numbers"):
-        st.dataframe(
-            med.sort_values(["strategy", "phase_order"]),
-            hide_index=True,
-            column_config={
-                c: st.column_config.NumberColumn(
-                    format="%.2f s"
-                    if c.endswith("_s")
-                    else ("%.2f×" if c.endswith("ratio") else "%d")
-                )
-                for c in med.columns
-                if med[c].dtype.kind in "fi"
-            },
-        )
+    _numbers(med)
 
 
 main()

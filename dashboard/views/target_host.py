@@ -1,9 +1,9 @@
 """Target host: will this model load on that machine, and with which strategy?
 
-Answers: for chosen shapes (a measured shape set, a preset or fetched spec, or custom sizes), a host
-RAM and a device count, each strategy's predicted peak, headroom and verdict (fits / tight / does
-not fit) and the recommended strategy, from `bench.analysis.recommend` (the model `loadbench recommend`
-uses); plus how the sharding rule splits the spec's largest tensors over the devices.
+Answers: for chosen shapes (a measured shape set, a preset or fetched spec, or custom sizes), a
+host RAM and a device count, each strategy's predicted peak, headroom and verdict (fits / tight /
+does not fit) and the recommended strategy, from `bench.analysis.recommend` (the model `loadbench
+recommend` uses); plus how the sharding rule splits the spec's largest tensors over the devices.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from bench.analysis.recommend import TargetCheckpoint
 from bench.errors import NoResultsError
 from dashboard import charts, data, specs, style, widgets
 
-SOURCES = ("a measured shape set", "a preset or fetched spec", "custom sizes")
+CUSTOM = "custom sizes"
+SOURCES = ("a measured shape set", "a preset or fetched spec", CUSTOM)
 GIB = 1 << 30
 
 
@@ -68,17 +69,19 @@ def _spec_summary(devices: int) -> tuple[dict | None, dict | None]:
 
 def _host_inputs(results: Any) -> tuple[int, int]:
     ram_default = float(results.runs["ram_bytes"].max() / GIB) if not results.runs.empty else 16.0
-    measured = sorted(int(d) for d in results.phases["devices"].dropna().unique()) or [1]
+    counts = results.phases["devices"].dropna().astype(int).value_counts()
+    measured = sorted(counts.index, key=lambda d: (-counts[d], d)) or [1]  # the most measured
     cols = st.columns(2)
-    ram = cols[0].number_input(
-        "Host RAM (GiB)", 0.25, 65536.0, round(ram_default, 2), 0.5, key="target_ram_gib"
+    ram = widgets.host_ram(
+        cols[0], ram_default * GIB, key="target_ram_gib", help="kept across pages (the Overview's)"
     )
     devices = cols[1].number_input("Devices", 1, 4096, measured[0], key="target_devices")
-    return int(ram * GIB), int(devices)
+    return ram, int(devices)
 
 
 def _verdicts(results: Any, summary: dict, ram: int, devices: int, name: str) -> None:
-    """The same sentences, table order and figures as `loadbench recommend` (`bench.analysis.advice`)."""
+    """The same sentences, table order and figures as `loadbench recommend`
+    (`bench.analysis.advice`)."""
     try:
         target = TargetCheckpoint.from_dict(summary)
         adv = advice.advise(
@@ -96,8 +99,19 @@ def _verdicts(results: Any, summary: dict, ram: int, devices: int, name: str) ->
         return
     st.altair_chart(charts.target_bars(rows, ram), width="stretch")
     st.dataframe(pd.DataFrame(advice.table_rows(adv)), hide_index=True)
-    st.caption(
-        f"The same figures in a terminal: `loadbench recommend --shapes {name} --host-ram {ram / GIB:.2f}GiB --devices {devices} --results {data.results_folder()}`"
+    st.caption(_command(name, ram, devices))
+
+
+def _command(name: str, ram: int, devices: int) -> str:
+    """The `loadbench recommend` line that prints the same figures (custom sizes have none)."""
+    if name == CUSTOM:
+        return (
+            "Custom sizes have no `loadbench recommend` equivalent: it takes a preset, a fetched "
+            "name or a spec file (`--shapes`)."
+        )
+    return (
+        f"The same figures in a terminal: `loadbench recommend --shapes {name} "
+        f"--host-ram {ram / GIB:.2f}GiB --devices {devices} --results {data.results_folder()}`"
     )
 
 
@@ -121,7 +135,8 @@ def main() -> None:
     results = widgets.page_results()
     ram, devices = _host_inputs(results)
     source = st.radio("Shapes from", SOURCES, horizontal=True, key="target_source")
-    facts, name = None, "custom sizes"
+    facts, name = None, CUSTOM
+    summary: dict | None
     if source == SOURCES[0]:
         summary, name = _measured_summary(results.phases)
     elif source == SOURCES[1]:
@@ -132,7 +147,8 @@ def main() -> None:
     if summary is None:
         return
     st.caption(
-        f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor {style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors"
+        f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor "
+        f"{style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors"
     )
     _verdicts(results, summary, ram, devices, name)
     _sharding(facts, devices)

@@ -11,18 +11,51 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, frames, timeline, widgets
-from loader.vocabulary import TOTAL
+from loader.vocabulary import DEFAULT_STRATEGY, OK, TOTAL
 
 
 def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
     """result_id -> 'strategy · shapes · r<repeat> · status' for the whole-run rows."""
     totals = data.whole_run(phases)
     totals = totals[totals["phase"] == TOTAL]
-    totals = totals.sort_values(["shapes", "strategy", "repeat"])
+    totals = totals.sort_values(["shapes", "strategy", "devices", "repeat"])
+    several = totals["devices"].nunique() > 1
     return {
-        r.result_id: f"{r.strategy} · {r.shapes} · r{r.repeat} · {r.status}"
+        str(r.result_id): f"{r.strategy} · {r.shapes} · r{r.repeat} · "
+        + (f"{r.devices} dev · " if several else "")
+        + str(r.status)
         for r in totals.itertuples()
     }
+
+
+def _typical(phases: pd.DataFrame, options: list[str]) -> list[str]:
+    """The result a Timeline opens on: on the largest shape set, of the default strategy (else
+    the first), the ok repeat whose wall time is the median of its repeats, not an outlier."""
+    totals = data.whole_run(phases)
+    totals = totals[(totals["phase"] == TOTAL) & totals["result_id"].isin(options)]
+    ok = totals[totals["status"] == OK]
+    ok = ok[ok["checkpoint_bytes"] == ok["checkpoint_bytes"].max()]  # the largest shape set
+    if ok.empty:
+        return options[:1]
+    names = set(ok["strategy"])
+    strategy = DEFAULT_STRATEGY if DEFAULT_STRATEGY in names else sorted(names)[0]
+    mine = ok[ok["strategy"] == strategy].sort_values("wall_s")
+    return [str(mine["result_id"].iloc[(len(mine) - 1) // 2])]
+
+
+def _toggles(chosen: list[str]) -> tuple[bool, bool]:
+    cols = st.columns(2)
+    absolute = cols[0].toggle("Absolute RSS (not over baseline)", key="timeline_absolute")
+    one = len(chosen) == 1
+    split = cols[1].toggle(
+        "Split anonymous / file-backed",
+        key="timeline_stack",
+        disabled=not one,
+        help="one result at a time: choose a single result to split its RSS",
+    )
+    if not one:
+        cols[1].caption("The split needs a single result (several are overlaid).")
+    return absolute, split and one
 
 
 def main() -> None:
@@ -36,40 +69,39 @@ def main() -> None:
     options = [r for r in labels if r in sampled]
     if not options:
         st.info(
-            "This run recorded no RSS samples (sampling off, or every child failed before its first sample)."
+            "This run recorded no RSS samples (sampling off, or every child failed before its "
+            "first sample)."
         )
         return
     chosen = st.multiselect(
         "Results to overlay",
         options,
-        default=options[:1],
+        default=_typical(phases, options),
         format_func=labels.__getitem__,
         key="timeline_results",
     )
     if not chosen:
         st.info("Choose at least one result.")
         return
-    cols = st.columns(2)
-    absolute = cols[0].toggle("Absolute RSS (not over baseline)", key="timeline_absolute")
-    split = len(chosen) == 1 and cols[1].toggle(
-        "Split anonymous / file-backed", key="timeline_stack"
-    )
+    absolute, split = _toggles(chosen)
+    _draw(results, phases, chosen, labels, absolute, split)
+
+
+def _draw(results, phases, chosen: list[str], labels: dict, absolute: bool, split: bool) -> None:
     samples = results.samples[results.samples["result_id"].isin(chosen)]
     samples = samples[samples["process_index"].isin([0, -1])].sort_values("t_s")
     samples = samples.assign(label=samples["result_id"].map(labels))
-    base = (
-        phases[phases["result_id"].isin(chosen)].groupby("result_id")["baseline_rss_bytes"].first()
-    )
+    mine = phases[phases["result_id"].isin(chosen)]
+    base = mine.groupby("result_id")["baseline_rss_bytes"].first()
+    bands = frames.phase_bands(phases, chosen, labels)
     chart = timeline.timeline(
-        samples,
-        frames.phase_bands(phases, chosen, labels),
-        base.to_dict(),
-        split=split,
-        over_baseline=not absolute,
+        samples, bands, base.to_dict(), split=split, over_baseline=not absolute
     )
     st.altair_chart(chart, width="content")
     st.caption(
-        f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left as a gap: nothing was measured there."
+        f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left "
+        "as a gap: nothing was measured there. Phase bands sit at their recorded times; phases "
+        "that ran at the same time overlap, each on a lane of its own."
     )
 
 

@@ -34,15 +34,12 @@ ARGS = [
 VIEWPORT = {"width": 1400, "height": 1000}
 CHART = ".vega-embed svg, .vega-embed canvas"
 EXCEPTION = '[data-testid="stException"]'
-PAGES = {
-    "overview": "",
-    "phases": "phases",
-    "timeline": "timeline",
-    "target_host": "target_host",
-    "compare": "compare",
-    "memray": "memray",
-}
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # `python tests/dashboard/browser.py` from a checkout
+    sys.path.insert(0, str(REPO))
+from dashboard.views import PAGES as _PAGES  # noqa: E402
+
+PAGES = {p.url_path: ("" if i == 0 else p.url_path) for i, p in enumerate(_PAGES)}
 
 # Elements whose right edge passes the viewport, unless an ancestor inside the main scroll area
 # that fits hides the rest, or

@@ -7,18 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.views import PAGES as ALL_PAGES
+
 sys.path.insert(0, str(Path(__file__).parent))  # fixture_results, importable by name
 
 from fixture_results import FixtureInfo, write_results  # noqa: E402
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
-PAGES = [
-    "views/phases.py",
-    "views/timeline.py",
-    "views/target_host.py",
-    "views/compare.py",
-    "views/memray.py",
-]
+PAGES = [p.script for p in ALL_PAGES[1:]]  # the Overview is the landing page
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,13 @@ Run `alpha` is written as schema v1 (no `kind`: the reader derives it), run `bet
 version, with each row's strategy kind.
 
 Two runs on two machines (`alpha`, `beta`), each over two shape sets (`tiny-gpt2`, `gpt2`) with
-three strategies (`floor`, `eager`, `stream`) and three repeats, per-phase rows, RSS samples; run
-`alpha` also has a crashed strategy (`orbax`), run `beta` a memray capture (html + top sites). The
-numbers are synthetic but shaped like real ones: `eager` is fast and heavy, `stream` slow and light,
-`floor` (the reference that only reads the bytes) near 1x the checkpoint.
+four strategies (`floor`, `eager`, `stream`, and `pipelined`, whose build runs inside its stream)
+and three repeats, per-phase rows, RSS samples; run `alpha` also has a crashed strategy (`orbax`),
+run `beta` a memray capture (html + top sites) and `eager`, `stream` on 2 devices too (gpt2).
+Two newer runs must never be the default: `gamma`, interrupted, and `delta`, made by `recommend
+--check` under a 1 GiB limit (in `checks/`). The numbers
+are synthetic but shaped like real ones: `eager` is fast and heavy, `stream` slow and light, `floor`
+(the reference that only reads the bytes) near 1x the checkpoint.
 """
 
 from __future__ import annotations
@@ -41,7 +44,12 @@ PLANS = {
         ("stream", 1.3, 1.05, 2.10, 0.05),
         ("assemble", 0.0, 1.02, 0.05, 0.0),
     ],
+    "pipelined": [("stream", 1.1, 1.0, 1.60, 0.05)],  # and a build inside it (OVERLAPPING)
 }
+# strategy -> (phase, from, to as fractions of the first phase's span, peak x checkpoint over the
+# baseline, end RSS x checkpoint over the baseline): a phase that ran inside another, as
+# pipelined's build runs while it streams. Laid end to end it would "add" a negative amount.
+OVERLAPPING = {"pipelined": ("build", 0.1, 0.4, 0.45, 0.4)}
 MACHINES = {  # machine -> (run_id, started_utc, ram_bytes, speed factor, memory factor)
     "alpha": ("20260110T101500Z-a1b2c3", "2026-01-10T10:15:00Z", 24 << 30, 1.0, 1.0),
     "beta": ("20260112T093000Z-d4e5f6", "2026-01-12T09:30:00Z", 64 << 30, 0.7, 1.1),
@@ -50,6 +58,21 @@ BASELINE = 310 * MIB
 SAMPLE_S = 0.01  # the RSS sampling interval
 VERSIONS = {"alpha": 1, "beta": SCHEMA_VERSION}  # machine -> schema version its file is written in
 KINDS = {"floor": REFERENCE}  # strategy -> kind, where not STRATEGY
+TWO_DEVICES = ("eager", "stream")  # run beta measured these on 2 devices too (gpt2)
+# Runs that are not the default one: (machine folder, run id, started, status, what it was asked,
+# shape set, strategies, repeats). `gamma` is newer than every other but was interrupted (its run
+# record says "running" and no writer holds the file); `delta` is `recommend --check`'s, under a
+# 1 GiB memory limit, in `checks/`.
+SPECIAL = {
+    "gamma": ("beta", "20260114T080000Z-0a0a0a", "2026-01-14T08:00:00Z", "running", {}),
+    "delta": (
+        "checks/beta",
+        "20260115T080000Z-0d0d0d",
+        "2026-01-15T08:00:00Z",
+        "complete",
+        {"check": True, "host_ram_bytes": 1 << 30},
+    ),
+}
 
 
 def _stamp(obj: dict, version: int) -> dict:
@@ -92,11 +115,14 @@ def _run_record(machine: str) -> dict:
     }
 
 
-def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: str | None):
+def _result_rows(
+    machine: str, shapes: str, strategy: str, repeat: int, memray: str | None, devices: int = 8
+):
     """The phase rows (plus the `total` row) and samples of one child run."""
     run_id, _, _, speed, mem = MACHINES[machine]
     ckpt, largest, tensors = SHAPES[shapes]
-    rid = uuid.uuid5(uuid.NAMESPACE_URL, f"{machine}/{shapes}/{strategy}/{repeat}").hex
+    where = f"{machine}/{shapes}/{strategy}/{repeat}" + (f"/{devices}" if devices != 8 else "")
+    rid = uuid.uuid5(uuid.NAMESPACE_URL, where).hex
     jitter = 1.0 + 0.03 * (repeat - 1)
     common = {
         "schema_version": 1,
@@ -106,7 +132,7 @@ def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: 
         "shapes": shapes,
         "strategy": strategy,
         "dtype": "native",
-        "devices": 8,
+        "devices": devices,
         "processes": 1,
         "process_index": 0,
         "repeat": repeat,
@@ -141,12 +167,31 @@ def _result_rows(machine: str, shapes: str, strategy: str, repeat: int, memray: 
         )
         rows.append(row)
         rss, t = end, t + wall
+    if strategy in OVERLAPPING:
+        rows = _overlapping(rows, strategy, ckpt * mem)
     peak = max(r["phase_peak_rss_bytes"] for r in rows)
     for r in rows:
         r.update(peak_rss_bytes=peak, wall_s=t)
     total = dict(rows[-1], phase="total", phase_order=len(rows), phase_wall_s=t)
+    total.update(phase_overlaps=[], phase_start_s=None, phase_end_s=None)
     total.update(phase_peak_rss_bytes=peak, substeps_s={})
     return rows + [total], samples
+
+
+def _overlapping(rows: list[dict], strategy: str, ckpt: float) -> list[dict]:
+    """`rows` (one phase, with its times) plus the phase that ran inside it, both marked."""
+    phase, start, end, peak, keeps = OVERLAPPING[strategy]
+    outer = rows[0]
+    span = outer["phase_wall_s"]
+    outer.update(phase_start_s=0.0, phase_end_s=span, phase_overlaps=[phase])
+    inner = dict(outer, phase=phase, phase_order=1, phase_wall_s=(end - start) * span)
+    inner.update(
+        phase_start_s=start * span, phase_end_s=end * span, phase_overlaps=[outer["phase"]]
+    )
+    inner.update(phase_peak_rss_bytes=int(BASELINE + peak * ckpt))
+    inner.update(phase_end_rss_bytes=int(BASELINE + keeps * ckpt), substeps_s={})
+    inner.update(phase_anon_rss_bytes=inner["phase_end_rss_bytes"], phase_file_rss_bytes=0)
+    return [outer, inner]
 
 
 def _sample(run_id: str, rid: str, t: float, phase: str, rss: int, file_share: float) -> dict:
@@ -237,9 +282,34 @@ def write_results(root: Path) -> FixtureInfo:
                     samples += s
             if machine == "alpha" and shapes == "gpt2":
                 lines.append(_crashed_row(machine, shapes))
+            if machine == "beta" and shapes == "gpt2":  # two strategies also on 2 devices
+                for strategy, repeat in [(s, r) for s in TWO_DEVICES for r in range(3)]:
+                    rows, s = _result_rows(machine, shapes, strategy, repeat, None, devices=2)
+                    lines += rows
+                    samples += s
         folder = root / machine
         folder.mkdir(exist_ok=True)
         lines = [_stamp(obj, VERSIONS[machine]) for obj in lines + samples]
         text = "\n".join(json.dumps(obj) for obj in lines) + "\n"
         (folder / f"{run_id}.jsonl").write_text(text, encoding="utf-8")
-    return FixtureInfo(root, {m: v[0] for m, v in MACHINES.items()}, memray_rel)
+    ids = {m: v[0] for m, v in MACHINES.items()}
+    for name, (folder, run_id, started, status, asked) in SPECIAL.items():
+        _write_special(root / folder, run_id, started, status, asked)
+        ids[name] = run_id
+    return FixtureInfo(root, ids, memray_rel)
+
+
+def _write_special(folder: Path, run_id: str, started: str, status: str, asked: dict) -> None:
+    """A one-strategy (eager), one-repeat gpt2 run of machine beta with `status` and `asked`."""
+    run = dict(_run_record("beta"), run_id=run_id, started_utc=started, status=status, **asked)
+    run.update(strategies=["eager"], repeats=1)
+    rows, samples = _result_rows("beta", "gpt2", "eager", 0, None)
+    for r in rows + samples:
+        r["run_id"] = run_id
+        r["result_id"] = uuid.uuid5(uuid.NAMESPACE_URL, run_id + r["result_id"]).hex
+        if r["record"] == "phase" and "host_ram_bytes" in asked:
+            r["host_ram_bytes"] = asked["host_ram_bytes"]
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [_stamp(obj, SCHEMA_VERSION) for obj in [run, *rows, *samples]]
+    text = "\n".join(json.dumps(obj) for obj in lines) + "\n"
+    (folder / f"{run_id}.jsonl").write_text(text, encoding="utf-8")

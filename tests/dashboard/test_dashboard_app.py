@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,10 +43,11 @@ def test_overview_is_the_landing_page_and_draws_each_shape_set(app):
     assert {s.value for s in at.subheader} == {"Shape set `gpt2`", "Shape set `tiny-gpt2`"}
     assert len(_charts(at)) == 2
     summary = at.dataframe[0].value
-    assert set(summary["strategy"]) == {"floor", "eager", "stream"}
-    # eager is fast and heavy, stream slow and light: both on the Pareto front, floor never
+    assert set(summary["strategy"]) == {"floor", "eager", "stream", "pipelined"}
+    # eager is the fastest, pipelined the lightest: both on the Pareto front; stream (slower and
+    # heavier than pipelined) and the reference floor never
     front = dict(zip(summary["strategy"], summary["pareto"] == "on the front", strict=True))
-    assert front == {"floor": False, "eager": True, "stream": True}
+    assert front == {"floor": False, "eager": True, "stream": False, "pipelined": True}
     assert dict(zip(summary["strategy"], summary["kind"], strict=True))["floor"] == "reference"
 
 
@@ -53,14 +55,20 @@ def test_overview_headline_names_the_strategy_that_fits(app, fixture_results):
     at = app()
     at.selectbox(key="overview_run").set_value(fixture_results.run_ids["alpha"]).run()
     gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
-    # 24 GiB: eager (fastest, 3.5x of 548 MB) fits, so it is the answer; nothing to compare it to
-    assert "`eager`:" in gpt2 and "× /" in gpt2
+    # 24 GiB (alpha's RAM): eager, the fastest, fits, so it is the answer, in bytes, with the least
+    # RAM that fits, named by the fastest strategy there (pipelined, the lightest)
+    assert re.search(r"On 24\.00 GiB: use eager — [\d.]+ GiB peak \([\d.]+× checkpoint\)", gpt2)
+    assert re.search(r"needs at least [\d.]+ MiB \(pipelined\)", gpt2), gpt2
     at.number_input(key="overview_ram_gib").set_value(1.5).run()
     gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
-    assert gpt2.split("on 1.50 GiB: ")[1].startswith("`stream`:"), gpt2  # only stream fits now
-    assert "`eager` costs" in gpt2
+    assert "On 1.50 GiB: use pipelined — " in gpt2, gpt2
+    assert re.search(r"eager needs [\d.]+ GiB and does not fit", gpt2), gpt2  # 1.5 GiB: too small
+    at.switch_page("views/target_host.py").run()
+    assert at.number_input(key="target_ram_gib").value == 1.5  # kept across pages
+    at.switch_page("views/overview.py").run()
+    assert at.number_input(key="overview_ram_gib").value == 1.5  # and on coming back
     at.number_input(key="overview_ram_gib").set_value(0.25).run()
-    assert any("No strategy fits" in e.value for e in at.error)
+    assert any("no strategy fits" in e.value for e in at.error)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -154,14 +162,19 @@ def test_preset_spec_feeds_the_prediction(app):
 def test_timeline_overlays_several_results(app):
     at = app("views/timeline.py")
     widget = at.multiselect(key="timeline_results")
-    wanted = [o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"]]
-    assert len(wanted) == 3  # floor, eager, stream
+    wanted = [
+        o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"] and "2 dev" not in o
+    ]
+    assert len(wanted) == 4  # floor, eager, stream, pipelined (on 8 devices)
     widget.set_value(wanted).run()
     _no_exception(at)
     chart = _charts(at)[0]
     drawn = b"".join(d.data.data for d in chart.proto.datasets)  # Arrow IPC bytes
     assert all(label.encode() in drawn for label in wanted)
-    assert [t.key for t in at.toggle] == ["timeline_absolute"]  # the split is for one result only
+    # the split is for one result only: its toggle stays, disabled, and says why
+    assert [t.key for t in at.toggle] == ["timeline_absolute", "timeline_stack"]
+    assert at.toggle(key="timeline_stack").disabled
+    assert any("needs a single result" in c.value for c in at.caption)
 
 
 def test_phases_strategy_filter(app):
@@ -184,11 +197,14 @@ def test_compare_shows_both_machines_and_ratios(app, fixture_results):
     facts = at.table[0].value
     assert list(facts.loc["machine"]) == ["alpha", "beta"]
     gpt2 = at.dataframe[0].value
-    assert set(gpt2["strategy"]) == {"floor", "eager", "stream"}  # orbax ran on alpha only
+    assert set(gpt2["strategy"]) == {"floor", "eager", "stream", "pipelined"}  # orbax: alpha only
     eager = gpt2[gpt2["strategy"] == "eager"].iloc[0]
-    assert eager["wall time, new / base (spread)"] == "0.70x (0.66-0.74)"  # beta is 0.7x the time
+    wall = eager["wall time, new / base (spread, p)"]
+    assert wall.startswith("0.70x (0.66-0.74) p="), wall  # beta is 0.7x the time
     assert eager["verdict"] == "regressed"  # beta's peaks are 1.1x: beyond 5% and the spread
-    assert any("Regressed" in e.value for e in at.error)
+    assert any("Failed" in e.value and "`eager` on `gpt2`" in e.value for e in at.error)
+    # orbax ran on alpha (base) only: listed, as the gate fails on it
+    assert any("Missing in new: strategies orbax" in e.value for e in at.error)
 
 
 def test_empty_folder_says_which_command_makes_results(app, tmp_path):
@@ -259,7 +275,7 @@ def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
         "--shapes",
         "gpt2",
         "--host-ram",
-        "1GiB",
+        "0.75GiB",
         "--devices",
         "8",
         "--results",
@@ -269,11 +285,11 @@ def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
     as_json = subprocess.run(
         [*cmd, "--json"], capture_output=True, text=True, timeout=120, check=False
     )
-    assert text.returncode == as_json.returncode == 1, text.stderr  # 1 GiB: nothing fits
+    assert text.returncode == as_json.returncode == 1, text.stderr  # 0.75 GiB: nothing fits
     out = json.loads(as_json.stdout)
     assert out["inputs"] == {
         "shapes": "gpt2",
-        "host_ram_bytes": GIB,
+        "host_ram_bytes": 3 * GIB // 4,
         "devices": 8,
         "results": str(fixture_results.root),
         "cache": "warm",
@@ -281,13 +297,14 @@ def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
     assert {"peak_bytes_per_checkpoint_byte", "wall_constant_s", "runs", "shapes"} <= set(
         out["strategies"][0]["model"]
     )
-    assert out["minimum_ram_bytes"] > GIB and any(
+    assert out["minimum_ram_bytes"] > 3 * GIB // 4 and any(
         n.startswith("Minimum RAM that fits: ") for n in out["notes"]
     )
     at = app("views/target_host.py")
     at.radio(key="target_source").set_value("a preset or fetched spec").run()
     at.selectbox(key="target_spec").set_value("gpt2").run()
-    at.number_input(key="target_ram_gib").set_value(1.0).run()
+    at.number_input(key="target_ram_gib").set_value(0.75).run()
+    at.number_input(key="target_devices").set_value(8).run()
     _no_exception(at)
     shown = _texts_in_page_order(at.main)
     for note in out["notes"]:  # every sentence, the same words, in the CLI's text and on the page
@@ -322,3 +339,38 @@ def test_a_failed_runs_missing_figures_read_as_a_dash_not_none(app, fixture_resu
         assert shown.iloc[crashed, columns.index(name)] == "–"
     ok = table.value.index[table.value["status"] == "ok"][0]
     assert shown.iloc[ok, columns.index("wall_s")].endswith(" s")
+
+
+def test_overlapping_phases_are_never_subtracted_and_sit_at_their_times(fixture_results):
+    from bench.records.results import read_results
+    from dashboard import frames
+
+    results = read_results(fixture_results.root)
+    beta = results.phases[results.phases["run_id"] == fixture_results.run_ids["beta"]]
+    gpt2 = beta[(beta["shapes"] == "gpt2") & (beta["strategy"] == "pipelined")]
+    med = frames.phase_medians(gpt2).set_index("phase")
+    # laid end to end, build would begin at stream's end RSS and "add" a negative amount
+    assert (med["peak_over_baseline_bytes"] > 0).all() and (med["adds_bytes"] >= 0).all()
+    rid = gpt2["result_id"].iloc[0]
+    bands = frames.phase_bands(gpt2, [rid], {rid: "p"}).set_index("phase")
+    assert bands.loc["stream", "start_s"] < bands.loc["build", "start_s"]
+    assert bands.loc["build", "end_s"] < bands.loc["stream", "end_s"]  # inside it, not after
+    assert bands.loc["build", "lane"] != bands.loc["stream", "lane"]
+
+
+def test_the_default_run_is_the_newest_complete_unconstrained_one(fixture_results):
+    from bench.records.results import read_results
+    from dashboard import frames
+
+    results = read_results(fixture_results.root)
+    ids = fixture_results.run_ids
+    facts = frames.run_facts(results.runs, results.phases)
+    assert list(facts["run_id"][:2]) == [ids["delta"], ids["gamma"]]  # the newest two
+    assert facts.loc[ids["gamma"], "status"] == "interrupted"
+    assert "recommend --check" in facts.loc[ids["delta"], "label"]
+    assert "memory limit 1.00 GiB" in facts.loc[ids["delta"], "label"]
+    assert frames.default_run(results.runs, results.phases) == ids["beta"]
+    assert frames.default_runs(results.runs, results.phases) == {
+        "gpt2": ids["beta"],
+        "tiny-gpt2": ids["beta"],
+    }

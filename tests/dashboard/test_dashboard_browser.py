@@ -3,13 +3,17 @@
 The app is started with the real CLI on a free port on 127.0.0.1 over the fixture folder, at a
 1400x1000 viewport. Every page (and the empty folder) is opened; each must draw without a Streamlit
 exception box and without an element running past the viewport's right edge. On top: the Overview
-headline names a strategy, a strategy keeps its colour when the filter changes, and the Timeline's
-anonymous / file-backed split has a legend with its two entries. Screenshots land in tmp_path.
+headline names a strategy with its GiB and the least RAM that fits, the host RAM is a line on the
+chart, the interrupted and the check run are not the default, a strategy keeps its colour when the
+filter changes; Phases draws no negative bar for pipelined (whose phases overlap) and keeps its
+strategy choice across a device-count change; the Timeline's anonymous / file-backed split has a
+legend with its two entries. Screenshots land in tmp_path.
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from browser import (
@@ -60,22 +64,64 @@ def _remove_tag(page, name: str) -> None:
     settle(page, 1)
 
 
+def _tags(page) -> set[str]:
+    """The chips of the multiselects shown (each has a "Remove NAME" button)."""
+    buttons = page.locator('[data-testid="stMultiSelect"] [aria-label^="Remove "]')
+    return {str(b.get_attribute("aria-label"))[len("Remove ") :] for b in buttons.all()}
+
+
+def _pick(page, label: str, option: str) -> None:
+    page.locator(f'[data-testid="stSelectbox"] input[aria-label="{label}"]').click()
+    page.get_by_role("option", name=option, exact=True).click()
+    settle(page, 1)
+
+
+def _phases(page, url: str, tmp_path) -> None:
+    """Phases: pipelined (whose build runs inside its stream) draws no negative bar, and the
+    strategy box keeps its choice across a change of device count and back."""
+    open_page(page, url, "phases", 1)
+    _clean(page, "phases", tmp_path)
+    assert "pipelined" in _tags(page)
+    axis = page.locator(".vega-embed svg").first.locator(".role-axis-label text")
+    ticks = [t.strip() for t in axis.all_text_contents()]
+    assert ticks and not [t for t in ticks if t.startswith(("-", "−"))], ticks
+    _remove_tag(page, "stream")
+    kept = _tags(page)
+    assert "stream" not in kept and "pipelined" in kept
+    _pick(page, "devices", "2")
+    assert _tags(page) == {"eager"}, _tags(page)  # on 2 devices: eager and stream, stream out
+    _pick(page, "devices", "8")
+    assert _tags(page) == kept, "the strategy box lost its selection across a devices change"
+
+
 def test_every_page_in_chromium(browser_page, fixture_results, tmp_path):
     page = browser_page
+    outside: list[str] = []  # the dashboard asks nothing of the internet (no font CDN icon)
+    page.on("request", lambda r: None if "://127.0.0.1" in r.url else outside.append(r.url))
     with dashboard(fixture_results.root, tmp_path / "streamlit.log") as (url, proc):
         open_page(page, url, "overview", 2)
         _clean(page, "overview", tmp_path)
         headline = page.locator('[data-testid="stAlert"]').first.inner_text()
-        assert any(f"{s}:" in headline for s in ("eager", "stream")), headline
+        assert re.search(r"On [\d.]+ GiB: use \w+ — [\d.]+ [GM]iB peak", headline), headline
+        assert re.search(r"needs at least [\d.]+ [GM]iB \(\w+\)", headline), headline
+        host = page.locator(".vega-embed svg text", has_text="host RAM")
+        assert host.count() >= 1, "the host RAM is not drawn on the chart"
+        # the default is each shape set's newest complete, unconstrained run: beta, never the
+        # newer interrupted gamma nor the check run delta
+        main = page.locator('[data-testid="stMain"]').inner_text()
+        assert fixture_results.run_ids["beta"] in main
+        assert fixture_results.run_ids["gamma"] not in main
+        assert fixture_results.run_ids["delta"] not in main
 
         before = legend(page, 0, "strategy")
-        assert set(before) == {"eager", "stream"}  # floor is the reference line, not a point
+        assert set(before) == {"eager", "stream", "pipelined"}  # floor: the reference line
         _remove_tag(page, "eager")
         after = legend(page, 0, "strategy")
-        assert set(after) == {"stream"}  # a legend lists only what is drawn
+        assert set(after) == {"stream", "pipelined"}  # a legend lists only what is drawn
         assert after["stream"] == before["stream"], "stream changed colour with the filter"
 
-        for name in ("phases", "target_host", "compare"):
+        _phases(page, url, tmp_path)
+        for name in ("target_host", "compare"):
             open_page(page, url, name, 1)
             _clean(page, name, tmp_path)
         open_page(page, url, "memray")
@@ -86,8 +132,9 @@ def test_every_page_in_chromium(browser_page, fixture_results, tmp_path):
         page.get_by_text("Split anonymous / file-backed").click()
         settle(page, 1)
         _clean(page, "timeline_split", tmp_path)
-        assert list(legend(page, 0, "memory")) == ["anonymous", "file-backed"]
+        assert list(legend(page, 0, "memory")) == ["anonymous", "anonymous + file-backed"]
 
+        assert outside == [], outside
         proc.terminate()  # the CLI stops its Streamlit child on SIGTERM: nothing must be left
         proc.wait(timeout=15)
         assert is_down(url), "stopping `loadbench dashboard` left its Streamlit server running"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,35 @@ def test_paths_stay_inside_the_results_folder(tmp_path):
     for bad in ["../secret.txt", str(secret), "m/link.html", "m/../../secret.txt", "", None, "m"]:
         assert paths.inside(root, bad, machine="m") is None, bad
     assert paths.read_text(root, "../secret.txt") is None
+
+
+def test_a_taken_port_is_refused_before_any_url_is_printed(tmp_path, monkeypatch, capsys):
+    import socket
+
+    monkeypatch.setattr(cli, "_serve", lambda cmd, env: pytest.fail("must not start"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["--results", str(tmp_path), "--port", str(port)]) == 2
+    out, err = capsys.readouterr()
+    assert "http://" not in out and f"127.0.0.1:{port} is already in use" in err
+
+
+def test_every_phase_has_its_colour_keyed_by_the_vocabulary():
+    from dashboard import style
+    from loader.vocabulary import PHASE_ORDER
+
+    assert set(style.PHASE_COLORS) == set(PHASE_ORDER)
+    assert len(set(style.PHASE_COLORS.values())) == len(PHASE_ORDER)
+
+
+def test_the_page_list_is_the_views_folder():
+    from dashboard.views import PAGES
+
+    views = sorted(p.name for p in (Path(cli.__file__).parent / "views").glob("*.py"))
+    assert sorted(p.file for p in PAGES) == [v for v in views if v != "__init__.py"]
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    help_text = parser._subparsers._group_actions[0].choices["dashboard"].description
+    assert all(p.title in help_text for p in PAGES)

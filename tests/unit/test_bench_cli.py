@@ -35,9 +35,14 @@ def test_bench_list_json(capsys):
             "install_hint",
             "available",
             "missing",
+            "default",
         }
         assert e["description"]
         assert e["available"] == (e["missing"] == [])
+    assert [e["name"] for e in entries if e["default"]] == ["pipelined"]  # load_model's default
+    main(["bench", "list"])
+    marked = [line for line in capsys.readouterr().out.splitlines() if "(default)" in line]
+    assert len(marked) == 1 and marked[0].startswith("pipelined (default)")
 
 
 def test_bench_list_shows_unavailable_peers_with_the_install_command(capsys):

@@ -8,6 +8,7 @@ import pytest
 
 from bench.analysis.compare import compare, parse_threshold
 from bench.cli import main
+from bench.errors import BenchError
 from bench.records.results import read_results
 from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
@@ -135,3 +136,71 @@ def test_bad_threshold_and_missing_results_exit_2(tmp_path, base, capsys):
     assert "--max-regression" in capsys.readouterr().err
     assert main(["compare", base, str(tmp_path / "nothing")]) == 2
     assert "no results there" in capsys.readouterr().err
+
+
+def test_a_strategy_missing_in_new_fails_and_is_listed(tmp_path, base, capsys):
+    rows = [r for r in _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {}) if r.strategy != "stream"]
+    new = _write(tmp_path / "n.jsonl", rows)
+    assert main(["compare", base, new, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["missing_in_new"]["strategies"] == ["stream"] and out["regressed"] is True
+    assert out["missing_in_base"]["combinations"] == []
+    assert [r["strategy"] for r in out["failed"]] == ["stream"]
+    assert main(["compare", base, new]) == 1
+    text = capsys.readouterr().out
+    assert "missing in new: strategies stream" in text and "FAILED: stream on gpt2" in text
+    assert main(["compare", base, new, "--allow-missing"]) == 0
+    assert "missing in new: strategies stream" in capsys.readouterr().out
+    # and the other way round: a strategy only NEW has is listed, and passes
+    assert main(["compare", new, base, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["missing_in_base"]["strategies"] == ["stream"]
+
+
+def test_a_line_deleted_by_hand_from_new_fails(tmp_path, base, capsys):
+    new = tmp_path / "n.jsonl"
+    _write(new, _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {}))
+    lines = new.read_text().splitlines(keepends=True)
+    new.write_text("".join(line for line in lines if '"strategy":"eager"' not in line))
+    assert len(new.read_text().splitlines()) < len(lines)  # the edit took
+    assert main(["compare", base, str(new)]) == 1
+    assert "eager on gpt2 (missing in new)" in capsys.readouterr().out
+
+
+def test_one_repeat_a_side_never_calls_a_regression(tmp_path, capsys):
+    base = _write(tmp_path / "b.jsonl", _rows("b", [1.0], [1.0], {}))
+    new = _write(tmp_path / "n.jsonl", _rows("n", [1.0], [1.0], {"stream": 1.5}))
+    assert main(["compare", base, new, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    stream = next(r for r in out["rows"] if r["strategy"] == "stream")
+    assert stream["wall_ratio"] == pytest.approx(1.5) and stream["verdict"] == "too few repeats"
+    assert {r["strategy"] for r in out["too_few_repeats"]} == set(COSTS)
+    assert main(["compare", base, new]) == 0
+    assert "too few repeats to call a regression" in capsys.readouterr().out
+
+
+def test_the_u_test_p_value_is_shown(tmp_path, base, capsys):
+    new = _write(tmp_path / "n.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {"stream": 1.2}))
+    assert main(["compare", base, new, "--json"]) == 1
+    rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    # 3 against 3, every NEW repeat slower: the exact one-sided p is 1 / C(6, 3) = 0.05
+    assert rows["stream"]["wall_p"] == pytest.approx(0.05)
+    assert rows["eager"]["wall_p"] > 0.05
+    main(["compare", base, new])
+    assert "p=0.05" in capsys.readouterr().out
+
+
+def test_json_is_json_when_the_runs_share_nothing_or_the_input_is_bad(tmp_path, base, capsys):
+    rows = [PhaseRecord(**{**r.__dict__, "shapes": "sa3"}) for r in _rows("r2", [1], [1], {})]
+    new = _write(tmp_path / "n.jsonl", rows)
+    assert main(["compare", base, new, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["missing_in_new"]["shapes"] == ["gpt2"] and out["missing_in_base"]["shapes"] == [
+        "sa3"
+    ]
+    assert main(["compare", base, str(tmp_path / "nothing"), "--json"]) == 2
+    assert "no results there" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_the_threshold_range_is_named():
+    with pytest.raises(BenchError, match="less than 1000%"):
+        parse_threshold("1000%")

@@ -7,6 +7,7 @@ loader that leaves a value untouched fails.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 
@@ -293,3 +294,18 @@ def test_fill_before_start_is_refused_with_a_clear_error(ckpt):
     with CheckpointSource(ckpt) as source, pytest.raises(RuntimeError, match="before fill"):
         engine.fill(LoadPlan(), source, NULL_PROBE)
     engine.close()
+
+
+def test_the_budget_in_effect_is_recorded_even_when_none_was_given():
+    """The summary shows `in flight / 256.0 MiB`, not `/ default`: the child names the budget."""
+    from bench import strategies
+    from bench.child.worker import budget_in_effect
+    from bench.records.wire import ChildTask
+    from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
+
+    catalog = strategies.catalog()
+    task = ChildTask("pipelined", "gpt2", "/c/m.safetensors", "/c/m.safetensors", None)
+    assert budget_in_effect(catalog["pipelined"], task) == DEFAULT_BUDGET_BYTES
+    given = dataclasses.replace(task, budget_bytes=64 << 20)
+    assert budget_in_effect(catalog["pipelined"], given) == 64 << 20
+    assert budget_in_effect(catalog["eager"], task) is None  # takes no budget

@@ -140,3 +140,55 @@ def test_device_memory_is_none_on_the_cpu_backend():
     with probe.measure(), probe.phase("read"):
         pass
     assert probe.result().phases[0].device_bytes_in_use is None
+
+
+def test_phases_record_their_real_start_and_end_times_overlaps_included():
+    import threading
+    import time
+
+    probe = MemoryProbe(use_hwm=False)
+    with probe.measure():
+        with probe.phase("stream"):
+            time.sleep(0.05)
+            builder = threading.Thread(target=lambda: _timed(probe, "build", 0.1))
+            builder.start()  # the build runs while the stream goes on, as pipelined's does
+            time.sleep(0.2)
+            builder.join()
+    res = probe.result()
+    stream, build = res.phases
+    assert stream.start_s < build.start_s < build.end_s < stream.end_s  # build inside stream
+    assert build.start_s == pytest.approx(stream.start_s + 0.05, abs=0.03)
+    assert build.end_s - build.start_s == pytest.approx(build.wall_s, abs=1e-6)
+    assert stream.end_s <= res.total.wall_s and "build" in stream.overlaps
+
+
+def _timed(probe: MemoryProbe, name: str, seconds: float) -> None:
+    import time
+
+    with probe.phase(name):
+        time.sleep(seconds)
+
+
+def test_a_phase_that_starves_the_sampler_still_has_its_edges_on_the_timeline():
+    """One long call that holds the GIL (eager's whole-file read) leaves the sampler thread no
+    turn; the phase's entry and exit are points of the timeline anyway."""
+    import sys
+    import time
+
+    probe = MemoryProbe(interval_s=0.01)
+    old = sys.getswitchinterval()
+    with probe.measure():
+        sys.setswitchinterval(10.0)  # no thread switch inside the busy loop below
+        try:
+            with probe.phase("read"):
+                end = time.perf_counter() + 0.3
+                while time.perf_counter() < end:
+                    pass
+        finally:
+            sys.setswitchinterval(old)
+    res = probe.result()
+    (read,) = res.phases
+    at = [s.t_s for s in res.samples if s.phase == "read"]
+    assert at and min(at) == pytest.approx(read.start_s, abs=1e-3)
+    assert max(at) == pytest.approx(read.end_s, abs=1e-3)
+    assert [s.t_s for s in res.samples] == sorted(s.t_s for s in res.samples)

@@ -371,17 +371,23 @@ MODEL_KEYS = [
     "wall_error",
     "wall_repeat_spread",
 ]
+LOO_KEYS = ["peak_error_out_of_sample", "wall_error_out_of_sample", "most_repeats"]
 
 
 @pytest.mark.parametrize(
     ("extra", "top", "inputs", "model"),
     [
-        ({}, TOP_KEYS, ["shapes", "host_ram_bytes", "devices", "results", "cache"], MODEL_KEYS),
+        (
+            {},
+            TOP_KEYS,
+            ["shapes", "host_ram_bytes", "devices", "results", "cache"],
+            [*MODEL_KEYS, *LOO_KEYS],
+        ),
         (  # no runs at that cap: the warm fit plus the read, named in each model
             {"disk_read_speed": "500MB/s", "device_ram": "80GiB"},
             [*TOP_KEYS, "device_peaks"],
             ["shapes", "host_ram_bytes", "devices", "results", "cache"],
-            [*MODEL_KEYS, "disk_read_bytes_per_s"],
+            [*MODEL_KEYS, "disk_read_bytes_per_s", *LOO_KEYS],
         ),
     ],
 )
@@ -398,3 +404,26 @@ def test_cli_json_keys_are_pinned(tmp_path, capsys, extra, top, inputs, model):
         assert s["headroom_bytes"] == 64 * GiB - s["predicted_peak_bytes"]
     assert isinstance(out["strategies"][0]["model"]["shapes"], list)
     assert out["strategies"][0]["model"]["devices"] == [1]
+
+
+def test_a_fit_error_is_given_only_out_of_sample(tmp_path):
+    """A curved peak (ckpt squared) that the linear model cannot follow: leaving one shape set out
+    shows how far off it is; with 2 shape sets there is no such evidence: "in-sample only"."""
+    from bench.analysis.advice import advise, table_rows
+
+    rows = []
+    for shapes, ckpt, largest in SETS:
+        for i in range(2):
+            rows.append(_row("curved", shapes, ckpt, largest, ckpt * ckpt / (200 * MiB), 1.0, i))
+    (curved,) = recommend(_write(tmp_path / "three", rows), TARGET, 64 * GiB).strategies
+    assert curved.model.peak_error_out_of_sample > 0.3
+    adv = advise(_write(tmp_path / "three", []), TARGET, 64 * GiB, None, shapes="t", folder="f")
+    (row,) = table_rows(adv)
+    assert row["fit error"].startswith("peak ") and "one shape set left out" in row["fit error"]
+    assert row["time repeats"] == "±0%" and row["basis"] == "6 runs of big, mid, small"
+    two = [r for r in rows if r.shapes != "mid" and r.repeat == 0]
+    adv = advise(_write(tmp_path / "two", two), TARGET, 64 * GiB, None, shapes="t", folder="f")
+    assert adv.rec.strategies[0].model.peak_error_out_of_sample is None
+    (row,) = table_rows(adv)
+    assert row["fit error"] == "in-sample only"
+    assert row["time repeats"] == "1 run" and row["basis"] == "2 runs of big, small"

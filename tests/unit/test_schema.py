@@ -145,6 +145,8 @@ def test_parquet_export_reads_back(tmp_path):
     phases = pd.read_parquet(written[1])
     assert len(phases) == 2 and json.loads(phases.iloc[0]["substeps_s"]) == {"read": 0.1}
     assert not math.isnan(phases.iloc[0]["peak_ratio"])
+    mode = path.stat().st_mode & 0o777  # the writer's 0644 (less the umask)
+    assert {p.stat().st_mode & 0o777 for p in written} == {mode} and mode & 0o044
 
 
 def _as_v1(record) -> dict:

@@ -158,3 +158,13 @@ def test_file_names_must_stay_inside_the_checkpoint_folder(file):
         spec_from_dict(
             {"files": [file], "tensors": [{"name": "a", "dtype": "F32", "shape": [1]}]}, where="t"
         )
+
+
+def test_show_text_reads_sizes_in_one_unit_family_and_says_nothing_of_a_missing_pin(capsys):
+    """A small checkpoint is not "(0.00 GB)"; "largest" says it counts elements; no "@ unpinned"."""
+    assert main(["shapes", "show", "tiny-gpt2"]) == 0
+    out = capsys.readouterr().out
+    assert "(437.4 KiB)" in out and "0.00 GB" not in out
+    assert "(32,000 elements)" in out and "unpinned" not in out
+    assert main(["shapes", "show", "gpt2"]) == 0
+    assert "(522.7 MiB)" in capsys.readouterr().out

@@ -67,7 +67,7 @@ def test_table_has_a_block_per_model_dtype_and_shows_the_budget(results):
     assert "dtype F32, devices 1" in same.splitlines()[0]
     assert "F32 file → bfloat16 model" in cast.splitlines()[0]
     assert "in flight / budget" in same
-    assert "200.0 MiB / default" in same and "1.10 (1.00-1.20)" in same  # medians per block
+    assert "200.0 MiB / its default" in same and "1.10 (1.00-1.20)" in same  # medians per block
     assert "60.0 MiB / 64.0 MiB" in cast and "3.10 (3.00-3.20)" in cast
     zerocopy = next(line for line in same.splitlines() if line.startswith("zerocopy"))
     assert " - " in zerocopy  # no in-flight figure for a strategy that does not report one
