@@ -25,6 +25,7 @@ from loader.vocabulary import (
     ASSEMBLE,
     BUILD,
     CAST,
+    COMPILE,
     KINDS,
     PEER,
     PHASE_ORDER,
@@ -66,6 +67,7 @@ PHASE_COLORS = {
     TRANSFER: "#c7e9c0",
     ASSEMBLE: "#fcbba1",
     STREAM: "#fff2ae",
+    COMPILE: "#d9f0d3",  # `bench run --compile`: the forward lowered and compiled
     TOTAL: "#f0f0f0",
 }
 MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}

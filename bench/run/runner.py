@@ -121,8 +121,7 @@ def _run_task(
     """Run the task's child group (under the memory and read limits, if any): its outcomes and
     the situation it ran in."""
     argvs, envs, outs = task_argvs(task, work)
-    files = pagecache.checkpoint_files(task.load_path)
-    cache = pagecache.set_cache(files, task.cache)
+    cache = pagecache.set_cache(files := pagecache.checkpoint_files(task.load_path), task.cache)
     with contextlib.ExitStack() as stack:
         limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
