@@ -29,6 +29,8 @@ def load_model(
     strategy: str | None = None,
     budget: int | None = None,
     staging: bool | None = None,
+    threads: int | None = None,
+    cache_policy: str | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
@@ -44,6 +46,8 @@ def load_model(
         budget: host bytes in flight beyond the model's own, for a strategy that bounds them
             (`pipelined`: `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others ignore it.
         staging: `pipelined`'s host staging ring onto the devices: True, False or None (by backend).
+        threads: `pipelined`'s reader threads (default: by the usable CPUs and the page cache).
+        cache_policy: `pipelined`'s `"keep"` (default) or `"dontneed"` (drop pages behind reads).
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -52,11 +56,17 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options = _options(budget=budget, staging=staging)
+    options = _options(budget=budget, staging=staging, threads=threads, cache_policy=cache_policy)
     model, report = info.load(target, path, strict=strict, key_map=key_map, **options)
-    if report is None:  # a REFERENCE strategy (`floor`): it reads bytes and loads no model
+    return model, _model_report(info, report)
+
+
+def _model_report(info: strategies.StrategyInfo, report: LoadReport | None) -> LoadReport:
+    """The report of a strategy that loads a model; a REFERENCE strategy (`floor`, which reads
+    bytes and loads no model) is refused."""
+    if report is None:
         raise StrategyError(
             f"strategy {info.name!r} loads no model (kind {info.kind}); "
             f"pick one of {', '.join(n for n in strategies.names() if n != info.name)}"
         )
-    return model, report
+    return report

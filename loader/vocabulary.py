@@ -45,3 +45,8 @@ FILE: Final = "file"  # one .safetensors file, or a folder of them (with or with
 SHARDED_DIR: Final = "sharded-dir"  # a directory of per-process shard files plus manifest.json
 ORBAX: Final = "orbax"  # an Orbax checkpoint
 CHECKPOINTS: Final = (FILE, SHARDED_DIR, ORBAX)
+
+# -- `pipelined`'s `cache_policy=` (`bench run --cache-policy`) -----------------------------------
+KEEP: Final = "keep"  # read through the page cache and leave it as it is
+DONTNEED: Final = "dontneed"  # drop each range from the page cache once it is read
+CACHE_POLICIES: Final = (KEEP, DONTNEED)

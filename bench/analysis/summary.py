@@ -109,12 +109,15 @@ def dtype_label(row: pd.Series) -> str:
     return f"{stored} file → {model} model"
 
 
-def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
-    phases = {
+def _json_phases(row: pd.Series, phase_names: list[str]) -> dict[str, dict[str, float | None]]:
+    return {
         p: {"wall_s": _num(row.get(f"{p}_wall_s")), "peak_ratio": _num(row.get(f"{p}_peak_ratio"))}
         for p in phase_names
         if _num(row.get(f"{p}_wall_s")) is not None
     }
+
+
+def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
     return {
         "strategy": row["strategy"],
         "kind": row["kind"],
@@ -147,7 +150,7 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "staging_memory": _str(row.get("staging_memory")),
         "peak_source": _str(row["peak_source"]),
         "error": _str(row["error"]),
-        "phases": phases,
+        "phases": _json_phases(row, phase_names),
     }
 
 

@@ -191,15 +191,20 @@ def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
         return None
     if task.budget_bytes is not None:
         return task.budget_bytes
-    from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
+    from loader.pipeline.options import DEFAULT_BUDGET_BYTES
 
     return DEFAULT_BUDGET_BYTES
 
 
 def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
-    """`budget=` (`bench run --budget`) and `staging=` (`--staging`) for a strategy whose `load`
-    takes them, else nothing."""
-    asked: dict[str, Any] = {"budget": task.budget_bytes, "staging": task.staging}
+    """`budget=` (`bench run --budget`), `staging=` (`--staging`), `threads=` (`--threads`) and
+    `cache_policy=` (`--cache-policy`) for a strategy whose `load` takes them, else nothing."""
+    asked: dict[str, Any] = {
+        "budget": task.budget_bytes,
+        "staging": task.staging,
+        "threads": task.threads,
+        "cache_policy": task.cache_policy,
+    }
     asked = {k: v for k, v in asked.items() if v is not None}
     if not asked:
         return {}

@@ -9,7 +9,7 @@ import json
 import signal
 from pathlib import Path
 
-from bench.commands.common import add_cache, add_json, add_out, csv
+from bench.commands.common import add_cache, add_json, add_out, add_pipelined, csv
 from bench.commands.model_options import add_model_options, check_model
 from bench.errors import BenchError
 from bench.run.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, RunConfig
@@ -119,6 +119,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         compile=args.compile,
         compile_cache=args.compile_cache,
         staging=True if args.staging else None,
+        threads=args.threads,
+        cache_policy=args.cache_policy,
         argv=["loadbench", *args.argv],
     )
 
@@ -197,19 +199,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         help="build the model in this dtype; the checkpoint keeps its own (or --dtype): "
         "a real cast",
     )
-    p.add_argument(
-        "--budget",
-        default=None,
-        help="host bytes in flight beyond the model's own, for strategies that take a budget "
-        "(pipelined; default there 256MiB), e.g. 256MiB",
-    )
     add_model_options(p)
-    p.add_argument(
-        "--staging",
-        action="store_true",
-        help="pipelined: read through a bounded ring of host staging buffers onto the devices "
-        "(what it does on a GPU/TPU; forced here on the CPU backend)",
-    )
+    add_pipelined(p)
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
         "--processes",

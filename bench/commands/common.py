@@ -1,11 +1,12 @@
 """The options several `loadbench` commands share, each defined once: `--json`, `--results`,
-`--out`, `--cache`, and the comma-separated lists they take."""
+`--out`, `--cache`, `pipelined`'s knobs, and the comma-separated lists they take."""
 
 from __future__ import annotations
 
 import argparse
 
 from bench.vocabulary import CACHE_CHOICES, CACHE_STATES, WARM
+from loader.vocabulary import CACHE_POLICIES
 
 RESULTS_DEFAULT = "results"
 
@@ -34,3 +35,38 @@ def add_cache(p: argparse.ArgumentParser, *, both: bool, help: str) -> None:
     """`--cache`: the page cache a load starts from; `both` only where a run can do each."""
     choices = CACHE_CHOICES if both else CACHE_STATES
     p.add_argument("--cache", choices=choices, default=WARM, help=help)
+
+
+def _positive_int(text: str) -> int:
+    """`--threads`: a whole number >= 1 (argparse reports anything else in one line)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of threads, >= 1")
+    return int(text)
+
+
+def add_pipelined(p: argparse.ArgumentParser) -> None:
+    """`pipelined`'s own knobs (passed only to strategies whose `load` takes them)."""
+    p.add_argument(
+        "--budget",
+        default=None,
+        help="host bytes in flight beyond the model's own, for strategies that take a budget "
+        "(pipelined; default there 256MiB), e.g. 256MiB",
+    )
+    p.add_argument(
+        "--staging",
+        action="store_true",
+        help="pipelined: read through a bounded ring of host staging buffers onto the devices "
+        "(what it does on a GPU/TPU; forced here on the CPU backend)",
+    )
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="pipelined: reader threads (default: from the usable CPUs and the page cache)",
+    )
+    p.add_argument(
+        "--cache-policy",
+        choices=CACHE_POLICIES,
+        default=None,
+        help="pipelined: keep (default) or dontneed (drop the file's pages behind the readers)",
+    )

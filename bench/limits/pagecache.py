@@ -23,7 +23,7 @@ import ctypes.util
 import mmap
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.errors import BenchError
@@ -38,10 +38,12 @@ WARM_FRACTION = 0.99  # a warm run starts with at least this much of its files c
 @dataclass(frozen=True)
 class CacheOutcome:
     """What a row records of the page cache its child started from (`cache`,
-    `resident_fraction`: of the checkpoint's pages, measured just before the child ran)."""
+    `resident_fraction`: of the checkpoint's pages, measured just before the child ran), and how
+    much of the checkpoint the load left cached (`growth_bytes`, `with_growth`)."""
 
     cache: str  # bench.vocabulary.CACHE_STATES
     resident_fraction: float | None = None
+    growth_bytes: int | None = None  # the checkpoint's cached bytes after the child, less before
 
 
 def _libc() -> ctypes.CDLL:
@@ -137,6 +139,17 @@ def warm(paths: Iterable[str | os.PathLike], block: int = 8 << 20) -> float | No
             while fh.readinto(buf):
                 pass
     return resident_fraction(paths)
+
+
+def with_growth(outcome: CacheOutcome, paths: Iterable[str | os.PathLike]) -> CacheOutcome:
+    """`outcome` with the growth of the files' cached bytes over the child's run (mincore after,
+    less before, times the files' size; page-granular); unchanged where either is unknown."""
+    files = [Path(p) for p in paths]
+    after = resident_fraction(files)
+    if outcome.resident_fraction is None or after is None:
+        return outcome
+    size = sum(f.stat().st_size for f in files)
+    return replace(outcome, growth_bytes=round((after - outcome.resident_fraction) * size))
 
 
 def set_cache(paths: Iterable[str | os.PathLike], cache: str) -> CacheOutcome:

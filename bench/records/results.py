@@ -207,6 +207,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         "wall_s_max": wall.max(),
         "peak_source": ok["peak_source"].iloc[0] if len(ok) else None,
         "resident_fraction": pd.to_numeric(totals["resident_fraction"]).median(),
+        "pagecache_growth_bytes": pd.to_numeric(totals["pagecache_growth_bytes"]).median(),
         "memory_limit": next((m for m in totals["memory_limit"] if isinstance(m, str)), None),
         "disk_read_limit_enforced": _every(totals.get("disk_read_limit_enforced")),
         "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),

@@ -110,6 +110,9 @@ class PhaseRecord:
     # -- the situation the load ran in (absent from older files: read as defaults) --
     cache: str = WARM  # CACHES: "cold" when the checkpoint was evicted from the page cache first
     resident_fraction: float | None = None  # of the checkpoint's pages, just before the child ran
+    pagecache_growth_bytes: int | None = None  # the checkpoint's bytes the load left cached
+    threads: int | None = None  # `--threads`: reader threads asked of the strategy (None: its own)
+    cache_policy: str | None = None  # `--cache-policy` asked of the strategy (None: its default)
     host_ram_bytes: int | None = None  # `--host-ram`: the memory limit the child ran under
     memory_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | systemd-run | watchdog
     memory_limit_enforced: bool | None = None  # the limit read back from the cgroup as asked

@@ -53,6 +53,8 @@ class ChildTask:
     compile: bool = False  # lower and compile the port's forward (phase `compile`)
     compile_cache: str | None = None  # JAX's persistent compilation cache folder
     staging: bool | None = None  # `staging=` (`bench run --staging`), likewise
+    threads: int | None = None  # `threads=` (`--threads`), likewise
+    cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ class RunConfig:
     model_dtype: str | None = None  # build the model in this dtype (the checkpoint keeps its own)
     load_budget_bytes: int | None = None  # `--budget`: passed to strategies that take `budget=`
     staging: bool | None = None  # `--staging`: `staging=True` for strategies that take it
+    threads: int | None = None  # `--threads`: `threads=` for strategies that take it
+    cache_policy: str | None = None  # `--cache-policy`: `cache_policy=`, likewise
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)

@@ -86,6 +86,8 @@ def task_argvs(task: Task, work: Path) -> Group:
         compile=task.compile,
         compile_cache=task.compile_cache,
         staging=task.staging,
+        threads=task.threads,
+        cache_policy=task.cache_policy,
     )
     task_file = work / f"{tag}.task.json"
     argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)

@@ -120,6 +120,8 @@ class Task:
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
     budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
     staging: bool | None = None  # `staging=` for strategies that take it (`--staging`)
+    threads: int | None = None  # `threads=` (`--threads`), likewise
+    cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
     cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
     model: str = "spec"  # bench.vocabulary.MODELS
     compile: bool = False  # also lower and compile the port's forward
@@ -206,6 +208,8 @@ def plan(
             compile=config.compile and model == PORT,
             compile_cache=config.compile_cache,
             staging=config.staging,
+            threads=config.threads,
+            cache_policy=config.cache_policy,
         )
         if (reason := _skip_reason(task, known, config, budget)) is not None:
             skipped.append((task, reason))

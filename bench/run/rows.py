@@ -75,13 +75,20 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
+        threads=task.threads,
+        cache_policy=task.cache_policy,
     )
 
 
 def _with_situation(row: PhaseRecord, situation: Situation) -> PhaseRecord:
     """`row` with the page cache and each limit its child ran under."""
     cache = situation.cache
-    row = replace(row, cache=cache.cache, resident_fraction=cache.resident_fraction)
+    row = replace(
+        row,
+        cache=cache.cache,
+        resident_fraction=cache.resident_fraction,
+        pagecache_growth_bytes=cache.growth_bytes,
+    )
     if (memory := situation.memory) is not None:
         row = replace(
             row,

@@ -121,7 +121,7 @@ def _run_task(
     """Run the task's child group (under the memory and read limits, if any): its outcomes and
     the situation it ran in."""
     argvs, envs, outs = task_argvs(task, work)
-    cache = pagecache.set_cache(pagecache.checkpoint_files(task.load_path), task.cache)
+    cache = pagecache.set_cache(files := pagecache.checkpoint_files(task.load_path), task.cache)
     with contextlib.ExitStack() as stack:
         limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
@@ -139,7 +139,7 @@ def _run_task(
         memory = limit.outcome() if limit is not None else None
         disk_read = throttle.outcome() if throttle is not None else None
         cpus = cpu.outcome() if cpu is not None else None
-    situation = Situation(cache, memory, disk_read, cpus)
+    situation = Situation(pagecache.with_growth(cache, files), memory, disk_read, cpus)
     if notes := situation.notes():
         outcomes = [replace(o, error="\n".join(filter(None, [o.error, *notes]))) for o in outcomes]
     return outcomes, situation

@@ -5,17 +5,18 @@ source, probe)` after the plan check, `close()` always — that the `pipelined` 
 host bytes alive beyond the final model's own stay within a budget (`DEFAULT_BUDGET_BYTES`,
 256 MiB, unless `budget=` says otherwise).
 
-Modules: `budget` (the bound), `memory` (aligned, prefaulted buffers), `cast` (bit-exact chunk
-casts that release the GIL), `regions` (a tensor's index region into a buffer, in chunks), `views`
-(a declared key_map transform's strided view into a buffer, in chunks), `jobs`
-(per-leaf destinations and parts), `speculation` (reads made while the model is built), `order`
-(file order, files in turn), `engine` (the threads, start / fill / close); for a backend that
-does not adopt host buffers (or `staging=True`): `staging` (the bounded ring of host staging
-buffers, pinned or pageable), `staged` (per-device regions in chunks through it), `ring_size`
-(how the budget is split, and its minimum).
+Modules: `memory` (aligned, prefaulted buffers), `cast` (bit-exact chunk casts that release the
+GIL), `regions` (a tensor's index region into a buffer, in chunks), `views` (a declared key_map
+transform's strided view into a buffer, in chunks), `jobs` (per-leaf destinations and parts),
+`speculation` (reads made while the model is built), `order` (file order, files in turn; runs of
+small adjacent tensors read at once into one arena), `engine` (the threads, start / fill / close);
+for a backend that does not adopt host buffers (or `staging=True`): `staging` (the bounded ring of
+host staging buffers, pinned or pageable), `staged` (per-device regions in chunks through it),
+`ring_size` (how the budget is split, and its minimum); `options` (the budget, `threads=` sized from
+the usable CPUs and the page cache, `cache_policy=`, the stats record, the reader error).
 """
 
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.pipeline.engine import Pipeline, PipelineStats
+from loader.pipeline.options import DEFAULT_BUDGET_BYTES, ByteBudget
 
 __all__ = ["DEFAULT_BUDGET_BYTES", "ByteBudget", "Pipeline", "PipelineStats"]

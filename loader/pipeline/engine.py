@@ -27,19 +27,15 @@ An exception in a reader thread stops the load: it is raised on the main thread 
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from loader.errors import CheckpointError
 from loader.format import TensorInfo
 from loader.format.source import CheckpointSource
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.pipeline.jobs import (
     LeafJob,
     Part,
@@ -53,29 +49,28 @@ from loader.pipeline.jobs import (
     stage_piece,
 )
 from loader.pipeline.memory import aligned
-from loader.pipeline.order import file_order, part_order
+from loader.pipeline.options import (
+    CACHE_POLICIES,
+    DEFAULT_BUDGET_BYTES,
+    DONTNEED,
+    ByteBudget,
+    PipelineStats,
+    check_budget,
+    check_options,
+    close_files,
+    file_threads,
+    open_files,
+    reader_error,
+)
+from loader.pipeline.order import Run, coalesce, file_order, part_order, read_run
 from loader.pipeline.regions import FileBytes, MemoryBytes
-from loader.pipeline.ring_size import scratch_bytes
+from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, scratch_bytes
 from loader.pipeline.speculation import Speculation
 from loader.pipeline.staged import STAGED, make_stager
 from loader.pipeline.staging import Transfer
 from loader.plan import LoadPlan, Step
 
-
-def default_threads() -> int:
-    return max(2, min(4, os.cpu_count() or 2))
-
-
-@dataclass
-class PipelineStats:
-    """What the engine did: for reports and the bench."""
-
-    budget_bytes: int = 0
-    inflight_peak_bytes: int = 0  # high-water mark of budgeted bytes (scratch included)
-    speculative_bytes: int = 0  # read (or prefaulted, strict) before the plan was known
-    threads: int = 0
-    read_s: float = 0.0  # summed over threads
-    cast_s: float = 0.0
+__all__ = ["CACHE_POLICIES", "MAX_SCRATCH_BYTES", "Pipeline", "PipelineStats"]
 
 
 class Pipeline:
@@ -84,7 +79,8 @@ class Pipeline:
     Args:
         budget: bound on host bytes in flight beyond the model's own (default 256 MiB).
         strict: read nothing before `fill` (the plan check has passed by then).
-        threads: reader threads (default: 2-4, by CPU count).
+        threads: reader threads (default: by usable CPUs and page cache, `loader.pipeline.options`).
+        cache_policy: `"keep"` (default) or `"dontneed"` (`loader.pipeline.options`).
         staging: read through a ring of host staging buffers onto the devices
             (`loader.pipeline.staged`); None: when the backend does not adopt host buffers.
         transfer: the staged host -> device copy (default: `loader.pipeline.staging`'s own).
@@ -98,13 +94,12 @@ class Pipeline:
         threads: int | None = None,
         staging: bool | None = None,
         transfer: Transfer | None = None,
+        cache_policy: str = "keep",
     ) -> None:
-        self.threads = threads or default_threads()
-        limit = DEFAULT_BUDGET_BYTES if budget is None else int(budget)
-        if limit < 4096 * self.threads * 2:
-            raise CheckpointError(
-                f"budget of {limit} bytes is too small; give at least {8192 * self.threads}"
-            )
+        self._auto_threads = threads is None
+        self.threads = check_options(threads, cache_policy)
+        self.cache_policy = cache_policy
+        limit = check_budget(DEFAULT_BUDGET_BYTES if budget is None else int(budget), self.threads)
         self.scratch_bytes = scratch_bytes(limit, self.threads)
         self._stager = make_stager(staging, limit, self.threads, transfer)
         reserved = self.scratch_bytes * self.threads + (
@@ -115,7 +110,7 @@ class Pipeline:
         self.stats = PipelineStats(budget_bytes=limit, threads=self.threads)
         self._lock = threading.Lock()
         self._spec: Speculation | None = None
-        self._parts: queue.Queue[Part | None] = queue.Queue()
+        self._parts: queue.Queue[Part | Run | None] = queue.Queue()
         self._done: queue.Queue[tuple[LeafJob, BaseException | None]] = queue.Queue()
         self._cancelled = threading.Event()
         self._workers: list[threading.Thread] = []
@@ -128,10 +123,9 @@ class Pipeline:
         """Open the files and start the reader threads (speculating while the model is built)."""
         self._source = source
         self._phase.enter_context(probe.phase(STREAM))
-        for f in source.files:
-            self._fds[str(f)] = os.open(f, os.O_RDONLY)
-            with contextlib.suppress(OSError, AttributeError):
-                os.posix_fadvise(self._fds[str(f)], 0, 0, os.POSIX_FADV_WILLNEED)
+        self._fds = open_files(source.files, self.cache_policy)
+        if self._auto_threads and self._stager is None:
+            self._size_threads()
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
         order = [] if self._stager else order  # staged: no read before the plan's device check
         self._spec = Speculation(order, self.budget, strict=self.strict)
@@ -139,6 +133,14 @@ class Pipeline:
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
             self._workers.append(t)
             t.start()
+
+    def _size_threads(self) -> None:
+        """More readers when the files are not cached (a cold read waits on the disk)."""
+        n = file_threads(list(self._fds.values()))
+        if n > self.threads and self.budget.limit_bytes >= 8192 * n:
+            self.threads = self.stats.threads = n
+            self.scratch_bytes = scratch_bytes(self.budget.limit_bytes, n)
+            self.budget.reserved_bytes = self.budget.high_water_bytes = self.scratch_bytes * n
 
     def _started(self) -> tuple[CheckpointSource, Speculation]:
         """The source and speculation that `start` set up; a clear error if it was not called."""
@@ -165,13 +167,18 @@ class Pipeline:
         source = self._started()[0]
         f = str(source.file_of(info.name))
         start = source.file_offset(info.name)
-        return FileBytes(self._fds[f], start, where=f"{f}: tensor {info.name!r}")
+        drop = self.cache_policy == DONTNEED
+        return FileBytes(self._fds[f], start, where=f"{f}: tensor {info.name!r}", drop=drop)
 
-    def _read_part(self, part: Part, scratch: np.ndarray) -> None:
+    def _read_part(self, part: Part | Run, scratch: np.ndarray) -> None:
+        if isinstance(part, Run):  # small adjacent tensors in one read (`loader.pipeline.order`)
+            dt = read_run(part, drop=self.cache_policy == DONTNEED)
+            return self._parts_done(part.jobs, dt, cast=False)
         job = part.job
         if job.kind == STAGED and self._stager is not None:  # a chunk through the staging ring
             cast = np.dtype(job.step.leaf.dtype) != job.info.np_dtype
-            return self._part_done(job, self._stager.read(part, scratch), cast)  # type: ignore[arg-type]
+            dt = self._stager.read(part, scratch)  # type: ignore[arg-type]
+            return self._parts_done([job], dt, cast=cast)
         if job.acquire_bytes:
             self.budget.acquire(job.acquire_bytes)
             with self._lock:
@@ -181,18 +188,19 @@ class Pipeline:
             dest = read_view_part(part, scratch)
         else:
             dest = read_row_part(part, scratch)
-        self._part_done(job, time.perf_counter() - t0, dest.dtype != job.info.np_dtype)
+        self._parts_done([job], time.perf_counter() - t0, cast=dest.dtype != job.info.np_dtype)
 
-    def _part_done(self, job: LeafJob, dt: float, cast: bool) -> None:
-        """Count a part's time as a read or a cast; the job goes to the main thread when done."""
+    def _parts_done(self, jobs: list[LeafJob], dt: float, *, cast: bool) -> None:
+        """Count a read's (or cast's) time; a job whose last part it was goes to the main thread."""
         with self._lock:
             if cast:
                 self.stats.cast_s += dt
             else:
                 self.stats.read_s += dt
-            job.pending -= 1
-            last = job.pending == 0
-        if last:
+            for job in jobs:
+                job.pending -= 1
+            last = [job for job in jobs if job.pending == 0]
+        for job in last:
             self._done.put((job, None))
 
     # -- fill: after the plan check -------------------------------------------------------------
@@ -201,7 +209,10 @@ class Pipeline:
         self._started()[1].stop(len(self._workers))
         jobs = [self._job(step) for step in plan.steps]
         ready = [j for j in jobs if j.pending == 0]
-        for part in part_order(jobs):
+        runs, rest = coalesce(jobs)
+        self.stats.coalesced = sum(len(r.jobs) for r in runs)
+        queued: list[Part | Run] = [*runs, *part_order(rest)]
+        for part in queued:
             self._parts.put(part)
         placed_s = 0.0
         waiting = len(jobs) - len(ready)
@@ -211,7 +222,7 @@ class Pipeline:
             job, exc = self._done.get()
             if exc is not None:
                 self.close()
-                raise _reader_error(job.where, exc)
+                raise reader_error(job.where, exc)
             waiting -= 1
             placed_s += self._finish(job, plan)
         self._report_times(plan, probe, placed_s)
@@ -222,13 +233,13 @@ class Pipeline:
         info = source.info(step.file_key)
         where = str(source.file_of(info.name))
         if step.file_key in speculation.errors:
-            raise _reader_error(f"{where}: tensor {info.name!r}", speculation.errors[step.file_key])
+            raise reader_error(f"{where}: tensor {info.name!r}", speculation.errors[step.file_key])
         spec = speculation.take(step.file_key)
         buffer = spec.buffer if spec else None
         filled = bool(spec and spec.filled)
         data = MemoryBytes(spec.buffer) if spec and spec.filled else self._file_bytes(info)
         view = job_view(step, info)
-        if self._stager is not None and view is None and is_adoptable(step):
+        if self._stager is not None and view is None and is_adoptable(step, view):
             return self._stager.job(step, info, data, where)
         if is_adoptable(step, view):
             pieces, reused = adopt_pieces(step, None if view else buffer)
@@ -285,16 +296,5 @@ class Pipeline:
         if self._spec is not None:
             self.stats.speculative_bytes = self._spec.bytes
             self._spec.clear()
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        close_files(self._fds, self.cache_policy)
         self._phase.close()
-
-
-def _reader_error(where: str, exc: BaseException) -> CheckpointError:
-    """The error to raise on the main thread for a failure in a reader thread."""
-    if isinstance(exc, CheckpointError):  # already names the file and tensor (`FileBytes`)
-        return exc
-    err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")
-    err.__cause__ = exc
-    return err

@@ -10,6 +10,7 @@ scratch, no copy). The bytes come from a `Bytes`: the file (`os.preadv`) or a bu
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Protocol
@@ -30,21 +31,46 @@ class Bytes(Protocol):
 
 
 class FileBytes:
-    """A tensor's bytes in a file, read with `os.preadv` (which releases the GIL)."""
+    """A tensor's bytes in a file, read with `os.preadv` (which releases the GIL).
 
-    def __init__(self, fd: int, start: int, where: str) -> None:
-        self.fd, self.start, self.where = fd, start, where
+    With `drop=True` (`cache_policy="dontneed"`) the pages just read are dropped from the page
+    cache (`posix_fadvise(DONTNEED)`), so a cold load does not leave the file cached.
+    """
+
+    def __init__(self, fd: int, start: int, where: str, *, drop: bool = False) -> None:
+        self.fd, self.start, self.where, self.drop = fd, start, where, drop
 
     def read(self, offset: int, out: np.ndarray) -> None:
         view = out.data.cast("B")  # memoryview(out): numpy types arrays as buffers from 3.12 only
-        done = 0
-        while done < len(view):
-            n = os.preadv(self.fd, [view[done:]], self.start + offset + done)
-            if n == 0:
-                raise CheckpointError(
-                    f"{self.where}: file ends {len(view) - done} bytes early (truncated?)"
-                )
-            done += n
+        done = preadv_all(self.fd, [view], self.start + offset)
+        if done < len(view):
+            raise CheckpointError(
+                f"{self.where}: file ends {len(view) - done} bytes early (truncated?)"
+            )
+        if self.drop:
+            drop_cached(self.fd, self.start + offset, len(view))
+
+
+def preadv_all(fd: int, views: list[memoryview], offset: int) -> int:
+    """Fill `views` (uint8) with the file's bytes from `offset` on; the bytes read (less: EOF)."""
+    done = 0
+    views = [v for v in views if len(v)]
+    while views:
+        n = os.preadv(fd, views, offset + done)
+        if n == 0:
+            return done
+        done += n
+        while views and n >= len(views[0]):
+            n -= len(views.pop(0))
+        if n:
+            views[0] = views[0][n:]
+    return done
+
+
+def drop_cached(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to drop the file's cached pages over a range (best effort)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 class MemoryBytes:

@@ -23,6 +23,7 @@ from typing import Any
 from loader.keys import KeyMap
 from loader.phases import NULL_PROBE, Probe
 from loader.pipeline import Pipeline
+from loader.pipeline.options import KEEP
 from loader.report import LoadReport
 from loader.sequence import Recipe, run_load
 
@@ -36,6 +37,8 @@ def load(
     key_map: KeyMap | None = None,
     budget: int | None = None,
     staging: bool | None = None,
+    threads: int | None = None,
+    cache_policy: str = KEEP,
     **options: Any,
 ) -> tuple[Any, LoadReport]:
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
@@ -44,6 +47,19 @@ def load(
         budget: bound in bytes on host memory in flight beyond the model's own (default 256 MiB).
         staging: stage through host buffers onto the devices (None: where the backend does not
             adopt host buffers).
+        threads: reader threads (default: from the usable CPUs and whether the file is cached).
+        cache_policy: `"keep"` (default) or `"dontneed"`: drop each range from the page cache
+            once read (`loader.pipeline.options`).
     """
-    recipe = Recipe(lambda: Pipeline(budget=budget, strict=strict, staging=staging))
+
+    def pipeline() -> Pipeline:
+        return Pipeline(
+            budget=budget,
+            strict=strict,
+            staging=staging,
+            threads=threads,
+            cache_policy=cache_policy,
+        )
+
+    recipe = Recipe(pipeline)
     return run_load(recipe, target, path, probe, strict=strict, key_map=key_map)

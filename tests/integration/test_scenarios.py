@@ -105,6 +105,7 @@ def test_own_checkpoint_loads_bit_exact_and_nothing_is_written_beside_it(
     row = totals.iloc[0]
     assert row.status == "ok", row.error
     assert row.cache == "cold" and row.resident_fraction < 0.5
+    assert row.pagecache_growth_bytes > 0  # the load read it back through the page cache
     assert row.shapes == str(path.resolve())
     assert list((tmp_path / "lbcache" / "digests").glob("*.json"))
 
@@ -289,3 +290,33 @@ def _throttle_cgroups() -> list[Path]:
     parents = [cgroups.v2_parent("io"), cgroups.v1_parent("blkio", diskthrottle.V1_KNOB)]
     mine = f"{cgroups.PREFIX}{os.getpid()}-*"  # run_bench runs here; another bench may run beside
     return [c for p in parents if p is not None for c in p.glob(mine)]
+
+
+@pytest.mark.parametrize("policy", ["keep", "dontneed"])
+def test_a_cold_row_records_what_the_load_left_in_the_page_cache(bench_env, tmp_path, policy):
+    """`--cache-policy` and `--threads` reach `pipelined`; the row says how much it left cached."""
+    path = tmp_path / "user" / "model.safetensors"
+    path.parent.mkdir()
+    rng = np.random.default_rng(0)
+    save_file({f"w{i}": rng.standard_normal((256, 256), dtype=np.float32) for i in range(8)}, path)
+    config = RunConfig(
+        shapes=[],
+        checkpoints=[str(path)],
+        strategies=["pipelined"],
+        repeats=1,
+        cache="cold",
+        threads=3,
+        cache_policy=policy,
+        out=tmp_path / "results",
+        progress=False,
+    )
+    row = _totals(run_bench(config)).iloc[0]
+    assert row.status == "ok", row.error
+    if row.resident_fraction > 0.1:
+        pytest.skip("this filesystem keeps the file cached when evicted")
+    assert (row.threads, row.cache_policy) == (3, policy)
+    size = path.stat().st_size
+    if policy == "keep":
+        assert row.pagecache_growth_bytes > 0.8 * size
+    else:
+        assert row.pagecache_growth_bytes < 0.2 * size

@@ -50,3 +50,15 @@ def test_missing_file_is_a_clear_error(tmp_path):
         pagecache.checkpoint_files(tmp_path / "nope.safetensors")
     with pytest.raises(BenchError, match="cannot open it to evict"):
         pagecache.evict([tmp_path / "nope.safetensors"])
+
+
+def test_growth_is_what_a_run_left_cached(data_file):
+    cold = pagecache.set_cache([data_file], pagecache.COLD)
+    if cold.resident_fraction is None or cold.resident_fraction > 0.1:
+        pytest.skip("this filesystem does not drop pages on DONTNEED")
+    assert pagecache.with_growth(cold, [data_file]).growth_bytes == pytest.approx(0, abs=1 << 16)
+    data_file.read_bytes()  # the "load": through the page cache
+    grown = pagecache.with_growth(cold, [data_file]).growth_bytes
+    assert grown == pytest.approx(data_file.stat().st_size, rel=0.05)
+    unmeasured = pagecache.CacheOutcome(pagecache.COLD)
+    assert pagecache.with_growth(unmeasured, [data_file]).growth_bytes is None

@@ -1,0 +1,216 @@
+"""The `pipelined` engine's levers (issue 21): coalesced small reads, reader threads sized from the
+CPUs and the page cache (`threads=`), and `cache_policy="dontneed"`.
+
+Every load is checked bit-exact against the synthetic checkpoint (`shapes.verify_tensor`) into a
+freshly initialised (random) model, so a lever that skips or misplaces a tensor fails.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import loader
+import shapes
+from loader import strategies
+from loader.format.source import CheckpointSource
+from loader.leaves import iter_variables
+from loader.pipeline import engine, options
+from loader.pipeline.order import ALIGN
+
+N_SMALL = 40
+SPEC = shapes.ShapeSpec(
+    "levers",
+    "",
+    ("model.safetensors",),
+    (
+        shapes.TensorSpec("big.weight", "F32", (600, 512), "model.safetensors"),  # > SMALL_BYTES
+        *(
+            # sizes that are not multiples of 64 bytes: the arena must realign each view
+            shapes.TensorSpec(f"s{i:02d}.bias", "F32", (100 + 3 * i,), "model.safetensors")
+            for i in range(N_SMALL)
+        ),
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    path = shapes.synthesize(SPEC, tmp_path_factory.mktemp("levers"))
+    return path / "model.safetensors" if path.is_dir() else path
+
+
+def pipelined(target, path, **kw):
+    return strategies.get("pipelined").load(target, path, **kw)
+
+
+def verify(model, ckpt) -> dict[str, np.ndarray]:
+    values = {}
+    for path, var in iter_variables(model):
+        key = ".".join(map(str, path))
+        values[key] = var.get_value()
+        shapes.verify_tensor(ckpt, key, np.asarray(values[key]))
+    assert len(values) == len(SPEC.tensors)
+    return values
+
+
+def reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("loader-pipeline")]
+
+
+@pytest.fixture
+def seen(monkeypatch):
+    """The stats of every pipeline closed during the test."""
+    stats: list[engine.PipelineStats] = []
+    real = engine.Pipeline.close
+
+    def close(self):
+        real(self)
+        stats.append(self.stats)
+
+    monkeypatch.setattr(engine.Pipeline, "close", close)
+    return stats
+
+
+def evicted(path) -> bool:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return (options.cached_fraction([fd]) or 0.0) < 0.05
+    finally:
+        os.close(fd)
+
+
+def cached(path) -> float:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return options.cached_fraction([fd]) or 0.0
+    finally:
+        os.close(fd)
+
+
+# -- coalescing -----------------------------------------------------------------------------------
+def test_adjacent_small_tensors_are_read_at_once_into_one_arena_the_device_adopts(
+    ckpt, monkeypatch, seen
+):
+    calls = []
+    real = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda *a: calls.append(a) or real(*a))
+    model, _ = pipelined(shapes.model_builder(SPEC), ckpt, strict=True)  # strict: no speculation
+    values = verify(model, ckpt)
+    assert seen[-1].coalesced == N_SMALL
+    assert len(calls) < N_SMALL  # one scattered read for the run, not one per tensor
+    small = [values[f"s{i:02d}.bias"] for i in range(N_SMALL)]
+    starts = [a.unsafe_buffer_pointer() for a in small]
+    assert all(p % ALIGN == 0 for p in starts)
+    span = max(p + a.nbytes for p, a in zip(starts, small)) - min(starts)
+    # adopted in place: the leaves are views of one arena (separate buffers are pages apart)
+    assert span <= sum(-(-a.nbytes // ALIGN) * ALIGN for a in small)
+
+
+def test_a_default_load_with_speculation_is_still_exact(ckpt, seen):
+    verify(pipelined(shapes.model_builder(SPEC), ckpt, budget=64 << 10)[0], ckpt)
+    assert seen[-1].coalesced > 0
+
+
+def test_a_run_cut_short_names_the_tensor_it_stops_in_and_leaves_no_thread(ckpt, tmp_path):
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(ckpt.read_bytes())
+    cut = bad.stat().st_size - 1000
+    with CheckpointSource(bad) as source:
+        hit = [
+            k
+            for k in source.keys()
+            if source.file_offset(k) <= cut < source.file_offset(k) + source.info(k).nbytes
+        ]
+    assert hit and hit[0].startswith("s")
+    build = shapes.model_builder(SPEC)
+
+    def truncating_builder():
+        os.truncate(bad, cut)
+        return build()
+
+    pattern = rf"model\.safetensors: tensor '{hit[0]}'.*truncated"
+    with pytest.raises(loader.CheckpointError, match=pattern):
+        pipelined(truncating_builder, bad, strict=True)
+    assert reader_threads() == []
+
+
+# -- reader threads -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("cpus", "cold", "want"),
+    [(1, False, 1), (0.5, False, 1), (2, False, 2), (64, False, 8), (1, True, 2), (2, True, 4)],
+)
+def test_reader_threads_follow_the_cpus_and_the_cache(cpus, cold, want):
+    assert options.reader_threads(cpus, cold=cold) == want
+
+
+def test_the_cgroup_quota_caps_the_usable_cpus(tmp_path):
+    """This process's cgroup and its parents (v2 `cpu.max`, v1 CFS quota): the tightest wins."""
+    self_cgroup = tmp_path / "self"
+    self_cgroup.write_text("0::/a/b\n")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "cpu.max").write_text("max 100000\n")
+    assert options.cgroup_cpus(tmp_path, self_cgroup) is None
+    (tmp_path / "a" / "b" / "cpu.max").write_text("150000 100000\n")
+    assert options.cgroup_cpus(tmp_path, self_cgroup) == 1.5
+    (tmp_path / "a" / "cpu.max").write_text("50000 100000\n")  # a parent's tighter quota
+    assert options.usable_cpus(tmp_path, self_cgroup) == 0.5
+    v1 = tmp_path / "cpu,cpuacct" / "job"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("100000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    self_cgroup.write_text("4:cpu,cpuacct:/job\n")
+    assert options.cgroup_cpus(tmp_path, self_cgroup) == 1.0
+    assert options.cgroup_cpus(tmp_path, tmp_path / "absent") is None
+
+
+def test_threads_override_and_a_one_cpu_host_gets_one_reader(ckpt, monkeypatch, seen):
+    verify(loader.load_model(shapes.model_builder(SPEC), ckpt, threads=3)[0], ckpt)
+    assert seen[-1].threads == 3
+    monkeypatch.setattr(options, "usable_cpus", lambda *a: 1.0)
+    ckpt.read_bytes()  # cached: a warm load, one reader on one CPU
+    verify(loader.load_model(shapes.model_builder(SPEC), ckpt)[0], ckpt)
+    assert seen[-1].threads == 1
+
+
+def test_a_cold_file_gets_more_readers(ckpt, monkeypatch, seen):
+    if not evicted(ckpt):
+        pytest.skip("this filesystem keeps the file cached when evicted")
+    monkeypatch.setattr(options, "usable_cpus", lambda *a: 2.0)
+    verify(pipelined(shapes.model_builder(SPEC), ckpt)[0], ckpt)
+    assert seen[-1].threads == 4
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5])
+def test_bad_threads_are_refused_in_one_line(ckpt, bad):
+    with pytest.raises(loader.CheckpointError, match=r"threads="):
+        pipelined(shapes.model_builder(SPEC), ckpt, threads=bad)
+
+
+# -- cache policy ---------------------------------------------------------------------------------
+def test_dontneed_leaves_a_cold_file_uncached_and_keep_leaves_it_cached(ckpt, monkeypatch):
+    if not evicted(ckpt):
+        pytest.skip("this filesystem keeps the file cached when evicted")
+    during = []  # cached once every tensor is read, before `close` drops what read-ahead left
+    real = engine.Pipeline._report_times
+    monkeypatch.setattr(
+        engine.Pipeline,
+        "_report_times",
+        lambda self, *a: during.append(cached(ckpt)) or real(self, *a),
+    )
+    model, _ = pipelined(shapes.model_builder(SPEC), ckpt, cache_policy="dontneed")
+    assert during[-1] < 0.5  # dropped behind each read, not only at the end
+    assert cached(ckpt) < 0.2
+    verify(model, ckpt)  # (reads the file again, through safetensors)
+    assert evicted(ckpt)
+    pipelined(shapes.model_builder(SPEC), ckpt, cache_policy="keep")
+    assert cached(ckpt) > 0.8
+
+
+def test_an_unknown_cache_policy_is_refused_in_one_line(ckpt):
+    with pytest.raises(loader.CheckpointError, match=r"cache_policy='lru'.*'keep', 'dontneed'"):
+        pipelined(shapes.model_builder(SPEC), ckpt, cache_policy="lru")
