@@ -19,19 +19,19 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install loadbench (editable) with its dev extra
 
 peers: $(STAMP) ## add the peer loaders (runai-model-streamer, fastsafetensors) and torch to .venv
 	$(PY) -m pip install -q '$(PEERS_TORCH)'
-	$(PY) -m pip install -q -e '.[peers]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[peers]'
 	$(PY) -c "import torch, runai_model_streamer, fastsafetensors; print('peers: torch', torch.__version__)"
 
 ports-deps: $(STAMP) ## add torch and transformers (the ports extra) to .venv
 	$(PY) -m pip install -q '$(PEERS_TORCH)'
-	$(PY) -m pip install -q -e '.[ports]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[ports]'
 	$(PY) -c "import torch, transformers; print('ports: torch', torch.__version__, 'transformers', transformers.__version__)"
 
 ports: ports-deps ## check GPT-2, Llama and ViT ports against torch (logits, fp32 and bf16)
