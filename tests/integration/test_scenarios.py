@@ -27,6 +27,7 @@ from bench.limits import memory as memlimit
 from bench.records.results import read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
+from tests.records import total_row
 
 FAKES = Path(__file__).parent / "fakes"
 
@@ -200,41 +201,21 @@ def test_recommend_check_confirms_both_verdicts_under_a_real_limit(bench_env, tm
     import argparse
 
     from bench.commands.recommend import run_cli
-    from bench.records.schema import PhaseRecord
     from bench.records.writer import ResultsWriter
-    from loader.vocabulary import STRATEGY
 
     _cgroup_or_skip()
     MiB = 1 << 20
 
     def row(strategy, ckpt, over, i):
-        return PhaseRecord(
-            run_id="r",
+        return total_row(
             result_id=f"{strategy}-{ckpt}-{i}",
             shapes=f"s{ckpt}",
             strategy=strategy,
-            kind=STRATEGY,
-            dtype="native",
-            devices=1,
-            processes=1,
-            process_index=0,
             repeat=i,
-            status="ok",
-            error=None,
             checkpoint_bytes=ckpt,
             largest_tensor_bytes=ckpt // 10,
             tensors=9,
-            baseline_rss_bytes=100 * MiB,
             peak_rss_bytes=100 * MiB + over,
-            wall_s=1.0,
-            phase="total",
-            phase_order=0,
-            phase_wall_s=1.0,
-            phase_peak_rss_bytes=100 * MiB + over,
-            phase_end_rss_bytes=0,
-            phase_anon_rss_bytes=0,
-            phase_file_rss_bytes=0,
-            peak_source="hwm",
         )
 
     rows = [row("fake-ok", c, c // 10, i) for c in (100 * MiB, 300 * MiB) for i in range(2)]

@@ -12,7 +12,7 @@ from bench.errors import BenchError
 from bench.records.results import read_results
 from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
-from loader.vocabulary import STRATEGY
+from tests.records import total_row
 
 MiB = 1 << 20
 BASE_RSS = 300 * MiB
@@ -28,33 +28,17 @@ def _rows(
         for i, (jw, jp) in enumerate(zip(walls, peaks, strict=True)):
             w = wall * jw * slower.get(strategy, 1.0)
             out.append(
-                PhaseRecord(
+                total_row(
                     run_id=run,
                     result_id=f"{run}-{strategy}-{i}",
-                    shapes="gpt2",
                     strategy=strategy,
-                    kind=STRATEGY,
-                    dtype="native",
-                    devices=1,
-                    processes=1,
-                    process_index=0,
                     repeat=i,
-                    status="ok",
-                    error=None,
                     checkpoint_bytes=548 * MiB,
                     largest_tensor_bytes=150 * MiB,
                     tensors=148,
                     baseline_rss_bytes=BASE_RSS,
                     peak_rss_bytes=int(BASE_RSS + peak * MiB * jp),
                     wall_s=w,
-                    phase="total",
-                    phase_order=0,
-                    phase_wall_s=w,
-                    phase_peak_rss_bytes=int(BASE_RSS + peak * MiB * jp),
-                    phase_end_rss_bytes=BASE_RSS,
-                    phase_anon_rss_bytes=BASE_RSS,
-                    phase_file_rss_bytes=0,
-                    peak_source="hwm",
                 )
             )
     return out

@@ -13,9 +13,9 @@ from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.commands.recommend import run_cli
 from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
-from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY
+from tests.records import total_row
 
 MiB, GiB = 1 << 20, 1 << 30
 BASE = 300 * MiB
@@ -33,33 +33,19 @@ def _row(
     kind=STRATEGY,
     **situation,
 ):
-    return PhaseRecord(
-        run_id="r",
+    return total_row(
         result_id=f"{strategy}-{shapes}-{i}",
         shapes=shapes,
         strategy=strategy,
         kind=kind,
-        dtype="native",
-        devices=1,
-        processes=1,
-        process_index=0,
         repeat=i,
         status=status,
-        error=None,
         checkpoint_bytes=ckpt,
         largest_tensor_bytes=largest,
         tensors=10,
         baseline_rss_bytes=BASE,
         peak_rss_bytes=int(BASE + over),
         wall_s=wall,
-        phase="total",
-        phase_order=0,
-        phase_wall_s=wall,
-        phase_peak_rss_bytes=int(BASE + over),
-        phase_end_rss_bytes=BASE,
-        phase_anon_rss_bytes=BASE,
-        phase_file_rss_bytes=0,
-        peak_source="hwm",
         **situation,
     )
 

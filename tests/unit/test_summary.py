@@ -2,47 +2,26 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from bench.analysis.summary import json_summary, tables
 from bench.records.results import read_results
-from bench.records.schema import PhaseRecord, to_json_line
-from loader.vocabulary import OK, STRATEGY, TOTAL
+from bench.records.schema import to_json_line
+from tests.records import total_row
 
 MIB = 1 << 20
 CKPT = 500 * MIB
 
 
 def _row(strategy: str, wall: float, model_dtype: str | None, inflight: int | None, **kw):
-    return PhaseRecord(
+    return total_row(
         run_id="r1",
-        result_id=uuid.uuid4().hex,
-        shapes="gpt2",
         strategy=strategy,
-        kind=STRATEGY,
-        dtype="native",
-        devices=1,
-        processes=1,
-        process_index=0,
-        repeat=0,
-        status=OK,
-        error=None,
         checkpoint_bytes=CKPT,
         largest_tensor_bytes=CKPT // 4,
-        tensors=160,
         baseline_rss_bytes=300 * MIB,
         peak_rss_bytes=300 * MIB + CKPT // (2 if model_dtype else 1),
         wall_s=wall,
-        phase=TOTAL,
-        phase_order=0,
-        phase_wall_s=wall,
-        phase_peak_rss_bytes=None,
-        phase_end_rss_bytes=None,
-        phase_anon_rss_bytes=None,
-        phase_file_rss_bytes=None,
-        peak_source="hwm",
         model_dtype=model_dtype,
         inflight_peak_bytes=inflight,
         **kw,

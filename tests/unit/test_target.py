@@ -14,7 +14,7 @@ from bench.errors import BenchError
 from bench.records.results import read_results
 from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
-from loader.vocabulary import STRATEGY
+from tests.records import total_row
 from tests.unit.probe_records import GB, hand_probe
 
 HERE = hand_probe(probe_id="here-probe", machine="here")
@@ -57,42 +57,21 @@ def _row(strategy: str, ckpt: int, tensors: int, cache: str, repeat: int) -> Pha
     if cache == "cold":  # the disk at HERE's 1 GB/s, OVERLAP of the shorter part hidden
         disk = ckpt / GB
         wall = wall + disk - OVERLAP * min(wall, disk)
-    return PhaseRecord(
-        **{k: None for k in PHASE_NONE},
-        run_id="r",
+    return total_row(
         result_id=f"{strategy}-{ckpt}-{cache}-{repeat}",
         shapes=f"s{ckpt}",
         strategy=strategy,
-        kind=STRATEGY,
-        dtype="native",
-        devices=1,
-        processes=1,
-        process_index=0,
         repeat=repeat,
-        status="ok",
-        error=None,
         checkpoint_bytes=ckpt,
         largest_tensor_bytes=ckpt // 10,
         tensors=tensors,
-        baseline_rss_bytes=100 << 20,
-        peak_rss_bytes=(100 << 20) + ckpt,
         wall_s=wall,
         cpu_s=cpu,
-        phase="total",
-        phase_order=0,
-        peak_source="hwm",
         cache=cache,
         ceiling_probe_id="here-probe",
     )
 
 
-PHASE_NONE = (
-    "phase_wall_s",
-    "phase_peak_rss_bytes",
-    "phase_end_rss_bytes",
-    "phase_anon_rss_bytes",
-    "phase_file_rss_bytes",
-)
 SIZES = [(10**9, 100), (3 * 10**9, 150)]
 
 

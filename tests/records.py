@@ -1,0 +1,46 @@
+"""Results rows for tests: one whole-run (`total`) `PhaseRecord` with plausible defaults, so a test
+names only the fields it is about."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from bench.records.schema import PhaseRecord
+from loader.vocabulary import OK, STRATEGY, TOTAL
+
+MIB = 1 << 20
+DEFAULTS: dict[str, Any] = {
+    "run_id": "r",
+    "shapes": "gpt2",
+    "strategy": "pipelined",
+    "kind": STRATEGY,
+    "dtype": "native",
+    "devices": 1,
+    "processes": 1,
+    "process_index": 0,
+    "repeat": 0,
+    "status": OK,
+    "error": None,
+    "checkpoint_bytes": 500 * MIB,
+    "largest_tensor_bytes": 50 * MIB,
+    "tensors": 160,
+    "baseline_rss_bytes": 100 * MIB,
+    "wall_s": 1.0,
+    "phase": TOTAL,
+    "phase_order": 0,
+    "phase_file_rss_bytes": 0,
+    "peak_source": "hwm",
+}
+
+
+def total_row(**fields: Any) -> PhaseRecord:
+    """A `total` row: `DEFAULTS`, a fresh `result_id`, a peak of baseline + checkpoint and the
+    phase's own figures those of the whole run, then `fields` over them."""
+    row = {**DEFAULTS, "result_id": uuid.uuid4().hex, **fields}
+    row.setdefault("peak_rss_bytes", row["baseline_rss_bytes"] + row["checkpoint_bytes"])
+    row.setdefault("phase_wall_s", row["wall_s"])
+    row.setdefault("phase_peak_rss_bytes", row["peak_rss_bytes"])
+    row.setdefault("phase_end_rss_bytes", row["baseline_rss_bytes"])
+    row.setdefault("phase_anon_rss_bytes", row["baseline_rss_bytes"])
+    return PhaseRecord(**row)
