@@ -156,12 +156,7 @@ class Stager:
         needs host memory for a while, and no staging buffer is in use yet."""
         import jax.numpy as jnp
 
-        try:
-            piece.array = _zeros(piece)
-        except Exception as exc:
-            if is_out_of_memory(exc):
-                raise oom_error(job, piece.device, _nbytes(piece)) from exc
-            raise
+        _allocate(job, piece)
         for shape in {region_shape(r) for r in chunks}:
             key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device))
             if key not in self._compiled:
@@ -256,12 +251,7 @@ def _fold(piece: StagedPiece, job: LeafJob, *, ready_only: bool) -> object | Non
             piece.array = array
             continue
         if piece.array is None:
-            try:
-                piece.array = _zeros(piece)
-            except Exception as exc:
-                if is_out_of_memory(exc):
-                    raise oom_error(job, piece.device, _nbytes(piece)) from exc
-                raise
+            _allocate(job, piece)
         starts = tuple(r.start - p.start for r, p in zip(region, piece.region))
         piece.array, token = _update(piece.array, array, starts)
     piece.pending = keep
@@ -275,6 +265,17 @@ def _zeros(piece: StagedPiece) -> jax.Array:
 
     with _no_mesh():
         return jnp.zeros(region_shape(piece.region), piece.dtype, device=piece.device)
+
+
+def _allocate(job: LeafJob, piece: StagedPiece) -> None:
+    """Make the shard's buffer on its device; out of device memory, one error naming the tensor,
+    the device and its free memory."""
+    try:
+        piece.array = _zeros(piece)
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            raise oom_error(job, piece.device, _nbytes(piece)) from exc
+        raise
 
 
 def _nbytes(piece: StagedPiece) -> int:
