@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import APP, PAGES
 
+from tests.commands import loadbench
+
 GIB = 1 << 30
 
 
@@ -267,10 +269,7 @@ def test_app_file_is_the_entry_point():
 
 @pytest.mark.timeout(300)
 def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.cli",
+    cmd = loadbench(
         "recommend",
         "--shapes",
         "gpt2",
@@ -280,7 +279,7 @@ def test_target_host_and_recommend_agree_word_for_word(app, fixture_results):
         "8",
         "--results",
         str(fixture_results.root),
-    ]
+    )
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     as_json = subprocess.run(
         [*cmd, "--json"], capture_output=True, text=True, timeout=120, check=False

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from bench.records.results import read_results
+from tests.commands import loadbench
 
 FAKES = Path(__file__).parent / "fakes"
 REPEATS = 4
@@ -46,10 +47,7 @@ def _poll(folder: Path, runs: list[subprocess.Popen]) -> int:
 
 def test_two_runs_into_one_folder_while_a_reader_polls(tmp_path):
     out = tmp_path / "results"
-    argv = [
-        sys.executable,
-        "-m",
-        "bench.cli",
+    argv = loadbench(
         "bench",
         "run",
         "--shapes",
@@ -61,7 +59,7 @@ def test_two_runs_into_one_folder_while_a_reader_polls(tmp_path):
         "--out",
         str(out),
         "--json",
-    ]
+    )
     env = _env(tmp_path / "cache")
     subprocess.run([*argv[:4], "list"], env=env, check=True, capture_output=True)
     runs = [
@@ -155,10 +153,7 @@ def test_a_killed_bench_leaves_results_the_readers_take(tmp_path):
     from dashboard.data import _results
 
     out = tmp_path / "results"
-    argv = [
-        sys.executable,
-        "-m",
-        "bench.cli",
+    argv = loadbench(
         "bench",
         "run",
         "--shapes",
@@ -169,7 +164,7 @@ def test_a_killed_bench_leaves_results_the_readers_take(tmp_path):
         "50",
         "--out",
         str(out),
-    ]
+    )
     proc = subprocess.Popen(argv, env=_env(tmp_path / "cache"), stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(

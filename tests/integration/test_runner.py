@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from bench.records.results import read_results, summarize
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from loader.vocabulary import STRATEGY
+from tests.commands import loadbench
 
 FAKES = Path(__file__).parent / "fakes"
 FAKE_NAMES = ["fake_ok", "fake_crash", "fake_raise", "fake_hang", "fake_oom", "fake_noop"]
@@ -103,10 +103,7 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
     model = [n for n in _model_strategies() if not n.startswith("fake")][:2]
     if not model:
         pytest.skip("no model strategy registered yet")
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.cli",
+    cmd = loadbench(
         "bench",
         "run",
         "--shapes",
@@ -118,7 +115,7 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
         "--out",
         str(tmp_path / "results"),
         "--json",
-    ]
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
@@ -157,10 +154,7 @@ def test_multiprocess_strategy_reports_each_process_and_the_sum(bench_env, tmp_p
 
 def test_ctrl_c_stops_cleanly_with_finished_rows_saved(bench_env, tmp_path):
     out = tmp_path / "results"
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.cli",
+    cmd = loadbench(
         "bench",
         "run",
         "--shapes",
@@ -173,7 +167,7 @@ def test_ctrl_c_stops_cleanly_with_finished_rows_saved(bench_env, tmp_path):
         "120",
         "--out",
         str(out),
-    ]
+    )
     # Start it with SIGINT ignored, as a shell's background job (or CI) may: the run must still
     # stop. `trap '' INT; exec ...` rather than a preexec_fn: no Python runs between fork and exec.
     shell = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *cmd]

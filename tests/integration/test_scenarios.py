@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from bench.limits import memory as memlimit
 from bench.records.results import read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
+from tests.commands import loadbench
 from tests.records import total_row
 
 FAKES = Path(__file__).parent / "fakes"
@@ -167,10 +167,7 @@ def test_ctrl_c_during_a_limited_run_leaves_no_cgroup(bench_env, tmp_path):
     _cgroup_or_skip()
     out = tmp_path / "results"
     before = set(_our_cgroups())
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.cli",
+    cmd = loadbench(
         "bench",
         "run",
         "--shapes",
@@ -183,7 +180,7 @@ def test_ctrl_c_during_a_limited_run_leaves_no_cgroup(bench_env, tmp_path):
         "1GiB",
         "--out",
         str(out),
-    ]
+    )
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (set(_our_cgroups()) - before):

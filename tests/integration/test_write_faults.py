@@ -28,6 +28,7 @@ from bench.records.writer import ResultsWriter
 from bench.run.machine import run_record
 from loader.format.stale_temps import StaleTempWarning
 from shapes.synth import DIGESTS_FILE, synthesize
+from tests.commands import loadbench
 
 ROOT = os.geteuid() == 0
 ERRORS = (loader.CheckpointError, BenchError)
@@ -278,16 +279,13 @@ def test_cli_reports_a_failed_write_in_one_line(tmp_path):
     ctx = _tmpfs(tmp_path / "ro", "8m") if ROOT else contextlib.nullcontext(tmp_path)
     with ctx as folder, _read_only(folder):
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "bench.cli",
+            loadbench(
                 "shapes",
                 "synth",
                 "tiny-gpt2",
                 "--out",
                 str(folder / "synth"),
-            ],
+            ),
             capture_output=True,
             text=True,
             timeout=300,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +14,7 @@ from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
 from bench.records.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY
+from tests.commands import loadbench
 from tests.records import total_row
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -130,10 +130,7 @@ def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
 
 def test_cli_json_on_a_preset(tmp_path):
     _results(tmp_path)
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.cli",
+    cmd = loadbench(
         "recommend",
         "--shapes",
         "tiny-gpt2",
@@ -142,7 +139,7 @@ def test_cli_json_on_a_preset(tmp_path):
         "--results",
         str(tmp_path),
         "--json",
-    ]
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
