@@ -2,17 +2,15 @@
 
 One pass reads a whole probe file into one fresh private anonymous mapping, as the loader does:
 `threads` threads take disjoint 32 MiB chunks in turn, each chunk populated for writing
-(`madvise(MADV_POPULATE_WRITE)` through ctypes, as `loader.pipeline.memory.prefault` does: that
-package imports jax, and the runner that probes must not) just before its `os.preadv` (both
-release the GIL, so the threads run in parallel). A warm pass reads from the page cache; a
-cold pass first evicts the file (`posix_fadvise(DONTNEED)`) and reads it with `O_DIRECT` where the
-filesystem allows (no page cache at all), else buffered. Never imports jax.
+(`loader.format.buffers.populate_for_write`, which the loader's prefault uses too) just before
+its `os.preadv` (both release the GIL, so the threads run in parallel). A warm pass reads from the
+page cache; a cold pass first evicts the file (`posix_fadvise(DONTNEED)`) and reads it with
+`O_DIRECT` where the filesystem allows (no page cache at all), else buffered. Never imports jax.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import itertools
 import mmap
 import os
@@ -24,31 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from loader.format.buffers import host_buffer
+from loader.format.buffers import host_buffer, populate_for_write
 
 CHUNK = 32 << 20
-MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python's mmap module names it only from 3.13
 DIRECT, BUFFERED = "O_DIRECT", "fadvise"  # how a cold pass keeps the page cache out
-
-
-def _madvise():
-    fn = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).madvise
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_MADVISE = _madvise()
 
 
 def prefault(array: np.ndarray) -> None:
     """Populate the pages under `array` for writing; an OSError if the kernel refuses (the probe
     measures the loader's way, or says it cannot)."""
-    if not array.nbytes:
-        return
-    start = array.ctypes.data
-    begin = start - start % mmap.PAGESIZE
-    if _MADVISE(begin, start + array.nbytes - begin, MADV_POPULATE_WRITE) != 0:
+    if not populate_for_write(array):
         raise OSError(ctypes.get_errno(), "madvise(MADV_POPULATE_WRITE) refused")
 
 

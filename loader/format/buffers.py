@@ -7,14 +7,24 @@ Measured here: reading sa3's 2.27 GB into retained numpy buffers took 4.4 s, int
 huge pages 1.3-1.5 s. A private anonymous `mmap` gets ordinary pages, counts as anonymous RSS (a
 shared one would count as shmem), and lives as long as the arrays that view it (a jax array that
 adopts it included).
+
+`populate_for_write` asks the kernel to fault a range of such a buffer in at once
+(`madvise(MADV_POPULATE_WRITE)`, Linux 5.14+), through ctypes so the GIL is released meanwhile:
+faulting fresh pages one by one during a read costs more than the copy itself. The loader's
+prefault (`loader.pipeline.memory`) and the probe's copy passes (`bench.host.bandwidth`) use it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import mmap
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
+
+MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python's mmap module names it only from 3.13
 
 
 def host_buffer(shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
@@ -25,3 +35,30 @@ def host_buffer(shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
         return np.empty(shape, dt)
     mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return np.frombuffer(mapping, np.uint8, count=nbytes).view(dt).reshape(shape)
+
+
+def _madvise() -> Callable[[int, int, int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_MADVISE = _madvise()
+
+
+def populate_for_write(array: np.ndarray) -> bool:
+    """Populate the pages under `array` (a view into a `host_buffer`) for writing. True when done
+    (or nothing to do); False where the kernel refused (`ctypes.get_errno()` says why) or this libc
+    has no `madvise`."""
+    if array.nbytes == 0:
+        return True
+    if _MADVISE is None:
+        return False
+    start = array.__array_interface__["data"][0]
+    begin = start - start % mmap.PAGESIZE
+    return _MADVISE(begin, start + array.nbytes - begin, MADV_POPULATE_WRITE) == 0
