@@ -17,6 +17,7 @@ from importlib import metadata
 
 import psutil
 
+from bench.host.limits import cpu_quota
 from bench.records.schema import RunRecord
 
 ALLOCATOR_VARS = ("PYTHONMALLOC", "XLA_FLAGS", "LD_PRELOAD", "XLA_PYTHON_CLIENT_PREALLOCATE")
@@ -35,17 +36,12 @@ def utc_now() -> str:
 
 
 def cpu_limit() -> float | None:
-    """The CPUs this process may use when fewer than the machine has (its affinity mask, or a
-    cgroup v2 `cpu.max` quota), else None: no CPU limit."""
+    """The CPUs this process may use when fewer than the machine has (its affinity mask, or the
+    tightest cgroup CPU quota over its cgroups, v2 or v1: `bench.host.limits.cpu_quota`), else
+    None: no CPU limit."""
     counts = [float(len(os.sched_getaffinity(0)))] if hasattr(os, "sched_getaffinity") else []
-    try:
-        rel = open("/proc/self/cgroup", encoding="utf-8").read().strip().split("::", 1)[-1]
-        quota, period = open(f"/sys/fs/cgroup{rel}/cpu.max", encoding="utf-8").read().split()
-        if quota != "max":
-            counts.append(int(quota) / int(period))
-    except (OSError, ValueError):
-        pass
-    limit = min(counts, default=None)
+    quota = cpu_quota()
+    limit = min([*counts, *([quota] if quota is not None else [])], default=None)
     return limit if limit is not None and limit < (os.cpu_count() or 1) else None
 
 
