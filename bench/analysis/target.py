@@ -1,19 +1,25 @@
 """Time on a host you are not on, from its probe (`loadbench recommend --probe TARGET.json`).
 
 Each strategy's ok runs here without limits (warm, and cold where measured) are fitted into terms a
-probe can scale:
+probe can scale, with the child's CPU time (all threads) split the way the work is:
 
-    cpu_s ~= k_byte * checkpoint_bytes + k_tensor * tensors    (the child's CPU time, all threads)
+    cpu_s ~= k_tensor * tensors              the model build (its phase's CPU time, one core)
+           + touch_here(checkpoint_bytes)    faulting in the model's fresh memory (the probe's
+                                             first-touch curve: one thread, by mapping size)
+           + k_byte * checkpoint_bytes       the rest: copying from the page cache, casting, ...
     parallelism P = cpu_s / wall_s on the largest warm checkpoint (the threads it keeps busy)
     overlap O: how much of a cold load's disk time hid behind its CPU work here (cold runs)
 
-On the target, the per-byte CPU work (copying, zeroing and casting pages) scales with the
-single-thread warm copy rate (here over there), the per-tensor work (model build, Python) with
-one core's interpreter speed (`single_core_ops_per_s`), and it is spread over min(P, the target's
-CPUs): `cpu_wall = cpu_s' / min(P, cpus)`. A warm load takes `cpu_wall`; a cold one also reads the
-checkpoint at the target's disk speed, `disk_s = bytes / cold_read_bytes_per_s`, overlapped as
-here: `wall = max(cpu_wall, disk_s) + (1 - O) * min(cpu_wall, disk_s)` (O = 0 where no cold run
-was measured: an upper bound). "Here" is this machine's probe, the one its runs were held against
+The build is fitted on its own phase, and the copying on what is left, so checkpoints whose bytes
+per tensor are alike (gpt2 and sa3 are) cannot trade one term for the other. On the target, the
+build scales with one core's interpreter speed (`single_core_ops_per_s`, here over there), the
+copying with one thread's warm copy (the best warm copy over the threads that reached it), and the
+fresh memory is charged along the target's own first-touch curve (a large checkpoint pays what a
+mapping that large costs there); the sum is spread over min(P, the target's CPUs): `cpu_wall =
+cpu_s' / min(P, cpus)`. A warm load takes `cpu_wall`; a cold one also reads the checkpoint at
+the target's disk speed, `disk_s = bytes / cold_read_bytes_per_s`, overlapped as here:
+`wall = max(cpu_wall, disk_s) + (1 - O) * min(cpu_wall, disk_s)` (O = 0 where no cold run was
+measured: an upper bound). "Here" is this machine's probe, the one its runs were held against
 (`ceiling_probe_id`, cached in the results folder). Peaks do not depend on bandwidth: they come
 from `bench.analysis.recommend`'s fits. No jax.
 """
@@ -32,7 +38,7 @@ from bench.errors import BenchError
 from bench.host.record import ProbeRecord, read_probe
 from bench.records.results import Results, headline
 from bench.vocabulary import COLD, WARM
-from loader.vocabulary import OK, REFERENCE, TOTAL
+from loader.vocabulary import BUILD, OK, REFERENCE, TOTAL
 
 UNLIMITED = ("host_ram_bytes", "disk_read_bytes_per_s", "cpus", "model_dtype")
 
@@ -72,37 +78,64 @@ def unlimited_runs(results: Results) -> pd.DataFrame:
     return rows[pd.to_numeric(rows["cpu_s"]).notna()] if "cpu_s" in rows else rows.iloc[0:0]
 
 
-def _medians(rows: pd.DataFrame) -> pd.DataFrame:
+def _medians(rows: pd.DataFrame, build: pd.Series) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "ckpt": pd.to_numeric(rows["checkpoint_bytes"]),
             "tensors": pd.to_numeric(rows["tensors"]),
             "cpu": pd.to_numeric(rows["cpu_s"]),
             "wall": pd.to_numeric(rows["wall_s"]),
+            "build": build.reindex(rows["result_id"]).fillna(0.0).to_numpy(),
         }
     )
-    return frame.groupby(["ckpt", "tensors"], as_index=False)[["cpu", "wall"]].median()
+    columns = ["cpu", "wall", "build"]
+    return frame.groupby(["ckpt", "tensors"], as_index=False)[columns].median()
 
 
-def _fit_cpu(medians: pd.DataFrame) -> tuple[float, float]:
-    """(k_byte, k_tensor) by non-negative least squares (k_byte alone from one checkpoint)."""
-    from scipy.optimize import nnls
-
-    x1, x2 = medians["ckpt"].to_numpy(float), medians["tensors"].to_numpy(float)
-    y = medians["cpu"].to_numpy(float)
-    if len(medians) < 2:
-        return float(y.sum() / x1.sum()), 0.0
-    s1, s2 = x1.max(), x2.max() or 1.0
-    coef, _ = nnls(np.column_stack([x1 / s1, x2 / s2]), y)
-    return float(coef[0] / s1), float(coef[1] / s2)
+def build_cpu(phases: pd.DataFrame) -> pd.Series:
+    """result_id -> the CPU seconds of its model build phase (the per-tensor work)."""
+    rows = phases[phases["phase"] == BUILD]
+    return pd.to_numeric(rows["phase_cpu_s"]).groupby(rows["result_id"]).max()
 
 
-def _overlap(cold: pd.DataFrame, k: tuple[float, float], par: float, here: ProbeRecord):
+def touch_seconds(probe: ProbeRecord, nbytes: float) -> float:
+    """Seconds one thread takes to fault in `nbytes` of fresh memory on the probed host: the
+    cumulative time along its first-touch figures by mapping size, linear between them from 0,
+    and past the largest at the rate of its last stretch."""
+    points = sorted((int(n), rate) for n, rate in probe.first_touch.items())
+    points = points or [(probe.probe_file_bytes, probe.first_touch_bytes_per_s)]
+    sizes = [0.0, *(float(n) for n, _ in points)]
+    seconds = [0.0, *(n / rate for n, rate in points)]
+    if nbytes <= sizes[-1]:
+        return float(np.interp(nbytes, sizes, seconds))
+    slope = (seconds[-1] - seconds[-2]) / (sizes[-1] - sizes[-2])
+    return seconds[-1] + (nbytes - sizes[-1]) * max(slope, 0.0)
+
+
+def _through_origin(x: np.ndarray, y: np.ndarray) -> float:
+    """The non-negative slope of y ~ k * x by least squares (the largest x weighs most)."""
+    return max(float((x * y).sum() / (x * x).sum()), 0.0) if (x * x).sum() > 0 else 0.0
+
+
+def _fit_cpu(medians: pd.DataFrame, here: ProbeRecord) -> tuple[float, float]:
+    """(k_byte, k_tensor): the build phase per tensor, the rest less the first touch per byte."""
+    ckpt, tensors = medians["ckpt"].to_numpy(float), medians["tensors"].to_numpy(float)
+    build = medians["build"].to_numpy(float)
+    touch = np.array([touch_seconds(here, n) for n in ckpt])
+    rest = medians["cpu"].to_numpy(float) - build - touch
+    return _through_origin(ckpt, rest), _through_origin(tensors, build)
+
+
+def _cpu_s(k: tuple[float, float], ckpt: float, tensors: float, probe: ProbeRecord) -> float:
+    return k[0] * ckpt + k[1] * tensors + touch_seconds(probe, ckpt)
+
+
+def _overlap(cold: pd.DataFrame, build: pd.Series, k: tuple[float, float], par: float, here):
     """O from the largest cold checkpoint here (None without cold runs or a disk figure)."""
     if cold.empty or not here.cold_read_bytes_per_s:
         return None
-    big = _medians(cold).sort_values("ckpt").iloc[-1]
-    cpu_wall = (k[0] * big["ckpt"] + k[1] * big["tensors"]) / par
+    big = _medians(cold, build).sort_values("ckpt").iloc[-1]
+    cpu_wall = _cpu_s(k, big["ckpt"], big["tensors"], here) / par
     disk = big["ckpt"] / here.cold_read_bytes_per_s
     shortest = min(cpu_wall, disk)
     if shortest <= 0:
@@ -110,11 +143,12 @@ def _overlap(cold: pd.DataFrame, k: tuple[float, float], par: float, here: Probe
     return float(np.clip((cpu_wall + disk - big["wall"]) / shortest, 0.0, 1.0))
 
 
-def fit_time(strategy: str, rows: pd.DataFrame, here: ProbeRecord) -> TimeModel:
-    """The time model of one strategy's unlimited runs (warm rows for CPU; cold for overlap)."""
+def fit_time(strategy: str, rows: pd.DataFrame, here: ProbeRecord, build: pd.Series) -> TimeModel:
+    """The time model of one strategy's unlimited runs (warm rows for CPU; cold for overlap);
+    `build` is `build_cpu` of the results."""
     warm, cold = rows[rows["cache"] == WARM], rows[rows["cache"] == COLD]
-    medians = _medians(warm if not warm.empty else cold)
-    k = _fit_cpu(medians)
+    medians = _medians(warm if not warm.empty else cold, build)
+    k = _fit_cpu(medians, here)
     big = medians.sort_values("ckpt").iloc[-1]
     par = float(np.clip(big["cpu"] / big["wall"], 0.05, float(here.effective_cpus)))
     return TimeModel(
@@ -122,7 +156,7 @@ def fit_time(strategy: str, rows: pd.DataFrame, here: ProbeRecord) -> TimeModel:
         cpu_s_per_byte=k[0],
         cpu_s_per_tensor=k[1],
         parallelism=par,
-        overlap=_overlap(cold, k, par, here),
+        overlap=_overlap(cold, build, k, par, here),
         runs=len(rows),
         shapes=tuple(sorted(set(rows["shapes"]))),
     )
@@ -134,14 +168,16 @@ def target_cpus(probe: ProbeRecord) -> float:
     return float(min(probe.affinity_cpus, quota) if quota else probe.effective_cpus)
 
 
-def _rate(figures: dict[str, float], threads: int = 1) -> float | None:
-    return figures.get(str(threads))
+def copy_per_thread(probe: ProbeRecord) -> float:
+    """One thread's warm copy: the best warm copy over the threads (CPUs) that reached it, a
+    steadier figure than the single-thread pass alone."""
+    threads = min(probe.warm_copy_threads, max(target_cpus(probe), 1.0))
+    return probe.warm_copy_bytes_per_s / threads
 
 
 def scales(here: ProbeRecord, there: ProbeRecord) -> tuple[float, float]:
     """(per-byte, per-tensor) CPU time there over here: one thread's warm copy, one core's loop."""
-    h, t = _rate(here.warm_copy), _rate(there.warm_copy)
-    per_byte = h / t if h and t else here.warm_copy_bytes_per_s / there.warm_copy_bytes_per_s
+    per_byte = copy_per_thread(here) / copy_per_thread(there)
     return per_byte, here.single_core_ops_per_s / there.single_core_ops_per_s
 
 
@@ -150,8 +186,8 @@ def predict_time(
 ) -> TargetTime:
     """The model's time for the `target` checkpoint on the host that wrote `there`."""
     per_byte, per_tensor = scales(here, there)
-    cpu = model.cpu_s_per_byte * target.checkpoint_bytes * per_byte
-    cpu += model.cpu_s_per_tensor * target.tensors * per_tensor
+    k = (model.cpu_s_per_byte * per_byte, model.cpu_s_per_tensor * per_tensor)
+    cpu = _cpu_s(k, target.checkpoint_bytes, target.tensors, there)
     cpu_wall = cpu / min(model.parallelism, target_cpus(there))
     if cache != COLD:
         return TargetTime(model.strategy, cpu_wall, cpu_wall, None, model)
@@ -197,9 +233,9 @@ def predict_all(
             f"`make bench SHAPES=gpt2,sa3 RESULTS={folder}` with this loadbench first"
         )
     here = here_probe(results, folder, rows)
-    out = {}
+    build, out = build_cpu(results.phases), {}
     for strategy, group in rows.groupby("strategy"):
-        model = fit_time(str(strategy), group, here)
+        model = fit_time(str(strategy), group, here, build)
         out[str(strategy)] = predict_time(model, here, there, target, cache)
     return out, here
 
@@ -224,7 +260,9 @@ def _host(p: ProbeRecord) -> str:
     )
 
 
-def describe(here: ProbeRecord, there: ProbeRecord, times: dict[str, TargetTime]) -> list[str]:
+def describe(
+    here: ProbeRecord, there: ProbeRecord, times: dict[str, TargetTime], ckpt: int
+) -> list[str]:
     """What the times were extrapolated to, from what, and how (one sentence each)."""
     per_byte, per_tensor = scales(here, there)
     parts = ", ".join(
@@ -235,7 +273,13 @@ def describe(here: ProbeRecord, there: ProbeRecord, times: dict[str, TargetTime]
     return [
         f"Times extrapolated to {_host(there)} from the runs here on {_host(here)}.",
         f"CPU work scaled x{per_byte:.2f} per byte (one thread's warm copy) and "
-        f"x{per_tensor:.2f} per tensor (one core's interpreter speed), spread over min(P, "
-        f"{target_cpus(there):g} CPUs); cold loads add the checkpoint at the target's disk "
-        f"speed, overlapped by O as here (O=0 where no cold run was measured): {parts}.",
+        f"x{per_tensor:.2f} per tensor (one core's interpreter speed), the checkpoint's fresh "
+        f"memory charged at {_touch(there, ckpt)} (the target's first touch for a mapping that "
+        f"large; {_touch(here, ckpt)} here), spread over min(P, {target_cpus(there):g} CPUs); "
+        "cold loads add the checkpoint at the target's disk speed, overlapped by O as here "
+        f"(O=0 where no cold run was measured): {parts}.",
     ]
+
+
+def _touch(probe: ProbeRecord, nbytes: int) -> str:
+    return f"{nbytes / touch_seconds(probe, nbytes) / 1e9:.2f} GB/s"

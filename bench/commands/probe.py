@@ -25,6 +25,11 @@ def _by_threads(figures: dict[str, float]) -> str:
     return ", ".join(f"{n}: {v / 1e9:.2f}" for n, v in figures.items())
 
 
+def _touch_sizes(r: ProbeRecord) -> str:
+    larger = {int(n): v for n, v in r.first_touch.items() if int(n) > r.probe_file_bytes}
+    return "".join(f" ({n / 2**30:.1f} GiB at once: {_gbs(v)})" for n, v in sorted(larger.items()))
+
+
 def format_probe(r: ProbeRecord) -> str:
     """The probe record as a few lines of text."""
     cold = f"{_gbs(r.cold_read_bytes_per_s)} with {r.cold_read_threads} threads"
@@ -35,7 +40,8 @@ def format_probe(r: ProbeRecord) -> str:
         f"  cold read   {cold if r.cold_read else '– (no disk probed)'}"
         + (f"  ({r.cold_read_method}; {_by_threads(r.cold_read)})" if r.cold_read else ""),
         f"  disk        {r.disk_path or '–'} (device {r.disk_device or 'none'})",
-        f"  first touch {_gbs(r.first_touch_bytes_per_s)}, memcpy {_gbs(r.memcpy_bytes_per_s)}"
+        f"  first touch {_gbs(r.first_touch_bytes_per_s)}{_touch_sizes(r)}, memcpy "
+        f"{_gbs(r.memcpy_bytes_per_s)}"
         f", one core {r.single_core_ops_per_s / 1e6:.1f} M loop steps/s",
         f"  CPUs        {r.effective_cpus} usable of {r.cpu_count}"
         f" (quota {r.cpu_quota_cpus or 'none'}), RAM {r.ram_bytes / 2**30:.1f} GiB"

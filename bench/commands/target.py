@@ -58,7 +58,7 @@ def on_target(
     times, here = predict_all(results, args.results, there, adv.target, args.cache)
     inputs = replace(adv.inputs, probe=str(args.probe))
     adv = replace(adv, rec=retime(adv.rec, times), inputs=inputs)
-    return adv, times, describe(here, there, times)
+    return adv, times, describe(here, there, times, adv.target.checkpoint_bytes)
 
 
 def _config(args: argparse.Namespace, there: ProbeRecord, strategies: list[str]) -> RunConfig:

@@ -153,6 +153,14 @@ def first_touch(nbytes: int, repeats: int) -> float:
     return nbytes / statistics.median(times)
 
 
+def first_touch_by_size(sizes: list[int], repeats: int) -> dict[int, float]:
+    """Size -> first-touch bytes/s of one mapping that large. The rate can fall with the size:
+    a virtual machine whose host backs guest memory lazily serves recently freed pages fast and
+    the rest at the host's page-fault speed, so a load larger than any recent allocation pays
+    more per byte than a small probe shows."""
+    return {n: first_touch(n, repeats) for n in sizes}
+
+
 def single_core(repeats: int, n: int = 1_000_000) -> float:
     """Loop steps/s of one Python thread (`sum` over a generator): the core's speed at the
     interpreter work a model build does, which scales the CPU terms of a prediction."""

@@ -72,6 +72,9 @@ class ProbeRecord:
     disk_read_limit_bytes_per_s: int | None = None
     disk_read_limit: str | None = None
     disk_read_limit_enforced: bool | None = None
+    # size in bytes (a string key) -> first-touch bytes/s of one mapping that large; absent in
+    # probes made before it was measured (read as the probe file's figure alone)
+    first_touch: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     probe_version: int = PROBE_VERSION
 

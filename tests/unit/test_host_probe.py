@@ -53,6 +53,13 @@ def test_thread_counts_and_the_cpus_a_quota_leaves():
     assert KernelLimits(2, None, None, {}).effective_cpus == 2
 
 
+def test_first_touch_sizes_stay_within_half_the_room_left():
+    assert child.touch_sizes(1 << 30, 64 << 30) == [1 << 30, 8 << 30]
+    assert child.touch_sizes(2 << 30, 64 << 30) == [2 << 30, child.LARGE_TOUCH_MAX]
+    assert child.touch_sizes(1 << 30, 10 << 30) == [1 << 30, 5 << 30]
+    assert child.touch_sizes(1 << 30, 3 << 30) == [1 << 30]  # no room for twice the file
+
+
 def test_the_probe_writes_a_versioned_record_with_the_contract_keys(tmp_path):
     record = read_probe(_probe(tmp_path))
     data = json.loads((tmp_path / "probe.json").read_text())
@@ -64,6 +71,9 @@ def test_the_probe_writes_a_versioned_record_with_the_contract_keys(tmp_path):
         assert record.cold_read_bytes_per_s == max(record.cold_read.values())
     assert record.host["cpu_count"] == os.cpu_count() and record.accelerator == "none"
     assert record.probe_file_bytes == 8 << 20
+    # first touch at the probe file's size and at 8x it (the tests' machine has the room)
+    assert sorted(record.first_touch, key=int) == [str(8 << 20), str(64 << 20)]
+    assert record.first_touch[str(8 << 20)] == record.first_touch_bytes_per_s > 0
     assert not list(tmp_path.glob(".loadbench-probe-*"))  # the probe file is gone
 
 

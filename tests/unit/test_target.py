@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -15,33 +16,46 @@ from bench.records.results import read_results
 from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
 from tests.records import total_row
+from loader.vocabulary import BUILD
 from tests.unit.probe_records import GB, hand_probe
 
+# here: 2 GB/s per copy thread (4 GB/s on 2), first touch 5 GB/s at any size (0.2 s per GB)
 HERE = hand_probe(probe_id="here-probe", machine="here")
-# the target: one CPU's quota of two, half the per-thread copy speed and interpreter speed, and a
-# 250 MB/s disk
+# the target: one CPU's quota of two, half the per-thread copy speed and interpreter speed, a
+# 250 MB/s disk, and fresh memory that slows past 1 GB: 0.5 s for 1 GB, 4 s for 5 GB (so 0.875 s
+# per GB past 5 GB)
 THERE = hand_probe(
     cpu_quota_cpus=1.0,
     effective_cpus=1,
-    warm_copy={"1": 1.25 * GB, "2": 1.3 * GB},
-    warm_copy_bytes_per_s=1.3 * GB,
+    warm_copy={"1": 1 * GB, "2": 1 * GB},
+    warm_copy_bytes_per_s=1 * GB,
+    warm_copy_threads=1,
     single_core_ops_per_s=1e7,
     cold_read_bytes_per_s=0.25 * GB,
+    first_touch={str(10**9): 2 * GB, str(5 * 10**9): 1.25 * GB},
 )
 K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
+
+
+def test_fresh_memory_is_charged_along_the_probes_first_touch_curve():
+    assert target.touch_seconds(HERE, 9 * 10**9) == pytest.approx(1.8)
+    assert target.touch_seconds(THERE, 10**9 / 2) == pytest.approx(0.25)
+    assert target.touch_seconds(THERE, 3 * 10**9) == pytest.approx(0.5 + 1.75)
+    assert target.touch_seconds(THERE, 9 * 10**9) == pytest.approx(4 + 3.5)
 
 
 def test_the_prediction_scales_cpu_work_cores_and_the_disk():
     model = TimeModel("s", K_BYTE, K_TENSOR, P, OVERLAP, runs=4, shapes=("a", "b"))
     ckpt = TargetCheckpoint(9 * 10**9, 0, 1000)
     warm = predict_time(model, HERE, THERE, ckpt, "warm")
-    # cpu 9 s x2 (copy speed) + 1 s x2 (interpreter) = 20 s, on min(1.5, 1) CPUs
-    assert warm.predicted_wall_s == pytest.approx(20.0)
+    # cpu 9 s x2 (copy speed) + 1 s x2 (interpreter) + 7.5 s of first touch there = 27.5 s, on
+    # min(1.5, 1) CPUs
+    assert warm.predicted_wall_s == pytest.approx(27.5)
     cold = predict_time(model, HERE, THERE, ckpt, "cold")
-    # + 36 s of disk at 250 MB/s, half of the 20 s CPU hidden behind it
-    assert cold.disk_s == pytest.approx(36.0) and cold.predicted_wall_s == pytest.approx(46.0)
+    # + 36 s of disk at 250 MB/s, half of the 27.5 s CPU hidden behind it
+    assert cold.disk_s == pytest.approx(36.0) and cold.predicted_wall_s == pytest.approx(49.75)
     same_host = predict_time(model, HERE, HERE, ckpt, "warm")
-    assert same_host.predicted_wall_s == pytest.approx((9 + 1) / P)
+    assert same_host.predicted_wall_s == pytest.approx((9 + 1 + 1.8) / P)
 
 
 def test_a_cold_prediction_from_a_probe_without_a_disk_names_the_flag():
@@ -51,12 +65,19 @@ def test_a_cold_prediction_from_a_probe_without_a_disk_names_the_flag():
         predict_time(model, HERE, no_disk, TargetCheckpoint(1, 1, 1), "cold")
 
 
-def _row(strategy: str, ckpt: int, tensors: int, cache: str, repeat: int) -> PhaseRecord:
-    cpu = K_BYTE * ckpt + K_TENSOR * tensors
+def _rows(strategy: str, ckpt: int, tensors: int, cache: str, repeat: int) -> list[PhaseRecord]:
+    """A run's total and its build phase (the per-tensor CPU work)."""
+    cpu = K_BYTE * ckpt + K_TENSOR * tensors + ckpt / (5 * GB)  # + HERE's first touch
     wall = cpu / P
     if cache == "cold":  # the disk at HERE's 1 GB/s, OVERLAP of the shorter part hidden
         disk = ckpt / GB
         wall = wall + disk - OVERLAP * min(wall, disk)
+    total = _total(strategy, ckpt, tensors, cache, repeat, wall, cpu)
+    build = replace(total, phase=BUILD, phase_order=1, phase_cpu_s=K_TENSOR * tensors)
+    return [total, build]
+
+
+def _total(strategy, ckpt, tensors, cache, repeat, wall, cpu) -> PhaseRecord:
     return total_row(
         result_id=f"{strategy}-{ckpt}-{cache}-{repeat}",
         shapes=f"s{ckpt}",
@@ -80,7 +101,8 @@ def _results(tmp_path):
     with ResultsWriter(folder / "m" / "measured.jsonl") as w:
         for cache in ("warm", "cold"):
             for ckpt, tensors in SIZES:
-                w.write_many([_row("s", ckpt, tensors, cache, i) for i in range(2)])
+                for i in range(2):
+                    w.write_many(_rows("s", ckpt, tensors, cache, i))
     (folder / "m" / "probe-here.json").write_text(HERE.to_json())
     return folder
 
@@ -88,7 +110,7 @@ def _results(tmp_path):
 def test_the_fit_recovers_the_terms_of_hand_made_runs(tmp_path):
     folder = _results(tmp_path)
     rows = target.unlimited_runs(read_results(folder))
-    model = fit_time("s", rows, HERE)
+    model = fit_time("s", rows, HERE, target.build_cpu(read_results(folder).phases))
     assert model.cpu_s_per_byte == pytest.approx(K_BYTE, rel=1e-6)
     assert model.cpu_s_per_tensor == pytest.approx(K_TENSOR, rel=1e-6)
     assert model.parallelism == pytest.approx(P) and model.overlap == pytest.approx(OVERLAP)
@@ -102,7 +124,8 @@ def test_recommend_probe_prints_the_target_times(tmp_path, capsys):
     assert main([*argv, "--json"]) in (0, 1)
     out = json.loads(capsys.readouterr().out)
     gpt2 = spec_summary("gpt2")
-    cpu = 2 * K_BYTE * gpt2.checkpoint_bytes + 2 * K_TENSOR * gpt2.tensors
+    touch = target.touch_seconds(THERE, gpt2.checkpoint_bytes)
+    cpu = 2 * K_BYTE * gpt2.checkpoint_bytes + 2 * K_TENSOR * gpt2.tensors + touch
     (s,) = out["strategies"]
     assert s["predicted_wall_s"] == pytest.approx(cpu / 1.0)
     assert out["inputs"]["host_ram_bytes"] == THERE.ram_bytes  # from the probe
