@@ -25,6 +25,13 @@ def _by_threads(figures: dict[str, float]) -> str:
     return ", ".join(f"{n}: {v / 1e9:.2f}" for n, v in figures.items())
 
 
+def _prefix(r: ProbeRecord) -> str:
+    passes = r.cold_read_pass_bytes
+    if passes is None or passes >= r.probe_file_bytes:
+        return ""
+    return f"; passes of the first {passes / 2**20:.0f} MiB"
+
+
 def _touch_sizes(r: ProbeRecord) -> str:
     larger = {int(n): v for n, v in r.first_touch.items() if int(n) > r.probe_file_bytes}
     return "".join(f" ({n / 2**30:.1f} GiB at once: {_gbs(v)})" for n, v in sorted(larger.items()))
@@ -38,7 +45,11 @@ def format_probe(r: ProbeRecord) -> str:
         f"  warm copy   {_gbs(r.warm_copy_bytes_per_s)} with {r.warm_copy_threads} threads"
         f"  (GB/s by threads: {_by_threads(r.warm_copy)})",
         f"  cold read   {cold if r.cold_read else '– (no disk probed)'}"
-        + (f"  ({r.cold_read_method}; {_by_threads(r.cold_read)})" if r.cold_read else ""),
+        + (
+            f"  ({r.cold_read_method}; {_by_threads(r.cold_read)}{_prefix(r)})"
+            if r.cold_read
+            else ""
+        ),
         f"  disk        {r.disk_path or '–'} (device {r.disk_device or 'none'})",
         f"  first touch {_gbs(r.first_touch_bytes_per_s)}{_touch_sizes(r)}, memcpy "
         f"{_gbs(r.memcpy_bytes_per_s)}"

@@ -5,7 +5,8 @@ One pass reads a whole probe file into one fresh private anonymous mapping, as t
 (`loader.format.buffers.populate_for_write`, which the loader's prefault uses too) just before
 its `os.preadv` (both release the GIL, so the threads run in parallel). A warm pass reads from the
 page cache; a cold pass first evicts the file (`posix_fadvise(DONTNEED)`) and reads it with
-`O_DIRECT` where the filesystem allows (no page cache at all), else buffered. Never imports jax.
+`O_DIRECT` where the filesystem allows (no page cache at all), else buffered; on a slow disk only
+the part of it one thread reads in about `COLD_PASS_S`. Never imports jax.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from loader.format.buffers import host_buffer, populate_for_write
 
 CHUNK = 32 << 20
 DIRECT, BUFFERED = "O_DIRECT", "fadvise"  # how a cold pass keeps the page cache out
+COLD_PASS_S = 1.5  # a cold pass reads about this long at one thread's speed (the file at most)
 
 
 def prefault(array: np.ndarray) -> None:
@@ -78,9 +80,12 @@ def _copy_into(fd: int, dest: np.ndarray, threads: int) -> None:
         raise errors[0]
 
 
-def copy_pass(path: Path, threads: int, *, direct: bool = False) -> float:
-    """Seconds to read all of `path` into a fresh private mapping with `threads` threads."""
-    size = path.stat().st_size
+def copy_pass(
+    path: Path, threads: int, *, direct: bool = False, nbytes: int | None = None
+) -> float:
+    """Seconds to read all of `path` (or its first `nbytes`) into a fresh private mapping with
+    `threads` threads."""
+    size = path.stat().st_size if nbytes is None else nbytes
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
     try:
         start = time.perf_counter()
@@ -132,15 +137,31 @@ def warm_copy(path: Path, counts: list[int], repeats: int) -> dict[int, float]:
     return rates(path.stat().st_size, lambda n: copy_pass(path, n), counts, repeats)
 
 
-def cold_read(path: Path, counts: list[int], repeats: int) -> tuple[dict[int, float], str]:
-    """Cold read bandwidth by thread count, and how the cache was kept out (DIRECT, BUFFERED)."""
+def cold_bytes(path: Path, direct: bool, pass_s: float) -> int:
+    """How much of `path` one cold pass reads: what the disk serves in about `pass_s` seconds by
+    one thread's first cold read of a 4-chunk prefix (whole chunks, at least 4, at most the file),
+    so a slow or capped disk keeps the probe short."""
+    size = path.stat().st_size
+    prefix = min(size, 4 * CHUNK)
+    evict(path)
+    speed = prefix / copy_pass(path, 1, direct=direct, nbytes=prefix)
+    chunks = max(4, int(speed * pass_s) // CHUNK)
+    return min(size, chunks * CHUNK)
+
+
+def cold_read(
+    path: Path, counts: list[int], repeats: int, pass_s: float = COLD_PASS_S
+) -> tuple[dict[int, float], str, int]:
+    """Cold read bandwidth by thread count, how the cache was kept out (DIRECT, BUFFERED), and
+    the bytes each pass read (the first `cold_bytes` of the file)."""
     direct = direct_works(path)
+    nbytes = cold_bytes(path, direct, pass_s)
 
     def one(n: int) -> float:
         evict(path)
-        return copy_pass(path, n, direct=direct)
+        return copy_pass(path, n, direct=direct, nbytes=nbytes)
 
-    return rates(path.stat().st_size, one, counts, repeats), DIRECT if direct else BUFFERED
+    return rates(nbytes, one, counts, repeats), DIRECT if direct else BUFFERED, nbytes
 
 
 def first_touch(nbytes: int, repeats: int) -> float:

@@ -82,8 +82,9 @@ def _cold(path: Path, counts: list[int], repeats: int) -> dict:
     if left is not None and left > EVICTED:
         note = f"{path.parent} keeps its pages cached when evicted ({left:.0%} stayed; tmpfs?)"
         return {"cold_read": {}, "cold_read_method": None, "notes": [note]}
-    rates, method = bandwidth.cold_read(path, counts, repeats)
-    return {"cold_read": rates, "cold_read_method": method, "notes": []}
+    rates, method, nbytes = bandwidth.cold_read(path, counts, repeats)
+    said = {"cold_read": rates, "cold_read_method": method, "cold_read_pass_bytes": nbytes}
+    return said | {"notes": []}
 
 
 def _disk_fields(plan: ProbePlan, folder: Path, warm: list[int], cold: list[int]) -> dict:

@@ -75,6 +75,7 @@ class ProbeRecord:
     # size in bytes (a string key) -> first-touch bytes/s of one mapping that large; absent in
     # probes made before it was measured (read as the probe file's figure alone)
     first_touch: dict[str, float] = field(default_factory=dict)
+    cold_read_pass_bytes: int | None = None  # the bytes one cold pass read (a slow disk: a prefix)
     notes: list[str] = field(default_factory=list)
     probe_version: int = PROBE_VERSION
 

@@ -46,6 +46,19 @@ def test_a_pass_copies_the_files_bytes_into_fresh_memory(tmp_path):
     assert dest.tobytes() == path.read_bytes()
 
 
+def test_a_slow_disk_is_read_cold_in_a_prefix_of_whole_chunks(tmp_path):
+    path = tmp_path / "data.bin"
+    bandwidth.CHUNK, chunk = 1 << 20, bandwidth.CHUNK
+    try:
+        bandwidth.write_probe_file(path, 8 << 20)
+        assert bandwidth.cold_bytes(path, False, pass_s=1e-9) == 4 << 20  # 4 chunks at least
+        assert bandwidth.cold_bytes(path, False, pass_s=1e3) == 8 << 20  # the file at most
+        rates, _, nbytes = bandwidth.cold_read(path, [1], repeats=1, pass_s=1e-9)
+    finally:
+        bandwidth.CHUNK = chunk
+    assert nbytes == 4 << 20 and rates[1] > 0
+
+
 def test_thread_counts_and_the_cpus_a_quota_leaves():
     assert child.thread_counts(2) == ([1, 2, 3, 4], [1, 2, 4])
     assert child.thread_counts(4) == ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 4, 8])

@@ -15,8 +15,8 @@ from bench.errors import BenchError
 from bench.records.results import read_results
 from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
-from tests.records import total_row
 from loader.vocabulary import BUILD
+from tests.records import total_row
 from tests.unit.probe_records import GB, hand_probe
 
 # here: 2 GB/s per copy thread (4 GB/s on 2), first touch 5 GB/s at any size (0.2 s per GB)
