@@ -1,10 +1,13 @@
 """The Overview's chart: peak over baseline against wall time, one point per strategy.
 
 Reference strategies (kind `reference`, e.g. `floor`) are a labelled horizontal line, not a point;
-peers are hollow points. The Pareto front is a staircase through its points, drawn to the chart's
-edges so it stays visible when two front points nearly coincide, and each front point is ringed.
-Labels are placed in Python so that none overlaps another: each starts beside its point and moves
-up or down in label-height steps until it is clear, with a thin leader line when it moved.
+peers are hollow points. The machine's ceiling (`ceiling_line`: the median `ceiling_s` of the
+rows, the checkpoint's bytes over the probe's best bandwidth for their situation) is a labelled
+rule on the time axis, drawn only where rows have one. The Pareto front is a staircase through its
+points, drawn to the chart's edges so it stays visible when two front points nearly coincide, and
+each front point is ringed. Labels are placed in Python so that none overlaps another: each starts
+beside its point and moves up or down in label-height steps until it is clear, with a thin leader
+line when it moved.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
+from bench.vocabulary import COLD
 from dashboard import style
 from loader.vocabulary import PEER, REFERENCE, STATUSES
 
 HEIGHT = 360
 HOST_COLOR = "#c62828"
+CEILING_COLOR = "#1565c0"
 ASSUMED_WIDTH = 640  # px; the real chart is wider, which only leaves more room between labels
 LABEL_H, CHAR_W, GAP = 14.0, 6.6, 15.0  # GAP clears the Pareto ring around a point
 STATUS_SHAPES = dict(
@@ -149,6 +154,54 @@ def _host_layers(host: HostLine, y_max: float, x_enc, y_enc, x_max: float) -> li
     ]
 
 
+@dataclass(frozen=True)
+class CeilingLine:
+    """The machine's ceiling on the time axis: `x` seconds, and its label."""
+
+    x: float
+    label: str
+
+
+def _situation(rows: pd.DataFrame, seconds: pd.Series) -> str:
+    """What bounded the rows: the warm copy, the disk's cold read, or the disk read cap."""
+    if (rows["cache"] != COLD).all():
+        return "warm copy"
+    cap = pd.to_numeric(rows.get("disk_read_bytes_per_s", pd.Series(dtype=float))).dropna()
+    rate = (pd.to_numeric(rows["checkpoint_bytes"]) / seconds).median()
+    return "disk read cap" if len(cap) and abs(rate / cap.median() - 1) < 1e-3 else "cold read"
+
+
+def ceiling_line(rows: pd.DataFrame) -> CeilingLine | None:
+    """The ceiling of `rows` (whole-run rows of one situation: `ceiling_s`, `ceiling_probe_id`,
+    `cache`, `checkpoint_bytes`): the median `ceiling_s`, labelled with what bounded it and the
+    probe it came from; None where no row has one (results from before the probe)."""
+    if "ceiling_s" not in rows:
+        return None
+    seconds = pd.to_numeric(rows["ceiling_s"])
+    rows, seconds = rows[seconds.notna()], seconds.dropna()
+    if seconds.empty:
+        return None
+    x = float(seconds.median())
+    ids = sorted({p for p in rows.get("ceiling_probe_id", []) if isinstance(p, str)})
+    probe = f"probe {', '.join(ids)}" if ids else "probe unnamed"
+    text = f"{x:.2f} s" if x >= 0.1 else f"{x * 1000:.1f} ms"
+    return CeilingLine(x, f"ceiling {text} ({_situation(rows, seconds)}, {probe})")
+
+
+def _ceiling_layers(ceiling: CeilingLine, x_enc, y_enc) -> list[alt.Chart]:
+    """A blue rule at the ceiling's time, labelled along it from the bottom (left of it, where no
+    load is faster)."""
+    line = pd.DataFrame({"x": [ceiling.x], "y": [0.0], "text": [ceiling.label]})
+    rule = alt.Chart(line).mark_rule(color=CEILING_COLOR, strokeDash=[2, 3], strokeWidth=2)
+    label = alt.Chart(line).mark_text(
+        angle=270, align="left", baseline="bottom", dx=4, dy=-3, fontSize=10, color=CEILING_COLOR
+    )
+    return [
+        rule.encode(x=x_enc("x"), tooltip=alt.Tooltip("text:N", title="ceiling")),
+        label.encode(x=x_enc("x"), y=y_enc("y"), text="text:N"),
+    ]
+
+
 def _y_max(drawn: pd.DataFrame, y: str, host: HostLine | None) -> float:
     top = float(drawn[y].max()) * 1.15
     if host is not None and host.y <= top * OFF_SCALE:
@@ -157,19 +210,26 @@ def _y_max(drawn: pd.DataFrame, y: str, host: HostLine | None) -> float:
 
 
 def overview_scatter(
-    df: pd.DataFrame, y: str, y_title: str, y_format: str, host: HostLine | None = None
+    df: pd.DataFrame,
+    y: str,
+    y_title: str,
+    y_format: str,
+    host: HostLine | None = None,
+    ceiling: CeilingLine | None = None,
 ) -> alt.LayerChart:
     """The Overview chart over `df` (one row per strategy: `strategy`, `kind`, `status`, `wall_s`,
     `pareto`, `y`); `y` is `peak_ratio` or a byte column already scaled to the axis unit; `host`
-    draws the host's RAM as a line."""
+    draws the host's RAM as a line, `ceiling` the machine's ceiling on the time axis."""
     drawn = df[df["wall_s"].notna() & df[y].notna()]
     points = drawn[drawn["kind"] != REFERENCE].copy()
-    x_max = max(float(drawn["wall_s"].max()) * 1.25, 1e-3)
+    x_max = max(float(drawn["wall_s"].max()) * 1.25, ceiling.x * 1.15 if ceiling else 0, 1e-3)
     y_max = _y_max(drawn, y, host)
     x_enc, y_enc = _axes(x_max, y_max, y_title, y_format)
     layers = _reference_layers(drawn[drawn["kind"] == REFERENCE], y, y_format, x_enc, y_enc, x_max)
     if host is not None:
         layers += _host_layers(host, y_max, x_enc, y_enc, x_max)
+    if ceiling is not None:
+        layers += _ceiling_layers(ceiling, x_enc, y_enc)
     if points.empty:
         return alt.LayerChart(layer=layers).properties(height=HEIGHT)
     points["label"] = points["strategy"] + points["kind"].map(

@@ -21,7 +21,9 @@ the target's disk speed, `disk_s = bytes / cold_read_bytes_per_s`, overlapped as
 `wall = max(cpu_wall, disk_s) + (1 - O) * min(cpu_wall, disk_s)` (O = 0 where no cold run was
 measured: an upper bound). "Here" is this machine's probe, the one its runs were held against
 (`ceiling_probe_id`, cached in the results folder). Peaks do not depend on bandwidth: they come
-from `bench.analysis.recommend`'s fits. No jax.
+from `bench.analysis.recommend`'s fits. `on_target` puts the times into `recommend`'s advice, and
+`target_ram` is the RAM the target's probe gives: the CLI (`bench.commands.target`) and the
+dashboard's Target host page both use them. No jax.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.analysis.advice import Advice
 from bench.analysis.recommend import MIN_FIT_BYTES, Recommendation, TargetCheckpoint, rank
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord, read_probe
@@ -168,6 +171,12 @@ def target_cpus(probe: ProbeRecord) -> float:
     return float(min(probe.affinity_cpus, quota) if quota else probe.effective_cpus)
 
 
+def target_ram(probe: ProbeRecord) -> int:
+    """The RAM a load may use on the target: the `--host-ram` it was probed under, else the
+    tightest memory.max over its cgroups, else its RAM."""
+    return probe.host_ram_bytes or probe.memory_max_bytes or probe.ram_bytes
+
+
 def copy_per_thread(probe: ProbeRecord) -> float:
     """One thread's warm copy: the best warm copy over the threads (CPUs) that reached it, a
     steadier figure than the single-thread pass alone."""
@@ -250,6 +259,19 @@ def retime(rec: Recommendation, times: dict[str, TargetTime]) -> Recommendation:
     ]
     missing = [s.strategy for s in rec.strategies if s.strategy not in times]
     return rank(timed, [*rec.unmeasured, *missing])
+
+
+def on_target(
+    results: Results, folder: str | Path, adv: Advice, there: ProbeRecord, probe_name: str
+) -> tuple[Advice, dict[str, TargetTime], list[str]]:
+    """`adv` (peaks and verdicts for the target's RAM, fitted from `adv.inputs.cache`) with each
+    strategy's time on the host that wrote `there` (the file `probe_name`), ranked again; the
+    times; and the sentences saying what was extrapolated from what (`describe`)."""
+    cache = adv.inputs.cache
+    times, here = predict_all(results, folder, there, adv.target, cache)
+    inputs = replace(adv.inputs, probe=probe_name)
+    adv = replace(adv, rec=retime(adv.rec, times), inputs=inputs)
+    return adv, times, describe(here, there, times, adv.target.checkpoint_bytes)
 
 
 def _host(p: ProbeRecord) -> str:

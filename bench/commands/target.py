@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis import target as target_times
 from bench.analysis.advice import Advice
-from bench.analysis.target import TargetTime, describe, predict_all, retime
+from bench.analysis.target import TargetTime, target_ram
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord, read_probe
 from bench.records.results import Results, read_results
@@ -48,17 +48,14 @@ def host_ram(args: argparse.Namespace, probe: ProbeRecord | None) -> str | int:
         return args.host_ram
     if probe is None:
         raise BenchError("give --host-ram (the target host's RAM, e.g. 16GiB) or --probe FILE")
-    return probe.host_ram_bytes or probe.memory_max_bytes or probe.ram_bytes
+    return target_ram(probe)
 
 
 def on_target(
     args: argparse.Namespace, results: Results, adv: Advice, there: ProbeRecord
 ) -> tuple[Advice, dict[str, TargetTime], list[str]]:
     """The advice with times for the target, the times, and the sentences saying how."""
-    times, here = predict_all(results, args.results, there, adv.target, args.cache)
-    inputs = replace(adv.inputs, probe=str(args.probe))
-    adv = replace(adv, rec=retime(adv.rec, times), inputs=inputs)
-    return adv, times, describe(here, there, times, adv.target.checkpoint_bytes)
+    return target_times.on_target(results, args.results, adv, there, str(args.probe))
 
 
 def _config(args: argparse.Namespace, there: ProbeRecord, strategies: list[str]) -> RunConfig:

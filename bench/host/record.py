@@ -1,7 +1,8 @@
 """The probe record: what `loadbench probe` measured of a host, versioned (bench/SCHEMA.md).
 
 `ProbeRecord` is written as one JSON object stamped `"probe_version": 1`. `read_probe(path)`
-refuses a newer version naming it, and a file with a missing or mistyped field naming the field;
+(and `parse_probe(text, source)`, for a file's contents already read, e.g. an upload) refuses a
+newer version naming it, and a file with a missing or mistyped field naming the field;
 `write_probe` writes it whole or not at all (a temporary file renamed into place). Never imports
 jax.
 """
@@ -127,17 +128,27 @@ def from_dict(data: dict, source: str) -> ProbeRecord:
     return ProbeRecord(**kwargs)
 
 
+def parse_probe(text: str | bytes, source: str) -> ProbeRecord:
+    """The probe record in `text` (a probe file's contents; `source` names it in errors, e.g. an
+    uploaded file's name); a one-line `ProbeFileError` if it is not one this loadbench reads."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProbeFileError(f"{source} is not a probe file (not JSON: {exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ProbeFileError(f"{source} is not a probe file (not UTF-8 text: {exc})") from None
+    if not isinstance(data, dict):
+        raise ProbeFileError(f"{source} is not a probe file (not one JSON object)")
+    return from_dict(data, source)
+
+
 def read_probe(path: str | os.PathLike) -> ProbeRecord:
     """The probe record at `path`; a one-line `ProbeFileError` if it cannot be read."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_bytes()
     except OSError as exc:
         raise ProbeFileError(f"cannot read the probe file {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ProbeFileError(f"{path} is not a probe file (not JSON: {exc})") from None
-    if not isinstance(data, dict):
-        raise ProbeFileError(f"{path} is not a probe file (not one JSON object)")
-    return from_dict(data, str(path))
+    return parse_probe(text, str(path))
 
 
 def write_probe(record: ProbeRecord, path: str | os.PathLike) -> None:

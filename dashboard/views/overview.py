@@ -4,7 +4,8 @@ Answers first, per shape set: on the host RAM given (default: the RAM of the mac
 the run; kept across pages), the fastest strategy whose measured peak fits, its peak and time, the
 least RAM that fits, and whether the naive path fits; then each strategy's peak over baseline
 against wall time with the host's RAM as a line, the Pareto front, the `reference` line (e.g.
-`floor`, the bytes alone), a table with a fits column, and every run with its status. By default
+`floor`, the bytes alone), the machine's ceiling on the time axis (where the rows have one), a
+table with a fits and a "× ceiling" column, and every run with its status. By default
 each shape set shows its newest complete, unconstrained run; every run stays selectable.
 """
 
@@ -16,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import answer, data, frames, scatter, style, widgets
+from loader.vocabulary import OK, TOTAL
 
 TABLE_COLUMNS = [
     "strategy",
@@ -27,6 +29,7 @@ TABLE_COLUMNS = [
     "peak_over",
     "wall_s",
     "throughput",
+    "ceiling",
     "pareto",
     "description",
 ]
@@ -110,8 +113,18 @@ def _host_line(shown: pd.DataFrame, ram: int, as_ratio: bool, divisor: float) ->
     return scatter.HostLine(y, f"host RAM {style.size(ram)} (less the baseline)")
 
 
-def _chart(shown: pd.DataFrame, ram: int, as_ratio: bool) -> tuple[str, float]:
-    """The cost chart with the host line; returns the byte unit and divisor of the table."""
+def _ceiling(phases: pd.DataFrame, shown: pd.DataFrame) -> scatter.CeilingLine | None:
+    """The machine's ceiling of the rows shown (their whole-run rows), where they have one."""
+    totals = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
+    picked = totals["strategy"].isin(shown["base_strategy"]) & totals["dtype"].isin(shown["dtype"])
+    return scatter.ceiling_line(totals[picked])
+
+
+def _chart(
+    shown: pd.DataFrame, ram: int, as_ratio: bool, ceiling: scatter.CeilingLine | None
+) -> tuple[str, float]:
+    """The cost chart with the host line and the machine's ceiling; returns the byte unit and
+    divisor of the table."""
     unit, divisor = style.byte_unit(shown["peak_over_baseline_bytes"].max())
     shown = shown.assign(peak_over_unit=shown["peak_over_baseline_bytes"] / divisor)
     y, title, fmt = (
@@ -121,11 +134,18 @@ def _chart(shown: pd.DataFrame, ram: int, as_ratio: bool) -> tuple[str, float]:
     )
     if shown[["wall_s", y]].notna().all(axis=1).any():
         host = _host_line(shown, ram, as_ratio, divisor)
-        st.altair_chart(scatter.overview_scatter(shown, y, title, fmt, host), width="stretch")
+        chart = scatter.overview_scatter(shown, y, title, fmt, host, ceiling)
+        st.altair_chart(chart, width="stretch")
         st.caption(
             "Dashed staircase and rings: the Pareto front (no strategy is both faster and "
             "lighter). Dotted line: the reference (the bytes alone). Red dashed line: the host "
             "RAM. Hollow points: peers."
+            + (
+                " Blue rule: the machine's ceiling (the checkpoint's bytes over the probe's best "
+                "bandwidth for this situation: no load of these bytes is faster here)."
+                if ceiling
+                else ""
+            )
         )
     else:
         st.info("No successful run among the chosen strategies to plot.")
@@ -148,7 +168,7 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
         f"tensor {style.size(rows['largest_tensor_bytes'].iloc[0])} · run "
         + ", ".join(view["labels"].get(r, r) for r in phases["run_id"].unique())
     )
-    unit, divisor = _chart(shown, view["ram"], view["as_ratio"])
+    unit, divisor = _chart(shown, view["ram"], view["as_ratio"], _ceiling(phases, shown))
     _table(shown, unit, divisor, view["ram"])
     st.markdown("**Every run** (failed ones included):")
     widgets.status_table(phases)

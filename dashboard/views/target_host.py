@@ -4,10 +4,17 @@ Answers: for chosen shapes (a measured shape set, a preset or fetched spec, or c
 host RAM and a device count, each strategy's predicted peak, headroom and verdict (fits / tight /
 does not fit) and the recommended strategy, from `bench.analysis.recommend` (the model `loadbench
 recommend` uses); plus how the sharding rule splits the spec's largest tensors over the devices.
+
+With the target's probe (`loadbench probe --out FILE.json` there, uploaded here) it is `loadbench
+recommend --probe FILE.json`: the RAM and CPUs are the probe's, each strategy's time is predicted
+for that host from a warm or cold page cache (`bench.analysis.target`), and the page says what was
+extrapolated from what. The file is read by the CLI's reader, so it refuses the same files with
+the same one-line message.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -15,12 +22,50 @@ import streamlit as st
 
 from bench.analysis import advice
 from bench.analysis.recommend import TargetCheckpoint
-from bench.errors import NoResultsError
+from bench.analysis.target import on_target, target_cpus, target_ram
+from bench.errors import BenchError, NoResultsError
+from bench.host.record import ProbeFileError, ProbeRecord, parse_probe
+from bench.vocabulary import COLD, WARM
 from dashboard import charts, data, specs, style, widgets
 
 CUSTOM = "custom sizes"
 SOURCES = ("a measured shape set", "a preset or fetched spec", CUSTOM)
 GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class TargetProbe:
+    """The target host's probe as uploaded: the record, its file's name, the cache to predict."""
+
+    record: ProbeRecord
+    name: str
+    cache: str  # WARM or COLD
+
+
+def _probe_input() -> TargetProbe | None:
+    """The uploaded probe (None without one); a refused file stops the page with its message."""
+    upload = st.file_uploader(
+        "Target host's probe (optional)",
+        type=["json"],
+        key="target_probe",
+        help="`loadbench probe --out FILE.json`, run on the target: predicts times there, "
+        "within its RAM and CPUs (`loadbench recommend --probe FILE.json`)",
+    )
+    if upload is None:
+        return None
+    try:
+        record = parse_probe(upload.getvalue(), upload.name)
+    except ProbeFileError as e:  # the CLI's one-line refusal, never a traceback
+        st.error(str(e))
+        st.stop()
+    cache = st.radio(
+        "Load on the target from",
+        (WARM, COLD),
+        horizontal=True,
+        key="target_cache",
+        help="cold: the checkpoint read from the target's disk (the probe's cold read speed)",
+    )
+    return TargetProbe(record, upload.name, str(cache))
 
 
 @st.cache_data(show_spinner="Listing shape specs…")
@@ -67,51 +112,90 @@ def _spec_summary(devices: int) -> tuple[dict | None, dict | None]:
     return facts["summary"], facts
 
 
-def _host_inputs(results: Any) -> tuple[int, int]:
+def _host_inputs(results: Any, probe: TargetProbe | None) -> tuple[int, int]:
     ram_default = float(results.runs["ram_bytes"].max() / GIB) if not results.runs.empty else 16.0
     counts = results.phases["devices"].dropna().astype(int).value_counts()
     measured = sorted(counts.index, key=lambda d: (-counts[d], d)) or [1]  # the most measured
     cols = st.columns(2)
-    ram = widgets.host_ram(
-        cols[0], ram_default * GIB, key="target_ram_gib", help="kept across pages (the Overview's)"
-    )
+    if probe is None:
+        ram = widgets.host_ram(
+            cols[0],
+            ram_default * GIB,
+            key="target_ram_gib",
+            help="kept across pages (the Overview's)",
+        )
+    else:
+        ram = target_ram(probe.record)
+        cols[0].markdown(_probe_host(probe.record, ram))
     devices = cols[1].number_input("Devices", 1, 4096, measured[0], key="target_devices")
     return ram, int(devices)
 
 
-def _verdicts(results: Any, summary: dict, ram: int, devices: int, name: str) -> None:
+def _probe_host(record: ProbeRecord, ram: int) -> str:
+    """What the page takes from the probe: the target's RAM and CPUs."""
+    return (
+        f"Target `{record.machine}` (probe `{record.probe_id}`): {style.size(ram)} RAM (its "
+        f"memory limit, else its RAM) and {target_cpus(record):g} CPUs"
+    )
+
+
+def _advise(
+    results: Any, summary: dict, host: tuple[int, int], name: str, probe: TargetProbe | None
+) -> tuple[advice.Advice, list[str]]:
+    """`loadbench recommend`'s advice (with `--probe`: its times on the target) and the
+    sentences saying how the times were extrapolated (none without a probe)."""
+    target = TargetCheckpoint.from_dict(summary)
+    folder = str(data.results_folder())
+    cache = probe.cache if probe else WARM
+    ram, devices = host
+    adv = advice.advise(results, target, ram, devices, shapes=name, folder=folder, cache=cache)
+    if probe is None:
+        return adv, []
+    adv, _, said = on_target(results, folder, adv, probe.record, probe.name)
+    return adv, said
+
+
+def _verdicts(
+    results: Any, summary: dict, host: tuple[int, int], name: str, probe: TargetProbe | None
+) -> None:
     """The same sentences, table order and figures as `loadbench recommend`
-    (`bench.analysis.advice`)."""
+    (`bench.analysis.advice`; with a probe, `bench.analysis.target`)."""
     try:
-        target = TargetCheckpoint.from_dict(summary)
-        adv = advice.advise(
-            results, target, ram, devices, shapes=name, folder=str(data.results_folder())
-        )
+        adv, said = _advise(results, summary, host, name, probe)
     except NoResultsError as e:  # nothing (large enough) measured yet: the bench says what to run
         st.warning(f"No prediction: {e}")
+        return
+    except BenchError as e:  # no time model or no here-probe to scale from, no disk figure there
+        st.error(str(e))
         return
     first, *rest = advice.sentences(adv)
     (st.success if adv.rec.recommended else st.error)(first)
     for sentence in rest:
         (st.warning if sentence.startswith("Warning:") else st.markdown)(sentence)
+    for sentence in said:
+        st.info(sentence, icon=":material/dns:")
     rows = pd.DataFrame(list(adv.rec.strategies))
     if rows.empty:
         return
-    st.altair_chart(charts.target_bars(rows, ram), width="stretch")
+    st.altair_chart(charts.target_bars(rows, host[0]), width="stretch")
     st.dataframe(pd.DataFrame(advice.table_rows(adv)), hide_index=True)
-    st.caption(_command(name, ram, devices))
+    st.caption(_command(name, host, probe))
 
 
-def _command(name: str, ram: int, devices: int) -> str:
+def _command(name: str, host: tuple[int, int], probe: TargetProbe | None) -> str:
     """The `loadbench recommend` line that prints the same figures (custom sizes have none)."""
     if name == CUSTOM:
         return (
             "Custom sizes have no `loadbench recommend` equivalent: it takes a preset, a fetched "
             "name or a spec file (`--shapes`)."
         )
+    ram, devices = host
+    target = (
+        f"--probe {probe.name} --cache {probe.cache}" if probe else f"--host-ram {ram / GIB:.2f}GiB"
+    )
     return (
-        f"The same figures in a terminal: `loadbench recommend --shapes {name} "
-        f"--host-ram {ram / GIB:.2f}GiB --devices {devices} --results {data.results_folder()}`"
+        f"The same figures in a terminal: `loadbench recommend --shapes {name} {target} "
+        f"--devices {devices} --results {data.results_folder()}`"
     )
 
 
@@ -131,9 +215,13 @@ def _sharding(facts: dict | None, devices: int) -> None:
 
 def main() -> None:
     st.title("Target host")
-    st.caption("Predicted peak RSS per strategy on a host you describe, from the measured runs.")
+    st.caption(
+        "Predicted peak RSS per strategy on a host you describe, from the measured runs; with "
+        "that host's probe, its RAM, its CPUs and the time there."
+    )
     results = widgets.page_results()
-    ram, devices = _host_inputs(results)
+    probe = _probe_input()
+    ram, devices = _host_inputs(results, probe)
     source = st.radio("Shapes from", SOURCES, horizontal=True, key="target_source")
     facts, name = None, CUSTOM
     summary: dict | None
@@ -150,7 +238,7 @@ def main() -> None:
         f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor "
         f"{style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors"
     )
-    _verdicts(results, summary, ram, devices, name)
+    _verdicts(results, summary, (ram, devices), name, probe)
     _sharding(facts, devices)
 
 

@@ -1,0 +1,257 @@
+"""The target host's probe on the dashboard: the Target host page predicts for the host that wrote
+an uploaded probe (as `loadbench recommend --probe` does), and the Overview draws the machine's
+ceiling. The results are hand-made (tests/unit/test_target.py's terms), so the figures are known.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import pytest
+
+from bench.cli import main
+from bench.host.record import PROBE_VERSION, ProbeFileError, parse_probe, read_probe
+from bench.records.schema import PhaseRecord, RunRecord
+from bench.records.writer import ResultsWriter
+from dashboard import scatter
+from loader.vocabulary import BUILD
+from tests.records import total_row
+from tests.unit.probe_records import GB, hand_probe
+
+GIB = 1 << 30
+HERE = hand_probe(probe_id="20260101T000000Z-here00", machine="here")
+# the target: one CPU's quota of two, half the one-thread copy and interpreter speed, 250 MB/s disk
+# (first touch as here: 5 GB/s, 0.6 s for the big set's 3 GB)
+THERE = hand_probe(
+    probe_id="20260202T000000Z-there0",
+    cpu_quota_cpus=1.0,
+    effective_cpus=1,
+    warm_copy={"1": 1 * GB, "2": 1 * GB},
+    warm_copy_bytes_per_s=1 * GB,
+    warm_copy_threads=1,
+    single_core_ops_per_s=1e7,
+    cold_read_bytes_per_s=0.25 * GB,
+    memory_max_bytes=8 * GIB,
+)
+K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
+SIZES = {"small": (10**9, 100), "big": (3 * 10**9, 150)}  # shapes -> (bytes, tensors)
+BIG_WARM_CEILING = 3 * 10**9 / HERE.warm_copy_bytes_per_s  # 0.75 s
+
+
+def _rows(shapes: str, cache: str, repeat: int) -> list[PhaseRecord]:
+    """A run's total and its build phase (the per-tensor CPU work)."""
+    ckpt, tensors = SIZES[shapes]
+    cpu = K_BYTE * ckpt + K_TENSOR * tensors + ckpt / HERE.first_touch_bytes_per_s
+    wall = cpu / P
+    if cache == "cold":  # HERE's disk at 1 GB/s, OVERLAP of the shorter part hidden
+        disk = ckpt / GB
+        wall = wall + disk - OVERLAP * min(wall, disk)
+    ceiling = ckpt / (HERE.bandwidth(cache) or 1.0)
+    total = total_row(
+        shapes=shapes,
+        repeat=repeat,
+        checkpoint_bytes=ckpt,
+        largest_tensor_bytes=ckpt // 10,
+        tensors=tensors,
+        wall_s=wall,
+        cpu_s=cpu,
+        cache=cache,
+        ceiling_s=ceiling,
+        ceiling_ratio=wall / ceiling,
+        ceiling_probe_id=HERE.probe_id,
+    )
+    build = replace(total, phase=BUILD, phase_order=1, phase_cpu_s=K_TENSOR * tensors)
+    return [total, build]
+
+
+@pytest.fixture
+def probe_results(tmp_path):
+    """One run here: `pipelined` on two shape sets, warm and cold, 2 repeats, with HERE's probe."""
+    folder = tmp_path / "results"
+    run = RunRecord(
+        run_id="r",
+        machine="here",
+        started_utc="2026-01-01T00:00:00Z",
+        cpu_model="Synthetic CPU",
+        cpu_count=2,
+        ram_bytes=16 * GIB,
+        kernel="6.1.0-test",
+        python="3.11.9",
+        jax_version=None,
+        flax_version=None,
+        safetensors_version=None,
+        numpy_version=None,
+        loadbench_version=None,
+    )
+    with ResultsWriter(folder / "here" / "r.jsonl") as w:
+        w.write(run)
+        for shapes in SIZES:
+            for cache in ("warm", "cold"):
+                for i in range(2):
+                    w.write_many(_rows(shapes, cache, i))
+    (folder / "here" / "probe-8-0.json").write_text(HERE.to_json())
+    return folder
+
+
+def _target_page(app, folder, upload: tuple[str, bytes] | None, cache: str = "warm"):
+    at = app("views/target_host.py", folder=folder)
+    at.selectbox(key="target_shapes").set_value("big").run()
+    if upload is not None:
+        at.file_uploader(key="target_probe").set_value((*upload, "application/json")).run()
+    if cache != "warm":
+        at.radio(key="target_cache").set_value(cache).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _times(at) -> dict[str, str]:
+    table = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
+    return dict(zip(table["strategy"], table["predicted time"], strict=True))
+
+
+def test_without_a_probe_the_page_predicts_from_here(app, probe_results):
+    at = _target_page(app, probe_results, None)
+    assert _times(at) == {"pipelined": f"{(3 + 0.15 + 0.6) / P:.2f} s"}  # the warm fit, here
+    assert not at.info and at.number_input(key="target_ram_gib")
+
+
+def test_a_probe_predicts_the_time_on_its_host(app, probe_results):
+    at = _target_page(app, probe_results, ("target.json", THERE.to_json().encode()))
+    # CPU work x2 per byte (one thread's copy 2 vs 1 GB/s) and x2 per tensor (interpreter), plus
+    # the first touch of 3 GB there, on min(P, 1 CPU): ((3 s + 0.15 s) x 2 + 0.6 s) / 1
+    assert _times(at) == {"pipelined": "6.90 s"}
+    said = " ".join(i.value for i in at.info)
+    assert f"probe {THERE.probe_id}" in said and f"probe {HERE.probe_id}" in said
+    assert "Times extrapolated to target" in said and "P=1.50" in said
+    # the RAM is the probe's: its memory.max, 8 GiB, not its 16 GiB of RAM, and no input for it
+    assert "target_ram_gib" not in [n.key for n in at.number_input]
+    assert any("8.00 GiB RAM" in m.value and "1 CPUs" in m.value for m in at.markdown)
+    assert any("of 8.00 GiB, about 6.90 s" in s.value for s in at.success)
+    assert any("--probe target.json --cache warm" in c.value for c in at.caption)
+
+
+def test_a_cold_load_on_the_target_reads_its_disk(app, probe_results):
+    at = _target_page(app, probe_results, ("target.json", THERE.to_json().encode()), "cold")
+    # + 3 GB at 250 MB/s = 12 s, half of the 6.9 s of CPU work hidden behind it (O here)
+    assert _times(at) == {"pipelined": f"{12 + 6.9 - OVERLAP * 6.9:.2f} s"}
+    no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
+    at.file_uploader(key="target_probe").set_value(
+        ("nodisk.json", no_disk.to_json().encode(), "application/json")
+    ).run()
+    assert not at.exception
+    assert any("no disk figure" in e.value and "--disk PATH" in e.value for e in at.error)
+
+
+def _refusal(tmp_path, capsys, folder, text: str) -> str:
+    """What `loadbench recommend --probe` says of a probe file holding `text`."""
+    path = tmp_path / "refused.json"
+    path.write_text(text)
+    argv = ["recommend", "--shapes", "gpt2", "--results", str(folder), "--probe", str(path)]
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps({**json.loads(THERE.to_json()), "probe_version": PROBE_VERSION + 1}),
+        json.dumps({**json.loads(THERE.to_json()), "ram_bytes": "lots"}),
+        "not a probe at all",
+    ],
+    ids=["newer", "mistyped", "not-json"],
+)
+def test_a_refused_probe_says_what_the_cli_says(app, probe_results, tmp_path, capsys, text):
+    said = _refusal(tmp_path, capsys, probe_results, text)
+    name = str(tmp_path / "refused.json")  # the upload named as the CLI's path: the same words
+    at = _target_page(app, probe_results, (name, text.encode()))
+    (error,) = at.error
+    assert error.value in said and name in error.value
+    assert not at.dataframe  # refused: no prediction for another host than the probe's
+
+
+def test_parse_probe_reads_what_read_probe_reads(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(THERE.to_json())
+    assert parse_probe(path.read_bytes(), "upload") == read_probe(path) == THERE
+    with pytest.raises(ProbeFileError, match=r"upload is not a probe file \(not UTF-8"):
+        parse_probe(b"\xff\xfe\xff", "upload")
+    with pytest.raises(ProbeFileError, match="upload is not a probe file .not one JSON object"):
+        parse_probe("[1, 2]", "upload")
+
+
+def _frame(**extra):
+    import pandas as pd
+
+    base = {"checkpoint_bytes": [3 * 10**9] * 3, "cache": ["warm"] * 3}
+    return pd.DataFrame({**base, **extra})
+
+
+def test_the_ceiling_line_is_the_median_of_the_rows_and_says_its_probe():
+    line = scatter.ceiling_line(
+        _frame(ceiling_s=[0.7, 0.75, 0.9], ceiling_probe_id=["p1", "p1", None])
+    )
+    assert line == scatter.CeilingLine(0.75, "ceiling 0.75 s (warm copy, probe p1)")
+    cold = _frame(ceiling_s=[12.0] * 3, cache=["cold"] * 3, disk_read_bytes_per_s=[None] * 3)
+    assert "(cold read, probe unnamed)" in scatter.ceiling_line(cold).label
+    capped = cold.assign(disk_read_bytes_per_s=[2.5e8] * 3)
+    assert "(disk read cap, " in scatter.ceiling_line(capped).label
+    assert scatter.ceiling_line(_frame(ceiling_s=[None] * 3)) is None  # older results
+    assert scatter.ceiling_line(_frame()) is None  # no such column at all
+
+
+def _rules_at(spec: dict) -> list[float]:
+    """The x of every rule layer drawn from a one-row dataset with an `x` (the ceiling's)."""
+    found = []
+    for layer in spec["layer"]:
+        mark = layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
+        if mark == "rule" and layer["encoding"].get("x", {}).get("field") == "x":
+            found += [row["x"] for row in spec["datasets"][layer["data"]["name"]]]
+    return found
+
+
+def test_the_overview_scatter_draws_the_ceiling_rule_at_its_time():
+    import pandas as pd
+
+    rows = pd.DataFrame(
+        {
+            "strategy": ["eager", "pipelined"],
+            "kind": ["strategy"] * 2,
+            "status": ["ok"] * 2,
+            "repeats": [3, 3],
+            "wall_s": [1.5, 2.1],
+            "peak_ratio": [2.0, 1.1],
+            "pareto": [True, True],
+        }
+    )
+    line = scatter.CeilingLine(0.75, "ceiling 0.75 s (warm copy, probe p1)")
+    spec = scatter.overview_scatter(rows, "peak_ratio", "peak", ".2f", ceiling=line).to_dict()
+    assert _rules_at(spec) == [0.75]
+    assert "ceiling 0.75 s (warm copy, probe p1)" in json.dumps(spec)
+    plain = scatter.overview_scatter(rows, "peak_ratio", "peak", ".2f").to_dict()
+    assert _rules_at(plain) == [] and "ceiling" not in json.dumps(plain)
+
+
+def _drawn(at) -> list[bytes]:
+    """Each chart's spec and data (Arrow IPC bytes, where its labels are) of a page."""
+    return [
+        c.proto.spec.encode() + b"".join(d.data.data for d in c.proto.datasets)
+        for c in at.get("vega_lite_chart")
+    ]
+
+
+def test_the_overview_shows_the_ceiling_of_the_rows(app, probe_results, fixture_results):
+    at = app(folder=probe_results)
+    assert not at.exception, [e.value for e in at.exception]
+    big, small = _drawn(at)  # the shape sets in order
+    label = f"ceiling {BIG_WARM_CEILING:.2f} s (warm copy, probe {HERE.probe_id})"
+    assert label.encode() in big and label.encode() not in small
+    table = next(df.value for df in at.dataframe if "ceiling" in df.value.columns)
+    assert table["ceiling"].round(2).tolist() == [round(3.75 / P / BIG_WARM_CEILING, 2)]
+    at.radio(key="overview_cache").set_value("cold").run()
+    cold = f"ceiling {3 * 10**9 / HERE.cold_read_bytes_per_s:.2f} s (cold read, probe "
+    assert cold.encode() in _drawn(at)[0]
+    older = app(folder=fixture_results.root)  # results without a probe: no ceiling drawn
+    drawn = _drawn(older)
+    assert drawn and not any(re.search(rb"ceiling [\d.]+ m?s \(", chart) for chart in drawn)
