@@ -24,17 +24,25 @@ from loader.vocabulary import OK, REFERENCE, STRATEGY
 CONFIG = ["dtype", "devices_per_process"]
 
 
+def _columns(rows: pd.DataFrame) -> list[str]:
+    """What tells configurations apart: the dtype, the devices per process, and the model (spec,
+    port or transposed) where the rows say it."""
+    return [*CONFIG, "model"] if "model" in rows else CONFIG
+
+
 def configurations(rows: pd.DataFrame) -> pd.DataFrame:
-    """The distinct (dtype, devices per process) configurations of summary rows, the one with the
-    most strategies first (the answer's default), then in order."""
+    """The distinct (dtype, devices per process, model) configurations of summary rows, the one
+    with the most strategies first (the answer's default), then in order."""
     rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
-    counts = rows.groupby(CONFIG).size().rename("strategies").reset_index()
-    counts = counts.assign(most=-counts["strategies"]).sort_values(["most", *CONFIG])
-    return counts[CONFIG].reset_index(drop=True)
+    columns = _columns(rows)
+    counts = rows.groupby(columns).size().rename("strategies").reset_index()
+    counts = counts.assign(most=-counts["strategies"]).sort_values(["most", *columns])
+    return counts[columns].reset_index(drop=True)
 
 
 def config_label(config: pd.Series) -> str:
-    return f"{config['dtype']}, {config['devices_per_process']} device(s) per process"
+    label = f"{config['dtype']}, {config['devices_per_process']} device(s) per process"
+    return label + (f", model {config['model']}" if "model" in config else "")
 
 
 def shape_set_rows(
@@ -48,7 +56,8 @@ def shape_set_rows(
     rows = summary[summary["shapes"] == shapes]
     rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
     if config is not None:
-        rows = rows[(rows[CONFIG] == config[CONFIG].values).all(axis=1)]
+        columns = [c for c in _columns(rows) if c in config]
+        rows = rows[(rows[columns] == config[columns].values).all(axis=1)]
     multi = rows["processes"] > 1
     names = rows["strategy"].where(
         ~multi, rows["strategy"] + " (" + rows["processes"].astype(str) + " processes)"
@@ -119,7 +128,17 @@ def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
     best = _cost(fitting.iloc[0]) if len(fitting) else None
     costs = [_cost(r) for _, r in ok.iterrows()]
     text = answer(host_ram_bytes, best, costs, _cost(naive.iloc[0]) if len(naive) else None)
+    if len(fitting):
+        text += _ready(fitting.iloc[0])
     return Headline(text, best.strategy if best else None, best is not None)
+
+
+def _ready(row: pd.Series) -> str:
+    """The sentence saying when the strategy was ready to run, where measured (`--compile`)."""
+    ready = row.get("ready_s")
+    if ready is None or pd.isna(ready):
+        return ""
+    return f" Ready (loaded and its forward compiled) in {float(ready):.2f} s."
 
 
 def small_checkpoint_note(checkpoint_bytes: float) -> str | None:

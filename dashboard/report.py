@@ -62,41 +62,66 @@ class _Doc:
 def _overview(
     doc: _Doc, phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, ram: int
 ) -> None:
-    rows = answer.shape_set_rows(
-        summary, shapes, answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
-    )
-    ckpt = rows["checkpoint_bytes"].iloc[0]
-    tensors = int(rows["tensors"].iloc[0])
-    doc.add("h2", f"Shape set {shapes}: checkpoint {style.size(ckpt)}, {tensors} tensors")
-    doc.add("p", answer.headline(rows, ram).text.replace("`", ""), "answer")
-    note = answer.small_checkpoint_note(ckpt)
-    if note:
-        doc.add("p", note, "warn")
-    if rows[["wall_s", "peak_ratio"]].notna().all(axis=1).any():
-        doc.chart(
-            scatter.overview_scatter(
-                rows, "peak_ratio", "peak over baseline (× checkpoint)", ".2f"
-            ).properties(width=800)
+    """Each configuration of the shape set (dtype, devices, model): its answer, chart, table."""
+    configs = answer.configurations(summary[summary["shapes"] == shapes])
+    for _, config in configs.iterrows():
+        rows = answer.shape_set_rows(summary, shapes, config)
+        ckpt = rows["checkpoint_bytes"].iloc[0]
+        tensors = int(rows["tensors"].iloc[0])
+        which = f" ({answer.config_label(config)})" if len(configs) > 1 else ""
+        doc.add(
+            "h2", f"Shape set {shapes}{which}: checkpoint {style.size(ckpt)}, {tensors} tensors"
         )
-    doc.table(
-        pd.DataFrame(
-            {
-                "strategy": rows["strategy"],
-                "kind": rows["kind"],
-                "status": rows["status"],
-                "repeats": rows["repeats"],
-                "× checkpoint": rows["peak_ratio"].map(style.ratio),
-                "peak over baseline": rows["peak_over_baseline_bytes"].map(style.size),
-                "wall (median)": rows["wall_s"].map(style.seconds),
-                "throughput": rows["throughput_bytes_per_s"].map(style.rate),
-                "× ceiling": rows.get("ceiling_ratio", pd.Series(index=rows.index)).map(
-                    style.ratio
-                ),
-                "Pareto": rows["pareto"].map({True: "on the front", False: ""}),
-            }
-        ).sort_values(["kind", "× checkpoint"])
-    )
+        doc.add("p", answer.headline(rows, ram).text.replace("`", ""), "answer")
+        note = answer.small_checkpoint_note(ckpt)
+        if note:
+            doc.add("p", note, "warn")
+        if rows[["wall_s", "peak_ratio"]].notna().all(axis=1).any():
+            chart = scatter.overview_scatter(
+                rows,
+                "peak_ratio",
+                "peak over baseline (× checkpoint)",
+                ".2f",
+                ceiling=_ceiling(phases, shapes, rows),
+            )
+            doc.chart(chart.properties(width=800))
+        doc.table(_cost_table(rows))
     _phases(doc, phases[phases["shapes"] == shapes])
+
+
+def _ceiling(phases: pd.DataFrame, shapes: str, rows: pd.DataFrame) -> scatter.CeilingLine | None:
+    """The machine's ceiling of the configuration's whole-run rows, where they have one."""
+    totals = phases[
+        (phases["shapes"] == shapes) & (phases["phase"] == TOTAL) & (phases["status"] == OK)
+    ]
+    picked = totals["strategy"].isin(rows["base_strategy"]) & totals["dtype"].isin(rows["dtype"])
+    if "model" in rows and "model" in totals:
+        picked &= totals["model"].isin(rows["model"])
+    return scatter.ceiling_line(totals[picked])
+
+
+def _cost_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The configuration's cost per strategy, its ready time where compiled (`--compile`)."""
+    nan = pd.Series(index=rows.index, dtype=float)
+    ready = rows.get("ready_s", nan)
+    table = pd.DataFrame(
+        {
+            "strategy": rows["strategy"],
+            "kind": rows["kind"],
+            "status": rows["status"],
+            "repeats": rows["repeats"],
+            "× checkpoint": rows["peak_ratio"].map(style.ratio),
+            "peak over baseline": rows["peak_over_baseline_bytes"].map(style.size),
+            "wall (median)": rows["wall_s"].map(style.seconds),
+            "ready (compiled)": ready.map(style.seconds),
+            "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+            "× ceiling": rows.get("ceiling_ratio", nan).map(style.ratio),
+            "Pareto": rows["pareto"].map({True: "on the front", False: ""}),
+        }
+    )
+    if ready.isna().all():
+        table = table.drop(columns="ready (compiled)")
+    return table.sort_values(["kind", "× checkpoint"])
 
 
 def _phases(doc: _Doc, phases: pd.DataFrame) -> None:

@@ -37,10 +37,10 @@ from bench.records.schema import (
     upgrade,
 )
 from bench.records.writer import writer_alive
-from bench.vocabulary import INTERRUPTED, RUNNING
+from bench.vocabulary import INTERRUPTED, RUNNING, SPEC
 from loader.vocabulary import CRASHED, OK, STATUS_SEVERITY, TOTAL
 
-GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes", "cache"]
+GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes", "cache", "model"]
 
 
 @dataclass
@@ -236,7 +236,8 @@ def _every(flags: pd.Series | None) -> bool | None:
 
 
 def summarize(phases: pd.DataFrame) -> pd.DataFrame:
-    """One row per (run_id, shapes, strategy, dtype, devices, processes) over the repeats.
+    """One row per (run_id, shapes, strategy, dtype, devices, processes, cache, model) over the
+    repeats (a spec, port and transposed load of one strategy are three rows).
 
     Columns: the group keys, kind, status (worst), repeats, ok_repeats, checkpoint_bytes,
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
@@ -248,6 +249,8 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(
             columns=[*GROUP_KEYS, "kind", "status", "repeats", "peak_ratio", "wall_s"]
         )
+    if "model" not in phases:  # frames from before the model was recorded
+        phases = phases.assign(model=SPEC)
     rows = []
     for keys, group in headline(phases).groupby(GROUP_KEYS, sort=False, dropna=False):
         rows.append({**dict(zip(GROUP_KEYS, keys, strict=True)), **_summary_row(group)})

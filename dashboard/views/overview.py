@@ -82,12 +82,16 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float, ram: int) -> None:
         pareto=shown["pareto"].map({True: "on the front", False: ""}),
         fits=answer.fits_column(shown, ram),
     )
+    columns = TABLE_COLUMNS
+    if "ready_s" in table and table["ready_s"].notna().any():  # measured with --compile
+        columns = [*columns[:8], "ready_s", *columns[8:]]
     styler, config = widgets.number_table(
-        table[TABLE_COLUMNS],
+        table[columns],
         {
             "peak_ratio": "{:.2f}×",
             "peak_over": f"{{:.{2 if unit == 'GiB' else 1}f}} {unit}",
             "wall_s": "{:.2f} s",
+            "ready_s": "{:.2f} s",
             "throughput": "{:.2f} GB/s",
             "ceiling": "{:.2f}×",
         },
@@ -96,6 +100,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float, ram: int) -> None:
             "peak_ratio": "× checkpoint",
             "peak_over": f"peak over baseline ({unit})",
             "wall_s": "wall (median)",
+            "ready_s": "ready (loaded and compiled)",
             "throughput": "throughput",
             "ceiling": "× ceiling",
             "pareto": "Pareto",

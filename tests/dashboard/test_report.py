@@ -45,3 +45,48 @@ def test_a_pause_in_sampling_is_a_gap_not_a_line():
     assert segments[:4] == [segments[0]] * 4 and segments[4:] == [segments[4]] * 3
     assert segments[0] != segments[4]
     assert with_segments(samples.iloc[:4])["segment"].nunique() == 1  # regular sampling: one line
+
+
+def _models_results(tmp_path):
+    """One run of pipelined on gpt2 loaded two ways (spec and port), the port also compiled."""
+    from bench.records.schema import RunRecord
+    from bench.records.writer import ResultsWriter
+    from tests.records import total_row
+
+    folder = tmp_path / "results"
+    run = RunRecord(
+        run_id="r",
+        machine="here",
+        started_utc="2026-01-01T00:00:00Z",
+        cpu_model="Synthetic CPU",
+        cpu_count=2,
+        ram_bytes=16 << 30,
+        kernel="6.1.0-test",
+        python="3.11.9",
+        jax_version=None,
+        flax_version=None,
+        safetensors_version=None,
+        numpy_version=None,
+        loadbench_version=None,
+    )
+    with ResultsWriter(folder / "here" / "r.jsonl") as w:
+        w.write(run)
+        for repeat in range(2):
+            w.write(total_row(model="spec", wall_s=0.25, repeat=repeat))
+            w.write(total_row(model="port", wall_s=0.5, ready_s=0.75, repeat=repeat))
+    return folder
+
+
+def test_the_report_shows_each_model_apart_and_the_time_to_ready(tmp_path):
+    from bench.records.results import read_results, summarize
+
+    folder = _models_results(tmp_path)
+    summary = summarize(read_results(folder).phases)
+    by_model = summary.set_index("model")["wall_s"].to_dict()
+    assert by_model == {"spec": 0.25, "port": 0.5}  # two rows, never one median of both
+    out = tmp_path / "report.html"
+    assert main(["report", str(folder), "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "model spec)" in text and "model port)" in text
+    assert "<th>ready (compiled)</th>" in text and "0.75 s" in text
+    assert "Ready (loaded and its forward compiled) in 0.75 s." in text
