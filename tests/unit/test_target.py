@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from bench.analysis import target
+from bench.analysis import time_model
 from bench.analysis.recommend import TargetCheckpoint, spec_summary
-from bench.analysis.target import TimeModel, fit_time, predict_time
+from bench.analysis.target import predict_time
+from bench.analysis.time_model import TimeModel, fit_time
 from bench.cli import main
 from bench.errors import BenchError
 from bench.records.results import read_results
@@ -38,10 +39,10 @@ K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
 
 
 def test_fresh_memory_is_charged_along_the_probes_first_touch_curve():
-    assert target.touch_seconds(HERE, 9 * 10**9) == pytest.approx(1.8)
-    assert target.touch_seconds(THERE, 10**9 / 2) == pytest.approx(0.25)
-    assert target.touch_seconds(THERE, 3 * 10**9) == pytest.approx(0.5 + 1.75)
-    assert target.touch_seconds(THERE, 9 * 10**9) == pytest.approx(4 + 3.5)
+    assert time_model.touch_seconds(HERE, 9 * 10**9) == pytest.approx(1.8)
+    assert time_model.touch_seconds(THERE, 10**9 / 2) == pytest.approx(0.25)
+    assert time_model.touch_seconds(THERE, 3 * 10**9) == pytest.approx(0.5 + 1.75)
+    assert time_model.touch_seconds(THERE, 9 * 10**9) == pytest.approx(4 + 3.5)
 
 
 def test_the_prediction_scales_cpu_work_cores_and_the_disk():
@@ -109,8 +110,8 @@ def _results(tmp_path):
 
 def test_the_fit_recovers_the_terms_of_hand_made_runs(tmp_path):
     folder = _results(tmp_path)
-    rows = target.unlimited_runs(read_results(folder))
-    model = fit_time("s", rows, HERE, target.build_cpu(read_results(folder).phases))
+    rows = time_model.unlimited_runs(read_results(folder))
+    model = fit_time("s", rows, HERE, time_model.build_cpu(read_results(folder).phases))
     assert model.cpu_s_per_byte == pytest.approx(K_BYTE, rel=1e-6)
     assert model.cpu_s_per_tensor == pytest.approx(K_TENSOR, rel=1e-6)
     assert model.parallelism == pytest.approx(P) and model.overlap == pytest.approx(OVERLAP)
@@ -124,7 +125,7 @@ def test_recommend_probe_prints_the_target_times(tmp_path, capsys):
     assert main([*argv, "--json"]) in (0, 1)
     out = json.loads(capsys.readouterr().out)
     gpt2 = spec_summary("gpt2")
-    touch = target.touch_seconds(THERE, gpt2.checkpoint_bytes)
+    touch = time_model.touch_seconds(THERE, gpt2.checkpoint_bytes)
     cpu = 2 * K_BYTE * gpt2.checkpoint_bytes + 2 * K_TENSOR * gpt2.tensors + touch
     (s,) = out["strategies"]
     assert s["predicted_wall_s"] == pytest.approx(cpu / 1.0)
