@@ -1,12 +1,12 @@
 """Results rows for tests: one whole-run (`total`) `PhaseRecord` with plausible defaults, so a test
-names only the fields it is about."""
+names only the fields it is about, and a `run` record of a synthetic machine."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from bench.records.schema import PhaseRecord
+from bench.records.schema import PhaseRecord, RunRecord
 from loader.vocabulary import OK, STRATEGY, TOTAL
 
 MIB = 1 << 20
@@ -44,3 +44,23 @@ def total_row(**fields: Any) -> PhaseRecord:
     row.setdefault("phase_end_rss_bytes", row["baseline_rss_bytes"])
     row.setdefault("phase_anon_rss_bytes", row["baseline_rss_bytes"])
     return PhaseRecord(**row)
+
+
+def run_record(**fields: Any) -> RunRecord:
+    """A `run` record of a synthetic 2-CPU, 16 GiB machine, then `fields` over it."""
+    facts: dict[str, Any] = {
+        "run_id": "r",
+        "machine": "here",
+        "started_utc": "2026-01-01T00:00:00Z",
+        "cpu_model": "Synthetic CPU",
+        "cpu_count": 2,
+        "ram_bytes": 16 << 30,
+        "kernel": "6.1.0-test",
+        "python": "3.11.9",
+        "jax_version": None,
+        "flax_version": None,
+        "safetensors_version": None,
+        "numpy_version": None,
+        "loadbench_version": None,
+    }
+    return RunRecord(**{**facts, **fields})

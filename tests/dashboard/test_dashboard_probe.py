@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 
 import pytest
 
 from bench.cli import main
 from bench.host.record import PROBE_VERSION, ProbeFileError, parse_probe, read_probe
-from bench.records.schema import PhaseRecord, RunRecord
 from bench.records.writer import ResultsWriter
 from dashboard import scatter
-from loader.vocabulary import BUILD
-from tests.records import total_row
-from tests.unit.probe_records import GB, hand_probe
+from tests.records import run_record
+from tests.unit.probe_records import GB, OVERLAP, P, hand_probe, timed_rows
 
 GIB = 1 << 30
 HERE = hand_probe(probe_id="20260101T000000Z-here00", machine="here")
@@ -35,62 +32,20 @@ THERE = hand_probe(
     cold_read_bytes_per_s=0.25 * GB,
     memory_max_bytes=8 * GIB,
 )
-K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
 SIZES = {"small": (10**9, 100), "big": (3 * 10**9, 150)}  # shapes -> (bytes, tensors)
 BIG_WARM_CEILING = 3 * 10**9 / HERE.warm_copy_bytes_per_s  # 0.75 s
-
-
-def _rows(shapes: str, cache: str, repeat: int) -> list[PhaseRecord]:
-    """A run's total and its build phase (the per-tensor CPU work)."""
-    ckpt, tensors = SIZES[shapes]
-    cpu = K_BYTE * ckpt + K_TENSOR * tensors + ckpt / HERE.first_touch_bytes_per_s
-    wall = cpu / P
-    if cache == "cold":  # HERE's disk at 1 GB/s, OVERLAP of the shorter part hidden
-        disk = ckpt / GB
-        wall = wall + disk - OVERLAP * min(wall, disk)
-    ceiling = ckpt / (HERE.bandwidth(cache) or 1.0)
-    total = total_row(
-        shapes=shapes,
-        repeat=repeat,
-        checkpoint_bytes=ckpt,
-        largest_tensor_bytes=ckpt // 10,
-        tensors=tensors,
-        wall_s=wall,
-        cpu_s=cpu,
-        cache=cache,
-        ceiling_s=ceiling,
-        ceiling_ratio=wall / ceiling,
-        ceiling_probe_id=HERE.probe_id,
-    )
-    build = replace(total, phase=BUILD, phase_order=1, phase_cpu_s=K_TENSOR * tensors)
-    return [total, build]
 
 
 @pytest.fixture
 def probe_results(tmp_path):
     """One run here: `pipelined` on two shape sets, warm and cold, 2 repeats, with HERE's probe."""
     folder = tmp_path / "results"
-    run = RunRecord(
-        run_id="r",
-        machine="here",
-        started_utc="2026-01-01T00:00:00Z",
-        cpu_model="Synthetic CPU",
-        cpu_count=2,
-        ram_bytes=16 * GIB,
-        kernel="6.1.0-test",
-        python="3.11.9",
-        jax_version=None,
-        flax_version=None,
-        safetensors_version=None,
-        numpy_version=None,
-        loadbench_version=None,
-    )
     with ResultsWriter(folder / "here" / "r.jsonl") as w:
-        w.write(run)
-        for shapes in SIZES:
+        w.write(run_record())
+        for shapes, (ckpt, tensors) in SIZES.items():
             for cache in ("warm", "cold"):
                 for i in range(2):
-                    w.write_many(_rows(shapes, cache, i))
+                    w.write_many(timed_rows(ckpt, tensors, cache, HERE, shapes=shapes, repeat=i))
     (folder / "here" / "probe-8-0.json").write_text(HERE.to_json())
     return folder
 

@@ -49,28 +49,12 @@ def test_a_pause_in_sampling_is_a_gap_not_a_line():
 
 def _models_results(tmp_path):
     """One run of pipelined on gpt2 loaded two ways (spec and port), the port also compiled."""
-    from bench.records.schema import RunRecord
     from bench.records.writer import ResultsWriter
-    from tests.records import total_row
+    from tests.records import run_record, total_row
 
     folder = tmp_path / "results"
-    run = RunRecord(
-        run_id="r",
-        machine="here",
-        started_utc="2026-01-01T00:00:00Z",
-        cpu_model="Synthetic CPU",
-        cpu_count=2,
-        ram_bytes=16 << 30,
-        kernel="6.1.0-test",
-        python="3.11.9",
-        jax_version=None,
-        flax_version=None,
-        safetensors_version=None,
-        numpy_version=None,
-        loadbench_version=None,
-    )
     with ResultsWriter(folder / "here" / "r.jsonl") as w:
-        w.write(run)
+        w.write(run_record())
         for repeat in range(2):
             w.write(total_row(model="spec", wall_s=0.25, repeat=repeat))
             w.write(total_row(model="port", wall_s=0.5, ready_s=0.75, repeat=repeat))

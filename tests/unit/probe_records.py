@@ -1,12 +1,19 @@
-"""A hand-made probe record for tests: round figures, so the arithmetic on it can be checked."""
+"""A hand-made probe record for tests: round figures, so the arithmetic on it can be checked; and
+runs whose times follow `recommend --probe`'s time model exactly on it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bench.host.record import PROBE_VERSION, ProbeRecord, from_dict
+from bench.records.schema import PhaseRecord
+from loader.vocabulary import BUILD
+from tests.records import total_row
 
 GB = 1e9
+# the time model's terms (bench/analysis/time_model.py) the runs of `timed_rows` are made of
+K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
 
 
 def hand_probe(**overrides: Any) -> ProbeRecord:
@@ -46,3 +53,30 @@ def hand_probe(**overrides: Any) -> ProbeRecord:
         "h2d_pinned_bytes_per_s": None,
     }
     return from_dict({**data, **overrides}, "hand_probe")
+
+
+def timed_rows(
+    ckpt: int, tensors: int, cache: str, here: ProbeRecord, **fields: Any
+) -> list[PhaseRecord]:
+    """One run's total and build rows on the host `here` probed: CPU time K_BYTE per byte,
+    K_TENSOR per tensor (its build phase) and the first touch at here's rate, over P CPUs; cold,
+    here's disk too, OVERLAP of the shorter part hidden. Held against here's ceiling."""
+    cpu = K_BYTE * ckpt + K_TENSOR * tensors + ckpt / here.first_touch_bytes_per_s
+    wall = cpu / P
+    if cache == "cold":
+        disk = ckpt / (here.cold_read_bytes_per_s or GB)
+        wall = wall + disk - OVERLAP * min(wall, disk)
+    ceiling = ckpt / (here.bandwidth(cache) or 1.0)
+    total = total_row(
+        checkpoint_bytes=ckpt,
+        largest_tensor_bytes=ckpt // 10,
+        tensors=tensors,
+        wall_s=wall,
+        cpu_s=cpu,
+        cache=cache,
+        ceiling_s=ceiling,
+        ceiling_ratio=wall / ceiling,
+        ceiling_probe_id=here.probe_id,
+        **fields,
+    )
+    return [total, replace(total, phase=BUILD, phase_order=1, phase_cpu_s=K_TENSOR * tensors)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -14,11 +13,8 @@ from bench.analysis.time_model import TimeModel, fit_time
 from bench.cli import main
 from bench.errors import BenchError
 from bench.records.results import read_results
-from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
-from loader.vocabulary import BUILD
-from tests.records import total_row
-from tests.unit.probe_records import GB, hand_probe
+from tests.unit.probe_records import GB, K_BYTE, K_TENSOR, OVERLAP, P, hand_probe, timed_rows
 
 # here: 2 GB/s per copy thread (4 GB/s on 2), first touch 5 GB/s at any size (0.2 s per GB)
 HERE = hand_probe(probe_id="here-probe", machine="here")
@@ -35,7 +31,6 @@ THERE = hand_probe(
     cold_read_bytes_per_s=0.25 * GB,
     first_touch={str(10**9): 2 * GB, str(5 * 10**9): 1.25 * GB},
 )
-K_BYTE, K_TENSOR, P, OVERLAP = 1e-9, 1e-3, 1.5, 0.5
 
 
 def test_fresh_memory_is_charged_along_the_probes_first_touch_curve():
@@ -66,34 +61,6 @@ def test_a_cold_prediction_from_a_probe_without_a_disk_names_the_flag():
         predict_time(model, HERE, no_disk, TargetCheckpoint(1, 1, 1), "cold")
 
 
-def _rows(strategy: str, ckpt: int, tensors: int, cache: str, repeat: int) -> list[PhaseRecord]:
-    """A run's total and its build phase (the per-tensor CPU work)."""
-    cpu = K_BYTE * ckpt + K_TENSOR * tensors + ckpt / (5 * GB)  # + HERE's first touch
-    wall = cpu / P
-    if cache == "cold":  # the disk at HERE's 1 GB/s, OVERLAP of the shorter part hidden
-        disk = ckpt / GB
-        wall = wall + disk - OVERLAP * min(wall, disk)
-    total = _total(strategy, ckpt, tensors, cache, repeat, wall, cpu)
-    build = replace(total, phase=BUILD, phase_order=1, phase_cpu_s=K_TENSOR * tensors)
-    return [total, build]
-
-
-def _total(strategy, ckpt, tensors, cache, repeat, wall, cpu) -> PhaseRecord:
-    return total_row(
-        result_id=f"{strategy}-{ckpt}-{cache}-{repeat}",
-        shapes=f"s{ckpt}",
-        strategy=strategy,
-        repeat=repeat,
-        checkpoint_bytes=ckpt,
-        largest_tensor_bytes=ckpt // 10,
-        tensors=tensors,
-        wall_s=wall,
-        cpu_s=cpu,
-        cache=cache,
-        ceiling_probe_id="here-probe",
-    )
-
-
 SIZES = [(10**9, 100), (3 * 10**9, 150)]
 
 
@@ -103,7 +70,8 @@ def _results(tmp_path):
         for cache in ("warm", "cold"):
             for ckpt, tensors in SIZES:
                 for i in range(2):
-                    w.write_many(_rows("s", ckpt, tensors, cache, i))
+                    rid = f"s-{ckpt}-{cache}-{i}"
+                    w.write_many(timed_rows(ckpt, tensors, cache, HERE, result_id=rid, repeat=i))
     (folder / "m" / "probe-here.json").write_text(HERE.to_json())
     return folder
 
