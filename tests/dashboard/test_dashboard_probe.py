@@ -15,23 +15,13 @@ from bench.host.record import PROBE_VERSION, ProbeFileError, parse_probe, read_p
 from bench.records.writer import ResultsWriter
 from dashboard import scatter
 from tests.records import run_record
-from tests.unit.probe_records import GB, OVERLAP, P, hand_probe, timed_rows
+from tests.unit.probe_records import OVERLAP, P, hand_probe, slow_target, timed_rows
 
 GIB = 1 << 30
 HERE = hand_probe(probe_id="20260101T000000Z-here00", machine="here")
 # the target: one CPU's quota of two, half the one-thread copy and interpreter speed, 250 MB/s disk
 # (first touch as here: 5 GB/s, 0.6 s for the big set's 3 GB)
-THERE = hand_probe(
-    probe_id="20260202T000000Z-there0",
-    cpu_quota_cpus=1.0,
-    effective_cpus=1,
-    warm_copy={"1": 1 * GB, "2": 1 * GB},
-    warm_copy_bytes_per_s=1 * GB,
-    warm_copy_threads=1,
-    single_core_ops_per_s=1e7,
-    cold_read_bytes_per_s=0.25 * GB,
-    memory_max_bytes=8 * GIB,
-)
+THERE = slow_target(probe_id="20260202T000000Z-there0", memory_max_bytes=8 * GIB)
 SIZES = {"small": (10**9, 100), "big": (3 * 10**9, 150)}  # shapes -> (bytes, tensors)
 BIG_WARM_CEILING = 3 * 10**9 / HERE.warm_copy_bytes_per_s  # 0.75 s
 

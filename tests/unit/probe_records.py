@@ -80,3 +80,18 @@ def timed_rows(
         **fields,
     )
     return [total, replace(total, phase=BUILD, phase_order=1, phase_cpu_s=K_TENSOR * tensors)]
+
+
+def slow_target(**overrides: Any) -> ProbeRecord:
+    """The target of the prediction tests: one CPU's quota of two, half `hand_probe`'s per-thread
+    copy speed (1 against 2 GB/s) and interpreter speed, and a 250 MB/s disk."""
+    slow: dict[str, Any] = {
+        "cpu_quota_cpus": 1.0,
+        "effective_cpus": 1,
+        "warm_copy": {"1": 1 * GB, "2": 1 * GB},
+        "warm_copy_bytes_per_s": 1 * GB,
+        "warm_copy_threads": 1,
+        "single_core_ops_per_s": 1e7,
+        "cold_read_bytes_per_s": 0.25 * GB,
+    }
+    return hand_probe(**{**slow, **overrides})

@@ -14,23 +14,23 @@ from bench.cli import main
 from bench.errors import BenchError
 from bench.records.results import read_results
 from bench.records.writer import ResultsWriter
-from tests.unit.probe_records import GB, K_BYTE, K_TENSOR, OVERLAP, P, hand_probe, timed_rows
+from tests.unit.probe_records import (
+    GB,
+    K_BYTE,
+    K_TENSOR,
+    OVERLAP,
+    P,
+    hand_probe,
+    slow_target,
+    timed_rows,
+)
 
 # here: 2 GB/s per copy thread (4 GB/s on 2), first touch 5 GB/s at any size (0.2 s per GB)
 HERE = hand_probe(probe_id="here-probe", machine="here")
 # the target: one CPU's quota of two, half the per-thread copy speed and interpreter speed, a
 # 250 MB/s disk, and fresh memory that slows past 1 GB: 0.5 s for 1 GB, 4 s for 5 GB (so 0.875 s
 # per GB past 5 GB)
-THERE = hand_probe(
-    cpu_quota_cpus=1.0,
-    effective_cpus=1,
-    warm_copy={"1": 1 * GB, "2": 1 * GB},
-    warm_copy_bytes_per_s=1 * GB,
-    warm_copy_threads=1,
-    single_core_ops_per_s=1e7,
-    cold_read_bytes_per_s=0.25 * GB,
-    first_touch={str(10**9): 2 * GB, str(5 * 10**9): 1.25 * GB},
-)
+THERE = slow_target(first_touch={str(10**9): 2 * GB, str(5 * 10**9): 1.25 * GB})
 
 
 def test_fresh_memory_is_charged_along_the_probes_first_touch_curve():
