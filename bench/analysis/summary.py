@@ -218,11 +218,16 @@ def _flag(row: pd.Series, key: str) -> bool | None:
     return None if value is None or pd.isna(value) else bool(value)
 
 
-def _title(first: pd.Series) -> str:
+def _ceiling(group: pd.DataFrame) -> float | None:
+    """The block's ceiling: its rows' (a skipped or failed row has none)."""
+    known = pd.to_numeric(group["ceiling_s"]).dropna() if "ceiling_s" in group else pd.Series()
+    return float(known.median()) if len(known) else None
+
+
+def _title(first: pd.Series, ceiling: float | None) -> str:
     cache_state = _str(first.get("cache"))
     speed = _num(first.get("disk_read_bytes_per_s"))
     model = _str(first.get("model"))
-    ceiling = _num(first.get("ceiling_s"))
     return (
         f"{first['shapes']}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
         + (f"model {model}, " if model and model != "spec" else "")
@@ -268,7 +273,7 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
 def _block(group: pd.DataFrame) -> str:
     rows = [HEADER] + [_cells(r) for _, r in group.iterrows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    lines = [_title(group.iloc[0])] + [
+    lines = [_title(group.iloc[0], _ceiling(group))] + [
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
     lines.insert(2, "  ".join("-" * w for w in widths))

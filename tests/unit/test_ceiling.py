@@ -58,3 +58,11 @@ def test_a_run_probes_once_caches_the_probe_and_reprobes_when_asked(tmp_path, mo
     assert row.ceiling_ratio == pytest.approx(row.wall_s / row.ceiling_s)
     assert _run(tmp_path).ceiling_probe_id == probe.probe_id  # the cached probe, reused
     assert _run(tmp_path, reprobe=True).ceiling_probe_id != probe.probe_id
+
+
+def test_a_blocks_title_gives_its_ceiling_though_its_first_row_was_skipped():
+    from bench.analysis import summary
+
+    rows = pd.DataFrame({"ceiling_s": [float("nan"), 0.42, 0.42], "strategy": ["a", "b", "c"]})
+    assert summary._ceiling(rows) == 0.42
+    assert summary._ceiling(rows.assign(ceiling_s=float("nan"))) is None
