@@ -115,6 +115,7 @@ def _cost_table(rows: pd.DataFrame) -> pd.DataFrame:
             "wall (median)": rows["wall_s"].map(style.seconds),
             "ready (compiled)": ready.map(style.seconds),
             "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+            "× floor": rows.get("floor_ratio", nan).map(style.ratio),
             "× ceiling": rows.get("ceiling_ratio", nan).map(style.ratio),
             "Pareto": rows["pareto"].map({True: "on the front", False: ""}),
         }

@@ -14,7 +14,8 @@ spread, the floor), and a one-sided Mann-Whitney U test of NEW > BASE gives p <=
 made: the metric reads `too few repeats`. A combination ok in BASE with no ok repeat in NEW is
 `broken`; one in BASE and absent from NEW (not run, or its lines deleted) is `missing`; one only
 in NEW is `only in new`. Each side's median `ceiling_ratio` (wall over its machine's ceiling,
-`bench.run.ceiling`) is shown beside, as `ceiling_base` and `ceiling_new`; it takes no part in
+`bench.run.ceiling`) is shown beside, as `ceiling_base` and `ceiling_new`, and so is its wall over
+the same side's `floor` on the shape set (`floor_base`, `floor_new`); they take no part in
 the verdict. The CLI exits 1 on regressed, broken or missing (unless `--allow-missing`), else 0
 (2 on bad input). No jax.
 """
@@ -30,7 +31,7 @@ from scipy.stats import mannwhitneyu
 from bench.errors import BenchError
 from bench.records.results import headline
 from bench.vocabulary import BROKEN, IMPROVED, MISSING, NEW_ONLY, REGRESSED, SAME, UNDECIDED
-from loader.vocabulary import OK, TOTAL
+from loader.vocabulary import OK, REFERENCE, TOTAL
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}
@@ -80,7 +81,13 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
         ok_repeats=("result_id", "nunique"), ceiling=("ceiling", "median")
     )
     out = counts.join(ok_counts, how="left").join(stats, how="left")
-    return out.assign(ok_repeats=out["ok_repeats"].fillna(0).astype(int))
+    floor = ok[ok["kind"] == REFERENCE].groupby("shapes")["wall_s"].median().to_dict()
+    shapes = out.index.get_level_values("shapes")
+    floor_walls = [floor.get(name, float("nan")) for name in shapes]
+    return out.assign(
+        ok_repeats=out["ok_repeats"].fillna(0).astype(int),
+        floor=out["wall_s_median"] / floor_walls,
+    )
 
 
 def _p_values(new: Any, base: Any) -> tuple[float, float]:
@@ -193,9 +200,10 @@ def ratio_text(row: pd.Series, m: str) -> str:
     return f"{row[f'{m}_ratio']:.2f}x ({row[f'{m}_ratio_lo']:.2f}-{row[f'{m}_ratio_hi']:.2f}){test}"
 
 
-def ceiling_text(row: pd.Series) -> str:
-    """`2.40x -> 2.10x`: each side's wall over its machine's ceiling (`-` where unknown)."""
-    sides = [row.get(f"ceiling_{side}") for side in ("base", "new")]
+def sides_text(row: pd.Series, name: str) -> str:
+    """`2.40x -> 2.10x`: each side's `ceiling` or `floor` ratio, wall over that side's own
+    reference (`-` where unknown)."""
+    sides = [row.get(f"{name}_{side}") for side in ("base", "new")]
     return " -> ".join("-" if v is None or pd.isna(v) else f"{v:.2f}x" for v in sides)
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from bench.analysis.device_summary import device_columns, device_peak
 from bench.analysis.ready import ready_lines
-from bench.records.results import GROUP_KEYS, Results, headline, summarize
+from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
 from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
 from loader.format.dtypes import DTYPES
@@ -86,7 +86,7 @@ def summary_frame(results: Results) -> pd.DataFrame:
         if "device_peak_bytes" in group.columns:
             part = part.join(device_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         parts.append(part)
-    return pd.concat(parts, ignore_index=True)
+    return with_floor_ratio(pd.concat(parts, ignore_index=True))
 
 
 def _model_dtype(row: pd.Series) -> str | None:
@@ -181,7 +181,7 @@ def _cells(row: pd.Series) -> list[str]:
     if wall is not None and row["ok_repeats"] > 1:
         spread = f" ({_num(row['wall_s_min']):.2f}-{_num(row['wall_s_max']):.2f})"
     tput = _num(row["throughput_bytes_per_s"])
-    ceiling = _num(row.get("ceiling_ratio"))
+    ceiling, floor = _num(row.get("ceiling_ratio")), _num(row.get("floor_ratio"))
     status = (
         row["status"]
         if row["ok_repeats"] == row["repeats"]
@@ -194,6 +194,7 @@ def _cells(row: pd.Series) -> list[str]:
         device_peak(row),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
+        f"{floor:.2f}x" if floor is not None else "-",
         f"{ceiling:.2f}x" if ceiling is not None else "-",
         _inflight(row),
         status,
@@ -207,6 +208,7 @@ HEADER = [
     "device peak",
     "wall s (min-max)",
     "throughput",
+    "x floor",
     "x ceiling",
     "in flight / budget",
     "status",

@@ -18,12 +18,12 @@ from bench.analysis.compare import (
     KEYS,
     MIN_REPEATS,
     absent,
-    ceiling_text,
     compare,
     failures,
     parse_threshold,
     ratio_text,
     rule_text,
+    sides_text,
 )
 from bench.commands.common import add_json
 from bench.errors import BenchError
@@ -67,6 +67,7 @@ HEADER = [
     "ok repeats",
     "peak over baseline",
     "wall time",
+    "x floor",
     "x ceiling",
     "verdict",
 ]
@@ -82,7 +83,8 @@ def _table_lines(table: pd.DataFrame) -> list[str]:
                 f"{int(r['ok_repeats_base'])}/{int(r['ok_repeats_new'])}",
                 ratio_text(r, "peak"),
                 ratio_text(r, "wall"),
-                ceiling_text(r),
+                sides_text(r, "floor"),
+                sides_text(r, "ceiling"),
                 r["verdict"],
             ]
         )

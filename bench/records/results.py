@@ -38,9 +38,10 @@ from bench.records.schema import (
 )
 from bench.records.writer import writer_alive
 from bench.vocabulary import INTERRUPTED, RUNNING, SPEC
-from loader.vocabulary import CRASHED, OK, STATUS_SEVERITY, TOTAL
+from loader.vocabulary import CRASHED, OK, REFERENCE, STATUS_SEVERITY, TOTAL
 
 GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes", "cache", "model"]
+FLOOR_KEYS = ["run_id", "shapes", "cache"]  # what a row shares with the floor it is held against
 
 
 @dataclass
@@ -242,7 +243,8 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     Columns: the group keys, kind, status (worst), repeats, ok_repeats, checkpoint_bytes,
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
     over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
-    ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows),
+    ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows), floor_ratio
+    (wall over the same run's `floor` on the same shapes and cache; NaN without one),
     and per phase P present: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).
     """
     if phases.empty:
@@ -254,7 +256,18 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for keys, group in headline(phases).groupby(GROUP_KEYS, sort=False, dropna=False):
         rows.append({**dict(zip(GROUP_KEYS, keys, strict=True)), **_summary_row(group)})
-    return pd.DataFrame(rows)
+    return with_floor_ratio(pd.DataFrame(rows))
+
+
+def with_floor_ratio(summary: pd.DataFrame) -> pd.DataFrame:
+    """`summary` with `floor_ratio`: each row's wall over the same run's reference line (`floor`,
+    one Python read of the bytes) on the same shape set and page cache; NaN where there is none."""
+    if summary.empty or "kind" not in summary:
+        return summary
+    keys = [k for k in FLOOR_KEYS if k in summary]
+    floor = summary[summary["kind"] == REFERENCE].groupby(keys)["wall_s"].median()
+    walls = summary.join(floor.rename("floor_wall_s"), on=keys)["floor_wall_s"]
+    return summary.assign(floor_ratio=pd.to_numeric(summary["wall_s"]) / walls)
 
 
 def _parquet_ready(df: pd.DataFrame) -> pd.DataFrame:

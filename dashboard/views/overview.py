@@ -5,7 +5,7 @@ the run; kept across pages), the fastest strategy whose measured peak fits, its 
 least RAM that fits, and whether the naive path fits; then each strategy's peak over baseline
 against wall time with the host's RAM as a line, the Pareto front, the `reference` line (e.g.
 `floor`, the bytes alone), the machine's ceiling on the time axis (where the rows have one), a
-table with a fits and a "× ceiling" column, and every run with its status. By default
+table with fits, "× floor" and "× ceiling" columns, and every run with its status. By default
 each shape set shows its newest complete, unconstrained run; every run stays selectable.
 """
 
@@ -29,6 +29,7 @@ TABLE_COLUMNS = [
     "peak_over",
     "wall_s",
     "throughput",
+    "floor",
     "ceiling",
     "pareto",
     "description",
@@ -78,6 +79,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float, ram: int) -> None:
     table = shown.sort_values(["kind", "peak_ratio"]).assign(
         peak_over=shown["peak_over_baseline_bytes"] / divisor,
         throughput=shown["throughput_bytes_per_s"] / 1e9,
+        floor=shown["floor_ratio"] if "floor_ratio" in shown else float("nan"),
         ceiling=shown["ceiling_ratio"] if "ceiling_ratio" in shown else float("nan"),
         pareto=shown["pareto"].map({True: "on the front", False: ""}),
         fits=answer.fits_column(shown, ram),
@@ -93,6 +95,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float, ram: int) -> None:
             "wall_s": "{:.2f} s",
             "ready_s": "{:.2f} s",
             "throughput": "{:.2f} GB/s",
+            "floor": "{:.2f}×",
             "ceiling": "{:.2f}×",
         },
         {
@@ -102,6 +105,7 @@ def _table(shown: pd.DataFrame, unit: str, divisor: float, ram: int) -> None:
             "wall_s": "wall (median)",
             "ready_s": "ready (loaded and compiled)",
             "throughput": "throughput",
+            "floor": "× floor",
             "ceiling": "× ceiling",
             "pareto": "Pareto",
         },

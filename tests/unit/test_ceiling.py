@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bench.analysis.compare import ceiling_text
+from bench.analysis.compare import sides_text
 from bench.analysis.summary import tables
 from bench.records.results import read_results
 from bench.run import ceiling
@@ -27,8 +27,9 @@ def test_the_ceiling_is_the_bandwidth_of_the_rows_situation():
 
 
 def test_compare_shows_each_sides_x_ceiling():
-    assert ceiling_text(pd.Series({"ceiling_base": 2.4, "ceiling_new": 2.1})) == "2.40x -> 2.10x"
-    assert ceiling_text(pd.Series({"ceiling_base": float("nan"), "ceiling_new": 1.0})) == (
+    two = pd.Series({"ceiling_base": 2.4, "ceiling_new": 2.1})
+    assert sides_text(two, "ceiling") == "2.40x -> 2.10x"
+    assert sides_text(pd.Series({"floor_base": float("nan"), "floor_new": 1.0}), "floor") == (
         "- -> 1.00x"
     )
 
@@ -66,3 +67,21 @@ def test_a_blocks_title_gives_its_ceiling_though_its_first_row_was_skipped():
     rows = pd.DataFrame({"ceiling_s": [float("nan"), 0.42, 0.42], "strategy": ["a", "b", "c"]})
     assert summary._ceiling(rows) == 0.42
     assert summary._ceiling(rows.assign(ceiling_s=float("nan"))) is None
+
+
+def test_each_row_is_held_against_its_runs_floor_on_the_same_shapes_and_cache(tmp_path):
+    from bench.analysis.summary import tables
+    from bench.records.results import read_results, summarize
+    from bench.records.writer import ResultsWriter
+    from loader.vocabulary import REFERENCE
+    from tests.records import total_row
+
+    with ResultsWriter(tmp_path / "m" / "r.jsonl") as w:
+        for cache, floor_wall in (("warm", 0.5), ("cold", 2.0)):
+            w.write(total_row(strategy="floor", kind=REFERENCE, wall_s=floor_wall, cache=cache))
+            w.write(total_row(strategy="pipelined", wall_s=1.0, cache=cache))
+    results = read_results(tmp_path)
+    summary = summarize(results.phases).set_index(["strategy", "cache"])["floor_ratio"]
+    assert summary[("pipelined", "warm")] == 2.0 and summary[("pipelined", "cold")] == 0.5
+    assert summary[("floor", "warm")] == 1.0
+    assert "x floor" in tables(results) and "2.00x" in tables(results)
