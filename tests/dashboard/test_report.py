@@ -48,7 +48,8 @@ def test_a_pause_in_sampling_is_a_gap_not_a_line():
 
 
 def _models_results(tmp_path):
-    """One run of pipelined on gpt2 loaded two ways (spec and port), the port also compiled."""
+    """One run of pipelined on gpt2 loaded two ways (spec and port), the port also compiled, held
+    against a 0.2 s ceiling."""
     from bench.records.writer import ResultsWriter
     from tests.records import run_record, total_row
 
@@ -56,8 +57,9 @@ def _models_results(tmp_path):
     with ResultsWriter(folder / "here" / "r.jsonl") as w:
         w.write(run_record())
         for repeat in range(2):
-            w.write(total_row(model="spec", wall_s=0.25, repeat=repeat))
-            w.write(total_row(model="port", wall_s=0.5, ready_s=0.75, repeat=repeat))
+            held = {"cache": "warm", "ceiling_s": 0.2, "ceiling_probe_id": "p1", "repeat": repeat}
+            w.write(total_row(model="spec", wall_s=0.25, **held))
+            w.write(total_row(model="port", wall_s=0.5, ready_s=0.75, **held))
     return folder
 
 
@@ -74,3 +76,4 @@ def test_the_report_shows_each_model_apart_and_the_time_to_ready(tmp_path):
     assert "model spec)" in text and "model port)" in text
     assert "<th>ready (compiled)</th>" in text and "0.75 s" in text
     assert "Ready (loaded and its forward compiled) in 0.75 s." in text
+    assert text.count("ceiling 0.20 s (warm copy, probe p1)") == 2  # each section's chart
