@@ -29,6 +29,8 @@ from bench.limits.memory import LimitOutcome, MemoryLimit
 from bench.run.machine import machine_id, new_run_id, run_record
 
 TIMEOUT_S = 300.0
+PROBE_NAMES = {"disk_read_bytes_per_s": "disk_read_limit_bytes_per_s"}  # row name -> record name
+PROBE_FIELDS = {f.name for f in dataclasses.fields(ProbeRecord)}
 
 
 @dataclass(frozen=True)
@@ -82,18 +84,10 @@ def _run_child(plan: ProbePlan, limits: list, work: Path) -> dict:
 
 
 def _fields(outcome: CpuOutcome | LimitOutcome | ThrottleOutcome) -> dict:
-    """The probe record's fields that say one limit, as read back."""
-    if isinstance(outcome, CpuOutcome):
-        said = {"cpus": outcome.cpus, "cpu_limit": outcome.mechanism}
-        return said | {"cpu_limit_enforced": outcome.enforced}
-    if isinstance(outcome, LimitOutcome):
-        said = {"host_ram_bytes": outcome.limit_bytes, "memory_limit": outcome.mechanism}
-        return said | {"memory_limit_enforced": outcome.enforced}
-    said = {"disk_read_limit_bytes_per_s": outcome.bytes_per_s}
-    return said | {
-        "disk_read_limit": outcome.mechanism,
-        "disk_read_limit_enforced": outcome.enforced,
-    }
+    """The probe record's fields that say one limit, as read back: a row's fields, by the
+    record's names (it names the read cap apart from the disk figures measured under it)."""
+    named = {PROBE_NAMES.get(k, k): v for k, v in outcome.row_fields().items()}
+    return {k: v for k, v in named.items() if k in PROBE_FIELDS}
 
 
 def _limit_fields(limits: list) -> tuple[dict, list[str]]:

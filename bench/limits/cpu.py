@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.errors import BenchError
 from bench.limits import cgroups
@@ -38,6 +39,10 @@ class CpuOutcome:
     enforced: bool
     cpus: int
     note: str = ""
+
+    def row_fields(self) -> dict[str, Any]:
+        """The row's fields that say this limit."""
+        return {"cpus": self.cpus, "cpu_limit": self.mechanism, "cpu_limit_enforced": self.enforced}
 
 
 def usable_cpus() -> list[int]:

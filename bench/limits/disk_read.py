@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.limits import cgroups
 from bench.limits.cgroups import V1, V2
@@ -44,6 +45,14 @@ class ThrottleOutcome:
     bytes_per_s: int
     devices: tuple[str, ...]
     note: str = ""
+
+    def row_fields(self) -> dict[str, Any]:
+        """The row's fields that say this limit."""
+        return {
+            "disk_read_bytes_per_s": self.bytes_per_s,
+            "disk_read_limit": self.mechanism,
+            "disk_read_limit_enforced": self.enforced,
+        }
 
 
 def whole_disk(dev: int) -> str | None:

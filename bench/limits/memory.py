@@ -28,6 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.limits import cgroups
 from bench.limits.cgroups import V1, V2
@@ -46,6 +47,15 @@ class LimitOutcome:
     oom_kills: int | None = None
     cgroup_peak_bytes: int | None = None
     note: str = ""
+
+    def row_fields(self) -> dict[str, Any]:
+        """The row's fields that say this limit."""
+        return {
+            "host_ram_bytes": self.limit_bytes,
+            "memory_limit": self.mechanism,
+            "memory_limit_enforced": self.enforced,
+            "cgroup_peak_bytes": self.cgroup_peak_bytes,
+        }
 
 
 def _v2_parent() -> Path | None:

@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from bench.errors import BenchError
 from bench.vocabulary import COLD
@@ -44,6 +45,14 @@ class CacheOutcome:
     cache: str  # bench.vocabulary.CACHE_STATES
     resident_fraction: float | None = None
     growth_bytes: int | None = None  # the checkpoint's cached bytes after the child, less before
+
+    def row_fields(self) -> dict[str, Any]:
+        """The row's fields that say the page cache."""
+        return {
+            "cache": self.cache,
+            "resident_fraction": self.resident_fraction,
+            "pagecache_growth_bytes": self.growth_bytes,
+        }
 
 
 def _libc() -> ctypes.CDLL:

@@ -12,7 +12,7 @@ asked), and a `note` saying why not, where it was not. `bench.run.rows` writes t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from bench.limits.cpu import CpuOutcome
 from bench.limits.disk_read import ThrottleOutcome
@@ -29,6 +29,7 @@ class LimitPart(Protocol):
     def enforced(self) -> bool: ...
     @property
     def note(self) -> str: ...
+    def row_fields(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,13 @@ class Situation:
         """The limits the group ran under, in the order they were applied."""
         parts: list[LimitPart | None] = [self.memory, self.disk_read, self.cpus]
         return [p for p in parts if p is not None]
+
+    def row_fields(self) -> dict[str, Any]:
+        """The row's fields that say the page cache and each limit (bench/SCHEMA.md)."""
+        fields = self.cache.row_fields()
+        for part in self.limits():
+            fields |= part.row_fields()
+        return fields
 
     def notes(self) -> list[str]:
         """What the limits had to say (a fallback, a limit that did not read back as asked)."""

@@ -80,37 +80,6 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
     )
 
 
-def _with_situation(row: PhaseRecord, situation: Situation) -> PhaseRecord:
-    """`row` with the page cache and each limit its child ran under."""
-    cache = situation.cache
-    row = replace(
-        row,
-        cache=cache.cache,
-        resident_fraction=cache.resident_fraction,
-        pagecache_growth_bytes=cache.growth_bytes,
-    )
-    if (memory := situation.memory) is not None:
-        row = replace(
-            row,
-            host_ram_bytes=memory.limit_bytes,
-            memory_limit=memory.mechanism,
-            memory_limit_enforced=memory.enforced,
-            cgroup_peak_bytes=memory.cgroup_peak_bytes,
-        )
-    if (disk := situation.disk_read) is not None:
-        row = replace(
-            row,
-            disk_read_bytes_per_s=disk.bytes_per_s,
-            disk_read_limit=disk.mechanism,
-            disk_read_limit_enforced=disk.enforced,
-        )
-    if (cpus := situation.cpus) is not None:
-        row = replace(
-            row, cpus=cpus.cpus, cpu_limit=cpus.mechanism, cpu_limit_enforced=cpus.enforced
-        )
-    return row
-
-
 def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) -> PhaseRecord:
     """`row` with one phase of a measurement (and the whole run's figures)."""
     return replace(
@@ -164,7 +133,7 @@ def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
 
 def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) -> PhaseRecord:
     """The one `total` row of a result that has no measurements."""
-    return _with_situation(_bare_row(ctx, index, status, error), ctx.situation)
+    return replace(_bare_row(ctx, index, status, error), **ctx.situation.row_fields())
 
 
 def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
