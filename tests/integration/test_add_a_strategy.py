@@ -12,15 +12,14 @@ import os
 import subprocess
 import sys
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.cli import main
-from bench.records.schema import PhaseRecord, RunRecord
 from bench.records.writer import ResultsWriter
-from loader.vocabulary import REFERENCE, STRATEGY, TOTAL
+from loader.vocabulary import REFERENCE, STRATEGY
+from tests.records import run_record, total_row
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dashboard" / "app.py"
@@ -93,48 +92,13 @@ def test_the_parametrised_strategy_tests_collect_it(throwaway):
 
 def _results_with(folder: Path, name: str) -> None:
     """A results file with ok rows of the throwaway strategy, `eager` and a reference line."""
-    run = RunRecord(
-        "20260101T000000Z-abcdef",
-        "host",
-        "2026-01-01T00:00:00Z",
-        "cpu",
-        2,
-        24 * GiB,
-        "6.1",
-        "3.11",
-        None,
-        None,
-        None,
-        None,
-        None,
-    )
-    base = PhaseRecord(
-        run_id=run.run_id,
-        result_id="",
-        shapes="gpt2",
-        strategy="",
-        kind=STRATEGY,
-        dtype="native",
-        devices=1,
-        processes=1,
-        process_index=0,
-        repeat=0,
-        status="ok",
-        error=None,
-        checkpoint_bytes=GiB,
-        largest_tensor_bytes=GiB // 8,
-        tensors=148,
-        baseline_rss_bytes=GiB,
-        peak_rss_bytes=0,
-        wall_s=0.0,
-        phase=TOTAL,
-        phase_order=0,
-        phase_wall_s=0.0,
-        phase_peak_rss_bytes=0,
-        phase_end_rss_bytes=GiB,
-        phase_anon_rss_bytes=GiB,
-        phase_file_rss_bytes=0,
-        peak_source="hwm",
+    run = run_record(
+        run_id="20260101T000000Z-abcdef",
+        machine="host",
+        cpu_model="cpu",
+        ram_bytes=24 * GiB,
+        kernel="6.1",
+        python="3.11",
     )
     rows = [
         (name, STRATEGY, 2.2, 1.5),
@@ -144,17 +108,18 @@ def _results_with(folder: Path, name: str) -> None:
     with ResultsWriter(folder / "host" / f"{run.run_id}.jsonl") as writer:
         writer.write(run)
         for strategy, kind, ratio, wall in rows:
-            peak = int(GiB * (1 + ratio))
             writer.write(
-                replace(
-                    base,
+                total_row(
+                    run_id=run.run_id,
                     result_id=strategy,
                     strategy=strategy,
                     kind=kind,
-                    peak_rss_bytes=peak,
-                    phase_peak_rss_bytes=peak,
+                    checkpoint_bytes=GiB,
+                    largest_tensor_bytes=GiB // 8,
+                    tensors=148,
+                    baseline_rss_bytes=GiB,
+                    peak_rss_bytes=int(GiB * (1 + ratio)),
                     wall_s=wall,
-                    phase_wall_s=wall,
                 )
             )
 
