@@ -61,6 +61,7 @@ def target(task: ChildTask, spec) -> tuple[Builder, dict[str, Any] | None, Any]:
 
 def _check(key: str, array, want: np.ndarray) -> None:
     import shapes
+    from bench.child.verify import same_bits
 
     if tuple(array.shape) != want.shape:
         raise shapes.VerificationError(
@@ -69,7 +70,7 @@ def _check(key: str, array, want: np.ndarray) -> None:
     for shard in getattr(array, "addressable_shards", None) or [None]:
         got = np.asarray(array if shard is None else shard.data)
         part = want if shard is None else want[shard.index]
-        if got.tobytes() != np.ascontiguousarray(part.astype(got.dtype)).tobytes():
+        if not same_bits(got, part):
             raise shapes.VerificationError(
                 f"leaf {key!r} differs from its file tensor through the key map; the loader "
                 "placed wrong data"

@@ -1,0 +1,45 @@
+"""The bench's bit-exact comparison (`bench.child.verify.same_bits`): chunked, cast, strided."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from bench.child import verify
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(verify, "COMPARE_CHUNK_BYTES", 64)  # 4 rows of the 4-byte (4, 4) arrays
+
+
+def test_equal_arrays_compare_equal_across_chunks(small_chunks):
+    a = np.arange(64, dtype=np.float32).reshape(16, 4)
+    assert verify.same_bits(a, a.copy())
+
+
+def test_a_difference_in_the_last_chunk_is_found(small_chunks):
+    a = np.arange(64, dtype=np.float32).reshape(16, 4)
+    b = a.copy()
+    b[-1, -1] += 1
+    assert not verify.same_bits(a, b)
+
+
+def test_bits_decide_not_values():
+    nan = np.array([np.nan, 0.0], np.float32)
+    assert verify.same_bits(nan, nan.copy())  # NaN == NaN by its bits
+    assert not verify.same_bits(np.array([0.0], np.float32), np.array([-0.0], np.float32))
+
+
+def test_a_strided_view_and_a_cast_compare_by_the_cast_values(small_chunks):
+    src = np.linspace(-3, 3, 96, dtype=np.float32).reshape(8, 12)
+    got = np.ascontiguousarray(src.T).astype(ml_dtypes.bfloat16)
+    assert verify.same_bits(got, src.T)
+    assert not verify.same_bits(got, src.T[::-1])
+
+
+def test_shapes_scalars_and_empty():
+    assert not verify.same_bits(np.zeros((2, 3)), np.zeros((3, 2)))
+    assert verify.same_bits(np.array(1.5), np.array(1.5))
+    assert verify.same_bits(np.zeros((0, 4)), np.zeros((0, 4)))
