@@ -8,6 +8,7 @@ from typing import Any
 from loader import strategies
 from loader.keys import KeyMap
 from loader.report import LoadReport
+from loader.sequence import OnBuilt
 from loader.strategies import StrategyError
 from loader.vocabulary import DEFAULT_STRATEGY
 
@@ -31,6 +32,7 @@ def load_model(
     staging: bool | None = None,
     threads: int | None = None,
     cache_policy: str | None = None,
+    on_built: OnBuilt | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
@@ -48,6 +50,10 @@ def load_model(
         staging: `pipelined`'s host staging ring onto the devices: True, False or None (by backend).
         threads: `pipelined`'s reader threads (default: by the usable CPUs and the page cache).
         cache_policy: `pipelined`'s `"keep"` (default) or `"dontneed"` (drop pages behind reads).
+        on_built: called with the model as soon as it is built (abstract for a builder), before
+            any leaf is assigned; with `pipelined` the reads are already running, so a forward
+            compiled from it (on a thread) is ready about when the weights are. It must return
+            quickly and leave the model as it is.
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -56,7 +62,13 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options = _options(budget=budget, staging=staging, threads=threads, cache_policy=cache_policy)
+    options = _options(
+        budget=budget,
+        staging=staging,
+        threads=threads,
+        cache_policy=cache_policy,
+        on_built=on_built,
+    )
     model, report = info.load(target, path, strict=strict, key_map=key_map, **options)
     return model, _model_report(info, report)
 

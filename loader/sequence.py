@@ -4,7 +4,9 @@
 
 1. open the checkpoint (`recipe.open_source`: its headers, manifest or tree metadata; no tensor),
 2. `executor.start(source, probe)`: the executor may prepare (open files, start threads),
-3. build the target (phase `build`): abstractly from a builder, or a real instance (`recipe.build`),
+3. build the target (phase `build`): abstractly from a builder, or a real instance (`recipe.build`);
+   `on_built(model)`, if given, is called with it now, before any leaf is assigned (a caller
+   starts compiling its forward from the shapes here, while the executor reads),
 4. plan from headers alone (`loader.plan.plan_load`), then `recipe.adjust_plan` if any,
 5. report: with `strict=True` any mismatch raises here, before any tensor is read,
 6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps,
@@ -36,6 +38,9 @@ from loader.report import LoadReport
 from loader.target import build_instance, resolve_target
 
 S = TypeVar("S", bound=Source)
+#: Called with the built model (abstract for a builder) before any leaf is assigned; it must
+#: return quickly (start a thread for long work) and must not change the model.
+OnBuilt = Callable[[Any], None]
 S_in = TypeVar("S_in", bound=Source, contravariant=True)
 
 
@@ -95,6 +100,7 @@ class Recipe(Generic[S]):
         *,
         strict: bool = False,
         key_map: KeyMap | None = None,
+        on_built: OnBuilt | None = None,
         **options: Any,
     ) -> tuple[Any, LoadReport]:
         """This recipe as a `loader.strategies.Strategy`: `run_load(self, target, path, ...)`.
@@ -103,7 +109,9 @@ class Recipe(Generic[S]):
         accepted for the protocol's sake and ignored: a recipe takes none (a strategy that does,
         such as `pipelined`'s budget, builds its recipe per call in its own `load`).
         """
-        return run_load(self, target, path, probe, strict=strict, key_map=key_map)
+        return run_load(
+            self, target, path, probe, strict=strict, key_map=key_map, on_built=on_built
+        )
 
 
 def _build(target: Any, mode: Build, probe: Probe) -> tuple[Any, bool]:
@@ -129,6 +137,7 @@ def run_load(
     *,
     strict: bool = False,
     key_map: KeyMap | None = None,
+    on_built: OnBuilt | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load the checkpoint at `path` into `target` the way `recipe` says (see the module doc).
 
@@ -145,6 +154,8 @@ def run_load(
         try:
             executor.start(source, probe)
             model, abstract = _build(target, recipe.build, probe)
+            if on_built is not None:
+                on_built(model)
             plan = plan_load(model, source, key_map=key_map)
             if recipe.adjust_plan is not None:
                 recipe.adjust_plan(plan, source)

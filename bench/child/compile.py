@@ -1,8 +1,11 @@
 """The `compile` phase: lower and compile a port's forward for its declared input, from the
 abstract model (shapes only: it needs no byte of the checkpoint).
 
-`pipelined` overlaps it with its reads (`Compile.start` runs it on a thread entered before the
-load; `finish` joins it); other strategies compile after the load (`finish` runs it then). Either
+`pipelined` overlaps it with its reads: the loader hands over its abstract model as soon as it is
+built (`load_model(..., on_built=)`), `Compile.start_from` compiles from those shapes on a thread
+while the readers run, and `finish` joins it; so the forward is not built a second time, beside
+the loader's own build, on the same GIL. Other strategies compile after the load, from a build of
+their own (`finish` runs it then). Either
 way it is the probe's `compile` phase (its own wall time and RSS peak). With a cache folder, JAX's
 persistent compilation cache is used (every entry kept, however small or quick), and the result
 says `hit` when the compile wrote no new entry there, else `miss`. A compile that fails is kept
@@ -34,19 +37,35 @@ def use_cache(folder: str) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def lower_and_compile(builder: Any, example_input: Any) -> Any:
-    """The compiled forward `model(x)` of the abstract `builder()` for `example_input`."""
+def shapes_of(model: Any) -> tuple[Any, Any]:
+    """(graphdef, state) of `model` with every leaf a `jax.ShapeDtypeStruct` (its sharding kept):
+    a snapshot that later assignments to the model's leaves do not touch."""
     import jax
     from flax import nnx
 
-    from loader.target.abstract import abstract_build  # nnx.eval_shape, linear in the leaves
+    def as_struct(x: Any) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
 
-    graphdef, state = nnx.split(abstract_build(builder))
+    graphdef, state = nnx.split(model)
+    return graphdef, jax.tree.map(as_struct, state)
+
+
+def compile_forward(graphdef: Any, state: Any, example_input: Any) -> Any:
+    """The compiled forward `nnx.merge(graphdef, state)(x)` for `example_input`."""
+    import jax
+    from flax import nnx
 
     def forward(state: Any, x: Any) -> Any:
         return nnx.merge(graphdef, state)(x)
 
     return jax.jit(forward).lower(state, example_input).compile()
+
+
+def lower_and_compile(builder: Any, example_input: Any) -> Any:
+    """The compiled forward `model(x)` of the abstract `builder()` for `example_input`."""
+    from loader.target.abstract import abstract_build  # nnx.eval_shape, linear in the leaves
+
+    return compile_forward(*shapes_of(abstract_build(builder)), example_input)
 
 
 def _entries(folder: str | None) -> set[str]:
@@ -64,7 +83,7 @@ class Compile:
         self._thread: threading.Thread | None = None
         self._entered = threading.Event()
 
-    def _run(self) -> None:
+    def _run(self, shapes: tuple[Any, Any] | None = None) -> None:
         from bench.child.probe import read_status
 
         before = _entries(self.cache)
@@ -72,16 +91,23 @@ class Compile:
         with self.probe.phase(COMPILE):
             self._entered.set()
             try:
-                lower_and_compile(self.port.builder, self.port.example_input)
+                if shapes is None:
+                    lower_and_compile(self.port.builder, self.port.example_input)
+                else:
+                    compile_forward(*shapes, self.port.example_input)
             except Exception as exc:  # noqa: BLE001 - the row says it; the run goes on
                 lines = str(exc).strip().splitlines() or [""]
                 self.error = f"compile failed: {type(exc).__name__}: {lines[0][:300]}"
         if self.cache and self.error is None:
             self.cache_result = MISS if _entries(self.cache) - before else HIT
 
-    def start(self) -> None:
-        """Compile on a thread, beside the load; returns once the phase is open."""
-        self._thread = threading.Thread(target=self._run, name="loadbench-compile", daemon=True)
+    def start_from(self, model: Any) -> None:
+        """Compile from the loader's just-built `model` on a thread, beside the reads (the
+        loader's `on_built`); returns once the phase is open."""
+        shapes = shapes_of(model)  # now, on the loader's thread: the model is not changed yet
+        self._thread = threading.Thread(
+            target=self._run, args=(shapes,), name="loadbench-compile", daemon=True
+        )
         self._thread.start()
         self._entered.wait()
 

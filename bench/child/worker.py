@@ -86,9 +86,9 @@ def _load(
     builder, key_map, port = target
     options = load_options(info, task) | ({"key_map": key_map} if key_map else {})
     compiling = Compile(port, probe, task.compile_cache) if task.compile and port else None
-    t0 = time.perf_counter()
     if compiling and info.name in OVERLAPPING:
-        compiling.start()
+        options["on_built"] = compiling.start_from
+    t0 = time.perf_counter()
     model, report = info.load(builder, task.checkpoint, probe, strict=False, **options)
     if compiling is None:
         return model, report, {}

@@ -25,7 +25,7 @@ from loader.phases import NULL_PROBE, Probe
 from loader.pipeline import Pipeline
 from loader.pipeline.options import KEEP
 from loader.report import LoadReport
-from loader.sequence import Recipe, run_load
+from loader.sequence import OnBuilt, Recipe, run_load
 
 
 def load(
@@ -39,6 +39,7 @@ def load(
     staging: bool | None = None,
     threads: int | None = None,
     cache_policy: str = KEEP,
+    on_built: OnBuilt | None = None,
     **options: Any,
 ) -> tuple[Any, LoadReport]:
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
@@ -50,6 +51,8 @@ def load(
         threads: reader threads (default: from the usable CPUs and whether the file is cached).
         cache_policy: `"keep"` (default) or `"dontneed"`: drop each range from the page cache
             once read (`loader.pipeline.options`).
+        on_built: called with the abstract model once it is built, while the readers run
+            (`loader.sequence.run_load`): start compiling the forward there.
     """
 
     def pipeline() -> Pipeline:
@@ -62,4 +65,4 @@ def load(
         )
 
     recipe = Recipe(pipeline)
-    return run_load(recipe, target, path, probe, strict=strict, key_map=key_map)
+    return run_load(recipe, target, path, probe, strict=strict, key_map=key_map, on_built=on_built)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
+
+import shapes
 
 from bench.child.compile import Compile
 from bench.child.probe import MemoryProbe
@@ -15,7 +18,7 @@ from bench.run.children import ChildOutcome
 from bench.run.matrix import Checkpoint, Task
 from bench.run.rows import RowContext, process_rows
 from loader import strategies
-from loader.vocabulary import COMPILE, ERROR
+from loader.vocabulary import BUILD, COMPILE, ERROR, STREAM
 from shapes.architectures.port import port_for
 
 
@@ -36,10 +39,42 @@ def test_the_port_forward_compiles_in_its_phase():
     probe = MemoryProbe(use_hwm=False)
     compiling = Compile(port_for("tiny-gpt2"), probe, None)
     with probe.measure():
-        compiling.start()
-        compiling.finish()
+        compiling.finish()  # no start: after the load, from a build of its own
     assert compiling.error is None
     assert [p.name for p in probe.result().phases] == [COMPILE]
+
+
+def test_pipelined_hands_its_abstract_model_to_the_compile_beside_its_reads(tmp_path, poison):
+    """The compile starts from the loader's own build (`on_built`), not a second one, and runs
+    while the load goes on; the weights still land (the builder's model is poisoned)."""
+    port = port_for("tiny-gpt2")
+    checkpoint = shapes.synthesize("tiny-gpt2", tmp_path)
+    built: list[int] = []
+
+    def builder():
+        built.append(1)
+        model = port.builder()
+        poison(model)
+        return model
+
+    probe = MemoryProbe(use_hwm=False)
+    compiling = Compile(port, probe, None)
+    with probe.measure():
+        model, _ = strategies.get("pipelined").load(
+            builder,
+            checkpoint,
+            probe,
+            strict=True,
+            key_map=port.key_map,
+            on_built=compiling.start_from,
+        )
+        compiling.finish()
+    assert compiling.error is None and len(built) == 1
+    phases = {p.name: p for p in probe.result().phases}
+    assert {BUILD, COMPILE, STREAM} <= set(phases)
+    assert phases[BUILD].end_s <= phases[COMPILE].start_s < phases[STREAM].end_s  # beside the reads
+    wte = np.asarray(model.wte.embedding.get_value())
+    assert not np.all(wte == 7.0)
 
 
 def test_a_failing_compile_is_its_first_line():
