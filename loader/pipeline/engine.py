@@ -126,6 +126,8 @@ class Pipeline:
         self._fds = open_files(source.files, self.cache_policy)
         if self._auto_threads and self._stager is None:
             self._size_threads()
+        if self._stager is None:
+            self._fit_scratch(source.total_bytes)
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
         order = [] if self._stager else order  # staged: no read before the plan's device check
         self._spec = Speculation(order, self.budget, strict=self.strict)
@@ -138,9 +140,14 @@ class Pipeline:
         """More readers when the files are not cached (a cold read waits on the disk)."""
         n = file_threads(list(self._fds.values()))
         if n > self.threads and self.budget.limit_bytes >= 8192 * n:
-            self.threads = self.stats.threads = n
-            self.scratch_bytes = scratch_bytes(self.budget.limit_bytes, n)
-            self.budget.reserved_bytes = self.budget.high_water_bytes = self.scratch_bytes * n
+            self.threads = self.stats.threads = n  # `_fit_scratch` sizes their scratch next
+
+    def _fit_scratch(self, checkpoint_bytes: int) -> None:
+        """No thread's scratch beyond its share of this checkpoint (`ring_size.scratch_bytes`)."""
+        self.scratch_bytes = scratch_bytes(self.budget.limit_bytes, self.threads, checkpoint_bytes)
+        self.budget.reserved_bytes = self.budget.high_water_bytes = (
+            self.scratch_bytes * self.threads
+        )
 
     def _started(self) -> tuple[CheckpointSource, Speculation]:
         """The source and speculation that `start` set up; a clear error if it was not called."""

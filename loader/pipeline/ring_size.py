@@ -13,11 +13,21 @@ from loader.errors import CheckpointError
 MIN_SLOT_BYTES = 4096  # one staging chunk: a page
 MAX_SLOT_BYTES = 64 << 20
 MAX_SCRATCH_BYTES = 8 << 20
+#: A thread's scratch (touched only by casts and transforms) is at most this share of the
+#: checkpoint, and at least `MIN_SCRATCH_BYTES`: two 8 MiB scratches are 3% of GPT-2's 523 MB,
+#: which a ported GPT-2 (its `c_attn` slices go through scratch) showed as a 1.03x peak.
+SCRATCH_SHARE = 1 / 200
+MIN_SCRATCH_BYTES = 1 << 20
 
 
-def scratch_bytes(limit: int, threads: int) -> int:
-    """Each reader thread's scratch buffer (for casts): a quarter of the budget over the threads."""
-    return min(MAX_SCRATCH_BYTES, limit // (4 * threads)) // 64 * 64
+def scratch_bytes(limit: int, threads: int, checkpoint_bytes: int | None = None) -> int:
+    """Each reader thread's scratch buffer (for casts and transforms): a quarter of the budget
+    over the threads, at most `MAX_SCRATCH_BYTES`, and with the checkpoint's size known, at most
+    `SCRATCH_SHARE` of it over the threads (not under `MIN_SCRATCH_BYTES`)."""
+    size = min(MAX_SCRATCH_BYTES, limit // (4 * threads))
+    if checkpoint_bytes is not None:
+        size = min(size, max(MIN_SCRATCH_BYTES, int(checkpoint_bytes * SCRATCH_SHARE) // threads))
+    return size // 64 * 64
 
 
 def ring_layout(limit: int, threads: int) -> tuple[int, int]:

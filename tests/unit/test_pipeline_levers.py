@@ -214,3 +214,30 @@ def test_dontneed_leaves_a_cold_file_uncached_and_keep_leaves_it_cached(ckpt, mo
 def test_an_unknown_cache_policy_is_refused_in_one_line(ckpt):
     with pytest.raises(loader.CheckpointError, match=r"cache_policy='lru'.*'keep', 'dontneed'"):
         pipelined(shapes.model_builder(SPEC), ckpt, cache_policy="lru")
+
+
+def test_a_readers_scratch_is_a_share_of_a_small_checkpoint():
+    """Two 8 MiB scratches were 3% of GPT-2: the scratch follows the checkpoint's size."""
+    from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, MIN_SCRATCH_BYTES, scratch_bytes
+
+    budget, gpt2 = 256 << 20, 523_000_000
+    assert scratch_bytes(budget, 2) == MAX_SCRATCH_BYTES
+    assert scratch_bytes(budget, 2, gpt2) * 2 <= gpt2 / 200
+    assert scratch_bytes(budget, 2, 10_000) == MIN_SCRATCH_BYTES
+    assert scratch_bytes(budget, 2, 16 << 30) == MAX_SCRATCH_BYTES
+    assert scratch_bytes(1 << 20, 2, 16 << 30) == (1 << 20) // 8  # the budget still bounds it
+
+
+def test_the_engine_sizes_its_scratch_from_the_checkpoint(ckpt):
+    from loader.phases import NULL_PROBE
+    from loader.pipeline.ring_size import scratch_bytes
+
+    pipeline = engine.Pipeline(threads=2)
+    with CheckpointSource(ckpt) as source:
+        try:
+            pipeline.start(source, NULL_PROBE)
+            want = scratch_bytes(pipeline.budget.limit_bytes, 2, source.total_bytes)
+            assert pipeline.scratch_bytes == want < scratch_bytes(pipeline.budget.limit_bytes, 2)
+            assert pipeline.budget.reserved_bytes == 2 * want
+        finally:
+            pipeline.close()
