@@ -37,23 +37,17 @@ def load_model(
     """Load a checkpoint into an NNX model.
 
     Args:
-        target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
-            abstractly (`nnx.eval_shape` semantics) so that no random model ever exists.
+        target: an `nnx.Module` (filled in place), or a zero-argument builder built abstractly.
         path: a `.safetensors` file, or a folder of shards (with or without an index).
         strict: raise `loader.CheckpointError` listing every mismatch instead of warning.
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
-        strategy: a registered strategy name (`loader.strategies.names()`); default
-            `DEFAULT_STRATEGY` (`pipelined`: reads on several threads while the model is built,
-            casts in chunks). `"hostcast"` is the earlier default (one tensor at a time).
-        budget: host bytes in flight beyond the model's own, for a strategy that bounds them
-            (`pipelined`: `loader.pipeline.DEFAULT_BUDGET_BYTES`, 256 MiB); others ignore it.
+        strategy: a registered name (`loader.strategies.names()`); default `pipelined`, which
+            reads on several threads while the model is built and casts in chunks.
+        budget: host bytes in flight beyond the model's own (`pipelined`; default 256 MiB).
         staging: `pipelined`'s host staging ring onto the devices: True, False or None (by backend).
         threads: `pipelined`'s reader threads (default: by the usable CPUs and the page cache).
         cache_policy: `pipelined`'s `"keep"` (default) or `"dontneed"` (drop pages behind reads).
-        on_built: called with the model as soon as it is built (abstract for a builder), before
-            any leaf is assigned; with `pipelined` the reads are already running, so a forward
-            compiled from it (on a thread) is ready about when the weights are. It must return
-            quickly and leave the model as it is.
+        on_built: gets the just-built (abstract) model before any leaf is assigned (compile).
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -62,14 +56,10 @@ def load_model(
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
     """
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options = _options(
-        budget=budget,
-        staging=staging,
-        threads=threads,
-        cache_policy=cache_policy,
-        on_built=on_built,
+    options = _options(budget=budget, staging=staging, threads=threads, cache_policy=cache_policy)
+    model, report = info.load(
+        target, path, strict=strict, key_map=key_map, on_built=on_built, **options
     )
-    model, report = info.load(target, path, strict=strict, key_map=key_map, **options)
     return model, _model_report(info, report)
 
 

@@ -4,20 +4,18 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
 
 1. `start(source, probe)`: reader threads begin at once, needing only the headers, and read
    speculatively while the model is built (`loader.pipeline.speculation`: whole tensors in file
-   order, interleaved across shard files, within the budget; with `strict=True`, nothing read;
-   why the cap is the budget, with the measurements: that module's docstring).
+   order, interleaved across shard files, within the budget; with `strict=True`, nothing read).
 2. `fill(plan, source, probe)`: speculation stops; each step becomes a job (`loader.pipeline.jobs`):
    a speculative buffer of the right dtype and placement is adopted as is (its bytes leave the
    budget), otherwise it is the source of a cast or slice copy. The remaining parts are read by the
    threads, in file order (`loader.pipeline.order`), straight into destination buffers (same
    dtype) or through a reused per-thread scratch buffer cast chunk by chunk
-   (`loader.pipeline.regions`); a leaf with a declared transform (`loader.Transpose`, `Reshape`,
-   `Slice`) is read through its strided view of the file tensor (`loader.pipeline.views`). The
-   main thread places and assigns each leaf as soon as its parts are done. Staged (a backend
-   that does not adopt host buffers, or `staging=True`): nothing is read speculatively; each
-   adoptable leaf without a transform is a `loader.pipeline.staged` job whose chunks go through
-   the staging ring straight onto their devices (a transformed leaf is read into a host buffer
-   through its view, then placed).
+   (`loader.pipeline.regions`; its size: `ring_size.scratch_bytes`); a leaf with a declared
+   transform is read through its strided view of the file tensor (`loader.pipeline.views`). The
+   main thread places and assigns each leaf as soon as its parts are done. Staged (no adopting
+   backend, or `staging=True`): nothing is read speculatively; each adoptable leaf without a
+   transform is a `loader.pipeline.staged` job whose chunks go through the staging ring onto
+   their devices (a transformed leaf is read into a host buffer through its view, then placed).
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 An exception in a reader thread stops the load: it is raised on the main thread as
@@ -126,8 +124,10 @@ class Pipeline:
         self._fds = open_files(source.files, self.cache_policy)
         if self._auto_threads and self._stager is None:
             self._size_threads()
-        if self._stager is None:
-            self._fit_scratch(source.total_bytes)
+        if self._stager is None:  # no scratch beyond its share of this checkpoint
+            size = scratch_bytes(self.budget.limit_bytes, self.threads, source.total_bytes)
+            self.scratch_bytes, self.budget.reserved_bytes = size, size * self.threads
+            self.budget.high_water_bytes = size * self.threads
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
         order = [] if self._stager else order  # staged: no read before the plan's device check
         self._spec = Speculation(order, self.budget, strict=self.strict)
@@ -140,14 +140,7 @@ class Pipeline:
         """More readers when the files are not cached (a cold read waits on the disk)."""
         n = file_threads(list(self._fds.values()))
         if n > self.threads and self.budget.limit_bytes >= 8192 * n:
-            self.threads = self.stats.threads = n  # `_fit_scratch` sizes their scratch next
-
-    def _fit_scratch(self, checkpoint_bytes: int) -> None:
-        """No thread's scratch beyond its share of this checkpoint (`ring_size.scratch_bytes`)."""
-        self.scratch_bytes = scratch_bytes(self.budget.limit_bytes, self.threads, checkpoint_bytes)
-        self.budget.reserved_bytes = self.budget.high_water_bytes = (
-            self.scratch_bytes * self.threads
-        )
+            self.threads = self.stats.threads = n  # `start` sizes their scratch next
 
     def _started(self) -> tuple[CheckpointSource, Speculation]:
         """The source and speculation that `start` set up; a clear error if it was not called."""

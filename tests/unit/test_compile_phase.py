@@ -9,7 +9,6 @@ import numpy as np
 from flax import nnx
 
 import shapes
-
 from bench.child.compile import Compile
 from bench.child.probe import MemoryProbe
 from bench.limits.situation import CacheOutcome, Situation

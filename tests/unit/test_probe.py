@@ -189,6 +189,8 @@ def test_a_phase_that_starves_the_sampler_still_has_its_edges_on_the_timeline():
     res = probe.result()
     (read,) = res.phases
     at = [s.t_s for s in res.samples if s.phase == "read"]
-    assert at and min(at) == pytest.approx(read.start_s, abs=1e-3)
-    assert max(at) == pytest.approx(read.end_s, abs=1e-3)
+    # within 10 ms of 300: a starved sampler's own points would be far from both edges (a loaded
+    # 2-core machine put the exit point 1.4 ms after the phase's recorded end)
+    assert at and min(at) == pytest.approx(read.start_s, abs=1e-2)
+    assert max(at) == pytest.approx(read.end_s, abs=1e-2)
     assert [s.t_s for s in res.samples] == sorted(s.t_s for s in res.samples)
