@@ -147,6 +147,16 @@ def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
     return phases if phases.empty else headline(phases)
 
 
+def ceiling_rows(phases: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
+    """The ok whole-run rows of `phases` behind the summary rows `shown` (their strategies,
+    dtypes and, where recorded, models): what the chart's ceiling line is the median of."""
+    totals = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
+    picked = totals["strategy"].isin(shown["base_strategy"]) & totals["dtype"].isin(shown["dtype"])
+    if "model" in shown and "model" in totals:
+        picked &= totals["model"].isin(shown["model"])
+    return totals[picked]
+
+
 def _start_rss(rows: pd.DataFrame) -> pd.Series:
     """Per phase row of one result: the RSS when the phase began, where that is known without
     subtracting an overlapping phase: the end RSS of the last phase that ended before it began

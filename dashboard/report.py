@@ -64,6 +64,7 @@ def _overview(
 ) -> None:
     """Each configuration of the shape set (dtype, devices, model): its answer, chart, table."""
     configs = answer.configurations(summary[summary["shapes"] == shapes])
+    shape_set = phases[phases["shapes"] == shapes]
     for _, config in configs.iterrows():
         rows = answer.shape_set_rows(summary, shapes, config)
         ckpt = rows["checkpoint_bytes"].iloc[0]
@@ -82,22 +83,11 @@ def _overview(
                 "peak_ratio",
                 "peak over baseline (× checkpoint)",
                 ".2f",
-                ceiling=_ceiling(phases, shapes, rows),
+                ceiling=scatter.ceiling_line(frames.ceiling_rows(shape_set, rows)),
             )
             doc.chart(chart.properties(width=800))
         doc.table(_cost_table(rows))
-    _phases(doc, phases[phases["shapes"] == shapes])
-
-
-def _ceiling(phases: pd.DataFrame, shapes: str, rows: pd.DataFrame) -> scatter.CeilingLine | None:
-    """The machine's ceiling of the configuration's whole-run rows, where they have one."""
-    totals = phases[
-        (phases["shapes"] == shapes) & (phases["phase"] == TOTAL) & (phases["status"] == OK)
-    ]
-    picked = totals["strategy"].isin(rows["base_strategy"]) & totals["dtype"].isin(rows["dtype"])
-    if "model" in rows and "model" in totals:
-        picked &= totals["model"].isin(rows["model"])
-    return scatter.ceiling_line(totals[picked])
+    _phases(doc, shape_set)
 
 
 def _cost_table(rows: pd.DataFrame) -> pd.DataFrame:

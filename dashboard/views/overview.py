@@ -17,7 +17,6 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import answer, data, frames, scatter, style, widgets
-from loader.vocabulary import OK, TOTAL
 
 TABLE_COLUMNS = [
     "strategy",
@@ -122,13 +121,6 @@ def _host_line(shown: pd.DataFrame, ram: int, as_ratio: bool, divisor: float) ->
     return scatter.HostLine(y, f"host RAM {style.size(ram)} (less the baseline)")
 
 
-def _ceiling(phases: pd.DataFrame, shown: pd.DataFrame) -> scatter.CeilingLine | None:
-    """The machine's ceiling of the rows shown (their whole-run rows), where they have one."""
-    totals = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
-    picked = totals["strategy"].isin(shown["base_strategy"]) & totals["dtype"].isin(shown["dtype"])
-    return scatter.ceiling_line(totals[picked])
-
-
 def _chart(
     shown: pd.DataFrame, ram: int, as_ratio: bool, ceiling: scatter.CeilingLine | None
 ) -> tuple[str, float]:
@@ -177,7 +169,8 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
         f"tensor {style.size(rows['largest_tensor_bytes'].iloc[0])} · run "
         + ", ".join(view["labels"].get(r, r) for r in phases["run_id"].unique())
     )
-    unit, divisor = _chart(shown, view["ram"], view["as_ratio"], _ceiling(phases, shown))
+    ceiling = scatter.ceiling_line(frames.ceiling_rows(phases, shown))
+    unit, divisor = _chart(shown, view["ram"], view["as_ratio"], ceiling)
     _table(shown, unit, divisor, view["ram"])
     st.markdown("**Every run** (failed ones included):")
     widgets.status_table(phases)
