@@ -80,7 +80,8 @@ def summary_frame(results: Results) -> pd.DataFrame:
     parts = []
     for values, group in phases.groupby(extra, sort=False, dropna=False):
         labels = cast("tuple[Any, ...]", values)  # grouped by a list of keys: a tuple each
-        part = summarize(group).assign(**dict(zip(extra, labels, strict=True)))
+        part = summarize(group, floor_ratio=False)  # held against the floor once, below
+        part = part.assign(**dict(zip(extra, labels, strict=True)))
         if "budget_bytes" in group.columns:
             part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         if "device_peak_bytes" in group.columns:

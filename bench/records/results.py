@@ -236,7 +236,7 @@ def _every(flags: pd.Series | None) -> bool | None:
     return None if known.empty else bool(known.astype(bool).all())
 
 
-def summarize(phases: pd.DataFrame) -> pd.DataFrame:
+def summarize(phases: pd.DataFrame, *, floor_ratio: bool = True) -> pd.DataFrame:
     """One row per (run_id, shapes, strategy, dtype, devices, processes, cache, model) over the
     repeats (a spec, port and transposed load of one strategy are three rows).
 
@@ -244,8 +244,8 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
     over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
     ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows), floor_ratio
-    (wall over the same run's `floor` on the same shapes and cache; NaN without one),
-    and per phase P present: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).
+    (`with_floor_ratio`; left out with `floor_ratio=False`, for a caller that adds it over several
+    summaries at once), and per phase P: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).
     """
     if phases.empty:
         return pd.DataFrame(
@@ -256,7 +256,7 @@ def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for keys, group in headline(phases).groupby(GROUP_KEYS, sort=False, dropna=False):
         rows.append({**dict(zip(GROUP_KEYS, keys, strict=True)), **_summary_row(group)})
-    return with_floor_ratio(pd.DataFrame(rows))
+    return with_floor_ratio(pd.DataFrame(rows)) if floor_ratio else pd.DataFrame(rows)
 
 
 def with_floor_ratio(summary: pd.DataFrame) -> pd.DataFrame:
