@@ -40,8 +40,9 @@ def cpu_limit() -> float | None:
     tightest cgroup CPU quota over its cgroups, v2 or v1: `bench.host.limits.cpu_quota`), else
     None: no CPU limit."""
     counts = [float(len(os.sched_getaffinity(0)))] if hasattr(os, "sched_getaffinity") else []
-    quota = cpu_quota()
-    limit = min([*counts, *([quota] if quota is not None else [])], default=None)
+    if (quota := cpu_quota()) is not None:
+        counts.append(quota)
+    limit = min(counts, default=None)
     return limit if limit is not None and limit < (os.cpu_count() or 1) else None
 
 
