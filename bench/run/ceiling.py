@@ -8,6 +8,13 @@ with a file that large. Each row then gets `ceiling_s`: its checkpoint's bytes o
 best bandwidth for its situation (warm copy for a warm run, the disk for a cold one, the cap for a
 capped one, where that is the slower), and `ceiling_ratio` = wall_s / ceiling_s. Where the probe
 fails, the run goes on without a ceiling and says why. Never imports jax.
+
+A warm run whose files were not all cached when its child started (`resident_fraction` below 1:
+a checkpoint that, with the model, does not fit in RAM, so each load evicts part of it) is held
+against what its situation allows: every byte copied at the warm rate, and the bytes that were
+not cached read from the disk, whichever takes longer:
+`max(bytes / warm_copy, (1 - resident_fraction) * bytes / cold_read)`. A cold run's few cached
+pages are not counted (its ceiling stays the disk's).
 """
 
 from __future__ import annotations
@@ -64,11 +71,13 @@ class Ceiling:
                     return cached
         return self._take(path, disk, size)
 
-    def fields(self, checkpoint_bytes: int, cache: str) -> dict:
+    def fields(self, checkpoint_bytes: int, cache: str, resident: float | None = None) -> dict:
         """The row fields of the ceiling for a checkpoint loaded from `cache` (probing first if
-        need be); a cold run under `--disk-read-speed` is held against the cap where slower."""
+        need be), `resident` the fraction of it cached as the child started; a cold run under
+        `--disk-read-speed` is held against the cap where slower."""
         cap = self.config.disk_read_bytes_per_s if cache == COLD else None
-        return ceiling_fields(self.probe(checkpoint_bytes), checkpoint_bytes, cache, cap)
+        probe = self.probe(checkpoint_bytes)
+        return ceiling_fields(probe, checkpoint_bytes, cache, cap, resident)
 
     def _take(self, path: Path, disk: Path, size: int) -> ProbeRecord | None:
         if size in self.tried:
@@ -94,9 +103,20 @@ def bandwidth(probe: ProbeRecord, cache: str, cap: int | None) -> float | None:
     return probe.cold_read_bytes_per_s
 
 
-def ceiling_fields(probe: ProbeRecord | None, checkpoint_bytes: int, cache: str, cap: int | None):
-    """The row fields `ceiling_s` and `ceiling_probe_id` for a checkpoint in this situation."""
+def ceiling_fields(
+    probe: ProbeRecord | None,
+    checkpoint_bytes: int,
+    cache: str,
+    cap: int | None,
+    resident: float | None = None,
+) -> dict:
+    """The row fields `ceiling_s` and `ceiling_probe_id` for a checkpoint in this situation
+    (`resident`: the fraction of its pages cached as the child started, None where unknown)."""
     rate = bandwidth(probe, cache, cap) if probe is not None else None
     if probe is None or not rate:
         return {}
-    return {"ceiling_s": checkpoint_bytes / rate, "ceiling_probe_id": probe.probe_id}
+    seconds = checkpoint_bytes / rate
+    uncached = 1.0 - resident if cache != COLD and resident is not None else 0.0
+    if uncached > 0 and probe.cold_read_bytes_per_s:  # partly cold: those bytes come off the disk
+        seconds = max(seconds, uncached * checkpoint_bytes / probe.cold_read_bytes_per_s)
+    return {"ceiling_s": seconds, "ceiling_probe_id": probe.probe_id}

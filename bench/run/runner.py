@@ -181,13 +181,15 @@ class _Execution:
             self.writer.write(failed_row(ctx, prepared.status, prepared.error))
             return
         work = self.folder / self.run_id / "work"
-        limit = self.ceiling.fields(task.checkpoint.checkpoint_bytes, task.cache)
+        self.ceiling.probe(task.checkpoint.checkpoint_bytes)  # before the child: a quiet machine
         outcomes, situation = _run_task(
             prepared.task, self.config, work, self.config.budget_bytes()
         )
         if task.memray_bin is not None:
             _note_memray(task, outcomes, self.memray, self.folder)
             return
+        resident = situation.cache.resident_fraction
+        limit = self.ceiling.fields(task.checkpoint.checkpoint_bytes, task.cache, resident)
         ctx = replace(_context(self.run_id, task, self.memray, situation), **limit)
         self.writer.write_many(result_records(ctx, outcomes))
 

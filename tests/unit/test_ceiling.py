@@ -7,6 +7,7 @@ import pytest
 
 from bench.analysis.compare import sides_text
 from bench.analysis.summary import tables
+from bench.limits import pagecache
 from bench.records.results import read_results
 from bench.run import ceiling
 from bench.run.config import RunConfig
@@ -24,6 +25,33 @@ def test_the_ceiling_is_the_bandwidth_of_the_rows_situation():
     no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
     assert ceiling.ceiling_fields(no_disk, 8 * 10**9, "cold", None) == {}
     assert ceiling.ceiling_fields(None, 8 * 10**9, "warm", None) == {}
+
+
+def test_a_partly_cached_warm_run_is_held_against_the_disk_for_what_was_not_cached():
+    probe = hand_probe()  # warm copy 4 GB/s, disk 1 GB/s
+    ckpt = 8 * 10**9
+
+    def seconds(cache, resident):
+        return ceiling.ceiling_fields(probe, ckpt, cache, None, resident)["ceiling_s"]
+
+    assert seconds("warm", 1.0) == 2.0 and seconds("warm", None) == 2.0  # all cached, or unknown
+    assert seconds("warm", 0.5) == 4.0  # 4 GB off the disk take longer than 8 GB copied
+    assert seconds("warm", 0.9) == 2.0  # 0.8 GB off the disk: the copy is the slower
+    assert seconds("cold", 0.3) == 8.0  # a cold run's stray cached pages do not count
+    no_disk = hand_probe(cold_read_bytes_per_s=None, cold_read_threads=None, cold_read={})
+    assert ceiling.ceiling_fields(no_disk, ckpt, "warm", None, 0.5)["ceiling_s"] == 2.0
+
+
+def test_the_runner_gives_a_row_the_ceiling_of_its_measured_page_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "lbcache"))
+    probe = hand_probe()
+    monkeypatch.setattr(ceiling.Ceiling, "probe", lambda self, nbytes: probe)
+    half = pagecache.CacheOutcome("warm", resident_fraction=0.25)
+    monkeypatch.setattr(pagecache, "with_growth", lambda outcome, files: half)
+    row = _run(tmp_path)
+    disk_s = 0.75 * row.checkpoint_bytes / probe.cold_read_bytes_per_s
+    assert row.resident_fraction == 0.25
+    assert row.ceiling_s == pytest.approx(max(row.checkpoint_bytes / (4 * GB), disk_s))
 
 
 def test_compare_shows_each_sides_x_ceiling():
