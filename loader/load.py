@@ -46,7 +46,7 @@ def load_model(
         budget: host bytes in flight beyond the model's own (`pipelined`; default 256 MiB).
         staging: `pipelined`'s host staging ring onto the devices: True, False or None (by backend).
         threads: `pipelined`'s reader threads (default: by the usable CPUs and the page cache).
-        cache_policy: `pipelined`'s `"keep"` (default) or `"dontneed"` (drop pages behind reads).
+        cache_policy: `pipelined`'s page cache: `"auto"` (default), `"keep"` or `"dontneed"`.
         on_built: gets the just-built (abstract) model before any leaf is assigned (compile).
 
     Returns:

@@ -49,4 +49,5 @@ CHECKPOINTS: Final = (FILE, SHARDED_DIR, ORBAX)
 # -- `pipelined`'s `cache_policy=` (`bench run --cache-policy`) -----------------------------------
 KEEP: Final = "keep"  # read through the page cache and leave it as it is
 DONTNEED: Final = "dontneed"  # drop each range from the page cache once it is read
-CACHE_POLICIES: Final = (KEEP, DONTNEED)
+AUTO: Final = "auto"  # drop behind the readers only what will not fit with the model (the default)
+CACHE_POLICIES: Final = (AUTO, KEEP, DONTNEED)

@@ -68,5 +68,6 @@ def add_pipelined(p: argparse.ArgumentParser) -> None:
         "--cache-policy",
         choices=CACHE_POLICIES,
         default=None,
-        help="pipelined: keep (default) or dontneed (drop the file's pages behind the readers)",
+        help="pipelined: auto (default: drop the file's pages behind the readers only where file "
+        "and model do not fit in memory together), keep, or dontneed (drop them all)",
     )

@@ -115,11 +115,10 @@ def _open_limits(
     return limit, throttle, cpu
 
 
-def _run_task(
-    task: Task, config: RunConfig, work: Path, budget: int
-) -> tuple[list[ChildOutcome], Situation]:
-    """Run the task's child group (under the memory and read limits, if any): its outcomes and
-    the situation it ran in."""
+def _run_task(task: Task, config: RunConfig, work: Path) -> tuple[list[ChildOutcome], Situation]:
+    """Run the task's child group (under the memory and read limits, if any, and the memory
+    budget): its outcomes and the situation it ran in."""
+    budget = config.budget_bytes()
     argvs, envs, outs = task_argvs(task, work)
     cache = pagecache.set_cache(files := pagecache.checkpoint_files(task.load_path), task.cache)
     with contextlib.ExitStack() as stack:
@@ -182,9 +181,7 @@ class _Execution:
             return
         work = self.folder / self.run_id / "work"
         self.ceiling.probe(task.checkpoint.checkpoint_bytes)  # before the child: a quiet machine
-        outcomes, situation = _run_task(
-            prepared.task, self.config, work, self.config.budget_bytes()
-        )
+        outcomes, situation = _run_task(prepared.task, self.config, work)
         if task.memray_bin is not None:
             _note_memray(task, outcomes, self.memray, self.folder)
             return

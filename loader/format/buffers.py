@@ -11,7 +11,9 @@ adopts it included).
 `populate_for_write` asks the kernel to fault a range of such a buffer in at once
 (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14+), through ctypes so the GIL is released meanwhile:
 faulting fresh pages one by one during a read costs more than the copy itself. The loader's
-prefault (`loader.pipeline.memory`) and the probe's copy passes (`bench.host.bandwidth`) use it.
+prefault (`prefault`, best effort: where the kernel refuses once, later reads fault the pages in)
+and the probe's copy passes (`bench.host.bandwidth`) use it. `aligned` is a `host_buffer` whose
+pages are faulted in by `prefault` or the read itself.
 """
 
 from __future__ import annotations
@@ -62,3 +64,20 @@ def populate_for_write(array: np.ndarray) -> bool:
     start = array.__array_interface__["data"][0]
     begin = start - start % mmap.PAGESIZE
     return _MADVISE(begin, start + array.nbytes - begin, MADV_POPULATE_WRITE) == 0
+
+
+_populate_works = True
+
+
+def prefault(array: np.ndarray) -> None:
+    """Populate the pages under `array` (a view into a `host_buffer`) for writing; best effort."""
+    global _populate_works
+    if not _populate_works or array.nbytes < mmap.PAGESIZE:
+        return
+    if not populate_for_write(array):
+        _populate_works = False  # an older kernel (EINVAL): let the reads fault pages in
+
+
+def aligned(shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
+    """An uninitialised page-aligned buffer (pages are faulted in by `prefault` or the read)."""
+    return host_buffer(tuple(shape), np.dtype(dtype))

@@ -32,8 +32,10 @@ import time
 import numpy as np
 
 from loader.format import TensorInfo
+from loader.format.buffers import aligned
 from loader.format.source import CheckpointSource
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
+from loader.pipeline.cache_fit import dropped_tensors, drops_for, prefetch
 from loader.pipeline.jobs import (
     LeafJob,
     Part,
@@ -46,11 +48,9 @@ from loader.pipeline.jobs import (
     split_parts,
     stage_piece,
 )
-from loader.pipeline.memory import aligned
 from loader.pipeline.options import (
     CACHE_POLICIES,
     DEFAULT_BUDGET_BYTES,
-    DONTNEED,
     ByteBudget,
     PipelineStats,
     check_budget,
@@ -78,7 +78,7 @@ class Pipeline:
         budget: bound on host bytes in flight beyond the model's own (default 256 MiB).
         strict: read nothing before `fill` (the plan check has passed by then).
         threads: reader threads (default: by usable CPUs and page cache, `loader.pipeline.options`).
-        cache_policy: `"keep"` (default) or `"dontneed"` (`loader.pipeline.options`).
+        cache_policy: `"auto"` (default), `"keep"` or `"dontneed"` (`loader.pipeline.cache_fit`).
         staging: read through a ring of host staging buffers onto the devices
             (`loader.pipeline.staged`); None: when the backend does not adopt host buffers.
         transfer: the staged host -> device copy (default: `loader.pipeline.staging`'s own).
@@ -92,7 +92,7 @@ class Pipeline:
         threads: int | None = None,
         staging: bool | None = None,
         transfer: Transfer | None = None,
-        cache_policy: str = "keep",
+        cache_policy: str = "auto",
     ) -> None:
         self._auto_threads = threads is None
         self.threads = check_options(threads, cache_policy)
@@ -121,7 +121,7 @@ class Pipeline:
         """Open the files and start the reader threads (speculating while the model is built)."""
         self._source = source
         self._phase.enter_context(probe.phase(STREAM))
-        self._fds = open_files(source.files, self.cache_policy)
+        self._fds = open_files(source.files, prefetch(self.cache_policy, source.total_bytes))
         if self._auto_threads and self._stager is None:
             self._size_threads()
         if self._stager is None:  # no scratch beyond its share of this checkpoint
@@ -130,6 +130,7 @@ class Pipeline:
             self.budget.high_water_bytes = size * self.threads
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
         order = [] if self._stager else order  # staged: no read before the plan's device check
+        self._dropped = dropped_tensors(self.cache_policy, order, 0, None)  # "dontneed": all
         self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
@@ -145,9 +146,7 @@ class Pipeline:
     def _started(self) -> tuple[CheckpointSource, Speculation]:
         """The source and speculation that `start` set up; a clear error if it was not called."""
         if self._source is None or self._spec is None:
-            raise RuntimeError(
-                "Pipeline: call start(source, probe) before fill(plan, source, probe)"
-            )
+            raise RuntimeError("Pipeline: call start(source, probe) before fill(plan, ...)")
         return self._source, self._spec
 
     def _run(self) -> None:
@@ -167,12 +166,12 @@ class Pipeline:
         source = self._started()[0]
         f = str(source.file_of(info.name))
         start = source.file_offset(info.name)
-        drop = self.cache_policy == DONTNEED
+        drop = info.name in self._dropped  # (tensors dropped from the page cache once read)
         return FileBytes(self._fds[f], start, where=f"{f}: tensor {info.name!r}", drop=drop)
 
     def _read_part(self, part: Part | Run, scratch: np.ndarray) -> None:
         if isinstance(part, Run):  # small adjacent tensors in one read (`loader.pipeline.order`)
-            dt = read_run(part, drop=self.cache_policy == DONTNEED)
+            dt = read_run(part)  # (dropping the pages of the tensors in `_dropped`)
             return self._parts_done(part.jobs, dt, cast=False)
         job = part.job
         if job.kind == STAGED and self._stager is not None:  # a chunk through the staging ring
@@ -207,6 +206,7 @@ class Pipeline:
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
         """Read what the plan needs and give every planned leaf its value."""
         self._started()[1].stop(len(self._workers))
+        self._dropped = drops_for(self.cache_policy, plan.steps, source, self._started()[1].buffers)
         jobs = [self._job(step) for step in plan.steps]
         ready = [j for j in jobs if j.pending == 0]
         runs, rest = coalesce(jobs)

@@ -21,8 +21,8 @@ import jax
 import numpy as np
 
 from loader.format import TensorInfo
+from loader.format.buffers import aligned, prefault
 from loader.materialize import apply_transform, assign, host_cast, to_device
-from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.regions import Bytes, Region, fill_region, full_region, normalize
 from loader.pipeline.views import fill_view, outer_axis
 from loader.plan import LoadPlan, Step

@@ -8,11 +8,11 @@ is known, and staging buffers (a leaf whose bytes are transformed or rebuilt bef
 What does not: a destination buffer the device adopts (same dtype, or a cast destination), which is
 the model's own memory from the moment it is allocated.
 
-`cache_policy=`: `"keep"` (default) reads through the page cache and leaves it as it is (a cold
-load leaves the file cached: RAM then holds the model and the file); `"dontneed"` drops each range
-from the page cache once it is read (`posix_fadvise(POSIX_FADV_DONTNEED)` behind the reader; the
-prefetch hint at open is skipped too), for a host whose RAM is tight. It drops the pages whether
-or not they were cached before the load.
+`cache_policy=` (`loader.pipeline.cache_fit`): `"auto"` (default) drops ranges from the page cache
+once read (`posix_fadvise(POSIX_FADV_DONTNEED)` behind the reader) only where files and model do
+not fit in memory together, and keeps the rest; `"keep"` leaves the page cache as it is (a cold
+load leaves the file cached: RAM then holds the model and the file); `"dontneed"` drops every
+range. The prefetch hint at open (`POSIX_FADV_WILLNEED`) is given only where the files will fit.
 
 Reader threads (`threads=`, default from the CPUs this process may use and the page cache): a
 warm read (the file's pages already cached) is a memory copy: it is CPU-bound, so one reader per
@@ -162,11 +162,11 @@ def check_budget(limit: int, threads: int) -> int:
     return limit
 
 
-def open_files(paths: Iterable[Path], cache_policy: str) -> dict[str, int]:
-    """Each file opened for reading (path -> fd); with `"keep"`, the kernel asked to read ahead
-    (`POSIX_FADV_WILLNEED`: with `"dontneed"` that would only fill the cache)."""
+def open_files(paths: Iterable[Path], prefetch: bool) -> dict[str, int]:
+    """Each file opened for reading (path -> fd); with `prefetch`, the kernel asked to read ahead
+    (`POSIX_FADV_WILLNEED`; where the files will not stay cached it would only fill the cache)."""
     fds = {str(p): os.open(p, os.O_RDONLY) for p in paths}
-    for fd in fds.values() if cache_policy == KEEP else ():
+    for fd in fds.values() if prefetch else ():
         with contextlib.suppress(OSError, AttributeError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
     return fds
@@ -194,16 +194,16 @@ def cgroup_cpus(root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> fl
     """The tightest CPU quota over this process's cgroups and their parents, in CPUs (v2
     `cpu.max` `"50000 100000"` -> 0.5; v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`); None: none."""
     found: list[float | None] = []
-    for line in _text(self_cgroup).splitlines():
+    for line in knob_text(self_cgroup).splitlines():
         _, controllers, path = line.split(":", 2)
         if controllers == "":
-            found += [_quota(d / "cpu.max") for d in _upwards(root, path)]
+            found += [_quota(d / "cpu.max") for d in cgroup_dirs(root, path)]
         elif "cpu" in controllers.split(","):
-            found += [_quota(d / "cpu.cfs_quota_us") for d in _upwards(root / controllers, path)]
+            found += [_quota(d / "cpu.cfs_quota_us") for d in cgroup_dirs(root / controllers, path)]
     return min((f for f in found if f), default=None)
 
 
-def _upwards(base: Path, path: str) -> list[Path]:
+def cgroup_dirs(base: Path, path: str) -> list[Path]:
     """The cgroup folder of `path` under `base`, then each parent up to `base`."""
     here = base / path.strip("/")
     return [here, *[p for p in here.parents if p.is_relative_to(base)]]
@@ -212,9 +212,9 @@ def _upwards(base: Path, path: str) -> list[Path]:
 def _quota(knob: Path) -> float | None:
     """CPUs from a v2 `cpu.max` ("max" or "QUOTA PERIOD") or a v1 `cpu.cfs_quota_us` (beside
     its `cpu.cfs_period_us`; -1: none)."""
-    words = _text(knob).split()
+    words = knob_text(knob).split()
     if knob.name == "cpu.cfs_quota_us":
-        words += _text(knob.with_name("cpu.cfs_period_us")).split()
+        words += knob_text(knob.with_name("cpu.cfs_period_us")).split()
     try:
         quota, period = int(words[0]), int(words[1])
     except (IndexError, ValueError):  # absent, "max", or unreadable
@@ -222,7 +222,7 @@ def _quota(knob: Path) -> float | None:
     return quota / period if quota > 0 and period > 0 else None
 
 
-def _text(path: Path) -> str:
+def knob_text(path: Path) -> str:
     try:
         return path.read_text()
     except OSError:

@@ -28,8 +28,8 @@ import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import TensorInfo
+from loader.format.buffers import aligned, prefault
 from loader.pipeline.jobs import LeafJob, Part, split_parts
-from loader.pipeline.memory import aligned, prefault
 from loader.pipeline.regions import FileBytes, drop_cached, full_region, preadv_all
 
 T = TypeVar("T")
@@ -147,9 +147,9 @@ def _arena(jobs: list[LeafJob]) -> Run:
     return Run(jobs, arena)
 
 
-def read_run(run: Run, *, drop: bool = False) -> float:
-    """Prefault the arena and fill every view with one scattered read of the file (then drop
-    those pages from the page cache, with `drop`: `cache_policy="dontneed"`); the seconds taken."""
+def read_run(run: Run) -> float:
+    """Prefault the arena and fill every view with one scattered read of the file (then drop the
+    pages of each tensor whose `FileBytes.drop` says so from the page cache); the seconds taken."""
     t0 = time.perf_counter()
     prefault(run.arena)
     first = run.jobs[0].source
@@ -158,8 +158,9 @@ def read_run(run: Run, *, drop: bool = False) -> float:
     done = preadv_all(first.fd, views, first.start)
     if done < run.nbytes:
         raise CheckpointError(f"{_stopped_in(run, done)}: file ends early (truncated?)")
-    if drop:
-        drop_cached(first.fd, first.start, run.nbytes)
+    for job in run.jobs:
+        if isinstance(src := job.source, FileBytes) and src.drop:
+            drop_cached(src.fd, src.start, job.info.nbytes)
     return time.perf_counter() - t0
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loader.format import TensorInfo
-from loader.pipeline.memory import aligned, prefault
+from loader.format.buffers import aligned, prefault
 from loader.pipeline.options import ByteBudget
 from loader.pipeline.regions import Bytes
 

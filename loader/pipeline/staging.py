@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from loader.pipeline.memory import aligned
+from loader.format.buffers import aligned
 
 PINNED, PAGEABLE = "pinned_host", "pageable"
 #: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and

@@ -23,9 +23,9 @@ from typing import Any
 from loader.keys import KeyMap
 from loader.phases import NULL_PROBE, Probe
 from loader.pipeline import Pipeline
-from loader.pipeline.options import KEEP
 from loader.report import LoadReport
 from loader.sequence import OnBuilt, Recipe, run_load
+from loader.vocabulary import AUTO
 
 
 def load(
@@ -38,7 +38,7 @@ def load(
     budget: int | None = None,
     staging: bool | None = None,
     threads: int | None = None,
-    cache_policy: str = KEEP,
+    cache_policy: str = AUTO,
     on_built: OnBuilt | None = None,
     **options: Any,
 ) -> tuple[Any, LoadReport]:
@@ -49,8 +49,9 @@ def load(
         staging: stage through host buffers onto the devices (None: where the backend does not
             adopt host buffers).
         threads: reader threads (default: from the usable CPUs and whether the file is cached).
-        cache_policy: `"keep"` (default) or `"dontneed"`: drop each range from the page cache
-            once read (`loader.pipeline.options`).
+        cache_policy: `"auto"` (default: drop a range from the page cache once read only where
+            the files and the model do not fit in memory together), `"keep"` or `"dontneed"`
+            (drop every range; `loader.pipeline.cache_fit`).
         on_built: called with the abstract model once it is built, while the readers run
             (`loader.sequence.run_load`): start compiling the forward there.
     """

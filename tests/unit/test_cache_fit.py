@@ -1,0 +1,126 @@
+"""`cache_policy="auto"` (the default): drop behind the readers only what will not fit in the page
+cache beside the model, and keep the rest (`loader.pipeline.cache_fit`).
+
+The arithmetic runs on hand-made tensors and memory figures; the loads are checked bit-exact and
+against the file's cached pages (`mincore`), so a policy that drops nothing, or everything, fails.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import shapes
+from loader import strategies
+from loader.format.records import TensorInfo
+from loader.leaves import iter_variables
+from loader.pipeline import cache_fit, options
+
+MIB = 1 << 20
+N = 8  # tensors of 1 MiB each
+SPEC = shapes.ShapeSpec(
+    "cache-fit",
+    "",
+    ("model.safetensors",),
+    tuple(shapes.TensorSpec(f"w{i}", "F32", (256, 1024), "model.safetensors") for i in range(N)),
+)
+
+
+def infos(sizes: list[int]) -> list[TensorInfo]:
+    out, begin = [], 0
+    for i, n in enumerate(sizes):
+        out.append(TensorInfo(f"t{i}", "U8", (n,), begin, begin + n))
+        begin += n
+    return out
+
+
+def test_auto_drops_the_first_tensors_until_the_rest_fits_beside_the_model():
+    order = infos([100 * MIB] * 10)  # 1000 MiB to read
+    reserve = cache_fit.MIN_RESERVE_BYTES
+    # room for the model and the whole file: nothing dropped
+    assert cache_fit.dropped_tensors("auto", order, 1000 * MIB, 2000 * MIB + reserve) == set()
+    # room for the model and 350 MiB of the file: the first 650 MiB (7 tensors) are dropped
+    dropped = cache_fit.dropped_tensors("auto", order, 1000 * MIB, 1350 * MIB + reserve)
+    assert dropped == {f"t{i}" for i in range(7)}
+    # no room beside the model: every tensor; no memory figure: none
+    assert len(cache_fit.dropped_tensors("auto", order, 1000 * MIB, 900 * MIB)) == 10
+    assert cache_fit.dropped_tensors("auto", order, 1000 * MIB, None) == set()
+
+
+def test_keep_drops_nothing_and_dontneed_everything():
+    order = infos([MIB] * 4)
+    assert cache_fit.dropped_tensors("keep", order, 4 * MIB, 1) == set()
+    assert cache_fit.dropped_tensors("dontneed", order, 4 * MIB, 1 << 40) == {"t0", "t1", "t2", "t3"}
+
+
+def test_the_memory_available_is_the_tightest_of_the_host_and_its_memory_cgroups(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 100 kB\nMemAvailable:   8000 kB\n")
+    root = tmp_path / "cgroup"
+    v1 = root / "memory" / "job"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(f"{6000 * 1024}\n")
+    (v1 / "memory.usage_in_bytes").write_text(f"{2000 * 1024}\n")
+    (v1 / "memory.stat").write_text(f"cache 5\ntotal_cache {1000 * 1024}\n")
+    self_cgroup = tmp_path / "self"
+    self_cgroup.write_text("4:memory:/job\n0::/\n")
+    # the cgroup allows its limit less its usage, plus its page cache: 5000 KiB < 8000 KiB
+    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 5000 * 1024
+    (v1 / "memory.limit_in_bytes").write_text(f"{cache_fit.NO_LIMIT}\n")  # no limit: the host's
+    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 8000 * 1024
+    v2 = root / "slice"
+    v2.mkdir()
+    (v2 / "memory.max").write_text(f"{3000 * 1024}\n")
+    (v2 / "memory.current").write_text(f"{3000 * 1024}\n")
+    (v2 / "memory.stat").write_text(f"anon 1\nfile {500 * 1024}\n")
+    self_cgroup.write_text("0::/slice\n")
+    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 500 * 1024
+    (v2 / "memory.max").write_text("max\n")
+    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 8000 * 1024
+    assert cache_fit.available_bytes(tmp_path / "none", root, tmp_path / "none") is None
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    path = shapes.synthesize(SPEC, tmp_path_factory.mktemp("cache-fit"))
+    return path / "model.safetensors" if path.is_dir() else path
+
+
+def cached(path) -> float:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return options.cached_fraction([fd]) or 0.0
+    finally:
+        os.close(fd)
+
+
+def load_warm(ckpt, **kw):
+    """Read the file into the page cache, then load it (nothing read speculatively: strict)."""
+    ckpt.read_bytes()
+    model, _ = strategies.get("pipelined").load(
+        shapes.model_builder(SPEC), ckpt, strict=True, threads=2, **kw
+    )
+    for path, var in iter_variables(model):
+        shapes.verify_tensor(ckpt, ".".join(map(str, path)), np.asarray(var.get_value()))
+    return model
+
+
+def test_auto_keeps_the_tail_cached_where_file_and_model_do_not_fit(ckpt, monkeypatch):
+    fd = os.open(ckpt, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    if cached(ckpt) > 0.05:
+        pytest.skip("this filesystem keeps the file cached when evicted")
+    file_bytes = ckpt.stat().st_size
+    # room for the model and half the file
+    room = N * MIB + cache_fit.MIN_RESERVE_BYTES + file_bytes // 2
+    monkeypatch.setattr(cache_fit, "available_bytes", lambda: room)
+    load_warm(ckpt)
+    assert 0.3 < cached(ckpt) < 0.7  # the head dropped behind the readers, the tail kept
+    monkeypatch.setattr(cache_fit, "available_bytes", lambda: 1 << 40)
+    load_warm(ckpt)
+    assert cached(ckpt) > 0.95  # it all fits: nothing dropped, as with "keep"
+    load_warm(ckpt, cache_policy="dontneed")
+    assert cached(ckpt) < 0.05
