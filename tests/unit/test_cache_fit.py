@@ -52,7 +52,8 @@ def test_auto_drops_the_first_tensors_until_the_rest_fits_beside_the_model():
 def test_keep_drops_nothing_and_dontneed_everything():
     order = infos([MIB] * 4)
     assert cache_fit.dropped_tensors("keep", order, 4 * MIB, 1) == set()
-    assert cache_fit.dropped_tensors("dontneed", order, 4 * MIB, 1 << 40) == {"t0", "t1", "t2", "t3"}
+    everything = {"t0", "t1", "t2", "t3"}
+    assert cache_fit.dropped_tensors("dontneed", order, 4 * MIB, 1 << 40) == everything
 
 
 def test_the_memory_available_is_the_tightest_of_the_host_and_its_memory_cgroups(tmp_path):
