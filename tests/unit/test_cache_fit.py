@@ -7,8 +7,6 @@ against the file's cached pages (`mincore`), so a policy that drops nothing, or 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -16,7 +14,8 @@ import shapes
 from loader import strategies
 from loader.format.records import TensorInfo
 from loader.leaves import iter_variables
-from loader.pipeline import cache_fit, options
+from loader.pipeline import cache_fit
+from tests.unit.page_cache import cached, evicted
 
 MIB = 1 << 20
 N = 8  # tensors of 1 MiB each
@@ -89,14 +88,6 @@ def ckpt(tmp_path_factory):
     return path / "model.safetensors" if path.is_dir() else path
 
 
-def cached(path) -> float:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return options.cached_fraction([fd]) or 0.0
-    finally:
-        os.close(fd)
-
-
 def load_warm(ckpt, **kw):
     """Read the file into the page cache, then load it (nothing read speculatively: strict)."""
     ckpt.read_bytes()
@@ -109,10 +100,7 @@ def load_warm(ckpt, **kw):
 
 
 def test_auto_keeps_the_tail_cached_where_file_and_model_do_not_fit(ckpt, monkeypatch):
-    fd = os.open(ckpt, os.O_RDONLY)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    os.close(fd)
-    if cached(ckpt) > 0.05:
+    if not evicted(ckpt):
         pytest.skip("this filesystem keeps the file cached when evicted")
     file_bytes = ckpt.stat().st_size
     # room for the model and half the file

@@ -20,6 +20,7 @@ from loader.format.source import CheckpointSource
 from loader.leaves import iter_variables
 from loader.pipeline import engine, options
 from loader.pipeline.order import ALIGN
+from tests.unit.page_cache import cached, evicted
 
 N_SMALL = 40
 SPEC = shapes.ShapeSpec(
@@ -73,23 +74,6 @@ def seen(monkeypatch):
 
     monkeypatch.setattr(engine.Pipeline, "close", close)
     return stats
-
-
-def evicted(path) -> bool:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return (options.cached_fraction([fd]) or 0.0) < 0.05
-    finally:
-        os.close(fd)
-
-
-def cached(path) -> float:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return options.cached_fraction([fd]) or 0.0
-    finally:
-        os.close(fd)
 
 
 # -- coalescing -----------------------------------------------------------------------------------
