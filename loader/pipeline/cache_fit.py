@@ -12,10 +12,11 @@
 Why: where file and model do not fit in RAM together, the kernel evicts file pages while the model
 grows, least recently used first. Pages not read yet (cached by an earlier load, or by a warm-up
 read) are older than the ones this load has just read and will not read again, so they go first,
-and the load then reads them back from the disk. Measured on the 2-core, 23.5 GiB machine,
-llama3-8b (BF16, 14.96 GiB, the whole file cached as each child started; medians of 3,
-interleaved): `"keep"` 7.28 s, with 8-9 GB of the file evicted during the load; `"dontneed"`
-4.74 s. `"dontneed"` also leaves nothing cached for the next load; `"auto"` keeps what fits.
+and the load then reads them back from the disk. Measured once on a 2-core, 23.5 GiB VM, llama3-8b
+(BF16, 14.96 GiB; fresh processes, medians of 3, interleaved), from a fully cached file: `"keep"`
+8.23 s with 6.0 GB read back from the disk, `"auto"` 7.57 s with 0.1 GB, `"dontneed"` 5.36 s; in
+loads that follow one another, `"dontneed"` (nothing left cached) reads all 16 GB from the disk
+each time (13.5 s), `"auto"` and `"keep"` 8-11 GB (10.2-10.4 s).
 """
 
 from __future__ import annotations
