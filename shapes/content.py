@@ -21,6 +21,7 @@ import numpy as np
 from loader.errors import HeaderError
 from loader.format import DTYPES, dtype_name
 from shapes.errors import ShapesError
+from shapes.spec import ShapeSpec
 
 PERIOD_BYTES = 8 * 131_071
 FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "C64"})
@@ -52,6 +53,12 @@ def normalize_dtype(dtype: object) -> str:
 def effective_dtype(stored: str, override: str | None) -> str:
     """The dtype a tensor stored as `stored` gets under a dtype override (float tensors only)."""
     return override if override is not None and stored in FLOAT_DTYPES else stored
+
+
+def stored_sizes(spec: ShapeSpec, dtype: object = None) -> list[int]:
+    """Each tensor's bytes in the file `spec` is synthesised into under the `dtype` override."""
+    override = None if dtype is None else normalize_dtype(dtype)
+    return [t.numel * DTYPES[effective_dtype(t.dtype, override)].itemsize for t in spec.tensors]
 
 
 def _seed_sequence(name: str, seed: int) -> np.random.SeedSequence:

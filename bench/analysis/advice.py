@@ -32,6 +32,10 @@ WARM_CACHE = (
     "Times are as measured: from a warm page cache; a checkpoint the target cannot cache loads at "
     "its disk's speed: predict that with --cache cold or --disk-read-speed."
 )
+HEAP = (  # bench.host.allocator
+    "Peaks of {} include the holes glibc's heap kept after the runs here, charged per byte of the "
+    "target's tensors under its 32 MiB mmap threshold ({} of them)."
+)
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,9 @@ def sentences(advice: Advice) -> list[str]:
             f"Not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
             f"{', '.join(advice.rec.unmeasured)}."
         )
+    heap = [s.strategy for s in advice.rec.strategies if s.model.peak_bytes_per_small_tensor_byte]
+    if heap and advice.target.small_tensor_bytes:
+        out.append(HEAP.format(", ".join(heap), format_bytes(advice.target.small_tensor_bytes)))
     if advice.inputs.cache == WARM:
         out.append(WARM_CACHE)
     return out

@@ -1,12 +1,20 @@
 """The fit of one strategy's measured runs: `FitModel`, by non-negative least squares.
 
-    peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e
+    peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e + h * small_tensor_bytes
     wall            ~= c * checkpoint_bytes + d
 
 fitted on each checkpoint's median peak and time over its repeats (one slow cold read among them
 does not tilt the fit), with as many terms as distinct checkpoint sizes allow (one size: a only;
 two: a and e; three or more: a, b and e). The constant e absorbs per-process overhead (compiled
-code, allocator arenas) that dominates tiny shape sets and would otherwise inflate a. No jax.
+code, allocator arenas) that dominates tiny shape sets and would otherwise inflate a.
+
+h is fitted first, on its own measurement: the free bytes the load left in glibc's heaps
+(`heap_retained_bytes`) per byte of tensors under its mmap threshold (`small_tensor_bytes`,
+`bench.host.allocator`), through the origin. Only those tensors can stay in the heap, and their
+share of a checkpoint's bytes differs (gpt2 72%, sa3 70%, sa3-medium 31%), so a per-checkpoint-byte
+term fitted on two sizes would charge a checkpoint of large tensors for holes it does not leave.
+a, b and e are then fitted on what remains. h is 0 where a measured shape set lacks either
+figure (older files, no glibc) or the target's small bytes are unknown. No jax.
 """
 
 from __future__ import annotations
@@ -45,6 +53,13 @@ class FitModel:
     peak_error_out_of_sample: float | None = None
     wall_error_out_of_sample: float | None = None
     most_repeats: int = 1  # the most repeats of one shape set (1: no spread was measured)
+    peak_bytes_per_small_tensor_byte: float = 0.0  # h: glibc's retained heap (bench.host.allocator)
+
+    def peak_over_baseline(self, ckpt: float, largest: float, small: float) -> float:
+        """The predicted peak over the baseline of a checkpoint of these sizes."""
+        a, b = self.peak_bytes_per_checkpoint_byte, self.peak_bytes_per_largest_tensor_byte
+        h = self.peak_bytes_per_small_tensor_byte
+        return a * ckpt + b * largest + self.peak_constant_bytes + h * small
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object `recommend --json` prints under `model` (lists, no unset read speed)."""
@@ -79,6 +94,36 @@ def _fit_peak(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[float, flo
     return _nnls([x1], y)[0], 0.0, 0.0
 
 
+#: A heap that kept less than this per small byte is left to the other terms (pipelined and
+#: zerocopy read into their own mappings: their heaps keep ~0.01%, noise beside the model).
+MIN_HEAP_TERM = 0.01
+
+
+def _heap_term(medians: pd.DataFrame) -> float:
+    """h: retained heap bytes per small-tensor byte, through the origin (0: not measured, or
+    under MIN_HEAP_TERM)."""
+    small, kept = medians["small"], medians["retained"]
+    if small.isna().any() or kept.isna().any() or not (small > 0).any():
+        return 0.0
+    h = _nnls([small.to_numpy(float)], kept.to_numpy(float))[0]
+    return h if h >= MIN_HEAP_TERM else 0.0
+
+
+def _fit_peaks(medians: pd.DataFrame, heap: bool) -> tuple[float, float, float, float]:
+    """(a, b, e, h) on `medians`: h first (with `heap`), then a, b, e on the rest of the peak."""
+    h = _heap_term(medians) if heap else 0.0
+    rest = medians["over"].to_numpy(float) - h * medians["small"].fillna(0).to_numpy(float)
+    a, b, e = _fit_peak(medians["ckpt"].to_numpy(float), medians["largest"].to_numpy(float), rest)
+    return a, b, e, h
+
+
+def _predicted_over(medians: pd.DataFrame, a: float, b: float, e: float, h: float) -> np.ndarray:
+    small = medians["small"].fillna(0).to_numpy(float)
+    return (
+        a * medians["ckpt"].to_numpy(float) + b * medians["largest"].to_numpy(float) + e + h * small
+    )
+
+
 def _fit_wall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(c, d): wall ~= c*ckpt + d (c only with one checkpoint size)."""
     if len(set(x)) >= 2:
@@ -97,40 +142,51 @@ def shape_medians(rows: pd.DataFrame) -> pd.DataFrame:
             "largest": pd.to_numeric(rows["largest_tensor_bytes"]),
             "over": over,
             "wall": pd.to_numeric(rows["wall_s"]),
+            "small": _column(rows, "small_tensor_bytes"),
+            "retained": _column(rows, "heap_retained_bytes"),
         }
     )
-    return frame.groupby(["ckpt", "largest"], as_index=False)[["over", "wall"]].median()
+    columns = ["over", "wall", "small", "retained"]
+    return frame.groupby(["ckpt", "largest"], as_index=False)[columns].median()
+
+
+def _column(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A numeric column, NaN where absent (files older than the field)."""
+    if name not in rows:
+        return pd.Series(np.nan, index=rows.index)
+    return pd.to_numeric(rows[name]).astype(float)
 
 
 MIN_OUT_OF_SAMPLE = 3  # shape sets needed to leave one out and still fit on two
 
 
-def out_of_sample(medians: pd.DataFrame) -> tuple[float | None, float | None]:
+def out_of_sample(medians: pd.DataFrame, heap: bool = True) -> tuple[float | None, float | None]:
     """Leave one shape set out: fit on the others, predict it; the largest relative error of the
     peak and of the time (None, None with fewer than MIN_OUT_OF_SAMPLE shape sets)."""
     if len(medians) < MIN_OUT_OF_SAMPLE:
         return None, None
     peak, wall = [], []
     for i in range(len(medians)):
-        rest, one = medians.drop(index=medians.index[i]), medians.iloc[i]
-        x1, x2 = rest["ckpt"].to_numpy(float), rest["largest"].to_numpy(float)
-        a, b, e = _fit_peak(x1, x2, rest["over"].to_numpy(float))
-        c, d = _fit_wall(x1, rest["wall"].to_numpy(float))
-        if one["over"] > 0:
-            peak.append(abs(a * one["ckpt"] + b * one["largest"] + e - one["over"]) / one["over"])
-        if one["wall"] > 0:
-            wall.append(abs(c * one["ckpt"] + d - one["wall"]) / one["wall"])
+        rest, one = medians.drop(index=medians.index[i]), medians.iloc[[i]]
+        c, d = _fit_wall(rest["ckpt"].to_numpy(float), rest["wall"].to_numpy(float))
+        over, time = float(one["over"].iloc[0]), float(one["wall"].iloc[0])
+        if over > 0:
+            predicted = _predicted_over(one, *_fit_peaks(rest, heap))[0]
+            peak.append(abs(predicted - over) / over)
+        if time > 0:
+            wall.append(abs(c * float(one["ckpt"].iloc[0]) + d - time) / time)
     return (max(peak) if peak else None), (max(wall) if wall else None)
 
 
-def fit(rows: pd.DataFrame, target_checkpoint_bytes: int) -> FitModel:
-    """The model of one strategy's runs, for a target checkpoint of that many bytes."""
+def fit(rows: pd.DataFrame, target_checkpoint_bytes: int, heap: bool = True) -> FitModel:
+    """The model of one strategy's runs, for a target checkpoint of that many bytes (`heap`:
+    with the allocator's term, for a target whose small-tensor bytes are known)."""
     medians = shape_medians(rows)
-    x1, x2 = medians["ckpt"].to_numpy(float), medians["largest"].to_numpy(float)
+    x1 = medians["ckpt"].to_numpy(float)
     over, wall = medians["over"].to_numpy(float), medians["wall"].to_numpy(float)
-    a, b, e = _fit_peak(x1, x2, over)
+    a, b, e, h = _fit_peaks(medians, heap)
     c, d = _fit_wall(x1, wall)
-    peak_out, wall_out = out_of_sample(medians)
+    peak_out, wall_out = out_of_sample(medians, heap)
     return FitModel(
         peak_bytes_per_checkpoint_byte=a,
         peak_bytes_per_largest_tensor_byte=b,
@@ -143,12 +199,13 @@ def fit(rows: pd.DataFrame, target_checkpoint_bytes: int) -> FitModel:
         devices=tuple(sorted(int(n) for n in set(rows["devices"]))),
         largest_measured_checkpoint_bytes=int(x1.max()),
         extrapolation=target_checkpoint_bytes / float(x1.max()),
-        peak_error=_rel_error(a * x1 + b * x2 + e, over),
+        peak_error=_rel_error(_predicted_over(medians, a, b, e, h), over),
         wall_error=_rel_error(c * x1 + d, wall),
         wall_repeat_spread=repeat_spread(rows),
         peak_error_out_of_sample=peak_out,
         wall_error_out_of_sample=wall_out,
         most_repeats=int(rows.groupby("shapes").size().max()),
+        peak_bytes_per_small_tensor_byte=h,
     )
 
 

@@ -3,12 +3,15 @@
 Per strategy, over its ok runs (every shape set measured, this machine or any), a model is fitted
 (`bench.analysis.fit`):
 
-    peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e
+    peak - baseline ~= a * checkpoint_bytes + b * largest_tensor_bytes + e + h * small_tensor_bytes
     wall            ~= c * checkpoint_bytes + d
 
-Each prediction (`StrategyPrediction`) carries that fitted model (`FitModel`) under `model`, with
-named fields: a is `peak_bytes_per_checkpoint_byte`, b `peak_bytes_per_largest_tensor_byte`,
-e `peak_constant_bytes`, c `wall_s_per_checkpoint_byte`, d `wall_constant_s`, plus
+(h: the allocator's retained heap per byte of tensors under its mmap threshold, where the rows
+measured it and the target's small_tensor_bytes is known; else 0.) Each prediction
+(`StrategyPrediction`) carries that fitted model (`FitModel`) under `model`, with named fields:
+a is `peak_bytes_per_checkpoint_byte`, b `peak_bytes_per_largest_tensor_byte`, e
+`peak_constant_bytes`, h `peak_bytes_per_small_tensor_byte`, c `wall_s_per_checkpoint_byte`, d
+`wall_constant_s`, plus
 `baseline_rss_bytes`, the `runs`, `shapes` and `devices` it was fitted on,
 `largest_measured_checkpoint_bytes`, `extrapolation` (the target's checkpoint over that largest
 one), the fit's in-sample `peak_error` and `wall_error`, and `wall_repeat_spread` (how far the
@@ -30,6 +33,7 @@ import pandas as pd
 
 from bench.analysis.fit import FitModel, fit
 from bench.errors import NoResultsError
+from bench.host.allocator import small_tensor_bytes
 from bench.records.results import Results, headline
 from bench.units import format_bytes
 from bench.vocabulary import (  # the verdicts: the dashboard reads them here
@@ -49,23 +53,28 @@ MIN_FIT_BYTES = 64 << 20
 
 @dataclass(frozen=True)
 class TargetCheckpoint:
-    """The checkpoint a prediction is for: its bytes, its largest tensor's bytes, its tensors."""
+    """The checkpoint a prediction is for: its bytes, its largest tensor's bytes, its tensors,
+    and the bytes of its tensors under glibc's mmap threshold (`bench.host.allocator`; None:
+    unknown, and the peak is fitted without the allocator's term)."""
 
     checkpoint_bytes: int
     largest_tensor_bytes: int
     tensors: int
+    small_tensor_bytes: int | None = None
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | None]:
         """The JSON object `recommend --json` prints under `target`."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, sizes: Mapping[str, int]) -> TargetCheckpoint:
-        """From `to_dict`'s keys (the dashboard's own summaries)."""
+    def from_dict(cls, sizes: Mapping[str, int | None]) -> TargetCheckpoint:
+        """From `to_dict`'s keys (the dashboard's own summaries; small_tensor_bytes optional)."""
+        small = sizes.get("small_tensor_bytes")
         return cls(
-            int(sizes["checkpoint_bytes"]),
-            int(sizes["largest_tensor_bytes"]),
-            int(sizes["tensors"]),
+            int(sizes["checkpoint_bytes"]),  # type: ignore[arg-type]
+            int(sizes["largest_tensor_bytes"]),  # type: ignore[arg-type]
+            int(sizes["tensors"]),  # type: ignore[arg-type]
+            None if small is None else int(small),
         )
 
 
@@ -150,20 +159,17 @@ def _predict(
     strategy: str, rows: pd.DataFrame, target: TargetCheckpoint, host_ram: int
 ) -> StrategyPrediction:
     """One strategy's fit, its prediction on `target` and its verdict on a host of `host_ram`."""
-    ckpt, largest = target.checkpoint_bytes, target.largest_tensor_bytes
-    m = fit(rows, ckpt)
-    a, b, e = (
-        m.peak_bytes_per_checkpoint_byte,
-        m.peak_bytes_per_largest_tensor_byte,
-        m.peak_constant_bytes,
-    )
+    m = fit(rows, target.checkpoint_bytes, heap=target.small_tensor_bytes is not None)
     peak = int(
-        float(pd.to_numeric(rows["baseline_rss_bytes"]).median()) + a * ckpt + b * largest + e
+        float(pd.to_numeric(rows["baseline_rss_bytes"]).median())
+        + m.peak_over_baseline(
+            target.checkpoint_bytes, target.largest_tensor_bytes, target.small_tensor_bytes or 0
+        )
     )
     return StrategyPrediction(
         strategy=strategy,
         predicted_peak_bytes=peak,
-        predicted_wall_s=m.wall_s_per_checkpoint_byte * ckpt + m.wall_constant_s,
+        predicted_wall_s=m.wall_s_per_checkpoint_byte * target.checkpoint_bytes + m.wall_constant_s,
         model=m,
         verdict=verdict(peak, host_ram),
         headroom_bytes=host_ram - peak,
@@ -240,5 +246,8 @@ def spec_summary(name: str) -> TargetCheckpoint:
         spec = shapes.fetch_spec(name)
     sizes = [t.nbytes for t in spec.tensors]
     return TargetCheckpoint(
-        checkpoint_bytes=sum(sizes), largest_tensor_bytes=max(sizes, default=0), tensors=len(sizes)
+        checkpoint_bytes=sum(sizes),
+        largest_tensor_bytes=max(sizes, default=0),
+        tensors=len(sizes),
+        small_tensor_bytes=small_tensor_bytes(sizes),
     )

@@ -2,11 +2,12 @@
 
 `python -m bench.child.prepare synth --shapes S --dir DIR [--dtype DT] [--seed N]` synthesises the
 checkpoint of a shape set and writes `DIR/bench.json` (checkpoint path, bytes, largest tensor
-bytes, tensor count). `python -m bench.child.prepare convert --strategy NAME --shapes S --src PATH
---dst DIR --out RESULT.json [--dtype DT] [--seed N]` runs the strategy's `prepare(src, dst,
-builder)` once (Orbax conversion, a sharded directory; as N cooperating processes when the runner
-sets `LOADBENCH_NUM_PROCESSES`) and process 0 writes `DIR/prepared.json` {"checkpoint": path};
-each process writes its `bench.records.wire.ChildResult` to RESULT.json.
+bytes, tensor count, bytes under glibc's mmap threshold). `python -m bench.child.prepare convert
+--strategy NAME --shapes S --src PATH --dst DIR --out RESULT.json [--dtype DT] [--seed N]` runs the
+strategy's `prepare(src, dst, builder)` once (Orbax conversion, a sharded directory; as N
+cooperating processes when the runner sets `LOADBENCH_NUM_PROCESSES`) and process 0 writes
+`DIR/prepared.json` {"checkpoint": path}; each process writes its `bench.records.wire.ChildResult`
+to RESULT.json.
 The runner caches both (the JSON files are the markers), so measured processes never pay for them.
 """
 
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.host.allocator import small_tensor_bytes
 from bench.records.wire import Backend, ChildResult, to_json
 from loader.vocabulary import OK
 
@@ -29,16 +31,13 @@ def synth(shapes_name: str, out: str, dtype: str | None, seed: int) -> dict:
     spec = shapes.load_spec(shapes_name)
     path = Path(shapes.synthesize(spec, out, dtype=dtype, seed=seed))
     files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
-    override = None if dtype is None else content.normalize_dtype(dtype)
-    sizes = [
-        t.numel * content.DTYPES[content.effective_dtype(t.dtype, override)].itemsize
-        for t in spec.tensors
-    ]
+    sizes = content.stored_sizes(spec, dtype)
     return {
         "checkpoint": str(path),
         "checkpoint_bytes": sum(f.stat().st_size for f in files),
         "largest_tensor_bytes": max(sizes, default=0),
         "tensors": len(spec.tensors),
+        "small_tensor_bytes": small_tensor_bytes(sizes),
     }
 
 

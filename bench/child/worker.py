@@ -32,6 +32,7 @@ from bench.child.probe import MemoryProbe
 from bench.child.traffic import DeviceTraffic
 from bench.child.traffic import expected as traffic_expected
 from bench.errors import BenchError
+from bench.host.allocator import heap_free_bytes
 from bench.records.wire import (
     Backend,
     ChildResult,
@@ -140,9 +141,10 @@ def measure(task: ChildTask) -> ChildResult:
         "{process_index}", str(backend.process_index)
     )
     gc.collect()
-    probe, traffic = MemoryProbe(), DeviceTraffic()
+    probe, traffic, heap_before = MemoryProbe(), DeviceTraffic(), heap_free_bytes()
     with tracking(capture or None), probe.measure(), traffic.watching():
         model, report, timing = _load(task, info, target, probe)
+    retained = _retained(heap_before, heap_free_bytes())
     started = time.perf_counter()
     status, error, checked = _verify(model, info, task, spec, target[1])
     compile_error = timing.pop("error", None)
@@ -153,12 +155,19 @@ def measure(task: ChildTask) -> ChildResult:
         error=error,
         backend=backend,
         measurement=dataclasses.replace(
-            _measurement(probe, report, traffic, model, budget_in_effect(info, task)), **timing
+            _measurement(probe, report, traffic, model, budget_in_effect(info, task)),
+            heap_retained_bytes=retained,
+            **timing,
         ),
         tensors_verified=checked,
         verify_s=time.perf_counter() - started,
     )
     return _with_memray_report(result, capture) if capture else result
+
+
+def _retained(before: int | None, after: int | None) -> int | None:
+    """The free bytes the load left in glibc's heaps (`bench.host.allocator`); None: no glibc."""
+    return None if before is None or after is None else max(0, after - before)
 
 
 def _measurement(

@@ -146,6 +146,9 @@ class PhaseRecord:
     device_overreceived: list[str] = field(default_factory=list)  # received > expected: a copy
     staging_memory: str | None = None  # pipelined staged: "pinned_host" | "pageable"
     oom_kind: str | None = None  # status "oom": "device" (a device ran out), else the host's
+    # -- the C allocator (bench/host/allocator.py) --
+    small_tensor_bytes: int | None = None  # bytes of the tensors under glibc's 32 MiB threshold
+    heap_retained_bytes: int | None = None  # free bytes the load left in glibc's heaps
 
 
 @dataclass(frozen=True)

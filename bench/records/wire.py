@@ -109,6 +109,7 @@ class Measurement:
     device_received_bytes: dict[str, int] = field(default_factory=dict)  # bench.child.traffic
     device_expected_bytes: dict[str, int] = field(default_factory=dict)
     budget_bytes: int | None = None  # the budget in effect (the strategy's default if none given)
+    heap_retained_bytes: int | None = None  # free bytes left in glibc's heaps (host.allocator)
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,14 @@ from pathlib import Path
 
 from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.errors import BenchError, NoResultsError
+from bench.host.allocator import small_tensor_bytes
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
 from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORT, WARM
 from loader.strategies import StrategyInfo
-from shapes import is_synthesized
+from shapes import is_synthesized, load_spec
+from shapes.content import stored_sizes
 
 DEFAULT_PEAK_RATIO = 3.5  # the naive path measures ~3.2x; unknown strategies are assumed as bad
 BASELINE_GUESS_BYTES = 1 << 30
@@ -44,6 +46,7 @@ class Checkpoint:
     tensors: int
     digests: str | None = None  # a user's checkpoint: the cached digests to verify against
     work_root: str | None = None  # a user's checkpoint: where converted copies go (never beside it)
+    small_tensor_bytes: int | None = None  # under glibc's mmap threshold (bench.host.allocator)
 
     @property
     def folder(self) -> Path:
@@ -75,6 +78,7 @@ class Checkpoint:
             user.tensors,
             str(digests(user, cache)),
             str(cache / "checkpoints" / f"user-{user.key}"),
+            user.small_tensor_bytes,
         )
 
     @classmethod
@@ -95,6 +99,9 @@ class Checkpoint:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
                 raise BenchError(f"cannot synthesise shape set {shapes!r} into {folder}: {tail[0]}")
         s = json.loads(marker.read_text(encoding="utf-8"))
+        small = s.get("small_tensor_bytes")  # absent from markers older than the field
+        if small is None:
+            small = small_tensor_bytes(stored_sizes(load_spec(shapes), dtype))
         return cls(
             shapes,
             dtype,
@@ -103,6 +110,7 @@ class Checkpoint:
             s["checkpoint_bytes"],
             s["largest_tensor_bytes"],
             s["tensors"],
+            small_tensor_bytes=small,
         )
 
 
@@ -141,7 +149,9 @@ def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
     """Each strategy's predicted peak on `ck` from earlier results in `out`
     (`bench.analysis.recommend`)."""
-    target = TargetCheckpoint(ck.checkpoint_bytes, ck.largest_tensor_bytes, ck.tensors)
+    target = TargetCheckpoint(
+        ck.checkpoint_bytes, ck.largest_tensor_bytes, ck.tensors, ck.small_tensor_bytes
+    )
     try:
         rec = recommend(read_results(out), target, budget)
     except NoResultsError:

@@ -38,6 +38,22 @@ class RowContext:
     ceiling_probe_id: str | None = None
 
 
+#: the fields a result without measurements leaves empty
+UNMEASURED: dict[str, Any] = dict.fromkeys(
+    (
+        "baseline_rss_bytes",
+        "peak_rss_bytes",
+        "wall_s",
+        "phase_wall_s",
+        "phase_peak_rss_bytes",
+        "phase_end_rss_bytes",
+        "phase_anon_rss_bytes",
+        "phase_file_rss_bytes",
+        "peak_source",
+    )
+)
+
+
 def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> PhaseRecord:
     """The `total` row of a result with no measurements: what it ran, and how it ended."""
     task, ck = ctx.task, ctx.task.checkpoint
@@ -57,17 +73,10 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         checkpoint_bytes=ck.checkpoint_bytes,
         largest_tensor_bytes=ck.largest_tensor_bytes,
         tensors=ck.tensors,
-        baseline_rss_bytes=None,
-        peak_rss_bytes=None,
-        wall_s=None,
+        small_tensor_bytes=ck.small_tensor_bytes,
         phase=TOTAL,
         phase_order=0,
-        phase_wall_s=None,
-        phase_peak_rss_bytes=None,
-        phase_end_rss_bytes=None,
-        phase_anon_rss_bytes=None,
-        phase_file_rss_bytes=None,
-        peak_source=None,
+        **UNMEASURED,
         memray_html=ctx.memray_html,
         memray_top=ctx.memray_top,
         ceiling_s=ctx.ceiling_s,
@@ -91,6 +100,7 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         phase_cpu_s=phase.cpu_s,
         peak_source=measured.peak_source,
         inflight_peak_bytes=measured.inflight_peak_bytes,
+        heap_retained_bytes=measured.heap_retained_bytes,
         budget_bytes=measured.budget_bytes if measured.budget_bytes else row.budget_bytes,
         phase=phase.name,
         phase_order=phase.order,

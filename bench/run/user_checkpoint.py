@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import BenchError
+from bench.host.allocator import small_tensor_bytes
 
 DIGESTS_VERSION = 1
 
@@ -35,6 +36,7 @@ class UserCheckpoint:
     checkpoint_bytes: int
     largest_tensor_bytes: int
     tensors: int
+    small_tensor_bytes: int  # under glibc's mmap threshold (bench.host.allocator)
     key: str  # identifies this exact content (paths, sizes, mtimes)
 
 
@@ -66,6 +68,7 @@ def open_checkpoint(path: str | os.PathLike) -> UserCheckpoint:
         checkpoint_bytes=sum(f.stat().st_size for f in files),
         largest_tensor_bytes=max(sizes, default=0),
         tensors=len(sizes),
+        small_tensor_bytes=small_tensor_bytes(sizes),
         key=hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:16],
     )
 

@@ -81,7 +81,9 @@ def _spec_facts(name: str, devices: int) -> dict:
 def _measured_summary(phases: pd.DataFrame) -> tuple[dict, str]:
     shapes = st.selectbox("Shape set", sorted(phases["shapes"].unique()), key="target_shapes")
     row = phases[phases["shapes"] == shapes].iloc[0]
-    return {k: int(row[k]) for k in ("checkpoint_bytes", "largest_tensor_bytes", "tensors")}, shapes
+    summary = {k: int(row[k]) for k in ("checkpoint_bytes", "largest_tensor_bytes", "tensors")}
+    small = row.get("small_tensor_bytes")
+    return summary | ({} if pd.isna(small) else {"small_tensor_bytes": int(small)}), shapes
 
 
 def _custom_summary() -> dict:

@@ -16,10 +16,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench.host.allocator import heap_free_bytes
 from bench.records.results import read_results, summarize
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from loader.vocabulary import STRATEGY
+from shapes import load_spec
 from tests.commands import loadbench
 
 FAKES = Path(__file__).parent / "fakes"
@@ -130,8 +132,13 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
         assert row["peak_rss_bytes"] > row["baseline_rss_bytes"] > 0 and row["wall_s"] > 0
         assert row["peak_ratio"] > 0 and row["phases"]
         assert all({"wall_s", "peak_ratio"} <= set(p) for p in row["phases"].values())
-    summary = summarize(read_results(tmp_path / "results").phases)
-    assert set(summary.strategy) == set(model)
+    phases = read_results(tmp_path / "results").phases
+    assert set(summarize(phases).strategy) == set(model)
+    # every tensor of tiny-gpt2 is under glibc's mmap threshold; the heap is read where glibc is
+    tensor_bytes = sum(t.nbytes for t in load_spec("tiny-gpt2").tensors)
+    assert set(phases.small_tensor_bytes) == {tensor_bytes}
+    if heap_free_bytes() is not None:
+        assert phases.heap_retained_bytes.notna().all()
 
 
 @pytest.mark.multiprocess

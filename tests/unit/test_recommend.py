@@ -354,7 +354,12 @@ MODEL_KEYS = [
     "wall_error",
     "wall_repeat_spread",
 ]
-LOO_KEYS = ["peak_error_out_of_sample", "wall_error_out_of_sample", "most_repeats"]
+LOO_KEYS = [
+    "peak_error_out_of_sample",
+    "wall_error_out_of_sample",
+    "most_repeats",
+    "peak_bytes_per_small_tensor_byte",
+]
 
 
 @pytest.mark.parametrize(
@@ -380,7 +385,8 @@ def test_cli_json_keys_are_pinned(tmp_path, capsys, extra, top, inputs, model):
     out = json.loads(capsys.readouterr().out)
     assert list(out) == top
     assert list(out["inputs"]) == inputs
-    assert list(out["target"]) == ["checkpoint_bytes", "largest_tensor_bytes", "tensors"]
+    target = ["checkpoint_bytes", "largest_tensor_bytes", "tensors", "small_tensor_bytes"]
+    assert list(out["target"]) == target
     assert [s["strategy"] for s in out["strategies"]] == ["lean", "eager"]
     for s in out["strategies"]:
         assert list(s) == STRATEGY_KEYS and list(s["model"]) == model
