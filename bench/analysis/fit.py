@@ -14,7 +14,8 @@ h is fitted first, on its own measurement: the free bytes the load left in glibc
 share of a checkpoint's bytes differs (gpt2 72%, sa3 70%, sa3-medium 31%), so a per-checkpoint-byte
 term fitted on two sizes would charge a checkpoint of large tensors for holes it does not leave.
 a, b and e are then fitted on what remains. h is 0 where a measured shape set lacks either
-figure (older files, no glibc) or the target's small bytes are unknown. No jax.
+figure (older files, no glibc), where the target's small bytes are unknown, and under
+`MIN_HEAP_TERM` (a strategy reading into its own mappings keeps next to nothing there). No jax.
 """
 
 from __future__ import annotations
