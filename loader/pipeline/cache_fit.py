@@ -30,7 +30,7 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.format.source import CheckpointSource
 from loader.leaves import Leaf
-from loader.pipeline.options import CGROUP_ROOT, SELF_CGROUP, cgroup_dirs, knob_text
+from loader.pipeline.options import CGROUP_ROOT, SELF_CGROUP, cgroup_folders, knob_text
 from loader.pipeline.order import file_order
 from loader.pipeline.speculation import Speculated
 from loader.plan import Step
@@ -81,12 +81,7 @@ def available_bytes(
     capped by every memory cgroup over it (v2 `memory.max`, v1 `memory.limit_in_bytes`, parents
     included); None where neither can be read."""
     found = [_meminfo_available(meminfo)]
-    for line in knob_text(self_cgroup).splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            found += [_cgroup_available(d, True) for d in cgroup_dirs(root, path)]
-        elif "memory" in controllers.split(","):
-            found += [_cgroup_available(d, False) for d in cgroup_dirs(root / "memory", path)]
+    found += [_cgroup_available(d, v2) for d, v2 in cgroup_folders("memory", root, self_cgroup)]
     return min((f for f in found if f is not None), default=None)
 
 

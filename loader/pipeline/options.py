@@ -193,25 +193,25 @@ def reader_error(where: str, exc: BaseException) -> CheckpointError:
 def cgroup_cpus(root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> float | None:
     """The tightest CPU quota over this process's cgroups and their parents, in CPUs (v2
     `cpu.max` `"50000 100000"` -> 0.5; v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`); None: none."""
-    found: list[float | None] = []
-    for line in knob_text(self_cgroup).splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            found += [_quota(d / "cpu.max") for d in cgroup_dirs(root, path)]
-        elif "cpu" in controllers.split(","):
-            found += [_quota(d / "cpu.cfs_quota_us") for d in cgroup_dirs(root / controllers, path)]
+    knob = {True: "cpu.max", False: "cpu.cfs_quota_us"}
+    found = [_quota(d / knob[v2]) for d, v2 in cgroup_folders("cpu", root, self_cgroup)]
     return min((f for f in found if f), default=None)
 
 
-def cgroup_dirs(base: Path, path: str) -> list[Path]:
-    """The cgroup folder of `path` under `base`, then each parent up to `base`."""
-    here = base / path.strip("/")
-    return [here, *[p for p in here.parents if p.is_relative_to(base)]]
+def cgroup_folders(controller: str, root: Path, self_cgroup: Path) -> list[tuple[Path, bool]]:
+    """(folder, v2) of this process's cgroups holding `controller`, then of their parents."""
+    found = []
+    for line in knob_text(self_cgroup).splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (v2 := controllers == "") or controller in controllers.split(","):
+            base = root if v2 else root / controllers
+            here = base / path.strip("/")
+            found += [(d, v2) for d in [here, *[p for p in here.parents if p.is_relative_to(base)]]]
+    return found
 
 
 def _quota(knob: Path) -> float | None:
-    """CPUs from a v2 `cpu.max` ("max" or "QUOTA PERIOD") or a v1 `cpu.cfs_quota_us` (beside
-    its `cpu.cfs_period_us`; -1: none)."""
+    """CPUs from v2 `cpu.max` ("QUOTA PERIOD") or v1 `cpu.cfs_quota_us` / `..._period_us`."""
     words = knob_text(knob).split()
     if knob.name == "cpu.cfs_quota_us":
         words += knob_text(knob.with_name("cpu.cfs_period_us")).split()
