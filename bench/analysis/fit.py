@@ -59,8 +59,8 @@ class FitModel:
     def peak_over_baseline(self, ckpt: float, largest: float, small: float) -> float:
         """The predicted peak over the baseline of a checkpoint of these sizes."""
         a, b = self.peak_bytes_per_checkpoint_byte, self.peak_bytes_per_largest_tensor_byte
-        h = self.peak_bytes_per_small_tensor_byte
-        return a * ckpt + b * largest + self.peak_constant_bytes + h * small
+        coef = (a, b, self.peak_constant_bytes, self.peak_bytes_per_small_tensor_byte)
+        return float(_peak_over(coef, ckpt, largest, small))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object `recommend --json` prints under `model` (lists, no unset read speed)."""
@@ -118,11 +118,15 @@ def _fit_peaks(medians: pd.DataFrame, heap: bool) -> tuple[float, float, float, 
     return a, b, e, h
 
 
-def _predicted_over(medians: pd.DataFrame, a: float, b: float, e: float, h: float) -> np.ndarray:
-    small = medians["small"].fillna(0).to_numpy(float)
-    return (
-        a * medians["ckpt"].to_numpy(float) + b * medians["largest"].to_numpy(float) + e + h * small
-    )
+def _peak_over(coef: tuple[float, float, float, float], ckpt: Any, largest: Any, small: Any) -> Any:
+    """a*ckpt + b*largest + e + h*small, for numbers or arrays."""
+    a, b, e, h = coef
+    return a * ckpt + b * largest + e + h * small
+
+
+def _predicted_over(medians: pd.DataFrame, coef: tuple[float, float, float, float]) -> np.ndarray:
+    columns = (medians[c].fillna(0).to_numpy(float) for c in ("ckpt", "largest", "small"))
+    return _peak_over(coef, *columns)
 
 
 def _fit_wall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -172,7 +176,7 @@ def out_of_sample(medians: pd.DataFrame, heap: bool = True) -> tuple[float | Non
         c, d = _fit_wall(rest["ckpt"].to_numpy(float), rest["wall"].to_numpy(float))
         over, time = float(one["over"].iloc[0]), float(one["wall"].iloc[0])
         if over > 0:
-            predicted = _predicted_over(one, *_fit_peaks(rest, heap))[0]
+            predicted = _predicted_over(one, _fit_peaks(rest, heap))[0]
             peak.append(abs(predicted - over) / over)
         if time > 0:
             wall.append(abs(c * float(one["ckpt"].iloc[0]) + d - time) / time)
@@ -200,7 +204,7 @@ def fit(rows: pd.DataFrame, target_checkpoint_bytes: int, heap: bool = True) -> 
         devices=tuple(sorted(int(n) for n in set(rows["devices"]))),
         largest_measured_checkpoint_bytes=int(x1.max()),
         extrapolation=target_checkpoint_bytes / float(x1.max()),
-        peak_error=_rel_error(_predicted_over(medians, a, b, e, h), over),
+        peak_error=_rel_error(_predicted_over(medians, (a, b, e, h)), over),
         wall_error=_rel_error(c * x1 + d, wall),
         wall_repeat_spread=repeat_spread(rows),
         peak_error_out_of_sample=peak_out,

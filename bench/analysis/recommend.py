@@ -67,13 +67,13 @@ class TargetCheckpoint:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, sizes: Mapping[str, int | None]) -> TargetCheckpoint:
+    def from_dict(cls, sizes: Mapping[str, Any]) -> TargetCheckpoint:
         """From `to_dict`'s keys (the dashboard's own summaries; small_tensor_bytes optional)."""
         small = sizes.get("small_tensor_bytes")
         return cls(
-            int(sizes["checkpoint_bytes"]),  # type: ignore[arg-type]
-            int(sizes["largest_tensor_bytes"]),  # type: ignore[arg-type]
-            int(sizes["tensors"]),  # type: ignore[arg-type]
+            int(sizes["checkpoint_bytes"]),
+            int(sizes["largest_tensor_bytes"]),
+            int(sizes["tensors"]),
             None if small is None else int(small),
         )
 
