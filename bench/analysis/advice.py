@@ -23,6 +23,7 @@ from bench.analysis.recommend import (
     TargetCheckpoint,
     recommend,
 )
+from bench.analysis.ties import close_to_recommended, repeats_text, tie_sentences
 from bench.records.results import Results
 from bench.units import format_bytes
 from bench.vocabulary import WARM
@@ -201,7 +202,7 @@ def _verdict_sentence(advice: Advice) -> str:
 
 def sentences(advice: Advice) -> list[str]:
     """What to say of `advice`, in order: verdict, minimum RAM, extrapolation, devices, caveats."""
-    out = [_verdict_sentence(advice)]
+    out = [_verdict_sentence(advice), *tie_sentences(advice.rec)]
     if advice.minimum_ram_bytes is not None:
         out.append(
             f"Minimum RAM that fits: {format_bytes(advice.minimum_ram_bytes)} "
@@ -231,10 +232,6 @@ def sentences(advice: Advice) -> list[str]:
     return out
 
 
-def _runs(n: int) -> str:
-    return "1 run" if n == 1 else f"{n} runs"
-
-
 def fit_error_text(model: FitModel) -> str:
     """The fit's error where there is out-of-sample evidence (leave one shape set out), else
     "in-sample only": an in-sample error on few shape sets is near 0% by construction."""
@@ -242,11 +239,6 @@ def fit_error_text(model: FitModel) -> str:
     if peak is None or wall is None:
         return "in-sample only"
     return f"peak {peak:.0%}, time {wall:.0%} (one shape set left out)"
-
-
-def repeats_text(model: FitModel) -> str:
-    """How far repeats strayed (`±12%`), or `1 run` where no shape set was repeated."""
-    return "1 run" if model.most_repeats <= 1 else f"±{model.wall_repeat_spread:.0%}"
 
 
 def table_rows(advice: Advice) -> list[dict[str, Any]]:
@@ -258,7 +250,7 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
             "predicted peak": format_bytes(s.predicted_peak_bytes),
             "headroom": format_bytes(s.headroom_bytes),
             "predicted time": f"{s.predicted_wall_s:.2f} s",
-            "basis": f"{_runs(s.model.runs)} of {', '.join(s.model.shapes)}",
+            "basis": f"{s.model.runs} run{'s' * (s.model.runs > 1)} of {', '.join(s.model.shapes)}",
             "fit error": fit_error_text(s.model),
             "time repeats": repeats_text(s.model),
         }
@@ -287,7 +279,8 @@ def to_text(advice: Advice) -> str:
 
 
 def to_json(advice: Advice) -> dict[str, Any]:
-    """`recommend --json`: inputs, target, recommended, minimum RAM, sentences, strategies."""
+    """`recommend --json`: inputs, target, recommended, minimum RAM, sentences, strategies, and
+    the strategies too close to call with the recommended one (`bench.analysis.ties`)."""
     return {
         "inputs": advice.inputs.to_dict(),
         "target": advice.target.to_dict(),
@@ -297,4 +290,5 @@ def to_json(advice: Advice) -> dict[str, Any]:
         "notes": sentences(advice),
         "strategies": [s.to_dict() for s in advice.rec.strategies],
         "unmeasured": advice.rec.unmeasured,
+        "too_close_to_call": [s.strategy for s in close_to_recommended(advice.rec)],
     }

@@ -55,6 +55,7 @@ class FitModel:
     wall_error_out_of_sample: float | None = None
     most_repeats: int = 1  # the most repeats of one shape set (1: no spread was measured)
     peak_bytes_per_small_tensor_byte: float = 0.0  # h: glibc's retained heap (bench.host.allocator)
+    wall_repeat_typical_spread: float = 0.0  # a typical repeat's deviation (bench.analysis.ties)
 
     def peak_over_baseline(self, ckpt: float, largest: float, small: float) -> float:
         """The predicted peak over the baseline of a checkpoint of these sizes."""
@@ -211,6 +212,7 @@ def fit(rows: pd.DataFrame, target_checkpoint_bytes: int, heap: bool = True) -> 
         wall_error_out_of_sample=wall_out,
         most_repeats=int(rows.groupby("shapes").size().max()),
         peak_bytes_per_small_tensor_byte=h,
+        wall_repeat_typical_spread=typical_repeat_spread(rows),
     )
 
 
@@ -221,11 +223,26 @@ def _rel_error(predicted: np.ndarray, measured: np.ndarray) -> float:
     return float(np.max(np.abs(predicted[ok] - measured[ok]) / measured[ok])) if ok.any() else 0.0
 
 
+def _deviations(rows: pd.DataFrame) -> pd.Series:
+    """Each run's relative deviation from its shape set's median time."""
+    wall = pd.to_numeric(rows["wall_s"])
+    median = wall.groupby(rows["shapes"]).transform("median")
+    return ((wall - median).abs() / median)[median > 0]
+
+
 def repeat_spread(rows: pd.DataFrame) -> float:
     """How far the fitted runs' own repeats strayed from their shape set's median time (the largest
     relative deviation): a prediction cannot be closer than this machine repeats itself. Cold
     runs on a virtual disk whose host caches the image can differ several-fold."""
-    wall = pd.to_numeric(rows["wall_s"])
-    median = wall.groupby(rows["shapes"]).transform("median")
-    deviation = ((wall - median).abs() / median)[median > 0]
+    deviation = _deviations(rows)
     return float(deviation.max()) if len(deviation) else 0.0
+
+
+def typical_repeat_spread(rows: pd.DataFrame) -> float:
+    """How far a typical repeat strayed: per shape set the median relative deviation from its median
+    time, the largest over shape sets. One outlying run of three does not move it (it moves
+    `repeat_spread`), so it says how close two strategies' times can be told apart."""
+    deviation = _deviations(rows)
+    if not len(deviation):
+        return 0.0
+    return float(deviation.groupby(rows.loc[deviation.index, "shapes"]).median().max())

@@ -14,8 +14,9 @@ a is `peak_bytes_per_checkpoint_byte`, b `peak_bytes_per_largest_tensor_byte`, e
 `wall_constant_s`, plus
 `baseline_rss_bytes`, the `runs`, `shapes` and `devices` it was fitted on,
 `largest_measured_checkpoint_bytes`, `extrapolation` (the target's checkpoint over that largest
-one), the fit's in-sample `peak_error` and `wall_error`, and `wall_repeat_spread` (how far the
-fitted runs' repeats strayed from their median time).
+one), the fit's in-sample `peak_error` and `wall_error`, `wall_repeat_spread` (how far the
+fitted runs' repeats strayed from their median time, at worst) and `wall_repeat_typical_spread`
+(how far a typical repeat strayed: what `bench.analysis.ties` calls two times apart by).
 
 The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
 it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The

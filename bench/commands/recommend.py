@@ -9,8 +9,10 @@
   reference line's cold runs: bytes over wall) is printed beside.
 - Every prediction carries its fit's largest relative error on the runs it was fitted on
   (in-sample: the least error an extrapolation has, not a bound on it), and how far those runs'
-  own repeats strayed from their median time ("time repeats"): cold reads on a virtual disk vary
-  with what the host has cached, and no prediction is closer than the machine repeats itself.
+  own repeats strayed from their median time ("time repeats": a typical repeat, and the worst):
+  cold reads on a virtual disk vary with what the host has cached, and no prediction is closer
+  than the machine repeats itself. The recommended strategy's time is said to be too close to
+  call with any that fits within a typical repeat's spread of it (`bench.analysis.ties`).
 - `--device-ram` predicts each strategy's device peak from runs whose backend reported device
   memory (`phase_device_peak_bytes`, GPU/TPU); where none exist it says so and predicts nothing.
 - `--probe TARGET.json` predicts times for the host that wrote that probe (`loadbench probe`):

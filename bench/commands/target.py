@@ -5,7 +5,9 @@ gives them). `--check` simulates the target here: it runs every predicted strate
 shape set inside the limits under which the target's probe was taken (its `--cpus`, its
 `--disk-read-speed` for a cold load, its `--host-ram`), `CHECK_REPEATS` times each, interleaved,
 and prints predicted against measured time and peak, per strategy, with the error, and whether
-the ranking held. Those rows land in the results folder with their limits (never fitted on).
+the ranking held: every pair of strategies the prediction called apart was measured in its
+predicted order (`bench.analysis.ties`; the pairs too close to call are listed, and whether the
+strict order matched). Those rows land in the results folder with their limits (never fitted on).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 from bench.analysis import target as target_times
 from bench.analysis.advice import Advice
 from bench.analysis.target import TargetTime, target_ram
+from bench.analysis.ties import check_ranking
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord, read_probe
 from bench.records.results import Results, read_results
@@ -104,9 +107,22 @@ def check_target(adv: Advice, args: argparse.Namespace, there: ProbeRecord) -> b
             f"{format_bytes(s.predicted_peak_bytes)}, measured {format_bytes(int(peak))} "
             f"({s.predicted_peak_bytes / peak - 1:+.0%})"
         )
+    return _ranking(adv, {name: wall for name, (wall, _) in measured.items()})
+
+
+def _pairs(pairs: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{a} < {b}" for a, b in pairs) or "none"
+
+
+def _ranking(adv: Advice, walls: dict[str, float]) -> bool:
+    """Print the predicted and measured order, and whether the pairs called apart held."""
+    got = check_ranking(adv.rec.strategies, walls)
     by_time = {s.strategy: s.predicted_wall_s for s in adv.rec.strategies}
-    predicted = sorted(measured, key=by_time.__getitem__)
-    fastest = sorted(measured, key=lambda n: measured[n][0])
-    word = "held" if predicted == fastest else "DID NOT HOLD"
-    print(f"ranking by time: predicted {predicted}, measured {fastest}: {word}")
-    return predicted == fastest
+    predicted = sorted(walls, key=by_time.__getitem__)
+    fastest = sorted(walls, key=walls.__getitem__)
+    strict = "the same" if predicted == fastest else "not the same"
+    word = "held" if got.held else f"DID NOT HOLD (measured the other way: {_pairs(got.reversed)})"
+    print(f"ranking by time: predicted {predicted}, measured {fastest} ({strict} order)")
+    print(f"  pairs called apart: {_pairs(got.called)}: {word}")
+    print(f"  too close to call (within the fits' time repeats): {_pairs(got.too_close)}")
+    return got.held

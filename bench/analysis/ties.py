@@ -1,0 +1,110 @@
+"""Which predicted times are too close to call, and whether a measured ranking bore them out.
+
+A prediction cannot separate two strategies by less than the runs it was fitted on repeat
+themselves: each fit carries `wall_repeat_typical_spread`, how far a typical repeat here strayed
+from its shape set's median time (the median deviation per shape set, the largest over them; one
+outlying run of three, which sets the table's "time repeats" maximum, does not move it). Two
+predicted times are too close to call when their gap, relative to the faster one, is at most the
+larger of the two strategies' typical spreads. A fit with one run per shape set has no spread,
+so its times are always called apart.
+
+`recommend` still names the fastest that fits, and says which others it could not tell from it.
+`recommend --probe T.json --check` holds the measured ranking against the pairs the prediction
+called apart: the ranking held when every such pair came out in the predicted order; pairs too
+close to call are reported, never counted as misses. No jax.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from bench.analysis.fit import FitModel
+from bench.analysis.recommend import Recommendation, StrategyPrediction
+from bench.vocabulary import FITS
+
+
+def repeats_text(model: FitModel) -> str:
+    """The table's "time repeats": how far a typical repeat and the worst strayed from their
+    median (`±2% (worst ±12%)`), or `1 run` where no shape set was repeated."""
+    if model.most_repeats <= 1:
+        return "1 run"
+    return f"±{model.wall_repeat_typical_spread:.0%} (worst ±{model.wall_repeat_spread:.0%})"
+
+
+def spread(s: StrategyPrediction) -> float:
+    """How far a typical repeat of the strategy strayed here (0 with one run per shape set)."""
+    return s.model.wall_repeat_typical_spread if s.model.most_repeats > 1 else 0.0
+
+
+def too_close(a: StrategyPrediction, b: StrategyPrediction) -> bool:
+    """The two predicted times are nearer than either strategy's runs repeat themselves."""
+    fast = min(a.predicted_wall_s, b.predicted_wall_s)
+    if fast <= 0:
+        return a.predicted_wall_s == b.predicted_wall_s
+    gap = abs(a.predicted_wall_s - b.predicted_wall_s) / fast
+    return gap <= max(spread(a), spread(b))
+
+
+def close_to_recommended(rec: Recommendation) -> list[StrategyPrediction]:
+    """The other strategies that fit, with times too close to call with the recommended one's."""
+    best = next((s for s in rec.strategies if s.strategy == rec.recommended), None)
+    if best is None:
+        return []
+    return [
+        s
+        for s in rec.strategies
+        if s.strategy != best.strategy and s.verdict == FITS and too_close(best, s)
+    ]
+
+
+def tie_sentences(rec: Recommendation) -> list[str]:
+    """One sentence naming the strategies the recommended one cannot be told from, if any."""
+    close = close_to_recommended(rec)
+    if not close:
+        return []
+    best = next(s for s in rec.strategies if s.strategy == rec.recommended)
+    others = ", ".join(f"{s.strategy} ({s.predicted_wall_s:.2f} s)" for s in close)
+    widest = max(spread(s) for s in [best, *close])
+    return [
+        f"Too close to call on time: {others} against {best.strategy}'s "
+        f"{best.predicted_wall_s:.2f} s, a gap within the ±{widest:.0%} a typical repeat of their "
+        "runs here strayed from its median; the recommendation among them is by predicted time "
+        "alone."
+    ]
+
+
+@dataclass(frozen=True)
+class RankingCheck:
+    """Pairs (faster, slower) as predicted: those called apart, and those too close to call;
+    `reversed`: the called pairs whose measured times came out the other way round."""
+
+    called: list[tuple[str, str]]
+    too_close: list[tuple[str, str]]
+    reversed: list[tuple[str, str]]
+
+    @property
+    def held(self) -> bool:
+        """Every pair the prediction called apart was measured in its predicted order."""
+        return not self.reversed
+
+
+def check_ranking(
+    predictions: list[StrategyPrediction], measured_wall_s: Mapping[str, float]
+) -> RankingCheck:
+    """Hold the measured times against each pair of predictions (strategies measured only)."""
+    timed = sorted(
+        (s for s in predictions if s.strategy in measured_wall_s),
+        key=lambda s: s.predicted_wall_s,
+    )
+    called, close, wrong = [], [], []
+    for fast, slow in itertools.combinations(timed, 2):
+        pair = (fast.strategy, slow.strategy)
+        if too_close(fast, slow):
+            close.append(pair)
+            continue
+        called.append(pair)
+        if measured_wall_s[fast.strategy] > measured_wall_s[slow.strategy]:
+            wrong.append(pair)
+    return RankingCheck(called, close, wrong)
