@@ -232,6 +232,10 @@ def sentences(advice: Advice) -> list[str]:
     return out
 
 
+def _runs(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"
+
+
 def fit_error_text(model: FitModel) -> str:
     """The fit's error where there is out-of-sample evidence (leave one shape set out), else
     "in-sample only": an in-sample error on few shape sets is near 0% by construction."""
@@ -250,7 +254,7 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
             "predicted peak": format_bytes(s.predicted_peak_bytes),
             "headroom": format_bytes(s.headroom_bytes),
             "predicted time": f"{s.predicted_wall_s:.2f} s",
-            "basis": f"{s.model.runs} run{'s' * (s.model.runs > 1)} of {', '.join(s.model.shapes)}",
+            "basis": f"{_runs(s.model.runs)} of {', '.join(s.model.shapes)}",
             "fit error": fit_error_text(s.model),
             "time repeats": repeats_text(s.model),
         }

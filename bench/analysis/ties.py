@@ -47,9 +47,13 @@ def too_close(a: StrategyPrediction, b: StrategyPrediction) -> bool:
     return gap <= max(spread(a), spread(b))
 
 
+def _recommended(rec: Recommendation) -> StrategyPrediction | None:
+    return next((s for s in rec.strategies if s.strategy == rec.recommended), None)
+
+
 def close_to_recommended(rec: Recommendation) -> list[StrategyPrediction]:
     """The other strategies that fit, with times too close to call with the recommended one's."""
-    best = next((s for s in rec.strategies if s.strategy == rec.recommended), None)
+    best = _recommended(rec)
     if best is None:
         return []
     return [
@@ -61,10 +65,9 @@ def close_to_recommended(rec: Recommendation) -> list[StrategyPrediction]:
 
 def tie_sentences(rec: Recommendation) -> list[str]:
     """One sentence naming the strategies the recommended one cannot be told from, if any."""
-    close = close_to_recommended(rec)
-    if not close:
+    close, best = close_to_recommended(rec), _recommended(rec)
+    if not close or best is None:
         return []
-    best = next(s for s in rec.strategies if s.strategy == rec.recommended)
     others = ", ".join(f"{s.strategy} ({s.predicted_wall_s:.2f} s)" for s in close)
     widest = max(spread(s) for s in [best, *close])
     return [
