@@ -35,7 +35,13 @@ from loader.pipeline.device_oom import is_out_of_memory, oom_error
 from loader.pipeline.jobs import LeafJob, device_regions, region_shape
 from loader.pipeline.regions import Bytes, Region, fill_region
 from loader.pipeline.ring_size import check_staging_budget
-from loader.pipeline.staging import StagingRing, Transfer, staging_for, staging_ring
+from loader.pipeline.staging import (
+    StagingRing,
+    Transfer,
+    owned_chunk,
+    staging_for,
+    staging_ring,
+)
 from loader.plan import LoadPlan, Step
 from loader.report import LoadReport
 
@@ -180,7 +186,8 @@ class Stager:
             assert job.source is not None, f"{job.where}: read after the job was finished"
             fill_region(job.source, job.info.shape, job.info.np_dtype, part.region, chunk, scratch)
             t1 = time.perf_counter()
-            handle = self._send(chunk, piece, job)
+            whole = part.region == piece.region  # the shard itself: its array must own its bytes
+            handle = self._send(owned_chunk(chunk, piece.device) if whole else chunk, piece, job)
             self.transfer_s += time.perf_counter() - t1
             self._count(self.received_bytes, piece.device, chunk.nbytes)
             with piece.lock:

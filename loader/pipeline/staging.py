@@ -10,8 +10,9 @@ is still reading.
 
 Memory: the slots are `pinned_host` (page-locked; jax's memory kind) where the backend offers it
 and the transfer from it works, pageable otherwise; `memory_kind` says which. On the CPU backend
-(staging forced with `staging=True`) they are pageable and the transfer copies (the CPU backend
-would otherwise adopt the slot as the array, see `transfer`).
+(staging forced with `staging=True`) they are pageable, and a device array borrows its slot
+until the update that copies it into the shard has run (see `pageable_transfer`): the host then
+holds the model, the ring and the scratch, and no transfer copies beside them.
 
 `backend_adopts_host_buffers()` says whether staging is needed: the CPU backend adopts aligned
 host buffers (a destination buffer is then the model's own memory), others do not.
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from loader.format.buffers import aligned
+from loader.format import buffers
+from loader.format.buffers import aligned  # the ring's slots (tests count its calls)
 
 PINNED, PAGEABLE = "pinned_host", "pageable"
 #: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and
@@ -52,15 +54,24 @@ def offers_pinned_host(device: object) -> bool:
 
 
 def pageable_transfer(chunk: np.ndarray, device: object) -> object:
-    """Copy `chunk` to `device` (asynchronous on an accelerator). On the CPU backend, which would
-    adopt the slot itself (even with `may_alias=False`), the chunk is copied into a fresh aligned
-    buffer that the device adopts: one copy, as an accelerator's transfer makes, and nothing for
-    XLA to compile."""
+    """Copy `chunk` to `device` (asynchronous on an accelerator). On the CPU backend the device
+    array borrows the slot itself (no copy, and ready at once): the slot is reused only once the
+    update that copied it into the shard's buffer has run (`Stager.read`), and a chunk that is a
+    whole shard is handed over as its own copy (`owned_chunk`)."""
     if getattr(device, "platform", "") == "cpu":
-        copy = aligned(chunk.shape, chunk.dtype)
-        np.copyto(copy, chunk)
-        return jax.device_put(copy, device)
+        return jax.device_put(chunk, device).block_until_ready()
     return jax.device_put(chunk, device)
+
+
+def owned_chunk(chunk: np.ndarray, device: object) -> np.ndarray:
+    """The chunk to transfer when it is a whole shard: on the CPU backend, whose device array
+    borrows host memory, a fresh aligned copy that becomes the model's own (the slot is then free
+    at once); elsewhere the slot itself, which the transfer copies to the device."""
+    if getattr(device, "platform", "") != "cpu":
+        return chunk
+    copy = buffers.aligned(chunk.shape, chunk.dtype)  # the model's memory, not a ring slot
+    np.copyto(copy, chunk)
+    return copy
 
 
 def pinned_transfer(chunk: np.ndarray, device: object) -> object:
