@@ -3,8 +3,9 @@
 - `"keep"`: none; the page cache is left as the kernel keeps it.
 - `"dontneed"`: every one (and, at close, what read-ahead left cached).
 - `"auto"` (the default): only as many as will not fit anyway. Once the plan is known, the model
-  bytes still to be allocated and the memory available now (`available_bytes`: `MemAvailable`,
-  or less where this process's memory cgroup allows less) give the page cache that can stay:
+  bytes still to be allocated in host RAM (`host_bytes`: none for leaves on an accelerator) and
+  the memory available now (`available_bytes`: `MemAvailable`, or less where this process's
+  memory cgroup allows less) give the page cache that can stay:
   `keep = available - model - reserve`. Where the files fit in that, nothing is dropped (as
   `"keep"`). Otherwise the tensors read first (in the readers' order) are dropped behind the
   readers until what is left to read fits: the last `keep` bytes stay cached for the next load.
@@ -30,6 +31,7 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.format.source import CheckpointSource
 from loader.leaves import Leaf
+from loader.pipeline.jobs import device_regions, region_shape
 from loader.pipeline.options import CGROUP_ROOT, SELF_CGROUP, cgroup_folders, knob_text
 from loader.pipeline.order import file_order
 from loader.pipeline.speculation import Speculated
@@ -120,6 +122,24 @@ def _leaf_bytes(leaf: Leaf) -> int:
     return math.prod(shape) * np.dtype(dtype).itemsize
 
 
+def host_bytes(step: Step) -> int:
+    """The host RAM a step's leaf takes once loaded: its bytes on each addressable device whose
+    memory is the host's (the CPU backend's; a leaf replicated over 8 such devices, 8 times),
+    nothing on an accelerator's (the staged path leaves only its ring on the host)."""
+    nbytes = _leaf_bytes(step.leaf)
+    if step.sharding is None:  # a Python scalar
+        return nbytes
+    size = math.prod(step.leaf.shape)
+    if size == 0:
+        return 0
+    on_host = sum(
+        math.prod(region_shape(region))
+        for device, region in device_regions(step)
+        if getattr(device, "platform", "cpu") == "cpu"
+    )
+    return nbytes * on_host // size
+
+
 def drops_for(
     policy: str, steps: list[Step], source: CheckpointSource, speculated: Mapping[str, Speculated]
 ) -> set[str]:
@@ -129,6 +149,8 @@ def drops_for(
     read = {k for k in keys if k in speculated and speculated[k].filled}
     order = file_order([source.info(k) for k in keys - read], source.file_of)
     kept = sum(source.info(k).nbytes for k in read)
-    model = sum(_leaf_bytes(step.leaf) for step in steps)
-    available = available_bytes() if policy == AUTO else None
+    if policy != AUTO:  # the model's size matters only to "auto"
+        return dropped_tensors(policy, order, 0, None)
+    model = sum(host_bytes(step) for step in steps)
+    available = available_bytes()
     return dropped_tensors(policy, order, model + kept, available)

@@ -82,6 +82,65 @@ def test_the_memory_available_is_the_tightest_of_the_host_and_its_memory_cgroups
     assert cache_fit.available_bytes(tmp_path / "none", root, tmp_path / "none") is None
 
 
+class _Leaf:
+    shape, where = (8, 4), "w"
+
+    def stored_shape_dtype(self):
+        return (8, 4), np.dtype(np.float32)
+
+
+class _Step:
+    leaf, file_key = _Leaf(), "w"
+
+    def __init__(self, sharding) -> None:
+        self.sharding = sharding
+
+    def placement(self):
+        return self.sharding
+
+
+class _OnAccelerator:
+    """A sharding whose one device is an accelerator's (its memory is not the host's)."""
+
+    def addressable_devices_indices_map(self, shape):
+        device = type("Device", (), {"platform": "gpu"})()
+        return {device: tuple(slice(None) for _ in shape)}
+
+
+def test_the_model_counts_host_ram_per_device_and_none_on_an_accelerator():
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    mesh = jax.sharding.Mesh(np.array(devices), ("x",))
+    nbytes = 8 * 4 * 4
+    assert cache_fit.host_bytes(_Step(NamedSharding(mesh, PartitionSpec("x")))) == nbytes
+    replicated = cache_fit.host_bytes(_Step(NamedSharding(mesh, PartitionSpec())))
+    assert replicated == len(devices) * nbytes and len(devices) > 1
+    assert cache_fit.host_bytes(_Step(_OnAccelerator())) == 0
+    assert cache_fit.host_bytes(_Step(None)) == nbytes  # a scalar leaf has no placement
+
+
+class _Source:
+    def info(self, key):
+        return TensorInfo(key, "F32", (8, 4), 0, 128)
+
+    def file_of(self, key):
+        return "model.safetensors"
+
+
+def test_auto_keeps_a_file_cached_beside_a_model_that_lives_on_an_accelerator(monkeypatch):
+    """Room for the file but not for a host copy of the model too: on the host, the file is
+    dropped; on an accelerator, whose leaves take no host RAM, it all stays cached."""
+    room = 128 + cache_fit.MIN_RESERVE_BYTES + 64
+    monkeypatch.setattr(cache_fit, "available_bytes", lambda: room)
+    import jax
+
+    on_host = _Step(jax.sharding.SingleDeviceSharding(jax.devices()[0]))
+    assert cache_fit.drops_for("auto", [on_host], _Source(), {}) == {"w"}
+    assert cache_fit.drops_for("auto", [_Step(_OnAccelerator())], _Source(), {}) == set()
+
+
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     path = shapes.synthesize(SPEC, tmp_path_factory.mktemp("cache-fit"))
