@@ -35,6 +35,7 @@ from loader.pipeline.jobs import device_regions, region_shape
 from loader.pipeline.options import CGROUP_ROOT, SELF_CGROUP, cgroup_folders, knob_text
 from loader.pipeline.order import file_order
 from loader.pipeline.speculation import Speculated
+from loader.pipeline.staging import backend_adopts_host_buffers
 from loader.plan import Step
 from loader.vocabulary import AUTO, DONTNEED, KEEP
 
@@ -110,11 +111,13 @@ def dropped_tensors(
 
 def prefetch(policy: str, file_bytes: int) -> bool:
     """Whether to ask the kernel to read the files ahead at open (before the model is known): with
-    `"keep"`, and with `"auto"` where the files and a model as large fit in the memory available."""
+    `"keep"`, and with `"auto"` where the files fit in the memory available beside a model as
+    large (on the CPU backend, whose device arrays are host memory; on an accelerator, alone)."""
     if policy != AUTO:
         return policy == KEEP
     available = available_bytes()
-    return available is not None and 2 * file_bytes <= available
+    model = file_bytes if backend_adopts_host_buffers() else 0
+    return available is not None and file_bytes + model <= available
 
 
 def _leaf_bytes(leaf: Leaf) -> int:

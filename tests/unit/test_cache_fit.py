@@ -141,6 +141,16 @@ def test_auto_keeps_a_file_cached_beside_a_model_that_lives_on_an_accelerator(mo
     assert cache_fit.drops_for("auto", [_Step(_OnAccelerator())], _Source(), {}) == set()
 
 
+def test_the_read_ahead_hint_counts_a_host_copy_of_the_model_only_on_the_cpu_backend(monkeypatch):
+    file_bytes = 100 * MIB
+    monkeypatch.setattr(cache_fit, "available_bytes", lambda: 150 * MIB)  # the file, not twice
+    monkeypatch.setattr(cache_fit, "backend_adopts_host_buffers", lambda: True)
+    assert not cache_fit.prefetch("auto", file_bytes)
+    monkeypatch.setattr(cache_fit, "backend_adopts_host_buffers", lambda: False)
+    assert cache_fit.prefetch("auto", file_bytes)
+    assert cache_fit.prefetch("keep", file_bytes) and not cache_fit.prefetch("dontneed", file_bytes)
+
+
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     path = shapes.synthesize(SPEC, tmp_path_factory.mktemp("cache-fit"))
