@@ -81,26 +81,40 @@ class LateTransfer:
             self.corrupted += changed
 
 
-class _Handle:
-    def __init__(self, owner: LateTransfer, chunk: np.ndarray, device: object) -> None:
-        self.owner, self.chunk, self.device = owner, chunk, device
-        self.snapshot = chunk.copy()
-        self.event = threading.Event()
-        threading.Timer(owner.delay * random.uniform(0.5, 1.5), self._complete).start()
+class _Late:
+    """Something that completes `delay` (±50%) after it is made, on a timer thread: `complete`
+    runs first, then `is_ready()` turns true and `block_until_ready()` returns."""
 
-    def _complete(self) -> None:
-        data = np.array(self.chunk, copy=True)  # the slot as it is now, like a DMA reading it
-        self.array = jax.device_put(data, self.device)
-        self.owner.done(data.tobytes() != self.snapshot.tobytes())
-        self.chunk = None
+    def __init__(self, delay: float) -> None:
+        self.event = threading.Event()
+        threading.Timer(delay * random.uniform(0.5, 1.5), self._fire).start()
+
+    def _fire(self) -> None:
+        self.complete()
         self.event.set()
+
+    def complete(self) -> None:
+        raise NotImplementedError
 
     def is_ready(self) -> bool:
         return self.event.is_set()
 
-    def block_until_ready(self) -> _Handle:
+    def block_until_ready(self) -> _Late:
         self.event.wait()
         return self
+
+
+class _Handle(_Late):
+    def __init__(self, owner: LateTransfer, chunk: np.ndarray, device: object) -> None:
+        self.owner, self.chunk, self.device = owner, chunk, device
+        self.snapshot = chunk.copy()
+        super().__init__(owner.delay)
+
+    def complete(self) -> None:
+        data = np.array(self.chunk, copy=True)  # the slot as it is now, like a DMA reading it
+        self.array = jax.device_put(data, self.device)
+        self.owner.done(data.tobytes() != self.snapshot.tobytes())
+        self.chunk = None
 
     def result(self) -> jax.Array:
         self.event.wait()
@@ -212,23 +226,14 @@ class SlowUpdates:
             self.corrupted += changed
 
 
-class _LateToken:
+class _LateToken(_Late):
     def __init__(self, owner: SlowUpdates, view: np.ndarray, snapshot: np.ndarray) -> None:
-        self.event = threading.Event()
         self.owner, self.view, self.snapshot = owner, view, snapshot
-        threading.Timer(owner.delay * random.uniform(0.5, 1.5), self._complete).start()
+        super().__init__(owner.delay)
 
-    def _complete(self) -> None:
+    def complete(self) -> None:
         self.owner.checked(not np.array_equal(self.view, self.snapshot))
         self.view = self.snapshot = None
-        self.event.set()
-
-    def is_ready(self) -> bool:
-        return self.event.is_set()
-
-    def block_until_ready(self) -> _LateToken:
-        self.event.wait()
-        return self
 
 
 def test_a_borrowed_slot_is_reused_only_after_its_update_ran(ckpt, monkeypatch):
