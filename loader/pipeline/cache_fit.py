@@ -35,7 +35,7 @@ from loader.pipeline.jobs import device_regions, region_shape
 from loader.pipeline.options import CGROUP_ROOT, SELF_CGROUP, cgroup_folders, knob_text
 from loader.pipeline.order import file_order
 from loader.pipeline.speculation import Speculated
-from loader.pipeline.staging import backend_adopts_host_buffers
+from loader.pipeline.staging import backend_adopts_host_buffers, host_memory
 from loader.plan import Step
 from loader.vocabulary import AUTO, DONTNEED, KEEP
 
@@ -138,7 +138,7 @@ def host_bytes(step: Step) -> int:
     on_host = sum(
         math.prod(region_shape(region))
         for device, region in device_regions(step)
-        if getattr(device, "platform", "cpu") == "cpu"
+        if host_memory(device)
     )
     return nbytes * on_host // size
 
@@ -151,9 +151,9 @@ def drops_for(
     keys = {step.file_key for step in steps}
     read = {k for k in keys if k in speculated and speculated[k].filled}
     order = file_order([source.info(k) for k in keys - read], source.file_of)
-    kept = sum(source.info(k).nbytes for k in read)
     if policy != AUTO:  # the model's size matters only to "auto"
         return dropped_tensors(policy, order, 0, None)
+    kept = sum(source.info(k).nbytes for k in read)
     model = sum(host_bytes(step) for step in steps)
     available = available_bytes()
     return dropped_tensors(policy, order, model + kept, available)

@@ -42,10 +42,15 @@ def backend_adopts_host_buffers() -> bool:
     return jax.default_backend() == "cpu"
 
 
+def host_memory(device: object) -> bool:
+    """Whether `device`'s memory is the host's (the CPU backend's devices)."""
+    return getattr(device, "platform", "cpu") == "cpu"
+
+
 def offers_pinned_host(device: object) -> bool:
     """Whether `device` has a `pinned_host` memory to stage through (never on the CPU backend,
     whose `pinned_host` is its own memory: nothing to pin)."""
-    if getattr(device, "platform", "cpu") == "cpu":
+    if host_memory(device):
         return False
     try:
         return any(m.kind == PINNED for m in device.addressable_memories())  # type: ignore[attr-defined]
@@ -58,7 +63,7 @@ def pageable_transfer(chunk: np.ndarray, device: object) -> object:
     array borrows the slot itself (no copy, and ready at once): the slot is reused only once the
     update that copied it into the shard's buffer has run (`Stager.read`), and a chunk that is a
     whole shard is handed over as its own copy (`owned_chunk`)."""
-    if getattr(device, "platform", "") == "cpu":
+    if host_memory(device):
         return jax.device_put(chunk, device).block_until_ready()
     return jax.device_put(chunk, device)
 
@@ -67,7 +72,7 @@ def owned_chunk(chunk: np.ndarray, device: object) -> np.ndarray:
     """The chunk to transfer when it is a whole shard: on the CPU backend, whose device array
     borrows host memory, a fresh aligned copy that becomes the model's own (the slot is then free
     at once); elsewhere the slot itself, which the transfer copies to the device."""
-    if getattr(device, "platform", "") != "cpu":
+    if not host_memory(device):
         return chunk
     copy = buffers.aligned(chunk.shape, chunk.dtype)  # the model's memory, not a ring slot
     np.copyto(copy, chunk)

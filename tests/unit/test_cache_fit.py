@@ -7,8 +7,10 @@ against the file's cached pages (`mincore`), so a policy that drops nothing, or 
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 import shapes
 from loader import strategies
@@ -108,11 +110,8 @@ class _OnAccelerator:
 
 
 def test_the_model_counts_host_ram_per_device_and_none_on_an_accelerator():
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec
-
     devices = jax.devices()
-    mesh = jax.sharding.Mesh(np.array(devices), ("x",))
+    mesh = Mesh(np.array(devices), ("x",))
     nbytes = 8 * 4 * 4
     assert cache_fit.host_bytes(_Step(NamedSharding(mesh, PartitionSpec("x")))) == nbytes
     replicated = cache_fit.host_bytes(_Step(NamedSharding(mesh, PartitionSpec())))
@@ -134,9 +133,7 @@ def test_auto_keeps_a_file_cached_beside_a_model_that_lives_on_an_accelerator(mo
     dropped; on an accelerator, whose leaves take no host RAM, it all stays cached."""
     room = 128 + cache_fit.MIN_RESERVE_BYTES + 64
     monkeypatch.setattr(cache_fit, "available_bytes", lambda: room)
-    import jax
-
-    on_host = _Step(jax.sharding.SingleDeviceSharding(jax.devices()[0]))
+    on_host = _Step(SingleDeviceSharding(jax.devices()[0]))
     assert cache_fit.drops_for("auto", [on_host], _Source(), {}) == {"w"}
     assert cache_fit.drops_for("auto", [_Step(_OnAccelerator())], _Source(), {}) == set()
 
