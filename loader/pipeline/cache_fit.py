@@ -110,7 +110,7 @@ def dropped_tensors(
 
 
 def prefetch(policy: str, file_bytes: int) -> bool:
-    """Whether to ask the kernel to read the files ahead at open (before the model is known): with
+    """Whether to hint the kernel to read the files ahead at open (before the model is known): with
     `"keep"`, and with `"auto"` where the files fit in the memory available beside a model as
     large (on the CPU backend, whose device arrays are host memory; on an accelerator, alone)."""
     if policy != AUTO:

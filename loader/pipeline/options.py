@@ -10,9 +10,10 @@ the model's own memory from the moment it is allocated.
 
 `cache_policy=` (`loader.pipeline.cache_fit`): `"auto"` (default) drops ranges from the page cache
 once read (`posix_fadvise(POSIX_FADV_DONTNEED)` behind the reader) only where files and model do
-not fit in memory together, and keeps the rest; `"keep"` leaves the page cache as it is (a cold
-load leaves the file cached: RAM then holds the model and the file); `"dontneed"` drops every
-range. The prefetch hint at open (`POSIX_FADV_WILLNEED`) is given only where the files will fit.
+not fit in memory together; `"keep"` leaves the page cache as it is (a cold load leaves the file
+cached: RAM then holds model and file); `"dontneed"` drops every range. The hint at open
+(`POSIX_FADV_WILLNEED`), given only where the files will fit, makes Linux read a file's head only
+(its read-ahead window; 67.5 MiB of sa3's 2.1 GiB, measured once), not the whole file.
 
 Reader threads (`threads=`, default from the CPUs this process may use and the page cache): a
 warm read (the file's pages already cached) is a memory copy: it is CPU-bound, so one reader per
@@ -163,8 +164,7 @@ def check_budget(limit: int, threads: int) -> int:
 
 
 def open_files(paths: Iterable[Path], prefetch: bool) -> dict[str, int]:
-    """Each file opened for reading (path -> fd); with `prefetch`, the kernel asked to read ahead
-    (`POSIX_FADV_WILLNEED`; where the files will not stay cached it would only fill the cache)."""
+    """Each file opened (path -> fd); with `prefetch`, the read-ahead hint (module docstring)."""
     fds = {str(p): os.open(p, os.O_RDONLY) for p in paths}
     for fd in fds.values() if prefetch else ():
         with contextlib.suppress(OSError, AttributeError):
