@@ -22,7 +22,9 @@ each time (13.5 s), `"auto"` and `"keep"` 8-11 GB (10.2-10.4 s).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -118,6 +120,16 @@ def prefetch(policy: str, file_bytes: int) -> bool:
     available = available_bytes()
     model = file_bytes if backend_adopts_host_buffers() else 0
     return available is not None and file_bytes + model <= available
+
+
+def read_ahead(fds: Iterable[int], policy: str, file_bytes: int) -> None:
+    """Hint the kernel to read the open files ahead (`POSIX_FADV_WILLNEED`) where `prefetch` says
+    so. Linux reads only a file's head for it (its read-ahead window: 67.5 MiB of sa3's 2.1 GiB,
+    measured once), not the whole file; a file smaller than that may be cached whole at once, so
+    the readers' count (cold or warm) is decided before the hint."""
+    for fd in fds if prefetch(policy, file_bytes) else ():
+        with contextlib.suppress(OSError, AttributeError):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
 
 
 def _leaf_bytes(leaf: Leaf) -> int:

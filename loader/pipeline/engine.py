@@ -35,7 +35,7 @@ from loader.format import TensorInfo
 from loader.format.buffers import aligned
 from loader.format.source import CheckpointSource
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
-from loader.pipeline.cache_fit import dropped_tensors, drops_for, prefetch
+from loader.pipeline.cache_fit import dropped_tensors, drops_for, read_ahead
 from loader.pipeline.jobs import (
     LeafJob,
     Part,
@@ -121,9 +121,10 @@ class Pipeline:
         """Open the files and start the reader threads (speculating while the model is built)."""
         self._source = source
         self._phase.enter_context(probe.phase(STREAM))
-        self._fds = open_files(source.files, prefetch(self.cache_policy, source.total_bytes))
+        self._fds = open_files(source.files)
         if self._auto_threads and self._stager is None:
-            self._size_threads()
+            self._size_threads()  # before the read-ahead hint, which may cache a small file whole
+        read_ahead(self._fds.values(), self.cache_policy, source.total_bytes)
         if self._stager is None:  # no scratch beyond its share of this checkpoint
             size = scratch_bytes(self.budget.limit_bytes, self.threads, source.total_bytes)
             self.scratch_bytes, self.budget.reserved_bytes = size, size * self.threads

@@ -11,9 +11,8 @@ the model's own memory from the moment it is allocated.
 `cache_policy=` (`loader.pipeline.cache_fit`): `"auto"` (default) drops ranges from the page cache
 once read (`posix_fadvise(POSIX_FADV_DONTNEED)` behind the reader) only where files and model do
 not fit in memory together; `"keep"` leaves the page cache as it is (a cold load leaves the file
-cached: RAM then holds model and file); `"dontneed"` drops every range. The hint at open
-(`POSIX_FADV_WILLNEED`), given only where the files will fit, makes Linux read a file's head only
-(its read-ahead window; 67.5 MiB of sa3's 2.1 GiB, measured once), not the whole file.
+cached: RAM then holds model and file); `"dontneed"` drops every range. The read-ahead hint at
+open, given only where the files will fit, is `cache_fit.read_ahead`.
 
 Reader threads (`threads=`, default from the CPUs this process may use and the page cache): a
 warm read (the file's pages already cached) is a memory copy: it is CPU-bound, so one reader per
@@ -28,7 +27,6 @@ what `docker --cpus` or `loadbench bench run --cpus` sets), since `os.cpu_count(
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import math
@@ -163,13 +161,9 @@ def check_budget(limit: int, threads: int) -> int:
     return limit
 
 
-def open_files(paths: Iterable[Path], prefetch: bool) -> dict[str, int]:
-    """Each file opened (path -> fd); with `prefetch`, the read-ahead hint (module docstring)."""
-    fds = {str(p): os.open(p, os.O_RDONLY) for p in paths}
-    for fd in fds.values() if prefetch else ():
-        with contextlib.suppress(OSError, AttributeError):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-    return fds
+def open_files(paths: Iterable[Path]) -> dict[str, int]:
+    """Each file opened for reading (path -> fd)."""
+    return {str(p): os.open(p, os.O_RDONLY) for p in paths}
 
 
 def close_files(fds: dict[str, int], cache_policy: str) -> None:

@@ -179,3 +179,12 @@ def test_auto_keeps_the_tail_cached_where_file_and_model_do_not_fit(ckpt, monkey
     assert cached(ckpt) > 0.95  # it all fits: nothing dropped, as with "keep"
     load_warm(ckpt, cache_policy="dontneed")
     assert cached(ckpt) < 0.05
+
+
+def test_read_ahead_hints_each_file_only_where_prefetch_says_so(monkeypatch):
+    hinted = []
+    monkeypatch.setattr(cache_fit.os, "posix_fadvise", lambda fd, *a: hinted.append((fd, *a)))
+    cache_fit.read_ahead([3, 4], "dontneed", MIB)
+    assert hinted == []
+    cache_fit.read_ahead([3, 4], "keep", MIB)
+    assert hinted == [(fd, 0, 0, cache_fit.os.POSIX_FADV_WILLNEED) for fd in (3, 4)]
