@@ -18,6 +18,9 @@ and the load then reads them back from the disk. Measured once on a 2-core, 23.5
 8.23 s with 6.0 GB read back from the disk, `"auto"` 7.57 s with 0.1 GB, `"dontneed"` 5.36 s; in
 loads that follow one another, `"dontneed"` (nothing left cached) reads all 16 GB from the disk
 each time (13.5 s), `"auto"` and `"keep"` 8-11 GB (10.2-10.4 s).
+
+Before the model is known, the files get a read-ahead hint at open (`read_ahead`) only where they
+will stay cached (`prefetch`).
 """
 
 from __future__ import annotations
