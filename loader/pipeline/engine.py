@@ -122,8 +122,12 @@ class Pipeline:
         self._source = source
         self._phase.enter_context(probe.phase(STREAM))
         self._fds = open_files(source.files)
+        # More readers where the files are cold (a cold read waits on the disk), counted before the
+        # read-ahead hint, which may cache a small file whole; their scratch is sized next.
         if self._auto_threads and self._stager is None:
-            self._size_threads()  # before the read-ahead hint, which may cache a small file whole
+            n = file_threads(list(self._fds.values()))
+            if n > self.threads and self.budget.limit_bytes >= 8192 * n:
+                self.threads = self.stats.threads = n
         read_ahead(self._fds.values(), self.cache_policy, source.total_bytes)
         if self._stager is None:  # no scratch beyond its share of this checkpoint
             size = scratch_bytes(self.budget.limit_bytes, self.threads, source.total_bytes)
@@ -137,12 +141,6 @@ class Pipeline:
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
             self._workers.append(t)
             t.start()
-
-    def _size_threads(self) -> None:
-        """More readers when the files are not cached (a cold read waits on the disk)."""
-        n = file_threads(list(self._fds.values()))
-        if n > self.threads and self.budget.limit_bytes >= 8192 * n:
-            self.threads = self.stats.threads = n  # `start` sizes their scratch next
 
     def _started(self) -> tuple[CheckpointSource, Speculation]:
         """The source and speculation that `start` set up; a clear error if it was not called."""
