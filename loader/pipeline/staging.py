@@ -28,8 +28,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from loader.format import buffers
-from loader.format.buffers import aligned  # the ring's slots (tests count its calls)
+from loader.format.buffers import aligned, host_buffer  # slots: `aligned` (tests count its calls)
 
 PINNED, PAGEABLE = "pinned_host", "pageable"
 #: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and
@@ -74,7 +73,7 @@ def owned_chunk(chunk: np.ndarray, device: object) -> np.ndarray:
     at once); elsewhere the slot itself, which the transfer copies to the device."""
     if not host_memory(device):
         return chunk
-    copy = buffers.aligned(chunk.shape, chunk.dtype)  # the model's memory, not a ring slot
+    copy = host_buffer(chunk.shape, chunk.dtype)  # the model's memory, not a ring slot
     np.copyto(copy, chunk)
     return copy
 
