@@ -16,7 +16,7 @@ import numpy as np
 
 from loader.leaves import Leaf
 from loader.place import concrete_sharding, place
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 from loader.report import ShapeMismatch
 
 

@@ -7,7 +7,7 @@
 3. build the target (phase `build`): abstractly from a builder, or a real instance (`recipe.build`);
    `on_built(model)`, if given, is called with it now, before any leaf is assigned (a caller
    starts compiling its forward from the shapes here, while the executor reads),
-4. plan from headers alone (`loader.plan.plan_load`), then `recipe.adjust_plan` if any,
+4. plan from headers alone (`loader.planning.plan_load`), then `recipe.adjust_plan` if any,
 5. report: with `strict=True` any mismatch raises here, before any tensor is read,
 6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps,
 7. `executor.close()`, always (it stops any thread it started),
@@ -33,7 +33,7 @@ from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
 from loader.materialize import fill_skipped
 from loader.phases import BUILD, NULL_PROBE, Probe
-from loader.plan import LoadPlan, Source, plan_load
+from loader.planning import LoadPlan, Source, plan_load
 from loader.report import LoadReport
 from loader.target import build_instance, resolve_target
 

@@ -16,7 +16,7 @@ import numpy as np
 from loader.format.source import CheckpointSource
 from loader.materialize import Caster, apply_transform, assign, astype, host_cast, to_device
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.plan import LoadPlan
+from loader.planning import LoadPlan
 
 Reader = Callable[[str], np.ndarray]  # file key -> host array
 

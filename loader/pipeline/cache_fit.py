@@ -41,7 +41,7 @@ from loader.pipeline.options import CGROUP_ROOT, SELF_CGROUP, cgroup_folders, kn
 from loader.pipeline.order import file_order
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.staging import backend_adopts_host_buffers, host_memory
-from loader.plan import Step
+from loader.planning import Step
 from loader.vocabulary import AUTO, DONTNEED, KEEP
 
 MEMINFO = Path("/proc/meminfo")

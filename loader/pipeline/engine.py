@@ -66,7 +66,7 @@ from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, scratch_bytes
 from loader.pipeline.speculation import Speculation
 from loader.pipeline.staged import STAGED, make_stager
 from loader.pipeline.staging import Transfer
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 
 __all__ = ["CACHE_POLICIES", "MAX_SCRATCH_BYTES", "Pipeline", "PipelineStats"]
 

@@ -25,7 +25,7 @@ from loader.format.buffers import aligned, prefault
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.pipeline.regions import Bytes, Region, fill_region, full_region, normalize
 from loader.pipeline.views import fill_view, outer_axis
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 from loader.transforms import Chain, View
 
 PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads

@@ -42,7 +42,7 @@ from loader.pipeline.staging import (
     staging_for,
     staging_ring,
 )
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 from loader.report import LoadReport
 
 STAGED = "staged"

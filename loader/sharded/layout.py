@@ -4,8 +4,8 @@ A `Layout` maps every tensor key to its global dtype and shape and to the slices
 slice a (file, key in that file, global index range). `read_manifest` parses and checks the
 `manifest.json` that `loader.save_sharded` writes last; `file_layout` describes a plain
 `.safetensors` checkpoint the same way (one whole-tensor slice per key), so one slice reader serves
-both. `LayoutSource` lets `loader.plan.plan_load` plan from a layout as it does from file headers
-(`open_manifest` and `file_layout_source` make one).
+both. `LayoutSource` lets `loader.planning.plan_load` plan from a layout as it does from file
+headers (`open_manifest` and `file_layout_source` make one).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from loader.leaves import META_SHARDINGS
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
 from loader.place import describe_sharding
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 from loader.report import ShardingChange
 from loader.sequence import Recipe
 from loader.sharded.layout import (

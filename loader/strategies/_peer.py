@@ -22,7 +22,7 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
 from loader.phases import Probe
-from loader.plan import LoadPlan
+from loader.planning import LoadPlan
 from loader.stream import Stream
 
 #: files, wanted tensor names -> (an iterator of (name, torch tensor), a close function)

@@ -15,7 +15,7 @@ import numpy as np
 from loader.format.source import CheckpointSource
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, CAST, READ, TRANSFER, Probe
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 
 ReadAll = Callable[[CheckpointSource, LoadPlan], dict[str, np.ndarray]]
 Transfer = Callable[[Step, np.ndarray], Any]

@@ -15,7 +15,7 @@ from safetensors.numpy import load_file
 
 from loader.format.source import CheckpointSource
 from loader.materialize import to_device
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 from loader.sequence import Build, Recipe
 from loader.strategies._phased import Phased
 

@@ -29,7 +29,7 @@ from loader.format import dtype_name, numpy_dtype
 from loader.format.source import CheckpointSource
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, CAST, READ, Probe
-from loader.plan import LoadPlan, Step
+from loader.planning import LoadPlan, Step
 from loader.sequence import Recipe
 from loader.sharded.layout import Layout, LayoutSource, TensorLayout
 from loader.sharded.rule import rule_mesh, rule_sharding

@@ -134,7 +134,7 @@ MODULES = read_modules()
 def test_the_reader_sees_the_tree():
     assert {"loader", "loader.sequence", "bench.cli", "dashboard"} <= set(MODULES)
     assert "loader.errors" in MODULES["loader"].top
-    assert "jax" in MODULES["loader.plan"].top
+    assert "jax" in MODULES["loader.planning"].top
     assert "jax" in MODULES["loader.sharded.rule"].deferred
 
 

@@ -288,7 +288,7 @@ def test_fill_before_start_is_refused_with_a_clear_error(ckpt):
     from loader.format.source import CheckpointSource
     from loader.phases import NULL_PROBE
     from loader.pipeline import Pipeline
-    from loader.plan import LoadPlan
+    from loader.planning import LoadPlan
 
     engine = Pipeline()
     with CheckpointSource(ckpt) as source, pytest.raises(RuntimeError, match="before fill"):
