@@ -10,7 +10,7 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint bench dashboard screenshots fuzz browser-deps peers ports ports-deps clean
+.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps peers ports ports-deps clean
 PEERS_TORCH ?= torch==2.13.0
 
 help: ## list the targets
@@ -47,10 +47,13 @@ browser-deps: ## install Debian's chromium for the browser test (needs root; ski
 test: $(STAMP) browser-deps ## run the test suite (CPU, 8 simulated devices)
 	$(PY) -m pytest -q
 
-lint: $(STAMP) ## ruff lint and format check, then mypy (loader strict; config in pyproject.toml)
-	$(VENV)/bin/ruff check loader bench shapes dashboard tests
-	$(VENV)/bin/ruff format --check loader bench shapes dashboard tests
+lint: $(STAMP) ## ruff (with the complexity rules) and format check, then mypy (config in pyproject.toml)
+	$(VENV)/bin/ruff check loader bench shapes dashboard tests scripts
+	$(VENV)/bin/ruff format --check loader bench shapes dashboard tests scripts
 	$(VENV)/bin/mypy loader bench shapes dashboard
+
+sizes: ## report module, folder and function sizes (a report to read, never a check)
+	$(PYTHON) scripts/sizes.py
 
 bench: $(STAMP) ## run every strategy on SHAPES (default sa3), 3 repeats, each in a fresh process
 	$(VENV)/bin/loadbench bench run --shapes $(SHAPES) --repeats 3 --out $(RESULTS) $(BENCH_ARGS)

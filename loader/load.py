@@ -21,7 +21,7 @@ def _options(**given: Any) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def load_model(
+def load_model(  # noqa: PLR0913  the public keywords are contracts, each keyword-only
     target: Any,
     path: str | os.PathLike[str],
     *,

@@ -36,7 +36,11 @@ def _offline_message(where: str) -> str:
     )
 
 
-def _message(e: Exception, where: str, revision: str | None) -> str | None:
+def _message(  # noqa: PLR0911  one return per Hub error kind, subclasses first
+    e: Exception,
+    where: str,
+    revision: str | None,
+) -> str | None:
     """The one-line message, with its fix, for an error of a Hub fetch; None if not one of those."""
     import httpx2
     from huggingface_hub import errors as hf

@@ -148,7 +148,7 @@ def _start(argv: list[str], env: dict[str, str], out: Path) -> _Child:
     return _Child(proc, out, err)
 
 
-def run_group(
+def run_group(  # noqa: PLR0913  keyword-only: a timeout, a budget and three optional limits
     argvs: list[list[str]],
     envs: list[dict[str, str]],
     outs: list[Path],

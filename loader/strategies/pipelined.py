@@ -28,7 +28,7 @@ from loader.sequence import OnBuilt, Recipe, run_load
 from loader.vocabulary import AUTO
 
 
-def load(
+def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-only
     target: Any,
     path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,

@@ -21,7 +21,7 @@ MiB, GiB = 1 << 20, 1 << 30
 BASE = 300 * MiB
 
 
-def _row(
+def _row(  # noqa: PLR0913  a test row: one argument per column it varies
     strategy: str,
     shapes: str,
     ckpt: int,
