@@ -31,6 +31,32 @@ INTERRUPTED: Final = "interrupted"  # Ctrl-C, or the run was killed (no end reco
 FAILED: Final = "failed"  # the bench itself stopped on an error after some rows
 RUN_STATUSES: Final = (COMPLETE, INTERRUPTED, FAILED)
 
+# -- the jax backend a child loaded on (a phase row's `backend`, `jax.default_backend()`) ----------
+CPU: Final = "cpu"  # the weights live in host RAM: the host's peak is the whole answer
+GPU: Final = "gpu"
+TPU: Final = "tpu"
+#: what each backend means for the host's RAM, in the words every answer prints after its name
+BACKEND_MEANINGS: Final = {
+    CPU: "the weights live in host RAM",
+    GPU: "the weights land in device memory; host RAM holds what is read and staged",
+    TPU: "the weights land in device memory; host RAM holds what is read and staged",
+}
+
+
+def backend_note(backend: str | None) -> str:
+    """`CPU backend: the weights live in host RAM`: which backend a run loaded on and what that
+    means for the host RAM answer; older results that did not record it say so.
+
+    Example:
+        >>> backend_note("cpu")
+        'CPU backend: the weights live in host RAM'
+    """
+    if not backend:
+        return "backend not recorded (results from before loadbench recorded it)"
+    meaning = BACKEND_MEANINGS.get(backend, "where the weights live depends on that backend")
+    return f"{backend.upper()} backend: {meaning}"
+
+
 # -- a row's dtype where the checkpoint kept each tensor's own (no `--dtype`) ----------------------
 NATIVE: Final = "native"
 

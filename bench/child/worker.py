@@ -65,6 +65,7 @@ def init_backend() -> Backend:
         processes=num,
         devices=jax.device_count(),
         local_devices=jax.local_device_count(),
+        platform=jax.default_backend(),
     )
 
 

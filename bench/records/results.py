@@ -210,6 +210,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         "resident_fraction": pd.to_numeric(totals["resident_fraction"]).median(),
         "pagecache_growth_bytes": pd.to_numeric(totals["pagecache_growth_bytes"]).median(),
         "memory_limit": next((m for m in totals["memory_limit"] if isinstance(m, str)), None),
+        "backend": next((b for b in totals.get("backend", ()) if isinstance(b, str)), None),
         "disk_read_limit_enforced": _every(totals.get("disk_read_limit_enforced")),
         "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),
         **{k: _median(ok, k) for k in ("load_s", "ready_s")},
@@ -243,6 +244,7 @@ def summarize(phases: pd.DataFrame, *, floor_ratio: bool = True) -> pd.DataFrame
     Columns: the group keys, kind, status (worst), repeats, ok_repeats, checkpoint_bytes,
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
     over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
+    backend (the first recorded; None in older files),
     ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows), floor_ratio
     (`with_floor_ratio`; left out with `floor_ratio=False`, for a caller that adds it over several
     summaries at once), and per phase P: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).

@@ -149,6 +149,9 @@ class PhaseRecord:
     # -- the C allocator (bench/host/allocator.py) --
     small_tensor_bytes: int | None = None  # bytes of the tensors under glibc's 32 MiB threshold
     heap_retained_bytes: int | None = None  # free bytes the load left in glibc's heaps
+    # -- the jax backend the child loaded on (bench.vocabulary: cpu | gpu | tpu; None: older files
+    # or a child that failed before it started jax) --
+    backend: str | None = None
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,7 @@ class Backend:
     processes: int = 1
     devices: int = 1
     local_devices: int = 1
+    platform: str = "cpu"  # jax.default_backend(): cpu | gpu | tpu (bench.vocabulary)
 
 
 @dataclass(frozen=True)

@@ -149,10 +149,14 @@ def failed_row(ctx: RowContext, status: str, error: str | None, index: int = 0) 
 def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[PhaseRecord]:
     """The rows of one process: every phase and `total`, or one failed `total` row."""
     measured = outcome.result.measurement if outcome.result else None
+    backend = outcome.result.backend if outcome.result else None
+    row = replace(
+        failed_row(ctx, outcome.status, outcome.error, index),
+        backend=backend.platform if backend else None,
+    )
     if outcome.status not in MEASURED or measured is None:
         kind = outcome.result.oom_kind if outcome.result else None  # "device": a device OOM
-        return [replace(failed_row(ctx, outcome.status, outcome.error, index), oom_kind=kind)]
-    row = failed_row(ctx, outcome.status, outcome.error, index)
+        return [replace(row, oom_kind=kind)]
     return [_measured_row(row, measured, p) for p in [*measured.phases, measured.total]]
 
 

@@ -191,3 +191,20 @@ def test_device_columns_read_rows_written_before_the_transient_copy_flag():
 
     assert not _any_device(float("nan")) and not _any_device(None) and not _any_device([])
     assert _any_device(["cuda:0"]) and _any_device(pd.Series(["cuda:0"]).to_numpy())
+
+
+def test_rows_record_the_backend_the_child_loaded_on():
+    """Every row of a result names the child's jax backend (`cpu` here), so an answer can say
+    where the weights lived; a child that never reported (no result) leaves it unknown."""
+    from bench.child.worker import init_backend
+    from bench.vocabulary import backend_note
+
+    result = dataclasses.replace(_result({"cuda:0": GIB}, {"cuda:0": GIB}), backend=init_backend())
+    rows = [
+        r for r in result_records(CTX, [ChildOutcome("ok", None, result)]) if hasattr(r, "phase")
+    ]
+    assert rows and {r.backend for r in rows} == {jax.default_backend()} == {"cpu"}
+    (crashed,) = result_records(CTX, [ChildOutcome("crashed", "signal 9", None)])
+    assert crashed.backend is None
+    assert backend_note("cpu") == "CPU backend: the weights live in host RAM"
+    assert "not recorded" in backend_note(None)
