@@ -18,12 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from bench.host import accelerator, bandwidth
 from bench.host import limits as kernel_limits
 from bench.limits import pagecache
 from bench.limits.disk_read import whole_disk
+from loader import host
 
 EVICTED = 0.05  # a cold pass needs at most this fraction of the probe file left cached
 ALIGN = 1 << 20  # the probe file's size is a multiple of this (O_DIRECT reads whole sectors)
@@ -59,14 +58,6 @@ def touch_sizes(file_bytes: int, room_bytes: int) -> list[int]:
     memory this process may still take), where that is at least twice the file."""
     large = min(8 * file_bytes, room_bytes // 2, LARGE_TOUCH_MAX) // ALIGN * ALIGN
     return [file_bytes, large] if large >= 2 * file_bytes else [file_bytes]
-
-
-def _room(memory_max: int | None) -> int:
-    """Bytes this process may still allocate: the available RAM, cut by its memory limit."""
-    available = psutil.virtual_memory().available
-    if memory_max is None:
-        return available
-    return min(available, memory_max - psutil.Process().memory_info().rss)
 
 
 def _best(by_threads: dict[int, float]) -> tuple[float | None, int | None]:
@@ -118,7 +109,7 @@ def measure(plan: ProbePlan) -> dict:
     for key in ("warm_copy", "cold_read"):
         out[key] = {str(n): v for n, v in out[key].items()}
     small = min(plan.file_bytes, 256 << 20)
-    sizes = touch_sizes(plan.file_bytes, _room(limits.memory_max_bytes))
+    sizes = touch_sizes(plan.file_bytes, host.available_bytes() or 0)
     touch = bandwidth.first_touch_by_size(sizes, plan.repeats)
     out["first_touch_bytes_per_s"] = touch[plan.file_bytes]
     out["first_touch"] = {str(n): v for n, v in touch.items()}

@@ -17,7 +17,6 @@ imports jax.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from bench.errors import BenchError
 from bench.limits import cgroups
 from bench.limits.cgroups import V1, V2
+from loader.host import affinity_cpus
 
 CPUSET, NONE = "cpuset", "none"
 PERIOD_US = 100_000
@@ -45,16 +45,11 @@ class CpuOutcome:
         return {"cpus": self.cpus, "cpu_limit": self.mechanism, "cpu_limit_enforced": self.enforced}
 
 
-def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity), in order."""
-    return sorted(os.sched_getaffinity(0))
-
-
 def check_cpus(cpus: int | None, flag: str = "--cpus") -> None:
     """Refuse a CPU count below 1 or above what this host can give a child."""
     if cpus is None:
         return
-    have = len(usable_cpus())
+    have = len(affinity_cpus())
     if cpus < 1 or cpus > have:
         raise BenchError(f"{flag} {cpus}: this host runs children on 1 to {have} CPUs")
 
@@ -83,7 +78,7 @@ class CpuLimit(cgroups.ChildCgroup):
         return f"no CPU limit could be set ({tried}); the children ran on every CPU"
 
     def _cpu_list(self) -> str:
-        return ",".join(str(c) for c in usable_cpus()[: self.cpus])
+        return ",".join(str(c) for c in affinity_cpus()[: self.cpus])
 
     def _try(self, mech: str) -> bool:
         if mech == V2:

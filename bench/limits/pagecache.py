@@ -3,11 +3,10 @@
 `evict(paths)` asks the kernel to drop every page of each file from the page cache: an `fsync`
 first (DONTNEED leaves dirty pages alone; a checkpoint read for a bench has none, so it writes
 nothing), then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file. It returns what is still
-resident afterwards, measured, never assumed: `resident_fraction(paths)` maps each file
-(`mmap(PROT_READ, MAP_SHARED)` through libc, which faults nothing in) and asks `mincore(2)` which
-of its pages are in memory, weighted by bytes over all files. `set_cache(paths, cache)` puts the
-files in the state a run asks for (evicted, or read until cached) and gives the `CacheOutcome` a
-row records.
+resident afterwards, measured, never assumed: `resident_fraction(paths)` asks `mincore(2)` which
+of each file's pages are in memory (`loader.host.resident_pages`, which faults nothing in),
+weighted by bytes over all files. `set_cache(paths, cache)` puts the files in the state a run asks
+for (evicted, or read until cached) and gives the `CacheOutcome` a row records.
 
 Limits: pages another process holds mapped (or locked) are not dropped, and a file on a
 filesystem without a page cache of its own (some FUSE or network mounts) may report nothing
@@ -18,9 +17,6 @@ never imports jax.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -29,10 +25,8 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.vocabulary import COLD
+from loader.host import resident_pages
 
-_PROT_READ = 0x1
-_MAP_SHARED = 0x01
-_MAP_FAILED = ctypes.c_void_p(-1).value
 WARM_FRACTION = 0.99  # a warm run starts with at least this much of its files cached
 
 
@@ -55,22 +49,6 @@ class CacheOutcome:
         }
 
 
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    return libc
-
-
 def checkpoint_files(path: str | os.PathLike) -> list[Path]:
     """Every regular file of a checkpoint: the file itself, or everything under a folder.
 
@@ -86,35 +64,16 @@ def checkpoint_files(path: str | os.PathLike) -> list[Path]:
     raise BenchError(f"{p}: no such checkpoint file or folder to read the page cache of")
 
 
-def _resident_pages(libc: ctypes.CDLL, path: Path) -> tuple[int, int]:
-    """(resident pages, pages) of one file."""
-    size = path.stat().st_size
-    if size == 0:
-        return 0, 0
-    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
-        if addr in (None, _MAP_FAILED):
-            raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
-        try:
-            vec = ctypes.create_string_buffer(pages)
-            if libc.mincore(addr, size, vec) != 0:
-                raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
-            return sum(b & 1 for b in vec.raw), pages
-        finally:
-            libc.munmap(addr, size)
-    finally:
-        os.close(fd)
-
-
 def resident_fraction(paths: Iterable[str | os.PathLike]) -> float | None:
     """The fraction of the files' pages in the page cache now (None for no pages at all)."""
-    libc = _libc()
     resident = total = 0
     for path in paths:
         try:
-            r, n = _resident_pages(libc, Path(path))
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                r, n = resident_pages(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise BenchError(f"{path}: cannot read its page-cache residency ({exc})") from None
         resident, total = resident + r, total + n

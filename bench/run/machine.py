@@ -17,8 +17,8 @@ from importlib import metadata
 
 import psutil
 
-from bench.host.limits import cpu_quota
 from bench.records.schema import RunRecord
+from loader.host import usable_cpus
 
 ALLOCATOR_VARS = ("PYTHONMALLOC", "XLA_FLAGS", "LD_PRELOAD", "XLA_PYTHON_CLIENT_PREALLOCATE")
 _SECRET = re.compile(r"hf_[A-Za-z0-9]{8,}")
@@ -36,14 +36,10 @@ def utc_now() -> str:
 
 
 def cpu_limit() -> float | None:
-    """The CPUs this process may use when fewer than the machine has (its affinity mask, or the
-    tightest cgroup CPU quota over its cgroups, v2 or v1: `bench.host.limits.cpu_quota`), else
-    None: no CPU limit."""
-    counts = [float(len(os.sched_getaffinity(0)))] if hasattr(os, "sched_getaffinity") else []
-    if (quota := cpu_quota()) is not None:
-        counts.append(quota)
-    limit = min(counts, default=None)
-    return limit if limit is not None and limit < (os.cpu_count() or 1) else None
+    """The CPUs this process may use when fewer than the machine has (`loader.host.usable_cpus`:
+    its affinity mask, capped by the tightest cgroup CPU quota, v2 or v1), else None: no limit."""
+    cpus = usable_cpus()
+    return cpus if cpus < (os.cpu_count() or 1) else None
 
 
 def new_run_id(now: datetime | None = None) -> str:

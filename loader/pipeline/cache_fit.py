@@ -29,68 +29,22 @@ import contextlib
 import math
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 import numpy as np
 
 from loader.format import TensorInfo
 from loader.format.source import CheckpointSource
+from loader.host import available_bytes
 from loader.leaves import Leaf
 from loader.pipeline.jobs import device_regions, region_shape
-from loader.pipeline.options import CGROUP_ROOT, SELF_CGROUP, cgroup_folders, knob_text
 from loader.pipeline.order import file_order
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.staging import backend_adopts_host_buffers, host_memory
 from loader.planning import Step
 from loader.vocabulary import AUTO, DONTNEED, KEEP
 
-MEMINFO = Path("/proc/meminfo")
 RESERVE_FRACTION = 0.05  # of the memory available: left to other processes and the allocator
 MIN_RESERVE_BYTES = 256 << 20
-NO_LIMIT = 1 << 60  # a v1 `memory.limit_in_bytes` at least this large means "no limit"
-
-
-def _meminfo_available(meminfo: Path) -> int | None:
-    for line in knob_text(meminfo).splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    return None
-
-
-def _stat(knob: Path, key: str) -> int:
-    for line in knob_text(knob).splitlines():
-        name, _, value = line.partition(" ")
-        if name == key:
-            return int(value)
-    return 0
-
-
-def _cgroup_available(folder: Path, v2: bool) -> int | None:
-    """What a memory cgroup folder allows still: its limit less its usage, plus its page cache
-    (which the kernel reclaims before it refuses memory); None where it has no limit."""
-    names = (
-        ("memory.max", "memory.current", "file")
-        if v2
-        else ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_cache")
-    )
-    try:
-        limit, usage = int(knob_text(folder / names[0])), int(knob_text(folder / names[1]))
-    except ValueError:  # absent, unreadable, or "max"
-        return None
-    if limit >= NO_LIMIT:
-        return None
-    return max(0, limit - usage) + _stat(folder / "memory.stat", names[2])
-
-
-def available_bytes(
-    meminfo: Path = MEMINFO, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
-) -> int | None:
-    """Bytes this process could still take, page cache reclaimed: the host's `MemAvailable`,
-    capped by every memory cgroup over it (v2 `memory.max`, v1 `memory.limit_in_bytes`, parents
-    included); None where neither can be read."""
-    found = [_meminfo_available(meminfo)]
-    found += [_cgroup_available(d, v2) for d, v2 in cgroup_folders("memory", root, self_cgroup)]
-    return min((f for f in found if f is not None), default=None)
 
 
 def dropped_tensors(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from loader.pipeline import options
+from loader import host
 
 
 def evicted(path) -> bool:
@@ -12,7 +12,7 @@ def evicted(path) -> bool:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return (options.cached_fraction([fd]) or 0.0) < 0.05
+        return (host.cached_fraction([fd]) or 0.0) < 0.05
     finally:
         os.close(fd)
 
@@ -21,6 +21,6 @@ def cached(path) -> float:
     """The fraction of the file's pages in the page cache (mincore)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        return options.cached_fraction([fd]) or 0.0
+        return host.cached_fraction([fd]) or 0.0
     finally:
         os.close(fd)

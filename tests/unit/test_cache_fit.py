@@ -57,33 +57,6 @@ def test_keep_drops_nothing_and_dontneed_everything():
     assert cache_fit.dropped_tensors("dontneed", order, 4 * MIB, 1 << 40) == everything
 
 
-def test_the_memory_available_is_the_tightest_of_the_host_and_its_memory_cgroups(tmp_path):
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal: 100 kB\nMemAvailable:   8000 kB\n")
-    root = tmp_path / "cgroup"
-    v1 = root / "memory" / "job"
-    v1.mkdir(parents=True)
-    (v1 / "memory.limit_in_bytes").write_text(f"{6000 * 1024}\n")
-    (v1 / "memory.usage_in_bytes").write_text(f"{2000 * 1024}\n")
-    (v1 / "memory.stat").write_text(f"cache 5\ntotal_cache {1000 * 1024}\n")
-    self_cgroup = tmp_path / "self"
-    self_cgroup.write_text("4:memory:/job\n0::/\n")
-    # the cgroup allows its limit less its usage, plus its page cache: 5000 KiB < 8000 KiB
-    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 5000 * 1024
-    (v1 / "memory.limit_in_bytes").write_text(f"{cache_fit.NO_LIMIT}\n")  # no limit: the host's
-    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 8000 * 1024
-    v2 = root / "slice"
-    v2.mkdir()
-    (v2 / "memory.max").write_text(f"{3000 * 1024}\n")
-    (v2 / "memory.current").write_text(f"{3000 * 1024}\n")
-    (v2 / "memory.stat").write_text(f"anon 1\nfile {500 * 1024}\n")
-    self_cgroup.write_text("0::/slice\n")
-    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 500 * 1024
-    (v2 / "memory.max").write_text("max\n")
-    assert cache_fit.available_bytes(meminfo, root, self_cgroup) == 8000 * 1024
-    assert cache_fit.available_bytes(tmp_path / "none", root, tmp_path / "none") is None
-
-
 class _Leaf:
     shape, where = (8, 4), "w"
 

@@ -13,6 +13,7 @@ JAX_FREE = [
     "loader.vocabulary",
     "loader.format",
     "loader.format.atomic",
+    "loader.host",
     "loader.sharded",
     "loader.sharded.rule",
     "loader.strategies",

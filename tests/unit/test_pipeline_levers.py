@@ -132,26 +132,6 @@ def test_reader_threads_follow_the_cpus_and_the_cache(cpus, cold, want):
     assert options.reader_threads(cpus, cold=cold) == want
 
 
-def test_the_cgroup_quota_caps_the_usable_cpus(tmp_path):
-    """This process's cgroup and its parents (v2 `cpu.max`, v1 CFS quota): the tightest wins."""
-    self_cgroup = tmp_path / "self"
-    self_cgroup.write_text("0::/a/b\n")
-    (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "a" / "cpu.max").write_text("max 100000\n")
-    assert options.cgroup_cpus(tmp_path, self_cgroup) is None
-    (tmp_path / "a" / "b" / "cpu.max").write_text("150000 100000\n")
-    assert options.cgroup_cpus(tmp_path, self_cgroup) == 1.5
-    (tmp_path / "a" / "cpu.max").write_text("50000 100000\n")  # a parent's tighter quota
-    assert options.usable_cpus(tmp_path, self_cgroup) == 0.5
-    v1 = tmp_path / "cpu,cpuacct" / "job"
-    v1.mkdir(parents=True)
-    (v1 / "cpu.cfs_quota_us").write_text("100000\n")
-    (v1 / "cpu.cfs_period_us").write_text("100000\n")
-    self_cgroup.write_text("4:cpu,cpuacct:/job\n")
-    assert options.cgroup_cpus(tmp_path, self_cgroup) == 1.0
-    assert options.cgroup_cpus(tmp_path, tmp_path / "absent") is None
-
-
 def test_threads_override_and_a_one_cpu_host_gets_one_reader(ckpt, monkeypatch, seen):
     verify(loader.load_model(shapes.model_builder(SPEC), ckpt, threads=3)[0], ckpt)
     assert seen[-1].threads == 3
