@@ -1,12 +1,11 @@
 """Host buffers for reads: private anonymous mappings, page-aligned (so 64-byte aligned too).
 
 Why not `np.empty`: numpy asks for transparent huge pages on large arrays
-(`madvise(MADV_HUGEPAGE)`), and where the kernel's THP defrag setting is `madvise` (as here),
-faulting those pages in may stall in direct compaction once the page cache has fragmented memory.
-Measured here: reading sa3's 2.27 GB into retained numpy buffers took 4.4 s, into buffers without
-huge pages 1.3-1.5 s. A private anonymous `mmap` gets ordinary pages, counts as anonymous RSS (a
-shared one would count as shmem), and lives as long as the arrays that view it (a jax array that
-adopts it included).
+(`madvise(MADV_HUGEPAGE)`), and where the kernel's THP defrag setting is `madvise` (the default),
+faulting those pages in may stall in direct compaction once the page cache has fragmented memory
+(docs/results.md, "Host buffers without huge pages", saw a read run three times slower for it). A
+private anonymous `mmap` gets ordinary pages, counts as anonymous RSS (a shared one would count as
+shmem), and lives as long as the arrays that view it (a jax array that adopts it included).
 
 `populate_for_write` asks the kernel to fault a range of such a buffer in at once
 (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14+), through ctypes so the GIL is released meanwhile:

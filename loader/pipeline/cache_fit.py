@@ -13,11 +13,9 @@
 Why: where file and model do not fit in RAM together, the kernel evicts file pages while the model
 grows, least recently used first. Pages not read yet (cached by an earlier load, or by a warm-up
 read) are older than the ones this load has just read and will not read again, so they go first,
-and the load then reads them back from the disk. Measured once on a 2-core, 23.5 GiB VM, llama3-8b
-(BF16, 14.96 GiB; fresh processes, medians of 3, interleaved), from a fully cached file: `"keep"`
-8.23 s with 6.0 GB read back from the disk, `"auto"` 7.57 s with 0.1 GB, `"dontneed"` 5.36 s; in
-loads that follow one another, `"dontneed"` (nothing left cached) reads all 16 GB from the disk
-each time (13.5 s), `"auto"` and `"keep"` 8-11 GB (10.2-10.4 s).
+and the load then reads them back from the disk. `"auto"` keeps what will fit, so the next load
+finds it cached too; `"dontneed"` reads the whole file from the disk on every load (the figures
+this was chosen on: docs/results.md, "The page-cache policy").
 
 Before the model is known, the files get a read-ahead hint at open (`read_ahead`) only where they
 will stay cached (`prefetch`).
@@ -81,9 +79,9 @@ def prefetch(policy: str, file_bytes: int) -> bool:
 
 def read_ahead(fds: Iterable[int], policy: str, file_bytes: int) -> None:
     """Hint the kernel to read the open files ahead (`POSIX_FADV_WILLNEED`) where `prefetch` says
-    so. Linux reads only a file's head for it (its read-ahead window: 67.5 MiB of sa3's 2.1 GiB,
-    measured once), not the whole file; a file smaller than that may be cached whole at once, so
-    the readers' count (cold or warm) is decided before the hint."""
+    so. Linux reads only a file's head for it (its read-ahead window), not the whole file; a file
+    smaller than that may be cached whole at once, so the readers' count (cold or warm) is decided
+    before the hint."""
     for fd in fds if prefetch(policy, file_bytes) else ():
         with contextlib.suppress(OSError, AttributeError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)

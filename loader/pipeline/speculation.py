@@ -10,13 +10,10 @@ Why the cap is the budget (and not a looser rule): bytes read into a file-dtype 
 later adopted were never beyond the model's own, so speculating past the budget and accounting
 afterwards would be allowed when the model keeps the file's dtype; but before the build ends the
 model's dtypes are unknown, and for a cast (fp32 file -> bf16 model) every speculative byte is in
-flight until cast. Measured on the 2-core machine (sa3, same dtype, fresh process per load, medians
-of 5, quiet machine): budget 256 MiB 0.99 s, no cap (4 GiB) 1.00 s; the uncapped run read only
-~316 MiB before the build ended, and reading is CPU-bound on the core the build does not use
-(allocating and prefaulting sa3's buffers alone takes ~0.7 s, one mapping per tensor or one arena
-alike), so a bigger head start only moves the same work earlier. Hence the plain rule: stop at the
-first tensor that does not fit. Two reader threads (the default on 2 cores) beat 1 and matched 3-4
-in the same runs (gpt2 and sa3).
+flight until cast. And a looser cap buys nothing: reading is CPU-bound on the CPUs the build does
+not use, and the build ends before much is read, so a bigger head start only moves the same work
+earlier (measured with and without the cap: docs/results.md, "The speculation cap"). Hence the
+plain rule: stop at the first tensor that does not fit.
 """
 
 from __future__ import annotations
