@@ -8,6 +8,7 @@ Public API:
     convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
     Transpose(axes), Reshape(shape), Slice(axis, start, stop): declared key_map transforms
+    Stack(keys, axis=0, transform=None): one leaf from N file tensors along a new axis
 
 Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`, `loader.strategies`)
 does not import jax: the jax-free parts (the header reader, the registry) stay light. The names
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from loader.errors import CheckpointError, HeaderError, IncompleteCheckpointError, MismatchError
 from loader.report import LoadReport, LoadWarning
-from loader.transforms import Reshape, Slice, Transpose
+from loader.transforms import Reshape, Slice, Stack, Transpose
 
 if TYPE_CHECKING:  # the lazy names' types, for the type checker; nothing is imported at run time
     from loader import strategies
@@ -44,6 +45,7 @@ __all__ = [
     "MismatchError",
     "Reshape",
     "Slice",
+    "Stack",
     "Transpose",
     "convert_to_sharded",
     "load_model",

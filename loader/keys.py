@@ -14,7 +14,7 @@ import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import METADATA_KEY
-from loader.transforms import as_chain
+from loader.transforms import Stack, as_chain, as_stack
 
 #: A state path as nnx gives it: attribute names and list indices (flax types the parts as
 #: hashables; `key_of` refuses any part that is neither a str nor an int).
@@ -22,8 +22,12 @@ Path = tuple[Hashable, ...]
 Transform = Callable[[np.ndarray], np.ndarray]
 #: `key_map`: model key -> file key, or (file key, transform): a declared transform
 #: (`loader.Transpose`, `loader.Reshape`, `loader.Slice`), a tuple of them applied in turn (both
-#: become a `loader.transforms.Chain`), or any callable of the host array (staged whole); or a
-#: callable taking the model key and returning either (or None to keep the model key).
+#: become a `loader.transforms.Chain`), or any callable of the host array (staged whole); or
+#: `loader.Stack(keys, axis)` / `(loader.Stack(keys, axis), transform)`: the leaf stacks N file
+#: tensors along a new axis, the (declared) transform applied to each file tensor before
+#: stacking (`leaf[(slice(None),) * axis + (i,)] == transform(file[keys[i]])`; see
+#: `loader.transforms.stack`); or a callable taking the model key and returning any of these (or
+#: None to keep the model key).
 KeyMap = Mapping[str, str | tuple[str, Transform]] | Callable[[str], object]
 
 
@@ -66,6 +70,17 @@ def legacy_key(key: str) -> str:
     return key.replace(".", "/")
 
 
+def _mapped(model_key: str, key_map: KeyMap | None) -> object:
+    if key_map is None:
+        return None
+    return key_map(model_key) if callable(key_map) else key_map.get(model_key)
+
+
+def resolve_stack(model_key: str, key_map: KeyMap | None) -> Stack | None:
+    """The `loader.Stack` that fills `model_key` (its per-layer transform folded in), or None."""
+    return as_stack(_mapped(model_key, key_map))
+
+
 def resolve_file_key(
     model_key: str, file_keys: set[str], key_map: KeyMap | None
 ) -> tuple[str, Transform | None]:
@@ -75,9 +90,7 @@ def resolve_file_key(
         (file key, transform or None). Without a key_map entry, the dotted key is used, or its
         `/` form if only that is in the file.
     """
-    mapped = None
-    if key_map is not None:
-        mapped = key_map(model_key) if callable(key_map) else key_map.get(model_key)
+    mapped = _mapped(model_key, key_map)
     if mapped is not None:
         if isinstance(mapped, tuple):
             file_key, transform = mapped

@@ -19,11 +19,12 @@ from jax.sharding import Sharding
 
 from loader.errors import CheckpointError
 from loader.format import TensorMeta, dtype_name
-from loader.keys import KeyMap, Transform, resolve_file_key
+from loader.keys import KeyMap, Transform, resolve_file_key, resolve_stack
 from loader.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
 from loader.place import concrete_sharding, describe_sharding
 from loader.report import DtypeCast, LoadReport, ShapeMismatch, ShardingChange
-from loader.transforms import Chain, TransformError
+from loader.stacking import Stacked, StackLayer, check_stack, layer_leaves
+from loader.transforms import Chain, Stack, TransformError
 
 
 class Source(Protocol):
@@ -47,12 +48,18 @@ class Source(Protocol):
 
 @dataclass
 class Step:
-    """One leaf to fill from one file key (with an optional host transform)."""
+    """One leaf to fill from one file key (with an optional host transform).
+
+    A layer of a stacked leaf (`loader.Stack`) is a step like any other: its leaf is one layer's
+    (`loader.stacking`), its transform the per-layer one, and `layer` says which layer of which
+    stacked leaf it fills.
+    """
 
     leaf: Leaf
     file_key: str
     transform: Transform | None
     sharding: Sharding | None  # concrete sharding to place with; None for a Python scalar
+    layer: StackLayer | None = None
 
     def placement(self) -> Sharding:
         """The concrete sharding of an array or PRNG leaf (only a Python scalar has none)."""
@@ -62,9 +69,13 @@ class Step:
 
 @dataclass
 class LoadPlan:
-    """What to read, in file order, and what to leave alone (reported)."""
+    """What to read, in file order, and what to leave alone (reported).
+
+    `stacked` holds the stacked leaves; each has one step per layer in `steps`.
+    """
 
     steps: list[Step] = field(default_factory=list)
+    stacked: list[Stacked] = field(default_factory=list)
     skipped: list[Leaf] = field(default_factory=list)
     report: LoadReport = field(default_factory=LoadReport)
 
@@ -149,6 +160,31 @@ def _note_transform(report: LoadReport, leaf: Leaf, transform: object) -> None:
         report.staged.append(leaf.key)
 
 
+def _plan_stack(
+    plan: LoadPlan,
+    leaf: Leaf,
+    stack: Stack,
+    source: Source,
+    used: dict[str, tuple[str, bool]],
+    saved_shardings: dict[str, str],
+) -> None:
+    """A stacked leaf: checked from the headers, then one step per layer (`loader.stacking`)."""
+    for key in stack.keys:
+        if key in source:
+            _claim(used, leaf, key, stack.transform)
+    if not check_stack(leaf, stack, source, plan.report):
+        plan.skipped.append(leaf)
+        return
+    sharding = concrete_sharding(leaf.sharding, leaf.where)
+    _sharding_change(leaf, sharding, saved_shardings, plan.report)
+    group = Stacked(leaf, stack, sharding)
+    host = jax.sharding.SingleDeviceSharding(jax.local_devices(backend="cpu")[0])
+    for (part, layer), key in zip(layer_leaves(group), stack.keys):
+        plan.steps.append(Step(part, key, stack.transform, host, layer))
+    plan.stacked.append(group)
+    plan.report.stacked.append(leaf.key)
+
+
 def plan_load(model: object, source: Source, *, key_map: KeyMap | None = None) -> LoadPlan:
     """Plan a load of `source` into `model` (a module, possibly abstract) from headers only."""
     metadata = source.metadata
@@ -158,6 +194,10 @@ def plan_load(model: object, source: Source, *, key_map: KeyMap | None = None) -
     file_keys = set(source.keys())
     used: dict[str, tuple[str, bool]] = {}
     for leaf in model_leaves(model, metadata):
+        stack = resolve_stack(leaf.key, key_map)
+        if stack is not None:
+            _plan_stack(plan, leaf, stack, source, used, saved_shardings)
+            continue
         file_key, transform = resolve_file_key(leaf.key, file_keys, key_map)
         if file_key not in file_keys:
             plan.report.missing.append(leaf.key)

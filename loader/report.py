@@ -71,6 +71,10 @@ class LoadReport:
             `Reshape`, `Slice`), read straight into place where the strategy can (`pipelined`).
         staged: parameters whose transform is an opaque callable (or a declared one that is no
             strided view), applied to the whole tensor staged on the host. Neither is a problem.
+        stacked: parameters filled from N file keys through a `loader.Stack` (each layer through
+            its per-layer transform, if any): read straight into slices of the leaf by
+            `pipelined`, assembled on the host by the other strategies. Not a problem either;
+            all N file keys count as used.
         inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
             strategies that bound them (`pipelined`); None otherwise.
         staging_memory: a staged load's host staging memory, "pinned_host" or "pageable"
@@ -89,6 +93,7 @@ class LoadReport:
     sharding_changes: list[ShardingChange] = field(default_factory=list)
     transformed: list[str] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)
+    stacked: list[str] = field(default_factory=list)
     inflight_peak_bytes: int | None = None
     staging_memory: str | None = None
     staging_slots: int | None = None

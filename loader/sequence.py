@@ -9,7 +9,9 @@
    starts compiling its forward from the shapes here, while the executor reads),
 4. plan from headers alone (`loader.planning.plan_load`), then `recipe.adjust_plan` if any,
 5. report: with `strict=True` any mismatch raises here, before any tensor is read,
-6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps,
+6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps;
+   then each stacked leaf (`loader.Stack`) the executor assembled on the host is placed
+   (`loader.stacking.finish_stacked`; `pipelined` places its own),
 7. `executor.close()`, always (it stops any thread it started),
 8. give what was not loaded zeros (an abstract model only; already reported),
 9. late check: a shape a `key_map` transform got wrong is known only after the read; report it.
@@ -35,6 +37,7 @@ from loader.materialize import fill_skipped
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.planning import LoadPlan, Source, plan_load
 from loader.report import LoadReport
+from loader.stacking import finish_stacked
 from loader.target import build_instance, resolve_target
 
 S = TypeVar("S", bound=Source)
@@ -162,6 +165,7 @@ def run_load(
             plan.report.raise_or_warn(strict=strict)
             checked = len(plan.report.shape_mismatches)
             executor.fill(plan, source, probe)
+            finish_stacked(plan)
         finally:
             executor.close()
     fill_skipped(plan, abstract=abstract)

@@ -61,12 +61,14 @@ from loader.pipeline.options import (
     reader_error,
 )
 from loader.pipeline.order import Run, coalesce, file_order, part_order, read_run
-from loader.pipeline.regions import FileBytes, MemoryBytes
+from loader.pipeline.regions import Bytes, FileBytes, MemoryBytes
 from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, scratch_bytes
 from loader.pipeline.speculation import Speculation
+from loader.pipeline.stacked import StackBuffers
 from loader.pipeline.staged import STAGED, make_stager
 from loader.pipeline.staging import Transfer
 from loader.planning import LoadPlan, Step
+from loader.transforms import View
 
 __all__ = ["CACHE_POLICIES", "MAX_SCRATCH_BYTES", "Pipeline", "PipelineStats"]
 
@@ -114,6 +116,7 @@ class Pipeline:
         self._workers: list[threading.Thread] = []
         self._fds: dict[str, int] = {}
         self._source: CheckpointSource | None = None
+        self._stacks: dict[int, StackBuffers] = {}  # id(loader.stacking.Stacked) -> its buffers
         self._phase = contextlib.ExitStack()
 
     # -- start: before the build ----------------------------------------------------------------
@@ -238,6 +241,8 @@ class Pipeline:
         filled = bool(spec and spec.filled)
         data = MemoryBytes(spec.buffer) if spec and spec.filled else self._file_bytes(info)
         view = job_view(step, info)
+        if step.layer is not None and is_adoptable(step, view):  # a layer of a stacked leaf
+            return self._layer_job(step, info, data, where, view, counted=bool(spec))
         if self._stager is not None and view is None and is_adoptable(step, view):
             return self._stager.job(step, info, data, where)
         if is_adoptable(step, view):
@@ -255,9 +260,31 @@ class Pipeline:
         job.pending = 0 if (reused and filled) else len(split_parts(job))
         return job
 
+    def _layer_job(
+        self,
+        step: Step,
+        info: TensorInfo,
+        data: Bytes,
+        where: str,
+        view: View | None,
+        counted: bool,
+    ) -> LeafJob:
+        """An adopt job into its layer's slices of the stacked leaf's buffers (`stacked`)."""
+        assert step.layer is not None
+        group = step.layer.group
+        if id(group) not in self._stacks:
+            self._stacks[id(group)] = StackBuffers.allocate(group)
+        pieces = self._stacks[id(group)].layer_pieces(step.layer.index)
+        job = LeafJob(step, info, "adopt", data, pieces, source_file=where, view=view)
+        job.counted_bytes = info.nbytes if counted else 0  # a speculative read: a source only
+        job.pending = len(split_parts(job))
+        return job
+
     def _finish(self, job: LeafJob, plan: LoadPlan) -> float:
         t0 = time.perf_counter()
-        if job.kind == STAGED and self._stager is not None:
+        if job.step.layer is not None and job.kind == "adopt":  # read into the stacked leaf
+            self._stacks[id(job.step.layer.group)].layer_done()
+        elif job.kind == STAGED and self._stager is not None:
             self._stager.finish(job, plan)  # type: ignore[arg-type]  # a StagedJob
         else:
             finish(job, plan)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import jax
 import numpy as np
+from jax.sharding import Sharding
 
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
@@ -144,20 +145,23 @@ def finish(job: LeafJob, plan: LoadPlan) -> None:
     """Give the leaf its value from the filled buffers, and record it as loaded."""
     step = job.step
     if job.kind == "adopt":
-        if len(job.pieces) == 1 and job.pieces[0].region == full_region(step.leaf.shape):
-            value = jax.device_put(job.pieces[0].dest, step.sharding)
-        else:
-            arrays = [jax.device_put(p.dest, p.device) for p in job.pieces]
-            value = jax.make_array_from_single_device_arrays(
-                step.leaf.shape, step.placement(), arrays
-            )
-        assign(step.leaf, value)
+        assign(step.leaf, placed(step.leaf.shape, step.placement(), job.pieces))
     else:
         host = apply_transform(step, job.pieces[0].dest, plan)
         if host is None:  # a transform produced the wrong shape: reported and skipped
             return
         assign(step.leaf, to_device(step, host_cast(step.leaf, host)))
     plan.report.loaded.append(step.leaf.key)
+
+
+def placed(shape: tuple[int, ...], sharding: Sharding, pieces: list[Piece]) -> jax.Array:
+    """The array of `shape` from its filled device buffers, each handed to its device (adopted
+    without a copy on the CPU backend)."""
+    if len(pieces) == 1 and pieces[0].region == full_region(shape):
+        whole: jax.Array = jax.device_put(pieces[0].dest, sharding)
+        return whole
+    arrays = [jax.device_put(p.dest, p.device) for p in pieces]
+    return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
 
 def adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], bool]:

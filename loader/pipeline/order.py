@@ -87,8 +87,14 @@ class Run:
 
 
 def _eligible(job: LeafJob) -> bool:
-    """A plain adopt job read whole from the file in its own dtype onto one device."""
-    if job.kind != "adopt" or job.view is not None or job.pending != 1:
+    """A plain adopt job read whole from the file in its own dtype onto one device (not a
+    layer of a stacked leaf: its destination is a slice of the leaf, not an arena's)."""
+    if (
+        job.kind != "adopt"
+        or job.view is not None
+        or job.pending != 1
+        or job.step.layer is not None
+    ):
         return False
     if not isinstance(job.source, FileBytes) or len(job.pieces) != 1:
         return False
