@@ -37,17 +37,25 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     """Load a checkpoint into an NNX model.
 
     Args:
-        target: an `nnx.Module` (filled in place), or a zero-argument builder built abstractly.
+        target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
+            abstractly (`nnx.eval_shape` semantics) so that no random model ever exists.
         path: a `.safetensors` file, or a folder of shards (with or without an index).
         strict: raise `loader.CheckpointError` listing every mismatch instead of warning.
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
         strategy: a registered name (`loader.strategies.names()`); default `pipelined`, which
             reads on several threads while the model is built and casts in chunks.
         budget: host bytes in flight beyond the model's own (`pipelined`; default 256 MiB).
-        staging: `pipelined`'s host staging ring onto the devices: True, False or None (by backend).
+        staging: whether `pipelined` streams leaves onto the devices through its ring of host
+            staging buffers, chunk by chunk. None (default) decides by backend: staged where
+            the devices do not adopt host buffers (GPU, TPU), direct on the CPU backend. True
+            forces the ring (also on the CPU backend, where it is tested); False reads into
+            host buffers that the devices take whole (one per leaf, no ring).
         threads: `pipelined`'s reader threads (default: by the usable CPUs and the page cache).
         cache_policy: `pipelined`'s page cache: `"auto"` (default), `"keep"` or `"dontneed"`.
-        on_built: gets the just-built (abstract) model before any leaf is assigned (compile).
+        on_built: called with the model as soon as it is built (abstract for a builder), before
+            any leaf is assigned; with `pipelined` the reads are already running, so a forward
+            compiled from it (on a thread) is ready about when the weights are. It must return
+            quickly and leave the model as it is.
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.device_summary import device_columns, device_peak
-from bench.analysis.ready import ready_lines
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
 from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
@@ -42,6 +41,29 @@ def _int(value: Any) -> int | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _ready_line(
+    name: str, ready: float | None, load: float | None, comp: float | None
+) -> str | None:
+    if ready is None or load is None or comp is None:
+        return None
+    return (
+        f"  {name}: ready in {ready:.2f} s (load {load:.2f} s, compile {comp:.2f} s: "
+        f"{ready / max(load, comp):.2f}x their max, sum {load + comp:.2f} s)"
+    )
+
+
+def ready_lines(group: pd.DataFrame) -> list[str]:
+    """`--compile`: per strategy, when the model was loaded and its forward compiled (the time to
+    ready against the load's and the compile's own)."""
+    lines = (
+        _ready_line(
+            str(r["strategy"]), *(_num(r.get(k)) for k in ("ready_s", "load_s", "compile_wall_s"))
+        )
+        for _, r in group.iterrows()
+    )
+    return [line for line in lines if line]
 
 
 @cache

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
 
-Reading = "tuple[int, int] | dict[str, tuple[int, int]] | None"
-DeviceMemory = Callable[[], Any]  # () -> Reading
+#: One reading: (bytes_in_use, peak_bytes_in_use) summed, per device keyed by `str(device)`, or
+#: None where the backend reports nothing.
+Reading = tuple[int, int] | dict[str, tuple[int, int]] | None
+DeviceMemory = Callable[[], Reading]
 
 
 def jax_device_memory_by_device() -> dict[str, tuple[int, int]] | None:
@@ -43,21 +44,8 @@ def jax_device_memory() -> tuple[int, int] | None:
     return summed(jax_device_memory_by_device())
 
 
-def summed(reading: Any) -> tuple[int, int] | None:
+def summed(reading: Reading) -> tuple[int, int] | None:
     """A reading of either form as one (bytes_in_use, peak_bytes_in_use) pair."""
     if reading is None or isinstance(reading, tuple):
         return reading
     return sum(u for u, _ in reading.values()), sum(p for _, p in reading.values())
-
-
-def record(stats: Any, reading: Any) -> None:
-    """Put a reading into a probe's `PhaseStats` at a phase end (peaks keep their maximum)."""
-    total = summed(reading)
-    if total is None:
-        return
-    stats.device_bytes_in_use = total[0]
-    stats.device_peak_bytes_in_use = max(stats.device_peak_bytes_in_use or 0, total[1])
-    for device, (in_use, peak) in (reading if isinstance(reading, dict) else {}).items():
-        stats.device_bytes_in_use_by_device[device] = in_use
-        old = stats.device_peak_bytes_by_device.get(device, 0)
-        stats.device_peak_bytes_by_device[device] = max(old, peak)

@@ -14,16 +14,23 @@ Before the baseline, `trim_heap` hands the C heap's free pages back to the kerne
 `malloc_trim(0)`; a no-op on another libc): memory freed before the load (imports, the registry,
 the backend) would otherwise be reused by the load's first allocations without raising RSS.
 
-Anonymous and file-backed RSS: the kernel's `RssAnon` and `RssFile` (+ `RssShmem`) counters, the
-split of `/proc/self/smaps_rollup` without walking every mapping.
-Device memory (`jax.Device.memory_stats()` on GPU/TPU; None on CPU): each device's `bytes_in_use`
-and `peak_bytes_in_use` at each phase's end; the allocator's peak cannot be reset, so a phase's
-device peak is the peak up to its end. The provider (`device_memory=`) can be faked in tests.
+Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
+`/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
+Device memory, where the backend reports it (`jax.Device.memory_stats()` on GPU/TPU; None on the
+CPU backend): at the end of each phase, each device's `bytes_in_use` and `peak_bytes_in_use`, and
+their sums. The allocator's peak cannot be reset, so a phase's device peak is the peak up to the
+end of that phase. The provider is a parameter (`device_memory=`), so tests can fake it.
 
 A background thread records the timeline (anon, file, phase) every `interval_s`, keeping at most
-`max_samples` by halving the resolution when full; each phase's entry and exit are points too,
-and each phase records when it was first entered and last left (`start_s`, `end_s`). Example:
-`with probe.measure(): with probe.phase("read"): ...`, then `probe.result()`.
+`max_samples` by halving the resolution when full. Each phase's entry and exit are timeline points
+too, and each phase records when it was first entered and last left (`start_s`, `end_s`).
+
+Example:
+    >>> probe = MemoryProbe()
+    >>> with probe.measure():
+    ...     with probe.phase("read"):
+    ...         data = open(path, "rb").read()
+    >>> probe.result().phases[0].peak_rss_bytes
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from bench.child import device_memory
-from bench.child.device_memory import DeviceMemory, jax_device_memory_by_device
+from bench.child.device_memory import DeviceMemory, Reading, jax_device_memory_by_device
 from bench.records.wire import Measurement, PhaseMeasure, Sample
 from loader.vocabulary import STREAM, TOTAL
 
@@ -81,8 +88,7 @@ def trim_heap() -> bool:
 
 
 def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:
-    """Check that resetting VmHWM works here: a touched, then unmapped buffer must leave the
-    mark."""
+    """Whether resetting VmHWM works here: a touched, then unmapped buffer must leave the mark."""
     buf = mmap.mmap(-1, probe_bytes)
     for offset in range(0, probe_bytes, mmap.PAGESIZE):
         buf[offset] = 1
@@ -112,8 +118,20 @@ class PhaseStats:
     device_peak_bytes_by_device: dict[str, int] = field(default_factory=dict)
     overlaps: list[str] = field(default_factory=list)  # phases open at the same time as this one
     cpu_s: float | None = None  # process CPU time (every thread) while it was open
-    start_s: float | None = None  # first entered, seconds from the baseline (end_s: last left)
-    end_s: float | None = None
+    start_s: float | None = None  # first entered, seconds from the baseline
+    end_s: float | None = None  # last left, seconds from the baseline
+
+    def record_device_memory(self, reading: Reading) -> None:
+        """Put a device memory reading taken at the phase's end (peaks keep their maximum)."""
+        total = device_memory.summed(reading)
+        if total is None:
+            return
+        self.device_bytes_in_use = total[0]
+        self.device_peak_bytes_in_use = max(self.device_peak_bytes_in_use or 0, total[1])
+        for device, (in_use, peak) in (reading if isinstance(reading, dict) else {}).items():
+            self.device_bytes_in_use_by_device[device] = in_use
+            old = self.device_peak_bytes_by_device.get(device, 0)
+            self.device_peak_bytes_by_device[device] = max(old, peak)
 
     def frozen(self) -> PhaseMeasure:
         fields = dataclasses.asdict(self)
@@ -231,7 +249,7 @@ class MemoryProbe:
         stats.end_rss_bytes = now["rss"]
         stats.anon_rss_bytes = now["anon"]
         stats.file_rss_bytes = now["file"]
-        device_memory.record(stats, self._device_memory())
+        stats.record_device_memory(self._device_memory())
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -264,7 +282,8 @@ class MemoryProbe:
             self._set_end(stats, now)
 
     def _edge_sample(self, at: float, phase: str, now: dict[str, int]) -> None:
-        """A point at a phase's entry or exit (a phase may starve the sampler of the GIL)."""
+        """A timeline point at a phase's entry or exit: the sampler thread may be starved of the
+        GIL for a whole phase (one long read), and the curve must not skip it unseen."""
         with self._lock:
             self._samples.append(Sample(at - self._t0, phase, now["anon"], now["file"]))
 

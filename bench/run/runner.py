@@ -120,7 +120,8 @@ def _run_task(task: Task, config: RunConfig, work: Path) -> tuple[list[ChildOutc
     budget): its outcomes and the situation it ran in."""
     budget = config.budget_bytes()
     argvs, envs, outs = task_argvs(task, work)
-    cache = pagecache.set_cache(files := pagecache.checkpoint_files(task.load_path), task.cache)
+    files = pagecache.checkpoint_files(task.load_path)
+    cache = pagecache.set_cache(files, task.cache)
     with contextlib.ExitStack() as stack:
         limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
