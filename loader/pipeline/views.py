@@ -30,11 +30,10 @@ from loader.transforms import View, c_strides
 
 READ_THROUGH_RUN_BYTES = 64 << 10
 #: A transposing copy goes tile by tile (TILE x TILE elements along the two fastest axes), which
-#: keeps both sides in cache: measured here 1.5-3 GB/s against 0.25-0.35 GB/s for one numpy copy.
-#: Two threads, each copying 8 MiB scratch chunks into a fresh destination: 256 beat 128 by 5-20%
-#: on Llama/sa3-sized weights (bf16 14336x4096: 1.69 against 1.40 GB/s; fp32 4096x4096: 2.05
-#: against 1.86), and tied on 1024x1024; 512 was slower. Each tile is one numpy call, which takes
-#: the GIL: fewer, larger tiles leave the GIL free longer (a compile thread shares it).
+#: keeps both sides in cache (several times faster than one numpy copy). Each tile is one numpy
+#: call, which takes the GIL: fewer, larger tiles leave the GIL free longer (a compile thread
+#: shares it). 256 beat 128 and 512 on Llama/sa3-sized weights (docs/results.md, "Tile size of
+#: transposing copies").
 TILE = 256
 
 
