@@ -24,10 +24,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install loadbench (editable) with its dev extra
 
-peers: $(STAMP) ## add the peer loaders (runai-model-streamer, fastsafetensors) and torch to .venv
+peers: $(STAMP) ## add the peer loaders (runai-model-streamer, fastsafetensors, instanttensor) and torch to .venv
 	$(PY) -m pip install -q '$(PEERS_TORCH)'
 	$(PY) -m pip install -q -e '.[peers]'
-	$(PY) -c "import torch, runai_model_streamer, fastsafetensors; print('peers: torch', torch.__version__)"
+	$(PY) -c "import torch, runai_model_streamer, fastsafetensors, instanttensor; print('peers: torch', torch.__version__)"
 
 ports-deps: $(STAMP) ## add torch and transformers (the ports extra) to .venv
 	$(PY) -m pip install -q '$(PEERS_TORCH)'

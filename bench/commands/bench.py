@@ -34,8 +34,7 @@ def _tags(info: StrategyInfo) -> str:
 
 
 def _unavailable(info: StrategyInfo) -> str:
-    hint = f"; install: {info.install_hint}" if info.install_hint else ""
-    return f"unavailable: needs {', '.join(info.missing())}{hint}"
+    return f"unavailable: {info.unavailable_reason()}"
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -162,9 +162,9 @@ def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
 def _skip_reason(task: Task, known: dict[str, int], config: RunConfig, budget: int) -> str | None:
     """Why `task`'s strategy is not run here (not installed, predicted over budget), or None."""
     entry = task.entry
-    if not entry.available():
-        hint = f"; install with `{entry.install_hint}`" if entry.install_hint else ""
-        return f"not installed here: needs {', '.join(entry.missing())}{hint}"
+    unavailable = entry.unavailable_reason()
+    if unavailable is not None:
+        return f"unavailable here: {unavailable}"
     guess = (
         BASELINE_GUESS_BYTES * task.processes
         + DEFAULT_PEAK_RATIO * task.checkpoint.checkpoint_bytes

@@ -13,6 +13,8 @@ constants, read from its source with `ast` (so listing strategies imports neithe
     MULTIPROCESS = False      # True if it runs as several cooperating jax.distributed processes
     REQUIRES = ("torch",)     # import names it needs beyond loadbench's own dependencies
     INSTALL_HINT = "make peers"   # how to install them
+    PLATFORMS = ("cuda",)     # the jax platforms it can load onto (default: any); elsewhere it
+                              # is listed as unavailable with the reason, like a missing REQUIRES
     def prepare(src, dst, builder) -> path   # optional: convert the synthetic checkpoint once
 
 A constant is a literal or a name from `loader.vocabulary`. Adding a strategy touches only its own
@@ -110,22 +112,38 @@ class StrategyInfo:
     module: str  # dotted module name
     requires: tuple[str, ...] = ()
     install_hint: str = ""
+    platforms: tuple[str, ...] = ()
 
     def missing(self) -> list[str]:
         """The names in `requires` that cannot be imported here."""
         return [r for r in self.requires if importlib.util.find_spec(r) is None]
 
-    def available(self) -> bool:
-        """True when every module the strategy requires can be imported."""
-        return not self.missing()
+    def unavailable_reason(self) -> str | None:
+        """Why the strategy cannot run here (a module missing, no device of its platform), or None.
 
-    def _import(self) -> Any:
+        Example:
+            >>> strategies.get("instanttensor").unavailable_reason()  # on a CPU-only host
+            'needs a cuda device (jax platform cuda); this host has none'
+        """
         missing = self.missing()
         if missing:
-            hint = f" ({self.install_hint})" if self.install_hint else ""
+            hint = f"; install with `{self.install_hint}`" if self.install_hint else ""
+            return f"needs {', '.join(missing)}, not installed here{hint}"
+        if self.platforms and not any(platform_present(p) for p in self.platforms):
+            wanted = " or ".join(self.platforms)
+            return f"needs a {wanted} device (jax platform {wanted}); this host has none"
+        return None
+
+    def available(self) -> bool:
+        """True when every module the strategy requires imports and its platform is here."""
+        return self.unavailable_reason() is None
+
+    def _import(self) -> Any:
+        reason = self.unavailable_reason()
+        if reason is not None:
             raise StrategyError(
-                f"strategy {self.name!r} needs {', '.join(missing)}, not installed here; "
-                f"install it{hint} or pick another strategy"
+                f"strategy {self.name!r} {reason}; pick another strategy "
+                f"(`loader.strategies.names()`)"
             )
         return importlib.import_module(self.module)
 
@@ -149,7 +167,28 @@ class StrategyInfo:
 
 
 # -- reading a module's source ------------------------------------------------------------------
-_CONSTANTS = ("KIND", "CHECKPOINT", "MULTIPROCESS", "REQUIRES", "INSTALL_HINT")
+_CONSTANTS = ("KIND", "CHECKPOINT", "MULTIPROCESS", "REQUIRES", "INSTALL_HINT", "PLATFORMS")
+#: the jax platforms a strategy may name in PLATFORMS: the jax plugin modules that bring each one,
+#: and its driver's device node (only CUDA so far: the one platform a peer needs)
+PLATFORM_PLUGINS = {"cuda": ("jax_cuda13_plugin", "jax_cuda12_plugin")}
+_DEVICE_NODES = {"cuda": "/dev/nvidiactl"}
+
+
+def platform_present(platform: str) -> bool:
+    """Whether jax can load onto `platform` here, judged without importing jax (or torch).
+
+    A platform is present when `JAX_PLATFORMS` (if set) names it, its driver's device node exists
+    and a jax plugin for it is installed: enough for the bench to list a CUDA-only peer as skipped
+    on a CPU host before it starts a child.
+    """
+    chosen = os.environ.get("JAX_PLATFORMS", "").strip()
+    if chosen and platform not in {p.strip() for p in chosen.split(",")}:
+        return False
+    plugins = PLATFORM_PLUGINS.get(platform, ())
+    node = _DEVICE_NODES.get(platform)
+    return bool(node and os.path.exists(node)) and any(
+        importlib.util.find_spec(m) is not None for m in plugins
+    )
 
 
 def _value(node: ast.expr, where: str, name: str) -> object:
@@ -187,6 +226,7 @@ def _checked(
     requires = c.get("REQUIRES", ())
     required = tuple(requires) if isinstance(requires, tuple | list) else (requires,)
     install_hint = c.get("INSTALL_HINT", "")
+    platforms = c.get("PLATFORMS", ())
     problems = [
         "a module docstring (its first paragraph is the description)" if not description else "",
         f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
@@ -198,6 +238,9 @@ def _checked(
         if isinstance(requires, str) or not all(isinstance(r, str) for r in required)
         else "",
         "INSTALL_HINT a string" if not isinstance(install_hint, str) else "",
+        f"PLATFORMS a tuple of {', '.join(PLATFORM_PLUGINS)}"
+        if not isinstance(platforms, tuple) or not set(platforms) <= set(PLATFORM_PLUGINS)
+        else "",
     ]
     if any(problems):
         raise StrategyError(
@@ -212,6 +255,7 @@ def _checked(
         module,
         cast(tuple[str, ...], required),
         cast(str, install_hint),
+        cast(tuple[str, ...], platforms),
     )
 
 

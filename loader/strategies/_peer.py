@@ -1,5 +1,6 @@
-"""Shared body of the peer strategies (`runai`, `fastsafetensors`): another project's reader,
-its tensors handed to jax through DLPack, then the same cast, placement and report as ours.
+"""Shared body of the peer strategies (`runai`, `fastsafetensors`, `instanttensor`): another
+project's reader, its tensors handed to jax through DLPack, then the same cast, placement and
+report as ours.
 
 A peer is opened over the checkpoint's files in `fill` (after the plan check, so `strict=True`
 refuses a mismatch before the peer reads a byte) and asked only for the planned tensors. Each
@@ -41,23 +42,32 @@ def to_jax(tensor: Any) -> Any:
     """A peer's torch tensor as a jax array, through DLPack.
 
     A 64-bit tensor jax cannot hold (x64 off: jax would convert it on a device outside the leaf's
-    mesh) goes to numpy through DLPack instead, and is cast on the host like any other read.
+    mesh) goes to numpy through DLPack instead (from a GPU peer, through host memory first: such
+    tensors are buffers of a few elements), and is cast on the host like any other read.
     """
     import jax
 
     tensor = tensor.detach().contiguous()
     x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]  # jax sets flags at run time
     if tensor.element_size() == 8 and not x64:
-        return np.from_dlpack(tensor)
+        return np.from_dlpack(tensor.cpu())
     return jax.dlpack.from_dlpack(tensor)
 
 
 @dataclass
 class PeerStream:
-    """An `Executor` (see `loader.sequence`) reading through a peer loader."""
+    """An `Executor` (see `loader.sequence`) reading through a peer loader.
+
+    Attributes:
+        open_peer: opens the peer over the files, asked for the planned tensors only.
+        name: the peer's name, for errors.
+        on_device: the peer yields device tensors (a GPU loader): they are cast on the device,
+            never brought back to the host for it.
+    """
 
     open_peer: OpenPeer
     name: str
+    on_device: bool = False
     _close: Callable[[], None] | None = field(default=None, init=False, repr=False)
 
     def start(self, source: CheckpointSource, probe: Probe) -> None:
@@ -85,7 +95,11 @@ class PeerStream:
 
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
         wanted = {step.file_key for step in plan.steps}
-        stream = Stream(reader=lambda src: self._reader(src, wanted), caster=host_view_cast)
+        stream = Stream(
+            reader=lambda src: self._reader(src, wanted),
+            caster=host_view_cast,
+            cast_on_device=self.on_device,
+        )
         stream.start(source, probe)
         stream.fill(plan, source, probe)
 

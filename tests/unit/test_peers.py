@@ -1,8 +1,10 @@
-"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors) end with the same model.
+"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors, InstantTensor) end with
+the same model.
 
 Parametrised over the registry's peers. Each runs where its requirements import (`make peers`)
-and is skipped, naming what is missing and how to install it, where they do not. The model is
-poisoned first, and every tensor is checked against the synthetic checkpoint's digests.
+and its platform is present (InstantTensor: a CUDA device), and is skipped, naming what is missing
+and how to install it, where they are not. The model is poisoned first, and every tensor is checked
+against the synthetic checkpoint's digests.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ PEERS = [n for n, e in strategies.catalog().items() if e.kind == PEER]
 
 def _peer_or_skip(name: str):
     info = strategies.get(name)
-    if not info.available():
-        pytest.skip(f"{name} needs {', '.join(info.missing())}: install with `{info.install_hint}`")
+    reason = info.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"{name} {reason}")
     return info
 
 
@@ -44,7 +47,7 @@ def _spec() -> shapes.ShapeSpec:
 
 
 def test_peers_are_registered_with_their_install_hint():
-    assert {"runai", "fastsafetensors"} <= set(PEERS)
+    assert {"runai", "fastsafetensors", "instanttensor"} <= set(PEERS)
     for name in PEERS:
         info = strategies.get(name)
         assert info.requires and "torch" in info.requires
@@ -79,3 +82,14 @@ def test_peer_refuses_a_mismatch_before_reading(tmp_path, name):
     with pytest.raises(loader.MismatchError) as err:
         info.load(shapes.model_builder(spec), ckpt, strict=True)
     assert err.value.report.missing == ["lm_head.weight"]
+
+
+def test_instanttensor_is_a_cuda_only_peer_listed_with_its_reason(monkeypatch):
+    info = strategies.get("instanttensor")
+    assert info.platforms == ("cuda",)
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # a CPU-only run, whatever this host has
+    reason = info.unavailable_reason()
+    assert reason is not None and "cuda device" in reason
+    assert not info.available()
+    with pytest.raises(strategies.StrategyError, match="instanttensor.*cuda"):
+        info.load(shapes.model_builder(_spec()), "unused.safetensors")

@@ -90,6 +90,7 @@ def test_load_imports_lazily_and_passes_options(extra_pkg):
         ('"""Doc."""\nKIND = "model"\ndef load(target, path): ...\n', "KIND one of"),
         ('"""Doc."""\nREQUIRES = "torch"\ndef load(target, path): ...\n', "REQUIRES a tuple"),
         ('"""Doc."""\nKIND = make()\ndef load(target, path): ...\n', "must be a literal"),
+        ('"""Doc."""\nPLATFORMS = ("tpuu",)\ndef load(target, path): ...\n', "PLATFORMS a tuple"),
     ],
 )
 def test_malformed_modules_are_refused_by_name(extra_pkg, body, message):
