@@ -17,7 +17,9 @@
 # Environment (defaults): OUT (./device-check-out), DEVICE_CHECK_PLATFORM (cuda),
 # DEVICE_CHECK_SMALL (sa3), DEVICE_CHECK_LARGE (llama3-8b), DEVICE_CHECK_WHEEL_LIST (that list), DEVICE_CHECK_REPEATS (3: small; the
 # large set runs once), DEVICE_CHECK_STRATEGIES (pipelined,zerocopy,hostcast,eager,runai,
-# fastsafetensors), DEVICE_CHECK_SECONDS (450: the large set's slow strategies are skipped, and
+# fastsafetensors,instanttensor), DEVICE_CHECK_SMALL_MODELS (spec,transposed: the plain load and
+# a port's transposes, interleaved), DEVICE_CHECK_LARGE_MODELS (spec,port: the real Llama port),
+# DEVICE_CHECK_PORT_STRATEGIES (pipelined: the strategies the non-spec models run), DEVICE_CHECK_SECONDS (450: the large set's slow strategies are skipped, and
 # said so, when less is left than DEVICE_CHECK_LARGE_SECONDS, 150), DEVICE_CHECK_WHEELS (.whl),
 # DEVICE_CHECK_HOST_PROBE (1: run `loadbench probe --quick` where it exists), PYTHON (python3),
 # LOADBENCH_CACHE (/tmp/loadbench-cache: the synthetic checkpoints).
@@ -32,7 +34,10 @@ PLATFORM=${DEVICE_CHECK_PLATFORM:-cuda}
 SMALL=${DEVICE_CHECK_SMALL:-sa3}
 LARGE=${DEVICE_CHECK_LARGE:-llama3-8b}
 REPEATS=${DEVICE_CHECK_REPEATS:-3}
-STRATEGIES=${DEVICE_CHECK_STRATEGIES:-pipelined,zerocopy,hostcast,eager,runai,fastsafetensors}
+STRATEGIES=${DEVICE_CHECK_STRATEGIES:-pipelined,zerocopy,hostcast,eager,runai,fastsafetensors,instanttensor}
+SMALL_MODELS=${DEVICE_CHECK_SMALL_MODELS:-spec,transposed}
+LARGE_MODELS=${DEVICE_CHECK_LARGE_MODELS:-spec,port}
+PORT_STRATEGIES=${DEVICE_CHECK_PORT_STRATEGIES:-pipelined}
 SECONDS_ALLOWED=${DEVICE_CHECK_SECONDS:-450}
 LARGE_SECONDS=${DEVICE_CHECK_LARGE_SECONDS:-150}
 WHEELS=${DEVICE_CHECK_WHEELS:-$ROOT/.whl}
@@ -106,22 +111,30 @@ fi
 "$PY" scripts/device_check_probe.py "$OUT/probe.json" "$SMALL_FILE" \
     "${DEVICE_CHECK_PROBE_MIB:-1024}" $host_probe || echo "probe failed (kept going)"
 
-# 5. bench run on the device: the small set repeated, the large set once
-bench() {  # shapes repeats strategies
-    step "bench run $1 x$2: $3"
-    "${LB[@]}" bench run --shapes "$1" --repeats "$2" --strategies "$3" --staging --timeout 300 \
-        --out "$WORK/results-$1" > "$OUT/summary-$1.txt" 2>&1
+# 5. bench run on the device: the small set repeated, the large set once; each set's plain load
+#    (every strategy) and then its port (a transposed model, the real architecture: the ports'
+#    strategies only), staged, both into the set's results folder
+bench() {  # shapes repeats strategies models
+    step "bench run $1 x$2: $3 (model $4)"
+    "${LB[@]}" bench run --shapes "$1" --repeats "$2" --strategies "$3" --model "$4" --staging \
+        --timeout 300 --out "$WORK/results-$1" >> "$OUT/summary-$1.txt" 2>&1
     echo "   exit $?"; cat "$OUT/summary-$1.txt" | grep -v '%|' | tail -20
-    cp "$WORK/results-$1"/*/*.jsonl "$OUT/results-$1.jsonl" 2>/dev/null
 }
-bench "$SMALL" "$REPEATS" "$STRATEGIES"
+bench_set() {  # shapes repeats strategies models: spec with every strategy, the ports with theirs
+    local ports
+    ports=$(echo "$4" | tr , '\n' | grep -v -x spec | paste -sd, -)
+    bench "$1" "$2" "$3" spec
+    [ -z "$ports" ] || bench "$1" "$2" "$PORT_STRATEGIES" "spec,$ports"
+    cat "$WORK/results-$1"/*/*.jsonl > "$OUT/results-$1.jsonl" 2>/dev/null
+}
+bench_set "$SMALL" "$REPEATS" "$STRATEGIES" "$SMALL_MODELS"
 left=$((SECONDS_ALLOWED - SECONDS))
 large=$STRATEGIES
 if [ "$left" -lt "$LARGE_SECONDS" ]; then
     large=$(echo "$STRATEGIES" | tr , '\n' | grep -v -x eager | paste -sd, -)
     echo "   only ${left}s left of ${SECONDS_ALLOWED}s: $LARGE runs without eager ($large)"
 fi
-bench "$LARGE" 1 "$large"
+bench_set "$LARGE" 1 "$large" "$LARGE_MODELS"
 
 # 6. the summary: host peak, device peak, GB/s, the targets checked
 step "summary"

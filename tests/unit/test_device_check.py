@@ -90,7 +90,13 @@ def test_the_device_check_runs_end_to_end_on_cpu(tmp_path):
     )
     assert totals["zerocopy"]["staging_memory"] is None
     summary = (out / "summary.md").read_text()
-    assert "| tiny-gpt2 | pipelined | ok (1/1)" in summary and "pageable" in summary
+    assert "| tiny-gpt2 | spec | pipelined | ok (1/1)" in summary and "pageable" in summary
+    # the ports ran staged beside the plain load, and their time is held against it
+    assert "| tiny-gpt2 | port | pipelined | ok (1/1)" in summary
+    assert "pipelined --model port" in summary and "x the plain load" in summary
+    assert {r["model"] for r in totals.values()} >= {"spec"}
+    models = {(r["strategy"], r.get("model")) for r in rows if r.get("phase") == "total"}
+    assert ("pipelined", "port") in models and ("zerocopy", "port") not in models
 
 
 def test_a_listed_module_without_its_wheel_stops_the_check_in_one_line(tmp_path):
