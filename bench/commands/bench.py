@@ -49,6 +49,8 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "available": e.available(),
                 "default": e.name == DEFAULT_STRATEGY,
                 "missing": e.missing(),
+                "platforms": list(e.platforms),
+                "unavailable": e.unavailable_reason(),
             }
             for e in entries.values()
         ]

@@ -35,10 +35,13 @@ def test_bench_list_json(capsys):
             "install_hint",
             "available",
             "missing",
+            "platforms",
+            "unavailable",
             "default",
         }
         assert e["description"]
-        assert e["available"] == (e["missing"] == [])
+        assert e["available"] == (e["unavailable"] is None)
+        assert not e["missing"] or not e["available"]
     assert [e["name"] for e in entries if e["default"]] == ["pipelined"]  # load_model's default
     main(["bench", "list"])
     marked = [line for line in capsys.readouterr().out.splitlines() if "(default)" in line]
