@@ -201,7 +201,7 @@ def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
         return None
     if task.budget_bytes is not None:
         return task.budget_bytes
-    from loader.pipeline.options import DEFAULT_BUDGET_BYTES
+    from loader.pipeline import DEFAULT_BUDGET_BYTES
 
     return DEFAULT_BUDGET_BYTES
 

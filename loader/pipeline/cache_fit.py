@@ -3,9 +3,9 @@
 - `"keep"`: none; the page cache is left as the kernel keeps it.
 - `"dontneed"`: every one (and, at close, what read-ahead left cached).
 - `"auto"` (the default): only as many as will not fit anyway. Once the plan is known, the model
-  bytes still to be allocated in host RAM (`host_bytes`: none for leaves on an accelerator) and
-  the memory available now (`available_bytes`: `MemAvailable`, or less where this process's
-  memory cgroup allows less) give the page cache that can stay:
+  bytes still to be allocated in host RAM (`loader.pipeline.jobs.host_bytes`: none for leaves on
+  an accelerator) and the memory available now (`available_bytes`: `MemAvailable`, or less where
+  this process's memory cgroup allows less) give the page cache that can stay:
   `keep = available - model - reserve`. Where the files fit in that, nothing is dropped (as
   `"keep"`). Otherwise the tensors read first (in the readers' order) are dropped behind the
   readers until what is left to read fits: the last `keep` bytes stay cached for the next load.
@@ -24,21 +24,12 @@ will stay cached (`prefetch`).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-from collections.abc import Iterable, Mapping
-
-import numpy as np
+from collections.abc import Iterable
 
 from loader.format import TensorInfo
-from loader.format.source import CheckpointSource
 from loader.host import available_bytes
-from loader.leaves import Leaf
-from loader.pipeline.jobs import device_regions, region_shape
-from loader.pipeline.order import file_order
-from loader.pipeline.speculation import Speculated
-from loader.pipeline.staging import backend_adopts_host_buffers, host_memory
-from loader.planning import Step
+from loader.pipeline.ring import backend_adopts_host_buffers
 from loader.vocabulary import AUTO, DONTNEED, KEEP
 
 RESERVE_FRACTION = 0.05  # of the memory available: left to other processes and the allocator
@@ -87,40 +78,10 @@ def read_ahead(fds: Iterable[int], policy: str, file_bytes: int) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
 
 
-def _leaf_bytes(leaf: Leaf) -> int:
-    shape, dtype = leaf.stored_shape_dtype()
-    return math.prod(shape) * np.dtype(dtype).itemsize
-
-
-def host_bytes(step: Step) -> int:
-    """The host RAM a step's leaf takes once loaded: its bytes on each addressable device whose
-    memory is the host's (the CPU backend's; a leaf replicated over 8 such devices, 8 times),
-    nothing on an accelerator's (the staged path leaves only its ring on the host)."""
-    nbytes = _leaf_bytes(step.leaf)
-    if step.sharding is None:  # a Python scalar
-        return nbytes
-    size = math.prod(step.leaf.shape)
-    if size == 0:
-        return 0
-    on_host = sum(
-        math.prod(region_shape(region))
-        for device, region in device_regions(step)
-        if host_memory(device)
-    )
-    return nbytes * on_host // size
-
-
-def drops_for(
-    policy: str, steps: list[Step], source: CheckpointSource, speculated: Mapping[str, Speculated]
-) -> set[str]:
-    """`dropped_tensors` for a plan: the tensors the steps read, in the readers' order, less those
-    read speculatively before the plan (already read and left cached, so counted as kept)."""
-    keys = {step.file_key for step in steps}
-    read = {k for k in keys if k in speculated and speculated[k].filled}
-    order = file_order([source.info(k) for k in keys - read], source.file_of)
-    if policy != AUTO:  # the model's size matters only to "auto"
-        return dropped_tensors(policy, order, 0, None)
-    kept = sum(source.info(k).nbytes for k in read)
-    model = sum(host_bytes(step) for step in steps)
-    available = available_bytes()
-    return dropped_tensors(policy, order, model + kept, available)
+def drops(policy: str, order: list[TensorInfo], resident_bytes: int) -> set[str]:
+    """The tensors to drop from the page cache once read, for a plan (`dropped_tensors`): `order`
+    is what the readers will read, in their order; `resident_bytes` what the host will hold
+    beside it (the model's host bytes, and file bytes read before the plan and left cached). The
+    memory available is read only for `"auto"`."""
+    available = available_bytes() if policy == AUTO else None
+    return dropped_tensors(policy, order, resident_bytes, available)

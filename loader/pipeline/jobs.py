@@ -1,21 +1,38 @@
-"""What each planned leaf needs: destination buffers per device, the parts to read, and the value.
+"""Jobs: one planned leaf on its way from the file to the model, in one of three ways.
 
-Two kinds of job:
-- `adopt` (a plain array leaf, with no key_map transform or a declared one that is a strided view
-  of the file tensor, `LeafJob.view`, read through by `loader.pipeline.views`): one buffer per
-  addressable device, in the leaf's dtype, holding that device's index region. Each buffer is
+A `Job` is what the engine (`loader.pipeline.engine`) asks of a leaf: its `parts` (the units the
+reader threads read, in any order, on any thread), `read` (fill one part; the seconds it took) and
+`finish` (on the main thread, once every part is read: give the leaf its value and let go of its
+buffers and its budget). Each way a leaf travels is one class, carrying its own behaviour:
+
+- `AdoptJob` (a plain array leaf, with no key_map transform or a declared one that is a strided
+  view of the file tensor, `AdoptJob.view`, read through by `loader.pipeline.views`): one buffer
+  per addressable device, in the leaf's dtype, holding that device's index region. Each buffer is
   handed to its device without a copy (`jax.device_put` of an aligned numpy array aliases it on
   the CPU backend), so it is the model's own memory from the start and does not count against
   the budget.
-- `stage` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
-  tensor in one host buffer (counted against the budget), turned into the value by
+- `HostCopyJob` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
+  tensor copied into one host buffer (counted against the budget), turned into the value by
   `loader.materialize` on the main thread, then dropped.
+- `loader.pipeline.stacked.LayerJob` (a layer of a stacked leaf, `loader.Stack`): an `AdoptJob`
+  into the layer's slices of the stacked leaf's buffers, placed once its last layer is in.
+- `loader.pipeline.ring_job.RingJob` (an adoptable leaf on a backend that does not adopt host
+  buffers, or with `staging=True`): each device's region streamed in chunks through the staging
+  ring (`loader.pipeline.ring`) onto the device.
+
+A job's bytes come from a `loader.pipeline.regions.Bytes` (the file, or a speculative read made
+before the plan): a new kind of source is a new `Bytes`, a new way for a leaf to travel a new
+`Job`. The engine queues `Work`: one part of one job (`JobPart`), or a run of small whole jobs read
+at once (`loader.pipeline.order.Run`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 import jax
 import numpy as np
@@ -23,13 +40,97 @@ from jax.sharding import Sharding
 
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
+from loader.leaves import Leaf
 from loader.materialize import apply_transform, assign, host_cast, to_device
+from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import Bytes, Region, fill_region, full_region, normalize
+from loader.pipeline.ring import host_memory
+from loader.pipeline.speculation import Speculated
 from loader.pipeline.views import fill_view, outer_axis
 from loader.planning import LoadPlan, Step
 from loader.transforms import Chain, View
 
 PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads
+
+P = TypeVar("P")
+
+
+class Job(Protocol[P]):
+    """One planned leaf on its way from the file to the model: what the engine asks of it.
+
+    Attributes:
+        step: the planned step (the leaf, its file key, sharding and transform).
+        file: the file its bytes are read from (parts are queued by file, files in turn).
+        where: the file and tensor, for error messages.
+        casts: its reads convert the file's dtype (their time is `cast`, else `read`).
+        holds_budget: it holds budgeted bytes until finished (its parts are queued first, so a
+            reader waiting for budget waits only for parts already taken).
+    """
+
+    step: Step
+
+    @property
+    def file(self) -> str: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def casts(self) -> bool: ...
+
+    @property
+    def holds_budget(self) -> bool: ...
+
+    def parts(self) -> Sequence[P]:
+        """The parts still to read (none: the job is ready to finish)."""
+        ...
+
+    def read(self, part: P, scratch: np.ndarray) -> float:
+        """Fill one part (on a reader thread, `scratch` its own); the seconds spent reading."""
+        ...
+
+    def finish(self, plan: LoadPlan) -> None:
+        """Give the leaf its value and record it (main thread); let go of buffers and budget."""
+        ...
+
+
+class Work(Protocol):
+    """What a reader thread takes off the queue: `read` it, then each of `jobs` has one part
+    fewer to wait for."""
+
+    @property
+    def jobs(self) -> Sequence[Job[Any]]: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def casts(self) -> bool: ...
+
+    def read(self, scratch: np.ndarray) -> float: ...
+
+
+@dataclass(frozen=True)
+class JobPart(Generic[P]):
+    """One part of one job, as `Work`."""
+
+    job: Job[P]
+    part: P
+
+    @property
+    def jobs(self) -> tuple[Job[P]]:
+        return (self.job,)
+
+    @property
+    def where(self) -> str:
+        return self.job.where
+
+    @property
+    def casts(self) -> bool:
+        return self.job.casts
+
+    def read(self, scratch: np.ndarray) -> float:
+        return self.job.read(self.part, scratch)
 
 
 @dataclass
@@ -41,34 +142,13 @@ class Piece:
     dest: np.ndarray
 
 
-@dataclass
+@dataclass(frozen=True)
 class Part:
-    """A unit of work for a reader thread: some rows of one piece (indices along `axis`)."""
+    """Some rows of one piece (indices along `axis`): what one reader fills at a time."""
 
-    job: LeafJob
     piece: Piece
     rows: slice
-    axis: int = 0  # a view job's parts are cut along its outer axis (`views.outer_axis`)
-
-
-@dataclass
-class LeafJob:
-    """One planned step, with where its bytes come from and go to."""
-
-    step: Step
-    info: TensorInfo
-    kind: str  # "adopt" | "stage"
-    source: Bytes | None  # None once the job is finished (its buffer is let go)
-    pieces: list[Piece] = field(default_factory=list)
-    counted_bytes: int = 0  # budget held until the job is finished (staging, speculative source)
-    acquire_bytes: int = 0  # budget a reader must take before reading (a staging buffer)
-    pending: int = 0
-    source_file: str = ""
-    view: View | None = None  # a declared transform's result, as a view of the file tensor
-
-    @property
-    def where(self) -> str:
-        return f"{self.source_file}: tensor {self.step.file_key!r}"
+    axis: int = 0  # a view's parts are cut along its outer axis (`views.outer_axis`)
 
 
 def job_view(step: Step, info: TensorInfo) -> View | None:
@@ -77,6 +157,8 @@ def job_view(step: Step, info: TensorInfo) -> View | None:
 
 
 def is_adoptable(step: Step, view: View | None = None) -> bool:
+    """An array leaf with a sharding, read as stored or through a view: its buffers can be the
+    model's own (`AdoptJob`, `RingJob`); anything else goes through a `HostCopyJob`."""
     plain = step.transform is None or view is not None
     return step.leaf.kind == "array" and plain and step.sharding is not None
 
@@ -95,63 +177,154 @@ def region_shape(region: Region) -> tuple[int, ...]:
     return tuple(s.stop - s.start for s in region)
 
 
-def split_parts(job: LeafJob) -> list[Part]:
-    """Each piece cut along axis 0 into parts of about `PART_BYTES` (a staged job: its chunks)."""
-    if job.kind == "staged":  # loader.pipeline.staged.StagedJob
-        return job.staged_parts()  # type: ignore[attr-defined,no-any-return]
+def _leaf_bytes(leaf: Leaf) -> int:
+    shape, dtype = leaf.stored_shape_dtype()
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def host_bytes(step: Step) -> int:
+    """The host RAM a step's leaf takes once loaded: its bytes on each addressable device whose
+    memory is the host's (the CPU backend's; a leaf replicated over 8 such devices, 8 times),
+    nothing on an accelerator's (the ring path leaves only its ring on the host)."""
+    nbytes = _leaf_bytes(step.leaf)
+    if step.sharding is None:  # a Python scalar
+        return nbytes
+    size = math.prod(step.leaf.shape)
+    if size == 0:
+        return 0
+    on_host = sum(
+        math.prod(region_shape(region))
+        for device, region in device_regions(step)
+        if host_memory(device)
+    )
+    return nbytes * on_host // size
+
+
+def _where(file: str, step: Step) -> str:
+    return f"{file}: tensor {step.file_key!r}"
+
+
+def cut_parts(pieces: list[Piece], part_bytes: float, view: View | None = None) -> list[Part]:
+    """Each piece cut into parts of about `part_bytes`: along axis 0, or a view's outer axis."""
     parts = []
-    part_bytes = PART_BYTES if job.kind == "adopt" else float("inf")  # a staging job: one part
-    for piece in job.pieces:
+    for piece in pieces:
         if piece.dest.size == 0:
             continue
-        axis = outer_axis(job.view.restrict(piece.region)) if job.view is not None else 0
+        axis = outer_axis(view.restrict(piece.region)) if view is not None else 0
         rows = piece.region[axis] if piece.region else slice(0, 1)
         n_rows = rows.stop - rows.start
         k = max(1, min(n_rows, math.ceil(piece.dest.nbytes / part_bytes)))
         bounds = [rows.start + (n_rows * i) // k for i in range(k + 1)]
-        parts += [Part(job, piece, slice(a, b), axis) for a, b in zip(bounds, bounds[1:]) if b > a]
+        parts += [Part(piece, slice(a, b), axis) for a, b in zip(bounds, bounds[1:]) if b > a]
     return parts
 
 
-def read_row_part(part: Part, scratch: np.ndarray) -> np.ndarray:
-    """Fill one part (rows of a piece) of a job without a view; the destination it filled."""
-    job, piece = part.job, part.piece
+def read_rows(source: Bytes, info: TensorInfo, part: Part, scratch: np.ndarray) -> np.ndarray:
+    """Fill one part (rows of a piece) straight from the stored tensor; the destination filled."""
+    piece = part.piece
     rows0 = piece.region[0].start if piece.region else 0
     dest = (
         piece.dest[part.rows.start - rows0 : part.rows.stop - rows0] if piece.region else piece.dest
     )
     prefault(dest)
     region = (part.rows, *piece.region[1:]) if piece.region else ()
-    assert job.source is not None, f"{job.where}: read after the job was finished"
-    fill_region(job.source, job.info.shape, job.info.np_dtype, region, dest, scratch)
+    fill_region(source, info.shape, info.np_dtype, region, dest, scratch)
     return dest
 
 
-def read_view_part(part: Part, scratch: np.ndarray) -> np.ndarray:
-    """Fill one part of a view job (see `loader.pipeline.views`); the destination it filled."""
-    job, piece, axis = part.job, part.piece, part.axis
-    assert job.view is not None and job.source is not None, f"{job.where}: no view or source"
+def read_view_rows(
+    source: Bytes, info: TensorInfo, view: View, part: Part, scratch: np.ndarray
+) -> np.ndarray:
+    """Fill one part of a piece through `view` (`loader.pipeline.views`); the destination filled."""
+    piece, axis = part.piece, part.axis
     first = piece.region[axis].start
     if part.rows.start == first:  # the whole piece once (its parts write strided blocks of it)
         prefault(piece.dest)
     index = (slice(None),) * axis + (slice(part.rows.start - first, part.rows.stop - first),)
     region = (*piece.region[:axis], part.rows, *piece.region[axis + 1 :])
     dest = piece.dest[index]
-    fill_view(job.source, job.info.np_dtype, job.view.restrict(region), dest, scratch)
+    fill_view(source, info.np_dtype, view.restrict(region), dest, scratch)
     return dest
 
 
-def finish(job: LeafJob, plan: LoadPlan) -> None:
-    """Give the leaf its value from the filled buffers, and record it as loaded."""
-    step = job.step
-    if job.kind == "adopt":
-        assign(step.leaf, placed(step.leaf.shape, step.placement(), job.pieces))
-    else:
-        host = apply_transform(step, job.pieces[0].dest, plan)
-        if host is None:  # a transform produced the wrong shape: reported and skipped
-            return
-        assign(step.leaf, to_device(step, host_cast(step.leaf, host)))
-    plan.report.loaded.append(step.leaf.key)
+@dataclass(eq=False)
+class AdoptJob:
+    """A leaf read into one buffer per addressable device, in its dtype, that the device adopts.
+
+    A speculative buffer (the whole tensor in the file's dtype, read before the plan) becomes the
+    buffer itself when the leaf lives whole on one device in that dtype: its budget is released
+    at once, and a filled one leaves nothing to read. Otherwise it is only a source to cast or
+    slice from, held in the budget until the job is finished.
+    """
+
+    step: Step
+    info: TensorInfo
+    source: Bytes | None  # None once the job is finished (its buffer is let go)
+    pieces: list[Piece]
+    file: str
+    budget: ByteBudget
+    view: View | None = None  # a declared transform's result, as a view of the file tensor
+    held_bytes: int = 0  # a speculative source's budget, released at finish
+    read_already: bool = False  # the speculative buffer is the filled destination: no parts
+
+    @classmethod
+    def start(
+        cls,
+        step: Step,
+        info: TensorInfo,
+        source: Bytes,
+        file: str,
+        budget: ByteBudget,
+        *,
+        view: View | None = None,
+        spec: Speculated | None = None,
+    ) -> AdoptJob:
+        """The job of an adoptable step, reusing (or reading from) `spec` if there is one."""
+        pieces, reused = _adopt_pieces(step, spec.buffer if spec and view is None else None)
+        job = cls(step, info, source, pieces, file, budget, view=view)
+        if reused:
+            budget.release(info.nbytes)  # the speculative buffer is the model's own now
+            job.read_already = spec is not None and spec.filled
+        elif spec is not None:
+            job.held_bytes = info.nbytes  # a source to cast or slice from; freed at finish
+        return job
+
+    @property
+    def where(self) -> str:
+        return _where(self.file, self.step)
+
+    @property
+    def casts(self) -> bool:
+        return bool(np.dtype(self.step.leaf.dtype) != self.info.np_dtype)
+
+    @property
+    def holds_budget(self) -> bool:
+        return self.held_bytes > 0
+
+    def parts(self) -> list[Part]:
+        return [] if self.read_already else cut_parts(self.pieces, PART_BYTES, self.view)
+
+    def read(self, part: Part, scratch: np.ndarray) -> float:
+        assert self.source is not None, f"{self.where}: read after the job was finished"
+        t0 = time.perf_counter()
+        if self.view is not None:  # a declared transform: read through its view, chunk by chunk
+            read_view_rows(self.source, self.info, self.view, part, scratch)
+        else:
+            read_rows(self.source, self.info, part, scratch)
+        return time.perf_counter() - t0
+
+    def finish(self, plan: LoadPlan) -> None:
+        step = self.step
+        assign(step.leaf, placed(step.leaf.shape, step.placement(), self.pieces))
+        plan.report.loaded.append(step.leaf.key)
+        self.let_go()
+
+    def let_go(self) -> None:
+        """Drop the job's buffers and source, and give back the budget it holds."""
+        self.pieces.clear()
+        self.source = None
+        self.budget.release(self.held_bytes)
+        self.held_bytes = 0
 
 
 def placed(shape: tuple[int, ...], sharding: Sharding, pieces: list[Piece]) -> jax.Array:
@@ -164,12 +337,9 @@ def placed(shape: tuple[int, ...], sharding: Sharding, pieces: list[Piece]) -> j
     return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
 
-def adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], bool]:
-    """Destination buffers in the leaf's dtype, and whether the speculative buffer is one of them.
-
-    A speculative buffer (the whole tensor in the file's dtype) is reused when the leaf lives on
-    one device in that dtype; otherwise it is only a source to cast or slice from.
-    """
+def _adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], bool]:
+    """Destination buffers in the leaf's dtype, and whether the speculative buffer is one of them
+    (the leaf lives whole on one device in the file's dtype)."""
     dtype = np.dtype(step.leaf.dtype)
     regions = device_regions(step)
     whole = len(regions) == 1 and regions[0][1] == full_region(step.leaf.shape)
@@ -178,6 +348,78 @@ def adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], bool
     return [Piece(d, r, aligned(region_shape(r), dtype)) for d, r in regions], False
 
 
-def stage_piece(info: TensorInfo, spec: np.ndarray | None) -> Piece:
-    dest = spec if spec is not None else aligned(info.shape, info.np_dtype)
-    return Piece(None, full_region(info.shape), dest.reshape(info.shape))
+@dataclass(eq=False)
+class HostCopyJob:
+    """A leaf whose whole stored tensor is copied into one host buffer (in the file's dtype),
+    then made its value on the main thread (`loader.materialize`: a transform by a callable, a
+    PRNG key, a Python scalar). The buffer is counted in the budget until the job is finished:
+    a speculative buffer's bytes are already held; otherwise the reader takes them before it
+    reads."""
+
+    step: Step
+    info: TensorInfo
+    source: Bytes | None  # None once the job is finished
+    buffer: np.ndarray | None  # the whole tensor, in the file's dtype; None once finished
+    file: str
+    budget: ByteBudget
+    held_bytes: int = 0  # budget held until finished
+    needed_bytes: int = 0  # budget the reader takes before reading
+    read_already: bool = False
+
+    @classmethod
+    def start(
+        cls,
+        step: Step,
+        info: TensorInfo,
+        source: Bytes,
+        file: str,
+        budget: ByteBudget,
+        *,
+        spec: Speculated | None = None,
+    ) -> HostCopyJob:
+        """The job of a step that is not adoptable, reading into `spec`'s buffer if there is one."""
+        if spec is not None:
+            buffer = spec.buffer.reshape(info.shape)
+            held, filled = info.nbytes, spec.filled
+            return cls(step, info, source, buffer, file, budget, held, read_already=filled)
+        buffer = aligned(info.shape, info.np_dtype)
+        return cls(step, info, source, buffer, file, budget, needed_bytes=info.nbytes)
+
+    @property
+    def where(self) -> str:
+        return _where(self.file, self.step)
+
+    @property
+    def casts(self) -> bool:
+        return False  # read in the file's dtype; the cast, if any, is at finish
+
+    @property
+    def holds_budget(self) -> bool:
+        return self.held_bytes > 0
+
+    def parts(self) -> list[Part]:
+        if self.read_already or self.buffer is None:
+            return []
+        return cut_parts([Piece(None, full_region(self.info.shape), self.buffer)], math.inf)
+
+    def read(self, part: Part, scratch: np.ndarray) -> float:
+        assert self.source is not None, f"{self.where}: read after the job was finished"
+        if self.needed_bytes:  # one part only: no other reader takes these bytes
+            self.budget.acquire(self.needed_bytes)
+            self.held_bytes, self.needed_bytes = self.needed_bytes, 0
+        t0 = time.perf_counter()
+        read_rows(self.source, self.info, part, scratch)
+        return time.perf_counter() - t0
+
+    def finish(self, plan: LoadPlan) -> None:
+        step, buffer = self.step, self.buffer
+        assert buffer is not None, f"{self.where}: finished twice"
+        self.buffer = self.source = None
+        try:
+            host = apply_transform(step, buffer, plan)
+            if host is not None:  # None: a transform produced the wrong shape (reported)
+                assign(step.leaf, to_device(step, host_cast(step.leaf, host)))
+                plan.report.loaded.append(step.leaf.key)
+        finally:
+            self.budget.release(self.held_bytes)
+            self.held_bytes = 0

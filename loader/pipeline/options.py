@@ -1,12 +1,9 @@
-"""The pipelined engine's settings: the budget, reader threads, cache policy; its stats and errors.
+"""The pipelined engine's options (`PipelineOptions`, checked once), its reader threads, stats
+and errors.
 
-The budget (`ByteBudget`) bounds the host bytes in flight: buffers that are alive but will not
-become the model's own.
-
-What counts: per-thread scratch (reserved once, up front), speculative reads made before the plan
-is known, and staging buffers (a leaf whose bytes are transformed or rebuilt before placement).
-What does not: a destination buffer the device adopts (same dtype, or a cast destination), which is
-the model's own memory from the moment it is allocated.
+`PipelineOptions` holds what `pipelined` takes beyond what every strategy does, under the names
+`loader.load_model` gives them (`budget`, `staging`, `threads`, `cache_policy`): one frozen object,
+each value checked where it is made, so the engine never meets a bad one.
 
 `cache_policy=` (`loader.pipeline.cache_fit`): `"auto"` (default) drops ranges from the page cache
 once read (`posix_fadvise(POSIX_FADV_DONTNEED)` behind the reader) only where files and model do
@@ -20,7 +17,7 @@ usable CPU, never more (on a 1-CPU host a second reader only takes turns with th
 the model build). A cold read waits on the disk: more requests in flight keep the device busy, so
 twice the CPUs, at least 2 and at most `MAX_COLD_THREADS`. "Usable CPUs" and "cached" are the
 host's answers (`loader.host`: the affinity mask capped by the cgroup CPU quota; `mincore`).
-`threads=` on `load_model` / `Pipeline` overrides all of it (e.g. the queue depth that
+`threads=` on `load_model` / `PipelineOptions` overrides all of it (e.g. the queue depth that
 `loadbench probe` found best for the disk: its `cold_read_threads`).
 """
 
@@ -28,97 +25,77 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 
 from loader.errors import CheckpointError
 from loader.host import cached_fraction, usable_cpus
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
 from loader.pipeline.regions import drop_cached
-from loader.vocabulary import CACHE_POLICIES, DONTNEED, KEEP
+from loader.vocabulary import AUTO, CACHE_POLICIES, DONTNEED
 
-__all__ = [
-    "CACHE_POLICIES",
-    "DEFAULT_BUDGET_BYTES",
-    "DONTNEED",
-    "KEEP",
-    "ByteBudget",
-    "PipelineStats",
-    "check_options",
-    "reader_error",
-]
+__all__ = ["PipelineOptions", "PipelineStats", "reader_error"]
 
 MAX_WARM_THREADS = 8  # memory bandwidth, not cores, bounds a copy beyond this
 MAX_COLD_THREADS = 16
 COLD_BELOW = 0.5  # a file with less than this fraction of its pages cached reads as cold
-DEFAULT_BUDGET_BYTES = 256 << 20  # 256 MiB: `load_model(..., budget=None)` and `bench run --budget`
 
 
-class Cancelled(Exception):
-    """The load was abandoned (an error elsewhere, or `close()`): stop waiting for bytes."""
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What `pipelined` takes beyond every strategy's arguments, each value checked once, here.
 
+    The field names are `loader.load_model`'s keywords (and `pipelined`'s `OPTIONS`).
 
-class ByteBudget:
-    """A counting bound on bytes, with a high-water mark.
+    Attributes:
+        budget: bound in bytes on the host memory in flight beyond the model's own: the
+            readers' scratch, speculative reads, host copies of transformed leaves and the
+            staging ring (`loader.pipeline.budget`; default `DEFAULT_BUDGET_BYTES`, 256 MiB).
+        staging: read through the staging ring onto the devices (`loader.pipeline.ring_job`):
+            None (default) where the backend does not adopt host buffers (a GPU, a TPU); True
+            forces it on the CPU backend (where it is tested); False never.
+        threads: reader threads; None (default) sizes them from the CPUs this process may use
+            and whether the files are cached (see the module docstring).
+        cache_policy: `"auto"` (default: drop a range from the page cache once read only where
+            the files and the model do not fit in memory together), `"keep"` or `"dontneed"`
+            (drop every range once read; `loader.pipeline.cache_fit`).
 
-    `acquire` blocks until the bytes fit. A single request larger than what is left after the
-    reserve is let through only when nothing else is in flight (one staging buffer that cannot be
-    split, such as a transformed leaf); `high_water_bytes` then shows the excess.
+    Raises:
+        CheckpointError: a value of the wrong type or out of range, in one line naming it.
 
     Example:
-        >>> budget = ByteBudget(256 << 20)
-        >>> budget.acquire(1 << 20); budget.release(1 << 20)
+        >>> PipelineOptions(budget=64 << 20, threads=2).cache_policy
+        'auto'
     """
 
-    def __init__(self, limit_bytes: int, reserved_bytes: int = 0) -> None:
-        self.limit_bytes = int(limit_bytes)
-        self.reserved_bytes = int(reserved_bytes)
-        self._held = 0
-        self.high_water_bytes = self.reserved_bytes
-        self._cond = threading.Condition()
-        self._cancelled = False
+    budget: int = DEFAULT_BUDGET_BYTES
+    staging: bool | None = None
+    threads: int | None = None
+    cache_policy: str = AUTO
 
-    @property
-    def in_flight_bytes(self) -> int:
-        return self.reserved_bytes + self._held
-
-    def _fits(self, n: int) -> bool:
-        return self.reserved_bytes + self._held + n <= self.limit_bytes or self._held == 0
-
-    def try_acquire(self, n: int) -> bool:
-        """Take `n` bytes if they fit within the limit now (never the oversize exception)."""
-        with self._cond:
-            if self._cancelled or self.reserved_bytes + self._held + n > self.limit_bytes:
-                return False
-            self._take(n)
-            return True
-
-    def acquire(self, n: int) -> None:
-        """Take `n` bytes, waiting for releases; `Cancelled` if the load is abandoned meanwhile."""
-        with self._cond:
-            while not self._fits(n):
-                if self._cancelled:
-                    raise Cancelled
-                self._cond.wait(0.1)
-            if self._cancelled:
-                raise Cancelled
-            self._take(n)
-
-    def _take(self, n: int) -> None:
-        self._held += n
-        self.high_water_bytes = max(self.high_water_bytes, self.in_flight_bytes)
-
-    def release(self, n: int) -> None:
-        with self._cond:
-            self._held -= n
-            self._cond.notify_all()
-
-    def cancel(self) -> None:
-        """Wake every waiter with `Cancelled`."""
-        with self._cond:
-            self._cancelled = True
-            self._cond.notify_all()
+    def __post_init__(self) -> None:
+        if isinstance(self.budget, bool) or not isinstance(self.budget, Integral):
+            raise CheckpointError(f"budget={self.budget!r}: give a whole number of bytes")
+        if self.budget <= 0:
+            raise CheckpointError(f"budget={self.budget!r}: give a positive number of bytes")
+        object.__setattr__(self, "budget", int(self.budget))
+        if self.staging is not None and not isinstance(self.staging, bool):
+            raise CheckpointError(f"staging={self.staging!r}: give True, False or None")
+        if self.threads is not None and (
+            isinstance(self.threads, bool)
+            or not isinstance(self.threads, Integral)
+            or self.threads < 1
+        ):
+            raise CheckpointError(
+                f"threads={self.threads!r}: give a whole number of reader threads, >= 1"
+            )
+        if self.cache_policy not in CACHE_POLICIES:
+            raise CheckpointError(
+                f"cache_policy={self.cache_policy!r} is not one of "
+                f"{', '.join(map(repr, CACHE_POLICIES))}"
+            )
 
 
 @dataclass
@@ -132,26 +109,6 @@ class PipelineStats:
     read_s: float = 0.0  # summed over threads
     cast_s: float = 0.0
     coalesced: int = 0  # tensors read in runs of adjacent small tensors (`coalesce`)
-
-
-def check_options(threads: int | None, cache_policy: str) -> int:
-    """The reader thread count (`threads`, or the warm default); one-line errors for bad values."""
-    if cache_policy not in CACHE_POLICIES:
-        raise CheckpointError(
-            f"cache_policy={cache_policy!r} is not one of {', '.join(map(repr, CACHE_POLICIES))}"
-        )
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise CheckpointError(f"threads={threads!r}: give a whole number of reader threads, >= 1")
-    return threads or reader_threads(usable_cpus(), cold=False)
-
-
-def check_budget(limit: int, threads: int) -> int:
-    """`limit`, or a one-line error where it cannot hold two pages per reader thread."""
-    if limit < 4096 * threads * 2:
-        raise CheckpointError(
-            f"budget of {limit} bytes is too small; give at least {8192 * threads}"
-        )
-    return limit
 
 
 def open_files(paths: Iterable[Path]) -> dict[str, int]:
@@ -182,6 +139,12 @@ def reader_threads(cpus: float, *, cold: bool) -> int:
     if cold:
         return max(2, min(MAX_COLD_THREADS, 2 * math.ceil(cpus)))
     return max(1, min(MAX_WARM_THREADS, math.floor(cpus)))
+
+
+def warm_threads() -> int:
+    """Readers for warm files on the CPUs this process may use: the count before any file is
+    opened (`file_threads` may raise it once they are)."""
+    return reader_threads(usable_cpus(), cold=False)
 
 
 def file_threads(fds: list[int]) -> int:

@@ -6,11 +6,12 @@ files of a sharded checkpoint in turn reads them concurrently.
 Runs of small tensors that sit next to each other in a file are read at once, into one arena, as
 views. A checkpoint such as gpt2 holds many small tensors (biases, norms) between its large ones.
 Each tensor read alone costs a buffer (one mapping), a prefault, a `preadv` and a queue round trip,
-which for a few KiB is more than the copy. `coalesce(jobs)` groups the plain same-dtype jobs of at
-most `SMALL_BYTES` whose bytes follow each other in the same file (up to `RUN_BYTES` and `MAX_RUN`
-tensors) into a `Run`: one arena buffer (a `host_buffer`, prefaulted once), each tensor's
+which for a few KiB is more than the copy. `coalesce(jobs)` groups the plain same-dtype `AdoptJob`s
+of at most `SMALL_BYTES` whose bytes follow each other in the same file (up to `RUN_BYTES` and
+`MAX_RUN` tensors) into a `Run`: one arena buffer (a `host_buffer`, prefaulted once), each tensor's
 destination a view at a 64-byte-aligned offset in it (so the CPU backend still adopts it without a
-copy), and the run read by one `preadv` that scatters the file's contiguous bytes into those views.
+copy), and the run read by one `preadv` that scatters the file's contiguous bytes into those views
+(a `Run` is the readers' `loader.pipeline.jobs.Work`, as one part of one job is).
 
 The arena is the model's own memory (the views are the leaves' buffers; alignment padding is under
 64 bytes a tensor), so it does not count against the budget. It stays mapped while any of its
@@ -22,14 +23,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.pipeline.jobs import LeafJob, Part, split_parts
+from loader.pipeline.jobs import AdoptJob, Job, JobPart
 from loader.pipeline.regions import FileBytes, drop_cached, full_region, preadv_all
 
 T = TypeVar("T")
@@ -55,46 +56,50 @@ def file_order(infos: list[TensorInfo], file_of: Callable[[str], object]) -> lis
     return round_robin([sorted(v, key=lambda i: i.begin) for v in by_file.values()])
 
 
-def part_order(jobs: list[LeafJob]) -> list[Part]:
-    """Parts in file order, files in turn; parts of jobs holding budgeted bytes first.
+def part_order(jobs: list[Job[Any]]) -> list[JobPart[Any]]:
+    """Every job's parts in file order, files in turn; parts of jobs holding budgeted bytes first.
 
-    Putting those first means a thread that waits for budget (a staging buffer) only ever waits
-    for parts already taken by another thread, so the waits always end.
+    Putting those first means a thread that waits for budget (a host copy's buffer) only ever
+    waits for parts already taken by another thread, so the waits always end.
     """
-    holding = [p for job in jobs if job.pending and job.counted_bytes for p in split_parts(job)]
-    by_file: dict[str, list[Part]] = {}
+    holding = [JobPart(job, p) for job in jobs if job.holds_budget for p in job.parts()]
+    by_file: dict[str, list[JobPart[Any]]] = {}
     for job in jobs:
-        if job.pending and not job.counted_bytes:
-            by_file.setdefault(job.source_file, []).extend(split_parts(job))
+        if not job.holds_budget:
+            by_file.setdefault(job.file, []).extend(JobPart(job, p) for p in job.parts())
     return holding + round_robin(list(by_file.values()))
 
 
 @dataclass
 class Run:
-    """Jobs whose file bytes are contiguous, read together into one arena."""
+    """Adopt jobs whose file bytes are contiguous, read together into one arena (`Work`)."""
 
-    jobs: list[LeafJob]
+    jobs: list[AdoptJob]
     arena: np.ndarray
 
     @property
-    def job(self) -> LeafJob:
-        """The run's first job (an error while reading it names the exact tensor instead)."""
-        return self.jobs[0]
+    def where(self) -> str:
+        """The run's first tensor (an error while reading it names the exact tensor instead)."""
+        return self.jobs[0].where
+
+    @property
+    def casts(self) -> bool:
+        return False  # each tensor in its file's dtype
 
     @property
     def nbytes(self) -> int:
         return sum(j.info.nbytes for j in self.jobs)
 
+    def read(self, scratch: np.ndarray) -> float:
+        return read_run(self)
 
-def _eligible(job: LeafJob) -> bool:
-    """A plain adopt job read whole from the file in its own dtype onto one device (not a
-    layer of a stacked leaf: its destination is a slice of the leaf, not an arena's)."""
-    if (
-        job.kind != "adopt"
-        or job.view is not None
-        or job.pending != 1
-        or job.step.layer is not None
-    ):
+
+def _eligible(job: Job[Any]) -> TypeGuard[AdoptJob]:
+    """A plain adopt job read whole from the file in its own dtype onto one device, in one part
+    (not a layer of a stacked leaf: its destination is a slice of the leaf, not an arena's)."""
+    if not isinstance(job, AdoptJob) or job.view is not None or job.read_already:
+        return False
+    if job.step.layer is not None:
         return False
     if not isinstance(job.source, FileBytes) or len(job.pieces) != 1:
         return False
@@ -103,12 +108,11 @@ def _eligible(job: LeafJob) -> bool:
         piece.region == full_region(job.info.shape)
         and piece.dest.dtype == job.info.np_dtype
         and 0 < job.info.nbytes <= SMALL_BYTES
-        and not job.counted_bytes
-        and not job.acquire_bytes
+        and not job.holds_budget
     )
 
 
-def _follows(run: list[LeafJob], job: LeafJob) -> bool:
+def _follows(run: list[AdoptJob], job: AdoptJob) -> bool:
     last = run[-1]
     src, prev = job.source, last.source
     assert isinstance(src, FileBytes) and isinstance(prev, FileBytes)
@@ -120,10 +124,10 @@ def _follows(run: list[LeafJob], job: LeafJob) -> bool:
     )
 
 
-def coalesce(jobs: list[LeafJob]) -> tuple[list[Run], list[LeafJob]]:
+def coalesce(jobs: list[Job[Any]]) -> tuple[list[Run], list[Job[Any]]]:
     """(the runs of two or more adjacent small jobs, every other job), in file order."""
-    groups: list[list[LeafJob]] = []
-    rest: list[LeafJob] = []
+    groups: list[list[AdoptJob]] = []
+    rest: list[Job[Any]] = []
     for job in jobs:
         if not _eligible(job):
             rest.append(job)
@@ -140,7 +144,7 @@ def coalesce(jobs: list[LeafJob]) -> tuple[list[Run], list[LeafJob]]:
     return runs, rest
 
 
-def _arena(jobs: list[LeafJob]) -> Run:
+def _arena(jobs: list[AdoptJob]) -> Run:
     """One buffer for the group; each job's destination becomes an aligned view into it."""
     offsets, end = [], 0
     for job in jobs:

@@ -26,7 +26,7 @@ import numpy as np
 
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.pipeline.options import ByteBudget
+from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import Bytes
 
 
@@ -99,6 +99,10 @@ class Speculation:
         self._stopped.set()
         for _ in range(threads):
             self._finished.acquire()
+
+    def filled(self) -> set[str]:
+        """The tensors read whole before the plan (not only prefaulted, as with `strict`)."""
+        return {name for name, spec in self.buffers.items() if spec.filled}
 
     def take(self, name: str) -> Speculated | None:
         """The tensor's speculative buffer (its budget still held), if one was read."""

@@ -2,24 +2,29 @@
 
 Planning gives each layer of a stacked leaf its own step (`loader.stacking`). Here the leaf gets
 its buffers once, one per device region of its placement, in its dtype (the model's own memory,
-as an adopt job's, so outside the budget); each layer step becomes an ordinary adopt job whose
-pieces are that layer's slices of those buffers (`StackBuffers.layer_pieces`), read by the
+as an adopt job's, so outside the budget); each layer step becomes a `LayerJob`: an `AdoptJob`
+whose pieces are that layer's slices of those buffers (`StackBuffers.layer_pieces`), read by the
 reader threads like any other: in place when the slice is contiguous and the dtype the file's,
-through the scratch (cast, or a per-layer transform's strided view) otherwise. Once the last
-layer is in, the buffers are handed to the devices without a copy (`jobs.placed`): no per-layer
-model, no `np.stack`, no second copy of the leaf.
+through the scratch (cast, or a per-layer transform's strided view) otherwise. Finishing a layer
+counts it in; once the last is in, the buffers are handed to the devices without a copy
+(`jobs.placed`): no per-layer model, no `np.stack`, no second copy of the leaf.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from loader.format import TensorInfo
 from loader.format.buffers import aligned
-from loader.pipeline.jobs import Piece, placed, region_shape
-from loader.pipeline.regions import normalize
+from loader.pipeline.budget import ByteBudget
+from loader.pipeline.jobs import AdoptJob, Piece, placed, region_shape
+from loader.pipeline.regions import Bytes, normalize
+from loader.pipeline.speculation import Speculated
+from loader.planning import LoadPlan, Step
 from loader.stacking import Stacked
+from loader.transforms import View
 
 
 @dataclass
@@ -61,3 +66,35 @@ class StackBuffers:
             group.leaf.variable.set_value(placed(group.leaf.shape, group.sharding, self.pieces))
             group.placed = True
             self.pieces = []
+
+
+@dataclass(eq=False)
+class LayerJob(AdoptJob):
+    """One layer of a stacked leaf: an `AdoptJob` into the layer's slices of the leaf's buffers
+    (a speculative read is only a source: the slices are the leaf's own); finishing it counts the
+    layer in, and the last one places the leaf (`StackBuffers.layer_done`)."""
+
+    stack: StackBuffers = field(kw_only=True)
+
+    @classmethod
+    def of_layer(
+        cls,
+        step: Step,
+        info: TensorInfo,
+        source: Bytes,
+        file: str,
+        budget: ByteBudget,
+        stack: StackBuffers,
+        *,
+        view: View | None = None,
+        spec: Speculated | None = None,
+    ) -> LayerJob:
+        """The job of a layer step (`step.layer`) into `stack`'s buffers."""
+        assert step.layer is not None, f"{step.leaf.where}: not a layer of a stacked leaf"
+        pieces = stack.layer_pieces(step.layer.index)
+        held = info.nbytes if spec is not None else 0  # a speculative read: a source only
+        return cls(step, info, source, pieces, file, budget, view, held, stack=stack)
+
+    def finish(self, plan: LoadPlan) -> None:
+        self.stack.layer_done()
+        self.let_go()

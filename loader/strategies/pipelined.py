@@ -10,7 +10,7 @@ Host bytes in flight beyond the model's own stay within `budget` (default
 `LoadReport.inflight_peak_bytes`.
 
 On a backend that does not adopt host buffers (a GPU, a TPU) the reads go through a bounded ring
-of host staging buffers straight onto each device's region (`loader.pipeline.staged`), so host
+of host staging buffers straight onto each device's region (`loader.pipeline.ring_job`), so host
 memory stays within the budget while the model lands on the devices; `staging=True` forces that
 path on the CPU backend (where it is tested), `staging=False` keeps the adopting path.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from loader.keys import KeyMap
 from loader.phases import NULL_PROBE, Probe
-from loader.pipeline import Pipeline
+from loader.pipeline import Pipeline, PipelineOptions
 from loader.report import LoadReport
 from loader.sequence import OnBuilt, Recipe, run_load
 from loader.vocabulary import AUTO
@@ -56,14 +56,12 @@ def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-o
             (`loader.sequence.run_load`): start compiling the forward there.
     """
 
-    def pipeline() -> Pipeline:
-        return Pipeline(
-            budget=budget,
-            strict=strict,
-            staging=staging,
-            threads=threads,
-            cache_policy=cache_policy,
-        )
-
-    recipe = Recipe(pipeline)
+    given: dict[str, Any] = {
+        "budget": budget,
+        "staging": staging,
+        "threads": threads,
+        "cache_policy": cache_policy,
+    }
+    settings = PipelineOptions(**{k: v for k, v in given.items() if v is not None})
+    recipe = Recipe(lambda: Pipeline(settings, strict=strict))
     return run_load(recipe, target, path, probe, strict=strict, key_map=key_map, on_built=on_built)

@@ -16,7 +16,7 @@ import shapes
 from loader import strategies
 from loader.format.records import TensorInfo
 from loader.leaves import iter_variables
-from loader.pipeline import cache_fit
+from loader.pipeline import cache_fit, jobs
 from tests.unit.page_cache import cached, evicted
 
 MIB = 1 << 20
@@ -86,19 +86,11 @@ def test_the_model_counts_host_ram_per_device_and_none_on_an_accelerator():
     devices = jax.devices()
     mesh = Mesh(np.array(devices), ("x",))
     nbytes = 8 * 4 * 4
-    assert cache_fit.host_bytes(_Step(NamedSharding(mesh, PartitionSpec("x")))) == nbytes
-    replicated = cache_fit.host_bytes(_Step(NamedSharding(mesh, PartitionSpec())))
+    assert jobs.host_bytes(_Step(NamedSharding(mesh, PartitionSpec("x")))) == nbytes
+    replicated = jobs.host_bytes(_Step(NamedSharding(mesh, PartitionSpec())))
     assert replicated == len(devices) * nbytes and len(devices) > 1
-    assert cache_fit.host_bytes(_Step(_OnAccelerator())) == 0
-    assert cache_fit.host_bytes(_Step(None)) == nbytes  # a scalar leaf has no placement
-
-
-class _Source:
-    def info(self, key):
-        return TensorInfo(key, "F32", (8, 4), 0, 128)
-
-    def file_of(self, key):
-        return "model.safetensors"
+    assert jobs.host_bytes(_Step(_OnAccelerator())) == 0
+    assert jobs.host_bytes(_Step(None)) == nbytes  # a scalar leaf has no placement
 
 
 def test_auto_keeps_a_file_cached_beside_a_model_that_lives_on_an_accelerator(monkeypatch):
@@ -107,8 +99,9 @@ def test_auto_keeps_a_file_cached_beside_a_model_that_lives_on_an_accelerator(mo
     room = 128 + cache_fit.MIN_RESERVE_BYTES + 64
     monkeypatch.setattr(cache_fit, "available_bytes", lambda: room)
     on_host = _Step(SingleDeviceSharding(jax.devices()[0]))
-    assert cache_fit.drops_for("auto", [on_host], _Source(), {}) == {"w"}
-    assert cache_fit.drops_for("auto", [_Step(_OnAccelerator())], _Source(), {}) == set()
+    order = [TensorInfo("w", "F32", (8, 4), 0, 128)]
+    assert cache_fit.drops("auto", order, jobs.host_bytes(on_host)) == {"w"}
+    assert cache_fit.drops("auto", order, jobs.host_bytes(_Step(_OnAccelerator()))) == set()
 
 
 def test_the_read_ahead_hint_counts_a_host_copy_of_the_model_only_on_the_cpu_backend(monkeypatch):

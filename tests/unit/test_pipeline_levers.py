@@ -18,7 +18,7 @@ import shapes
 from loader import strategies
 from loader.format.source import CheckpointSource
 from loader.leaves import iter_variables
-from loader.pipeline import engine, options
+from loader.pipeline import cache_fit, engine, options
 from loader.pipeline.order import ALIGN
 from tests.unit.page_cache import cached, evicted
 
@@ -161,7 +161,7 @@ def test_the_readers_are_counted_before_the_read_ahead_hint_caches_a_small_file(
     if not evicted(ckpt):
         pytest.skip("this filesystem keeps the file cached when evicted")
     monkeypatch.setattr(options, "usable_cpus", lambda *a: 2.0)
-    monkeypatch.setattr(engine, "read_ahead", read_ahead_whole)
+    monkeypatch.setattr(cache_fit, "read_ahead", read_ahead_whole)
     verify(pipelined(shapes.model_builder(SPEC), ckpt)[0], ckpt)
     assert seen[-1].threads == 4  # counted on the cold file
     assert cached(ckpt) > 0.9  # (the hint did cache it)
@@ -200,7 +200,7 @@ def test_an_unknown_cache_policy_is_refused_in_one_line(ckpt):
 
 def test_a_readers_scratch_is_a_share_of_a_small_checkpoint():
     """Two 8 MiB scratches were 3% of GPT-2: the scratch follows the checkpoint's size."""
-    from loader.pipeline.ring_size import MAX_SCRATCH_BYTES, MIN_SCRATCH_BYTES, scratch_bytes
+    from loader.pipeline.budget import MAX_SCRATCH_BYTES, MIN_SCRATCH_BYTES, scratch_bytes
 
     budget, gpt2 = 256 << 20, 523_000_000
     assert scratch_bytes(budget, 2) == MAX_SCRATCH_BYTES
@@ -212,9 +212,9 @@ def test_a_readers_scratch_is_a_share_of_a_small_checkpoint():
 
 def test_the_engine_sizes_its_scratch_from_the_checkpoint(ckpt):
     from loader.phases import NULL_PROBE
-    from loader.pipeline.ring_size import scratch_bytes
+    from loader.pipeline.budget import scratch_bytes
 
-    pipeline = engine.Pipeline(threads=2)
+    pipeline = engine.Pipeline(options.PipelineOptions(threads=2))
     with CheckpointSource(ckpt) as source:
         try:
             pipeline.start(source, NULL_PROBE)

@@ -20,8 +20,8 @@ import loader
 import shapes
 from loader import strategies
 from loader.leaves import iter_variables
+from loader.pipeline.budget import ByteBudget
 from loader.pipeline.cast import cast_into
-from loader.pipeline.options import ByteBudget
 from loader.sharded.rule import AXIS
 
 SPEC = shapes.ShapeSpec(
@@ -301,7 +301,7 @@ def test_the_budget_in_effect_is_recorded_even_when_none_was_given():
     from bench import strategies
     from bench.child.worker import budget_in_effect
     from bench.records.wire import ChildTask
-    from loader.pipeline.options import DEFAULT_BUDGET_BYTES
+    from loader.pipeline import DEFAULT_BUDGET_BYTES
 
     catalog = strategies.catalog()
     task = ChildTask("pipelined", "gpt2", "/c/m.safetensors", "/c/m.safetensors", None)

@@ -1,6 +1,7 @@
-"""The staged path of `pipelined` (`staging=True`): forced on the CPU backend, so every invariant of
-a GPU/TPU load is checked here: bit-exact values, each device receives only its own region, a
-staging buffer is reused only after its transfer completed, the ring stays within the budget.
+"""The ring path of `pipelined` (`staging=True`, `loader.pipeline.ring_job`): forced on the CPU
+backend, so every invariant of a GPU/TPU load is checked here: bit-exact values, each device
+receives only its own region, a staging buffer is reused only after its transfer completed, the
+ring stays within the budget.
 
 A transfer that completes late (`LateTransfer`: it reads its slot only when it completes, like a
 DMA still running) catches a slot reused too early (the values change, and it counts them); the
@@ -21,11 +22,10 @@ import pytest
 import loader
 import shapes
 from loader.leaves import iter_variables
-from loader.pipeline import staged as staged_module
-from loader.pipeline import staging
-from loader.pipeline.ring_size import check_staging_budget, min_staging_budget
-from loader.pipeline.staged import chunk_regions
-from loader.pipeline.staging import Slot, StagingRing
+from loader.pipeline import ring, ring_job
+from loader.pipeline.budget import check_staging_budget, min_staging_budget
+from loader.pipeline.ring import Slot, StagingRing
+from loader.pipeline.ring_job import chunk_regions
 from loader.sharded.rule import AXIS
 
 F = "model.safetensors"
@@ -127,7 +127,7 @@ class SlotCounter:
     def __init__(self, monkeypatch) -> None:
         self.live = self.max_live = 0
         self.lock = threading.Lock()
-        real = staging.aligned
+        real = ring.aligned
 
         def counted(shape, dtype):
             buf = real(shape, dtype)
@@ -137,7 +137,7 @@ class SlotCounter:
             weakref.finalize(buf, self._freed)
             return buf
 
-        monkeypatch.setattr(staging, "aligned", counted)
+        monkeypatch.setattr(ring, "aligned", counted)
 
     def _freed(self) -> None:
         with self.lock:
@@ -147,7 +147,7 @@ class SlotCounter:
 @pytest.fixture
 def late(monkeypatch):
     fake = LateTransfer()
-    monkeypatch.setattr(staging, "pageable_transfer", fake)
+    monkeypatch.setattr(ring, "pageable_transfer", fake)
     return fake
 
 
@@ -175,8 +175,8 @@ def test_a_slot_is_reused_only_after_its_transfer_completed(ckpt, late):
 @pytest.mark.filterwarnings("ignore:.*cast from file dtype")
 def test_the_late_transfer_catches_a_ring_that_does_not_wait(ckpt, late, monkeypatch):
     """Meta: a ring that reuses slots at once is caught (changed bytes, wrong values)."""
-    monkeypatch.setattr(staging, "_ready", lambda t: True)
-    monkeypatch.setattr(staging, "_wait", lambda t: None)
+    monkeypatch.setattr(ring, "_ready", lambda t: True)
+    monkeypatch.setattr(ring, "_wait", lambda t: None)
     model, _ = staged(shapes.model_builder(SPEC, dtype="bfloat16"), ckpt)
     assert late.corrupted > 0
     with pytest.raises(shapes.VerificationError, match="differs from its synthetic values"):
@@ -195,7 +195,7 @@ def test_live_staging_buffers_never_exceed_the_budget(ckpt, late, monkeypatch):
 def test_the_counter_catches_an_unbounded_ring(ckpt, late, monkeypatch):
     """Meta: a ring that allocates a fresh buffer per chunk goes past the budget, and is seen."""
     counter = SlotCounter(monkeypatch)
-    fresh = lambda self: Slot(-1, staging.aligned((self.slot_bytes,), np.dtype(np.uint8)))  # noqa: E731
+    fresh = lambda self: Slot(-1, ring.aligned((self.slot_bytes,), np.dtype(np.uint8)))  # noqa: E731
     monkeypatch.setattr(StagingRing, "take", fresh)
     slots, slot_bytes = check_staging_budget(BUDGET, THREADS)
     staged(shapes.model_builder(SPEC), ckpt)
@@ -210,7 +210,7 @@ class SlowUpdates:
     def __init__(self, monkeypatch, delay: float = 0.02) -> None:
         self.delay, self.lock = delay, threading.Lock()
         self.count = self.corrupted = 0
-        real = staged_module._update
+        real = ring_job._update
 
         def update(buffer, chunk, starts):
             out, token = real(buffer, chunk, starts)
@@ -219,7 +219,7 @@ class SlowUpdates:
                 self.count += 1
             return out, _LateToken(self, view, view.copy())
 
-        monkeypatch.setattr(staged_module, "_update", update)
+        monkeypatch.setattr(ring_job, "_update", update)
 
     def checked(self, changed: bool) -> None:
         with self.lock:
@@ -249,8 +249,8 @@ def test_the_slow_updates_catch_a_ring_that_frees_a_borrowed_slot_early(ckpt, mo
     """Meta: a ring that waits for no token reuses slots whose updates have not run (and the
     chunk arrays do borrow their slots: a copy would never change)."""
     slow = SlowUpdates(monkeypatch)
-    monkeypatch.setattr(staging, "_ready", lambda t: True)
-    monkeypatch.setattr(staging, "_wait", lambda t: None)
+    monkeypatch.setattr(ring, "_ready", lambda t: True)
+    monkeypatch.setattr(ring, "_wait", lambda t: None)
     staged(shapes.model_builder(SPEC), ckpt)
     assert slow.corrupted > 0
 
@@ -288,7 +288,7 @@ def test_device_out_of_memory_names_tensor_device_and_free_memory(ckpt, monkeypa
     def full(chunk, device):
         raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4096 bytes")
 
-    monkeypatch.setattr(staging, "pageable_transfer", full)
+    monkeypatch.setattr(ring, "pageable_transfer", full)
     with pytest.raises(loader.errors.DeviceOutOfMemoryError) as err:
         staged(shapes.model_builder(SPEC), ckpt)
     msg = str(err.value)

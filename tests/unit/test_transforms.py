@@ -225,22 +225,20 @@ def test_views_agree_with_numpy_views():
 
 def test_pipelined_cuts_view_parts_along_the_source_rows(ported_file, monkeypatch):
     """Tiny parts and scratch: every view is filled in many chunks, by several threads."""
-    import loader.pipeline.engine as engine
+    import loader.pipeline.budget as budget
     import loader.pipeline.jobs as jobs
 
     monkeypatch.setattr(jobs, "PART_BYTES", 96)
-    import loader.pipeline.ring_size as ring_size
-
-    monkeypatch.setattr(ring_size, "MAX_SCRATCH_BYTES", 128)
+    monkeypatch.setattr(budget, "MAX_SCRATCH_BYTES", 128)
     parts: list[tuple[str, int, int]] = []
-    real = jobs.split_parts
+    real = jobs.AdoptJob.parts
 
     def spy(job):
         out = real(job)
         parts.extend((job.step.leaf.key, p.axis, p.rows.stop - p.rows.start) for p in out)
         return out
 
-    monkeypatch.setattr(engine, "split_parts", spy)
+    monkeypatch.setattr(jobs.AdoptJob, "parts", spy)
     model, report = loader.load_model(poisoned, ported_file, strict=True, key_map=KEY_MAP)
     assert report.ok
     for key in KEY_MAP:

@@ -1,4 +1,4 @@
-"""A bounded ring of host staging buffers, for a backend that does not adopt host memory.
+"""The staging ring: a bounded ring of host buffers, for a backend that does not adopt host memory.
 
 On a GPU or TPU a `jax.device_put` copies host bytes into device memory, so a host buffer is only
 a staging copy: it must live until its transfer has completed, and no longer. The ring holds a
@@ -14,8 +14,9 @@ and the transfer from it works, pageable otherwise; `memory_kind` says which. On
 until the update that copies it into the shard has run (see `pageable_transfer`): the host then
 holds the model, the ring and the scratch, and no transfer copies beside them.
 
-`backend_adopts_host_buffers()` says whether staging is needed: the CPU backend adopts aligned
-host buffers (a destination buffer is then the model's own memory), others do not.
+`backend_adopts_host_buffers()` says whether a load needs the ring (`uses_ring`): the CPU backend
+adopts aligned host buffers (a destination buffer is then the model's own memory), others do not.
+`loader.pipeline.ring_job.RingJob` is a leaf that travels through it.
 """
 
 from __future__ import annotations
@@ -51,16 +52,17 @@ def offers_pinned_host(device: object) -> bool:
     whose `pinned_host` is its own memory: nothing to pin)."""
     if host_memory(device):
         return False
+    memories = getattr(device, "addressable_memories", None)
     try:
-        return any(m.kind == PINNED for m in device.addressable_memories())  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - an older backend without memories: pageable
+        return memories is not None and any(m.kind == PINNED for m in memories())
+    except Exception:  # noqa: BLE001 - a backend that cannot list its memories: pageable
         return False
 
 
 def pageable_transfer(chunk: np.ndarray, device: object) -> object:
     """Copy `chunk` to `device` (asynchronous on an accelerator). On the CPU backend the device
     array borrows the slot itself (no copy, and ready at once): the slot is reused only once the
-    update that copied it into the shard's buffer has run (`Stager.read`), and a chunk that is a
+    update that copied it into the shard's buffer has run (`RingJob.read`), and a chunk that is a
     whole shard is handed over as its own copy (`owned_chunk`)."""
     if host_memory(device):
         return jax.device_put(chunk, device).block_until_ready()
@@ -204,14 +206,13 @@ class PinnedTransfer:
         return pageable_transfer(chunk, device)
 
 
-def staging_for(staging: bool | None) -> bool:
-    """Whether a load stages: as asked, or (None) when the backend does not adopt host buffers."""
+def uses_ring(staging: bool | None) -> bool:
+    """Whether a load goes through the ring: as `staging=` asks, or (None) where the backend does
+    not adopt host buffers."""
     return (not backend_adopts_host_buffers()) if staging is None else bool(staging)
 
 
-def staging_ring(
-    layout: tuple[int, int], transfer: Transfer | None
-) -> tuple[StagingRing, Transfer]:
+def make_ring(layout: tuple[int, int], transfer: Transfer | None) -> tuple[StagingRing, Transfer]:
     """The ring of `layout` (slots, slot bytes) and the transfer to use with it: `transfer` as
     given (pageable slots), else pinned where the first local device offers it."""
     slots, slot_bytes = layout

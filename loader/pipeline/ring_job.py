@@ -1,0 +1,361 @@
+"""`RingJob`: a sharded leaf streamed chunk by chunk through the staging ring onto its devices.
+
+For a backend that does not adopt host buffers (`loader.pipeline.ring`), or with `staging=True`.
+Each addressable device's index region of the leaf (never the whole tensor, unless the leaf is
+replicated there) is cut into chunks of at most one ring slot (`chunk_regions`: whole rows, or
+parts of one row when a row is larger than a slot). A reader thread fills a slot with one chunk
+(cast on the host, chunk by chunk, into the model's dtype), starts its transfer to the device at
+once and returns the slot to the ring, which reuses it only once that transfer has completed. A
+device region of one chunk is the transferred array itself; a larger one is assembled on its
+device by in-place updates of one buffer (`dynamic_update_slice` with the buffer donated), so the
+device holds the shard and the chunks in flight, never a second copy of the shard.
+
+`RingSender` is what the ring jobs of one load share: the ring, the transfer, and per device the
+bytes transferred to it and the bytes of its regions (`received_bytes` / `expected_bytes`: equal
+unless something sent a device more than its shard). A device that runs out of memory mid-load
+raises one error naming the tensor, the device and its free memory (`DeviceOutOfMemoryError`; the
+bench records it as an `oom` row of kind `device`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import jax
+import numpy as np
+
+from loader.errors import DeviceOutOfMemoryError
+from loader.format import TensorInfo
+from loader.materialize import assign
+from loader.pipeline.budget import check_staging_budget
+from loader.pipeline.jobs import device_regions, region_shape
+from loader.pipeline.regions import Bytes, Region, fill_region
+from loader.pipeline.ring import StagingRing, Transfer, make_ring, owned_chunk, uses_ring
+from loader.planning import LoadPlan, Step
+from loader.report import LoadReport
+
+
+def chunk_regions(region: Region, itemsize: int, limit: int) -> list[Region]:
+    """`region` cut into C-ordered boxes of at most `limit` bytes: blocks of whole rows, or, when
+    one row is larger than `limit`, the same cut applied to each row one axis down."""
+    shape = region_shape(region)
+    if not shape or math.prod(shape) * itemsize <= limit:
+        return [region]
+    row_bytes = math.prod(shape[1:]) * itemsize
+    first = region[0]
+    if row_bytes > limit and len(shape) > 1:
+        return [
+            (slice(i, i + 1), *sub)
+            for i in range(first.start, first.stop)
+            for sub in chunk_regions(region[1:], itemsize, limit)
+        ]
+    per = max(1, limit // max(row_bytes, 1))
+    return [
+        (slice(b, min(first.stop, b + per)), *region[1:])
+        for b in range(first.start, first.stop, per)
+    ]
+
+
+@dataclass
+class DevicePiece:
+    """One device's region of the leaf, and what has reached the device of it so far."""
+
+    device: object
+    region: Region
+    dtype: np.dtype
+    array: Any = None  # the device shard (or its buffer being assembled)
+    pending: list[tuple[object, Region]] = field(default_factory=list)  # transfers not folded yet
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A part of a `RingJob`: one chunk of one device's region, at most one ring slot."""
+
+    piece: DevicePiece
+    region: Region
+
+
+@contextlib.contextmanager
+def _no_mesh() -> Iterator[None]:
+    """Outside any `jax.set_mesh` context: the updates run on one device, not the model's mesh
+    (where this jax has no `set_mesh(None)`, as it is)."""
+    try:
+        context: AbstractContextManager[object] = jax.set_mesh(None)
+        context.__enter__()
+    except Exception:  # noqa: BLE001 - an older or newer jax without it: no mesh to leave
+        yield
+        return
+    try:
+        yield
+    finally:
+        context.__exit__(None, None, None)
+
+
+def _update(buffer: Any, chunk: Any, starts: tuple[int, ...]) -> tuple[Any, Any]:
+    with _no_mesh():
+        updated: tuple[Any, Any] = _jit_update(buffer, chunk, starts)
+    return updated
+
+
+@partial(jax.jit, donate_argnums=0)
+def _jit_update(buffer: Any, chunk: Any, starts: tuple[int, ...]) -> tuple[Any, Any]:
+    """`buffer` (donated: updated in place) with `chunk` at `starts`, and a token (one element
+    of the chunk) that is ready once the update has run."""
+    token = chunk[(0,) * chunk.ndim]
+    return jax.lax.dynamic_update_slice(buffer, chunk, starts), token
+
+
+class RingSender:
+    """What the ring jobs of one load share: the ring, the transfer onto the devices, the bytes
+    each device received against those of its regions, and the seconds spent starting transfers.
+
+    Args:
+        ring: the staging ring (its slots are the budget's, reserved up front).
+        transfer: the host -> device copy of one chunk (`loader.pipeline.ring.Transfer`).
+    """
+
+    def __init__(self, ring: StagingRing, transfer: Transfer) -> None:
+        self.ring, self.transfer = ring, transfer
+        self.received_bytes: dict[str, int] = {}
+        self.expected_bytes: dict[str, int] = {}
+        self.transfer_s = 0.0
+        self._lock = threading.Lock()
+        self._compiled: set[tuple[object, ...]] = set()
+
+    def count(self, table: dict[str, int], device: object, nbytes: int) -> None:
+        with self._lock:
+            table[str(device)] = table.get(str(device), 0) + nbytes
+
+    def send(self, chunk: np.ndarray, piece: DevicePiece, where: str, *, whole: bool) -> object:
+        """Start the chunk's transfer to the piece's device; the transfer's handle. A `whole`
+        chunk is the shard itself, so its array must own its bytes (`owned_chunk`)."""
+        t0 = time.perf_counter()
+        try:
+            handle = self.transfer(
+                owned_chunk(chunk, piece.device) if whole else chunk, piece.device
+            )
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise oom_error(where, piece.device, chunk.nbytes) from exc
+            raise
+        with self._lock:
+            self.transfer_s += time.perf_counter() - t0
+        self.count(self.received_bytes, piece.device, chunk.nbytes)
+        return handle
+
+    def compile_updates(self, piece: DevicePiece, chunks: list[Region]) -> None:
+        """Compile the piece's in-place updates now, once per shape, before any read: compiling
+        needs host memory for a while, and no ring slot is in use yet."""
+        import jax.numpy as jnp
+
+        for shape in {region_shape(r) for r in chunks}:
+            key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device))
+            if key not in self._compiled:
+                self._compiled.add(key)
+                with _no_mesh():
+                    zero = jnp.zeros(shape, piece.dtype, device=piece.device)
+                piece.array, _ = _update(piece.array, zero, (0,) * len(shape))
+
+    def report(self, report: LoadReport) -> None:
+        """Say in the load's report how it staged and what each device received."""
+        report.staging_memory = self.ring.memory_kind
+        report.staging_slots = self.ring.high_water_slots
+        report.device_received_bytes = dict(self.received_bytes)
+        report.device_expected_bytes = dict(self.expected_bytes)
+
+    def drain(self) -> None:
+        """Wait for every transfer still reading a slot."""
+        self.ring.drain()
+
+
+def ring_sender(
+    staging: bool | None, limit: int, threads: int, transfer: Transfer | None
+) -> RingSender | None:
+    """The ring sender of a load that goes through the ring (`uses_ring`), its ring sized from
+    the budget; None for one whose host buffers the devices adopt."""
+    if not uses_ring(staging):
+        return None
+    return RingSender(*make_ring(check_staging_budget(limit, threads), transfer))
+
+
+@dataclass(eq=False)
+class RingJob:
+    """An adoptable leaf whose device regions are streamed chunk by chunk through the ring (a
+    `loader.pipeline.jobs.Job`); nothing is read speculatively on this path."""
+
+    step: Step
+    info: TensorInfo
+    source: Bytes | None  # None once the job is finished
+    file: str
+    sender: RingSender
+    pieces: list[DevicePiece] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls, step: Step, info: TensorInfo, source: Bytes, file: str, sender: RingSender
+    ) -> RingJob:
+        """The job of an adoptable step: its device regions, cut into chunks of one slot."""
+        job = cls(step, info, source, file, sender)
+        dtype = np.dtype(step.leaf.dtype)
+        for device, region in device_regions(step):
+            piece = DevicePiece(device, region, dtype)
+            job.pieces.append(piece)
+            nbytes = math.prod(region_shape(region)) * dtype.itemsize
+            sender.count(sender.expected_bytes, device, nbytes)
+            slot = sender.ring.slot_bytes
+            chunks = chunk_regions(region, dtype.itemsize, slot) if nbytes else []
+            job.chunks += [Chunk(piece, r) for r in chunks]
+            if len(chunks) > 1:  # assembled on the device: its buffer, and its updates compiled
+                _allocate(piece, job.where)
+                sender.compile_updates(piece, chunks)
+        return job
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}: tensor {self.step.file_key!r}"
+
+    @property
+    def casts(self) -> bool:
+        return bool(np.dtype(self.step.leaf.dtype) != self.info.np_dtype)
+
+    @property
+    def holds_budget(self) -> bool:
+        return False  # its slots are the ring's, reserved up front
+
+    def parts(self) -> list[Chunk]:
+        return list(self.chunks)
+
+    def read(self, part: Chunk, scratch: np.ndarray) -> float:
+        """Fill a slot with the chunk, start its transfer; the seconds spent reading."""
+        piece, ring = part.piece, self.sender.ring
+        slot = ring.take()
+        handle = token = None
+        try:
+            chunk = slot.view(region_shape(part.region), piece.dtype)
+            t0 = time.perf_counter()
+            assert self.source is not None, f"{self.where}: read after the job was finished"
+            fill_region(
+                self.source, self.info.shape, self.info.np_dtype, part.region, chunk, scratch
+            )
+            t1 = time.perf_counter()
+            handle = self.sender.send(chunk, piece, self.where, whole=part.region == piece.region)
+            with piece.lock:
+                piece.pending.append((handle, part.region))
+                token = _fold(piece, self.where, ready_only=True)
+                folded = all(h is not handle for h, _ in piece.pending)
+        finally:
+            # reused once its transfer completed and, if its chunk was folded into the shard's
+            # buffer just now, once that update ran (so chunks awaiting updates stay bounded too)
+            ring.give_back(slot, token if token is not None and folded else handle)
+        return t1 - t0
+
+    def finish(self, plan: LoadPlan) -> None:
+        """Assemble each device's shard and give the leaf its value."""
+        step = self.step
+        arrays: list[Any] = []
+        for piece in self.pieces:
+            with piece.lock:
+                _fold(piece, self.where, ready_only=False)
+            if piece.array is None:  # an empty region
+                piece.array = jax.device_put(
+                    np.zeros(region_shape(piece.region), piece.dtype), piece.device
+                )
+            arrays.append(piece.array)
+        sharding: Any = step.sharding
+        value = jax.make_array_from_single_device_arrays(step.leaf.shape, sharding, arrays)
+        assign(step.leaf, value)
+        self.pieces.clear()
+        self.chunks.clear()
+        self.source = None
+        plan.report.loaded.append(step.leaf.key)
+
+
+def _fold(piece: DevicePiece, where: str, *, ready_only: bool) -> object | None:
+    """Move transferred chunks into the piece's device array (lock held); the token of the last
+    update made (ready once it, and every update before it on that buffer, has run)."""
+    keep, token = [], None
+    for handle, region in piece.pending:
+        if ready_only and not _is_ready(handle):
+            keep.append((handle, region))
+            continue
+        array = _as_array(handle)
+        if region == piece.region:
+            piece.array = array
+            continue
+        if piece.array is None:
+            _allocate(piece, where)
+        starts = tuple(r.start - p.start for r, p in zip(region, piece.region))
+        piece.array, token = _update(piece.array, array, starts)
+    piece.pending = keep
+    return token
+
+
+def _zeros(piece: DevicePiece) -> jax.Array:
+    """The shard's buffer, made on its device (owned by XLA, so the updates may donate it; an
+    adopted host buffer cannot be donated: each update would copy the shard)."""
+    import jax.numpy as jnp
+
+    with _no_mesh():
+        return jnp.zeros(region_shape(piece.region), piece.dtype, device=piece.device)
+
+
+def _allocate(piece: DevicePiece, where: str) -> None:
+    """Make the shard's buffer on its device; out of device memory, one error naming the tensor,
+    the device and its free memory."""
+    try:
+        piece.array = _zeros(piece)
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            raise oom_error(where, piece.device, _nbytes(piece)) from exc
+        raise
+
+
+def _nbytes(piece: DevicePiece) -> int:
+    return math.prod(region_shape(piece.region)) * piece.dtype.itemsize
+
+
+def _is_ready(handle: object) -> bool:
+    is_ready = getattr(handle, "is_ready", None)
+    return bool(is_ready()) if is_ready is not None else True
+
+
+def _as_array(handle: object) -> Any:
+    """The device array of a transfer (a fake transfer's `result()`, else the handle itself)."""
+    result = getattr(handle, "result", None)
+    return result() if callable(result) and not isinstance(handle, jax.Array) else handle
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+def free_memory(device: object) -> str:
+    """The device's free memory, as its allocator reports it ("unknown" where it does not)."""
+    memory_stats = getattr(device, "memory_stats", None)
+    try:
+        stats = (memory_stats() if memory_stats is not None else None) or {}
+    except Exception:  # noqa: BLE001 - a backend that cannot report it
+        stats = {}
+    if "bytes_limit" not in stats:
+        return "unknown free memory"
+    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    return f"{free} bytes free of {int(stats['bytes_limit'])}"
+
+
+def oom_error(where: str, device: object, nbytes: int) -> DeviceOutOfMemoryError:
+    """A device out of memory, as one error naming the tensor, the device and its free memory."""
+    return DeviceOutOfMemoryError(
+        f"{where}: device {device} ran out of memory receiving {nbytes} bytes "
+        f"({free_memory(device)})"
+    )
