@@ -1,7 +1,8 @@
 """loadbench's loader: streaming, sharding-aware NNX <-> safetensors save and load.
 
 Public API:
-    save_model(model_or_state, path, *, metadata=None)
+    save_model(model_or_state, path, *, metadata=None, key_map=None, reference=None,
+               ignore_unexpected=(), ignore_missing=())   (a key_map: the source layout back)
     load_model(target, path, *, strict=False, key_map=None, strategy=None, budget=None)
         -> (model, LoadReport)
     save_sharded(model, folder) / load_sharded(target, folder, ...)

@@ -12,7 +12,9 @@ to right, instead of an opaque callable. Unlike a callable they say what they do
   host like a callable.
 
 Each one is also a plain numpy function (`Transpose((1, 0))(x)`), which is how the other
-strategies apply them. Example, GPT-2's fused q/k/v (a Conv1D weight, `(in, 3 * out)`):
+strategies apply them, and each has an inverse (`invert`: from the leaf back to the block of the
+stored tensor it came from, a `Part`), which is how `save_model` writes the source layout back.
+Example, GPT-2's fused q/k/v (a Conv1D weight, `(in, 3 * out)`):
 
     >>> key_map = {"h.0.attn.q.kernel": ("h.0.attn.c_attn.weight", Slice(1, 0, 768))}
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loader.errors import CheckpointError
+from loader.transforms.part import Part
 from loader.transforms.view import View, reshape_strides
 
 
@@ -56,6 +59,22 @@ class Transpose:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return np.transpose(x, self._axes(np.ndim(x)))
+
+    def in_shape(self, out_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The input shape that gives `out_shape` (a permutation's inverse)."""
+        shape = [0] * len(out_shape)
+        for i, a in enumerate(self._axes(len(out_shape))):
+            shape[a] = out_shape[i]
+        return tuple(shape)
+
+    def invert(self, part: Part, in_shape: tuple[int, ...]) -> Part:
+        """The inverse permutation: output axis `i` is input axis `axes[i]`, block and values."""
+        axes = self._axes(len(in_shape))
+        region = [slice(0, 0)] * len(axes)
+        for i, a in enumerate(axes):
+            region[a] = part.region[i]
+        values = None if part.values is None else np.transpose(part.values, np.argsort(axes))
+        return Part(tuple(in_shape), tuple(region), values)
 
     def __str__(self) -> str:
         return f"Transpose({self.axes})"
@@ -92,6 +111,21 @@ class Reshape:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return np.reshape(x, self.out_shape(np.shape(x)))
 
+    def in_shape(self, out_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """None: many shapes reshape to `out_shape` (the stored one must be known)."""
+        return None
+
+    def invert(self, part: Part, in_shape: tuple[int, ...]) -> Part:
+        """The reshape back to `in_shape`; only of a whole tensor (a block of a reshaped tensor
+        is not, in general, a block of the original)."""
+        if not part.complete:
+            raise TransformError(
+                f"{self} after a Slice cannot be inverted: the slice is not a block of the "
+                f"{in_shape} tensor before the reshape; declare the Slice first"
+            )
+        values = None if part.values is None else np.reshape(part.values, in_shape)
+        return Part.of_shape(tuple(in_shape), values)
+
     def __str__(self) -> str:
         return f"Reshape({self.shape})"
 
@@ -124,6 +158,18 @@ class Slice:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         axis = self._axis(np.shape(x))
         return x[(slice(None),) * axis + (slice(self.start, self.stop),)]
+
+    def in_shape(self, out_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """None: the output does not say how long the sliced axis was."""
+        return None
+
+    def invert(self, part: Part, in_shape: tuple[int, ...]) -> Part:
+        """The block `start:stop` along `axis` of the `in_shape` tensor (the values unchanged):
+        the other leaves sliced from the same tensor fill the rest."""
+        axis = self._axis(in_shape)
+        region = list(part.region)
+        region[axis] = slice(self.start + region[axis].start, self.start + region[axis].stop)
+        return Part(tuple(in_shape), tuple(region), part.values)
 
     def __str__(self) -> str:
         return f"Slice({self.axis}, {self.start}, {self.stop})"
@@ -161,6 +207,38 @@ class Chain:
         for step in self.steps:
             x = step(x)
         return x
+
+    def in_shape(self, out_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The stored shape that gives `out_shape`, when the output alone says it (Transposes
+        only); None when a step cannot tell (a Reshape, a Slice)."""
+        shape: tuple[int, ...] | None = tuple(out_shape)
+        for step in reversed(self.steps):
+            shape = None if shape is None else step.in_shape(shape)
+        return shape
+
+    def invert(self, part: Part, in_shape: tuple[int, ...]) -> Part:
+        """The way back: every step's inverse, last step first, from a leaf (`part`, the chain's
+        output) to the block of the stored tensor of `in_shape` it came from.
+
+        `TransformError` if the leaf's shape is not what the chain gives from `in_shape`, or if a
+        step cannot be inverted there (a Reshape of a Slice's block).
+
+        Example:
+            >>> chain = Chain((Slice(1, 2, 4), Transpose((1, 0))))
+            >>> chain.invert(Part.of_shape((2, 3)), (3, 6)).region
+            (slice(0, 3, None), slice(2, 4, None))
+        """
+        shapes = [tuple(in_shape)]
+        for step in self.steps:
+            shapes.append(step.out_shape(shapes[-1]))
+        if part.shape != shapes[-1]:
+            raise TransformError(
+                f"{self}: gives {shapes[-1]} from the stored {tuple(in_shape)}, but the leaf is "
+                f"{part.shape}"
+            )
+        for step, shape in zip(reversed(self.steps), reversed(shapes[:-1])):
+            part = step.invert(part, shape)
+        return part
 
     def __str__(self) -> str:
         return " then ".join(str(s) for s in self.steps)
