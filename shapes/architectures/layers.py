@@ -21,8 +21,11 @@ from loader.leaves import iter_variables
 from shapes.errors import ShapesError
 
 
-def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool) -> jax.Array:
-    """Scaled dot-product attention: q `(B, T, H, D)`, k and v `(B, S, KV, D)`, KV dividing H."""
+def attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool, keep: jax.Array | None = None
+) -> jax.Array:
+    """Scaled dot-product attention: q `(B, T, H, D)`, k and v `(B, S, KV, D)`, KV dividing H;
+    `keep` `(B, S)`, if given, is False for the keys not to attend to (padding)."""
     groups = q.shape[2] // k.shape[2]
     if groups > 1:
         k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
@@ -31,6 +34,8 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool) -> jax.
         t, s = q.shape[1], k.shape[1]
         mask = jnp.tril(jnp.ones((t, s), bool), k=s - t)
         scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
+    if keep is not None:
+        scores = jnp.where(keep[:, None, None, :], scores, jnp.finfo(scores.dtype).min)
     probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(q.dtype)
     return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
 

@@ -19,7 +19,7 @@ WRITER = textwrap.dedent(
     import sys, time
     import jax.numpy as jnp
     from flax import nnx
-    import loader.save as save
+    import loader.save.write as save
 
     class Big(nnx.Module):
         def __init__(self):

@@ -5,9 +5,9 @@ tensor is fetched to the host, written, and dropped: only one host buffer is ali
 file appears only when complete (`loader.format.atomic`).
 
 With the `key_map` a load used (and the file it loaded as `reference`), the model is written in
-that file's layout instead: `loader.writeback` plans every tensor from the inverses of the declared
-transforms before anything is written, and each file tensor is then put together from its leaves
-(a fused one from several) and written, one at a time as above.
+that file's layout instead: `loader.save.writeback` plans every tensor from the inverses of the
+declared transforms before anything is written, and each file tensor is then put together from
+its leaves (a fused one from several) and written, one at a time as above.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from loader.leaves import (
     refuse_unstorable,
 )
 from loader.place import describe_sharding
-from loader.writeback import SavedLeaf, SourceTensor, copy_bytes, plan_writeback
+from loader.save.writeback import SavedLeaf, SourceTensor, copy_bytes, plan_writeback
 
 FORMAT_VERSION = "1"
 
