@@ -36,7 +36,8 @@ from loader.leaves import (
     refuse_unstorable,
 )
 from loader.place import describe_sharding
-from loader.save.writeback import SavedLeaf, SourceTensor, copy_bytes, plan_writeback
+from loader.save.writeback import Piece, SavedLeaf, SourceTensor, copy_bytes, plan_writeback
+from loader.transforms import Part
 
 FORMAT_VERSION = "1"
 
@@ -178,19 +179,22 @@ def save_model(
 
 def _source_bytes(tensor: SourceTensor, reference: CheckpointSource | None) -> np.ndarray:
     """One file tensor on the host: copied from the reference, or put together from its leaves
-    (each leaf fetched to the host and taken back through its inverse in turn)."""
+    (each leaf, or layer of a stacked leaf, fetched to the host and taken back in turn)."""
     if tensor.copied is not None:
         assert reference is not None, f"{tensor.key}: a copied tensor without its reference"
         return copy_bytes(reference, tensor.copied)
     if len(tensor.pieces) == 1:
-        piece = tensor.pieces[0]
-        values = piece.place(host_copy(piece.leaf.path, piece.leaf.value), tensor.shape).values
-        return np.ascontiguousarray(values)
+        return np.ascontiguousarray(_placed(tensor.pieces[0], tensor.shape).values)
     out = np.empty(tensor.shape, DTYPES[tensor.dtype])
     for piece in tensor.pieces:
-        part = piece.place(host_copy(piece.leaf.path, piece.leaf.value), tensor.shape)
+        part = _placed(piece, tensor.shape)
         out[part.region] = part.values
     return out
+
+
+def _placed(piece: Piece, shape: tuple[int, ...]) -> Part:
+    """A piece's host copy, back in its block of the file tensor of `shape`."""
+    return piece.place(host_copy(piece.leaf.path, piece.leaf.stored_value()), shape)
 
 
 def _save_own_layout(

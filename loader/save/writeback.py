@@ -3,7 +3,8 @@
 `save_model(model, path, key_map=..., reference=...)` writes the source layout (the file a load
 with the same `key_map` reads): each leaf goes back through the inverse of its declared
 transforms (`Chain.invert`: Transposes undone, Reshapes undone, Slices put back in their block
-of one fused tensor), and the leaves that share one file tensor must tile it exactly.
+of one fused tensor; `Stack.unstack`: a stacked leaf's layers back to their own tensors), and the
+leaves that share one file tensor must tile it exactly.
 
 Everything is planned here, from the model's shapes and the reference's header, before a byte is
 written: an opaque callable in the key map (it has no inverse), a leaf whose shape its transform
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,18 +27,29 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format.records import TensorInfo
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap, Path, key_of, path_str, resolve_file_key
-from loader.transforms import Chain, Part, Region, TransformError, tile_check
+from loader.keys import KeyMap, Path, key_of, path_str, resolve_file_key, resolve_stack
+from loader.transforms import Chain, Part, Region, Stack, TransformError, tile_check
 
 
 @dataclass(frozen=True)
 class SavedLeaf:
-    """One leaf of the model as it will be stored: its path, value, dtype name and shape."""
+    """One leaf of the model as it will be stored: its path, value, dtype name and shape; or one
+    layer of a stacked leaf (`index` into the value, `shape` the layer's)."""
 
     path: Path
     value: Any
     dtype: str
     shape: tuple[int, ...]
+    index: tuple[slice | int, ...] | None = None
+
+    @property
+    def where(self) -> str:
+        layer = "" if self.index is None else f" (layer {self.index[-1]})"
+        return f"{path_str(self.path)}{layer}"
+
+    def stored_value(self) -> Any:
+        """The value to store: the leaf's, or its layer (sliced on its device, not on the host)."""
+        return self.value if self.index is None else self.value[self.index]
 
 
 @dataclass(frozen=True)
@@ -93,7 +105,7 @@ def _stored_shape(key: str, mapped: list[Mapped], ref: TensorInfo | None) -> tup
             return stored
     leaf, chain = mapped[0]
     raise CheckpointError(
-        f"save_model: file key {key!r} (from {path_str(leaf.path)} through {chain}) needs its "
+        f"save_model: file key {key!r} (from {leaf.where} through {chain}) needs its "
         "stored shape, which a Reshape or a Slice does not say; pass reference= (the file the "
         "model was loaded from) so its header gives it"
     )
@@ -104,15 +116,14 @@ def _piece(leaf: SavedLeaf, chain: Chain | None, key: str, stored: tuple[int, ..
     if chain is None:
         if leaf.shape != stored:
             raise CheckpointError(
-                f"save_model: {path_str(leaf.path)} has shape {leaf.shape}, but file key "
-                f"{key!r} is {stored}"
+                f"save_model: {leaf.where} has shape {leaf.shape}, but file key {key!r} is {stored}"
             )
         return Piece(leaf, None, Part.of_shape(stored).region)
     try:
         return Piece(leaf, chain, chain.invert(Part.of_shape(leaf.shape), stored).region)
     except TransformError as exc:
         raise CheckpointError(
-            f"save_model: {path_str(leaf.path)} cannot go back to file key {key!r} {stored}: {exc}"
+            f"save_model: {leaf.where} cannot go back to file key {key!r} {stored}: {exc}"
         ) from None
 
 
@@ -120,7 +131,7 @@ def _tensor(key: str, mapped: list[Mapped], ref: TensorInfo | None) -> SourceTen
     """The file tensor `key` from its leaves: they tile it exactly, in one dtype."""
     stored = _stored_shape(key, mapped, ref)
     pieces = tuple(_piece(leaf, chain, key, stored) for leaf, chain in mapped)
-    names = ", ".join(path_str(p.leaf.path) for p in pieces)
+    names = ", ".join(p.leaf.where for p in pieces)
     problem = tile_check(stored, [p.region for p in pieces])
     if problem:
         raise CheckpointError(
@@ -144,9 +155,25 @@ def _by_file_key(
         model_key = key_of(leaf.path)
         if matches(model_key, ignored):
             continue
+        stack = resolve_stack(model_key, key_map)
+        if stack is not None:
+            for file_key, layer in _unstacked(leaf, stack):
+                grouped.setdefault(file_key, []).append((layer, stack.transform))
+            continue
         file_key, transform = resolve_file_key(model_key, file_keys, key_map)
         grouped.setdefault(file_key, []).append((leaf, _chain_of(model_key, transform)))
     return grouped
+
+
+def _unstacked(leaf: SavedLeaf, stack: Stack) -> list[tuple[str, SavedLeaf]]:
+    """A stacked leaf's layers, each with its file key (`Stack.unstack`, the Stack's inverse)."""
+    try:
+        layers = stack.unstack(leaf.shape)
+    except TransformError as exc:
+        raise CheckpointError(f"save_model: {leaf.where}: {exc}") from None
+    axis = stack.leaf_axis(len(leaf.shape) - 1)
+    shape = leaf.shape[:axis] + leaf.shape[axis + 1 :]
+    return [(key, replace(leaf, shape=shape, index=index)) for key, index in layers]
 
 
 def plan_writeback(
@@ -176,7 +203,7 @@ def plan_writeback(
     if stray:
         raise CheckpointError(
             f"save_model: {len(stray)} file key(s) are not in the reference {reference.path}, "
-            f"first {stray[0]!r} (from {path_str(grouped[stray[0]][0][0].path)}); check the "
+            f"first {stray[0]!r} (from {grouped[stray[0]][0][0].where}); check the "
             "key map, or leave the leaf out with ignore_missing="
         )
     out = [_tensor(k, m, reference.info(k)) for k, m in grouped.items()]

@@ -117,6 +117,23 @@ class Stack:
         """The index of layer `i` in the stacked leaf: `leaf[stack.index(i, n)]` is one layer."""
         return (slice(None),) * self.leaf_axis(layer_ndim) + (i,)
 
+    def unstack(self, leaf_shape: tuple[int, ...]) -> list[tuple[str, tuple[slice | int, ...]]]:
+        """The inverse: (file key, index of its layer in the leaf) for each key, in order; each
+        layer, `leaf[index]`, goes back through the per-layer transform's inverse (`Chain.invert`).
+
+        Example:
+            >>> Stack(["h.0.w", "h.1.w"], axis=1).unstack((3, 2))
+            [('h.0.w', (slice(None, None, None), 0)), ('h.1.w', (slice(None, None, None), 1))]
+        """
+        layer_ndim = len(leaf_shape) - 1
+        axis = self.leaf_axis(layer_ndim)
+        if leaf_shape[axis] != len(self.keys):
+            raise StackError(
+                f"{self}: the leaf {tuple(leaf_shape)} holds {leaf_shape[axis]} layers along axis "
+                f"{axis}, not {len(self.keys)}"
+            )
+        return [(key, self.index(i, layer_ndim)) for i, key in enumerate(self.keys)]
+
     def __call__(self, tensors: Sequence[np.ndarray]) -> np.ndarray:
         """The stacked leaf from the file tensors, with numpy (a reference: not how it loads)."""
         layers = [np.asarray(x if self.transform is None else self.transform(x)) for x in tensors]

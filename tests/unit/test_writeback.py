@@ -1,7 +1,8 @@
 """The way back: `save_model(model, path, key_map=..., reference=...)` writes the layout the load
 read, by inverting every declared transform (Transpose, Reshape, Slices put back into one fused
-tensor), bit-exactly; the reference's ignored tensors are copied; and anything that cannot go
-back (an opaque callable, a gap, a key the reference lacks) is refused before a byte is written.
+tensor, Stacks back into per-layer tensors), bit-exactly; the reference's ignored tensors are
+copied; and anything that cannot go back (an opaque callable, a gap, a key the reference lacks,
+a Stack of the wrong count) is refused before a byte is written.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 import loader
-from loader import Reshape, Slice, Transpose
+from loader import Reshape, Slice, Stack, Transpose
 from loader.transforms import Chain, Part, TransformError
 from tests.unit.test_transforms import FILE, KEY_MAP, poisoned
 
+RNG = np.random.default_rng(2)
 EXTRA = {  # what a real file holds beside the port's tensors: a buffer and a head
     "embeddings.position_ids": np.arange(12, dtype=np.int64)[None],
-    "pooler.weight": np.random.default_rng(1).standard_normal((4, 4)).astype(np.float16),
+    "pooler.weight": RNG.standard_normal((4, 4)).astype(np.float16),
 }
 IGNORED = ["*.position_ids", "pooler.*"]
 
@@ -167,3 +169,56 @@ def test_a_sharded_model_is_gathered_one_tensor_at_a_time(source, tmp_path):
     out = tmp_path / "back.safetensors"
     loader.save_model(model, out, key_map=KEY_MAP, reference=source, ignore_unexpected=IGNORED)
     assert _bits(load_file(out)["fc.weight"]) == _bits(FILE["fc.weight"])
+
+
+LAYERS = 3
+PER_LAYER = {  # one tensor per layer, as a Hugging Face file holds them
+    **{f"h.{i}.fc.weight": RNG.standard_normal((24, 40), np.float32) for i in range(LAYERS)},
+    **{f"h.{i}.c_attn.weight": RNG.standard_normal((16, 48), np.float32) for i in range(LAYERS)},
+}
+
+
+def _stacked_key_map(layers: int = LAYERS) -> dict[str, object]:
+    """Scanned leaves: fc stacked on axis 0 (each layer transposed); q, k, v on axis 1, each
+    layer a third of its fused c_attn."""
+    fc = [f"h.{i}.fc.weight" for i in range(layers)]
+    c_attn = [f"h.{i}.c_attn.weight" for i in range(layers)]
+    key_map: dict[str, object] = {"fc.kernel": (Stack(fc, axis=0), Transpose((1, 0)))}
+    for j, name in enumerate("qkv"):
+        key_map[f"{name}.kernel"] = Stack(c_attn, axis=1, transform=Slice(1, 16 * j, 16 * j + 16))
+    return key_map
+
+
+class Scanned(nnx.Module):
+    def __init__(self, layers: int = LAYERS) -> None:
+        self.fc = nnx.Module()
+        self.fc.kernel = nnx.Param(jnp.full((layers, 40, 24), 7.0))
+        for name in "qkv":
+            setattr(self, name, nnx.Module())
+            getattr(self, name).kernel = nnx.Param(jnp.full((16, layers, 16), 7.0))
+
+
+def test_stacked_leaves_go_back_to_their_per_layer_tensors(tmp_path):
+    source = tmp_path / "layers.safetensors"
+    save_file(PER_LAYER, str(source))
+    model, report = loader.load_model(Scanned(), source, key_map=_stacked_key_map(), strict=True)
+    assert report.ok, report.problems()
+    out = tmp_path / "back.safetensors"
+    loader.save_model(model, out, key_map=_stacked_key_map(), reference=source)
+    saved = load_file(out)
+    assert sorted(saved) == sorted(PER_LAYER)
+    assert all(_bits(saved[k]) == _bits(PER_LAYER[k]) for k in PER_LAYER)
+    _add_one(model)
+    loader.save_model(model, out, key_map=_stacked_key_map(), reference=source)
+    saved = load_file(out)
+    for key in PER_LAYER:
+        np.testing.assert_array_equal(saved[key], PER_LAYER[key] + 1, err_msg=key)
+
+
+def test_a_stack_whose_count_is_not_the_leafs_is_refused(tmp_path):
+    out = tmp_path / "out" / "back.safetensors"
+    out.parent.mkdir()
+    msg = _refused(
+        Scanned(layers=4), out, "holds 4 layers along axis 0, not 3", key_map=_stacked_key_map()
+    )
+    assert "fc.kernel" in msg
