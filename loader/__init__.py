@@ -8,6 +8,8 @@ Public API:
     save_sharded(model, folder) / load_sharded(target, folder, ...)
     convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
+    compare_to_transformers(folder, port, inputs): a port against the Hugging Face model, max
+        |delta| per output (needs the `ports` extra: torch and transformers)
     Transpose(axes), Reshape(shape), Slice(axis, start, stop): declared key_map transforms
     Stack(keys, axis=0, transform=None): one leaf from N file tensors along a new axis
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # the lazy names' types, for the type checker; nothing is imp
     from loader.load import load_model
     from loader.save import save_model
     from loader.sharded.directory import convert_to_sharded, load_sharded, save_sharded
+    from loader.source_check import compare_to_transformers
 
 _LAZY = {
     "load_model": "loader.load",
@@ -35,6 +38,7 @@ _LAZY = {
     "save_sharded": "loader.sharded.directory",
     "load_sharded": "loader.sharded.directory",
     "convert_to_sharded": "loader.sharded.directory",
+    "compare_to_transformers": "loader.source_check",
 }
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "Slice",
     "Stack",
     "Transpose",
+    "compare_to_transformers",
     "convert_to_sharded",
     "load_model",
     "load_sharded",

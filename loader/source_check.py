@@ -1,0 +1,194 @@
+"""A port checked against its source framework: the Hugging Face model and the port, same inputs.
+
+A strict load proves that every leaf got a tensor of the right shape; it cannot prove the tensor
+is the right way round. A square weight left untransposed (a 384x384 attention projection) loads
+"ok" and gives wrong outputs. Only running the source model beside the port catches that, so
+`compare_to_transformers` builds the model transformers builds from a folder (`from_pretrained`:
+its `config.json` and weights), runs it and the port on the same inputs in float32, and reports
+max |delta| per output, named as transformers names them (`logits`, `last_hidden_state`, ...).
+
+torch and transformers are the `ports` extra (`make ports-deps`); they are imported on the first
+call, never by `import loader`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+#: fp32 noise between two frameworks computing the same float32 forward (the ports' own tests)
+FP32_TOLERANCE = 1e-5
+
+
+@dataclass(frozen=True)
+class OutputDelta:
+    """One output compared: its name and shape, max |port - source|, and max |source| (scale)."""
+
+    name: str
+    shape: tuple[int, ...]
+    max_abs_delta: float
+    max_abs_source: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The port against the source model: one `OutputDelta` per compared output.
+
+    `ok` when every output is within `tolerance`; `str()` is one aligned line per output.
+
+    Example:
+        >>> print(comparison)
+        last_hidden_state  (2, 16, 32)  max |delta| 8.3e-07  (max |source| 4.1)  ok
+    """
+
+    folder: str
+    model_class: str
+    outputs: tuple[OutputDelta, ...]
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return all(o.max_abs_delta <= self.tolerance for o in self.outputs)
+
+    @property
+    def deltas(self) -> dict[str, float]:
+        """max |delta| by output name."""
+        return {o.name: o.max_abs_delta for o in self.outputs}
+
+    def __str__(self) -> str:
+        width = max(len(o.name) for o in self.outputs)
+        shapes = [str(o.shape) for o in self.outputs]
+        shape_width = max(len(s) for s in shapes)
+        lines = [f"{self.model_class} from {self.folder} against the port (fp32):"]
+        for o, shape in zip(self.outputs, shapes):
+            verdict = "ok" if o.max_abs_delta <= self.tolerance else f"OVER {self.tolerance:g}"
+            lines.append(
+                f"  {o.name:<{width}}  {shape:<{shape_width}}  max |delta| {o.max_abs_delta:.2g}"
+                f"  (max |source| {o.max_abs_source:.2g})  {verdict}"
+            )
+        return "\n".join(lines)
+
+
+def _framework() -> tuple[Any, Any]:
+    """(torch, transformers), or an ImportError that says how to install them."""
+    try:
+        torch: ModuleType = importlib.import_module("torch")
+        transformers: ModuleType = importlib.import_module("transformers")
+    except ImportError as exc:
+        raise ImportError(
+            f"compare_to_transformers needs torch and transformers (the `ports` extra), and "
+            f"{exc.name or exc} is not installed: run `make ports-deps` "
+            "(or pip install 'loadbench[ports]')"
+        ) from None
+    return torch, transformers
+
+
+def _source_model(transformers: Any, folder: str, model_class: str | type | None) -> Any:
+    if model_class is None:
+        config = transformers.AutoConfig.from_pretrained(folder)
+        names = list(getattr(config, "architectures", None) or [])
+        if not names:
+            raise ValueError(
+                f"{folder}/config.json names no `architectures`; pass model_class= "
+                "(e.g. transformers.BertModel or 'BertModel')"
+            )
+        model_class = names[0]
+    if isinstance(model_class, str):
+        if not hasattr(transformers, model_class):
+            raise ValueError(f"transformers has no model class {model_class!r} (model_class=)")
+        model_class = getattr(transformers, model_class)
+    cls: Any = model_class
+    return cls.from_pretrained(folder).float().eval()
+
+
+def _named_outputs(
+    port_out: Any, source: Mapping[str, np.ndarray], names: Sequence[str] | None
+) -> list[tuple[str, Any]]:
+    """The port's outputs by the source's names: a mapping by its keys, a sequence by position
+    (`names`, or the source's own order), one array as the first (or `names[0]`)."""
+    if isinstance(port_out, Mapping):
+        pairs = list(port_out.items())
+    else:
+        values = list(port_out) if isinstance(port_out, tuple | list) else [port_out]
+        order = list(names) if names is not None else list(source)
+        if len(values) > len(order):
+            raise ValueError(
+                f"the port returned {len(values)} outputs, the source names {len(order)}: "
+                f"{', '.join(order)}; pass outputs= to name them"
+            )
+        pairs = list(zip(order, values))
+    unknown = [name for name, _ in pairs if name not in source]
+    if unknown:
+        raise ValueError(
+            f"port output {unknown[0]!r} is not among the source model's outputs "
+            f"({', '.join(source)}); name the port's outputs as transformers does"
+        )
+    return pairs
+
+
+def compare_to_transformers(
+    folder: str | os.PathLike[str],
+    port: Callable[..., Any],
+    inputs: Mapping[str, Any],
+    *,
+    outputs: Sequence[str] | None = None,
+    model_class: str | type | None = None,
+    tolerance: float = FP32_TOLERANCE,
+) -> Comparison:
+    """Run the Hugging Face model in `folder` and the port on the same `inputs`; max |delta| each.
+
+    Args:
+        folder: what `from_pretrained` reads: `config.json` and the weights (the file the port
+            loaded, or one `save_model(..., key_map=)` wrote back).
+        port: the port's forward, called as `port(**inputs)` with jax arrays; wrap it to rename
+            or re-lay out an input (a ViT port that takes NHWC where transformers takes NCHW:
+            `lambda pixel_values: model(pixel_values.transpose(0, 2, 3, 1))`). It returns an
+            array, a tuple of arrays, or a mapping of them by the source's output names.
+        inputs: the source model's keyword inputs as numpy arrays (`input_ids`, `attention_mask`,
+            `pixel_values`, ...).
+        outputs: the source output names of the port's outputs, in order (default: the source
+            model's own order; a mapping needs none).
+        model_class: a transformers class or its name (default: `config.json`'s
+            `architectures[0]`, e.g. `GPT2LMHeadModel`).
+        tolerance: the max |delta| called ok (default fp32 noise, 1e-5).
+
+    Returns:
+        A `Comparison`: `.deltas` by output name, `.ok`, and a table as its `str()`.
+
+    Example:
+        >>> ids = np.array([[464, 2068, 7586, 21831]])
+        >>> result = compare_to_transformers("gpt2/", lambda input_ids: model(input_ids),
+        ...                                  {"input_ids": ids})
+        >>> print(result)   # logits  (1, 4, 50257)  max |delta| 1.1e-05 ...
+    """
+    import jax.numpy as jnp
+
+    torch, transformers = _framework()
+    source_model = _source_model(transformers, os.fspath(folder), model_class)
+    with torch.no_grad():
+        raw = source_model(**{k: torch.as_tensor(np.asarray(v)) for k, v in inputs.items()})
+    source = {
+        name: value.float().numpy()
+        for name, value in raw.items()
+        if isinstance(value, torch.Tensor)
+    }
+    got = port(**{k: jnp.asarray(v) for k, v in inputs.items()})
+    compared = []
+    for name, value in _named_outputs(got, source, outputs):
+        mine, theirs = np.asarray(value, np.float32), source[name]
+        if mine.shape != theirs.shape:
+            raise ValueError(
+                f"output {name!r}: the port gives shape {mine.shape}, the source {theirs.shape}"
+            )
+        delta = float(np.max(np.abs(mine - theirs))) if mine.size else 0.0
+        scale = float(np.max(np.abs(theirs))) if theirs.size else 0.0
+        compared.append(OutputDelta(name, tuple(mine.shape), delta, scale))
+    return Comparison(
+        os.fspath(folder), type(source_model).__name__, tuple(compared), float(tolerance)
+    )
