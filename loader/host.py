@@ -13,10 +13,11 @@ and limits runs with them; both read them here, so the two never disagree about 
   memory, over a read-only shared mapping, which faults nothing in; `cached_fraction` samples it
   over whole files.
 
-A cgroup is found from `/proc/self/cgroup` under `/sys/fs/cgroup` (v1: one folder per
-hierarchy, named after its controllers), walking up to the hierarchy's root so that a limit on a
-parent counts too; both paths can be given, so tests build a fake hierarchy. A value that cannot be
-read is None, never an error. Linux only for cgroups and `mincore`; never imports jax.
+A cgroup is found from `/proc/self/cgroup` under `/sys/fs/cgroup` (v1: one folder per hierarchy,
+named after its controllers; v2: the root, or `unified/` on a hybrid host), walking up to the
+hierarchy's root so that a limit on a parent counts too; both paths can be given, so tests build
+a fake hierarchy. A value that cannot be read is None, never an error. Linux only for cgroups and
+`mincore`; never imports jax.
 
 Example:
     >>> from loader import host
@@ -64,6 +65,15 @@ def knob_text(path: Path) -> str:
         return ""
 
 
+def _v2_root(root: Path) -> Path:
+    """Where the v2 hierarchy is mounted: `root` itself (unified mode), or `root/unified` beside
+    the v1 hierarchies (hybrid mode, where `root` holds no `cgroup.controllers`)."""
+    hybrid = root / "unified"
+    if not (root / "cgroup.controllers").exists() and hybrid.is_dir():
+        return hybrid
+    return root
+
+
 def cgroup_folders(
     controller: str, root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP
 ) -> list[tuple[Path, bool]]:
@@ -73,7 +83,7 @@ def cgroup_folders(
     for line in knob_text(self_cgroup).splitlines():
         _, controllers, path = line.split(":", 2)
         if (v2 := controllers == "") or controller in controllers.split(","):
-            base = root if v2 else root / controllers
+            base = _v2_root(root) if v2 else root / controllers
             here = base / path.strip("/")
             found += [(d, v2) for d in [here, *[p for p in here.parents if p.is_relative_to(base)]]]
     return found

@@ -78,6 +78,18 @@ def test_the_memory_limit_is_the_tightest_over_the_cgroups_and_their_parents(tmp
     assert host.memory_limit(tmp_path, self_cgroup) == 1 << 30
 
 
+def test_a_hybrid_host_reads_its_v2_limits_under_unified(tmp_path):
+    """Hybrid mode: v1 hierarchies in the root, the v2 one mounted at `unified/`."""
+    self_cgroup = tmp_path / "self"
+    self_cgroup.write_text("4:memory:/\n0::/job\n")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "unified" / "job").mkdir(parents=True)
+    (tmp_path / "unified" / "job" / "cpu.max").write_text("25000 100000\n")
+    assert host.cpu_quota(tmp_path, self_cgroup) == 0.25
+    (tmp_path / "cgroup.controllers").write_text("cpu memory\n")  # unified mode: the root is v2
+    assert host.cpu_quota(tmp_path, self_cgroup) is None
+
+
 def test_the_usable_cpus_are_the_affinity_mask_without_a_quota(tmp_path):
     cpus = host.affinity_cpus()
     assert cpus == sorted(os.sched_getaffinity(0))
