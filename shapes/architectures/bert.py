@@ -151,8 +151,8 @@ class Embeddings(nnx.Module):
 
 
 class Bert(nnx.Module):
-    """A BERT encoder; `model(ids)` gives `{"last_hidden_state", "pooler_output"}` (the latter
-    when the config has the pooler), as transformers' `BertModel` names its outputs."""
+    """A BERT encoder; `model(input_ids)` gives `{"last_hidden_state", "pooler_output"}` (the
+    latter when the config has the pooler), as transformers' `BertModel` names its outputs."""
 
     def __init__(self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs) -> None:
         kw: dict[str, Any] = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
@@ -163,14 +163,15 @@ class Bert(nnx.Module):
 
     def __call__(
         self,
-        ids: jax.Array,
+        input_ids: jax.Array,
         token_type_ids: jax.Array | None = None,
         attention_mask: jax.Array | None = None,
     ) -> dict[str, jax.Array]:
-        """`attention_mask`: 1 for the tokens to attend to, 0 for padding (as in transformers)."""
-        types = jnp.zeros_like(ids) if token_type_ids is None else token_type_ids
+        """The inputs as transformers names them; `attention_mask` is 1 for the tokens to attend
+        to and 0 for padding."""
+        types = jnp.zeros_like(input_ids) if token_type_ids is None else token_type_ids
         keep = None if attention_mask is None else attention_mask.astype(bool)
-        x = self.embeddings(ids, types)
+        x = self.embeddings(input_ids, types)
         for layer in self.encoder["layer"]:
             x = layer(x, keep)
         out = {"last_hidden_state": x}

@@ -20,6 +20,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 import loader
+from loader.source_check import compare_to_transformers
 from shapes.architectures import bert, gpt2, llama, vit
 from tests.conftest import poison_model
 
@@ -180,7 +181,7 @@ def _bert(tmp_path):
     path = tmp_path / "model.safetensors"
     tensors = load_file(path) | {"embeddings.position_ids": np.arange(32, dtype=np.int64)[None]}
     save_file(tensors, str(path), metadata={"format": "pt"})
-    return hf, tmp_path
+    return tmp_path
 
 
 def _declared(patterns, keys) -> list[str]:
@@ -193,7 +194,15 @@ def _bert_inputs():
     mask = np.ones((2, 16), np.int64)
     mask[1, 11:] = 0  # the second sentence is padded
     ids, types = rng.integers(0, 97, (2, 16)), rng.integers(0, 2, (2, 16))
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}  # Bert's names
+
+
+def _assert_bert_matches(model, folder) -> None:
+    """transformers' `BertModel` from `folder` and the port: both outputs within fp32 noise."""
+    result = compare_to_transformers(folder, model, _bert_inputs())
+    print(result)
+    assert sorted(result.deltas) == ["last_hidden_state", "pooler_output"]
+    assert result.ok, str(result)
 
 
 def _load_bert(folder):
@@ -226,19 +235,12 @@ needs_declared_ignores = pytest.mark.skipif(
 def test_bert_port_loads_strictly_in_32_bit_jax_and_matches_torch(tmp_path):
     """One strict call, with the architecture's declared ignores, in jax's default 32-bit mode."""
     assert not jax.config.jax_enable_x64
-    hf, folder = _bert(tmp_path)
+    folder = _bert(tmp_path)
     model, report, key_map, ignored = _load_bert(folder)
     assert ignored == ["*embeddings.position_ids"]
     assert sorted(report.loaded) == sorted(key_map)
     assert report.ignored == ["embeddings.position_ids"] and report.unexpected == []
-    x = _bert_inputs()
-    got = model(*(jnp.asarray(x[k]) for k in ("input_ids", "token_type_ids", "attention_mask")))
-    with torch.no_grad():
-        want = hf(**{k: torch.tensor(v) for k, v in x.items()})
-    for name in ("last_hidden_state", "pooler_output"):
-        delta = float(np.max(np.abs(np.asarray(got[name]) - want[name].numpy())))
-        print(f"bert {name} fp32 max |delta| = {delta:.3g}")
-        assert delta <= FP32_TOLERANCE, name
+    _assert_bert_matches(model, folder)
 
 
 def _nudge(model) -> None:
@@ -291,19 +293,11 @@ def test_a_port_saved_back_in_the_source_layout_loads_in_transformers(name, tmp_
 
 @needs_declared_ignores
 def test_bert_saved_back_keeps_the_ignored_buffer_from_the_reference(tmp_path):
-    hf, folder = _bert(tmp_path / "hf")
+    folder = _bert(tmp_path / "hf")
     model, _, key_map, ignored = _load_bert(folder)
     saved, src = _saved_back(model, folder, tmp_path / "back", key_map, ignored)
     assert _bit_equal(saved, src) == []
     _nudge(model)
     saved, src = _saved_back(model, folder, tmp_path / "back", key_map, ignored)
     assert _bit_equal(saved, src) == [k for k in src if k != "embeddings.position_ids"]
-    back = transformers.BertModel.from_pretrained(tmp_path / "back").eval()
-    x = _bert_inputs()
-    got = model(*(jnp.asarray(x[k]) for k in ("input_ids", "token_type_ids", "attention_mask")))
-    with torch.no_grad():
-        want = back(**{k: torch.tensor(v) for k, v in x.items()})
-    for name in ("last_hidden_state", "pooler_output"):
-        delta = float(np.max(np.abs(np.asarray(got[name]) - want[name].numpy())))
-        print(f"bert saved back, fine-tuned: {name} max |delta| = {delta:.3g}")
-        assert delta <= FP32_TOLERANCE, name
+    _assert_bert_matches(model, tmp_path / "back")
