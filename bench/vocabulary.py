@@ -19,8 +19,10 @@ CACHE_CHOICES: Final = (WARM, COLD, BOTH)  # what `bench run --cache` takes
 # -- the model a bench run loads the checkpoint into (`bench run --model`) ------------------------
 SPEC: Final = "spec"  # mirrors the file: state paths are the file's keys, shapes as stored
 PORT: Final = "port"  # the shape set's real architecture, through its key map
+PORT_SCANNED: Final = "port-scanned"  # its scanned-layer variant, layers through loader.Stack
+PORTS: Final = (PORT, PORT_SCANNED)  # the models that are a real architecture (and compile)
 TRANSPOSED: Final = "transposed"  # the spec model, every 2-D tensor transposed (loader.Transpose)
-MODELS: Final = (SPEC, PORT, TRANSPOSED)
+MODELS: Final = (SPEC, PORT, PORT_SCANNED, TRANSPOSED)
 HIT: Final = "hit"  # `--compile-cache`: the forward came from the persistent compilation cache
 MISS: Final = "miss"
 

@@ -3,7 +3,8 @@
 - `spec`: the mirror model (`shapes.model_builder`): state paths are the file's keys; verified
   against the synthetic checkpoint's digests (`bench.child.verify.verify_model`).
 - `port`: the shape set's real architecture (`shapes.architectures.port.port_for`) with its key
-  map from Hugging Face's names and layouts.
+  map from Hugging Face's names and layouts; `port-scanned`: its scanned-layer variant, each
+  stacked leaf filled from the per-layer tensors through `loader.Stack`.
 - `transposed`: the mirror model with every 2-D tensor stored transposed in the model, read
   through `loader.Transpose((1, 0))`: what a port of torch `nn.Linear` weights does to every byte.
 
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bench.records.wire import ChildTask
-from bench.vocabulary import PORT, TRANSPOSED
+from bench.vocabulary import PORT_SCANNED, PORTS, TRANSPOSED
 
 Builder = Callable[[], Any]
 
@@ -41,10 +42,10 @@ def target(task: ChildTask, spec) -> tuple[Builder, dict[str, Any] | None, Any]:
     from loader.transforms import Transpose
 
     dtype = task.model_dtype or task.dtype
-    if task.model == PORT:
+    if task.model in PORTS:
         from shapes.architectures.port import port_for
 
-        port = port_for(spec, dtype=dtype, seed=task.seed)
+        port = port_for(spec, dtype=dtype, seed=task.seed, scanned=task.model == PORT_SCANNED)
         return port.builder, port.key_map, port
     if task.model == TRANSPOSED:
         flip = Transpose((1, 0))
@@ -77,12 +78,25 @@ def _check(key: str, array, want: np.ndarray) -> None:
             )
 
 
+def _expected(source, key: str, entry: Any) -> np.ndarray:
+    """The leaf `entry` makes of the file: a tensor through its transform, or a Stack's layers
+    stacked with numpy (outside the measured phases)."""
+    from loader.transforms import as_chain, as_stack
+
+    stack = as_stack(entry)
+    if stack is not None:
+        return stack([source.read(k) for k in stack.keys])
+    file_key, raw = entry if isinstance(entry, tuple) else (entry, None)
+    transform: Any = as_chain(raw, key)
+    host = source.read(file_key)
+    return host if transform is None else np.asarray(transform(host))
+
+
 def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int, str | None]:
     """Check every key-mapped leaf against its file tensor. Returns (checked, first error)."""
     import shapes
     from bench.child.verify import flat_leaves
     from loader.format.source import CheckpointSource
-    from loader.transforms import as_chain
 
     leaves = flat_leaves(model)
     missing = [k for k in key_map if k not in leaves]
@@ -91,11 +105,8 @@ def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int,
     checked = 0
     with CheckpointSource(checkpoint) as source:
         for key, entry in key_map.items():
-            file_key, raw = entry if isinstance(entry, tuple) else (entry, None)
-            transform: Any = as_chain(raw, key)
-            host = source.read(file_key)
             try:
-                _check(key, leaves[key], host if transform is None else np.asarray(transform(host)))
+                _check(key, leaves[key], _expected(source, key, entry))
             except shapes.ShapesError as exc:
                 return checked, str(exc)
             checked += 1

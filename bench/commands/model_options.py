@@ -1,4 +1,5 @@
-"""`bench run`'s options on the model loaded and its compile: `--model spec|port|transposed`
+"""`bench run`'s options on the model loaded and its compile: `--model spec|port|port-scanned|
+transposed`
 (several, comma-separated, run interleaved in one run), `--compile`, `--compile-cache DIR`."""
 
 from __future__ import annotations
@@ -7,12 +8,13 @@ import argparse
 
 from bench.commands.common import csv
 from bench.errors import BenchError
-from bench.vocabulary import MODELS, PORT, SPEC
+from bench.vocabulary import MODELS, PORT, PORT_SCANNED, PORTS, SPEC
 
 
 def check_model(args: argparse.Namespace) -> None:
-    """`--model port` only on shape sets with a real architecture; `--compile` only of a port."""
-    from shapes.architectures import port_names
+    """`--model port` only on shape sets with a real architecture (`port-scanned`: with a scanned
+    variant); `--compile` only of a port."""
+    from shapes.architectures import port_names, scanned_port_names
 
     models = csv(args.model)
     unknown = [m for m in models if m not in MODELS]
@@ -20,13 +22,17 @@ def check_model(args: argparse.Namespace) -> None:
         raise BenchError(f"--model {args.model}: expected one or more of {', '.join(MODELS)}")
     if models != [SPEC] and args.checkpoint:
         raise BenchError(f"--model {args.model} needs --shapes (a preset), not --checkpoint")
-    no_port = [s for s in csv(args.shapes or "") if s not in port_names()]
-    if PORT in models and no_port:
-        raise BenchError(
-            f"--model port: shape set(s) {', '.join(no_port)} have no real architecture; "
-            f"those that have one: {', '.join(port_names())}"
-        )
-    if args.compile and PORT not in models:
+    for model, names, what in (
+        (PORT, port_names(), "real architecture"),
+        (PORT_SCANNED, scanned_port_names(), "scanned-layer architecture"),
+    ):
+        lacking = [s for s in csv(args.shapes or "") if s not in names]
+        if model in models and lacking:
+            raise BenchError(
+                f"--model {model}: shape set(s) {', '.join(lacking)} have no {what}; "
+                f"those that have one: {', '.join(names)}"
+            )
+    if args.compile and not set(PORTS) & set(models):
         raise BenchError("--compile compiles a real forward: add --model port")
     if args.compile_cache and not args.compile:
         raise BenchError("--compile-cache is the compile's cache: add --compile (and --model port)")
@@ -38,8 +44,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "--model",
         default=SPEC,
         help="spec: the file's own layout (default); port: the preset's real architecture "
-        "through its key map; transposed: every 2-D tensor transposed (loader.Transpose); "
-        "several (spec,port) run interleaved in one run",
+        "through its key map; port-scanned: its scanned-layer variant (layers stacked into one "
+        "leaf per parameter, through loader.Stack); transposed: every 2-D tensor transposed "
+        "(loader.Transpose); several (spec,port) run interleaved in one run",
     )
     p.add_argument(
         "--compile",

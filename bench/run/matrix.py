@@ -24,7 +24,7 @@ from bench.host.allocator import small_tensor_bytes
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
-from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORT, WARM
+from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORTS, WARM
 from loader.strategies import StrategyInfo
 from shapes import is_synthesized, load_spec
 from shapes.content import stored_sizes
@@ -215,7 +215,7 @@ def plan(
             model_dtype=config.model_dtype,
             budget_bytes=config.load_budget_bytes,
             model=model,
-            compile=config.compile and model == PORT,
+            compile=config.compile and model in PORTS,
             compile_cache=config.compile_cache,
             staging=config.staging,
             threads=config.threads,

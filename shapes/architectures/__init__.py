@@ -7,14 +7,32 @@ key, or (HF key, `loader.Transpose` / `Reshape` / `Slice` or a tuple of them)) a
 `example_input(config)` (the forward's declared input). `port_for(preset)` (in `shapes.
 architectures.port`, which imports jax) bundles them for one preset; this module imports nothing
 heavy, so listing the presets that have a port stays light.
+
+An architecture may also have a scanned variant (`SCANNED`: its layers stacked into one leaf per
+parameter with `nnx.vmap` / `nnx.scan`, filled through `loader.Stack`), the same module interface
+in `shapes.architectures.<module>`: `port_for(preset, scanned=True)`, `bench run --model
+port-scanned`.
 """
 
 from __future__ import annotations
 
 #: preset -> architecture module (`shapes.architectures.<module>`)
-ARCHITECTURES = {"gpt2": "gpt2", "tiny-gpt2": "gpt2", "llama3-8b": "llama", "vit-base": "vit"}
+ARCHITECTURES = {
+    "gpt2": "gpt2",
+    "tiny-gpt2": "gpt2",
+    "llama3-8b": "llama",
+    "tinyllama-1.1b": "llama",
+    "vit-base": "vit",
+}
+#: architecture module -> its scanned-layer variant's module
+SCANNED = {"llama": "llama_scanned"}
 
 
 def port_names() -> list[str]:
     """The presets that have a real architecture (`bench run --model port` accepts these)."""
     return sorted(ARCHITECTURES)
+
+
+def scanned_port_names() -> list[str]:
+    """The presets whose architecture has a scanned variant (`bench run --model port-scanned`)."""
+    return sorted(p for p, arch in ARCHITECTURES.items() if arch in SCANNED)

@@ -1,4 +1,5 @@
-"""Llama-3 in NNX, with the key map from Hugging Face's `LlamaForCausalLM` (preset `llama3-8b`).
+"""Llama-3 in NNX, with the key map from Hugging Face's `LlamaForCausalLM` (presets `llama3-8b`,
+`tinyllama-1.1b`; `llama_scanned` is its scanned-layer variant).
 
 Every projection in HF is a torch `nn.Linear`, stored `(out, in)`. The attention projections
 become `nnx.LinearGeneral` kernels `(d, heads, head_dim)` (q, k, v: `loader.Transpose((1, 0))`
@@ -45,7 +46,18 @@ PRESET_CONFIGS = {  # meta-llama/Llama-3.1-8B-Instruct's config.json
             "original_max_position_embeddings": 8192,
         },
         "tie_word_embeddings": False,
-    }
+    },
+    "tinyllama-1.1b": {  # TinyLlama/TinyLlama-1.1B-Chat-v1.0's config.json
+        "vocab_size": 32000,
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 22,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+    },
 }
 T = Transpose((1, 0))
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from loader.format import DTYPES
-from shapes.architectures import ARCHITECTURES, port_names
+from shapes.architectures import ARCHITECTURES, SCANNED, port_names, scanned_port_names
 from shapes.architectures.layers import checked
 from shapes.catalog import load_spec
 from shapes.content import FLOAT_DTYPES, effective_dtype, normalize_dtype
@@ -39,14 +39,17 @@ class Port:
     example_input: jax.ShapeDtypeStruct
 
 
-def architecture(preset: str) -> ModuleType:
-    """The architecture module of `preset`; `ShapesError` listing the presets that have one."""
-    if preset not in ARCHITECTURES:
+def architecture(preset: str, *, scanned: bool = False) -> ModuleType:
+    """The architecture module of `preset` (its scanned variant's with `scanned=True`);
+    `ShapesError` listing the presets that have one."""
+    names = scanned_port_names() if scanned else port_names()
+    if preset not in names:
+        what = "a scanned-layer architecture" if scanned else "a real architecture"
         raise ShapesError(
-            f"shape set {preset!r} has no real architecture; those that have one: "
-            f"{', '.join(port_names())}"
+            f"shape set {preset!r} has no {what}; those that have one: {', '.join(names)}"
         )
-    return importlib.import_module(f"shapes.architectures.{ARCHITECTURES[preset]}")
+    arch = ARCHITECTURES[preset]
+    return importlib.import_module(f"shapes.architectures.{SCANNED[arch] if scanned else arch}")
 
 
 def _float_dtype(spec: ShapeSpec) -> str:
@@ -54,11 +57,17 @@ def _float_dtype(spec: ShapeSpec) -> str:
     return max(set(floats), key=floats.count) if floats else "F32"
 
 
-def port_for(spec: ShapeSpec | str, *, dtype: Any = None, seed: int = 0) -> Port:
-    """The port of a preset (a name, or its `ShapeSpec`), built in `dtype` (default: the file's)."""
+def port_for(
+    spec: ShapeSpec | str, *, dtype: Any = None, seed: int = 0, scanned: bool = False
+) -> Port:
+    """The port of a preset (a name, or its `ShapeSpec`), built in `dtype` (default: the file's).
+
+    With `scanned=True`, the architecture's scanned-layer variant (layers stacked into one leaf
+    per parameter, filled through `loader.Stack`).
+    """
     spec = load_spec(spec)
     preset = spec.name or ""
-    module = architecture(preset)
+    module = architecture(preset, scanned=scanned)
     config = module.config_for(module.PRESET_CONFIGS[preset], [t.name for t in spec.tensors])
     name = effective_dtype(_float_dtype(spec), None if dtype is None else normalize_dtype(dtype))
     model_dtype = jnp.dtype(DTYPES[name])
@@ -66,6 +75,6 @@ def port_for(spec: ShapeSpec | str, *, dtype: Any = None, seed: int = 0) -> Port
     def build() -> nnx.Module:
         return module.MODEL(config, dtype=model_dtype, rngs=nnx.Rngs(seed))
 
-    arch = ARCHITECTURES[preset]
+    arch = module.__name__.rsplit(".", 1)[-1]
     key_map = checked(module.key_map(config), nnx.eval_shape(build), arch)
     return Port(preset, arch, config, build, key_map, module.example_input(config))

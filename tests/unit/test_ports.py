@@ -21,7 +21,7 @@ from safetensors.numpy import load_file, save_file
 
 import loader
 from loader.source_check import compare_to_transformers
-from shapes.architectures import bert, gpt2, llama, vit
+from shapes.architectures import bert, gpt2, llama, llama_scanned, vit
 from tests.conftest import poison_model
 
 torch = pytest.importorskip("torch")
@@ -301,3 +301,37 @@ def test_bert_saved_back_keeps_the_ignored_buffer_from_the_reference(tmp_path):
     saved, src = _saved_back(model, folder, tmp_path / "back", key_map, ignored)
     assert _bit_equal(saved, src) == [k for k in src if k != "embeddings.position_ids"]
     _assert_bert_matches(model, tmp_path / "back")
+
+
+def test_scanned_llama_loads_through_stack_bit_exact_with_the_unscanned_port(tmp_path):
+    """The scanned port (layers stacked by nnx.vmap, run by nnx.scan), strict, from HF's per-layer
+    file: each stacked leaf is the unscanned port's layer leaves, bit for bit; the logits are the
+    unscanned port's and torch's."""
+    from loader.keys import key_of
+    from loader.leaves import iter_variables
+
+    hf, port, x, folder = _saved("llama", tmp_path)
+    model, report = _load(llama_scanned, folder)  # pipelined (each strategy: test_stack.py)
+    flat, _ = _load(port, folder)
+    config = _config(port, folder)
+    assert report.ok and sorted(report.loaded) == sorted(llama_scanned.key_map(config))
+    assert len(report.stacked) == 9 and report.unexpected == []  # 9 per-layer parameters
+    flat_leaves = {key_of(p): np.asarray(v.get_value()) for p, v in iter_variables(flat)}
+    layers = config.num_hidden_layers
+    for path, var in iter_variables(model):
+        key, got = key_of(path), np.asarray(var.get_value())
+        if key.startswith("model.layers."):
+            name = key[len("model.layers.") :]
+            want = np.stack([flat_leaves[f"model.layers.{i}.{name}"] for i in range(layers)])
+        else:
+            want = flat_leaves[key]
+        np.testing.assert_array_equal(got, want, err_msg=key)
+    logits = np.asarray(model(jnp.asarray(x)))
+    flat_logits = np.asarray(flat(jnp.asarray(x)))
+    delta = float(np.max(np.abs(logits - _torch_logits(hf, x))))
+    print(
+        f"scanned llama fp32 max |delta| = {delta:.3g}, against the unscanned port: "
+        f"{float(np.max(np.abs(logits - flat_logits))):.3g}"
+    )
+    np.testing.assert_allclose(logits, flat_logits, rtol=0, atol=1e-6)
+    assert delta <= FP32_TOLERANCE
