@@ -59,7 +59,12 @@ def test_transposed_loads_and_verifies_through_loader_transpose(bench_env, tmp_p
         (
             ["--shapes", "sa3,gpt2", "--model", "port"],
             "sa3 have no real architecture; those that "
-            "have one: gpt2, llama3-8b, tiny-gpt2, vit-base",
+            "have one: gpt2, llama3-8b, tiny-gpt2, tinyllama-1.1b, vit-base",
+        ),
+        (
+            ["--shapes", "gpt2", "--model", "port-scanned"],
+            "--model port-scanned: shape set(s) gpt2 have no scanned-layer architecture; those "
+            "that have one: llama3-8b, tinyllama-1.1b",
         ),
         (["--shapes", "gpt2", "--compile"], "--compile compiles a real forward: add --model port"),
         (["--shapes", "gpt2", "--model", "spec,bogus"], "expected one or more of spec, port"),

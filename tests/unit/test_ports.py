@@ -307,6 +307,7 @@ def test_scanned_llama_loads_through_stack_bit_exact_with_the_unscanned_port(tmp
     """The scanned port (layers stacked by nnx.vmap, run by nnx.scan), strict, from HF's per-layer
     file: each stacked leaf is the unscanned port's layer leaves, bit for bit; the logits are the
     unscanned port's and torch's."""
+    from bench.child.models import verify_mapped
     from loader.keys import key_of
     from loader.leaves import iter_variables
 
@@ -335,3 +336,5 @@ def test_scanned_llama_loads_through_stack_bit_exact_with_the_unscanned_port(tmp
     )
     np.testing.assert_allclose(logits, flat_logits, rtol=0, atol=1e-6)
     assert delta <= FP32_TOLERANCE
+    key_map = llama_scanned.key_map(config)  # what `bench run --model port-scanned` verifies
+    assert verify_mapped(model, str(folder / "model.safetensors"), key_map) == (len(key_map), None)

@@ -23,6 +23,7 @@ EXPECTED = {
     "gpt2": (160, 137_022_720, 548_090_880, 1),
     "tiny-gpt2": (64, 111_968, 447_872, 1),
     "llama3-8b": (291, 8_030_261_248, 16_060_522_496, 4),
+    "tinyllama-1.1b": (201, 1_100_048_384, 2_200_096_768, 1),  # derived from its config.json
     "vit-base": (200, 86_567_656, 346_270_624, 1),
     "huge-tensor": (1, 1_073_741_824, 4_294_967_296, 1),  # synthetic: one tensor over any budget
 }

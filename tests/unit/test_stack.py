@@ -135,15 +135,17 @@ def _no_host_assembly(monkeypatch) -> None:
     monkeypatch.setattr(np, "stack", refuse)
 
 
-@pytest.mark.parametrize("devices", [1, 8])
+@pytest.mark.parametrize("devices, staging", [(1, False), (8, False), (1, True)])
 def test_pipelined_reads_layers_into_the_leaf_without_a_host_copy(
-    layered_file, monkeypatch, devices
+    layered_file, monkeypatch, devices, staging
 ):
-    """No host assembly, no np.stack; on 8 devices the stack axis and another axis are split."""
+    """No host assembly, no np.stack: on 1 device, 8, and through the staging path."""
     _no_host_assembly(monkeypatch)
     mesh = jax.make_mesh((devices,), (AXIS,), devices=jax.devices()[:devices])
     with jax.set_mesh(mesh):
-        model, report = loader.load_model(poisoned, layered_file, strict=True, key_map=KEY_MAP)
+        model, report = loader.load_model(
+            poisoned, layered_file, strict=True, key_map=KEY_MAP, staging=staging
+        )
     assert report.ok and sorted(report.loaded) == sorted(KEY_MAP)
     for key in KEY_MAP:
         np.testing.assert_array_equal(leaf(model, key), EXPECTED[key], err_msg=key)
