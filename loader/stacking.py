@@ -32,8 +32,8 @@ from loader.place import place
 from loader.report import DtypeCast, LoadReport, ShapeMismatch
 from loader.transforms import Stack, StackError, TransformError
 
-if TYPE_CHECKING:
-    from loader.planning import LoadPlan
+if TYPE_CHECKING:  # (planning imports this module: these are its types, for the checker)
+    from loader.planning import LoadPlan, Source
 
 
 @dataclass
@@ -117,10 +117,10 @@ def _refuse(leaf: Leaf, stack: Stack, why: str) -> StackError:
     return StackError(f"{leaf.where}: {stack} cannot fill it: {why}")
 
 
-def check_stack(leaf: Leaf, stack: Stack, source: Any, report: LoadReport) -> bool:
+def check_stack(leaf: Leaf, stack: Stack, source: Source, report: LoadReport) -> bool:
     """Whether the Stack fills `leaf` (from the headers); a mismatch is reported (False).
 
-    `source` is a `loader.planning.Source`. All keys absent: the leaf is missing (reported).
+    All keys absent: the leaf is missing (reported).
 
     Raises:
         StackError: some keys absent, tensors of different shapes or dtypes, a count that is not
@@ -149,10 +149,8 @@ def check_stack(leaf: Leaf, stack: Stack, source: Any, report: LoadReport) -> bo
             )
         )
         return False
-    if len(leaf.shape) == len(layer) + 1 and leaf.shape[stack.leaf_axis(len(layer))] != len(
-        stack.keys
-    ):
-        axis = stack.leaf_axis(len(layer))
+    axis = stack.leaf_axis(len(layer)) if len(leaf.shape) == len(layer) + 1 else None
+    if axis is not None and leaf.shape[axis] != len(stack.keys):  # the right rank, not the count
         raise _refuse(
             leaf,
             stack,
