@@ -69,6 +69,9 @@ class LoadReport:
         sharding_changes: parameters placed with a sharding other than the one they were saved with.
         transformed: parameters filled through a declared transform (`loader.Transpose`,
             `Reshape`, `Slice`), read straight into place where the strategy can (`pipelined`).
+        device_transposed: of those, the ones whose file bytes travelled contiguously through the
+            staging ring and were transposed on their device (a staged load of a `Transpose`,
+            alone or with a `Reshape` or a leading `Slice`): the host made no transposing copy.
         staged: parameters whose transform is an opaque callable (or a declared one that is no
             strided view), applied to the whole tensor staged on the host. Neither is a problem.
         stacked: parameters filled from N file keys through a `loader.Stack` (each layer through
@@ -92,6 +95,7 @@ class LoadReport:
     casts: list[DtypeCast] = field(default_factory=list)
     sharding_changes: list[ShardingChange] = field(default_factory=list)
     transformed: list[str] = field(default_factory=list)
+    device_transposed: list[str] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)
     stacked: list[str] = field(default_factory=list)
     inflight_peak_bytes: int | None = None

@@ -242,8 +242,10 @@ class Pipeline:
             return LayerJob.of_layer(
                 step, info, data, file, self.budget, stack, view=view, spec=spec
             )
-        if self._sender is not None and view is None:  # (nothing speculated on the ring path)
-            return RingJob.start(step, info, data, file, self._sender)
+        if self._sender is not None:  # the ring path (nothing speculated on it)
+            block = view.permuted_block() if view is not None else None
+            if view is None or block is not None:  # a transposed block: on the device
+                return RingJob.start(step, info, data, file, self._sender, block=block)
         return AdoptJob.start(step, info, data, file, self.budget, view=view, spec=spec)
 
     def _stack_buffers(self, group: Stacked) -> StackBuffers:

@@ -10,6 +10,13 @@ device region of one chunk is the transferred array itself; a larger one is asse
 device by in-place updates of one buffer (`dynamic_update_slice` with the buffer donated), so the
 device holds the shard and the chunks in flight, never a second copy of the shard.
 
+A leaf with a declared transform that is a transpose of one contiguous block of the file tensor
+(`loader.Transpose`, alone or with a `Reshape` or a leading `Slice`: `View.permuted_block`) travels
+the same way in the FILE's layout: each chunk is a box of the block's contiguous rows, read without
+a transposing copy on the host, and the update that writes it into the shard transposes it on the
+device (`LoadReport.device_transposed` lists these leaves). A transpose in device memory runs near
+the speed of a plain device copy, while on the host it is a second, slower pass over every byte.
+
 `RingSender` is what the ring jobs of one load share: the ring, the transfer, and per device the
 bytes transferred to it and the bytes of its regions (`received_bytes` / `expected_bytes`: equal
 unless something sent a device more than its shard). A device that runs out of memory mid-load
@@ -41,6 +48,7 @@ from loader.pipeline.regions import Bytes, Region, fill_region
 from loader.pipeline.ring import StagingRing, Transfer, make_ring, owned_chunk, uses_ring
 from loader.planning import LoadPlan, Step
 from loader.report import LoadReport
+from loader.transforms.view import PermutedBlock
 
 
 def chunk_regions(region: Region, itemsize: int, limit: int) -> list[Region]:
@@ -66,19 +74,42 @@ def chunk_regions(region: Region, itemsize: int, limit: int) -> list[Region]:
 
 @dataclass
 class DevicePiece:
-    """One device's region of the leaf, and what has reached the device of it so far."""
+    """One device's region of the leaf, and what has reached the device of it so far.
+
+    With a `block` (a leaf transposed on the device), chunks are regions of the block, in the
+    file's layout, and each is transposed into its place by its update.
+    """
 
     device: object
     region: Region
     dtype: np.dtype
+    block: PermutedBlock | None = None
     array: Any = None  # the device shard (or its buffer being assembled)
     pending: list[tuple[object, Region]] = field(default_factory=list)  # transfers not folded yet
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @property
+    def transposes(self) -> bool:
+        return self.block is not None and self.block.transposes
+
+    @property
+    def source_region(self) -> Region:
+        """The region as it is stored: of the block for a leaf transposed on the device."""
+        return self.block.block_region(self.region) if self.block is not None else self.region
+
+    def placement(self, region: Region) -> tuple[Region, tuple[int, ...]]:
+        """Where a chunk (a `source_region` box) goes in the shard: its leaf region, and the
+        axes to transpose it by on the device (none: as stored)."""
+        if not self.transposes:
+            return region, ()
+        assert self.block is not None
+        return self.block.leaf_region(region), self.block.perm
+
 
 @dataclass(frozen=True)
 class Chunk:
-    """A part of a `RingJob`: one chunk of one device's region, at most one ring slot."""
+    """A part of a `RingJob`: one chunk of one device's region, at most one ring slot (a box of
+    the stored block for a leaf transposed on the device)."""
 
     piece: DevicePiece
     region: Region
@@ -100,18 +131,24 @@ def _no_mesh() -> Iterator[None]:
         context.__exit__(None, None, None)
 
 
-def _update(buffer: Any, chunk: Any, starts: tuple[int, ...]) -> tuple[Any, Any]:
+def _update(
+    buffer: Any, chunk: Any, starts: tuple[int, ...], perm: tuple[int, ...] = ()
+) -> tuple[Any, Any]:
     with _no_mesh():
-        updated: tuple[Any, Any] = _jit_update(buffer, chunk, starts)
+        updated: tuple[Any, Any] = _jit_update(buffer, chunk, starts, perm)
     return updated
 
 
-@partial(jax.jit, donate_argnums=0)
-def _jit_update(buffer: Any, chunk: Any, starts: tuple[int, ...]) -> tuple[Any, Any]:
-    """`buffer` (donated: updated in place) with `chunk` at `starts`, and a token (one element
-    of the chunk) that is ready once the update has run."""
+@partial(jax.jit, donate_argnums=0, static_argnums=3)
+def _jit_update(
+    buffer: Any, chunk: Any, starts: tuple[int, ...], perm: tuple[int, ...]
+) -> tuple[Any, Any]:
+    """`buffer` (donated: updated in place) with `chunk` at `starts`, transposed by `perm` first
+    if given (on the device), and a token (one element of the chunk) that is ready once the
+    update has run."""
     token = chunk[(0,) * chunk.ndim]
-    return jax.lax.dynamic_update_slice(buffer, chunk, starts), token
+    placed = jax.numpy.transpose(chunk, perm) if perm else chunk
+    return jax.lax.dynamic_update_slice(buffer, placed, starts), token
 
 
 class RingSender:
@@ -157,13 +194,15 @@ class RingSender:
         needs host memory for a while, and no ring slot is in use yet."""
         import jax.numpy as jnp
 
-        for shape in {region_shape(r) for r in chunks}:
-            key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device))
+        for region in {region_shape(r): r for r in chunks}.values():
+            shape = region_shape(region)
+            _, perm = piece.placement(region)
+            key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device), perm)
             if key not in self._compiled:
                 self._compiled.add(key)
                 with _no_mesh():
                     zero = jnp.zeros(shape, piece.dtype, device=piece.device)
-                piece.array, _ = _update(piece.array, zero, (0,) * len(shape))
+                piece.array, _ = _update(piece.array, zero, (0,) * len(shape), perm)
 
     def report(self, report: LoadReport) -> None:
         """Say in the load's report how it staged and what each device received."""
@@ -190,35 +229,57 @@ def ring_sender(
 @dataclass(eq=False)
 class RingJob:
     """An adoptable leaf whose device regions are streamed chunk by chunk through the ring (a
-    `loader.pipeline.jobs.Job`); nothing is read speculatively on this path."""
+    `loader.pipeline.jobs.Job`); nothing is read speculatively on this path.
+
+    With a `block` (a declared transform that is a transpose of one contiguous block of the file
+    tensor), the chunks are read in the file's layout and transposed on their device.
+    """
 
     step: Step
     info: TensorInfo
     source: Bytes | None  # None once the job is finished
     file: str
     sender: RingSender
+    block: PermutedBlock | None = None
     pieces: list[DevicePiece] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
 
     @classmethod
     def start(
-        cls, step: Step, info: TensorInfo, source: Bytes, file: str, sender: RingSender
+        cls,
+        step: Step,
+        info: TensorInfo,
+        source: Bytes,
+        file: str,
+        sender: RingSender,
+        *,
+        block: PermutedBlock | None = None,
     ) -> RingJob:
         """The job of an adoptable step: its device regions, cut into chunks of one slot."""
-        job = cls(step, info, source, file, sender)
+        job = cls(step, info, source, file, sender, block)
         dtype = np.dtype(step.leaf.dtype)
         for device, region in device_regions(step):
-            piece = DevicePiece(device, region, dtype)
+            piece = DevicePiece(device, region, dtype, block)
             job.pieces.append(piece)
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
             sender.count(sender.expected_bytes, device, nbytes)
             slot = sender.ring.slot_bytes
-            chunks = chunk_regions(region, dtype.itemsize, slot) if nbytes else []
+            chunks = chunk_regions(piece.source_region, dtype.itemsize, slot) if nbytes else []
             job.chunks += [Chunk(piece, r) for r in chunks]
-            if len(chunks) > 1:  # assembled on the device: its buffer, and its updates compiled
+            if len(chunks) > 1 or (chunks and piece.transposes):
+                # assembled on the device: its buffer, and its updates compiled
                 _allocate(piece, job.where)
                 sender.compile_updates(piece, chunks)
         return job
+
+    @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """The shape the chunks are boxes of: the block's, or the file tensor's."""
+        return self.block.block_shape if self.block is not None else self.info.shape
+
+    @property
+    def transposed_on_device(self) -> bool:
+        return self.block is not None and self.block.transposes
 
     @property
     def where(self) -> str:
@@ -244,11 +305,19 @@ class RingJob:
             chunk = slot.view(region_shape(part.region), piece.dtype)
             t0 = time.perf_counter()
             assert self.source is not None, f"{self.where}: read after the job was finished"
+            offset = self.block.offset * self.info.np_dtype.itemsize if self.block else 0
             fill_region(
-                self.source, self.info.shape, self.info.np_dtype, part.region, chunk, scratch
+                self.source,
+                self.stored_shape,
+                self.info.np_dtype,
+                part.region,
+                chunk,
+                scratch,
+                offset,
             )
             t1 = time.perf_counter()
-            handle = self.sender.send(chunk, piece, self.where, whole=part.region == piece.region)
+            whole = part.region == piece.source_region and not piece.transposes
+            handle = self.sender.send(chunk, piece, self.where, whole=whole)
             with piece.lock:
                 piece.pending.append((handle, part.region))
                 token = _fold(piece, self.where, ready_only=True)
@@ -278,6 +347,8 @@ class RingJob:
         self.chunks.clear()
         self.source = None
         plan.report.loaded.append(step.leaf.key)
+        if self.transposed_on_device:
+            plan.report.device_transposed.append(step.leaf.key)
 
 
 def _fold(piece: DevicePiece, where: str, *, ready_only: bool) -> object | None:
@@ -289,13 +360,14 @@ def _fold(piece: DevicePiece, where: str, *, ready_only: bool) -> object | None:
             keep.append((handle, region))
             continue
         array = _as_array(handle)
-        if region == piece.region:
+        target, perm = piece.placement(region)
+        if target == piece.region and not perm:
             piece.array = array
             continue
         if piece.array is None:
             _allocate(piece, where)
-        starts = tuple(r.start - p.start for r, p in zip(region, piece.region))
-        piece.array, token = _update(piece.array, array, starts)
+        starts = tuple(r.start - p.start for r, p in zip(target, piece.region))
+        piece.array, token = _update(piece.array, array, starts, perm)
     piece.pending = keep
     return token
 

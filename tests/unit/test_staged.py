@@ -212,8 +212,8 @@ class SlowUpdates:
         self.count = self.corrupted = 0
         real = ring_job._update
 
-        def update(buffer, chunk, starts):
-            out, token = real(buffer, chunk, starts)
+        def update(buffer, chunk, starts, perm=()):
+            out, token = real(buffer, chunk, starts, perm)
             view = np.asarray(chunk)  # the slot itself where the array borrows it
             with self.lock:
                 self.count += 1
@@ -400,3 +400,169 @@ def test_host_peak_is_model_plus_the_budget(tmp_path):
     ).stdout.split()
     peak = int(out[0])
     assert model_bytes * 0.9 < peak <= model_bytes + budget, (peak, out[1])
+
+
+# -- transposes on the device: a port's declared Transpose travels in the file's layout ----------
+TF = "torch.safetensors"
+TORCH_SPEC = shapes.ShapeSpec(  # a torch-layout file: (out, in) weights, one fused (3 x 64, in)
+    "torch",
+    "",
+    (TF,),
+    (
+        shapes.TensorSpec("proj.weight", "F32", (96, 512), TF),  # 192 KiB: many chunks
+        shapes.TensorSpec("wide.weight", "F32", (3, 40000), TF),  # a block row over a slot
+        shapes.TensorSpec("conv.weight", "F32", (8, 16, 64), TF),
+        shapes.TensorSpec("fused.weight", "F32", (192, 128), TF),
+        shapes.TensorSpec("inner.weight", "F32", (64, 96), TF),
+        shapes.TensorSpec("half.weight", "BF16", (64, 48), TF),
+    ),
+)
+FLIP = loader.Transpose((1, 0))
+#: model key -> (file key, declared transform); inner.kernel's Slice of the last axis is no
+#: contiguous block of the file, so it stays a host copy
+PORT_MAP = {
+    "proj.kernel": ("proj.weight", FLIP),
+    "wide.kernel": ("wide.weight", FLIP),
+    "conv.kernel": ("conv.weight", loader.Transpose((2, 0, 1))),
+    "q.kernel": ("fused.weight", (loader.Slice(0, 0, 64), FLIP)),
+    "k.kernel": ("fused.weight", (loader.Slice(0, 64, 128), FLIP)),
+    "v.kernel": ("fused.weight", (loader.Slice(0, 128, 192), FLIP)),
+    "inner.kernel": ("inner.weight", (loader.Slice(1, 0, 48), FLIP)),
+    "half.kernel": ("half.weight", FLIP),
+}
+ON_DEVICE = {k for k in PORT_MAP if k != "inner.kernel"}
+
+
+def _port_spec() -> shapes.ShapeSpec:
+    """The model side: each leaf's shape is its file tensor's through its transform."""
+    from loader.transforms import as_chain
+
+    stored = {t.name: t for t in TORCH_SPEC.tensors}
+    tensors = []
+    for key, (file_key, transform) in PORT_MAP.items():
+        t = stored[file_key]
+        shape = as_chain(transform, key).out_shape(t.shape)
+        tensors.append(shapes.TensorSpec(key, "F32", shape, TF))
+    return shapes.ShapeSpec("port", "", (TF,), tuple(tensors))
+
+
+@pytest.fixture(scope="module")
+def torch_ckpt(tmp_path_factory):
+    return shapes.synthesize(TORCH_SPEC, tmp_path_factory.mktemp("torch"))
+
+
+def _expected(ckpt) -> dict[str, np.ndarray]:
+    """Each leaf from the file tensors through numpy's own transforms, in float32."""
+    from safetensors.numpy import load_file
+
+    from loader.transforms import as_chain
+
+    raw = load_file(str(ckpt))
+    return {
+        key: np.asarray(as_chain(t, key)(raw[f].astype(np.float32)))
+        for key, (f, t) in PORT_MAP.items()
+    }
+
+
+def _sharded_port(devices: int):
+    """The port's model on a mesh of `devices`, its 2-D leaves split along their first axis."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    mesh = jax.make_mesh((devices,), (AXIS,), devices=jax.devices()[:devices])
+    built = shapes.model_builder(_port_spec())()
+    for key in ("proj.kernel", "wide.kernel", "q.kernel"):
+        leaf = built
+        for part in key.split("."):
+            leaf = getattr(leaf, part)
+        sharding = NamedSharding(mesh, PartitionSpec(AXIS, None))
+        leaf.set_value(jax.device_put(leaf.get_value(), sharding))
+    return mesh, built
+
+
+def _leaves(model) -> dict[str, np.ndarray]:
+    return {".".join(map(str, p)): np.asarray(v.get_value()) for p, v in iter_variables(model)}
+
+
+class HostViewCopies:
+    """Counts the host's reads through a view (`jobs.read_view_rows`: the transposing copies of
+    the adopt path), per file tensor."""
+
+    def __init__(self, monkeypatch) -> None:
+        from loader.pipeline import jobs
+
+        self.by_tensor: dict[str, int] = {}
+        real = jobs.read_view_rows
+
+        def counted(source, info, view, part, scratch):
+            self.by_tensor[info.name] = self.by_tensor.get(info.name, 0) + 1
+            return real(source, info, view, part, scratch)
+
+        monkeypatch.setattr(jobs, "read_view_rows", counted)
+
+
+@pytest.mark.filterwarnings("ignore:.*cast from file dtype")
+@pytest.mark.parametrize("devices", [1, 8])
+def test_transposes_run_on_the_device_bit_exact_against_the_host(
+    torch_ckpt, poison, monkeypatch, devices
+):
+    host_copies = HostViewCopies(monkeypatch)
+    mesh, built = _sharded_port(devices)
+    with jax.set_mesh(mesh):
+        poison(built)
+        model, report = staged(built, torch_ckpt, key_map=PORT_MAP, strict=False)
+    assert set(report.device_transposed) == ON_DEVICE  # the report names them
+    # no host transposing copy for any of them (inner.weight's strided slice is the only one)
+    assert set(host_copies.by_tensor) == {"inner.weight"}
+    got, want = _leaves(model), _expected(torch_ckpt)
+    for key in PORT_MAP:
+        assert np.array_equal(got[key], want[key]), key
+    # ... and the same bits as the host-transposed load (no ring, views read on the host)
+    mesh, built = _sharded_port(devices)
+    with jax.set_mesh(mesh):
+        host_model, host_report = loader.load_model(
+            built, torch_ckpt, key_map=PORT_MAP, staging=False
+        )
+    assert host_report.device_transposed == []
+    assert all(np.array_equal(got[k], v) for k, v in _leaves(host_model).items())
+    assert report.device_received_bytes == report.device_expected_bytes  # only its own region
+    assert {s.data.shape for s in model.proj.kernel.get_value().addressable_shards} == {
+        (512 // devices, 96)
+    }
+
+
+@pytest.mark.filterwarnings("ignore:.*cast from file dtype")
+def test_the_host_copy_counter_sees_transposes_done_on_the_host(torch_ckpt, monkeypatch):
+    """Meta: with the device path off (every view read on the host), the counter sees each."""
+    from loader.transforms.view import View
+
+    monkeypatch.setattr(View, "permuted_block", lambda self: None)  # no block on the device
+    host_copies = HostViewCopies(monkeypatch)
+    model, report = staged(shapes.model_builder(_port_spec()), torch_ckpt, key_map=PORT_MAP)
+    assert report.device_transposed == []
+    assert set(host_copies.by_tensor) == {f for f, _ in PORT_MAP.values()}
+
+
+@pytest.mark.filterwarnings("ignore:.*cast from file dtype")
+def test_device_transposed_slots_wait_for_their_transfers_and_updates(
+    torch_ckpt, late, monkeypatch
+):
+    counter = SlotCounter(monkeypatch)
+    slow = SlowUpdates(monkeypatch)
+    model, report = staged(shapes.model_builder(_port_spec()), torch_ckpt, key_map=PORT_MAP)
+    assert set(report.device_transposed) == ON_DEVICE
+    assert late.count > 2 * THREADS and late.corrupted == 0 and slow.corrupted == 0
+    slots, slot_bytes = check_staging_budget(BUDGET, THREADS)
+    assert 0 < counter.max_live <= slots and counter.max_live * slot_bytes <= BUDGET
+    got, want = _leaves(model), _expected(torch_ckpt)
+    assert all(np.array_equal(got[k], want[k]) for k in PORT_MAP)
+
+
+@pytest.mark.filterwarnings("ignore:.*cast from file dtype")
+def test_a_ring_that_does_not_wait_corrupts_device_transposed_leaves(torch_ckpt, late, monkeypatch):
+    """Meta: the same hooks catch a slot reused before its transfer completed."""
+    monkeypatch.setattr(ring, "_ready", lambda t: True)
+    monkeypatch.setattr(ring, "_wait", lambda t: None)
+    model, report = staged(shapes.model_builder(_port_spec()), torch_ckpt, key_map=PORT_MAP)
+    assert set(report.device_transposed) == ON_DEVICE and late.corrupted > 0
+    got, want = _leaves(model), _expected(torch_ckpt)
+    assert not all(np.array_equal(got[k], want[k]) for k in ON_DEVICE)
