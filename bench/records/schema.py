@@ -4,8 +4,9 @@ Three record types, each a frozen dataclass with units in its field names:
 `RunRecord` (once per run: machine facts), `PhaseRecord` (one per (child result, phase), long
 format; a failed child has one `total` row with its status) and `SampleRecord` (the RSS timeline).
 Every line also carries `"schema_version"` and `"record"`. Phase names, statuses and strategy
-kinds are `loader.vocabulary`'s. v2 added `PhaseRecord.kind`; `upgrade` reads v1 lines. Never
-import jax here.
+kinds are `loader.vocabulary`'s. v2 added `PhaseRecord.kind`; `upgrade` reads v1 lines. Fields
+added since (each with a default, so an older file reads with it unknown) are marked where they
+are declared. Never import jax here.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class RunRecord:
     check: bool = False  # made by `recommend --check` (written under <results>/checks/)
     strategies: list[str] = field(default_factory=list)  # the strategies asked for (resolved)
     repeats: int | None = None  # the repeats asked for
+    # -- what code ran (added to v2 with a default: None in older files) --
+    git_commit: str | None = None  # loadbench's `git describe --always --dirty`, if a checkout
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@ import platform
 import re
 import secrets
 import socket
+import subprocess
 import sys
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 
 import psutil
 
@@ -66,6 +68,25 @@ def version(package: str) -> str | None:
         return None
 
 
+def git_commit() -> str | None:
+    """loadbench's own commit (`git describe --always --dirty` of the checkout this code runs
+    from), or None where it is not a git checkout (an installed wheel) or git is absent."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
 def allocator_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment variables that change allocation behaviour (MALLOC_*, PYTHONMALLOC, ...)."""
     env = dict(os.environ) if env is None else env
@@ -104,4 +125,5 @@ def run_record(run_id: str, argv: list[str] | None = None) -> RunRecord:
         loadbench_version=version("loadbench"),
         allocator_env=allocator_env(),
         command=redact(list(sys.argv if argv is None else argv)),
+        git_commit=git_commit(),
     )

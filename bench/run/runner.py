@@ -12,6 +12,7 @@ that does runs in a child (`bench.child.prepare`, `bench.child.worker`).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import shutil
 import sys
@@ -67,8 +68,12 @@ def _select(config: RunConfig) -> list[StrategyInfo]:
         return list(entries.values())
     unknown = [s for s in config.strategies if s not in entries]
     if unknown:
+        close = [difflib.get_close_matches(s, list(entries), n=1) for s in unknown]
+        hints = [
+            f"{s!r} (did you mean {c[0]!r}?)" if c else repr(s) for s, c in zip(unknown, close)
+        ]
         raise BenchError(
-            f"unknown strategy {', '.join(map(repr, unknown))}; known strategies: "
+            f"unknown strategy {', '.join(hints)}; known strategies: "
             f"{', '.join(entries)} (see `loadbench bench list`)"
         )
     return [entries[s] for s in config.strategies]
@@ -196,7 +201,8 @@ def _execute(
     tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str, ceiling: Ceiling
 ) -> None:
     execution = _Execution(config, writer, run_id, ceiling)
-    bar = tqdm(total=len(tasks), file=sys.stderr, disable=not config.progress, unit="run")
+    shown = config.progress and sys.stderr.isatty()  # a file gets no carriage returns
+    bar = tqdm(total=len(tasks), file=sys.stderr, disable=not shown, unit="run")
     with bar:
         for task in tasks:
             bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")

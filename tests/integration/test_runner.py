@@ -132,8 +132,12 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
         assert row["peak_rss_bytes"] > row["baseline_rss_bytes"] > 0 and row["wall_s"] > 0
         assert row["peak_ratio"] > 0 and row["phases"]
         assert all({"wall_s", "peak_ratio"} <= set(p) for p in row["phases"].values())
-    phases = read_results(tmp_path / "results").phases
+    assert "\r" not in proc.stderr  # a progress bar only on a terminal, never into a file
+    results = read_results(tmp_path / "results")
+    phases = results.phases
     assert set(summarize(phases).strategy) == set(model)
+    assert set(phases.backend) == {"cpu"}  # schema v3: the backend each child ran on
+    assert list(results.runs.jax_version.notna()) == [True]
     # every tensor of tiny-gpt2 is under glibc's mmap threshold; the heap is read where glibc is
     tensor_bytes = sum(t.nbytes for t in load_spec("tiny-gpt2").tensors)
     assert set(phases.small_tensor_bytes) == {tensor_bytes}

@@ -169,3 +169,26 @@ def test_v1_files_are_read_with_the_kind_derived(tmp_path):
         "floor": REFERENCE,
     }
     assert set(summarize(res.phases).kind) == {STRATEGY, REFERENCE}
+
+
+def test_files_from_before_the_commit_and_backend_read_with_both_unknown(tmp_path):
+    def as_v2(record) -> dict:
+        obj = to_dict(record)
+        for new in ("git_commit", "backend"):
+            obj.pop(new, None)
+        return obj
+
+    rows = [_run(), _phase("a", "total", 0, peak=3 * GiB, wall=1.0)]
+    (tmp_path / "v2.jsonl").write_text("".join(json.dumps(as_v2(r)) + "\n" for r in rows))
+    res = read_results(tmp_path)
+    assert res.errors == [] and res.runs["git_commit"].isna().all()
+    assert res.phases["backend"].isna().all()
+
+
+def test_a_run_record_names_the_commit_it_ran_from():
+    from bench.run.machine import git_commit, run_record
+
+    commit = git_commit()  # None outside a git checkout (an installed wheel)
+    assert run_record("r").git_commit == commit
+    if commit is not None:
+        assert len(commit.removesuffix("-dirty")) >= 7
