@@ -1,6 +1,8 @@
 """Byte sizes as people type and read them: `4GiB`, `500MB`, `2G`, `1.5 GiB`, `123456B`.
 
 A number without a unit is refused (`--host-ram 4` is not 4 bytes): the message shows `4GiB`.
+A size is taken as written (`4GB` is 4 * 10**9 bytes, `4GiB` and `4G` are 4 * 2**30), and
+`as_read` says how a decimal one was read ("4GB = 3.73 GiB") where that differs from how it reads.
 """
 
 from __future__ import annotations
@@ -45,6 +47,25 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
     if size <= 0:
         raise BenchError(f"{what} {text!r}: must be more than zero bytes, e.g. {what} 4GiB")
     return size
+
+
+DECIMAL_UNITS = ("kb", "mb", "gb", "tb")
+
+
+def as_read(text: str | None, nbytes: int) -> str:
+    """`nbytes` as the answers print it, with the size as typed where its unit was decimal or
+    bytes: `as_read("4GB", 4 * 10**9)` -> "4GB = 3.73 GiB"; `as_read("4GiB", 4 << 30)` ->
+    "4.00 GiB".
+
+    Example:
+        >>> as_read("4GB", parse_size("4GB"))
+        '4GB = 3.73 GiB'
+    """
+    match = _SIZE.match(str(text)) if text else None
+    unit = match.group(2).lower() if match else ""
+    if match and unit in (*DECIMAL_UNITS, "b"):
+        return f"{str(text).strip()} = {format_bytes(nbytes)}"
+    return format_bytes(nbytes)
 
 
 def parse_speed(text: str, *, what: str = "speed") -> int:

@@ -3,35 +3,40 @@
 `advise` runs `bench.analysis.recommend.recommend` and adds what a reader needs around it: the
 minimum host RAM in which some strategy fits, a warning when the target is far beyond the largest
 measured checkpoint, what the device count changes (or why it changes nothing), and the warm-cache
-caveat. `sentences` gives those as text, in one order; the CLI prints them and the dashboard shows
-the same strings, so the two agree word for word. `to_json` is `recommend --json`: it echoes its
-inputs and names every field (the fitted model under `model`, see `bench.analysis.recommend`). No
-jax.
+caveat, and the backend the runs were on. `sentences` gives those as text, in one order, one
+short sentence each a user can act on; the CLI prints them and the dashboard shows the same
+strings, so the two agree word for word. `details` holds what the fit rests on (heap terms, device
+counts, fit errors), for `--json` and the dashboard's expander. `to_json` is `recommend --json`:
+it echoes its inputs and names every field (the fitted model under `model`, see
+`bench.analysis.recommend`). A table column that says the same on every row is said once under it
+(`text_table`). No jax.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.fit import FitModel
 from bench.analysis.recommend import (
     MIN_FIT_BYTES,
     TIGHT_FRACTION,
     Recommendation,
     TargetCheckpoint,
+    ok_runs,
     recommend,
 )
 from bench.analysis.ties import close_to_recommended, repeats_text, tie_sentences
 from bench.records.results import Results
-from bench.units import format_bytes
+from bench.units import as_read, format_bytes
 from bench.vocabulary import WARM
+from loader.vocabulary import REFERENCE
 
 EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times the largest measured
 WARM_CACHE = (
-    "Times are as measured: from a warm page cache; a checkpoint the target cannot cache loads at "
-    "its disk's speed: predict that with --cache cold or --disk-read-speed."
+    "Times are for a warm page cache: add --cache cold or --disk-read-speed for a cold disk."
 )
 HEAP = (  # bench.host.allocator
     "Peaks of {} include the holes glibc's heap kept after the runs here, charged per byte of the "
@@ -50,25 +55,33 @@ class AdviceInputs:
     cache: str
     disk_read_bytes_per_s: int | None = None  # the fit is on runs with reads capped at this
     probe: str | None = None  # `recommend --probe FILE`: the target host's probe record
+    accelerator: bool = False  # `--accelerator`: the weights land in device memory
+    device_ram_bytes: int | None = None  # `--device-ram`
+    host_ram_text: str | None = None  # `--host-ram` as typed ("4GB")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (optional keys only where they were given)."""
         out = asdict(self)
-        for key in ("disk_read_bytes_per_s", "probe"):
+        del out["host_ram_text"]  # host_ram_bytes says it
+        for key in ("disk_read_bytes_per_s", "probe", "device_ram_bytes"):
             if out[key] is None:
                 del out[key]
+        if not out["accelerator"]:
+            del out["accelerator"]
         return out
 
 
 @dataclass(frozen=True)
 class Advice:
-    """A recommendation, its inputs, and the minimum RAM that fits (None if nothing predicted)."""
+    """A recommendation, its inputs, the minimum RAM that fits (None if nothing predicted), and
+    the backends its runs were on (`bench.analysis.backend`)."""
 
     inputs: AdviceInputs
     target: TargetCheckpoint
     rec: Recommendation
     minimum_ram_bytes: int | None
     minimum_ram_strategy: str | None
+    backends: list[str] = field(default_factory=list)  # the backends the fitted runs were on
 
 
 def minimum_ram(peak_bytes: int) -> int:
@@ -140,10 +153,22 @@ def advise(
     folder: str,
     cache: str = WARM,
     disk_speed: int | None = None,
+    accelerator: bool = False,
+    device_ram: int | None = None,
+    host_ram_text: str | None = None,
 ) -> Advice:
     """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
-    (and `disk_speed` where the fit is on runs with disk reads capped at that speed)."""
+    (and `disk_speed` where the fit is on runs with disk reads capped at that speed). With
+    `accelerator`, peaks and verdicts are for a host whose weights land in device memory
+    (`bench.analysis.accelerator`, against `device_ram` where given). `host_ram_text`: the RAM as
+    the user typed it ("4GB"), said beside how it was read."""
     rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
+    rows = ok_runs(results, devices, cache, disk_speed)
+    if accelerator:
+        from bench.analysis.accelerator import on_accelerator
+
+        staged = ok_runs(results, devices, cache, disk_speed, staged=True)
+        rec = on_accelerator(rec, results, staged, target, host_ram_bytes, device_ram)
     costs = [Cost(s.strategy, s.predicted_peak_bytes, s.predicted_wall_s) for s in rec.strategies]
     least = at_minimum(costs)
     inputs = AdviceInputs(
@@ -153,6 +178,9 @@ def advise(
         results=str(folder),
         cache=cache,
         disk_read_bytes_per_s=int(disk_speed) if disk_speed else None,
+        accelerator=accelerator,
+        device_ram_bytes=device_ram,
+        host_ram_text=host_ram_text,
     )
     return Advice(
         inputs,
@@ -160,33 +188,40 @@ def advise(
         rec,
         least[0] if least else None,
         least[1].strategy if least else None,
+        backends(rows[rows["kind"] != REFERENCE]),
     )
 
 
-def _devices_sentence(advice: Advice) -> str:
-    wanted = advice.inputs.devices
+def _measured_counts(advice: Advice) -> tuple[dict[str, tuple[int, ...]], str]:
     used = {s.strategy: s.model.devices for s in advice.rec.strategies}
-    measured = ", ".join(str(n) for n in sorted({n for d in used.values() for n in d}))
+    return used, ", ".join(str(n) for n in sorted({n for d in used.values() for n in d}))
+
+
+def _devices_sentence(advice: Advice) -> str | None:
+    """One short sentence where the device count changes the answer, else None."""
+    wanted = advice.inputs.devices
+    used, measured = _measured_counts(advice)
     if wanted is None:
-        return (
-            "Devices: not given; each fit pools its strategy's runs on every device count "
-            f"measured ({measured})."
-        )
+        if "," not in measured:
+            return None
+        return f"Fits pool runs on {measured} devices; give --devices N to fit on N alone."
     off = sorted(name for name, d in used.items() if d != (wanted,))
     if len(off) == len(used):
-        return (
-            f"Devices: no run was measured on {wanted} device(s), so the count changes nothing "
-            f"here: the fits use runs on {measured} device(s)."
-        )
-    if not off:
-        return (
-            f"Devices: every fit uses runs measured on {wanted} device(s); another count picks "
-            f"other runs (measured: {measured})."
-        )
-    return (
-        f"Devices: fits use runs measured on {wanted} device(s) where there are any; "
-        f"{', '.join(off)} had none there and use runs on {measured} device(s)."
-    )
+        return f"No run here used {wanted} device(s): the fits use runs on {measured}."
+    if off:
+        return f"{', '.join(off)}: no run on {wanted} device(s); fitted on runs on {measured}."
+    return None
+
+
+def _devices_detail(advice: Advice) -> str:
+    """Which device counts each fit used, for `--json`'s details."""
+    used, measured = _measured_counts(advice)
+    per = "; ".join(f"{k}: {', '.join(map(str, d))}" for k, d in sorted(used.items()))
+    return f"Device counts fitted on (measured: {measured}): {per}."
+
+
+def _ram(advice: Advice) -> str:
+    return as_read(advice.inputs.host_ram_text, advice.inputs.host_ram_bytes)
 
 
 def _verdict_sentence(advice: Advice) -> str:
@@ -194,6 +229,12 @@ def _verdict_sentence(advice: Advice) -> str:
     best = next((s for s in advice.rec.strategies if s.strategy == advice.rec.recommended), None)
     if best is None:
         return f"No strategy fits in {ram} with {TIGHT_FRACTION:.0%} to spare."
+    if best.device is not None:
+        return (
+            f"Recommended: {best.strategy} (host peak {format_bytes(best.predicted_peak_bytes)} "
+            f"of {ram}, device peak {format_bytes(best.device.device_peak_bytes)}, about "
+            f"{best.predicted_wall_s:.2f} s)."
+        )
     return (
         f"Recommended: {best.strategy} (predicted peak {format_bytes(best.predicted_peak_bytes)} "
         f"of {ram}, about {best.predicted_wall_s:.2f} s)."
@@ -201,8 +242,18 @@ def _verdict_sentence(advice: Advice) -> str:
 
 
 def sentences(advice: Advice) -> list[str]:
-    """What to say of `advice`, in order: verdict, minimum RAM, extrapolation, devices, caveats."""
+    """What to say of `advice`, in order, one short sentence each a user can act on: verdict,
+    ties, the backend, minimum RAM, extrapolation, devices, caveats. The fit's details are in
+    `details` (`recommend --json`)."""
     out = [_verdict_sentence(advice), *tie_sentences(advice.rec)]
+    if advice.inputs.accelerator:
+        from bench.analysis.accelerator import accelerator_sentences
+
+        out += accelerator_sentences(advice.rec, advice.inputs.device_ram_bytes)
+    elif advice.backends:
+        out.append(backend_sentence(advice.backends))
+    if advice.rec.recommended is None and not advice.inputs.accelerator:
+        out.append("With a GPU/TPU the weights land in device memory: add --accelerator.")
     if advice.minimum_ram_bytes is not None:
         out.append(
             f"Minimum RAM that fits: {format_bytes(advice.minimum_ram_bytes)} "
@@ -214,21 +265,36 @@ def sentences(advice: Advice) -> list[str]:
         times = advice.target.checkpoint_bytes / far.largest_measured_checkpoint_bytes
         if times > EXTRAPOLATION_WARN:
             out.append(
-                f"Warning: {advice.inputs.shapes} is {times:.1f}x beyond the largest measured "
-                f"checkpoint ({format_bytes(far.largest_measured_checkpoint_bytes)}); the "
-                "predictions extrapolate that far."
+                f"Warning: {advice.inputs.shapes} is {times:.1f}x the largest checkpoint "
+                f"measured ({format_bytes(far.largest_measured_checkpoint_bytes)}); bench a "
+                "larger one to check."
             )
-        out.append(_devices_sentence(advice))
+    if (said := _devices_sentence(advice)) is not None:
+        out.append(said)
     if advice.rec.unmeasured:
         out.append(
-            f"Not predicted (measured only under {format_bytes(MIN_FIT_BYTES)}): "
-            f"{', '.join(advice.rec.unmeasured)}."
+            f"Not predicted: {', '.join(advice.rec.unmeasured)} (measured only on checkpoints "
+            f"under {format_bytes(MIN_FIT_BYTES)}; bench them on gpt2 or larger)."
         )
+    if advice.inputs.cache == WARM:
+        out.append(WARM_CACHE)
+    return out
+
+
+def details(advice: Advice) -> list[str]:
+    """The fit's details, for `recommend --json` (and the dashboard's expander): what the fits
+    pooled and what the peaks include."""
+    out = []
+    if advice.rec.strategies:
+        out.append(_devices_detail(advice))
     heap = [s.strategy for s in advice.rec.strategies if s.model.peak_bytes_per_small_tensor_byte]
     if heap and advice.target.small_tensor_bytes:
         out.append(HEAP.format(", ".join(heap), format_bytes(advice.target.small_tensor_bytes)))
-    if advice.inputs.cache == WARM:
-        out.append(WARM_CACHE)
+    for s in advice.rec.strategies:
+        out.append(
+            f"{s.strategy}: fit error {fit_error_text(s.model)}; time repeats "
+            f"{repeats_text(s.model)}; {_runs(s.model.runs)} of {', '.join(s.model.shapes)}."
+        )
     return out
 
 
@@ -246,45 +312,84 @@ def fit_error_text(model: FitModel) -> str:
 
 
 def table_rows(advice: Advice) -> list[dict[str, Any]]:
-    """One row per predicted strategy, in the recommendation's order (fits first, then faster)."""
-    return [
-        {
-            "strategy": s.strategy,
+    """One row per predicted strategy, in the recommendation's order (the recommended first, then
+    fits, then faster); with `--accelerator`, the host peak's basis and the device's peak and
+    verdict too."""
+    rows = []
+    for s in advice.rec.strategies:
+        row: dict[str, Any] = {
+            "strategy": s.strategy + (" *" if s.strategy == advice.rec.recommended else ""),
             "verdict": s.verdict,
-            "predicted peak": format_bytes(s.predicted_peak_bytes),
+            "host peak" if s.device else "predicted peak": format_bytes(s.predicted_peak_bytes),
             "headroom": format_bytes(s.headroom_bytes),
+        }
+        if s.device is not None:
+            row["host peak from"] = s.device.host_basis
+            row["device peak"] = format_bytes(s.device.device_peak_bytes)
+            row["device verdict"] = s.device.device_verdict or "give --device-ram"
+        row |= {
             "predicted time": f"{s.predicted_wall_s:.2f} s",
             "basis": f"{_runs(s.model.runs)} of {', '.join(s.model.shapes)}",
             "fit error": fit_error_text(s.model),
             "time repeats": repeats_text(s.model),
         }
-        for s in advice.rec.strategies
-    ]
+        rows.append(row)
+    return rows
+
+
+#: Columns kept even where every row says the same: they name and judge each row.
+KEY_COLUMNS = ("strategy", "verdict", "predicted peak", "host peak", "predicted time")
+
+
+def same_on_every_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The columns (other than `KEY_COLUMNS`) whose value is the same on every one of two or more
+    rows: a table says them once, in a line under it."""
+    if len(rows) < 2:
+        return {}
+    return {
+        k: v
+        for k, v in rows[0].items()
+        if k not in KEY_COLUMNS and all(str(r[k]) == str(v) for r in rows)
+    }
+
+
+def text_table(rows: list[dict[str, Any]], indent: str = "  ") -> list[str]:
+    """`rows` as aligned text lines: a header, the rows, then one line per column that says the
+    same on every row (`same_on_every_row`)."""
+    if not rows:
+        return []
+    same = same_on_every_row(rows)
+    keys = [k for k in rows[0] if k not in same]
+    widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in keys}
+    lines = [indent + "  ".join(k.ljust(widths[k]) for k in keys).rstrip()]
+    lines += [indent + "  ".join(str(r[k]).ljust(widths[k]) for k in keys).rstrip() for r in rows]
+    return lines + [f"{indent}{k}: {v} (every row)" for k, v in same.items()]
 
 
 def to_text(advice: Advice) -> str:
-    """The CLI's text: the target, the table, then the sentences."""
+    """The CLI's text: the target and host, the table (the recommended row first, marked *), then
+    the sentences."""
     t = advice.target
+    host = f"a host with {_ram(advice)} RAM"
+    if advice.inputs.accelerator:
+        device = advice.inputs.device_ram_bytes
+        memory = format_bytes(device) if device else "device RAM not given"
+        host += f" and an accelerator ({memory})"
     lines = [
         f"target {advice.inputs.shapes} ({format_bytes(t.checkpoint_bytes)}, "
-        f"{t.tensors} tensors, largest {format_bytes(t.largest_tensor_bytes)}) on a host "
-        f"with {format_bytes(advice.inputs.host_ram_bytes)} RAM:",
+        f"{t.tensors} tensors, largest {format_bytes(t.largest_tensor_bytes)}) on {host}:",
         "",
     ]
-    rows = table_rows(advice)
-    if rows:
-        widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in rows[0]}
-        lines.append("  " + "  ".join(k.ljust(w) for k, w in widths.items()).rstrip())
-        lines += [
-            "  " + "  ".join(str(r[k]).ljust(w) for k, w in widths.items()).rstrip() for r in rows
-        ]
-        lines.append("")
+    table = text_table(table_rows(advice))
+    if table:
+        lines += [*table, ""]
     return "\n".join(lines + sentences(advice)) + "\n"
 
 
 def to_json(advice: Advice) -> dict[str, Any]:
     """`recommend --json`: inputs, target, recommended, minimum RAM, sentences, strategies, and
-    the strategies too close to call with the recommended one (`bench.analysis.ties`)."""
+    the strategies too close to call with the recommended one (`bench.analysis.ties`), the fit's
+    details (`details`) and the backends the runs were on."""
     return {
         "inputs": advice.inputs.to_dict(),
         "target": advice.target.to_dict(),
@@ -295,4 +400,6 @@ def to_json(advice: Advice) -> dict[str, Any]:
         "strategies": [s.to_dict() for s in advice.rec.strategies],
         "unmeasured": advice.rec.unmeasured,
         "too_close_to_call": [s.strategy for s in close_to_recommended(advice.rec)],
+        "details": details(advice),
+        "backends": advice.backends,
     }

@@ -20,8 +20,11 @@ fitted runs' repeats strayed from their median time, at worst) and `wall_repeat_
 
 The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
 it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The
-recommendation is the fastest strategy that fits. Rows of kind `reference` (the `floor` line) load
-no model and are never recommended. One implementation for the CLI and the dashboard; no jax.
+recommendation is the fastest strategy that fits; among those too close to call on time with it,
+the one with the lowest predicted peak (`bench.analysis.ties`). `bench.analysis.accelerator`
+replaces peaks and verdicts for a host whose weights land in device memory (`--accelerator`).
+Rows of kind `reference` (the `floor` line) load no model and are never recommended. One
+implementation for the CLI and the dashboard; no jax.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from bench.analysis.fit import FitModel, fit
+from bench.analysis.ties import lightest_of_ties
 from bench.errors import NoResultsError
 from bench.host.allocator import small_tensor_bytes
 from bench.records.results import Results, headline
@@ -80,8 +84,32 @@ class TargetCheckpoint:
 
 
 @dataclass(frozen=True)
+class DevicePrediction:
+    """A strategy on a host whose weights land in device memory (`recommend --accelerator`).
+
+    `host_basis` says where the host peak came from: "staged ring" (the staged path's measured
+    ring high-water mark over its baseline, `ring_bytes`) or "CPU runs" (a strategy without a
+    staged path reads the model into host RAM first: its CPU peak). `device_basis`: "measured on
+    a device" or "predicted" (the model's bytes plus its largest tensor as the transient).
+    `device_verdict` is None where no device RAM was given.
+    """
+
+    host_basis: str
+    ring_bytes: int | None
+    ring_measured_bytes: int | None
+    budget_bytes: int | None
+    host_verdict: str
+    device_peak_bytes: int
+    device_basis: str
+    device_verdict: str | None
+    measured_on_device: bool
+
+
+@dataclass(frozen=True)
 class StrategyPrediction:
-    """One strategy's predicted peak and time on the target, its verdict, and its fitted model."""
+    """One strategy's predicted peak and time on the target, its verdict, and its fitted model;
+    `device` under `--accelerator` (then the peak is the host's and the verdict the worse of the
+    host's and the device's)."""
 
     strategy: str
     predicted_peak_bytes: int
@@ -89,16 +117,21 @@ class StrategyPrediction:
     model: FitModel
     verdict: str  # one of VERDICTS
     headroom_bytes: int  # the host's RAM less the predicted peak
+    device: DevicePrediction | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object `recommend --json` prints per strategy."""
-        return {**asdict(self), "model": self.model.to_dict()}
+        """The JSON object `recommend --json` prints per strategy (`device` only with one)."""
+        out = {**asdict(self), "model": self.model.to_dict()}
+        if self.device is None:
+            del out["device"]
+        return out
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """`recommended`: the fastest strategy that fits, or None; `strategies`: one prediction each,
-    fits first, then faster; `unmeasured`: strategies measured only on checkpoints too small to
+    """`recommended`: the fastest strategy that fits (the lightest among ties), or None;
+    `strategies`: one prediction each, the recommended first, then fits first, then faster;
+    `unmeasured`: strategies measured only on checkpoints too small to
     extrapolate from."""
 
     recommended: str | None
@@ -114,10 +147,13 @@ class Recommendation:
 
 
 def rank(predictions: list[StrategyPrediction], unmeasured: list[str]) -> Recommendation:
-    """Predictions fits first, then faster, and the fastest that fits recommended."""
+    """The recommended first (the fastest that fits; among ties on time, the lightest), then fits
+    first, then faster."""
     ordered = sorted(predictions, key=lambda s: (VERDICTS.index(s.verdict), s.predicted_wall_s))
-    best = next((s.strategy for s in ordered if s.verdict == FITS), None)
-    return Recommendation(best, ordered, sorted(unmeasured))
+    best = lightest_of_ties(ordered)
+    if best is not None:
+        ordered = [best, *(s for s in ordered if s is not best)]
+    return Recommendation(best.strategy if best else None, ordered, sorted(unmeasured))
 
 
 def ok_runs(
@@ -125,6 +161,7 @@ def ok_runs(
     devices: int | None = None,
     cache: str | None = None,
     disk_speed: int | None = None,
+    staged: bool | None = False,
 ) -> pd.DataFrame:
     """The ok whole-run rows the model is fitted on: per strategy, its runs on `devices` devices
     where it has any, else all its runs (a multi-process strategy needs a device per process);
@@ -133,7 +170,9 @@ def ok_runs(
     runs whose model was built in another dtype than the file's (`--model-dtype`): the prediction
     is for a checkpoint loaded in its own dtype; and so are `--model port|transposed` runs. Runs
     whose disk reads were capped (`bench run --disk-read-speed`) are taken only when `disk_speed`
-    asks for exactly that cap, and then alone."""
+    asks for exactly that cap, and then alone. Staged runs (`bench run --staging`: a ring of host
+    buffers forced on the CPU backend, `staging_memory` set) are left out by default, as a CPU host
+    never stages; `staged=True` takes only them (`bench.analysis.accelerator`), None both."""
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[rows["host_ram_bytes"].isna()]
@@ -149,6 +188,8 @@ def ok_runs(
     if capped is not None:
         rows = rows[capped == disk_speed] if disk_speed else rows[capped.isna()]
     rows = rows[pd.to_numeric(rows["checkpoint_bytes"]) > 0]
+    if staged is not None and "staging_memory" in rows:
+        rows = rows[rows["staging_memory"].notna() == staged]
     if devices is None or rows.empty:
         return rows
     on_target = rows["devices"] == devices

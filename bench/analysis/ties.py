@@ -8,7 +8,9 @@ predicted times are too close to call when their gap, relative to the faster one
 larger of the two strategies' typical spreads. A fit with one run per shape set has no spread,
 so its times are always called apart.
 
-`recommend` still names the fastest that fits, and says which others it could not tell from it.
+Ties go to the lighter: among the strategies that fit and are too close to call with the fastest
+of them (`tie_group`), `recommend` names the one with the lowest predicted peak, and says why in
+one sentence (`tie_sentences`).
 `recommend --probe T.json --check` holds the measured ranking against the pairs the prediction
 called apart: the ranking held when every such pair came out in the predicted order; pairs too
 close to call are reported, never counted as misses. No jax.
@@ -19,10 +21,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bench.analysis.fit import FitModel
-from bench.analysis.recommend import Recommendation, StrategyPrediction
+from bench.units import format_bytes
 from bench.vocabulary import FITS
+
+if TYPE_CHECKING:  # recommend.py imports this module to pick among ties
+    from bench.analysis.recommend import Recommendation, StrategyPrediction
 
 
 def repeats_text(model: FitModel) -> str:
@@ -51,30 +57,49 @@ def _recommended(rec: Recommendation) -> StrategyPrediction | None:
     return next((s for s in rec.strategies if s.strategy == rec.recommended), None)
 
 
+def tie_group(predictions: list[StrategyPrediction]) -> list[StrategyPrediction]:
+    """The strategies that fit whose times are too close to call with the fastest that fits
+    (the fastest included), lightest first; empty when none fits."""
+    fits = [s for s in predictions if s.verdict == FITS]
+    if not fits:
+        return []
+    fastest = min(fits, key=lambda s: s.predicted_wall_s)
+    group = [s for s in fits if s is fastest or too_close(fastest, s)]
+    return sorted(group, key=lambda s: (s.predicted_peak_bytes, s.predicted_wall_s))
+
+
+def lightest_of_ties(predictions: list[StrategyPrediction]) -> StrategyPrediction | None:
+    """The strategy to recommend: among those too close to call on time with the fastest that
+    fits, the one with the lowest predicted peak (None: none fits).
+
+    Example:
+        >>> # hostcast 1.15 s and 349 MiB; pipelined 1.20 s and 316 MiB, within a repeat's spread
+        >>> lightest_of_ties(rec.strategies).strategy
+        'pipelined'
+    """
+    group = tie_group(predictions)
+    return group[0] if group else None
+
+
 def close_to_recommended(rec: Recommendation) -> list[StrategyPrediction]:
     """The other strategies that fit, with times too close to call with the recommended one's."""
-    best = _recommended(rec)
-    if best is None:
-        return []
-    return [
-        s
-        for s in rec.strategies
-        if s.strategy != best.strategy and s.verdict == FITS and too_close(best, s)
-    ]
+    return [s for s in tie_group(rec.strategies) if s.strategy != rec.recommended]
 
 
 def tie_sentences(rec: Recommendation) -> list[str]:
-    """One sentence naming the strategies the recommended one cannot be told from, if any."""
+    """One sentence: which strategies the recommended one could not be told from on time, and
+    that it was chosen for its lower predicted peak."""
     close, best = close_to_recommended(rec), _recommended(rec)
     if not close or best is None:
         return []
-    others = ", ".join(f"{s.strategy} ({s.predicted_wall_s:.2f} s)" for s in close)
-    widest = max(spread(s) for s in [best, *close])
+    others = ", ".join(
+        f"{s.strategy} ({s.predicted_wall_s:.2f} s, {format_bytes(s.predicted_peak_bytes)})"
+        for s in close
+    )
     return [
-        f"Too close to call on time: {others} against {best.strategy}'s "
-        f"{best.predicted_wall_s:.2f} s, a gap within the ±{widest:.0%} a typical repeat of their "
-        "runs here strayed from its median; the recommendation among them is by predicted time "
-        "alone."
+        f"{best.strategy} ({best.predicted_wall_s:.2f} s, "
+        f"{format_bytes(best.predicted_peak_bytes)}) is too close to call on time with {others}; "
+        "it is recommended for its lower predicted peak."
     ]
 
 

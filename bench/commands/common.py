@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
+from bench.errors import BenchError
 from bench.vocabulary import CACHE_CHOICES, CACHE_STATES, WARM
 from loader.vocabulary import CACHE_POLICIES
 
@@ -24,6 +27,22 @@ def add_json(p: argparse.ArgumentParser, what: str = "one JSON object") -> None:
 def add_results(p: argparse.ArgumentParser, help: str = "measured results folder") -> None:
     """`--results DIR`: a results folder to read."""
     p.add_argument("--results", default=RESULTS_DEFAULT, help=f"{help} (default: results)")
+
+
+def existing_results(folder: str | Path) -> Path:
+    """`folder` if it exists; else a one-line error naming it as missing and how to fill it."""
+    path = Path(folder)
+    if not path.exists():
+        raise BenchError(
+            f"results folder {folder} does not exist: run `loadbench bench run --shapes gpt2 "
+            f"--out {folder}` first, or point --results at a folder of runs"
+        )
+    return path
+
+
+def example(*lines: str) -> dict[str, Any]:
+    """A subparser's epilog with its example(s): `add_parser(..., **example("loadbench ..."))`."""
+    return {"epilog": f"example{'s' if len(lines) > 1 else ''}: {'; '.join(lines)}"}
 
 
 def add_out(p: argparse.ArgumentParser) -> None:

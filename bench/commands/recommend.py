@@ -13,8 +13,16 @@
   cold reads on a virtual disk vary with what the host has cached, and no prediction is closer
   than the machine repeats itself. The recommended strategy's time is said to be too close to
   call with any that fits within a typical repeat's spread of it (`bench.analysis.ties`).
-- `--device-ram` predicts each strategy's device peak from runs whose backend reported device
-  memory (`phase_device_peak_bytes`, GPU/TPU); where none exist it says so and predicts nothing.
+- `--accelerator` answers for a host whose weights land in device memory
+  (`bench.analysis.accelerator`): the host peak from the staged path's measured ring and baseline,
+  the device peak from the model and its largest transient (or from device runs), and both
+  verdicts, against `--device-ram` where given. A `--probe` of a host with an accelerator does the
+  same, its device memory standing in for `--device-ram`. Without `--accelerator`, `--device-ram`
+  predicts each strategy's device peak from runs whose backend reported device memory
+  (`phase_device_peak_bytes`, GPU/TPU); where none exist it says so and predicts nothing.
+- The target is `--shapes` (a preset, fetched name, spec path or HF repo id) or `--checkpoint PATH`
+  (your own checkpoint, as `bench run --checkpoint` took it); without either, the one shape set
+  the results folder holds.
 - `--probe TARGET.json` predicts times for the host that wrote that probe (`loadbench probe`):
   `bench.analysis.target`, wired in by `bench.commands.target`; `--check` then simulates that host
   here inside the limits its probe was taken under, and prints predicted against measured.
@@ -32,8 +40,14 @@ from dataclasses import replace
 import pandas as pd
 
 from bench.analysis.advice import Advice, advise, to_json, to_text
-from bench.analysis.recommend import Recommendation, ok_runs, rank, spec_summary
-from bench.commands.common import add_cache, add_json, add_results
+from bench.analysis.recommend import (
+    Recommendation,
+    TargetCheckpoint,
+    ok_runs,
+    rank,
+    spec_summary,
+)
+from bench.commands.common import add_cache, add_json, add_results, example, existing_results
 from bench.errors import BenchError
 from bench.records.results import Results, read_results
 from bench.units import format_bytes, parse_size, parse_speed
@@ -78,25 +92,22 @@ def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
 
 
 def _notes(args, results: Results, speed: float | None, capped: int | None) -> list[str]:
+    """One short sentence each on how the times were made."""
     notes = []
     if capped:
-        notes.append(
-            f"Times are fitted on cold runs measured here with disk reads capped at "
-            f"{capped / 1e6:.0f} MB/s (`bench run --cache cold --disk-read-speed`)."
-        )
+        notes.append(f"Times are from cold runs here with reads capped at {capped / 1e6:.0f} MB/s.")
     elif args.cache == COLD and not speed:
-        notes.append("Times are predicted from runs whose page cache was evicted first (cold).")
+        notes.append("Times are from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)
     if cold:
         notes.append(
-            f"Cold read speed measured here (the reference line, from an evicted page "
-            f"cache): {format_bytes(cold)}/s; pass it as --disk-read-speed for a similar disk."
+            f"This disk reads {format_bytes(cold)}/s cold: pass that as --disk-read-speed for a "
+            "similar disk."
         )
     if speed:
         notes.append(
-            f"Cold times for a {format_bytes(speed)}/s disk: warm fit + checkpoint / "
-            "speed, no overlap of reading and the rest assumed; measure them instead "
-            f"with `bench run --cache cold --disk-read-speed {args.disk_read_speed}`."
+            f"Cold times add the checkpoint read at {format_bytes(speed)}/s to the warm fit: "
+            f"measure them with `bench run --cache cold --disk-read-speed {args.disk_read_speed}`."
         )
     return notes
 
@@ -127,10 +138,49 @@ def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
     return (WARM if speed else args.cache), None, speed
 
 
-def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None, int | None]:
+def infer_shapes(args: argparse.Namespace, results: Results) -> str:
+    """`--shapes`, else the one shape set of the results folder's ok runs (an error naming them
+    where there are several, or none)."""
+    if args.shapes:
+        return str(args.shapes)
+    rows = ok_runs(results)
+    found = sorted({str(s) for s in rows["shapes"]}) if len(rows) else []
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise BenchError(
+            f"no ok runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
+            f"RESULTS={args.results}` (or sa3) first"
+        )
+    raise BenchError(
+        f"{args.results}/ holds runs of {len(found)} shape sets ({', '.join(found)}): say which "
+        "to predict for with --shapes NAME (or --checkpoint PATH)"
+    )
+
+
+def named_target(args: argparse.Namespace) -> tuple[str, TargetCheckpoint] | None:
+    """(the target's name, its sizes) from `--checkpoint PATH`'s headers or `--shapes`; None where
+    neither was given (the results folder's one shape set is the target: `infer_shapes`)."""
+    if getattr(args, "checkpoint", None):
+        from bench.run.user_checkpoint import open_checkpoint
+
+        ck = open_checkpoint(args.checkpoint)
+        sizes = (ck.checkpoint_bytes, ck.largest_tensor_bytes, ck.tensors, ck.small_tensor_bytes)
+        return ck.label, TargetCheckpoint(*sizes)
+    if args.shapes:
+        return str(args.shapes), spec_summary(args.shapes)
+    return None
+
+
+def _advice(
+    args, results: Results, host_ram: int, named: tuple[str, TargetCheckpoint] | None
+) -> tuple[Advice, float | None, int | None]:
     """The advice, the speed added to warm times (or None), the disk cap fitted on (or None)."""
     cache, capped, speed = _basis(args, results)
-    target = spec_summary(args.shapes)
+    if named is None:
+        shapes = infer_shapes(args, results)
+        named = shapes, spec_summary(shapes)
+    name, target = named
     if ok_runs(results, cache=cache, disk_speed=capped).empty:
         raise BenchError(
             f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
@@ -141,10 +191,13 @@ def _advice(args, results: Results, host_ram: int) -> tuple[Advice, float | None
         target,
         host_ram,
         args.devices,
-        shapes=args.shapes,
+        shapes=name,
         folder=args.results,
         cache=cache,
         disk_speed=capped,
+        accelerator=getattr(args, "accelerator", False),
+        device_ram=parse_size(args.device_ram, what="--device-ram") if args.device_ram else None,
+        host_ram_text=args.host_ram,
     )
     if speed:
         adv = replace(adv, rec=cold_adjust(adv.rec, target.checkpoint_bytes, speed))
@@ -159,13 +212,20 @@ def run_cli(args: argparse.Namespace) -> int:
     positive(args.devices, "--devices", "8")
     there = target.target_probe(args)
     host_ram = parse_size(target.host_ram(args, there), what="--host-ram")
-    results = read_results(args.results)
-    adv, speed, capped = _advice(args, results, host_ram)
+    args.accelerator = getattr(args, "accelerator", False)
+    if args.shapes and getattr(args, "checkpoint", None):
+        raise BenchError("give --shapes or --checkpoint, not both: they name the target")
+    named = named_target(args)  # a bad --shapes or --checkpoint is said first
+    results = read_results(existing_results(args.results))
+    if there is not None and there.accelerator != "none":  # the target's own device
+        args.accelerator = True
+        args.device_ram = args.device_ram or there.device_memory_bytes
+    adv, speed, capped = _advice(args, results, host_ram, named)
     notes, devices = _notes(args, results, speed, capped), None
     if there is not None:
         adv, _, said = target.on_target(args, results, adv, there)
         notes = said + notes
-    if args.device_ram:
+    if args.device_ram and not args.accelerator:
         note, devices = _device_note(args, results, adv.target.checkpoint_bytes)
         notes.append(note)
     if args.json:
@@ -188,19 +248,52 @@ def run_cli(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `loadbench recommend`."""
-    p = sub.add_parser("recommend", help="predict peak RAM and time on a target host")
-    p.add_argument("--shapes", required=True, help="preset, fetched name, spec path or HF repo id")
-    p.add_argument("--host-ram", help="target host RAM, e.g. 4GiB (default: the --probe's)")
+    p = sub.add_parser(
+        "recommend",
+        help="predict peak RAM and time on a target host",
+        description="Predict each measured strategy's peak RAM and load time for a checkpoint on "
+        "a target host, from the runs in a results folder, and name the fastest that fits.",
+        **example("loadbench recommend --shapes sa3-medium --host-ram 4GiB --accelerator"),
+    )
+    p.add_argument(
+        "--shapes",
+        help="the target: a preset, fetched name, spec path or HF repo id (default: the one shape "
+        "set in --results)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        help="the target: your own checkpoint (a .safetensors file, a folder of shards or an "
+        "*.index.json), as `bench run --checkpoint` took it",
+    )
+    p.add_argument(
+        "--host-ram",
+        help="target host RAM, e.g. 4GiB (4GB = 4*10^9 bytes, taken as written; default: the "
+        "--probe's)",
+    )
+    p.add_argument(
+        "--accelerator",
+        action="store_true",
+        help="the target has a GPU/TPU: the weights land in device memory; host peaks from the "
+        "staged path's ring (predicted from CPU staged runs)",
+    )
     p.add_argument(
         "--probe",
         help="the target host's probe (`loadbench probe --out`): predict times there; with "
         "--check, simulate it here inside its probe's limits",
     )
-    p.add_argument("--devices", type=int, default=None)
+    p.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        help="fit on runs measured with this many devices where there are any (default: all)",
+    )
     add_results(p)
     add_cache(p, both=False, help="predict a load from a warm (default) or cold page cache")
     p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")
-    p.add_argument("--device-ram", help="the target's device memory, e.g. 80GiB")
+    p.add_argument(
+        "--device-ram",
+        help="the target's device memory, e.g. 80GiB: a device verdict (with --accelerator)",
+    )
     p.add_argument(
         "--check",
         action="store_true",

@@ -187,6 +187,8 @@ def _args(tmp_path, **kw) -> argparse.Namespace:
         disk_read_speed=None,
         device_ram=None,
         check=False,
+        checkpoint=None,
+        accelerator=False,
     )
     return argparse.Namespace(**{**base, **kw})
 
@@ -217,7 +219,7 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
     assert warm.predicted_peak_bytes == pytest.approx(BASE + TARGET.checkpoint_bytes, rel=1e-3)
     assert run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", cache="cold")) == 0
     out = capsys.readouterr().out
-    assert "evicted first (cold)" in out and "Cold read speed measured here" in out
+    assert "evicted first (cold)" in out and "This disk reads 1.00 GiB/s cold" in out
     assert "1.00 GiB/s" in out
     assert "peak 0%, time 0%" in out
 
@@ -316,7 +318,7 @@ def test_runs_measured_under_a_read_cap_are_fitted_only_for_that_disk_speed(tmp_
     run_cli(_args(tmp_path, host_ram="64GiB", disk_read_speed="500MB/s", json=True))
     other = json.loads(capsys.readouterr().out)  # no runs at 500 MB/s: warm fit + read at 500 MB/s
     assert other["inputs"]["cache"] == "warm" and "disk_read_bytes_per_s" not in other["inputs"]
-    assert any("measure them instead" in n for n in other["notes"])
+    assert any("measure them with `bench run --cache cold" in n for n in other["notes"])
 
 
 # `recommend --json` is a contract: its key set (and order) at every level, pinned.
@@ -330,6 +332,8 @@ TOP_KEYS = [
     "strategies",
     "unmeasured",
     "too_close_to_call",
+    "details",
+    "backends",
 ]
 STRATEGY_KEYS = [
     "strategy",
@@ -376,7 +380,7 @@ LOO_KEYS = [
         (  # no runs at that cap: the warm fit plus the read, named in each model
             {"disk_read_speed": "500MB/s", "device_ram": "80GiB"},
             [*TOP_KEYS, "device_peaks"],
-            ["shapes", "host_ram_bytes", "devices", "results", "cache"],
+            ["shapes", "host_ram_bytes", "devices", "results", "cache", "device_ram_bytes"],
             [*MODEL_KEYS, "disk_read_bytes_per_s", *LOO_KEYS],
         ),
     ],
@@ -418,3 +422,23 @@ def test_a_fit_error_is_given_only_out_of_sample(tmp_path):
     (row,) = table_rows(adv)
     assert row["fit error"] == "in-sample only"
     assert row["time repeats"] == "1 run" and row["basis"] == "2 runs of big, small"
+
+
+def test_notes_are_short_sentences_and_a_column_the_same_on_every_row_is_one_line(tmp_path, capsys):
+    """Plain words: every note one short sentence a user can act on; the fit's details go to
+    --json; a column that says the same on every row ("basis") once under the table."""
+    _results(tmp_path)
+    assert run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2")) == 0
+    out = capsys.readouterr().out
+    table, notes = out.split("\n\n")[1], out.split("\n\n")[2].splitlines()
+    header = table.splitlines()[0]
+    assert "basis" not in header and "fit error" in header  # the same on every row, or not
+    assert "  basis: 6 runs of big, mid, small (every row)" in table.splitlines()
+    for note in notes:
+        assert len(note) <= 160 and note.endswith("."), note
+        assert note.count(". ") == 0, note  # one sentence
+    for jargon in ("glibc", "mmap threshold", "pools its strategy's runs", "±"):
+        assert jargon not in "\n".join(notes)
+    run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", json=True))
+    details = json.loads(capsys.readouterr().out)["details"]
+    assert any(d.startswith("lean: fit error peak 3%") for d in details)
