@@ -3,6 +3,8 @@ device that received more than its shards (`bench.child.traffic`: a transient fu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from bench.records.results import headline
@@ -36,12 +38,12 @@ def _any_device(flagged: object) -> bool:
     return len(flagged) > 0
 
 
-def device_peak(row: pd.Series) -> str:
-    """The device allocator's peak (GPU/TPU; '-' on CPU), '+copy' if a device got more than its
-    shards."""
+def device_peak(row: pd.Series, size: Callable[[float], str] = format_bytes) -> str:
+    """The device allocator's peak (GPU/TPU; '-' on CPU) written by `size`, '+copy' if a device
+    got more than its shards."""
     peak, copied = _value(row, "device_peak_bytes"), _value(row, "device_overreceived")
     flag = " +copy" if copied else ""
-    return (format_bytes(float(peak)) if isinstance(peak, int | float) else "-") + flag
+    return (size(float(peak)) if isinstance(peak, int | float) else "-") + flag
 
 
 def _value(row: pd.Series, key: str) -> object:

@@ -1,5 +1,5 @@
-"""What `bench run` prints at the end: a table per configuration, or (`--json`) one object per
-strategy.
+"""What `bench run` prints at the end: a table per configuration that leads with the answer for
+this host (`tables`, `bench.analysis.lead`), or (`--json`) one object per strategy.
 
 Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON
 and the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
@@ -16,12 +16,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.device_summary import device_columns, device_peak
+from bench.analysis.lead import Lead, host_ram, lead, use_line
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
-from bench.units import format_bytes
 from bench.vocabulary import COLD, NATIVE
 from loader.format.dtypes import DTYPES
-from loader.vocabulary import OK, TOTAL
+from loader.vocabulary import DEFAULT_STRATEGY, OK, TOTAL
 
 #: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
 EXTRA_KEYS = ("model", "model_dtype", "cache", "disk_read_bytes_per_s")
@@ -189,53 +190,73 @@ def json_summary(results: Results) -> list[dict[str, Any]]:
     return [_json_row(row, names) for _, row in summary.iterrows()]
 
 
+def gib(n: float | None) -> str:
+    """One unit family for the summary: `1.23 GiB` (sizes), whatever their size; `-` for None."""
+    return "-" if n is None or n != n else f"{float(n) / (1 << 30):.2f} GiB"
+
+
 def _inflight(row: pd.Series) -> str:
-    """`250.5 MiB / 256.0 MiB`: the high-water mark of bytes in flight over the budget."""
+    """`0.24 GiB / 0.25 GiB`: the high-water mark of bytes in flight over the budget."""
     peak = _num(row.get("inflight_peak_bytes"))
     if peak is None:
         return "-"
     budget = _num(row.get("budget_bytes"))
-    return f"{format_bytes(peak)} / {format_bytes(budget) if budget else 'its default'}"
+    return f"{gib(peak)} / {gib(budget) if budget else 'its default'}"
 
 
-def _cells(row: pd.Series) -> list[str]:
+def _status(row: pd.Series) -> str:
+    """`ok`, `ok (2/3 ok)`, or a skipped or failed row's status with its reason's first line."""
+    status = str(row["status"])
+    if row["ok_repeats"] != row["repeats"] and row["ok_repeats"]:
+        return f"{status} ({row['ok_repeats']}/{row['repeats']} ok)"
+    if status != OK and isinstance(row["error"], str) and row["error"].strip():
+        return f"{status}: {row['error'].strip().splitlines()[0][:REASON_CHARS]}"
+    return status
+
+
+def _name(row: pd.Series, answer: Lead) -> str:
+    """The strategy, `*` before the recommended one, `(default)` after `loader`'s default."""
+    name = str(row["strategy"])
+    mark = "* " if name == answer.recommended else "  "
+    return mark + name + (" (default)" if name == DEFAULT_STRATEGY else "")
+
+
+def _cells(row: pd.Series, answer: Lead) -> list[str]:
     ratio, wall = _num(row["peak_ratio"]), _num(row["wall_s"])
     spread = ""
     if wall is not None and row["ok_repeats"] > 1:
         spread = f" ({_num(row['wall_s_min']):.2f}-{_num(row['wall_s_max']):.2f})"
     tput = _num(row["throughput_bytes_per_s"])
     ceiling, floor = _num(row.get("ceiling_ratio")), _num(row.get("floor_ratio"))
-    status = (
-        row["status"]
-        if row["ok_repeats"] == row["repeats"]
-        else f"{row['status']} ({row['ok_repeats']}/{row['repeats']} ok)"
-    )
     return [
-        str(row["strategy"]),
+        _name(row, answer),
+        gib(_num(row["peak_rss_bytes"])),
         f"{ratio:.2f}x" if ratio is not None else "-",
-        format_bytes(_num(row["peak_rss_bytes"])),
-        device_peak(row),
+        device_peak(row, gib),
         f"{wall:.2f}{spread}" if wall is not None else "-",
-        f"{tput / 1e9:.2f} GB/s" if tput is not None else "-",
+        f"{tput / (1 << 30):.2f} GiB/s" if tput is not None else "-",
         f"{floor:.2f}x" if floor is not None else "-",
         f"{ceiling:.2f}x" if ceiling is not None else "-",
         _inflight(row),
-        status,
+        _status(row),
     ]
 
 
-HEADER = [
-    "strategy",
-    "(peak-base)/ckpt",
-    "peak RSS",
-    "device peak",
-    "wall s (min-max)",
-    "throughput",
-    "x floor",
-    "x ceiling",
-    "in flight / budget",
-    "status",
-]
+#: The table's columns and what each means (the legend under the header).
+COLUMNS = (
+    ("strategy", "* recommended for this host"),
+    ("peak RSS", "the load's peak resident memory"),
+    ("x ckpt", "(peak - baseline) / checkpoint"),
+    ("device peak", "device memory peak (GPU/TPU)"),
+    ("wall s (min-max)", "median load time over the repeats"),
+    ("GiB/s", "checkpoint / wall"),
+    ("x floor", "wall / the floor line's (a bare read)"),
+    ("x ceiling", "wall / this machine's best read"),
+    ("in flight / budget", "staging high-water mark / its bound"),
+    ("status", ""),
+)
+HEADER = [name for name, _ in COLUMNS]
+REASON_CHARS = 70  # of a skipped or failed row's reason, in its status cell
 
 
 def _flag(row: pd.Series, key: str) -> bool | None:
@@ -254,7 +275,7 @@ def _title(first: pd.Series, ceiling: float | None) -> str:
     speed = _num(first.get("disk_read_bytes_per_s"))
     model = _str(first.get("model"))
     return (
-        f"{first['shapes']}: checkpoint {format_bytes(first['checkpoint_bytes'])}, "
+        f"{first['shapes']}: checkpoint {gib(first['checkpoint_bytes'])}, "
         + (f"model {model}, " if model and model != "spec" else "")
         + f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
@@ -295,28 +316,49 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     )
 
 
-def _block(group: pd.DataFrame) -> str:
-    rows = [HEADER] + [_cells(r) for _, r in group.iterrows()]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    lines = [_title(group.iloc[0], _ceiling(group))] + [
+def _legend(keep: list[int], ceiling: float | None) -> str:
+    said = []
+    for i in keep:
+        name, meaning = COLUMNS[i]
+        if not meaning or name == "strategy":
+            continue
+        if name == "x ceiling" and ceiling:
+            meaning += f" ({ceiling:.2f} s)"
+        said.append(f"{name}: {meaning}")
+    return "legend: " + "; ".join(said)
+
+
+def _block(group: pd.DataFrame, answer: Lead) -> str:
+    """One configuration: title, backend, header, legend, rows in the answer's order, the
+    reasons and notes, and the `use X` line last."""
+    ordered = group.loc[answer.order]
+    cells = [_cells(r, answer) for _, r in ordered.iterrows()]
+    keep = [i for i in range(len(HEADER)) if i in (0, 9) or any(c[i] != "-" for c in cells)]
+    rows = [[HEADER[i] for i in keep]] + [[c[i] for i in keep] for c in cells]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(keep))]
+    ceiling = _ceiling(group)
+    said = backends(group.assign(phase_device_peak_bytes=group.get("device_peak_bytes")))
+    lines = [_title(group.iloc[0], None), backend_sentence(said)] + [
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
-    lines.insert(2, "  ".join("-" * w for w in widths))
-    for _, r in group.iterrows():
-        if r["status"] != OK and isinstance(r["error"], str):
-            lines.append(
-                f"  {r['strategy']}: {r['status']}: {r['error'].strip().splitlines()[0][:200]}"
-            )
+    lines.insert(3, "  ".join("-" * w for w in widths))
+    lines.append(_legend(keep, ceiling))
     note = cold_spread_note(group)
-    return "\n".join(lines + ready_lines(group) + ([note] if note else []))
+    lines += ready_lines(ordered) + ([note] if note else [])
+    return "\n".join([*lines, use_line(group, answer, gib)])
 
 
 def tables(results: Results) -> str:
-    """A text table per configuration (shapes, file dtype, model dtype, devices, cache): strategy,
-    peak over baseline (x checkpoint), peak RSS, wall time (median and min-max), throughput, wall
-    time over the machine's ceiling (`ceiling_ratio`), bytes in flight over the budget, status;
-    then the first error of each failed strategy."""
+    """A text table per configuration (shapes, file dtype, model dtype, devices, cache) that leads
+    with the answer (`bench.analysis.lead`): the backend, then the strategy recommended for this
+    host first (marked `*`; the default marked too), the others that fit by time, those that do
+    not, the reference line, skipped and failed rows with their reason; one legend line of the
+    columns (sizes in GiB, throughput in GiB/s; a column empty on every row left out); and last,
+    `use X: P peak, T s` for this host."""
     summary = summary_frame(results)
     keys = [k for k in ("shapes", "dtype", *EXTRA_KEYS, "devices") if k in summary.columns]
-    blocks = [_block(group) for _, group in summary.groupby(keys, sort=False, dropna=False)]
+    blocks = []
+    for _, group in summary.groupby(keys, sort=False, dropna=False):
+        ram = host_ram(results, [str(r) for r in group["run_id"].unique()])
+        blocks.append(_block(group, lead(group, ram)))
     return "\n\n".join(blocks) + "\n" if blocks else "no results\n"

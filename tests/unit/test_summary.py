@@ -7,7 +7,7 @@ import pytest
 from bench.analysis.summary import json_summary, tables
 from bench.records.results import read_results
 from bench.records.schema import to_json_line
-from tests.records import total_row
+from tests.records import run_record, total_row
 
 MIB = 1 << 20
 CKPT = 500 * MIB
@@ -46,9 +46,9 @@ def test_table_has_a_block_per_model_dtype_and_shows_the_budget(results):
     assert "dtype F32, devices 1" in same.splitlines()[0]
     assert "F32 file → bfloat16 model" in cast.splitlines()[0]
     assert "in flight / budget" in same
-    assert "200.0 MiB / its default" in same and "1.10 (1.00-1.20)" in same  # medians per block
-    assert "60.0 MiB / 64.0 MiB" in cast and "3.10 (3.00-3.20)" in cast
-    zerocopy = next(line for line in same.splitlines() if line.startswith("zerocopy"))
+    assert "0.20 GiB / its default" in same and "1.10 (1.00-1.20)" in same  # medians per block
+    assert "0.06 GiB / 0.06 GiB" in cast and "3.10 (3.00-3.20)" in cast
+    zerocopy = next(line for line in same.splitlines() if line.lstrip("* ").startswith("zerocopy"))
     assert " - " in zerocopy  # no in-flight figure for a strategy that does not report one
 
 
@@ -96,3 +96,72 @@ def test_a_read_cap_is_in_the_title_and_one_not_enforced_says_so(tmp_path):
     assert title.endswith("cache cold, disk reads capped at 250 MB/s")
     path.write_text("".join(to_json_line(r) + "\n" for r in cold(False)))
     assert "NOT enforced" in tables(read_results(path)).splitlines()[0]
+
+
+def _lead_rows():
+    """A 16 GiB host: hostcast fastest that fits, pipelined (the default) next, eager slow, `huge`
+    fast but too big; the floor line; a skipped peer and a crashed strategy."""
+    GIB = 1 << 30
+
+    def row(strategy, wall, peak, **kw):
+        return total_row(run_id="r1", strategy=strategy, wall_s=wall, peak_rss_bytes=peak, **kw)
+
+    rows = []
+    for d in (0.0, 0.02, 0.04):
+        rows += [
+            row("eager", 9.0 + d, 4 * GIB),
+            row("pipelined", 2.0 + d, 1 * GIB),
+            row("hostcast", 1.0 + d, 2 * GIB),
+            row("huge", 0.5 + d, 15 * GIB),
+            row("floor", 0.3 + d, 1 * GIB, kind="reference"),
+        ]
+    rows.append(
+        row(
+            "fastsafetensors",
+            None,
+            None,
+            kind="peer",
+            status="skipped",
+            error="needs the fastsafetensors package; install: pip install fastsafetensors",
+        )
+    )
+    rows.append(row("broken", None, None, status="crashed", error="boom\ntrace"))
+    return rows
+
+
+def test_the_summary_leads_with_the_answer_for_this_host(tmp_path):
+    path = tmp_path / "run.jsonl"
+    lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30))]
+    path.write_text("".join(x + "\n" for x in [*lines, *map(to_json_line, _lead_rows())]))
+    text = tables(read_results(path)).rstrip("\n")
+    lines = text.splitlines()
+    assert lines[1].startswith("CPU backend: the weights live in host RAM")
+    table = lines[2 : lines.index(next(x for x in lines if x.startswith("legend:")))]
+    names = [x.lstrip("* ").split()[0] for x in table[2:]]
+    assert names == ["hostcast", "pipelined", "eager", "huge", "floor", "broken", "fastsafetensors"]
+    assert table[2].startswith("* hostcast") and "pipelined (default)" in table[3]
+    assert "skipped: needs the fastsafetensors package" in table[-1]
+    assert "crashed: boom" in table[-2]
+    header = table[0]
+    assert "device peak" not in header and "x ceiling" not in header  # empty on every row
+    assert "in flight" not in header and "GiB/s" in header
+    assert "GB/s" not in text and "MiB" not in text  # one unit family
+    legend = next(x for x in lines if x.startswith("legend:"))
+    assert "x ckpt: (peak - baseline) / checkpoint" in legend and "x floor: wall /" in legend
+    assert lines[-1].startswith("use hostcast: 2.00 GiB peak, 1.02 s")
+    assert "16.00 GiB" in lines[-1]
+
+
+def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
+    GIB = 1 << 30
+    rows = [
+        total_row(run_id="r1", strategy=name, wall_s=w + d, peak_rss_bytes=peak)
+        for name, d, peak in (("hostcast", 0.0, 2 * GIB), ("pipelined", 0.05, GIB))
+        for w in (1.0, 1.1, 1.2)
+    ]
+    path = tmp_path / "run.jsonl"
+    lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
+    path.write_text("".join(x + "\n" for x in lines))
+    text = tables(read_results(path)).rstrip("\n")
+    assert text.splitlines()[-1].startswith("use pipelined: 1.00 GiB peak, 1.15 s")
+    assert "hostcast too close to call on time, pipelined lighter" in text
