@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import dashboard.cli
 import shapes.cli
-from bench.commands import bench, compare, probe, recommend
+from bench.commands import bench, compare, history, probe, recommend
 from bench.commands.bench import EXIT_INTERRUPTED
 from bench.errors import BenchError
 from loader.errors import CheckpointError
@@ -30,6 +30,7 @@ COMMANDS: tuple[Register, ...] = (
     bench.register,
     recommend.register,
     compare.register,
+    history.register,
     probe.register,
     shapes.cli.register,
     dashboard.cli.register,

@@ -37,6 +37,7 @@ PAGES: Final = (
     Page("timeline.py", "Timeline", ":material/timeline:"),
     Page("target_host.py", "Target host", ":material/dns:"),
     Page("compare.py", "Compare", ":material/compare_arrows:"),
+    Page("history.py", "History", ":material/history:"),
     Page("memray.py", "memray", ":material/local_fire_department:"),
 )
 

@@ -1,0 +1,125 @@
+"""History: each strategy's peak over baseline and time across runs, and where they stepped.
+
+Answers: did a commit or a jax/flax/safetensors upgrade move a peak or a time, and at which run.
+The points and the steps are `bench.analysis.history`'s (what `loadbench history` prints): one
+series per machine, shape set and strategy, a run per point in the order the runs started, each
+labelled with its git commit and versions; a step is marked on the first run after it, with its
+size. No jax.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from bench.analysis import history
+from dashboard import widgets
+
+METRIC_NAMES = {
+    history.PEAK: "peak over baseline (GiB)",
+    history.WALL: "wall time (s)",
+    history.FLOOR: "wall / floor line (×, compares machines)",
+}
+
+
+def _series(points: pd.DataFrame) -> pd.DataFrame:
+    """Narrow the points to one shape set and the strategies picked."""
+    cols = st.columns([1, 2])
+    shapes = cols[0].selectbox("Shape set", sorted(points["shapes"].unique()), key="history_shapes")
+    rows = points[points["shapes"] == shapes]
+    names = sorted(rows["strategy"].unique())
+    picked = cols[1].multiselect("Strategies", names, default=names, key="history_strategies")
+    return rows[rows["strategy"].isin(picked)]
+
+
+def chart_frame(rows: pd.DataFrame, steps: list[history.Step], metric: str) -> pd.DataFrame:
+    """Tidy rows to draw: one per (series, run), the metric's value, its labels and its step."""
+    marks = {
+        (s.machine, s.shapes, s.strategy, s.run_id): f"step {s.change:+.0%}"
+        for s in steps
+        if s.metric == metric
+    }
+    value = rows[metric] / (1 << 30) if metric == history.PEAK else rows[metric]
+    series = rows["machine"].astype(str) + " · " + rows["strategy"].astype(str)
+    keys = zip(rows["machine"], rows["shapes"], rows["strategy"], rows["run_id"], strict=True)
+    step = [marks.get((str(m), str(sh), str(st), str(r)), "") for m, sh, st, r in keys]
+    return rows.assign(value=value, series=series, step=step)
+
+
+def history_chart(frame: pd.DataFrame, metric: str) -> alt.LayerChart | alt.FacetChart:
+    """A line per series over the runs in start order, points labelled by commit and versions, and
+    a large ring on each run where a step was found."""
+    order = list(dict.fromkeys(frame.sort_values("started_utc")["run_id"]))
+    x = alt.X("run_id:N", sort=order, title="run (by start time)", axis=alt.Axis(labelAngle=-30))
+    y = alt.Y("value:Q", title=METRIC_NAMES[metric], scale=alt.Scale(zero=True))
+    tooltip = [
+        "series:N",
+        "run_id:N",
+        "started_utc:N",
+        "git_commit:N",
+        "jax_version:N",
+        "flax_version:N",
+        "safetensors_version:N",
+        alt.Tooltip("value:Q", format=".3f"),
+        "step:N",
+    ]
+    base = alt.Chart(frame).encode(x=x, y=y, color=alt.Color("series:N", title="series"))
+    lines = base.mark_line(point=True).encode(tooltip=tooltip)
+    rings = (
+        alt.Chart(frame[frame["step"] != ""])
+        .mark_point(size=400, strokeWidth=2, color="#c62828")
+        .encode(x=x, y=y, tooltip=tooltip)
+    )
+    return alt.layer(lines, rings)
+
+
+def _steps_table(steps: list[history.Step], rows: pd.DataFrame) -> None:
+    shown = {(m, s) for m, s in zip(rows["machine"], rows["strategy"], strict=True)}
+    said = [
+        s for s in steps if (s.machine, s.strategy) in shown and s.shapes in set(rows["shapes"])
+    ]
+    if not said:
+        st.caption("No steps: no metric moved beyond its repeats' spread and its least step.")
+        return
+    table = pd.DataFrame(
+        {
+            "machine": [s.machine for s in said],
+            "strategy": [s.strategy for s in said],
+            "metric": [METRIC_NAMES[s.metric] for s in said],
+            "first run after": [s.run_id for s in said],
+            "before": [s.before for s in said],
+            "after": [s.after for s in said],
+            "change": [f"{s.change:+.0%}" for s in said],
+        }
+    )
+    st.dataframe(table, hide_index=True)
+
+
+def main() -> None:
+    st.title("History")
+    st.caption(
+        "Each strategy across runs, in the order they started; one line per machine and strategy. "
+        "A red ring marks the first run after a step (Mann-Whitney between the runs either side)."
+    )
+    results = widgets.page_results()
+    points = history.points(results)
+    if points.empty:
+        st.info("No ok runs to follow yet.")
+        return
+    rows = _series(points)
+    metric = st.radio(
+        "Metric",
+        list(METRIC_NAMES),
+        format_func=METRIC_NAMES.__getitem__,
+        horizontal=True,
+        key="history_metric",
+    )
+    steps = history.steps(results)
+    st.altair_chart(history_chart(chart_frame(rows, steps, metric), metric), width="stretch")
+    _steps_table([s for s in steps if s.metric == metric], rows)
+    with st.expander("The runs"):
+        st.dataframe(rows, hide_index=True)
+
+
+main()

@@ -1,0 +1,134 @@
+"""`loadbench history`: series across runs, labelled by commit and versions, and their steps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.analysis.history import FLOOR, PEAK, WALL, points, steps
+from bench.cli import main
+from bench.records.results import read_results
+from bench.records.writer import ResultsWriter
+from loader.vocabulary import REFERENCE
+from tests.records import run_record, total_row
+
+MiB = 1 << 20
+BASE = 300 * MiB
+NOISE = (0.0, 0.01, -0.01)  # each run's three repeats stray by a percent
+
+
+def _run(folder, run_id, started, peaks, machine="here", commit="abc1234", jax="0.7.0", walls=None):
+    """One run file: a run record and three repeats per strategy of `peaks` (strategy -> peak
+    over baseline), walls near 1 s (or `walls`, the strategies' repeats), and the floor line."""
+    rows = []
+    for strategy, over in {**peaks, "floor": 500 * MiB}.items():
+        for i, d in enumerate(NOISE):
+            rows.append(
+                total_row(
+                    run_id=run_id,
+                    strategy=strategy,
+                    kind=REFERENCE if strategy == "floor" else "strategy",
+                    repeat=i,
+                    baseline_rss_bytes=BASE,
+                    peak_rss_bytes=int(BASE + over * (1 + d / 10)),
+                    wall_s=walls[i]
+                    if walls and strategy != "floor"
+                    else (0.5 if strategy == "floor" else 1.0) * (1 + d),
+                )
+            )
+    record = run_record(
+        run_id=run_id, machine=machine, started_utc=started, git_commit=commit, jax_version=jax
+    )
+    with ResultsWriter(folder / machine / f"{run_id}.jsonl") as w:
+        w.write_many([record, *rows])
+
+
+def _three_runs(folder):
+    """pipelined's peak steps down at r3 (a smaller --budget); hostcast's never moves."""
+    _run(folder, "r1", "2026-01-01T00:00:00Z", {"pipelined": 600 * MiB, "hostcast": 550 * MiB})
+    _run(folder, "r2", "2026-01-02T00:00:00Z", {"pipelined": 600 * MiB, "hostcast": 550 * MiB})
+    _run(
+        folder,
+        "r3",
+        "2026-01-03T00:00:00Z",
+        {"pipelined": 400 * MiB, "hostcast": 550 * MiB},
+        commit="def5678",
+        jax="0.7.1",
+    )
+
+
+def test_a_step_is_marked_at_the_right_run_and_no_other(tmp_path):
+    _three_runs(tmp_path)
+    found = steps(read_results(tmp_path))
+    assert [(s.strategy, s.metric, s.run_id) for s in found] == [("pipelined", PEAK, "r3")]
+    (step,) = found
+    assert step.before == pytest.approx(600 * MiB, rel=0.01)
+    assert step.after == pytest.approx(400 * MiB, rel=0.01)
+    assert step.change == pytest.approx(-1 / 3, rel=0.02)
+
+
+def test_points_are_ordered_by_start_and_labelled_with_commit_and_versions(tmp_path):
+    _three_runs(tmp_path)
+    pts = points(read_results(tmp_path))
+    pipelined = pts[pts["strategy"] == "pipelined"]
+    assert list(pipelined["run_id"]) == ["r1", "r2", "r3"]
+    assert list(pipelined["git_commit"]) == ["abc1234", "abc1234", "def5678"]
+    assert list(pipelined["jax_version"]) == ["0.7.0", "0.7.0", "0.7.1"]
+    assert pipelined[FLOOR].iloc[0] == pytest.approx(2.0, rel=0.01)  # wall over the floor line
+    assert pipelined[WALL].iloc[0] == pytest.approx(1.0, rel=0.01)
+    assert set(pts["strategy"]) == {"pipelined", "hostcast"}  # the floor line is no series
+
+
+def test_runs_from_different_machines_are_separate_series(tmp_path):
+    _run(tmp_path, "r1", "2026-01-01T00:00:00Z", {"pipelined": 600 * MiB}, machine="small")
+    _run(tmp_path, "r2", "2026-01-02T00:00:00Z", {"pipelined": 600 * MiB}, machine="small")
+    _run(tmp_path, "r3", "2026-01-03T00:00:00Z", {"pipelined": 900 * MiB}, machine="big")
+    assert steps(read_results(tmp_path)) == []
+
+
+def test_a_move_within_the_repeats_spread_is_no_step(tmp_path):
+    """2% is below the peak's least step; interleaved repeats are never separated."""
+    _run(tmp_path, "r1", "2026-01-01T00:00:00Z", {"pipelined": 600 * MiB})
+    _run(tmp_path, "r2", "2026-01-02T00:00:00Z", {"pipelined": 612 * MiB})
+    _run(tmp_path, "r3", "2026-01-03T00:00:00Z", {"pipelined": 600 * MiB})
+    assert steps(read_results(tmp_path)) == []
+
+
+def test_the_cli_prints_steps_as_the_contract_says(tmp_path, capsys):
+    _three_runs(tmp_path)
+    assert main(["history", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (step,) = out["steps"]
+    assert {k: step[k] for k in ("shapes", "strategy", "metric", "run_id")} == {
+        "shapes": "gpt2",
+        "strategy": "pipelined",
+        "metric": PEAK,
+        "run_id": "r3",
+    }
+    assert step["before"] > step["after"]
+    assert main(["history", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "here · gpt2 · pipelined" in text and "def5678" in text
+    assert "step: here gpt2 pipelined: peak - base 0.586 GiB -> 0.391 GiB (-33%) at run r3" in text
+
+
+def test_a_missing_results_folder_is_named(tmp_path, capsys):
+    assert main(["history", str(tmp_path / "nowhere")]) == 2
+    assert f"results folder {tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
+
+
+def test_a_time_that_slowed_with_one_repeat_inside_the_other_side_is_no_step(tmp_path):
+    """As measured on a shared 2-core box: the third run's repeats 6.3, 6.8 and 4.2 s against
+    2.7-5.2 s before (Mann-Whitney p = 0.048, but 4.2 s lies inside the earlier spread)."""
+    peaks = {"hostcast": 550 * MiB}
+    _run(tmp_path, "r1", "2026-01-01T00:00:00Z", peaks, walls=(3.44, 4.09, 3.56))
+    _run(tmp_path, "r2", "2026-01-02T00:00:00Z", peaks, walls=(3.93, 2.69, 5.15))
+    _run(tmp_path, "r3", "2026-01-03T00:00:00Z", peaks, walls=(6.29, 6.84, 4.19))
+    assert steps(read_results(tmp_path)) == []
+    apart = tmp_path / "apart"  # the same, with every slow repeat beyond the earlier ones
+    _run(apart, "r1", "2026-01-01T00:00:00Z", peaks, walls=(3.44, 4.09, 3.56))
+    _run(apart, "r2", "2026-01-02T00:00:00Z", peaks, walls=(3.93, 2.69, 5.15))
+    _run(apart, "r3", "2026-01-03T00:00:00Z", peaks, walls=(6.29, 6.84, 5.6))
+    found = {(s.metric, s.run_id) for s in steps(read_results(apart))}
+    assert found == {(WALL, "r3"), (FLOOR, "r3")}  # the floor line held still
