@@ -133,13 +133,16 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "dashboard",
         help="open the Streamlit dashboard over a results folder",
         description=f"Start the dashboard on 127.0.0.1 ({titles()}).",
+        epilog="example: loadbench dashboard --results results",
     )
     return _add_arguments(parser)
 
 
 def _report(args: argparse.Namespace) -> int:
+    from bench.commands.common import existing_results
     from dashboard.report import run as write_report  # altair and vl-convert: only when asked
 
+    existing_results(args.results)  # a folder that is not there is named as missing
     return write_report(args)
 
 
@@ -153,6 +156,7 @@ def register_report(subparsers: argparse._SubParsersAction) -> argparse.Argument
             "(default: the newest complete, unconstrained run of each shape set; --run ID picks "
             "one) to one HTML file that opens offline (JavaScript inlined, no CDN)."
         ),
+        epilog="example: loadbench report results --out report.html",
     )
     p.add_argument("results", metavar="RESULTS", help="results folder or file")
     p.add_argument(

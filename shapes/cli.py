@@ -127,41 +127,76 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     return run
 
 
+def _command(
+    sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str
+) -> argparse.ArgumentParser:
+    """A `shapes` subcommand with its one-line help, a description and one example."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example: {example}",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `shapes` command (with its subcommands) to a parent parser's subparsers."""
     shapes = subparsers.add_parser(
         "shapes", help="tensor-shape specs: presets, Hub headers, synthesis"
     )
     sub = shapes.add_subparsers(dest="shapes_command", required=True, metavar="COMMAND")
-    p = sub.add_parser("list", help="list preset and fetched spec names")
+    p = _command(
+        sub,
+        "list",
+        "list preset and fetched spec names",
+        "List the shape sets this loadbench knows: its presets and the specs fetched here.",
+        "loadbench shapes list",
+    )
     p.set_defaults(func=_guarded(_cmd_list))
-    p = sub.add_parser("show", help="summarise a spec: counts, bytes, largest and median tensor")
-    p.add_argument("spec", metavar="NAME|PATH")
+    p = _command(
+        sub,
+        "show",
+        "summarise a spec: counts, bytes, largest and median tensor",
+        "Summarise a shape set: tensor and parameter counts, bytes by dtype, the largest and the "
+        "median tensor.",
+        "loadbench shapes show sa3-medium",
+    )
+    p.add_argument("spec", metavar="NAME|PATH", help="a preset, fetched name or spec JSON path")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_guarded(_cmd_show))
-    p = sub.add_parser("inspect", help="read a spec from a local .safetensors file or shard folder")
-    p.add_argument("path", metavar="PATH")
+    p = _command(
+        sub,
+        "inspect",
+        "read a spec from a local .safetensors file or shard folder",
+        "Read the tensor shapes of your own checkpoint from its headers alone (no weights read).",
+        "loadbench shapes inspect model.safetensors --out my-model.json",
+    )
+    p.add_argument("path", metavar="PATH", help="a .safetensors file, a shard folder or index")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", metavar="FILE", help="also save the spec as JSON")
     p.set_defaults(func=_guarded(_cmd_inspect))
-    p = sub.add_parser("synth", help="write a synthetic checkpoint with a spec's exact shapes")
-    p.add_argument("spec", metavar="NAME|PATH")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p = _command(
+        sub,
+        "synth",
+        "write a synthetic checkpoint with a spec's exact shapes",
+        "Write a checkpoint of seeded random values with a shape set's exact names, shapes and "
+        "dtypes (what `bench run` loads).",
+        "loadbench shapes synth gpt2 --out /tmp/gpt2-synth",
+    )
+    p.add_argument("spec", metavar="NAME|PATH", help="a preset, fetched name or spec JSON path")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write it in")
     p.add_argument("--dtype", help="store float tensors in this dtype (F32, BF16, F16, ...)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the random values' seed (default 0)")
     p.set_defaults(func=_guarded(_cmd_synth))
-    p = sub.add_parser("fetch", help="read tensor shapes from a Hugging Face Hub repo's headers")
-    p.add_argument("repo", metavar="REPO")
-    p.add_argument("--revision", help="branch, tag or commit (default: main)")
-    p.add_argument("--name", help="save under this name (default: org--repo)")
-    p.add_argument(
-        "--out", metavar="FILE", help="write the spec here instead of the presets folder"
+    p = _command(
+        sub,
+        "fetch",
+        "read tensor shapes from a Hugging Face Hub repo's headers",
+        "Read a Hub repo's tensor shapes from its safetensors headers (no weights downloaded) and "
+        "save them as a shape set.",
+        "loadbench shapes fetch openai-community/gpt2",
     )
-    p.add_argument(
-        "--include",
-        metavar="GLOB",
-        help="only these weight files (e.g. 'transformer/*.safetensors')",
-    )
+    p.add_argument("repo", metavar="REPO", help="a Hugging Face repo id, e.g. org/name")
     p.set_defaults(func=_guarded(_cmd_fetch))
     return shapes
 

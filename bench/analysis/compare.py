@@ -12,7 +12,9 @@ NEW's worst over BASE's best. A metric has `regressed` when all three hold: its 
 spread, the floor), and a one-sided Mann-Whitney U test of NEW > BASE gives p <= `ALPHA` (`*_p`).
 `improved` is the mirror image. With fewer than `MIN_REPEATS` ok repeats on a side no such call is
 made: the metric reads `too few repeats`. A combination ok in BASE with no ok repeat in NEW is
-`broken`; one in BASE and absent from NEW (not run, or its lines deleted) is `missing`; one only
+`broken`; one with no ok repeat on either side reads `skipped` where NEW skipped it (a peer not
+installed, a strategy predicted not to fit) and `failed on both` otherwise, never `same`; one in
+BASE and absent from NEW (not run, or its lines deleted) is `missing`; one only
 in NEW is `only in new`. Each side's median `ceiling_ratio` (wall over its machine's ceiling,
 `bench.run.ceiling`) is shown beside, as `ceiling_base` and `ceiling_new`, and so is its wall over
 the same side's `floor` on the shape set (`floor_base`, `floor_new`); they take no part in
@@ -29,9 +31,18 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from bench.errors import BenchError
-from bench.records.results import headline
-from bench.vocabulary import BROKEN, IMPROVED, MISSING, NEW_ONLY, REGRESSED, SAME, UNDECIDED
-from loader.vocabulary import OK, REFERENCE, TOTAL
+from bench.records.results import headline, worst_status
+from bench.vocabulary import (
+    BROKEN,
+    FAILED_BOTH,
+    IMPROVED,
+    MISSING,
+    NEW_ONLY,
+    REGRESSED,
+    SAME,
+    UNDECIDED,
+)
+from loader.vocabulary import OK, REFERENCE, SKIPPED, TOTAL
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}
@@ -73,7 +84,9 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     """Per combination: repeats, ok repeats, and each metric's median/min/max/list (ok ones)."""
     rows = _repeats(phases)
     ok = rows[rows["status"] == OK]
-    counts = rows.groupby(KEYS).agg(repeats=("result_id", "nunique"))
+    counts = rows.groupby(KEYS).agg(
+        repeats=("result_id", "nunique"), status=("status", worst_status)
+    )
     cols = list(METRICS.values())
     stats = ok.groupby(KEYS)[cols].agg(["median", "min", "max", list])
     stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
@@ -135,6 +148,9 @@ def _overall(both: pd.DataFrame) -> pd.Series:
     out[(verdicts == UNDECIDED).any(axis=1)] = UNDECIDED
     out[(verdicts == REGRESSED).any(axis=1)] = REGRESSED
     out[(both["ok_repeats_base"] > 0) & (both["ok_repeats_new"] == 0)] = BROKEN
+    neither = (both["ok_repeats_base"] == 0) & (both["ok_repeats_new"] == 0)
+    out[neither] = FAILED_BOTH
+    out[neither & (both["status_new"] == SKIPPED)] = SKIPPED
     out[both["_merge"] == "left_only"] = MISSING
     out[both["_merge"] == "right_only"] = NEW_ONLY
     return out

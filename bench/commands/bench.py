@@ -7,9 +7,10 @@ import argparse
 import dataclasses
 import json
 import signal
+import sys
 from pathlib import Path
 
-from bench.commands.common import add_cache, add_json, add_out, add_pipelined, csv
+from bench.commands.common import add_cache, add_json, add_out, add_pipelined, csv, example
 from bench.commands.model_options import add_model_options, check_model
 from bench.errors import BenchError
 from bench.run.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, RunConfig
@@ -85,9 +86,15 @@ def _cpus(cpus: int | None) -> int | None:
 
 
 def _size(text: str | None, flag: str) -> int | None:
-    from bench.units import parse_size
+    """`text` in bytes, taken as written; a decimal size's reading is said ("4GB = 3.73 GiB")."""
+    from bench.units import as_read, parse_size
 
-    return parse_size(text, what=flag) if text else None
+    if not text:
+        return None
+    size = parse_size(text, what=flag)
+    if "=" in (said := as_read(text, size)):
+        print(f"{flag} {said}", file=sys.stderr)
+    return size
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:
@@ -173,14 +180,29 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `loadbench bench list|run|abstract`."""
     parser = sub.add_parser("bench", help="list and run load strategies")
     bench = parser.add_subparsers(dest="bench_command", required=True)
-    p = bench.add_parser("list", help="the registered strategies")
+    p = bench.add_parser(
+        "list",
+        help="the registered strategies",
+        description="List every registered load strategy: what it does, its kind, the checkpoint "
+        "form it reads, and whether it can run here (and what to install where not).",
+        **example("loadbench bench list"),
+    )
     add_json(p, "one JSON list")
     p.set_defaults(func=cmd_list)
     run = bench.add_parser(
-        "run", help="measure strategies, each run in a fresh process", description=RUN_DESCRIPTION
+        "run",
+        help="measure strategies, each run in a fresh process",
+        description=RUN_DESCRIPTION,
+        **example("loadbench bench run --shapes gpt2 --strategies eager,pipelined --repeats 3"),
     )
     _add_run(run)
-    p = bench.add_parser("abstract", help="abstract model build time against layer count")
+    p = bench.add_parser(
+        "abstract",
+        help="abstract model build time against layer count",
+        description="Time building a model abstractly (no weights allocated) at several depths: "
+        "what a load pays before it reads a byte.",
+        **example("loadbench bench abstract --layers 5,10,20"),
+    )
     p.add_argument("--layers", default="5,10,20,40", help="comma-separated layer counts")
     add_json(p, "one JSON list")
     p.set_defaults(func=cmd_abstract)
@@ -192,7 +214,9 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shapes", help="shape set(s): preset, fetched name or path; a,b")
     _add_run_scenarios(p)
     p.add_argument("--strategies", help="a,b (default: every strategy predicted to fit)")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--repeats", type=int, default=3, help="runs of each strategy, interleaved (default 3)"
+    )
     p.add_argument("--dtype", default=None, help="store and load every float tensor in this dtype")
     p.add_argument(
         "--model-dtype",

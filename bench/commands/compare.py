@@ -25,7 +25,7 @@ from bench.analysis.compare import (
     rule_text,
     sides_text,
 )
-from bench.commands.common import add_json
+from bench.commands.common import add_json, example, existing_results
 from bench.errors import BenchError
 from bench.records.results import read_results
 from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, REGRESSED, UNDECIDED
@@ -40,7 +40,7 @@ def _json_value(v: Any) -> Any:
 def _sides(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
     sides = {}
     for name, path in (("base", args.base), ("new", args.new)):
-        res = read_results(path)
+        res = read_results(existing_results(path))
         if res.phases.empty:
             raise BenchError(
                 f"{name} {path}: no results there; give a results file (.jsonl) or folder "
@@ -178,6 +178,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "compare",
         help="compare two results (files or folders); exit 1 on a regression",
         description=_DESCRIPTION,
+        **example("loadbench compare results-main results --max-regression 5%"),
     )
     p.add_argument("base", metavar="BASE", help="the reference results file or folder")
     p.add_argument("new", metavar="NEW", help="the results file or folder to check")

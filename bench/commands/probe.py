@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.commands.common import add_json
+from bench.commands.common import add_json, example
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord
 
@@ -113,6 +113,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Measure file -> memory copy bandwidth (warm), the disk's read bandwidth "
         "(cold), page zeroing, memcpy, CPUs, RAM, the cgroup limits in force and the "
         "accelerator, in a child process (inside --cpus/--host-ram/--disk-read-speed if given).",
+        **example("loadbench probe --quick --out target.json"),
     )
     p.add_argument("--disk", help="a folder on the disk to probe (default: the checkpoint cache)")
     p.add_argument("--no-disk", action="store_true", help="no cold read figure (warm only)")

@@ -25,6 +25,7 @@ registered with `catalog(extra_modules)` under their last dotted part, `_` read 
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import importlib
 import importlib.util
@@ -338,7 +339,9 @@ def get(name: str, extra_modules: Iterable[str] = ()) -> StrategyInfo:
     """The strategy called `name`; `UnknownStrategyError` listing the known names otherwise."""
     found = catalog(extra_modules)
     if name not in found:
+        close = difflib.get_close_matches(name, list(found), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownStrategyError(
-            f"unknown strategy {name!r}; known strategies: {', '.join(sorted(found))}"
+            f"unknown strategy {name!r}{hint}; known strategies: {', '.join(sorted(found))}"
         )
     return found[name]

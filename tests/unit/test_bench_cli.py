@@ -132,3 +132,105 @@ def test_a_text_file_is_called_not_a_safetensors_file(tmp_path, capsys):
     text.write_text("# loadbench\n\nMeasure what it really costs to load a model.\n" * 4)
     assert main(["shapes", "inspect", str(text)]) == 2
     assert "not a safetensors file" in capsys.readouterr().err
+
+
+def _leaves(parser, path=("loadbench",)):
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield " ".join(path), parser
+    for action in subs:
+        for name, sub in action.choices.items():
+            yield from _leaves(sub, (*path, name))
+
+
+def test_every_subcommand_has_a_description_an_example_and_help_on_every_option():
+    import argparse
+
+    from bench.cli import build_parser
+
+    lacking = []
+    for name, parser in _leaves(build_parser()):
+        if not parser.description:
+            lacking.append(f"{name}: description")
+        if not (parser.epilog or "").startswith("example"):
+            lacking.append(f"{name}: example")
+        for action in parser._actions:
+            if not isinstance(action, argparse._HelpAction) and not action.help:
+                lacking.append(f"{name} {'/'.join(action.option_strings) or action.dest}: help")
+    assert not lacking, lacking
+
+
+def test_a_decimal_size_is_taken_as_written_and_its_reading_said():
+    from bench.units import as_read
+
+    assert parse_size("4GB") == 4 * 10**9
+    assert as_read("4GB", parse_size("4GB")) == "4GB = 3.73 GiB"
+    assert as_read("4GiB", parse_size("4GiB")) == "4.00 GiB"
+
+
+def _recommend_results(folder, shapes=("gpt2",)):
+    from bench.records.writer import ResultsWriter
+    from tests.records import total_row
+
+    rows = [
+        total_row(
+            shapes=s,
+            strategy="lean",
+            repeat=i,
+            checkpoint_bytes=c,
+            largest_tensor_bytes=c // 8 + i,
+            peak_rss_bytes=(300 << 20) + c,
+            baseline_rss_bytes=300 << 20,
+        )
+        for s in shapes
+        for i, c in enumerate((100 << 20, 200 << 20, 400 << 20))
+    ]
+    with ResultsWriter(folder / "m" / "r.jsonl") as w:
+        w.write_many(rows)
+
+
+def test_recommend_infers_the_one_shape_set_and_says_how_it_read_the_ram(tmp_path, capsys):
+    _recommend_results(tmp_path)
+    assert main(["recommend", "--host-ram", "4GB", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("target gpt2 (") and "on a host with 4GB = 3.73 GiB RAM" in out
+    _recommend_results(tmp_path / "two", shapes=("gpt2", "sa3"))
+    assert main(["recommend", "--host-ram", "4GB", "--results", str(tmp_path / "two")]) == 2
+    assert "holds runs of 2 shape sets (gpt2, sa3): say which" in capsys.readouterr().err
+
+
+def test_recommend_takes_a_checkpoint_path(tmp_path, capsys):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    _recommend_results(tmp_path / "res")
+    path = tmp_path / "mine.safetensors"
+    save_file({"a": np.zeros((256, 256), np.float32), "b": np.zeros(10, np.float32)}, str(path))
+    argv = ["recommend", "--checkpoint", str(path), "--host-ram", "4GiB"]
+    assert main([*argv, "--results", str(tmp_path / "res"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inputs"]["shapes"] == str(path)
+    assert out["target"]["tensors"] == 2 and out["target"]["largest_tensor_bytes"] == 256 * 1024
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["recommend", "--shapes", "gpt2", "--host-ram", "4GiB", "--results", "{missing}"],
+        ["compare", "{missing}", "{missing}"],
+        ["history", "{missing}"],
+        ["report", "{missing}"],
+    ],
+)
+def test_a_missing_results_folder_is_named_as_missing(argv, tmp_path, capsys):
+    missing = str(tmp_path / "nowhere")
+    assert main([a.replace("{missing}", missing) for a in argv]) == 2
+    assert f"results folder {missing} does not exist" in capsys.readouterr().err
+
+
+def test_a_strategy_typo_gets_a_suggestion(tmp_path, capsys):
+    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "pipelind"]
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    assert "unknown strategy 'pipelind' (did you mean 'pipelined'?)" in capsys.readouterr().err

@@ -119,7 +119,7 @@ def test_bad_threshold_and_missing_results_exit_2(tmp_path, base, capsys):
     assert main(["compare", base, base, "--max-regression", "five"]) == 2
     assert "--max-regression" in capsys.readouterr().err
     assert main(["compare", base, str(tmp_path / "nothing")]) == 2
-    assert "no results there" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_a_strategy_missing_in_new_fails_and_is_listed(tmp_path, base, capsys):
@@ -182,9 +182,36 @@ def test_json_is_json_when_the_runs_share_nothing_or_the_input_is_bad(tmp_path, 
         "sa3"
     ]
     assert main(["compare", base, str(tmp_path / "nothing"), "--json"]) == 2
-    assert "no results there" in json.loads(capsys.readouterr().out)["error"]
+    assert "does not exist" in json.loads(capsys.readouterr().out)["error"]
 
 
 def test_the_threshold_range_is_named():
     with pytest.raises(BenchError, match="less than 1000%"):
         parse_threshold("1000%")
+
+
+def test_a_strategy_skipped_on_both_sides_is_skipped_not_same(tmp_path, capsys):
+    def side(run):
+        rows = _rows(run, [1.0, 1.02, 0.98], [1.0, 1.0, 1.0], {})
+        rows.append(
+            total_row(
+                run_id=run,
+                strategy="fastsafetensors",
+                kind="peer",
+                status="skipped",
+                wall_s=None,
+                peak_rss_bytes=None,
+                error="needs fastsafetensors",
+            )
+        )
+        rows.append(total_row(run_id=run, strategy="broken", status="crashed", wall_s=None))
+        return _write(tmp_path / run / "m" / f"{run}.jsonl", rows)
+
+    base, new = side("r1"), side("r2")
+    table = compare(read_results(base).phases, read_results(new).phases, 0.05)
+    verdicts = dict(zip(table["strategy"], table["verdict"], strict=True))
+    assert verdicts["fastsafetensors"] == "skipped" and verdicts["broken"] == "failed on both"
+    assert verdicts["eager"] == "same"
+    assert main(["compare", base, new]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "fastsafetensors" in x)
+    assert line.rstrip().endswith("skipped")
