@@ -75,6 +75,7 @@ IMPROVED: Final = "improved"
 SAME: Final = "same"
 MISSING: Final = "missing"  # in BASE, absent from NEW (a deleted line, a strategy not run)
 NEW_ONLY: Final = "only in new"  # in NEW, absent from BASE
+FAILED_BOTH: Final = "failed on both"  # no ok repeat on either side (a skipped one: "skipped")
 UNDECIDED: Final = "too few repeats"  # fewer than `compare.MIN_REPEATS` ok repeats on a side
 COMPARE_FAILURES: Final = (REGRESSED, BROKEN)  # verdicts that make `compare` exit 1
 # ... and MISSING too, unless `compare --allow-missing`

@@ -46,6 +46,14 @@ NOT_MEASURED = "predicted from CPU staged runs, not measured on a device"
 
 
 @dataclass(frozen=True)
+class Accelerator:
+    """A target host whose weights land in device memory, and its device RAM (None: not given,
+    so no device verdict)."""
+
+    device_ram_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class Ring:
     """A staged strategy's host side: its median baseline, the ring's bytes (the larger of its
     measured high-water mark and its budget), that high-water mark, and the budget."""

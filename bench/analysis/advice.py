@@ -18,6 +18,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bench.analysis.accelerator import Accelerator, accelerator_sentences, on_accelerator
 from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.fit import FitModel
 from bench.analysis.recommend import (
@@ -143,7 +144,7 @@ def answer(host_ram_bytes: int, best: Cost | None, costs: list[Cost], naive: Cos
     return text + "."
 
 
-def advise(
+def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoes
     results: Results,
     target: TargetCheckpoint,
     host_ram_bytes: int,
@@ -153,20 +154,16 @@ def advise(
     folder: str,
     cache: str = WARM,
     disk_speed: int | None = None,
-    accelerator: bool = False,
-    device_ram: int | None = None,
-    host_ram_text: str | None = None,
+    accelerator: Accelerator | None = None,
 ) -> Advice:
     """`recommend` plus the minimum RAM that fits; `shapes`, `folder`, `cache` are echoed as inputs
-    (and `disk_speed` where the fit is on runs with disk reads capped at that speed). With
+    (and `disk_speed` where the fit is on runs with disk reads capped at that speed). With an
     `accelerator`, peaks and verdicts are for a host whose weights land in device memory
-    (`bench.analysis.accelerator`, against `device_ram` where given). `host_ram_text`: the RAM as
-    the user typed it ("4GB"), said beside how it was read."""
+    (`bench.analysis.accelerator`, against its device RAM where given)."""
     rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
     rows = ok_runs(results, devices, cache, disk_speed)
+    device_ram = accelerator.device_ram_bytes if accelerator else None
     if accelerator:
-        from bench.analysis.accelerator import on_accelerator
-
         staged = ok_runs(results, devices, cache, disk_speed, staged=True)
         rec = on_accelerator(rec, results, staged, target, host_ram_bytes, device_ram)
     costs = [Cost(s.strategy, s.predicted_peak_bytes, s.predicted_wall_s) for s in rec.strategies]
@@ -178,9 +175,8 @@ def advise(
         results=str(folder),
         cache=cache,
         disk_read_bytes_per_s=int(disk_speed) if disk_speed else None,
-        accelerator=accelerator,
+        accelerator=accelerator is not None,
         device_ram_bytes=device_ram,
-        host_ram_text=host_ram_text,
     )
     return Advice(
         inputs,
@@ -247,8 +243,6 @@ def sentences(advice: Advice) -> list[str]:
     `details` (`recommend --json`)."""
     out = [_verdict_sentence(advice), *tie_sentences(advice.rec)]
     if advice.inputs.accelerator:
-        from bench.analysis.accelerator import accelerator_sentences
-
         out += accelerator_sentences(advice.rec, advice.inputs.device_ram_bytes)
     elif advice.backends:
         out.append(backend_sentence(advice.backends))

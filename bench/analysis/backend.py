@@ -1,29 +1,21 @@
-"""Which jax backend the runs were on, and what that means for the answer, said once.
+"""Which jax backend a set of runs was on, as the answers (`recommend`, the bench summary) say it.
 
 On JAX's CPU backend a model's weights live in host RAM, so a load's peak RSS holds the whole model
-and every verdict is about host RAM. On a GPU or TPU they land in device memory, and the host holds
-only what a strategy reads and stages. Rows record their `backend` since schema v3; an older row
-has none, and is read as the CPU backend unless it reported device memory (the CPU backend reports
-none). The CLI (`recommend`, the bench summary) and the dashboard print these same sentences. No
-jax.
+and every verdict is about host RAM; on a GPU or TPU they land in device memory. The words are
+`bench.vocabulary.backend_note`'s, said once for the dashboard, the report and the CLI. Rows record
+their `backend`; an older row has none and is read as the CPU backend when it reported no device
+memory (the CPU backend reports none), else as an accelerator the file does not name. No jax.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.vocabulary import CPU
+from bench.vocabulary import CPU, backend_note
 
 #: A row without `backend` that reported device memory: some accelerator, not named in the file.
-ACCELERATOR = "an accelerator"
-
-MEANING = {
-    CPU: "CPU backend: the weights live in host RAM, so each peak holds the whole model.",
-}
-ELSEWHERE = (
-    "{} backend: the weights land in device memory; host RAM holds what a strategy reads and "
-    "stages."
-)
+ACCELERATOR = "accelerator"
+UNNAMED = "an accelerator the results do not name: the weights land in device memory"
 
 
 def row_backends(rows: pd.DataFrame) -> pd.Series:
@@ -40,20 +32,14 @@ def backends(rows: pd.DataFrame) -> list[str]:
     return sorted(set(row_backends(rows))) if len(rows) else []
 
 
-def _title(name: str) -> str:
-    return "An accelerator" if name == ACCELERATOR else name.upper()
-
-
 def backend_sentence(names: list[str]) -> str:
-    """One sentence per backend, joined: "CPU backend: the weights live in host RAM, ...".
+    """What the backends mean for the answer, as one sentence ("" for none).
 
     Example:
         >>> backend_sentence(["cpu"])
-        'CPU backend: the weights live in host RAM, so each peak holds the whole model.'
+        'CPU backend: the weights live in host RAM.'
     """
-    if not names:
-        return ""
-    said = [MEANING.get(n) or ELSEWHERE.format(_title(n)) for n in names]
+    said = [UNNAMED if n == ACCELERATOR else backend_note(n) for n in names]
     if len(said) > 1:
-        return "Runs from several backends, fitted together: " + " ".join(said)
-    return said[0]
+        return "Runs from several backends, fitted together: " + "; ".join(said) + "."
+    return said[0] + "." if said else ""

@@ -39,6 +39,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from bench.analysis.accelerator import Accelerator
 from bench.analysis.advice import Advice, advise, to_json, to_text
 from bench.analysis.recommend import (
     Recommendation,
@@ -138,6 +139,14 @@ def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
     return (WARM if speed else args.cache), None, speed
 
 
+def _accelerator(args: argparse.Namespace) -> Accelerator | None:
+    """`--accelerator` (with `--device-ram`), or None for a CPU-only host."""
+    if not getattr(args, "accelerator", False):
+        return None
+    ram = parse_size(args.device_ram, what="--device-ram") if args.device_ram else None
+    return Accelerator(ram)
+
+
 def infer_shapes(args: argparse.Namespace, results: Results) -> str:
     """`--shapes`, else the one shape set of the results folder's ok runs (an error naming them
     where there are several, or none)."""
@@ -195,10 +204,9 @@ def _advice(
         folder=args.results,
         cache=cache,
         disk_speed=capped,
-        accelerator=getattr(args, "accelerator", False),
-        device_ram=parse_size(args.device_ram, what="--device-ram") if args.device_ram else None,
-        host_ram_text=args.host_ram,
+        accelerator=_accelerator(args),
     )
+    adv = replace(adv, inputs=replace(adv.inputs, host_ram_text=args.host_ram))
     if speed:
         adv = replace(adv, rec=cold_adjust(adv.rec, target.checkpoint_bytes, speed))
     return adv, speed, capped

@@ -380,7 +380,7 @@ LOO_KEYS = [
         (  # no runs at that cap: the warm fit plus the read, named in each model
             {"disk_read_speed": "500MB/s", "device_ram": "80GiB"},
             [*TOP_KEYS, "device_peaks"],
-            ["shapes", "host_ram_bytes", "devices", "results", "cache", "device_ram_bytes"],
+            ["shapes", "host_ram_bytes", "devices", "results", "cache"],
             [*MODEL_KEYS, "disk_read_bytes_per_s", *LOO_KEYS],
         ),
     ],
