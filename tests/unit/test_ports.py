@@ -274,11 +274,13 @@ def _bit_equal(saved, src) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("name", sorted(ARCHS))
+@pytest.mark.parametrize("name", [*sorted(ARCHS), "llama-scanned"])
 def test_a_port_saved_back_in_the_source_layout_loads_in_transformers(name, tmp_path):
     """Load, save with the same key map: the file is the source's, bit for bit; fine-tuned, it
-    loads in transformers (`from_pretrained` on the folder) and gives the port's logits."""
-    hf, port, x, folder = _saved(name, tmp_path / "hf")
+    loads in transformers (`from_pretrained` on the folder) and gives the port's logits. The
+    scanned Llama's stacked leaves go back to HF's per-layer tensors (the Stack's inverse)."""
+    hf, port, x, folder = _saved(name.removesuffix("-scanned"), tmp_path / "hf")
+    port = llama_scanned if name == "llama-scanned" else port
     model, _ = _load(port, folder)
     key_map = port.key_map(_config(port, folder))
     assert _bit_equal(*_saved_back(model, folder, tmp_path / "back", key_map)) == []
