@@ -16,7 +16,7 @@ has it. With `tie_word_embeddings` the LM head is the embedding (`nnx.Embed.atte
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,10 +180,16 @@ class Body(nnx.Module):
 
 
 class Llama(nnx.Module):
-    """A Llama decoder with its LM head; `model(ids)` gives logits."""
+    """A Llama decoder with its LM head; `model(ids)` gives logits.
+
+    `BODY` builds the decoder and `run_layers` runs its layers: `llama_scanned.ScannedLlama`
+    changes both (layers stacked by `nnx.vmap`, run by `nnx.scan`) and keeps the rest.
+    """
+
+    BODY: Callable[[Config, Any, nnx.Rngs], Any] = Body
 
     def __init__(self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs) -> None:
-        self.model = Body(c, dtype, rngs)
+        self.model = self.BODY(c, dtype, rngs)
         if not c.tie_word_embeddings:
             kw: dict[str, Any] = {
                 "use_bias": False,
@@ -193,10 +199,13 @@ class Llama(nnx.Module):
             }
             self.lm_head = nnx.Linear(c.hidden_size, c.vocab_size, **kw)
 
-    def __call__(self, ids: jax.Array) -> jax.Array:
-        x = self.model.embed_tokens(ids)
+    def run_layers(self, x: jax.Array) -> jax.Array:
         for layer in self.model.layers:
             x = layer(x)
+        return x
+
+    def __call__(self, ids: jax.Array) -> jax.Array:
+        x = self.run_layers(self.model.embed_tokens(ids))
         x = self.model.norm(x)
         if hasattr(self, "lm_head"):
             return self.lm_head(x)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 from flax import nnx
 
 from loader.transforms import Stack
@@ -46,30 +45,18 @@ class ScannedBody(nnx.Module):
         self.norm = RMSNorm(c.hidden_size, eps=c.rms_norm_eps, param_dtype=dtype)
 
 
-class ScannedLlama(nnx.Module):
+class ScannedLlama(llama.Llama):
     """`llama.Llama` with its layers stacked (`nnx.vmap`) and run by `nnx.scan`."""
 
-    def __init__(self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs) -> None:
-        self.model = ScannedBody(c, dtype, rngs)
-        if not c.tie_word_embeddings:
-            kw: dict[str, Any] = {
-                "use_bias": False,
-                "dtype": dtype,
-                "param_dtype": dtype,
-                "rngs": rngs,
-            }
-            self.lm_head = nnx.Linear(c.hidden_size, c.vocab_size, **kw)
+    BODY = ScannedBody
 
-    def __call__(self, ids: jax.Array) -> jax.Array:
+    def run_layers(self, x: jax.Array) -> jax.Array:
         @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
         def run(x: jax.Array, layer: Layer) -> jax.Array:
             return layer(x)
 
-        x = run(self.model.embed_tokens(ids), self.model.layers)
-        x = self.model.norm(x)
-        if hasattr(self, "lm_head"):
-            return self.lm_head(x)
-        return self.model.embed_tokens.attend(x)
+        out: jax.Array = run(x, self.model.layers)
+        return out
 
 
 MODEL = ScannedLlama
