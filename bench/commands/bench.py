@@ -150,12 +150,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:  # the file first, so a script can find what this run wrote
         summary = {"results_file": str(outcome.jsonl), "strategies": json_summary(results)}
         print(json.dumps(summary, indent=1))
-    else:
-        print(tables(results), end="")
+    else:  # the answer last: the summary ends with "use X" for this host
         print(
             f"results: {outcome.jsonl} (+ .parquet); "
-            f"view them with `loadbench dashboard --results {args.out}`"
+            f"view them with `loadbench dashboard --results {args.out}`\n"
         )
+        print(tables(results), end="")
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 
 

@@ -50,6 +50,8 @@ from bench.analysis.recommend import (
 )
 from bench.commands.common import add_cache, add_json, add_results, example, existing_results
 from bench.errors import BenchError
+from bench.host.accelerator import NONE
+from bench.host.record import ProbeRecord
 from bench.records.results import Results, read_results
 from bench.units import format_bytes, parse_size, parse_speed
 from bench.vocabulary import COLD, WARM
@@ -139,6 +141,14 @@ def _basis(args, results: Results) -> tuple[str, int | None, float | None]:
     return (WARM if speed else args.cache), None, speed
 
 
+def _take_probe_accelerator(args: argparse.Namespace, there: ProbeRecord | None) -> None:
+    """A target probe that saw an accelerator answers as `--accelerator` does, its device memory
+    standing in for `--device-ram` where that was not given."""
+    if there is not None and there.accelerator != NONE:
+        args.accelerator = True
+        args.device_ram = args.device_ram or there.device_memory_bytes
+
+
 def _accelerator(args: argparse.Namespace) -> Accelerator | None:
     """`--accelerator` (with `--device-ram`), or None for a CPU-only host."""
     if not getattr(args, "accelerator", False):
@@ -225,9 +235,7 @@ def run_cli(args: argparse.Namespace) -> int:
         raise BenchError("give --shapes or --checkpoint, not both: they name the target")
     named = named_target(args)  # a bad --shapes or --checkpoint is said first
     results = read_results(existing_results(args.results))
-    if there is not None and there.accelerator != "none":  # the target's own device
-        args.accelerator = True
-        args.device_ram = args.device_ram or there.device_memory_bytes
+    _take_probe_accelerator(args, there)
     adv, speed, capped = _advice(args, results, host_ram, named)
     notes, devices = _notes(args, results, speed, capped), None
     if there is not None:

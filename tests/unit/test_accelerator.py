@@ -124,3 +124,20 @@ def test_recommend_accelerator_on_the_command_line(tmp_path, capsys):
     device = out["strategies"][0]["device"]
     assert device["host_basis"] == "staged ring" and device["measured_on_device"] is False
     assert any(NOT_MEASURED in n for n in out["notes"])
+
+
+def test_a_target_probe_with_an_accelerator_answers_as_accelerator_does():
+    import argparse
+
+    from bench.commands.recommend import _accelerator, _take_probe_accelerator
+    from tests.unit.probe_records import hand_probe
+
+    args = argparse.Namespace(accelerator=False, device_ram=None)
+    _take_probe_accelerator(args, hand_probe())  # a CPU-only host's probe: nothing changes
+    assert _accelerator(args) is None
+    gpu = hand_probe(accelerator="gpu", device_memory_bytes=24 * GiB)
+    _take_probe_accelerator(args, gpu)
+    assert _accelerator(args) == Accelerator(24 * GiB)
+    args = argparse.Namespace(accelerator=False, device_ram="80GiB")  # given: it stands
+    _take_probe_accelerator(args, gpu)
+    assert _accelerator(args) == Accelerator(80 * GiB)

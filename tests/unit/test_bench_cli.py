@@ -234,3 +234,24 @@ def test_a_strategy_typo_gets_a_suggestion(tmp_path, capsys):
     argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "pipelind"]
     assert main([*argv, "--out", str(tmp_path)]) == 2
     assert "unknown strategy 'pipelind' (did you mean 'pipelined'?)" in capsys.readouterr().err
+
+
+def test_bench_run_prints_the_answer_last(tmp_path, capsys, monkeypatch):
+    """`make bench`'s text: where the results went first, the summary after, "use X" last."""
+    from bench.records.schema import to_json_line
+    from bench.run import runner
+    from tests.records import run_record, total_row
+
+    path = tmp_path / "m" / "r1.jsonl"
+    path.parent.mkdir()
+    rows = [run_record(run_id="r1")] + [
+        total_row(run_id="r1", strategy=name, wall_s=wall, repeat=i)
+        for name, wall in (("eager", 5.0), ("pipelined", 1.0))
+        for i in range(3)
+    ]
+    path.write_text("".join(to_json_line(r) + "\n" for r in rows))
+    monkeypatch.setattr(runner, "run_bench", lambda config: runner.RunOutcome("r1", path))
+    assert main(["bench", "run", "--shapes", "gpt2", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.rstrip("\n").splitlines()
+    assert lines[0].startswith(f"results: {path}")
+    assert lines[-1].startswith("use pipelined: ")
