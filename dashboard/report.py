@@ -20,6 +20,7 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from bench.analysis import history
 from bench.errors import BenchError
 from bench.records.results import Results, read_results, summarize
 from dashboard import answer, charts, frames, scatter, style, timeline
@@ -218,6 +219,9 @@ def build(results: Results, source: str, run_id: str | None = None) -> str:
         _overview(doc, phases, summary, shapes, ram)
         _timeline(doc, results, phases, shapes)
     _every_run(doc, phases)
+    if found := history.steps(results):  # across every run in the folder (`loadbench history`)
+        doc.add("h2", "History: where a metric stepped")
+        doc.table(history.steps_table(found))
     return _page("\n".join(doc.parts))
 
 

@@ -179,3 +179,29 @@ def steps(results: Results, metrics: tuple[str, ...] = METRICS) -> list[Step]:
                     )
                 )
     return out
+
+
+METRIC_WORDS = {PEAK: "peak over baseline", WALL: "wall time", FLOOR: "wall / floor line"}
+
+
+def steps_table(found: list[Step]) -> pd.DataFrame:
+    """The steps as a table to show (the History page, the report): where, what, the first run
+    after, the medians before and after (GiB for a peak, s or x otherwise), the change."""
+
+    def said(metric: str, value: float) -> str:
+        if metric == PEAK:
+            return f"{value / (1 << 30):.3f} GiB"
+        return f"{value:.2f}x" if metric == FLOOR else f"{value:.2f} s"
+
+    return pd.DataFrame(
+        {
+            "machine": [s.machine for s in found],
+            "shapes": [s.shapes for s in found],
+            "strategy": [s.strategy for s in found],
+            "metric": [METRIC_WORDS[s.metric] for s in found],
+            "first run after": [s.run_id for s in found],
+            "before": [said(s.metric, s.before) for s in found],
+            "after": [said(s.metric, s.after) for s in found],
+            "change": [f"{s.change:+.0%}" for s in found],
+        }
+    )

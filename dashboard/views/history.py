@@ -75,25 +75,12 @@ def history_chart(frame: pd.DataFrame, metric: str) -> alt.LayerChart | alt.Face
 
 
 def _steps_table(steps: list[history.Step], rows: pd.DataFrame) -> None:
-    shown = {(m, s) for m, s in zip(rows["machine"], rows["strategy"], strict=True)}
-    said = [
-        s for s in steps if (s.machine, s.strategy) in shown and s.shapes in set(rows["shapes"])
-    ]
+    shown = set(zip(rows["machine"], rows["shapes"], rows["strategy"], strict=True))
+    said = [s for s in steps if (s.machine, s.shapes, s.strategy) in shown]
     if not said:
         st.caption("No steps: no metric moved beyond its repeats' spread and its least step.")
         return
-    table = pd.DataFrame(
-        {
-            "machine": [s.machine for s in said],
-            "strategy": [s.strategy for s in said],
-            "metric": [METRIC_NAMES[s.metric] for s in said],
-            "first run after": [s.run_id for s in said],
-            "before": [s.before for s in said],
-            "after": [s.after for s in said],
-            "change": [f"{s.change:+.0%}" for s in said],
-        }
-    )
-    st.dataframe(table, hide_index=True)
+    st.dataframe(history.steps_table(said), hide_index=True)
 
 
 def main() -> None:

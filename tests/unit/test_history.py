@@ -132,3 +132,13 @@ def test_a_time_that_slowed_with_one_repeat_inside_the_other_side_is_no_step(tmp
     _run(apart, "r3", "2026-01-03T00:00:00Z", peaks, walls=(6.29, 6.84, 5.6))
     found = {(s.metric, s.run_id) for s in steps(read_results(apart))}
     assert found == {(WALL, "r3"), (FLOOR, "r3")}  # the floor line held still
+
+
+def test_the_report_lists_the_steps(tmp_path):
+    pytest.importorskip("vl_convert")
+    from dashboard.report import build
+
+    _three_runs(tmp_path)
+    page = build(read_results(tmp_path), str(tmp_path), run_id="r3")
+    assert "History: where a metric stepped" in page
+    assert "<td>pipelined</td>" in page and "<td>-33%</td>" in page
