@@ -3,8 +3,11 @@
 Public API:
     save_model(model_or_state, path, *, metadata=None, key_map=None, reference=None,
                ignore_unexpected=(), ignore_missing=())   (a key_map: the source layout back)
-    load_model(target, path, *, strict=False, key_map=None, strategy=None, budget=None)
+    load_model(target, path, *, strict=False, key_map=None, ignore_unexpected=(),
+               ignore_missing=(), casts="report", strategy=None, budget=None)
         -> (model, LoadReport)
+    plan(target, path, *, key_map=None, ignore_unexpected=(), ignore_missing=(), casts="report")
+        -> PlanTable: the dry run (headers only, no tensor read)
     save_sharded(model, folder) / load_sharded(target, folder, ...)
     convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)
@@ -27,6 +30,7 @@ from loader.transforms import Reshape, Slice, Stack, Transpose
 
 if TYPE_CHECKING:  # the lazy names' types, for the type checker; nothing is imported at run time
     from loader import strategies
+    from loader.dryrun import plan
     from loader.load import load_model
     from loader.save import save_model
     from loader.sharded.directory import convert_to_sharded, load_sharded, save_sharded
@@ -34,6 +38,7 @@ if TYPE_CHECKING:  # the lazy names' types, for the type checker; nothing is imp
 
 _LAZY = {
     "load_model": "loader.load",
+    "plan": "loader.dryrun",
     "save_model": "loader.save",
     "save_sharded": "loader.sharded.directory",
     "load_sharded": "loader.sharded.directory",
@@ -56,6 +61,7 @@ __all__ = [
     "convert_to_sharded",
     "load_model",
     "load_sharded",
+    "plan",
     "save_model",
     "save_sharded",
     "strategies",

@@ -9,6 +9,7 @@ too.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,21 +82,42 @@ def resolve_stack(model_key: str, key_map: KeyMap | None) -> Stack | None:
     return as_stack(_mapped(model_key, key_map))
 
 
-def resolve_file_key(
-    model_key: str, file_keys: set[str], key_map: KeyMap | None
-) -> tuple[str, Transform | None]:
-    """Which file key feeds `model_key`, with an optional transform.
+@dataclass(frozen=True)
+class Lookup:
+    """Where a model key's value comes from: a file key, an optional transform, and the key_map
+    entry that said so (for messages; "" when no entry did)."""
 
-    Returns:
-        (file key, transform or None). Without a key_map entry, the dotted key is used, or its
-        `/` form if only that is in the file.
+    file_key: str
+    transform: Transform | None = None
+    entry: str = ""
+
+
+def look_up(model_key: str, file_keys: set[str], key_map: KeyMap | None) -> Lookup:
+    """Which file key feeds `model_key`, with an optional transform and the entry that named it.
+
+    Without a key_map entry the dotted key is used, or its `/` form if only that is in the file.
+
+    Example:
+        >>> look_up("fc.kernel", {"fc.weight"}, {"fc.kernel": "fc.weight"})
+        Lookup(file_key='fc.weight', transform=None, entry="'fc.kernel' -> 'fc.weight'")
     """
     mapped = _mapped(model_key, key_map)
     if mapped is not None:
+        call = "key_map(" if callable(key_map) else ""
+        name = f"{call}{model_key!r}{')' if call else ''}"
         if isinstance(mapped, tuple):
             file_key, transform = mapped
-            return file_key, as_chain(transform, model_key)  # type: ignore[return-value]
-        return str(mapped), None
+            chain = as_chain(transform, model_key)
+            return Lookup(str(file_key), chain, f"{name} -> {file_key!r}")  # type: ignore[arg-type]
+        return Lookup(str(mapped), None, f"{name} -> {str(mapped)!r}")
     if model_key not in file_keys and legacy_key(model_key) in file_keys:
-        return legacy_key(model_key), None
-    return model_key, None
+        return Lookup(legacy_key(model_key))
+    return Lookup(model_key)
+
+
+def resolve_file_key(
+    model_key: str, file_keys: set[str], key_map: KeyMap | None
+) -> tuple[str, Transform | None]:
+    """(file key, transform or None) that feed `model_key` (`look_up` without the entry)."""
+    found = look_up(model_key, file_keys, key_map)
+    return found.file_key, found.transform

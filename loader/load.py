@@ -7,10 +7,11 @@ from typing import Any
 
 from loader import strategies
 from loader.keys import KeyMap
+from loader.policy import LoadPolicy, Patterns
 from loader.report import LoadReport
 from loader.sequence import OnBuilt
 from loader.strategies import StrategyError
-from loader.vocabulary import DEFAULT_STRATEGY
+from loader.vocabulary import DEFAULT_STRATEGY, REPORT
 
 #: What `load_model` runs when no strategy is named: abstract build overlapped with threaded reads,
 #: chunked casts, host bytes in flight bounded by `budget` (`loader.strategies.pipelined`).
@@ -27,6 +28,9 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     *,
     strict: bool = False,
     key_map: KeyMap | None = None,
+    ignore_unexpected: Patterns = (),
+    ignore_missing: Patterns = (),
+    casts: str = REPORT,
     strategy: str | None = None,
     budget: int | None = None,
     staging: bool | None = None,
@@ -42,6 +46,16 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
         path: a `.safetensors` file, or a folder of shards (with or without an index).
         strict: raise `loader.CheckpointError` listing every mismatch instead of warning.
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
+            An entry whose model key is no model path is reported (an error under strict).
+        ignore_unexpected: glob patterns (`"pooler.*"`, `"*.position_ids"`) over file keys that
+            the model does not need: listed in `report.ignored`, not reported. A pattern that
+            matches nothing is reported (an error under strict).
+        ignore_missing: glob patterns over model paths the file may lack (left at their init,
+            zeros for a builder target), listed the same way.
+        casts: `"report"` (default: a dtype change is a mismatch) or `"allow"`: a float-to-float
+            cast to the model's declared dtype is expected (listed in `report.casts`, no
+            warning). An integer cast (I64 file into int32 with jax's 32-bit default) is checked
+            value by value and never a mismatch; integer <-> float or bool stays one.
         strategy: a registered name (`loader.strategies.names()`); default `pipelined`, which
             reads on several threads while the model is built and casts in chunks.
         budget: host bytes in flight beyond the model's own (`pipelined`; default 256 MiB).
@@ -62,11 +76,16 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
 
     Example:
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
+        >>> model, report = loader.load_model(builder, "vit/model.safetensors", strict=True,
+        ...     key_map=vit.key_map(config), ignore_unexpected=("vit.pooler.*",), casts="allow")
     """
+    policy = LoadPolicy.of(
+        ignore_unexpected=ignore_unexpected, ignore_missing=ignore_missing, casts=casts
+    )
     info = strategies.get(strategy or DEFAULT_STRATEGY)
     options = _options(budget=budget, staging=staging, threads=threads, cache_policy=cache_policy)
     model, report = info.load(
-        target, path, strict=strict, key_map=key_map, on_built=on_built, **options
+        target, path, strict=strict, key_map=key_map, on_built=on_built, policy=policy, **options
     )
     return model, _model_report(info, report)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
+from loader.casts import check_fits
 from loader.leaves import Leaf
 from loader.place import concrete_sharding, place
 from loader.planning import LoadPlan, Step
@@ -44,9 +45,13 @@ def astype(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def host_cast(leaf: Leaf, host: np.ndarray, caster: Caster = astype) -> np.ndarray:
-    """Cast to the dtype the leaf is stored as (the model's dtype for arrays), on the host."""
+    """Cast to the dtype the leaf is stored as (the model's dtype for arrays), on the host; an
+    integer narrowing is checked value by value first (`loader.casts.CastValueError`)."""
     _, dtype = leaf.stored_shape_dtype()
-    return host if host.dtype == dtype else caster(host, dtype)
+    if host.dtype == dtype:
+        return host
+    check_fits(host, dtype, leaf.where)
+    return caster(host, dtype)
 
 
 def to_device(step: Step, host: np.ndarray, *, cast_on_device: bool = False) -> object:
@@ -58,6 +63,8 @@ def to_device(step: Step, host: np.ndarray, *, cast_on_device: bool = False) -> 
     if leaf.kind == "prng":
         data = place(host.astype(np.uint32, copy=False), step.placement())
         return jax.random.wrap_key_data(data, impl=leaf.dtype._impl)
+    if cast_on_device:  # jax's 32-bit mode narrows an int64 host array on transfer: check first
+        check_fits(host, leaf.dtype, leaf.where)
     arr = place(host, step.placement())
     if cast_on_device and arr.dtype != leaf.dtype:
         arr = arr.astype(leaf.dtype)

@@ -2,14 +2,20 @@
 
 The walk is driven by the model: each expected leaf is looked up by its own key (integer list
 indices as strings; the `/`-joined form of older tools accepted; `key_map` renames and transforms).
-File keys that no leaf asked for are reported as unexpected. Every strategy plans through here, so
-mismatches are reported identically whichever strategy runs.
+File keys that no leaf asked for are reported as unexpected, unless a declared pattern ignores
+them (`loader.policy`); a cast is judged on the dtype the transform gives (`loader.casts`).
+Missing and unexpected names come with the closest existing name (difflib), and a key_map entry
+that names no model path is reported. Every strategy plans through here, so mismatches are
+reported identically whichever strategy runs.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -17,14 +23,39 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
+from loader.casts import cast_kind
 from loader.errors import CheckpointError
-from loader.format import TensorMeta, dtype_name
-from loader.keys import KeyMap, Transform, resolve_file_key, resolve_stack
+from loader.format import TensorMeta, dtype_name, numpy_dtype
+from loader.keys import KeyMap, Lookup, Transform, look_up, resolve_stack
 from loader.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
 from loader.place import concrete_sharding, describe_sharding
-from loader.report import DtypeCast, LoadReport, ShapeMismatch, ShardingChange
+from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.report import (
+    LEFT_AT_INIT,
+    LEFT_AT_ZEROS,
+    CastKind,
+    DtypeCast,
+    LoadReport,
+    MissingKey,
+    ShapeMismatch,
+    ShardingChange,
+    UnexpectedKey,
+    UnmatchedIgnore,
+    UnusedEntry,
+)
 from loader.stacking import Stacked, StackLayer, check_stack, layer_leaves
 from loader.transforms import Chain, Stack, TransformError
+from loader.vocabulary import (
+    ALLOW,
+    CAST_VERDICT,
+    DTYPE_MISMATCH,
+    IGNORED,
+    LOAD,
+    MISSING,
+    SHAPE_MISMATCH,
+    TRANSFORM,
+    UNEXPECTED,
+)
 
 
 class Source(Protocol):
@@ -71,66 +102,147 @@ class Step:
 class LoadPlan:
     """What to read, in file order, and what to leave alone (reported).
 
-    `stacked` holds the stacked leaves; each has one step per layer in `steps`.
+    `stacked` holds the stacked leaves; each has one step per layer in `steps`. `entries` says,
+    per model path (in model order) then per unused file key, what the load does with it.
     """
 
     steps: list[Step] = field(default_factory=list)
     stacked: list[Stacked] = field(default_factory=list)
     skipped: list[Leaf] = field(default_factory=list)
     report: LoadReport = field(default_factory=LoadReport)
+    entries: list[PlanEntry] = field(default_factory=list)
 
 
-def _stored_shape(
-    step_shape: tuple[int, ...], dtype: np.dtype, transform: Transform | None
-) -> tuple[int, ...] | None:
-    """The shape after `transform`, found without data; None if it cannot be traced."""
+def _stored(
+    shape: tuple[int, ...], dtype: np.dtype, transform: Transform | None
+) -> tuple[tuple[int, ...], np.dtype] | None:
+    """The shape and dtype after `transform`, found without data; None if it cannot be traced.
+
+    A declared chain keeps the dtype. An opaque callable is traced with 64-bit types on, so an
+    I64 tensor stays int64 and a callable returning int32 is judged as int32 (jax's 32-bit mode
+    would turn every int64 into int32 before the callable saw it).
+    """
     if transform is None:
-        return step_shape
+        return shape, dtype
     if isinstance(transform, Chain):
-        return transform.out_shape(step_shape)  # TransformError: cannot apply (the caller's)
+        return transform.out_shape(shape), dtype  # TransformError: cannot apply (the caller's)
     try:
         # a lambda, not `transform` itself: jax.eval_shape(np.transpose, ...) crashed the process
         # when repeated (jax 0.10.2)
-        return tuple(
-            jax.eval_shape(lambda x: transform(x), jax.ShapeDtypeStruct(step_shape, dtype)).shape
-        )
+        with jax.enable_x64(True):
+            out = jax.eval_shape(lambda x: transform(x), jax.ShapeDtypeStruct(shape, dtype))
+        return tuple(out.shape), np.dtype(out.dtype)
     except Exception:  # a numpy-only transform: checked after the read instead
         return None
 
 
+@dataclass(frozen=True)
+class PlanEntry:
+    """What a load does with one model path or one file key (a row of `loader.plan`'s table).
+
+    Attributes:
+        path: the model path ("" for a file key no model path asks for).
+        shape / dtype: the model's (dtype as its safetensors name; "" when there is no leaf).
+        file_key / file_shape / file_dtype: the tensor read ("" and () when there is none).
+        transform: the key_map transform (`str` of a declared chain, or the callable's name).
+        verdict: one of `loader.vocabulary.VERDICTS`.
+        note: why (the pattern that ignored it, the closest name, the cast).
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    file_key: str
+    file_shape: tuple[int, ...]
+    file_dtype: str
+    transform: str
+    verdict: str
+    note: str = ""
+
+
+def _transform_name(transform: object) -> str:
+    if transform is None:
+        return ""
+    if isinstance(transform, Chain):
+        return str(transform)
+    return getattr(transform, "__qualname__", None) or type(transform).__name__
+
+
 def _check_leaf(
     leaf: Leaf,
-    file_key: str,
-    transform: Transform | None,
+    lookup: Lookup,
     source: Source,
-    report: LoadReport,
+    plan: LoadPlan,
     saved_impls: dict[str, str],
+    policy: LoadPolicy,
 ) -> bool:
+    """Check one leaf against its file tensor, append its entry; False: not to be read."""
+    report, file_key, transform = plan.report, lookup.file_key, lookup.transform
     info = source.info(file_key)
     want_shape, want_dtype = leaf.stored_shape_dtype()
     try:
-        got_shape = _stored_shape(info.shape, info.np_dtype, transform)
+        got = _stored(info.shape, info.np_dtype, transform)
     except TransformError as exc:
-        got_shape, result = (), f"an error ({exc})"
+        got, result = ((), info.np_dtype), f"an error ({exc})"
     else:
-        result = str(got_shape)
-    if got_shape is not None and got_shape != want_shape:
+        result = "" if got is None else str(got[0])
+    entry = partial(
+        PlanEntry,
+        leaf.key,
+        want_shape,
+        _dtype_str(want_dtype),
+        file_key,
+        info.shape,
+        info.dtype,
+        _transform_name(transform),
+    )
+    if got is not None and got[0] != want_shape:
         named = str(transform) if isinstance(transform, Chain) else ""
-        result = result if named else ""
         report.shape_mismatches.append(
-            ShapeMismatch(leaf.key, file_key, want_shape, info.shape, named, result)
+            ShapeMismatch(
+                leaf.key, file_key, want_shape, info.shape, named, result if named else ""
+            )
         )
+        plan.entries.append(entry(SHAPE_MISMATCH, f"gives {got[0]}" if transform else ""))
         return False
-    if leaf.kind == "array" and info.np_dtype != want_dtype:
-        report.casts.append(DtypeCast(leaf.key, info.dtype, dtype_name(want_dtype)))
+    out_dtype = info.np_dtype if got is None else got[1]
+    cast = None
+    if leaf.kind == "array" and out_dtype != want_dtype:
+        cast = _judged_cast(leaf.key, out_dtype, want_dtype, policy)
     if leaf.kind == "prng":
         saved_impl = saved_impls.get(file_key)
         model_impl = str(leaf.dtype._impl.name)
         if info.np_dtype != want_dtype or (saved_impl and saved_impl != model_impl):
-            report.casts.append(
-                DtypeCast(leaf.key, f"key<{saved_impl}> data {info.dtype}", f"key<{model_impl}>")
+            cast = DtypeCast(
+                leaf.key,
+                f"key<{saved_impl}> data {info.dtype}",
+                f"key<{model_impl}>",
+                CastKind.KEY,
             )
+    if cast is not None:
+        report.casts.append(cast)
+        verdict = CAST_VERDICT if cast.expected else DTYPE_MISMATCH
+        plan.entries.append(entry(verdict, f"{cast.file_dtype} -> {cast.model_dtype}"))
+    else:
+        plan.entries.append(entry(TRANSFORM if transform is not None else LOAD))
     return True
+
+
+def _judged_cast(path: str, got: np.dtype, want: np.dtype, policy: LoadPolicy) -> DtypeCast:
+    """The cast from `got` (what the transform gives) to the model's `want`, judged: an integer
+    cast is exact (values checked on the read), a float one expected under `casts="allow"`."""
+    kind = cast_kind(got, want)
+    allowed = kind is CastKind.FLOAT and policy.casts == ALLOW
+    return DtypeCast(
+        path, dtype_name(got), dtype_name(want), kind, kind is CastKind.INTEGER or allowed
+    )
+
+
+def _dtype_str(dtype: object) -> str:
+    try:
+        return dtype_name(np.dtype(dtype))  # type: ignore[call-overload]
+    except (TypeError, KeyError, ValueError):
+        return str(dtype)
 
 
 def _sharding_change(
@@ -167,14 +279,43 @@ def _plan_stack(
     source: Source,
     used: dict[str, tuple[str, bool]],
     saved_shardings: dict[str, str],
+    policy: LoadPolicy,
 ) -> None:
     """A stacked leaf: checked from the headers, then one step per layer (`loader.stacking`)."""
     for key in stack.keys:
         if key in source:
             _claim(used, leaf, key, stack.transform)
-    if not check_stack(leaf, stack, source, plan.report):
+    shape, dtype = leaf.stored_shape_dtype()
+    first = stack.keys[0] if stack.keys else ""
+    info = source.info(first) if first in source else None
+    entry = partial(
+        PlanEntry,
+        leaf.key,
+        shape,
+        _dtype_str(dtype),
+        f"{first} .. {stack.keys[-1]}" if len(stack.keys) > 1 else first,
+        () if info is None else info.shape,
+        "" if info is None else info.dtype,
+        str(stack),
+    )
+    report, casts = plan.report, len(plan.report.casts)
+    if not check_stack(leaf, stack, source, report):
         plan.skipped.append(leaf)
+        if report.missing[-1:] == [leaf.key]:  # no key of the stack is in the file
+            pattern = policy.ignores_missing(leaf.key)
+            if pattern is not None:
+                report.missing.pop()
+                report.ignored.append(leaf.key)
+            plan.entries.append(entry(MISSING if pattern is None else IGNORED))
+        else:
+            plan.entries.append(entry(SHAPE_MISMATCH))
         return
+    if len(report.casts) > casts:  # judge the stack's cast by the policy, as any other
+        cast = report.casts.pop()
+        want = np.dtype(leaf.dtype)
+        report.casts.append(_judged_cast(leaf.key, numpy_dtype(cast.file_dtype), want, policy))
+    note = f"{len(stack.keys)} file tensors stacked"
+    plan.entries.append(entry(TRANSFORM, note))
     sharding = concrete_sharding(leaf.sharding, leaf.where)
     _sharding_change(leaf, sharding, saved_shardings, plan.report)
     group = Stacked(leaf, stack, sharding)
@@ -185,26 +326,130 @@ def _plan_stack(
     plan.report.stacked.append(leaf.key)
 
 
-def plan_load(model: object, source: Source, *, key_map: KeyMap | None = None) -> LoadPlan:
-    """Plan a load of `source` into `model` (a module, possibly abstract) from headers only."""
+def _closest(name: str, candidates: Sequence[str]) -> str:
+    found = difflib.get_close_matches(name, candidates, n=1)
+    return found[0] if found else ""
+
+
+#: Past this many missing or unexpected names, no closest name is looked for (difflib is
+#: quadratic, and a load this far off is a wrong checkpoint, not a typo).
+MAX_SUGGESTIONS = 200
+
+
+def _diagnose(
+    plan: LoadPlan,
+    lookups: dict[str, Lookup],
+    file_keys: set[str],
+    model_keys: list[str],
+    key_map: KeyMap | None,
+) -> None:
+    """The closest existing names for the missing and unexpected ones, and the key_map entries
+    that name no model path."""
+    report = plan.report
+    suggest = len(report.missing) + len(report.unexpected) <= MAX_SUGGESTIONS
+    spare = sorted(report.unexpected) or sorted(file_keys)
+    for path in report.missing:
+        lookup = lookups.get(path, Lookup(path))
+        closest = _closest(lookup.file_key, spare) if suggest else ""
+        report.missing_keys.append(MissingKey(path, lookup.file_key, lookup.entry, closest))
+    wanted = [lookups[p].file_key for p in report.missing if p in lookups] or model_keys
+    for file_key in report.unexpected:
+        report.unexpected_keys.append(
+            UnexpectedKey(file_key, _closest(file_key, wanted) if suggest else "")
+        )
+    if key_map is None or callable(key_map):
+        return
+    paths = set(model_keys)
+    for model_key, mapped in key_map.items():
+        if model_key not in paths:
+            target = mapped[0] if isinstance(mapped, tuple) else mapped
+            report.unused_key_map.append(
+                UnusedEntry(model_key, str(target), _closest(model_key, model_keys))
+            )
+
+
+def _unexpected(plan: LoadPlan, source: Source, unused: list[str], policy: LoadPolicy) -> None:
+    """Unused file keys: ignored where a declared pattern matches, unexpected otherwise."""
+    matched: set[str] = set()
+    for file_key in unused:
+        pattern = policy.ignores_unexpected(file_key)
+        info = source.info(file_key)
+        row = partial(PlanEntry, "", (), "", file_key, info.shape, info.dtype, "")
+        if pattern is None:
+            plan.report.unexpected.append(file_key)
+            plan.entries.append(row(UNEXPECTED))
+        else:
+            matched.add(pattern)
+            plan.report.ignored.append(file_key)
+            plan.entries.append(row(IGNORED, f"ignore_unexpected={pattern!r}"))
+    for pattern in policy.ignore_unexpected:
+        if pattern not in matched:
+            plan.report.unmatched_ignores.append(UnmatchedIgnore("ignore_unexpected", pattern))
+
+
+def plan_load(
+    model: object,
+    source: Source,
+    *,
+    key_map: KeyMap | None = None,
+    policy: LoadPolicy = DEFAULT_POLICY,
+    abstract: bool = False,
+) -> LoadPlan:
+    """Plan a load of `source` into `model` (a module, possibly abstract) from headers only.
+
+    Args:
+        model: the built model (abstract or not).
+        source: the checkpoint's keys and headers.
+        key_map: model key -> file key (and transform), or a callable (see `loader.keys`).
+        policy: the declared ignores and cast policy (`loader.policy.LoadPolicy`).
+        abstract: the model is abstract: what is not loaded is left at zeros (the report says so).
+    """
     metadata = source.metadata
     saved_shardings = json.loads(metadata.get(META_SHARDINGS, "{}"))
     saved_impls = json.loads(metadata.get(META_PRNG, "{}"))
     plan = LoadPlan(report=LoadReport(path=str(source.path)))
+    plan.report.left_at = LEFT_AT_ZEROS if abstract else LEFT_AT_INIT
     file_keys = set(source.keys())
     used: dict[str, tuple[str, bool]] = {}
-    for leaf in model_leaves(model, metadata):
+    lookups: dict[str, Lookup] = {}
+    ignored_missing: set[str] = set()
+    leaves = model_leaves(model, metadata)
+    for leaf in leaves:
         stack = resolve_stack(leaf.key, key_map)
         if stack is not None:
-            _plan_stack(plan, leaf, stack, source, used, saved_shardings)
+            _plan_stack(plan, leaf, stack, source, used, saved_shardings, policy)
+            if plan.report.missing[-1:] == [leaf.key]:
+                first = stack.keys[0] if stack.keys else leaf.key
+                lookups[leaf.key] = Lookup(first, None, f"{leaf.key!r} -> {stack}")
             continue
-        file_key, transform = resolve_file_key(leaf.key, file_keys, key_map)
+        lookup = look_up(leaf.key, file_keys, key_map)
+        file_key, transform = lookup.file_key, lookup.transform
         if file_key not in file_keys:
-            plan.report.missing.append(leaf.key)
+            pattern = policy.ignores_missing(leaf.key)
+            row = partial(
+                PlanEntry,
+                leaf.key,
+                leaf.stored_shape_dtype()[0],
+                _dtype_str(leaf.stored_shape_dtype()[1]),
+                file_key,
+                (),
+                "",
+                _transform_name(transform),
+            )
+            if pattern is None:
+                plan.report.missing.append(leaf.key)
+                lookups[leaf.key] = lookup
+                plan.entries.append(row(MISSING))
+            else:
+                ignored_missing.add(pattern)
+                plan.report.ignored.append(leaf.key)
+                plan.entries.append(
+                    row(IGNORED, f"ignore_missing={pattern!r}; {plan.report.left_at}")
+                )
             plan.skipped.append(leaf)
             continue
         _claim(used, leaf, file_key, transform)
-        if not _check_leaf(leaf, file_key, transform, source, plan.report, saved_impls):
+        if not _check_leaf(leaf, lookup, source, plan, saved_impls, policy):
             plan.skipped.append(leaf)
             continue
         sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)
@@ -212,6 +457,12 @@ def plan_load(model: object, source: Source, *, key_map: KeyMap | None = None) -
             _sharding_change(leaf, sharding, saved_shardings, plan.report)
         plan.steps.append(Step(leaf, file_key, transform, sharding))
         _note_transform(plan.report, leaf, transform)
-    plan.report.unexpected = sorted(file_keys - set(used))
+    plan.report.unmatched_ignores += [
+        UnmatchedIgnore("ignore_missing", p)
+        for p in policy.ignore_missing
+        if p not in ignored_missing
+    ]
+    _unexpected(plan, source, sorted(file_keys - set(used)), policy)
+    _diagnose(plan, lookups, file_keys, [leaf.key for leaf in leaves], key_map)
     plan.steps.sort(key=lambda s: (str(source.file_of(s.file_key)), source.file_offset(s.file_key)))
     return plan

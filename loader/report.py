@@ -1,19 +1,48 @@
 """`LoadReport`: every way a checkpoint and a model can disagree, each listed by parameter path.
 
-By default each problem becomes a `warnings.warn` naming the path; `strict=True` raises one
-`MismatchError` listing all of them at once. Nothing is ever loaded in silence.
+By default each problem becomes a `warnings.warn` naming the path, pointed at the caller's line
+(the first frame outside this package); `strict=True` raises one `MismatchError` listing all of
+them at once. Nothing is ever loaded in silence. What a caller declared expected (ignored keys,
+allowed casts: `loader.policy`) is listed too, but is no problem.
 """
 
 from __future__ import annotations
 
+import enum
+import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 
 from loader.errors import MismatchError
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: What an abstract target's leaf holds when nothing was loaded into it.
+LEFT_AT_ZEROS = "left at zeros (abstract target: no initial value)"
+LEFT_AT_INIT = "left at the model's initial value"
+
 
 class LoadWarning(UserWarning):
     """A checkpoint/model mismatch that a non-strict load reported and went on past."""
+
+
+def caller_stacklevel() -> int:
+    """The `stacklevel` that makes a warning issued by this package's caller of this function
+    point at the first frame outside the `loader` package (the user's line), whichever strategy
+    and helpers are between (Python 3.11 has no `skip_file_prefixes`)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+class CastKind(enum.Enum):
+    """What a dtype change is (`loader.casts.cast_kind`)."""
+
+    FLOAT = "float"  # float -> float: a rounding, expected under casts="allow"
+    INTEGER = "integer"  # integer -> integer: exact, the values are checked during the read
+    KIND = "change of kind"  # integer <-> float, bool: always a mismatch
+    KEY = "prng key"  # a PRNG key's data or impl differs
 
 
 @dataclass(frozen=True)
@@ -34,14 +63,88 @@ class ShapeMismatch:
 
 @dataclass(frozen=True)
 class DtypeCast:
+    """A leaf read in one dtype and held in another.
+
+    Attributes:
+        kind: what the cast is (`CastKind`).
+        expected: not a problem: an exact integer cast (values checked), or a float cast under
+            `casts="allow"`.
+    """
+
     path: str
     file_dtype: str
     model_dtype: str
+    kind: CastKind = CastKind.FLOAT
+    expected: bool = False
 
     def __str__(self) -> str:
-        return (
+        line = (
             f"{self.path}: cast from file dtype {self.file_dtype} to model dtype {self.model_dtype}"
         )
+        if self.kind is CastKind.KIND:
+            return f"{line} changes the kind of value (not applied)"
+        if self.kind is CastKind.INTEGER:
+            return f"{line} (integer: every value checked to fit)"
+        if self.kind is CastKind.FLOAT and not self.expected:
+            return f"{line} (expected? load with casts='allow')"
+        return line
+
+
+@dataclass(frozen=True)
+class MissingKey:
+    """How a missing model path was looked for, and the nearest file key that exists."""
+
+    path: str
+    file_key: str  # the file key looked for
+    entry: str = ""  # the key_map entry that named it ("" when none did)
+    closest: str = ""  # the closest existing file key ("" when none is close)
+
+    def __str__(self) -> str:
+        line = f"{self.path}: missing from the checkpoint (looked for file key {self.file_key!r}"
+        line += f", from key_map entry {self.entry})" if self.entry else ")"
+        return f"{line}; closest file key: {self.closest!r}" if self.closest else line
+
+
+@dataclass(frozen=True)
+class UnexpectedKey:
+    """A file key no model path asked for, and the nearest name the model did ask for."""
+
+    file_key: str
+    closest: str = ""  # a file key a model path looked for in vain, or a model path
+
+    def __str__(self) -> str:
+        line = f"{self.file_key}: in the checkpoint but not in the model (unexpected)"
+        return (
+            f"{line}; closest name the model asks for: {self.closest!r}" if self.closest else line
+        )
+
+
+@dataclass(frozen=True)
+class UnusedEntry:
+    """A key_map entry whose model key is no path of the model."""
+
+    model_key: str
+    file_key: str
+    closest: str = ""  # the closest model path
+
+    def __str__(self) -> str:
+        line = (
+            f"key_map entry {self.model_key!r} -> {self.file_key!r}: no model path "
+            f"{self.model_key!r}"
+        )
+        return f"{line}; closest model path: {self.closest!r}" if self.closest else line
+
+
+@dataclass(frozen=True)
+class UnmatchedIgnore:
+    """An `ignore_unexpected` / `ignore_missing` pattern that matched nothing."""
+
+    option: str  # "ignore_unexpected" | "ignore_missing"
+    pattern: str
+
+    def __str__(self) -> str:
+        what = "file key left unexpected" if self.option == "ignore_unexpected" else "missing path"
+        return f"{self.option} pattern {self.pattern!r} matched no {what}"
 
 
 @dataclass(frozen=True)
@@ -62,10 +165,19 @@ class LoadReport:
         path: the checkpoint that was loaded.
         loaded: model paths that received a value from the file.
         missing: model paths with no tensor in the file (left at their init, or zeros for an
-            abstract target).
+            abstract target: `left_at` says which).
         unexpected: file keys that no model path asked for.
+        ignored: file keys (unexpected) and model paths (missing) that the caller declared
+            (`ignore_unexpected` / `ignore_missing`): listed, not reported.
+        unmatched_ignores: declared patterns that matched nothing (reported: a typo).
+        missing_keys / unexpected_keys: the same names with how they were looked for and the
+            closest existing name (what the report's lines say).
+        unused_key_map: key_map entries whose model key is no path of the model.
         shape_mismatches: never applied; the parameter keeps its init (zeros for abstract targets).
-        casts: parameters whose file dtype differs from the model's; cast on the host.
+        casts: parameters whose dtype differs from the model's (after any transform); cast on the
+            host. A reported problem unless `expected` (an exact integer cast, or a float cast
+            under `casts="allow"`).
+        left_at: what a leaf that was not loaded holds (`LEFT_AT_ZEROS` on an abstract target).
         sharding_changes: parameters placed with a sharding other than the one they were saved with.
         transformed: parameters filled through a declared transform (`loader.Transpose`,
             `Reshape`, `Slice`), read straight into place where the strategy can (`pipelined`).
@@ -91,6 +203,11 @@ class LoadReport:
     loaded: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    unmatched_ignores: list[UnmatchedIgnore] = field(default_factory=list)
+    missing_keys: list[MissingKey] = field(default_factory=list)
+    unexpected_keys: list[UnexpectedKey] = field(default_factory=list)
+    unused_key_map: list[UnusedEntry] = field(default_factory=list)
     shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
     casts: list[DtypeCast] = field(default_factory=list)
     sharding_changes: list[ShardingChange] = field(default_factory=list)
@@ -103,6 +220,7 @@ class LoadReport:
     staging_slots: int | None = None
     device_received_bytes: dict[str, int] | None = None
     device_expected_bytes: dict[str, int] | None = None
+    left_at: str = LEFT_AT_INIT
 
     @property
     def ok(self) -> bool:
@@ -111,17 +229,23 @@ class LoadReport:
 
     def problems(self) -> list[str]:
         """One line per problem, each naming its parameter path or file key."""
-        lines = [f"{p}: missing from the checkpoint" for p in self.missing]
-        lines += [
-            f"{k}: in the checkpoint but not in the model (unexpected)" for k in self.unexpected
+        looked = {m.path: str(m) for m in self.missing_keys}
+        lines = [
+            f"{looked.get(p, f'{p}: missing from the checkpoint')}; {self.left_at}"
+            for p in self.missing
         ]
-        lines += [str(m) for m in self.shape_mismatches]
-        lines += [str(c) for c in self.casts]
+        found = {u.file_key: str(u) for u in self.unexpected_keys}
+        lines += [str(found.get(k, UnexpectedKey(k))) for k in self.unexpected]
+        lines += [f"{m}; {self.left_at}" for m in self.shape_mismatches]
+        lines += [str(c) for c in self.casts if not c.expected]
         lines += [str(s) for s in self.sharding_changes]
+        lines += [str(u) for u in self.unused_key_map]
+        lines += [str(u) for u in self.unmatched_ignores]
         return lines
 
     def raise_or_warn(self, *, strict: bool) -> None:
-        """Raise `MismatchError` with every problem (strict) or warn once per problem."""
+        """Raise `MismatchError` with every problem (strict) or warn once per problem, each
+        warning pointed at the caller's line outside the loader."""
         lines = self.problems()
         if not lines:
             return
@@ -130,16 +254,19 @@ class LoadReport:
             raise MismatchError(
                 f"{self.path}: {len(lines)} mismatch(es) between checkpoint and model "
                 f"(strict=True):\n  {listing}\n"
-                "Fix the checkpoint or the model, map keys with key_map=, "
+                "Fix the checkpoint or the model, map keys with key_map=, declare what is "
+                "expected with ignore_unexpected= / ignore_missing= / casts='allow', "
                 "or load with strict=False to accept these.",
                 self,
             )
+        level = caller_stacklevel()
         for line in lines:
-            warnings.warn(f"{self.path}: {line}", LoadWarning, stacklevel=3)
+            warnings.warn(f"{self.path}: {line}", LoadWarning, stacklevel=level)
 
     def summary(self) -> str:
         return (
             f"{len(self.loaded)} loaded, {len(self.missing)} missing, "
             f"{len(self.unexpected)} unexpected, {len(self.shape_mismatches)} reshaped, "
-            f"{len(self.casts)} cast, {len(self.sharding_changes)} re-sharded"
+            f"{len(self.casts)} cast, {len(self.sharding_changes)} re-sharded, "
+            f"{len(self.ignored)} ignored"
         )

@@ -1,14 +1,16 @@
 """The one load sequence every model strategy runs, and the collaborators a strategy passes it.
 
-`run_load(recipe, target, path, probe, *, strict, key_map)`:
+`run_load(recipe, target, path, probe, *, strict, key_map, policy)`:
 
 1. open the checkpoint (`recipe.open_source`: its headers, manifest or tree metadata; no tensor),
 2. `executor.start(source, probe)`: the executor may prepare (open files, start threads),
 3. build the target (phase `build`): abstractly from a builder, or a real instance (`recipe.build`);
    `on_built(model)`, if given, is called with it now, before any leaf is assigned (a caller
    starts compiling its forward from the shapes here, while the executor reads),
-4. plan from headers alone (`loader.planning.plan_load`), then `recipe.adjust_plan` if any,
-5. report: with `strict=True` any mismatch raises here, before any tensor is read,
+4. plan from headers alone (`loader.planning.plan_load`), with the caller's declared ignores and
+   cast policy (`loader.policy.LoadPolicy`), then `recipe.adjust_plan` if any,
+5. report: with `strict=True` any mismatch raises here, before any tensor is read; otherwise each
+   is warned at the caller's line,
 6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps;
    then each stacked leaf (`loader.Stack`) the executor assembled on the host is placed
    (`loader.stacking.finish_stacked`; `pipelined` places its own),
@@ -16,7 +18,8 @@
 8. give what was not loaded zeros (an abstract model only; already reported),
 9. late check: a shape a `key_map` transform got wrong is known only after the read; report it.
 
-So reports, strictness, the late check and the zeros for skipped leaves are written once, here.
+So reports, strictness, declared ignores and casts, the late check and the zeros for skipped
+leaves are written once, here: every strategy gets them without code of its own.
 What differs between strategies (how bytes are read, cast and placed; which phases are timed) is
 the `Executor`; what a checkpoint is (a file, a sharded directory, an Orbax tree) is the source.
 """
@@ -36,6 +39,7 @@ from loader.keys import KeyMap
 from loader.materialize import fill_skipped
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.planning import LoadPlan, Source, plan_load
+from loader.policy import DEFAULT_POLICY, LoadPolicy
 from loader.report import LoadReport
 from loader.stacking import finish_stacked
 from loader.target import build_instance, resolve_target
@@ -104,6 +108,7 @@ class Recipe(Generic[S]):
         strict: bool = False,
         key_map: KeyMap | None = None,
         on_built: OnBuilt | None = None,
+        policy: LoadPolicy = DEFAULT_POLICY,
         **options: Any,
     ) -> tuple[Any, LoadReport]:
         """This recipe as a `loader.strategies.Strategy`: `run_load(self, target, path, ...)`.
@@ -113,7 +118,14 @@ class Recipe(Generic[S]):
         such as `pipelined`'s budget, builds its recipe per call in its own `load`).
         """
         return run_load(
-            self, target, path, probe, strict=strict, key_map=key_map, on_built=on_built
+            self,
+            target,
+            path,
+            probe,
+            strict=strict,
+            key_map=key_map,
+            on_built=on_built,
+            policy=policy,
         )
 
 
@@ -127,9 +139,12 @@ def _build(target: Any, mode: Build, probe: Probe) -> tuple[Any, bool]:
 
 def _late_check(plan: LoadPlan, checked: int, strict: bool) -> None:
     """Report the shape mismatches found after the plan check (a transform's output)."""
-    late = plan.report.shape_mismatches[checked:]
+    report = plan.report
+    late = report.shape_mismatches[checked:]
     if late:
-        LoadReport(path=plan.report.path, shape_mismatches=late).raise_or_warn(strict=strict)
+        LoadReport(path=report.path, shape_mismatches=late, left_at=report.left_at).raise_or_warn(
+            strict=strict
+        )
 
 
 def run_load(
@@ -141,6 +156,7 @@ def run_load(
     strict: bool = False,
     key_map: KeyMap | None = None,
     on_built: OnBuilt | None = None,
+    policy: LoadPolicy = DEFAULT_POLICY,
 ) -> tuple[Any, LoadReport]:
     """Load the checkpoint at `path` into `target` the way `recipe` says (see the module doc).
 
@@ -159,7 +175,7 @@ def run_load(
             model, abstract = _build(target, recipe.build, probe)
             if on_built is not None:
                 on_built(model)
-            plan = plan_load(model, source, key_map=key_map)
+            plan = plan_load(model, source, key_map=key_map, policy=policy, abstract=abstract)
             if recipe.adjust_plan is not None:
                 recipe.adjust_plan(plan, source)
             plan.report.raise_or_warn(strict=strict)

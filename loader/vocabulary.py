@@ -51,3 +51,28 @@ KEEP: Final = "keep"  # read through the page cache and leave it as it is
 DONTNEED: Final = "dontneed"  # drop each range from the page cache once it is read
 AUTO: Final = "auto"  # drop behind the readers only what will not fit with the model (the default)
 CACHE_POLICIES: Final = (AUTO, KEEP, DONTNEED)
+
+# -- `load_model(casts=...)`: how a float-to-float cast to the model's dtype is taken --------------
+REPORT: Final = "report"  # a mismatch like any other: warned, or raised under strict (the default)
+ALLOW: Final = "allow"  # expected: listed in the report's casts, neither warned nor raised
+CAST_POLICIES: Final = (REPORT, ALLOW)
+
+# -- `loader.plan` verdicts: what a load would do with each model path and file key ---------------
+LOAD: Final = "load"  # read as it is stored
+TRANSFORM: Final = "transform"  # read through a key_map transform
+CAST_VERDICT: Final = "cast"  # read and cast to the model's dtype (an expected or exact cast)
+MISSING: Final = "missing"  # no tensor in the file for this model path
+UNEXPECTED: Final = "unexpected"  # a file key no model path asks for
+IGNORED: Final = "ignored"  # missing or unexpected, and declared so (ignore_missing / _unexpected)
+SHAPE_MISMATCH: Final = "shape mismatch"  # the file's shape (transformed) is not the model's
+DTYPE_MISMATCH: Final = "dtype mismatch"  # a cast the policy reports (or a change of kind)
+VERDICTS: Final = (
+    LOAD,
+    TRANSFORM,
+    CAST_VERDICT,
+    MISSING,
+    UNEXPECTED,
+    IGNORED,
+    SHAPE_MISMATCH,
+    DTYPE_MISMATCH,
+)

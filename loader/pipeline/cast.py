@@ -7,13 +7,16 @@ two threads casting fp32 -> bf16 with it were slower than one):
 - fp32 -> bf16: `(u + 0x7FFF + ((u >> 16) & 1)) >> 16` on the float's bits, in place in the scratch
   (a chunk holding a NaN falls back to ml_dtypes, which keeps NaN's sign and quiets it);
 - bf16 -> fp32: the 16 bits shifted into the high half (exact by construction);
-- anything else: `np.copyto(..., casting="unsafe")`, numpy's own conversion.
+- anything else: `np.copyto(..., casting="unsafe")`, numpy's own conversion; an integer
+  narrowing (I64 -> I32) is checked value by value first (`loader.casts.check_fits`).
 """
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+
+from loader.casts import check_fits
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -60,4 +63,5 @@ def cast_into(dst: np.ndarray, src: np.ndarray, *, scratch_writable: bool = Fals
     elif src.dtype == BF16 and dst.dtype == F32 and _contiguous(dst, src):
         _bf16_to_f32(dst, src)
     else:
+        check_fits(src, dst.dtype)  # the reader names the tensor (`reader_error`)
         np.copyto(dst, src, casting="unsafe")

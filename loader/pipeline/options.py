@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 
+from loader.casts import CastValueError
 from loader.errors import CheckpointError
 from loader.host import cached_fraction, usable_cpus
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
@@ -127,6 +128,8 @@ def close_files(fds: dict[str, int], cache_policy: str) -> None:
 
 def reader_error(where: str, exc: BaseException) -> CheckpointError:
     """The error to raise on the main thread for a failure in a reader thread."""
+    if isinstance(exc, CastValueError):  # a value check in the cast: name the tensor
+        return exc.at(where)
     if isinstance(exc, CheckpointError):  # already names the file and tensor (`FileBytes`)
         return exc
     err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")

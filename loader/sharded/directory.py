@@ -39,6 +39,7 @@ from loader.keys import Path as KeyPath
 from loader.leaves import META_SHARDINGS, is_prng_dtype
 from loader.phases import NULL_PROBE, Probe
 from loader.place import describe_sharding
+from loader.policy import LoadPolicy, Patterns
 from loader.report import LoadReport
 from loader.save import describe_leaf, header_metadata, host_copy, keyed_values
 from loader.sequence import run_load
@@ -57,6 +58,7 @@ from loader.sharded.layout import (
 from loader.sharded.load import DIRECTORY_RECIPE
 from loader.sharded.rule import rule_mesh, rule_sharding
 from loader.sharded.slices import ShardSlice, SliceReader, write_shard
+from loader.vocabulary import REPORT
 
 __all__ = ["MANIFEST", "convert_to_sharded", "load_sharded", "save_sharded", "shard_name"]
 
@@ -209,6 +211,9 @@ def load_sharded(
     strict: bool = False,
     key_map: KeyMap | None = None,
     probe: Probe = NULL_PROBE,
+    ignore_unexpected: Patterns = (),
+    ignore_missing: Patterns = (),
+    casts: str = REPORT,
 ) -> tuple[Any, LoadReport]:
     """Load a sharded checkpoint directory; each process reads only the slices it needs.
 
@@ -218,6 +223,7 @@ def load_sharded(
         strict: raise `loader.MismatchError` on any mismatch instead of warning.
         key_map: as for `loader.load_model`. A key with a transform is read whole on every process.
         probe: phase probe (`build`, then `stream` with `read` / `cast` / `transfer` sub-steps).
+        ignore_unexpected / ignore_missing / casts: as for `loader.load_model`.
 
     Returns:
         (model, LoadReport), the report as `loader.load_model` makes it.
@@ -226,4 +232,9 @@ def load_sharded(
         IncompleteCheckpointError: the folder has no manifest.
         CheckpointError: a leaf's sharding leaves this process no device to hold its part.
     """
-    return run_load(DIRECTORY_RECIPE, target, folder, probe, strict=strict, key_map=key_map)
+    policy = LoadPolicy.of(
+        ignore_unexpected=ignore_unexpected, ignore_missing=ignore_missing, casts=casts
+    )
+    return run_load(
+        DIRECTORY_RECIPE, target, folder, probe, strict=strict, key_map=key_map, policy=policy
+    )

@@ -71,6 +71,8 @@ class Strategy(Protocol):
       `LoadReport` exactly as `loader.load_model` reports them; with `strict=True` they raise
       `MismatchError` before any tensor is read (no tensor may be read before the plan check), and
       a mismatch found only after a read (a `key_map` transform's output) raises after it.
+    - `policy` (`loader.policy.LoadPolicy`: declared ignores, the cast policy) is passed to
+      `run_load` like `strict` and `key_map`; a `Recipe`'s load takes it.
     - `options` carry tuning that some strategies use (e.g. `budget: int | None`, a host-memory
       budget in bytes); a strategy ignores the options it has no use for.
     - A `REFERENCE` strategy loads no model and returns `(None, None)`.

@@ -23,6 +23,7 @@ from typing import Any
 from loader.keys import KeyMap
 from loader.phases import NULL_PROBE, Probe
 from loader.pipeline import Pipeline, PipelineOptions
+from loader.policy import DEFAULT_POLICY, LoadPolicy
 from loader.report import LoadReport
 from loader.sequence import OnBuilt, Recipe, run_load
 from loader.vocabulary import AUTO
@@ -40,6 +41,7 @@ def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-o
     threads: int | None = None,
     cache_policy: str = AUTO,
     on_built: OnBuilt | None = None,
+    policy: LoadPolicy = DEFAULT_POLICY,
     **options: Any,
 ) -> tuple[Any, LoadReport]:
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
@@ -64,4 +66,13 @@ def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-o
     }
     settings = PipelineOptions(**{k: v for k, v in given.items() if v is not None})
     recipe = Recipe(lambda: Pipeline(settings, strict=strict))
-    return run_load(recipe, target, path, probe, strict=strict, key_map=key_map, on_built=on_built)
+    return run_load(
+        recipe,
+        target,
+        path,
+        probe,
+        strict=strict,
+        key_map=key_map,
+        on_built=on_built,
+        policy=policy,
+    )

@@ -3,10 +3,12 @@
 One module per architecture (`gpt2`, `llama`, `vit`), each defining `Config` (`Config.from_hf`
 reads a `config.json` dict), the model (`MODEL`), `PRESET_CONFIGS` (the config.json values of
 the presets it ports), `config_for(hf, file_keys)`, `key_map(config)` (model state path -> HF
-key, or (HF key, `loader.Transpose` / `Reshape` / `Slice` or a tuple of them)) and
-`example_input(config)` (the forward's declared input). `port_for(preset)` (in `shapes.
-architectures.port`, which imports jax) bundles them for one preset; this module imports nothing
-heavy, so listing the presets that have a port stays light.
+key, or (HF key, `loader.Transpose` / `Reshape` / `Slice` or a tuple of them)),
+`example_input(config)` (the forward's declared input), and `IGNORE_UNEXPECTED` /
+`IGNORE_MISSING` (glob patterns over the file keys / model paths its checkpoints may hold or lack
+and the port does not need: `load_model(ignore_unexpected=, ignore_missing=)`). `port_for(preset)`
+(in `shapes.architectures.port`, which imports jax) bundles them for one preset; this module
+imports nothing heavy, so listing the presets that have a port stays light.
 
 An architecture may also have a scanned variant (`SCANNED`: its layers stacked into one leaf per
 parameter with `nnx.vmap` / `nnx.scan`, filled through `loader.Stack`), the same module interface

@@ -32,6 +32,11 @@ PRESET_CONFIGS = {  # the Hub's config.json values that the shapes do not say
     "gpt2": {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_positions": 1024, "vocab_size": 50257},
     "tiny-gpt2": {"n_layer": 5, "n_embd": 32, "n_head": 4, "n_positions": 512, "vocab_size": 1000},
 }
+#: File keys of GPT-2 checkpoints that the port does not need (`load_model(ignore_unexpected=)`):
+#: the LM head, tied to `wte` (stored by some exports, e.g. an untied save or a converted `.bin`),
+#: and older transformers' `masked_bias` buffer (a constant -1e4 per layer).
+IGNORE_UNEXPECTED: tuple[str, ...] = ("lm_head.weight", "*.attn.masked_bias")
+IGNORE_MISSING: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,12 @@ PRESET_CONFIGS = {  # meta-llama/Llama-3.1-8B-Instruct's config.json
         "tie_word_embeddings": False,
     },
 }
+
+#: File keys of Llama checkpoints that the port does not need (`load_model(ignore_unexpected=)`):
+#: the rotary inverse frequencies, computed from the config (older transformers saved them as
+#: `model.layers.N.self_attn.rotary_emb.inv_freq`, later ones as `model.rotary_emb.inv_freq`).
+IGNORE_UNEXPECTED: tuple[str, ...] = ("*rotary_emb.inv_freq",)
+IGNORE_MISSING: tuple[str, ...] = ()
 T = Transpose((1, 0))
 
 

@@ -4,10 +4,15 @@ The config comes from the preset's `config.json` values (the architecture's `PRE
 and the checkpoint's keys (GPT-2's prefix and stored mask); the model is built in the
 checkpoint's float dtype unless `dtype` says otherwise. The key map is checked against the
 abstract model's own state paths (a tied embedding is one leaf, named as `nnx.state` names it).
+The architecture's declared ignores (`IGNORE_UNEXPECTED` / `IGNORE_MISSING`, glob patterns for
+every checkpoint of the family) are carried as far as they concern this preset: an
+`ignore_unexpected` pattern that matches none of the preset's keys is left out (a strict load
+reports a pattern that matches nothing).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +42,8 @@ class Port:
     builder: Callable[[], nnx.Module]
     key_map: dict[str, object]
     example_input: jax.ShapeDtypeStruct
+    ignore_unexpected: tuple[str, ...] = ()  # for `load_model(ignore_unexpected=)`
+    ignore_missing: tuple[str, ...] = ()  # for `load_model(ignore_missing=)`
 
 
 def architecture(preset: str, *, scanned: bool = False) -> ModuleType:
@@ -77,4 +84,17 @@ def port_for(
 
     arch = module.__name__.rsplit(".", 1)[-1]
     key_map = checked(module.key_map(config), nnx.eval_shape(build), arch)
-    return Port(preset, arch, config, build, key_map, module.example_input(config))
+    names = [t.name for t in spec.tensors]
+    ignore_unexpected = tuple(
+        p for p in module.IGNORE_UNEXPECTED if any(fnmatch.fnmatchcase(n, p) for n in names)
+    )
+    return Port(
+        preset,
+        arch,
+        config,
+        build,
+        key_map,
+        module.example_input(config),
+        ignore_unexpected,
+        tuple(module.IGNORE_MISSING),
+    )

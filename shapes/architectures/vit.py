@@ -37,6 +37,12 @@ PRESET_CONFIGS = {  # google/vit-base-patch16-224's config.json
         "num_labels": 1000,
     }
 }
+
+#: File keys of ViT checkpoints that the classifier port does not need (`load_model(
+#: ignore_unexpected=)`): the pooler head that `ViTModel(add_pooling_layer=True)` saves (the
+#: classifier reads the [CLS] token, not the pooler).
+IGNORE_UNEXPECTED: tuple[str, ...] = ("vit.pooler.*",)
+IGNORE_MISSING: tuple[str, ...] = ()
 T = Transpose((1, 0))
 
 
