@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import dashboard.cli
 import shapes.cli
-from bench.commands import bench, compare, history, probe, recommend
+from bench.commands import bench, compare, history, plan, probe, recommend
 from bench.commands.bench import EXIT_INTERRUPTED
 from bench.errors import BenchError
 from loader.errors import CheckpointError
@@ -32,6 +32,7 @@ COMMANDS: tuple[Register, ...] = (
     compare.register,
     history.register,
     probe.register,
+    plan.register,
     shapes.cli.register,
     dashboard.cli.register,
     dashboard.cli.register_report,

@@ -1,0 +1,141 @@
+"""`loadbench plan`: what a load of CHECKPOINT into a model would do, without reading a tensor.
+
+The model is a factory (`--model MODULE:FACTORY`, a zero-argument callable returning an NNX
+module, built abstractly: no weights are allocated) or a shape set's port (`--port PRESET`, with
+its key map and declared ignores). The table (`loader.plan`) lists every model path with its
+shape and dtype, the file key, the file's shape and dtype, the transform and a verdict, then the
+file keys no model path asks for; `--json` prints the same as one object. This is how a key map
+is written: plan with none, read the names, map them, plan again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from typing import Any
+
+from bench.commands.common import add_json
+from bench.errors import BenchError
+from loader.vocabulary import CAST_POLICIES, REPORT
+
+
+def _resolve(spec: str, option: str) -> Any:
+    """The object `MODULE:NAME` names; `BenchError` naming `option`, `spec` and what failed."""
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise BenchError(f"{option} {spec!r}: expected MODULE:NAME, e.g. mypkg.models:build")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's module's
+        raise BenchError(
+            f"{option} {spec}: cannot import {module_name!r} ({type(exc).__name__}: {exc})"
+        ) from None
+    obj = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise BenchError(f"{option} {spec}: {module_name!r} has no attribute {name!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _factory(spec: str) -> Any:
+    factory = _resolve(spec, "--model")
+    if not callable(factory):
+        raise BenchError(f"--model {spec}: {type(factory).__name__} is not callable")
+
+    def build() -> Any:
+        try:
+            return factory()
+        except Exception as exc:  # noqa: BLE001 - the user's factory failed: say which and why
+            raise BenchError(
+                f"--model {spec}: the factory raised {type(exc).__name__}: {exc}"
+            ) from None
+
+    return build
+
+
+def _target(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], tuple[str, ...]]:
+    """(builder, key map, ignore_unexpected, ignore_missing) from the options."""
+    unexpected, missing = tuple(args.ignore_unexpected), tuple(args.ignore_missing)
+    if args.port:
+        from shapes.architectures.port import port_for
+
+        port = port_for(args.port)
+        unexpected += port.ignore_unexpected
+        missing += port.ignore_missing
+        key_map = port.key_map if args.key_map is None else _resolve(args.key_map, "--key-map")
+        return port.builder, key_map, unexpected, missing
+    key_map = None if args.key_map is None else _resolve(args.key_map, "--key-map")
+    return _factory(args.model), key_map, unexpected, missing
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    import loader
+
+    builder, key_map, unexpected, missing = _target(args)
+    table = loader.plan(
+        builder,
+        args.checkpoint,
+        key_map=key_map,
+        ignore_unexpected=unexpected,
+        ignore_missing=missing,
+        casts=args.casts,
+    )
+    print(json.dumps(table.to_dict(), indent=2) if args.json else table)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `loadbench plan`."""
+    p = sub.add_parser(
+        "plan",
+        help="dry-run a load: every model path, its file key, transform and verdict (no read)",
+        description="List what loading CHECKPOINT into the model would do, from the model's "
+        "shapes and the file's headers only: per model path its shape and dtype, the file key, "
+        "the file's shape and dtype, the key_map transform and a verdict (load, transform, "
+        "cast, missing, ignored, shape mismatch), then the unexpected file keys.",
+        epilog="example: loadbench plan --model mypkg.models:build model.safetensors "
+        "--key-map mypkg.models:KEY_MAP --ignore-unexpected 'pooler.*'",
+    )
+    p.add_argument("checkpoint", help="a .safetensors file or a folder of shards")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--model",
+        metavar="MODULE:FACTORY",
+        help="a zero-argument callable returning the NNX module (built abstractly)",
+    )
+    which.add_argument(
+        "--port",
+        metavar="PRESET",
+        help="a shape set's real architecture (gpt2, llama3-8b, vit-base, ...), with its key "
+        "map and declared ignores",
+    )
+    p.add_argument(
+        "--key-map",
+        metavar="MODULE:NAME",
+        help="a key map: a dict model path -> file key (or (file key, transform)), or a callable",
+    )
+    p.add_argument(
+        "--ignore-unexpected",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a glob over file keys the model does not need (repeatable)",
+    )
+    p.add_argument(
+        "--ignore-missing",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a glob over model paths the file may lack (repeatable)",
+    )
+    p.add_argument(
+        "--casts",
+        choices=CAST_POLICIES,
+        default=REPORT,
+        help="report (default): a float cast is a mismatch; allow: expected",
+    )
+    add_json(p, "the plan as one JSON object")
+    p.set_defaults(func=cmd_plan)
+    return p
