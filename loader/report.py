@@ -85,8 +85,6 @@ class DtypeCast:
             return f"{line} changes the kind of value (not applied)"
         if self.kind is CastKind.INTEGER:
             return f"{line} (integer: every value checked to fit)"
-        if self.kind is CastKind.FLOAT and not self.expected:
-            return f"{line} (expected? load with casts='allow')"
         return line
 
 

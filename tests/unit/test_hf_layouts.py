@@ -1,4 +1,4 @@
-"""Real Hugging Face layouts, ported strictly in one call: declared ignores, casts="allow", 32-bit jax.
+"""Real Hugging Face layouts ported strictly in one call: declared ignores, casts="allow", 32-bit.
 
 Each tiny model is built by transformers from a config (no download) and saved with
 `save_pretrained`, carrying what real checkpoints on the Hub carry beside the port's weights:
@@ -168,7 +168,7 @@ def test_a_bf16_port_of_an_fp32_file_lists_its_casts_without_a_warning(tmp_path)
 
 def test_the_same_cast_under_the_default_policy_is_reported(tmp_path):
     _, port, _, config = _saved("vit", tmp_path)
-    with pytest.raises(loader.MismatchError, match=r"F32 to model dtype BF16.*casts='allow'"):
+    with pytest.raises(loader.MismatchError, match=r"(?s)F32 to model dtype BF16.*casts='allow'"):
         loader.load_model(
             lambda: port.MODEL(config, dtype=jnp.bfloat16, rngs=nnx.Rngs(0)),
             tmp_path / "model.safetensors",

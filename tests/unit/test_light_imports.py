@@ -35,7 +35,7 @@ def test_public_names_resolve_without_jax():
     """`import loader` then every public name, as the issue promises (`loader.strategies` too)."""
     code = (
         "import sys, loader\n"
-        "missing = [n for n in loader.__all__ if n not in ('load_model', 'save_model', "
+        "missing = [n for n in loader.__all__ if n not in ('load_model', 'save_model', 'plan', "
         "'save_sharded', 'load_sharded', 'convert_to_sharded') and not hasattr(loader, n)]\n"
         "print(missing, loader.strategies.get('floor').name, 'jax' in sys.modules)"
     )

@@ -90,9 +90,7 @@ def test_declared_missing_paths_are_ignored_and_listed(tmp_path, poison):
     tensors = _mlp_tensors()
     del tensors["fc2.bias"]
     path = _write(tmp_path, tensors)
-    model, report = _quiet_load(
-        _poisoned(poison), path, strict=True, ignore_missing="fc2.bias"
-    )
+    model, report = _quiet_load(_poisoned(poison), path, strict=True, ignore_missing="fc2.bias")
     assert report.ignored == ["fc2.bias"] and report.missing == []
     np.testing.assert_array_equal(np.asarray(model.fc2.kernel[...]), tensors["fc2.kernel"])
 
@@ -144,9 +142,7 @@ def test_int64_into_int32_is_checked_on_the_values_and_never_a_mismatch(strategy
     assert not jax.config.jax_enable_x64  # type: ignore[attr-defined]
     path = _counter_file(tmp_path, [0, 1, 2, 3, 2**31 - 1])
     model, report = _quiet_load(lambda: Counter(nnx.Rngs(0)), path, strict=True, strategy=strategy)
-    assert [(c.path, c.kind, c.expected) for c in report.casts] == [
-        ("ids", CastKind.INTEGER, True)
-    ]
+    assert [(c.path, c.kind, c.expected) for c in report.casts] == [("ids", CastKind.INTEGER, True)]
     np.testing.assert_array_equal(np.asarray(model.ids[...]), [0, 1, 2, 3, 2**31 - 1])
 
 
@@ -179,9 +175,7 @@ def test_the_dtype_judged_is_the_transforms_output(tmp_path, poison):
 def test_a_key_map_callable_returning_int32_from_int64_is_fine(tmp_path):
     path = _counter_file(tmp_path, [5, 6, 7, 8, 9])
     key_map = {"ids": ("ids", lambda x: x.astype(np.int32))}
-    model, report = _quiet_load(
-        lambda: Counter(nnx.Rngs(0)), path, strict=True, key_map=key_map
-    )
+    model, report = _quiet_load(lambda: Counter(nnx.Rngs(0)), path, strict=True, key_map=key_map)
     assert report.casts == []
     np.testing.assert_array_equal(np.asarray(model.ids[...]), [5, 6, 7, 8, 9])
 
@@ -192,9 +186,7 @@ def test_a_file_side_typo_names_the_entry_and_the_closest_file_key(tmp_path):
     tensors["fc1.weight"] = tensors.pop("fc1.kernel")
     path = _write(tmp_path, tensors)
     with pytest.raises(loader.MismatchError) as caught:
-        loader.load_model(
-            MLP(nnx.Rngs(1)), path, strict=True, key_map={"fc1.kernel": "fc1.wieght"}
-        )
+        loader.load_model(MLP(nnx.Rngs(1)), path, strict=True, key_map={"fc1.kernel": "fc1.wieght"})
     message = str(caught.value)
     assert "fc1.kernel: missing from the checkpoint (looked for file key 'fc1.wieght'" in message
     assert "from key_map entry 'fc1.kernel' -> 'fc1.wieght')" in message
@@ -224,7 +216,7 @@ def test_an_unused_key_map_entry_alone_fails_a_strict_load(tmp_path, poison):
         loader.load_model(MLP(nnx.Rngs(1)), path, strict=True, key_map={"fc3.kernel": "x"})
 
 
-# -- 5. what is left behind, and where the warning points -------------------------------------------
+# -- 5. what is left behind, and where the warning points ----------------------------------------
 def test_an_abstract_targets_missing_and_reshaped_leaves_are_said_to_be_zeros(tmp_path):
     tensors = _mlp_tensors()
     del tensors["fc2.bias"]
