@@ -29,3 +29,15 @@ class IncompleteCheckpointError(CheckpointError):
 class DeviceOutOfMemoryError(CheckpointError):
     """A device ran out of memory while a tensor was transferred to it (the message names the
     tensor, the device and the device's free memory)."""
+
+
+class RemoteError(CheckpointError):
+    """A remote checkpoint (`https://`, `s3://`, `hf://`) cannot be found, reached or read.
+
+    The message names the URL (never a token), the tensor and byte range where one was being
+    read, and what to do.
+    """
+
+
+class RemoteChangedError(RemoteError):
+    """A remote file changed during the load (its ETag or commit differs between requests)."""

@@ -8,6 +8,7 @@ from typing import Any
 from loader import strategies
 from loader.keys import KeyMap
 from loader.policy import LoadPolicy, Patterns
+from loader.remote import is_url
 from loader.report import LoadReport
 from loader.sequence import OnBuilt
 from loader.strategies import StrategyError
@@ -37,13 +38,18 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     threads: int | None = None,
     cache_policy: str | None = None,
     on_built: OnBuilt | None = None,
+    concurrency: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
             abstractly (`nnx.eval_shape` semantics) so that no random model ever exists.
-        path: a `.safetensors` file, or a folder of shards (with or without an index).
+        path: a `.safetensors` file, or a folder of shards (with or without an index); or a URL:
+            `https://host/path/model.safetensors`, `s3://bucket/key`,
+            `hf://org/repo[@revision][/file-or-folder]` (a file, a folder or a
+            `*.safetensors.index.json`; `loader.remote`), read by range requests.
         strict: raise `loader.CheckpointError` listing every mismatch instead of warning.
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
             An entry whose model key is no model path is reported (an error under strict).
@@ -70,6 +76,10 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             any leaf is assigned; with `pipelined` the reads are already running, so a forward
             compiled from it (on a thread) is ready about when the weights are. It must return
             quickly and leave the model as it is.
+        concurrency: a URL's range requests in flight (default
+            `loader.remote.DEFAULT_CONCURRENCY`; recorded in `LoadReport.remote`).
+        cache_dir: download a URL's files here once, then load them locally; without it a
+            remote load writes no file.
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -83,7 +93,19 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
         ignore_unexpected=ignore_unexpected, ignore_missing=ignore_missing, casts=casts
     )
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    options = _options(budget=budget, staging=staging, threads=threads, cache_policy=cache_policy)
+    if is_url(path) and not info.remote:
+        raise StrategyError(
+            f"strategy {info.name!r} reads local files only; to load {path} use one of "
+            f"{', '.join(strategies.remote_names())}"
+        )
+    options = _options(
+        budget=budget,
+        staging=staging,
+        threads=threads,
+        cache_policy=cache_policy,
+        concurrency=concurrency,
+        cache_dir=cache_dir,
+    )
     model, report = info.load(
         target, path, strict=strict, key_map=key_map, on_built=on_built, policy=policy, **options
     )

@@ -61,7 +61,8 @@ from loader.vocabulary import (
 class Source(Protocol):
     """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata."""
 
-    path: Path
+    @property
+    def path(self) -> Path | str: ...  # a URL for a remote source (`loader.remote`)
 
     def keys(self) -> list[str]: ...
 
@@ -69,7 +70,7 @@ class Source(Protocol):
 
     def info(self, key: str) -> TensorMeta: ...
 
-    def file_of(self, key: str) -> Path: ...
+    def file_of(self, key: str) -> Path | str: ...
 
     def file_offset(self, key: str) -> int: ...
 

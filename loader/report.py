@@ -15,6 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from loader.errors import MismatchError
+from loader.remote.ranges import RemoteStats
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: What an abstract target's leaf holds when nothing was loaded into it.
@@ -195,6 +196,7 @@ class LoadReport:
         staging_slots: most staging buffers alive at once in that load.
         device_received_bytes / device_expected_bytes: per device (its `str`), bytes transferred
             to it and the bytes of its regions of the model (a staged load).
+        remote: a remote load's requests, bytes and concurrency (`loader.remote`); else None.
     """
 
     path: str = ""
@@ -219,6 +221,7 @@ class LoadReport:
     device_received_bytes: dict[str, int] | None = None
     device_expected_bytes: dict[str, int] | None = None
     left_at: str = LEFT_AT_INIT
+    remote: RemoteStats | None = None
 
     @property
     def ok(self) -> bool:

@@ -34,12 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
 from loader.materialize import fill_skipped
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.planning import LoadPlan, Source, plan_load
 from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.remote import is_url
+from loader.remote.source import RemoteSource
 from loader.report import LoadReport
 from loader.stacking import finish_stacked
 from loader.target import build_instance, resolve_target
@@ -89,6 +92,8 @@ class Recipe(Generic[S]):
         executor: makes the executor of one load (called once per load).
         build: `Build.ABSTRACT` (a builder is built shape-only) or `Build.INSTANCE` (called).
         open_source: path -> context manager of the source to plan from and read.
+        open_remote: URL -> the same, for a strategy that reads remote checkpoints
+            (`loader.remote`); None: it reads local files only.
         adjust_plan: changes the plan after planning, before the check (e.g. the sharding rule).
     """
 
@@ -98,6 +103,7 @@ class Recipe(Generic[S]):
     # a Recipe over another source (a layout, orbax) passes its own `open_source`.
     open_source: Callable[[Path], AbstractContextManager[S]] = CheckpointSource  # type: ignore[assignment]
     adjust_plan: Callable[[LoadPlan, S], None] | None = None
+    open_remote: Callable[[str], AbstractContextManager[S]] | None = None
 
     def load(
         self,
@@ -168,7 +174,7 @@ def run_load(
             after it for a transform's output).
         CheckpointError: the checkpoint cannot be read or applied.
     """
-    with recipe.open_source(Path(path)) as source:
+    with _open(recipe, path) as source:
         executor = recipe.executor()
         try:
             executor.start(source, probe)
@@ -184,6 +190,20 @@ def run_load(
             finish_stacked(plan)
         finally:
             executor.close()
+        if isinstance(source, RemoteSource):
+            plan.report.remote = source.stats()
     fill_skipped(plan, abstract=abstract)
     _late_check(plan, checked, strict)
     return model, plan.report
+
+
+def _open(recipe: Recipe[S], path: str | os.PathLike[str]) -> AbstractContextManager[S]:
+    """The recipe's source for `path`: a local one, or a remote URL's (`loader.remote`)."""
+    if not is_url(path):
+        return recipe.open_source(Path(path))
+    if recipe.open_remote is None:
+        raise CheckpointError(
+            f"{path}: this strategy reads local files only; load a URL with a strategy that "
+            "takes one (`loader.strategies.remote_names()`), or download the file first"
+        )
+    return recipe.open_remote(str(path))

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loader.format.source import CheckpointSource
 from loader.materialize import Caster, apply_transform, assign, astype, host_cast, to_device
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
 from loader.planning import LoadPlan
+from loader.remote import FileSource
 
 Reader = Callable[[str], np.ndarray]  # file key -> host array
 
 
-def safetensors_reader(source: CheckpointSource) -> Reader:
+def safetensors_reader(source: FileSource) -> Reader:
     """safetensors' own `pread` backend, a fresh host buffer per tensor."""
     return source.read
 
@@ -36,15 +36,15 @@ class Stream:
         cast_on_device: transfer in the file's dtype and cast on the device instead.
     """
 
-    reader: Callable[[CheckpointSource], Reader] = safetensors_reader
+    reader: Callable[[FileSource], Reader] = safetensors_reader
     caster: Caster = astype
     cast_on_device: bool = False
     _read: Reader | None = field(default=None, init=False, repr=False)
 
-    def start(self, source: CheckpointSource, probe: Probe) -> None:
+    def start(self, source: FileSource, probe: Probe) -> None:
         self._read = self.reader(source)
 
-    def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
+    def fill(self, plan: LoadPlan, source: FileSource, probe: Probe) -> None:
         assert self._read is not None, "Stream.fill before Stream.start"
         with probe.phase(STREAM):
             for step in plan.steps:

@@ -71,9 +71,15 @@ from loader.pipeline.ring_job import RingJob, ring_sender
 from loader.pipeline.speculation import Speculation
 from loader.pipeline.stacked import LayerJob, StackBuffers
 from loader.planning import LoadPlan, Step
+from loader.remote import FileSource
+from loader.remote.ranges import RemoteBytes
+from loader.remote.source import RemoteSource
 from loader.stacking import Stacked
 
 __all__ = ["Pipeline", "PipelineStats"]
+
+#: A remote request fetches at least this much, however small the budget over the threads.
+REMOTE_MIN_CHUNK = 64 << 10
 
 
 class Pipeline:
@@ -115,15 +121,18 @@ class Pipeline:
         self._workers: list[threading.Thread] = []
         self._fds: dict[str, int] = {}
         self._dropped: set[str] = set()  # tensors dropped from the page cache once read
-        self._source: CheckpointSource | None = None
+        self._source: FileSource | None = None
         self._stacks: dict[int, StackBuffers] = {}  # id(loader.stacking.Stacked) -> its buffers
         self._phase = contextlib.ExitStack()
 
     # -- start: before the build ----------------------------------------------------------------
-    def start(self, source: CheckpointSource, probe: Probe) -> None:
+    def start(self, source: FileSource, probe: Probe) -> None:
         """Open the files and start the reader threads (speculating while the model is built)."""
         self._source = source
         self._phase.enter_context(probe.phase(STREAM))
+        if isinstance(source, RemoteSource):
+            self._start_remote(source)
+            return
         self._fds = open_files(source.files)
         self._size_threads()
         cache_fit.read_ahead(self._fds.values(), self.options.cache_policy, source.total_bytes)
@@ -134,6 +143,22 @@ class Pipeline:
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
         order = [] if self._sender else order  # the ring path: no read before the device check
         self._dropped = cache_fit.dropped_tensors(self.options.cache_policy, order, 0, None)
+        self._start_threads(order)
+
+    def _start_remote(self, source: RemoteSource) -> None:
+        """A URL (`loader.remote`): no file to open or page cache to mind; each reader thread has
+        one range request in flight, its answer (one chunk) held in the budget until copied."""
+        limit, threads = self.budget.limit_bytes, self.threads
+        chunk = min(source.reader.chunk_bytes, max(REMOTE_MIN_CHUNK, limit // (4 * threads)))
+        source.reader.chunk_bytes = chunk // REMOTE_MIN_CHUNK * REMOTE_MIN_CHUNK
+        if self._sender is None:
+            self.scratch_bytes = scratch_bytes(limit, threads, source.total_bytes)
+        ring = self._sender.ring.nbytes if self._sender else 0
+        self.budget.reserve((self.scratch_bytes + source.reader.chunk_bytes) * threads + ring)
+        order = file_order([source.info(k) for k in source.keys()], source.file_of)
+        self._start_threads([] if self._sender else order)
+
+    def _start_threads(self, order: list[TensorInfo]) -> None:
         self._spec = Speculation(order, self.budget, strict=self.strict)
         for i in range(self.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
@@ -150,7 +175,7 @@ class Pipeline:
         if n > self.threads and self.budget.limit_bytes >= 8192 * n:
             self.threads = self.stats.threads = n
 
-    def _started(self) -> tuple[CheckpointSource, Speculation]:
+    def _started(self) -> tuple[FileSource, Speculation]:
         """The source and speculation that `start` set up; a clear error if it was not called."""
         if self._source is None or self._spec is None:
             raise RuntimeError("Pipeline: call start(source, probe) before fill(plan, ...)")
@@ -171,8 +196,10 @@ class Pipeline:
                 continue
             self._parts_done(work, seconds)
 
-    def _file_bytes(self, info: TensorInfo) -> FileBytes:
+    def _file_bytes(self, info: TensorInfo) -> FileBytes | RemoteBytes:
         source = self._started()[0]
+        if isinstance(source, RemoteSource):
+            return source.tensor_bytes(info.name)
         f = str(source.file_of(info.name))
         start = source.file_offset(info.name)
         drop = info.name in self._dropped  # (tensors dropped from the page cache once read)
@@ -191,11 +218,12 @@ class Pipeline:
             self._done.put(job)
 
     # -- fill: after the plan check -------------------------------------------------------------
-    def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
+    def fill(self, plan: LoadPlan, source: FileSource, probe: Probe) -> None:
         """Read what the plan needs and give every planned leaf its value."""
         speculation = self._started()[1]
         speculation.stop(len(self._workers))
-        self._dropped = self._drops(plan, source, speculation)
+        if isinstance(source, CheckpointSource):  # (a URL leaves no page cache behind)
+            self._dropped = self._drops(plan, source, speculation)
         jobs = [self._job(step) for step in plan.steps]
         runs, rest = coalesce(jobs)
         self.stats.coalesced = sum(len(r.jobs) for r in runs)

@@ -32,6 +32,7 @@ from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
 from loader.pipeline.jobs import AdoptJob, Job, JobPart
 from loader.pipeline.regions import FileBytes, drop_cached, full_region, preadv_all
+from loader.remote.ranges import RemoteBytes
 
 T = TypeVar("T")
 SMALL_BYTES = 1 << 20  # a tensor up to this size may join a run
@@ -101,7 +102,7 @@ def _eligible(job: Job[Any]) -> TypeGuard[AdoptJob]:
         return False
     if job.step.layer is not None:
         return False
-    if not isinstance(job.source, FileBytes) or len(job.pieces) != 1:
+    if not isinstance(job.source, FileBytes | RemoteBytes) or len(job.pieces) != 1:
         return False
     piece = job.pieces[0]
     return (
@@ -115,9 +116,13 @@ def _eligible(job: Job[Any]) -> TypeGuard[AdoptJob]:
 def _follows(run: list[AdoptJob], job: AdoptJob) -> bool:
     last = run[-1]
     src, prev = job.source, last.source
-    assert isinstance(src, FileBytes) and isinstance(prev, FileBytes)
+    if isinstance(src, RemoteBytes) and isinstance(prev, RemoteBytes):
+        same_file = src.obj.path == prev.obj.path
+    else:
+        assert isinstance(src, FileBytes) and isinstance(prev, FileBytes)
+        same_file = src.fd == prev.fd
     return (
-        src.fd == prev.fd
+        same_file
         and src.start == prev.start + last.info.nbytes
         and len(run) < MAX_RUN
         and sum(j.info.nbytes for j in run) + job.info.nbytes <= RUN_BYTES
@@ -163,6 +168,11 @@ def read_run(run: Run) -> float:
     t0 = time.perf_counter()
     prefault(run.arena)
     first = run.jobs[0].source
+    if isinstance(first, RemoteBytes):  # a URL's neighbours: one request per chunk of the run
+        arrays = [j.pieces[0].dest.reshape(-1).view(np.uint8) for j in run.jobs]
+        names = f"tensors {run.jobs[0].info.name!r} to {run.jobs[-1].info.name!r}"
+        first.reader.fetch_views(first.obj, first.start, arrays, what=names)
+        return time.perf_counter() - t0
     assert isinstance(first, FileBytes)
     views = [j.pieces[0].dest.reshape(-1).view(np.uint8).data for j in run.jobs]
     done = preadv_all(first.fd, views, first.start)

@@ -11,6 +11,7 @@ constants, read from its source with `ast` (so listing strategies imports neithe
     CHECKPOINT = FILE         # what `path` must be: FILE (one .safetensors file or a folder of
                               # shards), SHARDED_DIR or ORBAX (converted once by `prepare`)
     MULTIPROCESS = False      # True if it runs as several cooperating jax.distributed processes
+    REMOTE = False            # True if it also loads a URL (https://, s3://, hf://; loader.remote)
     REQUIRES = ("torch",)     # import names it needs beyond loadbench's own dependencies
     INSTALL_HINT = "make peers"   # how to install them
     PLATFORMS = ("cuda",)     # the jax platforms it can load onto (default: any); elsewhere it
@@ -53,6 +54,7 @@ __all__ = [
     "catalog",
     "get",
     "names",
+    "remote_names",
 ]
 
 
@@ -116,6 +118,7 @@ class StrategyInfo:
     requires: tuple[str, ...] = ()
     install_hint: str = ""
     platforms: tuple[str, ...] = ()
+    remote: bool = False
 
     def missing(self) -> list[str]:
         """The names in `requires` that cannot be imported here."""
@@ -170,7 +173,15 @@ class StrategyInfo:
 
 
 # -- reading a module's source ------------------------------------------------------------------
-_CONSTANTS = ("KIND", "CHECKPOINT", "MULTIPROCESS", "REQUIRES", "INSTALL_HINT", "PLATFORMS")
+_CONSTANTS = (
+    "KIND",
+    "CHECKPOINT",
+    "MULTIPROCESS",
+    "REQUIRES",
+    "INSTALL_HINT",
+    "PLATFORMS",
+    "REMOTE",
+)
 #: the jax platforms a strategy may name in PLATFORMS: the jax plugin modules that bring each one,
 #: and its driver's device node (only CUDA so far: the one platform a peer needs)
 PLATFORM_PLUGINS = {"cuda": ("jax_cuda13_plugin", "jax_cuda12_plugin")}
@@ -230,6 +241,7 @@ def _checked(
     required = tuple(requires) if isinstance(requires, tuple | list) else (requires,)
     install_hint = c.get("INSTALL_HINT", "")
     platforms = c.get("PLATFORMS", ())
+    remote = c.get("REMOTE", False)
     problems = [
         "a module docstring (its first paragraph is the description)" if not description else "",
         f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
@@ -244,6 +256,7 @@ def _checked(
         f"PLATFORMS a tuple of {', '.join(PLATFORM_PLUGINS)}"
         if not isinstance(platforms, tuple) or not set(platforms) <= set(PLATFORM_PLUGINS)
         else "",
+        "REMOTE a bool" if not isinstance(remote, bool) else "",
     ]
     if any(problems):
         raise StrategyError(
@@ -259,6 +272,7 @@ def _checked(
         cast(tuple[str, ...], required),
         cast(str, install_hint),
         cast(tuple[str, ...], platforms),
+        cast(bool, remote),
     )
 
 
@@ -335,6 +349,11 @@ def catalog(extra_modules: Iterable[str] = ()) -> dict[str, StrategyInfo]:
 def names(extra_modules: Iterable[str] = ()) -> list[str]:
     """The registered strategy names, sorted."""
     return sorted(catalog(extra_modules))
+
+
+def remote_names(extra_modules: Iterable[str] = ()) -> list[str]:
+    """The strategies that load a remote URL (`REMOTE = True`), sorted."""
+    return sorted(n for n, info in catalog(extra_modules).items() if info.remote)
 
 
 def get(name: str, extra_modules: Iterable[str] = ()) -> StrategyInfo:

@@ -96,7 +96,7 @@ class PeerStream:
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
         wanted = {step.file_key for step in plan.steps}
         stream = Stream(
-            reader=lambda src: self._reader(src, wanted),
+            reader=lambda _: self._reader(source, wanted),
             caster=host_view_cast,
             cast_on_device=self.on_device,
         )

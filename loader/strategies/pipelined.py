@@ -20,13 +20,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from loader.errors import CheckpointError
 from loader.keys import KeyMap
 from loader.phases import NULL_PROBE, Probe
 from loader.pipeline import Pipeline, PipelineOptions
 from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.remote import FileSource, is_url, remote_opener
+from loader.remote.source import check_concurrency
 from loader.report import LoadReport
 from loader.sequence import OnBuilt, Recipe, run_load
 from loader.vocabulary import AUTO
+
+REMOTE = True
 
 
 def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-only
@@ -42,6 +47,8 @@ def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-o
     cache_policy: str = AUTO,
     on_built: OnBuilt | None = None,
     policy: LoadPolicy = DEFAULT_POLICY,
+    concurrency: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> tuple[Any, LoadReport]:
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
@@ -56,7 +63,16 @@ def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-o
             (drop every range; `loader.pipeline.cache_fit`).
         on_built: called with the abstract model once it is built, while the readers run
             (`loader.sequence.run_load`): start compiling the forward there.
+        concurrency: a URL's range requests in flight, one reader thread each (`loader.remote`).
+        cache_dir: download a URL's files here first, then read them locally.
     """
+    if is_url(path) and cache_dir is None:  # one reader thread per request in flight
+        if threads is not None:
+            raise CheckpointError(
+                f"threads={threads!r} with a URL: give concurrency= (requests in flight; one "
+                "reader thread each) instead"
+            )
+        threads = check_concurrency(concurrency)
 
     given: dict[str, Any] = {
         "budget": budget,
@@ -65,7 +81,10 @@ def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-o
         "cache_policy": cache_policy,
     }
     settings = PipelineOptions(**{k: v for k, v in given.items() if v is not None})
-    recipe = Recipe(lambda: Pipeline(settings, strict=strict))
+    recipe = Recipe[FileSource](
+        lambda: Pipeline(settings, strict=strict),
+        open_remote=remote_opener(path, concurrency, cache_dir),
+    )
     return run_load(
         recipe,
         target,

@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from loader.format.buffers import host_buffer
-from loader.format.source import CheckpointSource
+from loader.remote import FileSource
 from loader.sequence import Recipe
 from loader.stream import Reader, Stream
 
 
-def aligned_reader(source: CheckpointSource) -> Reader:
+def aligned_reader(source: FileSource) -> Reader:
     """Read each tensor with `os.preadv` into a fresh page-aligned buffer."""
 
     def read(key: str) -> np.ndarray:

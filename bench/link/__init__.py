@@ -1,0 +1,7 @@
+"""Remote sources for the bench: real servers started here, optionally behind a shaped link.
+
+- `servers`: Debian's nginx (HTTP with Range) and moto's standalone S3 server, started on an
+  address this run owns (127.0.0.1, or inside its own network namespace), stopped afterwards.
+- `shaping`: a network namespace joined by a veth pair whose host end is shaped with `tc tbf`
+  (the bandwidth); removed afterwards, on Ctrl-C and on failure too.
+"""

@@ -1,0 +1,121 @@
+"""Remote checkpoints: `https://`, `s3://` and `hf://` URLs read by range requests, no local copy.
+
+- `urls`: the URL forms (contracts) and `is_url`;
+- `stores`: a URL to an `obstore` store and its shard files (the Hub through `huggingface_hub`);
+- `ranges`: checked, retried range requests (`RangeReader`) and a tensor's bytes (`RemoteBytes`);
+- `source`: `RemoteSource`, a checkpoint behind a URL with the face of a local `CheckpointSource`;
+- `cache`: `cache_dir=`: the files downloaded once (same client, checked ranges), then read
+  locally; the only way a remote load writes a file.
+
+Concurrency (`concurrency=`, requests in flight) defaults to `DEFAULT_CONCURRENCY` = 16 with
+`CHUNK_BYTES` = 8 MiB a request: 16 x 8 MiB = 128 MiB in flight, inside the default 256 MiB
+budget; enough requests to keep a link busy while each waits one round trip (a 10 Gbit/s link
+with 1 ms of latency holds 1.25 MB in flight, one chunk), and few enough that two cores copying
+answers out of the client's buffers are not the limit. `pipelined` uses one reader thread per
+request in flight, each fetching its parts chunk by chunk into the destination buffers.
+Only a strategy whose module says `REMOTE = True` takes a URL (`pipelined`, `hostcast`).
+
+Nothing here imports jax; `obstore` and `huggingface_hub` are imported on first use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
+
+from loader.remote.ranges import CHUNK_BYTES, DEFAULT_CONCURRENCY, RemoteStats
+from loader.remote.urls import RemoteURL, is_url, parse_url
+
+if TYPE_CHECKING:
+    from loader.format.source import CheckpointSource
+    from loader.remote.source import RemoteSource
+
+#: A source of file bytes: a local file or folder, or a remote URL's (`RemoteSource`).
+FileSource: TypeAlias = "CheckpointSource | RemoteSource"
+
+__all__ = [
+    "CHUNK_BYTES",
+    "DEFAULT_CONCURRENCY",
+    "FileSource",
+    "RemoteStats",
+    "RemoteURL",
+    "is_url",
+    "open_checkpoint",
+    "parse_url",
+    "remote_opener",
+]
+
+
+def open_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    concurrency: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> FileSource:
+    """The source of a checkpoint: a local file or folder, or a remote URL.
+
+    Args:
+        path: a local `.safetensors` file or folder, or a URL (`loader.remote.urls`).
+        concurrency: a URL's range requests in flight (default `DEFAULT_CONCURRENCY`).
+        cache_dir: download a URL's files here once (reused while their ETags hold) and read
+            them locally; without it a remote load writes no file.
+
+    Raises:
+        CheckpointError: `concurrency` or `cache_dir` given with a local path (they would do
+            nothing), or the checkpoint cannot be opened (`RemoteError` for a URL).
+
+    Example:
+        >>> with open_checkpoint("s3://bucket/model.safetensors", concurrency=32) as src:
+        ...     print(src.keys())
+    """
+    return (
+        remote_opener(path, concurrency, cache_dir)(str(path))
+        if is_url(path)
+        else (_local(path, concurrency, cache_dir))
+    )
+
+
+def _local(
+    path: str | os.PathLike[str],
+    concurrency: int | None,
+    cache_dir: str | os.PathLike[str] | None,
+) -> CheckpointSource:
+    from loader.format.source import CheckpointSource
+
+    remote_opener(path, concurrency, cache_dir)
+    return CheckpointSource(path)
+
+
+def remote_opener(
+    path: str | os.PathLike[str],
+    concurrency: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Callable[[str], FileSource]:
+    """What a strategy that takes URLs passes `Recipe.open_remote` for a load of `path`.
+
+    The remote options are refused in one line for a local `path` (they would do nothing).
+    """
+    from loader.errors import CheckpointError
+
+    if not is_url(path):
+        for name, value in (("concurrency", concurrency), ("cache_dir", cache_dir)):
+            if value is not None:
+                raise CheckpointError(
+                    f"{name}= applies to a remote checkpoint (https://, s3://, hf://) only; "
+                    f"{os.fspath(path)} is local: drop it"
+                )
+
+    def open_remote(url: str) -> FileSource:
+        from loader.format.source import CheckpointSource
+        from loader.remote.source import RemoteSource
+
+        source = RemoteSource(url, concurrency=concurrency)
+        if cache_dir is None:
+            return source
+        from loader.remote.cache import cached_copy
+
+        with source:
+            return CheckpointSource(cached_copy(source, cache_dir))
+
+    return open_remote

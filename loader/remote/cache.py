@@ -1,0 +1,71 @@
+"""`cache_dir=`: a remote checkpoint's files downloaded once, then read from the local disk.
+
+The folder for one checkpoint is named by a hash of its URL and every file's ETag, so a file
+replaced upstream gets a new folder (the old one is left for the user to delete). Each file is
+fetched with the same checked range requests as a streaming load (`concurrency` chunks at a time,
+each written at its offset), into a temporary name that is renamed only when complete: a killed
+download leaves no file that looks finished. This is also the "download, then load" reference.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import posixpath
+from pathlib import Path
+
+import numpy as np
+
+from loader.errors import RemoteError
+from loader.remote.source import RemoteSource
+
+
+def _folder(source: RemoteSource, cache_dir: Path) -> Path:
+    key = source.path + "".join(f"\n{o.path} {o.etag} {o.size}" for o in source.objects.values())
+    return cache_dir / hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _download(source: RemoteSource, path: str, dest: Path) -> None:
+    obj = source.objects[path]
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    step = source.reader.chunk_bytes
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, obj.size)
+
+        def one(start: int) -> None:
+            out = np.empty(min(step, obj.size - start), np.uint8)
+            source.reader.fetch(obj, start, out, what=f"download of {posixpath.basename(path)}")
+            os.pwrite(fd, out.data, start)
+
+        with concurrent.futures.ThreadPoolExecutor(source.concurrency) as pool:
+            list(pool.map(one, range(0, obj.size, step)))
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, dest)
+
+
+def cached_copy(source: RemoteSource, cache_dir: str | os.PathLike[str]) -> Path:
+    """The local copy of `source`'s files (downloaded now unless cached): a file or a folder."""
+    folder = _folder(source, Path(cache_dir))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RemoteError(
+            f"cache_dir={os.fspath(cache_dir)}: cannot create ({e.strerror})"
+        ) from None
+    names = [posixpath.basename(p) for p in source.objects]
+    if len(set(names)) != len(names):
+        raise RemoteError(
+            f"{source.path}: shard files share a name; cannot cache them in one folder"
+        )
+    for path, name in zip(source.objects, names):
+        dest = folder / name
+        if not (dest.is_file() and dest.stat().st_size == source.objects[path].size):
+            _download(source, path, dest)
+    return folder / names[0] if len(names) == 1 else folder
