@@ -10,7 +10,7 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps peers ports ports-deps clean
+.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps remote-deps peers ports ports-deps clean
 PEERS_TORCH ?= torch==2.13.0
 
 help: ## list the targets
@@ -44,7 +44,16 @@ browser-deps: ## install Debian's chromium for the browser test (needs root; ski
 	      || echo "browser-deps: could not install chromium; the browser test will be skipped"; \
 	  else echo "browser-deps: chromium missing and not root; the browser test will be skipped"; fi; }
 
-test: $(STAMP) browser-deps ## run the test suite (CPU, 8 simulated devices)
+remote-deps: ## install Debian's nginx, strace and iproute2 for the remote-load tests and links (root; skipped otherwise)
+	@missing="$$(for c in nginx:nginx strace:strace tc:iproute2; do command -v $${c%%:*} >/dev/null 2>&1 \
+	  || [ -x /usr/sbin/$${c%%:*} ] || echo $${c##*:}; done)"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \
+	      || echo "remote-deps: could not install $$missing; those remote tests will be skipped"; \
+	  else echo "remote-deps: $$missing missing and not root; those remote tests will be skipped"; fi; fi
+
+test: $(STAMP) browser-deps remote-deps ## run the test suite (CPU, 8 simulated devices)
 	$(PY) -m pytest -q
 
 lint: $(STAMP) ## ruff (with the complexity rules) and format check, then mypy (config in pyproject.toml)

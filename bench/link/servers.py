@@ -8,6 +8,7 @@ Waiting for a server to listen is bounded (`START_TIMEOUT_S`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -45,12 +46,13 @@ class Server:
     def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL after 5 s) and remove its work folder."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self._signal(signal.SIGTERM)
             try:
                 self.process.wait(5)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                self._signal(signal.SIGKILL)
                 self.process.wait(5)
+        self._signal(signal.SIGKILL)  # any worker its master left behind
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> Server:
@@ -60,10 +62,14 @@ class Server:
         self.stop()
 
     def kill(self) -> None:
-        """Kill it at once (a server dying mid-load)."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(5)
+        """Kill it and its workers at once (a server dying mid-load)."""
+        self._signal(signal.SIGKILL)
+        self.process.wait(5)
+
+    def _signal(self, sig: int) -> None:
+        """Signal the server's process group (its own session: nginx's workers too)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -151,6 +157,7 @@ def start_nginx(
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     server = Server(f"http://{host}:{port}", process, workdir)
     try:
@@ -178,6 +185,7 @@ def start_moto(*, host: str = "127.0.0.1", netns: str | None = None) -> Server:
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
+        start_new_session=True,
     )
     server = Server(f"http://{host}:{port}", process, workdir)
     try:

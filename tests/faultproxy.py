@@ -1,0 +1,146 @@
+"""An HTTP proxy on 127.0.0.1 that forwards to a real server and injects one fault on demand.
+
+Tests put it between the loader and nginx, moto's S3 server or the Hub server, so each fault
+comes over a real connection from a real server's answer:
+
+- `truncate`: the answer's headers promise the whole range, half the body comes, the
+  connection closes;
+- `longer`: more bytes than the range asked for (and a Content-Length that says so);
+- `status500`: a 500 instead of the answer;
+- `reset`: the connection is reset (RST, `SO_LINGER` 0) before any answer.
+
+`Fault(kind, nth, times)`: the `nth` range GET (1-based) picks the range to fail; every request
+for that range fails, or only the first `times` ones (a transient fault that a retry outlives).
+`on_range(n)`, if set, runs before the `n`th range GET is forwarded (kill the server, replace
+the object). Every request is logged in `requests` (method, path, Range).
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import struct
+import threading
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
+
+
+@dataclass
+class Fault:
+    kind: str  # truncate | longer | status500 | reset
+    nth: int = 2
+    times: int | None = None  # None: every request for that range
+    range: str | None = None  # set when the nth range GET arrives
+    hits: int = 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _ProxyServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _fault_for(self, rng: str | None) -> str | None:
+        proxy = self.server.proxy
+        with proxy.lock:
+            if self.command != "GET" or not rng:
+                return None
+            proxy.range_gets += 1
+            n = proxy.range_gets
+            hook = proxy.on_range
+            fault = proxy.fault
+            if fault is not None and fault.range is None and n == fault.nth:
+                fault.range = rng
+            hit = (
+                fault is not None
+                and fault.range == rng
+                and (fault.times is None or fault.hits < fault.times)
+            )
+            if hit and fault is not None:
+                fault.hits += 1
+        if hook is not None:
+            hook(n)
+        return fault.kind if hit and fault is not None else None
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        rng = self.headers.get("Range")
+        self.server.proxy.requests.append((self.command, self.path, rng))
+        kind = self._fault_for(rng)
+        if kind == "reset":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
+        if kind == "status500":
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        up = self.server.proxy.upstream
+        try:
+            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=10)
+            conn.request(self.command, self.path, body=body, headers=headers)
+            answer = conn.getresponse()
+            data = answer.read()
+            conn.close()
+        except OSError:  # the server is gone: so is this connection
+            self.close_connection = True
+            self.connection.close()
+            return
+        if kind == "longer":
+            data += b"\x00" * 4096
+        self.send_response(answer.status, answer.reason)
+        for k, v in answer.getheaders():
+            if k.lower() not in HOP:
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if kind == "truncate":
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.wfile.write(data)
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward  # noqa: N815 - http.server API
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+    proxy: FaultProxy
+
+
+class FaultProxy:
+    """Context manager: the proxy on a free 127.0.0.1 port in front of `upstream` (a base URL)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urllib.parse.urlsplit(upstream)
+        self.server = _ProxyServer(("127.0.0.1", 0), _Handler)
+        self.server.proxy = self
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.lock = threading.Lock()
+        self.fault: Fault | None = None
+        self.on_range: Callable[[int], None] | None = None
+        self.range_gets = 0
+        self.requests: list[tuple[str, str, str | None]] = []
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
