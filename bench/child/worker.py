@@ -187,7 +187,17 @@ def _measurement(
         staging_memory=getattr(report, "staging_memory", None),
         device_received_bytes=traffic.received,
         device_expected_bytes=traffic_expected(model) if traffic.received else {},
+        remote=_remote(report),
     )
+
+
+def _remote(report: Any) -> dict[str, int] | None:
+    """A remote load's requests, bytes and concurrency (`loader.remote.RemoteStats`)."""
+    stats = getattr(report, "remote", None)
+    if stats is None:
+        return None
+    keys = ("concurrency", "requests", "bytes_requested", "bytes_received")
+    return {k: int(getattr(stats, k)) for k in keys}
 
 
 def _takes_budget(info: StrategyInfo) -> bool:
@@ -214,6 +224,7 @@ def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
         "staging": task.staging,
         "threads": task.threads,
         "cache_policy": task.cache_policy,
+        "concurrency": task.concurrency,
     }
     asked = {k: v for k, v in asked.items() if v is not None}
     if not asked:

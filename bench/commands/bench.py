@@ -38,6 +38,31 @@ def _unavailable(info: StrategyInfo) -> str:
     return f"unavailable: {info.unavailable_reason()}"
 
 
+def add_remote(p: argparse.ArgumentParser) -> None:
+    """`--source`, `--link`, `--remote-concurrency`: load from a server this run starts."""
+    from bench.link import SOURCES
+
+    p.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="file",
+        help="where strategies that take a URL read the checkpoint from: file (default), http "
+        "(nginx), s3 (moto's S3 server), started by the run on 127.0.0.1 or behind --link",
+    )
+    p.add_argument(
+        "--link",
+        default=None,
+        help="serve --source from its own network namespace behind a veth pair shaped with tc "
+        "tbf, e.g. 1Gbit or 10Gbit (root; a /LATENCY needs netem); rows get ceiling_s",
+    )
+    p.add_argument(
+        "--remote-concurrency",
+        default=None,
+        help="range requests in flight, each value its own configuration, e.g. 1,4,16,64 "
+        "(default: the loader's own, 16)",
+    )
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """`bench list`: one line (or JSON object) per registered strategy."""
     from bench import strategies
@@ -129,8 +154,38 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         staging=True if args.staging else None,
         threads=args.threads,
         cache_policy=args.cache_policy,
+        source=args.source,
+        link=_link(args),
+        remote_concurrency=_concurrencies(args.remote_concurrency),
         argv=["loadbench", *args.argv],
     )
+
+
+def _link(args: argparse.Namespace) -> str | None:
+    """`--link`, checked now (a shaped link needs `--source`, root, ip and tc; no netem here)."""
+    if args.link is None:
+        return None
+    from bench.link.shaping import Link, can_shape
+
+    if args.source == "file":
+        raise BenchError("--link shapes a remote source's link: add --source http or s3")
+    link = Link.parse(args.link)
+    why = can_shape()
+    if why:
+        raise BenchError(why)
+    return link.text
+
+
+def _concurrencies(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        values = [int(v) for v in csv(text)]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise BenchError(f"--remote-concurrency {text!r}: give whole numbers >= 1, e.g. 1,4,16,64")
+    return values
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -226,6 +281,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     )
     add_model_options(p)
     add_pipelined(p)
+    add_remote(p)
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
         "--processes",

@@ -2,6 +2,12 @@
 
 - `servers`: Debian's nginx (HTTP with Range) and moto's standalone S3 server, started on an
   address this run owns (127.0.0.1, or inside its own network namespace), stopped afterwards.
+- `serve`: the checkpoint served for a run (`--source`, `--link`): the server, its URL, the
+  environment the children read it with;
 - `shaping`: a network namespace joined by a veth pair whose host end is shaped with `tc tbf`
   (the bandwidth); removed afterwards, on Ctrl-C and on failure too.
 """
+
+FILE_SOURCE = "file"  # the checkpoint on the local disk (every run before `--source`)
+SOURCES = (FILE_SOURCE, "http", "s3", "hf")
+UNSHAPED = "unshaped"  # a remote run over loopback, no link shaped (the rows say so)

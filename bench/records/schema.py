@@ -121,6 +121,13 @@ class PhaseRecord:
     memory_limit_enforced: bool | None = None  # the limit read back from the cgroup as asked
     cgroup_peak_bytes: int | None = None  # the cgroup's own peak (page cache included)
     disk_read_bytes_per_s: int | None = None  # `--disk-read-speed`: reads from disk capped at this
+    # -- a remote load (`bench run --source http|s3|hf [--link BANDWIDTH]`) --
+    source: str = "file"  # SOURCES: file (local disk), http, s3, hf
+    link: str | None = None  # the shaped link ("1Gbit"); "unshaped" over loopback; None: local
+    concurrency: int | None = None  # range requests in flight (the load's own default if not asked)
+    requests: int | None = None  # range requests sent (headers included)
+    bytes_requested: int | None = None
+    bytes_received: int | None = None
     disk_read_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | none (could not be set)
     disk_read_limit_enforced: bool | None = None  # the cap read back from the cgroup as asked
     cpus: int | None = None  # `--cpus`: the CPU limit the child ran under

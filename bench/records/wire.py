@@ -55,6 +55,7 @@ class ChildTask:
     staging: bool | None = None  # `staging=` (`bench run --staging`), likewise
     threads: int | None = None  # `threads=` (`--threads`), likewise
     cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
+    concurrency: int | None = None  # `concurrency=` (`--remote-concurrency`): a URL's requests
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Measurement:
     device_expected_bytes: dict[str, int] = field(default_factory=dict)
     budget_bytes: int | None = None  # the budget in effect (the strategy's default if none given)
     heap_retained_bytes: int | None = None  # free bytes left in glibc's heaps (host.allocator)
+    remote: dict[str, int] | None = None  # a remote load's requests and bytes (LoadReport.remote)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ class RunConfig:
     model: str = "spec"  # `--model`: one of bench.vocabulary.MODELS, or several: "spec,port"
     compile: bool = False  # `--compile`: add the `compile` phase (a port's forward)
     compile_cache: str | None = None  # `--compile-cache DIR`: JAX's persistent cache
+    source: str = "file"  # `--source`: file, http, s3 or hf (bench.link serves the checkpoint)
+    link: str | None = None  # `--link BANDWIDTH`: the shaped link (None: unshaped loopback)
+    remote_concurrency: list[int] | None = None  # `--remote-concurrency 1,4,16`: one config each
 
     def models(self) -> list[str]:
         """The models each strategy is run with (`--model a,b`: interleaved, in one run)."""

@@ -73,7 +73,7 @@ def task_argvs(task: Task, work: Path) -> Group:
     child_task = ChildTask(
         strategy=task.entry.name,
         shapes=task.checkpoint.shapes,
-        checkpoint=task.path or task.checkpoint.path,
+        checkpoint=task.url or task.load_path,
         source_checkpoint=task.checkpoint.path,
         dtype=task.checkpoint.dtype,
         seed=task.checkpoint.seed,
@@ -88,6 +88,7 @@ def task_argvs(task: Task, work: Path) -> Group:
         staging=task.staging,
         threads=task.threads,
         cache_policy=task.cache_policy,
+        concurrency=task.concurrency,
     )
     task_file = work / f"{tag}.task.json"
     argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)

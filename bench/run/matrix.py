@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.errors import BenchError, NoResultsError
 from bench.host.allocator import small_tensor_bytes
+from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
@@ -134,6 +135,10 @@ class Task:
     model: str = "spec"  # bench.vocabulary.MODELS
     compile: bool = False  # also lower and compile the port's forward
     compile_cache: str | None = None  # JAX's persistent compilation cache folder
+    concurrency: int | None = None  # a URL's range requests in flight (`--remote-concurrency`)
+    source: str = "file"  # where the strategy reads from: file, http, s3, hf (`--source`)
+    link: str | None = None  # the shaped link's text, "unshaped" over loopback, None: a file
+    url: str | None = None  # what the child loads instead of `load_path` (`bench.link.serve`)
 
     @property
     def load_path(self) -> str:
@@ -223,6 +228,17 @@ def plan(
         )
         if (reason := _skip_reason(task, known, config, budget)) is not None:
             skipped.append((task, reason))
+        elif config.source != FILE_SOURCE and not entry.remote:
+            skipped.append((task, f"reads local files only (--source {config.source})"))
         else:
-            run.append(task)
+            run += _per_concurrency(task, config)
     return _interleaved(run, config, run_folder), skipped
+
+
+def _per_concurrency(task: Task, config: RunConfig) -> list[Task]:
+    """A remote task once per `--remote-concurrency` value (each its own configuration)."""
+    if config.source == FILE_SOURCE:
+        return [task]
+    link = config.link or UNSHAPED
+    values: list[int | None] = [*(config.remote_concurrency or [])] or [None]
+    return [replace(task, source=config.source, link=link, concurrency=c) for c in values]

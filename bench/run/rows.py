@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bench.limits.situation import Situation
+from bench.link import UNSHAPED
+from bench.link.shaping import Link
 from bench.records.schema import PhaseRecord, SampleRecord
 from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
@@ -79,20 +81,44 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         **UNMEASURED,
         memray_html=ctx.memray_html,
         memray_top=ctx.memray_top,
-        ceiling_s=ctx.ceiling_s,
-        ceiling_probe_id=ctx.ceiling_probe_id,
+        ceiling_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.ceiling_s,
+        ceiling_probe_id=f"link:{task.link}" if _link_ceiling(task, 1) else ctx.ceiling_probe_id,
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
         threads=task.threads,
         cache_policy=task.cache_policy,
+        source=task.source,
+        link=task.link,
+        concurrency=task.concurrency,
+    )
+
+
+def _link_ceiling(task: Task, nbytes: int) -> float | None:
+    """A shaped link's ceiling for `nbytes`: bytes over its bandwidth (None: no shaped link)."""
+    if task.link is None or task.link == UNSHAPED:
+        return None
+    return Link.parse(task.link).ceiling_s(nbytes)
+
+
+def _remote_fields(row: PhaseRecord, measured: Measurement) -> PhaseRecord:
+    """`row` with a remote load's requests and bytes, and the concurrency it ran with."""
+    remote = measured.remote
+    if not remote:
+        return row
+    return replace(
+        row,
+        concurrency=remote["concurrency"],
+        requests=remote["requests"],
+        bytes_requested=remote["bytes_requested"],
+        bytes_received=remote["bytes_received"],
     )
 
 
 def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) -> PhaseRecord:
     """`row` with one phase of a measurement (and the whole run's figures)."""
     return replace(
-        row,
+        _remote_fields(row, measured),
         baseline_rss_bytes=measured.baseline_rss_bytes,
         peak_rss_bytes=measured.total.peak_rss_bytes,
         wall_s=measured.total.wall_s,

@@ -32,6 +32,8 @@ from bench.limits.disk_read import ReadThrottle
 from bench.limits.memory import SYSTEMD, WATCHDOG, MemoryLimit
 from bench.limits.pagecache import CacheOutcome
 from bench.limits.situation import Situation
+from bench.link import FILE_SOURCE
+from bench.link.serve import serving
 from bench.records.results import export_parquet
 from bench.records.schema import RunRecord
 from bench.records.wire import MemrayFiles
@@ -240,7 +242,11 @@ def _run_matrix(config: RunConfig, selected: list[StrategyInfo], writer: Results
         for task, reason in skipped:
             ctx = _context(run_id, task, {}, _unrun(task))
             writer.write(failed_row(ctx, SKIPPED, reason))
-        _execute(tasks, config, writer, run_id, ceiling)
+        if config.source == FILE_SOURCE or not tasks:
+            _execute(tasks, config, writer, run_id, ceiling)
+            continue
+        with serving(ck.path, config.source, config.link, ck.shapes) as url:
+            _execute([replace(t, url=url) for t in tasks], config, writer, run_id, ceiling)
 
 
 def _finish(writer: ResultsWriter, record: RunRecord, status: str, header: int) -> bool:
