@@ -165,7 +165,7 @@ def _link(args: argparse.Namespace) -> str | None:
     """`--link`, checked now (a shaped link needs `--source`, root, ip and tc; no netem here)."""
     if args.link is None:
         return None
-    from bench.link.shaping import Link, can_shape
+    from bench.link.shaping import Link, can_shape, check_latency
 
     if args.source == "file":
         raise BenchError("--link shapes a remote source's link: add --source http or s3")
@@ -173,6 +173,7 @@ def _link(args: argparse.Namespace) -> str | None:
     why = can_shape()
     if why:
         raise BenchError(why)
+    check_latency(link)
     return link.text
 
 

@@ -76,7 +76,7 @@ def can_shape() -> str | None:
     return None
 
 
-def _netem_missing() -> bool:
+def netem_missing() -> bool:
     """True when the kernel has no netem (its config says so, or the module cannot load)."""
     release = os.uname().release
     for config in (f"/boot/config-{release}", "/proc/config.gz"):
@@ -101,6 +101,16 @@ def _stale_namespaces() -> None:
                 _run("ip", "netns", "del", ns, check=False)
 
 
+def check_latency(link: Link) -> None:
+    """A one-line `BenchError` where `link` asks a latency and the kernel has no netem."""
+    if link.latency_ms is not None and netem_missing():
+        raise BenchError(
+            f"--link {link.text}: a latency needs netem, which this kernel lacks "
+            "(CONFIG_NET_SCH_NETEM is not set); give the bandwidth alone, e.g. "
+            f"--link {link.text.split('/')[0]}"
+        )
+
+
 class ShapedLink:
     """Context manager: this run's namespace and shaped veth pair (see the module docstring)."""
 
@@ -110,12 +120,7 @@ class ShapedLink:
         why = can_shape()
         if why:
             raise BenchError(why)
-        if link.latency_ms is not None and _netem_missing():
-            raise BenchError(
-                f"--link {link.text}: a latency needs netem, which this kernel lacks "
-                "(CONFIG_NET_SCH_NETEM is not set); give the bandwidth alone, e.g. "
-                f"--link {link.text.split('/')[0]}"
-            )
+        check_latency(link)
         ShapedLink._count += 1
         pid, k = os.getpid(), ShapedLink._count
         self.link = link
@@ -149,22 +154,16 @@ class ShapedLink:
             rate = f"{int(self.link.bits_per_s)}bit"
             burst = str(max(256 << 10, int(self.link.bytes_per_s / 100)))  # 10 ms of the rate
             for prefix, dev in (((), self.host_if), (ns, self.ns_if)):
-                _run(
-                    *prefix,
-                    "tc",
-                    "qdisc",
-                    "add",
-                    "dev",
-                    dev,
-                    "root",
-                    "tbf",
-                    "rate",
-                    rate,
-                    "burst",
-                    burst,
-                    "latency",
-                    "100ms",
-                )
+                where = "root"
+                if self.link.latency_ms is not None:  # netem's delay, the bucket beneath it
+                    delay = f"{self.link.latency_ms / 2:g}ms"  # each way: the round trip asked
+                    _run(
+                        *prefix,
+                        *f"tc qdisc add dev {dev} root handle 1: netem delay {delay}".split(),
+                    )
+                    where = "parent 1: handle 2:"
+                tbf = f"tc qdisc add dev {dev} {where} tbf rate {rate} burst {burst} latency 100ms"
+                _run(*prefix, *tbf.split())
         except subprocess.CalledProcessError as e:
             raise BenchError(
                 f"--link {self.link.text}: `{' '.join(e.cmd)}` failed: {e.stderr.strip()}"

@@ -65,9 +65,9 @@ def test_removed_after_a_failure():
 
 @needs_shaping
 def test_a_latency_is_refused_without_netem():
-    from bench.link.shaping import _netem_missing
+    from bench.link.shaping import netem_missing
 
-    if not _netem_missing():
+    if not netem_missing():
         pytest.skip("this kernel has netem")
     with pytest.raises(BenchError, match="needs netem.*CONFIG_NET_SCH_NETEM is not set"):
         ShapedLink(Link.parse("1Gbit/20ms"))

@@ -1,0 +1,51 @@
+"""`bench run --source`: children load from a server the run starts; rows say from where, how
+many requests and bytes; strategies that read local files only are skipped, saying why."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.link.shaping import can_shape
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _totals(out: Path) -> list[dict]:
+    (jsonl,) = out.glob("*/*.jsonl")
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()[1:]]
+    return [r for r in rows if r.get("phase") == "total"]
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+def test_http_source_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
+    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "pipelined,eager"]
+    argv += ["--source", "http", "--remote-concurrency", "2", "--repeats", "1"]
+    assert main([*argv, "--out", str(tmp_path / "res"), "--timeout", "100"]) == 0
+    rows = {r["strategy"]: r for r in _totals(tmp_path / "res")}
+    ok = rows["pipelined"]
+    assert ok["status"] == "ok" and ok["source"] == "http" and ok["link"] == "unshaped"
+    assert ok["concurrency"] == 2 and ok["requests"] >= 2
+    assert ok["bytes_received"] == ok["bytes_requested"] >= ok["checkpoint_bytes"]
+    assert rows["eager"]["status"] == "skipped" and "local files only" in rows["eager"]["error"]
+
+
+def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
+    base = ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(tmp_path)]
+    assert main([*base, "--link", "1Gbit"]) == 2
+    assert "add --source http or s3" in capsys.readouterr().err
+    assert main([*base, "--source", "s3", "--link", "fast"]) == 2
+    assert "give BANDWIDTH[/LATENCY]" in capsys.readouterr().err
+    if can_shape() is None:
+        from bench.link.shaping import netem_missing
+
+        if netem_missing():
+            assert main([*base, "--source", "s3", "--link", "1Gbit/20ms", "--repeats", "1"]) == 2
+            err = capsys.readouterr().err
+            assert "CONFIG_NET_SCH_NETEM is not set" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*/*.jsonl"))
