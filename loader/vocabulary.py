@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 # -- phases: what a strategy wraps its work in (`probe.phase(NAME)`) -------------------------------
+DOWNLOAD: Final = "download"  # a remote checkpoint fetched whole to a local disk (`download`)
 BUILD: Final = "build"  # construct the target: a random init, or an abstract (shape-only) build
 READ: Final = "read"  # bytes from the file into host memory
 CAST: Final = "cast"  # dtype conversion
@@ -16,7 +17,7 @@ TRANSFER: Final = "transfer"  # host -> device placement (jax.device_put / make_
 ASSEMBLE: Final = "assemble"  # put the arrays into the model (nnx.update / merge)
 STREAM: Final = "stream"  # read + cast + transfer interleaved per tensor
 COMPILE: Final = "compile"  # lower + compile the model's forward (`bench run --compile`)
-PHASES: Final = (BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM, COMPILE)
+PHASES: Final = (DOWNLOAD, BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM, COMPILE)
 TOTAL: Final = "total"  # the row that spans a whole load (not a phase a strategy enters)
 PHASE_ORDER: Final = (*PHASES, TOTAL)
 
@@ -44,7 +45,8 @@ DEFAULT_STRATEGY: Final = "pipelined"  # what `loader.load_model` uses when no s
 FILE: Final = "file"  # one .safetensors file, or a folder of them (with or without an index)
 SHARDED_DIR: Final = "sharded-dir"  # a directory of per-process shard files plus manifest.json
 ORBAX: Final = "orbax"  # an Orbax checkpoint
-CHECKPOINTS: Final = (FILE, SHARDED_DIR, ORBAX)
+URL: Final = "url"  # a remote checkpoint only (`bench run --source http|s3`; loader.remote)
+CHECKPOINTS: Final = (FILE, SHARDED_DIR, ORBAX, URL)
 
 # -- `pipelined`'s `cache_policy=` (`bench run --cache-policy`) -----------------------------------
 KEEP: Final = "keep"  # read through the page cache and leave it as it is

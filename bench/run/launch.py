@@ -23,7 +23,7 @@ from bench.records.wire import ChildTask, to_json
 from bench.run.children import run_group
 from bench.run.config import RunConfig
 from bench.run.matrix import Task
-from loader.vocabulary import CRASHED, FILE, OK
+from loader.vocabulary import CRASHED, FILE, OK, URL
 
 Group = tuple[list[list[str]], list[dict[str, str]], list[Path]]
 
@@ -121,7 +121,7 @@ def _convert_argv(task: Task, folder: Path) -> list[str]:
 def prepare_task(task: Task, config: RunConfig) -> PreparedTask:
     """The task with the path its strategy loads (its checkpoint converted once, cached), or the
     `crashed` status and why, if conversion failed."""
-    if task.entry.checkpoint == FILE:
+    if task.entry.checkpoint in (FILE, URL):  # as they are (a URL: served by bench.link)
         return PreparedTask(task)
     name = f"{task.entry.name}-p{task.processes}-d{task.devices}"
     folder = task.checkpoint.folder / "prepared" / name

@@ -27,6 +27,7 @@ from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
 from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORTS, WARM
 from loader.strategies import StrategyInfo
+from loader.vocabulary import URL
 from shapes import is_synthesized, load_spec
 from shapes.content import stored_sizes
 
@@ -230,6 +231,8 @@ def plan(
             skipped.append((task, reason))
         elif config.source != FILE_SOURCE and not entry.remote:
             skipped.append((task, f"reads local files only (--source {config.source})"))
+        elif config.source == FILE_SOURCE and entry.checkpoint == URL:
+            skipped.append((task, "loads a URL only: run with --source http or s3"))
         else:
             run += _per_concurrency(task, config)
     return _interleaved(run, config, run_folder), skipped

@@ -26,6 +26,7 @@ from remote_servers import FILE_SPEC, SHARD_SPEC, TOKEN, hub_environment, verify
 
 pytestmark = pytest.mark.timeout(60)
 KINDS = ("http", "s3", "hf")
+FILE_SPEC_BYTES = sum(t.nbytes for t in FILE_SPEC.tensors)
 FIXTURE = {"http": "nginx", "s3": "moto", "hf": "hub"}
 
 
@@ -72,6 +73,29 @@ def test_cast_and_small_budget_chunks_every_tensor(nginx, checkpoints, poison):
     )
     assert verify(model, one) == len(FILE_SPEC.tensors)
     assert report.remote.requests > 8 and report.inflight_peak_bytes <= 256 << 10
+
+
+def test_download_then_load_reference(served, checkpoints, poison, tmp_path, monkeypatch):
+    """`download`: the file fetched whole (its own phase), loaded, the folder removed."""
+    phases: list[str] = []
+
+    class Probe:
+        def phase(self, name):
+            import contextlib
+
+            phases.append(name)
+            return contextlib.nullcontext()
+
+        def add_time(self, substep, seconds):
+            pass
+
+    monkeypatch.setenv("LOADBENCH_DOWNLOAD_DIR", str(tmp_path))
+    model, report = loader.strategies.get("download").load(
+        poisoned(FILE_SPEC, poison), served.urls()["file"], Probe(), strict=True
+    )
+    assert verify(model, checkpoints[0]) == len(FILE_SPEC.tensors)
+    assert phases[0] == "download" and report.remote.bytes_received >= FILE_SPEC_BYTES
+    assert not list(tmp_path.iterdir())  # the downloaded copy is gone
 
 
 def test_other_strategies_refuse_a_url_naming_those_that_take_one(nginx):

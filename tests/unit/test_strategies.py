@@ -23,12 +23,15 @@ from bench.strategies import extra_modules
 from loader import strategies
 from loader.leaves import iter_variables
 from loader.sharded.rule import AXIS
-from loader.vocabulary import FILE, STRATEGY
+from loader.vocabulary import FILE, STRATEGY, URL
 
 # The registry plus the modules named in LOADBENCH_EXTRA_STRATEGIES (how the bench adds a strategy
 # without editing loadbench): a strategy added either way is collected here.
 EXTRA = extra_modules()
-MODEL_STRATEGIES = [n for n, e in strategies.catalog(EXTRA).items() if e.kind == STRATEGY]
+# (a strategy that loads a URL only, `download`, is tested against real servers: test_remote.py)
+MODEL_STRATEGIES = [
+    n for n, e in strategies.catalog(EXTRA).items() if e.kind == STRATEGY and e.checkpoint != URL
+]
 
 
 def small_sa3_spec() -> shapes.ShapeSpec:
