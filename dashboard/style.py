@@ -26,6 +26,7 @@ from loader.vocabulary import (
     BUILD,
     CAST,
     COMPILE,
+    DOWNLOAD,
     KINDS,
     PEER,
     PHASE_ORDER,
@@ -61,6 +62,7 @@ STRATEGY_PALETTE = (
 REFERENCE_COLOR = "#7f7f7f"
 # A pastel palette for phases (bands, stacked bars): never one of the strategy hues above.
 PHASE_COLORS = {
+    DOWNLOAD: "#bcbddc",  # the `download` reference: a remote file fetched whole first
     BUILD: "#c6dbef",
     READ: "#fdd0a2",
     CAST: "#dadaeb",
