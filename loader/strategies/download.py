@@ -16,6 +16,7 @@ from typing import Any
 from loader.errors import CheckpointError
 from loader.keys import KeyMap
 from loader.phases import NULL_PROBE, Probe
+from loader.policy import DEFAULT_POLICY, LoadPolicy
 from loader.remote import is_url
 from loader.report import LoadReport
 from loader.sequence import OnBuilt
@@ -25,7 +26,7 @@ CHECKPOINT = URL
 REMOTE = True
 
 
-def load(
+def load(  # noqa: PLR0913  the load keywords plus the remote ones, keyword-only
     target: Any,
     path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,
@@ -35,6 +36,7 @@ def load(
     on_built: OnBuilt | None = None,
     concurrency: int | None = None,
     budget: int | None = None,
+    policy: LoadPolicy = DEFAULT_POLICY,
     **options: Any,
 ) -> tuple[Any, LoadReport]:
     """Download `path` (a URL) to a temporary folder, then `pipelined` from there.
@@ -57,7 +59,14 @@ def load(
             local = cached_copy(source, tmp)
             stats = source.stats()
         model, report = pipelined.load(
-            target, local, probe, strict=strict, key_map=key_map, on_built=on_built, budget=budget
+            target,
+            local,
+            probe,
+            strict=strict,
+            key_map=key_map,
+            on_built=on_built,
+            budget=budget,
+            policy=policy,
         )
     report.remote = stats
     return model, report
