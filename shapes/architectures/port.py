@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from loader.format import DTYPES
+from loader.target.abstract import abstract_build
 from shapes.architectures import ARCHITECTURES, SCANNED, port_names, scanned_port_names
 from shapes.architectures.layers import checked
 from shapes.catalog import load_spec
@@ -83,7 +84,7 @@ def port_for(
         return module.MODEL(config, dtype=model_dtype, rngs=nnx.Rngs(seed))
 
     arch = module.__name__.rsplit(".", 1)[-1]
-    key_map = checked(module.key_map(config), nnx.eval_shape(build), arch)
+    key_map = checked(module.key_map(config), abstract_build(build), arch)
     names = [t.name for t in spec.tensors]
     ignore_unexpected = tuple(
         p for p in module.IGNORE_UNEXPECTED if any(fnmatch.fnmatchcase(n, p) for n in names)
