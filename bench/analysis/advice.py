@@ -312,7 +312,7 @@ def table_rows(advice: Advice) -> list[dict[str, Any]]:
     rows = []
     for s in advice.rec.strategies:
         row: dict[str, Any] = {
-            "strategy": s.strategy + (" *" if s.strategy == advice.rec.recommended else ""),
+            "strategy": s.strategy,
             "verdict": s.verdict,
             "host peak" if s.device else "predicted peak": format_bytes(s.predicted_peak_bytes),
             "headroom": format_bytes(s.headroom_bytes),
@@ -374,7 +374,10 @@ def to_text(advice: Advice) -> str:
         f"{t.tensors} tensors, largest {format_bytes(t.largest_tensor_bytes)}) on {host}:",
         "",
     ]
-    table = text_table(table_rows(advice))
+    rows = table_rows(advice)
+    for row in rows:  # the recommended row (first) marked
+        row["strategy"] += " *" if row["strategy"] == advice.rec.recommended else ""
+    table = text_table(rows)
     if table:
         lines += [*table, ""]
     return "\n".join(lines + sentences(advice)) + "\n"

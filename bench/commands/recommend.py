@@ -120,8 +120,8 @@ def _device_note(args, results: Results, ckpt: int) -> tuple[str, dict[str, int]
     devices = device_peaks(results, ckpt)
     if not devices:
         return (
-            "--device-ram: no results from a host whose backend reports device memory (the "
-            "CPU backend reports none); device peaks not predicted.",
+            "No run here reported device memory (the CPU backend reports none): add "
+            "--accelerator for predicted device peaks.",
             None,
         )
     worst = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(devices.items()))
@@ -237,16 +237,17 @@ def run_cli(args: argparse.Namespace) -> int:
     results = read_results(existing_results(args.results))
     _take_probe_accelerator(args, there)
     adv, speed, capped = _advice(args, results, host_ram, named)
-    notes, devices = _notes(args, results, speed, capped), None
+    notes, devices, how = _notes(args, results, speed, capped), None, []
     if there is not None:
         adv, _, said = target.on_target(args, results, adv, there)
-        notes = said + notes
+        notes, how = said[:1] + notes, said[1:]  # how the times were scaled: a detail
     if args.device_ram and not args.accelerator:
         note, devices = _device_note(args, results, adv.target.checkpoint_bytes)
         notes.append(note)
     if args.json:
         out = to_json(adv)
         out["notes"] += notes
+        out["details"] += how
         print(
             json.dumps({**out, **({"device_peaks": devices} if args.device_ram else {})}, indent=1)
         )

@@ -181,6 +181,8 @@ def _verdicts(
         return
     st.altair_chart(charts.target_bars(rows, host[0]), width="stretch")
     st.dataframe(pd.DataFrame(advice.table_rows(adv)), hide_index=True)
+    with st.expander("What the fit rests on"):  # `recommend --json`'s details
+        st.markdown("\n".join(f"- {d}" for d in advice.details(adv)))
     st.caption(_command(name, host, probe))
 
 

@@ -240,7 +240,7 @@ def test_device_ram_uses_device_results_or_says_there_are_none(tmp_path, capsys)
     rows = [_row("lean", sh, c, lg, c, 1.0, i) for sh, c, lg in SETS for i in range(2)]
     _write(tmp_path / "cpu", rows)
     run_cli(_args(tmp_path / "cpu", host_ram="64GiB", device_ram="80GiB"))
-    assert "no results from a host whose backend reports device memory" in capsys.readouterr().out
+    assert "No run here reported device memory" in capsys.readouterr().out
     gpu = [
         _row("lean", sh, c, lg, c, 1.0, i, phase_device_peak_bytes=2 * c)
         for sh, c, lg in SETS

@@ -99,5 +99,8 @@ def test_recommend_probe_prints_the_target_times(tmp_path, capsys):
     assert s["predicted_wall_s"] == pytest.approx(cpu / 1.0)
     assert out["inputs"]["host_ram_bytes"] == THERE.ram_bytes  # from the probe
     assert any("extrapolated to target" in n for n in out["notes"])
+    # how the CPU work was scaled is the fit's detail, in --json only (plain words: item 4)
+    assert any("CPU work scaled" in d for d in out["details"])
+    assert not any("CPU work scaled" in n for n in out["notes"])
     assert main([*argv, "--cache", "cold", "--disk-read-speed", "1GB/s"]) == 2
     assert "drop --disk-read-speed" in capsys.readouterr().err
