@@ -28,9 +28,7 @@ from tests.conftest import poison_model
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-FP32_TOLERANCE = 1e-5
-IDS = np.random.default_rng(0).integers(0, 97, (1, 16))
-IMAGE = np.random.default_rng(0).standard_normal((1, 32, 32, 3)).astype(np.float32)
+from test_ports import FP32_TOLERANCE, IDS, IMAGE, _torch_logits  # noqa: E402 - after the skips
 
 
 def _gpt2():
@@ -102,13 +100,6 @@ def _saved(name: str, folder):
     assert set(extras) <= set(keys), "the layout must carry its extras"
     config = port.config_for(json.loads((folder / "config.json").read_text()), keys)
     return hf, port, x, config
-
-
-def _torch_logits(hf, x: np.ndarray) -> np.ndarray:
-    with torch.no_grad():
-        t = torch.tensor(x)
-        out = hf(t.permute(0, 3, 1, 2)) if t.dtype == torch.float32 else hf(t)
-    return out.logits.float().numpy()
 
 
 def _strict_load(port, config, folder, *, dtype=jnp.float32, strategy=None):
