@@ -14,14 +14,6 @@ from loader.sequence import OnBuilt
 from loader.strategies import StrategyError
 from loader.vocabulary import DEFAULT_STRATEGY, REPORT
 
-#: What `load_model` runs when no strategy is named: abstract build overlapped with threaded reads,
-#: chunked casts, host bytes in flight bounded by `budget` (`loader.strategies.pipelined`).
-
-
-def _options(**given: Any) -> dict[str, Any]:
-    """The strategy options given (not None)."""
-    return {k: v for k, v in given.items() if v is not None}
-
 
 def load_model(  # noqa: PLR0913  the public keywords are contracts, each keyword-only
     target: Any,
@@ -42,6 +34,13 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
+
+    `strict`, `key_map`, `ignore_unexpected`, `ignore_missing`, `casts` and `on_built` apply to
+    every strategy (`loader.sequence.LoadArgs`). `budget`, `staging`, `threads`, `cache_policy`,
+    `concurrency` and `cache_dir` are options of the strategies that declare them (their
+    `OPTIONS`: `pipelined`'s, and the remote ones of those that load a URL); None means not
+    given. An option the chosen strategy does not take is refused (`StrategyError`, naming it),
+    never dropped in silence.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
@@ -84,6 +83,11 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
 
+    Raises:
+        MismatchError: `strict=True` and the file and the model disagree.
+        StrategyError: an unknown strategy, one that loads no model, or an option it does not take
+            (`load_model(..., strategy="hostcast", budget=1 << 20)`).
+
     Example:
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
         >>> model, report = loader.load_model(builder, "vit/model.safetensors", strict=True,
@@ -98,16 +102,19 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             f"strategy {info.name!r} reads local files only; to load {path} use one of "
             f"{', '.join(strategies.remote_names())}"
         )
-    options = _options(
+    model, report = info.load(
+        target,
+        path,
+        strict=strict,
+        key_map=key_map,
+        on_built=on_built,
+        policy=policy,
         budget=budget,
         staging=staging,
         threads=threads,
         cache_policy=cache_policy,
         concurrency=concurrency,
         cache_dir=cache_dir,
-    )
-    model, report = info.load(
-        target, path, strict=strict, key_map=key_map, on_built=on_built, policy=policy, **options
     )
     return model, _model_report(info, report)
 

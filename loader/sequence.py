@@ -1,6 +1,6 @@
 """The one load sequence every model strategy runs, and the collaborators a strategy passes it.
 
-`run_load(recipe, target, path, probe, *, strict, key_map, policy)`:
+`run_load(recipe, target, path, probe, args)` (`args`: the `LoadArgs` every strategy takes):
 
 1. open the checkpoint (`recipe.open_source`: its headers, manifest or tree metadata; no tensor),
 2. `executor.start(source, probe)`: the executor may prepare (open files, start threads),
@@ -19,7 +19,8 @@
 9. late check: a shape a `key_map` transform got wrong is known only after the read; report it.
 
 So reports, strictness, declared ignores and casts, the late check and the zeros for skipped
-leaves are written once, here: every strategy gets them without code of its own.
+leaves are written once, here, and so are the arguments every strategy takes (`LoadArgs`): a new
+one is a field there, used here, with no code in any strategy.
 What differs between strategies (how bytes are read, cast and placed; which phases are timed) is
 the `Executor`; what a checkpoint is (a file, a sharded directory, an Orbax tree) is the source.
 """
@@ -28,9 +29,9 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -52,6 +53,37 @@ S = TypeVar("S", bound=Source)
 #: return quickly (start a thread for long work) and must not change the model.
 OnBuilt = Callable[[Any], None]
 S_in = TypeVar("S_in", bound=Source, contravariant=True)
+
+
+@dataclass(frozen=True)
+class LoadArgs:
+    """What every load takes, whatever its strategy: the `loader.load_model` keywords that
+    `run_load` applies the same way for all (a strategy's own options are its `OPTIONS`).
+
+    A keyword every strategy takes is a field here and is used in `run_load`; nothing else
+    changes: `loader.strategies.StrategyInfo.load` routes each keyword named like a field here.
+
+    Attributes:
+        strict: raise `MismatchError` on any mismatch (before any tensor is read) instead of
+            warning.
+        key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
+        on_built: called with the built model (abstract for a builder) before any leaf is
+            assigned (`OnBuilt`).
+        policy: the declared ignores and the cast policy (`loader.policy.LoadPolicy`, made by
+            `loader.load_model` from `ignore_unexpected`, `ignore_missing` and `casts`).
+
+    Example:
+        >>> run_load(RECIPE, builder, "model.safetensors", NULL_PROBE, LoadArgs(strict=True))
+    """
+
+    strict: bool = False
+    key_map: KeyMap | None = None
+    on_built: OnBuilt | None = None
+    policy: LoadPolicy = DEFAULT_POLICY
+
+
+#: The names of the arguments every strategy takes (`LoadArgs`'s fields).
+UNIVERSAL: tuple[str, ...] = tuple(f.name for f in fields(LoadArgs))
 
 
 class Executor(Protocol[S_in]):
@@ -109,30 +141,18 @@ class Recipe(Generic[S]):
         self,
         target: Any,
         path: str | os.PathLike[str],
-        probe: Probe = NULL_PROBE,
-        *,
-        strict: bool = False,
-        key_map: KeyMap | None = None,
-        on_built: OnBuilt | None = None,
-        policy: LoadPolicy = DEFAULT_POLICY,
-        **options: Any,
+        probe: Probe,
+        args: LoadArgs,
+        options: Mapping[str, Any],
     ) -> tuple[Any, LoadReport]:
         """This recipe as a `loader.strategies.Strategy`: `run_load(self, target, path, ...)`.
 
-        A strategy module whose load is one fixed recipe says `load = RECIPE.load`. Options are
-        accepted for the protocol's sake and ignored: a recipe takes none (a strategy that does,
-        such as `pipelined`'s budget, builds its recipe per call in its own `load`).
+        A strategy module whose load is one fixed recipe says `load = RECIPE.load`. Such a
+        strategy declares no `OPTIONS`, so the registry passes it none (a strategy that takes
+        some, such as `pipelined`, builds its recipe from them per call in its own `load`).
         """
-        return run_load(
-            self,
-            target,
-            path,
-            probe,
-            strict=strict,
-            key_map=key_map,
-            on_built=on_built,
-            policy=policy,
-        )
+        assert not options, f"a fixed recipe takes no options, got {sorted(options)}"
+        return run_load(self, target, path, probe, args)
 
 
 def _build(target: Any, mode: Build, probe: Probe) -> tuple[Any, bool]:
@@ -158,13 +178,10 @@ def run_load(
     target: Any,
     path: str | os.PathLike[str],
     probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    on_built: OnBuilt | None = None,
-    policy: LoadPolicy = DEFAULT_POLICY,
+    args: LoadArgs = LoadArgs(),
 ) -> tuple[Any, LoadReport]:
-    """Load the checkpoint at `path` into `target` the way `recipe` says (see the module doc).
+    """Load the checkpoint at `path` into `target` the way `recipe` says (see the module doc),
+    with what every strategy takes (`args`).
 
     Returns:
         (model, LoadReport): the model filled (in place for an instance target).
@@ -179,12 +196,14 @@ def run_load(
         try:
             executor.start(source, probe)
             model, abstract = _build(target, recipe.build, probe)
-            if on_built is not None:
-                on_built(model)
-            plan = plan_load(model, source, key_map=key_map, policy=policy, abstract=abstract)
+            if args.on_built is not None:
+                args.on_built(model)
+            plan = plan_load(
+                model, source, key_map=args.key_map, policy=args.policy, abstract=abstract
+            )
             if recipe.adjust_plan is not None:
                 recipe.adjust_plan(plan, source)
-            plan.report.raise_or_warn(strict=strict)
+            plan.report.raise_or_warn(strict=args.strict)
             checked = len(plan.report.shape_mismatches)
             executor.fill(plan, source, probe)
             finish_stacked(plan)
@@ -193,7 +212,7 @@ def run_load(
         if isinstance(source, RemoteSource):
             plan.report.remote = source.stats()
     fill_skipped(plan, abstract=abstract)
-    _late_check(plan, checked, strict)
+    _late_check(plan, checked, args.strict)
     return model, plan.report
 
 

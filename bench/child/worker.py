@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import importlib
-import inspect
 import os
 import sys
 import time
@@ -43,7 +41,7 @@ from bench.records.wire import (
     to_json,
 )
 from loader.errors import DeviceOutOfMemoryError
-from loader.strategies import StrategyInfo
+from loader.strategies import StrategyError, StrategyInfo
 from loader.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, REFERENCE, WRONG
 
 
@@ -86,7 +84,7 @@ def _load(
     from bench.child.compile import OVERLAPPING, Compile
 
     builder, key_map, port = target
-    options = load_options(info, task) | ({"key_map": key_map} if key_map else {})
+    options = load_options(task) | ({"key_map": key_map} if key_map else {})
     compiling = Compile(port, probe, task.compile_cache) if task.compile and port else None
     if compiling and info.name in OVERLAPPING:
         options["on_built"] = compiling.start_from
@@ -200,14 +198,10 @@ def _remote(report: Any) -> dict[str, int] | None:
     return {k: int(getattr(stats, k)) for k in keys}
 
 
-def _takes_budget(info: StrategyInfo) -> bool:
-    return "budget" in inspect.signature(importlib.import_module(info.module).load).parameters
-
-
 def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
     """The bound on bytes in flight the strategy loaded under: `--budget`, else its default
     (None for a strategy that takes no budget)."""
-    if not _takes_budget(info):
+    if "budget" not in info.options:
         return None
     if task.budget_bytes is not None:
         return task.budget_bytes
@@ -216,9 +210,11 @@ def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
     return DEFAULT_BUDGET_BYTES
 
 
-def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
+def load_options(task: ChildTask) -> dict[str, Any]:
     """`budget=` (`bench run --budget`), `staging=` (`--staging`), `threads=` (`--threads`) and
-    `cache_policy=` (`--cache-policy`) for a strategy whose `load` takes them, else nothing."""
+    `cache_policy=` (`--cache-policy`) as the task carries them: the runner gave the task only
+    those its strategy declares (`bench.run.matrix`); any other is refused by the strategy in
+    one line (`StrategyError`), a crashed row, not a crashed run."""
     asked: dict[str, Any] = {
         "budget": task.budget_bytes,
         "staging": task.staging,
@@ -226,11 +222,7 @@ def load_options(info: StrategyInfo, task: ChildTask) -> dict[str, Any]:
         "cache_policy": task.cache_policy,
         "concurrency": task.concurrency,
     }
-    asked = {k: v for k, v in asked.items() if v is not None}
-    if not asked:
-        return {}
-    params = inspect.signature(importlib.import_module(info.module).load).parameters
-    return {k: v for k, v in asked.items() if k in params}
+    return {k: v for k, v in asked.items() if v is not None}
 
 
 def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:
@@ -247,6 +239,8 @@ def run(task: ChildTask) -> ChildResult:
         return measure(task)
     except DeviceOutOfMemoryError as exc:  # one line: the tensor, the device, its free memory
         return ChildResult(OOM, str(exc), oom_kind=DEVICE)
+    except StrategyError as exc:  # one line: a strategy refused (an option it does not take)
+        return ChildResult(CRASHED, str(exc))
     except Exception as exc:  # noqa: BLE001 - every failure must become a result row
         tail = "".join(traceback.format_exception(exc)[-8:]).strip()
         return ChildResult(CRASHED, f"{type(exc).__name__}: {exc}\n{tail}"[-4000:])

@@ -76,6 +76,18 @@ class RunConfig:
         """The models each strategy is run with (`--model a,b`: interleaved, in one run)."""
         return [m.strip() for m in self.model.split(",") if m.strip()]
 
+    def load_options(self) -> dict[str, object]:
+        """The strategy options asked for, by `loader.load_model` keyword (those not given left
+        out): `--budget`, `--staging`, `--threads`, `--cache-policy`. Each strategy is passed only
+        those its `OPTIONS` declares (`bench.run.matrix`)."""
+        asked = {
+            "budget": self.load_budget_bytes,
+            "staging": self.staging,
+            "threads": self.threads,
+            "cache_policy": self.cache_policy,
+        }
+        return {k: v for k, v in asked.items() if v is not None}
+
     def budget_bytes(self) -> int:
         """The memory budget of each child group: the one asked for, else `default_budget()`."""
         return self.memory_budget_bytes or default_budget()

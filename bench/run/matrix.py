@@ -7,6 +7,10 @@ hits every strategy alike. In the default matrix a strategy predicted not to fit
 (its peak predicted by `bench.analysis.recommend` from earlier results here, else
 `DEFAULT_PEAK_RATIO` x the checkpoint) is skipped. How each task's children are started is
 `bench.run.launch`.
+
+Each task carries only the options (`--budget`, `--staging`, `--threads`, `--cache-policy`) its
+strategy declares (`OPTIONS`): a strategy that takes none runs, and is recorded, without them
+(`untaken_options` says so once, before the run), never with an option it ignores.
 """
 
 from __future__ import annotations
@@ -202,6 +206,33 @@ def _interleaved(run: list[Task], config: RunConfig, run_folder: Path) -> list[T
     return tasks
 
 
+#: each strategy option's `bench run` flag
+OPTION_FLAGS = {
+    "budget": "--budget",
+    "staging": "--staging",
+    "threads": "--threads",
+    "cache_policy": "--cache-policy",
+}
+
+
+def untaken_options(config: RunConfig, entries: list[StrategyInfo]) -> list[str]:
+    """One line per option asked for that some of `entries` do not take (they run without it).
+
+    Example:
+        >>> untaken_options(RunConfig(["gpt2"], load_budget_bytes=1 << 20), [pipelined, hostcast])
+        ['--budget: taken by pipelined only; hostcast runs without it']
+    """
+    lines = []
+    for option in config.load_options():
+        without = [e.name for e in entries if option not in e.options]
+        if without:
+            takers = [e.name for e in entries if option in e.options]
+            taken = f"taken by {', '.join(takers)} only" if takers else "taken by none of them"
+            verb = "runs" if len(without) == 1 else "run"
+            lines.append(f"{OPTION_FLAGS[option]}: {taken}; {', '.join(without)} {verb} without it")
+    return lines
+
+
 def plan(
     ck: Checkpoint, entries: list[StrategyInfo], config: RunConfig, run_folder: Path
 ) -> tuple[list[Task], list[tuple[Task, str]]]:
@@ -212,6 +243,7 @@ def plan(
     skipped: list[tuple[Task, str]] = []
     for entry, model in ((e, m) for e in entries for m in config.models()):
         procs, devices = _layout(entry, config)
+        takes = entry.options  # the options it is passed; the others it runs without
         task = Task(
             ck,
             entry,
@@ -219,13 +251,13 @@ def plan(
             processes=procs,
             devices=devices,
             model_dtype=config.model_dtype,
-            budget_bytes=config.load_budget_bytes,
+            budget_bytes=config.load_budget_bytes if "budget" in takes else None,
             model=model,
             compile=config.compile and model in PORTS,
             compile_cache=config.compile_cache,
-            staging=config.staging,
-            threads=config.threads,
-            cache_policy=config.cache_policy,
+            staging=config.staging if "staging" in takes else None,
+            threads=config.threads if "threads" in takes else None,
+            cache_policy=config.cache_policy if "cache_policy" in takes else None,
         )
         if (reason := _skip_reason(task, known, config, budget)) is not None:
             skipped.append((task, reason))

@@ -44,7 +44,7 @@ from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
 from bench.run.launch import PreparedTask, prepare_task, task_argvs
 from bench.run.machine import cpu_limit, machine_id, new_run_id, run_record, utc_now
-from bench.run.matrix import Checkpoint, Task, plan
+from bench.run.matrix import Checkpoint, Task, plan, untaken_options
 from bench.run.rows import RowContext, failed_row, result_records
 from bench.run.user_checkpoint import open_checkpoint
 from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, RUNNING
@@ -289,6 +289,8 @@ def run_bench(config: RunConfig) -> RunOutcome:
     its first row (a bad `--checkpoint`, say) leaves no file and no new folder behind.
     """
     selected = _select(config)
+    for line in untaken_options(config, selected):  # run without them, never refused
+        print(f"loadbench: {line}", file=sys.stderr)
     check_processes(config.processes, selected)
     check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
     check_dtype(config.dtype)

@@ -42,7 +42,7 @@ from loader.place import describe_sharding
 from loader.policy import LoadPolicy, Patterns
 from loader.report import LoadReport
 from loader.save import describe_leaf, header_metadata, host_copy, keyed_values
-from loader.sequence import run_load
+from loader.sequence import LoadArgs, run_load
 from loader.sharded.layout import (
     MANIFEST,
     Layout,
@@ -236,5 +236,9 @@ def load_sharded(
         ignore_unexpected=ignore_unexpected, ignore_missing=ignore_missing, casts=casts
     )
     return run_load(
-        DIRECTORY_RECIPE, target, folder, probe, strict=strict, key_map=key_map, policy=policy
+        DIRECTORY_RECIPE,
+        target,
+        folder,
+        probe,
+        LoadArgs(strict=strict, key_map=key_map, policy=policy),
     )

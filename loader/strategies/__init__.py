@@ -16,11 +16,19 @@ constants, read from its source with `ast` (so listing strategies imports neithe
     INSTALL_HINT = "make peers"   # how to install them
     PLATFORMS = ("cuda",)     # the jax platforms it can load onto (default: any); elsewhere it
                               # is listed as unavailable with the reason, like a missing REQUIRES
+    OPTIONS = ("budget",)     # the `loader.load_model` options it takes beyond what every
+                              # strategy does (default: none); any other is refused by name
     def prepare(src, dst, builder) -> path   # optional: convert the synthetic checkpoint once
 
 A constant is a literal or a name from `loader.vocabulary`. Adding a strategy touches only its own
 file. Modules outside this package (e.g. named by the bench's `LOADBENCH_EXTRA_STRATEGIES`) are
 registered with `catalog(extra_modules)` under their last dotted part, `_` read as `-`.
+
+Options are never ignored: what every strategy takes (`strict`, `key_map`, `on_built`, ...: the
+fields of `loader.sequence.LoadArgs`) reaches each through `run_load`, and a strategy's own options
+are the names its `OPTIONS` declares. `StrategyInfo.load` refuses any other, in one line naming it,
+the strategy, and the strategies that take it (`StrategyError`), before anything is imported or
+read; the bench reads `OPTIONS` to pass each strategy only what it takes.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import importlib.util
 import itertools
 import os
 import pkgutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -43,8 +51,8 @@ from loader.errors import CheckpointError
 from loader.phases import NULL_PROBE, Probe
 
 if TYPE_CHECKING:
-    from loader.keys import KeyMap
     from loader.report import LoadReport
+    from loader.sequence import LoadArgs
 
 __all__ = [
     "Strategy",
@@ -61,8 +69,7 @@ __all__ = [
 class Strategy(Protocol):
     """What a strategy module's `load` is.
 
-    `load(target, path, probe=NULL_PROBE, *, strict=False, key_map=None, **options)` returns
-    `(model, report)`:
+    `load(target, path, probe, args, options)` returns `(model, report)`:
 
     - `target` is an `nnx.Module` (filled in place) or a zero-argument builder. A strategy builds
       a builder abstractly (no random model) or calls it (random init, then overwritten), as its
@@ -73,10 +80,11 @@ class Strategy(Protocol):
       `LoadReport` exactly as `loader.load_model` reports them; with `strict=True` they raise
       `MismatchError` before any tensor is read (no tensor may be read before the plan check), and
       a mismatch found only after a read (a `key_map` transform's output) raises after it.
-    - `policy` (`loader.policy.LoadPolicy`: declared ignores, the cast policy) is passed to
-      `run_load` like `strict` and `key_map`; a `Recipe`'s load takes it.
-    - `options` carry tuning that some strategies use (e.g. `budget: int | None`, a host-memory
-      budget in bytes); a strategy ignores the options it has no use for.
+    - `args` (`loader.sequence.LoadArgs`: `strict`, `key_map`, `on_built`, the declared ignores
+      and cast `policy`) is what every strategy takes; it is handed to `run_load` as it is.
+    - `options` holds only names the module's `OPTIONS` declares, with their values (none given
+      as None): the registry refuses any other before the call. A strategy checks their values
+      once (e.g. `pipelined`'s `loader.pipeline.PipelineOptions`).
     - A `REFERENCE` strategy loads no model and returns `(None, None)`.
 
     Every model strategy runs `loader.sequence.run_load`, so these hold by construction.
@@ -86,11 +94,9 @@ class Strategy(Protocol):
         self,
         target: Any,
         path: str | os.PathLike[str],
-        probe: Probe = NULL_PROBE,
-        *,
-        strict: bool = False,
-        key_map: KeyMap | None = None,
-        **options: Any,
+        probe: Probe,
+        args: LoadArgs,
+        options: Mapping[str, Any],
     ) -> tuple[Any, LoadReport | None]: ...
 
 
@@ -119,6 +125,7 @@ class StrategyInfo:
     install_hint: str = ""
     platforms: tuple[str, ...] = ()
     remote: bool = False
+    options: tuple[str, ...] = ()  # its own `load_model` options (`OPTIONS`)
 
     def missing(self) -> list[str]:
         """The names in `requires` that cannot be imported here."""
@@ -158,18 +165,57 @@ class StrategyInfo:
         target: Any,
         path: str | os.PathLike[str],
         probe: Probe = NULL_PROBE,
-        *,
-        strict: bool = False,
-        key_map: KeyMap | None = None,
-        **options: Any,
+        **arguments: Any,
     ) -> tuple[Any, LoadReport | None]:
-        """Run the strategy's `load` (see `Strategy`), importing its module on first use."""
+        """Run the strategy's `load` (see `Strategy`), importing its module on first use.
+
+        Args:
+            arguments: `loader.load_model`'s keywords: those every strategy takes (the fields of
+                `loader.sequence.LoadArgs`) and the strategy's own options (its `OPTIONS`); an
+                option given as None is not given.
+
+        Raises:
+            StrategyError: an option the strategy does not take (`check_options`), or a module
+                it requires is missing.
+
+        Example:
+            >>> strategies.get("pipelined").load(builder, "model.safetensors", threads=2)
+        """
+        from loader.sequence import UNIVERSAL, LoadArgs
+
+        args = LoadArgs(**{k: v for k, v in arguments.items() if k in UNIVERSAL})
+        options = {k: v for k, v in arguments.items() if k not in UNIVERSAL and v is not None}
+        self.check_options(options)
         strategy: Strategy = self._import().load
-        return strategy(target, path, probe, strict=strict, key_map=key_map, **options)
+        return strategy(target, path, probe, args, options)
+
+    def check_options(self, names: Iterable[str]) -> None:
+        """Refuse, in one line, the first of `names` that this strategy does not take (naming
+        the option, the strategy, and the registered strategies that take it).
+
+        Example:
+            >>> strategies.get("hostcast").check_options(["budget"])
+            Traceback (most recent call last):
+            StrategyError: strategy 'hostcast' takes no option 'budget' (pipelined takes it) ...
+        """
+        for name in names:
+            if name not in self.options:
+                raise StrategyError(
+                    f"strategy {self.name!r} takes no option {name!r} " + _takers(name)
+                )
 
     def prepare(self) -> Callable[..., Path] | None:
         """The module's `prepare(src, dst, builder)`; None if it loads plain files as they are."""
         return getattr(self._import(), "prepare", None)
+
+
+def _takers(option: str) -> str:
+    """Which registered strategies take `option`, and what to do: the tail of a refusal."""
+    takers = [info.name for info in catalog().values() if option in info.options]
+    if not takers:
+        return "(no strategy takes it); drop it or check its spelling"
+    who = f"{takers[0]} takes it" if len(takers) == 1 else f"{', '.join(takers)} take it"
+    return f"({who}); drop it or pick {'that strategy' if len(takers) == 1 else 'one of those'}"
 
 
 # -- reading a module's source ------------------------------------------------------------------
@@ -181,6 +227,7 @@ _CONSTANTS = (
     "INSTALL_HINT",
     "PLATFORMS",
     "REMOTE",
+    "OPTIONS",
 )
 #: the jax platforms a strategy may name in PLATFORMS: the jax plugin modules that bring each one,
 #: and its driver's device node (only CUDA so far: the one platform a peer needs)
@@ -242,6 +289,7 @@ def _checked(
     install_hint = c.get("INSTALL_HINT", "")
     platforms = c.get("PLATFORMS", ())
     remote = c.get("REMOTE", False)
+    options = c.get("OPTIONS", ())
     problems = [
         "a module docstring (its first paragraph is the description)" if not description else "",
         f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
@@ -257,6 +305,10 @@ def _checked(
         if not isinstance(platforms, tuple) or not set(platforms) <= set(PLATFORM_PLUGINS)
         else "",
         "REMOTE a bool" if not isinstance(remote, bool) else "",
+        "OPTIONS a tuple of keyword names"
+        if not isinstance(options, tuple)
+        or not all(isinstance(o, str) and o.isidentifier() for o in options)
+        else "",
     ]
     if any(problems):
         raise StrategyError(
@@ -273,6 +325,7 @@ def _checked(
         cast(str, install_hint),
         cast(tuple[str, ...], platforms),
         cast(bool, remote),
+        cast(tuple[str, ...], options),
     )
 
 

@@ -11,38 +11,34 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 from loader.errors import CheckpointError
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
-from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.phases import Probe
 from loader.remote import is_url
 from loader.report import LoadReport
-from loader.sequence import OnBuilt
+from loader.sequence import LoadArgs
 from loader.vocabulary import DOWNLOAD, URL
 
 CHECKPOINT = URL
 REMOTE = True
+#: range requests in flight for the download; `pipelined`'s budget for the load that follows
+OPTIONS = ("concurrency", "budget")
 
 
-def load(  # noqa: PLR0913  the load keywords plus the remote ones, keyword-only
+def load(
     target: Any,
     path: str | os.PathLike[str],
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    on_built: OnBuilt | None = None,
-    concurrency: int | None = None,
-    budget: int | None = None,
-    policy: LoadPolicy = DEFAULT_POLICY,
-    **options: Any,
+    probe: Probe,
+    args: LoadArgs,
+    options: Mapping[str, Any],
 ) -> tuple[Any, LoadReport]:
     """Download `path` (a URL) to a temporary folder, then `pipelined` from there.
 
     Example:
-        >>> model, report = load(builder, "s3://bucket/model.safetensors", concurrency=16)
+        >>> model, report = loader.load_model(
+        ...     builder, "s3://bucket/model.safetensors", strategy="download", concurrency=16)
     """
     from loader.remote.cache import cached_copy
     from loader.remote.source import RemoteSource
@@ -55,18 +51,11 @@ def load(  # noqa: PLR0913  the load keywords plus the remote ones, keyword-only
         )
     folder = os.environ.get("LOADBENCH_DOWNLOAD_DIR") or None
     with tempfile.TemporaryDirectory(prefix="loadbench-download-", dir=folder) as tmp:
+        concurrency = options.get("concurrency")
         with probe.phase(DOWNLOAD), RemoteSource(str(path), concurrency=concurrency) as source:
             local = cached_copy(source, tmp)
             stats = source.stats()
-        model, report = pipelined.load(
-            target,
-            local,
-            probe,
-            strict=strict,
-            key_map=key_map,
-            on_built=on_built,
-            budget=budget,
-            policy=policy,
-        )
+        budget = {k: v for k, v in options.items() if k == "budget"}
+        model, report = pipelined.load(target, local, probe, args, budget)
     report.remote = stats
     return model, report

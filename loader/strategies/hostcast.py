@@ -9,42 +9,29 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
-from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.phases import Probe
 from loader.remote import remote_opener
 from loader.report import LoadReport
-from loader.sequence import OnBuilt, Recipe, run_load
+from loader.sequence import LoadArgs, Recipe, run_load
 from loader.stream import Stream
 
+#: For a URL only: range requests in flight, and a folder to download the files to first.
+OPTIONS = ("concurrency", "cache_dir")
 REMOTE = True
 RECIPE = Recipe(Stream)  # the default reader and host cast
 
 
-def load(  # noqa: PLR0913  the load keywords plus the remote ones, keyword-only
+def load(
     target: Any,
     path: str | os.PathLike[str],
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    on_built: OnBuilt | None = None,
-    concurrency: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    policy: LoadPolicy = DEFAULT_POLICY,
-    **options: Any,
+    probe: Probe,
+    args: LoadArgs,
+    options: Mapping[str, Any],
 ) -> tuple[Any, LoadReport]:
     """`run_load(RECIPE, ...)`; a URL read through `loader.remote` (`concurrency`, `cache_dir`)."""
-    recipe = dataclasses.replace(RECIPE, open_remote=remote_opener(path, concurrency, cache_dir))
-    return run_load(
-        recipe,
-        target,
-        path,
-        probe,
-        strict=strict,
-        key_map=key_map,
-        on_built=on_built,
-        policy=policy,
-    )
+    opener = remote_opener(path, options.get("concurrency"), options.get("cache_dir"))
+    recipe = dataclasses.replace(RECIPE, open_remote=opener)
+    return run_load(recipe, target, path, probe, args)

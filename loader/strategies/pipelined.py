@@ -18,80 +18,50 @@ path on the CPU backend (where it is tested), `staging=False` keeps the adopting
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from loader.errors import CheckpointError
-from loader.keys import KeyMap
-from loader.phases import NULL_PROBE, Probe
+from loader.phases import Probe
 from loader.pipeline import Pipeline, PipelineOptions
-from loader.policy import DEFAULT_POLICY, LoadPolicy
 from loader.remote import FileSource, is_url, remote_opener
 from loader.remote.source import check_concurrency
 from loader.report import LoadReport
-from loader.sequence import OnBuilt, Recipe, run_load
-from loader.vocabulary import AUTO
+from loader.sequence import LoadArgs, Recipe, run_load
 
+#: `loader.load_model`'s options this strategy takes: `PipelineOptions`' fields, and for a URL
+#: `concurrency` (range requests in flight, one reader thread each) and `cache_dir` (download the
+#: files there first, then read them locally; `loader.remote`).
+OPTIONS = ("budget", "staging", "threads", "cache_policy", "concurrency", "cache_dir")
 REMOTE = True
 
 
-def load(  # noqa: PLR0913  the load keywords plus the pipeline's own, keyword-only
+def load(
     target: Any,
     path: str | os.PathLike[str],
-    probe: Probe = NULL_PROBE,
-    *,
-    strict: bool = False,
-    key_map: KeyMap | None = None,
-    budget: int | None = None,
-    staging: bool | None = None,
-    threads: int | None = None,
-    cache_policy: str = AUTO,
-    on_built: OnBuilt | None = None,
-    policy: LoadPolicy = DEFAULT_POLICY,
-    concurrency: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    **options: Any,
+    probe: Probe,
+    args: LoadArgs,
+    options: Mapping[str, Any],
 ) -> tuple[Any, LoadReport]:
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
 
-    Args:
-        budget: bound in bytes on host memory in flight beyond the model's own (default 256 MiB).
-        staging: stage through host buffers onto the devices (None: where the backend does not
-            adopt host buffers).
-        threads: reader threads (default: from the usable CPUs and whether the file is cached).
-        cache_policy: `"auto"` (default: drop a range from the page cache once read only where
-            the files and the model do not fit in memory together), `"keep"` or `"dontneed"`
-            (drop every range; `loader.pipeline.cache_fit`).
-        on_built: called with the abstract model once it is built, while the readers run
-            (`loader.sequence.run_load`): start compiling the forward there.
-        concurrency: a URL's range requests in flight, one reader thread each (`loader.remote`).
-        cache_dir: download a URL's files here first, then read them locally.
+    `options`: `PipelineOptions`' (`budget`, `staging`, `threads`, `cache_policy`), checked once
+    when it is made, and a URL's `concurrency` and `cache_dir`; `args.on_built` gets the abstract
+    model while the readers run (start compiling the forward there).
     """
+    pipeline = dict(options)
+    concurrency = pipeline.pop("concurrency", None)
+    cache_dir = pipeline.pop("cache_dir", None)
     if is_url(path) and cache_dir is None:  # one reader thread per request in flight
-        if threads is not None:
+        if "threads" in pipeline:
             raise CheckpointError(
-                f"threads={threads!r} with a URL: give concurrency= (requests in flight; one "
-                "reader thread each) instead"
+                f"threads={pipeline['threads']!r} with a URL: give concurrency= (requests in "
+                "flight; one reader thread each) instead"
             )
-        threads = check_concurrency(concurrency)
-
-    given: dict[str, Any] = {
-        "budget": budget,
-        "staging": staging,
-        "threads": threads,
-        "cache_policy": cache_policy,
-    }
-    settings = PipelineOptions(**{k: v for k, v in given.items() if v is not None})
+        pipeline["threads"] = check_concurrency(concurrency)
+    settings = PipelineOptions(**pipeline)
     recipe = Recipe[FileSource](
-        lambda: Pipeline(settings, strict=strict),
+        lambda: Pipeline(settings, strict=args.strict),
         open_remote=remote_opener(path, concurrency, cache_dir),
     )
-    return run_load(
-        recipe,
-        target,
-        path,
-        probe,
-        strict=strict,
-        key_map=key_map,
-        on_built=on_built,
-        policy=policy,
-    )
+    return run_load(recipe, target, path, probe, args)

@@ -30,8 +30,8 @@ STRATEGY_SOURCE = '''"""{description}"""
 from loader.strategies.eager import load as _eager
 
 
-def load(target, path, probe=None, *, strict=False, key_map=None, **options):
-    return _eager(target, path, probe, strict=strict, key_map=key_map, **options)
+def load(target, path, probe, args, options):
+    return _eager(target, path, probe, args, options)
 '''
 
 

@@ -13,10 +13,13 @@ from flax import nnx
 
 import loader
 from loader import strategies
-from loader.sequence import Recipe, run_load
+from loader.phases import NULL_PROBE
+from loader.sequence import LoadArgs, Recipe, run_load
 from loader.stream import Stream
 from loader.vocabulary import FILE, STRATEGY
 from tests.unit.nnx_models import MLP, assert_same_leaves
+
+STRICT = LoadArgs(strict=True)
 
 FILE_STRATEGIES = [
     n for n, e in strategies.catalog().items() if e.kind == STRATEGY and e.checkpoint == FILE
@@ -66,7 +69,7 @@ def _builder(log: list[str]):
 def test_hooks_run_in_order_and_fill_the_model(saved):
     model, path = saved
     log: list[str] = []
-    got, report = run_load(Recipe(lambda: Recording(log)), _builder(log), path, strict=True)
+    got, report = run_load(Recipe(lambda: Recording(log)), _builder(log), path, NULL_PROBE, STRICT)
     assert log[:3] == ["start", "build", "fill"] and log[-1] == "close"
     assert len([e for e in log if e.startswith("read")]) == len(report.loaded) == 4
     assert_same_leaves(got, model)
@@ -76,7 +79,9 @@ def test_strict_mismatch_refuses_before_any_read(saved):
     _, path = saved
     log: list[str] = []
     with pytest.raises(loader.MismatchError):
-        run_load(Recipe(lambda: Recording(log)), lambda: MLP(nnx.Rngs(0), dh=3), path, strict=True)
+        run_load(
+            Recipe(lambda: Recording(log)), lambda: MLP(nnx.Rngs(0), dh=3), path, NULL_PROBE, STRICT
+        )
     assert log == ["start", "close"]
 
 
@@ -147,6 +152,7 @@ def test_on_built_runs_between_the_build_and_the_fill(saved):
         Recipe(lambda: Recording(log)),
         _builder(log),
         path,
-        on_built=lambda _: log.append("on_built"),
+        NULL_PROBE,
+        LoadArgs(on_built=lambda _: log.append("on_built")),
     )
     assert log[:4] == ["start", "build", "on_built", "fill"]

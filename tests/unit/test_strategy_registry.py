@@ -6,13 +6,16 @@ it by name, read its constants without importing it, and refuse duplicates and m
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+import loader
 from loader import strategies
+from loader.sequence import UNIVERSAL, LoadArgs
 from loader.vocabulary import PEER, REFERENCE, STRATEGY
 
 GOOD = '''
@@ -21,8 +24,9 @@ from loader.vocabulary import PEER
 KIND = PEER
 REQUIRES = ("json", "no_such_module_xyz")
 INSTALL_HINT = "pip install xyz"
-def load(target, path, probe=None, *, strict=False, key_map=None, **options):
-    return target, options
+OPTIONS = ("budget",)
+def load(target, path, probe, args, options):
+    return target, (args, dict(options))
 '''
 
 
@@ -78,8 +82,51 @@ def test_load_imports_lazily_and_passes_options(extra_pkg):
     module = extra_pkg("echo", GOOD.replace(', "no_such_module_xyz"', ","))
     info = strategies.get("echo", [module])
     target = object()
-    assert info.load(target, "p", budget=5) == (target, {"budget": 5})
+    assert info.options == ("budget",)
+    assert info.load(target, "p", budget=5) == (target, (LoadArgs(), {"budget": 5}))
+    assert info.load(target, "p", budget=None) == (target, (LoadArgs(), {}))  # None: not given
     assert info.prepare() is None
+
+
+def test_every_strategy_gets_the_universal_arguments_with_no_code_of_its_own(extra_pkg):
+    """`strict`, `key_map`, `on_built` (`LoadArgs`' fields) reach a strategy that declares none
+    of them: a keyword added there needs nothing in any strategy."""
+    info = strategies.get("echo", [extra_pkg("echo", GOOD.replace(', "no_such_module_xyz"', ","))])
+    given = {name: object() for name in UNIVERSAL}
+    _, (args, options) = info.load(object(), "p", **given)
+    assert {name: getattr(args, name) for name in UNIVERSAL} == given and options == {}
+
+
+def test_an_option_the_strategy_does_not_take_is_refused_in_one_line_naming_it(tmp_path):
+    """`budget` to hostcast (issue 35): refused before anything is read, naming the option, the
+    strategy and the strategies that take it."""
+    with pytest.raises(strategies.StrategyError) as err:
+        loader.load_model(
+            object(), tmp_path / "none.safetensors", strategy="hostcast", budget=1 << 20
+        )
+    message = str(err.value)
+    assert "\n" not in message
+    assert "'hostcast'" in message and "'budget'" in message and "pipelined" in message
+    with pytest.raises(strategies.StrategyError, match=r"'budgt'.*no strategy takes it"):
+        strategies.get("pipelined").load(object(), tmp_path / "none.safetensors", budgt=1)
+    with pytest.raises(strategies.StrategyError, match=r"'floor' takes no option 'threads'"):
+        strategies.get("floor").load(None, tmp_path / "none.safetensors", threads=2)
+
+
+def test_the_declared_options_are_what_the_strategies_take():
+    """pipelined declares `PipelineOptions`' fields and the remote ones, the other strategies
+    that load a URL only the remote ones (and `download` the budget of its pipelined load); none
+    is one every strategy takes."""
+    from loader.pipeline import PipelineOptions
+
+    declared = {name: info.options for name, info in strategies.catalog().items() if info.options}
+    pipeline = tuple(f.name for f in dataclasses.fields(PipelineOptions))
+    assert declared == {
+        "pipelined": (*pipeline, "concurrency", "cache_dir"),
+        "hostcast": ("concurrency", "cache_dir"),
+        "download": ("concurrency", "budget"),
+    }
+    assert not {o for options in declared.values() for o in options} & set(UNIVERSAL)
 
 
 @pytest.mark.parametrize(
@@ -90,6 +137,7 @@ def test_load_imports_lazily_and_passes_options(extra_pkg):
         ('"""Doc."""\nKIND = "model"\ndef load(target, path): ...\n', "KIND one of"),
         ('"""Doc."""\nREQUIRES = "torch"\ndef load(target, path): ...\n', "REQUIRES a tuple"),
         ('"""Doc."""\nKIND = make()\ndef load(target, path): ...\n', "must be a literal"),
+        ('"""Doc."""\nOPTIONS = "budget"\ndef load(target, path): ...\n', "OPTIONS a tuple"),
         ('"""Doc."""\nPLATFORMS = ("tpuu",)\ndef load(target, path): ...\n', "PLATFORMS a tuple"),
     ],
 )

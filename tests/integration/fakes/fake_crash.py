@@ -6,7 +6,7 @@ import sys
 KIND = "reference"
 
 
-def load(builder, path, probe, *, strict=False, key_map=None, **options):
+def load(builder, path, probe, args, options):
     with probe.phase("read"):
         print("fake-crash: about to abort", file=sys.stderr, flush=True)
         os.abort()

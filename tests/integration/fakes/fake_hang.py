@@ -5,7 +5,7 @@ import time
 KIND = "reference"
 
 
-def load(builder, path, probe, *, strict=False, key_map=None, **options):
+def load(builder, path, probe, args, options):
     with probe.phase("read"):
         while True:
             time.sleep(1)

@@ -5,7 +5,7 @@ from pathlib import Path
 KIND = "reference"
 
 
-def load(builder, path, probe, *, strict=False, key_map=None, **options):
+def load(builder, path, probe, args, options):
     with probe.phase("read"):
         files = [Path(path)] if Path(path).is_file() else sorted(Path(path).glob("*.safetensors"))
         data = [f.read_bytes() for f in files]

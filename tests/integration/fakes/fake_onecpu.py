@@ -5,7 +5,7 @@ from bench.host import limits
 KIND = "reference"
 
 
-def load(builder, path, probe, *, strict=False, key_map=None, **options):
+def load(builder, path, probe, args, options):
     with probe.phase("read"):
         cpus = limits.read().effective_cpus
     if cpus != 1:

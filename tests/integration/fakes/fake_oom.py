@@ -7,7 +7,7 @@ import numpy as np
 KIND = "reference"
 
 
-def load(builder, path, probe, *, strict=False, key_map=None, **options):
+def load(builder, path, probe, args, options):
     held = []
     with probe.phase("read"):
         for _ in range(48):  # 48 x 64 MiB = 3 GiB at most

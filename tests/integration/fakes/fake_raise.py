@@ -3,6 +3,6 @@
 KIND = "reference"
 
 
-def load(builder, path, probe, *, strict=False, key_map=None, **options):
+def load(builder, path, probe, args, options):
     with probe.phase("read"):
         raise RuntimeError("fake-raise: the strategy failed on purpose")

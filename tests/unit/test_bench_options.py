@@ -1,0 +1,47 @@
+"""The bench passes each strategy only the options it declares (`OPTIONS`): the others it runs,
+and is recorded, without, said once before the run; a task that still carries one is refused by
+the strategy in one line, a row of its own, never a crashed run."""
+
+from __future__ import annotations
+
+from bench.child import worker
+from bench.records.wire import ChildTask
+from bench.run.config import RunConfig
+from bench.run.matrix import Checkpoint, plan, untaken_options
+from loader import strategies
+from loader.vocabulary import CRASHED
+
+
+def test_each_task_carries_only_the_options_its_strategy_takes(tmp_path):
+    config = RunConfig(
+        ["tiny-gpt2"],
+        strategies=["pipelined", "hostcast"],
+        load_budget_bytes=1 << 20,
+        staging=True,
+        threads=2,
+        cache_policy="keep",
+        out=tmp_path,
+        memory_budget_bytes=1 << 40,
+    )
+    entries = [strategies.get("pipelined"), strategies.get("hostcast")]
+    ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
+    tasks, skipped = plan(ck, entries, config, tmp_path)
+    by_name = {t.entry.name: t for t in tasks}
+    assert not skipped and set(by_name) == {"pipelined", "hostcast"}
+    given = (1 << 20, True, 2, "keep")
+    options = lambda t: (t.budget_bytes, t.staging, t.threads, t.cache_policy)  # noqa: E731
+    assert options(by_name["pipelined"]) == given
+    assert options(by_name["hostcast"]) == (None, None, None, None)
+    assert untaken_options(config, entries) == [
+        f"{flag}: taken by pipelined only; hostcast runs without it"
+        for flag in ("--budget", "--staging", "--threads", "--cache-policy")
+    ]
+    assert untaken_options(config, entries[:1]) == []
+
+
+def test_a_task_with_an_option_its_strategy_does_not_take_is_a_one_line_row():
+    task = ChildTask("hostcast", "tiny-gpt2", "/nowhere", "/nowhere", None, budget_bytes=1 << 20)
+    result = worker.run(task)
+    assert result.status == CRASHED
+    assert result.error is not None and "\n" not in result.error
+    assert "takes no option 'budget'" in result.error and "pipelined" in result.error
