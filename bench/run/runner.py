@@ -188,13 +188,19 @@ class _Execution:
             self.writer.write(failed_row(ctx, prepared.status, prepared.error))
             return
         work = self.folder / self.run_id / "work"
-        self.ceiling.probe(task.checkpoint.checkpoint_bytes)  # before the child: a quiet machine
+        remote = task.url is not None  # its ceiling is the link's (bench.run.rows), not the disk's
+        if not remote:
+            self.ceiling.probe(task.checkpoint.checkpoint_bytes)  # before the child: quiet machine
         outcomes, situation = _run_task(prepared.task, self.config, work)
         if task.memray_bin is not None:
             _note_memray(task, outcomes, self.memray, self.folder)
             return
         resident = situation.cache.resident_fraction
-        limit = self.ceiling.fields(task.checkpoint.checkpoint_bytes, task.cache, resident)
+        limit = (
+            {}
+            if remote
+            else self.ceiling.fields(task.checkpoint.checkpoint_bytes, task.cache, resident)
+        )
         ctx = replace(_context(self.run_id, task, self.memray, situation), **limit)
         self.writer.write_many(result_records(ctx, outcomes))
 
