@@ -79,7 +79,7 @@ class RemoteSource:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         for path in self._files():
             self._read_header(path)
-        self.files = list(self.objects)
+        self.files = [obj.url for obj in self.objects.values()]  # the shard files' URLs
 
     # -- which files ---------------------------------------------------------------------------
     def _files(self) -> list[str]:

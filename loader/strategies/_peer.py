@@ -15,19 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from loader.errors import CheckpointError
-from loader.format.source import CheckpointSource
 from loader.phases import Probe
 from loader.planning import LoadPlan
+from loader.remote import FileSource
 from loader.stream import Stream
 
-#: files, wanted tensor names -> (an iterator of (name, torch tensor), a close function)
-OpenPeer = Callable[[list[Path], set[str]], tuple[Iterator[tuple[str, Any]], Callable[[], None]]]
+#: files (paths, or a remote source's URLs: `runai-s3`), wanted tensor names -> (an iterator of
+#: (name, torch tensor), a close function)
+OpenPeer = Callable[[list[str], set[str]], tuple[Iterator[tuple[str, Any]], Callable[[], None]]]
 
 
 def host_view_cast(array: Any, dtype: Any) -> np.ndarray:
@@ -70,17 +70,17 @@ class PeerStream:
     on_device: bool = False
     _close: Callable[[], None] | None = field(default=None, init=False, repr=False)
 
-    def start(self, source: CheckpointSource, probe: Probe) -> None:
+    def start(self, source: FileSource, probe: Probe) -> None:
         pass  # nothing is read before the plan is checked
 
-    def _reader(self, source: CheckpointSource, wanted: set[str]) -> Callable[[str], Any]:
+    def _reader(self, source: FileSource, wanted: set[str]) -> Callable[[str], Any]:
         held: dict[str, Any] = {}
         stream: Iterator[tuple[str, Any]] | None = None
 
         def read(key: str) -> Any:
             nonlocal stream
             if stream is None:  # opened on the first read, so it is timed as reading
-                stream, self._close = self.open_peer(list(source.files), wanted)
+                stream, self._close = self.open_peer([str(f) for f in source.files], wanted)
             while key not in held:
                 try:
                     name, tensor = next(stream)
@@ -93,7 +93,7 @@ class PeerStream:
 
         return read
 
-    def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
+    def fill(self, plan: LoadPlan, source: FileSource, probe: Probe) -> None:
         wanted = {step.file_key for step in plan.steps}
         stream = Stream(
             reader=lambda _: self._reader(source, wanted),

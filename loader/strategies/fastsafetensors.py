@@ -10,7 +10,6 @@ ownership of that buffer; each becomes a jax array through DLPack and is cast an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from loader.sequence import Recipe
@@ -23,7 +22,7 @@ INSTALL_HINT = "make peers"
 
 
 def _open(
-    files: list[Path], wanted: set[str]
+    files: list[str], wanted: set[str]
 ) -> tuple[Iterator[tuple[str, Any]], Callable[[], None]]:
     from fastsafetensors import fastsafe_open
 

@@ -13,7 +13,6 @@ host without one it is listed as unavailable with that reason. Needs torch and i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from loader.sequence import Recipe
@@ -27,7 +26,7 @@ PLATFORMS = ("cuda",)
 
 
 def _open(
-    files: list[Path], wanted: set[str]
+    files: list[str], wanted: set[str]
 ) -> tuple[Iterator[tuple[str, Any]], Callable[[], None]]:
     import torch
     from instanttensor import BackendPolicy, safe_open

@@ -9,7 +9,6 @@ Needs torch and runai-model-streamer: `make peers` (or `pip install 'loadbench[p
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from loader.sequence import Recipe
@@ -22,7 +21,7 @@ INSTALL_HINT = "make peers"
 
 
 def _open(
-    files: list[Path], wanted: set[str]
+    files: list[str], wanted: set[str]
 ) -> tuple[Iterator[tuple[str, Any]], Callable[[], None]]:
     from runai_model_streamer import SafetensorsStreamer
 

@@ -286,3 +286,15 @@ def test_no_file_written_without_cache_dir_and_cache_dir_reused(nginx, checkpoin
     mtime = copy.stat().st_mtime_ns
     loader.load_model(shapes.model_builder(FILE_SPEC), url, cache_dir=cache)
     assert copy.stat().st_mtime_ns == mtime  # reused, not fetched again
+
+
+def test_runai_s3_peer_reads_the_same_object(moto, checkpoints, poison, monkeypatch, tmp_path):
+    """runai-model-streamer's own S3 client over moto: the peer the remote loads are beside."""
+    info = loader.strategies.get("runai-s3")
+    if not info.available():
+        pytest.skip(f"runai-s3 needs {', '.join(info.missing())} (make peers)")
+    moto.point_at(monkeypatch, moto.endpoint, tmp_path)
+    monkeypatch.setenv("RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING", "0")
+    model, report = info.load(poisoned(FILE_SPEC, poison), moto.urls()["file"], strict=True)
+    assert verify(model, checkpoints[0]) == len(FILE_SPEC.tensors)
+    assert report.remote is not None and report.remote.requests <= 2  # headers only: runai read
