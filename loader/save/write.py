@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -36,6 +36,7 @@ from loader.leaves import (
     refuse_unstorable,
 )
 from loader.place import describe_sharding
+from loader.policy import LoadPolicy, Patterns
 from loader.save.writeback import Piece, SavedLeaf, SourceTensor, copy_bytes, plan_writeback
 from loader.transforms import Part
 
@@ -126,8 +127,8 @@ def save_model(
     metadata: Mapping[str, str] | None = None,
     key_map: KeyMap | None = None,
     reference: str | os.PathLike[str] | None = None,
-    ignore_unexpected: Sequence[str] = (),
-    ignore_missing: Sequence[str] = (),
+    ignore_unexpected: Patterns = (),
+    ignore_missing: Patterns = (),
 ) -> None:
     """Write every variable of an NNX module (an `nnx.Optimizer` too) or `nnx.State` to one file.
 
@@ -163,7 +164,8 @@ def save_model(
         leaves.append(SavedLeaf(p, value, dtype, shape))
     with contextlib.ExitStack() as stack:
         ref = None if reference is None else stack.enter_context(CheckpointSource(reference))
-        tensors = plan_writeback(leaves, key_map, ref, ignore_unexpected, ignore_missing)
+        policy = LoadPolicy.of(ignore_unexpected=ignore_unexpected, ignore_missing=ignore_missing)
+        tensors = plan_writeback(leaves, key_map, ref, policy)
         if ref is not None:  # the source's metadata (`format: pt`), then the caller's
             meta = {**ref.metadata, **_checked_metadata(metadata)}
         else:

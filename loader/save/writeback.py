@@ -17,8 +17,7 @@ from it byte for byte, so a fine-tuned port is written back whole.
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +27,7 @@ from loader.errors import CheckpointError
 from loader.format.records import TensorInfo
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap, Path, key_of, path_str, resolve_file_key, resolve_stack
+from loader.policy import DEFAULT_POLICY, LoadPolicy
 from loader.transforms import Chain, Part, Region, Stack, TransformError, tile_check
 
 
@@ -76,11 +76,6 @@ class SourceTensor:
     shape: tuple[int, ...]
     pieces: tuple[Piece, ...] = ()
     copied: TensorInfo | None = None
-
-
-def matches(key: str, patterns: Iterable[str]) -> bool:
-    """Whether `key` matches one of the glob `patterns` (fnmatch, case-sensitive)."""
-    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
 
 
 def _chain_of(model_key: str, transform: object) -> Chain | None:
@@ -148,12 +143,12 @@ def _tensor(key: str, mapped: list[Mapped], ref: TensorInfo | None) -> SourceTen
 
 
 def _by_file_key(
-    leaves: Sequence[SavedLeaf], key_map: KeyMap | None, file_keys: set[str], ignored: Sequence[str]
+    leaves: Sequence[SavedLeaf], key_map: KeyMap | None, file_keys: set[str], policy: LoadPolicy
 ) -> dict[str, list[Mapped]]:
     grouped: dict[str, list[Mapped]] = {}
     for leaf in leaves:
         model_key = key_of(leaf.path)
-        if matches(model_key, ignored):
+        if policy.ignores_missing(model_key):
             continue
         stack = resolve_stack(model_key, key_map)
         if stack is not None:
@@ -180,8 +175,7 @@ def plan_writeback(
     leaves: Sequence[SavedLeaf],
     key_map: KeyMap | None,
     reference: CheckpointSource | None,
-    ignore_unexpected: Sequence[str] = (),
-    ignore_missing: Sequence[str] = (),
+    policy: LoadPolicy = DEFAULT_POLICY,
 ) -> list[SourceTensor]:
     """Every tensor of the source layout, in key order; `CheckpointError` before any write.
 
@@ -189,14 +183,15 @@ def plan_writeback(
         leaves: every leaf of the model, as it will be stored.
         key_map: the key map the load used (declared transforms only).
         reference: the file the model was loaded from (its header, and the ignored tensors).
-        ignore_unexpected: reference keys the port does not hold: copied from the reference.
-        ignore_missing: model paths that have no file key: left out.
+        policy: the load's declared ignores: the reference keys it ignored (`ignore_unexpected`)
+            are copied from the reference; the model paths it ignored (`ignore_missing`) are
+            left out.
 
     Example:
         >>> tensors = plan_writeback(leaves, gpt2.key_map(config), CheckpointSource(path))
     """
     ref_keys = set(reference.keys()) if reference is not None else set()
-    grouped = _by_file_key(leaves, key_map, ref_keys, ignore_missing)
+    grouped = _by_file_key(leaves, key_map, ref_keys, policy)
     if reference is None:
         return sorted((_tensor(k, m, None) for k, m in grouped.items()), key=lambda t: t.key)
     stray = sorted(set(grouped) - ref_keys)
@@ -208,7 +203,7 @@ def plan_writeback(
         )
     out = [_tensor(k, m, reference.info(k)) for k, m in grouped.items()]
     for key in sorted(ref_keys - set(grouped)):
-        if not matches(key, ignore_unexpected):
+        if not policy.ignores_unexpected(key):
             raise CheckpointError(
                 f"save_model: reference tensor {key!r} ({reference.path}) is neither written from "
                 "the model nor declared ignored; pass the load's ignore_unexpected= (the ignored "

@@ -18,6 +18,9 @@ port-scanned`.
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Iterable
+
 #: preset -> architecture module (`shapes.architectures.<module>`)
 ARCHITECTURES = {
     "gpt2": "gpt2",
@@ -38,3 +41,17 @@ def port_names() -> list[str]:
 def scanned_port_names() -> list[str]:
     """The presets whose architecture has a scanned variant (`bench run --model port-scanned`)."""
     return sorted(p for p, arch in ARCHITECTURES.items() if arch in SCANNED)
+
+
+def declared_for(patterns: Iterable[str], file_keys: Iterable[str]) -> tuple[str, ...]:
+    """The declared ignore patterns that concern one checkpoint: those matching one of its keys.
+
+    An architecture declares what any of its checkpoints may hold (an old save's buffers, a head);
+    a strict load refuses a pattern that matches nothing, so a load passes only these.
+
+    Example:
+        >>> declared_for(bert.IGNORE_UNEXPECTED, ["embeddings.position_ids", "pooler.dense.bias"])
+        ('*embeddings.position_ids',)
+    """
+    keys = list(file_keys)
+    return tuple(p for p in patterns if any(fnmatch.fnmatchcase(k, p) for k in keys))

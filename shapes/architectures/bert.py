@@ -15,9 +15,13 @@ head (`cls.*`). BERT has no shape preset: it is not in `ARCHITECTURES` (no `port
 
     >>> config = config_for(json.load(open("config.json")), file_keys)
     >>> model, report = loader.load_model(lambda: Bert(config, rngs=nnx.Rngs(0)),
-    ...     "model.safetensors", key_map=key_map(config), strict=True,
-    ...     ignore_unexpected=IGNORE_UNEXPECTED)
+    ...     "model.safetensors", key_map=key_map(config), strict=True, casts="allow",
+    ...     ignore_unexpected=declared_for(IGNORE_UNEXPECTED, file_keys))
     >>> model(ids)["last_hidden_state"]   # (batch, tokens, hidden)
+
+(`shapes.architectures.declared_for` keeps the patterns that match this file: a strict load
+refuses a pattern that matches nothing, and a checkpoint saved by a recent transformers has no
+`position_ids`.)
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ reports a pattern that matches nothing).
 
 from __future__ import annotations
 
-import fnmatch
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +24,13 @@ from flax import nnx
 
 from loader.format import DTYPES
 from loader.target.abstract import abstract_build
-from shapes.architectures import ARCHITECTURES, SCANNED, port_names, scanned_port_names
+from shapes.architectures import (
+    ARCHITECTURES,
+    SCANNED,
+    declared_for,
+    port_names,
+    scanned_port_names,
+)
 from shapes.architectures.layers import checked
 from shapes.catalog import load_spec
 from shapes.content import FLOAT_DTYPES, effective_dtype, normalize_dtype
@@ -85,10 +90,7 @@ def port_for(
 
     arch = module.__name__.rsplit(".", 1)[-1]
     key_map = checked(module.key_map(config), abstract_build(build), arch)
-    names = [t.name for t in spec.tensors]
-    ignore_unexpected = tuple(
-        p for p in module.IGNORE_UNEXPECTED if any(fnmatch.fnmatchcase(n, p) for n in names)
-    )
+    ignore_unexpected = declared_for(module.IGNORE_UNEXPECTED, (t.name for t in spec.tensors))
     return Port(
         preset,
         arch,

@@ -6,10 +6,9 @@ key map and strict=True; logits on a fixed input match torch's. Skipped without 
 
 from __future__ import annotations
 
-import fnmatch
-import inspect
 import json
 import shutil
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +20,7 @@ from safetensors.numpy import load_file, save_file
 
 import loader
 from loader.source_check import compare_to_transformers
-from shapes.architectures import bert, gpt2, llama, llama_scanned, vit
+from shapes.architectures import bert, declared_for, gpt2, llama, llama_scanned, vit
 from tests.conftest import poison_model
 
 torch = pytest.importorskip("torch")
@@ -161,9 +160,10 @@ def test_a_wrong_layout_is_caught_by_the_logits(tmp_path):
     assert delta > 100 * FP32_TOLERANCE
 
 
-def _bert(tmp_path):
+def _bert(tmp_path, position_ids: bool = True):
     """A tiny `BertModel` as a sentence-embedding checkpoint on the Hub holds it: with its pooler,
-    and with the `embeddings.position_ids` buffer that transformers persisted before 4.31."""
+    and (`position_ids`) with the `embeddings.position_ids` buffer that transformers persisted
+    before 4.31."""
     cfg = transformers.BertConfig(
         vocab_size=97,
         hidden_size=32,
@@ -178,15 +178,11 @@ def _bert(tmp_path):
         for p in hf.parameters():
             p.add_(torch.randn_like(p) * 0.1)
     hf.eval().save_pretrained(tmp_path)
-    path = tmp_path / "model.safetensors"
-    tensors = load_file(path) | {"embeddings.position_ids": np.arange(32, dtype=np.int64)[None]}
-    save_file(tensors, str(path), metadata={"format": "pt"})
+    if position_ids:
+        path = tmp_path / "model.safetensors"
+        buffer = {"embeddings.position_ids": np.arange(32, dtype=np.int64)[None]}
+        save_file(load_file(path) | buffer, str(path), metadata={"format": "pt"})
     return tmp_path
-
-
-def _declared(patterns, keys) -> list[str]:
-    """The architecture's declared patterns that concern this file (as `port_for` carries them)."""
-    return [p for p in patterns if any(fnmatch.fnmatchcase(k, p) for k in keys)]
 
 
 def _bert_inputs():
@@ -211,35 +207,31 @@ def _load_bert(folder):
     target = bert.Bert(config, rngs=nnx.Rngs(1))
     poison_model(target)
     key_map = bert.key_map(config)
-    ignored = _declared(bert.IGNORE_UNEXPECTED, keys)
-    model, report = loader.load_model(
-        target,
-        folder / "model.safetensors",
-        strict=True,
-        key_map=key_map,
-        ignore_unexpected=ignored,
-        ignore_missing=bert.IGNORE_MISSING,
-        casts="allow",
-    )
+    ignored = declared_for(bert.IGNORE_UNEXPECTED, keys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one call, no warning at all
+        model, report = loader.load_model(
+            target,
+            folder / "model.safetensors",
+            strict=True,
+            key_map=key_map,
+            ignore_unexpected=ignored,
+            ignore_missing=bert.IGNORE_MISSING,
+            casts="allow",
+        )
     return model, report, key_map, ignored
 
 
-#: until port-core's `load_model(ignore_unexpected=, ignore_missing=, casts=)` is on main
-needs_declared_ignores = pytest.mark.skipif(
-    "ignore_unexpected" not in inspect.signature(loader.load_model).parameters,
-    reason="load_model(ignore_unexpected=, casts=) (issue 34 items 1-2) is not on main yet",
-)
-
-
-@needs_declared_ignores
-def test_bert_port_loads_strictly_in_32_bit_jax_and_matches_torch(tmp_path):
+@pytest.mark.parametrize("position_ids", [True, False], ids=["old-save", "recent-save"])
+def test_bert_port_loads_strictly_in_32_bit_jax_and_matches_torch(position_ids, tmp_path):
     """One strict call, with the architecture's declared ignores, in jax's default 32-bit mode."""
     assert not jax.config.jax_enable_x64
-    folder = _bert(tmp_path)
+    folder = _bert(tmp_path, position_ids)
     model, report, key_map, ignored = _load_bert(folder)
-    assert ignored == ["*embeddings.position_ids"]
+    buffers = ["embeddings.position_ids"] if position_ids else []
+    assert ignored == tuple(f"*{k}" for k in buffers)
     assert sorted(report.loaded) == sorted(key_map)
-    assert report.ignored == ["embeddings.position_ids"] and report.unexpected == []
+    assert report.ignored == buffers and report.unexpected == [] and report.ok
     _assert_bert_matches(model, folder)
 
 
@@ -293,7 +285,6 @@ def test_a_port_saved_back_in_the_source_layout_loads_in_transformers(name, tmp_
     assert delta <= FP32_TOLERANCE
 
 
-@needs_declared_ignores
 def test_bert_saved_back_keeps_the_ignored_buffer_from_the_reference(tmp_path):
     folder = _bert(tmp_path / "hf")
     model, _, key_map, ignored = _load_bert(folder)

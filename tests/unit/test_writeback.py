@@ -38,8 +38,11 @@ def source(tmp_path):
 
 
 def _loaded(path):
-    model, report = loader.load_model(poisoned, path, key_map=KEY_MAP)
-    assert not report.missing and sorted(report.loaded) == sorted(KEY_MAP)
+    """The port loaded strictly, its extras declared (what save_model gets back)."""
+    model, report = loader.load_model(
+        poisoned, path, key_map=KEY_MAP, ignore_unexpected=IGNORED, strict=True
+    )
+    assert sorted(report.loaded) == sorted(KEY_MAP) and sorted(report.ignored) == sorted(EXTRA)
     return model
 
 
@@ -98,7 +101,7 @@ def test_transposes_alone_need_no_reference(source, tmp_path):
             self.conv = nnx.Module()
             self.conv.kernel = nnx.Param(jnp.full((4, 4, 3, 8), 7.0))
 
-    model, _ = loader.load_model(Two(), source, key_map=key_map)
+    model, _ = loader.load_model(Two(), source, key_map=key_map, strict=True, ignore_unexpected="*")
     out = tmp_path / "back.safetensors"
     loader.save_model(model, out, key_map=key_map)
     saved = load_file(out)
