@@ -215,8 +215,16 @@ def upload(endpoint: str, files: dict[str, Path], bucket: str = BUCKET) -> None:
         client.create_bucket(Bucket=bucket)
     except client.exceptions.BucketAlreadyOwnedByYou:
         pass
+    from boto3.s3.transfer import TransferConfig
+
+    # one PUT per file (moto's multipart completion fails on multi-GB files); S3's PUT takes 5 GB
+    whole = TransferConfig(multipart_threshold=5 << 30, multipart_chunksize=5 << 30)
     for key, path in files.items():
-        client.upload_file(str(path), bucket, key)
+        try:
+            client.upload_file(str(path), bucket, key, Config=whole)
+        except Exception as exc:  # noqa: BLE001 - boto3's errors: one line naming the file
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise BenchError(f"{path}: upload to the S3 server failed ({first})") from None
 
 
 @contextmanager
