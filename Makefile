@@ -34,8 +34,8 @@ ports-deps: $(STAMP) ## add torch and transformers (the ports extra) to .venv
 	$(PY) -m pip install -q -e '.[ports]'
 	$(PY) -c "import torch, transformers; print('ports: torch', torch.__version__, 'transformers', transformers.__version__)"
 
-ports: ports-deps ## check the GPT-2, Llama, ViT and BERT ports against torch (fp32 and bf16, and saved back)
-	$(PY) -m pytest -q -s tests/unit/test_ports.py tests/unit/test_source_check.py
+ports: ports-deps ## check the GPT-2, Llama, ViT and BERT ports against torch (real HF layouts loaded strictly, fp32 and bf16, saved back)
+	$(PY) -m pytest -q -s tests/unit/test_ports.py tests/unit/test_hf_layouts.py tests/unit/test_source_check.py tests/unit/test_writeback.py
 
 browser-deps: ## install Debian's chromium for the browser test (needs root; skipped otherwise)
 	@command -v chromium >/dev/null 2>&1 || { \

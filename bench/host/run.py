@@ -67,6 +67,14 @@ def _run_child(plan: ProbePlan, limits: list, work: Path) -> dict:
         limit.attach(proc.pid)
     try:
         _, err = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise BenchError(
+            f"the probe child did not finish within {TIMEOUT_S:.0f} s (killed); the host is too "
+            "busy or its disk too slow for the probe: rerun when it is idle, or give a smaller "
+            "--size"
+        ) from None
     except BaseException:
         proc.kill()
         proc.wait()

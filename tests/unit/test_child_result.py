@@ -142,3 +142,28 @@ def test_each_limit_writes_its_own_fields_into_every_row():
         assert (row.disk_read_bytes_per_s, row.disk_read_limit) == (300_000_000, "none")
         assert row.disk_read_limit_enforced is False
     assert rows[1].phase_wall_s == 0.5 and rows[2].peak_rss_bytes == 3 * GiB
+
+
+def test_a_port_is_loaded_with_its_architectures_declared_ignores():
+    """`bench run --model port`: the keys the architecture declares its files hold beyond the
+    port (GPT-2's stored lm_head, say) are ignored as declared, not warned about on every row."""
+    from types import SimpleNamespace
+
+    from bench.child import worker
+    from bench.records.wire import ChildTask
+    from loader.policy import LoadPolicy
+
+    given: dict = {}
+
+    class Recording:
+        name = "hostcast"
+
+        def load(self, builder, checkpoint, probe, **arguments):
+            given.update(arguments)
+            return "model", "report"
+
+    port = SimpleNamespace(ignore_unexpected=("lm_head.weight",), ignore_missing=())
+    task = ChildTask("hostcast", "tiny-gpt2", "ck.safetensors", "ck.safetensors")
+    worker._load(task, Recording(), (object(), {"a": "b"}, port), probe=None)
+    assert given["policy"] == LoadPolicy.of(ignore_unexpected=("lm_head.weight",))
+    assert given["key_map"] == {"a": "b"} and given["strict"] is False

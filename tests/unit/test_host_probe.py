@@ -151,3 +151,16 @@ def test_the_probe_runs_inside_its_limits_and_reads_them_back(tmp_path):
     assert record.cold_read_bytes_per_s is not None
     # at the cap (a small file reads partly in the throttle's first slice), far below the disk
     assert 0.5 * cap < record.cold_read_bytes_per_s < 3 * cap
+
+
+def test_a_probe_child_past_its_time_is_killed_and_named_in_one_line(tmp_path, capsys, monkeypatch):
+    """A probe that outlives its time (a busy host) ends the command with one line, not a
+    traceback, and leaves no record behind."""
+    from bench.host import run
+
+    monkeypatch.setattr(run, "TIMEOUT_S", 0.01)
+    out = tmp_path / "probe.json"
+    assert main(["probe", *SMALL, "--disk", str(tmp_path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did not finish within 0 s (killed)" in err[0]
+    assert not out.exists() and not list(tmp_path.glob(".loadbench-probe-*"))
