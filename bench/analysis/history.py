@@ -184,14 +184,18 @@ def steps(results: Results, metrics: tuple[str, ...] = METRICS) -> list[Step]:
 METRIC_WORDS = {PEAK: "peak over baseline", WALL: "wall time", FLOOR: "wall / floor line"}
 
 
+def metric_text(metric: str, value: float) -> str:
+    """A metric's value as history shows it: `0.586 GiB` (a peak), `1.23 s`, `2.00x`; `-` NaN."""
+    if value != value:
+        return "-"
+    if metric == PEAK:
+        return f"{value / (1 << 30):.3f} GiB"
+    return f"{value:.2f}x" if metric == FLOOR else f"{value:.2f} s"
+
+
 def steps_table(found: list[Step]) -> pd.DataFrame:
     """The steps as a table to show (the History page, the report): where, what, the first run
     after, the medians before and after (GiB for a peak, s or x otherwise), the change."""
-
-    def said(metric: str, value: float) -> str:
-        if metric == PEAK:
-            return f"{value / (1 << 30):.3f} GiB"
-        return f"{value:.2f}x" if metric == FLOOR else f"{value:.2f} s"
 
     return pd.DataFrame(
         {
@@ -200,8 +204,8 @@ def steps_table(found: list[Step]) -> pd.DataFrame:
             "strategy": [s.strategy for s in found],
             "metric": [METRIC_WORDS[s.metric] for s in found],
             "first run after": [s.run_id for s in found],
-            "before": [said(s.metric, s.before) for s in found],
-            "after": [said(s.metric, s.after) for s in found],
+            "before": [metric_text(s.metric, s.before) for s in found],
+            "after": [metric_text(s.metric, s.after) for s in found],
             "change": [f"{s.change:+.0%}" for s in found],
         }
     )

@@ -16,7 +16,16 @@ from typing import Any
 
 import pandas as pd
 
-from bench.analysis.history import FLOOR, LABELS, METRICS, PEAK, SERIES_KEYS, WALL, Step
+from bench.analysis.history import (
+    FLOOR,
+    LABELS,
+    METRICS,
+    PEAK,
+    SERIES_KEYS,
+    WALL,
+    Step,
+    metric_text,
+)
 from bench.analysis.history import points as history_points
 from bench.analysis.history import steps as history_steps
 from bench.commands.common import add_json, example, existing_results
@@ -36,19 +45,11 @@ def _read(folders: list[str]) -> Results:
     )
 
 
-def _value(metric: str, value: float) -> str:
-    if value != value:
-        return "-"
-    if metric == PEAK:
-        return f"{value / (1 << 30):.3f} GiB"
-    return f"{value:.2f}x" if metric == FLOOR else f"{value:.2f}"
-
-
 def _step_text(step: Step) -> str:
     change = "" if math.isinf(step.change) else f" ({step.change:+.0%})"
     return (
-        f"{NAMES[step.metric]} {_value(step.metric, step.before)} -> "
-        f"{_value(step.metric, step.after)}{change}"
+        f"{NAMES[step.metric]} {metric_text(step.metric, step.before)} -> "
+        f"{metric_text(step.metric, step.after)}{change}"
     )
 
 
@@ -58,7 +59,9 @@ def _table(series: pd.DataFrame, marks: dict[str, list[Step]]) -> list[str]:
     for _, p in series.iterrows():
         said = "; ".join(_step_text(s) for s in marks.get(str(p["run_id"]), []))
         labels = [str(p[k]) if isinstance(p[k], str) else "-" for k in LABELS]
-        rows.append([str(p["run_id"]), *labels, *(_value(m, float(p[m])) for m in METRICS), said])
+        rows.append(
+            [str(p["run_id"]), *labels, *(metric_text(m, float(p[m])) for m in METRICS), said]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return [
         "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
