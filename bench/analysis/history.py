@@ -12,10 +12,11 @@ regression to be marked: within a segment of runs, a split is a candidate when t
 two sides are separated -- every repeat on one side beyond every repeat on the other (beyond the
 spread, as `compare` asks), and a two-sided Mann-Whitney p below `ALPHA` where enough repeats
 stand on each side for the test to reach it -- and their medians differ by more than the metric's
-`MIN_STEP` (relative); the candidate with the largest move is a step, and each side is searched
-again. A time on a shared machine that slowed for a while (one noisy repeat inside the other
-side's range) is no step. A step is reported at the first run
-after it, with the medians before and after (within its segments). No jax.
+`MIN_STEP` and than a typical run's own repeats stray (relative: `typical_spread`); the candidate
+with the largest move is a step, and each side is searched again. So a time on a shared machine
+that moved no more than its repeats do, or with one noisy repeat inside the other side's range, is
+no step. A step is reported at the first run after it, with the medians before and after (within
+its segments). No jax.
 """
 
 from __future__ import annotations
@@ -117,15 +118,27 @@ def _median(samples: list[list[float]]) -> float:
     return float(pd.Series([v for run in samples for v in run]).median())
 
 
+def typical_spread(samples: list[list[float]]) -> float:
+    """How far a typical run's repeats stray: the median over runs of (max - min) / median (0
+    where no run was repeated)."""
+    spreads = [
+        (max(run) - min(run)) / abs(_median([run]))
+        for run in samples
+        if len(run) > 1 and _median([run])
+    ]
+    return float(pd.Series(spreads).median()) if spreads else 0.0
+
+
 def _split(samples: list[list[float]], min_step: float) -> tuple[int, float | None] | None:
     """The best split of `samples` (one list of repeats per run) that is a step, or None."""
+    least = max(min_step, typical_spread(samples))
     best: tuple[float, int, float | None] | None = None  # (move, split, p): the largest move
     for k in range(1, len(samples)):
         before = [v for run in samples[:k] for v in run]
         after = [v for run in samples[k:] for v in run]
         lo, hi = _median(samples[:k]), _median(samples[k:])
         move = abs(hi - lo) / abs(lo) if lo else float("inf")
-        if move <= min_step:
+        if move <= least:
             continue
         separated, p = _separated(before, after)
         if not separated:
