@@ -54,7 +54,7 @@ def backend_note(backend: str | None) -> str:
         'CPU backend: the weights live in host RAM'
     """
     if not backend:
-        return "backend not recorded (results from before loadbench recorded it)"
+        return "Backend not recorded (results from before loadbench recorded it)"
     meaning = BACKEND_MEANINGS.get(backend, "where the weights live depends on that backend")
     return f"{backend.upper()} backend: {meaning}"
 

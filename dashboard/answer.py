@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.advice import Cost, answer
-from bench.analysis.recommend import MIN_FIT_BYTES, verdict
-from bench.vocabulary import FITS
+from bench.analysis.advice import Cost, answer, minimum_ram
+from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
+from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT, backend_note
 from dashboard import style
-from loader.vocabulary import OK, REFERENCE, STRATEGY
+from loader.vocabulary import OK, PEER, REFERENCE, STRATEGY
 
 CONFIG = ["dtype", "devices_per_process"]
 
@@ -89,11 +89,35 @@ def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> 
 @dataclass(frozen=True)
 class Headline:
     """The answer for one shape set: `text` (the sentence `bench.analysis.advice.answer` words),
-    the recommended strategy (or None), and whether any fits."""
+    the recommended strategy (or None), whether any fits, and `backend`: the backend the runs
+    were on and what it means for the host RAM (`bench.vocabulary.backend_note`)."""
 
     text: str
     recommended: str | None
     fits: bool
+    backend: str = ""
+
+    @property
+    def sentence(self) -> str:
+        """The answer and its backend, as the Overview, the Target host page and the report
+        print it."""
+        return f"{self.text} {self.backend}." if self.backend else self.text
+
+
+def backend(rows: pd.DataFrame) -> str:
+    """`CPU backend: the weights live in host RAM`: the backend the rows' runs loaded on (summary
+    or phase rows; several are named together) and what that means."""
+    recorded = rows["backend"] if "backend" in rows else pd.Series(dtype=object)
+    names = sorted({b for b in recorded if isinstance(b, str) and b})
+    if len(names) > 1:
+        return "; ".join(backend_note(n) for n in names)
+    return backend_note(names[0] if names else None)
+
+
+def margin_bytes(host_ram_bytes: int) -> int:
+    """The largest peak RSS that fits `host_ram_bytes` with the headline's room to spare (the
+    host RAM less `TIGHT_FRACTION`, 10%): the line the chart draws."""
+    return int(host_ram_bytes * (1 - TIGHT_FRACTION))
 
 
 def _cost(row: pd.Series) -> Cost:
@@ -120,9 +144,8 @@ def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
     ok = rows[(rows["status"] == OK) & (rows["kind"] == STRATEGY) & rows["peak_rss_bytes"].notna()]
     ok = ok[ok["wall_s"].notna()]
     if ok.empty:
-        return Headline(
-            "No strategy loaded this shape set successfully; see the runs below.", None, False
-        )
+        text = "No strategy loaded this shape set successfully; see the runs below."
+        return Headline(text, None, False, backend(rows))
     fitting = ok[fits_column(ok, host_ram_bytes) == FITS].sort_values("wall_s")
     naive = ok[ok["base_strategy"] == style.NAIVE]
     best = _cost(fitting.iloc[0]) if len(fitting) else None
@@ -130,7 +153,59 @@ def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
     text = answer(host_ram_bytes, best, costs, _cost(naive.iloc[0]) if len(naive) else None)
     if len(fitting):
         text += _ready(fitting.iloc[0])
-    return Headline(text, best.strategy if best else None, best is not None)
+    return Headline(text, best.strategy if best else None, best is not None, backend(rows))
+
+
+RECOMMENDED, FITS_BY_TIME, DOES_NOT, REFERENCE_LINE, NOT_RUN = range(5)  # the table's row groups
+
+
+def ranked(rows: pd.DataFrame, host_ram_bytes: int) -> pd.DataFrame:
+    """`rows` in the order the table leads with the answer: the recommended strategy first, then
+    those that fit (fastest first), then those that do not (tight or over), the reference line,
+    and skipped or failed rows last. Adds `fits` (the verdict), `recommended` (bool), `group`
+    and `reason`: why the row stands where it does, in a few words (a failed row's own error)."""
+    head = headline(rows, host_ram_bytes)
+    ok = (rows["status"] == OK) & rows["peak_rss_bytes"].notna() & rows["wall_s"].notna()
+    fits = fits_column(rows, host_ram_bytes)
+    best = rows.loc[rows["strategy"] == head.recommended, "wall_s"]
+    best_wall = float(best.iloc[0]) if len(best) else None
+    groups, reasons = [], []
+    for (_, row), measured, said in zip(rows.iterrows(), ok, fits, strict=True):
+        group, reason = _standing(row, measured, said, head.recommended, best_wall)
+        groups.append(group)
+        reasons.append(reason)
+    out = rows.assign(
+        fits=fits, recommended=rows["strategy"] == head.recommended, group=groups, reason=reasons
+    )
+    return out.sort_values(["group", "wall_s", "strategy"], na_position="last").reset_index(
+        drop=True
+    )
+
+
+def _standing(
+    row: pd.Series, measured: bool, said: str, recommended: str | None, best_wall: float | None
+) -> tuple[int, str]:
+    """(the row's group in `ranked`, the reason it stands there)."""
+    if not measured:
+        error = row.get("error")
+        why = error if isinstance(error, str) and error else "no reason recorded"
+        return NOT_RUN, f"{row['status']}: {why}"
+    if row["kind"] == REFERENCE:
+        return REFERENCE_LINE, "reference line: reads the bytes only, loads no model"
+    need = style.size(minimum_ram(int(row["peak_rss_bytes"])))
+    if row["strategy"] == recommended:
+        return RECOMMENDED, f"recommended: the fastest that fits with {TIGHT_FRACTION:.0%} to spare"
+    peer = " (a peer: compared, never recommended)" if row["kind"] == PEER else ""
+    if said == FITS:
+        slower = (
+            f"; {float(row['wall_s']) - best_wall:.2f} s slower than {recommended}"
+            if best_wall is not None and recommended
+            else ""
+        )
+        return FITS_BY_TIME, f"fits{slower}{peer}"
+    if said == TIGHT:
+        return DOES_NOT, f"tight: under {TIGHT_FRACTION:.0%} to spare; needs {need}{peer}"
+    return DOES_NOT, f"{DOES_NOT_FIT}: needs {need}{peer}"
 
 
 def _ready(row: pd.Series) -> str:

@@ -22,6 +22,8 @@ def main() -> None:
     """Register the pages (Overview first and default) and run the selected one."""
     # an emoji favicon is drawn inline; a `:material/...:` one is fetched from a font CDN
     st.set_page_config(page_title="loadbench", page_icon="💾", layout="wide")
+    # Streamlit's 6rem above the title would push the Overview's table off a 1000 px screen
+    st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.5rem}</style>")
     pages = [
         st.Page(HERE / "views" / p.file, title=p.title, icon=p.icon, default=(i == 0))
         for i, p in enumerate(PAGES)

@@ -1,17 +1,25 @@
-"""The Overview's chart: peak over baseline against wall time, one point per strategy.
+"""The Overview's chart: peak RSS against wall time, one point per strategy.
 
-Reference strategies (kind `reference`, e.g. `floor`) are a labelled horizontal line, not a point;
-peers are hollow points. The machine's ceiling (`ceiling_line`: the median `ceiling_s` of the
-rows, the checkpoint's bytes over the probe's best bandwidth for their situation) is a labelled
-rule on the time axis, drawn only where rows have one. The Pareto front is a staircase through its
-points, drawn to the chart's edges so it stays visible when two front points nearly coincide, and
-each front point is ringed. Labels are placed in Python so that none overlaps another: each starts
-beside its point and moves up or down in label-height steps until it is clear, with a thin leader
-line when it moved.
+It draws the answer the headline gives: by default the y axis is the absolute peak RSS (the
+headline's number), with the host's RAM as a red dashed line and, under it, the margin the headline
+uses (the host RAM less 10%, `dashboard.answer.margin_bytes`) as a red solid line: a strategy fits
+where its point is under the margin line. Reference strategies (kind `reference`, e.g. `floor`)
+are a dotted horizontal line, not a point; peers are hollow points. The machine's ceiling
+(`ceiling_line`) is a dash-dot rule on the time axis. The Pareto front is a thin staircase through
+its points, drawn to the chart's edges, and each front point is outlined in black (a ring around
+it would cover a neighbour). The time axis is logarithmic by default, so that loads of 1 and 2 s
+stay apart beside one of 20 s.
+
+Labels are placed in Python so that none overlaps another, a point or a line's label: the lines'
+labels are placed first, then each point's label starts beside its point and moves up or down in
+label-height steps until it is clear, with a thin leader line when it moved. `LINE_STYLES` holds
+each line's colour and dash, and the caption is written from it, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import altair as alt
@@ -21,11 +29,13 @@ from bench.vocabulary import COLD
 from dashboard import style
 from loader.vocabulary import PEER, REFERENCE, STATUSES
 
-HEIGHT = 360
+HEIGHT = 300
 HOST_COLOR = "#c62828"
 CEILING_COLOR = "#1565c0"
+FRONT_COLOR = "#222222"
 ASSUMED_WIDTH = 640  # px; the real chart is wider, which only leaves more room between labels
-LABEL_H, CHAR_W, GAP = 14.0, 6.6, 15.0  # GAP clears the Pareto ring around a point
+LABEL_H, CHAR_W, GAP = 16.0, 7.0, 10.0  # GAP: from a point's centre to its label's left edge
+POINT_R = 7.0  # px: half a point's box, kept clear of every label
 STATUS_SHAPES = dict(
     zip(
         STATUSES,
@@ -35,123 +45,261 @@ STATUS_SHAPES = dict(
 )
 
 
-def _overlaps(box: tuple[float, float, float, float], placed: list) -> bool:
+@dataclass(frozen=True)
+class LineStyle:
+    """How one line of the chart is drawn, and the words the caption says of it."""
+
+    color: str
+    dash: tuple[int, ...]  # () is solid
+    width: float
+    words: str  # "red dashed line", as the caption names it
+    means: str
+
+
+HOST, MARGIN, REFERENCE_LINE, CEILING, FRONT = "host", "margin", "reference", "ceiling", "front"
+LINE_STYLES = {
+    MARGIN: LineStyle(
+        HOST_COLOR, (), 2.0, "Red solid line", "the host RAM less 10%: under it fits with room"
+    ),
+    HOST: LineStyle(HOST_COLOR, (8, 4), 1.5, "Red dashed line", "the host RAM"),
+    REFERENCE_LINE: LineStyle(
+        style.REFERENCE_COLOR, (1, 3), 2.0, "Grey dotted line", "the reference (the bytes alone)"
+    ),
+    FRONT: LineStyle(
+        FRONT_COLOR,
+        (),
+        1.2,
+        "Thin black staircase and black outlines",
+        "the Pareto front (no strategy is both faster and lighter)",
+    ),
+    CEILING: LineStyle(
+        CEILING_COLOR,
+        (6, 3, 1, 3),
+        2.0,
+        "Blue dash-dot rule",
+        "the machine's ceiling (the checkpoint's bytes over the probe's best bandwidth for this "
+        "situation: no load of these bytes is faster here)",
+    ),
+}
+
+
+def caption(*, host: bool, ceiling: bool, log: bool) -> str:
+    """What each line of the chart is, in the words of `LINE_STYLES` (only the lines drawn)."""
+    names = [MARGIN, HOST] if host else []
+    names += [REFERENCE_LINE, FRONT] + ([CEILING] if ceiling else [])
+    parts = [f"{LINE_STYLES[n].words}: {LINE_STYLES[n].means}." for n in names]
+    parts.append("Hollow points: peers.")
+    if log:
+        parts.append("Both axes are logarithmic: equal steps are equal ratios.")
+    return " ".join(parts)
+
+
+def _to_unit(value: float, lo: float, hi: float, log: bool) -> float:
+    """Where `value` sits between `lo` and `hi` (0 to 1), on a linear or a log scale."""
+    if log:
+        value, lo, hi = (math.log10(max(v, 1e-12)) for v in (value, lo, hi))
+    return (value - lo) / ((hi - lo) or 1.0)
+
+
+def _from_unit(fraction: float, lo: float, hi: float, log: bool) -> float:
+    if log:
+        return 10 ** (math.log10(lo) + fraction * (math.log10(hi) - math.log10(lo)))
+    return lo + fraction * (hi - lo)
+
+
+@dataclass(frozen=True)
+class Plot:
+    """The plot area in data units and pixels; each axis linear or logarithmic."""
+
+    x_min: float
+    x_max: float
+    y_min: float
+    y_max: float
+    log: bool = False  # both axes logarithmic (the peaks' cluster and the times' spread out)
+
+    def px(self, x: float) -> float:
+        return _to_unit(x, self.x_min, self.x_max, self.log) * ASSUMED_WIDTH
+
+    def x_of(self, px: float) -> float:
+        return _from_unit(px / ASSUMED_WIDTH, self.x_min, self.x_max, self.log)
+
+    def py(self, y: float) -> float:
+        return HEIGHT - _to_unit(y, self.y_min, self.y_max, self.log) * HEIGHT
+
+    def y_of(self, py: float) -> float:
+        return _from_unit((HEIGHT - py) / HEIGHT, self.y_min, self.y_max, self.log)
+
+
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in px (y down)
+
+
+def _overlaps(box: Box, placed: list[Box]) -> bool:
     x0, y0, x1, y1 = box
     return any(x0 < b[2] and b[0] < x1 and y0 < b[3] and b[1] < y1 for b in placed)
 
 
-def place_labels(points: pd.DataFrame, x: str, y: str, x_max: float, y_max: float) -> pd.DataFrame:
-    """`points` with `label_x`, `label_y` (data units) so that no two label boxes overlap.
+def _free_box(
+    left: float, centre_y: float, width: float, placed: list[Box], steps: int = 60
+) -> Box:
+    """The first box `width` wide at `left` clear of `placed`: at `centre_y`, then one, two, ...
+    label heights above and below it (kept inside the plot)."""
+    box = (left, 0.0, left + width, LABEL_H)
+    for step in range(steps):
+        shift = (step + 1) // 2 * LABEL_H * (-1 if step % 2 else 1)
+        top = min(max(centre_y + shift - LABEL_H / 2, 0.0), HEIGHT - LABEL_H)
+        box = (left, top, left + width, top + LABEL_H)
+        if not _overlaps(box, placed):
+            return box
+    return box
+
+
+def point_boxes(points: pd.DataFrame, x: str, y: str, plot: Plot) -> list[Box]:
+    """The box each point's marker covers, which no label may cover."""
+    centres = [(plot.px(float(px)), plot.py(float(py))) for px, py in zip(points[x], points[y])]
+    return [(cx - POINT_R, cy - POINT_R, cx + POINT_R, cy + POINT_R) for cx, cy in centres]
+
+
+def line_boxes(ys: list[float], plot: Plot) -> list[Box]:
+    """A thin box along each horizontal line (in data units), so no label is written over it."""
+    return [(0.0, plot.py(v) - 1.5, ASSUMED_WIDTH, plot.py(v) + 1.5) for v in ys]
+
+
+def place_labels(
+    points: pd.DataFrame, x: str, y: str, plot: Plot, taken: list[Box] | None = None
+) -> tuple[pd.DataFrame, list[Box]]:
+    """`points` with `label_x`, `label_y` (data units) so that no label box overlaps another,
+    a point, or a box in `taken` (the lines' labels); and every box placed.
 
     Boxes are estimated at CHAR_W px per character and LABEL_H px high on an ASSUMED_WIDTH x
-    HEIGHT plot; points are taken from the top down, each label tried at its point's height, then
-    one, two, ... label heights below and above, the first free slot kept.
+    HEIGHT plot; points are taken from the top down, each label tried first just above its point,
+    then one, two, ... label heights below and above, the first free slot kept; a label that would
+    run past the right edge is put left of its point.
     """
-    sx, sy = ASSUMED_WIDTH / x_max, HEIGHT / y_max
-    placed: list[tuple[float, float, float, float]] = []
+    placed = list(taken or []) + point_boxes(points, x, y, plot)
     out = []
     for _, row in points.sort_values(y, ascending=False).iterrows():
-        px, py = row[x] * sx + GAP, HEIGHT - row[y] * sy
+        cx, cy = plot.px(float(row[x])), plot.py(float(row[y]))
         width = CHAR_W * len(str(row["label"]))
-        for step in range(0, 40):  # first just above the point (the front runs right from it)
-            shift = (step + 1) // 2 * LABEL_H * (1 if step % 2 else -1) - LABEL_H * 0.6
-            top = min(max(py + shift - LABEL_H / 2, 0.0), HEIGHT - LABEL_H)
-            box = (px, top, px + width, top + LABEL_H)
-            if not _overlaps(box, placed):
-                break
+        left = cx + GAP if cx + GAP + width <= ASSUMED_WIDTH else cx - GAP - width
+        box = _free_box(left, cy - LABEL_H * 0.6, width, placed)
         placed.append(box)
-        out.append(
-            {**row.to_dict(), "label_x": px / sx, "label_y": (HEIGHT - top - LABEL_H / 2) / sy}
-        )
-    return pd.DataFrame(out)
+        label_y = plot.y_of((box[1] + box[3]) / 2)
+        out.append({**row.to_dict(), "label_x": plot.x_of(box[0]), "label_y": label_y})
+    return pd.DataFrame(out), placed
 
 
-def _staircase(front: pd.DataFrame, x: str, y: str, x_max: float, y_max: float) -> pd.DataFrame:
+def _staircase(front: pd.DataFrame, x: str, y: str, plot: Plot) -> pd.DataFrame:
     """The front as a staircase from the top edge to the right edge (lower-left is better)."""
     pts = front.sort_values(x)[[x, y]].to_numpy()
-    path = [(pts[0][0], y_max)]
+    path = [(pts[0][0], plot.y_max)]
     for i, (px, py) in enumerate(pts):
         if i:
             path.append((px, pts[i - 1][1]))
         path.append((px, py))
-    path.append((x_max, pts[-1][1]))
+    path.append((plot.x_max, pts[-1][1]))
     return pd.DataFrame(path, columns=[x, y]).assign(order=range(len(path)))
 
 
-def _axes(x_max: float, y_max: float, y_title: str, y_format: str):
+Encoder = Callable[[str], alt.X | alt.Y]
+
+
+def _axes(plot: Plot, y_title: str, y_format: str) -> tuple[Encoder, Encoder]:
     """Encoders for x and y of any field, on the one shared scale and axis of the chart."""
-    x_format = ".2f" if x_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
+    x_format = ".2f" if plot.x_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
+    log = ", log scale)" if plot.log else ")"
+    kind = "log" if plot.log else "linear"
 
     def x(field: str) -> alt.X:
         return alt.X(
             f"{field}:Q",
-            title="wall time (s, median)",
-            scale=alt.Scale(domain=[0, x_max], nice=False),
-            axis=alt.Axis(format=x_format, tickCount=8),
+            title="wall time (s, median" + log,
+            scale=alt.Scale(type=kind, domain=[plot.x_min, plot.x_max], nice=False),
+            axis=alt.Axis(format="~g" if plot.log else x_format, tickCount=8),
         )
 
     def y(field: str) -> alt.Y:
         return alt.Y(
             f"{field}:Q",
-            title=y_title,
-            scale=alt.Scale(domain=[0, y_max], nice=False),
-            axis=alt.Axis(format=y_format),
+            title=y_title.removesuffix(")") + log if y_title.endswith(")") else y_title,
+            scale=alt.Scale(type=kind, domain=[plot.y_min, plot.y_max], nice=False),
+            axis=alt.Axis(format=y_format, tickCount=8),
         )
 
     return x, y
 
 
-def _reference_layers(
-    refs: pd.DataFrame, y: str, fmt: str, x_enc, y_enc, x_max: float
-) -> list[alt.Chart]:
-    """A dotted horizontal rule per reference strategy, labelled under its right end (the points,
-    all above a reference that only reads the bytes, crowd its left end)."""
-    refs = refs.dropna(subset=[y])
-    if refs.empty:
-        return []
-    refs = refs.assign(
-        text=refs["strategy"] + " (reads the bytes only): " + refs[y].map(lambda v: format(v, fmt)),
-        right=x_max,
-    )
-    rule = alt.Chart(refs).mark_rule(
-        color=style.REFERENCE_COLOR, strokeDash=[3, 3], strokeWidth=1.5
-    )
-    text = alt.Chart(refs).mark_text(
-        align="right", baseline="top", dx=-4, dy=4, color="#555", fontStyle="italic"
-    )
-    return [rule.encode(y=y_enc(y)), text.encode(x=x_enc("right"), y=y_enc(y), text="text:N")]
+def _rule(data: pd.DataFrame, line: LineStyle) -> alt.Chart:
+    dash = list(line.dash) if line.dash else []
+    return alt.Chart(data).mark_rule(color=line.color, strokeDash=dash, strokeWidth=line.width)
+
+
+def _text(data: pd.DataFrame, color: str, **kw) -> alt.Chart:
+    return alt.Chart(data).mark_text(align="left", baseline="middle", color=color, **kw)
 
 
 @dataclass(frozen=True)
 class HostLine:
-    """The host's RAM on the chart: `y` in the chart's unit (RAM less the baseline), a label."""
+    """The host's RAM on the chart's axis (`y`) and the margin the headline uses (`margin_y`: the
+    host RAM less 10%), each with its label."""
 
     y: float
     label: str
+    margin_y: float
+    margin_label: str
 
 
-OFF_SCALE = 3.0  # a host line this far above the highest point is pinned at the top edge
+@dataclass(frozen=True)
+class LineLabel:
+    """A horizontal line's label, placed like a point's: its text and its box."""
+
+    text: str
+    x: float
+    y: float
+    box: Box
 
 
-def _host_layers(host: HostLine, y_max: float, x_enc, y_enc, x_max: float) -> list[alt.Chart]:
-    """A red dashed rule at the host's RAM (pinned to the top edge, and said so, when far above
-    every point), labelled at its left end."""
-    off = host.y > y_max
-    text = host.label + (" (above the chart: every peak is far below)" if off else "")
-    line = pd.DataFrame({"y": [min(host.y, y_max)], "x": [0.0], "text": [text]})
-    rule = alt.Chart(line).mark_rule(color=HOST_COLOR, strokeDash=[8, 4], strokeWidth=2)
-    label = alt.Chart(line).mark_text(
-        align="left",
-        baseline="top" if off else "bottom",
-        dx=4,
-        dy=3 if off else -3,
-        color=HOST_COLOR,
-        fontWeight="bold",
-    )
-    return [
-        rule.encode(y=y_enc("y")),
-        label.encode(x=x_enc("x"), y=y_enc("y"), text="text:N"),
-    ]
+def _line_label(text: str, y_px: float, right: bool, plot: Plot, taken: list[Box]) -> LineLabel:
+    """A label for a horizontal line at `y_px`: just above it (else the nearest free slot), at
+    the plot's left end (`right`: its right end)."""
+    width = CHAR_W * len(text)
+    left = ASSUMED_WIDTH - width - 4 if right else 4.0
+    box = _free_box(left, y_px - LABEL_H * 0.7, width, taken)
+    taken.append(box)
+    return LineLabel(text, plot.x_of(box[0]), plot.y_of((box[1] + box[3]) / 2), box)
+
+
+def _host_layers(
+    host: HostLine, plot: Plot, x_enc: Encoder, y_enc: Encoder, taken: list[Box]
+) -> list[alt.Chart]:
+    """The host RAM (red dashed) and the margin under it (red solid), each labelled; a host line
+    far above every point is pinned to the top edge and says so."""
+    layers = []
+    for y, label, name in ((host.y, host.label, HOST), (host.margin_y, host.margin_label, MARGIN)):
+        if y > plot.y_max * 1.0001:
+            label += " (above the chart: every peak is far below)"
+        y = min(y, plot.y_max)
+        placed = _line_label(label, plot.py(y), False, plot, taken)
+        data = pd.DataFrame({"y": [y], "lx": [placed.x], "ly": [placed.y], "text": [label]})
+        layers.append(_rule(data, LINE_STYLES[name]).encode(y=y_enc("y")))
+        mark = _text(data, HOST_COLOR, fontWeight="bold" if name == MARGIN else "normal")
+        layers.append(mark.encode(x=x_enc("lx"), y=y_enc("ly"), text="text:N"))
+    return layers
+
+
+def _reference_layers(
+    refs: pd.DataFrame, y: str, fmt: str, plot: Plot, x_enc: Encoder, y_enc: Encoder, taken
+) -> list[alt.Chart]:
+    """A dotted horizontal rule per reference strategy, labelled at its right end."""
+    refs = refs.dropna(subset=[y])
+    layers = []
+    for _, ref in refs.iterrows():
+        text = f"{ref['strategy']} (reads the bytes only): {format(ref[y], fmt)}"
+        placed = _line_label(text, plot.py(float(ref[y])), True, plot, taken)
+        data = pd.DataFrame({"y": [ref[y]], "lx": [placed.x], "ly": [placed.y], "text": [text]})
+        layers.append(_rule(data, LINE_STYLES[REFERENCE_LINE]).encode(y=y_enc("y")))
+        mark = _text(data, "#555", fontStyle="italic")
+        layers.append(mark.encode(x=x_enc("lx"), y=y_enc("ly"), text="text:N"))
+    return layers
 
 
 @dataclass(frozen=True)
@@ -188,25 +336,40 @@ def ceiling_line(rows: pd.DataFrame) -> CeilingLine | None:
     return CeilingLine(x, f"ceiling {text} ({_situation(rows, seconds)}, {probe})")
 
 
-def _ceiling_layers(ceiling: CeilingLine, x_enc, y_enc) -> list[alt.Chart]:
+def _ceiling_layers(
+    ceiling: CeilingLine, plot: Plot, x_enc: Encoder, y_enc: Encoder, taken: list[Box]
+) -> list[alt.Chart]:
     """A blue rule at the ceiling's time, labelled along it from the bottom (left of it, where no
-    load is faster)."""
+    load is faster); its label's column is kept clear of point labels."""
+    cx = plot.px(ceiling.x)
+    taken.append((cx - LABEL_H - 2, HEIGHT - CHAR_W * len(ceiling.label), cx, HEIGHT))
     line = pd.DataFrame({"x": [ceiling.x], "y": [0.0], "text": [ceiling.label]})
-    rule = alt.Chart(line).mark_rule(color=CEILING_COLOR, strokeDash=[2, 3], strokeWidth=2)
     label = alt.Chart(line).mark_text(
         angle=270, align="left", baseline="bottom", dx=4, dy=-3, fontSize=10, color=CEILING_COLOR
     )
     return [
-        rule.encode(x=x_enc("x"), tooltip=alt.Tooltip("text:N", title="ceiling")),
+        _rule(line, LINE_STYLES[CEILING]).encode(
+            x=x_enc("x"), tooltip=alt.Tooltip("text:N", title="ceiling")
+        ),
         label.encode(x=x_enc("x"), y=y_enc("y"), text="text:N"),
     ]
 
 
-def _y_max(drawn: pd.DataFrame, y: str, host: HostLine | None) -> float:
-    top = float(drawn[y].max()) * 1.15
+OFF_SCALE = 3.0  # a host line this far above the highest point is pinned at the top edge
+
+
+def _plot(drawn: pd.DataFrame, y: str, host: HostLine | None, ceiling, log: bool) -> Plot:
+    """The plot's domains: every point, the reference, the ceiling, and the host's lines unless
+    they are far above every point (then pinned to the top edge)."""
+    walls = [float(w) for w in drawn["wall_s"]] + ([ceiling.x] if ceiling else [])
+    peaks = [float(v) for v in drawn[y]]
+    top = max(peaks, default=0.0)
     if host is not None and host.y <= top * OFF_SCALE:
-        top = max(top, host.y * 1.08)
-    return max(top, 1e-9)
+        peaks += [host.y, host.margin_y]
+    if log and min(walls, default=0) > 0 and min(peaks, default=0) > 0:
+        return Plot(min(walls) / 1.4, max(walls) * 1.6, min(peaks) / 1.08, max(peaks) * 1.12, True)
+    x_max = max(max(walls, default=0.0) * 1.25, 1e-3)
+    return Plot(0.0, x_max, 0.0, max(max(peaks, default=0.0) * 1.12, 1e-9), False)
 
 
 def overview_scatter(
@@ -216,44 +379,52 @@ def overview_scatter(
     y_format: str,
     host: HostLine | None = None,
     ceiling: CeilingLine | None = None,
+    log: bool = False,
 ) -> alt.LayerChart:
     """The Overview chart over `df` (one row per strategy: `strategy`, `kind`, `status`, `wall_s`,
-    `pareto`, `y`); `y` is `peak_ratio` or a byte column already scaled to the axis unit; `host`
-    draws the host's RAM as a line, `ceiling` the machine's ceiling on the time axis."""
+    `pareto`, `y`); `y` is a byte column already scaled to the axis unit or `peak_ratio`; `host`
+    draws the host's RAM and the headline's margin as lines, `ceiling` the machine's ceiling on
+    the time axis; `log` logarithmic axes."""
     drawn = df[df["wall_s"].notna() & df[y].notna()]
     points = drawn[drawn["kind"] != REFERENCE].copy()
-    x_max = max(float(drawn["wall_s"].max()) * 1.25, ceiling.x * 1.15 if ceiling else 0, 1e-3)
-    y_max = _y_max(drawn, y, host)
-    x_enc, y_enc = _axes(x_max, y_max, y_title, y_format)
-    layers = _reference_layers(drawn[drawn["kind"] == REFERENCE], y, y_format, x_enc, y_enc, x_max)
+    plot = _plot(drawn, y, host, ceiling, log)
+    x_enc, y_enc = _axes(plot, y_title, y_format)
+    refs = drawn[drawn["kind"] == REFERENCE]
+    lines = [min(v, plot.y_max) for v in ([host.y, host.margin_y] if host else [])]
+    taken = point_boxes(points, "wall_s", y, plot) + line_boxes([*lines, *refs[y]], plot)
+    layers: list[alt.Chart] = []
     if host is not None:
-        layers += _host_layers(host, y_max, x_enc, y_enc, x_max)
+        layers += _host_layers(host, plot, x_enc, y_enc, taken)
+    layers += _reference_layers(refs, y, y_format, plot, x_enc, y_enc, taken)
     if ceiling is not None:
-        layers += _ceiling_layers(ceiling, x_enc, y_enc)
+        layers += _ceiling_layers(ceiling, plot, x_enc, y_enc, taken)
     if points.empty:
-        return alt.LayerChart(layer=layers).properties(height=HEIGHT)
+        return _sized(layers)
     points["label"] = points["strategy"] + points["kind"].map(
         lambda k: " · peer" if k == PEER else ""
     )
-    points = place_labels(points, "wall_s", y, x_max, y_max)
-    layers += _front_layers(points[points["pareto"]], y, x_enc, y_enc, x_max, y_max)
+    points, _ = place_labels(points, "wall_s", y, plot, taken)
+    layers += _front_layers(points[points["pareto"].astype(bool)], y, plot, x_enc, y_enc)
     layers += _point_layers(points, y, y_format, x_enc, y_enc)
-    return alt.LayerChart(layer=layers).properties(height=HEIGHT)
+    return _sized(layers)
 
 
-def _front_layers(front: pd.DataFrame, y: str, x_enc, y_enc, x_max, y_max) -> list[alt.Chart]:
-    """The Pareto staircase and a ring around each of its points."""
+def _sized(layers: list[alt.Chart]) -> alt.LayerChart:
+    """The layers with a plot exactly HEIGHT px high (the labels were placed for it): the width
+    fits the page, the axes come on top of the height (Streamlit's default `fit` would squeeze
+    the plot to make room for them)."""
+    autosize = alt.AutoSizeParams(type="fit-x", contains="padding")
+    return alt.LayerChart(layer=layers).properties(height=HEIGHT, autosize=autosize)
+
+
+def _front_layers(front: pd.DataFrame, y: str, plot: Plot, x_enc, y_enc) -> list[alt.Chart]:
+    """The Pareto staircase (drawn under the points)."""
     if front.empty:
         return []
-    stairs = _staircase(front, "wall_s", y, x_max, y_max)
-    line = alt.Chart(stairs).mark_line(color="#333", strokeDash=[6, 3], strokeWidth=2)
-    ring = alt.Chart(front).mark_point(
-        size=520, color="#333", strokeWidth=1.5, filled=False, shape="circle"
-    )
-    return [
-        line.encode(x=x_enc("wall_s"), y=y_enc(y), order="order:Q"),
-        ring.encode(x=x_enc("wall_s"), y=y_enc(y)),
-    ]
+    stairs = _staircase(front, "wall_s", y, plot)
+    line = LINE_STYLES[FRONT]
+    mark = alt.Chart(stairs).mark_line(color=line.color, strokeWidth=line.width, opacity=0.7)
+    return [mark.encode(x=x_enc("wall_s"), y=y_enc(y), order="order:Q")]
 
 
 def _tooltip(points: pd.DataFrame, y: str, y_format: str) -> list[alt.Tooltip]:
@@ -264,13 +435,14 @@ def _tooltip(points: pd.DataFrame, y: str, y_format: str) -> list[alt.Tooltip]:
         alt.Tooltip("status:N"),
         alt.Tooltip("repeats:Q"),
         alt.Tooltip("wall_s:Q", format=".2f", title="wall s"),
-        alt.Tooltip(f"{y}:Q", format=y_format, title="peak over baseline"),
+        alt.Tooltip(f"{y}:Q", format=y_format, title="peak"),
         alt.Tooltip("pareto:N", title="on the Pareto front"),
     ]
 
 
 def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> list[alt.Chart]:
-    """Leader lines, points (strategies filled, peers hollow) and labels."""
+    """Leader lines, points (strategies filled, peers hollow; front points outlined in black)
+    and labels."""
     seen = [s for s in STATUSES if s in set(points["status"])]
     shape = alt.Shape(
         "status:N",
@@ -289,9 +461,15 @@ def _point_layers(points: pd.DataFrame, y: str, y_format: str, x_enc, y_enc) -> 
     for filled in (True, False):
         rows = points[(points["kind"] != PEER) == filled]
         if len(rows):
-            mark = alt.Chart(rows).mark_point(size=150, filled=filled, strokeWidth=2, opacity=0.85)
+            mark = alt.Chart(rows).mark_point(size=130, filled=filled, strokeWidth=2, opacity=0.9)
             enc = mark.encode(x=x_enc("wall_s"), y=y_enc(y), color=color, shape=shape)
             layers.append(enc.encode(tooltip=tooltip))
+    front = points[points["pareto"].astype(bool)]
+    if len(front):
+        outline = alt.Chart(front).mark_point(
+            size=170, filled=False, color=FRONT_COLOR, strokeWidth=1.5
+        )
+        layers.append(outline.encode(x=x_enc("wall_s"), y=y_enc(y), shape=shape))
     text = alt.Chart(points).mark_text(align="left", baseline="middle", fontSize=12, color="#222")
     layers.append(text.encode(x=x_enc("label_x"), y=y_enc("label_y"), text="label:N"))
     return layers

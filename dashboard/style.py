@@ -40,37 +40,40 @@ from loader.vocabulary import (
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
-# Tableau 10 then its paler companions: strong, distinct hues for strategies.
+# Sixteen hues picked greedily for the largest CIELAB distance from each other, the host line's red
+# and the reference grey (none too pale on white): the registered strategies take them in registry
+# order, so any two of them are told apart at a glance (tests/dashboard: ΔE76 of at least 25).
 STRATEGY_PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#17becf",
-    "#bcbd22",
-    "#8c564b",
     "#1f77b4",
-    "#d62728",
-    "#2ca02c",
-    "#9467bd",
+    "#ff7f0e",
+    "#f032e6",
+    "#8db600",
+    "#008856",
+    "#e377c2",
+    "#9a6324",
+    "#17becf",
+    "#4363d8",
+    "#c2b280",
+    "#f99379",
+    "#3cb44b",
+    "#808000",
+    "#911eb4",
+    "#875692",
+    "#b3446c",
 )
 REFERENCE_COLOR = "#7f7f7f"
-# A pastel palette for phases (bands, stacked bars): never one of the strategy hues above.
+# A pastel palette for phases (bands, stacked bars; ColorBrewer Set3): never one of the strategy
+# hues above, and no two phases alike (build and cast were two near-identical pale blues).
 PHASE_COLORS = {
-    DOWNLOAD: "#bcbddc",  # the `download` reference: a remote file fetched whole first
-    BUILD: "#c6dbef",
-    READ: "#fdd0a2",
-    CAST: "#dadaeb",
-    TRANSFER: "#c7e9c0",
-    ASSEMBLE: "#fcbba1",
-    STREAM: "#fff2ae",
-    COMPILE: "#d9f0d3",  # `bench run --compile`: the forward lowered and compiled
-    TOTAL: "#f0f0f0",
+    DOWNLOAD: "#bc80bd",  # the `download` reference: a remote file fetched whole first
+    BUILD: "#80b1d3",
+    READ: "#fdb462",
+    CAST: "#fb8072",
+    TRANSFER: "#b3de69",
+    ASSEMBLE: "#bebada",
+    STREAM: "#ffed6f",
+    COMPILE: "#8dd3c7",  # `bench run --compile`: the forward lowered and compiled
+    TOTAL: "#d9d9d9",
 }
 MEMORY_KINDS = {"anonymous": "#3f51b5", "file-backed": "#ffa726"}
 # the path a user writes first (read everything, then build): the headline's yardstick

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import MAKE_COMMAND, data, frames
+from dashboard import MAKE_COMMAND, data, frames, link
 from loader.vocabulary import OK, STATUSES, TOTAL
 
 
@@ -53,11 +53,18 @@ def run_ids(results: Any) -> list[str]:
 
 
 def pick_run(
-    results: Any, *, key: str, label: str = "Run", index: int | None = None, newest: bool = False
+    results: Any,
+    *,
+    key: str,
+    label: str = "Run",
+    index: int | None = None,
+    newest: bool = False,
+    linked: bool = True,
 ) -> str:
     """A run selector, newest first, each labelled with machine, date, shape sets, status and
     limits; it opens on the newest complete, unconstrained run (`index` picks another). With
-    `newest`, its first choice is `frames.NEWEST`: each shape set's own default run.
+    `newest`, its first choice is `frames.NEWEST`: each shape set's own default run. With
+    `linked` (one picker a page), the run is in the URL as `run` (`dashboard.link`).
 
     Returns:
         The run id, or `frames.NEWEST`.
@@ -73,9 +80,15 @@ def pick_run(
             0,
             {frames.NEWEST: frames.NEWEST_LABEL, **labels},
         )
-    return st.selectbox(
+    from_url = link.take(key, link.RUN) if linked else None
+    if from_url in ids:
+        st.session_state[key] = from_url
+    run_id = st.selectbox(
         label, ids, index=min(index, len(ids) - 1), key=key, format_func=lambda r: labels.get(r, r)
     )
+    if linked:
+        link.keep(link.RUN, None if run_id == frames.NEWEST else run_id)
+    return run_id
 
 
 def run_phases(results: Any, run_id: str) -> pd.DataFrame:
@@ -85,9 +98,20 @@ def run_phases(results: Any, run_id: str) -> pd.DataFrame:
     return results.phases[results.phases["run_id"] == run_id]
 
 
-def pick_shapes(phases: pd.DataFrame, *, key: str) -> str:
-    """A shape-set selector over the shape sets present in `phases`."""
-    return st.selectbox("Shape set", sorted(phases["shapes"].unique()), key=key)
+def pick_shapes(
+    phases: pd.DataFrame, *, key: str, options: list[str] | None = None, column: Any = st
+) -> str:
+    """A shape-set selector over `options` (default: the shape sets in `phases`, by name), in
+    the URL as `shapes`."""
+    names = options if options is not None else sorted(phases["shapes"].unique())
+    linked = link.take(key, link.SHAPES)
+    if linked in names:
+        st.session_state[key] = linked
+    if st.session_state.get(key) not in names:
+        st.session_state.pop(key, None)
+    shapes = column.selectbox("Shape set", names, key=key)
+    link.keep(link.SHAPES, shapes)
+    return str(shapes)
 
 
 def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
@@ -162,6 +186,10 @@ def host_ram(column: Any, default_bytes: float | None, *, key: str, help: str) -
     Returns:
         The host RAM in bytes.
     """
+    linked = link.take_float(key, link.RAM)
+    if linked is not None and 0.25 <= linked <= 65536:
+        st.session_state[HOST_RAM] = linked
+        st.session_state[HOST_RAM_SET] = True
     if not st.session_state.get(HOST_RAM_SET):
         st.session_state[HOST_RAM] = round(float(default_bytes or 16 * GIB) / GIB, 2)
     st.session_state[key] = float(st.session_state[HOST_RAM])
@@ -175,6 +203,7 @@ def host_ram(column: Any, default_bytes: float | None, *, key: str, help: str) -
         on_change=_keep_host_ram,
         args=(key,),
     )
+    link.keep(link.RAM, f"{gib:g}")
     return int(gib * GIB)
 
 
@@ -184,12 +213,20 @@ def _remember_excluded(key: str, options: list[str]) -> None:
     st.session_state[f"{key}_excluded"] = (excluded - set(options)) | (set(options) - chosen)
 
 
-def pick_strategies(options: list[str], *, key: str, label: str = "Strategies") -> list[str]:
+def pick_strategies(
+    options: list[str], *, key: str, label: str = "Strategies", column: Any = st
+) -> list[str]:
     """A strategy multiselect whose choice survives a change of its options (another device
     count, shape set or run): what the user took out stays out, every other strategy is in,
-    so switching away and back leaves the selection as it was."""
+    so switching away and back leaves the selection as it was. In the URL as `strategies` (the
+    ones chosen) where some are out."""
+    linked = link.take_list(key, link.STRATEGIES)
+    if linked is not None:
+        st.session_state[f"{key}_excluded"] = set(options) - set(linked)
     excluded = set(st.session_state.get(f"{key}_excluded", ()))
     st.session_state[key] = [o for o in options if o not in excluded]
-    return st.multiselect(
+    chosen = column.multiselect(
         label, options, key=key, on_change=_remember_excluded, args=(key, list(options))
     )
+    link.keep(link.STRATEGIES, list(chosen) if len(chosen) < len(options) else None)
+    return chosen

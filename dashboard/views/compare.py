@@ -97,7 +97,9 @@ def _pick(results: Any, ids: list[str]) -> tuple[str, str, float]:
         new = widgets.pick_run(results, key="compare_new", label="New")
     with cols[0]:
         index = _default_base(results, ids, new)
-        base = widgets.pick_run(results, key="compare_base", label="Base", index=index)
+        base = widgets.pick_run(
+            results, key="compare_base", label="Base", index=index, linked=False
+        )
     percent = cols[2].number_input(
         "Max regression (%)", 0.5, 500.0, 5.0, 0.5, key="compare_threshold"
     )

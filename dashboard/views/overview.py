@@ -1,12 +1,15 @@
 """Overview: which strategy to use, and what each costs, per shape set.
 
 Answers first, per shape set: on the host RAM given (default: the RAM of the machine that measured
-the run; kept across pages), the fastest strategy whose measured peak fits, its peak and time, the
-least RAM that fits, and whether the naive path fits; then each strategy's peak over baseline
-against wall time with the host's RAM as a line, the Pareto front, the `reference` line (e.g.
-`floor`, the bytes alone), the machine's ceiling on the time axis (where the rows have one), a
-table with fits, "× floor" and "× ceiling" columns, and every run with its status. By default
-each shape set shows its newest complete, unconstrained run; every run stays selectable.
+the run; kept across pages), the fastest strategy whose measured peak fits with 10% to spare, its
+peak and time, the least RAM that fits, whether the naive path fits, and the backend the runs were
+on (what it means for the host RAM). Under it, for the shape set chosen, one answer drawn the same
+way: each strategy's peak RSS against wall time (log scale) with the host's RAM and the headline's
+margin as lines (`dashboard.scatter`), then the table that leads with the answer (the recommended
+row first and marked, its absolute peak and its reason; skipped and failed rows last with theirs),
+and every run with its status. By default each shape set shows its newest complete, unconstrained
+run; every run stays selectable. The view (run, shape set, host RAM, strategies) is in the URL
+(`dashboard.link`).
 """
 
 from __future__ import annotations
@@ -16,23 +19,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from bench.analysis.advice import minimum_ram
 from dashboard import answer, data, frames, scatter, style, widgets
-
-TABLE_COLUMNS = [
-    "strategy",
-    "kind",
-    "status",
-    "fits",
-    "repeats",
-    "peak_ratio",
-    "peak_over",
-    "wall_s",
-    "throughput",
-    "floor",
-    "ceiling",
-    "pareto",
-    "description",
-]
+from loader.vocabulary import OK, REFERENCE
 
 
 def _machine_ram(results: Any, phases: pd.DataFrame) -> float | None:
@@ -59,102 +48,129 @@ def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> p
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
 
-def _headlines(summary: pd.DataFrame, ram: int) -> None:
-    """One answer per shape set, the largest checkpoint first."""
+def _headlines(summary: pd.DataFrame, ram: int, first: str) -> None:
+    """One answer per shape set (the one shown first, then the largest checkpoint first), each
+    naming the backend its runs were on."""
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
-    for shapes in order.index:
+    for shapes in sorted(order.index, key=lambda s: s != first):
         config = answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
         head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram)
         small = answer.small_checkpoint_note(order[shapes])
         note = " (checkpoint under 64 MiB: overhead, not a guide)" if small else ""
         box = st.success if head.fits else st.error
         box(
-            f"**`{shapes}`** ({style.size(order[shapes])}): {head.text}{note}",
+            f"**`{shapes}`** ({style.size(order[shapes])}): {head.sentence}{note}",
             icon=":material/recommend:" if head.fits else ":material/block:",
         )
 
 
-def _table(shown: pd.DataFrame, unit: str, divisor: float, ram: int) -> None:
-    table = shown.sort_values(["kind", "peak_ratio"]).assign(
-        peak_over=shown["peak_over_baseline_bytes"] / divisor,
-        throughput=shown["throughput_bytes_per_s"] / 1e9,
-        floor=shown["floor_ratio"] if "floor_ratio" in shown else float("nan"),
-        ceiling=shown["ceiling_ratio"] if "ceiling_ratio" in shown else float("nan"),
-        pareto=shown["pareto"].map({True: "on the front", False: ""}),
-        fits=answer.fits_column(shown, ram),
-    )
-    columns = TABLE_COLUMNS
-    if "ready_s" in table and table["ready_s"].notna().any():  # measured with --compile
-        columns = [*columns[:8], "ready_s", *columns[8:]]
-    styler, config = widgets.number_table(
-        table[columns],
+COLUMNS = {  # the table's columns, in order: name -> header
+    "strategy": "strategy",
+    "fits": "fits?",
+    "peak": "peak RSS",
+    "needs": "needs RAM",
+    "wall": "wall (median)",
+    "ready": "ready (compiled)",
+    "ratio": "× checkpoint",
+    "over": "peak over baseline",
+    "floor": "× floor",
+    "ceiling": "× ceiling",
+    "throughput": "throughput",
+    "reason": "why here",
+}
+RECOMMENDED_MARK = "★ "  # before the recommended strategy's name in the table
+
+
+def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
+    """The table that leads with the answer (`answer.ranked`): the recommended row first and
+    marked, then those that fit by time, then those that do not, skipped and failed rows last
+    with their reason; the absolute peak (the headline's number) and the RAM it needs beside the
+    peak over baseline. Columns empty on every row are left out. The report prints it too."""
+    rows = answer.ranked(shown, ram)
+    nan = pd.Series(float("nan"), index=rows.index)
+    peak = pd.to_numeric(rows["peak_rss_bytes"])
+    table = pd.DataFrame(
         {
-            "peak_ratio": "{:.2f}×",
-            "peak_over": f"{{:.{2 if unit == 'GiB' else 1}f}} {unit}",
-            "wall_s": "{:.2f} s",
-            "ready_s": "{:.2f} s",
-            "throughput": "{:.2f} GB/s",
-            "floor": "{:.2f}×",
-            "ceiling": "{:.2f}×",
-        },
-        {
-            "fits": f"on {style.size(ram)}",
-            "peak_ratio": "× checkpoint",
-            "peak_over": f"peak over baseline ({unit})",
-            "wall_s": "wall (median)",
-            "ready_s": "ready (loaded and compiled)",
-            "throughput": "throughput",
-            "floor": "× floor",
-            "ceiling": "× ceiling",
-            "pareto": "Pareto",
-        },
+            "strategy": rows["strategy"].where(
+                ~rows["recommended"], RECOMMENDED_MARK + rows["strategy"]
+            ),
+            "fits": rows["fits"].where((rows["status"] == OK) & (rows["kind"] != REFERENCE), "–"),
+            "peak": peak.map(style.size),
+            "needs": peak.map(lambda p: style.size(minimum_ram(int(p))) if pd.notna(p) else "–"),
+            "wall": rows["wall_s"].map(style.seconds),
+            "ready": rows.get("ready_s", nan).map(style.seconds),
+            "ratio": rows["peak_ratio"].map(style.ratio),
+            "over": rows["peak_over_baseline_bytes"].map(style.size),
+            "floor": rows.get("floor_ratio", nan).map(style.ratio),
+            "ceiling": rows.get("ceiling_ratio", nan).map(style.ratio),
+            "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+            "reason": rows["reason"],
+        }
     )
-    config["description"] = st.column_config.TextColumn("description", width="large")
-    st.dataframe(styler, hide_index=True, width="stretch", column_config=config)
+    empty = [c for c in table if c not in ("strategy", "reason") and (table[c] == "–").all()]
+    table = table.drop(columns=empty)
+    return table.rename(columns={**COLUMNS, "fits": f"fits {style.size(ram)}?"})
+
+
+def _shade(row: pd.Series) -> list[str]:
+    marked = str(row.name).startswith(RECOMMENDED_MARK)
+    return ["background-color: rgba(46, 125, 50, 0.14)" if marked else ""] * len(row)
+
+
+def _table(shown: pd.DataFrame, ram: int) -> None:
+    """The cost table as a static table: every column and reason on screen, wrapped, never
+    scrolled sideways; the recommended row shaded."""
+    table = cost_table(shown, ram).set_index("strategy")
+    figures = [c for c in table.columns if c != COLUMNS["reason"]]
+    styler = table.style.apply(_shade, axis=1).set_properties(
+        subset=figures, **{"white-space": "nowrap"}
+    )
+    st.table(styler)
 
 
 def _host_line(shown: pd.DataFrame, ram: int, as_ratio: bool, divisor: float) -> scatter.HostLine:
-    """The host's RAM on the chart's axis: less the median baseline, in its unit."""
+    """The host's RAM and the headline's margin (the host RAM less 10%) on the chart's axis: as
+    they are on the absolute axis; less the median baseline on the × checkpoint axis."""
+    margin = answer.margin_bytes(ram)
+    said = f"fits with 10% to spare: peak ≤ {style.size(margin)}"
+    if not as_ratio:
+        return scatter.HostLine(
+            ram / divisor, f"host RAM {style.size(ram)}", margin / divisor, said
+        )
     base = float(pd.to_numeric(shown["baseline_rss_bytes"]).median())
     ckpt = float(shown["checkpoint_bytes"].iloc[0])
-    y = (ram - base) / (ckpt if as_ratio else divisor)
-    return scatter.HostLine(y, f"host RAM {style.size(ram)} (less the baseline)")
+    return scatter.HostLine(
+        (ram - base) / ckpt,
+        f"host RAM {style.size(ram)} (less the median baseline)",
+        (margin - base) / ckpt,
+        said + " (less the median baseline)",
+    )
 
 
-def _chart(
-    shown: pd.DataFrame, ram: int, as_ratio: bool, ceiling: scatter.CeilingLine | None
-) -> tuple[str, float]:
-    """The cost chart with the host line and the machine's ceiling; returns the byte unit and
-    divisor of the table."""
-    unit, divisor = style.byte_unit(shown["peak_over_baseline_bytes"].max())
-    shown = shown.assign(peak_over_unit=shown["peak_over_baseline_bytes"] / divisor)
+PEAK_AXES = ("peak RSS", "× checkpoint")  # the chart's y: absolute (the headline's), or a ratio
+
+
+def _chart(shown: pd.DataFrame, view: dict, ceiling: scatter.CeilingLine | None) -> None:
+    """The cost chart with the host line, the headline's margin and the machine's ceiling."""
+    as_ratio = view["peak_as"] == PEAK_AXES[1]
+    peak = pd.to_numeric(shown["peak_rss_bytes"])
+    unit, divisor = style.byte_unit(peak.max())
+    shown = shown.assign(peak_unit=peak / divisor)
     y, title, fmt = (
         ("peak_ratio", "peak over baseline (× checkpoint)", ".2f")
         if as_ratio
-        else ("peak_over_unit", f"peak over baseline ({unit})", style.number_format(unit))
+        else ("peak_unit", f"peak RSS ({unit})", style.number_format(unit))
     )
-    if shown[["wall_s", y]].notna().all(axis=1).any():
-        host = _host_line(shown, ram, as_ratio, divisor)
-        chart = scatter.overview_scatter(shown, y, title, fmt, host, ceiling)
-        st.altair_chart(chart, width="stretch")
-        st.caption(
-            "Dashed staircase and rings: the Pareto front (no strategy is both faster and "
-            "lighter). Dotted line: the reference (the bytes alone). Red dashed line: the host "
-            "RAM. Hollow points: peers."
-            + (
-                " Blue rule: the machine's ceiling (the checkpoint's bytes over the probe's best "
-                "bandwidth for this situation: no load of these bytes is faster here)."
-                if ceiling
-                else ""
-            )
-        )
-    else:
+    if not shown[["wall_s", y]].notna().all(axis=1).any():
         st.info("No successful run among the chosen strategies to plot.")
-    return unit, divisor
+        return
+    host = _host_line(shown, view["ram"], as_ratio, divisor)
+    chart = scatter.overview_scatter(shown, y, title, fmt, host, ceiling, log=view["log"])
+    st.altair_chart(chart, width="stretch")
+    st.caption(scatter.caption(host=True, ceiling=ceiling is not None, log=view["log"]))
 
 
 def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: dict) -> None:
-    st.subheader(f"Shape set `{shapes}`")
     descriptions, problem = data.strategy_descriptions()
     if problem:
         st.warning(f"Strategy descriptions unavailable: {problem}")
@@ -164,14 +180,19 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
     note = answer.small_checkpoint_note(ckpt)
     if note:
         st.badge(note, icon=":material/warning:", color="orange")
+    ceiling = scatter.ceiling_line(frames.ceiling_rows(phases, shown))
+    _chart(shown, view, ceiling)
+    _table(shown, view["ram"])
     st.caption(
-        f"checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · largest "
-        f"tensor {style.size(rows['largest_tensor_bytes'].iloc[0])} · run "
+        f"`{shapes}`: checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · "
+        f"largest tensor {style.size(rows['largest_tensor_bytes'].iloc[0])} · "
+        f"{answer.backend(rows)} · run "
         + ", ".join(view["labels"].get(r, r) for r in phases["run_id"].unique())
     )
-    ceiling = scatter.ceiling_line(frames.ceiling_rows(phases, shown))
-    unit, divisor = _chart(shown, view["ram"], view["as_ratio"], ceiling)
-    _table(shown, unit, divisor, view["ram"])
+    with st.expander("What each strategy does"):
+        st.markdown(
+            "\n".join(f"- **{s}**: {d}" for s, d in zip(rows["strategy"], rows["description"]) if d)
+        )
     st.markdown("**Every run** (failed ones included):")
     widgets.status_table(phases)
 
@@ -179,29 +200,40 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
 def main() -> None:
     st.title("Overview")
     results = widgets.page_results()
-    top = st.columns([3, 1])
+    top = st.columns([4, 1, 1])
     with top[0]:
         run_id = widgets.pick_run(results, key="overview_run", newest=True)
     phases = widgets.run_phases(results, run_id)
     help_text = "default: the RAM of the machine that measured the run; kept across pages"
     ram = widgets.host_ram(
-        top[1], _machine_ram(results, phases), key="overview_ram_gib", help=help_text
+        top[2], _machine_ram(results, phases), key="overview_ram_gib", help=help_text
     )
     phases = widgets.pick_cache(phases, key="overview_cache")
     summary = data.summarize(phases)
-    _headlines(summary, ram)
-    st.caption(
-        "Peak RSS over baseline against wall time, per shape set. Lower and further left is "
-        "better; below the red line fits the host RAM."
+    by_size = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
+    shapes = widgets.pick_shapes(
+        phases, key="overview_shapes", options=list(by_size.index), column=top[1]
     )
+    _headlines(summary, ram, shapes)
     strategies = sorted(summary["strategy"].unique())
-    unit = st.radio("Peak as", ["× checkpoint", "bytes"], horizontal=True, key="overview_unit")
-    # the full width, so that every strategy's chip shows (13 did not fit in three quarters)
-    chosen = widgets.pick_strategies(strategies, key="overview_strategies")
+    chosen = widgets.pick_strategies(strategies, key="overview_strategies", column=st.sidebar)
+    axes = st.columns([1, 1, 2])
+    peak_as = axes[0].radio("Peak as", PEAK_AXES, horizontal=True, key="overview_unit")
+    log = axes[1].toggle(
+        "Log scales",
+        value=True,
+        key="overview_log",
+        help="both axes logarithmic: strategies 1 and 2 s apart stay apart beside one of 20 s",
+    )
     labels = frames.run_labels(results.runs, results.phases)
-    view = {"chosen": chosen, "as_ratio": unit.startswith("×"), "ram": ram, "labels": labels}
-    for shapes in sorted(summary["shapes"].unique()):
-        _shape_set(phases[phases["shapes"] == shapes], summary, shapes, view)
+    view = {
+        "chosen": chosen,
+        "peak_as": peak_as,
+        "log": log,
+        "ram": ram,
+        "labels": labels,
+    }
+    _shape_set(phases[phases["shapes"] == shapes], summary, shapes, view)
 
 
 main()

@@ -79,7 +79,7 @@ def _spec_facts(name: str, devices: int) -> dict:
 
 
 def _measured_summary(phases: pd.DataFrame) -> tuple[dict, str]:
-    shapes = st.selectbox("Shape set", sorted(phases["shapes"].unique()), key="target_shapes")
+    shapes = widgets.pick_shapes(phases, key="target_shapes")
     row = phases[phases["shapes"] == shapes].iloc[0]
     summary = {k: int(row[k]) for k in ("checkpoint_bytes", "largest_tensor_bytes", "tensors")}
     small = row.get("small_tensor_bytes")

@@ -189,6 +189,11 @@ def screenshots(results: Path, out: Path) -> list[Path]:
                 with contextlib.suppress(Exception):
                     page.wait_for_selector(CHART, timeout=15_000)
                 shots.append(full_screenshot(page, out / f"{name}.png"))
+            page.goto(f"{url}/?ram=2.5", wait_until="domcontentloaded")  # a tight host, by link
+            settle(page, 1)
+            shots.append(full_screenshot(page, out / "overview_2.5GiB.png"))
+            page.screenshot(path=str(out / "overview_first_screen.png"))  # 1400x1000, as seen
+            shots.append(out / "overview_first_screen.png")
             open_page(page, url, "timeline", 1)
             page.get_by_text("Split anonymous / file-backed").click()
             settle(page, 1)

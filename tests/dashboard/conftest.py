@@ -39,3 +39,11 @@ def app(fixture_results: FixtureInfo, monkeypatch: pytest.MonkeyPatch):
         return at
 
     return make
+
+
+@pytest.fixture(scope="session")
+def sa3_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One sa3-like run of every registered strategy (`fixture_sa3`): the issue-36 screen."""
+    from fixture_sa3 import write_sa3
+
+    return write_sa3(tmp_path_factory.mktemp("sa3"))

@@ -80,6 +80,7 @@ def _stamp(obj: dict, version: int) -> dict:
     obj = {**obj, "schema_version": version}
     if version > 1 and obj["record"] == "phase":
         obj["kind"] = KINDS.get(obj["strategy"], STRATEGY)
+        obj.setdefault("backend", "cpu")  # v1 files predate it: their answers say so
     return obj
 
 

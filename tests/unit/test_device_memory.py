@@ -207,4 +207,4 @@ def test_rows_record_the_backend_the_child_loaded_on():
     (crashed,) = result_records(CTX, [ChildOutcome("crashed", "signal 9", None)])
     assert crashed.backend is None
     assert backend_note("cpu") == "CPU backend: the weights live in host RAM"
-    assert "not recorded" in backend_note(None)
+    assert "Backend not recorded" in backend_note(None)
