@@ -224,3 +224,51 @@ def small_checkpoint_note(checkpoint_bytes: float) -> str | None:
         f"checkpoint under {style.size(MIN_FIT_BYTES)}: its peaks are mostly per-process "
         "overhead, so the × checkpoint figures say little"
     )
+
+
+COLUMNS = {  # the table's columns, in order: name -> header
+    "strategy": "strategy",
+    "fits": "fits?",
+    "peak": "peak RSS",
+    "needs": "needs RAM",
+    "wall": "wall (median)",
+    "ready": "ready (compiled)",
+    "ratio": "× checkpoint",
+    "over": "peak over baseline",
+    "floor": "× floor",
+    "ceiling": "× ceiling",
+    "throughput": "throughput",
+    "reason": "why here",
+}
+RECOMMENDED_MARK = "★ "  # before the recommended strategy's name in the table
+
+
+def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
+    """The table that leads with the answer (`answer.ranked`): the recommended row first and
+    marked, then those that fit by time, then those that do not, skipped and failed rows last
+    with their reason; the absolute peak (the headline's number) and the RAM it needs beside the
+    peak over baseline. Columns empty on every row are left out. The report prints it too."""
+    rows = ranked(shown, ram)
+    nan = pd.Series(float("nan"), index=rows.index)
+    peak = pd.to_numeric(rows["peak_rss_bytes"])
+    table = pd.DataFrame(
+        {
+            "strategy": rows["strategy"].where(
+                ~rows["recommended"], RECOMMENDED_MARK + rows["strategy"]
+            ),
+            "fits": rows["fits"].where((rows["status"] == OK) & (rows["kind"] != REFERENCE), "–"),
+            "peak": peak.map(style.size),
+            "needs": peak.map(lambda p: style.size(minimum_ram(int(p))) if pd.notna(p) else "–"),
+            "wall": rows["wall_s"].map(style.seconds),
+            "ready": rows.get("ready_s", nan).map(style.seconds),
+            "ratio": rows["peak_ratio"].map(style.ratio),
+            "over": rows["peak_over_baseline_bytes"].map(style.size),
+            "floor": rows.get("floor_ratio", nan).map(style.ratio),
+            "ceiling": rows.get("ceiling_ratio", nan).map(style.ratio),
+            "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+            "reason": rows["reason"],
+        }
+    )
+    empty = [c for c in table if c not in ("strategy", "reason") and (table[c] == "–").all()]
+    table = table.drop(columns=empty)
+    return table.rename(columns={**COLUMNS, "fits": f"fits {style.size(ram)}?"})

@@ -2,16 +2,20 @@
 
 Bytes are drawn in GiB (MiB below a GiB, `style.byte_unit`), seconds with 2 decimals. Strategies
 keep their fixed colours (`style.strategy_scale`), phases the phase palette, and a legend lists only
-what the chart draws. The Overview scatter lives in `scatter.py`, the timeline in `timeline.py`.
+what the chart draws. The Overview scatter lives in `scatter.py`, the timeline in `timeline.py`;
+`report_figures` draws a report section's charts from its frames (`sections`) in one step.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import altair as alt
 import pandas as pd
 
 from bench.analysis.recommend import VERDICTS
-from dashboard import frames, style
+from dashboard import frames, scatter, style, timeline
+from dashboard.sections import ShapeSetFrames
 from loader.vocabulary import PHASE_ORDER
 
 FACET_COLUMNS = 4  # panels per row before the facets wrap
@@ -59,7 +63,8 @@ def phase_peak_bars(med: pd.DataFrame) -> alt.Chart:
 
 
 def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
-    """RSS held at each phase's end, anonymous vs file-backed, one panel per strategy (wrapping)."""
+    """RSS held at each phase's end, anonymous vs file-backed, one panel per strategy (wrapping),
+    each panel with its own phase labels."""
     long = med.melt(
         id_vars=["strategy", "phase"],
         value_vars=["phase_anon_rss_bytes", "phase_file_rss_bytes"],
@@ -89,6 +94,7 @@ def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
         )
         .properties(width=190, height=200)
         .facet(facet=alt.Facet("strategy:N", title=None), columns=FACET_COLUMNS)
+        .resolve_axis(x="independent")  # every panel names its phases, not the bottom row only
     )
 
 
@@ -207,3 +213,53 @@ def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
     one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[4, 2])
     height = max(120, 56 * ratios["strategy"].nunique())
     return alt.LayerChart(layer=[bars, spread, one.encode(x="x:Q")]).properties(height=height)
+
+
+@dataclass(frozen=True)
+class ReportFigures:
+    """The charts of one shape set in the report: one cost chart per configuration (None where
+    nothing ran), the three phase charts, the timeline's small multiples (None where none)."""
+
+    costs: tuple[alt.TopLevelMixin | None, ...]
+    phases: tuple[alt.TopLevelMixin, ...]
+    timeline: alt.TopLevelMixin | None
+
+
+def report_figures(shape_set: ShapeSetFrames, ram: int) -> ReportFigures:
+    """Every chart of a shape set's report section, drawn from its frames (`sections`): the
+    Overview's chart (absolute peak, log scales, the host RAM and the headline's margin), the
+    Phases page's charts, and one timeline panel per strategy."""
+    costs: list[alt.TopLevelMixin | None] = []
+    for cost in shape_set.costs:
+        rows = cost.rows
+        peak = pd.to_numeric(rows["peak_rss_bytes"])
+        unit, divisor = style.byte_unit(peak.max())
+        rows = rows.assign(peak_unit=peak / divisor)
+        if not rows[["wall_s", "peak_unit"]].notna().all(axis=1).any():
+            costs.append(None)
+            continue
+        host = scatter.host_line(rows, ram, False, divisor)
+        chart = scatter.overview_scatter(
+            rows,
+            "peak_unit",
+            f"peak RSS ({unit})",
+            style.number_format(unit),
+            host,
+            cost.ceiling,
+            log=True,
+        )
+        costs.append(chart.properties(width=800))
+    med = shape_set.medians
+    phases = (
+        ()
+        if med.empty
+        else (
+            phase_peak_bars(med).properties(width=800),
+            anon_file_bars(med),
+            phase_time_bars(med).properties(width=800),
+        )
+    )
+    drawn = None
+    if not shape_set.panels.empty:
+        drawn = timeline.small_multiples(shape_set.panels, shape_set.bands)
+    return ReportFigures(tuple(costs), phases, drawn)

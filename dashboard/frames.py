@@ -274,3 +274,41 @@ def _lanes(bands: pd.DataFrame) -> list[int]:
             ends.append(end)
         lanes.append(lane)
     return lanes
+
+
+OWN, SUM = "process 0 (its own RSS)", "all {n} processes (sum)"
+
+
+def group_traces(samples: pd.DataFrame, baselines: dict[tuple[str, int], float]) -> pd.DataFrame:
+    """One result's RSS over baseline as named traces (`trace`, `t_s`, `rss_u` in bytes): the one
+    process of a single-process load; for a load on N processes, process 0's own RSS and the
+    group's total (each process's RSS over its own baseline, carried forward between its samples,
+    summed), so a per-process curve is never read as the whole load's.
+
+    Args:
+        samples: the result's samples, every process (`process_index`, `t_s`, RSS columns).
+        baselines: (result_id, process_index) -> that process's baseline RSS bytes.
+    """
+    s = samples.assign(
+        over=samples["rss_anon_bytes"]
+        + samples["rss_file_bytes"]
+        - [
+            baselines.get((r, p), 0.0)
+            for r, p in zip(samples["result_id"], samples["process_index"])
+        ]
+    )
+    processes = sorted(s["process_index"].unique())
+    if len(processes) <= 1:
+        return pd.DataFrame({"trace": "RSS over baseline", "t_s": s["t_s"], "rss": s["over"]})
+    grid = s.pivot_table(index="t_s", columns="process_index", values="over").sort_index()
+    total = grid.ffill().fillna(0.0).sum(axis=1)
+    own = s[s["process_index"] == processes[0]]
+    return pd.concat(
+        [
+            pd.DataFrame({"trace": OWN, "t_s": own["t_s"], "rss": own["over"]}),
+            pd.DataFrame(
+                {"trace": SUM.format(n=len(processes)), "t_s": total.index, "rss": total.values}
+            ),
+        ],
+        ignore_index=True,
+    )

@@ -21,12 +21,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import altair as alt
 import pandas as pd
 
 from bench.vocabulary import COLD
-from dashboard import style
+from dashboard import answer, style
 from loader.vocabulary import PEER, REFERENCE, STATUSES
 
 HEIGHT = 300
@@ -200,14 +201,15 @@ def _staircase(front: pd.DataFrame, x: str, y: str, plot: Plot) -> pd.DataFrame:
     return pd.DataFrame(path, columns=[x, y]).assign(order=range(len(path)))
 
 
-Encoder = Callable[[str], alt.X | alt.Y]
+XEncoder = Callable[[str], alt.X]
+YEncoder = Callable[[str], alt.Y]
 
 
-def _axes(plot: Plot, y_title: str, y_format: str) -> tuple[Encoder, Encoder]:
+def _axes(plot: Plot, y_title: str, y_format: str) -> tuple[XEncoder, YEncoder]:
     """Encoders for x and y of any field, on the one shared scale and axis of the chart."""
     x_format = ".2f" if plot.x_max >= 0.2 else ".3f"  # seconds with 2 decimals, unless all are ~0
     log = ", log scale)" if plot.log else ")"
-    kind = "log" if plot.log else "linear"
+    kind: Literal["log", "linear"] = "log" if plot.log else "linear"
 
     def x(field: str) -> alt.X:
         return alt.X(
@@ -248,6 +250,23 @@ class HostLine:
     margin_label: str
 
 
+def host_line(shown: pd.DataFrame, ram: int, as_ratio: bool, divisor: float) -> HostLine:
+    """The host's RAM and the headline's margin (the host RAM less 10%) on the chart's axis: as
+    they are on the absolute axis; less the median baseline on the × checkpoint axis."""
+    margin = answer.margin_bytes(ram)
+    said = f"fits with 10% to spare: peak ≤ {style.size(margin)}"
+    if not as_ratio:
+        return HostLine(ram / divisor, f"host RAM {style.size(ram)}", margin / divisor, said)
+    base = float(pd.to_numeric(shown["baseline_rss_bytes"]).median())
+    ckpt = float(shown["checkpoint_bytes"].iloc[0])
+    return HostLine(
+        (ram - base) / ckpt,
+        f"host RAM {style.size(ram)} (less the median baseline)",
+        (margin - base) / ckpt,
+        said + " (less the median baseline)",
+    )
+
+
 @dataclass(frozen=True)
 class LineLabel:
     """A horizontal line's label, placed like a point's: its text and its box."""
@@ -269,7 +288,7 @@ def _line_label(text: str, y_px: float, right: bool, plot: Plot, taken: list[Box
 
 
 def _host_layers(
-    host: HostLine, plot: Plot, x_enc: Encoder, y_enc: Encoder, taken: list[Box]
+    host: HostLine, plot: Plot, x_enc: XEncoder, y_enc: YEncoder, taken: list[Box]
 ) -> list[alt.Chart]:
     """The host RAM (red dashed) and the margin under it (red solid), each labelled; a host line
     far above every point is pinned to the top edge and says so."""
@@ -287,7 +306,7 @@ def _host_layers(
 
 
 def _reference_layers(
-    refs: pd.DataFrame, y: str, fmt: str, plot: Plot, x_enc: Encoder, y_enc: Encoder, taken
+    refs: pd.DataFrame, y: str, fmt: str, plot: Plot, x_enc: XEncoder, y_enc: YEncoder, taken
 ) -> list[alt.Chart]:
     """A dotted horizontal rule per reference strategy, labelled at its right end."""
     refs = refs.dropna(subset=[y])
@@ -337,7 +356,7 @@ def ceiling_line(rows: pd.DataFrame) -> CeilingLine | None:
 
 
 def _ceiling_layers(
-    ceiling: CeilingLine, plot: Plot, x_enc: Encoder, y_enc: Encoder, taken: list[Box]
+    ceiling: CeilingLine, plot: Plot, x_enc: XEncoder, y_enc: YEncoder, taken: list[Box]
 ) -> list[alt.Chart]:
     """A blue rule at the ceiling's time, labelled along it from the bottom (left of it, where no
     load is faster); its label's column is kept clear of point labels."""

@@ -199,3 +199,80 @@ def timeline(
         spacing=6,
     )
     return chart.resolve_scale(color="independent").resolve_legend(color="independent")
+
+
+PANEL_WIDTH, PANEL_HEIGHT, PANEL_COLUMNS = 300, 150, 3
+
+
+def small_multiples(panels: pd.DataFrame, bands: pd.DataFrame) -> alt.FacetChart:
+    """One panel per strategy: its RSS over baseline from 0 (a dip under the baseline is drawn at
+    0), its phases as bands behind the curve, a time axis labelled on every panel (each its own
+    span: 1 s and 20 s loads both read), one RSS scale for all, so panels compare.
+
+    Args:
+        panels: `strategy`, `trace`, `t_s`, `rss` (bytes over baseline; `group_traces`).
+        bands: `strategy`, `phase`, `start_s`, `end_s`.
+    """
+    unit, div = style.byte_unit(float(panels["rss"].max()) if len(panels) else 0.0)
+    fmt = style.number_format(unit)
+    data = pd.concat(
+        [
+            panels.assign(layer="rss", rss_u=(panels["rss"] / div).clip(lower=0.0)),
+            bands.assign(layer="band"),
+        ],
+        ignore_index=True,
+    )
+    base = alt.Chart()
+    rect = (
+        base.transform_filter(alt.datum.layer == "band")
+        .mark_rect(opacity=0.45)
+        .encode(
+            x=alt.X("start_s:Q", title="seconds since baseline"),
+            x2="end_s:Q",
+            color=alt.Color(
+                "phase:N",
+                title="phase",
+                scale=style.phase_scale(bands["phase"]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                "strategy",
+                "phase",
+                alt.Tooltip("start_s:Q", format=".2f"),
+                alt.Tooltip("end_s:Q", format=".2f"),
+            ],
+        )
+    )
+    traces = sorted(set(panels["trace"]))
+    line = (
+        base.transform_filter(alt.datum.layer == "rss")
+        .mark_line(color="#222", strokeWidth=1.6)
+        .encode(
+            x=alt.X("t_s:Q", title="seconds since baseline"),
+            y=alt.Y(
+                "rss_u:Q",
+                title=f"RSS over baseline ({unit})",
+                scale=alt.Scale(domainMin=0, zero=True),
+                axis=alt.Axis(format=fmt),
+            ),
+            strokeDash=alt.StrokeDash(
+                "trace:N",
+                title="trace",
+                scale=alt.Scale(domain=traces, range=[[1, 0], [5, 3], [2, 2]][: len(traces)]),
+                legend=alt.Legend(orient="bottom", labelLimit=400),
+            ),
+            tooltip=[
+                "strategy",
+                "trace",
+                alt.Tooltip("t_s:Q", format=".2f", title="s"),
+                alt.Tooltip("rss_u:Q", format=fmt, title=unit),
+            ],
+        )
+    )
+    return (
+        alt.layer(rect, line, data=data)
+        .properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
+        .facet(facet=alt.Facet("strategy:N", title=None), columns=PANEL_COLUMNS)
+        .resolve_scale(x="independent")
+        .resolve_axis(x="independent", y="independent")
+    )

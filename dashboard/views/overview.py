@@ -14,14 +14,13 @@ run; every run stays selectable. The view (run, shape set, host RAM, strategies)
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from bench.analysis.advice import minimum_ram
 from dashboard import answer, data, frames, scatter, style, widgets
-from loader.vocabulary import OK, REFERENCE
 
 
 def _machine_ram(results: Any, phases: pd.DataFrame) -> float | None:
@@ -64,87 +63,20 @@ def _headlines(summary: pd.DataFrame, ram: int, first: str) -> None:
         )
 
 
-COLUMNS = {  # the table's columns, in order: name -> header
-    "strategy": "strategy",
-    "fits": "fits?",
-    "peak": "peak RSS",
-    "needs": "needs RAM",
-    "wall": "wall (median)",
-    "ready": "ready (compiled)",
-    "ratio": "× checkpoint",
-    "over": "peak over baseline",
-    "floor": "× floor",
-    "ceiling": "× ceiling",
-    "throughput": "throughput",
-    "reason": "why here",
-}
-RECOMMENDED_MARK = "★ "  # before the recommended strategy's name in the table
-
-
-def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
-    """The table that leads with the answer (`answer.ranked`): the recommended row first and
-    marked, then those that fit by time, then those that do not, skipped and failed rows last
-    with their reason; the absolute peak (the headline's number) and the RAM it needs beside the
-    peak over baseline. Columns empty on every row are left out. The report prints it too."""
-    rows = answer.ranked(shown, ram)
-    nan = pd.Series(float("nan"), index=rows.index)
-    peak = pd.to_numeric(rows["peak_rss_bytes"])
-    table = pd.DataFrame(
-        {
-            "strategy": rows["strategy"].where(
-                ~rows["recommended"], RECOMMENDED_MARK + rows["strategy"]
-            ),
-            "fits": rows["fits"].where((rows["status"] == OK) & (rows["kind"] != REFERENCE), "–"),
-            "peak": peak.map(style.size),
-            "needs": peak.map(lambda p: style.size(minimum_ram(int(p))) if pd.notna(p) else "–"),
-            "wall": rows["wall_s"].map(style.seconds),
-            "ready": rows.get("ready_s", nan).map(style.seconds),
-            "ratio": rows["peak_ratio"].map(style.ratio),
-            "over": rows["peak_over_baseline_bytes"].map(style.size),
-            "floor": rows.get("floor_ratio", nan).map(style.ratio),
-            "ceiling": rows.get("ceiling_ratio", nan).map(style.ratio),
-            "throughput": rows["throughput_bytes_per_s"].map(style.rate),
-            "reason": rows["reason"],
-        }
-    )
-    empty = [c for c in table if c not in ("strategy", "reason") and (table[c] == "–").all()]
-    table = table.drop(columns=empty)
-    return table.rename(columns={**COLUMNS, "fits": f"fits {style.size(ram)}?"})
-
-
 def _shade(row: pd.Series) -> list[str]:
-    marked = str(row.name).startswith(RECOMMENDED_MARK)
+    marked = str(row.name).startswith(answer.RECOMMENDED_MARK)
     return ["background-color: rgba(46, 125, 50, 0.14)" if marked else ""] * len(row)
 
 
 def _table(shown: pd.DataFrame, ram: int) -> None:
     """The cost table as a static table: every column and reason on screen, wrapped, never
     scrolled sideways; the recommended row shaded."""
-    table = cost_table(shown, ram).set_index("strategy")
-    figures = [c for c in table.columns if c != COLUMNS["reason"]]
+    table = answer.cost_table(shown, ram).set_index("strategy")
+    figures: list[Hashable] = [c for c in table.columns if c != answer.COLUMNS["reason"]]
     styler = table.style.apply(_shade, axis=1).set_properties(
         subset=figures, **{"white-space": "nowrap"}
     )
     st.table(styler)
-
-
-def _host_line(shown: pd.DataFrame, ram: int, as_ratio: bool, divisor: float) -> scatter.HostLine:
-    """The host's RAM and the headline's margin (the host RAM less 10%) on the chart's axis: as
-    they are on the absolute axis; less the median baseline on the × checkpoint axis."""
-    margin = answer.margin_bytes(ram)
-    said = f"fits with 10% to spare: peak ≤ {style.size(margin)}"
-    if not as_ratio:
-        return scatter.HostLine(
-            ram / divisor, f"host RAM {style.size(ram)}", margin / divisor, said
-        )
-    base = float(pd.to_numeric(shown["baseline_rss_bytes"]).median())
-    ckpt = float(shown["checkpoint_bytes"].iloc[0])
-    return scatter.HostLine(
-        (ram - base) / ckpt,
-        f"host RAM {style.size(ram)} (less the median baseline)",
-        (margin - base) / ckpt,
-        said + " (less the median baseline)",
-    )
 
 
 PEAK_AXES = ("peak RSS", "× checkpoint")  # the chart's y: absolute (the headline's), or a ratio
@@ -164,7 +96,7 @@ def _chart(shown: pd.DataFrame, view: dict, ceiling: scatter.CeilingLine | None)
     if not shown[["wall_s", y]].notna().all(axis=1).any():
         st.info("No successful run among the chosen strategies to plot.")
         return
-    host = _host_line(shown, view["ram"], as_ratio, divisor)
+    host = scatter.host_line(shown, view["ram"], as_ratio, divisor)
     chart = scatter.overview_scatter(shown, y, title, fmt, host, ceiling, log=view["log"])
     st.altair_chart(chart, width="stretch")
     st.caption(scatter.caption(host=True, ceiling=ceiling is not None, log=view["log"]))

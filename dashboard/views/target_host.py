@@ -26,7 +26,7 @@ from bench.analysis.target import on_target, target_cpus, target_ram
 from bench.errors import BenchError, NoResultsError
 from bench.host.record import ProbeFileError, ProbeRecord, parse_probe
 from bench.vocabulary import COLD, WARM
-from dashboard import charts, data, specs, style, widgets
+from dashboard import answer, charts, data, specs, style, widgets
 
 CUSTOM = "custom sizes"
 SOURCES = ("a measured shape set", "a preset or fetched spec", CUSTOM)
@@ -171,7 +171,7 @@ def _verdicts(
         st.error(str(e))
         return
     first, *rest = advice.sentences(adv)
-    (st.success if adv.rec.recommended else st.error)(first)
+    (st.success if adv.rec.recommended else st.error)(f"{first} {_backend(results)}")
     for sentence in rest:
         (st.warning if sentence.startswith("Warning:") else st.markdown)(sentence)
     for sentence in said:
@@ -184,6 +184,12 @@ def _verdicts(
     with st.expander("What the fit rests on"):  # `recommend --json`'s details
         st.markdown("\n".join(f"- {d}" for d in advice.details(adv)))
     st.caption(_command(name, host, probe))
+
+
+def _backend(results: Any) -> str:
+    """Which backend the runs behind the prediction were on, and what that means: the answer
+    holds for a host whose weights live where they lived in those runs."""
+    return f"The runs behind this prediction: {answer.backend(results.phases)}."
 
 
 def _command(name: str, host: tuple[int, int], probe: TargetProbe | None) -> str:

@@ -39,17 +39,32 @@ def _chart_strategies(at) -> set[str]:
     return found
 
 
-def test_overview_is_the_landing_page_and_draws_each_shape_set(app):
+def _table_strategies(at) -> list[str]:
+    """The Overview table's strategies, in its order (the recommended one marked)."""
+    return list(at.table[0].value.index)
+
+
+def test_overview_is_the_landing_page_and_draws_each_shape_set(app, fixture_results):
+    from bench.records.results import read_results, summarize
+    from dashboard import answer
+
     at = app()
     _no_exception(at)
     assert at.title[0].value == "Overview"
-    assert {s.value for s in at.subheader} == {"Shape set `gpt2`", "Shape set `tiny-gpt2`"}
-    assert len(_charts(at)) == 2
-    summary = at.dataframe[0].value
-    assert set(summary["strategy"]) == {"floor", "eager", "stream", "pipelined"}
+    shapes = at.selectbox(key="overview_shapes")
+    assert (shapes.value, shapes.options) == ("gpt2", ["gpt2", "tiny-gpt2"])  # largest first
+    assert len(_charts(at)) == 1
+    assert _table_strategies(at) == ["★ eager", "pipelined", "stream", "floor"]
+    shapes.set_value("tiny-gpt2").run()
+    _no_exception(at)
+    assert len(_charts(at)) == 1 and _table_strategies(at)[0] == "★ pipelined"
     # eager is the fastest, pipelined the lightest: both on the Pareto front; stream (slower and
     # heavier than pipelined) and the reference floor never
-    front = dict(zip(summary["strategy"], summary["pareto"] == "on the front", strict=True))
+    phases = read_results(fixture_results.root).phases
+    beta = phases[phases["run_id"] == fixture_results.run_ids["beta"]]
+    summary = answer.shape_set_rows(summarize(beta), "gpt2")
+    summary = summary[summary["devices"] == 8]
+    front = dict(zip(summary["strategy"], summary["pareto"], strict=True))
     assert front == {"floor": False, "eager": True, "stream": False, "pipelined": True}
     assert dict(zip(summary["strategy"], summary["kind"], strict=True))["floor"] == "reference"
 
@@ -91,7 +106,7 @@ def test_strategy_filter_changes_the_overview(app):
     assert _chart_strategies(at) >= {"floor", "eager", "stream"}
     at.multiselect(key="overview_strategies").set_value(["stream"]).run()
     _no_exception(at)
-    assert set(at.dataframe[0].value["strategy"]) == {"stream"}
+    assert _table_strategies(at) == ["★ stream"]
     assert _chart_strategies(at) == {"stream"}
 
 
@@ -109,12 +124,14 @@ def test_failed_runs_stay_visible_whatever_the_filter(app, fixture_results):
 
 def test_peak_unit_switch_changes_the_axis(app):
     at = app()
-    assert "peak over baseline (× checkpoint)" in _spec_text(_charts(at)[0])
-    at.radio(key="overview_unit").set_value("bytes").run()
-    assert "peak over baseline (GiB)" in _spec_text(
-        _charts(at)[0]
-    )  # gpt2: eager peaks ~1.8 GiB over
-    assert "peak over baseline (MiB)" in _spec_text(_charts(at)[1])  # tiny-gpt2: a few MiB
+    assert "peak RSS (GiB, log scale)" in _spec_text(_charts(at)[0])  # gpt2: eager ~1.7 GiB
+    at.selectbox(key="overview_shapes").set_value("tiny-gpt2").run()
+    assert "peak RSS (MiB, log scale)" in _spec_text(_charts(at)[0])  # tiny-gpt2: ~300 MiB
+    at.radio(key="overview_unit").set_value("× checkpoint").run()
+    assert "peak over baseline (× checkpoint, log scale)" in _spec_text(_charts(at)[0])
+    at.toggle(key="overview_log").set_value(False).run()
+    spec = _spec_text(_charts(at)[0])
+    assert "peak over baseline (× checkpoint)" in spec and '"type": "log"' not in spec
 
 
 def _verdicts(at) -> dict[str, str]:
@@ -130,6 +147,8 @@ def test_host_ram_changes_the_verdicts(app):
     roomy = _verdicts(at)
     assert set(roomy.values()) == {"fits"}
     assert any("Recommended" in s.value for s in at.success)
+    said = " ".join(s.value for s in at.success)  # the runs' backend, and what it means
+    assert "The runs behind this prediction: CPU backend: the weights live in host RAM" in said
     at.number_input(key="target_ram_gib").set_value(0.5).run()
     _no_exception(at)
     tight = _verdicts(at)
@@ -232,7 +251,7 @@ def test_unreadable_file_is_named_and_the_rest_still_shown(app, fixture_results,
     warnings = " ".join(w.value for w in at.warning)
     assert "20260101T000000Z-badbad.jsonl" in warnings and "schema_version" in warnings
     assert "truncated" in warnings
-    assert len(_charts(at)) == 2  # the rest is still shown
+    assert len(_charts(at)) == 1  # the rest is still shown
 
 
 def test_the_dashboard_never_imports_jax(fixture_results):

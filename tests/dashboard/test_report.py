@@ -21,6 +21,8 @@ def test_report_is_one_offline_file(fixture_results, tmp_path, capsys):
         r"On 64\.00 GiB: use eager — [\d.]+ GiB peak \(2\.75× checkpoint\), 0\.54 s", text
     )
     assert re.search(r"needs at least [\d.]+ MiB \(pipelined\)", text)
+    assert "CPU backend: the weights live in host RAM." in text  # the backend its runs were on
+    assert "★ eager" in text and "recommended: the fastest that fits" in text
     assert "Results results;" not in text and "Results folder " in text
     assert "<th>peak_ratio</th>" not in text and "<th>× checkpoint</th>" in text
     assert "crashed" not in text or "SIGKILL" in text

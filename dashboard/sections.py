@@ -1,0 +1,170 @@
+"""What `loadbench report` shows, as frames: the results of one run made into report sections.
+
+The report is a straight line, results -> frames -> charts -> one HTML: this module is the
+frames step. `report_frames(results, run_id)` picks the run (by default each shape set's newest
+complete, unconstrained run), and per shape set computes, once, everything the report prints or
+draws: per configuration the answer (`answer.headline`, with its backend), the strategy rows and
+the table that leads with the answer (`answer.cost_table`), the ceiling; the phase medians; the
+timeline's panels (one per strategy, a multi-process load as its process's own RSS beside the
+group's total: `frames.group_traces`) and phase bands; every child run with its status; and
+where a metric stepped across the folder's runs (`bench.analysis.history`). No
+charts and no HTML here (`charts.report_figures` and `report` do those); no Streamlit, no jax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.analysis import history
+from bench.errors import BenchError
+from bench.records.results import Results, summarize
+from dashboard import answer, frames, scatter, style
+from loader.vocabulary import OK, TOTAL
+
+DEFAULT_RAM = 16 << 30  # the host RAM answered for when no run recorded its machine's
+
+
+@dataclass(frozen=True)
+class CostFrames:
+    """One configuration of a shape set: its title, answer, strategy rows and table, ceiling."""
+
+    title: str
+    headline: answer.Headline
+    note: str | None
+    rows: pd.DataFrame
+    table: pd.DataFrame
+    ceiling: scatter.CeilingLine | None
+
+
+@dataclass(frozen=True)
+class ShapeSetFrames:
+    """One shape set: its configurations, phase medians, timeline panels and bands."""
+
+    shapes: str
+    costs: tuple[CostFrames, ...]
+    medians: pd.DataFrame
+    panels: pd.DataFrame  # strategy, trace, t_s, rss (bytes over baseline)
+    bands: pd.DataFrame  # strategy, phase, start_s, end_s
+
+
+@dataclass(frozen=True)
+class ReportFrames:
+    """The whole report as frames: which run, the host RAM answered for, each shape set (the
+    largest checkpoint first), every child run."""
+
+    run: str
+    ram: int
+    shape_sets: tuple[ShapeSetFrames, ...]
+    every_run: pd.DataFrame
+    steps: pd.DataFrame | None = None  # where a metric stepped across the folder's runs
+
+
+EVERY_RUN = {
+    "shapes": "shape set",
+    "strategy": "strategy",
+    "repeat": "repeat",
+    "status": "status",
+    "peak_ratio": "× checkpoint",
+    "wall_s": "wall",
+    "error": "error",
+}
+
+
+def chosen_phases(results: Results, run_id: str | None) -> pd.DataFrame:
+    """The phase rows the report shows: run `run_id`, or each shape set's default run (the
+    newest complete, unconstrained one; `frames.default_phases`)."""
+    if run_id is None:
+        return frames.default_phases(results.runs, results.phases)
+    known = set(results.phases["run_id"])
+    if run_id not in known:
+        raise BenchError(
+            f"--run {run_id}: no such run in the results; runs there: {', '.join(sorted(known))}"
+        )
+    return results.phases[results.phases["run_id"] == run_id]
+
+
+def report_frames(results: Results, run_id: str | None = None) -> ReportFrames:
+    """Every frame of the report of run `run_id` (default: each shape set's newest complete,
+    unconstrained run), answered for the RAM of the machine that measured it."""
+    phases = chosen_phases(results, run_id)
+    shown = results.runs[results.runs["run_id"].isin(set(phases["run_id"]))]
+    known = shown.dropna(subset=["ram_bytes"]).sort_values("started_utc", ascending=False)
+    ram = int(known["ram_bytes"].iloc[0]) if len(known) else DEFAULT_RAM
+    labels = frames.run_labels(results.runs, results.phases)
+    summary = summarize(phases)
+    order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False).index
+    return ReportFrames(
+        run="; ".join(labels.get(r, r) for r in phases["run_id"].unique()),
+        ram=ram,
+        shape_sets=tuple(_shape_set(results, phases, summary, s, ram) for s in order),
+        every_run=_every_run(phases),
+        steps=history.steps_table(found) if (found := history.steps(results)) else None,
+    )
+
+
+def _shape_set(
+    results: Results, phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, ram: int
+) -> ShapeSetFrames:
+    mine = phases[phases["shapes"] == shapes]
+    configs = answer.configurations(summary[summary["shapes"] == shapes])
+    costs = []
+    for _, config in configs.iterrows():
+        rows = answer.shape_set_rows(summary, shapes, config)
+        ckpt = rows["checkpoint_bytes"].iloc[0]
+        which = f" ({answer.config_label(config)})" if len(configs) > 1 else ""
+        title = (
+            f"Shape set {shapes}{which}: checkpoint {style.size(ckpt)}, "
+            f"{int(rows['tensors'].iloc[0])} tensors"
+        )
+        costs.append(
+            CostFrames(
+                title,
+                answer.headline(rows, ram),
+                answer.small_checkpoint_note(ckpt),
+                rows,
+                answer.cost_table(rows, ram),
+                scatter.ceiling_line(frames.ceiling_rows(mine, rows)),
+            )
+        )
+    panels, bands = _timeline(results, mine)
+    return ShapeSetFrames(shapes, tuple(costs), frames.phase_medians(mine), panels, bands)
+
+
+def _timeline(results: Results, phases: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The first ok repeat of each strategy: its traces (`frames.group_traces`) and bands."""
+    totals = frames.whole_run(phases)
+    totals = totals[(totals["phase"] == TOTAL) & (totals["status"] == OK)]
+    firsts = totals.sort_values("repeat").drop_duplicates("strategy").sort_values("strategy")
+    sampled = set(results.samples["result_id"]) if not results.samples.empty else set()
+    panels, bands = [], []
+    for first in firsts.itertuples():
+        rid = str(first.result_id)
+        if rid not in sampled:
+            continue
+        name = str(first.strategy)
+        mine = results.samples[results.samples["result_id"] == rid]
+        rows = phases[phases["result_id"] == rid]
+        baselines = {
+            (rid, int(p)): float(b)
+            for p, b in zip(rows["process_index"], rows["baseline_rss_bytes"], strict=True)
+        }
+        panels.append(frames.group_traces(mine, baselines).assign(strategy=name))
+        bands.append(
+            frames.bands_of(frames.whole_run(rows), name).rename(columns={"label": "strategy"})
+        )
+    if not panels:
+        return pd.DataFrame(), pd.DataFrame()
+    return pd.concat(panels, ignore_index=True), pd.concat(bands, ignore_index=True)
+
+
+def _every_run(phases: pd.DataFrame) -> pd.DataFrame:
+    totals = frames.whole_run(phases)
+    totals = totals[totals["phase"] == TOTAL].sort_values(["shapes", "strategy", "repeat"])
+    table = totals.assign(
+        peak_ratio=totals["peak_ratio"].map(style.ratio),
+        wall_s=totals["wall_s"].map(style.seconds),
+        error=totals["error"].fillna(""),
+    )[list(EVERY_RUN)]
+    return table.rename(columns=EVERY_RUN)
