@@ -1,10 +1,11 @@
 """The Overview's answer, without Streamlit: per shape set, which strategy to use and its cost.
 
 `shape_set_rows` gives one row per strategy of a shape set (with its kind, peak over baseline and
-Pareto flag); `headline` names the fastest strategy whose measured peak fits a host's RAM (the
-verdict rule of `bench.analysis.recommend.verdict`, the one `loadbench recommend` applies to
-predictions), the least RAM that fits and the naive path's need, in the words of
-`bench.analysis.advice.answer` (`recommend`'s own wording module). Reference rows (kind
+Pareto flag); `headline` names the strategy to use on a host's RAM by the bench summary's own rule
+(`bench.analysis.lead`: the fastest whose measured peak fits with 10% to spare, ties on time going
+to the lighter; the verdict is `bench.analysis.recommend.verdict`, as `loadbench recommend`'s),
+the least RAM that fits and the naive path's need, in the words of `bench.analysis.advice.answer`
+(`recommend`'s own wording module). Reference rows (kind
 `reference`, e.g. `floor`) are a line to compare with, never a candidate; peers (kind `peer`) are
 shown apart and never recommended. The dashboard and `loadbench report` both use this module.
 """
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.analysis.advice import Cost, answer, minimum_ram
+from bench.analysis.backend import backend_sentence, backends
+from bench.analysis.lead import lead
 from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
-from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT, backend_note
+from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT
 from dashboard import style
 from loader.vocabulary import OK, PEER, REFERENCE, STRATEGY
 
@@ -90,7 +93,7 @@ def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> 
 class Headline:
     """The answer for one shape set: `text` (the sentence `bench.analysis.advice.answer` words),
     the recommended strategy (or None), whether any fits, and `backend`: the backend the runs
-    were on and what it means for the host RAM (`bench.vocabulary.backend_note`)."""
+    were on and what it means for the host RAM (`bench.analysis.backend`)."""
 
     text: str
     recommended: str | None
@@ -101,17 +104,14 @@ class Headline:
     def sentence(self) -> str:
         """The answer and its backend, as the Overview, the Target host page and the report
         print it."""
-        return f"{self.text} {self.backend}." if self.backend else self.text
+        return f"{self.text} {self.backend}" if self.backend else self.text
 
 
 def backend(rows: pd.DataFrame) -> str:
-    """`CPU backend: the weights live in host RAM`: the backend the rows' runs loaded on (summary
-    or phase rows; several are named together) and what that means."""
-    recorded = rows["backend"] if "backend" in rows else pd.Series(dtype=object)
-    names = sorted({b for b in recorded if isinstance(b, str) and b})
-    if len(names) > 1:
-        return "; ".join(backend_note(n) for n in names)
-    return backend_note(names[0] if names else None)
+    """`CPU backend: the weights live in host RAM.`: the backend the rows' runs loaded on and what
+    that means, in the sentence `loadbench recommend` and the bench summary print
+    (`bench.analysis.backend`; summary or phase rows)."""
+    return backend_sentence(backends(rows))
 
 
 def margin_bytes(host_ram_bytes: int) -> int:
@@ -139,20 +139,28 @@ def fits_column(rows: pd.DataFrame, host_ram_bytes: int) -> pd.Series:
 
 
 def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
-    """The fastest ok strategy whose measured peak RSS fits `host_ram_bytes`, what it costs, the
-    least RAM that fits (and the fastest strategy there), and the naive path's need."""
+    """The strategy to use on `host_ram_bytes` by the bench summary's rule
+    (`bench.analysis.lead`: the fastest ok strategy whose measured peak RSS fits with 10% to
+    spare, and among those too close to call on time, the lightest), what it costs, the least
+    RAM that fits (and the fastest strategy there), and the naive path's need."""
     ok = rows[(rows["status"] == OK) & (rows["kind"] == STRATEGY) & rows["peak_rss_bytes"].notna()]
     ok = ok[ok["wall_s"].notna()]
     if ok.empty:
         text = "No strategy loaded this shape set successfully; see the runs below."
         return Headline(text, None, False, backend(rows))
-    fitting = ok[fits_column(ok, host_ram_bytes) == FITS].sort_values("wall_s")
+    for spread in ("wall_s_min", "wall_s_max"):  # frames without the repeats' spread
+        if spread not in ok:
+            ok = ok.assign(**{spread: ok["wall_s"]})
+    picked = lead(ok, host_ram_bytes)
+    chosen = ok[ok["strategy"] == picked.recommended]
     naive = ok[ok["base_strategy"] == style.NAIVE]
-    best = _cost(fitting.iloc[0]) if len(fitting) else None
+    best = _cost(chosen.iloc[0]) if len(chosen) else None
     costs = [_cost(r) for _, r in ok.iterrows()]
     text = answer(host_ram_bytes, best, costs, _cost(naive.iloc[0]) if len(naive) else None)
-    if len(fitting):
-        text += _ready(fitting.iloc[0])
+    if best is not None and picked.ties:
+        text += f" {', '.join(picked.ties)} too close to call on time; {best.strategy} is lighter."
+    if len(chosen):
+        text += _ready(chosen.iloc[0])
     return Headline(text, best.strategy if best else None, best is not None, backend(rows))
 
 

@@ -118,7 +118,7 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
     st.caption(
         f"`{shapes}`: checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · "
         f"largest tensor {style.size(rows['largest_tensor_bytes'].iloc[0])} · "
-        f"{answer.backend(rows)} · run "
+        f"{answer.backend(rows).rstrip('.')} · run "
         + ", ".join(view["labels"].get(r, r) for r in phases["run_id"].unique())
     )
     with st.expander("What each strategy does"):

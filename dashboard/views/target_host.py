@@ -21,12 +21,13 @@ import pandas as pd
 import streamlit as st
 
 from bench.analysis import advice
+from bench.analysis.accelerator import Accelerator
 from bench.analysis.recommend import TargetCheckpoint
 from bench.analysis.target import on_target, target_cpus, target_ram
 from bench.errors import BenchError, NoResultsError
 from bench.host.record import ProbeFileError, ProbeRecord, parse_probe
 from bench.vocabulary import COLD, WARM
-from dashboard import answer, charts, data, specs, style, widgets
+from dashboard import charts, data, specs, style, widgets
 
 CUSTOM = "custom sizes"
 SOURCES = ("a measured shape set", "a preset or fetched spec", CUSTOM)
@@ -150,11 +151,38 @@ def _advise(
     folder = str(data.results_folder())
     cache = probe.cache if probe else WARM
     ram, devices = host
-    adv = advice.advise(results, target, ram, devices, shapes=name, folder=folder, cache=cache)
+    adv = advice.advise(
+        results,
+        target,
+        ram,
+        devices,
+        shapes=name,
+        folder=folder,
+        cache=cache,
+        accelerator=_accelerator(),
+    )
     if probe is None:
         return adv, []
     adv, _, said = on_target(results, folder, adv, probe.record, probe.name)
     return adv, said
+
+
+def _accelerator() -> Accelerator | None:
+    """`loadbench recommend --accelerator`: the target's weights land in device memory (its
+    device RAM, where given, gets a verdict of its own); None for a host like the runs'."""
+    cols = st.columns([2, 1])
+    on = cols[0].toggle(
+        "The target has an accelerator (the weights land in device memory)",
+        key="target_accelerator",
+        help="`loadbench recommend --accelerator`: the host holds the staged path's ring, the "
+        "device the model; predicted from CPU staged runs where no device run backs it",
+    )
+    if not on:
+        return None
+    gib = cols[1].number_input(
+        "Device RAM (GiB, 0: not given)", 0.0, 4096.0, 0.0, 1.0, key="target_device_ram_gib"
+    )
+    return Accelerator(int(gib * GIB) if gib else None)
 
 
 def _verdicts(
@@ -171,7 +199,7 @@ def _verdicts(
         st.error(str(e))
         return
     first, *rest = advice.sentences(adv)
-    (st.success if adv.rec.recommended else st.error)(f"{first} {_backend(results)}")
+    (st.success if adv.rec.recommended else st.error)(first)
     for sentence in rest:
         (st.warning if sentence.startswith("Warning:") else st.markdown)(sentence)
     for sentence in said:
@@ -186,12 +214,6 @@ def _verdicts(
     st.caption(_command(name, host, probe))
 
 
-def _backend(results: Any) -> str:
-    """Which backend the runs behind the prediction were on, and what that means: the answer
-    holds for a host whose weights live where they lived in those runs."""
-    return f"The runs behind this prediction: {answer.backend(results.phases)}."
-
-
 def _command(name: str, host: tuple[int, int], probe: TargetProbe | None) -> str:
     """The `loadbench recommend` line that prints the same figures (custom sizes have none)."""
     if name == CUSTOM:
@@ -203,6 +225,8 @@ def _command(name: str, host: tuple[int, int], probe: TargetProbe | None) -> str
     target = (
         f"--probe {probe.name} --cache {probe.cache}" if probe else f"--host-ram {ram / GIB:.2f}GiB"
     )
+    if st.session_state.get("target_accelerator"):
+        target += " --accelerator"
     return (
         f"The same figures in a terminal: `loadbench recommend --shapes {name} {target} "
         f"--devices {devices} --results {data.results_folder()}`"
