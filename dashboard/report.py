@@ -112,7 +112,8 @@ TIMELINE_TITLE = (
 def build(results: Results, source: str, run_id: str | None = None) -> str:
     """The report's HTML for run `run_id` (default: each shape set's newest complete,
     unconstrained run), every child run's status included: results -> frames -> charts -> HTML."""
-    return _render(report_frames(results, run_id), source)
+    frames = report_frames(results, run_id)
+    return _render(frames, source)
 
 
 def _page(body: str) -> str:
