@@ -151,6 +151,8 @@ def status_table(phases: pd.DataFrame) -> None:
     cols = ["strategy", "repeat", "dtype", "devices", "status", "peak_ratio", "wall_s", "error"]
     table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)
     table["error"] = table["error"].where(table["error"].map(lambda e: isinstance(e, str)), "")
+    for number in ("peak_ratio", "wall_s"):  # a failed run's None reads "–", never "None"
+        table[number] = pd.to_numeric(table[number], errors="coerce")
     counts = table["status"].value_counts()
     st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))
     styler, config = number_table(
