@@ -197,6 +197,16 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "loadbench shapes fetch openai-community/gpt2",
     )
     p.add_argument("repo", metavar="REPO", help="a Hugging Face repo id, e.g. org/name")
+    p.add_argument("--revision", help="branch, tag or commit (default: main)")
+    p.add_argument("--name", help="save under this name (default: org--repo)")
+    p.add_argument(
+        "--out", metavar="FILE", help="write the spec here instead of the presets folder"
+    )
+    p.add_argument(
+        "--include",
+        metavar="GLOB",
+        help="only these weight files (e.g. 'transformer/*.safetensors')",
+    )
     p.set_defaults(func=_guarded(_cmd_fetch))
     return shapes
 

@@ -18,7 +18,7 @@ import pandas as pd
 from bench.analysis.recommend import TIGHT_FRACTION, verdict
 from bench.records.results import Results
 from bench.vocabulary import FITS
-from loader.vocabulary import REFERENCE
+from loader.vocabulary import REFERENCE, STRATEGY
 
 
 @dataclass(frozen=True)
@@ -59,14 +59,16 @@ def _overlaps(a: pd.Series, b: pd.Series) -> bool:
 def lead(group: pd.DataFrame, ram: int | None) -> Lead:
     """The answer for one block of `summary_frame` rows on a host of `ram` bytes."""
     measured = _measured(group)
-    fits = measured[
-        [ram is not None and verdict(int(p), ram) == FITS for p in measured["peak_rss_bytes"]]
-    ]
+    fitting = [ram is not None and verdict(int(p), ram) == FITS for p in measured["peak_rss_bytes"]]
+    fits = measured.loc[pd.Series(fitting, index=measured.index, dtype=bool)]
     fits = fits.sort_values("wall_s", kind="stable")
+    # a peer is measured beside ours and ranked with them, but only our own are recommended
+    # (the dashboard's headline reads this same rule)
+    ours = fits[fits["kind"] == STRATEGY]
     best, ties = None, []
-    if len(fits):
-        fastest = fits.iloc[0]
-        close = fits[[_overlaps(fastest, r) for _, r in fits.iterrows()]]
+    if len(ours):
+        fastest = ours.iloc[0]
+        close = ours[[_overlaps(fastest, r) for _, r in ours.iterrows()]]
         best = close.sort_values(["peak_rss_bytes", "wall_s"], kind="stable").iloc[0]
         ties = [str(s) for s in close["strategy"] if s != best["strategy"]]
     rest = measured.drop(fits.index).sort_values("wall_s", kind="stable")
@@ -84,6 +86,9 @@ def use_line(group: pd.DataFrame, answer: Lead, format_size) -> str:
         return "no run record: this host's RAM is unknown, so no strategy is named"
     ram = format_size(answer.host_ram_bytes)
     if answer.recommended is None:
+        measured = _measured(group)
+        if not (measured["kind"] == STRATEGY).any():
+            return "no strategy of loadbench's own loaded a model ok here, so none is named"
         return f"no strategy fits this host's {ram} with {TIGHT_FRACTION:.0%} to spare"
     row = group[group["strategy"] == answer.recommended].iloc[0]
     why = f"the fastest that fits this host's {ram} with {TIGHT_FRACTION:.0%} to spare"

@@ -165,3 +165,36 @@ def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
     text = tables(read_results(path)).rstrip("\n")
     assert text.splitlines()[-1].startswith("use pipelined: 1.00 GiB peak, 1.15 s")
     assert "hostcast too close to call on time, pipelined lighter" in text
+
+
+def test_a_faster_peer_is_ranked_but_never_recommended(tmp_path):
+    """The dashboard's headline and this summary read one rule: a peer that fits and is faster
+    stands beside ours, and the line names our fastest that fits."""
+    GIB = 1 << 30
+    rows = [
+        total_row(run_id="r1", strategy=name, wall_s=w, peak_rss_bytes=peak, kind=kind)
+        for name, base, peak, kind in (
+            ("runai", 0.5, GIB, "peer"),
+            ("pipelined", 1.0, GIB, "strategy"),
+        )
+        for w in (base, base + 0.01, base + 0.02)
+    ]
+    path = tmp_path / "run.jsonl"
+    lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
+    path.write_text("".join(x + "\n" for x in lines))
+    text = tables(read_results(path)).rstrip("\n")
+    assert text.splitlines()[-1].startswith("use pipelined: 1.00 GiB peak")
+    assert "runai" in text
+
+
+def test_a_run_of_the_floor_line_alone_names_no_strategy(tmp_path):
+    rows = [
+        total_row(run_id="r1", strategy="floor", wall_s=w, peak_rss_bytes=1 << 30, kind="reference")
+        for w in (0.3, 0.31, 0.32)
+    ]
+    path = tmp_path / "run.jsonl"
+    lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
+    path.write_text("".join(x + "\n" for x in lines))
+    text = tables(read_results(path)).rstrip("\n")
+    assert "floor" in text
+    assert text.splitlines()[-1].startswith("no strategy of loadbench's own loaded a model")
