@@ -5,7 +5,9 @@ PERIOD_BYTES)` bytes from a PCG64 stream seeded by (seed, sha256(tensor name)), 
 differs from every other, and the period (8 x 131,071 bytes: a prime number of 8-byte words) does
 not line up with row or power-of-two boundaries, so a loader that swaps rows or chunks inside a
 tensor still fails verification. Float bit patterns are masked to finite values in ±[0.5, 1) (sign
-and mantissa random, exponent fixed); BOOL to 0/1; integers keep all bits.
+and mantissa random, exponent fixed); BOOL to 0/1; 64-bit integers to [0, 2**31) (real 64-bit
+buffers such as position ids fit in 32 bits, which is what jax holds them as by default, and a
+loader checks that they do); other integers keep all bits.
 
 Only one block per tensor is generated (no per-element Python, at most 1 MiB of RNG output per
 tensor), so synthesis runs at the speed of hashing and writing.
@@ -26,7 +28,8 @@ from shapes.spec import ShapeSpec
 PERIOD_BYTES = 8 * 131_071
 FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "C64"})
 
-# dtype -> (unsigned view, AND mask, OR bits): keeps the sign and mantissa, fixes the exponent.
+# dtype -> (unsigned view, AND mask, OR bits): a float keeps its sign and mantissa and gets a fixed
+# exponent; a 64-bit integer keeps its low 31 bits.
 _MASKS: dict[str, tuple[type[np.unsignedinteger], int, int]] = {
     "F64": (np.uint64, 0x800F_FFFF_FFFF_FFFF, 0x3FE0_0000_0000_0000),
     "F32": (np.uint32, 0x807F_FFFF, 0x3F00_0000),
@@ -36,6 +39,8 @@ _MASKS: dict[str, tuple[type[np.unsignedinteger], int, int]] = {
     "F8_E4M3": (np.uint8, 0x87, 0x30),
     "F8_E5M2": (np.uint8, 0x83, 0x38),
     "BOOL": (np.uint8, 0x01, 0x00),
+    "I64": (np.uint64, 0x7FFF_FFFF, 0x00),
+    "U64": (np.uint64, 0x7FFF_FFFF, 0x00),
 }
 
 

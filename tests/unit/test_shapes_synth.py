@@ -190,3 +190,35 @@ def test_synth_cli(tmp_path, capsys):
     assert {t.dtype for t in read_header(tmp_path / "model.safetensors").tensors.values()} == {
         "F16"
     }
+
+
+def test_64_bit_integers_fit_the_32_bits_jax_holds_them_in(tmp_path, poison):
+    """A shape set with an I64 buffer (HF's position_ids) loads into a model built in jax's
+    default 32-bit mode: its synthetic values fit int32, as a real checkpoint's do (the loader
+    refuses a value that does not)."""
+    import loader
+
+    f = "model.safetensors"
+    spec = shapes.ShapeSpec(
+        "ints",
+        None,
+        (f,),
+        (
+            shapes.TensorSpec("embeddings.position_ids", "I64", (1, 512), f),
+            shapes.TensorSpec("counts", "U64", (300,), f),
+            shapes.TensorSpec("weight", "F32", (8, 8), f),
+        ),
+    )
+    ckpt = shapes.synthesize(spec, tmp_path)
+    from safetensors.numpy import load_file
+
+    values = load_file(str(ckpt))
+    for name in ("embeddings.position_ids", "counts"):
+        assert 0 <= values[name].min() and values[name].max() < 2**31
+        assert len(np.unique(values[name])) > 100  # still random bits, not a constant
+    model = shapes.model_builder(spec)()
+    poison(model)
+    model, report = loader.load_model(model, ckpt)
+    for name in ("embeddings.position_ids", "counts"):
+        leaf = model.embeddings.position_ids if name != "counts" else model.counts
+        shapes.verify_tensor(ckpt, name, np.asarray(leaf.get_value()))
