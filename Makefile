@@ -64,7 +64,8 @@ lint: $(STAMP) ## ruff (with the complexity rules) and format check, then mypy (
 sizes: ## report module, folder and function sizes (a report to read, never a check)
 	$(PYTHON) scripts/sizes.py
 
-bench: $(STAMP) remote-deps ## run every strategy on SHAPES (default sa3), 3 repeats, each in a fresh process
+bench: $(STAMP) ## run every strategy on SHAPES (default sa3), 3 repeats, each in a fresh process
+	@case "$(BENCH_ARGS)" in *--source*) $(MAKE) --no-print-directory remote-deps ;; esac
 	$(VENV)/bin/loadbench bench run --shapes $(SHAPES) --repeats 3 --out $(RESULTS) $(BENCH_ARGS)
 
 dashboard: $(STAMP) ## open the Streamlit dashboard over RESULTS on 127.0.0.1:PORT
