@@ -3,9 +3,11 @@ this host (`tables`, `bench.analysis.lead`), or (`--json`) one object per strate
 
 Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON
 and the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
-the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, and the page-cache
-state where rows carry one. A strategy that bounds its host bytes in flight (`budget=`) reports its
-high-water mark; the table shows it against the budget."""
+the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices, the page-cache
+state where rows carry one, and for a remote load its source, link and concurrency (each value of
+`--remote-concurrency` is its own configuration, never a repeat of another). A strategy that
+bounds its host bytes in flight (`budget=`) reports its high-water mark; the table shows it
+against the budget."""
 
 from __future__ import annotations
 
@@ -19,13 +21,22 @@ import pandas as pd
 from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.device_summary import device_columns, device_peak
 from bench.analysis.lead import Lead, host_ram, lead, use_line
+from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
 from bench.vocabulary import COLD, NATIVE
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import DEFAULT_STRATEGY, OK, TOTAL
 
 #: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
-EXTRA_KEYS = ("model", "model_dtype", "cache", "disk_read_bytes_per_s")
+EXTRA_KEYS = (
+    "model",
+    "model_dtype",
+    "cache",
+    "disk_read_bytes_per_s",
+    "source",
+    "link",
+    "concurrency",
+)
 
 
 def _num(value: Any) -> float | None:
@@ -155,6 +166,9 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "file_dtype": file_dtype(row["shapes"], row["dtype"]),
         "model_dtype": _model_dtype(row),
         "cache": _str(row.get("cache")),
+        "source": _str(row.get("source")) or FILE_SOURCE,
+        "link": _str(row.get("link")),
+        "concurrency": _int(row.get("concurrency")),
         "devices": int(row["devices"]),
         "processes": int(row["processes"]),
         "checkpoint_bytes": _int(row["checkpoint_bytes"]),
@@ -251,11 +265,13 @@ COLUMNS = (
     ("wall s (min-max)", "median load time over the repeats"),
     ("GiB/s", "checkpoint / wall"),
     ("x floor", "wall / the floor line's (a bare read)"),
-    ("x ceiling", "wall / this machine's best read"),
+    ("x ceiling", "wall / this machine's best read"),  # a shaped link's: `LINK_CEILING`
     ("in flight / budget", "staging high-water mark / its bound"),
     ("status", ""),
 )
 HEADER = [name for name, _ in COLUMNS]
+#: What "x ceiling" holds a remote row against: its bytes over the shaped link's bandwidth.
+LINK_CEILING = "wall / checkpoint bytes over the link's bandwidth"
 REASON_CHARS = 70  # of a skipped or failed row's reason, in its status cell
 
 
@@ -270,6 +286,23 @@ def _ceiling(group: pd.DataFrame) -> float | None:
     return float(known.median()) if len(known) else None
 
 
+def shaped_link(row: pd.Series) -> str | None:
+    """The shaped link a remote row was loaded over (`1Gbit`); None for a local or unshaped one."""
+    link = _str(row.get("link"))
+    return link if link and link != UNSHAPED else None
+
+
+def remote_label(row: pd.Series) -> str:
+    """`, over http, link 1Gbit, concurrency 16` for a remote row; empty for a local one."""
+    source = _str(row.get("source"))
+    if not source or source == FILE_SOURCE:
+        return ""
+    concurrency = _int(row.get("concurrency"))
+    return f", over {source}, link {_str(row.get('link')) or UNSHAPED}" + (
+        f", concurrency {concurrency}" if concurrency is not None else ""
+    )
+
+
 def _title(first: pd.Series, ceiling: float | None) -> str:
     cache_state = _str(first.get("cache"))
     speed = _num(first.get("disk_read_bytes_per_s"))
@@ -279,6 +312,7 @@ def _title(first: pd.Series, ceiling: float | None) -> str:
         + (f"model {model}, " if model and model != "spec" else "")
         + f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
+        + remote_label(first)
         + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
         + (f", ceiling {ceiling:.2f} s" if ceiling else "")
         + (
@@ -316,12 +350,14 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     )
 
 
-def _legend(keep: list[int], ceiling: float | None) -> str:
+def _legend(keep: list[int], ceiling: float | None, link: str | None) -> str:
     said = []
     for i in keep:
         name, meaning = COLUMNS[i]
         if not meaning or name == "strategy":
             continue
+        if name == "x ceiling" and link:
+            meaning = f"{LINK_CEILING} ({link})"
         if name == "x ceiling" and ceiling:
             meaning += f" ({ceiling:.2f} s)"
         said.append(f"{name}: {meaning}")
@@ -342,14 +378,15 @@ def _block(group: pd.DataFrame, answer: Lead) -> str:
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
     lines.insert(3, "  ".join("-" * w for w in widths))
-    lines.append(_legend(keep, ceiling))
+    lines.append(_legend(keep, ceiling, shaped_link(group.iloc[0])))
     note = cold_spread_note(group)
     lines += ready_lines(ordered) + ([note] if note else [])
     return "\n".join([*lines, use_line(group, answer, gib)])
 
 
 def tables(results: Results) -> str:
-    """A text table per configuration (shapes, file dtype, model dtype, devices, cache) that leads
+    """A text table per configuration (shapes, file dtype, model dtype, devices, cache, a remote
+    load's source, link and concurrency) that leads
     with the answer (`bench.analysis.lead`): the backend, then the strategy recommended for this
     host first (marked `*`; the default marked too), the others that fit by time, those that do
     not, the reference line, skipped and failed rows with their reason; one legend line of the

@@ -198,3 +198,55 @@ def test_a_run_of_the_floor_line_alone_names_no_strategy(tmp_path):
     text = tables(read_results(path)).rstrip("\n")
     assert "floor" in text
     assert text.splitlines()[-1].startswith("no strategy of loadbench's own loaded a model")
+
+
+def _remote(concurrency: int, wall: float, link: str = "1Gbit", source: str = "http"):
+    return total_row(
+        run_id="r1",
+        checkpoint_bytes=CKPT,
+        wall_s=wall,
+        source=source,
+        link=link,
+        concurrency=concurrency,
+        ceiling_s=CKPT / (1e9 / 8),
+        ceiling_ratio=wall / (CKPT / (1e9 / 8)),
+    )
+
+
+def test_remote_configurations_are_never_merged(tmp_path):
+    # each concurrency, link and source is its own configuration: one median of a concurrency's
+    # repeats, never a median over the curve
+    rows = [_remote(c, w) for c, w in ((1, 9.0), (1, 9.2), (16, 4.4), (16, 4.6), (64, 5.0))]
+    rows += [_remote(16, 1.0, link="10Gbit"), _remote(16, 4.8, source="s3")]
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(to_json_line(r) + "\n" for r in [*rows, run_record(run_id="r1")]))
+    results = read_results(path)
+    summary = {(r["source"], r["link"], r["concurrency"]): r for r in json_summary(results)}
+    assert set(summary) == {
+        ("http", "1Gbit", 1),
+        ("http", "1Gbit", 16),
+        ("http", "1Gbit", 64),
+        ("http", "10Gbit", 16),
+        ("s3", "1Gbit", 16),
+    }
+    assert summary[("http", "1Gbit", 1)]["wall_s"] == pytest.approx(9.1)
+    assert summary[("http", "1Gbit", 16)]["wall_s"] == pytest.approx(4.5)
+    assert summary[("http", "1Gbit", 16)]["repeats"] == 2
+    blocks = tables(results).strip().split("\n\n")
+    assert len(blocks) == 5
+    titles = [b.splitlines()[0] for b in blocks]
+    assert any(t.endswith("over http, link 1Gbit, concurrency 16") for t in titles)
+    assert any("over s3, link 1Gbit, concurrency 16" in t for t in titles)
+    legend = next(line for line in blocks[0].splitlines() if line.startswith("legend:"))
+    assert "x ceiling: wall / checkpoint bytes over the link's bandwidth (1Gbit)" in legend
+    assert "machine's best read" not in legend
+
+
+def test_a_local_row_keeps_the_machines_ceiling_in_its_legend(tmp_path):
+    row = total_row(run_id="r1", ceiling_s=0.5, ceiling_ratio=2.0)
+    path = tmp_path / "run.jsonl"
+    path.write_text(to_json_line(row) + "\n" + to_json_line(run_record(run_id="r1")) + "\n")
+    text = tables(read_results(path))
+    assert "x ceiling: wall / this machine's best read (0.50 s)" in text
+    assert "over " not in text.splitlines()[0]
+    assert json_summary(read_results(path))[0]["source"] == "file"
