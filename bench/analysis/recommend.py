@@ -39,6 +39,7 @@ from bench.analysis.fit import FitModel, fit
 from bench.analysis.ties import lightest_of_ties
 from bench.errors import NoResultsError
 from bench.host.allocator import small_tensor_bytes
+from bench.link import FILE_SOURCE
 from bench.records.results import Results, headline
 from bench.units import format_bytes
 from bench.vocabulary import (  # the verdicts: the dashboard reads them here
@@ -168,7 +169,8 @@ def ok_runs(
     only runs from a `cache` ("warm" or "cold") page cache when given. Runs under a memory limit
     (`--host-ram`) are left out: a cgroup's reclaim changes the peak and time they measure; so are
     runs whose model was built in another dtype than the file's (`--model-dtype`): the prediction
-    is for a checkpoint loaded in its own dtype; and so are `--model port|transposed` runs. Runs
+    is for a checkpoint loaded in its own dtype; and so are `--model port|transposed` runs and
+    remote loads (`--source`: `bench.analysis.remote` predicts over a link). Runs
     whose disk reads were capped (`bench run --disk-read-speed`) are taken only when `disk_speed`
     asks for exactly that cap, and then alone. Staged runs (`bench run --staging`: a ring of host
     buffers forced on the CPU backend, `staging_memory` set) are left out by default, as a CPU host
@@ -176,6 +178,8 @@ def ok_runs(
     rows = headline(results.phases)
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     rows = rows[rows["host_ram_bytes"].isna()]
+    if "source" in rows:  # a remote load's time is its link's: `bench.analysis.remote` answers it
+        rows = rows[rows["source"].fillna(FILE_SOURCE) == FILE_SOURCE]
     if "cpus" in rows:  # a CPU limit (`--cpus`) changes the time: another host's runs
         rows = rows[rows["cpus"].isna()]
     if "model_dtype" in rows:

@@ -26,6 +26,11 @@
 - `--probe TARGET.json` predicts times for the host that wrote that probe (`loadbench probe`):
   `bench.analysis.target`, wired in by `bench.commands.target`; `--check` then simulates that host
   here inside the limits its probe was taken under, and prints predicted against measured.
+- `--link 1Gbit` predicts each remote-loaded strategy's time and host peak over that link from
+  the runs measured over shaped links (`bench.analysis.remote`: the closest measured link's
+  wall / ceiling times this link's ceiling), says from which links and runs in one sentence, and
+  which concurrency each measured link wants (the fastest, and the default's place). Without
+  remote runs over a shaped link it says so in one line (exit 2).
 - `--check` runs, on this machine under a real memory limit of `--host-ram` (`bench run
   --host-ram`), the recommended strategy and every one predicted not to fit, and says whether
   each verdict held (the recommended one must end ok, the others must be killed: oom rows).
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pandas as pd
 
@@ -222,11 +227,63 @@ def _advice(
     return adv, speed, capped
 
 
+#: The options `--link` answers without (each refused beside it in one line, never dropped).
+LINK_REFUSES = ("probe", "check", "accelerator", "disk_read_speed", "device_ram", "devices")
+
+
+def link_answer(args: argparse.Namespace) -> int:
+    """`recommend --link BW`: each strategy's predicted time and host peak over that link, from
+    which runs, and the concurrency each measured link wants (`bench.analysis.remote`)."""
+    from bench.analysis.remote import concurrency_curves, predict_link, prediction_lines
+    from bench.link.shaping import Link
+
+    for name in LINK_REFUSES:
+        if getattr(args, name, None):
+            flag = "--" + name.replace("_", "-")
+            raise BenchError(f"{flag} is not taken with --link: predict over a link without it")
+    link = Link.parse(args.link)
+    if args.shapes and getattr(args, "checkpoint", None):
+        raise BenchError("give --shapes or --checkpoint, not both: they name the target")
+    named = named_target(args)
+    host_ram = parse_size(args.host_ram, what="--host-ram") if args.host_ram else None
+    results = read_results(existing_results(args.results))
+    predictions = predict_link(results, link, named[1].checkpoint_bytes if named else None)
+    bases = {(p.source, p.basis_link) for p in predictions}
+    curves = [c for c in concurrency_curves(results) if (c.source, c.link) in bases]
+    if args.json:
+        out = {
+            "link": link.text,
+            "predictions": [p.to_dict() for p in predictions],
+            "basis": prediction_lines(predictions)[-1],
+            "concurrency": [
+                {
+                    "source": c.source,
+                    "link": c.link,
+                    "shapes": c.shapes,
+                    "strategy": c.strategy,
+                    "wanted": c.wanted.concurrency,
+                    "too_close": c.too_close,
+                    "default_rank": c.default_rank,
+                    "points": [asdict(p) for p in c.points],
+                    "sentence": c.sentence(),
+                }
+                for c in curves
+            ],
+        }
+        print(json.dumps(out, indent=1))
+    else:
+        lines = prediction_lines(predictions, host_ram) + [c.sentence() for c in curves]
+        print("\n".join(lines))
+    return 0
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation (and checks held), 1 otherwise."""
     from bench.commands import target
     from bench.run.checks import positive
 
+    if getattr(args, "link", None):
+        return link_answer(args)
     positive(args.devices, "--devices", "8")
     there = target.target_probe(args)
     host_ram = parse_size(target.host_ram(args, there), what="--host-ram")
@@ -310,6 +367,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--device-ram",
         help="the target's device memory, e.g. 80GiB: a device verdict (with --accelerator)",
+    )
+    p.add_argument(
+        "--link",
+        help="predict each strategy's load over a link of this bandwidth, e.g. 1Gbit, from the "
+        "runs measured over shaped links (`bench run --source http --link BW`)",
     )
     p.add_argument(
         "--check",

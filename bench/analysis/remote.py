@@ -1,0 +1,298 @@
+"""What the remote runs say about a link: the concurrency it wants, and a load over another link.
+
+The rows are the ok whole-run rows of a remote load (`bench run --source http|s3|hf --link BW`)
+over a shaped link; an unshaped loopback run has no bandwidth to hold its time against, so it
+answers neither question.
+
+- `concurrency_curves`: per source, link, shape set and strategy, the median wall per measured
+  `--remote-concurrency` value. The link wants the fastest; values whose repeats (min-max) overlap
+  the fastest's are too close to call; the default's (`loader.remote`'s `DEFAULT_CONCURRENCY`)
+  place is its rank on the curve and its time over the fastest's.
+- `predict_link`: a load over a link that was not measured. Over a link a load takes its bytes
+  over the bandwidth (`ceiling_s`) times what the client and the CPU lose beside it (the
+  measured `x ceiling`, wall / ceiling_s). That loss depends on the bandwidth (on a fast link the
+  CPU becomes the limit), so it is taken from the measured link closest in bandwidth (by ratio),
+  at that link's fastest concurrency, never averaged over links:
+  `wall = x ceiling there * target bytes / this link's bandwidth`. Beyond the fastest link
+  measured the CPU may set the time instead, so such a prediction is said to be a lower bound.
+  The host peak is the median baseline plus the measured peak over baseline per checkpoint byte
+  times the target's bytes (the ratio `bench run` prints as `x ckpt`).
+
+One implementation for `recommend --link` and the dashboard's Target host page; no jax.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import cast
+
+import pandas as pd
+
+from bench.analysis.recommend import verdict
+from bench.errors import NoResultsError
+from bench.link import FILE_SOURCE, UNSHAPED
+from bench.link.shaping import Link
+from bench.records.results import Results, headline
+from bench.units import format_bytes
+from loader.remote.ranges import DEFAULT_CONCURRENCY
+from loader.vocabulary import OK, REFERENCE, TOTAL
+
+NO_REMOTE_RUNS = (
+    "no remote runs over a shaped link to answer from: measure some with `bench run --source "
+    "http --link 1Gbit --remote-concurrency 1,4,16,64` (as root) first"
+)
+
+
+def remote_runs(results: Results) -> pd.DataFrame:
+    """The ok whole-run rows of remote loads over a shaped link (a `ceiling_s` from its
+    bandwidth), the reference line left out."""
+    rows = headline(results.phases)
+    rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK) & (rows["kind"] != REFERENCE)]
+    rows = rows[rows["source"].fillna(FILE_SOURCE) != FILE_SOURCE]
+    rows = rows[rows["link"].notna() & (rows["link"] != UNSHAPED) & rows["concurrency"].notna()]
+    wall, ceiling = pd.to_numeric(rows["wall_s"]), pd.to_numeric(rows["ceiling_s"])
+    rows = rows[wall.notna() & (ceiling > 0)]
+    return rows.assign(
+        wall_s=pd.to_numeric(rows["wall_s"]),
+        ceiling_s=pd.to_numeric(rows["ceiling_s"]),
+        concurrency=pd.to_numeric(rows["concurrency"]).astype(int),
+    )
+
+
+@dataclass(frozen=True)
+class ConcurrencyPoint:
+    """One measured concurrency on a curve: the median wall and its repeats' range, the median
+    wall over the link's ceiling, and how many ok runs it rests on."""
+
+    concurrency: int
+    wall_s: float
+    wall_s_min: float
+    wall_s_max: float
+    ceiling_ratio: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class ConcurrencyCurve:
+    """A strategy's load time against `--remote-concurrency` over one source and link.
+
+    Example:
+        >>> curve.wanted.concurrency, curve.default_rank  # doctest: +SKIP
+        (16, 1)
+    """
+
+    source: str
+    link: str
+    shapes: str
+    strategy: str
+    points: list[ConcurrencyPoint]  # by concurrency
+
+    @property
+    def wanted(self) -> ConcurrencyPoint:
+        """The fastest measured concurrency (the lowest among equal medians)."""
+        return min(self.points, key=lambda p: (p.wall_s, p.concurrency))
+
+    @property
+    def too_close(self) -> list[int]:
+        """The other concurrencies whose repeats overlap the fastest's: too close to call."""
+        w = self.wanted
+        return [
+            p.concurrency
+            for p in self.points
+            if p is not w and p.wall_s_min <= w.wall_s_max and w.wall_s_min <= p.wall_s_max
+        ]
+
+    @property
+    def default_rank(self) -> int | None:
+        """The default concurrency's place by time (1: the fastest); None: not measured."""
+        ranked = sorted(self.points, key=lambda p: (p.wall_s, p.concurrency))
+        at = [i for i, p in enumerate(ranked) if p.concurrency == DEFAULT_CONCURRENCY]
+        return at[0] + 1 if at else None
+
+    def sentence(self) -> str:
+        """`over http at 1Gbit (gpt2), pipelined wants concurrency 16: ...; the default ...`."""
+        w = self.wanted
+        head = (
+            f"Over {self.source} at {self.link} ({self.shapes}), {self.strategy} wants "
+            f"concurrency {w.concurrency}: {w.wall_s:.2f} s, {w.ceiling_ratio:.2f}x the link's "
+            f"ceiling ({w.runs} runs)"
+        )
+        if self.too_close:
+            head += f"; {', '.join(map(str, self.too_close))} too close to call"
+        rank = self.default_rank
+        if rank is None:
+            tail = f"the default ({DEFAULT_CONCURRENCY}) was not measured"
+        elif rank == 1:
+            tail = f"the default ({DEFAULT_CONCURRENCY}) is the fastest"
+        else:
+            d = next(p for p in self.points if p.concurrency == DEFAULT_CONCURRENCY)
+            tail = (
+                f"the default ({DEFAULT_CONCURRENCY}) is {_ordinal(rank)} of {len(self.points)}, "
+                f"{d.wall_s / w.wall_s:.2f}x the fastest's time"
+            )
+        return f"{head}; {tail}."
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'tsnrhtdd'[(n // 10 % 10 != 1) * (n % 10 < 4) * n % 10 :: 4]}"
+
+
+def _point(concurrency: int, rows: pd.DataFrame) -> ConcurrencyPoint:
+    wall = rows["wall_s"]
+    return ConcurrencyPoint(
+        concurrency,
+        float(wall.median()),
+        float(wall.min()),
+        float(wall.max()),
+        float((wall / rows["ceiling_s"]).median()),
+        len(rows),
+    )
+
+
+def _points(rows: pd.DataFrame) -> list[ConcurrencyPoint]:
+    """One point per concurrency of `rows` (one source, link and strategy), by concurrency."""
+    return [_point(int(cast("int", c)), g) for c, g in rows.groupby("concurrency")]
+
+
+def concurrency_curves(results: Results) -> list[ConcurrencyCurve]:
+    """One curve per (source, link, shape set, strategy) measured over a shaped link, by source,
+    link bandwidth, shapes and strategy."""
+    rows = remote_runs(results)
+    curves = []
+    for (source, link, shapes, strategy), group in rows.groupby(
+        ["source", "link", "shapes", "strategy"], sort=False
+    ):
+        curves.append(
+            ConcurrencyCurve(str(source), str(link), str(shapes), str(strategy), _points(group))
+        )
+    return sorted(
+        curves, key=lambda c: (c.source, Link.parse(c.link).bits_per_s, c.shapes, c.strategy)
+    )
+
+
+@dataclass(frozen=True)
+class LinkPrediction:
+    """A strategy's predicted load over `link` from `source`, and what it rests on: the measured
+    link (`basis_link`) at its fastest concurrency, its `x ceiling` there, its runs and shapes;
+    `lower_bound` where the link is faster than every one measured (the CPU may set the time)."""
+
+    strategy: str
+    source: str
+    link: str
+    checkpoint_bytes: int
+    ceiling_s: float
+    predicted_wall_s: float
+    predicted_peak_bytes: int
+    basis_link: str
+    basis_concurrency: int
+    basis_ceiling_ratio: float
+    basis_runs: int
+    basis_shapes: str
+    lower_bound: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON object `recommend --link --json` prints per strategy."""
+        return asdict(self)
+
+
+def _closest(links: list[str], link: Link) -> str:
+    """The measured link nearest `link` in bandwidth by ratio (1Gbit: as near 100Mbit as 10Gbit)."""
+    return min(links, key=lambda t: abs(math.log(Link.parse(t).bits_per_s / link.bits_per_s)))
+
+
+def predict_link(
+    results: Results, link: Link, checkpoint_bytes: int | None = None
+) -> list[LinkPrediction]:
+    """Each remote-loaded strategy's time and host peak over `link`, fastest first (module doc).
+
+    Args:
+        results: measured runs (`read_results`), some of them over shaped links.
+        link: the link to predict for (`Link.parse("1Gbit")`).
+        checkpoint_bytes: the target's bytes; None: the measured checkpoint's (the largest).
+
+    Raises:
+        NoResultsError: no ok remote run over a shaped link (`NO_REMOTE_RUNS`).
+    """
+    rows = remote_runs(results)
+    if rows.empty:
+        raise NoResultsError(NO_REMOTE_RUNS)
+    out = []
+    for (source, strategy), group in rows.groupby(["source", "strategy"], sort=False):
+        links = [str(t) for t in group["link"].unique()]
+        basis = group[group["link"] == _closest(links, link)]
+        basis = basis[basis["checkpoint_bytes"] == basis["checkpoint_bytes"].max()]
+        curve = ConcurrencyCurve(
+            str(source),
+            str(basis["link"].iloc[0]),
+            str(basis["shapes"].iloc[0]),
+            str(strategy),
+            _points(basis),
+        )
+        best = curve.wanted
+        at_best = basis[basis["concurrency"] == best.concurrency]
+        nbytes = checkpoint_bytes or int(at_best["checkpoint_bytes"].iloc[0])
+        ceiling = link.ceiling_s(nbytes)
+        over = pd.to_numeric(at_best["peak_rss_bytes"]) - pd.to_numeric(
+            at_best["baseline_rss_bytes"]
+        )
+        per_byte = float((over / pd.to_numeric(at_best["checkpoint_bytes"])).median())
+        baseline = float(pd.to_numeric(at_best["baseline_rss_bytes"]).median())
+        fastest_measured = max(Link.parse(t).bits_per_s for t in links)
+        out.append(
+            LinkPrediction(
+                strategy=str(strategy),
+                source=str(source),
+                link=link.text,
+                checkpoint_bytes=nbytes,
+                ceiling_s=ceiling,
+                predicted_wall_s=best.ceiling_ratio * ceiling,
+                predicted_peak_bytes=int(baseline + per_byte * nbytes),
+                basis_link=curve.link,
+                basis_concurrency=best.concurrency,
+                basis_ceiling_ratio=best.ceiling_ratio,
+                basis_runs=best.runs,
+                basis_shapes=curve.shapes,
+                lower_bound=link.bits_per_s > fastest_measured,
+            )
+        )
+    return sorted(out, key=lambda p: (p.predicted_wall_s, p.strategy, p.source))
+
+
+def basis_sentence(predictions: list[LinkPrediction]) -> str:
+    """One sentence: from which measured links and runs the predictions were extrapolated."""
+    first = predictions[0]
+    bases = sorted({(p.source, p.basis_link, p.basis_shapes) for p in predictions})
+    said = ", ".join(f"{s} at {t} ({shapes})" for s, t, shapes in bases)
+    runs = sum(p.basis_runs for p in predictions)
+    sentence = (
+        f"Extrapolated from {runs} runs over {said}: each strategy's measured wall / ceiling at "
+        f"that link's fastest concurrency, times {first.link}'s ceiling "
+        f"({first.ceiling_s:.2f} s for {format_bytes(first.checkpoint_bytes)})"
+    )
+    if any(p.lower_bound for p in predictions):
+        sentence += "; faster than every link measured, so the CPU may set the time: a lower bound"
+    return sentence + "."
+
+
+def prediction_lines(predictions: list[LinkPrediction], host_ram: int | None = None) -> list[str]:
+    """The text `recommend --link` prints: a table (a verdict column against `host_ram` where
+    given), then the basis sentence."""
+    header = ["strategy", "source", "predicted s", "host peak", "from link", "x ceiling there"]
+    header += ["verdict"] if host_ram else []
+    rows = [header] + [
+        [
+            p.strategy,
+            p.source,
+            f"{p.predicted_wall_s:.2f}" + (" (at least)" if p.lower_bound else ""),
+            format_bytes(p.predicted_peak_bytes),
+            f"{p.basis_link} at concurrency {p.basis_concurrency}",
+            f"{p.basis_ceiling_ratio:.2f}x",
+            *([verdict(p.predicted_peak_bytes, host_ram)] if host_ram else []),
+        ]
+        for p in predictions
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    table.insert(1, "  ".join("-" * w for w in widths))
+    return [*table, basis_sentence(predictions)]
