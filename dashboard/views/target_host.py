@@ -10,6 +10,11 @@ recommend --probe FILE.json`: the RAM and CPUs are the probe's, each strategy's 
 for that host from a warm or cold page cache (`bench.analysis.target`), and the page says what was
 extrapolated from what. The file is read by the CLI's reader, so it refuses the same files with
 the same one-line message.
+
+Over a link (`loadbench recommend --link`, `bench.analysis.remote`): where the results hold remote
+loads over shaped links, which concurrency each link wants (the fastest, and the default's place
+on the curve), and for a link typed in, each strategy's predicted time and host peak there, with
+the sentence saying from which links and runs it was extrapolated.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import streamlit as st
 from bench.analysis import advice
 from bench.analysis.accelerator import Accelerator
 from bench.analysis.recommend import TargetCheckpoint
+from bench.analysis.remote import concurrency_curves, predict_link, prediction_lines
 from bench.analysis.target import on_target, target_cpus, target_ram
 from bench.errors import BenchError, NoResultsError
 from bench.host.record import ProbeFileError, ProbeRecord, parse_probe
+from bench.link.shaping import Link
 from bench.vocabulary import COLD, WARM
 from dashboard import charts, data, specs, style, widgets
 
@@ -247,6 +254,43 @@ def _sharding(facts: dict | None, devices: int) -> None:
         st.dataframe(table, hide_index=True)
 
 
+def _links(results: Any, summary: dict | None) -> None:
+    """Over a link: the concurrency each measured link wants, and a typed-in link's prediction
+    (for the chosen shapes' bytes where there are some), as `recommend --link` prints them."""
+    curves = concurrency_curves(results)
+    if not curves:
+        return
+    st.subheader("Over a link")
+    for curve in curves:
+        st.markdown(curve.sentence())
+    points = [
+        {
+            "source": c.source,
+            "link": c.link,
+            "shapes": c.shapes,
+            "strategy": c.strategy,
+            "concurrency": p.concurrency,
+            "wall s": p.wall_s,
+            "x ceiling": p.ceiling_ratio,
+            "runs": p.runs,
+        }
+        for c in curves
+        for p in c.points
+    ]
+    st.dataframe(pd.DataFrame(points), hide_index=True)
+    text = st.text_input("Predict over a link", value="1Gbit", key="target_link")
+    try:
+        link = Link.parse(text)
+        nbytes = int(summary["checkpoint_bytes"]) if summary else None
+        lines = prediction_lines(predict_link(results, link, nbytes))
+    except BenchError as e:
+        st.error(str(e))
+        return
+    st.code("\n".join(lines[:-1]), language=None)
+    st.markdown(lines[-1])
+    st.caption(f"The same in a terminal: `loadbench recommend --link {link.text}`")
+
+
 def main() -> None:
     st.title("Target host")
     st.caption(
@@ -266,14 +310,14 @@ def main() -> None:
         name = st.session_state.get("target_spec", name)
     else:
         summary = _custom_summary()
-    if summary is None:
-        return
-    st.caption(
-        f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor "
-        f"{style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors"
-    )
-    _verdicts(results, summary, (ram, devices), name, probe)
-    _sharding(facts, devices)
+    if summary is not None:
+        st.caption(
+            f"checkpoint {style.size(summary['checkpoint_bytes'])} · largest tensor "
+            f"{style.size(summary['largest_tensor_bytes'])} · {summary['tensors']} tensors"
+        )
+        _verdicts(results, summary, (ram, devices), name, probe)
+        _sharding(facts, devices)
+    _links(results, summary)
 
 
 main()
