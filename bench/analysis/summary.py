@@ -357,9 +357,10 @@ def _legend(keep: list[int], ceiling: float | None, link: str | None) -> str:
         if not meaning or name == "strategy":
             continue
         if name == "x ceiling" and link:
-            meaning = f"{LINK_CEILING} ({link})"
-        if name == "x ceiling" and ceiling:
-            meaning += f" ({ceiling:.2f} s)"
+            meaning = LINK_CEILING
+        if name == "x ceiling" and (link or ceiling):
+            said_ceiling = f"{ceiling:.2f} s" if ceiling else ""
+            meaning += f" ({': '.join(t for t in (link, said_ceiling) if t)})"
         said.append(f"{name}: {meaning}")
     return "legend: " + "; ".join(said)
 

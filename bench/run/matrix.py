@@ -259,14 +259,18 @@ def plan(
             threads=config.threads if "threads" in takes else None,
             cache_policy=config.cache_policy if "cache_policy" in takes else None,
         )
-        if (reason := _skip_reason(task, known, config, budget)) is not None:
-            skipped.append((task, reason))
-        elif config.source != FILE_SOURCE and not entry.remote:
-            skipped.append((task, f"reads local files only (--source {config.source})"))
-        elif config.source == FILE_SOURCE and entry.checkpoint == URL:
-            skipped.append((task, "loads a URL only: run with --source http or s3"))
+        reason = _skip_reason(task, known, config, budget)
+        if reason is None and config.source != FILE_SOURCE and not entry.remote:
+            reason = f"reads local files only (--source {config.source})"
+        elif reason is None and config.source == FILE_SOURCE and entry.checkpoint == URL:
+            reason = "loads a URL only: run with --source http or s3"
+        # a remote run's skipped rows are its configurations' too: one per concurrency, so each
+        # block of the summary lists what it skipped and why
+        per = _per_concurrency(task, config)
+        if reason is None:
+            run += per
         else:
-            run += _per_concurrency(task, config)
+            skipped += [(t, reason) for t in per]
     return _interleaved(run, config, run_folder), skipped
 
 

@@ -22,7 +22,7 @@ def _totals(out: Path) -> list[dict]:
 
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
-def test_http_source_rows(tmp_path, monkeypatch):
+def test_http_source_rows(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
     argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "pipelined,eager"]
     argv += ["--source", "http", "--remote-concurrency", "2", "--repeats", "1"]
@@ -33,6 +33,10 @@ def test_http_source_rows(tmp_path, monkeypatch):
     assert ok["concurrency"] == 2 and ok["requests"] >= 2
     assert ok["bytes_received"] == ok["bytes_requested"] >= ok["checkpoint_bytes"]
     assert rows["eager"]["status"] == "skipped" and "local files only" in rows["eager"]["error"]
+    # the skipped row is the remote configuration's: the summary has one block, listing both
+    assert rows["eager"]["source"] == "http" and rows["eager"]["concurrency"] == 2
+    summary = capsys.readouterr().out
+    assert summary.count("tiny-gpt2: checkpoint") == 1 and "over http, link unshaped" in summary
 
 
 def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
