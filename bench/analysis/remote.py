@@ -16,7 +16,9 @@ answers neither question.
   `wall = x ceiling there * target bytes / this link's bandwidth`. Beyond the fastest link
   measured the CPU may set the time instead, so such a prediction is said to be a lower bound.
   The host peak is the median baseline plus the measured peak over baseline per checkpoint byte
-  times the target's bytes (the ratio `bench run` prints as `x ckpt`).
+  times the target's bytes (the ratio `bench run` prints as `x ckpt`). A checkpoint under
+  `MIN_FIT_BYTES` spends its time on per-load overhead rather than the link: a prediction from
+  one says so.
 
 One implementation for `recommend --link` and the dashboard's Target host page; no jax.
 """
@@ -29,7 +31,7 @@ from typing import cast
 
 import pandas as pd
 
-from bench.analysis.recommend import verdict
+from bench.analysis.recommend import MIN_FIT_BYTES, verdict
 from bench.errors import NoResultsError
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.link.shaping import Link
@@ -189,6 +191,7 @@ class LinkPrediction:
     basis_ceiling_ratio: float
     basis_runs: int
     basis_shapes: str
+    basis_checkpoint_bytes: int
     lower_bound: bool
 
     def to_dict(self) -> dict[str, object]:
@@ -253,6 +256,7 @@ def predict_link(
                 basis_ceiling_ratio=best.ceiling_ratio,
                 basis_runs=best.runs,
                 basis_shapes=curve.shapes,
+                basis_checkpoint_bytes=int(at_best["checkpoint_bytes"].iloc[0]),
                 lower_bound=link.bits_per_s > fastest_measured,
             )
         )
@@ -272,6 +276,11 @@ def basis_sentence(predictions: list[LinkPrediction]) -> str:
     )
     if any(p.lower_bound for p in predictions):
         sentence += "; faster than every link measured, so the CPU may set the time: a lower bound"
+    if any(p.basis_checkpoint_bytes < MIN_FIT_BYTES for p in predictions):
+        sentence += (
+            f"; measured on a checkpoint under {format_bytes(MIN_FIT_BYTES)}, whose time is mostly "
+            "per-load overhead, not the link: measure gpt2 or larger over the link to rely on it"
+        )
     return sentence + "."
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bench.analysis.recommend import ok_runs
-from bench.analysis.remote import concurrency_curves, predict_link
+from bench.analysis.remote import basis_sentence, concurrency_curves, predict_link
 from bench.cli import main
 from bench.errors import NoResultsError
 from bench.link.shaping import Link
@@ -121,3 +121,17 @@ def test_recommend_link_without_remote_runs_says_so_in_one_line(tmp_path, capsys
 def test_recommend_link_refuses_an_option_it_does_not_take(folder, capsys):
     assert main(["recommend", "--link", "1Gbit", "--accelerator", "--results", str(folder)]) == 2
     assert "--accelerator is not taken with --link" in capsys.readouterr().err
+
+
+def test_a_prediction_from_a_tiny_checkpoint_says_it_is_overhead(tmp_path):
+    tiny = total_row(
+        shapes="tiny-gpt2",
+        checkpoint_bytes=MIB,
+        peak_rss_bytes=BASE + 2 * MIB,
+        source="http",
+        link="100Mbit",
+        concurrency=16,
+        ceiling_s=Link.parse("100Mbit").ceiling_s(MIB),
+    )
+    predictions = predict_link(read_results(_write(tmp_path, [tiny])), Link.parse("1Gbit"))
+    assert "whose time is mostly per-load overhead" in basis_sentence(predictions)
