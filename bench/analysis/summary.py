@@ -387,12 +387,11 @@ def _block(group: pd.DataFrame, answer: Lead) -> str:
 
 def tables(results: Results) -> str:
     """A text table per configuration (shapes, file dtype, model dtype, devices, cache, a remote
-    load's source, link and concurrency) that leads
-    with the answer (`bench.analysis.lead`): the backend, then the strategy recommended for this
-    host first (marked `*`; the default marked too), the others that fit by time, those that do
-    not, the reference line, skipped and failed rows with their reason; one legend line of the
-    columns (sizes in GiB, throughput in GiB/s; a column empty on every row left out); and last,
-    `use X: P peak, T s` for this host."""
+    load's source, link and concurrency) that leads with the answer (`bench.analysis.lead`): the
+    backend, then the strategy recommended for this host first (marked `*`; the default marked
+    too), the others that fit by time, those that do not, the reference line, skipped and failed
+    rows with their reason; one legend line of the columns (sizes in GiB, throughput in GiB/s; a
+    column empty on every row left out); and last, `use X: P peak, T s` for this host."""
     summary = summary_frame(results)
     keys = [k for k in ("shapes", "dtype", *EXTRA_KEYS, "devices") if k in summary.columns]
     blocks = []
