@@ -197,6 +197,8 @@ class LoadReport:
         device_received_bytes / device_expected_bytes: per device (its `str`), bytes transferred
             to it and the bytes of its regions of the model (a staged load).
         remote: a remote load's requests, bytes and concurrency (`loader.remote`); else None.
+        share_bytes: a `sharded` or `sharded-dir` load: the bytes of this process's distinct
+            index ranges, which it read (its share of the checkpoint); None for other strategies.
     """
 
     path: str = ""
@@ -222,6 +224,7 @@ class LoadReport:
     device_expected_bytes: dict[str, int] | None = None
     left_at: str = LEFT_AT_INIT
     remote: RemoteStats | None = None
+    share_bytes: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -196,12 +196,16 @@ def _measurement(
 
 
 def _remote(report: Any) -> dict[str, int] | None:
-    """A remote load's requests, bytes and concurrency (`loader.remote.RemoteStats`)."""
+    """A remote load's requests, bytes and concurrency (`loader.remote.RemoteStats`), and a
+    `sharded` process's share (`LoadReport.share_bytes`)."""
     stats = getattr(report, "remote", None)
     if stats is None:
         return None
-    keys = ("concurrency", "requests", "bytes_requested", "bytes_received")
-    return {k: int(getattr(stats, k)) for k in keys}
+    keys = ("concurrency", "requests", "bytes_requested", "bytes_received", "header_bytes")
+    share = getattr(report, "share_bytes", None)
+    return {k: int(getattr(stats, k)) for k in keys} | (
+        {} if share is None else {"share_bytes": int(share)}
+    )
 
 
 def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:

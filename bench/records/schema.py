@@ -128,6 +128,8 @@ class PhaseRecord:
     requests: int | None = None  # range requests sent (headers included)
     bytes_requested: int | None = None
     bytes_received: int | None = None
+    header_bytes: int | None = None  # of bytes_received, what the header requests got
+    share_bytes: int | None = None  # a `sharded` process's share: its distinct index ranges
     disk_read_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | none (could not be set)
     disk_read_limit_enforced: bool | None = None  # the cap read back from the cgroup as asked
     cpus: int | None = None  # `--cpus`: the CPU limit the child ran under

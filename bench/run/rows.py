@@ -3,7 +3,8 @@
 A child that measured (ok or wrong) gives one row per phase plus a `total` row; a child that did
 not (crashed, timeout, oom, skipped) gives one `total` row carrying its status and error. A
 multi-process run adds summed rows (process_index -1): peaks and RSS add up across processes
-(each process's own peak; their sum bounds the host's), times take the slowest process.
+(each process's own peak; their sum bounds the host's), times take the slowest process, and a
+remote load's requests and bytes add up (the aggregate received over the slowest wall).
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def _remote_fields(row: PhaseRecord, measured: Measurement) -> PhaseRecord:
         requests=remote["requests"],
         bytes_requested=remote["bytes_requested"],
         bytes_received=remote["bytes_received"],
+        header_bytes=remote.get("header_bytes"),
+        share_bytes=remote.get("share_bytes"),
     )
 
 
@@ -228,6 +231,11 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 phase_device_peak_bytes=_sum([r.phase_device_peak_bytes for r in rows]),
                 phase_start_s=_extreme(min, [r.phase_start_s for r in rows]),
                 phase_end_s=_extreme(max, [r.phase_end_s for r in rows]),
+                requests=_sum([r.requests for r in rows]),
+                bytes_requested=_sum([r.bytes_requested for r in rows]),
+                bytes_received=_sum([r.bytes_received for r in rows]),
+                header_bytes=_sum([r.header_bytes for r in rows]),
+                share_bytes=_sum([r.share_bytes for r in rows]),
             )
         )
     return out

@@ -58,6 +58,9 @@ class RemoteStats:
     bytes_requested: int
     bytes_received: int
     retries: int
+    #: of `bytes_received`, what the header requests got (each file's first `HEAD_BYTES` may
+    #: hold tensor bytes too): the rest is what the tensor reads got
+    header_bytes: int = 0
 
 
 @dataclass

@@ -15,6 +15,7 @@ threads (`tensor_bytes`, one `RemoteBytes` per tensor). Nothing is written to di
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 
 import numpy as np
@@ -80,6 +81,7 @@ class RemoteSource:
         for path in self._files():
             self._read_header(path)
         self.files = [obj.url for obj in self.objects.values()]  # the shard files' URLs
+        self._header_bytes = self.reader.stats().bytes_received
 
     # -- which files ---------------------------------------------------------------------------
     def _files(self) -> list[str]:
@@ -249,7 +251,8 @@ class RemoteSource:
         return self.read_into(key, np.empty(info.shape, info.np_dtype))
 
     def stats(self) -> RemoteStats:
-        return self.reader.stats()
+        """Requests and bytes so far; `header_bytes`: what opening (the headers) received."""
+        return dataclasses.replace(self.reader.stats(), header_bytes=self._header_bytes)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -14,11 +14,15 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loader.errors import CheckpointError, IncompleteCheckpointError
 from loader.format import DTYPES, TensorMeta
 from loader.format.source import CheckpointSource
+
+if TYPE_CHECKING:
+    from loader.remote.ranges import RemoteStats
+    from loader.sharded.slices import SliceFile
 
 MANIFEST = "manifest.json"
 FORMAT = "loadbench.sharded-dir"
@@ -193,7 +197,7 @@ class LayoutSource:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self.path = layout.path
+        self.path: Path | str = layout.path
         self._order = {key: i for i, key in enumerate(layout.tensors)}
 
     def keys(self) -> list[str]:
@@ -205,8 +209,18 @@ class LayoutSource:
     def info(self, key: str) -> TensorMeta:
         return self.layout.tensors[key]
 
-    def file_of(self, key: str) -> Path:
+    def file_of(self, key: str) -> Path | str:
         return self.path
+
+    def open_file(self, path: Path) -> SliceFile:
+        """One of the layout's files, opened for the slice reader (a local file here)."""
+        from loader.sharded.slices import LocalSliceFile
+
+        return LocalSliceFile(path)
+
+    def remote_stats(self) -> RemoteStats | None:
+        """A remote layout's requests and bytes so far (`loader.sharded.remote`); None here."""
+        return None
 
     def file_offset(self, key: str) -> int:
         return self._order[key]

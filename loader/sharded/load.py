@@ -1,18 +1,21 @@
 """The sharded executor: fill a model from a `Layout` reading only this process's index ranges.
 
-`DIRECTORY_RECIPE` (a sharded directory) and `FILE_RECIPE` (a plain checkpoint seen as a layout of
-whole-tensor slices) are the recipes of `loader.sequence.run_load` that use it. Planning and
-reporting are the sequence's (`plan_load` over a `LayoutSource`), so mismatches read exactly as
-`loader.load_model` reports them. Leaves that declare no sharding (a plain builder's abstract model:
-no sharding, or one that partitions nothing under `jax.set_mesh`) are placed with the sharding rule
-(`rule_mesh`), and their `sharding_changes` are judged against it; a model's own partitioning, and
-any instance's sharding, is kept. For each leaf, each distinct index range of its addressable
-devices is read once (`loader.sharded.slices.SliceReader`), cast on the host, put on each device
-holding it, and the global array assembled with `jax.make_array_from_single_device_arrays`.
+`DIRECTORY_RECIPE` (a sharded directory) and `file_recipe` (a plain checkpoint, local or remote,
+seen as a layout of whole-tensor slices) are the recipes of `loader.sequence.run_load` that use
+it. Planning and reporting are the sequence's (`plan_load` over a `LayoutSource`), so mismatches
+read exactly as `loader.load_model` reports them. Leaves that declare no sharding (a plain
+builder's abstract model: no sharding, or one that partitions nothing under `jax.set_mesh`) are
+placed with the sharding rule (`rule_mesh`), and their `sharding_changes` are judged against it; a
+model's own partitioning, and any instance's sharding, is kept. For each leaf, each distinct index
+range of its addressable devices is read once (`loader.sharded.slices.SliceReader`), cast on the
+host, put on each device holding it, and the global array assembled with
+`jax.make_array_from_single_device_arrays`. The report gives this process's share
+(`LoadReport.share_bytes`, the bytes of the ranges it read) and a URL's requests and bytes.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,7 +143,7 @@ class Slices:
     _reader: SliceReader | None = field(default=None, init=False, repr=False)
 
     def start(self, source: LayoutSource, probe: Probe) -> None:
-        self._reader = SliceReader(source.layout)
+        self._reader = SliceReader(source.layout, source.open_file)
 
     def fill(self, plan: LoadPlan, source: LayoutSource, probe: Probe) -> None:
         assert self._reader is not None, "Slices.fill before Slices.start"
@@ -156,6 +159,8 @@ class Slices:
                 assign(step.leaf, value)
                 plan.report.loaded.append(step.leaf.key)
                 del value
+        plan.report.share_bytes = self._reader.read_bytes
+        plan.report.remote = source.remote_stats()
 
     def close(self) -> None:
         if self._reader is not None:
@@ -164,5 +169,17 @@ class Slices:
 
 #: A directory written by `save_sharded` / `convert_to_sharded`.
 DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_rule)
-#: A plain `.safetensors` checkpoint, each device reading its own index range of it.
-FILE_RECIPE = Recipe(Slices, open_source=file_layout_source, adjust_plan=apply_rule)
+
+
+def file_recipe(concurrency: int | None = None) -> Recipe[LayoutSource]:
+    """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each device
+    reading its own index range of it; a URL's ranges by range requests, `concurrency` in
+    flight (`loader.sharded.remote`)."""
+    from loader.sharded.remote import open_remote_layout
+
+    return Recipe(
+        Slices,
+        open_source=file_layout_source,
+        adjust_plan=apply_rule,
+        open_remote=functools.partial(open_remote_layout, concurrency=concurrency),
+    )

@@ -1,10 +1,11 @@
 """Read any index range of a tensor from the slices that hold it; write one process's shard file.
 
 `SliceReader.read_region(key, region)` opens (lazily, so a process touches only the files it
-needs) and validates each shard file's header with `loader.format.read_header`, then reads with
-`os.preadv` only the bytes of the requested range: one read when the range is a whole stored
-slice, else one read per contiguous run. `write_shard` streams slices into one `.safetensors` file,
-one host buffer at a time, atomically.
+needs) each shard file through a `SliceFile`, whose header is checked against the layout, then
+reads only the bytes of the requested range: one read when the range is a whole stored slice,
+else one read per contiguous run (`box_runs`). A local file (`LocalSliceFile`) reads them with
+`os.preadv`; a remote one (`loader.sharded.remote`) with checked range requests. `write_shard`
+streams slices into one `.safetensors` file, one host buffer at a time, atomically.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -22,31 +24,68 @@ from loader.format.atomic import atomic_open
 from loader.format.source import pread_exact
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
 
+#: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
+Run = tuple[int, int, int]
+
+
+class SliceFile(Protocol):
+    """One open shard file: its header, and reads of byte runs into a host buffer."""
+
+    header: Header
+
+    def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
+        """Fill the uint8 array `raw`: `raw[a : a + n]` from the file's bytes at `offset`, for
+        each run `(a, offset, n)`; `what` (the slice) is named in errors."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalSliceFile:
+    """A local shard file, its header validated (`read_header`), runs read with `os.preadv`."""
+
+    def __init__(self, path: Path) -> None:
+        self.header = read_header(path)
+        self._path = path
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
+        where = f"{self._path}: {what}"
+        for a, offset, n in runs:
+            pread_exact(self._fd, raw[a : a + n], offset, where=where)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
 
 class SliceReader:
     """Reads index ranges of a layout's tensors, opening each shard file on first use.
 
     Attributes:
         opened: the shard files opened so far (tests check that a process opens only its own).
+        read_bytes: the bytes of the index ranges read so far (a process's share, once each).
     """
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(
+        self, layout: Layout, open_file: Callable[[Path], SliceFile] = LocalSliceFile
+    ) -> None:
         self.layout = layout
         self.opened: list[Path] = []
-        self._files: dict[Path, tuple[int, Header]] = {}
+        self.read_bytes = 0
+        self._open_file = open_file
+        self._files: dict[Path, SliceFile] = {}
 
-    def _file(self, path: Path) -> tuple[int, Header]:
+    def _file(self, path: Path) -> SliceFile:
         if path not in self._files:
-            header = read_header(path)
-            self._files[path] = (os.open(path, os.O_RDONLY), header)
+            self._files[path] = self._open_file(path)
             self.opened.append(path)
         return self._files[path]
 
-    def _stored(self, key: str, s: Slice) -> tuple[int, Header]:
+    def _stored(self, key: str, s: Slice) -> SliceFile:
         """The open file of slice `s`, after checking its header agrees with the layout."""
-        fd, header = self._file(s.file)
+        file = self._file(s.file)
         t = self.layout.tensors[key]
-        info = header.tensors.get(s.key)
+        info = file.header.tensors.get(s.key)
         if info is None or info.dtype != t.dtype or info.shape != extents(s.region):
             found = "absent" if info is None else f"{info.dtype} {list(info.shape)}"
             raise CheckpointError(
@@ -54,32 +93,35 @@ class SliceReader:
                 f"{list(extents(s.region))} as {self.layout.path} says, but is {found}; "
                 "the shard file does not belong to this manifest (save the checkpoint again)"
             )
-        return fd, header
+        return file
 
     def read_region(self, key: str, region: Region) -> np.ndarray:
         """The values of tensor `key` in the global `region`, as a fresh host array."""
         t = self.layout.tensors[key]
         dtype = DTYPES[t.dtype]
         out = np.empty(extents(region), dtype)
+        self.read_bytes += out.nbytes
         if out.size == 0:
             return out
         for s in t.slices:
             part = intersect(s.region, region)
             if part is None:
                 continue
-            fd, header = self._stored(key, s)
-            offset = header.file_offset(s.key)
+            file = self._stored(key, s)
+            offset = file.header.file_offset(s.key)
             local = tuple((a - o, b - o) for (a, b), (o, _) in zip(part, s.region))
-            where = f"{s.file}: slice {s.key!r}"
+            what = f"tensor {key!r}" if s.key == key else f"slice {s.key!r}"
+            box = out if part == region else np.empty(extents(local), dtype)
+            runs = box_runs(offset, extents(s.region), local, box.dtype.itemsize)
+            file.read_runs(box.reshape(-1).view(np.uint8), runs, what=what)
             if part == region:  # the whole request lies in this one slice
-                return read_box(fd, offset, extents(s.region), local, out, where=where)
-            box = read_box(fd, offset, extents(s.region), local, None, dtype=dtype, where=where)
+                return out
             out[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(part, region))] = box
         return out
 
     def close(self) -> None:
-        for fd, _ in self._files.values():
-            os.close(fd)
+        for file in self._files.values():
+            file.close()
         self._files.clear()
 
     def __enter__(self) -> SliceReader:
@@ -87,6 +129,28 @@ class SliceReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def box_runs(offset: int, stored: tuple[int, ...], box: Region, itemsize: int) -> list[Run]:
+    """The contiguous byte runs of `box` of a C-contiguous array of shape `stored` at file
+    `offset`: `(offset in the box's bytes, offset in the file, length)`, in order.
+
+    Axes after the last partially covered one are contiguous, so each run is one read.
+    """
+    cut = max((i for i, (r, d) in enumerate(zip(box, stored)) if r != (0, d)), default=-1)
+    if cut < 0:  # the whole stored slice
+        return [(0, offset, math.prod(stored) * itemsize)]
+    strides = [math.prod(stored[i + 1 :]) for i in range(len(stored))]
+    run = (box[cut][1] - box[cut][0]) * strides[cut] * itemsize
+    outer = [range(a, b) for a, b in box[:cut]]
+    runs = []
+    for n, index in enumerate(np.ndindex(*[len(r) for r in outer]) if outer else [()]):
+        start = (
+            sum((outer[i][j]) * strides[i] for i, j in enumerate(index))
+            + box[cut][0] * strides[cut]
+        )
+        runs.append((n * run, offset + start * itemsize, run))
+    return runs
 
 
 def read_box(
@@ -99,27 +163,13 @@ def read_box(
     dtype: np.dtype | None = None,
     where: str,
 ) -> np.ndarray:
-    """Read `box` of a C-contiguous array of shape `stored` at file `offset` into `out` (or new).
-
-    Axes after the last partially covered one are contiguous, so each run is one `preadv`.
-    """
+    """Read `box` of a C-contiguous array of shape `stored` at file `offset` into `out` (or new),
+    one `preadv` per contiguous run (`box_runs`)."""
     if out is None:
         out = np.empty(extents(box), dtype)
     raw = out.reshape(-1).view(np.uint8)
-    itemsize = out.dtype.itemsize
-    cut = max((i for i, (r, d) in enumerate(zip(box, stored)) if r != (0, d)), default=-1)
-    if cut < 0:  # the whole stored slice
-        pread_exact(fd, raw, offset, where=where)
-        return out
-    strides = [math.prod(stored[i + 1 :]) for i in range(len(stored))]
-    run = (box[cut][1] - box[cut][0]) * strides[cut] * itemsize
-    outer = [range(a, b) for a, b in box[:cut]]
-    for n, index in enumerate(np.ndindex(*[len(r) for r in outer]) if outer else [()]):
-        start = (
-            sum((outer[i][j]) * strides[i] for i, j in enumerate(index))
-            + box[cut][0] * strides[cut]
-        )
-        pread_exact(fd, raw[n * run : (n + 1) * run], offset + start * itemsize, where=where)
+    for a, at, n in box_runs(offset, stored, box, out.dtype.itemsize):
+        pread_exact(fd, raw[a : a + n], at, where=where)
     return out
 
 

@@ -1,18 +1,46 @@
-"""One file; each addressable device reads only its own index range (`os.preadv`), then assembled.
+"""One file or URL; each addressable device reads only its own index range, then assembled.
 
 Each tensor is placed with the model's sharding, or, where the model declares none, with the rule of
 `loader.sharded.rule` (largest axis divisible by the device count, the rest replicated), exactly as
 `sharded-dir` places it (`loader.sharded.load.apply_rule`), and read by the same slice reader
-(`loader.sharded.slices.SliceReader`, `os.preadv` of the range's contiguous runs) over the file seen
-as a layout of whole-tensor slices; identical slices (replicated tensors) are read once per process.
+(`loader.sharded.slices.SliceReader`) over the file seen as a layout of whole-tensor slices;
+identical slices (replicated tensors) are read once per process. A local file is read with
+`os.preadv`; a URL (`https://`, `s3://`, `hf://`) by checked, retried range requests of this
+process's own ranges only, `concurrency` in flight (`loader.sharded.remote`), and the report gives
+the bytes received (`LoadReport.remote`) beside this process's share (`LoadReport.share_bytes`).
 Runs in one process or as several cooperating `jax.distributed` processes.
 """
 
 from __future__ import annotations
 
-from loader.sharded.load import FILE_RECIPE
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from loader.phases import Probe
+from loader.remote import remote_opener
+from loader.report import LoadReport
+from loader.sequence import LoadArgs, run_load
+from loader.sharded.load import file_recipe
 
 MULTIPROCESS = True
+REMOTE = True
+#: `loader.load_model`'s options this strategy takes: a URL's `concurrency` (range requests in
+#: flight; `loader.remote.DEFAULT_CONCURRENCY` by default).
+OPTIONS = ("concurrency",)
 
 
-load = FILE_RECIPE.load  # the Strategy: `run_load(FILE_RECIPE, target, path, probe, ...)`
+def load(
+    target: Any,
+    path: str | os.PathLike[str],
+    probe: Probe,
+    args: LoadArgs,
+    options: Mapping[str, Any],
+) -> tuple[Any, LoadReport]:
+    """Fill `target` from this process's index ranges of the checkpoint at `path` (or URL).
+
+    `options`: `concurrency`, for a URL only (refused in one line for a local path).
+    """
+    concurrency = options.get("concurrency")
+    remote_opener(path, concurrency)  # refuses concurrency= with a local path
+    return run_load(file_recipe(concurrency), target, path, probe, args)

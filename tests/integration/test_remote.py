@@ -43,7 +43,7 @@ def poisoned(spec, poison, dtype=None):
     return model
 
 
-@pytest.mark.parametrize("strategy", ["pipelined", "hostcast"])
+@pytest.mark.parametrize("strategy", ["pipelined", "hostcast", "sharded"])
 def test_file_folder_and_index_load_exactly(served, checkpoints, poison, strategy):
     one, shards = checkpoints
     urls = served.urls()
@@ -189,6 +189,34 @@ def test_a_transient_fault_is_outlived(served, checkpoints, monkeypatch, tmp_pat
         )
     assert verify(model, checkpoints[0]) == len(FILE_SPEC.tensors)
     assert report.remote.retries == 1 and proxy.fault.hits == 1
+
+
+@pytest.mark.parametrize("kind", ["status500", "reset"])
+def test_sharded_ranges_are_checked_and_retried(
+    nginx, checkpoints, monkeypatch, tmp_path, poison, kind
+):
+    """The `sharded` strategy's range requests go through the same checks: a transient fault
+    is outlived, a lasting one named, an object replaced during the load refused."""
+    builder = shapes.model_builder(FILE_SPEC)
+    with _through_proxy(nginx, monkeypatch, tmp_path) as proxy:
+        proxy.fault = Fault(kind, nth=3, times=1)
+        model, report = loader.load_model(
+            poisoned(FILE_SPEC, poison), nginx.urls(proxy.url)["file"], strategy="sharded"
+        )
+        assert verify(model, checkpoints[0]) == len(FILE_SPEC.tensors)
+        assert report.remote.retries == 1 and proxy.fault.hits == 1
+    with _through_proxy(nginx, monkeypatch, tmp_path) as proxy:
+        proxy.fault = Fault(kind, nth=3)
+        with pytest.raises(RemoteError, match=r"tensor '.*', bytes \d+-\d+: failed after 4"):
+            loader.load_model(builder, nginx.urls(proxy.url)["file"], strategy="sharded")
+    original = checkpoints[0].read_bytes()
+    with _through_proxy(nginx, monkeypatch, tmp_path) as proxy:
+        proxy.on_range = lambda n: nginx.replace(original[:-4] + b"1234") if n == 3 else None
+        try:
+            with pytest.raises(RemoteChangedError, match="changed during the load"):
+                loader.load_model(builder, nginx.urls(proxy.url)["file"], strategy="sharded")
+        finally:
+            nginx.replace(original)
 
 
 def test_server_dying_mid_load(checkpoints, tmp_path):

@@ -39,6 +39,23 @@ def test_http_source_rows(tmp_path, monkeypatch, capsys):
     assert summary.count("tiny-gpt2: checkpoint") == 1 and "over http, link unshaped" in summary
 
 
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+def test_sharded_rows_give_each_process_its_share(tmp_path, monkeypatch):
+    """`sharded` over HTTP as 2 processes: each row's bytes are its share plus its headers, far
+    below the checkpoint; the summed row adds them up."""
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
+    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "sharded", "--repeats", "1"]
+    argv += ["--source", "http", "--remote-concurrency", "4", "--processes", "2"]
+    assert main([*argv, "--out", str(tmp_path / "res"), "--timeout", "100"]) == 0
+    rows = {r["process_index"]: r for r in _totals(tmp_path / "res")}
+    assert sorted(rows) == [-1, 0, 1] and all(r["status"] == "ok" for r in rows.values())
+    for r in (rows[0], rows[1]):
+        assert r["bytes_received"] == r["share_bytes"] + r["header_bytes"]
+        assert r["share_bytes"] < 0.75 * r["checkpoint_bytes"]  # tiny-gpt2's vectors: replicated
+    for key in ("requests", "bytes_received", "share_bytes", "header_bytes"):
+        assert rows[-1][key] == rows[0][key] + rows[1][key]
+
+
 def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
     base = ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(tmp_path)]
     assert main([*base, "--link", "1Gbit"]) == 2
