@@ -13,7 +13,8 @@ budget; enough requests to keep a link busy while each waits one round trip (a 1
 with 1 ms of latency holds 1.25 MB in flight, one chunk), and few enough that two cores copying
 answers out of the client's buffers are not the limit. `pipelined` uses one reader thread per
 request in flight, each fetching its parts chunk by chunk into the destination buffers.
-Only a strategy whose module says `REMOTE = True` takes a URL (`pipelined`, `hostcast`).
+Only a strategy whose module says `REMOTE = True` takes a URL (`pipelined`, `hostcast`,
+`sharded`: each process its own index ranges, `loader.sharded.remote`).
 
 Nothing here imports jax; `obstore` and `huggingface_hub` are imported on first use.
 """
