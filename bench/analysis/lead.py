@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.analysis.recommend import TIGHT_FRACTION, verdict
+from bench.analysis.ties import PEAK_TIE_FRACTION, lightest_first, strictly_lighter
 from bench.records.results import Results
 from bench.vocabulary import FITS
 from loader.vocabulary import REFERENCE, STRATEGY
@@ -69,7 +70,8 @@ def lead(group: pd.DataFrame, ram: int | None) -> Lead:
     if len(ours):
         fastest = ours.iloc[0]
         close = ours[[_overlaps(fastest, r) for _, r in ours.iterrows()]]
-        best = close.sort_values(["peak_rss_bytes", "wall_s"], kind="stable").iloc[0]
+        peaks = [float(p) for p in close["peak_rss_bytes"]]
+        best = close.iloc[lightest_first(peaks, [float(w) for w in close["wall_s"]])[0]]
         ties = [str(s) for s in close["strategy"] if s != best["strategy"]]
     rest = measured.drop(fits.index).sort_values("wall_s", kind="stable")
     reference = group[group["kind"] == REFERENCE]
@@ -93,7 +95,10 @@ def use_line(group: pd.DataFrame, answer: Lead, format_size) -> str:
     row = group[group["strategy"] == answer.recommended].iloc[0]
     why = f"the fastest that fits this host's {ram} with {TIGHT_FRACTION:.0%} to spare"
     if answer.ties:
-        why += f"; {', '.join(answer.ties)} too close to call on time, {answer.recommended} lighter"
+        tied = group[group["strategy"].isin(answer.ties)]["peak_rss_bytes"]
+        lighter = strictly_lighter(float(row["peak_rss_bytes"]), [float(p) for p in tied])
+        edge = "lighter" if lighter else f"as light (within {PEAK_TIE_FRACTION:.0%}) and faster"
+        why += f"; {', '.join(answer.ties)} too close to call on time, {answer.recommended} {edge}"
     return (
         f"use {answer.recommended}: {format_size(row['peak_rss_bytes'])} peak, "
         f"{float(row['wall_s']):.2f} s ({why})"

@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # recommend.py imports this module to pick among ties
     from bench.analysis.recommend import Recommendation, StrategyPrediction
 
 
+#: peaks within this fraction of the lightest are too close to call as well: the faster of them
+#: is recommended (two strategies that hold the model and nothing else differ by allocator noise)
+PEAK_TIE_FRACTION = 0.01
+
+
 def repeats_text(model: FitModel) -> str:
     """The table's "time repeats": how far a typical repeat and the worst strayed from their
     median (`±2% (worst ±12%)`), or `1 run` where no shape set was repeated."""
@@ -57,15 +62,34 @@ def _recommended(rec: Recommendation) -> StrategyPrediction | None:
     return next((s for s in rec.strategies if s.strategy == rec.recommended), None)
 
 
+def lightest_first(peak_bytes: list[float], walls: list[float]) -> list[int]:
+    """Indices of strategies tied on time, lightest first: peaks within `PEAK_TIE_FRACTION` of the
+    lightest count as equal (a few KiB of allocator noise must not pick a slower strategy), and
+    among those the faster comes first.
+
+    Example:
+        >>> lightest_first([2.310e9, 2.311e9, 2.6e9], [2.9, 2.6, 2.0])
+        [1, 0, 2]
+    """
+    least = min(peak_bytes)
+    return sorted(
+        range(len(peak_bytes)),
+        key=lambda i: (peak_bytes[i] > least * (1 + PEAK_TIE_FRACTION), walls[i], peak_bytes[i]),
+    )
+
+
 def tie_group(predictions: list[StrategyPrediction]) -> list[StrategyPrediction]:
     """The strategies that fit whose times are too close to call with the fastest that fits
-    (the fastest included), lightest first; empty when none fits."""
+    (the fastest included), lightest first (`lightest_first`); empty when none fits."""
     fits = [s for s in predictions if s.verdict == FITS]
     if not fits:
         return []
     fastest = min(fits, key=lambda s: s.predicted_wall_s)
     group = [s for s in fits if s is fastest or too_close(fastest, s)]
-    return sorted(group, key=lambda s: (s.predicted_peak_bytes, s.predicted_wall_s))
+    order = lightest_first(
+        [s.predicted_peak_bytes for s in group], [s.predicted_wall_s for s in group]
+    )
+    return [group[i] for i in order]
 
 
 def lightest_of_ties(predictions: list[StrategyPrediction]) -> StrategyPrediction | None:
@@ -96,11 +120,21 @@ def tie_sentences(rec: Recommendation) -> list[str]:
         f"{s.strategy} ({s.predicted_wall_s:.2f} s, {format_bytes(s.predicted_peak_bytes)})"
         for s in close
     )
+    why = (
+        "its lower predicted peak"
+        if strictly_lighter(best.predicted_peak_bytes, [s.predicted_peak_bytes for s in close])
+        else f"a peak as light (within {PEAK_TIE_FRACTION:.0%}) and a faster time"
+    )
     return [
         f"{best.strategy} ({best.predicted_wall_s:.2f} s, "
         f"{format_bytes(best.predicted_peak_bytes)}) is too close to call on time with {others}; "
-        "it is recommended for its lower predicted peak."
+        f"it is recommended for {why}."
     ]
+
+
+def strictly_lighter(peak: float, others: list[float]) -> bool:
+    """`peak` is lighter than every one of `others` by more than `PEAK_TIE_FRACTION`."""
+    return all(peak * (1 + PEAK_TIE_FRACTION) < other for other in others)
 
 
 @dataclass(frozen=True)

@@ -250,3 +250,20 @@ def test_a_local_row_keeps_the_machines_ceiling_in_its_legend(tmp_path):
     assert "x ceiling: wall / this machine's best read (0.50 s)" in text
     assert "over " not in text.splitlines()[0]
     assert json_summary(read_results(path))[0]["source"] == "file"
+
+
+def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_faster(tmp_path):
+    """Two strategies that hold the model and nothing else differ by allocator noise: a few KiB
+    lighter must not pick the slower of two times too close to call."""
+    GIB = 1 << 30
+    rows = [
+        total_row(run_id="r1", strategy=name, wall_s=w + d, peak_rss_bytes=peak)
+        for name, d, peak in (("zerocopy", 0.3, 2 * GIB), ("pipelined", 0.0, 2 * GIB + 4096))
+        for w in (2.0, 2.4, 3.0)
+    ]
+    path = tmp_path / "run.jsonl"
+    lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
+    path.write_text("".join(x + "\n" for x in lines))
+    last = tables(read_results(path)).rstrip("\n").splitlines()[-1]
+    assert last.startswith("use pipelined: 2.00 GiB peak, 2.40 s")
+    assert "zerocopy too close to call on time, pipelined as light (within 1%) and faster" in last

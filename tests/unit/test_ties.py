@@ -133,3 +133,10 @@ def _advice(rec: Recommendation) -> Advice:
         shapes="t", host_ram_bytes=64 * GiB, devices=None, results="f", cache="warm"
     )
     return Advice(inputs, TargetCheckpoint(GiB, GiB // 10, 10), rec, None, None)
+
+
+def test_lightest_first_treats_peaks_within_one_percent_as_equal():
+    from bench.analysis.ties import lightest_first
+
+    assert lightest_first([2.310e9, 2.311e9, 2.6e9], [2.9, 2.6, 2.0]) == [1, 0, 2]
+    assert lightest_first([2.0e9, 2.5e9], [3.0, 1.0]) == [0, 1]  # clearly lighter wins
