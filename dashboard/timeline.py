@@ -128,6 +128,16 @@ def _split(s: pd.DataFrame, fmt: str, unit: str, over: bool, x: alt.X) -> alt.Ch
 MIN_LABEL_PX = 7.0  # px per character a band needs before its phase name is written in it
 
 
+def _phase_color(bands: pd.DataFrame) -> alt.Color:
+    """The phases' colours (one palette for the Timeline page and the report's panels)."""
+    return alt.Color(
+        "phase:N",
+        title="phase",
+        scale=style.phase_scale(bands["phase"]),
+        legend=alt.Legend(orient="bottom"),
+    )
+
+
 def _strip(bands: pd.DataFrame, x: alt.X, t_max: float) -> alt.LayerChart:
     """One row of phase bands per result, under the curve, at their recorded times: phases that
     ran at the same time overlap in time and sit on lanes of their own; a band too narrow for
@@ -138,12 +148,7 @@ def _strip(bands: pd.DataFrame, x: alt.X, t_max: float) -> alt.LayerChart:
         x2="end_s:Q",
         y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=300)),
         yOffset=alt.YOffset("lane:O"),
-        color=alt.Color(
-            "phase:N",
-            title="phase",
-            scale=style.phase_scale(bands["phase"]),
-            legend=alt.Legend(orient="bottom"),
-        ),
+        color=_phase_color(bands),
         tooltip=[
             "label",
             "phase",
@@ -229,12 +234,7 @@ def small_multiples(panels: pd.DataFrame, bands: pd.DataFrame) -> alt.FacetChart
         .encode(
             x=alt.X("start_s:Q", title="seconds since baseline"),
             x2="end_s:Q",
-            color=alt.Color(
-                "phase:N",
-                title="phase",
-                scale=style.phase_scale(bands["phase"]),
-                legend=alt.Legend(orient="bottom"),
-            ),
+            color=_phase_color(bands),
             tooltip=[
                 "strategy",
                 "phase",
