@@ -47,7 +47,7 @@ def add_remote(p: argparse.ArgumentParser) -> None:
         choices=SOURCES,
         default="file",
         help="where strategies that take a URL read the checkpoint from: file (default), http "
-        "(nginx), s3 (moto's S3 server), started by the run on 127.0.0.1 or behind --link",
+        "(nginx), s3 (SeaweedFS), started by the run on 127.0.0.1 or behind --link",
     )
     p.add_argument(
         "--link",
@@ -154,11 +154,20 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         staging=True if args.staging else None,
         threads=args.threads,
         cache_policy=args.cache_policy,
-        source=args.source,
+        source=_source(args),
         link=_link(args),
         remote_concurrency=_concurrencies(args.remote_concurrency),
         argv=["loadbench", *args.argv],
     )
+
+
+def _source(args: argparse.Namespace) -> str:
+    """`--source`, checked now: `s3` needs SeaweedFS's `weed` (refused in one line otherwise)."""
+    if args.source == "s3":
+        from bench.link.servers import require_seaweedfs
+
+        require_seaweedfs()
+    return str(args.source)
 
 
 def _link(args: argparse.Namespace) -> str | None:

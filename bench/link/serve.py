@@ -1,23 +1,29 @@
 """The checkpoint of a `bench run --source http|s3|hf [--link BANDWIDTH]`, served for its children.
 
-`serving(path, source, link, shapes)` starts the server (nginx for `http`, moto's S3 server for
-`s3`, the objects uploaded) on 127.0.0.1, or inside a shaped link's namespace (`--link`), and
-yields the URL the children load; the S3 endpoint and credentials are set in this process's
-environment (the children inherit it) for the block and restored after. Everything it started
-is stopped and removed on any exit. `hf` needs the Hub-protocol server in the bench: not built
-yet, refused in one line.
+`serving(path, source, link, shapes)` starts the server (nginx for `http`, SeaweedFS for `s3`,
+the objects uploaded; refused in one line where `weed` is not installed) on 127.0.0.1, or inside
+a shaped link's namespace (`--link`), and yields the URL the children load; the S3 endpoint and
+credentials are set in this process's environment (the children inherit it) for the block and
+restored after. Everything it started is stopped and removed on any exit. `hf` needs the
+Hub-protocol server in the bench: not built yet, refused in one line.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from bench.errors import BenchError
 from bench.link import SOURCES
-from bench.link.servers import BUCKET, S3_CREDENTIALS, start_moto, start_nginx, upload
+from bench.link.servers import (
+    BUCKET,
+    require_seaweedfs,
+    s3_environment,
+    start_nginx,
+    start_seaweedfs,
+    upload,
+)
 from bench.link.shaping import Link, ShapedLink
 
 
@@ -37,6 +43,8 @@ def serving(path: str, source: str, link: str | None, shapes: str) -> Iterator[s
             "--source hf: the bench has no Hub-protocol server yet (the tests do); "
             "use --source http or s3"
         )
+    if source == "s3":
+        require_seaweedfs()  # before a link is made
     ckpt = Path(path)
     with ExitStack() as stack:
         host, netns = "127.0.0.1", None
@@ -48,16 +56,7 @@ def serving(path: str, source: str, link: str | None, shapes: str) -> Iterator[s
             server = stack.enter_context(start_nginx(root, host=host, netns=netns))
             yield f"{server.url}/{ckpt.name}" if ckpt.is_file() else f"{server.url}/"
             return
-        server = stack.enter_context(start_moto(host=host, netns=netns))
+        server = stack.enter_context(start_seaweedfs(host=host, netns=netns))
         upload(server.url, {f"{shapes}/{p.name}": p for p in _files(ckpt)})
-        saved = {k: os.environ.get(k) for k in [*S3_CREDENTIALS, "AWS_ENDPOINT_URL"]}
-        os.environ.update({**S3_CREDENTIALS, "AWS_ENDPOINT_URL": server.url})
-        try:
-            name = ckpt.name if ckpt.is_file() else ""
-            yield f"s3://{BUCKET}/{shapes}/{name}"
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        with s3_environment(server.url):
+            yield f"s3://{BUCKET}/{shapes}/{ckpt.name if ckpt.is_file() else ''}"

