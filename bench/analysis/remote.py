@@ -4,7 +4,8 @@ The rows are the ok whole-run rows of a remote load (`bench run --source http|s3
 over a shaped link; an unshaped loopback run has no bandwidth to hold its time against, so it
 answers neither question.
 
-- `concurrency_curves`: per source, link, shape set and strategy, the median wall per measured
+- `concurrency_curves`: per source, link, shape set, strategy and process count, the median wall
+  per measured
   `--remote-concurrency` value. The link wants the fastest; values whose repeats (min-max) overlap
   the fastest's are too close to call; the default's (`loader.remote`'s `DEFAULT_CONCURRENCY`)
   place is its rank on the curve and its time over the fastest's.
@@ -16,7 +17,10 @@ answers neither question.
   `wall = x ceiling there * target bytes / this link's bandwidth`. Beyond the fastest link
   measured the CPU may set the time instead, so such a prediction is said to be a lower bound.
   The host peak is the median baseline plus the measured peak over baseline per checkpoint byte
-  times the target's bytes (the ratio `bench run` prints as `x ckpt`). A checkpoint under
+  times the target's bytes (the ratio `bench run` prints as `x ckpt`). A multi-process load
+  (`sharded` as 2 or 4 processes) is its own strategy here, per process count; its bytes over the
+  link are its processes' shares (per checkpoint byte, as measured) plus their headers, and its
+  peak is every process's together. A checkpoint under
   `MIN_FIT_BYTES` spends its time on per-load overhead rather than the link: a prediction from
   one says so.
 
@@ -32,6 +36,7 @@ from typing import cast
 import pandas as pd
 
 from bench.analysis.recommend import MIN_FIT_BYTES, verdict
+from bench.analysis.shares import process_label
 from bench.errors import NoResultsError
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.link.shaping import Link
@@ -55,10 +60,14 @@ def remote_runs(results: Results) -> pd.DataFrame:
     rows = rows[rows["link"].notna() & (rows["link"] != UNSHAPED) & rows["concurrency"].notna()]
     wall, ceiling = pd.to_numeric(rows["wall_s"]), pd.to_numeric(rows["ceiling_s"])
     rows = rows[wall.notna() & (ceiling > 0)]
+    checkpoint = pd.to_numeric(rows["checkpoint_bytes"])
     return rows.assign(
         wall_s=pd.to_numeric(rows["wall_s"]),
         ceiling_s=pd.to_numeric(rows["ceiling_s"]),
         concurrency=pd.to_numeric(rows["concurrency"]).astype(int),
+        processes=pd.to_numeric(rows["processes"]).astype(int),
+        share_ratio=pd.to_numeric(rows["share_bytes"]) / checkpoint,
+        header_bytes=pd.to_numeric(rows["header_bytes"]),
     )
 
 
@@ -89,6 +98,12 @@ class ConcurrencyCurve:
     shapes: str
     strategy: str
     points: list[ConcurrencyPoint]  # by concurrency
+    processes: int = 1  # a multi-process strategy's count (each its own curve)
+
+    @property
+    def label(self) -> str:
+        """The strategy, with its process count where several (`sharded (2 processes)`)."""
+        return process_label(self.strategy, self.processes)
 
     @property
     def wanted(self) -> ConcurrencyPoint:
@@ -116,7 +131,7 @@ class ConcurrencyCurve:
         """`over http at 1Gbit (gpt2), pipelined wants concurrency 16: ...; the default ...`."""
         w = self.wanted
         head = (
-            f"Over {self.source} at {self.link} ({self.shapes}), {self.strategy} wants "
+            f"Over {self.source} at {self.link} ({self.shapes}), {self.label} wants "
             f"concurrency {w.concurrency}: {w.wall_s:.2f} s, {w.ceiling_ratio:.2f}x the link's "
             f"ceiling ({w.runs} runs)"
         )
@@ -134,6 +149,11 @@ class ConcurrencyCurve:
                 f"{d.wall_s / w.wall_s:.2f}x the fastest's time"
             )
         return f"{head}; {tail}."
+
+
+def _count(value: object) -> int:
+    """A group key read back as the count it is (pandas types it `Hashable`)."""
+    return int(cast("int", value))
 
 
 def _ordinal(n: int) -> str:
@@ -154,22 +174,25 @@ def _point(concurrency: int, rows: pd.DataFrame) -> ConcurrencyPoint:
 
 def _points(rows: pd.DataFrame) -> list[ConcurrencyPoint]:
     """One point per concurrency of `rows` (one source, link and strategy), by concurrency."""
-    return [_point(int(cast("int", c)), g) for c, g in rows.groupby("concurrency")]
+    return [_point(_count(c), g) for c, g in rows.groupby("concurrency")]
 
 
 def concurrency_curves(results: Results) -> list[ConcurrencyCurve]:
-    """One curve per (source, link, shape set, strategy) measured over a shaped link, by source,
-    link bandwidth, shapes and strategy."""
+    """One curve per (source, link, shape set, strategy, processes) measured over a shaped
+    link, by source, link bandwidth, shapes, strategy and processes."""
     rows = remote_runs(results)
     curves = []
-    for (source, link, shapes, strategy), group in rows.groupby(
-        ["source", "link", "shapes", "strategy"], sort=False
+    for (source, link, shapes, strategy, procs), group in rows.groupby(
+        ["source", "link", "shapes", "strategy", "processes"], sort=False
     ):
         curves.append(
-            ConcurrencyCurve(str(source), str(link), str(shapes), str(strategy), _points(group))
+            ConcurrencyCurve(
+                str(source), str(link), str(shapes), str(strategy), _points(group), _count(procs)
+            )
         )
     return sorted(
-        curves, key=lambda c: (c.source, Link.parse(c.link).bits_per_s, c.shapes, c.strategy)
+        curves,
+        key=lambda c: (c.source, Link.parse(c.link).bits_per_s, c.shapes, c.strategy, c.processes),
     )
 
 
@@ -177,7 +200,9 @@ def concurrency_curves(results: Results) -> list[ConcurrencyCurve]:
 class LinkPrediction:
     """A strategy's predicted load over `link` from `source`, and what it rests on: the measured
     link (`basis_link`) at its fastest concurrency, its `x ceiling` there, its runs and shapes;
-    `lower_bound` where the link is faster than every one measured (the CPU may set the time)."""
+    `lower_bound` where the link is faster than every one measured (the CPU may set the time);
+    `processes` of a multi-process strategy, whose `link_bytes` (what crosses the link: its
+    processes' shares plus headers, as measured per checkpoint byte) set its `ceiling_s`."""
 
     strategy: str
     source: str
@@ -193,10 +218,29 @@ class LinkPrediction:
     basis_shapes: str
     basis_checkpoint_bytes: int
     lower_bound: bool
+    processes: int = 1
+    link_bytes: int | None = None  # None: the checkpoint's bytes
+
+    @property
+    def label(self) -> str:
+        """The strategy, with its process count where several (`sharded (2 processes)`)."""
+        return process_label(self.strategy, self.processes)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON object `recommend --link --json` prints per strategy."""
         return asdict(self)
+
+
+def _link_bytes(rows: pd.DataFrame, checkpoint_bytes: int) -> int:
+    """The bytes a load of `checkpoint_bytes` sends over the link, from `rows` (one strategy's):
+    the checkpoint's; a multi-process load's, its processes' shares as measured per checkpoint
+    byte (a replicated tensor is in every share) plus their headers (a few requests each,
+    whatever the checkpoint's size)."""
+    shares = rows.dropna(subset=["share_ratio"])
+    if shares.empty:
+        return checkpoint_bytes
+    headers = float(shares["header_bytes"].fillna(0).median())
+    return int(checkpoint_bytes * float(shares["share_ratio"].median()) + headers)
 
 
 def _closest(links: list[str], link: Link) -> str:
@@ -221,7 +265,9 @@ def predict_link(
     if rows.empty:
         raise NoResultsError(NO_REMOTE_RUNS)
     out = []
-    for (source, strategy), group in rows.groupby(["source", "strategy"], sort=False):
+    for (source, strategy, procs), group in rows.groupby(
+        ["source", "strategy", "processes"], sort=False
+    ):
         links = [str(t) for t in group["link"].unique()]
         basis = group[group["link"] == _closest(links, link)]
         basis = basis[basis["checkpoint_bytes"] == basis["checkpoint_bytes"].max()]
@@ -231,11 +277,13 @@ def predict_link(
             str(basis["shapes"].iloc[0]),
             str(strategy),
             _points(basis),
+            _count(procs),
         )
         best = curve.wanted
         at_best = basis[basis["concurrency"] == best.concurrency]
         nbytes = checkpoint_bytes or int(at_best["checkpoint_bytes"].iloc[0])
-        ceiling = link.ceiling_s(nbytes)
+        link_bytes = _link_bytes(at_best, nbytes)
+        ceiling = link.ceiling_s(link_bytes)
         over = pd.to_numeric(at_best["peak_rss_bytes"]) - pd.to_numeric(
             at_best["baseline_rss_bytes"]
         )
@@ -258,9 +306,11 @@ def predict_link(
                 basis_shapes=curve.shapes,
                 basis_checkpoint_bytes=int(at_best["checkpoint_bytes"].iloc[0]),
                 lower_bound=link.bits_per_s > fastest_measured,
+                processes=_count(procs),
+                link_bytes=link_bytes if link_bytes != nbytes else None,
             )
         )
-    return sorted(out, key=lambda p: (p.predicted_wall_s, p.strategy, p.source))
+    return sorted(out, key=lambda p: (p.predicted_wall_s, p.strategy, p.processes, p.source))
 
 
 def basis_sentence(predictions: list[LinkPrediction]) -> str:
@@ -274,6 +324,11 @@ def basis_sentence(predictions: list[LinkPrediction]) -> str:
         f"that link's fastest concurrency, times {first.link}'s ceiling "
         f"({first.ceiling_s:.2f} s for {format_bytes(first.checkpoint_bytes)})"
     )
+    if any(p.processes > 1 for p in predictions):
+        sentence += (
+            "; several processes share the one link, so their ceiling is of all their shares "
+            "(per checkpoint byte, as measured) plus their headers"
+        )
     if any(p.lower_bound for p in predictions):
         sentence += "; faster than every link measured, so the CPU may set the time: a lower bound"
     if any(p.basis_checkpoint_bytes < MIN_FIT_BYTES for p in predictions):
@@ -291,7 +346,7 @@ def prediction_lines(predictions: list[LinkPrediction], host_ram: int | None = N
     header += ["verdict"] if host_ram else []
     rows = [header] + [
         [
-            p.strategy,
+            p.label,
             p.source,
             f"{p.predicted_wall_s:.2f}" + (" (at least)" if p.lower_bound else ""),
             format_bytes(p.predicted_peak_bytes),

@@ -7,7 +7,9 @@ the file's dtype, the model's dtype (`--model-dtype`, when it differs), devices,
 state where rows carry one, and for a remote load its source, link and concurrency (each value of
 `--remote-concurrency` is its own configuration, never a repeat of another). A strategy that
 bounds its host bytes in flight (`budget=`) reports its high-water mark; the table shows it
-against the budget."""
+against the budget. A multi-process strategy is named with its process count (each count of
+`--processes 2,4` its own row); over a remote source its block adds each process's bytes received
+against its share and the aggregate throughput (`bench.analysis.shares`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pandas as pd
 from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.device_summary import device_columns, device_peak
 from bench.analysis.lead import Lead, host_ram, lead, use_line
+from bench.analysis.shares import process_label, process_shares, share_lines
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
 from bench.vocabulary import COLD, NATIVE
@@ -152,7 +155,18 @@ def _json_phases(row: pd.Series, phase_names: list[str]) -> dict[str, dict[str, 
     }
 
 
-def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
+def _json_process(p: pd.Series) -> dict[str, Any]:
+    return {
+        "process_index": int(p["process_index"]),
+        **{k: _int(p[k]) for k in ("bytes_received", "share_bytes", "header_bytes")},
+        "over_share": _num(p["over_share"]),
+        "wall_s": _num(p["wall_s"]),
+        "runs": int(p["runs"]),
+    }
+
+
+def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> dict[str, Any]:
+    mine = _same_configuration(shares, row)
     return {
         "strategy": row["strategy"],
         "kind": row["kind"],
@@ -179,7 +193,9 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "wall_s_min": _num(row["wall_s_min"]),
         "wall_s_max": _num(row["wall_s_max"]),
         "throughput_bytes_per_s": _num(row["throughput_bytes_per_s"]),
+        "received_bytes_per_s": _num(row.get("received_bytes_per_s")),
         "ceiling_s": _num(row.get("ceiling_s")),
+        "ceiling_bytes": _int(row.get("ceiling_bytes")),
         "ceiling_ratio": _num(row.get("ceiling_ratio")),
         "budget_bytes": _int(row.get("budget_bytes")),
         "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
@@ -189,19 +205,35 @@ def _json_row(row: pd.Series, phase_names: list[str]) -> dict[str, Any]:
         "peak_source": _str(row["peak_source"]),
         "error": _str(row["error"]),
         "phases": _json_phases(row, phase_names),
+        "process_bytes": [_json_process(p) for _, p in mine.iterrows()],
     }
 
 
 def json_summary(results: Results) -> list[dict[str, Any]]:
     """One object per (configuration, strategy): kind, status, repeats, dtypes, bytes, ratios,
-    times, the in-flight high-water mark and budget (where reported), phases."""
+    times, the in-flight high-water mark and budget (where reported), phases, and a multi-process
+    remote load's bytes per process against its share (`process_bytes`)."""
     summary = summary_frame(results)
     names = [
         c.removesuffix("_wall_s")
         for c in summary.columns
         if c.endswith("_wall_s") and c != "wall_s"
     ]
-    return [_json_row(row, names) for _, row in summary.iterrows()]
+    shares = process_shares(results.phases, configuration_keys(results.phases))
+    return [_json_row(row, names, shares) for _, row in summary.iterrows()]
+
+
+def configuration_keys(phases: pd.DataFrame) -> list[str]:
+    """What one summary row is of: `GROUP_KEYS` and the `EXTRA_KEYS` the rows carry."""
+    return [*GROUP_KEYS, *(k for k in EXTRA_KEYS if k in phases.columns and k not in GROUP_KEYS)]
+
+
+def _same_configuration(shares: pd.DataFrame, row: pd.Series) -> pd.DataFrame:
+    """The `process_shares` rows of the summary row's configuration."""
+    for key in [k for k in shares.columns if k in configuration_keys(shares)]:
+        value = row.get(key)
+        shares = shares[shares[key].isna() if pd.isna(value) else shares[key] == value]
+    return shares
 
 
 def gib(n: float | None) -> str:
@@ -240,7 +272,7 @@ def _cells(row: pd.Series, answer: Lead) -> list[str]:
     spread = ""
     if wall is not None and row["ok_repeats"] > 1:
         spread = f" ({_num(row['wall_s_min']):.2f}-{_num(row['wall_s_max']):.2f})"
-    tput = _num(row["throughput_bytes_per_s"])
+    tput, received = _num(row["throughput_bytes_per_s"]), _num(row.get("received_bytes_per_s"))
     ceiling, floor = _num(row.get("ceiling_ratio")), _num(row.get("floor_ratio"))
     return [
         _name(row, answer),
@@ -249,6 +281,7 @@ def _cells(row: pd.Series, answer: Lead) -> list[str]:
         device_peak(row, gib),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         f"{tput / (1 << 30):.2f} GiB/s" if tput is not None else "-",
+        f"{received / (1 << 30):.2f} GiB/s" if received is not None else "-",
         f"{floor:.2f}x" if floor is not None else "-",
         f"{ceiling:.2f}x" if ceiling is not None else "-",
         _inflight(row),
@@ -264,14 +297,18 @@ COLUMNS = (
     ("device peak", "device memory peak (GPU/TPU)"),
     ("wall s (min-max)", "median load time over the repeats"),
     ("GiB/s", "checkpoint / wall"),
+    ("received/s", "bytes received / wall (several processes: all their bytes / the slowest's)"),
     ("x floor", "wall / the floor line's (a bare read)"),
     ("x ceiling", "wall / this machine's best read"),  # a shaped link's: `LINK_CEILING`
     ("in flight / budget", "staging high-water mark / its bound"),
     ("status", ""),
 )
 HEADER = [name for name, _ in COLUMNS]
-#: What "x ceiling" holds a remote row against: its bytes over the shaped link's bandwidth.
-LINK_CEILING = "wall / checkpoint bytes over the link's bandwidth"
+#: What "x ceiling" holds a remote row against: the bytes it needs over the shaped link's bandwidth.
+LINK_CEILING = (
+    "wall / the bytes needed over the link's bandwidth: the checkpoint's, or several processes' "
+    "shares + headers through the one link"
+)
 REASON_CHARS = 70  # of a skipped or failed row's reason, in its status cell
 
 
@@ -280,10 +317,19 @@ def _flag(row: pd.Series, key: str) -> bool | None:
     return None if value is None or pd.isna(value) else bool(value)
 
 
-def _ceiling(group: pd.DataFrame) -> float | None:
-    """The block's ceiling: its rows' (a skipped or failed row has none)."""
-    known = pd.to_numeric(group["ceiling_s"]).dropna() if "ceiling_s" in group else pd.Series()
-    return float(known.median()) if len(known) else None
+def _ceiling(group: pd.DataFrame) -> str:
+    """The block's ceiling: its rows' (a skipped or failed row has none), `2.00 s`; where its rows
+    were held to different bytes (several processes' shares beside a whole checkpoint), each
+    row's: `18.16 s pipelined, 18.20 s sharded (2 processes)`."""
+    if "ceiling_s" not in group:
+        return ""
+    known = group.assign(ceiling_s=pd.to_numeric(group["ceiling_s"])).dropna(subset=["ceiling_s"])
+    if known.empty:
+        return ""
+    seconds = known["ceiling_s"]
+    if seconds.max() <= seconds.min() * 1.005:
+        return f"{seconds.median():.2f} s"
+    return ", ".join(f"{r['ceiling_s']:.2f} s {r['strategy']}" for _, r in known.iterrows())
 
 
 def shaped_link(row: pd.Series) -> str | None:
@@ -350,7 +396,7 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     )
 
 
-def _legend(keep: list[int], ceiling: float | None, link: str | None) -> str:
+def _legend(keep: list[int], ceiling: str, link: str | None) -> str:
     said = []
     for i in keep:
         name, meaning = COLUMNS[i]
@@ -359,18 +405,19 @@ def _legend(keep: list[int], ceiling: float | None, link: str | None) -> str:
         if name == "x ceiling" and link:
             meaning = LINK_CEILING
         if name == "x ceiling" and (link or ceiling):
-            said_ceiling = f"{ceiling:.2f} s" if ceiling else ""
-            meaning += f" ({': '.join(t for t in (link, said_ceiling) if t)})"
+            meaning += f" ({': '.join(t for t in (link, ceiling) if t)})"
         said.append(f"{name}: {meaning}")
     return "legend: " + "; ".join(said)
 
 
-def _block(group: pd.DataFrame, answer: Lead) -> str:
+def _block(group: pd.DataFrame, answer: Lead, shares: dict[Any, list[str]]) -> str:
     """One configuration: title, backend, header, legend, rows in the answer's order, the
-    reasons and notes, and the `use X` line last."""
+    reasons and notes (`shares`: a multi-process remote row's bytes per process, by row), and
+    the `use X` line last."""
     ordered = group.loc[answer.order]
     cells = [_cells(r, answer) for _, r in ordered.iterrows()]
-    keep = [i for i in range(len(HEADER)) if i in (0, 9) or any(c[i] != "-" for c in cells)]
+    always = ("strategy", "status")
+    keep = [i for i, h in enumerate(HEADER) if h in always or any(c[i] != "-" for c in cells)]
     rows = [[HEADER[i] for i in keep]] + [[c[i] for i in keep] for c in cells]
     widths = [max(len(r[i]) for r in rows) for i in range(len(keep))]
     ceiling = _ceiling(group)
@@ -380,8 +427,11 @@ def _block(group: pd.DataFrame, answer: Lead) -> str:
     ]
     lines.insert(3, "  ".join("-" * w for w in widths))
     lines.append(_legend(keep, ceiling, shaped_link(group.iloc[0])))
+    said_shares = [line for i in answer.order for line in shares.get(i, [])]
+    if said_shares:
+        lines.append("bytes per process, against its share (its own ranges) + headers:")
     note = cold_spread_note(group)
-    lines += ready_lines(ordered) + ([note] if note else [])
+    lines += said_shares + ready_lines(ordered) + ([note] if note else [])
     return "\n".join([*lines, use_line(group, answer, gib)])
 
 
@@ -394,8 +444,14 @@ def tables(results: Results) -> str:
     column empty on every row left out); and last, `use X: P peak, T s` for this host."""
     summary = summary_frame(results)
     keys = [k for k in ("shapes", "dtype", *EXTRA_KEYS, "devices") if k in summary.columns]
+    processes = process_shares(results.phases, configuration_keys(results.phases))
     blocks = []
     for _, group in summary.groupby(keys, sort=False, dropna=False):
         ram = host_ram(results, [str(r) for r in group["run_id"].unique()])
-        blocks.append(_block(group, lead(group, ram)))
+        shares = {i: share_lines(r, _same_configuration(processes, r)) for i, r in group.iterrows()}
+        labels = [
+            process_label(str(s), int(p)) for s, p in zip(group["strategy"], group["processes"])
+        ]
+        group = group.assign(strategy=labels)  # `sharded (2 processes)` beside `sharded (4 ...)`
+        blocks.append(_block(group, lead(group, ram), shares))
     return "\n\n".join(blocks) + "\n" if blocks else "no results\n"

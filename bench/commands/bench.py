@@ -13,6 +13,7 @@ from pathlib import Path
 from bench.commands.common import add_cache, add_json, add_out, add_pipelined, csv, example
 from bench.commands.model_options import add_model_options, check_model
 from bench.errors import BenchError
+from bench.run.checks import parse_processes
 from bench.run.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, RunConfig
 from bench.vocabulary import WARM
 from loader.strategies import StrategyInfo
@@ -141,7 +142,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         repeats=args.repeats,
         dtype=args.dtype,
         devices=args.devices,
-        processes=args.processes,
+        processes=parse_processes(args.processes),
         memray=args.memray,
         out=Path(args.out),
         timeout_s=args.timeout,
@@ -206,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.run.runner import run_bench
 
     config = run_config(args)
-    check_counts(args.repeats, args.devices, args.processes, args.timeout)
+    check_counts(args.repeats, args.devices, args.timeout)
     # Ctrl-C must stop the run cleanly even where SIGINT was inherited as ignored (a shell's
     # background job ignores it, and Python then installs no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -295,9 +296,9 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
         "--processes",
-        type=int,
         default=None,
-        help=f"processes of multi-process strategies (default {DEFAULT_PROCESSES})",
+        help="processes of multi-process strategies (`sharded`, `sharded-dir`), e.g. 2 or 2,4 "
+        f"(each count its own configuration; default {DEFAULT_PROCESSES})",
     )
     _add_run_limits(p)
     p.set_defaults(func=cmd_run)

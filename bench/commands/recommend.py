@@ -261,6 +261,7 @@ def link_answer(args: argparse.Namespace) -> int:
                     "link": c.link,
                     "shapes": c.shapes,
                     "strategy": c.strategy,
+                    "processes": c.processes,
                     "wanted": c.wanted.concurrency,
                     "too_close": c.too_close,
                     "default_rank": c.default_rank,

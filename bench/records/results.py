@@ -216,6 +216,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         **{k: _median(ok, k) for k in ("load_s", "ready_s")},
         "ceiling_s": pd.to_numeric(ok["ceiling_s"]).median(),
         "ceiling_ratio": pd.to_numeric(ok["ceiling_ratio"]).median(),
+        **{k: _median(ok, k) for k in ("ceiling_bytes", "received_bytes_per_s")},
     }
     row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")
     ok_ids = set(ok["result_id"])
@@ -245,7 +246,8 @@ def summarize(phases: pd.DataFrame, *, floor_ratio: bool = True) -> pd.DataFrame
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
     over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
     backend (the first recorded; None in older files),
-    ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows), floor_ratio
+    ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows), over a shaped
+    link ceiling_bytes and a remote load's received_bytes_per_s (medians), floor_ratio
     (`with_floor_ratio`; left out with `floor_ratio=False`, for a caller that adds it over several
     summaries at once), and per phase P: P_wall_s, P_peak_rss_bytes, P_peak_ratio (medians).
     """

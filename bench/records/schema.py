@@ -139,6 +139,10 @@ class PhaseRecord:
     ceiling_s: float | None = None  # checkpoint_bytes / that bandwidth
     ceiling_ratio: float | None = None  # wall_s / ceiling_s
     ceiling_probe_id: str | None = None  # the probe record it came from
+    ceiling_bytes: int | None = None  # over a shaped link: the bytes ceiling_s is of (what the
+    # run needs across the link: its processes' shares plus headers; None: checkpoint_bytes)
+    received_bytes_per_s: float | None = None  # a remote load: bytes_received / wall_s (summed
+    # row: every process's bytes over the slowest wall, the aggregate throughput)
     cpu_s: float | None = None  # the process's CPU time over the whole load (every thread)
     phase_cpu_s: float | None = None  # ... while this phase was open
     phase_device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU

@@ -20,22 +20,39 @@ def positive(value: float | None, flag: str, example: str) -> None:
         raise BenchError(f"{flag} {value:g}: must be a positive number, e.g. {flag} {example}")
 
 
-def check_counts(
-    repeats: int, devices: int | None, processes: int | None, timeout_s: float
-) -> None:
+def check_counts(repeats: int, devices: int | None, timeout_s: float) -> None:
     positive(repeats, "--repeats", "3")
     positive(devices, "--devices", "8")
-    positive(processes, "--processes", "2")
     positive(timeout_s, "--timeout", "900 (seconds)")
 
 
-def check_processes(processes: int | None, entries: Iterable) -> None:
+def parse_processes(text: str | None) -> list[int] | None:
+    """`--processes 2` or `2,4` (each count its own configuration); None where not given.
+
+    Example:
+        >>> parse_processes("2,4")
+        [2, 4]
+    """
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise BenchError(
+            f"--processes {text}: give whole numbers >= 1, e.g. --processes 2 or --processes 2,4"
+        )
+    return list(dict.fromkeys(values))
+
+
+def check_processes(processes: list[int] | None, entries: Iterable) -> None:
     """A multi-process count needs at least one selected multi-process strategy."""
     entries = list(entries)
-    if processes is None or processes <= 1 or any(e.multiprocess for e in entries):
+    if not processes or max(processes) <= 1 or any(e.multiprocess for e in entries):
         return
     raise BenchError(
-        f"--processes {processes}: none of the selected strategies "
+        f"--processes {','.join(map(str, processes))}: none of the selected strategies "
         f"({', '.join(e.name for e in entries)}) runs on several processes; drop --processes or "
         "select a multi-process strategy (`loadbench bench list` tags them)"
     )

@@ -43,7 +43,8 @@ class RunConfig:
     repeats: int = 3
     dtype: str | None = None
     devices: int = 1
-    processes: int | None = None  # None: DEFAULT_PROCESSES for multi-process strategies
+    processes: list[int] | None = None  # `--processes 2,4`: one configuration each of a
+    # multi-process strategy (None: DEFAULT_PROCESSES)
     memray: bool = False
     out: Path = Path("results")
     timeout_s: float = DEFAULT_TIMEOUT_S

@@ -150,10 +150,12 @@ class Task:
         return self.path or self.checkpoint.path
 
 
-def _layout(entry: StrategyInfo, config: RunConfig) -> tuple[int, int]:
-    """(processes, total devices) of a strategy under `config`."""
-    procs = (config.processes or DEFAULT_PROCESSES) if entry.multiprocess else 1
-    return procs, max(1, config.devices // procs) * procs
+def _layouts(entry: StrategyInfo, config: RunConfig) -> list[tuple[int, int]]:
+    """(processes, total devices) of each configuration of a strategy under `config`: one per
+    `--processes` count for a multi-process strategy (each process gets `--devices` / count
+    devices, at least one), else one process with every device."""
+    counts = (config.processes or [DEFAULT_PROCESSES]) if entry.multiprocess else [1]
+    return [(procs, max(1, config.devices // procs) * procs) for procs in counts]
 
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
@@ -241,8 +243,10 @@ def plan(
     known = _predicted_peaks(Path(config.out), ck, budget) if config.strategies is None else {}
     run: list[Task] = []
     skipped: list[tuple[Task, str]] = []
-    for entry, model in ((e, m) for e in entries for m in config.models()):
-        procs, devices = _layout(entry, config)
+    configurations = (
+        (e, m, lay) for e in entries for m in config.models() for lay in _layouts(e, config)
+    )
+    for entry, model, (procs, devices) in configurations:
         takes = entry.options  # the options it is passed; the others it runs without
         task = Task(
             ck,

@@ -5,6 +5,13 @@ not (crashed, timeout, oom, skipped) gives one `total` row carrying its status a
 multi-process run adds summed rows (process_index -1): peaks and RSS add up across processes
 (each process's own peak; their sum bounds the host's), times take the slowest process, and a
 remote load's requests and bytes add up (the aggregate received over the slowest wall).
+
+Over a shaped link every row of a result holds the run to one ceiling: the bytes the run needs
+across the link over its bandwidth (`link_ceiling`). The processes of a multi-process run load at
+once through the same link (one namespace, one veth pair, one token bucket: `bench.link`), so
+their ceiling is every process's share plus its headers together, not the checkpoint's bytes
+(each process fetches only its own ranges) nor one process's share (which would need a link of
+its own).
 """
 
 from __future__ import annotations
@@ -84,6 +91,7 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         memray_top=ctx.memray_top,
         ceiling_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.ceiling_s,
         ceiling_probe_id=f"link:{task.link}" if _link_ceiling(task, 1) else ctx.ceiling_probe_id,
+        ceiling_bytes=ck.checkpoint_bytes if _link_ceiling(task, 1) else None,
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
@@ -100,6 +108,33 @@ def _link_ceiling(task: Task, nbytes: int) -> float | None:
     if task.link is None or task.link == UNSHAPED:
         return None
     return Link.parse(task.link).ceiling_s(nbytes)
+
+
+def needed_bytes(totals: list[PhaseRecord]) -> int | None:
+    """The bytes a remote result needs across the link, from its processes' `total` rows: each
+    process's share plus the headers it received, added up (None where a process has no share:
+    it loaded the whole checkpoint, or failed before it measured).
+
+    Example:
+        >>> needed_bytes([replace(row, share_bytes=100, header_bytes=8)] * 2)
+        216
+    """
+    shares = [(r.share_bytes, r.header_bytes) for r in totals]
+    if not shares or any(s is None or h is None for s, h in shares):
+        return None
+    return sum(int(s or 0) + int(h or 0) for s, h in shares)
+
+
+def link_ceiling(ctx: RowContext, records: list[PhaseRecord]) -> list[PhaseRecord]:
+    """`records` (one result's phase rows) held to the link's ceiling for the bytes the run needs
+    across it (`needed_bytes` of its processes; the checkpoint's where a load has no share), with
+    `ceiling_bytes` saying which; unchanged where the result ran over no shaped link."""
+    totals = [r for r in records if r.phase == TOTAL and r.process_index >= 0]
+    nbytes = needed_bytes(totals) or ctx.task.checkpoint.checkpoint_bytes
+    seconds = _link_ceiling(ctx.task, nbytes)
+    if seconds is None:
+        return records
+    return [replace(r, ceiling_s=seconds, ceiling_bytes=nbytes) for r in records]
 
 
 def _remote_fields(row: PhaseRecord, measured: Measurement) -> PhaseRecord:
@@ -263,11 +298,18 @@ def _process_index(outcome: ChildOutcome, position: int) -> int:
     return backend.process_index if backend else position
 
 
-def with_ceiling_ratio(record: Record) -> Record:
-    """A phase row with `ceiling_ratio` = wall_s / ceiling_s where it has both."""
-    if not isinstance(record, PhaseRecord) or not record.ceiling_s or record.wall_s is None:
+def with_ratios(record: Record) -> Record:
+    """A phase row with `ceiling_ratio` = wall_s / ceiling_s where it has both, and a remote
+    load's `received_bytes_per_s` = bytes_received / wall_s (the summed row: every process's
+    bytes over the slowest one's wall, the aggregate throughput)."""
+    if not isinstance(record, PhaseRecord) or not record.wall_s:
         return record
-    return replace(record, ceiling_ratio=record.wall_s / record.ceiling_s)
+    wall = record.wall_s
+    if record.bytes_received is not None:
+        record = replace(record, received_bytes_per_s=record.bytes_received / wall)
+    if record.ceiling_s:
+        record = replace(record, ceiling_ratio=wall / record.ceiling_s)
+    return record
 
 
 def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record]:
@@ -275,9 +317,10 @@ def result_records(ctx: RowContext, outcomes: list[ChildOutcome]) -> list[Record
     single = len(outcomes) == 1
     indices = [0 if single else _process_index(o, i) for i, o in enumerate(outcomes)]
     per_process = [process_rows(ctx, i, o) for i, o in zip(indices, outcomes, strict=True)]
-    records: list[Record] = [r for rows in per_process for r in rows]
+    phases = [r for rows in per_process for r in rows]
     if not single:
-        records += summed_rows(ctx, per_process)
+        phases += summed_rows(ctx, per_process)
+    records: list[Record] = [*link_ceiling(ctx, phases)]
     for i, outcome in zip(indices, outcomes, strict=True):
         records += sample_rows(ctx, i, outcome)
-    return [with_ceiling_ratio(r) for r in records]
+    return [with_ratios(r) for r in records]

@@ -56,6 +56,35 @@ def test_sharded_rows_give_each_process_its_share(tmp_path, monkeypatch):
         assert rows[-1][key] == rows[0][key] + rows[1][key]
 
 
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+@pytest.mark.skipif(can_shape() is not None, reason=str(can_shape()))
+def test_sharded_as_2_and_4_processes_over_a_shaped_link(tmp_path, monkeypatch, capsys):
+    """`--processes 2,4` over one shaped link: each count its own configuration; every row held
+    to the bytes the processes need across the link (their shares plus headers), not the
+    checkpoint's; the summary names each count and each process's bytes against its share."""
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
+    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "sharded", "--repeats", "1"]
+    argv += ["--source", "http", "--link", "1Gbit", "--processes", "2,4", "--devices", "4"]
+    assert main([*argv, "--out", str(tmp_path / "res"), "--timeout", "100"]) == 0
+    totals = _totals(tmp_path / "res")
+    for count in (2, 4):
+        rows = {r["process_index"]: r for r in totals if r["processes"] == count}
+        assert sorted(rows) == [-1, *range(count)] and all(
+            r["status"] == "ok" for r in rows.values()
+        )
+        needed = sum(rows[i]["share_bytes"] + rows[i]["header_bytes"] for i in range(count))
+        assert needed != rows[-1]["checkpoint_bytes"]
+        for r in rows.values():
+            assert r["ceiling_bytes"] == needed and r["link"] == "1Gbit"
+            assert r["ceiling_s"] == pytest.approx(needed / 125e6)
+        assert rows[-1]["received_bytes_per_s"] == pytest.approx(
+            rows[-1]["bytes_received"] / rows[-1]["wall_s"]
+        )
+    summary = capsys.readouterr().out
+    assert "sharded (2 processes)" in summary and "sharded (4 processes)" in summary
+    assert "the 1Gbit link they share" in summary and "process 3: received" in summary
+
+
 def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
     base = ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(tmp_path)]
     assert main([*base, "--link", "1Gbit"]) == 2

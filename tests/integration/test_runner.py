@@ -158,7 +158,7 @@ def test_multiprocess_strategy_reports_each_process_and_the_sum(bench_env, tmp_p
     ]
     if not multi:
         pytest.skip("no multi-process strategy registered yet")
-    outcome = run_bench(_config(tmp_path, multi[:1], processes=2, devices=2, timeout_s=240))
+    outcome = run_bench(_config(tmp_path, multi[:1], processes=[2], devices=2, timeout_s=240))
     totals = read_results(outcome.jsonl).phases.query("phase == 'total'")
     assert sorted(totals.process_index) == [-1, 0, 1], totals[["process_index", "status", "error"]]
     assert (totals.status == "ok").all(), totals.error.tolist()

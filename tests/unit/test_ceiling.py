@@ -93,8 +93,11 @@ def test_a_blocks_title_gives_its_ceiling_though_its_first_row_was_skipped():
     from bench.analysis import summary
 
     rows = pd.DataFrame({"ceiling_s": [float("nan"), 0.42, 0.42], "strategy": ["a", "b", "c"]})
-    assert summary._ceiling(rows) == 0.42
-    assert summary._ceiling(rows.assign(ceiling_s=float("nan"))) is None
+    assert summary._ceiling(rows) == "0.42 s"
+    assert summary._ceiling(rows.assign(ceiling_s=float("nan"))) == ""
+    # rows held to different bytes (several processes' shares beside a checkpoint): each said
+    apart = rows.assign(ceiling_s=[0.42, 0.5, float("nan")])
+    assert summary._ceiling(apart) == "0.42 s a, 0.50 s b"
 
 
 def test_each_row_is_held_against_its_runs_floor_on_the_same_shapes_and_cache(tmp_path):

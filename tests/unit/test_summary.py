@@ -238,7 +238,8 @@ def test_remote_configurations_are_never_merged(tmp_path):
     assert any(t.endswith("over http, link 1Gbit, concurrency 16") for t in titles)
     assert any("over s3, link 1Gbit, concurrency 16" in t for t in titles)
     legend = next(line for line in blocks[0].splitlines() if line.startswith("legend:"))
-    assert "x ceiling: wall / checkpoint bytes over the link's bandwidth (1Gbit: 4.19 s)" in legend
+    assert "x ceiling: wall / the bytes needed over the link's bandwidth: " in legend
+    assert "through the one link (1Gbit: 4.19 s)" in legend
     assert "machine's best read" not in legend
 
 
