@@ -45,7 +45,7 @@ DEFAULT_STRATEGY: Final = "pipelined"  # what `loader.load_model` uses when no s
 FILE: Final = "file"  # one .safetensors file, or a folder of them (with or without an index)
 SHARDED_DIR: Final = "sharded-dir"  # a directory of per-process shard files plus manifest.json
 ORBAX: Final = "orbax"  # an Orbax checkpoint
-URL: Final = "url"  # a remote checkpoint only (`bench run --source http|s3`; loader.remote)
+URL: Final = "url"  # a remote checkpoint only (`bench run --source http|s3|hf`; loader.remote)
 CHECKPOINTS: Final = (FILE, SHARDED_DIR, ORBAX, URL)
 
 # -- `pipelined`'s `cache_policy=` (`bench run --cache-policy`) -----------------------------------

@@ -2,7 +2,7 @@
 
 `remote(kind)` gives a `Served` for `http` (Debian's nginx), `s3` (moto's standalone server, the
 S3 credentials and endpoint in the environment) or `hf` (the Hub-protocol server of
-`tests/hubserver.py`, huggingface_hub pointed at it). Each serves the checkpoint as one file
+`bench.link.hub`, huggingface_hub pointed at it). Each serves the checkpoint as one file
 (`file_url`) and as a folder of two shards with an index (`folder_url`, `index_url`). A test
 that needs a fault puts a `faultproxy.FaultProxy` in front (`Served.through(proxy_url)`).
 Servers the machine lacks (no nginx, no moto) skip their tests with the install hint.
@@ -147,10 +147,10 @@ def moto(checkpoints) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def hub(checkpoints) -> Iterator[Served]:
-    from hubserver import FakeHub
+    from bench.link.hub import InProcessHub
 
     one, shards = checkpoints
-    with FakeHub() as server:
+    with InProcessHub() as server:
         server.add_repo("org/one", {"model.safetensors": one.read_bytes()})
         files = {p.name: p.read_bytes() for p in sorted(shards.iterdir()) if p.is_file()}
         server.add_repo("org/shards", files)

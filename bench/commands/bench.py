@@ -48,7 +48,8 @@ def add_remote(p: argparse.ArgumentParser) -> None:
         choices=SOURCES,
         default="file",
         help="where strategies that take a URL read the checkpoint from: file (default), http "
-        "(nginx), s3 (SeaweedFS), started by the run on 127.0.0.1 or behind --link",
+        "(nginx), s3 (SeaweedFS), hf (a Hub-protocol server redirecting the bytes to "
+        "nginx), started by the run on 127.0.0.1 or behind --link",
     )
     p.add_argument(
         "--link",
@@ -178,7 +179,7 @@ def _link(args: argparse.Namespace) -> str | None:
     from bench.link.shaping import Link, can_shape, check_latency
 
     if args.source == "file":
-        raise BenchError("--link shapes a remote source's link: add --source http or s3")
+        raise BenchError("--link shapes a remote source's link: add --source http, s3 or hf")
     link = Link.parse(args.link)
     why = can_shape()
     if why:

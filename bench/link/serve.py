@@ -1,21 +1,24 @@
 """The checkpoint of a `bench run --source http|s3|hf [--link BANDWIDTH]`, served for its children.
 
-`serving(path, source, link, shapes)` starts the server (nginx for `http`, SeaweedFS for `s3`,
-the objects uploaded; refused in one line where `weed` is not installed) on 127.0.0.1, or inside
-a shaped link's namespace (`--link`), and yields the URL the children load; the S3 endpoint and
-credentials are set in this process's environment (the children inherit it) for the block and
-restored after. Everything it started is stopped and removed on any exit. `hf` needs the
-Hub-protocol server in the bench: not built yet, refused in one line.
+`serving(path, source, link, shapes)` starts the server (nginx for `http`; SeaweedFS for `s3`,
+the objects uploaded, refused in one line where `weed` is not installed; for `hf`, the
+Hub-protocol server of `bench.link.hub` with nginx as its CDN) on 127.0.0.1, or inside a shaped
+link's namespace (`--link`), and yields the URL the children load; the S3 endpoint and
+credentials, or the Hub's endpoint (and no token), are set in this process's environment (the
+children inherit it) for the block and restored after. Everything it started is stopped and
+removed on any exit.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from bench.errors import BenchError
 from bench.link import SOURCES
+from bench.link.hub import hub_environment, start_hub
 from bench.link.servers import (
     BUCKET,
     require_seaweedfs,
@@ -34,15 +37,24 @@ def _files(path: Path) -> list[Path]:
 
 
 @contextmanager
+def _hub(ckpt: Path, shapes: str, host: str, netns: str | None) -> Iterator[str]:
+    """The checkpoint as the Hub repo `loadbench/<shapes>`: its bytes on nginx (the CDN the
+    Hub-protocol server redirects them to), its URL `hf://loadbench/<shapes>`."""
+    repo = f"loadbench/{re.sub(r'[^A-Za-z0-9._-]+', '-', shapes)}"
+    root = ckpt.parent if ckpt.is_file() else ckpt
+    with (
+        start_nginx(root, host=host, netns=netns) as cdn,
+        start_hub(repo, _files(ckpt), cdn.url, host=host, netns=netns) as hub,
+        hub_environment(hub.url),
+    ):
+        yield f"hf://{repo}"
+
+
+@contextmanager
 def serving(path: str, source: str, link: str | None, shapes: str) -> Iterator[str]:
     """Serve the checkpoint at `path` over `source` (see the module docstring); yield its URL."""
     if source not in SOURCES[1:]:
         raise BenchError(f"--source {source!r}: pick one of {', '.join(SOURCES)}")
-    if source == "hf":
-        raise BenchError(
-            "--source hf: the bench has no Hub-protocol server yet (the tests do); "
-            "use --source http or s3"
-        )
     if source == "s3":
         require_seaweedfs()  # before a link is made
     ckpt = Path(path)
@@ -55,6 +67,9 @@ def serving(path: str, source: str, link: str | None, shapes: str) -> Iterator[s
             root = ckpt.parent if ckpt.is_file() else ckpt
             server = stack.enter_context(start_nginx(root, host=host, netns=netns))
             yield f"{server.url}/{ckpt.name}" if ckpt.is_file() else f"{server.url}/"
+            return
+        if source == "hf":
+            yield stack.enter_context(_hub(ckpt, shapes, host, netns))
             return
         server = stack.enter_context(start_seaweedfs(host=host, netns=netns))
         upload(server.url, {f"{shapes}/{p.name}": p for p in _files(ckpt)})

@@ -267,7 +267,7 @@ def plan(
         if reason is None and config.source != FILE_SOURCE and not entry.remote:
             reason = f"reads local files only (--source {config.source})"
         elif reason is None and config.source == FILE_SOURCE and entry.checkpoint == URL:
-            reason = "loads a URL only: run with --source http or s3"
+            reason = "loads a URL only: run with --source http, s3 or hf"
         # a remote run's skipped rows are its configurations' too: one per concurrency, so each
         # block of the summary lists what it skipped and why
         per = _per_concurrency(task, config)

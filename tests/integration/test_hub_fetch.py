@@ -1,4 +1,5 @@
-"""`shapes fetch` through huggingface_hub against a fake Hub on 127.0.0.1 (never the live Hub)."""
+"""`shapes fetch` through huggingface_hub against the Hub-protocol server on 127.0.0.1 (never the
+live Hub): `bench.link.hub`, the one the bench serves `--source hf` with."""
 
 from __future__ import annotations
 
@@ -11,12 +12,10 @@ from pathlib import Path
 import pytest
 
 import shapes
+from bench.link.hub import InProcessHub
 from loader.format import encode_header
 from shapes.cli import main
 from shapes.hub import fetch_and_save, fetch_spec
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hubserver import FakeHub  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "hf_loadbenchTESTtoken0123456789"
@@ -49,7 +48,7 @@ BIG = {
 def hub(tmp_path, monkeypatch):
     from huggingface_hub import constants
 
-    with FakeHub() as server:
+    with InProcessHub() as server:
         for key in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
             monkeypatch.delenv(key, raising=False)
         env = {

@@ -1,18 +1,30 @@
 """`bench run --source`: children load from a server the run starts; rows say from where, how
-many requests and bytes; strategies that read local files only are skipped, saying why."""
+many requests and bytes; strategies that read local files only are skipped, saying why.
+`--source hf`: the Hub-protocol server redirects the bytes to nginx and gets no user's token."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import loader
+import shapes
 from bench.cli import main
 from bench.link.shaping import can_shape
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from remote_servers import FILE_SPEC, verify  # noqa: E402
+
+FILE_SPEC_BYTES = sum(t.nbytes for t in FILE_SPEC.tensors)
+
 pytestmark = pytest.mark.timeout(120)
+needs_nginx = pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
 
 
 def _totals(out: Path) -> list[dict]:
@@ -21,22 +33,69 @@ def _totals(out: Path) -> list[dict]:
     return [r for r in rows if r.get("phase") == "total"]
 
 
-@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
-def test_http_source_rows(tmp_path, monkeypatch, capsys):
+@needs_nginx
+@pytest.mark.parametrize("source", ["http", "hf"])
+def test_remote_source_rows(source, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
     argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "pipelined,eager"]
-    argv += ["--source", "http", "--remote-concurrency", "2", "--repeats", "1"]
+    argv += ["--source", source, "--remote-concurrency", "2", "--repeats", "1"]
     assert main([*argv, "--out", str(tmp_path / "res"), "--timeout", "100"]) == 0
     rows = {r["strategy"]: r for r in _totals(tmp_path / "res")}
-    ok = rows["pipelined"]
-    assert ok["status"] == "ok" and ok["source"] == "http" and ok["link"] == "unshaped"
+    ok = rows["pipelined"]  # its child verified every tensor bit-exactly
+    assert ok["status"] == "ok" and ok["source"] == source and ok["link"] == "unshaped"
     assert ok["concurrency"] == 2 and ok["requests"] >= 2
     assert ok["bytes_received"] == ok["bytes_requested"] >= ok["checkpoint_bytes"]
     assert rows["eager"]["status"] == "skipped" and "local files only" in rows["eager"]["error"]
     # the skipped row is the remote configuration's: the summary has one block, listing both
-    assert rows["eager"]["source"] == "http" and rows["eager"]["concurrency"] == 2
+    assert rows["eager"]["source"] == source and rows["eager"]["concurrency"] == 2
     summary = capsys.readouterr().out
-    assert summary.count("tiny-gpt2: checkpoint") == 1 and "over http, link unshaped" in summary
+    assert (
+        summary.count("tiny-gpt2: checkpoint") == 1 and f"over {source}, link unshaped" in summary
+    )
+
+
+USER_TOKEN = "hf_loadbenchUSERtoken0123456789"
+
+
+@needs_nginx
+def test_hf_serving_redirects_to_nginx_and_sends_no_token(
+    checkpoints, poison, tmp_path, monkeypatch
+):
+    """`serving(..., "hf")`: a poisoned model loads bit-exactly from `hf://loadbench/<name>`;
+    the resolve answers as the Hub's LFS files do (a 302 to the CDN, nginx, with the size and
+    commit); the user's token (HF_TOKEN, a stored login) is not seen by a child, and the
+    environment is the user's again afterwards."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+
+    from bench.link.serve import serving
+
+    one, _ = checkpoints
+    (tmp_path / "user-hf").mkdir()
+    (tmp_path / "user-hf" / "token").write_text(USER_TOKEN)
+    monkeypatch.setenv("HF_TOKEN", USER_TOKEN)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "user-hf"))
+    with serving(str(one), "hf", None, "remote test") as url:
+        assert url == "hf://loadbench/remote-test"
+        child = "import huggingface_hub; print(huggingface_hub.get_token())"
+        got = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+        assert got.stdout.strip() == "None", got.stderr
+        # this process read its token path when it imported huggingface_hub: as a child would
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", os.environ["HF_TOKEN_PATH"])
+        endpoint = os.environ["HF_ENDPOINT"]
+        meta = get_hf_file_metadata(
+            hf_hub_url("loadbench/remote-test", one.name, endpoint=endpoint)
+        )
+        assert meta.location.endswith(f"/{one.name}") and not meta.location.startswith(endpoint)
+        assert meta.size == one.stat().st_size and meta.commit_hash
+        model = shapes.model_builder(FILE_SPEC)()
+        poison(model)
+        model, report = loader.load_model(model, url, strict=True, concurrency=2)
+        assert verify(model, one) == len(FILE_SPEC.tensors)
+        assert report.remote is not None and report.remote.bytes_received >= FILE_SPEC_BYTES
+    assert os.environ["HF_TOKEN"] == USER_TOKEN and os.environ["HF_HOME"] == str(
+        tmp_path / "user-hf"
+    )
+    assert "HF_ENDPOINT" not in os.environ
 
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
@@ -88,7 +147,7 @@ def test_sharded_as_2_and_4_processes_over_a_shaped_link(tmp_path, monkeypatch, 
 def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
     base = ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(tmp_path)]
     assert main([*base, "--link", "1Gbit"]) == 2
-    assert "add --source http or s3" in capsys.readouterr().err
+    assert "add --source http, s3 or hf" in capsys.readouterr().err
     assert main([*base, "--source", "s3", "--link", "fast"]) == 2
     assert "give BANDWIDTH[/LATENCY]" in capsys.readouterr().err
     if can_shape() is None:
