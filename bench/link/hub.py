@@ -16,9 +16,10 @@ file's resolve as the Hub answers an LFS file: a 302 to the CDN carrying the met
 (`X-Linked-Etag`, `X-Linked-Size`, `X-Repo-Commit`); small files (an index) it serves itself.
 huggingface_hub reads the metadata off the 302 and follows no redirect to another host; obstore
 follows it, sending `Range` and `If-Match` on but not `Authorization` (another origin), so the
-ETag a load checks across its ranges is the CDN's. A Python server streaming the bytes itself
-would be what limits a 1-10 Gbit link, not the link. A repo without a CDN (the tests' repos of
-bytes) serves every file itself.
+ETag a load checks across its ranges is the CDN's. So a bench load meets what it meets on the
+real Hub (a 302 per range request, then the CDN), and the bytes cost the server nginx's CPU per
+byte rather than Python's (about twice nginx's, docs/results.md: CPU a 10 Gbit load's client
+needs on a small host). A repo without a CDN (the tests' repos of bytes) serves every file itself.
 
 `InProcessHub` runs one in a thread of this process (the tests: every request logged);
 `start_hub` runs one as a child process (the bench: a checkpoint's files, `python -m
