@@ -11,7 +11,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 from safetensors import safe_open
@@ -20,6 +20,7 @@ from loader.errors import CheckpointError, HeaderError
 from loader.format import Header, TensorInfo, read_header
 
 INDEX_SUFFIX = ".safetensors.index.json"
+F = TypeVar("F")  # how a source names its shard files
 
 
 class _OpenFile(Protocol):
@@ -50,30 +51,30 @@ def checkpoint_files(path: str | os.PathLike[str]) -> list[Path]:
     return files
 
 
-class CheckpointSource:
-    """Validated headers of every shard, and per-tensor reads.
+class ShardHeaders(Generic[F]):
+    """The validated headers of a checkpoint's shard files (keyed by `F`: a local `Path`, a
+    remote file's path in its store) and which file holds each tensor: the header facts that
+    planning reads (`loader.planning.Source`), the same for a local and a remote checkpoint.
 
     Example:
-        >>> with CheckpointSource("model.safetensors") as src:
-        ...     arr = src.read("layers.0.kernel")
+        >>> shards = ShardHeaders[Path]()
+        >>> shards.add_header(path, read_header(path), shown=str(path))
+        >>> shards.info("layers.0.kernel").shape, shards.file_offset("layers.0.kernel")
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.files = checkpoint_files(path)
-        self.headers: dict[Path, Header] = {}
-        self._where: dict[str, Path] = {}
-        for f in self.files:
-            header = read_header(f)
-            self.headers[f] = header
-            for name in header.tensors:
-                if name in self._where:
-                    raise HeaderError(f"{f}: tensor {name!r} also appears in {self._where[name]}")
-                self._where[name] = f
-        self._handles: dict[Path, _OpenFile] = {}
-        self._fds: dict[Path, int] = {}
+    def __init__(self) -> None:
+        self.headers: dict[F, Header] = {}
+        self._where: dict[str, F] = {}
 
-    # -- header facts -------------------------------------------------------------------------
+    def add_header(self, file: F, header: Header, *, shown: str) -> None:
+        """Record one shard file's header (`shown`: the file as errors name it); a tensor that an
+        earlier shard holds too is refused."""
+        for name in header.tensors:
+            if name in self._where:
+                raise HeaderError(f"{shown}: tensor {name!r} also appears in {self._where[name]}")
+            self._where[name] = file
+        self.headers[file] = header
+
     def keys(self) -> list[str]:
         return list(self._where)
 
@@ -82,9 +83,6 @@ class CheckpointSource:
 
     def info(self, key: str) -> TensorInfo:
         return self.headers[self._where[key]].tensors[key]
-
-    def file_of(self, key: str) -> Path:
-        return self._where[key]
 
     def file_offset(self, key: str) -> int:
         return self.headers[self._where[key]].file_offset(key)
@@ -99,7 +97,29 @@ class CheckpointSource:
 
     @property
     def total_bytes(self) -> int:
+        """The tensor bytes of every shard file (their data, headers left out)."""
         return sum(h.data_bytes for h in self.headers.values())
+
+
+class CheckpointSource(ShardHeaders[Path]):
+    """Validated headers of every shard, and per-tensor reads.
+
+    Example:
+        >>> with CheckpointSource("model.safetensors") as src:
+        ...     arr = src.read("layers.0.kernel")
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.files = checkpoint_files(path)
+        for f in self.files:
+            self.add_header(f, read_header(f), shown=str(f))
+        self._handles: dict[Path, _OpenFile] = {}
+        self._fds: dict[Path, int] = {}
+
+    def file_of(self, key: str) -> Path:
+        return self._where[key]
 
     # -- reads --------------------------------------------------------------------------------
     def read(self, key: str) -> np.ndarray:

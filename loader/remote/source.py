@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import functools
 
 import numpy as np
 
-from loader.errors import HeaderError, RemoteChangedError, RemoteError
-from loader.format import Header, TensorInfo, parse_header
+from loader.errors import RemoteChangedError, RemoteError
+from loader.format import parse_header
 from loader.format.header import header_length
+from loader.format.source import ShardHeaders
 from loader.remote.ranges import (
     CHUNK_BYTES,
     DEFAULT_CONCURRENCY,
@@ -47,7 +47,7 @@ def check_concurrency(concurrency: int | None) -> int:
     return concurrency
 
 
-class RemoteSource:
+class RemoteSource(ShardHeaders[str]):
     """A remote checkpoint's validated headers, and reads of its tensors by range requests.
 
     Args:
@@ -63,6 +63,7 @@ class RemoteSource:
     def __init__(
         self, url: str, *, concurrency: int | None = None, chunk_bytes: int = CHUNK_BYTES
     ) -> None:
+        super().__init__()
         self.url = parse_url(url)
         self.path = str(self.url)
         self.concurrency = check_concurrency(concurrency)
@@ -74,9 +75,7 @@ class RemoteSource:
             chunk_bytes=chunk_bytes,
             secret=self._store.secret,
         )
-        self.headers: dict[str, Header] = {}
         self.objects: dict[str, RemoteObject] = {}
-        self._where: dict[str, str] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         for path in self._files():
             self._read_header(path)
@@ -155,11 +154,7 @@ class RemoteSource:
         if 8 + n > len(prefix):  # a longer header: the rest in a second request
             raw += bytes(self.reader.get(obj, len(prefix), 8 + n, what="header"))
         header = parse_header(raw, source=url, data_size=obj.size - 8 - n, header_len=n)
-        for name in header.tensors:
-            if name in self._where:
-                raise HeaderError(f"{url}: tensor {name!r} also appears in {self._where[name]}")
-            self._where[name] = path
-        self.headers[path] = header
+        self.add_header(path, header, shown=url)
         self.objects[path] = obj
 
     def _check_hub_file(self, path: str) -> None:
@@ -193,32 +188,9 @@ class RemoteSource:
             f"{url}: cannot read the header ({text}); check that the server is up and the URL"
         )
 
-    # -- the Source protocol (loader.planning.Source) ----------------------------------------------
-    def keys(self) -> list[str]:
-        return list(self._where)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._where
-
-    def info(self, key: str) -> TensorInfo:
-        return self.headers[self._where[key]].tensors[key]
-
+    # -- the Source protocol (loader.planning.Source; the rest is ShardHeaders') ---------------
     def file_of(self, key: str) -> str:
         return self.objects[self._where[key]].url
-
-    def file_offset(self, key: str) -> int:
-        return self.headers[self._where[key]].file_offset(key)
-
-    @functools.cached_property
-    def metadata(self) -> dict[str, str]:
-        merged: dict[str, str] = {}
-        for header in self.headers.values():
-            merged.update(header.metadata)
-        return merged
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(h.data_bytes for h in self.headers.values())
 
     # -- reads ---------------------------------------------------------------------------------
     def tensor_bytes(self, key: str) -> RemoteBytes:
