@@ -10,7 +10,8 @@ buffers and its budget). Each way a leaf travels is one class, carrying its own 
   per addressable device, in the leaf's dtype, holding that device's index region. Each buffer is
   handed to its device without a copy (`jax.device_put` of an aligned numpy array aliases it on
   the CPU backend), so it is the model's own memory from the start and does not count against
-  the budget.
+  the budget. From a remote source, rows that several devices hold (a kernel split by columns, a
+  replicated leaf) are read once for all of them (`SharedRows`): each byte crosses the link once.
 - `HostCopyJob` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
   tensor copied into one host buffer (counted against the budget), turned into the value by
   `loader.materialize` on the main thread, then dropped.
@@ -43,11 +44,20 @@ from loader.format.buffers import aligned, prefault
 from loader.leaves import Leaf
 from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.pipeline.budget import ByteBudget
-from loader.pipeline.regions import Bytes, Region, fill_region, full_region, normalize
+from loader.pipeline.regions import (
+    Bytes,
+    Region,
+    Target,
+    fill_region,
+    fill_regions,
+    full_region,
+    normalize,
+)
 from loader.pipeline.ring import host_memory
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.views import fill_view, outer_axis
 from loader.planning import LoadPlan, Step
+from loader.remote.ranges import RemoteBytes
 from loader.transforms import Chain, View
 
 PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads
@@ -151,6 +161,16 @@ class Part:
     axis: int = 0  # a view's parts are cut along its outer axis (`views.outer_axis`)
 
 
+@dataclass(frozen=True)
+class SharedRows:
+    """Rows of the stored tensor that several pieces hold (the column blocks of a kernel split
+    over devices all span its rows; a replicated leaf's pieces are all of it): read once, and
+    every piece's region of them cut from that one read (`regions.fill_regions`)."""
+
+    pieces: tuple[Piece, ...]
+    rows: slice
+
+
 def job_view(step: Step, info: TensorInfo) -> View | None:
     """The step's declared transform as a strided view of the file tensor (None: none, no view)."""
     return step.transform.view(info.shape) if isinstance(step.transform, Chain) else None
@@ -212,24 +232,58 @@ def cut_parts(pieces: list[Piece], part_bytes: float, view: View | None = None) 
             continue
         axis = outer_axis(view.restrict(piece.region)) if view is not None else 0
         rows = piece.region[axis] if piece.region else slice(0, 1)
-        n_rows = rows.stop - rows.start
-        k = max(1, min(n_rows, math.ceil(piece.dest.nbytes / part_bytes)))
-        bounds = [rows.start + (n_rows * i) // k for i in range(k + 1)]
-        parts += [Part(piece, slice(a, b), axis) for a, b in zip(bounds, bounds[1:]) if b > a]
+        parts += [Part(piece, r, axis) for r in _cut_rows(rows, piece.dest.nbytes, part_bytes)]
     return parts
+
+
+def _cut_rows(rows: slice, nbytes: float, part_bytes: float) -> list[slice]:
+    """`rows` (holding `nbytes`) cut into about equal slices of about `part_bytes` each."""
+    n_rows = rows.stop - rows.start
+    k = max(1, min(n_rows, math.ceil(nbytes / part_bytes)))
+    bounds = [rows.start + (n_rows * i) // k for i in range(k + 1)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def shared_parts(pieces: list[Piece], row_bytes: int, part_bytes: float) -> list[SharedRows]:
+    """The pieces grouped by the rows they hold (jax's shardings are grids: two pieces' rows are
+    the same or disjoint), each group's rows cut into parts of about `part_bytes` of the file."""
+    groups: dict[tuple[int, int], list[Piece]] = {}
+    for piece in pieces:
+        if piece.dest.size:
+            rows = piece.region[0] if piece.region else slice(0, 1)
+            groups.setdefault((rows.start, rows.stop), []).append(piece)
+    return [
+        SharedRows(tuple(group), rows)
+        for (start, stop), group in groups.items()
+        for rows in _cut_rows(slice(start, stop), (stop - start) * row_bytes, part_bytes)
+    ]
+
+
+def _row_target(piece: Piece, rows: slice) -> Target:
+    """The piece's region within `rows` of the stored tensor, and those rows of its buffer
+    (prefaulted)."""
+    if not piece.region:  # a 0-d tensor
+        prefault(piece.dest)
+        return (), piece.dest
+    first = piece.region[0].start
+    dest = piece.dest[rows.start - first : rows.stop - first]
+    prefault(dest)
+    return (rows, *piece.region[1:]), dest
 
 
 def read_rows(source: Bytes, info: TensorInfo, part: Part, scratch: np.ndarray) -> np.ndarray:
     """Fill one part (rows of a piece) straight from the stored tensor; the destination filled."""
-    piece = part.piece
-    rows0 = piece.region[0].start if piece.region else 0
-    dest = (
-        piece.dest[part.rows.start - rows0 : part.rows.stop - rows0] if piece.region else piece.dest
-    )
-    prefault(dest)
-    region = (part.rows, *piece.region[1:]) if piece.region else ()
+    region, dest = _row_target(part.piece, part.rows)
     fill_region(source, info.shape, info.np_dtype, region, dest, scratch)
     return dest
+
+
+def read_shared_rows(
+    source: Bytes, info: TensorInfo, part: SharedRows, scratch: np.ndarray
+) -> None:
+    """Fill every piece's share of some rows of the stored tensor, reading those rows once."""
+    targets = [_row_target(piece, part.rows) for piece in part.pieces]
+    fill_regions(source, info.shape, info.np_dtype, targets, scratch)
 
 
 def read_view_rows(
@@ -301,13 +355,28 @@ class AdoptJob:
     def holds_budget(self) -> bool:
         return self.held_bytes > 0
 
-    def parts(self) -> list[Part]:
-        return [] if self.read_already else cut_parts(self.pieces, PART_BYTES, self.view)
+    @property
+    def reads_rows_once(self) -> bool:
+        """Its pieces' rows are read once for all of them (`SharedRows`), not piece by piece:
+        for a remote source, where every byte read again is a request over the link again (a
+        local file's are page-cache reads: left as they were)."""
+        plain = self.view is None and len(self.pieces) > 1
+        return plain and isinstance(self.source, RemoteBytes)
 
-    def read(self, part: Part, scratch: np.ndarray) -> float:
+    def parts(self) -> list[Part] | list[SharedRows]:
+        if self.read_already:
+            return []
+        if self.reads_rows_once:
+            row_bytes = math.prod(self.info.shape[1:]) * self.info.np_dtype.itemsize
+            return shared_parts(self.pieces, row_bytes, PART_BYTES)
+        return cut_parts(self.pieces, PART_BYTES, self.view)
+
+    def read(self, part: Part | SharedRows, scratch: np.ndarray) -> float:
         assert self.source is not None, f"{self.where}: read after the job was finished"
         t0 = time.perf_counter()
-        if self.view is not None:  # a declared transform: read through its view, chunk by chunk
+        if isinstance(part, SharedRows):
+            read_shared_rows(self.source, self.info, part, scratch)
+        elif self.view is not None:  # a declared transform: read through its view, in chunks
             read_view_rows(self.source, self.info, self.view, part, scratch)
         else:
             read_rows(self.source, self.info, part, scratch)

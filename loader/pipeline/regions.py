@@ -5,7 +5,9 @@ so a region is read a block of whole rows at a time into a per-thread scratch bu
 region's columns are converted (`cast_into`) straight into the destination. When a single row is
 larger than the scratch, the row itself is treated as a tensor one axis smaller. When the region is
 whole rows and the dtype already matches, the bytes are read straight into the destination (no
-scratch, no copy). The bytes come from a `Bytes`: the file (`os.preadv`) or a buffer read earlier.
+scratch, no copy). Several destinations of the same rows (`fill_regions`: the column blocks of a
+tensor split over devices, or its replicas) are filled from one read of those rows. The bytes come
+from a `Bytes`: the file (`os.preadv`), a remote file's range requests or a buffer read earlier.
 """
 
 from __future__ import annotations
@@ -98,6 +100,9 @@ def normalize(region: tuple[slice, ...], shape: tuple[int, ...]) -> Region:
     return tuple(out) + full_region(shape[len(out) :])
 
 
+Target = tuple[Region, np.ndarray]  # an index region of the stored tensor, and its destination
+
+
 def fill_region(
     src: Bytes,
     shape: tuple[int, ...],
@@ -108,24 +113,100 @@ def fill_region(
     offset: int = 0,
 ) -> None:
     """Write `region` of the stored tensor (`shape`, `dtype`, at `offset` in `src`) into `dst`."""
+    fill_regions(src, shape, dtype, [(region, dst)], scratch, offset)
+
+
+def fill_regions(
+    src: Bytes,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    targets: list[Target],
+    scratch: np.ndarray,
+    offset: int = 0,
+) -> None:
+    """Write each target's region of the stored tensor into its destination, reading each stored
+    byte they need once, however many targets hold it (the column blocks of a kernel split over
+    several devices: every block spans all rows; a replicated leaf: every target is the whole).
+
+    The targets' rows are read in spans (overlapping or adjacent row ranges merged): a block of
+    whole rows at a time into `scratch`, each target's columns cut from it; a row larger than the
+    scratch is read as a tensor one axis smaller; a target that is whole rows of the span in the
+    file's dtype is read into straight, and the others cut from it (no scratch).
+
+    Example:
+        >>> fill_regions(src, (4, 8), f32, [((slice(0, 4), slice(0, 4)), left),
+        ...                                 ((slice(0, 4), slice(4, 8)), right)], scratch)
+    """
     if not shape:  # a 0-d tensor: one element
-        shape, region, dst = (1,), (slice(0, 1),), dst.reshape(1)
-    rows, rest = region[0], region[1:]
+        shape, targets = (1,), [((slice(0, 1),), dst.reshape(1)) for _, dst in targets]
+    for rows, group in _row_spans(targets):
+        _fill_span(src, shape, dtype, rows, group, scratch, offset)
+
+
+def _row_spans(targets: list[Target]) -> list[tuple[slice, list[Target]]]:
+    """The targets grouped by their rows (axis 0): each span is a union of row ranges that
+    overlap or touch, with the targets inside it; empty targets are left out."""
+    spans: list[tuple[slice, list[Target]]] = []
+    for region, dst in sorted(targets, key=lambda t: t[0][0].start):
+        rows = region[0]
+        if dst.size == 0:
+            continue
+        if spans and rows.start <= spans[-1][0].stop:
+            last, group = spans[-1]
+            spans[-1] = (slice(last.start, max(last.stop, rows.stop)), [*group, (region, dst)])
+        else:
+            spans.append((rows, [(region, dst)]))
+    return spans
+
+
+def _straight(target: Target, rows: slice, shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    """The target is the span's whole rows, in the file's dtype, contiguous: read into as is."""
+    region, dst = target
+    whole = region[0] == rows and region[1:] == full_region(shape[1:])
+    return whole and dst.dtype == dtype and dst.flags.c_contiguous
+
+
+def _fill_span(
+    src: Bytes,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    rows: slice,
+    targets: list[Target],
+    scratch: np.ndarray,
+    offset: int,
+) -> None:
+    """`fill_regions` for targets whose rows all lie in `rows`, read once."""
     row_bytes = math.prod(shape[1:]) * dtype.itemsize
-    whole_rows = rest == full_region(shape[1:])
-    if whole_rows and dst.dtype == dtype and dst.flags.c_contiguous:
-        src.read(offset + rows.start * row_bytes, dst.reshape(-1).view(np.uint8))
+    straight = next((t for t in targets if _straight(t, rows, shape, dtype)), None)
+    if straight is not None:
+        src.read(offset + rows.start * row_bytes, straight[1].reshape(-1).view(np.uint8))
+        _cut(straight[1], rows.start, [t for t in targets if t is not straight], shared=True)
         return
     if row_bytes > scratch.nbytes and len(shape) > 1:
         for i in range(rows.start, rows.stop):
-            fill_region(
-                src, shape[1:], dtype, rest, dst[i - rows.start], scratch, offset + i * row_bytes
-            )
+            within = [(r[1:], d[i - r[0].start]) for r, d in targets if r[0].start <= i < r[0].stop]
+            fill_regions(src, shape[1:], dtype, within, scratch, offset + i * row_bytes)
         return
     per = max(1, scratch.nbytes // max(row_bytes, 1))
     for b in range(rows.start, rows.stop, per):
         e = min(rows.stop, b + per)
         raw = scratch[: (e - b) * row_bytes]
         src.read(offset + b * row_bytes, raw)
-        block = raw.view(dtype).reshape((e - b, *shape[1:]))[(slice(None), *rest)]
-        cast_into(dst[b - rows.start : e - rows.start], block, scratch_writable=whole_rows)
+        _cut(raw.view(dtype).reshape((e - b, *shape[1:])), b, targets, shared=len(targets) > 1)
+
+
+def _cut(block: np.ndarray, first: int, targets: list[Target], *, shared: bool) -> None:
+    """Each target's part of `block` (the stored rows from `first` on), cast into its destination.
+    The block is scratch a lone target may overwrite (`cast_into`'s in-place path) unless
+    `shared` (other targets still read it)."""
+    end = first + len(block)
+    for region, dst in targets:
+        rows = region[0]
+        lo, hi = max(first, rows.start), min(end, rows.stop)
+        if lo < hi:
+            whole = region[1:] == full_region(block.shape[1:])
+            cast_into(
+                dst[lo - rows.start : hi - rows.start],
+                block[(slice(lo - first, hi - first), *region[1:])],
+                scratch_writable=whole and not shared,
+            )

@@ -61,6 +61,25 @@ class RemoteStats:
     #: of `bytes_received`, what the header requests got (each file's first `HEAD_BYTES` may
     #: hold tensor bytes too): the rest is what the tensor reads got
     header_bytes: int = 0
+    #: the checkpoint's tensor bytes (every shard file's data): a load that requests each byte
+    #: once gets at most this beyond `header_bytes`
+    tensor_bytes: int = 0
+
+    @property
+    def refetched_bytes(self) -> int:
+        """Bytes received beyond the headers and the checkpoint's tensors, each once: bytes
+        requested again (0 for a load that requests each byte at most once)."""
+        return max(0, self.bytes_received - self.header_bytes - self.tensor_bytes)
+
+    def __str__(self) -> str:
+        """One line a user reads: what was asked and got against the checkpoint's tensors."""
+        again = f", {self.refetched_bytes} of them again" if self.refetched_bytes else ""
+        return (
+            f"{self.url}: {self.requests} requests ({self.concurrency} in flight), "
+            f"{self.bytes_requested} bytes requested, {self.bytes_received} received "
+            f"({self.header_bytes} by the header requests{again}) for {self.tensor_bytes} "
+            "bytes of tensors"
+        )
 
 
 @dataclass

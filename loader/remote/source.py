@@ -223,8 +223,11 @@ class RemoteSource(ShardHeaders[str]):
         return self.read_into(key, np.empty(info.shape, info.np_dtype))
 
     def stats(self) -> RemoteStats:
-        """Requests and bytes so far; `header_bytes`: what opening (the headers) received."""
-        return dataclasses.replace(self.reader.stats(), header_bytes=self._header_bytes)
+        """Requests and bytes so far; `header_bytes`: what opening (the headers) received;
+        `tensor_bytes`: the checkpoint's."""
+        return dataclasses.replace(
+            self.reader.stats(), header_bytes=self._header_bytes, tensor_bytes=self.total_bytes
+        )
 
     def close(self) -> None:
         if self._pool is not None:

@@ -309,3 +309,42 @@ def test_the_budget_in_effect_is_recorded_even_when_none_was_given():
     given = dataclasses.replace(task, budget_bytes=64 << 20)
     assert budget_in_effect(catalog["pipelined"], given) == 64 << 20
     assert budget_in_effect(catalog["eager"], task) is None  # takes no budget
+
+
+class _CountingBytes:
+    """A tensor's bytes in memory that counts how often each byte is read."""
+
+    def __init__(self, raw: np.ndarray) -> None:
+        self.raw = raw.reshape(-1).view(np.uint8)
+        self.reads = np.zeros(self.raw.size, np.int64)
+
+    def read(self, offset: int, out: np.ndarray) -> None:
+        out[...] = self.raw[offset : offset + out.nbytes]
+        self.reads[offset : offset + out.nbytes] += 1
+
+
+@pytest.mark.parametrize(
+    "scratch_bytes", [64, 1 << 10, 1 << 20], ids=["row>scratch", "rows", "all"]
+)
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["same", "cast"])
+def test_fill_regions_reads_each_stored_byte_once(scratch_bytes, dtype):
+    """Column blocks (each spanning all rows), a 2x2 grid and replicas: every target filled
+    exactly, every stored byte read once (`regions.fill_regions`)."""
+    from loader.pipeline.regions import fill_regions, full_region
+
+    stored = np.arange(12 * 40, dtype=np.float32).reshape(12, 40) / 7
+    cases = {
+        "columns": [(slice(0, 12), slice(c, c + 10)) for c in range(0, 40, 10)],
+        "grid": [(slice(r, r + 6), slice(c, c + 20)) for r in (0, 6) for c in (0, 20)],
+        "replicas": [full_region(stored.shape)] * 3,
+    }
+    for name, regions in cases.items():
+        src = _CountingBytes(stored)
+        targets = [
+            (r, np.zeros((r[0].stop - r[0].start, r[1].stop - r[1].start), dtype)) for r in regions
+        ]
+        scratch = np.empty(scratch_bytes, np.uint8)
+        fill_regions(src, stored.shape, stored.dtype, targets, scratch)
+        for region, dst in targets:
+            np.testing.assert_array_equal(dst, stored[region].astype(dtype), err_msg=name)
+        assert (src.reads == 1).all(), name

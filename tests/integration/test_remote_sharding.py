@@ -1,0 +1,106 @@
+"""A remote load into a model sharded over several local devices requests each byte once.
+
+A kernel split by columns over 4 devices gives every device a column block that spans all the
+file's rows, and a replicated leaf gives every device the whole tensor: read device by device,
+each byte would cross the link once per device. nginx serves the checkpoint; the load fills a
+poisoned model (checked bit-exactly) and its `RemoteStats` must show no byte requested twice.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+from jax.sharding import PartitionSpec
+
+import loader
+
+pytestmark = pytest.mark.timeout(120)
+DEVICES = 4
+
+
+class ColumnSplit(nnx.Module):
+    """Kernels split by columns over `data` (one wider than a small budget's scratch), a bias
+    split with them, and a replicated layer."""
+
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        init = nnx.initializers.lecun_normal()
+        cols = nnx.with_partitioning(init, (None, "data"))
+        split = nnx.with_partitioning(nnx.initializers.normal(), ("data",))
+        replicated = nnx.with_partitioning(init, (None, None))
+        self.fc = nnx.Linear(256, 512, kernel_init=cols, bias_init=split, rngs=rngs)
+        self.wide = nnx.Linear(8, 40000, kernel_init=cols, use_bias=False, rngs=rngs)
+        self.out = nnx.Linear(
+            512,
+            48,
+            kernel_init=replicated,
+            bias_init=nnx.with_partitioning(nnx.initializers.normal(), (None,)),
+            rngs=rngs,
+        )
+
+
+@pytest.fixture(scope="module")
+def mesh() -> jax.sharding.Mesh:
+    assert len(jax.devices()) >= DEVICES, "conftest sets 8 simulated CPU devices"
+    return jax.make_mesh((DEVICES,), ("data",), devices=jax.devices()[:DEVICES])
+
+
+@pytest.fixture(scope="module")
+def served(mesh, tmp_path_factory):
+    """nginx serving a checkpoint saved from the sharded model; (URL, the saved arrays)."""
+    from bench.link.servers import start_nginx
+
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        pytest.skip("nginx is not installed (apt-get install nginx; .ci/run installs it)")
+    root = tmp_path_factory.mktemp("www")
+    with jax.set_mesh(mesh):
+        source = ColumnSplit(nnx.Rngs(0))
+        loader.save_model(source, root / "model.safetensors")
+    saved = {
+        ".".join(map(str, path)): np.asarray(var.get_value())
+        for path, var in nnx.iter_graph(source)
+        if isinstance(var, nnx.Variable)
+    }
+    with start_nginx(root) as server:
+        yield f"{server.url}/model.safetensors", saved
+
+
+@pytest.mark.parametrize(
+    ("dtype", "budget"),
+    [("float32", None), ("bfloat16", None), ("float32", 256 << 10), ("bfloat16", 256 << 10)],
+    ids=["f32", "bf16-cast", "f32-small-budget", "bf16-small-budget"],
+)
+def test_columns_and_replicas_are_requested_once(served, mesh, poison, dtype, budget):
+    url, saved = served
+    options = {"casts": "allow"} if dtype != "float32" else {}
+    options |= {} if budget is None else {"budget": budget}
+    with jax.set_mesh(mesh):
+        target = ColumnSplit(nnx.Rngs(1))
+        poison(target)
+        if dtype != "float32":
+            for _, var in nnx.iter_graph(target):
+                if isinstance(var, nnx.Param):
+                    var.set_value(var.get_value().astype(dtype))
+        model, report = loader.load_model(
+            target, url, strategy="pipelined", strict=True, concurrency=4, **options
+        )
+    kernel = model.fc.kernel.get_value()
+    assert kernel.sharding.spec == PartitionSpec(None, "data")
+    assert {s.data.shape for s in kernel.addressable_shards} == {(256, 512 // DEVICES)}
+    assert model.out.kernel.get_value().sharding.is_fully_replicated
+    for path, var in nnx.iter_graph(model):
+        if isinstance(var, nnx.Param):
+            key = ".".join(map(str, path))
+            want = saved[key].astype(dtype)
+            np.testing.assert_array_equal(np.asarray(var.get_value()), want, err_msg=key)
+    stats = report.remote
+    assert stats is not None
+    tensor_bytes = sum(a.nbytes for a in saved.values())
+    assert stats.tensor_bytes == tensor_bytes
+    # each tensor byte at most once; the header requests may hold tensor bytes too
+    assert stats.bytes_received <= tensor_bytes + stats.header_bytes, stats
+    assert stats.bytes_requested == stats.bytes_received
