@@ -180,7 +180,8 @@ def _fill_span(
     straight = next((t for t in targets if _straight(t, rows, shape, dtype)), None)
     if straight is not None:
         src.read(offset + rows.start * row_bytes, straight[1].reshape(-1).view(np.uint8))
-        _cut(straight[1], rows.start, [t for t in targets if t is not straight], shared=True)
+        others = [t for t in targets if t is not straight]
+        _cut(straight[1], rows.start, others, block_is_scratch=False)
         return
     if row_bytes > scratch.nbytes and len(shape) > 1:
         for i in range(rows.start, rows.stop):
@@ -192,15 +193,15 @@ def _fill_span(
         e = min(rows.stop, b + per)
         raw = scratch[: (e - b) * row_bytes]
         src.read(offset + b * row_bytes, raw)
-        _cut(raw.view(dtype).reshape((e - b, *shape[1:])), b, targets, shared=len(targets) > 1)
+        _cut(raw.view(dtype).reshape((e - b, *shape[1:])), b, targets, block_is_scratch=True)
 
 
-def _cut(block: np.ndarray, first: int, targets: list[Target], *, shared: bool) -> None:
+def _cut(block: np.ndarray, first: int, targets: list[Target], *, block_is_scratch: bool) -> None:
     """Each target's part of `block` (the stored rows from `first` on), cast into its destination.
-    The block is scratch a lone target may overwrite (`cast_into`'s in-place path) unless
-    `shared` (other targets still read it)."""
+    The last target may overwrite a scratch block (`cast_into`'s in-place path): no other target
+    reads it after."""
     end = first + len(block)
-    for region, dst in targets:
+    for i, (region, dst) in enumerate(targets):
         rows = region[0]
         lo, hi = max(first, rows.start), min(end, rows.stop)
         if lo < hi:
@@ -208,5 +209,5 @@ def _cut(block: np.ndarray, first: int, targets: list[Target], *, shared: bool) 
             cast_into(
                 dst[lo - rows.start : hi - rows.start],
                 block[(slice(lo - first, hi - first), *region[1:])],
-                scratch_writable=whole and not shared,
+                scratch_writable=whole and block_is_scratch and i == len(targets) - 1,
             )
