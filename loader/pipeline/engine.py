@@ -273,7 +273,15 @@ class Pipeline:
         if self._sender is not None:  # the ring path (nothing speculated on it)
             block = view.permuted_block() if view is not None else None
             if view is None or block is not None:  # a transposed block: on the device
-                return RingJob.start(step, info, data, file, self._sender, block=block)
+                return RingJob.start(
+                    step,
+                    info,
+                    data,
+                    file,
+                    self._sender,
+                    block=block,
+                    scratch_bytes=self.scratch_bytes,
+                )
         return AdoptJob.start(step, info, data, file, self.budget, view=view, spec=spec)
 
     def _stack_buffers(self, group: Stacked) -> StackBuffers:

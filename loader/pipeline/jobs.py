@@ -244,17 +244,23 @@ def _cut_rows(rows: slice, nbytes: float, part_bytes: float) -> list[slice]:
     return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def by_rows(regions: Sequence[Region]) -> dict[tuple[int, int], list[int]]:
+    """The indices of `regions`, grouped by the rows (axis 0) they hold: jax's shardings are
+    grids, so two device regions' rows are the same or disjoint (a 0-d region: row 0)."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, region in enumerate(regions):
+        rows = region[0] if region else slice(0, 1)
+        groups.setdefault((rows.start, rows.stop), []).append(i)
+    return groups
+
+
 def shared_parts(pieces: list[Piece], row_bytes: int, part_bytes: float) -> list[SharedRows]:
-    """The pieces grouped by the rows they hold (jax's shardings are grids: two pieces' rows are
-    the same or disjoint), each group's rows cut into parts of about `part_bytes` of the file."""
-    groups: dict[tuple[int, int], list[Piece]] = {}
-    for piece in pieces:
-        if piece.dest.size:
-            rows = piece.region[0] if piece.region else slice(0, 1)
-            groups.setdefault((rows.start, rows.stop), []).append(piece)
+    """The pieces grouped by the rows they hold (`by_rows`), each group's rows cut into parts of
+    about `part_bytes` of the file."""
+    pieces = [piece for piece in pieces if piece.dest.size]
     return [
-        SharedRows(tuple(group), rows)
-        for (start, stop), group in groups.items()
+        SharedRows(tuple(pieces[i] for i in group), rows)
+        for (start, stop), group in by_rows([piece.region for piece in pieces]).items()
         for rows in _cut_rows(slice(start, stop), (stop - start) * row_bytes, part_bytes)
     ]
 

@@ -8,7 +8,10 @@ parts of one row when a row is larger than a slot). A reader thread fills a slot
 once and returns the slot to the ring, which reuses it only once that transfer has completed. A
 device region of one chunk is the transferred array itself; a larger one is assembled on its
 device by in-place updates of one buffer (`dynamic_update_slice` with the buffer donated), so the
-device holds the shard and the chunks in flight, never a second copy of the shard.
+device holds the shard and the chunks in flight, never a second copy of the shard. From a remote
+source, rows that several devices hold (a kernel split by columns, a replicated leaf) are fetched
+once, a block of them in the reader's scratch, and every device's chunks cut from it
+(`SharedChunks`): each byte crosses the link once.
 
 A leaf with a declared transform that is a transpose of one contiguous block of the file tensor
 (`loader.Transpose`, alone or with a `Reshape` or a leading `Slice`: `View.permuted_block`) travels
@@ -30,7 +33,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
@@ -43,10 +46,12 @@ from loader.errors import DeviceOutOfMemoryError
 from loader.format import TensorInfo
 from loader.materialize import assign
 from loader.pipeline.budget import check_staging_budget
-from loader.pipeline.jobs import device_regions, region_shape
+from loader.pipeline.cast import cast_into
+from loader.pipeline.jobs import by_rows, device_regions, region_shape
 from loader.pipeline.regions import Bytes, Region, fill_region
 from loader.pipeline.ring import StagingRing, Transfer, make_ring, owned_chunk, uses_ring
 from loader.planning import LoadPlan, Step
+from loader.remote.ranges import RemoteBytes
 from loader.report import LoadReport
 from loader.transforms.view import PermutedBlock
 
@@ -113,6 +118,42 @@ class Chunk:
 
     piece: DevicePiece
     region: Region
+
+
+@dataclass(frozen=True)
+class SharedChunks:
+    """A part of a `RingJob` from a remote source: rows of the stored tensor that several device
+    pieces hold (column blocks span every row; replicas are all of it), fetched once into the
+    reader's scratch, and each piece's share of them sent in chunks of at most one slot."""
+
+    rows: slice
+    chunks: tuple[Chunk, ...]
+
+
+def shared_chunks(
+    pieces: list[DevicePiece], shape: tuple[int, ...], itemsize: int, scratch: int, slot: int
+) -> list[SharedChunks]:
+    """The pieces' rows cut into blocks that fit `scratch` (stored `shape`, `itemsize`), each
+    with every piece's chunks of those rows; none where a stored row is larger than `scratch`
+    (such a tensor goes piece by piece: a column block then reads only its own columns)."""
+    row_bytes = math.prod(shape[1:]) * itemsize
+    if not shape or row_bytes > scratch:
+        return []
+    per = max(1, scratch // max(row_bytes, 1))
+    parts = []
+    for (start, stop), group in by_rows([piece.region for piece in pieces]).items():
+        for a in range(start, stop, per):
+            rows = slice(a, min(stop, a + per))
+            chunks = [
+                Chunk(pieces[i], region)
+                for i in group
+                for region in chunk_regions(
+                    (rows, *pieces[i].region[1:]), pieces[i].dtype.itemsize, slot
+                )
+                if math.prod(region_shape(region))
+            ]
+            parts.append(SharedChunks(rows, tuple(chunks)))
+    return parts
 
 
 @contextlib.contextmanager
@@ -243,6 +284,7 @@ class RingJob:
     block: PermutedBlock | None = None
     pieces: list[DevicePiece] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
+    shared: list[SharedChunks] = field(default_factory=list)  # its parts, if rows are shared
 
     @classmethod
     def start(
@@ -254,17 +296,28 @@ class RingJob:
         sender: RingSender,
         *,
         block: PermutedBlock | None = None,
+        scratch_bytes: int = 0,
     ) -> RingJob:
-        """The job of an adoptable step: its device regions, cut into chunks of one slot."""
+        """The job of an adoptable step: its device regions, cut into chunks of one slot; from
+        a remote source, rows that several devices hold are fetched once for all of them, a
+        block of them at a time in the reader's scratch (`scratch_bytes`; `SharedChunks`)."""
         job = cls(step, info, source, file, sender, block)
         dtype = np.dtype(step.leaf.dtype)
+        slot = sender.ring.slot_bytes
         for device, region in device_regions(step):
-            piece = DevicePiece(device, region, dtype, block)
-            job.pieces.append(piece)
+            job.pieces.append(DevicePiece(device, region, dtype, block))
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
             sender.count(sender.expected_bytes, device, nbytes)
-            slot = sender.ring.slot_bytes
-            chunks = chunk_regions(piece.source_region, dtype.itemsize, slot) if nbytes else []
+        if isinstance(source, RemoteBytes) and block is None and len(job.pieces) > 1:
+            itemsize = info.np_dtype.itemsize
+            job.shared = shared_chunks(job.pieces, info.shape, itemsize, scratch_bytes, slot)
+        for piece in job.pieces:
+            if job.shared:
+                chunks = [c.region for part in job.shared for c in part.chunks if c.piece is piece]
+            elif math.prod(region_shape(piece.region)):
+                chunks = chunk_regions(piece.source_region, dtype.itemsize, slot)
+            else:
+                chunks = []
             job.chunks += [Chunk(piece, r) for r in chunks]
             if len(chunks) > 1 or (chunks and piece.transposes):
                 # assembled on the device: its buffer, and its updates compiled
@@ -293,28 +346,49 @@ class RingJob:
     def holds_budget(self) -> bool:
         return False  # its slots are the ring's, reserved up front
 
-    def parts(self) -> list[Chunk]:
-        return list(self.chunks)
+    def parts(self) -> list[Chunk] | list[SharedChunks]:
+        return list(self.shared) if self.shared else list(self.chunks)
 
-    def read(self, part: Chunk, scratch: np.ndarray) -> float:
-        """Fill a slot with the chunk, start its transfer; the seconds spent reading."""
+    def read(self, part: Chunk | SharedChunks, scratch: np.ndarray) -> float:
+        """Fill a slot with the chunk, start its transfer; the seconds spent reading (for
+        `SharedChunks`: fetch their rows once into `scratch`, then send every chunk of them)."""
+        source = self.source
+        assert source is not None, f"{self.where}: read after the job was finished"
+        if isinstance(part, SharedChunks):
+            return self._read_shared(source, part, scratch)
+        offset = self.block.offset * self.info.np_dtype.itemsize if self.block else 0
+
+        def fill(chunk: np.ndarray) -> None:
+            shape, dtype = self.stored_shape, self.info.np_dtype
+            fill_region(source, shape, dtype, part.region, chunk, scratch, offset)
+
+        return self._send(part, fill)
+
+    def _read_shared(self, source: Bytes, part: SharedChunks, scratch: np.ndarray) -> float:
+        """Fetch the part's rows into `scratch` once, then send every chunk cut from them."""
+        t0 = time.perf_counter()
+        shape, dtype = self.info.shape, self.info.np_dtype
+        first, n = part.rows.start, part.rows.stop - part.rows.start
+        row_bytes = math.prod(shape[1:]) * dtype.itemsize
+        raw = scratch[: n * row_bytes]
+        source.read(first * row_bytes, raw)
+        rows = raw.view(dtype).reshape((n, *shape[1:]))
+        seconds = time.perf_counter() - t0
+        for chunk in part.chunks:
+            r = chunk.region
+            box = rows[(slice(r[0].start - first, r[0].stop - first), *r[1:])]
+            seconds += self._send(chunk, _copy_of(box))
+        return seconds
+
+    def _send(self, part: Chunk, fill: Callable[[np.ndarray], None]) -> float:
+        """Fill a slot with the chunk (`fill`), start its transfer; the seconds `fill` took."""
         piece, ring = part.piece, self.sender.ring
         slot = ring.take()
         handle = token = None
         try:
             chunk = slot.view(region_shape(part.region), piece.dtype)
             t0 = time.perf_counter()
-            assert self.source is not None, f"{self.where}: read after the job was finished"
-            offset = self.block.offset * self.info.np_dtype.itemsize if self.block else 0
-            fill_region(
-                self.source,
-                self.stored_shape,
-                self.info.np_dtype,
-                part.region,
-                chunk,
-                scratch,
-                offset,
-            )
+            fill(chunk)
             t1 = time.perf_counter()
             whole = part.region == piece.source_region and not piece.transposes
             handle = self.sender.send(chunk, piece, self.where, whole=whole)
@@ -345,10 +419,16 @@ class RingJob:
         assign(step.leaf, value)
         self.pieces.clear()
         self.chunks.clear()
+        self.shared.clear()
         self.source = None
         plan.report.loaded.append(step.leaf.key)
         if self.transposed_on_device:
             plan.report.device_transposed.append(step.leaf.key)
+
+
+def _copy_of(box: np.ndarray) -> Callable[[np.ndarray], None]:
+    """Fill a slot's chunk with `box` (cast into the leaf's dtype)."""
+    return lambda chunk: cast_into(chunk, box)
 
 
 def _fold(piece: DevicePiece, where: str, *, ready_only: bool) -> object | None:

@@ -70,14 +70,23 @@ def served(mesh, tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    ("dtype", "budget"),
-    [("float32", None), ("bfloat16", None), ("float32", 256 << 10), ("bfloat16", 256 << 10)],
-    ids=["f32", "bf16-cast", "f32-small-budget", "bf16-small-budget"],
+    ("dtype", "budget", "staging"),
+    [
+        ("float32", None, False),
+        ("bfloat16", None, False),
+        ("float32", 256 << 10, False),
+        ("bfloat16", 256 << 10, False),
+        ("float32", None, True),
+        ("bfloat16", 1 << 20, True),
+    ],
+    ids=["f32", "bf16-cast", "f32-small-budget", "bf16-small-budget", "ring", "ring-bf16-small"],
 )
-def test_columns_and_replicas_are_requested_once(served, mesh, poison, dtype, budget):
+def test_columns_and_replicas_are_requested_once(served, mesh, poison, dtype, budget, staging):
+    """Adopted buffers, and (`staging=True`) the staging ring a GPU or TPU load goes through."""
     url, saved = served
     options = {"casts": "allow"} if dtype != "float32" else {}
     options |= {} if budget is None else {"budget": budget}
+    options |= {"staging": True} if staging else {}
     with jax.set_mesh(mesh):
         target = ColumnSplit(nnx.Rngs(1))
         poison(target)
@@ -104,3 +113,5 @@ def test_columns_and_replicas_are_requested_once(served, mesh, poison, dtype, bu
     # each tensor byte at most once; the header requests may hold tensor bytes too
     assert stats.bytes_received <= tensor_bytes + stats.header_bytes, stats
     assert stats.bytes_requested == stats.bytes_received
+    if staging:  # every device got its regions, no more
+        assert report.device_received_bytes == report.device_expected_bytes
