@@ -1,7 +1,8 @@
 """`loadbench compare BASE NEW`: did a strategy get heavier or slower, beyond the noise? (a CI gate)
 
-BASE and NEW are results files or folders. Per (shapes, strategy, dtype, devices, processes)
-measured on either side, over the ok repeats of each side:
+BASE and NEW are results files or folders. Per (shapes, strategy, dtype, devices, processes,
+route: a local load and one over s3 at concurrency 16 are two combinations) measured on either
+side, over the ok repeats of each side:
 
     peak_ratio = median(peak - baseline in NEW) / median(peak - baseline in BASE)
     wall_ratio = median(wall_s in NEW) / median(wall_s in BASE)
@@ -31,7 +32,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from bench.errors import BenchError
-from bench.records.results import headline, worst_status
+from bench.records.results import ROUTE, headline, routed, with_route, worst_status
 from bench.vocabulary import (
     BROKEN,
     FAILED_BOTH,
@@ -44,7 +45,7 @@ from bench.vocabulary import (
 )
 from loader.vocabulary import OK, REFERENCE, SKIPPED, TOTAL
 
-KEYS = ["shapes", "strategy", "dtype", "devices", "processes"]
+KEYS = ["shapes", "strategy", "dtype", "devices", "processes", ROUTE]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}
 MIN_REPEATS = 3  # ok repeats a side needs before a regression (or improvement) is called
 ALPHA = 0.05  # the Mann-Whitney U test's level (3 against 3 fully apart gives p = 0.05)
@@ -71,7 +72,7 @@ def parse_threshold(text: str) -> float:
 
 def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     """The whole-run `total` rows, with `peak_over_baseline_bytes`."""
-    rows = headline(phases)
+    rows = with_route(headline(phases))
     rows = rows[rows["phase"] == TOTAL]
     over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
     ceiling = pd.to_numeric(rows.get("ceiling_ratio", pd.Series(index=rows.index, dtype=float)))
@@ -193,7 +194,7 @@ def absent(table: pd.DataFrame, verdict: str) -> dict[str, list[Any]]:
     other = table[table["verdict"] != verdict]
     return {
         "shapes": sorted(set(gone["shapes"]) - set(other["shapes"])),
-        "strategies": sorted(set(gone["strategy"])),
+        "strategies": sorted(set(map(routed, gone["strategy"], gone[ROUTE]))),
         "combinations": [
             {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
             for r in gone[KEYS].to_dict("records")

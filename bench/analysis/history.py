@@ -1,11 +1,12 @@
 """History: each strategy's peak and time across runs, and the runs where they moved.
 
 A series is one machine, shape set, strategy and configuration (dtype, devices, processes, page
-cache, model): runs from different machines are never one series. Its points are the runs, ordered
-by when they started, each with the median over its ok repeats of three metrics -- peak over
-baseline (`peak_over_baseline_bytes`), wall time (`wall_s`) and wall over the same run's floor line
-(`floor_ratio`, which compares across machines) -- and labelled with what ran: loadbench's git
-commit and the versions of jax, flax and safetensors (`RunRecord`).
+cache, model, route: local, or source, link and concurrency): runs from different machines are
+never one series. Its points are the runs, ordered by when they started, each with the median
+over its ok repeats of three metrics -- peak over baseline (`peak_over_baseline_bytes`), wall
+time (`wall_s`) and wall over the same run's floor line (`floor_ratio`, which compares across
+machines) -- and labelled with what ran: loadbench's git commit and the versions of jax, flax and
+safetensors (`RunRecord`).
 
 Steps are found by binary segmentation with a Mann-Whitney U test (scipy), as asv's users expect a
 regression to be marked: within a segment of runs, a split is a candidate when the repeats on its
@@ -28,7 +29,7 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from bench.records.results import Results, headline
+from bench.records.results import LOCAL, ROUTE, Results, headline, routed, with_route
 from loader.vocabulary import OK, REFERENCE, TOTAL
 
 PEAK = "peak_over_baseline_bytes"
@@ -38,7 +39,17 @@ METRICS = (PEAK, WALL, FLOOR)
 #: The least relative move a step must make: peaks repeat closely, times less so.
 MIN_STEP = {PEAK: 0.05, WALL: 0.15, FLOOR: 0.15}
 ALPHA = 0.05
-SERIES_KEYS = ["machine", "shapes", "strategy", "dtype", "devices", "processes", "cache", "model"]
+SERIES_KEYS = [
+    "machine",
+    "shapes",
+    "strategy",
+    "dtype",
+    "devices",
+    "processes",
+    "cache",
+    "model",
+    ROUTE,
+]
 LABELS = ["git_commit", "jax_version", "flax_version", "safetensors_version"]
 
 
@@ -55,6 +66,7 @@ class Step:
     after: float
     machine: str
     p_value: float | None  # Mann-Whitney's; None where too few repeats for the test
+    route: str = LOCAL  # local, or `s3 · 1Gbit · c16` (`bench.records.results.route`)
 
     @property
     def change(self) -> float:
@@ -69,7 +81,7 @@ class Step:
 def repeats(results: Results) -> pd.DataFrame:
     """One row per ok repeat of a model-loading strategy: its series keys, run, start time, labels
     and the three metrics (the floor ratio against its run's median floor line)."""
-    rows = headline(results.phases)
+    rows = with_route(headline(results.phases))
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     runs = results.runs.drop_duplicates("run_id", keep="last")
     runs = runs[["run_id", "machine", "started_utc", *LABELS]]
@@ -189,6 +201,7 @@ def steps(results: Results, metrics: tuple[str, ...] = METRICS) -> list[Step]:
                         after=after,
                         machine=str(labels["machine"]),
                         p_value=p,
+                        route=str(labels[ROUTE]),
                     )
                 )
     return out
@@ -214,7 +227,7 @@ def steps_table(found: list[Step]) -> pd.DataFrame:
         {
             "machine": [s.machine for s in found],
             "shapes": [s.shapes for s in found],
-            "strategy": [s.strategy for s in found],
+            "strategy": [routed(s.strategy, s.route) for s in found],
             "metric": [METRIC_WORDS[s.metric] for s in found],
             "first run after": [s.run_id for s in found],
             "before": [metric_text(s.metric, s.before) for s in found],

@@ -27,7 +27,7 @@ from bench.analysis.compare import (
 )
 from bench.commands.common import add_json, example, existing_results
 from bench.errors import BenchError
-from bench.records.results import read_results
+from bench.records.results import read_results, routed
 from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, REGRESSED, UNDECIDED
 
 
@@ -51,7 +51,7 @@ def _sides(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
 
 
 def _named(rows: pd.DataFrame) -> str:
-    return ", ".join(f"{r.strategy} on {r.shapes}" for r in rows.itertuples())
+    return ", ".join(f"{routed(r.strategy, r.route)} on {r.shapes}" for r in rows.itertuples())
 
 
 def _lacks(what: dict[str, list[Any]], side: str) -> list[str]:
@@ -79,7 +79,7 @@ def _table_lines(table: pd.DataFrame) -> list[str]:
         rows.append(
             [
                 r["shapes"],
-                r["strategy"],
+                routed(r["strategy"], r["route"]),
                 f"{int(r['ok_repeats_base'])}/{int(r['ok_repeats_new'])}",
                 ratio_text(r, "peak"),
                 ratio_text(r, "wall"),
@@ -114,7 +114,7 @@ def to_text(table: pd.DataFrame, args: argparse.Namespace, threshold: float) -> 
 
 
 def _failure(row: Any) -> str:
-    where = f"{row.strategy} on {row.shapes}"
+    where = f"{routed(row.strategy, row.route)} on {row.shapes}"
     if row.verdict == MISSING:
         return f"{where} (missing in new)"
     if row.verdict == BROKEN:
@@ -163,9 +163,10 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 _DESCRIPTION = (
-    "BASE and NEW are results files or folders. Per (shapes, strategy, dtype, devices, processes) "
-    "a metric (peak over baseline, wall time) has regressed when its median ratio NEW/BASE is "
-    "over the threshold, beyond the spread of repeats, and a one-sided Mann-Whitney U test gives "
+    "BASE and NEW are results files or folders. Per (shapes, strategy, dtype, devices, processes, "
+    "route: local, or source, link and concurrency) a metric (peak over baseline, wall time) has "
+    "regressed when its median ratio NEW/BASE is over the threshold, beyond the spread of "
+    "repeats, and a one-sided Mann-Whitney U test gives "
     f"p <= {ALPHA}; with fewer than {MIN_REPEATS} ok repeats a side no regression is called (and "
     "that is said). Exit 1 when anything regressed, broke, or is in BASE and missing in NEW "
     "(unless --allow-missing), 0 if not, 2 on bad input."

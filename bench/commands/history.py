@@ -29,7 +29,7 @@ from bench.analysis.history import (
 from bench.analysis.history import points as history_points
 from bench.analysis.history import steps as history_steps
 from bench.commands.common import add_json, example, existing_results
-from bench.records.results import Results, read_results
+from bench.records.results import ROUTE, Results, read_results, routed
 
 NAMES = {PEAK: "peak - base", WALL: "wall s", FLOOR: "x floor"}
 
@@ -77,16 +77,23 @@ def to_text(points: pd.DataFrame, steps: list[Step]) -> str:
         k = dict(zip(SERIES_KEYS, key, strict=True))
         marks: dict[str, list[Step]] = {}
         for s in steps:
-            same = (s.machine, s.shapes, s.strategy) == (k["machine"], k["shapes"], k["strategy"])
+            same = (s.machine, s.shapes, s.strategy, s.route) == (
+                k["machine"],
+                k["shapes"],
+                k["strategy"],
+                k[ROUTE],
+            )
             if same and s.run_id in set(series["run_id"]):
                 marks.setdefault(s.run_id, []).append(s)
         title = (
-            f"{k['machine']} · {k['shapes']} · {k['strategy']} (dtype {k['dtype']}, "
+            f"{k['machine']} · {k['shapes']} · {routed(k['strategy'], k[ROUTE])} (dtype "
+            f"{k['dtype']}, "
             f"{k['devices']} device(s), {k['cache']} cache, {len(series)} run(s))"
         )
         blocks.append("\n".join([title, *_table(series, marks)]))
     summary = [
-        f"step: {s.machine} {s.shapes} {s.strategy}: {_step_text(s)} at run {s.run_id}"
+        f"step: {s.machine} {s.shapes} {routed(s.strategy, s.route)}: {_step_text(s)} at run "
+        f"{s.run_id}"
         for s in steps
     ] or ["no steps: no metric moved beyond its repeats' spread and its least step"]
     return "\n\n".join(blocks) + "\n\n" + "\n".join(summary) + "\n"

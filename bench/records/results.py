@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import SchemaVersionError
+from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.schema import (
     READABLE_VERSIONS,
     RECORD_TYPES,
@@ -40,7 +41,20 @@ from bench.records.writer import writer_alive
 from bench.vocabulary import INTERRUPTED, RUNNING, SPEC
 from loader.vocabulary import CRASHED, OK, REFERENCE, STATUS_SEVERITY, TOTAL
 
-GROUP_KEYS = ["run_id", "shapes", "strategy", "dtype", "devices", "processes", "cache", "model"]
+LOCAL = "local"  # the route of a load from the local disk (`source` file)
+ROUTE = "route"  # the derived column: where a row's bytes came from (`route`)
+GROUP_KEYS = [
+    "run_id",
+    "shapes",
+    "strategy",
+    "dtype",
+    "devices",
+    "processes",
+    "cache",
+    "model",
+    ROUTE,
+]
+REMOTE = ("source", "link", "concurrency")  # what a route is made of (`route`)
 FLOOR_KEYS = ["run_id", "shapes", "cache"]  # what a row shares with the floor it is held against
 
 
@@ -128,6 +142,41 @@ def _frame(rows: list[dict], record_type: type) -> pd.DataFrame:
     return frame
 
 
+def route(source: Any, link: Any, concurrency: Any) -> str:
+    """Where a load's bytes came from, as one key: `local` (the local disk), else the source,
+    the link and the concurrency, `s3 · 1Gbit · c16` (`unshaped` over plain loopback; no `c`
+    part where no concurrency was recorded). Rows of different routes are different
+    configurations: never one median, one point or one series.
+
+    Example:
+        >>> route("s3", "1Gbit", 16), route("file", None, None)
+        ('s3 · 1Gbit · c16', 'local')
+    """
+    if not isinstance(source, str) or source in ("", FILE_SOURCE):
+        return LOCAL
+    parts = [source, link if isinstance(link, str) and link else UNSHAPED]
+    known = concurrency is not None and not (
+        isinstance(concurrency, float) and concurrency != concurrency
+    )
+    return " · ".join(parts + ([f"c{int(concurrency)}"] if known else []))
+
+
+def routed(strategy: str, where: str, *, local_too: bool = False) -> str:
+    """A strategy's label with its route: `pipelined · s3 · 1Gbit · c16`; a local load's is the
+    name alone (`local_too`: `pipelined · local`, beside remote ones)."""
+    return strategy if where == LOCAL and not local_too else f"{strategy} · {where}"
+
+
+def with_route(phases: pd.DataFrame) -> pd.DataFrame:
+    """`phases` with the `route` column (`route`), computed where it is missing."""
+    if ROUTE in phases.columns:
+        return phases
+    fields = [phases.get(c, pd.Series(None, index=phases.index, dtype=object)) for c in REMOTE]
+    return phases.assign(
+        **{ROUTE: [route(*values) for values in zip(*fields, strict=True)] if len(phases) else []}
+    )
+
+
 def _ratio(peak: pd.Series, baseline: pd.Series, checkpoint: pd.Series) -> pd.Series:
     ckpt = pd.to_numeric(checkpoint, errors="coerce").where(lambda s: s > 0)
     return (pd.to_numeric(peak) - pd.to_numeric(baseline)) / ckpt
@@ -168,6 +217,7 @@ def read_results(folder: str | os.PathLike) -> Results:
     phases["phase_peak_ratio"] = _ratio(
         phases["phase_peak_rss_bytes"], phases["baseline_rss_bytes"], phases["checkpoint_bytes"]
     )
+    phases = with_route(phases)
     runs = _frame(merged["run"], RunRecord).drop_duplicates("run_id", keep="last")
     return Results(
         runs=runs.reset_index(drop=True),
@@ -216,7 +266,11 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         **{k: _median(ok, k) for k in ("load_s", "ready_s")},
         "ceiling_s": pd.to_numeric(ok["ceiling_s"]).median(),
         "ceiling_ratio": pd.to_numeric(ok["ceiling_ratio"]).median(),
-        **{k: _median(ok, k) for k in ("ceiling_bytes", "received_bytes_per_s")},
+        **{k: _first(totals, k) for k in REMOTE},
+        **{
+            k: _median(ok, k)
+            for k in ("ceiling_bytes", "received_bytes_per_s", "requests", "bytes_received")
+        },
     }
     row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")
     ok_ids = set(ok["result_id"])
@@ -232,6 +286,12 @@ def _median(frame: pd.DataFrame, column: str) -> float:
     return pd.to_numeric(frame[column]).median() if column in frame else float("nan")
 
 
+def _first(frame: pd.DataFrame, column: str) -> Any:
+    """The first recorded value of `column` (a route's source, link or concurrency), else None."""
+    known = frame[column].dropna() if column in frame else ()
+    return known.iloc[0] if len(known) else None
+
+
 def _every(flags: pd.Series | None) -> bool | None:
     """True if every recorded flag is true, False if one is not, None where none was recorded."""
     known = flags.dropna() if flags is not None else pd.Series(dtype=object)
@@ -239,13 +299,15 @@ def _every(flags: pd.Series | None) -> bool | None:
 
 
 def summarize(phases: pd.DataFrame, *, floor_ratio: bool = True) -> pd.DataFrame:
-    """One row per (run_id, shapes, strategy, dtype, devices, processes, cache, model) over the
-    repeats (a spec, port and transposed load of one strategy are three rows).
+    """One row per (run_id, shapes, strategy, dtype, devices, processes, cache, model, route)
+    over the repeats (a spec, port and transposed load of one strategy are three rows, and so are
+    a local load and loads over s3 at concurrency 1 and 64: `route`).
 
     Columns: the group keys, kind, status (worst), repeats, ok_repeats, checkpoint_bytes,
     largest_tensor_bytes, tensors, baseline_rss_bytes, peak_rss_bytes, peak_ratio, wall_s (median
     over ok repeats), wall_s_min, wall_s_max, throughput_bytes_per_s, peak_source, error (first),
-    backend (the first recorded; None in older files),
+    backend (the first recorded; None in older files), source, link and concurrency (the
+    route's), requests and bytes_received (medians; NaN for a local load),
     ceiling_s and ceiling_ratio (medians; NaN where no probe stood behind the rows), over a shaped
     link ceiling_bytes and a remote load's received_bytes_per_s (medians), floor_ratio
     (`with_floor_ratio`; left out with `floor_ratio=False`, for a caller that adds it over several
@@ -257,6 +319,7 @@ def summarize(phases: pd.DataFrame, *, floor_ratio: bool = True) -> pd.DataFrame
         )
     if "model" not in phases:  # frames from before the model was recorded
         phases = phases.assign(model=SPEC)
+    phases = with_route(phases)
     rows = []
     for keys, group in headline(phases).groupby(GROUP_KEYS, sort=False, dropna=False):
         rows.append({**dict(zip(GROUP_KEYS, keys, strict=True)), **_summary_row(group)})
