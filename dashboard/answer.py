@@ -20,8 +20,9 @@ from bench.analysis.advice import Cost, answer, minimum_ram
 from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.lead import lead
 from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
+from bench.records.results import LOCAL, ROUTE
 from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT
-from dashboard import style
+from dashboard import frames, style
 from loader.vocabulary import OK, PEER, REFERENCE, STRATEGY
 
 CONFIG = ["dtype", "devices_per_process"]
@@ -29,23 +30,39 @@ CONFIG = ["dtype", "devices_per_process"]
 
 def _columns(rows: pd.DataFrame) -> list[str]:
     """What tells configurations apart: the dtype, the devices per process, and the model (spec,
-    port or transposed) where the rows say it."""
-    return [*CONFIG, "model"] if "model" in rows else CONFIG
+    port or transposed) and the route (local, or `s3 · 1Gbit · c16`) where the rows say them."""
+    return [*CONFIG, *(c for c in ("model", ROUTE) if c in rows)]
 
 
 def configurations(rows: pd.DataFrame) -> pd.DataFrame:
-    """The distinct (dtype, devices per process, model) configurations of summary rows, the one
-    with the most strategies first (the answer's default), then in order."""
+    """The distinct (dtype, devices per process, model, route) configurations of summary rows,
+    the one with the most strategies first (the answer's default), then in order (routes local
+    first, then by source, link and concurrency: `frames.route_order`)."""
     rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
     columns = _columns(rows)
     counts = rows.groupby(columns).size().rename("strategies").reset_index()
-    counts = counts.assign(most=-counts["strategies"]).sort_values(["most", *columns])
-    return counts[columns].reset_index(drop=True)
+    counts = counts.assign(most=-counts["strategies"])
+    if ROUTE in columns:
+        rank = {r: i for i, r in enumerate(frames.route_order(rows))}
+        counts = counts.assign(route_rank=counts[ROUTE].map(rank))
+    order = ["most", *("route_rank" if c == ROUTE else c for c in columns)]
+    return counts.sort_values(order)[columns].reset_index(drop=True)
 
 
 def config_label(config: pd.Series) -> str:
+    """`native, 8 device(s) per process, model spec, over s3 · 1Gbit · c16` (a local load's
+    label says no route)."""
     label = f"{config['dtype']}, {config['devices_per_process']} device(s) per process"
-    return label + (f", model {config['model']}" if "model" in config else "")
+    label += f", model {config['model']}" if "model" in config else ""
+    return label + (route_words(config[ROUTE]) if config.get(ROUTE, LOCAL) != LOCAL else "")
+
+
+def route_words(route: object) -> str:
+    """`, over s3 · 1Gbit · c16` for a remote route, `, from the local disk` for a local one,
+    nothing where none is known: how a title or an answer names where the bytes came from."""
+    if not isinstance(route, str):
+        return ""
+    return ", from the local disk" if route == LOCAL else f", over {route}"
 
 
 def shape_set_rows(
@@ -246,6 +263,7 @@ COLUMNS = {  # the table's columns, in order: name -> header
     "floor": "× floor",
     "ceiling": "× ceiling",
     "throughput": "throughput",
+    "received": "bytes received",
     "reason": "why here",
 }
 RECOMMENDED_MARK = "★ "  # before the recommended strategy's name in the table
@@ -274,6 +292,7 @@ def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
             "floor": rows.get("floor_ratio", nan).map(style.ratio),
             "ceiling": rows.get("ceiling_ratio", nan).map(style.ratio),
             "throughput": rows["throughput_bytes_per_s"].map(style.rate),
+            "received": rows.get("bytes_received", nan).map(style.size),
             "reason": rows["reason"],
         }
     )

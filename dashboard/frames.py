@@ -6,6 +6,11 @@ interrupted, failed, running) and its limits (a memory limit, a disk read cap, f
 `recommend --check`). By default a page shows, per shape set, the newest run that is complete and
 unconstrained: an interrupted run lacks strategies, a run under a limit answers another question.
 Every run stays selectable.
+
+Routes: a local load and loads over s3 at concurrency 1 and 64 are different configurations
+(`bench.records.results.route`, the one definition of the key): every view here keeps them
+apart, and names a remote strategy with its route (`pipelined · s3 · 1Gbit · c16`,
+`route_labelled`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from bench.records.results import headline
+from bench.link import UNSHAPED
+from bench.link.shaping import Link
+from bench.records.results import LOCAL, ROUTE, headline, routed, with_route
 from bench.units import format_bytes
 from bench.vocabulary import COMPLETE
 from loader.vocabulary import OK, TOTAL
@@ -149,12 +156,83 @@ def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
 
 def ceiling_rows(phases: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     """The ok whole-run rows of `phases` behind the summary rows `shown` (their strategies,
-    dtypes and, where recorded, models): what the chart's ceiling line is the median of."""
-    totals = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
+    dtypes and, where recorded, models and routes): what the chart's ceiling line is the median
+    of (a link's ceiling is never pooled with the disk's)."""
+    totals = with_route(phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)])
     picked = totals["strategy"].isin(shown["base_strategy"]) & totals["dtype"].isin(shown["dtype"])
-    if "model" in shown and "model" in totals:
-        picked &= totals["model"].isin(shown["model"])
+    for column in ("model", ROUTE):
+        if column in shown and column in totals:
+            picked &= totals[column].isin(shown[column])
     return totals[picked]
+
+
+STRATEGY_NAME = "strategy_name"  # `route_labelled`'s column: the registered name behind a label
+
+
+def route_labelled(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` (phase or summary rows) whose `strategy` names its route where it is remote
+    (`pipelined · s3 · 1Gbit · c16`), and a local one's too beside remote ones (`pipelined ·
+    local`), so that anything grouped, coloured or picked by strategy keeps the routes apart;
+    the registered name is kept in `strategy_name`. Relabelled rows are returned as they are."""
+    if STRATEGY_NAME in rows.columns or rows.empty:
+        return rows
+    rows = with_route(rows)
+    mixed = rows[ROUTE].nunique() > 1
+    labels = [routed(s, r, local_too=mixed) for s, r in zip(rows["strategy"], rows[ROUTE])]
+    return rows.assign(**{STRATEGY_NAME: rows["strategy"]}).assign(strategy=labels)
+
+
+def _bandwidth(link: Any) -> float:
+    if not isinstance(link, str) or link == UNSHAPED:
+        return 0.0
+    try:
+        return Link.parse(link).bits_per_s
+    except Exception:  # noqa: BLE001 - an unreadable link only sorts first
+        return 0.0
+
+
+def route_order(rows: pd.DataFrame) -> list[str]:
+    """The routes of `rows`, local first, then by source, link bandwidth and concurrency
+    (`c4` before `c16`, `1Gbit` before `10Gbit`)."""
+    rows = with_route(rows)
+    if rows.empty:
+        return []
+    firsts = rows.drop_duplicates(ROUTE)
+    nothing = pd.Series(None, index=firsts.index, dtype=object)
+    keys = {
+        str(r): (
+            r != LOCAL,
+            str(src) if isinstance(src, str) else "",
+            _bandwidth(link),
+            float(c) if _known(c) else 0.0,
+            str(r),
+        )
+        for r, src, link, c in zip(
+            firsts[ROUTE],
+            firsts.get("source", nothing),
+            firsts.get("link", nothing),
+            firsts.get("concurrency", nothing),
+            strict=True,
+        )
+    }
+    return sorted(keys, key=keys.__getitem__)
+
+
+def remote_figures(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy and remote route of whole-run `rows`, over the ok repeats: the median wall,
+    its ceiling (the checkpoint's bytes over the link's bandwidth) and wall ÷ ceiling, the bytes
+    received against the checkpoint's, and the requests; empty where no row is remote."""
+    totals = route_labelled(with_route(whole_run(rows)))
+    totals = totals[(totals["phase"] == TOTAL) & (totals["status"] == OK)]
+    totals = totals[totals[ROUTE] != LOCAL]
+    columns = ["wall_s", "ceiling_s", "ceiling_ratio", "bytes_received", "requests"]
+    if totals.empty:
+        return pd.DataFrame(columns=["strategy", *columns, "checkpoint_bytes"])
+    numbers = totals.reindex(columns=[*columns, "checkpoint_bytes"]).apply(
+        pd.to_numeric, errors="coerce"
+    )
+    grouped = numbers.assign(strategy=totals["strategy"]).groupby("strategy", sort=False)
+    return grouped.median().reset_index()
 
 
 def _start_rss(rows: pd.DataFrame) -> pd.Series:
@@ -181,11 +259,12 @@ def _start_rss(rows: pd.DataFrame) -> pd.Series:
 
 
 def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
-    """Median per (strategy, phase) over the ok repeats: each phase's own high-water mark over
+    """Median per (strategy, route, phase) over the ok repeats, each strategy named with its
+    route where it is remote (`route_labelled`): each phase's own high-water mark over
     the baseline (`peak_over_baseline_bytes`), and what it adds to the RSS it began at
     (`adds_bytes`, see `_start_rss`: NaN where an overlapping phase would have to be subtracted).
     """
-    ok = whole_run(phases)
+    ok = route_labelled(whole_run(phases))
     ok = ok[(ok["status"] == OK) & (ok["phase"] != TOTAL)].sort_values("phase_order")
     if ok.empty:
         return pd.DataFrame()

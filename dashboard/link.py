@@ -1,12 +1,13 @@
 """The view in the URL: a link to the dashboard opens the view it was copied from.
 
 The page is the URL's path (`/target_host`); the rest of the view is in its query string
-(Streamlit's `st.query_params`): `run`, `shapes`, `ram` (the host RAM in GiB) and `strategies` (the
-ones chosen, where some were taken out). A page reads a parameter once per session (`take`), the
-first time it draws the widget the parameter sets: that is when a link is opened or the page
-reloaded; after that the widget holds the value and the page writes it back (`keep`) on every run,
-so the address bar always holds the view on screen. A parameter whose value the results do not
-hold (a run since deleted) is ignored and the widget keeps its default.
+(Streamlit's `st.query_params`): `run`, `shapes`, `ram` (the host RAM in GiB), `route` (where the
+bytes came from: `local`, or `s3 · 1Gbit · c16`, where the results hold several) and `strategies`
+(the ones chosen, where some were taken out). A page reads a parameter once per session
+(`take`), the first time it draws the widget the parameter sets: that is when a link is opened
+or the page reloaded; after that the widget holds the value and the page writes it back
+(`keep`) on every run, so the address bar always holds the view on screen. A parameter whose
+value the results do not hold (a run since deleted) is ignored and the widget keeps its default.
 
 Example:
     `http://127.0.0.1:8501/?shapes=sa3&ram=2.5&strategies=eager,pipelined` opens the Overview
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-RUN, SHAPES, RAM, STRATEGIES = "run", "shapes", "ram", "strategies"
-PARAMS = (RUN, SHAPES, RAM, STRATEGIES)
+RUN, SHAPES, RAM, ROUTE, STRATEGIES = "run", "shapes", "ram", "route", "strategies"
+PARAMS = (RUN, SHAPES, RAM, ROUTE, STRATEGIES)
 _TAKEN = "_link_taken"  # session state: the (widget key, parameter) pairs already read
 
 

@@ -78,8 +78,8 @@ LINE_STYLES = {
         (6, 3, 1, 3),
         2.0,
         "Blue dash-dot rule",
-        "the machine's ceiling (the checkpoint's bytes over the probe's best bandwidth for this "
-        "situation: no load of these bytes is faster here)",
+        "the ceiling (the checkpoint's bytes over the probe's best bandwidth for this "
+        "situation, or over a shaped link's bandwidth: no load of these bytes is faster)",
     ),
 }
 
@@ -321,6 +321,9 @@ def _reference_layers(
     return layers
 
 
+LINK_PROBE = "link:"  # a remote row's `ceiling_probe_id`: its shaped link's (`bench.run.rows`)
+
+
 @dataclass(frozen=True)
 class CeilingLine:
     """The machine's ceiling on the time axis: `x` seconds, and its label."""
@@ -350,8 +353,11 @@ def ceiling_line(rows: pd.DataFrame) -> CeilingLine | None:
         return None
     x = float(seconds.median())
     ids = sorted({p for p in rows.get("ceiling_probe_id", []) if isinstance(p, str)})
-    probe = f"probe {', '.join(ids)}" if ids else "probe unnamed"
     text = f"{x:.2f} s" if x >= 0.1 else f"{x * 1000:.1f} ms"
+    links = [i.removeprefix(LINK_PROBE) for i in ids if i.startswith(LINK_PROBE)]
+    if links and len(links) == len(ids):  # a shaped link's: the bytes over its bandwidth
+        return CeilingLine(x, f"ceiling {text} (the bytes over the {', '.join(links)} link)")
+    probe = f"probe {', '.join(ids)}" if ids else "probe unnamed"
     return CeilingLine(x, f"ceiling {text} ({_situation(rows, seconds)}, {probe})")
 
 

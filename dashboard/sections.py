@@ -7,8 +7,10 @@ draws: per configuration the answer (`answer.headline`, with its backend), the s
 the table that leads with the answer (`answer.cost_table`), the ceiling; the phase medians; the
 timeline's panels (one per strategy, a multi-process load as its process's own RSS beside the
 group's total: `frames.group_traces`) and phase bands; every child run with its status; and
-where a metric stepped across the folder's runs (`bench.analysis.history`). No
-charts and no HTML here (`charts.report_figures` and `report` do those); no Streamlit, no jax.
+where a metric stepped across the folder's runs (`bench.analysis.history`). A route is a
+configuration: a local load and one over s3 at concurrency 16 are two sections, and their phase
+medians and timeline panels are named apart (`pipelined · s3 · 1Gbit · c16`). No charts and no
+HTML here (`charts.report_figures` and `report` do those); no Streamlit, no jax.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 
 from bench.analysis import history
 from bench.errors import BenchError
-from bench.records.results import Results, summarize
+from bench.records.results import LOCAL, ROUTE, Results, summarize
 from dashboard import answer, frames, scatter, style
 from loader.vocabulary import OK, TOTAL
 
@@ -113,7 +115,8 @@ def _shape_set(
     for _, config in configs.iterrows():
         rows = answer.shape_set_rows(summary, shapes, config)
         ckpt = rows["checkpoint_bytes"].iloc[0]
-        which = f" ({answer.config_label(config)})" if len(configs) > 1 else ""
+        remote = config.get(ROUTE, LOCAL) != LOCAL  # a remote section always says its route
+        which = f" ({answer.config_label(config)})" if len(configs) > 1 or remote else ""
         title = (
             f"Shape set {shapes}{which}: checkpoint {style.size(ckpt)}, "
             f"{int(rows['tensors'].iloc[0])} tensors"
@@ -133,7 +136,9 @@ def _shape_set(
 
 
 def _timeline(results: Results, phases: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The first ok repeat of each strategy: its traces (`frames.group_traces`) and bands."""
+    """The first ok repeat of each strategy and route (`frames.route_labelled`): its traces
+    (`frames.group_traces`) and bands."""
+    phases = frames.route_labelled(phases)
     totals = frames.whole_run(phases)
     totals = totals[(totals["phase"] == TOTAL) & (totals["status"] == OK)]
     firsts = totals.sort_values("repeat").drop_duplicates("strategy").sort_values("strategy")
@@ -160,7 +165,7 @@ def _timeline(results: Results, phases: pd.DataFrame) -> tuple[pd.DataFrame, pd.
 
 
 def _every_run(phases: pd.DataFrame) -> pd.DataFrame:
-    totals = frames.whole_run(phases)
+    totals = frames.route_labelled(frames.whole_run(phases))
     totals = totals[totals["phase"] == TOTAL].sort_values(["shapes", "strategy", "repeat"])
     table = totals.assign(
         peak_ratio=totals["peak_ratio"].map(style.ratio),

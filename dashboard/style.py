@@ -103,8 +103,9 @@ def _vocab_kind(kind: str | None) -> str:
 
 
 def base_name(label: str) -> str:
-    """`sharded (2 processes)` -> `sharded`: the registered name behind a displayed label."""
-    return label.split(" (", 1)[0]
+    """`sharded (2 processes)`, `pipelined · s3 · 1Gbit · c16` -> `sharded`, `pipelined`: the
+    registered name behind a displayed label."""
+    return label.split(" (", 1)[0].split(" · ", 1)[0]
 
 
 def kind_of(name: str, recorded: str | None = None) -> str:

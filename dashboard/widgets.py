@@ -7,7 +7,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import MAKE_COMMAND, data, frames, link
+from bench.records.results import LOCAL
+from dashboard import MAKE_COMMAND, data, frames, link, style
 from loader.vocabulary import OK, STATUSES, TOTAL
 
 
@@ -114,6 +115,63 @@ def pick_shapes(
     return str(shapes)
 
 
+ROUTE_WORDS = {LOCAL: "local disk"}  # how a route reads in its picker
+
+
+def pick_route(rows: pd.DataFrame, *, key: str, column: Any = st) -> str | None:
+    """A "Loaded from" selector over the routes of `rows` (local disk, `s3 · 1Gbit · c16`, ...;
+    `frames.route_order`), drawn where there are several, in the URL as `route`.
+
+    Returns:
+        The route picked (the only one where there is one; None where `rows` is empty).
+    """
+    names = frames.route_order(rows)
+    if len(names) <= 1:
+        link.keep(link.ROUTE, None)
+        return names[0] if names else None
+    linked = link.take(key, link.ROUTE)
+    if linked in names:
+        st.session_state[key] = linked
+    if st.session_state.get(key) not in names:
+        st.session_state.pop(key, None)
+    route = column.selectbox(
+        "Loaded from",
+        names,
+        key=key,
+        format_func=lambda r: ROUTE_WORDS.get(r, r),
+        help="local disk, or the source, the shaped link and the concurrency (range requests in "
+        "flight) of a remote load: each is its own configuration, never pooled",
+    )
+    link.keep(link.ROUTE, route)
+    return str(route)
+
+
+def remote_figures(rows: pd.DataFrame) -> None:
+    """What a remote load's rows say about its link (`frames.remote_figures`): the median wall
+    against the link's ceiling, and the bytes received; nothing for local rows."""
+    figures = frames.remote_figures(rows)
+    if figures.empty:
+        return
+    shown = pd.DataFrame(
+        {
+            "strategy": figures["strategy"],
+            "wall (median)": figures["wall_s"].map(style.seconds),
+            "link ceiling": figures["ceiling_s"].map(style.seconds),
+            "wall ÷ ceiling": figures["ceiling_ratio"].map(style.ratio),
+            "bytes received": figures["bytes_received"].map(style.size),
+            "× checkpoint": (figures["bytes_received"] / figures["checkpoint_bytes"]).map(
+                lambda r: "–" if pd.isna(r) else f"{r:.3f}×"
+            ),
+            "requests": figures["requests"].map(lambda n: "–" if pd.isna(n) else f"{n:,.0f}"),
+        }
+    )
+    st.markdown(
+        "**Over the link**: the link's ceiling is the checkpoint's bytes over its bandwidth; "
+        "medians of the ok repeats"
+    )
+    st.dataframe(shown, hide_index=True, width="content")
+
+
 def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
     """The rows of one page-cache state (warm or cold), with a selector when the run has both."""
     caches = sorted(phases["cache"].dropna().unique(), key=lambda c: (c != "warm", c))
@@ -146,7 +204,7 @@ def number_table(table: pd.DataFrame, formats: dict[str, str], labels: dict[str,
 
 def status_table(phases: pd.DataFrame) -> None:
     """Every child run of `phases` with its status and error: never filtered, never hidden."""
-    totals = data.whole_run(phases)
+    totals = frames.route_labelled(data.whole_run(phases))  # `pipelined · s3 · 1Gbit · c16`
     totals = totals[totals["phase"] == TOTAL]
     cols = ["strategy", "repeat", "dtype", "devices", "status", "peak_ratio", "wall_s", "error"]
     table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)

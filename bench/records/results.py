@@ -161,10 +161,10 @@ def route(source: Any, link: Any, concurrency: Any) -> str:
     return " · ".join(parts + ([f"c{int(concurrency)}"] if known else []))
 
 
-def routed(strategy: str, where: str, *, local_too: bool = False) -> str:
+def routed(strategy: Any, where: Any, *, local_too: bool = False) -> str:
     """A strategy's label with its route: `pipelined · s3 · 1Gbit · c16`; a local load's is the
     name alone (`local_too`: `pipelined · local`, beside remote ones)."""
-    return strategy if where == LOCAL and not local_too else f"{strategy} · {where}"
+    return str(strategy) if where == LOCAL and not local_too else f"{strategy} · {where}"
 
 
 def with_route(phases: pd.DataFrame) -> pd.DataFrame:
@@ -288,7 +288,9 @@ def _median(frame: pd.DataFrame, column: str) -> float:
 
 def _first(frame: pd.DataFrame, column: str) -> Any:
     """The first recorded value of `column` (a route's source, link or concurrency), else None."""
-    known = frame[column].dropna() if column in frame else ()
+    if column not in frame:
+        return None
+    known = frame[column].dropna()
     return known.iloc[0] if len(known) else None
 
 

@@ -3,7 +3,9 @@
 The same table, verdicts and lists of what either side lacks as `loadbench compare BASE NEW`
 (`bench.analysis.compare`): peak over baseline and wall-time ratios with the spread of the
 repeats and the U test's p, a regression only over the threshold, beyond that spread and with
-enough repeats.
+enough repeats. A combination includes its route: a local load is never held against one over
+s3, nor concurrency 1 against 64; a remote strategy is named with its route, and each side's
+wall over its link's ceiling is shown beside.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.analysis import compare as bench_compare
+from bench.records.results import LOCAL, ROUTE, routed
 from bench.vocabulary import MISSING, NEW_ONLY, UNDECIDED
 from dashboard import charts, frames, style, widgets
 
@@ -69,8 +72,16 @@ def _default_base(results: Any, ids: list[str], new: str) -> int:
     return 1
 
 
+def _named(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` whose strategy names its route where it is remote (`pipelined · s3 · 1Gbit ·
+    c16`): the table's rows and the chart's bars are one per combination, never per name."""
+    return rows.assign(strategy=list(map(routed, rows["strategy"], rows[ROUTE])))
+
+
 def _table(rows: pd.DataFrame) -> None:
-    """The rows as `loadbench compare` prints them: ratio (spread, p), then the verdict."""
+    """The rows as `loadbench compare` prints them: ratio (spread, p), then the verdict; beside
+    them, for a remote route, each side's wall over its link's ceiling."""
+    remote = (rows[ROUTE] != LOCAL).any()
     shown = pd.DataFrame(
         {
             "strategy": rows["strategy"],
@@ -84,6 +95,15 @@ def _table(rows: pd.DataFrame) -> None:
             "wall time, new / base (spread, p)": [
                 bench_compare.ratio_text(r, "wall") for _, r in rows.iterrows()
             ],
+            **(
+                {
+                    "wall ÷ ceiling (base → new)": [
+                        bench_compare.sides_text(r, "ceiling") for _, r in rows.iterrows()
+                    ]
+                }
+                if remote
+                else {}
+            ),
             "verdict": rows["verdict"],
         }
     )
@@ -118,7 +138,8 @@ def _lacks(both: pd.DataFrame) -> None:
     if len(few):
         st.warning(
             f"Too few repeats to call a regression (fewer than {bench_compare.MIN_REPEATS} ok "
-            "a side): " + ", ".join(f"`{r.strategy}` on `{r.shapes}`" for r in few.itertuples())
+            "a side): "
+            + ", ".join(f"`{r.strategy}` on `{r.shapes}`" for r in _named(few).itertuples())
         )
 
 
@@ -129,7 +150,9 @@ def _verdict(both: pd.DataFrame, threshold: float) -> None:
     if len(bad):
         st.error(
             "Failed: "
-            + ", ".join(f"`{r.strategy}` on `{r.shapes}` ({r.verdict})" for r in bad.itertuples())
+            + ", ".join(
+                f"`{r.strategy}` on `{r.shapes}` ({r.verdict})" for r in _named(bad).itertuples()
+            )
         )
     elif not (both["verdict"] == MISSING).any():
         st.success(f"No regression: {bench_compare.rule_text(threshold)}.")
@@ -158,7 +181,7 @@ def main() -> None:
     _verdict(both, threshold)
     measured = both[~both["verdict"].isin([MISSING, NEW_ONLY])]
     for shapes in sorted(measured["shapes"].unique()):
-        rows = measured[measured["shapes"] == shapes]
+        rows = _named(measured[measured["shapes"] == shapes])
         st.subheader(f"Shape set `{shapes}`")
         st.altair_chart(charts.compare_bars(rows), width="stretch")
         _table(rows)

@@ -2,9 +2,9 @@
 
 Answers: did a commit or a jax/flax/safetensors upgrade move a peak or a time, and at which run.
 The points and the steps are `bench.analysis.history`'s (what `loadbench history` prints): one
-series per machine, shape set and strategy, a run per point in the order the runs started, each
-labelled with its git commit and versions; a step is marked on the first run after it, with its
-size. No jax.
+series per machine, shape set, strategy and route (local, or `s3 · 1Gbit · c16`), a run per
+point in the order the runs started, each labelled with its git commit and versions; a step is
+marked on the first run after it, with its size. No jax.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from bench.analysis import history
-from dashboard import widgets
+from bench.records.results import ROUTE
+from dashboard import frames, widgets
 
 METRIC_NAMES = {
     history.PEAK: "peak over baseline (GiB)",
@@ -24,26 +25,41 @@ METRIC_NAMES = {
 
 
 def _series(points: pd.DataFrame) -> pd.DataFrame:
-    """Narrow the points to one shape set and the strategies picked."""
-    cols = st.columns([1, 2])
+    """Narrow the points to one shape set, the strategies picked and (where the shape set was
+    loaded over several) the routes picked."""
+    cols = st.columns([1, 2, 2])
     shapes = cols[0].selectbox("Shape set", sorted(points["shapes"].unique()), key="history_shapes")
     rows = points[points["shapes"] == shapes]
     names = sorted(rows["strategy"].unique())
     picked = cols[1].multiselect("Strategies", names, default=names, key="history_strategies")
-    return rows[rows["strategy"].isin(picked)]
+    rows = rows[rows["strategy"].isin(picked)]
+    routes = frames.route_order(rows)
+    if len(routes) > 1:
+        routes = cols[2].multiselect(
+            "Loaded from",
+            routes,
+            default=routes,
+            format_func=lambda r: widgets.ROUTE_WORDS.get(r, r),
+            key="history_routes",
+            help="each route (local disk, or source · link · concurrency) is a series of its own",
+        )
+    return rows[rows[ROUTE].isin(routes)]
 
 
 def chart_frame(rows: pd.DataFrame, steps: list[history.Step], metric: str) -> pd.DataFrame:
     """Tidy rows to draw: one per (series, run), the metric's value, its labels and its step."""
     marks = {
-        (s.machine, s.shapes, s.strategy, s.run_id): f"step {s.change:+.0%}"
+        (s.machine, s.shapes, s.strategy, s.route, s.run_id): f"step {s.change:+.0%}"
         for s in steps
         if s.metric == metric
     }
     value = rows[metric] / (1 << 30) if metric == history.PEAK else rows[metric]
-    series = rows["machine"].astype(str) + " · " + rows["strategy"].astype(str)
-    keys = zip(rows["machine"], rows["shapes"], rows["strategy"], rows["run_id"], strict=True)
-    step = [marks.get((str(m), str(sh), str(st), str(r)), "") for m, sh, st, r in keys]
+    named = frames.route_labelled(rows)["strategy"]  # `pipelined · s3 · 1Gbit · c16`
+    series = rows["machine"].astype(str) + " · " + named.astype(str)
+    keys = zip(
+        rows["machine"], rows["shapes"], rows["strategy"], rows[ROUTE], rows["run_id"], strict=True
+    )
+    step = [marks.get((str(m), str(sh), str(s), str(ro), str(r)), "") for m, sh, s, ro, r in keys]
     return rows.assign(value=value, series=series, step=step)
 
 
@@ -75,8 +91,8 @@ def history_chart(frame: pd.DataFrame, metric: str) -> alt.LayerChart | alt.Face
 
 
 def _steps_table(steps: list[history.Step], rows: pd.DataFrame) -> None:
-    shown = set(zip(rows["machine"], rows["shapes"], rows["strategy"], strict=True))
-    said = [s for s in steps if (s.machine, s.shapes, s.strategy) in shown]
+    shown = set(zip(rows["machine"], rows["shapes"], rows["strategy"], rows[ROUTE], strict=True))
+    said = [s for s in steps if (s.machine, s.shapes, s.strategy, s.route) in shown]
     if not said:
         st.caption("No steps: no metric moved beyond its repeats' spread and its least step.")
         return
@@ -86,7 +102,8 @@ def _steps_table(steps: list[history.Step], rows: pd.DataFrame) -> None:
 def main() -> None:
     st.title("History")
     st.caption(
-        "Each strategy across runs, in the order they started; one line per machine and strategy. "
+        "Each strategy across runs, in the order they started; one line per machine, strategy "
+        "and route (local disk, or source · link · concurrency). "
         "A red ring marks the first run after a step (Mann-Whitney between the runs either side)."
     )
     results = widgets.page_results()

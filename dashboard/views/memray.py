@@ -10,11 +10,13 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
-from dashboard import data, paths, widgets
+from dashboard import data, frames, paths, widgets
 
 
 def _captures(results) -> pd.DataFrame:
-    rows = data.whole_run(results.phases)
+    """One row per captured result, labelled `strategy · shapes · r<repeat> — run` (a remote
+    load's strategy with its route: `pipelined · s3 · 1Gbit · c16`)."""
+    rows = frames.route_labelled(data.whole_run(results.phases))
     rows = rows[rows["memray_html"].notna() | rows["memray_top"].notna()]
     rows = rows.drop_duplicates("result_id").merge(
         results.runs[["run_id", "machine"]], on="run_id", how="left"

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from bench.records.results import LOCAL, ROUTE
 from dashboard import answer, data, frames, scatter, style, widgets
 
 
@@ -30,11 +31,15 @@ def _machine_ram(results: Any, phases: pd.DataFrame) -> float | None:
     return float(known["ram_bytes"].iloc[0]) if len(known) else None
 
 
-def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> pd.DataFrame:
-    """The strategy rows of one shape set, with a configuration picker when there are several."""
+def _rows(
+    summary: pd.DataFrame, shapes: str, route: str | None, descriptions: dict[str, str]
+) -> pd.DataFrame:
+    """The strategy rows of one shape set loaded over `route`, with a configuration picker when
+    there are several."""
     rows = summary[summary["shapes"] == shapes]
+    rows = rows[rows[ROUTE] == route] if route is not None else rows
     configs = answer.configurations(rows)
-    config = None
+    config = configs.iloc[0] if len(configs) else None  # the route's, where one was picked
     if len(configs) > 1:
         pick = st.selectbox(
             "Configuration",
@@ -47,18 +52,24 @@ def _rows(summary: pd.DataFrame, shapes: str, descriptions: dict[str, str]) -> p
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
 
-def _headlines(summary: pd.DataFrame, ram: int, first: str) -> None:
-    """One answer per shape set (the one shown first, then the largest checkpoint first), each
-    naming the backend its runs were on."""
+def _headlines(summary: pd.DataFrame, ram: int, first: str, route: str | None) -> None:
+    """One answer per shape set (the one shown first, over the route picked, then the largest
+    checkpoint first), each naming the backend its runs were on, and its route where the shape
+    set was loaded over several."""
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
     for shapes in sorted(order.index, key=lambda s: s != first):
-        config = answer.configurations(summary[summary["shapes"] == shapes]).iloc[0]
+        mine = summary[summary["shapes"] == shapes]
+        if shapes == first and route is not None:
+            mine = mine[mine[ROUTE] == route]
+        config = answer.configurations(mine).iloc[0]
         head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram)
         small = answer.small_checkpoint_note(order[shapes])
         note = " (checkpoint under 64 MiB: overhead, not a guide)" if small else ""
+        several = summary.loc[summary["shapes"] == shapes, ROUTE].nunique() > 1
+        where = answer.route_words(config[ROUTE]) if several or config[ROUTE] != LOCAL else ""
         box = st.success if head.fits else st.error
         box(
-            f"**`{shapes}`** ({style.size(order[shapes])}): {head.sentence}{note}",
+            f"**`{shapes}`** ({style.size(order[shapes])}{where}): {head.sentence}{note}",
             icon=":material/recommend:" if head.fits else ":material/block:",
         )
 
@@ -106,7 +117,7 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
     descriptions, problem = data.strategy_descriptions()
     if problem:
         st.warning(f"Strategy descriptions unavailable: {problem}")
-    rows = _rows(summary, shapes, descriptions)
+    rows = _rows(summary, shapes, view["route"], descriptions)
     shown = rows[rows["base_strategy"].isin(view["chosen"])]
     ckpt = rows["checkpoint_bytes"].iloc[0]
     note = answer.small_checkpoint_note(ckpt)
@@ -115,8 +126,10 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
     ceiling = scatter.ceiling_line(frames.ceiling_rows(phases, shown))
     _chart(shown, view, ceiling)
     _table(shown, view["ram"])
+    route = rows[ROUTE].iloc[0]
     st.caption(
-        f"`{shapes}`: checkpoint {style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · "
+        f"`{shapes}`{answer.route_words(route) if route != LOCAL else ''}: checkpoint "
+        f"{style.size(ckpt)} · {int(rows['tensors'].iloc[0])} tensors · "
         f"largest tensor {style.size(rows['largest_tensor_bytes'].iloc[0])} · "
         f"{answer.backend(rows).rstrip('.')} · run "
         + ", ".join(view["labels"].get(r, r) for r in phases["run_id"].unique())
@@ -126,7 +139,7 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
             "\n".join(f"- **{s}**: {d}" for s, d in zip(rows["strategy"], rows["description"]) if d)
         )
     st.markdown("**Every run** (failed ones included):")
-    widgets.status_table(phases)
+    widgets.status_table(phases[phases[ROUTE] == route] if view["route"] else phases)
 
 
 def main() -> None:
@@ -146,7 +159,8 @@ def main() -> None:
     shapes = widgets.pick_shapes(
         phases, key="overview_shapes", options=list(by_size.index), column=top[1]
     )
-    _headlines(summary, ram, shapes)
+    route = widgets.pick_route(summary[summary["shapes"] == shapes], key="overview_route")
+    _headlines(summary, ram, shapes, route)
     strategies = sorted(summary["strategy"].unique())
     chosen = widgets.pick_strategies(strategies, key="overview_strategies", column=st.sidebar)
     axes = st.columns([1, 1, 2])
@@ -164,6 +178,7 @@ def main() -> None:
         "log": log,
         "ram": ram,
         "labels": labels,
+        "route": route,
     }
     _shape_set(phases[phases["shapes"] == shapes], summary, shapes, view)
 

@@ -3,7 +3,9 @@
 Answers: each phase's (build, read, cast, transfer, assemble, stream) own high-water mark over the
 baseline, how much of what it keeps is anonymous vs file-backed memory, and when it ran. Phases
 that ran at the same time (pipelined builds while it streams) are never subtracted from each
-other nor stacked: each keeps its own peak and its own start and end.
+other nor stacked: each keeps its own peak and its own start and end. One route at a time: a
+local load and one over s3 at concurrency 16 are never one median; a remote route's strategies
+are named with it, and its figures against the link are shown.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, widgets
+from bench.records.results import ROUTE
+from dashboard import charts, data, frames, widgets
 from loader.vocabulary import OK, STREAM
 
 
 def _filter(phases: pd.DataFrame) -> pd.DataFrame:
-    """Narrow to one shape set and (when there are several) one dtype / device count."""
-    cols = st.columns(3)
+    """Narrow to one shape set and (when there are several) one dtype / device count / route
+    (the local disk, or a remote source, link and concurrency: never one median)."""
+    cols = st.columns(4)
     with cols[0]:
         shapes = widgets.pick_shapes(phases, key="phases_shapes")
     rows = phases[phases["shapes"] == shapes]
@@ -37,7 +41,9 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
             f"{', '.join(map(str, other))}; multi-process strategies need a device per process). "
             "Pick that device count to see them."
         )
-    return rows[rows["devices"] == devices]
+    rows = rows[rows["devices"] == devices]
+    route = widgets.pick_route(rows, key="phases_route", column=cols[3])
+    return rows[rows[ROUTE] == route]
 
 
 def _substeps(rows: pd.DataFrame) -> None:
@@ -85,7 +91,7 @@ def main() -> None:
     results = widgets.page_results()
     run_id = widgets.pick_run(results, key="phases_run")
     rows = _filter(results.phases[results.phases["run_id"] == run_id])
-    rows = widgets.pick_cache(rows, key="phases_cache")
+    rows = frames.route_labelled(widgets.pick_cache(rows, key="phases_cache"))
     med = data.phase_medians(rows)
     if med.empty:
         st.info("No successful run with phase rows for this choice; see the Overview for statuses.")
@@ -103,6 +109,7 @@ def main() -> None:
     st.altair_chart(charts.phase_time_bars(med), width="stretch")
     _overlaps(rows[rows["strategy"].isin(chosen)])
     _substeps(rows[rows["strategy"].isin(chosen)])
+    widgets.remote_figures(rows[rows["strategy"].isin(chosen)])
     _numbers(med)
 
 

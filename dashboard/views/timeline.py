@@ -10,13 +10,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from bench.records.results import ROUTE
 from dashboard import data, frames, timeline, widgets
 from loader.vocabulary import DEFAULT_STRATEGY, OK, TOTAL
 
 
 def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
-    """result_id -> 'strategy · shapes · r<repeat> · status' for the whole-run rows."""
-    totals = data.whole_run(phases)
+    """result_id -> 'strategy · shapes · r<repeat> · status' for the whole-run rows, a remote
+    load's strategy with its route ('pipelined · s3 · 1Gbit · c16 · gpt2 · r0 · ok')."""
+    totals = frames.route_labelled(data.whole_run(phases))
     totals = totals[totals["phase"] == TOTAL]
     totals = totals.sort_values(["shapes", "strategy", "devices", "repeat"])
     several = totals["devices"].nunique() > 1
@@ -29,14 +31,16 @@ def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
 
 
 def _typical(phases: pd.DataFrame, options: list[str]) -> list[str]:
-    """The result a Timeline opens on: on the largest shape set, of the default strategy (else
-    the first), the ok repeat whose wall time is the median of its repeats, not an outlier."""
+    """The result a Timeline opens on: on the largest shape set and the first route (the local
+    disk, else the lowest concurrency), of the default strategy (else the first), the ok repeat
+    whose wall time is the median of its repeats, not an outlier."""
     totals = data.whole_run(phases)
     totals = totals[(totals["phase"] == TOTAL) & totals["result_id"].isin(options)]
     ok = totals[totals["status"] == OK]
     ok = ok[ok["checkpoint_bytes"] == ok["checkpoint_bytes"].max()]  # the largest shape set
     if ok.empty:
         return options[:1]
+    ok = ok[ok[ROUTE] == frames.route_order(ok)[0]]
     names = set(ok["strategy"])
     strategy = DEFAULT_STRATEGY if DEFAULT_STRATEGY in names else sorted(names)[0]
     mine = ok[ok["strategy"] == strategy].sort_values("wall_s")
