@@ -116,7 +116,7 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
         alt.Chart(spans)
         .mark_bar(stroke="white", strokeWidth=0.5)
         .encode(
-            y=alt.Y("strategy:N", title=None),
+            y=alt.Y("strategy:N", title=None, axis=alt.Axis(labelLimit=320)),  # with its route
             yOffset=alt.YOffset("lane:O"),
             x=alt.X(
                 "start_s:Q", title="seconds since baseline (median)", axis=alt.Axis(format=".2f")

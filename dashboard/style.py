@@ -145,9 +145,25 @@ def legend_order(names) -> list[str]:
 
 
 def strategy_scale(shown) -> alt.Scale:
-    """A colour scale whose domain is exactly the strategies shown, each in its fixed colour."""
+    """A colour scale whose domain is exactly the strategies shown, each in its fixed colour; a
+    strategy shown over several routes (`pipelined · s3 · 1Gbit · c1`, `... · c64`) takes its
+    colour for the first and lighter shades of it for the others, in order."""
     domain = legend_order(shown)
-    return alt.Scale(domain=domain, range=[strategy_color(s) for s in domain])
+    seen: dict[str, int] = {}
+    colours = []
+    for label in domain:
+        nth = seen[base_name(label)] = seen.get(base_name(label), -1) + 1
+        colours.append(_lighter(strategy_color(label), min(ROUTE_SHADE * nth, 0.75)))
+    return alt.Scale(domain=domain, range=colours)
+
+
+ROUTE_SHADE = 0.35  # how much white each further route of one strategy mixes into its colour
+
+
+def _lighter(colour: str, white: float) -> str:
+    """`#rrggbb` mixed with `white` (0 to 1) of white."""
+    rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * white):02x}" for c in rgb)
 
 
 def phase_scale(shown) -> alt.Scale:

@@ -80,7 +80,9 @@ def history_chart(frame: pd.DataFrame, metric: str) -> alt.LayerChart | alt.Face
         alt.Tooltip("value:Q", format=".3f"),
         "step:N",
     ]
-    base = alt.Chart(frame).encode(x=x, y=y, color=alt.Color("series:N", title="series"))
+    legend = alt.Legend(labelLimit=400)  # `machine · pipelined · s3 · 1Gbit · c16` in full
+    color = alt.Color("series:N", title="series", legend=legend)
+    base = alt.Chart(frame).encode(x=x, y=y, color=color)
     lines = base.mark_line(point=True).encode(tooltip=tooltip)
     rings = (
         alt.Chart(frame[frame["step"] != ""])

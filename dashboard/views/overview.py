@@ -8,8 +8,11 @@ way: each strategy's peak RSS against wall time (log scale) with the host's RAM 
 margin as lines (`dashboard.scatter`), then the table that leads with the answer (the recommended
 row first and marked, its absolute peak and its reason; skipped and failed rows last with theirs),
 and every run with its status. By default each shape set shows its newest complete, unconstrained
-run; every run stays selectable. The view (run, shape set, host RAM, strategies) is in the URL
-(`dashboard.link`).
+run; every run stays selectable. A shape set loaded over several routes (the local disk, s3 at
+1Gbit with concurrency 1 and 64: `bench.records.results.route`) is answered one route at a time,
+picked in "Loaded from", never pooled; a remote route's table holds its wall over the link's
+ceiling and the bytes received. The view (run, shape set, host RAM, route, strategies) is in the
+URL (`dashboard.link`).
 """
 
 from __future__ import annotations

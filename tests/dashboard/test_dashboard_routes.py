@@ -179,3 +179,12 @@ def test_the_report_has_a_section_per_route(remote, tmp_path):
     pooled = statistics.median(remote.walls[("pipelined", 1)] + remote.walls[("pipelined", 64)])
     assert f"{pooled:.2f} s" not in text
     assert f"pipelined · {C64}" in text  # the phase charts and the timeline's panels
+
+
+def test_one_strategy_over_two_routes_gets_two_shades_of_its_colour():
+    from dashboard import style
+
+    scale = style.strategy_scale([f"pipelined · {C1}", f"pipelined · {C64}", "eager"]).to_dict()
+    colours = dict(zip(scale["domain"], scale["range"], strict=True))
+    assert colours[f"pipelined · {C1}"] == style.strategy_color("pipelined")
+    assert colours[f"pipelined · {C64}"] not in (colours[f"pipelined · {C1}"], colours["eager"])
