@@ -29,7 +29,15 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from bench.records.results import LOCAL, ROUTE, Results, headline, routed, with_route
+from bench.records.results import (
+    GROUP_KEYS,
+    LOCAL,
+    ROUTE,
+    Results,
+    headline,
+    routed,
+    with_route,
+)
 from loader.vocabulary import OK, REFERENCE, TOTAL
 
 PEAK = "peak_over_baseline_bytes"
@@ -39,17 +47,8 @@ METRICS = (PEAK, WALL, FLOOR)
 #: The least relative move a step must make: peaks repeat closely, times less so.
 MIN_STEP = {PEAK: 0.05, WALL: 0.15, FLOOR: 0.15}
 ALPHA = 0.05
-SERIES_KEYS = [
-    "machine",
-    "shapes",
-    "strategy",
-    "dtype",
-    "devices",
-    "processes",
-    "cache",
-    "model",
-    ROUTE,
-]
+#: A series: the summary's configuration (`GROUP_KEYS`) on one machine, across runs.
+SERIES_KEYS = ["machine", *(k for k in GROUP_KEYS if k != "run_id")]
 LABELS = ["git_commit", "jax_version", "flax_version", "safetensors_version"]
 
 
