@@ -188,3 +188,35 @@ def test_one_strategy_over_two_routes_gets_two_shades_of_its_colour():
     colours = dict(zip(scale["domain"], scale["range"], strict=True))
     assert colours[f"pipelined · {C1}"] == style.strategy_color("pipelined")
     assert colours[f"pipelined · {C64}"] not in (colours[f"pipelined · {C1}"], colours["eager"])
+
+
+def test_compare_holds_each_concurrency_against_its_own(page, remote, tmp_path, monkeypatch):
+    """Two remote runs (the second 20% slower): a row per route, each with its link figures."""
+    import shutil
+
+    folder = tmp_path / "two-remote"
+    shutil.copytree(remote.root, folder)
+    first = folder / "here" / f"{remote.run_ids['remote']}.jsonl"
+    later = "20260122T080000Z-5e3e3f"
+    lines = []
+    for line in first.read_text().splitlines():
+        obj = json.loads(line)
+        obj["run_id"] = later
+        if obj["record"] == "run":
+            obj["started_utc"] = "2026-01-22T08:00:00Z"
+        elif obj["record"] == "phase":
+            obj["result_id"] += "b"
+            for key in ("wall_s", "phase_wall_s", "ceiling_ratio"):
+                if isinstance(obj.get(key), float):
+                    obj[key] *= 1.2
+        lines.append(json.dumps(obj))
+    (folder / "here" / f"{later}.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("LOADBENCH_RESULTS", str(folder))
+    at = page("views/compare.py")
+    at.selectbox(key="compare_base").set_value(remote.run_ids["remote"]).run()
+    table = at.dataframe[0].value.set_index("strategy")
+    assert {f"pipelined · {C1}", f"pipelined · {C64}", f"hostcast · {C1}"} <= set(table.index)
+    c64 = table.loc[f"pipelined · {C64}"]
+    assert c64["wall time, new / base (spread, p)"].startswith("1.20x")
+    base_ratio = _median(remote, "pipelined", 64) / CEILING_S
+    assert c64["wall ÷ ceiling (base → new)"] == f"{base_ratio:.2f}x -> {base_ratio * 1.2:.2f}x"
