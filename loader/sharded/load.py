@@ -7,8 +7,10 @@ read exactly as `loader.load_model` reports them. Leaves that declare no shardin
 builder's abstract model: no sharding, or one that partitions nothing under `jax.set_mesh`) are
 placed with the sharding rule (`rule_mesh`), and their `sharding_changes` are judged against it; a
 model's own partitioning, and any instance's sharding, is kept. For each leaf, each distinct index
-range of its addressable devices is read once (`loader.sharded.slices.SliceReader`), cast on the
-host, put on each device holding it, and the global array assembled with
+range of its addressable devices is read once (`loader.sharded.slices.SliceReader`; ranges that
+tile one box, as a process's devices along a split axis do, as that box: one read or range request
+per contiguous run of it), cast on the host, put on each device holding it, and the global array
+assembled with
 `jax.make_array_from_single_device_arrays`. The report gives this process's share
 (`LoadReport.share_bytes`, the bytes of the ranges it read) and a URL's requests and bytes.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +37,7 @@ from loader.sequence import Recipe
 from loader.sharded.layout import (
     LayoutSource,
     Region,
+    extents,
     file_layout_source,
     full_region,
     open_manifest,
@@ -116,18 +120,52 @@ def _whole(
         return to_device(step, host)
 
 
+def tiled_box(regions: list[Region]) -> Region | None:
+    """The box several distinct index ranges of one sharding tile exactly (their bounding box,
+    when it holds no more elements than they do), else None.
+
+    Example:
+        >>> tiled_box([((0, 4), (0, 2)), ((0, 4), (2, 4))])
+        ((0, 4), (0, 4))
+        >>> tiled_box([((0, 4), (0, 2)), ((0, 4), (4, 6))]) is None
+        True
+    """
+    if len(regions) < 2:
+        return None
+    box = tuple((min(a for a, _ in axis), max(b for _, b in axis)) for axis in zip(*regions))
+    count = sum(math.prod(extents(r)) for r in regions)
+    return box if math.prod(extents(box)) == count else None
+
+
+def _within(region: Region, box: Region) -> tuple[slice, ...]:
+    """The index of `region` inside an array holding `box`."""
+    return tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(region, box, strict=True))
+
+
 def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, ...]) -> jax.Array:
-    """Read this process's index ranges only, and assemble the global array from them."""
+    """Read this process's index ranges only, and assemble the global array from them. Where
+    they tile one box (a process with several devices along a split axis) the box is read in one
+    piece, so neighbouring ranges cost one read (one range request) per contiguous run of the
+    box, not one each; the bytes are the same."""
     refuse_unaddressable(step.sharding, step.leaf.where)
-    arrays = []
-    for region, devices in local_regions(step.sharding, shape).items():
+    regions = local_regions(step.sharding, shape)
+    box, whole = tiled_box(list(regions)), None
+    if box is not None:
         with substep(probe, READ):
-            host = reader.read_region(step.file_key, region)
+            whole = reader.read_region(step.file_key, box)
+    arrays = []
+    for region, devices in regions.items():
+        if whole is None or box is None:
+            with substep(probe, READ):
+                host = reader.read_region(step.file_key, region)
+        else:
+            host = whole[_within(region, box)]
         with substep(probe, CAST):
             host = host_cast(step.leaf, host)
         with substep(probe, TRANSFER):
             arrays += [jax.device_put(host, d) for d in devices]
         del host
+    del whole
     with substep(probe, TRANSFER):
         arr = jax.make_array_from_single_device_arrays(shape, step.placement(), arrays)
     if step.leaf.kind == "prng":

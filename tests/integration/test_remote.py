@@ -62,6 +62,25 @@ def test_file_folder_and_index_load_exactly(served, checkpoints, poison, strateg
         assert report.remote is not None and report.remote.concurrency == 16
 
 
+def test_sharded_reads_a_process_neighbouring_ranges_as_one_box(nginx, checkpoints):
+    """One process holding all 8 devices of every split axis (a plain builder: the sharding rule)
+    reads each tensor's ranges as the one box they tile: one range request per contiguous run of
+    it (here one per tensor), not one per device and row (`wide.weight` (3, 40000), split on its
+    columns, took 24), and the same bytes."""
+    one, _ = checkpoints
+    builder = shapes.model_builder(FILE_SPEC)
+    model, report = loader.load_model(
+        builder, nginx.urls()["file"], strategy="sharded", strict=True, concurrency=1
+    )
+    assert verify(model, one) == len(FILE_SPEC.tensors)
+    assert len(model.wide.weight.get_value().sharding.device_set) == 8  # split, not replicated
+    stats = report.remote
+    assert stats is not None and report.share_bytes == FILE_SPEC_BYTES
+    assert stats.bytes_received == report.share_bytes + stats.header_bytes
+    header_requests = 2  # the first 64 KiB, then the rest of a longer header if any
+    assert stats.requests <= len(FILE_SPEC.tensors) + header_requests
+
+
 def test_cast_and_small_budget_chunks_every_tensor(nginx, checkpoints, poison):
     """bf16 model from an f32 file, 256 KiB budget: many small requests, all checked."""
     one, _ = checkpoints
