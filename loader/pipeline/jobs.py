@@ -11,7 +11,8 @@ buffers and its budget). Each way a leaf travels is one class, carrying its own 
   handed to its device without a copy (`jax.device_put` of an aligned numpy array aliases it on
   the CPU backend), so it is the model's own memory from the start and does not count against
   the budget. From a remote source, rows that several devices hold (a kernel split by columns, a
-  replicated leaf) are read once for all of them (`SharedRows`): each byte crosses the link once.
+  replicated leaf; through a view, a transposed kernel split by rows) are read once for all of
+  them (`SharedRows`): each byte crosses the link once.
 - `HostCopyJob` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
   tensor copied into one host buffer (counted against the budget), turned into the value by
   `loader.materialize` on the main thread, then dropped.
@@ -55,7 +56,7 @@ from loader.pipeline.regions import (
 )
 from loader.pipeline.ring import host_memory
 from loader.pipeline.speculation import Speculated
-from loader.pipeline.views import fill_view, outer_axis
+from loader.pipeline.views import fill_view, fill_views, outer_axis
 from loader.planning import LoadPlan, Step
 from loader.remote.ranges import RemoteBytes
 from loader.transforms import Chain, View
@@ -165,10 +166,12 @@ class Part:
 class SharedRows:
     """Rows of the stored tensor that several pieces hold (the column blocks of a kernel split
     over devices all span its rows; a replicated leaf's pieces are all of it): read once, and
-    every piece's region of them cut from that one read (`regions.fill_regions`)."""
+    every piece's region of them cut from that one read (`regions.fill_regions`). Through a
+    view, the rows are indices along its outer axis (`views.fill_views`)."""
 
     pieces: tuple[Piece, ...]
     rows: slice
+    axis: int = 0
 
 
 def job_view(step: Step, info: TensorInfo) -> View | None:
@@ -244,23 +247,25 @@ def _cut_rows(rows: slice, nbytes: float, part_bytes: float) -> list[slice]:
     return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def by_rows(regions: Sequence[Region]) -> dict[tuple[int, int], list[int]]:
-    """The indices of `regions`, grouped by the rows (axis 0) they hold: jax's shardings are
-    grids, so two device regions' rows are the same or disjoint (a 0-d region: row 0)."""
+def by_rows(regions: Sequence[Region], axis: int = 0) -> dict[tuple[int, int], list[int]]:
+    """The indices of `regions`, grouped by the rows (along `axis`) they hold: jax's shardings
+    are grids, so two device regions' rows are the same or disjoint (a 0-d region: row 0)."""
     groups: dict[tuple[int, int], list[int]] = {}
     for i, region in enumerate(regions):
-        rows = region[0] if region else slice(0, 1)
+        rows = region[axis] if region else slice(0, 1)
         groups.setdefault((rows.start, rows.stop), []).append(i)
     return groups
 
 
-def shared_parts(pieces: list[Piece], row_bytes: int, part_bytes: float) -> list[SharedRows]:
-    """The pieces grouped by the rows they hold (`by_rows`), each group's rows cut into parts of
-    about `part_bytes` of the file."""
+def shared_parts(
+    pieces: list[Piece], row_bytes: int, part_bytes: float, axis: int = 0
+) -> list[SharedRows]:
+    """The pieces grouped by the rows (along `axis`) they hold (`by_rows`), each group's rows
+    cut into parts of about `part_bytes` of the file (`row_bytes` a row)."""
     pieces = [piece for piece in pieces if piece.dest.size]
     return [
-        SharedRows(tuple(pieces[i] for i in group), rows)
-        for (start, stop), group in by_rows([piece.region for piece in pieces]).items()
+        SharedRows(tuple(pieces[i] for i in group), rows, axis)
+        for (start, stop), group in by_rows([piece.region for piece in pieces], axis).items()
         for rows in _cut_rows(slice(start, stop), (stop - start) * row_bytes, part_bytes)
     ]
 
@@ -285,11 +290,23 @@ def read_rows(source: Bytes, info: TensorInfo, part: Part, scratch: np.ndarray) 
 
 
 def read_shared_rows(
-    source: Bytes, info: TensorInfo, part: SharedRows, scratch: np.ndarray
+    source: Bytes, info: TensorInfo, view: View | None, part: SharedRows, scratch: np.ndarray
 ) -> None:
-    """Fill every piece's share of some rows of the stored tensor, reading those rows once."""
-    targets = [_row_target(piece, part.rows) for piece in part.pieces]
-    fill_regions(source, info.shape, info.np_dtype, targets, scratch)
+    """Fill every piece's share of some rows of the stored tensor (of `view`'s outer axis),
+    reading those rows once."""
+    if view is None:
+        targets = [_row_target(piece, part.rows) for piece in part.pieces]
+        fill_regions(source, info.shape, info.np_dtype, targets, scratch)
+        return
+    k, rows = part.axis, part.rows
+    targets = []
+    for piece in part.pieces:
+        first = piece.region[k].start
+        if rows.start == first:  # the whole piece once (its parts write strided blocks of it)
+            prefault(piece.dest)
+        index = (slice(None),) * k + (slice(rows.start - first, rows.stop - first),)
+        targets.append(((*piece.region[:k], rows, *piece.region[k + 1 :]), piece.dest[index]))
+    fill_views(source, info.np_dtype, view, targets, scratch)
 
 
 def read_view_rows(
@@ -366,22 +383,26 @@ class AdoptJob:
         """Its pieces' rows are read once for all of them (`SharedRows`), not piece by piece:
         for a remote source, where every byte read again is a request over the link again (a
         local file's are page-cache reads: left as they were)."""
-        plain = self.view is None and len(self.pieces) > 1
-        return plain and isinstance(self.source, RemoteBytes)
+        leaf_axes = self.view is None or all(piece.region for piece in self.pieces)
+        return len(self.pieces) > 1 and leaf_axes and isinstance(self.source, RemoteBytes)
 
     def parts(self) -> list[Part] | list[SharedRows]:
         if self.read_already:
             return []
         if self.reads_rows_once:
-            row_bytes = math.prod(self.info.shape[1:]) * self.info.np_dtype.itemsize
-            return shared_parts(self.pieces, row_bytes, PART_BYTES)
+            itemsize, view = self.info.np_dtype.itemsize, self.view
+            if view is None:
+                row_bytes = math.prod(self.info.shape[1:]) * itemsize
+                return shared_parts(self.pieces, row_bytes, PART_BYTES)
+            k = outer_axis(view)
+            return shared_parts(self.pieces, view.strides[k] * itemsize, PART_BYTES, k)
         return cut_parts(self.pieces, PART_BYTES, self.view)
 
     def read(self, part: Part | SharedRows, scratch: np.ndarray) -> float:
         assert self.source is not None, f"{self.where}: read after the job was finished"
         t0 = time.perf_counter()
         if isinstance(part, SharedRows):
-            read_shared_rows(self.source, self.info, part, scratch)
+            read_shared_rows(self.source, self.info, self.view, part, scratch)
         elif self.view is not None:  # a declared transform: read through its view, in chunks
             read_view_rows(self.source, self.info, self.view, part, scratch)
         else:

@@ -133,22 +133,23 @@ class SharedChunks:
 def shared_chunks(
     pieces: list[DevicePiece], shape: tuple[int, ...], itemsize: int, scratch: int, slot: int
 ) -> list[SharedChunks]:
-    """The pieces' rows cut into blocks that fit `scratch` (stored `shape`, `itemsize`), each
-    with every piece's chunks of those rows; none where a stored row is larger than `scratch`
-    (such a tensor goes piece by piece: a column block then reads only its own columns)."""
+    """The pieces' stored rows (of their `source_region`s) cut into blocks that fit `scratch`
+    (stored `shape`, `itemsize`), each with every piece's chunks of those rows; none where a
+    stored row is larger than `scratch` (such a tensor goes piece by piece: a column block then
+    reads only its own columns)."""
     row_bytes = math.prod(shape[1:]) * itemsize
     if not shape or row_bytes > scratch:
         return []
     per = max(1, scratch // max(row_bytes, 1))
     parts = []
-    for (start, stop), group in by_rows([piece.region for piece in pieces]).items():
+    for (start, stop), group in by_rows([piece.source_region for piece in pieces]).items():
         for a in range(start, stop, per):
             rows = slice(a, min(stop, a + per))
             chunks = [
                 Chunk(pieces[i], region)
                 for i in group
                 for region in chunk_regions(
-                    (rows, *pieces[i].region[1:]), pieces[i].dtype.itemsize, slot
+                    (rows, *pieces[i].source_region[1:]), pieces[i].dtype.itemsize, slot
                 )
                 if math.prod(region_shape(region))
             ]
@@ -308,9 +309,9 @@ class RingJob:
             job.pieces.append(DevicePiece(device, region, dtype, block))
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
             sender.count(sender.expected_bytes, device, nbytes)
-        if isinstance(source, RemoteBytes) and block is None and len(job.pieces) > 1:
-            itemsize = info.np_dtype.itemsize
-            job.shared = shared_chunks(job.pieces, info.shape, itemsize, scratch_bytes, slot)
+        if isinstance(source, RemoteBytes) and len(job.pieces) > 1:
+            shape, itemsize = job.stored_shape, info.np_dtype.itemsize
+            job.shared = shared_chunks(job.pieces, shape, itemsize, scratch_bytes, slot)
         for piece in job.pieces:
             if job.shared:
                 chunks = [c.region for part in job.shared for c in part.chunks if c.piece is piece]
@@ -329,6 +330,11 @@ class RingJob:
     def stored_shape(self) -> tuple[int, ...]:
         """The shape the chunks are boxes of: the block's, or the file tensor's."""
         return self.block.block_shape if self.block is not None else self.info.shape
+
+    @property
+    def _offset(self) -> int:
+        """Where the stored block starts, in bytes from the tensor's start."""
+        return self.block.offset * self.info.np_dtype.itemsize if self.block else 0
 
     @property
     def transposed_on_device(self) -> bool:
@@ -356,22 +362,21 @@ class RingJob:
         assert source is not None, f"{self.where}: read after the job was finished"
         if isinstance(part, SharedChunks):
             return self._read_shared(source, part, scratch)
-        offset = self.block.offset * self.info.np_dtype.itemsize if self.block else 0
 
         def fill(chunk: np.ndarray) -> None:
             shape, dtype = self.stored_shape, self.info.np_dtype
-            fill_region(source, shape, dtype, part.region, chunk, scratch, offset)
+            fill_region(source, shape, dtype, part.region, chunk, scratch, self._offset)
 
         return self._send(part, fill)
 
     def _read_shared(self, source: Bytes, part: SharedChunks, scratch: np.ndarray) -> float:
         """Fetch the part's rows into `scratch` once, then send every chunk cut from them."""
         t0 = time.perf_counter()
-        shape, dtype = self.info.shape, self.info.np_dtype
+        shape, dtype = self.stored_shape, self.info.np_dtype
         first, n = part.rows.start, part.rows.stop - part.rows.start
         row_bytes = math.prod(shape[1:]) * dtype.itemsize
         raw = scratch[: n * row_bytes]
-        source.read(first * row_bytes, raw)
+        source.read(self._offset + first * row_bytes, raw)
         rows = raw.view(dtype).reshape((n, *shape[1:]))
         seconds = time.perf_counter() - t0
         for chunk in part.chunks:

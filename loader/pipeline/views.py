@@ -13,7 +13,9 @@ strides and an offset). A reader thread fills a part of it in bounded chunks:
 
 Parts are cut along the view's outer axis (its largest stride), so each part reads one
 contiguous stretch of the file: a transposed weight's part is some rows of the source, scattered
-to columns of the destination.
+to columns of the destination. Several destinations that hold the same indices along that axis
+(the device pieces of a transposed kernel split by its rows, or its replicas) are filled from one
+read of the stretch they span together (`fill_views`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from loader.pipeline.cast import cast_into
-from loader.pipeline.regions import Bytes
+from loader.pipeline.regions import Bytes, Target
 from loader.transforms import View, c_strides
 
 READ_THROUGH_RUN_BYTES = 64 << 10
@@ -130,3 +132,53 @@ def fill_view(
         e = min(n, b + per)
         region = (*whole[:k], slice(b, e), *whole[k + 1 :])
         fill_view(src, dtype, view.restrict(region), dst[region], scratch)
+
+
+def fill_views(
+    src: Bytes, dtype: np.dtype, view: View, targets: list[Target], scratch: np.ndarray
+) -> None:
+    """Write each target's region of the leaf (whose elements `view` selects of the stored
+    tensor) into its destination, reading the stretch of the file they span together once
+    (the column blocks of a transposed kernel split over devices: each spans every file row).
+
+    The targets hold the same indices along `outer_axis(view)`; they are read a block of those
+    indices at a time, each block's joint stretch fitting `scratch`. Where one index's stretch
+    does not fit, each target is read on its own (`fill_view`).
+
+    Example:
+        >>> fill_views(src, f32, View((4, 8), (1, 4)), [((slice(0, 2), slice(0, 8)), top),
+        ...                                             ((slice(2, 4), slice(0, 8)), bottom)], s)
+    """
+    targets = [(region, dst) for region, dst in targets if dst.size]
+    if not targets:
+        return
+    itemsize, k = dtype.itemsize, outer_axis(view)
+    first = targets[0][0][k]
+    index = slice(first.start, first.start + 1)
+    lo, hi = _stretch([view.restrict((*r[:k], index, *r[k + 1 :])) for r, _ in targets])
+    if (hi - lo) * itemsize > scratch.nbytes:
+        for region, dst in targets:
+            fill_view(src, dtype, view.restrict(region), dst, scratch)
+        return
+    per = max(1, (scratch.nbytes // itemsize - (hi - lo)) // max(view.strides[k], 1) + 1)
+    for b in range(first.start, first.stop, per):
+        e = min(first.stop, b + per)
+        block = [
+            (
+                view.restrict((*r[:k], slice(b, e), *r[k + 1 :])),
+                d[(slice(None),) * k + (slice(b - first.start, e - first.start),)],
+            )
+            for r, d in targets
+        ]
+        lo, hi = _stretch([v for v, _ in block])
+        raw = scratch[: (hi - lo) * itemsize]
+        src.read(lo * itemsize, raw)
+        elements = raw.view(dtype)
+        for v, dst in block:
+            strides = tuple(s * itemsize for s in v.strides)
+            _copy(dst, as_strided(elements[v.offset - lo :], v.shape, strides))
+
+
+def _stretch(views: list[View]) -> tuple[int, int]:
+    """The elements of the stored tensor from the first to past the last that `views` select."""
+    return min(v.offset for v in views), max(v.offset + _span(v) for v in views)

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from jax.sharding import PartitionSpec
+from safetensors.numpy import save_file
 
 import loader
+from loader import Transpose
 
 pytestmark = pytest.mark.timeout(120)
 DEVICES = 4
@@ -65,8 +67,29 @@ def served(mesh, tmp_path_factory):
         for path, var in nnx.iter_graph(source)
         if isinstance(var, nnx.Variable)
     }
+    rng = np.random.default_rng(0)
+    ported = {name: rng.standard_normal(shape, np.float32) for name, shape in HF_SHAPES.items()}
+    save_file(ported, str(root / "ported.safetensors"))  # PyTorch's (out, in) weights
     with start_nginx(root) as server:
-        yield f"{server.url}/model.safetensors", saved
+        yield f"{server.url}/model.safetensors", saved, ported
+
+
+HF_SHAPES = {"down.weight": (512, 256), "shared.weight": (96, 128)}
+TRANSPOSED = {
+    "down.kernel": ("down.weight", Transpose((1, 0))),
+    "shared.kernel": ("shared.weight", Transpose((1, 0))),
+}
+
+
+class RowSplit(nnx.Module):
+    """A kernel split by rows (its input axis: a column block of the file's transposed weight,
+    spanning every file row) and a replicated one, both ported with `Transpose`."""
+
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        rows = nnx.with_partitioning(nnx.initializers.zeros_init(), ("data", None))
+        replicated = nnx.with_partitioning(nnx.initializers.zeros_init(), (None, None))
+        self.down = nnx.Linear(256, 512, kernel_init=rows, use_bias=False, rngs=rngs)
+        self.shared = nnx.Linear(128, 96, kernel_init=replicated, use_bias=False, rngs=rngs)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +106,7 @@ def served(mesh, tmp_path_factory):
 )
 def test_columns_and_replicas_are_requested_once(served, mesh, poison, dtype, budget, staging):
     """Adopted buffers, and (`staging=True`) the staging ring a GPU or TPU load goes through."""
-    url, saved = served
+    url, saved, _ = served
     options = {"casts": "allow"} if dtype != "float32" else {}
     options |= {} if budget is None else {"budget": budget}
     options |= {"staging": True} if staging else {}
@@ -115,3 +138,26 @@ def test_columns_and_replicas_are_requested_once(served, mesh, poison, dtype, bu
     assert stats.bytes_requested == stats.bytes_received
     if staging:  # every device got its regions, no more
         assert report.device_received_bytes == report.device_expected_bytes
+
+
+@pytest.mark.parametrize("budget", [None, 128 << 10], ids=["default-budget", "small-budget"])
+@pytest.mark.parametrize("staging", [False, True], ids=["adopt", "ring"])
+def test_transposed_ports_are_requested_once(served, mesh, poison, staging, budget):
+    """Declared transposes: read through strided views (adopt) or as blocks transposed on the
+    device (ring)."""
+    url, _, ported = served
+    url = url.replace("model.safetensors", "ported.safetensors")
+    options = {} if budget is None else {"budget": budget}
+    with jax.set_mesh(mesh):
+        target = RowSplit(nnx.Rngs(1))
+        poison(target)
+        model, report = loader.load_model(
+            target, url, strict=True, key_map=TRANSPOSED, staging=staging, concurrency=4, **options
+        )
+    for name in ("down", "shared"):
+        got = np.asarray(getattr(model, name).kernel.get_value())
+        np.testing.assert_array_equal(got, ported[f"{name}.weight"].T, err_msg=name)
+    stats = report.remote
+    tensor_bytes = sum(a.nbytes for a in ported.values())
+    assert stats.tensor_bytes == tensor_bytes
+    assert stats.bytes_received <= tensor_bytes + stats.header_bytes, stats

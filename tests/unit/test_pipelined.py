@@ -348,3 +348,28 @@ def test_fill_regions_reads_each_stored_byte_once(scratch_bytes, dtype):
         for region, dst in targets:
             np.testing.assert_array_equal(dst, stored[region].astype(dtype), err_msg=name)
         assert (src.reads == 1).all(), name
+
+
+@pytest.mark.parametrize(
+    "scratch_bytes", [64, 1 << 10, 1 << 20], ids=["row>scratch", "rows", "all"]
+)
+def test_fill_views_reads_each_stored_byte_once(scratch_bytes):
+    """A transposed leaf (12, 40) of a stored (40, 12) tensor, its rows split in 3 (each a column
+    block of the file, spanning every file row) and replicated: filled exactly, each stored byte
+    read once while one file row fits the scratch (`views.fill_views`)."""
+    from loader.pipeline.views import fill_views
+    from loader.transforms import View
+
+    stored = np.arange(40 * 12, dtype=np.float32).reshape(40, 12) / 7
+    view = View((12, 40), (1, 12))
+    for name, regions in {
+        "row blocks": [(slice(r, r + 4), slice(0, 40)) for r in (0, 4, 8)],
+        "replicas": [(slice(0, 12), slice(0, 40))] * 2,
+    }.items():
+        src = _CountingBytes(stored)
+        targets = [(r, np.zeros((r[0].stop - r[0].start, 40), np.float32)) for r in regions]
+        fill_views(src, stored.dtype, view, targets, np.empty(scratch_bytes, np.uint8))
+        for region, dst in targets:
+            np.testing.assert_array_equal(dst, stored.T[region], err_msg=name)
+        if 12 * 4 <= scratch_bytes:
+            assert (src.reads == 1).all(), name
