@@ -20,8 +20,9 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
      speculatively then): chunks through the staging ring onto the devices
      (`loader.pipeline.ring_job`).
    The jobs' parts are queued in file order (`loader.pipeline.order`, which also merges runs of
-   small adjacent tensors into one read) and read by the threads; the main thread finishes each
-   job (places and assigns its leaf) as soon as its parts are done.
+   small adjacent tensors into one read; from a URL, the leaves cut from one fused tensor read
+   its rows once for all of them, `loader.pipeline.fused`) and read by the threads; the main
+   thread finishes each job (places and assigns its leaf) as soon as its parts are done.
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 An exception in a reader thread stops the load: it is raised on the main thread as
@@ -46,6 +47,7 @@ from loader.format.source import CheckpointSource
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
 from loader.pipeline import cache_fit
 from loader.pipeline.budget import ByteBudget, check_budget, scratch_bytes
+from loader.pipeline.fused import fuse
 from loader.pipeline.jobs import (
     AdoptJob,
     HostCopyJob,
@@ -227,7 +229,10 @@ class Pipeline:
         jobs = [self._job(step) for step in plan.steps]
         runs, rest = coalesce(jobs)
         self.stats.coalesced = sum(len(r.jobs) for r in runs)
-        queued: list[Work] = [*runs, *part_order(rest)]
+        fused: list[Work] = []
+        if isinstance(source, RemoteSource):  # (a local file's rows read again: cache hits)
+            fused, rest = fuse(rest, self.scratch_bytes)
+        queued: list[Work] = [*runs, *fused, *part_order(rest)]
         self._pending = Counter(job for work in queued for job in work.jobs)
         ready = [job for job in jobs if not self._pending[job]]
         for work in queued:

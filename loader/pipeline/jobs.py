@@ -12,7 +12,9 @@ buffers and its budget). Each way a leaf travels is one class, carrying its own 
   the CPU backend), so it is the model's own memory from the start and does not count against
   the budget. From a remote source, rows that several devices hold (a kernel split by columns, a
   replicated leaf; through a view, a transposed kernel split by rows) are read once for all of
-  them (`SharedRows`): each byte crosses the link once.
+  them (`SharedRows`): each byte crosses the link once. So are the rows of a fused tensor that
+  several leaves are cut from (GPT-2's q, k, v), read once for all their jobs
+  (`loader.pipeline.fused`).
 - `HostCopyJob` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
   tensor copied into one host buffer (counted against the budget), turned into the value by
   `loader.materialize` on the main thread, then dropped.

@@ -21,6 +21,7 @@ read of the stretch they span together (`fill_views`).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -60,6 +61,25 @@ def _run(view: View) -> int:
     return run
 
 
+def row_axis(view: View, row: int) -> int | None:
+    """The view's axis whose every index is one row of the stored tensor (`row` elements): its
+    stride is `row` and each index's elements lie inside that row (a `Slice` of the last axis of a
+    fused `(d, 3d)` weight, reshaped or transposed); None if it has none.
+
+    Example:
+        >>> row_axis(View((4, 2), (6, 1), offset=2), 6)  # columns 2:4 of a (4, 6) tensor
+        0
+    """
+    if not view.shape or math.prod(view.shape) == 0:
+        return None
+    k = outer_axis(view)
+    n, stride = view.shape[k], view.strides[k]
+    within = _span(view) - (n - 1) * stride  # the elements one index along k spans
+    if n < 2 or stride != row or view.offset % row + within > row:
+        return None
+    return k
+
+
 def _contiguous(view: View) -> bool:
     return all(s == c or n == 1 for n, s, c in zip(view.shape, view.strides, c_strides(view.shape)))
 
@@ -86,22 +106,23 @@ def _tiles(shape: tuple[int, ...], wide: tuple[int, int]) -> Iterator[tuple[slic
     return itertools.product(*ranges)
 
 
-def _copy_one(dst: np.ndarray, block: np.ndarray) -> None:
+def _copy_one(dst: np.ndarray, block: np.ndarray, scratch_writable: bool) -> None:
     if block.dtype == dst.dtype and dst.dtype.itemsize in (1, 2, 4, 8):
         unsigned = np.dtype(f"u{dst.dtype.itemsize}")  # numpy's integer copy releases the GIL
         np.copyto(dst.view(unsigned), block.view(unsigned))
     else:
-        cast_into(dst, block, scratch_writable=block.flags.c_contiguous)
+        cast_into(dst, block, scratch_writable=scratch_writable and block.flags.c_contiguous)
 
 
-def _copy(dst: np.ndarray, block: np.ndarray) -> None:
-    """`dst[...] = block` (cast): tile by tile where their fastest axes differ (a transpose)."""
+def copy_strided(dst: np.ndarray, block: np.ndarray, *, scratch_writable: bool = True) -> None:
+    """`dst[...] = block` (cast): tile by tile where their fastest axes differ (a transpose).
+    `scratch_writable`: no one reads `block`'s scratch after (a cast may overwrite it)."""
     wide = (_fastest(dst), _fastest(block))
     if wide[0] == wide[1] or dst.size <= TILE * TILE:
-        _copy_one(dst, block)
+        _copy_one(dst, block, scratch_writable)
         return
     for index in _tiles(dst.shape, wide):
-        _copy_one(dst[index], block[index])
+        _copy_one(dst[index], block[index], scratch_writable)
 
 
 def fill_view(
@@ -120,7 +141,7 @@ def fill_view(
         raw = scratch[: span * itemsize]
         src.read(view.offset * itemsize, raw)
         strides = tuple(s * itemsize for s in view.strides)
-        _copy(dst, as_strided(raw.view(dtype), view.shape, strides))
+        copy_strided(dst, as_strided(raw.view(dtype), view.shape, strides))
         return
     k = outer_axis(view)
     n, stride = view.shape[k], view.strides[k]
@@ -155,7 +176,7 @@ def fill_views(
     itemsize, k = dtype.itemsize, outer_axis(view)
     first = targets[0][0][k]
     index = slice(first.start, first.start + 1)
-    lo, hi = _stretch([view.restrict((*r[:k], index, *r[k + 1 :])) for r, _ in targets])
+    lo, hi = stretch([view.restrict((*r[:k], index, *r[k + 1 :])) for r, _ in targets])
     if (hi - lo) * itemsize > scratch.nbytes:
         for region, dst in targets:
             fill_view(src, dtype, view.restrict(region), dst, scratch)
@@ -170,15 +191,16 @@ def fill_views(
             )
             for r, d in targets
         ]
-        lo, hi = _stretch([v for v, _ in block])
+        lo, hi = stretch([v for v, _ in block])
         raw = scratch[: (hi - lo) * itemsize]
         src.read(lo * itemsize, raw)
         elements = raw.view(dtype)
-        for v, dst in block:
+        for i, (v, dst) in enumerate(block):  # the last may overwrite the scratch (a cast)
             strides = tuple(s * itemsize for s in v.strides)
-            _copy(dst, as_strided(elements[v.offset - lo :], v.shape, strides))
+            values = as_strided(elements[v.offset - lo :], v.shape, strides)
+            copy_strided(dst, values, scratch_writable=i == len(block) - 1)
 
 
-def _stretch(views: list[View]) -> tuple[int, int]:
+def stretch(views: list[View]) -> tuple[int, int]:
     """The elements of the stored tensor from the first to past the last that `views` select."""
     return min(v.offset for v in views), max(v.offset + _span(v) for v in views)

@@ -373,3 +373,40 @@ def test_fill_views_reads_each_stored_byte_once(scratch_bytes):
             np.testing.assert_array_equal(dst, stored.T[region], err_msg=name)
         if 12 * 4 <= scratch_bytes:
             assert (src.reads == 1).all(), name
+
+
+def test_fused_rows_are_read_once_for_every_leaf_cut_from_them():
+    """q, k, v cut from a fused (rows, 3 * cols) tensor (a Slice of the last axis, one of them
+    transposed): `fill_rows` reads each stored byte once, a scratch-sized block of rows at a
+    time, and fills every leaf bit-exactly (the last one cast in place in the scratch)."""
+    from loader.pipeline.fused import RowTarget, fill_rows
+    from loader.pipeline.regions import MemoryBytes
+    from loader.pipeline.views import row_axis
+    from loader.transforms import View
+
+    rows, cols = 10, 4
+    stored = np.arange(rows * 3 * cols, dtype=np.float32).reshape(rows, 3 * cols)
+    read: list[tuple[int, int]] = []
+
+    class Counting(MemoryBytes):
+        def read(self, offset: int, out: np.ndarray) -> None:
+            read.append((offset, out.nbytes))
+            super().read(offset, out)
+
+    row = 3 * cols
+    views = [View((rows, cols), (row, 1), j * cols) for j in range(2)]
+    views.append(View((cols, rows), (1, row), 2 * cols))  # v, transposed
+    assert [row_axis(v, row) for v in views] == [0, 0, 1]
+    assert row_axis(View((2, row), (row, 1)), row) == 0  # whole rows: one per index
+    assert row_axis(View((rows // 2, cols), (2 * row, 1)), row) is None  # every other row
+    dests = [np.zeros((rows, cols), np.float32), np.zeros((rows, cols), np.float32)]
+    dests.append(np.zeros((cols, rows), ml_dtypes.bfloat16))
+    axes = [row_axis(v, row) for v in views]
+    targets = [RowTarget(v, d, k, 0) for v, d, k in zip(views, dests, axes) if k is not None]
+    scratch = np.zeros(3 * row * 4, np.uint8)  # three rows a block
+    fill_rows(Counting(stored), stored.dtype, row, slice(0, rows), targets, scratch)
+    np.testing.assert_array_equal(dests[0], stored[:, :cols])
+    np.testing.assert_array_equal(dests[1], stored[:, cols : 2 * cols])
+    np.testing.assert_array_equal(dests[2], stored[:, 2 * cols :].T.astype(ml_dtypes.bfloat16))
+    assert sum(n for _, n in read) == stored.nbytes  # each byte once
+    assert len(read) == 4  # rows 0-2, 3-5, 6-8, 9
