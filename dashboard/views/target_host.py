@@ -268,7 +268,7 @@ def _links(results: Any, summary: dict | None) -> None:
             "source": c.source,
             "link": c.link,
             "shapes": c.shapes,
-            "strategy": c.strategy,
+            "strategy": c.label,  # `sharded (2 processes)`: each process count its own curve
             "concurrency": p.concurrency,
             "wall s": p.wall_s,
             "x ceiling": p.ceiling_ratio,
