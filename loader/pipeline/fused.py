@@ -112,20 +112,22 @@ class OneTensorWork:
 @dataclass(eq=False)
 class FusedRows(OneTensorWork):
     """Some stored rows of the tensor the jobs' leaves are cut from: read once, every leaf's
-    piece of them filled (`fill_rows`)."""
+    piece of them filled (`fill_rows`). The bytes come from the first job's source (every job's
+    is the same tensor's), so a speculative buffer is let go with the jobs, not kept by this."""
 
-    source: Bytes
     info: TensorInfo
     targets: tuple[RowTarget, ...]
     rows: slice
 
     def read(self, scratch: np.ndarray) -> float:
+        source = self.jobs[0].source
+        assert source is not None, f"{self.where}: read after the job was finished"
         t0 = time.perf_counter()
         for target in self.targets:  # each piece whole once (blocks write strided parts of it)
             if self.rows.start <= target.first < self.rows.stop:
                 prefault(target.dest)
         row = math.prod(self.info.shape[1:])
-        fill_rows(self.source, self.info.np_dtype, row, self.rows, list(self.targets), scratch)
+        fill_rows(source, self.info.np_dtype, row, self.rows, list(self.targets), scratch)
         return time.perf_counter() - t0
 
 
@@ -205,12 +207,10 @@ def fuse(jobs: list[Job[Any]], scratch_bytes: int) -> tuple[list[Work], list[Job
 
 def _parts(jobs: list[AdoptJob], targets: list[RowTarget], row_bytes: int) -> list[FusedRows]:
     """The group's stored rows cut into `FusedRows` of about `PART_BYTES` each."""
-    source = jobs[0].source
-    assert source is not None, f"{jobs[0].where}: read after the job was finished"
     first = min(t.first for t in targets)
     last = max(t.rows.stop for t in targets)
     per = max(1, PART_BYTES // max(row_bytes, 1))
     return [
-        FusedRows(tuple(jobs), source, jobs[0].info, tuple(targets), slice(b, min(last, b + per)))
+        FusedRows(tuple(jobs), jobs[0].info, tuple(targets), slice(b, min(last, b + per)))
         for b in range(first, last, per)
     ]
