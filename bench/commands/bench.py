@@ -156,8 +156,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         staging=True if args.staging else None,
         threads=args.threads,
         cache_policy=args.cache_policy,
+        link=_link(args),  # checked before the source's server: a bad --link is said first
         source=_source(args),
-        link=_link(args),
         remote_concurrency=_concurrencies(args.remote_concurrency),
         argv=["loadbench", *args.argv],
     )
