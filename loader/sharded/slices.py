@@ -21,11 +21,15 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format import DTYPES, Header, encode_header, read_header
 from loader.format.atomic import atomic_open
+from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
 
 #: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
 Run = tuple[int, int, int]
+#: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
+#: returned to the system when freed; below it, into the C heap, which may keep what it frees.
+MAPPED_BYTES = 1 << 20
 
 
 class SliceFile(Protocol):
@@ -99,7 +103,9 @@ class SliceReader:
         """The values of tensor `key` in the global `region`, as a fresh host array."""
         t = self.layout.tensors[key]
         dtype = DTYPES[t.dtype]
-        out = np.empty(extents(region), dtype)
+        shape = extents(region)
+        large = math.prod(shape) * dtype.itemsize >= MAPPED_BYTES
+        out = host_buffer(shape, dtype) if large else np.empty(shape, dtype)
         self.read_bytes += out.nbytes
         if out.size == 0:
             return out
