@@ -6,18 +6,25 @@ The plan comes from the headers (`loader.remote`, two range requests a file); th
 runai's to fetch (`runai-model-streamer-s3`): `AWS_ENDPOINT_URL` and the usual credentials, path-
 style addressing for a custom endpoint (`RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0`, as moto and
 most S3-compatible servers need). Needs torch, runai-model-streamer and runai-model-streamer-s3.
+
+`concurrency=` is runai's S3 clients in flight (`RUNAI_STREAMER_OBJ_CONCURRENCY`, set for the
+load); without it, that variable's value or runai's own default (`RUNAI_S3_CONCURRENCY`). The
+report's `remote.concurrency` is that number: runai's, not the two header requests'.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from loader.phases import Probe
 from loader.remote import FileSource
-from loader.remote.source import RemoteSource
-from loader.sequence import Recipe
+from loader.remote.source import RemoteSource, check_concurrency
+from loader.report import LoadReport
+from loader.sequence import LoadArgs, Recipe
 from loader.strategies._peer import PeerStream
 from loader.vocabulary import PEER, URL
 
@@ -26,6 +33,9 @@ CHECKPOINT = URL
 REMOTE = True
 REQUIRES = ("torch", "runai_model_streamer", "runai_model_streamer_s3")
 INSTALL_HINT = "make peers"
+OPTIONS = ("concurrency",)  # runai's S3 clients in flight
+RUNAI_S3_CONCURRENCY = 8  # runai-model-streamer 0.17's default (its log: "s3 concurrency 8")
+_CONCURRENCY_VAR = "RUNAI_STREAMER_OBJ_CONCURRENCY"
 
 
 def _open(
@@ -46,13 +56,43 @@ def _open(
     return streamer.get_tensors(), lambda: streamer.__exit__(None, None, None)
 
 
-def _remote(url: str) -> FileSource:
-    return RemoteSource(url)
+@contextmanager
+def _runai_concurrency(concurrency: int) -> Iterator[None]:
+    """`RUNAI_STREAMER_OBJ_CONCURRENCY` set for the block (runai reads it per streamer)."""
+    saved = os.environ.get(_CONCURRENCY_VAR)
+    os.environ[_CONCURRENCY_VAR] = str(concurrency)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(_CONCURRENCY_VAR, None)
+        else:
+            os.environ[_CONCURRENCY_VAR] = saved
 
 
-RECIPE = Recipe[FileSource](
-    lambda: PeerStream(_open, "runai-model-streamer (S3)"), open_remote=_remote
-)
+def load(
+    target: Any,
+    path: str | os.PathLike[str],
+    probe: Probe,
+    args: LoadArgs,
+    options: Mapping[str, Any],
+) -> tuple[Any, LoadReport]:
+    """Plan from the headers (two range requests), then runai streams the tensors over S3.
 
+    Example:
+        >>> model, report = loader.load_model(
+        ...     builder, "s3://bucket/model.safetensors", strategy="runai-s3", concurrency=8)
+    """
+    asked = options.get("concurrency")
+    if asked is None:
+        asked = int(os.environ.get(_CONCURRENCY_VAR) or RUNAI_S3_CONCURRENCY)
+    concurrency = check_concurrency(asked)
 
-load = RECIPE.load  # the Strategy: `run_load(RECIPE, target, path, probe, ...)`
+    def remote(url: str) -> FileSource:
+        return RemoteSource(url, concurrency=concurrency)  # the report's: runai's concurrency
+
+    recipe = Recipe[FileSource](
+        lambda: PeerStream(_open, "runai-model-streamer (S3)"), open_remote=remote
+    )
+    with _runai_concurrency(concurrency):
+        return recipe.load(target, path, probe, args, {})

@@ -110,14 +110,23 @@ def test_wrong_credentials_are_refused(served, monkeypatch):
         loader.load_model(shapes.model_builder(FILE_SPEC), served)
 
 
-def test_runai_s3_peer_reads_the_same_object(served, checkpoint, poison):
-    """runai-model-streamer's own S3 client (C++) against SeaweedFS: the bench's S3 peer."""
+@pytest.mark.parametrize("concurrency", [None, 3])
+def test_runai_s3_peer_reads_the_same_object(served, checkpoint, poison, concurrency):
+    """runai-model-streamer's own S3 client (C++) against SeaweedFS: the bench's S3 peer. The
+    report's concurrency is runai's S3 clients (its default, or `concurrency=`), not ours."""
+    import os
+
+    from loader.strategies import runai_s3
+
     info = loader.strategies.get("runai-s3")
     if not info.available():
         pytest.skip(f"runai-s3 needs {', '.join(info.missing())} (make peers)")
-    model, report = info.load(poisoned(poison), served, strict=True)
+    options = {} if concurrency is None else {"concurrency": concurrency}
+    model, report = info.load(poisoned(poison), served, strict=True, **options)
     assert verify(model, checkpoint) == len(FILE_SPEC.tensors)
     assert report.remote is not None and report.remote.requests <= 2  # headers only: runai read
+    assert report.remote.concurrency == (concurrency or runai_s3.RUNAI_S3_CONCURRENCY)
+    assert "RUNAI_STREAMER_OBJ_CONCURRENCY" not in os.environ  # set for the load only
 
 
 def test_every_port_on_the_runs_address_and_nothing_left_behind(weed):
