@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -45,7 +44,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.link.servers import Server, _prefix, _wait_listening, free_port
+from bench.link.servers import Server, _prefix, environment, free_port
 
 _INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?/?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
@@ -289,12 +288,7 @@ def start_hub(
         [*_prefix(netns), *argv], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     server = Server(f"http://{host}:{port}", process, workdir)
-    try:
-        _wait_listening(host, port, process, "the Hub-protocol server")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return server.listening(host, port, "the Hub-protocol server")
 
 
 @contextlib.contextmanager
@@ -311,20 +305,8 @@ def hub_environment(endpoint: str) -> Iterator[None]:
             "HF_HUB_DISABLE_TELEMETRY": "1",
             "HF_HUB_DISABLE_UPDATE_CHECK": "1",
         }
-        saved = {k: os.environ.get(k) for k in values}
-        try:
-            _set_environment(values)
+        with environment(values):
             yield
-        finally:
-            _set_environment(saved)
-
-
-def _set_environment(values: dict[str, str | None]) -> None:
-    for k, v in values.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,17 +341,28 @@ def upload(endpoint: str, files: dict[str, Path], bucket: str = BUCKET) -> None:
 
 
 @contextmanager
-def s3_environment(endpoint: str) -> Iterator[None]:
-    """`AWS_ENDPOINT_URL` and the test credentials set for the block (restored after); no
-    client may look for credentials on the cloud's metadata address instead."""
-    env = {**S3_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+def environment(values: Mapping[str, str | None]) -> Iterator[None]:
+    """`values` set in this process's environment for the block (None: the variable removed),
+    which the children it starts inherit; every variable restored on any exit."""
+    saved = {k: os.environ.get(k) for k in values}
     try:
+        _set_environment(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_environment(saved)
+
+
+def _set_environment(values: Mapping[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def s3_environment(endpoint: str) -> contextlib.AbstractContextManager[None]:
+    """`AWS_ENDPOINT_URL` and the test credentials set for the block (restored after); no
+    client may look for credentials on the cloud's metadata address instead."""
+    return environment(
+        {**S3_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true"}
+    )

@@ -48,17 +48,12 @@ def servers(checkpoint) -> dict[str, str]:
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         pytest.skip("nginx is not installed (apt-get install nginx; .ci/run installs it)")
     pytest.importorskip("moto", reason="moto[server] is not installed (the remote extra)")
-    from bench.link.servers import S3_CREDENTIALS, start_moto, start_nginx, upload
+    from bench.link.servers import s3_environment, start_moto, start_nginx, upload
 
-    with (
-        pytest.MonkeyPatch.context() as env,
-        start_nginx(checkpoint.parent.parent) as nginx,
-        start_moto() as moto,
-    ):
+    with start_nginx(checkpoint.parent.parent) as nginx, start_moto() as moto:
         upload(moto.url, {"one/model.safetensors": checkpoint})
-        for k, v in {**S3_CREDENTIALS, "AWS_ENDPOINT_URL": moto.url}.items():
-            env.setenv(k, v)
-        yield {"http": nginx.url + HTTP_PATH, "s3": S3_URL}
+        with s3_environment(moto.url):
+            yield {"http": nginx.url + HTTP_PATH, "s3": S3_URL}
 
 
 def run(tmp_path: Path, checkpoint: Path, urls: list[str], processes: int) -> list[dict]:
