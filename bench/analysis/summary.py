@@ -237,8 +237,17 @@ def _same_configuration(shares: pd.DataFrame, row: pd.Series) -> pd.DataFrame:
 
 
 def gib(n: float | None) -> str:
-    """One unit family for the summary: `1.23 GiB` (sizes), whatever their size; `-` for None."""
-    return "-" if n is None or n != n else f"{float(n) / (1 << 30):.2f} GiB"
+    """One unit family for the summary: `1.23 GiB` (sizes), whatever their size; `-` for None.
+    Below 0.01 GiB, three significant digits (`0.000347 GiB`, never in exponent form): a tiny
+    checkpoint's sizes never print as zero."""
+    return "-" if n is None or n != n else f"{_in_gib(float(n))} GiB"
+
+
+def _in_gib(n: float) -> str:
+    value = n / (1 << 30)
+    if value >= 0.01 or value <= 0:
+        return f"{value:.2f}"
+    return f"{value:.{2 - math.floor(math.log10(value))}f}"
 
 
 def _inflight(row: pd.Series) -> str:
@@ -280,8 +289,8 @@ def _cells(row: pd.Series, answer: Lead) -> list[str]:
         f"{ratio:.2f}x" if ratio is not None else "-",
         device_peak(row, gib),
         f"{wall:.2f}{spread}" if wall is not None else "-",
-        f"{tput / (1 << 30):.2f} GiB/s" if tput is not None else "-",
-        f"{received / (1 << 30):.2f} GiB/s" if received is not None else "-",
+        f"{_in_gib(tput)} GiB/s" if tput is not None else "-",
+        f"{_in_gib(received)} GiB/s" if received is not None else "-",
         f"{floor:.2f}x" if floor is not None else "-",
         f"{ceiling:.2f}x" if ceiling is not None else "-",
         _inflight(row),

@@ -61,7 +61,7 @@ def add_remote(p: argparse.ArgumentParser) -> None:
         "--remote-concurrency",
         default=None,
         help="range requests in flight, each value its own configuration, e.g. 1,4,16,64 "
-        "(default: the loader's own, 16)",
+        "(default: the loader's own, 16, given to every strategy, peers too)",
     )
 
 

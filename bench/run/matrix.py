@@ -30,6 +30,7 @@ from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
 from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORTS, WARM
+from loader.remote.ranges import DEFAULT_CONCURRENCY
 from loader.strategies import StrategyInfo
 from loader.vocabulary import URL
 from shapes import is_synthesized, load_spec
@@ -279,9 +280,12 @@ def plan(
 
 
 def _per_concurrency(task: Task, config: RunConfig) -> list[Task]:
-    """A remote task once per `--remote-concurrency` value (each its own configuration)."""
+    """A remote task once per `--remote-concurrency` value (each its own configuration); without
+    one, the loader's default (`DEFAULT_CONCURRENCY`), given to every strategy that takes
+    `concurrency` (a peer too: runai's S3 streamer would otherwise run its own 8 clients), so the
+    strategies of a configuration are compared at the same requests in flight, in one block."""
     if config.source == FILE_SOURCE:
         return [task]
     link = config.link or UNSHAPED
-    values: list[int | None] = [*(config.remote_concurrency or [])] or [None]
+    values = config.remote_concurrency or [DEFAULT_CONCURRENCY]
     return [replace(task, source=config.source, link=link, concurrency=c) for c in values]

@@ -45,3 +45,22 @@ def test_a_task_with_an_option_its_strategy_does_not_take_is_a_one_line_row():
     assert result.status == CRASHED
     assert result.error is not None and "\n" not in result.error
     assert "takes no option 'budget'" in result.error and "pipelined" in result.error
+
+
+def test_a_remote_run_without_a_concurrency_gives_every_strategy_the_loaders_default(tmp_path):
+    """runai's S3 streamer would run its own 8 clients, pipelined 16: each its own configuration,
+    never in one block; so the bench gives both the loader's default."""
+    from loader.remote import DEFAULT_CONCURRENCY
+
+    names = ["pipelined", "runai-s3"]
+    config = RunConfig(["tiny-gpt2"], strategies=names, source="s3", out=tmp_path)
+    entries = [strategies.get(n) for n in names]
+    ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
+    tasks, _ = plan(ck, entries, config, tmp_path)
+    assert {t.entry.name for t in tasks} >= {"pipelined"}
+    assert {t.concurrency for t in tasks} == {DEFAULT_CONCURRENCY}
+    config = RunConfig(
+        ["tiny-gpt2"], strategies=names, source="s3", out=tmp_path, remote_concurrency=[1, 64]
+    )
+    tasks, _ = plan(ck, entries, config, tmp_path)
+    assert sorted({t.concurrency for t in tasks}) == [1, 64]

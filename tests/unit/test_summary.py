@@ -268,3 +268,12 @@ def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_faster(tmp_path):
     last = tables(read_results(path)).rstrip("\n").splitlines()[-1]
     assert last.startswith("use pipelined: 2.00 GiB peak, 2.40 s")
     assert "zerocopy too close to call on time, pipelined as light (within 1%) and faster" in last
+
+
+def test_a_tiny_checkpoints_sizes_never_print_as_zero():
+    from bench.analysis.summary import gib
+
+    assert gib(1.5 * (1 << 30)) == "1.50 GiB"
+    assert gib(443_520) == "0.000413 GiB"  # tiny-gpt2's checkpoint, three significant digits
+    assert gib(35_000) == "0.0000326 GiB"  # never in exponent form
+    assert gib(0) == "0.00 GiB" and gib(None) == "-"
