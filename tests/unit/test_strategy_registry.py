@@ -115,8 +115,8 @@ def test_an_option_the_strategy_does_not_take_is_refused_in_one_line_naming_it(t
 
 def test_the_declared_options_are_what_the_strategies_take():
     """pipelined declares `PipelineOptions`' fields and the remote ones, the other strategies
-    that load a URL only the remote ones (and `download` the budget of its pipelined load); none
-    is one every strategy takes."""
+    that load a URL only the remote ones (and `download` the budget of its pipelined load), the
+    runai S3 peer its clients in flight; none is one every strategy takes."""
     from loader.pipeline import PipelineOptions
 
     declared = {name: info.options for name, info in strategies.catalog().items() if info.options}
@@ -126,6 +126,7 @@ def test_the_declared_options_are_what_the_strategies_take():
         "hostcast": ("concurrency", "cache_dir"),
         "download": ("concurrency", "budget"),
         "sharded": ("concurrency",),
+        "runai-s3": ("concurrency",),
     }
     assert not {o for options in declared.values() for o in options} & set(UNIVERSAL)
 
