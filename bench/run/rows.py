@@ -27,7 +27,7 @@ from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
 from bench.run.matrix import Task
 from bench.vocabulary import NATIVE
-from loader.vocabulary import ERROR, OK, STATUS_SEVERITY, TOTAL, WRONG
+from loader.vocabulary import ERROR, OK, PEER, STATUS_SEVERITY, TOTAL, WRONG
 
 Record = PhaseRecord | SampleRecord
 MEASURED = (OK, WRONG, ERROR)  # statuses of a child that measured its load (ERROR: a compile)
@@ -138,10 +138,15 @@ def link_ceiling(ctx: RowContext, records: list[PhaseRecord]) -> list[PhaseRecor
 
 
 def _remote_fields(row: PhaseRecord, measured: Measurement) -> PhaseRecord:
-    """`row` with a remote load's requests and bytes, and the concurrency it ran with."""
+    """`row` with a remote load's requests and bytes, and the concurrency it ran with. A peer's
+    own client fetches its tensors (runai's S3 streamer): the requests and bytes our reader
+    counted are only the headers it planned from, not the load's traffic, so its row records the
+    concurrency alone (its bytes and received/s stay empty rather than a header's)."""
     remote = measured.remote
     if not remote:
         return row
+    if row.kind == PEER:
+        return replace(row, concurrency=remote["concurrency"])
     return replace(
         row,
         concurrency=remote["concurrency"],

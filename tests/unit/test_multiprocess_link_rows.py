@@ -152,3 +152,21 @@ def test_recommend_link_keeps_each_process_count_apart(results):
     assert four.link_bytes == CHECKPOINT + 4 * HEADER
     assert four.ceiling_s == pytest.approx((CHECKPOINT + 4 * HEADER) / 1.25e9)
     assert four.label == "sharded (4 processes)"
+
+
+def test_a_peers_row_keeps_its_concurrency_but_not_our_header_reads_as_its_traffic():
+    """runai's S3 streamer fetches its tensors with its own client: the 2 header requests our
+    reader made are not its load's bytes, so its row has no bytes and no received/s."""
+    checkpoint = Checkpoint("sa3", None, 0, "/c/model.safetensors", CHECKPOINT, MiB, 3)
+    rows = {}
+    for name in ("runai-s3", "pipelined"):
+        entry = strategies.catalog()[name]
+        task = Task(checkpoint, entry, 0, 1, 1, source="s3", link="1Gbit", concurrency=16)
+        ctx = RowContext("run", "rid", task, Situation(CacheOutcome("warm")))
+        records = result_records(ctx, [_process(0, 1, CHECKPOINT, 20.0)])
+        rows[name] = next(r for r in records if isinstance(r, PhaseRecord))
+    peer, ours = rows["runai-s3"], rows["pipelined"]
+    assert peer.concurrency == 16 and ours.concurrency == 16
+    assert peer.bytes_received is None and peer.requests is None
+    assert peer.received_bytes_per_s is None
+    assert ours.bytes_received == CHECKPOINT + HEADER and ours.received_bytes_per_s is not None
