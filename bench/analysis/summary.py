@@ -244,7 +244,11 @@ def gib(n: float | None) -> str:
 
 
 def _in_gib(n: float) -> str:
-    value = n / (1 << 30)
+    return _fixed(n / (1 << 30))
+
+
+def _fixed(value: float) -> str:
+    """`1.23`; below 0.01, three significant digits (`0.000347`), never in exponent form."""
     if value >= 0.01 or value <= 0:
         return f"{value:.2f}"
     return f"{value:.{2 - math.floor(math.log10(value))}f}"
@@ -337,8 +341,8 @@ def _ceiling(group: pd.DataFrame) -> str:
         return ""
     seconds = known["ceiling_s"]
     if seconds.max() <= seconds.min() * 1.005:
-        return f"{seconds.median():.2f} s"
-    return ", ".join(f"{r['ceiling_s']:.2f} s {r['strategy']}" for _, r in known.iterrows())
+        return f"{_fixed(seconds.median())} s"
+    return ", ".join(f"{_fixed(r['ceiling_s'])} s {r['strategy']}" for _, r in known.iterrows())
 
 
 def shaped_link(row: pd.Series) -> str | None:

@@ -243,6 +243,13 @@ def test_remote_configurations_are_never_merged(tmp_path):
     assert "machine's best read" not in legend
 
 
+def test_a_tiny_ceiling_is_printed_in_significant_digits(tmp_path):
+    row = total_row(run_id="r1", ceiling_s=0.00347, ceiling_ratio=100.0)
+    path = tmp_path / "run.jsonl"
+    path.write_text(to_json_line(row) + "\n" + to_json_line(run_record(run_id="r1")) + "\n")
+    assert "machine's best read (0.00347 s)" in tables(read_results(path))
+
+
 def test_a_local_row_keeps_the_machines_ceiling_in_its_legend(tmp_path):
     row = total_row(run_id="r1", ceiling_s=0.5, ceiling_ratio=2.0)
     path = tmp_path / "run.jsonl"
