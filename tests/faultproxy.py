@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from bench.link.servers import ServedInThread
+
 HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
 
 
@@ -121,12 +123,14 @@ class _ProxyServer(ThreadingHTTPServer):
     proxy: FaultProxy
 
 
-class FaultProxy:
+class FaultProxy(ServedInThread):
     """Context manager: the proxy on a free 127.0.0.1 port in front of `upstream` (a base URL)."""
+
+    server: _ProxyServer
 
     def __init__(self, upstream: str) -> None:
         self.upstream = urllib.parse.urlsplit(upstream)
-        self.server = _ProxyServer(("127.0.0.1", 0), _Handler)
+        super().__init__(_ProxyServer(("127.0.0.1", 0), _Handler))
         self.server.proxy = self
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.lock = threading.Lock()
@@ -134,13 +138,3 @@ class FaultProxy:
         self.on_range: Callable[[int], None] | None = None
         self.range_gets = 0
         self.requests: list[tuple[str, str, str | None]] = []
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FaultProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)

@@ -37,14 +37,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.link.servers import Server, _prefix, environment, free_port
+from bench.link.servers import ServedInThread, Server, _prefix, environment, free_port
 
 _INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?/?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
@@ -240,7 +239,7 @@ class HubServer(ThreadingHTTPServer):
         return repo.sha
 
 
-class InProcessHub:
+class InProcessHub(ServedInThread):
     """A `HubServer` on a free port of 127.0.0.1, served from a daemon thread of this process.
 
     Example:
@@ -249,24 +248,16 @@ class InProcessHub:
         ...     os.environ["HF_ENDPOINT"] = hub.url
     """
 
+    server: HubServer
+
     def __init__(self) -> None:
-        self.server = HubServer()
+        super().__init__(HubServer())
         self.url = self.server.url
         self.add_repo = self.server.add_repo
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def requests(self) -> list[tuple[str, str, str | None]]:
         return self.server.requests
-
-    def __enter__(self) -> InProcessHub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
 
 
 def start_hub(

@@ -22,15 +22,18 @@ import os
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from bench.errors import BenchError
 
@@ -96,6 +99,24 @@ class Server:
         """Signal the server's process group (its own session: nginx's workers too)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
+
+
+class ServedInThread:
+    """An HTTP server of this process (`http.server`), served from a daemon thread for a `with`
+    block: started on entry; on exit shut down, its socket closed and the thread joined."""
+
+    def __init__(self, server: socketserver.BaseServer) -> None:
+        self.server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
