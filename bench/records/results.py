@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.analysis.intervals import instability, interval
 from bench.errors import SchemaVersionError
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.schema import (
@@ -273,6 +274,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         },
     }
     row["throughput_bytes_per_s"] = ckpt / row["wall_s"] if row["wall_s"] > 0 else float("nan")
+    row |= _paired(ok)
     ok_ids = set(ok["result_id"])
     steps = group[(group["phase"] != TOTAL) & group["result_id"].isin(ok_ids)]
     for phase, rows in steps.sort_values("phase_order").groupby("phase", sort=False):
@@ -280,6 +282,31 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         row[f"{phase}_peak_rss_bytes"] = pd.to_numeric(rows["phase_peak_rss_bytes"]).median()
         row[f"{phase}_peak_ratio"] = pd.to_numeric(rows["phase_peak_ratio"]).median()
     return row
+
+
+def _paired(ok: pd.DataFrame) -> dict[str, Any]:
+    """The paired ratio's estimate and 95% interval over the ok repeats (`bench.analysis.
+    intervals`), the median reference, the peaks' repeat range, and why the time is unstable
+    (None: it is not, or no repeat carried a reference)."""
+    ordered = ok.sort_values("repeat", kind="stable")
+    ratios = pd.to_numeric(ordered.get("paired_ratio", pd.Series(dtype=float))).dropna()
+    drifts = pd.to_numeric(ordered.get("reference_drift", pd.Series(dtype=float)))
+    iv = interval(ratios.tolist())
+    walls = interval(pd.to_numeric(ordered["wall_s"]).dropna().tolist())
+    peaks = pd.to_numeric(ok["peak_rss_bytes"])
+    why = instability(ratios.tolist(), [None if d != d else float(d) for d in drifts])
+    return {
+        "paired_ratio": iv.estimate if iv else float("nan"),
+        "paired_low": iv.low if iv and iv.n > 1 else float("nan"),
+        "paired_high": iv.high if iv and iv.n > 1 else float("nan"),
+        "paired_n": iv.n if iv else 0,
+        "wall_low": walls.low if walls and walls.n > 1 else float("nan"),  # t on log walls
+        "wall_high": walls.high if walls and walls.n > 1 else float("nan"),
+        "reference_s": _median(ok, "reference_s"),
+        "peak_rss_min": peaks.min(),
+        "peak_rss_max": peaks.max(),
+        "unstable": why.text if why else None,
+    }
 
 
 def _median(frame: pd.DataFrame, column: str) -> float:
@@ -329,14 +356,26 @@ def summarize(phases: pd.DataFrame, *, floor_ratio: bool = True) -> pd.DataFrame
 
 
 def with_floor_ratio(summary: pd.DataFrame) -> pd.DataFrame:
-    """`summary` with `floor_ratio`: each row's wall over the same run's reference line (`floor`,
-    one Python read of the bytes) on the same shape set and page cache; NaN where there is none."""
+    """`summary` with `floor_ratio`: each row's time over the same run's reference line (`floor`,
+    one Python read of the bytes) on the same shape set and page cache; NaN where there is none.
+    Both sides are paired ratios where the rows carry them (each repeat over its own moment's
+    reference: a ratio of the same moment, whatever the machine did between them), else the
+    median walls."""
     if summary.empty or "kind" not in summary:
         return summary
     keys = [k for k in FLOOR_KEYS if k in summary]
-    floor = summary[summary["kind"] == REFERENCE].groupby(keys)["wall_s"].median()
-    walls = summary.join(floor.rename("floor_wall_s"), on=keys)["floor_wall_s"]
-    return summary.assign(floor_ratio=pd.to_numeric(summary["wall_s"]) / walls)
+    floors = summary[summary["kind"] == REFERENCE]
+    paired = pd.to_numeric(summary.get("paired_ratio", pd.Series(index=summary.index)))
+    walls = pd.to_numeric(summary["wall_s"])
+    floor_wall = summary.join(floors.groupby(keys)["wall_s"].median().rename("f"), on=keys)["f"]
+    out = walls / floor_wall
+    if paired.notna().any():
+        floor_paired = (
+            pd.to_numeric(floors.get("paired_ratio")).groupby([floors[k] for k in keys]).median()
+        )
+        mine = summary.join(floor_paired.rename("f"), on=keys)["f"]
+        out = (paired / mine).where(paired.notna() & mine.notna(), out)
+    return summary.assign(floor_ratio=out)
 
 
 def _parquet_ready(df: pd.DataFrame) -> pd.DataFrame:
