@@ -25,9 +25,9 @@ from bench.analysis.compare import (
     rule_text,
     sides_text,
 )
-from bench.commands.common import add_json, example, existing_results
+from bench.commands.common import add_json, example, read_stated
 from bench.errors import BenchError
-from bench.records.results import read_results, routed
+from bench.records.results import routed
 from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, REGRESSED, UNDECIDED
 
 
@@ -40,7 +40,7 @@ def _json_value(v: Any) -> Any:
 def _sides(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
     sides = {}
     for name, path in (("base", args.base), ("new", args.new)):
-        res = read_results(existing_results(path))
+        res = read_stated([path], given_as=name.upper())
         if res.phases.empty:
             raise BenchError(
                 f"{name} {path}: no results there; give a results file (.jsonl) or folder "

@@ -3,10 +3,11 @@ from them.
 
 A run appends to `results/<machine>/<run-id>.jsonl` through the one writer (`bench.records.writer`);
 `export_parquet` adds `<run-id>.<type>.parquet` at the end. `read_results(folder)` reads every
-`*.jsonl` under `folder` (all machines, all runs): a truncated last line is skipped with a warning
-(a line its live writer is still appending, quietly), v1 lines are upgraded to v2, and an unknown
-schema version skips that file and is reported in `.errors` naming it. `summarize` gives one row
-per result over its repeats. Never import jax here: the dashboard uses this module.
+`*.jsonl` under `folder` (all machines, all runs): a truncated last line is skipped and reported
+in `.errors` (a line its live writer is still appending, quietly), v1 lines are upgraded to v2,
+and an unknown schema version skips that file and is reported in `.errors` naming it.
+`summarize` gives one row per result over its repeats. Never import jax here: the dashboard
+uses this module.
 
 Example:
     >>> res = read_results("results")
@@ -19,7 +20,6 @@ import dataclasses
 import io
 import json
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from bench.records.schema import (
     upgrade,
 )
 from bench.records.writer import writer_alive
-from bench.vocabulary import INTERRUPTED, RUNNING, SPEC
+from bench.vocabulary import COMPLETE, INTERRUPTED, RUNNING, SPEC
 from loader.vocabulary import CRASHED, OK, REFERENCE, STATUS_SEVERITY, TOTAL
 
 LOCAL = "local"  # the route of a load from the local disk (`source` file)
@@ -127,9 +127,7 @@ def _current(obj: Any, path: Path, number: int) -> dict[str, Any]:
 
 def _unreadable(path: Path, number: int, count: int, exc: ValueError) -> str:
     if number == count:  # no newline after it: a write cut short by a kill
-        msg = f"line {number}: truncated last line skipped (a killed run?)"
-        warnings.warn(f"{path}: {msg}", stacklevel=3)
-        return msg
+        return f"line {number}: truncated last line skipped (a killed run?)"
     return f"line {number}: not JSON ({exc}); line skipped"
 
 
@@ -226,6 +224,39 @@ def read_results(folder: str | os.PathLike) -> Results:
         samples=_frame(merged["sample"], SampleRecord),
         errors=errors,
     )
+
+
+def read_folders(folders: list[str | os.PathLike]) -> Results:
+    """Every results file under each of `folders`, read as one (`read_results` each)."""
+    parts = [read_results(f) for f in folders]
+    return Results(
+        runs=pd.concat([p.runs for p in parts], ignore_index=True).drop_duplicates(
+            "run_id", keep="last"
+        ),
+        phases=pd.concat([p.phases for p in parts], ignore_index=True),
+        samples=pd.concat([p.samples for p in parts], ignore_index=True),
+        errors=[e for p in parts for e in p.errors],
+    )
+
+
+def partial_runs(results: Results) -> list[str]:
+    """One line per run that did not record every strategy it was asked to run: interrupted or
+    failed runs, and runs with asked strategies that have no row (lines lost or deleted)."""
+    said = []
+    for _, run in results.runs.iterrows():
+        rows = results.phases[results.phases["run_id"] == run["run_id"]]
+        asked = run["strategies"] if isinstance(run["strategies"], list) else []
+        lost = sorted(set(asked) - set(rows["strategy"]))
+        why = []
+        if run["status"] not in (COMPLETE, RUNNING):
+            why.append(f"it is {run['status']}")
+        if lost:
+            why.append(
+                f"{len(lost)} of its {len(asked)} strategies have no row ({', '.join(lost)})"
+            )
+        if why:
+            said.append(f"run {run['run_id']}: {'; '.join(why)}")
+    return said
 
 
 def headline(phases: pd.DataFrame) -> pd.DataFrame:
