@@ -139,8 +139,8 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
 
 def ratio_interval(new: list[float], base: list[float]) -> tuple[float, float, float, float]:
     """NEW's geometric mean over BASE's, its 95% interval and the one-sided p that NEW is
-    greater (Welch's t on the logarithms: the two sides may spread differently). NaNs where a
-    side has fewer than two positive values.
+    greater (Welch's t on the logarithms: the two sides may spread differently). The interval
+    and p are NaN where a side has fewer than two positive values (all NaN with none).
 
     Example:
         >>> ratio, low, high, p = ratio_interval([1.3, 1.31, 1.29], [1.0, 1.01, 0.99])
@@ -149,10 +149,12 @@ def ratio_interval(new: list[float], base: list[float]) -> tuple[float, float, f
     """
     a = [math.log(v) for v in new if v > 0 and math.isfinite(v)]
     b = [math.log(v) for v in base if v > 0 and math.isfinite(v)]
-    if len(a) < 2 or len(b) < 2:
-        nan = float("nan")
+    nan = float("nan")
+    if not a or not b:
         return nan, nan, nan, nan
     diff = statistics.fmean(a) - statistics.fmean(b)
+    if len(a) < 2 or len(b) < 2:  # a ratio, but no interval: one repeat says nothing of noise
+        return math.exp(diff), nan, nan, nan
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
     se = math.sqrt(va + vb)
     if se == 0:
@@ -170,7 +172,7 @@ def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> Non
     for _, r in both.iterrows():
         new, base = _values(r[f"{PAIRED}_list_new"]), _values(r[f"{PAIRED}_list_base"])
         basis = PAIRED_BASIS
-        if len(new) < 2 or len(base) < 2:
+        if len(new) != r["ok_repeats_new"] or len(base) != r["ok_repeats_base"] or not new:
             new, base = _values(r["wall_s_list_new"]), _values(r["wall_s_list_base"])
             basis = WALL_BASIS
         figures.append(ratio_interval(new, base))

@@ -353,8 +353,8 @@ def _ceiling(group: pd.DataFrame) -> str:
     files, the machine probe's `ceiling_s`), `2.00 s`, or over a moving machine its range
     `0.21-0.43 s`; where its rows were held to different bytes (several processes' shares beside
     a whole checkpoint), each row's: `18.16 s pipelined, 18.20 s sharded (2 processes)`."""
-    column = "reference_s" if pd.to_numeric(group.get("reference_s")).notna().any() else None
-    column = column or ("ceiling_s" if "ceiling_s" in group else None)
+    has_reference = "reference_s" in group and pd.to_numeric(group["reference_s"]).notna().any()
+    column = "reference_s" if has_reference else ("ceiling_s" if "ceiling_s" in group else None)
     if column is None:
         return ""
     known = group.assign(seconds=pd.to_numeric(group[column])).dropna(subset=["seconds"])
