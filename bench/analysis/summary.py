@@ -433,12 +433,23 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     )
 
 
-def _legend(keep: list[int], ceiling: str, link: str | None) -> str:
+#: What "x ceiling" and "x floor" hold a row against in files from before the reference pass.
+UNPAIRED = {
+    "x ceiling": "wall / this machine's best read",
+    "x floor": "wall / the floor line's (a bare read)",
+}
+
+
+def _legend(keep: list[int], ceiling: str, link: str | None, paired: bool) -> str:
+    """The columns kept and what each means; "x ceiling" and "x floor" say what they were held
+    against (the reference beside each repeat, a shaped link, or an older file's probe)."""
     said = []
     for i in keep:
         name, meaning = COLUMNS[i]
         if not meaning or name == "strategy":
             continue
+        if not paired:
+            meaning = UNPAIRED.get(name, meaning)
         if name == "x ceiling" and link:
             meaning = LINK_CEILING
         if name == "x ceiling" and (link or ceiling):
@@ -463,7 +474,10 @@ def _block(group: pd.DataFrame, answer: Lead, shares: dict[Any, list[str]]) -> s
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
     lines.insert(3, "  ".join("-" * w for w in widths))
-    lines.append(_legend(keep, ceiling, shaped_link(group.iloc[0])))
+    paired = bool(
+        pd.to_numeric(group.get("paired_n", pd.Series(dtype=float))).fillna(0).gt(0).any()
+    )
+    lines.append(_legend(keep, ceiling, shaped_link(group.iloc[0]), paired))
     said_shares = [line for i in answer.order for line in shares.get(i, [])]
     if said_shares:
         lines.append("bytes per process, against its share (its own ranges) + headers:")

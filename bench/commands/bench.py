@@ -153,7 +153,9 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         disk_read_bytes_per_s=_disk_speed(args),
         strategies=csv(args.strategies) if args.strategies else None,
         repeats=args.repeats,
-        max_repeats=args.max_repeats,
+        max_repeats=max(args.repeats, DEFAULT_MAX_REPEATS)
+        if args.max_repeats is None
+        else args.max_repeats,
         repeat_budget_s=_seconds(args.repeat_budget, "--repeat-budget"),
         dtype=args.dtype,
         devices=args.devices,

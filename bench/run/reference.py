@@ -78,11 +78,12 @@ class MomentReference:
     def path(self) -> Path:
         return self.folder / SCRATCH_NAME
 
-    def _ensure(self) -> Path:
-        if not self.path.is_file() or self.path.stat().st_size < WARM_PASS_BYTES:
+    def _ensure(self, nbytes: int) -> Path:
+        """The scratch file, at least `nbytes` long (written, or grown, once)."""
+        if not self.path.is_file() or self.path.stat().st_size < nbytes:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
-            write_probe_file(tmp, WARM_PASS_BYTES)
+            write_probe_file(tmp, nbytes)
             tmp.replace(self.path)
         return self.path
 
@@ -103,7 +104,7 @@ class MomentReference:
     def one_pass(self, nbytes: int, cache: str) -> float:
         """Seconds of one pass of `nbytes`: warm from the page cache (read once more first where
         part of it was evicted since), cold from the disk."""
-        path = self._ensure()
+        path = self._ensure(nbytes)
         if cache != COLD:
             if not self._cached(path, nbytes):
                 copy_pass(path, self.threads, nbytes=nbytes)
