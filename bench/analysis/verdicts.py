@@ -63,12 +63,14 @@ class Candidate:
 
     @property
     def time_text(self) -> str:
-        """`1.31 s; 2.36x ceiling, 95% CI 2.28-2.45x`, or `1.31 s (95% CI 1.20-1.44 s)` for a
+        """`1.31 s; 2.36x ceiling, 95% CI 2.28-2.45x`, or `1.31 s, 95% CI 1.20-1.44 s` for a
         prediction, or `1.31 s (1 repeat)`."""
         if self.time is None:
             return f"{self.seconds:.2f} s (no interval)"
         if self.unit == SECONDS:
-            return self.time.text("s")
+            if self.time.n < 2:
+                return f"{self.seconds:.2f} s (1 run per shape set)"
+            return f"{self.seconds:.2f} s, 95% CI {self.time.low:.2f}-{self.time.high:.2f} s"
         if self.time.n < 2:
             return f"{self.seconds:.2f} s (1 repeat)"
         return (

@@ -164,7 +164,7 @@ def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
     path.write_text("".join(x + "\n" for x in lines))
     text = tables(read_results(path)).rstrip("\n")
     assert text.splitlines()[-1].startswith("use pipelined: 1.00 GiB peak, 1.15 s")
-    assert "ties on time with hostcast (1.10 s (95% CI" in text
+    assert "ties on time with hostcast (1.10 s, 95% CI" in text
     assert "pipelined is lighter (1.00 GiB against 2.00 GiB, beyond their repeat spreads)" in text
 
 
