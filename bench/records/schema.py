@@ -149,6 +149,10 @@ class PhaseRecord:
     reference_s: float | None = None
     reference_drift: float | None = None  # the pass after / the pass before - 1
     paired_ratio: float | None = None  # wall_s / reference_s
+    others_cpu_fraction: float | None = None  # of every CPU's time while the child ran, the
+    # share other processes were busy (a machine shared with another job)
+    reference_passes: dict[str, float] = field(default_factory=dict)  # the raw passes: seconds
+    # and CPU seconds with one thread and with all, before and after (bench/run/reference.py)
     received_bytes_per_s: float | None = None  # a remote load: bytes_received / wall_s (summed
     # row: every process's bytes over the slowest wall, the aggregate throughput)
     cpu_s: float | None = None  # the process's CPU time over the whole load (every thread)

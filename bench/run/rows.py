@@ -48,6 +48,8 @@ class RowContext:
     ceiling_probe_id: str | None = None
     reference_s: float | None = None  # the moment's reference (bench.run.reference)
     reference_drift: float | None = None
+    others_cpu_fraction: float | None = None
+    reference_passes: dict[str, float] | None = None
 
 
 #: the fields a result without measurements leaves empty
@@ -96,6 +98,8 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         ceiling_bytes=ck.checkpoint_bytes if _link_ceiling(task, 1) else None,
         reference_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.reference_s,
         reference_drift=None if _link_ceiling(task, 1) else ctx.reference_drift,
+        others_cpu_fraction=ctx.others_cpu_fraction,
+        reference_passes=dict(ctx.reference_passes or {}),
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
