@@ -161,8 +161,8 @@ def instability(
     if iv.n >= 2 and not iv.settled:
         reasons.append(f"95% CI ±{iv.half_width:.0%} after {iv.n} repeats (wanted ±5%)")
     for i in outliers(ratios):
-        others = statistics.median(v for j, v in enumerate(ratios) if j != i)
-        reasons.append(f"repeat {i + 1} took {ratios[i] / others:.2f}x the others' median")
+        rest = statistics.median(v for j, v in enumerate(ratios) if j != i)
+        reasons.append(f"repeat {i + 1} took {ratios[i] / rest:.2f}x the others' median")
     fast = [r for r in ratios if r < FASTEST_PLAUSIBLE]
     if fast:
         reasons.append(
