@@ -407,7 +407,7 @@ def with_floor_ratio(summary: pd.DataFrame) -> pd.DataFrame:
     out = walls / floor_wall
     if paired.notna().any():
         floor_paired = (
-            pd.to_numeric(floors.get("paired_ratio")).groupby([floors[k] for k in keys]).median()
+            pd.to_numeric(floors["paired_ratio"]).groupby([floors[k] for k in keys]).median()
         )
         mine = summary.join(floor_paired.rename("f"), on=keys)["f"]
         out = (paired / mine).where(paired.notna() & mine.notna(), out)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from bench.analysis.intervals import interval
 from bench.errors import BenchError
@@ -80,16 +81,20 @@ class Tally:
         return iv is not None and len(self.ratios) == self.runs and not iv.settled
 
 
+Key = TypeVar("Key", bound=Hashable)
+
+
 @dataclass
-class Tallies:
+class Tallies(Generic[Key]):
     """Every configuration's tally, by its key."""
 
     policy: RepeatPolicy
-    by_key: dict[Hashable, Tally] = field(default_factory=dict)
+    by_key: dict[Key, Tally] = field(default_factory=dict)
 
-    def of(self, key: Hashable) -> Tally:
+    def of(self, key: Key) -> Tally:
+        """The tally of `key` (a new one the first time)."""
         return self.by_key.setdefault(key, Tally())
 
-    def wanting(self, keys: list[Hashable]) -> list[Hashable]:
+    def wanting(self, keys: list[Key]) -> list[Key]:
         """Of `keys` (in run order), those that want another repeat."""
         return [k for k in keys if self.of(k).wants_more(self.policy)]
