@@ -125,8 +125,14 @@ def use_line(group: pd.DataFrame, answer: Lead, format_size) -> str:
             return "no strategy of loadbench's own loaded a model ok here, so none is named"
         return f"no strategy fits this host's {ram} with {TIGHT_FRACTION:.0%} to spare"
     row = group[group["strategy"] == answer.recommended].iloc[0]
+    shaky = [c.strategy for c in (answer.choice.best, *answer.choice.ties) if c.unstable]
+    caveat = (
+        f" ({', '.join(shaky)}: unstable, see above; the choice may change with more repeats)"
+        if shaky
+        else ""
+    )
     return (
         f"use {answer.recommended}: {format_size(row['peak_rss_bytes'])} peak, "
         f"{float(row['wall_s']):.2f} s, of those that fit this host's {ram} with "
-        f"{TIGHT_FRACTION:.0%} to spare: {answer.choice.sentence}"
+        f"{TIGHT_FRACTION:.0%} to spare: {answer.choice.sentence}{caveat}"
     )
