@@ -23,7 +23,7 @@ from bench.errors import BenchError
 
 DEFAULT_MIN_REPEATS = 3
 DEFAULT_MAX_REPEATS = 10
-DEFAULT_REPEAT_BUDGET_S = 45.0
+DEFAULT_REPEAT_BUDGET_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class RepeatPolicy:
                 "cap must be at least the minimum (e.g. --repeats 3 --max-repeats 10)"
             )
         if self.budget_s < 0:
-            raise BenchError(f"--repeat-budget {self.budget_s:g}: give 0 s or more, e.g. 45s")
+            raise BenchError(f"--repeat-budget {self.budget_s:g}: give 0 s or more, e.g. 30s")
 
 
 @dataclass
