@@ -1,5 +1,5 @@
-"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors, InstantTensor) end with
-the same model.
+"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors, InstantTensor, orbax's
+safetensors layout, the zoos' mmap-and-put) end with the same model.
 
 Parametrised over the registry's peers. Each runs where its requirements import (`make peers`)
 and its platform is present (InstantTensor: a CUDA device), and is skipped, naming what is missing
@@ -46,12 +46,19 @@ def _spec() -> shapes.ShapeSpec:
     return shapes.ShapeSpec("test", None, (f,), tuple(tensors), metadata={"format": "pt"})
 
 
+#: the peers built on loadbench's own dependencies (jax, numpy, orbax): available everywhere
+JAX_PEERS = {"orbax-safetensors", "mmap-put"}
+
+
 def test_peers_are_registered_with_their_install_hint():
-    assert {"runai", "fastsafetensors", "instanttensor"} <= set(PEERS)
-    for name in PEERS:
+    assert {"runai", "fastsafetensors", "instanttensor", *JAX_PEERS} <= set(PEERS)
+    for name in set(PEERS) - JAX_PEERS:  # the PyTorch world's loaders
         info = strategies.get(name)
         assert info.requires and "torch" in info.requires
         assert info.install_hint == "make peers"
+    for name in JAX_PEERS:
+        assert strategies.get(name).requires == ()
+        assert strategies.get(name).available()
 
 
 @pytest.mark.parametrize("devices", [1, 8])
