@@ -303,7 +303,7 @@ def _cpu(row: pd.Series) -> str:
     cpu, ceiling = _num(row.get("cpu_s")), _num(row.get("ceiling_cpu_s"))
     if cpu is None:
         return "-"
-    return f"{cpu:.2f}" + (f" ({ceiling:.2f})" if ceiling is not None else "")
+    return _fixed(cpu) + (f" ({_fixed(ceiling)})" if ceiling is not None else "")
 
 
 def _status(row: pd.Series) -> str:
