@@ -70,8 +70,6 @@ class PhaseMeasure:
     end_rss_bytes: int
     anon_rss_bytes: int
     file_rss_bytes: int
-    peak_anon_rss_bytes: int = 0  # the highest anonymous RSS read in the phase (sampled)
-    peak_file_rss_bytes: int = 0  # the highest file-backed RSS read in the phase (sampled)
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     device_peak_bytes_in_use: int | None = None
@@ -83,6 +81,8 @@ class PhaseMeasure:
     cpu_s: float | None = None  # the process's CPU time (all threads, user + system) in it
     start_s: float | None = None  # first entered, seconds from the baseline (None: `total`, older)
     end_s: float | None = None  # last left, seconds from the baseline
+    peak_anon_rss_bytes: int = 0  # the highest anonymous RSS read in the phase (sampled)
+    peak_file_rss_bytes: int = 0  # the highest file-backed RSS read in the phase (sampled)
 
 
 @dataclass(frozen=True)
