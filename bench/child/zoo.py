@@ -9,13 +9,16 @@ declare float32 and tunix's loader puts the file's bf16 arrays in as they are (i
 asked), so the model holds what tunix's own load gives and a bit-exact comparison is possible.
 The key map runs every file key through tunix's regex mapping (`torch_key_to_jax_key`): its
 `(permute, reshape)` rule becomes `loader.Transpose` then `loader.Reshape`. Worker side: imports
-jax, flax and tunix (`make zoo`).
+jax, flax and tunix (`make zoo`); tunix's modules are imported and its model built inside
+`loader.strategies.tunix.tunix_flax`, so flax's config is as tunix needs it there and unchanged
+for everything else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from bench.errors import BenchError
@@ -23,11 +26,20 @@ from bench.errors import BenchError
 ZOO_PRESETS = ("llama3-8b", "tinyllama-1.1b")  # llama-shaped presets with a config.json here
 
 
+def tunix_llama3() -> tuple[ModuleType, ModuleType]:
+    """tunix's `llama3.model` and `llama3.params` modules, flax's global config left as it was."""
+    from loader.strategies.tunix import tunix_flax
+
+    with tunix_flax():
+        from tunix.models.llama3 import model, params
+    return model, params
+
+
 def zoo_config(preset: str) -> Any:
     """tunix's `Llama3` `ModelConfig` of a llama-shaped preset, from its `config.json`."""
-    from tunix.models.llama3 import model as llama3
-
     from shapes.architectures.llama import PRESET_CONFIGS
+
+    llama3, _ = tunix_llama3()
 
     if preset not in ZOO_PRESETS:
         raise BenchError(
@@ -67,8 +79,10 @@ class ZooBuilder:
         from flax import nnx
 
         from loader.leaves import iter_variables
+        from loader.strategies.tunix import tunix_flax
 
-        model = self.model_class(self.config, rngs=nnx.Rngs(params=self.seed))
+        with tunix_flax():
+            model = self.model_class(self.config, rngs=nnx.Rngs(params=self.seed))
         for _, var in iter_variables(model):
             value = var.get_value()
             if jnp.issubdtype(value.dtype, jnp.floating):
@@ -99,10 +113,10 @@ def key_map(file_keys: list[str], mapping: Mapping[str, Any]) -> dict[str, Any]:
 def target(spec: Any, seed: int = 0) -> tuple[ZooBuilder, dict[str, Any]]:
     """(tunix's `Llama3` builder for the preset, the key map from tunix's own mapping)."""
     import jax.numpy as jnp
-    from tunix.models.llama3 import model as llama3
-    from tunix.models.llama3 import params
 
     from loader.format import numpy_dtype
+
+    llama3, params = tunix_llama3()
 
     config = zoo_config(spec.name or "")
     mapping = params._get_key_and_transform_mapping  # tunix's own, as its loader uses it

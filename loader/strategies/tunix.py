@@ -8,13 +8,16 @@ builder of a tunix model that also carries its class, config and tunix's key map
 `bench run --model zoo` builds); tunix reads every `*.safetensors` in the checkpoint's folder.
 Planning and the report are the core's, from the headers and the key map built from tunix's own
 mapping, before tunix reads anything; the arrays tunix placed are then put into the planned
-leaves as they are (`assemble`). Needs google-tunix: `make zoo`.
+leaves as they are (`assemble`). tunix's import turns a flax flag off for the whole process
+(`SHARD_FLAG`); here it is off only while tunix's code runs (`tunix_flax`). Needs google-tunix:
+`make zoo`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +35,28 @@ KIND = PEER
 REQUIRES = ("tunix",)
 INSTALL_HINT = "make zoo"
 MODELS = ("zoo",)  # `bench run --model zoo`: tunix's own model classes only
+
+
+#: tunix turns this flax flag off, process-wide, when its models are imported: they annotate their
+#: parameters with shardings that flax would otherwise insist on placing at creation
+SHARD_FLAG = "flax_always_shard_variable"
+
+
+@contextlib.contextmanager
+def tunix_flax() -> Iterator[None]:
+    """flax configured as tunix's models need it (`SHARD_FLAG` off) inside the block, and as it
+    was after it: importing or building tunix's models never changes how other models shard."""
+    import flax
+
+    before = getattr(flax.config, SHARD_FLAG, None)
+    if before is None:  # a flax without the flag: nothing to set
+        yield
+        return
+    flax.config.update(SHARD_FLAG, False)
+    try:
+        yield
+    finally:
+        flax.config.update(SHARD_FLAG, before)
 
 
 @runtime_checkable
@@ -56,12 +81,13 @@ class TunixLoad:
         return None
 
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
-        from tunix.models import safetensors_loader
-
         from loader.leaves import iter_variables
 
+        with tunix_flax():
+            from tunix.models import safetensors_loader
+
         folder = Path(source.files[0]).parent
-        with probe.phase(STREAM):
+        with probe.phase(STREAM), tunix_flax():
             loaded = safetensors_loader.load_and_create_model(
                 file_dir=str(folder),
                 model_class=self.zoo.model_class,

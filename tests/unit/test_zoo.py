@@ -5,22 +5,24 @@ through tunix's transposes and reshapes. Skipped where tunix is not installed.""
 
 from __future__ import annotations
 
+import importlib.util
+
+import flax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import loader
 import shapes
+from bench.child import zoo
 from bench.child.models import verify_mapped
 from loader import strategies
 from loader.leaves import iter_variables
 
-pytest.importorskip("tunix", reason="google-tunix is not installed (make zoo)")
-
-from tunix.models.llama3 import model as llama3  # noqa: E402
-from tunix.models.llama3 import params as llama3_params  # noqa: E402
-
-from bench.child import zoo  # noqa: E402
+# never imported at collection: tunix's import would change flax's config for every other test
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("tunix") is None, reason="google-tunix is not installed (make zoo)"
+)
 
 LAYERS, D, FF, HEADS, KV, HEAD_DIM, VOCAB = 2, 16, 24, 4, 2, 4, 40
 
@@ -47,6 +49,7 @@ def _spec() -> shapes.ShapeSpec:
 
 
 def _target() -> tuple[zoo.ZooBuilder, dict]:
+    llama3, llama3_params = zoo.tunix_llama3()
     config = llama3.ModelConfig(
         num_layers=LAYERS,
         vocab_size=VOCAB,
@@ -92,6 +95,14 @@ def test_our_strategies_and_the_peers_load_the_zoo_model_bit_exactly(tmp_path, n
     model, report = strategies.get(name).load(builder, ckpt, key_map=key_map, strict=True)
     checked, error = verify_mapped(model, str(ckpt), key_map)
     assert error is None and checked == len(key_map)
+
+
+def test_importing_tunix_leaves_flax_config_as_it_was(tmp_path):
+    before = flax.config.flax_always_shard_variable
+    zoo.tunix_llama3()
+    builder, key_map = _target()
+    strategies.get("tunix").load(builder, shapes.synthesize(_spec(), tmp_path), key_map=key_map)
+    assert flax.config.flax_always_shard_variable == before
 
 
 def test_the_tunix_strategy_refuses_a_plain_builder_in_one_line(tmp_path):
