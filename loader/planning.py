@@ -333,10 +333,15 @@ _DIGITS = re.compile(r"\d+")
 _LEAF_NAMES = {"kernel": "weight", "scale": "weight", "embedding": "weight"}
 
 
-def _skeleton(name: str) -> str:
-    """`name`, each digit run as `#` and a flax leaf name as PyTorch's (`kernel` -> `weight`)."""
+def _skeleton(name: str, *, leaf_names: bool) -> str:
+    """`name`, each digit run as `#`; with `leaf_names`, a flax leaf name as PyTorch's
+    (`kernel` -> `weight`)."""
     stem, dot, leaf = _DIGITS.sub("#", name).rpartition(".")
-    return f"{stem}{dot}{_LEAF_NAMES.get(leaf, leaf)}"
+    return f"{stem}{dot}{_LEAF_NAMES.get(leaf, leaf) if leaf_names else leaf}"
+
+
+def _numbers(name: str) -> tuple[str, ...]:
+    return tuple(_DIGITS.findall(name))
 
 
 class ClosestNames:
@@ -344,9 +349,9 @@ class ClosestNames:
 
     difflib over every pair is quadratic in the names (a 12-layer encoder's first load, 200
     mismatches against 200 names, already takes seconds). Names are compared by their skeleton
-    first (each digit run read as `#`, flax's `kernel`, `scale` and `embedding` as `weight`): a
-    model has a few dozen skeletons however many layers, so difflib runs over skeletons only, once
-    per skeleton asked. The answer is the candidate of the
+    first (each digit run read as `#`; where none is close, flax's `kernel`, `scale` and
+    `embedding` also read as `weight`): a model has a few dozen skeletons however many layers, so
+    difflib runs over skeletons only, once per skeleton asked. The answer is the candidate of the
     closest skeleton with the same numbers (the same layer), else difflib's pick among that
     skeleton's candidates; "" where no skeleton is close.
 
@@ -358,23 +363,30 @@ class ClosestNames:
     """
 
     def __init__(self, candidates: Sequence[str]) -> None:
-        self._by_skeleton: dict[str, dict[tuple[str, ...], str]] = {}
+        self._by_skeleton: dict[tuple[bool, str], dict[tuple[str, ...], str]] = {}
         for name in candidates:
-            group = self._by_skeleton.setdefault(_skeleton(name), {})
-            group.setdefault(tuple(_DIGITS.findall(name)), name)
-        self._skeletons = list(self._by_skeleton)
-        self._closest_skeleton: dict[str, str] = {}
+            for leaf_names in (False, True):
+                key = (leaf_names, _skeleton(name, leaf_names=leaf_names))
+                self._by_skeleton.setdefault(key, {}).setdefault(_numbers(name), name)
+        self._skeletons = {
+            flag: [s for f, s in self._by_skeleton if f == flag] for flag in (False, True)
+        }
+        self._closest_skeleton: dict[tuple[bool, str], str] = {}
+
+    def _closest(self, name: str, leaf_names: bool) -> str:
+        key = (leaf_names, _skeleton(name, leaf_names=leaf_names))
+        if key not in self._closest_skeleton:
+            found = difflib.get_close_matches(key[1], self._skeletons[leaf_names], n=1)
+            self._closest_skeleton[key] = found[0] if found else ""
+        return self._closest_skeleton[key]
 
     def __call__(self, name: str) -> str:
-        skeleton = _skeleton(name)
-        if skeleton not in self._closest_skeleton:
-            found = difflib.get_close_matches(skeleton, self._skeletons, n=1)
-            self._closest_skeleton[skeleton] = found[0] if found else ""
-        closest = self._closest_skeleton[skeleton]
+        leaf_names = not self._closest(name, False)
+        closest = self._closest(name, leaf_names)
         if not closest:
             return ""
-        group = self._by_skeleton[closest]
-        same_numbers = group.get(tuple(_DIGITS.findall(name)))
+        group = self._by_skeleton[(leaf_names, closest)]
+        same_numbers = group.get(_numbers(name))
         if same_numbers is not None:
             return same_numbers
         found = difflib.get_close_matches(name, list(group.values()), n=1, cutoff=0.0)

@@ -20,7 +20,9 @@ from loader.leaves import iter_variables
 from loader.sharded.rule import AXIS
 from loader.vocabulary import PEER
 
-PEERS = [n for n, e in strategies.catalog().items() if e.kind == PEER]
+#: the peers that load any model (a peer with `MODELS`, tunix, is tested on its own model in
+#: tests/unit/test_zoo.py)
+PEERS = [n for n, e in strategies.catalog().items() if e.kind == PEER and not e.models]
 
 
 def _peer_or_skip(name: str):
@@ -52,6 +54,7 @@ JAX_PEERS = {"orbax-safetensors", "mmap-put"}
 
 def test_peers_are_registered_with_their_install_hint():
     assert {"runai", "fastsafetensors", "instanttensor", *JAX_PEERS} <= set(PEERS)
+    assert strategies.get("tunix").install_hint == "make zoo"  # a JAX zoo's own loader
     for name in set(PEERS) - JAX_PEERS:  # the PyTorch world's loaders
         info = strategies.get(name)
         assert info.requires and "torch" in info.requires
