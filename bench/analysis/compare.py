@@ -14,10 +14,12 @@ side, over the ok repeats of each side:
   before the reference). `wall_ratio` is NEW's geometric mean over BASE's, and `wall_ratio_lo`,
   `_hi` its 95% interval (Welch's t on the logarithms, `ratio_interval`): a machine that was
   slower on one side slowed its reference too, so the ratio of the same moment is what moves
-  only with the code. It has `regressed` when the whole interval lies above 1 + threshold:
-  slower by more than the threshold, with 95% confidence (`wall_p` is the one-sided p that it
-  is slower at all). `wall_basis` says which
-  (`paired` or `wall`).
+  only with the code. Where other processes took a different share of the CPUs on the two sides
+  (a CPU-heavy neighbour on one), wall time moves by each strategy's threads, and the time is
+  judged on the CPU ratios instead (each repeat's CPU seconds over its reference's:
+  `bench.analysis.intervals.basis`); `wall_basis` says which (`paired`, `cpu`, `wall`). It has
+  `regressed` when the whole interval lies above 1 + threshold: slower by more than the
+  threshold, with 95% confidence (`wall_p` is the one-sided p that it is slower at all).
 
 `improved` is the mirror image of either. With fewer than `MIN_REPEATS` ok repeats on a side no
 such call is made: the metric reads `too few repeats`. A combination ok in BASE with no ok repeat
@@ -43,6 +45,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 from scipy.stats import t as student_t
 
+from bench.analysis.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
 from bench.errors import BenchError
 from bench.records.results import ROUTE, headline, routed, with_route, worst_status
 from bench.vocabulary import (
@@ -60,7 +63,8 @@ from loader.vocabulary import OK, REFERENCE, SKIPPED, TOTAL
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes", ROUTE]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}
 PAIRED = "paired_ratio"  # each repeat's wall over its own moment's reference
-PAIRED_BASIS, WALL_BASIS = "paired", "wall"  # what a time verdict was judged on
+CPU = "cpu_ratio"  # each repeat's CPU seconds over its reference's
+OTHERS = "others_cpu_fraction"  # the share of the CPUs other processes took meanwhile
 MIN_REPEATS = 3  # ok repeats a side needs before a regression (or improvement) is called
 ALPHA = 0.05  # the Mann-Whitney U test's level (3 against 3 fully apart gives p = 0.05)
 MAX_THRESHOLD = 10.0  # --max-regression must be below 1000%
@@ -100,12 +104,15 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["phase"] == TOTAL]
     over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
     ceiling = pd.to_numeric(rows.get("ceiling_ratio", pd.Series(index=rows.index, dtype=float)))
-    paired = pd.to_numeric(rows.get("paired_ratio", pd.Series(index=rows.index, dtype=float)))
+
+    def numbers(name: str) -> pd.Series:
+        return pd.to_numeric(rows.get(name, pd.Series(index=rows.index, dtype=float)))
+
     return rows.assign(
         peak_over_baseline_bytes=over,
         wall_s=pd.to_numeric(rows["wall_s"]),
         ceiling=ceiling,
-        paired_ratio=paired,
+        **{name: numbers(name) for name in (PAIRED, CPU, OTHERS)},
     )
 
 
@@ -116,7 +123,7 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     counts = rows.groupby(KEYS).agg(
         repeats=("result_id", "nunique"), status=("status", worst_status)
     )
-    cols = [*METRICS.values(), PAIRED]
+    cols = [*METRICS.values(), PAIRED, CPU, OTHERS]
     stats = ok.groupby(KEYS, dropna=False)[cols].agg(["median", "min", "max", list])
     stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
     ok_counts = ok.groupby(KEYS).agg(
@@ -167,14 +174,13 @@ def ratio_interval(new: list[float], base: list[float]) -> tuple[float, float, f
 
 def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> None:
     """Add the time's ratio, 95% interval, p, basis and verdict to `both` (in place): on the
-    paired ratios where both sides carry them, else on the walls."""
+    paired ratios where both sides carry them and their machines were shared alike, on the CPU
+    ratios where they were not (`bench.analysis.intervals.basis`), else on the walls."""
     figures, bases = [], []
     for _, r in both.iterrows():
-        new, base = _values(r[f"{PAIRED}_list_new"]), _values(r[f"{PAIRED}_list_base"])
-        basis = PAIRED_BASIS
-        if len(new) != r["ok_repeats_new"] or len(base) != r["ok_repeats_base"] or not new:
-            new, base = _values(r["wall_s_list_new"]), _values(r["wall_s_list_base"])
-            basis = WALL_BASIS
+        basis = _basis(r)
+        column = {PAIRED_BASIS: PAIRED, CPU_BASIS: CPU, WALL_BASIS: "wall_s"}[basis]
+        new, base = _values(r[f"{column}_list_new"]), _values(r[f"{column}_list_base"])
         figures.append(ratio_interval(new, base))
         bases.append(basis)
     both["wall_base"], both["wall_new"] = both["wall_s_median_base"], both["wall_s_median_new"]
@@ -185,6 +191,24 @@ def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> Non
     both["wall_verdict"] = [
         _time_verdict(r, threshold, e) for (_, r), e in zip(both.iterrows(), enough)
     ]
+
+
+def _basis(r: pd.Series) -> str:
+    """What one combination's time is judged on: paired or CPU ratios where every ok repeat of
+    both sides carries them (`intervals.basis` picks), else the walls."""
+
+    def whole(column: str) -> bool:
+        new, base = _values(r[f"{column}_list_new"]), _values(r[f"{column}_list_base"])
+        return bool(new) and len(new) == r["ok_repeats_new"] and len(base) == r["ok_repeats_base"]
+
+    if not whole(PAIRED):
+        return WALL_BASIS
+    picked = basis(_cell_list(r[f"{OTHERS}_list_base"]), _cell_list(r[f"{OTHERS}_list_new"]))
+    return picked if picked == PAIRED_BASIS or whole(CPU) else WALL_BASIS
+
+
+def _cell_list(cell: Any) -> list[float | None]:
+    return [None if v != v else float(v) for v in cell] if isinstance(cell, list) else []
 
 
 def _values(cell: Any) -> list[float]:
@@ -338,6 +362,6 @@ def rule_text(threshold: float) -> str:
         f"a regression is over {threshold:.0%} ({1 + threshold:.2f}x): for a peak, beyond the "
         f"spread of repeats and p <= {ALPHA} (Mann-Whitney U, one-sided); for a time, its 95% "
         "interval wholly above the threshold (Welch's t on the logarithms of the paired ratios, "
-        f"each repeat over the reference timed beside it); it needs {MIN_REPEATS} ok repeats a "
-        "side"
+        "each repeat over the reference timed beside it; of the CPU ratios where one side's "
+        f"machine was shared more); it needs {MIN_REPEATS} ok repeats a side"
     )

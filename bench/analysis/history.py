@@ -42,7 +42,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from bench.analysis.compare import ratio_interval
-from bench.analysis.intervals import interval
+from bench.analysis.intervals import CPU_BASIS, PAIRED_BASIS, basis, interval
 from bench.records.results import (
     GROUP_KEYS,
     LOCAL,
@@ -59,6 +59,8 @@ PEAK = "peak_over_baseline_bytes"
 TIME = "time_ratio"
 WALL = "wall_s"
 FLOOR = "floor_ratio"
+CPU_RATIO = "cpu_ratio"  # a repeat's CPU seconds over its reference's
+OTHERS = "others_cpu_fraction"  # the share of the CPUs other processes took meanwhile
 METRICS = (PEAK, TIME, WALL, FLOOR)
 #: What steps are judged on: the peak, and the time against its own moment's reference.
 STEP_METRICS = (PEAK, TIME)
@@ -111,6 +113,7 @@ class Step:
     route: str = LOCAL  # local, or `s3 · 1Gbit · c16` (`bench.records.results.route`)
     low: float | None = None
     high: float | None = None
+    basis: str | None = None  # a time's: paired (wall over reference) or cpu (`intervals.basis`)
 
     @property
     def change(self) -> float:
@@ -176,6 +179,8 @@ def repeats(results: Results) -> pd.DataFrame:
     out[TIME] = paired.where(paired.notna(), by_floor)
     out[FLOOR] = (paired / mine).where(paired.notna() & mine.notna(), by_floor)
     out["reference"] = [MOMENT if p == p else FLOOR_LINE for p in paired]
+    for name in (CPU_RATIO, OTHERS):
+        out[name] = pd.to_numeric(rows.get(name, pd.Series(index=rows.index, dtype=float)))
     for name in ROW_CONFIG:
         if name not in out:
             out[name] = None
@@ -254,12 +259,18 @@ def typical_spread(samples: list[list[float]]) -> float:
 
 @dataclass(frozen=True)
 class _Move:
-    """A candidate split's move: relative size, p, and (a time) the ratio's 95% interval."""
+    """A candidate split's move: relative size, p, and (a time) the ratio's 95% interval and
+    what it was judged on."""
 
     size: float
     p: float | None
     low: float | None = None
     high: float | None = None
+    basis: str | None = None
+
+
+#: One repeat of a time: its paired ratio, its CPU ratio, the CPU share others took meanwhile.
+Timed = tuple[float, float | None, float | None]
 
 
 def _peak_move(before: list[list[float]], after: list[list[float]]) -> _Move | None:
@@ -274,40 +285,56 @@ def _peak_move(before: list[list[float]], after: list[list[float]]) -> _Move | N
     return _Move(move, p) if separated else None
 
 
-def _time_move(before: list[list[float]], after: list[list[float]]) -> _Move | None:
-    """A step of the time: the 95% interval of after / before (geometric means) wholly beyond
-    `MIN_STEP` either way; None where not."""
+def _judged(before: list[list[Timed]], after: list[list[Timed]]) -> tuple[str, int]:
+    """The basis two sides of a split are judged on (`intervals.basis`: paired ratios, or CPU
+    ratios where the machine was shared differently and every repeat has one), and its index in
+    a `Timed`."""
+    flat = [t for run in (*before, *after) for t in run]
+    picked = basis([t[2] for r in before for t in r], [t[2] for r in after for t in r])
+    if picked == CPU_BASIS and all(t[1] is not None and t[1] == t[1] for t in flat):
+        return CPU_BASIS, 1
+    return PAIRED_BASIS, 0
+
+
+def _time_move(before: list[list[Timed]], after: list[list[Timed]]) -> _Move | None:
+    """A step of the time: the 95% interval of after / before (geometric means, on the basis
+    `_judged` picks) wholly beyond `MIN_STEP` either way; None where not."""
+    judged, at = _judged(before, after)
     ratio, low, high, p = ratio_interval(
-        [v for r in after for v in r], [v for r in before for v in r]
+        [float(t[at] or 0.0) for r in after for t in r],
+        [float(t[at] or 0.0) for r in before for t in r],
     )
     if ratio != ratio:
         return None
     least = 1 + MIN_STEP[TIME]
     if low > least or high < 1 / least:
-        return _Move(abs(ratio - 1), min(p, 1 - p), low, high)
+        return _Move(abs(ratio - 1), min(p, 1 - p), low, high, judged)
     return None
 
 
-def _split(samples: list[list[float]], metric: str) -> tuple[int, _Move] | None:
-    """The best split of `samples` (one list of repeats per run) that is a step, or None."""
-    judge = _time_move if metric == TIME else _peak_move
+def _split(samples: list[list[Any]], metric: str) -> tuple[int, _Move] | None:
+    """The best split of `samples` (one list of repeats per run: values of a peak, `Timed` of a
+    time) that is a step, or None."""
     best: tuple[int, _Move] | None = None
     for k in range(1, len(samples)):
-        move = judge(samples[:k], samples[k:])
+        before, after = samples[:k], samples[k:]
+        move = _time_move(before, after) if metric == TIME else _peak_move(before, after)
         if move is not None and (best is None or move.size > best[1].size):
             best = (k, move)
     return best
 
 
-def _centre(samples: list[list[float]], metric: str) -> float:
-    """What a segment's value is said as: a time's geometric mean, a peak's median."""
+def _centre(samples: list[list[Any]], metric: str, judged: str | None = None) -> float:
+    """What a segment's value is said as: a time's geometric mean (of the ratio it was judged
+    on), a peak's median."""
     if metric == TIME:
-        iv = interval([v for run in samples for v in run])
+        at = 1 if judged == CPU_BASIS else 0
+        iv = interval([float(t[at]) for run in samples for t in run])
         return iv.estimate if iv else float("nan")
     return _median(samples)
 
 
-def _segment(samples: list[list[float]], metric: str, lo: int, hi: int) -> list[tuple]:
+def _segment(samples: list[list[Any]], metric: str, lo: int, hi: int) -> list[tuple]:
     """Steps in runs [lo, hi): (index of the first run after, move, value before, after)."""
     found = _split(samples[lo:hi], metric)
     if found is None:
@@ -319,7 +346,13 @@ def _segment(samples: list[list[float]], metric: str, lo: int, hi: int) -> list[
     # the values of the segments adjoining the step, once both sides are split further
     start = max([s[0] for s in left], default=lo)
     end = min([s[0] for s in right], default=hi)
-    step = (cut, move, _centre(samples[start:cut], metric), _centre(samples[cut:end], metric))
+    judged = move.basis
+    step = (
+        cut,
+        move,
+        _centre(samples[start:cut], metric, judged),
+        _centre(samples[cut:end], metric, judged),
+    )
     return sorted([*left, step, *right], key=lambda t: t[0])
 
 
@@ -398,7 +431,7 @@ def steps(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Ste
 def _steps_of(
     series: pd.DataFrame, runs: list[str], metric: str, labels: dict[str, Any]
 ) -> list[Step]:
-    by_run = [series.loc[series["run_id"] == r, metric].dropna().tolist() for r in runs]
+    by_run = [_samples(series[series["run_id"] == r], metric) for r in runs]
     kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
     samples = [v for _, v in kept]
     return [
@@ -414,8 +447,20 @@ def _steps_of(
             route=str(labels[ROUTE]),
             low=move.low,
             high=move.high,
+            basis=move.basis,
         )
         for cut, move, before, after in _segment(samples, metric, 0, len(samples))
+    ]
+
+
+def _samples(run: pd.DataFrame, metric: str) -> list[Any]:
+    """One run's repeats of `metric`: values of a peak; `Timed` triples of a time."""
+    if metric != TIME:
+        return run[metric].dropna().tolist()
+    known = run[run[TIME].notna()]
+    return [
+        (float(t), None if c != c else float(c), None if o != o else float(o))
+        for t, c, o in zip(known[TIME], known[CPU_RATIO], known[OTHERS], strict=True)
     ]
 
 

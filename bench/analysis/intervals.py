@@ -183,3 +183,30 @@ def instability(
             "repeat(s): a strategy that uses more threads loses more to them than its reference"
         )
     return Instability(tuple(reasons)) if reasons else None
+
+
+#: Two sets of repeats whose machines were shared this differently (the median share of every
+#: CPU's time other processes took: `others_cpu_fraction`) are not judged on wall time.
+CONTENTION_GAP = 0.15
+PAIRED_BASIS, CPU_BASIS, WALL_BASIS = "paired", "cpu", "wall"  # what a time was judged on
+
+
+def contention(others: Sequence[float | None]) -> float | None:
+    """The median share of the CPUs other processes took over a set of repeats (None: unknown)."""
+    known = [o for o in others if o is not None and o == o]
+    return statistics.median(known) if known else None
+
+
+def basis(a: Sequence[float | None], b: Sequence[float | None]) -> str:
+    """What two sets of repeats (their `others_cpu_fraction`s) can be judged on across runs:
+    `PAIRED_BASIS`, their wall over the reference beside each repeat, where the machine was
+    shared alike on both sides; `CPU_BASIS`, their CPU seconds over the reference's, where it was
+    not. Another process taking a core slows a strategy by its threads (a two-thread load by
+    about 1.3x, a one-thread load not at all, on 2 cores) and the reference by its own, so no
+    wall reference holds for every strategy across such a change; CPU time does not move with
+    it (measured: `docs/results.md`, "The reference under a CPU-heavy neighbour"). What CPU time
+    cannot see is a change in how a load overlaps its work: the output says which basis ruled."""
+    ca, cb = contention(a), contention(b)
+    if ca is None or cb is None or abs(ca - cb) <= CONTENTION_GAP:
+        return PAIRED_BASIS
+    return CPU_BASIS

@@ -149,6 +149,8 @@ class PhaseRecord:
     reference_s: float | None = None
     reference_drift: float | None = None  # the pass after / the pass before - 1
     paired_ratio: float | None = None  # wall_s / reference_s
+    reference_cpu_s: float | None = None  # the passes' CPU seconds per byte x the checkpoint
+    cpu_ratio: float | None = None  # cpu_s / reference_cpu_s: the load's CPU work over a copy's
     others_cpu_fraction: float | None = None  # of every CPU's time while the child ran, the
     # share other processes were busy (a machine shared with another job)
     reference_passes: dict[str, float] = field(default_factory=dict)  # the raw passes: seconds

@@ -7,6 +7,10 @@ the runner times one short copy pass of its own (`bench.host.bandwidth.copy_pass
 file read by the usable CPUs' threads into fresh private memory, the core of every load; from the
 page cache for a warm child, from the disk (`O_DIRECT`, else evicted first) for a cold one.
 
+The CPU seconds the passes spent are kept too (`reference_cpu_s`: their CPU per byte times the
+checkpoint): CPU time does not grow when another process takes a core, where wall time does,
+and grows unevenly, by each strategy's threads (`bench.analysis.intervals`, "basis").
+
 Each row then carries `reference_s`: the checkpoint's bytes at the mean of the two passes'
 speeds, the time a bare copy of the checkpoint would have taken on this machine at that moment,
 and `reference_drift`: how far the pass after the child strayed from the one before (after /
@@ -77,15 +81,18 @@ class Reading:
         return self.after.all_s / self.before.all_s - 1
 
     def fields(self, checkpoint_bytes: int) -> dict[str, Any]:
-        """The row fields: `reference_s` for the checkpoint, `reference_drift`,
+        """The row fields: `reference_s` for the checkpoint, `reference_cpu_s` (the CPU seconds
+        the passes spent per byte, times the checkpoint), `reference_drift`,
         `others_cpu_fraction` and the raw passes (`reference_passes`)."""
         raw = {
             f"{side}_{name}": getattr(getattr(self, side), name)
             for side in ("before", "after")
             for name in ("one_s", "one_cpu_s", "all_s", "all_cpu_s")
         }
+        cpu_per_byte = (self.before.all_cpu_s + self.after.all_cpu_s) / (2 * self.pass_bytes)
         return {
             "reference_s": self.seconds_for(checkpoint_bytes),
+            "reference_cpu_s": checkpoint_bytes * cpu_per_byte,
             "reference_drift": self.drift,
             "others_cpu_fraction": self.others_cpu_fraction,
             "reference_passes": {

@@ -49,6 +49,7 @@ class RowContext:
     ceiling_cpu_s: float | None = None  # the C ceiling's CPU-seconds for the checkpoint's bytes
     reference_s: float | None = None  # the moment's reference (bench.run.reference)
     reference_drift: float | None = None
+    reference_cpu_s: float | None = None
     others_cpu_fraction: float | None = None
     reference_passes: dict[str, float] | None = None
 
@@ -100,6 +101,7 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         ceiling_cpu_s=ctx.ceiling_cpu_s,
         reference_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.reference_s,
         reference_drift=None if _link_ceiling(task, 1) else ctx.reference_drift,
+        reference_cpu_s=ctx.reference_cpu_s,
         others_cpu_fraction=ctx.others_cpu_fraction,
         reference_passes=dict(ctx.reference_passes or {}),
         model_dtype=task.model_dtype,
@@ -334,6 +336,8 @@ def with_ratios(record: Record) -> Record:
         record = replace(record, ceiling_ratio=wall / record.ceiling_s)
     if record.reference_s:
         record = replace(record, paired_ratio=wall / record.reference_s)
+    if record.reference_cpu_s and record.cpu_s:
+        record = replace(record, cpu_ratio=record.cpu_s / record.reference_cpu_s)
     return record
 
 

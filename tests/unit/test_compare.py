@@ -288,3 +288,42 @@ def test_a_strategy_skipped_on_both_sides_is_skipped_not_same(tmp_path, capsys):
     assert main(["compare", base, new]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "fastsafetensors" in x)
     assert line.rstrip().endswith("skipped")
+
+
+def _neighbour(rows, others: float, slowed: dict[str, float], cpu: dict[str, float] | None = None):
+    """`rows` with a reference beside each repeat (0.5 s, 1 CPU-s) on a machine where other
+    processes took `others` of the CPUs: each strategy's wall slowed by `slowed` (its threads
+    decide how much), the all-thread reference by 1.5x; CPU seconds as `cpu` says (1 s)."""
+    cpu = cpu or {}
+    out = []
+    for r in rows:
+        reference = 0.5 * (1.5 if others > 0.3 else 1.0)
+        wall = r.wall_s * slowed.get(r.strategy, 1.0)
+        cpu_s = r.wall_s * cpu.get(r.strategy, 1.0)
+        fields = {"wall_s": wall, "reference_s": reference, "paired_ratio": wall / reference}
+        fields |= {"cpu_s": cpu_s, "reference_cpu_s": 1.0, "cpu_ratio": cpu_s}
+        out.append(PhaseRecord(**{**r.__dict__, **fields, "others_cpu_fraction": others}))
+    return out
+
+
+def test_a_cpu_heavy_neighbour_on_one_side_is_judged_on_cpu_time(tmp_path, capsys):
+    """NEW ran beside `stress-ng --cpu 1` (others took 47% of the CPUs): the two-thread stream
+    slowed 1.34x, the one-thread eager and floor not at all, and the all-thread reference 1.5x.
+    On paired walls eager would look 1.5x faster and stream 0.9x: no wall reference holds for
+    both. Judged on CPU time (which a neighbour does not move), nothing changed; a planted 1.3x
+    of CPU work in stream is found all the same."""
+    base = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.03, {})
+    slowed = {"stream": 1.34}
+    quiet, busy = tmp_path / "b.jsonl", tmp_path / "n.jsonl"
+    _write(quiet, base)
+    _write(busy, _neighbour(_rows("n", [1.01, 0.99, 1.0], [1, 1, 1], {}), 0.47, slowed))
+    assert main(["compare", str(quiet), str(busy), "--json"]) == 0
+    rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert {r["wall_basis"] for r in rows.values()} == {"cpu"}
+    assert all(r["wall_verdict"] == "same" for r in rows.values())
+    planted = tmp_path / "p.jsonl"
+    more = _neighbour(_rows("p", [1.01, 0.99, 1.0], [1, 1, 1], {}), 0.47, slowed, {"stream": 1.3})
+    _write(planted, more)
+    assert main(["compare", str(quiet), str(planted), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [r["strategy"] for r in out["failed"]] == ["stream"]

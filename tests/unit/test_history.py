@@ -237,3 +237,51 @@ def test_history_of_a_folder_without_ok_runs_is_an_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["history", str(tmp_path / "empty")]) == 2
     assert "no ok run to follow" in capsys.readouterr().err
+
+
+def _neighboured(folder, run_id, started, busy, cpu_work=None):
+    """A run of a one-thread strategy (pread) and a two-thread one (stream) with references;
+    `busy`: a CPU-heavy neighbour took 47% of the CPUs, slowing stream's wall 1.34x, pread's
+    not at all, and the all-thread reference 1.5x. CPU seconds stay (or follow `cpu_work`)."""
+    cpu_work = cpu_work or {}
+    rows = []
+    for strategy, slowed in (("pread", 1.0), ("stream", 1.34), ("floor", 1.0)):
+        for i, d in enumerate(NOISE):
+            wall = 1.0 * (1 + d) * (slowed if busy else 1.0)
+            reference = 0.5 * (1 - d) * (1.5 if busy else 1.0)
+            cpu = 1.2 * (1 + d / 2) * cpu_work.get(strategy, 1.0)
+            rows.append(
+                total_row(
+                    run_id=run_id,
+                    strategy=strategy,
+                    kind=REFERENCE if strategy == "floor" else "strategy",
+                    repeat=i,
+                    baseline_rss_bytes=BASE,
+                    peak_rss_bytes=BASE + 600 * MiB,
+                    wall_s=wall,
+                    reference_s=reference,
+                    paired_ratio=wall / reference,
+                    cpu_s=cpu,
+                    reference_cpu_s=1.0,
+                    cpu_ratio=cpu,
+                    others_cpu_fraction=0.47 if busy else 0.03,
+                )
+            )
+    with ResultsWriter(folder / "here" / f"{run_id}.jsonl") as w:
+        w.write_many([run_record(run_id=run_id, started_utc=started), *rows])
+
+
+def test_runs_beside_a_cpu_heavy_neighbour_are_judged_on_cpu_time_and_make_no_step(tmp_path):
+    """The same commit 5 times, the last two beside `stress-ng --cpu 1`: pread's paired wall
+    falls 1.5x there and stream's 0.9x, so pairing alone would step; judged on CPU time between
+    runs shared differently, nothing steps. A planted 1.3x of CPU work still does."""
+    for i, busy in enumerate((False, False, False, True, True), start=1):
+        _neighboured(tmp_path, f"r{i}", f"2026-01-0{i}T00:00:00Z", busy)
+    results = read_results(tmp_path)
+    assert steps(results) == []
+    flat = results.phases.assign(cpu_ratio=float("nan"))  # no CPU basis: the pairing alone
+    alone = steps(type(results)(results.runs, flat, results.samples))
+    assert {(s.strategy, s.run_id) for s in alone if s.metric == TIME} >= {("pread", "r4")}
+    _neighboured(tmp_path, "r6", "2026-01-06T00:00:00Z", True, {"stream": 1.3})
+    (step,) = steps(read_results(tmp_path))
+    assert (step.strategy, step.metric, step.run_id, step.basis) == ("stream", TIME, "r6", "cpu")
