@@ -49,9 +49,14 @@ def _step_text(step: Step) -> str:
         if step.low is not None and step.high is not None
         else ""
     )
+    judged = (
+        " (judged on CPU time: the runs' machines were shared differently)"
+        if (step.basis == "cpu")
+        else ""
+    )
     return (
         f"{NAMES[step.metric]} {metric_text(step.metric, step.before)} -> "
-        f"{metric_text(step.metric, step.after)}{change}{interval}"
+        f"{metric_text(step.metric, step.after)}{change}{interval}{judged}"
     )
 
 
