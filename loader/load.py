@@ -6,8 +6,8 @@ import os
 from typing import Any
 
 from loader import strategies
-from loader.keys import KeyMap
-from loader.policy import LoadPolicy, Patterns
+from loader.planning.keys import KeyMap
+from loader.planning.policy import LoadPolicy, Patterns
 from loader.remote import is_url
 from loader.report import LoadReport
 from loader.sequence import OnBuilt

@@ -86,7 +86,7 @@ def _load(
     builder, key_map, port = target
     options = load_options(task) | ({"key_map": key_map} if key_map else {})
     if port is not None:  # what the architecture declares its files hold beyond the port
-        from loader.policy import LoadPolicy
+        from loader.planning.policy import LoadPolicy
 
         options["policy"] = LoadPolicy.of(
             ignore_unexpected=port.ignore_unexpected, ignore_missing=port.ignore_missing

@@ -72,11 +72,10 @@ from loader.pipeline.ring import Transfer
 from loader.pipeline.ring_job import RingJob, ring_sender
 from loader.pipeline.speculation import Speculation
 from loader.pipeline.stacked import LayerJob, StackBuffers
-from loader.planning import LoadPlan, Step
+from loader.planning.plan import LoadPlan, Stacked, Step
 from loader.remote import FileSource
 from loader.remote.ranges import RemoteBytes
 from loader.remote.source import RemoteSource
-from loader.stacking import Stacked
 
 __all__ = ["Pipeline", "PipelineStats"]
 
@@ -124,7 +123,7 @@ class Pipeline:
         self._fds: dict[str, int] = {}
         self._dropped: set[str] = set()  # tensors dropped from the page cache once read
         self._source: FileSource | None = None
-        self._stacks: dict[int, StackBuffers] = {}  # id(loader.stacking.Stacked) -> its buffers
+        self._stacks: dict[int, StackBuffers] = {}  # id(Stacked) -> its buffers
         self._phase = contextlib.ExitStack()
 
     # -- start: before the build ----------------------------------------------------------------

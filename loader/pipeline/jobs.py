@@ -17,7 +17,7 @@ buffers and its budget). Each way a leaf travels is one class, carrying its own 
   (`loader.pipeline.fused`).
 - `HostCopyJob` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
   tensor copied into one host buffer (counted against the budget), turned into the value by
-  `loader.materialize` on the main thread, then dropped.
+  `loader.placement.materialize` on the main thread, then dropped.
 - `loader.pipeline.stacked.LayerJob` (a layer of a stacked leaf, `loader.Stack`): an `AdoptJob`
   into the layer's slices of the stacked leaf's buffers, placed once its last layer is in.
 - `loader.pipeline.ring_job.RingJob` (an adoptable leaf on a backend that does not adopt host
@@ -44,8 +44,6 @@ from jax.sharding import Sharding
 
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.leaves import Leaf
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import (
     Bytes,
@@ -59,7 +57,9 @@ from loader.pipeline.regions import (
 from loader.pipeline.ring import host_memory
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.views import fill_view, fill_views, outer_axis
-from loader.planning import LoadPlan, Step
+from loader.placement.leaves import Leaf
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.planning.plan import LoadPlan, Step
 from loader.remote.ranges import RemoteBytes
 from loader.transforms import Chain, View
 
@@ -449,10 +449,10 @@ def _adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], boo
 @dataclass(eq=False)
 class HostCopyJob:
     """A leaf whose whole stored tensor is copied into one host buffer (in the file's dtype),
-    then made its value on the main thread (`loader.materialize`: a transform by a callable, a
-    PRNG key, a Python scalar). The buffer is counted in the budget until the job is finished:
-    a speculative buffer's bytes are already held; otherwise the reader takes them before it
-    reads."""
+    then made its value on the main thread (`loader.placement.materialize`: a transform by a
+    callable, a PRNG key, a Python scalar). The buffer is counted in the budget until the job is
+    finished: a speculative buffer's bytes are already held; otherwise the reader takes them before
+    it reads."""
 
     step: Step
     info: TensorInfo

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 
-from loader.casts import CastValueError
 from loader.errors import CheckpointError
 from loader.host import cached_fraction, usable_cpus
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
 from loader.pipeline.regions import drop_cached
+from loader.planning.casts import CastValueError
 from loader.vocabulary import AUTO, CACHE_POLICIES, DONTNEED
 
 __all__ = ["PipelineOptions", "PipelineStats", "reader_error"]

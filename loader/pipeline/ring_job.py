@@ -44,13 +44,13 @@ import numpy as np
 
 from loader.errors import DeviceOutOfMemoryError
 from loader.format import TensorInfo
-from loader.materialize import assign
 from loader.pipeline.budget import check_staging_budget
 from loader.pipeline.cast import cast_into
 from loader.pipeline.jobs import by_rows, device_regions, region_shape
 from loader.pipeline.regions import Bytes, Region, fill_region
 from loader.pipeline.ring import StagingRing, Transfer, make_ring, owned_chunk, uses_ring
-from loader.planning import LoadPlan, Step
+from loader.placement.materialize import assign
+from loader.planning.plan import LoadPlan, Step
 from loader.remote.ranges import RemoteBytes
 from loader.report import LoadReport
 from loader.transforms.view import PermutedBlock

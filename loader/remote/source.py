@@ -7,9 +7,9 @@ then required of every later range (`loader.remote.ranges`). The header is valid
 object's size (`loader.format.parse_header`: offsets in bounds and tiling the data), so every
 tensor's range is known good before any tensor byte is asked for.
 
-Planning reads it through `loader.planning.Source`; `hostcast` reads whole tensors (`read`, each
-tensor's chunks fetched `concurrency` at a time); `pipelined` reads parts of tensors on its own
-threads (`tensor_bytes`, one `RemoteBytes` per tensor). Nothing is written to disk.
+Planning reads it through `loader.planning.plan.Source`; `hostcast` reads whole tensors (`read`,
+each tensor's chunks fetched `concurrency` at a time); `pipelined` reads parts of tensors on its
+own threads (`tensor_bytes`, one `RemoteBytes` per tensor). Nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ class RemoteSource(ShardHeaders[str]):
             f"{url}: cannot read the header ({text}); check that the server is up and the URL"
         )
 
-    # -- the Source protocol (loader.planning.Source; the rest is ShardHeaders') ---------------
+    # -- the Source protocol (loader.planning.plan.Source; the rest is ShardHeaders') -----------
     def file_of(self, key: str) -> str:
         return self.objects[self._where[key]].url
 

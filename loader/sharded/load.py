@@ -27,11 +27,11 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from loader.errors import CheckpointError
-from loader.leaves import META_SHARDINGS
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.place import describe_sharding
-from loader.planning import LoadPlan, Step
+from loader.placement.leaves import META_SHARDINGS
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.placement.place import describe_sharding
+from loader.planning.plan import LoadPlan, Step
 from loader.report import ShardingChange
 from loader.sequence import Recipe
 from loader.sharded.layout import (

@@ -14,8 +14,8 @@ import numpy as np
 from safetensors.numpy import load_file
 
 from loader.format.source import CheckpointSource
-from loader.materialize import to_device
-from loader.planning import LoadPlan, Step
+from loader.placement.materialize import to_device
+from loader.planning.plan import LoadPlan, Step
 from loader.sequence import Build, Recipe
 from loader.strategies._phased import Phased
 

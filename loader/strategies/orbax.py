@@ -27,9 +27,9 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format import dtype_name, numpy_dtype
 from loader.format.source import CheckpointSource
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, CAST, READ, Probe
-from loader.planning import LoadPlan, Step
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.planning.plan import LoadPlan, Step
 from loader.sequence import Recipe
 from loader.sharded.layout import Layout, LayoutSource, TensorLayout
 from loader.sharded.rule import rule_mesh, rule_sharding

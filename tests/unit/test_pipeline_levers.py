@@ -17,9 +17,9 @@ import loader
 import shapes
 from loader import strategies
 from loader.format.source import CheckpointSource
-from loader.leaves import iter_variables
 from loader.pipeline import cache_fit, engine, options
 from loader.pipeline.order import ALIGN
+from loader.placement.leaves import iter_variables
 from tests.unit.page_cache import cached, evicted
 
 N_SMALL = 40

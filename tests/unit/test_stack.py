@@ -129,7 +129,7 @@ def test_every_strategy_fills_stacked_leaves_bit_exactly(layered_file, tmp_path,
 
 
 def _no_host_assembly(monkeypatch) -> None:
-    import loader.stacking as stacking
+    import loader.planning.stacking as stacking
 
     def refuse(*_a, **_k):
         raise AssertionError("a stacked leaf was assembled through a host copy")

@@ -22,11 +22,11 @@ import pytest
 
 import loader
 import shapes
-from loader.leaves import iter_variables
 from loader.pipeline import ring, ring_job
 from loader.pipeline.budget import check_staging_budget, min_staging_budget
 from loader.pipeline.ring import Slot, StagingRing
 from loader.pipeline.ring_job import chunk_regions
+from loader.placement.leaves import iter_variables
 from loader.sharded.rule import AXIS
 
 F = "model.safetensors"

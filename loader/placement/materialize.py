@@ -14,10 +14,10 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from loader.casts import check_fits
-from loader.leaves import Leaf
-from loader.place import concrete_sharding, place
-from loader.planning import LoadPlan, Step
+from loader.placement.leaves import Leaf
+from loader.placement.place import concrete_sharding, place
+from loader.planning.casts import check_fits
+from loader.planning.plan import LoadPlan, Step
 from loader.report import ShapeMismatch
 
 
@@ -46,7 +46,7 @@ def astype(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def host_cast(leaf: Leaf, host: np.ndarray, caster: Caster = astype) -> np.ndarray:
     """Cast to the dtype the leaf is stored as (the model's dtype for arrays), on the host; an
-    integer narrowing is checked value by value first (`loader.casts.CastValueError`)."""
+    integer narrowing is checked value by value first (`loader.planning.casts.CastValueError`)."""
     _, dtype = leaf.stored_shape_dtype()
     if host.dtype == dtype:
         return host

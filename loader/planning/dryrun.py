@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap
-from loader.planning import PlanEntry, plan_load
-from loader.policy import LoadPolicy, Patterns
+from loader.planning.keys import KeyMap
+from loader.planning.match import plan_load
+from loader.planning.plan import PlanEntry
+from loader.planning.policy import LoadPolicy, Patterns
 from loader.report import LoadReport
 from loader.target import resolve_target
 from loader.vocabulary import REPORT, VERDICTS

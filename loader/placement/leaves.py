@@ -22,7 +22,7 @@ import numpy as np
 from flax import nnx
 
 from loader.errors import CheckpointError
-from loader.keys import Path, key_of, path_str
+from loader.planning.keys import Path, key_of, path_str
 
 META_PRNG = "loadbench.prng_impls"
 META_PYTYPES = "loadbench.python_scalars"
