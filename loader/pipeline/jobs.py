@@ -57,7 +57,7 @@ from loader.pipeline.regions import (
 from loader.pipeline.ring import host_memory
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.views import fill_view, fill_views, outer_axis
-from loader.placement.leaves import Leaf
+from loader.placement.leaves import Leaf, LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.planning.plan import LoadPlan, Step
 from loader.remote.ranges import RemoteBytes
@@ -185,7 +185,7 @@ def is_adoptable(step: Step, view: View | None = None) -> bool:
     """An array leaf with a sharding, read as stored or through a view: its buffers can be the
     model's own (`AdoptJob`, `RingJob`); anything else goes through a `HostCopyJob`."""
     plain = step.transform is None or view is not None
-    return step.leaf.kind == "array" and plain and step.sharding is not None
+    return step.leaf.kind is LeafKind.ARRAY and plain and step.sharding is not None
 
 
 def device_regions(step: Step) -> list[tuple[object, Region]]:

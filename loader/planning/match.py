@@ -23,7 +23,7 @@ from jax.sharding import Sharding
 
 from loader.errors import CheckpointError
 from loader.format import dtype_name, numpy_dtype
-from loader.placement.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
+from loader.placement.leaves import META_PRNG, META_SHARDINGS, Leaf, LeafKind, model_leaves
 from loader.placement.place import concrete_sharding, describe_sharding
 from loader.planning.casts import cast_kind
 from loader.planning.keys import KeyMap, Lookup, Transform, look_up, resolve_stack
@@ -127,9 +127,9 @@ def _check_leaf(
         return False
     out_dtype = info.np_dtype if got is None else got[1]
     cast = None
-    if leaf.kind == "array" and out_dtype != want_dtype:
+    if leaf.kind is LeafKind.ARRAY and out_dtype != want_dtype:
         cast = _judged_cast(leaf.key, out_dtype, want_dtype, policy)
-    if leaf.kind == "prng":
+    if leaf.kind is LeafKind.PRNG:
         saved_impl = saved_impls.get(file_key)
         model_impl = str(leaf.dtype._impl.name)
         if info.np_dtype != want_dtype or (saved_impl and saved_impl != model_impl):
@@ -373,7 +373,7 @@ def plan_load(
         if not _check_leaf(leaf, lookup, source, plan, saved_impls, policy):
             plan.skipped.append(leaf)
             continue
-        sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)
+        sharding = leaf.concrete_sharding()
         if sharding is not None:
             _sharding_change(leaf, sharding, saved_shardings, plan.report)
         plan.steps.append(Step(leaf, file_key, transform, sharding))

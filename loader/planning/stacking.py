@@ -25,7 +25,7 @@ import numpy as np
 
 from loader.format import TensorMeta, dtype_name
 from loader.format.buffers import aligned
-from loader.placement.leaves import Leaf
+from loader.placement.leaves import Leaf, LeafKind
 from loader.placement.place import place
 from loader.planning.plan import LoadPlan, Source, Stacked, StackLayer
 from loader.report import DtypeCast, LoadReport, ShapeMismatch
@@ -87,8 +87,8 @@ def check_stack(leaf: Leaf, stack: Stack, source: Source, report: LoadReport) ->
         return False
     if absent:
         raise _refuse(leaf, stack, f"file key(s) {absent[:3]} ({len(absent)} of them) not found")
-    if leaf.kind != "array":
-        raise _refuse(leaf, stack, f"a Stack fills an array leaf, not a {leaf.kind}")
+    if leaf.kind is not LeafKind.ARRAY:
+        raise _refuse(leaf, stack, f"a Stack fills an array leaf, not a {leaf.kind.value}")
     infos = [source.info(k) for k in stack.keys]
     differ = _differ(stack, infos)
     if differ:
@@ -131,7 +131,13 @@ def layer_leaves(group: Stacked) -> list[tuple[Leaf, StackLayer]]:
         layer = StackLayer(group, i)
         variable = cast(Any, _LayerVariable(layer))
         part = Leaf(
-            (*leaf.path, f"[{i}]"), f"{leaf.key}[{i}]", variable, "array", shape, leaf.dtype, None
+            (*leaf.path, f"[{i}]"),
+            f"{leaf.key}[{i}]",
+            variable,
+            LeafKind.ARRAY,
+            shape,
+            leaf.dtype,
+            None,
         )
         out.append((part, layer))
     return out

@@ -28,6 +28,7 @@ from loader.errors import CheckpointError
 from loader.format import dtype_name, numpy_dtype
 from loader.format.source import CheckpointSource
 from loader.phases import ASSEMBLE, CAST, READ, Probe
+from loader.placement.leaves import LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.planning.plan import LoadPlan, Step
 from loader.sequence import Recipe
@@ -122,7 +123,7 @@ def _layout(root: Path, item: Path) -> Layout:
 
 def _whole(step: Step) -> bool:
     """Restored as a host array (then transformed/placed by the core) rather than onto devices."""
-    return step.leaf.kind == "scalar" or step.transform is not None
+    return step.leaf.kind is LeafKind.SCALAR or step.transform is not None
 
 
 def _restore(item: Path, plan: LoadPlan, layout: Layout) -> dict[str, Any]:
@@ -158,7 +159,7 @@ def _value(step: Step, restored: Any, plan: LoadPlan, layout: Layout) -> Any:
     if _whole(step) or isinstance(restored, np.ndarray):
         host = apply_transform(step, restored, plan)
         return None if host is None else to_device(step, host_cast(leaf, host))
-    if leaf.kind == "prng":
+    if leaf.kind is LeafKind.PRNG:
         return jax.random.wrap_key_data(restored, impl=leaf.dtype._impl)
     return restored if restored.dtype == leaf.dtype else restored.astype(leaf.dtype)
 
