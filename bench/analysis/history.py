@@ -38,7 +38,8 @@ from bench.records.results import (
     routed,
     with_route,
 )
-from loader.vocabulary import OK, REFERENCE, TOTAL
+from bench.vocabulary import OK
+from loader.vocabulary import REFERENCE, TOTAL
 
 PEAK = "peak_over_baseline_bytes"
 WALL = "wall_s"

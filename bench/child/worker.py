@@ -40,9 +40,10 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
+from bench.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, WRONG
 from loader.errors import DeviceOutOfMemoryError
 from loader.strategies import StrategyError, StrategyInfo
-from loader.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, REFERENCE, WRONG
+from loader.vocabulary import REFERENCE
 
 
 def init_backend() -> Backend:

@@ -47,9 +47,8 @@ from bench.run.machine import cpu_limit, machine_id, new_run_id, run_record, utc
 from bench.run.matrix import Checkpoint, Task, plan, untaken_options
 from bench.run.rows import RowContext, failed_row, result_records
 from bench.run.user_checkpoint import open_checkpoint
-from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, RUNNING
+from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, OK, RUNNING, SKIPPED
 from loader.strategies import StrategyInfo
-from loader.vocabulary import OK, SKIPPED
 
 #: (shapes, strategy) -> where its memray capture's reports are (flamegraph HTML, top allocators)
 Memray = dict[tuple[str, str], tuple[str | None, str | None]]
