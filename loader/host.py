@@ -286,8 +286,9 @@ def resident_pages(fd: int, offset: int = 0, size: int | None = None) -> tuple[i
 def cached_fraction(fds: Iterable[int]) -> float | None:
     """The fraction of the open files' pages in the page cache, sampled; None if unknown.
 
-    `SAMPLES` windows of `WINDOW_BYTES` spread over each file: the whole of a 16 GB file would take
-    ~0.1 s, and callers only ask whether a file is warm or cold.
+    `SAMPLES` windows of `WINDOW_BYTES` spread over each file: asking about every page of a large
+    file costs time in proportion to its size, and callers only ask whether a file is warm or
+    cold.
 
     Example:
         >>> fd = os.open(__file__, os.O_RDONLY)

@@ -25,8 +25,8 @@ MIN_SLOT_BYTES = 4096  # one staging chunk: a page
 MAX_SLOT_BYTES = 64 << 20
 MAX_SCRATCH_BYTES = 8 << 20
 #: A thread's scratch (touched only by casts and transforms) is at most this share of the
-#: checkpoint, and at least `MIN_SCRATCH_BYTES`: two 8 MiB scratches are 3% of GPT-2's 523 MB,
-#: which a ported GPT-2 (its `c_attn` slices go through scratch) showed as a 1.03x peak.
+#: checkpoint, and at least `MIN_SCRATCH_BYTES`: on a small checkpoint a fixed scratch per thread
+#: is a visible share of the peak (docs/results.md, "The readers' scratch on a small checkpoint").
 SCRATCH_SHARE = 1 / 200
 MIN_SCRATCH_BYTES = 1 << 20
 

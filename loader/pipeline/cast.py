@@ -1,8 +1,8 @@
 """Dtype conversion of one chunk, from a scratch buffer straight into the destination buffer.
 
 Bit-exact with numpy's / ml_dtypes' own `astype` (round to nearest, ties to even). Fast paths, all
-made of numpy integer ufuncs that release the GIL (ml_dtypes' cast loops hold it: measured here,
-two threads casting fp32 -> bf16 with it were slower than one):
+made of numpy integer ufuncs that release the GIL (ml_dtypes' cast loops hold it, so reader
+threads casting with them take turns instead of running side by side):
 
 - fp32 -> bf16: `(u + 0x7FFF + ((u >> 16) & 1)) >> 16` on the float's bits, in place in the scratch
   (a chunk holding a NaN falls back to ml_dtypes, which keeps NaN's sign and quiets it);
