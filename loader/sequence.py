@@ -45,7 +45,6 @@ from loader.planning.plan import LoadPlan, Source
 from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
 from loader.planning.stacking import finish_stacked
 from loader.remote import is_url
-from loader.remote.source import RemoteSource
 from loader.report import LoadReport
 from loader.target import build_instance, resolve_target
 
@@ -210,8 +209,7 @@ def run_load(
             finish_stacked(plan)
         finally:
             executor.close()
-        if isinstance(source, RemoteSource):
-            plan.report.remote = source.stats()
+        plan.report.remote = source.remote_stats()
     fill_skipped(plan, abstract=abstract)
     _late_check(plan, checked, args.strict)
     return model, plan.report

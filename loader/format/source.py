@@ -121,6 +121,9 @@ class CheckpointSource(ShardHeaders[Path]):
     def file_of(self, key: str) -> Path:
         return self._where[key]
 
+    def remote_stats(self) -> None:
+        return None  # a local checkpoint: no request sent
+
     # -- reads --------------------------------------------------------------------------------
     def read(self, key: str) -> np.ndarray:
         """One tensor, read with safetensors' `pread` backend into a fresh host buffer."""

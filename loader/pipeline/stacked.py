@@ -19,8 +19,8 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.format.buffers import aligned
 from loader.pipeline.budget import ByteBudget
-from loader.pipeline.jobs import AdoptJob, Piece, placed, region_shape
-from loader.pipeline.regions import Bytes, normalize
+from loader.pipeline.jobs import AdoptJob, Piece, placed
+from loader.pipeline.regions import Bytes, normalize, region_shape
 from loader.pipeline.speculation import Speculated
 from loader.planning.plan import LoadPlan, Stacked, Step
 from loader.transforms import View

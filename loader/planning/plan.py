@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from jax.sharding import Sharding
@@ -23,9 +23,13 @@ from loader.planning.keys import Transform
 from loader.report import LoadReport
 from loader.transforms import Stack
 
+if TYPE_CHECKING:
+    from loader.remote.ranges import RemoteStats
+
 
 class Source(Protocol):
-    """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata."""
+    """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata; and
+    what the load sequence reports of it (`remote_stats`)."""
 
     @property
     def path(self) -> Path | str: ...  # a URL for a remote source (`loader.remote`)
@@ -42,6 +46,11 @@ class Source(Protocol):
 
     @property
     def metadata(self) -> dict[str, str]: ...
+
+    def remote_stats(self) -> RemoteStats | None:
+        """A remote checkpoint's requests and bytes so far (`LoadReport.remote`); None for a
+        local one."""
+        ...
 
 
 @dataclass

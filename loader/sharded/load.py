@@ -198,7 +198,6 @@ class Slices:
                 plan.report.loaded.append(step.leaf.key)
                 del value
         plan.report.share_bytes = self._reader.read_bytes
-        plan.report.remote = source.remote_stats()
 
     def close(self) -> None:
         if self._reader is not None:

@@ -19,6 +19,9 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
   under `if` / `try` at module level). Function-level imports are left out of the cycle check, since
   they run after both modules have finished importing; they are the sanctioned way to defer a heavy
   import (jax), not a way around this rule: a layering rule above still counts them.
+- Outside the modules that define the byte sources, no code in `loader` asks a source which kind
+  it is (`isinstance` of a source or bytes class): a question about where bytes come from is a
+  method or property of `loader.pipeline.sources.ByteSource` (or of the `Bytes` it makes).
 - In `loader`, not even a type-only cycle: the imports under `if TYPE_CHECKING:` count too. Such a
   block never runs, but two modules that need each other's types are one role split in the wrong
   place (the plan's types live in `loader.planning.plan`, below the planner and the executors).
@@ -249,6 +252,67 @@ def test_the_loader_cycle_check_can_fail():
     graph = _loader_graph()
     graph["loader.planning.plan"] = [*graph["loader.planning.plan"], "loader.planning.match"]
     assert _cycle(graph) is not None
+
+
+# -- nobody asks a byte source which kind it is ------------------------------------------------
+#: The modules that define the sources and their bytes: they may tell their own kinds apart.
+SOURCE_MODULES = (
+    "loader.format.source",
+    "loader.remote.source",
+    "loader.remote.ranges",
+    "loader.pipeline.regions",
+    "loader.pipeline.sources",
+    "loader.pipeline.sources.local",
+    "loader.pipeline.sources.remote",
+    "loader.pipeline.sources.memory",
+    "loader.sharded.layout",
+    "loader.sharded.remote",
+    "loader.sharded.files",
+)
+
+
+def _path(module: str) -> Path:
+    base = ROOT.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _source_classes() -> set[str]:
+    """The sources and bytes the source modules define (`...Source`, `...Files`, `...Bytes`,
+    `...Checkpoint`, `...SliceFile`, `...Headers`), but the protocols every kind implements."""
+    kinds = ("Source", "Files", "Bytes", "Checkpoint", "SliceFile", "Headers")
+    names = set()
+    for module in SOURCE_MODULES:
+        tree = ast.parse(_path(module).read_text(encoding="utf-8"))
+        names |= {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    return {n for n in names if n.endswith(kinds)} - {"ByteSource", "Bytes", "SliceFile"}
+
+
+def _kind_questions(tree: ast.AST, classes: set[str]) -> list[int]:
+    """The lines of `isinstance(x, C)` where C names one of `classes`."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
+            named = {getattr(n, "id", getattr(n, "attr", "")) for n in ast.walk(node.args[1])}
+            if named & classes:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_code_asks_a_byte_source_which_kind_it_is():
+    classes = _source_classes()
+    assert {"CheckpointSource", "RemoteSource", "LocalFiles", "RemoteBytes"} <= classes
+    found = [
+        f"{name}:{line}"
+        for name in sorted(MODULES)
+        if _package(name) == "loader" and name not in SOURCE_MODULES
+        for line in _kind_questions(ast.parse(_path(name).read_text(encoding="utf-8")), classes)
+    ]
+    assert not found, f"isinstance of a byte source's kind outside the source modules: {found}"
+
+
+def test_the_kind_question_check_can_fail():
+    tree = ast.parse("if isinstance(source, RemoteSource | CheckpointSource):\n    pass\n")
+    assert _kind_questions(tree, _source_classes()) == [1]
 
 
 # -- the formatter owns the layout ----------------------------------------------------------
