@@ -1,13 +1,26 @@
-"""The bench's words, said once: page-cache states, run statuses, the native dtype, `recommend`'s
-verdicts, `compare`'s verdicts.
+"""The bench's words, said once: how a measured child ended, page-cache states, run statuses, the
+native dtype, `recommend`'s verdicts, `compare`'s verdicts.
 
-The loader's words (phases, run statuses, strategy kinds, checkpoint forms) are in
-`loader.vocabulary`; these are the bench's own. Imports nothing, so the dashboard can use it.
+The loader's words (phases, strategy kinds, checkpoint forms) are in `loader.vocabulary`; these
+are the bench's own. Imports nothing, so the dashboard can use it.
 """
 
 from __future__ import annotations
 
 from typing import Final
+
+# -- a child's status: how one measured child ended -----------------------------------------------
+OK: Final = "ok"
+WRONG: Final = "wrong"  # loaded, but a tensor differs from the checkpoint
+OOM: Final = "oom"  # killed by a memory limit (a cgroup, or the bench's RSS watchdog)
+TIMEOUT: Final = "timeout"
+CRASHED: Final = "crashed"  # raised, died on a signal, or wrote no readable result
+SKIPPED: Final = "skipped"  # not run (predicted not to fit, or not available here)
+ERROR: Final = "error"  # loaded and verified, but its forward failed to compile (`--compile`)
+STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED, ERROR)
+# Worst first: the summary of several repeats takes the worst status among them.
+DEVICE: Final = "device"  # `oom_kind` of an `oom` row: a device ran out of memory (not the host)
+STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, ERROR: 2, SKIPPED: 1, OK: 0}
 
 # -- page cache before each child ------------------------------------------------------------------
 WARM: Final = "warm"  # the checkpoint's pages are resident (a load reads no disk)

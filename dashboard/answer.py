@@ -21,9 +21,9 @@ from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.lead import lead
 from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
 from bench.records.results import LOCAL, ROUTE
-from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT
+from bench.vocabulary import DOES_NOT_FIT, FITS, OK, TIGHT
 from dashboard import frames, style
-from loader.vocabulary import OK, PEER, REFERENCE, STRATEGY
+from loader.vocabulary import PEER, REFERENCE, STRATEGY
 
 CONFIG = ["dtype", "devices_per_process"]
 

@@ -24,8 +24,8 @@ from bench.link import UNSHAPED
 from bench.link.shaping import Link
 from bench.records.results import LOCAL, ROUTE, headline, routed, with_route
 from bench.units import format_bytes
-from bench.vocabulary import COMPLETE
-from loader.vocabulary import OK, TOTAL
+from bench.vocabulary import COMPLETE, OK
+from loader.vocabulary import TOTAL
 
 NEWEST = "newest"  # the run pickers' first choice: the default run of each shape set
 NEWEST_LABEL = "Newest complete, unconstrained run of each shape set"

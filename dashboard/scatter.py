@@ -26,9 +26,9 @@ from typing import Literal
 import altair as alt
 import pandas as pd
 
-from bench.vocabulary import COLD
+from bench.vocabulary import COLD, STATUSES
 from dashboard import answer, style
-from loader.vocabulary import PEER, REFERENCE, STATUSES
+from loader.vocabulary import PEER, REFERENCE
 
 HEIGHT = 300
 HOST_COLOR = "#c62828"

@@ -22,8 +22,9 @@ import pandas as pd
 from bench.analysis import history
 from bench.errors import BenchError
 from bench.records.results import LOCAL, ROUTE, Results, summarize
+from bench.vocabulary import OK
 from dashboard import answer, frames, scatter, style
-from loader.vocabulary import OK, TOTAL
+from loader.vocabulary import TOTAL
 
 DEFAULT_RAM = 16 << 30  # the host RAM answered for when no run recorded its machine's
 

@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from bench.records.results import LOCAL
+from bench.vocabulary import OK, STATUSES
 from dashboard import MAKE_COMMAND, data, frames, link, style
-from loader.vocabulary import OK, STATUSES, TOTAL
+from loader.vocabulary import TOTAL
 
 
 def empty_state(folder: str) -> None:

@@ -30,20 +30,20 @@ from loader.transforms import Reshape, Slice, Stack, Transpose
 
 if TYPE_CHECKING:  # the lazy names' types, for the type checker; nothing is imported at run time
     from loader import strategies
-    from loader.dryrun import plan
     from loader.load import load_model
+    from loader.planning.dryrun import plan
+    from loader.planning.source_check import compare_to_transformers
     from loader.save import save_model
     from loader.sharded.directory import convert_to_sharded, load_sharded, save_sharded
-    from loader.source_check import compare_to_transformers
 
 _LAZY = {
     "load_model": "loader.load",
-    "plan": "loader.dryrun",
+    "plan": "loader.planning.dryrun",
     "save_model": "loader.save",
     "save_sharded": "loader.sharded.directory",
     "load_sharded": "loader.sharded.directory",
     "convert_to_sharded": "loader.sharded.directory",
-    "compare_to_transformers": "loader.source_check",
+    "compare_to_transformers": "loader.planning.source_check",
 }
 
 __all__ = [

@@ -6,7 +6,8 @@ and limits runs with them; both read them here, so the two never disagree about 
 - CPUs: `affinity_cpus` (the CPUs the scheduler may run this process on) and `cpu_quota` (the
   tightest CPU quota over this process's cgroups and their parents: v2 `cpu.max`, v1's CFS quota,
   what `docker --cpus` or `loadbench bench run --cpus` sets); `usable_cpus` is the smaller of the
-  two, since `os.cpu_count()` sees neither.
+  two (`allowed_cpus`, the one rule the loader and the bench both apply), since `os.cpu_count()`
+  sees neither; `busy_cpus` rounds it up to the CPUs a process runs on at once.
 - Memory: `available_bytes` (the host's `MemAvailable`, capped by what every memory cgroup over
   this process still allows) and `memory_limit` (the tightest memory cgroup limit itself).
 - The page cache: `resident_pages` asks `mincore(2)` which pages of part of an open file are in
@@ -30,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import math
 import mmap
 import os
 from collections.abc import Iterable
@@ -37,7 +39,9 @@ from pathlib import Path
 
 __all__ = [
     "affinity_cpus",
+    "allowed_cpus",
     "available_bytes",
+    "busy_cpus",
     "cached_fraction",
     "cgroup_folders",
     "cpu_quota",
@@ -130,17 +134,37 @@ def affinity_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
+def allowed_cpus(affinity: int, quota: float | None) -> float:
+    """The rule for usable CPUs, in one place: the CPUs of the affinity mask, capped by the CPU
+    quota in CPUs (None: no quota). A float: a quota of 1.5 CPUs is 1.5.
+
+    Example:
+        >>> allowed_cpus(8, 1.5), allowed_cpus(2, None)
+        (1.5, 2.0)
+    """
+    return float(min(affinity, quota) if quota is not None else affinity)
+
+
 def usable_cpus(root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> float:
-    """The CPUs' worth of time this process may use: its affinity mask, capped by the cgroup
-    quota (a float: a quota of 1.5 CPUs is 1.5).
+    """The CPUs' worth of time this process may use now (`allowed_cpus` of its affinity mask and
+    its cgroups' quota).
 
     Example:
         >>> 0 < usable_cpus() <= len(affinity_cpus())
         True
     """
-    cpus: float = len(affinity_cpus())
-    quota = cpu_quota(root, self_cgroup)
-    return min(cpus, quota) if quota is not None else cpus
+    return allowed_cpus(len(affinity_cpus()), cpu_quota(root, self_cgroup))
+
+
+def busy_cpus(cpus: float) -> int:
+    """The CPUs that `cpus` worth of time keeps running at once: rounded up, at least one (a
+    quota of 1.5 CPUs runs on two, each part of the time).
+
+    Example:
+        >>> busy_cpus(1.5), busy_cpus(2.0), busy_cpus(0.25)
+        (2, 2, 1)
+    """
+    return max(1, math.ceil(cpus - 1e-9))
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -262,8 +286,9 @@ def resident_pages(fd: int, offset: int = 0, size: int | None = None) -> tuple[i
 def cached_fraction(fds: Iterable[int]) -> float | None:
     """The fraction of the open files' pages in the page cache, sampled; None if unknown.
 
-    `SAMPLES` windows of `WINDOW_BYTES` spread over each file: the whole of a 16 GB file would take
-    ~0.1 s, and callers only ask whether a file is warm or cold.
+    `SAMPLES` windows of `WINDOW_BYTES` spread over each file: asking about every page of a large
+    file costs time in proportion to its size, and callers only ask whether a file is warm or
+    cold.
 
     Example:
         >>> fd = os.open(__file__, os.O_RDONLY)

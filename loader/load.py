@@ -6,8 +6,9 @@ import os
 from typing import Any
 
 from loader import strategies
-from loader.keys import KeyMap
-from loader.policy import LoadPolicy, Patterns
+from loader.phases import NULL_PROBE
+from loader.planning.keys import KeyMap
+from loader.planning.policy import LoadPolicy, Patterns
 from loader.remote import is_url
 from loader.report import LoadReport
 from loader.sequence import OnBuilt
@@ -102,20 +103,21 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             f"strategy {info.name!r} reads local files only; to load {path} use one of "
             f"{', '.join(strategies.remote_names())}"
         )
-    model, report = info.load(
-        target,
-        path,
-        strict=strict,
-        key_map=key_map,
-        on_built=on_built,
-        policy=policy,
-        budget=budget,
-        staging=staging,
-        threads=threads,
-        cache_policy=cache_policy,
-        concurrency=concurrency,
-        cache_dir=cache_dir,
+    args, options = info.arguments(
+        {
+            "strict": strict,
+            "key_map": key_map,
+            "on_built": on_built,
+            "policy": policy,
+            "budget": budget,
+            "staging": staging,
+            "threads": threads,
+            "cache_policy": cache_policy,
+            "concurrency": concurrency,
+            "cache_dir": cache_dir,
+        }
     )
+    model, report = info.strategy()(target, path, NULL_PROBE, args, options)
     return model, _model_report(info, report)
 
 

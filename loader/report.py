@@ -3,7 +3,7 @@
 By default each problem becomes a `warnings.warn` naming the path, pointed at the caller's line
 (the first frame outside this package); `strict=True` raises one `MismatchError` listing all of
 them at once. Nothing is ever loaded in silence. What a caller declared expected (ignored keys,
-allowed casts: `loader.policy`) is listed too, but is no problem.
+allowed casts: `loader.planning.policy`) is listed too, but is no problem.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def caller_stacklevel() -> int:
 
 
 class CastKind(enum.Enum):
-    """What a dtype change is (`loader.casts.cast_kind`)."""
+    """What a dtype change is (`loader.planning.casts.cast_kind`)."""
 
     FLOAT = "float"  # float -> float: a rounding, expected under casts="allow"
     INTEGER = "integer"  # integer -> integer: exact, the values are checked during the read

@@ -7,13 +7,13 @@
 3. build the target (phase `build`): abstractly from a builder, or a real instance (`recipe.build`);
    `on_built(model)`, if given, is called with it now, before any leaf is assigned (a caller
    starts compiling its forward from the shapes here, while the executor reads),
-4. plan from headers alone (`loader.planning.plan_load`), with the caller's declared ignores and
-   cast policy (`loader.policy.LoadPolicy`), then `recipe.adjust_plan` if any,
+4. plan from headers alone (`loader.planning.match.plan_load`), with the caller's declared ignores
+   and cast policy (`loader.planning.policy.LoadPolicy`), then `recipe.adjust_plan` if any,
 5. report: with `strict=True` any mismatch raises here, before any tensor is read; otherwise each
    is warned at the caller's line,
 6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps;
    then each stacked leaf (`loader.Stack`) the executor assembled on the host is placed
-   (`loader.stacking.finish_stacked`; `pipelined` places its own),
+   (`loader.planning.stacking.finish_stacked`; `pipelined` places its own),
 7. `executor.close()`, always (it stops any thread it started),
 8. give what was not loaded zeros (an abstract model only; already reported),
 9. late check: a shape a `key_map` transform got wrong is known only after the read; report it.
@@ -37,15 +37,15 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap
-from loader.materialize import fill_skipped
 from loader.phases import BUILD, NULL_PROBE, Probe
-from loader.planning import LoadPlan, Source, plan_load
-from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.placement.materialize import fill_skipped
+from loader.planning.keys import KeyMap
+from loader.planning.match import plan_load
+from loader.planning.plan import LoadPlan, Source
+from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
+from loader.planning.stacking import finish_stacked
 from loader.remote import is_url
-from loader.remote.source import RemoteSource
 from loader.report import LoadReport
-from loader.stacking import finish_stacked
 from loader.target import build_instance, resolve_target
 
 S = TypeVar("S", bound=Source)
@@ -69,8 +69,8 @@ class LoadArgs:
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
         on_built: called with the built model (abstract for a builder) before any leaf is
             assigned (`OnBuilt`).
-        policy: the declared ignores and the cast policy (`loader.policy.LoadPolicy`, made by
-            `loader.load_model` from `ignore_unexpected`, `ignore_missing` and `casts`).
+        policy: the declared ignores and the cast policy (`loader.planning.policy.LoadPolicy`, made
+            by `loader.load_model` from `ignore_unexpected`, `ignore_missing` and `casts`).
 
     Example:
         >>> run_load(RECIPE, builder, "model.safetensors", NULL_PROBE, LoadArgs(strict=True))
@@ -209,8 +209,7 @@ def run_load(
             finish_stacked(plan)
         finally:
             executor.close()
-        if isinstance(source, RemoteSource):
-            plan.report.remote = source.stats()
+        plan.report.remote = source.remote_stats()
     fill_skipped(plan, abstract=abstract)
     _late_check(plan, checked, args.strict)
     return model, plan.report

@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loader.materialize import Caster, apply_transform, assign, astype, host_cast, to_device
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.planning import LoadPlan
+from loader.placement.materialize import (
+    Caster,
+    apply_transform,
+    assign,
+    astype,
+    host_cast,
+    to_device,
+)
+from loader.planning.plan import LoadPlan
 from loader.remote import FileSource
 
 Reader = Callable[[str], np.ndarray]  # file key -> host array

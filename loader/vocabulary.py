@@ -1,6 +1,7 @@
-"""The project's words, said once: phase names, run statuses, strategy kinds, checkpoint forms.
+"""The loader's words, said once: phase names, strategy kinds, checkpoint forms, options, verdicts.
 
-`loader`, `bench` and `dashboard` import these rather than spelling them. This module imports
+`loader`, `bench` and `dashboard` import these rather than spelling them (the bench's own words,
+such as how a measured child ended, are `bench.vocabulary`'s). This module imports
 nothing (no jax, no numpy), so the dashboard and the bench runner can use it freely.
 """
 
@@ -20,19 +21,6 @@ COMPILE: Final = "compile"  # lower + compile the model's forward (`bench run --
 PHASES: Final = (DOWNLOAD, BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM, COMPILE)
 TOTAL: Final = "total"  # the row that spans a whole load (not a phase a strategy enters)
 PHASE_ORDER: Final = (*PHASES, TOTAL)
-
-# -- run statuses: how one measured child ended ----------------------------------------------------
-OK: Final = "ok"
-WRONG: Final = "wrong"  # loaded, but a tensor differs from the checkpoint
-OOM: Final = "oom"  # killed by a memory limit (a cgroup, or the bench's RSS watchdog)
-TIMEOUT: Final = "timeout"
-CRASHED: Final = "crashed"  # raised, died on a signal, or wrote no readable result
-SKIPPED: Final = "skipped"  # not run (predicted not to fit, or not available here)
-ERROR: Final = "error"  # loaded and verified, but its forward failed to compile (`--compile`)
-STATUSES: Final = (OK, WRONG, OOM, TIMEOUT, CRASHED, SKIPPED, ERROR)
-# Worst first: the summary of several repeats takes the worst status among them.
-DEVICE: Final = "device"  # `oom_kind` of an `oom` row: a device ran out of memory (not the host)
-STATUS_SEVERITY: Final = {CRASHED: 5, OOM: 4, TIMEOUT: 3, WRONG: 2, ERROR: 2, SKIPPED: 1, OK: 0}
 
 # -- strategy kinds: what a registered strategy is -------------------------------------------------
 STRATEGY: Final = "strategy"  # one of ours: loads a model

@@ -9,8 +9,8 @@ files plus `model.safetensors.index.json` (sharded specs), then `out_dir/digests
  "tensors": {"name": {"blake3": "...", "dtype": "F32", "shape": [32, 96], "file": "..."}}}
 ```
 
-Digests are BLAKE3 (a cryptographic hash, several GB/s): with sha256 (1.7 GB/s on one core here)
-hashing capped synthesis of sa3 at about 1 GB/s; without hashing it writes at about 1.6 GB/s.
+Digests are BLAKE3, a cryptographic hash fast enough that hashing does not set the pace of
+synthesis as sha256 did (the figures: docs/results.md, "Digests of synthetic checkpoints").
 
 Every file is written atomically and `digests.json` last, so a present digests file means a
 complete checkpoint; a second call with the same spec, dtype and seed reuses it. Writers take an

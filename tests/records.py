@@ -7,7 +7,8 @@ import uuid
 from typing import Any
 
 from bench.records.schema import PhaseRecord, RunRecord
-from loader.vocabulary import OK, STRATEGY, TOTAL
+from bench.vocabulary import OK
+from loader.vocabulary import STRATEGY, TOTAL
 
 MIB = 1 << 20
 DEFAULTS: dict[str, Any] = {

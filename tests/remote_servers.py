@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import shapes
-from loader.leaves import iter_variables
+from loader.placement.leaves import iter_variables
 
 FILE_SPEC = shapes.ShapeSpec(
     "remote-test",

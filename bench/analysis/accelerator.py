@@ -35,8 +35,8 @@ from bench.analysis.recommend import (
 )
 from bench.records.results import Results
 from bench.units import format_bytes
-from bench.vocabulary import CPU, VERDICTS
-from loader.vocabulary import OK, TOTAL
+from bench.vocabulary import CPU, OK, VERDICTS
+from loader.vocabulary import TOTAL
 
 STAGED_RING = "staged ring"
 CPU_RUNS = "CPU runs"

@@ -54,11 +54,13 @@ from bench.vocabulary import (
     IMPROVED,
     MISSING,
     NEW_ONLY,
+    OK,
     REGRESSED,
     SAME,
+    SKIPPED,
     UNDECIDED,
 )
-from loader.vocabulary import OK, REFERENCE, SKIPPED, TOTAL
+from loader.vocabulary import REFERENCE, TOTAL
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes", ROUTE]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}

@@ -9,7 +9,8 @@ import pandas as pd
 
 from bench.records.results import headline
 from bench.units import format_bytes
-from loader.vocabulary import OK, TOTAL
+from bench.vocabulary import OK
+from loader.vocabulary import TOTAL
 
 
 def device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

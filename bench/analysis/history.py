@@ -52,7 +52,8 @@ from bench.records.results import (
     routed,
     with_route,
 )
-from loader.vocabulary import OK, REFERENCE, TOTAL
+from bench.vocabulary import OK
+from loader.vocabulary import REFERENCE, TOTAL
 from shapes.sizes import format_bytes
 
 PEAK = "peak_over_baseline_bytes"

@@ -47,11 +47,12 @@ from bench.units import format_bytes
 from bench.vocabulary import (  # the verdicts: the dashboard reads them here
     DOES_NOT_FIT,
     FITS,
+    OK,
     TIGHT,
     VERDICTS,
     WARM,
 )
-from loader.vocabulary import OK, REFERENCE, TOTAL
+from loader.vocabulary import REFERENCE, TOTAL
 
 TIGHT_FRACTION = 0.10
 #: Runs on smaller checkpoints are not extrapolated from: their peak is mostly fixed per-process

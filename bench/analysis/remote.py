@@ -42,8 +42,9 @@ from bench.link import FILE_SOURCE, UNSHAPED
 from bench.link.shaping import Link
 from bench.records.results import Results, headline
 from bench.units import format_bytes
+from bench.vocabulary import OK
 from loader.remote.ranges import DEFAULT_CONCURRENCY
-from loader.vocabulary import OK, REFERENCE, TOTAL
+from loader.vocabulary import REFERENCE, TOTAL
 
 NO_REMOTE_RUNS = (
     "no remote runs over a shaped link to answer from: measure some with `bench run --source "

@@ -18,7 +18,8 @@ import pandas as pd
 from bench.link import UNSHAPED
 from bench.link.shaping import Link
 from bench.units import format_bytes
-from loader.vocabulary import OK, TOTAL
+from bench.vocabulary import OK
+from loader.vocabulary import TOTAL
 
 #: the per-process figures `process_shares` gives (medians over the ok repeats)
 FIGURES = ("bytes_received", "share_bytes", "header_bytes", "wall_s")

@@ -27,9 +27,9 @@ from bench.analysis.lead import Lead, host_ram, lead, use_line
 from bench.analysis.shares import process_label, process_shares, share_lines
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
-from bench.vocabulary import COLD, NATIVE
+from bench.vocabulary import COLD, NATIVE, OK
 from loader.format.dtypes import DTYPES
-from loader.vocabulary import DEFAULT_STRATEGY, OK, TOTAL
+from loader.vocabulary import DEFAULT_STRATEGY, TOTAL
 
 #: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
 EXTRA_KEYS = (

@@ -25,8 +25,8 @@ import pandas as pd
 from bench.analysis.recommend import MIN_FIT_BYTES
 from bench.host.record import ProbeRecord
 from bench.records.results import Results, headline
-from bench.vocabulary import COLD, WARM
-from loader.vocabulary import BUILD, OK, REFERENCE, TOTAL
+from bench.vocabulary import COLD, OK, WARM
+from loader.vocabulary import BUILD, REFERENCE, TOTAL
 
 UNLIMITED = ("host_ram_bytes", "disk_read_bytes_per_s", "cpus", "model_dtype")
 

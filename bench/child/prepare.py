@@ -21,7 +21,7 @@ from pathlib import Path
 from bench.errors import BenchError
 from bench.host.allocator import small_tensor_bytes
 from bench.records.wire import Backend, ChildResult, to_json
-from loader.vocabulary import OK
+from bench.vocabulary import OK
 
 
 def synth(shapes_name: str, out: str, dtype: str | None, seed: int) -> dict:

@@ -42,9 +42,10 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
+from bench.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, WRONG
 from loader.errors import DeviceOutOfMemoryError
 from loader.strategies import StrategyError, StrategyInfo
-from loader.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, REFERENCE, WRONG
+from loader.vocabulary import REFERENCE
 
 
 def init_backend() -> Backend:
@@ -90,7 +91,7 @@ def _load(
     builder, key_map, port = target
     options = load_options(task) | ({"key_map": key_map} if key_map else {})
     if port is not None:  # what the architecture declares its files hold beyond the port
-        from loader.policy import LoadPolicy
+        from loader.planning.policy import LoadPolicy
 
         options["policy"] = LoadPolicy.of(
             ignore_unexpected=port.ignore_unexpected, ignore_missing=port.ignore_missing
@@ -115,7 +116,7 @@ def until_ready(model: Any) -> None:
     import jax
 
     if model is not None:
-        from loader.leaves import iter_variables
+        from loader.placement.leaves import iter_variables
 
         jax.block_until_ready([var.get_value() for _, var in iter_variables(model)])
 

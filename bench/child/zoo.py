@@ -78,7 +78,7 @@ class ZooBuilder:
         import jax.numpy as jnp
         from flax import nnx
 
-        from loader.leaves import iter_variables
+        from loader.placement.leaves import iter_variables
         from loader.strategies.tunix import tunix_flax
 
         with tunix_flax():

@@ -21,8 +21,8 @@ from bench.records.results import headline, read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from bench.units import format_bytes
-from bench.vocabulary import DOES_NOT_FIT, FITS
-from loader.vocabulary import OK, OOM, TOTAL
+from bench.vocabulary import DOES_NOT_FIT, FITS, OK, OOM
+from loader.vocabulary import TOTAL
 
 CHECKS_FOLDER = "checks"  # under the results folder: `recommend --check`'s own runs
 

@@ -60,8 +60,8 @@ from bench.host.accelerator import NONE
 from bench.host.record import ProbeRecord
 from bench.records.results import Results, partial_runs
 from bench.units import format_bytes, parse_size, parse_speed
-from bench.vocabulary import COLD, WARM
-from loader.vocabulary import OK, REFERENCE, TOTAL
+from bench.vocabulary import COLD, OK, WARM
+from loader.vocabulary import REFERENCE, TOTAL
 
 
 def cold_adjust(rec: Recommendation, ckpt: int, speed: float) -> Recommendation:

@@ -27,8 +27,8 @@ from bench.host.record import ProbeRecord, read_probe
 from bench.records.results import Results, read_results
 from bench.run.config import RunConfig
 from bench.units import format_bytes
-from bench.vocabulary import COLD
-from loader.vocabulary import OK, TOTAL
+from bench.vocabulary import COLD, OK
+from loader.vocabulary import TOTAL
 
 CHECK_REPEATS = 3
 

@@ -9,7 +9,6 @@ counts too (the tightest wins). A value that cannot be read is None. Never impor
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from loader import host
@@ -27,9 +26,7 @@ class KernelLimits:
     @property
     def effective_cpus(self) -> int:
         """The CPUs' worth of time this process can use: affinity, cut by a quota."""
-        if self.cpu_quota_cpus is None:
-            return self.affinity_cpus
-        return max(1, min(self.affinity_cpus, math.ceil(self.cpu_quota_cpus - 1e-9)))
+        return host.busy_cpus(host.allowed_cpus(self.affinity_cpus, self.cpu_quota_cpus))
 
 
 def io_read_caps() -> dict[str, int]:

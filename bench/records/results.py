@@ -39,8 +39,8 @@ from bench.records.schema import (
     upgrade,
 )
 from bench.records.writer import writer_alive
-from bench.vocabulary import COMPLETE, INTERRUPTED, RUNNING, SPEC
-from loader.vocabulary import CRASHED, OK, REFERENCE, STATUS_SEVERITY, TOTAL
+from bench.vocabulary import COMPLETE, CRASHED, INTERRUPTED, OK, RUNNING, SPEC, STATUS_SEVERITY
+from loader.vocabulary import REFERENCE, TOTAL
 
 LOCAL = "local"  # the route of a load from the local disk (`source` file)
 ROUTE = "route"  # the derived column: where a row's bytes came from (`route`)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bench.errors import ChildResultError
-from loader.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
+from bench.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
 CHILD_RESULT_VERSION = 5  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;

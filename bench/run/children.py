@@ -26,7 +26,7 @@ from bench.limits.disk_read import ReadThrottle
 from bench.limits.memory import MemoryLimit
 from bench.records.wire import ChildResult, from_json
 from bench.units import format_bytes
-from loader.vocabulary import CRASHED, OOM, TIMEOUT
+from bench.vocabulary import CRASHED, OOM, TIMEOUT
 
 STDERR_TAIL = 3000
 

@@ -23,7 +23,8 @@ from bench.records.wire import ChildTask, to_json
 from bench.run.children import run_group
 from bench.run.config import RunConfig
 from bench.run.matrix import Task
-from loader.vocabulary import CRASHED, FILE, OK, URL
+from bench.vocabulary import CRASHED, OK
+from loader.vocabulary import FILE, URL
 
 Group = tuple[list[list[str]], list[dict[str, str]], list[Path]]
 

@@ -26,8 +26,8 @@ from bench.records.schema import PhaseRecord, SampleRecord
 from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
 from bench.run.matrix import Task
-from bench.vocabulary import NATIVE
-from loader.vocabulary import ERROR, OK, PEER, STATUS_SEVERITY, TOTAL, WRONG
+from bench.vocabulary import ERROR, NATIVE, OK, STATUS_SEVERITY, WRONG
+from loader.vocabulary import PEER, TOTAL
 
 Record = PhaseRecord | SampleRecord
 MEASURED = (OK, WRONG, ERROR)  # statuses of a child that measured its load (ERROR: a compile)

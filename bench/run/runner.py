@@ -50,9 +50,9 @@ from bench.run.reference import MomentReference
 from bench.run.repeats import Tallies
 from bench.run.rows import RowContext, failed_row, result_records
 from bench.run.user_checkpoint import open_checkpoint
-from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, RUNNING
+from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, OK, RUNNING, SKIPPED
 from loader.strategies import StrategyInfo
-from loader.vocabulary import OK, SKIPPED, TOTAL
+from loader.vocabulary import TOTAL
 
 #: (shapes, strategy) -> where its memray capture's reports are (flamegraph HTML, top allocators)
 Memray = dict[tuple[str, str], tuple[str | None, str | None]]

@@ -14,8 +14,9 @@ import pandas as pd
 import streamlit as st
 
 from bench.records.results import ROUTE
+from bench.vocabulary import OK
 from dashboard import charts, data, frames, widgets
-from loader.vocabulary import OK, STREAM
+from loader.vocabulary import STREAM
 
 
 def _filter(phases: pd.DataFrame) -> pd.DataFrame:

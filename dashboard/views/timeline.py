@@ -11,8 +11,9 @@ import pandas as pd
 import streamlit as st
 
 from bench.records.results import ROUTE
+from bench.vocabulary import OK
 from dashboard import data, frames, timeline, widgets
-from loader.vocabulary import DEFAULT_STRATEGY, OK, TOTAL
+from loader.vocabulary import DEFAULT_STRATEGY, TOTAL
 
 
 def _result_labels(phases: pd.DataFrame) -> dict[str, str]:

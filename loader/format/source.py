@@ -54,7 +54,7 @@ def checkpoint_files(path: str | os.PathLike[str]) -> list[Path]:
 class ShardHeaders(Generic[F]):
     """The validated headers of a checkpoint's shard files (keyed by `F`: a local `Path`, a
     remote file's path in its store) and which file holds each tensor: the header facts that
-    planning reads (`loader.planning.Source`), the same for a local and a remote checkpoint.
+    planning reads (`loader.planning.plan.Source`), the same for a local and a remote checkpoint.
 
     Example:
         >>> shards = ShardHeaders[Path]()
@@ -120,6 +120,9 @@ class CheckpointSource(ShardHeaders[Path]):
 
     def file_of(self, key: str) -> Path:
         return self._where[key]
+
+    def remote_stats(self) -> None:
+        return None  # a local checkpoint: no request sent
 
     # -- reads --------------------------------------------------------------------------------
     def read(self, key: str) -> np.ndarray:

@@ -6,25 +6,41 @@ its options in one `PipelineOptions` (checked once). The host bytes alive beyond
 own stay within a budget (`DEFAULT_BUDGET_BYTES`, 256 MiB, unless `budget=` says otherwise).
 
 Modules, in the order a load meets them:
-- `options`: `PipelineOptions`, the reader-thread count, the stats record, the reader error;
-- `budget`: the bound on host bytes in flight (`ByteBudget`) and how it is split (scratch, ring);
+- `options`: `PipelineOptions`, the options checked once;
+- `sources`: the byte source the load reads through (`ByteSource`: `local`, `remote`, `memory`),
+  which owns its reader threads, requests, page cache and statistics;
+- `sizing`: the load's sizes, worked out once before any thread starts (`Sizing`: threads,
+  scratch, requests, the staging ring, the budget's reserve); `budget`: the bound on host bytes
+  in flight, counted as they come (`ByteBudget`);
 - `speculation`: whole tensors read while the model is built;
 - `cache_fit`: which tensors `cache_policy=` drops from the page cache once read;
 - `jobs`: the `Job` protocol and the ways a leaf travels: `AdoptJob` (into buffers its devices
   adopt), `HostCopyJob` (whole into a host buffer, then made its value); `stacked`: `LayerJob`
   (a layer of a stacked leaf, into its slices of the leaf's buffers);
 - `ring_job`: `RingJob` (chunks through the staging ring onto its devices, for a backend that
-  does not adopt host buffers, or `staging=True`), `ring`: the staging ring itself;
+  does not adopt host buffers, or `staging=True`); `ring_chunks`: how a device's region is cut
+  into slot-sized chunks; `ring`: the staging ring itself and `RingSender`, the transfers;
+  `device_shards`: a device's shard assembled on the device, and a device out of memory named;
 - `order`: file order, files in turn; runs of small adjacent tensors read at once into one arena;
+  `fused`: the leaves cut from one stored tensor, its rows read once for all of them;
 - `regions` (a tensor's index region into a buffer, in chunks), `views` (a declared key_map
   transform's strided view into a buffer, in chunks), `cast` (bit-exact chunk casts that release
   the GIL): how the bytes are read;
-- `engine`: `Pipeline`, the threads, start / fill / close.
+- `engine`: `Pipeline`, the threads, start / fill / close; `stats`: what it did.
 The aligned, prefaulted buffers the reads go into are `loader.format.buffers`'s.
 """
 
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
-from loader.pipeline.engine import Pipeline, PipelineStats
+from loader.pipeline.engine import Pipeline
 from loader.pipeline.options import PipelineOptions
+from loader.pipeline.sizing import Sizing
+from loader.pipeline.stats import PipelineStats
 
-__all__ = ["DEFAULT_BUDGET_BYTES", "ByteBudget", "Pipeline", "PipelineOptions", "PipelineStats"]
+__all__ = [
+    "DEFAULT_BUDGET_BYTES",
+    "ByteBudget",
+    "Pipeline",
+    "PipelineOptions",
+    "PipelineStats",
+    "Sizing",
+]

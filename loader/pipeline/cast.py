@@ -1,14 +1,14 @@
 """Dtype conversion of one chunk, from a scratch buffer straight into the destination buffer.
 
 Bit-exact with numpy's / ml_dtypes' own `astype` (round to nearest, ties to even). Fast paths, all
-made of numpy integer ufuncs that release the GIL (ml_dtypes' cast loops hold it: measured here,
-two threads casting fp32 -> bf16 with it were slower than one):
+made of numpy integer ufuncs that release the GIL (ml_dtypes' cast loops hold it, so reader
+threads casting with them take turns instead of running side by side):
 
 - fp32 -> bf16: `(u + 0x7FFF + ((u >> 16) & 1)) >> 16` on the float's bits, in place in the scratch
   (a chunk holding a NaN falls back to ml_dtypes, which keeps NaN's sign and quiets it);
 - bf16 -> fp32: the 16 bits shifted into the high half (exact by construction);
 - anything else: `np.copyto(..., casting="unsafe")`, numpy's own conversion; an integer
-  narrowing (I64 -> I32) is checked value by value first (`loader.casts.check_fits`).
+  narrowing (I64 -> I32) is checked value by value first (`loader.planning.casts.check_fits`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from loader.casts import check_fits
+from loader.planning.casts import check_fits
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)

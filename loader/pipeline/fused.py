@@ -12,8 +12,9 @@ own (`AdoptJob.finish` places each one); a `FusedRows` is `Work` for all of them
 
 Where the tensor was read whole before the plan (speculatively), every one of its leaves reads
 from that buffer (as `FusedRows`, or each through its own view in one `FromMemory`), not only the
-first. Only remote sources are grouped (`Pipeline.fill`): a local file's second read of a row is
-a page cache hit. The scratch bounds each block, so the bytes in flight stay within the budget.
+first. Only a byte source that shares rows is grouped (`ByteSource.shares_rows`, a remote one:
+`Pipeline.fill`): a local file's second read of a row is a page cache hit. The scratch bounds each
+block, so the bytes in flight stay within the budget.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from numpy.lib.stride_tricks import as_strided
 from loader.format import TensorInfo
 from loader.format.buffers import prefault
 from loader.pipeline.jobs import PART_BYTES, AdoptJob, Job, Work
-from loader.pipeline.regions import Bytes, MemoryBytes
+from loader.pipeline.regions import Bytes
 from loader.pipeline.views import copy_strided, row_axis, stretch
 from loader.transforms import View
 
@@ -188,9 +189,9 @@ def fuse(jobs: list[Job[Any]], scratch_bytes: int) -> tuple[list[Work], list[Job
         if len(group) < 2:
             rest.extend(group)
             continue
-        memory = next((j.source for j in group if isinstance(j.source, MemoryBytes)), None)
+        memory = next((j.source for j in group if j.from_speculation), None)
         for job in group if memory is not None else []:
-            job.source = memory
+            job.source, job.from_speculation = memory, True
         info = group[0].info
         row = math.prod(info.shape[1:])
         targets = [_targets(job, row) for job in group]

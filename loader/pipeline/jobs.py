@@ -17,17 +17,18 @@ buffers and its budget). Each way a leaf travels is one class, carrying its own 
   (`loader.pipeline.fused`).
 - `HostCopyJob` (a PRNG key, a Python scalar, a leaf transformed by a callable): the whole stored
   tensor copied into one host buffer (counted against the budget), turned into the value by
-  `loader.materialize` on the main thread, then dropped.
+  `loader.placement.materialize` on the main thread, then dropped.
 - `loader.pipeline.stacked.LayerJob` (a layer of a stacked leaf, `loader.Stack`): an `AdoptJob`
   into the layer's slices of the stacked leaf's buffers, placed once its last layer is in.
 - `loader.pipeline.ring_job.RingJob` (an adoptable leaf on a backend that does not adopt host
   buffers, or with `staging=True`): each device's region streamed in chunks through the staging
   ring (`loader.pipeline.ring`) onto the device.
 
-A job's bytes come from a `loader.pipeline.regions.Bytes` (the file, or a speculative read made
-before the plan): a new kind of source is a new `Bytes`, a new way for a leaf to travel a new
-`Job`. The engine queues `Work`: one part of one job (`JobPart`), or a run of small whole jobs read
-at once (`loader.pipeline.order.Run`).
+A job's bytes come from a `loader.pipeline.regions.Bytes` (made by the load's byte source,
+`loader.pipeline.sources`, or a speculative read made before the plan); whether rows several devices
+hold are read once for all of them is the `Bytes`' to say (`shares_rows`). A new kind of source is a
+new `ByteSource`, a new way for a leaf to travel a new `Job`. The engine queues `Work`: one part of
+one job (`JobPart`), or a run of small whole jobs read at once (`loader.pipeline.order.Run`).
 """
 
 from __future__ import annotations
@@ -44,23 +45,24 @@ from jax.sharding import Sharding
 
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.leaves import Leaf
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import (
     Bytes,
     Region,
     Target,
+    by_rows,
     fill_region,
     fill_regions,
     full_region,
     normalize,
+    region_shape,
 )
 from loader.pipeline.ring import host_memory
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.views import fill_view, fill_views, outer_axis
-from loader.planning import LoadPlan, Step
-from loader.remote.ranges import RemoteBytes
+from loader.placement.leaves import Leaf, LeafKind
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.planning.plan import LoadPlan, Step
 from loader.transforms import Chain, View
 
 PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads
@@ -185,7 +187,7 @@ def is_adoptable(step: Step, view: View | None = None) -> bool:
     """An array leaf with a sharding, read as stored or through a view: its buffers can be the
     model's own (`AdoptJob`, `RingJob`); anything else goes through a `HostCopyJob`."""
     plain = step.transform is None or view is not None
-    return step.leaf.kind == "array" and plain and step.sharding is not None
+    return step.leaf.kind is LeafKind.ARRAY and plain and step.sharding is not None
 
 
 def device_regions(step: Step) -> list[tuple[object, Region]]:
@@ -196,10 +198,6 @@ def device_regions(step: Step) -> list[tuple[object, Region]]:
         assert index is not None, f"{step.leaf.where}: jax gave device {device} no index"
         regions.append((device, normalize(index, shape)))
     return regions
-
-
-def region_shape(region: Region) -> tuple[int, ...]:
-    return tuple(s.stop - s.start for s in region)
 
 
 def _leaf_bytes(leaf: Leaf) -> int:
@@ -225,7 +223,8 @@ def host_bytes(step: Step) -> int:
     return nbytes * on_host // size
 
 
-def _where(file: str, step: Step) -> str:
+def tensor_where(file: str, step: Step) -> str:
+    """The file and tensor a job reads, as its errors name them."""
     return f"{file}: tensor {step.file_key!r}"
 
 
@@ -247,16 +246,6 @@ def _cut_rows(rows: slice, nbytes: float, part_bytes: float) -> list[slice]:
     k = max(1, min(n_rows, math.ceil(nbytes / part_bytes)))
     bounds = [rows.start + (n_rows * i) // k for i in range(k + 1)]
     return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
-def by_rows(regions: Sequence[Region], axis: int = 0) -> dict[tuple[int, int], list[int]]:
-    """The indices of `regions`, grouped by the rows (along `axis`) they hold: jax's shardings
-    are grids, so two device regions' rows are the same or disjoint (a 0-d region: row 0)."""
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, region in enumerate(regions):
-        rows = region[axis] if region else slice(0, 1)
-        groups.setdefault((rows.start, rows.stop), []).append(i)
-    return groups
 
 
 def shared_parts(
@@ -345,6 +334,7 @@ class AdoptJob:
     view: View | None = None  # a declared transform's result, as a view of the file tensor
     held_bytes: int = 0  # a speculative source's budget, released at finish
     read_already: bool = False  # the speculative buffer is the filled destination: no parts
+    from_speculation: bool = False  # its source is a speculative read's buffer, in memory
 
     @classmethod
     def start(
@@ -361,6 +351,7 @@ class AdoptJob:
         """The job of an adoptable step, reusing (or reading from) `spec` if there is one."""
         pieces, reused = _adopt_pieces(step, spec.buffer if spec and view is None else None)
         job = cls(step, info, source, pieces, file, budget, view=view)
+        job.from_speculation = spec is not None and spec.filled
         if reused:
             budget.release(info.nbytes)  # the speculative buffer is the model's own now
             job.read_already = spec is not None and spec.filled
@@ -370,7 +361,7 @@ class AdoptJob:
 
     @property
     def where(self) -> str:
-        return _where(self.file, self.step)
+        return tensor_where(self.file, self.step)
 
     @property
     def casts(self) -> bool:
@@ -383,10 +374,11 @@ class AdoptJob:
     @property
     def reads_rows_once(self) -> bool:
         """Its pieces' rows are read once for all of them (`SharedRows`), not piece by piece:
-        for a remote source, where every byte read again is a request over the link again (a
-        local file's are page-cache reads: left as they were)."""
+        where its bytes say so (`Bytes.shares_rows`: a remote source's, where every byte read
+        again is a request over the link again; a local file's are page-cache reads)."""
         leaf_axes = self.view is None or all(piece.region for piece in self.pieces)
-        return len(self.pieces) > 1 and leaf_axes and isinstance(self.source, RemoteBytes)
+        shares = self.source is not None and self.source.shares_rows
+        return len(self.pieces) > 1 and leaf_axes and shares
 
     def parts(self) -> list[Part] | list[SharedRows]:
         if self.read_already:
@@ -449,10 +441,10 @@ def _adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], boo
 @dataclass(eq=False)
 class HostCopyJob:
     """A leaf whose whole stored tensor is copied into one host buffer (in the file's dtype),
-    then made its value on the main thread (`loader.materialize`: a transform by a callable, a
-    PRNG key, a Python scalar). The buffer is counted in the budget until the job is finished:
-    a speculative buffer's bytes are already held; otherwise the reader takes them before it
-    reads."""
+    then made its value on the main thread (`loader.placement.materialize`: a transform by a
+    callable, a PRNG key, a Python scalar). The buffer is counted in the budget until the job is
+    finished: a speculative buffer's bytes are already held; otherwise the reader takes them before
+    it reads."""
 
     step: Step
     info: TensorInfo
@@ -485,7 +477,7 @@ class HostCopyJob:
 
     @property
     def where(self) -> str:
-        return _where(self.file, self.step)
+        return tensor_where(self.file, self.step)
 
     @property
     def casts(self) -> bool:

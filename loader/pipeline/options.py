@@ -1,47 +1,26 @@
-"""The pipelined engine's options (`PipelineOptions`, checked once), its reader threads, stats
-and errors.
+"""The pipelined engine's options: `PipelineOptions`, each value checked once, where it is made.
 
 `PipelineOptions` holds what `pipelined` takes beyond what every strategy does, under the names
 `loader.load_model` gives them (`budget`, `staging`, `threads`, `cache_policy`): one frozen object,
-each value checked where it is made, so the engine never meets a bad one.
-
-`cache_policy=` (`loader.pipeline.cache_fit`): `"auto"` (default) drops ranges from the page cache
-once read (`posix_fadvise(POSIX_FADV_DONTNEED)` behind the reader) only where files and model do
-not fit in memory together; `"keep"` leaves the page cache as it is (a cold load leaves the file
-cached: RAM then holds model and file); `"dontneed"` drops every range. The read-ahead hint at
-open, given only where the files will fit, is `cache_fit.read_ahead`.
-
-Reader threads (`threads=`, default from the CPUs this process may use and the page cache): a
-warm read (the file's pages already cached) is a memory copy: it is CPU-bound, so one reader per
-usable CPU, never more (on a 1-CPU host a second reader only takes turns with the first and with
-the model build). A cold read waits on the disk: more requests in flight keep the device busy, so
-twice the CPUs, at least 2 and at most `MAX_COLD_THREADS`. "Usable CPUs" and "cached" are the
-host's answers (`loader.host`: the affinity mask capped by the cgroup CPU quota; `mincore`).
-`threads=` on `load_model` / `PipelineOptions` overrides all of it (e.g. the queue depth that
-`loadbench probe` found best for the disk: its `cold_read_threads`).
+so the engine never meets a bad value. What each one does: `budget` and `threads` size the load
+(`loader.pipeline.sizing`; `threads=` overrides the byte source's own count, e.g. with the queue
+depth that `loadbench probe` found best for the disk: its `cold_read_threads`), `staging` picks
+the staging ring (`loader.pipeline.ring`), `cache_policy` is the local files' page-cache policy
+(`loader.pipeline.sources.local`).
 """
 
 from __future__ import annotations
 
-import math
-import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from numbers import Integral
-from pathlib import Path
+from typing import Any
 
-from loader.casts import CastValueError
 from loader.errors import CheckpointError
-from loader.host import cached_fraction, usable_cpus
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
-from loader.pipeline.regions import drop_cached
-from loader.vocabulary import AUTO, CACHE_POLICIES, DONTNEED
+from loader.vocabulary import AUTO, CACHE_POLICIES
 
-__all__ = ["PipelineOptions", "PipelineStats", "reader_error"]
-
-MAX_WARM_THREADS = 8  # memory bandwidth, not cores, bounds a copy beyond this
-MAX_COLD_THREADS = 16
-COLD_BELOW = 0.5  # a file with less than this fraction of its pages cached reads as cold
+__all__ = ["PipelineOptions"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +55,16 @@ class PipelineOptions:
     threads: int | None = None
     cache_policy: str = AUTO
 
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> PipelineOptions:
+        """The group of these options among a strategy's `options` (the others left out).
+
+        Example:
+            >>> PipelineOptions.of({"budget": 64 << 20, "concurrency": 8}).budget
+            67108864
+        """
+        return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
+
     def __post_init__(self) -> None:
         if isinstance(self.budget, bool) or not isinstance(self.budget, Integral):
             raise CheckpointError(f"budget={self.budget!r}: give a whole number of bytes")
@@ -97,60 +86,3 @@ class PipelineOptions:
                 f"cache_policy={self.cache_policy!r} is not one of "
                 f"{', '.join(map(repr, CACHE_POLICIES))}"
             )
-
-
-@dataclass
-class PipelineStats:
-    """What the engine did: for reports and the bench."""
-
-    budget_bytes: int = 0
-    inflight_peak_bytes: int = 0  # high-water mark of budgeted bytes (scratch included)
-    speculative_bytes: int = 0  # read (or prefaulted, strict) before the plan was known
-    threads: int = 0
-    read_s: float = 0.0  # summed over threads
-    cast_s: float = 0.0
-    coalesced: int = 0  # tensors read in runs of adjacent small tensors (`coalesce`)
-
-
-def open_files(paths: Iterable[Path]) -> dict[str, int]:
-    """Each file opened for reading (path -> fd)."""
-    return {str(p): os.open(p, os.O_RDONLY) for p in paths}
-
-
-def close_files(fds: dict[str, int], cache_policy: str) -> None:
-    """Close the files (with `"dontneed"`, first dropping what read-ahead left cached)."""
-    for fd in fds.values():
-        if cache_policy == DONTNEED:
-            drop_cached(fd, 0, 0)
-        os.close(fd)
-    fds.clear()
-
-
-def reader_error(where: str, exc: BaseException) -> CheckpointError:
-    """The error to raise on the main thread for a failure in a reader thread."""
-    if isinstance(exc, CastValueError):  # a value check in the cast: name the tensor
-        return exc.at(where)
-    if isinstance(exc, CheckpointError):  # already names the file and tensor (`FileBytes`)
-        return exc
-    err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")
-    err.__cause__ = exc
-    return err
-
-
-def reader_threads(cpus: float, *, cold: bool) -> int:
-    """Readers for `cpus` usable CPUs: one per whole CPU warm; twice the CPUs (2-16) cold."""
-    if cold:
-        return max(2, min(MAX_COLD_THREADS, 2 * math.ceil(cpus)))
-    return max(1, min(MAX_WARM_THREADS, math.floor(cpus)))
-
-
-def warm_threads() -> int:
-    """Readers for warm files on the CPUs this process may use: the count before any file is
-    opened (`file_threads` may raise it once they are)."""
-    return reader_threads(usable_cpus(), cold=False)
-
-
-def file_threads(fds: list[int]) -> int:
-    """Readers for these open files: the cold count where under `COLD_BELOW` of them is cached."""
-    cached = cached_fraction(fds)
-    return reader_threads(usable_cpus(), cold=cached is not None and cached < COLD_BELOW)

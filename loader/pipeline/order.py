@@ -10,12 +10,13 @@ which for a few KiB is more than the copy. `coalesce(jobs)` groups the plain sam
 of at most `SMALL_BYTES` whose bytes follow each other in the same file (up to `RUN_BYTES` and
 `MAX_RUN` tensors) into a `Run`: one arena buffer (a `host_buffer`, prefaulted once), each tensor's
 destination a view at a 64-byte-aligned offset in it (so the CPU backend still adopts it without a
-copy), and the run read by one `preadv` that scatters the file's contiguous bytes into those views
-(a `Run` is the readers' `loader.pipeline.jobs.Work`, as one part of one job is).
+copy), and the run read at once by the byte source (`ByteSource.read_run`: one `preadv` that
+scatters a local file's contiguous bytes into those views, one request per chunk of a URL's). A
+`Run` is the readers' `loader.pipeline.jobs.Work`, as one part of one job is.
 
 The arena is the model's own memory (the views are the leaves' buffers; alignment padding is under
 64 bytes a tensor), so it does not count against the budget. It stays mapped while any of its
-leaves is alive. A short read raises `CheckpointError` naming the file and the tensor it stops in.
+leaves is alive.
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import numpy as np
 
-from loader.errors import CheckpointError
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
 from loader.pipeline.jobs import AdoptJob, Job, JobPart
-from loader.pipeline.regions import FileBytes, drop_cached, full_region, preadv_all
-from loader.remote.ranges import RemoteBytes
+from loader.pipeline.regions import full_region
+
+if TYPE_CHECKING:
+    from loader.pipeline.sources import ByteSource
 
 T = TypeVar("T")
 SMALL_BYTES = 1 << 20  # a tensor up to this size may join a run
@@ -77,6 +79,7 @@ class Run:
 
     jobs: list[AdoptJob]
     arena: np.ndarray
+    source: ByteSource
 
     @property
     def where(self) -> str:
@@ -92,17 +95,24 @@ class Run:
         return sum(j.info.nbytes for j in self.jobs)
 
     def read(self, scratch: np.ndarray) -> float:
-        return read_run(self)
+        """Prefault the arena and fill every view with one read of the run (`read_run`); the
+        seconds taken."""
+        t0 = time.perf_counter()
+        prefault(self.arena)
+        views = [j.pieces[0].dest.reshape(-1).view(np.uint8) for j in self.jobs]
+        self.source.read_run([j.info.name for j in self.jobs], views)
+        return time.perf_counter() - t0
 
 
 def _eligible(job: Job[Any]) -> TypeGuard[AdoptJob]:
     """A plain adopt job read whole from the file in its own dtype onto one device, in one part
-    (not a layer of a stacked leaf: its destination is a slice of the leaf, not an arena's)."""
+    (not a layer of a stacked leaf: its destination is a slice of the leaf, not an arena's).
+
+    Such a job reads from the byte source: a speculative buffer it would read from instead
+    holds budget (`holds_budget`) or is its destination already (`read_already`)."""
     if not isinstance(job, AdoptJob) or job.view is not None or job.read_already:
         return False
-    if job.step.layer is not None:
-        return False
-    if not isinstance(job.source, FileBytes | RemoteBytes) or len(job.pieces) != 1:
+    if job.step.layer is not None or len(job.pieces) != 1:
         return False
     piece = job.pieces[0]
     return (
@@ -113,43 +123,38 @@ def _eligible(job: Job[Any]) -> TypeGuard[AdoptJob]:
     )
 
 
-def _follows(run: list[AdoptJob], job: AdoptJob) -> bool:
-    last = run[-1]
-    src, prev = job.source, last.source
-    if isinstance(src, RemoteBytes) and isinstance(prev, RemoteBytes):
-        same_file = src.obj.path == prev.obj.path
-    else:
-        assert isinstance(src, FileBytes) and isinstance(prev, FileBytes)
-        same_file = src.fd == prev.fd
+def _follows(run: list[AdoptJob], job: AdoptJob, source: ByteSource) -> bool:
+    """`job`'s tensor starts where the run's last ends, in the same file, and the run has room."""
+    last, key = run[-1].info, job.info.name
     return (
-        same_file
-        and src.start == prev.start + last.info.nbytes
+        source.file_of(key) == source.file_of(last.name)
+        and source.file_offset(key) == source.file_offset(last.name) + last.nbytes
         and len(run) < MAX_RUN
         and sum(j.info.nbytes for j in run) + job.info.nbytes <= RUN_BYTES
     )
 
 
-def coalesce(jobs: list[Job[Any]]) -> tuple[list[Run], list[Job[Any]]]:
+def coalesce(jobs: list[Job[Any]], source: ByteSource) -> tuple[list[Run], list[Job[Any]]]:
     """(the runs of two or more adjacent small jobs, every other job), in file order."""
     groups: list[list[AdoptJob]] = []
     rest: list[Job[Any]] = []
     for job in jobs:
         if not _eligible(job):
             rest.append(job)
-        elif groups and groups[-1] and _follows(groups[-1], job):
+        elif groups and groups[-1] and _follows(groups[-1], job, source):
             groups[-1].append(job)
         else:
             groups.append([job])
     runs = []
     for group in groups:
         if len(group) > 1:
-            runs.append(_arena(group))
+            runs.append(_arena(group, source))
         else:
             rest.extend(group)
     return runs, rest
 
 
-def _arena(jobs: list[AdoptJob]) -> Run:
+def _arena(jobs: list[AdoptJob], source: ByteSource) -> Run:
     """One buffer for the group; each job's destination becomes an aligned view into it."""
     offsets, end = [], 0
     for job in jobs:
@@ -159,37 +164,4 @@ def _arena(jobs: list[AdoptJob]) -> Run:
     for job, off in zip(jobs, offsets):
         raw = arena[off : off + job.info.nbytes]
         job.pieces[0].dest = raw.view(job.info.np_dtype).reshape(job.info.shape)
-    return Run(jobs, arena)
-
-
-def read_run(run: Run) -> float:
-    """Prefault the arena and fill every view with one scattered read of the file (then drop the
-    pages of each tensor whose `FileBytes.drop` says so from the page cache); the seconds taken."""
-    t0 = time.perf_counter()
-    prefault(run.arena)
-    first = run.jobs[0].source
-    if isinstance(first, RemoteBytes):  # a URL's neighbours: one request per chunk of the run
-        arrays = [j.pieces[0].dest.reshape(-1).view(np.uint8) for j in run.jobs]
-        names = f"tensors {run.jobs[0].info.name!r} to {run.jobs[-1].info.name!r}"
-        first.reader.fetch_views(first.obj, first.start, arrays, what=names)
-        return time.perf_counter() - t0
-    assert isinstance(first, FileBytes)
-    views = [j.pieces[0].dest.reshape(-1).view(np.uint8).data for j in run.jobs]
-    done = preadv_all(first.fd, views, first.start)
-    if done < run.nbytes:
-        raise CheckpointError(f"{_stopped_in(run, done)}: file ends early (truncated?)")
-    for job in run.jobs:
-        if isinstance(src := job.source, FileBytes) and src.drop:
-            drop_cached(src.fd, src.start, job.info.nbytes)
-    return time.perf_counter() - t0
-
-
-def _stopped_in(run: Run, done: int) -> str:
-    """The file and tensor of the run in which the byte `done` (from the run's start) lies."""
-    for job in run.jobs:
-        if done < job.info.nbytes:
-            src = job.source
-            assert isinstance(src, FileBytes)
-            return src.where
-        done -= job.info.nbytes
-    return run.jobs[-1].where
+    return Run(jobs, arena, source)

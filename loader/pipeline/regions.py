@@ -7,14 +7,14 @@ larger than the scratch, the row itself is treated as a tensor one axis smaller.
 whole rows and the dtype already matches, the bytes are read straight into the destination (no
 scratch, no copy). Several destinations of the same rows (`fill_regions`: the column blocks of a
 tensor split over devices, or its replicas) are filled from one read of those rows. The bytes come
-from a `Bytes`: the file (`os.preadv`), a remote file's range requests or a buffer read earlier.
+from a `Bytes`: made by the load's byte source (`loader.pipeline.sources`: a local file, a remote
+file's range requests), or a buffer read earlier.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -26,57 +26,24 @@ Region = tuple[slice, ...]
 
 
 class Bytes(Protocol):
-    """Where a tensor's stored bytes come from."""
+    """Where a tensor's stored bytes come from (made by its `loader.pipeline.sources.ByteSource`,
+    or a buffer read earlier).
+
+    Attributes:
+        shares_rows: rows that several destinations hold are read once for all of them
+            (`fill_regions`), not per destination: each byte read again costs a request.
+    """
+
+    shares_rows: bool
 
     def read(self, offset: int, out: np.ndarray) -> None:
         """Fill the uint8 array `out` with the bytes at `offset` (relative to the tensor)."""
 
 
-class FileBytes:
-    """A tensor's bytes in a file, read with `os.preadv` (which releases the GIL).
-
-    With `drop=True` (`cache_policy="dontneed"`) the pages just read are dropped from the page
-    cache (`posix_fadvise(DONTNEED)`), so a cold load does not leave the file cached.
-    """
-
-    def __init__(self, fd: int, start: int, where: str, *, drop: bool = False) -> None:
-        self.fd, self.start, self.where, self.drop = fd, start, where, drop
-
-    def read(self, offset: int, out: np.ndarray) -> None:
-        view = out.data.cast("B")  # memoryview(out): numpy types arrays as buffers from 3.12 only
-        done = preadv_all(self.fd, [view], self.start + offset)
-        if done < len(view):
-            raise CheckpointError(
-                f"{self.where}: file ends {len(view) - done} bytes early (truncated?)"
-            )
-        if self.drop:
-            drop_cached(self.fd, self.start + offset, len(view))
-
-
-def preadv_all(fd: int, views: list[memoryview], offset: int) -> int:
-    """Fill `views` (uint8) with the file's bytes from `offset` on; the bytes read (less: EOF)."""
-    done = 0
-    views = [v for v in views if len(v)]
-    while views:
-        n = os.preadv(fd, views, offset + done)
-        if n == 0:
-            return done
-        done += n
-        while views and n >= len(views[0]):
-            n -= len(views.pop(0))
-        if n:
-            views[0] = views[0][n:]
-    return done
-
-
-def drop_cached(fd: int, offset: int, length: int) -> None:
-    """Ask the kernel to drop the file's cached pages over a range (best effort)."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
-
-
 class MemoryBytes:
     """A tensor's bytes already in memory (a speculative read made before the plan)."""
+
+    shares_rows = False  # reading a row again is a memory copy
 
     def __init__(self, raw: np.ndarray) -> None:
         self.raw = raw.reshape(-1).view(np.uint8)
@@ -87,6 +54,20 @@ class MemoryBytes:
 
 def full_region(shape: tuple[int, ...]) -> Region:
     return tuple(slice(0, n) for n in shape)
+
+
+def region_shape(region: Region) -> tuple[int, ...]:
+    return tuple(s.stop - s.start for s in region)
+
+
+def by_rows(regions: Sequence[Region], axis: int = 0) -> dict[tuple[int, int], list[int]]:
+    """The indices of `regions`, grouped by the rows (along `axis`) they hold: jax's shardings
+    are grids, so two device regions' rows are the same or disjoint (a 0-d region: row 0)."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, region in enumerate(regions):
+        rows = region[axis] if region else slice(0, 1)
+        groups.setdefault((rows.start, rows.stop), []).append(i)
+    return groups
 
 
 def normalize(region: tuple[slice, ...], shape: tuple[int, ...]) -> Region:

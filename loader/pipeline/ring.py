@@ -16,12 +16,16 @@ holds the model, the ring and the scratch, and no transfer copies beside them.
 
 `backend_adopts_host_buffers()` says whether a load needs the ring (`uses_ring`): the CPU backend
 adopts aligned host buffers (a destination buffer is then the model's own memory), others do not.
-`loader.pipeline.ring_job.RingJob` is a leaf that travels through it.
+`loader.pipeline.ring_job.RingJob` is a leaf that travels through it; `RingSender` is what the
+ring jobs of one load share: the ring, the transfer, and per device the bytes transferred to it
+and the bytes of its regions (`received_bytes` / `expected_bytes`: equal unless something sent a
+device more than its shard).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +34,9 @@ import jax
 import numpy as np
 
 from loader.format.buffers import aligned, host_buffer  # slots: `aligned` (tests count its calls)
+from loader.pipeline import device_shards
+from loader.pipeline.ring_chunks import DevicePiece
+from loader.report import LoadReport
 
 PINNED, PAGEABLE = "pinned_host", "pageable"
 #: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and
@@ -221,3 +228,53 @@ def make_ring(layout: tuple[int, int], transfer: Transfer | None) -> tuple[Stagi
     if transfer is None:
         transfer = PinnedTransfer(ring) if pinned else pageable_transfer
     return ring, transfer
+
+
+class RingSender:
+    """What the ring jobs of one load share: the ring, the transfer onto the devices, the bytes
+    each device received against those of its regions, and the seconds spent starting transfers.
+
+    Args:
+        ring: the staging ring (its slots are the budget's, reserved up front).
+        transfer: the host -> device copy of one chunk (`loader.pipeline.ring.Transfer`).
+    """
+
+    def __init__(self, ring: StagingRing, transfer: Transfer) -> None:
+        self.ring, self.transfer = ring, transfer
+        self.received_bytes: dict[str, int] = {}
+        self.expected_bytes: dict[str, int] = {}
+        self.transfer_s = 0.0
+        self._lock = threading.Lock()
+        self.compiled: set[tuple[object, ...]] = set()  # the shapes whose updates are compiled
+
+    def count(self, table: dict[str, int], device: object, nbytes: int) -> None:
+        with self._lock:
+            table[str(device)] = table.get(str(device), 0) + nbytes
+
+    def send(self, chunk: np.ndarray, piece: DevicePiece, where: str, *, whole: bool) -> object:
+        """Start the chunk's transfer to the piece's device; the transfer's handle. A `whole`
+        chunk is the shard itself, so its array must own its bytes (`owned_chunk`)."""
+        t0 = time.perf_counter()
+        try:
+            handle = self.transfer(
+                owned_chunk(chunk, piece.device) if whole else chunk, piece.device
+            )
+        except Exception as exc:
+            if device_shards.is_out_of_memory(exc):
+                raise device_shards.oom_error(where, piece.device, chunk.nbytes) from exc
+            raise
+        with self._lock:
+            self.transfer_s += time.perf_counter() - t0
+        self.count(self.received_bytes, piece.device, chunk.nbytes)
+        return handle
+
+    def report(self, report: LoadReport) -> None:
+        """Say in the load's report how it staged and what each device received."""
+        report.staging_memory = self.ring.memory_kind
+        report.staging_slots = self.ring.high_water_slots
+        report.device_received_bytes = dict(self.received_bytes)
+        report.device_expected_bytes = dict(self.expected_bytes)
+
+    def drain(self) -> None:
+        """Wait for every transfer still reading a slot."""
+        self.ring.drain()

@@ -1,13 +1,13 @@
 """A stacked leaf's layers read straight into slices of the leaf's own buffers (`loader.Stack`).
 
-Planning gives each layer of a stacked leaf its own step (`loader.stacking`). Here the leaf gets
-its buffers once, one per device region of its placement, in its dtype (the model's own memory,
-as an adopt job's, so outside the budget); each layer step becomes a `LayerJob`: an `AdoptJob`
-whose pieces are that layer's slices of those buffers (`StackBuffers.layer_pieces`), read by the
-reader threads like any other: in place when the slice is contiguous and the dtype the file's,
-through the scratch (cast, or a per-layer transform's strided view) otherwise. Finishing a layer
-counts it in; once the last is in, the buffers are handed to the devices without a copy
-(`jobs.placed`): no per-layer model, no `np.stack`, no second copy of the leaf.
+Planning gives each layer of a stacked leaf its own step (`loader.planning.stacking`). Here the leaf
+gets its buffers once, one per device region of its placement, in its dtype (the model's own memory,
+as an adopt job's, so outside the budget); each layer step becomes a `LayerJob`: an `AdoptJob` whose
+pieces are that layer's slices of those buffers (`StackBuffers.layer_pieces`), read by the reader
+threads like any other: in place when the slice is contiguous and the dtype the file's, through the
+scratch (cast, or a per-layer transform's strided view) otherwise. Finishing a layer counts it in;
+once the last is in, the buffers are handed to the devices without a copy (`jobs.placed`): no
+per-layer model, no `np.stack`, no second copy of the leaf.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.format.buffers import aligned
 from loader.pipeline.budget import ByteBudget
-from loader.pipeline.jobs import AdoptJob, Piece, placed, region_shape
-from loader.pipeline.regions import Bytes, normalize
+from loader.pipeline.jobs import AdoptJob, Piece, placed
+from loader.pipeline.regions import Bytes, normalize, region_shape
 from loader.pipeline.speculation import Speculated
-from loader.planning import LoadPlan, Step
-from loader.stacking import Stacked
+from loader.planning.plan import LoadPlan, Stacked, Step
 from loader.transforms import View
 
 

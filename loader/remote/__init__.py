@@ -4,6 +4,7 @@
 - `stores`: a URL to an `obstore` store and its shard files (the Hub through `huggingface_hub`);
 - `ranges`: checked, retried range requests (`RangeReader`) and a tensor's bytes (`RemoteBytes`);
 - `source`: `RemoteSource`, a checkpoint behind a URL with the face of a local `CheckpointSource`;
+- `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`) checked once;
 - `cache`: `cache_dir=`: the files downloaded once (same client, checked ranges), then read
   locally; the only way a remote load writes a file.
 
@@ -23,8 +24,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
+from loader.remote.options import RemoteOptions
 from loader.remote.ranges import CHUNK_BYTES, DEFAULT_CONCURRENCY, RemoteStats
 from loader.remote.urls import RemoteURL, is_url, parse_url
 
@@ -34,11 +37,16 @@ if TYPE_CHECKING:
 
 #: A source of file bytes: a local file or folder, or a remote URL's (`RemoteSource`).
 FileSource: TypeAlias = "CheckpointSource | RemoteSource"
+#: What a strategy opens a URL's files as (`remote_opener`: `remote` and, after a download,
+#: `local`).
+R = TypeVar("R")
+L = TypeVar("L")
 
 __all__ = [
     "CHUNK_BYTES",
     "DEFAULT_CONCURRENCY",
     "FileSource",
+    "RemoteOptions",
     "RemoteStats",
     "RemoteURL",
     "is_url",
@@ -70,53 +78,37 @@ def open_checkpoint(
         >>> with open_checkpoint("s3://bucket/model.safetensors", concurrency=32) as src:
         ...     print(src.keys())
     """
-    return (
-        remote_opener(path, concurrency, cache_dir)(str(path))
-        if is_url(path)
-        else (_local(path, concurrency, cache_dir))
-    )
-
-
-def _local(
-    path: str | os.PathLike[str],
-    concurrency: int | None,
-    cache_dir: str | os.PathLike[str] | None,
-) -> CheckpointSource:
     from loader.format.source import CheckpointSource
+    from loader.remote.source import RemoteSource
 
-    remote_opener(path, concurrency, cache_dir)
-    return CheckpointSource(path)
+    options = RemoteOptions(concurrency, cache_dir)
+    if not is_url(path):
+        options.refuse_local(path)
+        return CheckpointSource(path)
+    opener: Callable[[str], FileSource] = remote_opener(options, RemoteSource, CheckpointSource)
+    return opener(str(path))
 
 
 def remote_opener(
-    path: str | os.PathLike[str],
-    concurrency: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> Callable[[str], FileSource]:
-    """What a strategy that takes URLs passes `Recipe.open_remote` for a load of `path`.
+    options: RemoteOptions,
+    remote: Callable[[str, int | None], R],
+    local: Callable[[Path], L],
+) -> Callable[[str], R | L]:
+    """What a strategy that takes URLs passes `Recipe.open_remote`: a URL opened as
+    `remote(url, concurrency)`; with `cache_dir`, its files downloaded there first (through a
+    `RemoteSource`, `loader.remote.cache`) and the copy opened as `local(folder)`.
 
-    The remote options are refused in one line for a local `path` (they would do nothing).
+    Example:
+        >>> opener = remote_opener(RemoteOptions(concurrency=8), RemoteSource, CheckpointSource)
     """
-    from loader.errors import CheckpointError
 
-    if not is_url(path):
-        for name, value in (("concurrency", concurrency), ("cache_dir", cache_dir)):
-            if value is not None:
-                raise CheckpointError(
-                    f"{name}= applies to a remote checkpoint (https://, s3://, hf://) only; "
-                    f"{os.fspath(path)} is local: drop it"
-                )
-
-    def open_remote(url: str) -> FileSource:
-        from loader.format.source import CheckpointSource
+    def open_remote(url: str) -> R | L:
+        if options.cache_dir is None:
+            return remote(url, options.concurrency)
+        from loader.remote.cache import cached_copy
         from loader.remote.source import RemoteSource
 
-        source = RemoteSource(url, concurrency=concurrency)
-        if cache_dir is None:
-            return source
-        from loader.remote.cache import cached_copy
-
-        with source:
-            return CheckpointSource(cached_copy(source, cache_dir))
+        with RemoteSource(url, concurrency=options.concurrency) as source:
+            return local(cached_copy(source, options.cache_dir))
 
     return open_remote

@@ -256,6 +256,8 @@ class RangeReader:
 class RemoteBytes:
     """A tensor's bytes in a remote file (`loader.pipeline.regions.Bytes`), fetched in chunks."""
 
+    shares_rows = True  # a row read again is a request over the link again: read it once
+
     def __init__(self, reader: RangeReader, obj: RemoteObject, start: int, where: str) -> None:
         self.reader, self.obj, self.start, self.where = reader, obj, start, where
 

@@ -7,9 +7,9 @@ then required of every later range (`loader.remote.ranges`). The header is valid
 object's size (`loader.format.parse_header`: offsets in bounds and tiling the data), so every
 tensor's range is known good before any tensor byte is asked for.
 
-Planning reads it through `loader.planning.Source`; `hostcast` reads whole tensors (`read`, each
-tensor's chunks fetched `concurrency` at a time); `pipelined` reads parts of tensors on its own
-threads (`tensor_bytes`, one `RemoteBytes` per tensor). Nothing is written to disk.
+Planning reads it through `loader.planning.plan.Source`; `hostcast` reads whole tensors (`read`,
+each tensor's chunks fetched `concurrency` at a time); `pipelined` reads parts of tensors on its
+own threads (`tensor_bytes`, one `RemoteBytes` per tensor). Nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from loader.errors import RemoteChangedError, RemoteError
 from loader.format import parse_header
 from loader.format.header import header_length
 from loader.format.source import ShardHeaders
+from loader.remote.options import check_concurrency
 from loader.remote.ranges import (
     CHUNK_BYTES,
-    DEFAULT_CONCURRENCY,
     RangeReader,
     RemoteBytes,
     RemoteObject,
@@ -36,15 +36,6 @@ from loader.remote.stores import Store, open_store, pick_in_folder, shard_paths
 from loader.remote.urls import INDEX_SUFFIX, parse_url
 
 HEAD_BYTES = 64 << 10  # the first request: the length prefix and (usually) the whole header
-
-
-def check_concurrency(concurrency: int | None) -> int:
-    """`concurrency` (default `DEFAULT_CONCURRENCY`), or a one-line error for a bad value."""
-    if concurrency is None:
-        return DEFAULT_CONCURRENCY
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or not 1 <= concurrency:
-        raise RemoteError(f"concurrency={concurrency!r}: give a whole number of requests, >= 1")
-    return concurrency
 
 
 class RemoteSource(ShardHeaders[str]):
@@ -61,7 +52,7 @@ class RemoteSource(ShardHeaders[str]):
     """
 
     def __init__(
-        self, url: str, *, concurrency: int | None = None, chunk_bytes: int = CHUNK_BYTES
+        self, url: str, concurrency: int | None = None, *, chunk_bytes: int = CHUNK_BYTES
     ) -> None:
         super().__init__()
         self.url = parse_url(url)
@@ -188,7 +179,7 @@ class RemoteSource(ShardHeaders[str]):
             f"{url}: cannot read the header ({text}); check that the server is up and the URL"
         )
 
-    # -- the Source protocol (loader.planning.Source; the rest is ShardHeaders') ---------------
+    # -- the Source protocol (loader.planning.plan.Source; the rest is ShardHeaders') -----------
     def file_of(self, key: str) -> str:
         return self.objects[self._where[key]].url
 
@@ -229,6 +220,10 @@ class RemoteSource(ShardHeaders[str]):
             self.reader.stats(), header_bytes=self._header_bytes, tensor_bytes=self.total_bytes
         )
 
+    def remote_stats(self) -> RemoteStats:
+        """`stats()`, as every source answers it (`loader.planning.plan.Source`)."""
+        return self.stats()
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
@@ -241,4 +236,4 @@ class RemoteSource(ShardHeaders[str]):
         self.close()
 
 
-__all__ = ["HEAD_BYTES", "RemoteSource", "check_concurrency"]
+__all__ = ["HEAD_BYTES", "RemoteSource"]

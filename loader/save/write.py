@@ -26,8 +26,7 @@ from loader.errors import CheckpointError
 from loader.format import DTYPES, dtype_name, encode_header
 from loader.format.atomic import atomic_open
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap, Path, key_of, path_str
-from loader.leaves import (
+from loader.placement.leaves import (
     META_PRNG,
     META_PYTYPES,
     META_SHARDINGS,
@@ -35,8 +34,9 @@ from loader.leaves import (
     iter_variables,
     refuse_unstorable,
 )
-from loader.place import describe_sharding
-from loader.policy import LoadPolicy, Patterns
+from loader.placement.place import describe_sharding
+from loader.planning.keys import KeyMap, Path, key_of, path_str
+from loader.planning.policy import LoadPolicy, Patterns
 from loader.save.writeback import Piece, SavedLeaf, SourceTensor, copy_bytes, plan_writeback
 from loader.transforms import Part
 

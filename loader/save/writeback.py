@@ -26,8 +26,8 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format.records import TensorInfo
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap, Path, key_of, path_str, resolve_file_key, resolve_stack
-from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.planning.keys import KeyMap, Path, key_of, path_str, resolve_file_key, resolve_stack
+from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
 from loader.transforms import Chain, Part, Region, Stack, TransformError, tile_check
 
 

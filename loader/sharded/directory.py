@@ -34,12 +34,12 @@ import numpy as np
 
 from loader.format.atomic import atomic_write_text, withdraw
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap, key_of
-from loader.keys import Path as KeyPath
-from loader.leaves import META_SHARDINGS, is_prng_dtype
 from loader.phases import NULL_PROBE, Probe
-from loader.place import describe_sharding
-from loader.policy import LoadPolicy, Patterns
+from loader.placement.leaves import META_SHARDINGS, is_prng_dtype
+from loader.placement.place import describe_sharding
+from loader.planning.keys import KeyMap, key_of
+from loader.planning.keys import Path as KeyPath
+from loader.planning.policy import LoadPolicy, Patterns
 from loader.report import LoadReport
 from loader.save import describe_leaf, header_metadata, host_copy, keyed_values
 from loader.sequence import LoadArgs, run_load

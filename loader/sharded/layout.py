@@ -4,7 +4,7 @@ A `Layout` maps every tensor key to its global dtype and shape and to the slices
 slice a (file, key in that file, global index range). `read_manifest` parses and checks the
 `manifest.json` that `loader.save_sharded` writes last; `file_layout` describes a plain
 `.safetensors` checkpoint the same way (one whole-tensor slice per key), so one slice reader serves
-both. `LayoutSource` lets `loader.planning.plan_load` plan from a layout as it does from file
+both. `LayoutSource` lets `loader.planning.match.plan_load` plan from a layout as it does from file
 headers (`open_manifest` and `file_layout_source` make one).
 """
 
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from loader.errors import CheckpointError, IncompleteCheckpointError
 from loader.format import DTYPES, TensorMeta
 from loader.format.source import CheckpointSource
+from loader.sharded.files import LocalSliceFile, SliceFile
 
 if TYPE_CHECKING:
     from loader.remote.ranges import RemoteStats
-    from loader.sharded.slices import SliceFile
 
 MANIFEST = "manifest.json"
 FORMAT = "loadbench.sharded-dir"
@@ -214,8 +214,6 @@ class LayoutSource:
 
     def open_file(self, path: Path) -> SliceFile:
         """One of the layout's files, opened for the slice reader (a local file here)."""
-        from loader.sharded.slices import LocalSliceFile
-
         return LocalSliceFile(path)
 
     def remote_stats(self) -> RemoteStats | None:

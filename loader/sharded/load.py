@@ -27,11 +27,11 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from loader.errors import CheckpointError
-from loader.leaves import META_SHARDINGS
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.place import describe_sharding
-from loader.planning import LoadPlan, Step
+from loader.placement.leaves import META_SHARDINGS, LeafKind
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.placement.place import describe_sharding
+from loader.planning.plan import LoadPlan, Step
 from loader.report import ShardingChange
 from loader.sequence import Recipe
 from loader.sharded.layout import (
@@ -73,10 +73,10 @@ def apply_rule(plan: LoadPlan, source: LayoutSource) -> None:
     """
     mesh = rule_mesh()
     leaves = [s.leaf for s in plan.steps] + plan.skipped
-    plain = all(declares_none(leaf.sharding) for leaf in leaves if leaf.kind != "scalar")
+    plain = all(declares_none(leaf.sharding) for leaf in leaves if leaf.kind is not LeafKind.SCALAR)
     ruled = set()
     for leaf in leaves:
-        if leaf.kind != "scalar" and (
+        if leaf.kind is not LeafKind.SCALAR and (
             leaf.sharding is None or (plain and declares_none(leaf.sharding))
         ):
             leaf.sharding = rule_sharding(leaf.stored_shape_dtype()[0], mesh)
@@ -168,7 +168,7 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, 
     del whole
     with substep(probe, TRANSFER):
         arr = jax.make_array_from_single_device_arrays(shape, step.placement(), arrays)
-    if step.leaf.kind == "prng":
+    if step.leaf.kind is LeafKind.PRNG:
         arr = jax.random.wrap_key_data(arr, impl=step.leaf.dtype._impl)
     return arr
 
@@ -188,7 +188,7 @@ class Slices:
         with probe.phase(STREAM):
             for step in plan.steps:
                 shape = source.layout.tensors[step.file_key].shape
-                if step.leaf.kind == "scalar" or step.transform is not None:
+                if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
                     value = _whole(step, plan, self._reader, probe, shape)
                 else:
                     value = _assembled(step, self._reader, probe, shape)
@@ -198,7 +198,6 @@ class Slices:
                 plan.report.loaded.append(step.leaf.key)
                 del value
         plan.report.share_bytes = self._reader.read_bytes
-        plan.report.remote = source.remote_stats()
 
     def close(self) -> None:
         if self._reader is not None:

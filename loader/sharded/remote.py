@@ -19,8 +19,8 @@ import numpy as np
 
 from loader.remote.ranges import RemoteStats
 from loader.remote.source import RemoteSource
+from loader.sharded.files import Run, SliceFile
 from loader.sharded.layout import Layout, LayoutSource, Slice, TensorLayout, full_region
-from loader.sharded.slices import Run, SliceFile
 
 
 def remote_layout(source: RemoteSource) -> Layout:

@@ -11,55 +11,22 @@ streams slices into one `.safetensors` file, one host buffer at a time, atomical
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from loader.errors import CheckpointError
-from loader.format import DTYPES, Header, encode_header, read_header
+from loader.format import DTYPES, encode_header
 from loader.format.atomic import atomic_open
 from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
+from loader.sharded.files import LocalSliceFile, Run, SliceFile
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
 
-#: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
-Run = tuple[int, int, int]
 #: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
 #: returned to the system when freed; below it, into the C heap, which may keep what it frees.
 MAPPED_BYTES = 1 << 20
-
-
-class SliceFile(Protocol):
-    """One open shard file: its header, and reads of byte runs into a host buffer."""
-
-    header: Header
-
-    def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
-        """Fill the uint8 array `raw`: `raw[a : a + n]` from the file's bytes at `offset`, for
-        each run `(a, offset, n)`; `what` (the slice) is named in errors."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class LocalSliceFile:
-    """A local shard file, its header validated (`read_header`), runs read with `os.preadv`."""
-
-    def __init__(self, path: Path) -> None:
-        self.header = read_header(path)
-        self._path = path
-        self._fd = os.open(path, os.O_RDONLY)
-
-    def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
-        where = f"{self._path}: {what}"
-        for a, offset, n in runs:
-            pread_exact(self._fd, raw[a : a + n], offset, where=where)
-
-    def close(self) -> None:
-        os.close(self._fd)
 
 
 class SliceReader:

@@ -184,13 +184,33 @@ class StrategyInfo:
         Example:
             >>> strategies.get("pipelined").load(builder, "model.safetensors", threads=2)
         """
+        args, options = self.arguments(arguments)
+        return self.strategy()(target, path, probe, args, options)
+
+    def arguments(self, arguments: Mapping[str, Any]) -> tuple[LoadArgs, dict[str, Any]]:
+        """`loader.load_model`'s keywords as the strategy takes them: what every strategy takes
+        as one `loader.sequence.LoadArgs`, and its own options (those given, not None), each
+        checked to be one it takes (`check_options`).
+
+        Example:
+            >>> strategies.get("pipelined").arguments({"strict": True, "budget": None})
+            (LoadArgs(strict=True, ...), {})
+        """
         from loader.sequence import UNIVERSAL, LoadArgs
 
         args = LoadArgs(**{k: v for k, v in arguments.items() if k in UNIVERSAL})
         options = {k: v for k, v in arguments.items() if k not in UNIVERSAL and v is not None}
         self.check_options(options)
+        return args, options
+
+    def strategy(self) -> Strategy:
+        """The module's `load` (see `Strategy`), its module imported on first use.
+
+        Raises:
+            StrategyError: a module it requires is missing, or its platform is not here.
+        """
         strategy: Strategy = self._import().load
-        return strategy(target, path, probe, args, options)
+        return strategy
 
     def check_options(self, names: Iterable[str]) -> None:
         """Refuse, in one line, the first of `names` that this strategy does not take (naming

@@ -21,7 +21,7 @@ import numpy as np
 
 from loader.errors import CheckpointError
 from loader.phases import Probe
-from loader.planning import LoadPlan
+from loader.planning.plan import LoadPlan
 from loader.remote import FileSource
 from loader.stream import Stream
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from loader.format.source import CheckpointSource
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, CAST, READ, TRANSFER, Probe
-from loader.planning import LoadPlan, Step
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.planning.plan import LoadPlan, Step
 
 ReadAll = Callable[[CheckpointSource, LoadPlan], dict[str, np.ndarray]]
 Transfer = Callable[[Step, np.ndarray], Any]

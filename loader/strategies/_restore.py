@@ -27,9 +27,10 @@ import jax
 import numpy as np
 
 from loader.format import numpy_dtype
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, CAST, READ, Probe
-from loader.planning import LoadPlan, Source, Step
+from loader.placement.leaves import LeafKind
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.planning.plan import LoadPlan, Source, Step
 
 #: (the source, {file key: abstract array}) -> {file key: restored array}
 Restorer = Callable[[Any, dict[str, jax.ShapeDtypeStruct]], dict[str, Any]]
@@ -39,7 +40,7 @@ HostReader = Callable[[Any, str], np.ndarray]
 
 def whole(step: Step) -> bool:
     """Restored as a host array (then transformed/placed by the core) rather than onto devices."""
-    return step.leaf.kind == "scalar" or step.transform is not None
+    return step.leaf.kind is LeafKind.SCALAR or step.transform is not None
 
 
 def _asked_dtype(step: Step, file_dtype: np.dtype, ask_model_dtype: bool) -> np.dtype:
@@ -47,7 +48,7 @@ def _asked_dtype(step: Step, file_dtype: np.dtype, ask_model_dtype: bool) -> np.
     `ask_model_dtype`), else the file's."""
     leaf = step.leaf
     floating = np.issubdtype(file_dtype, np.floating) or file_dtype.kind == "V"  # ml_dtypes
-    if ask_model_dtype and leaf.kind == "array" and not whole(step) and floating:
+    if ask_model_dtype and leaf.kind is LeafKind.ARRAY and not whole(step) and floating:
         model_dtype: np.dtype = np.dtype(leaf.dtype)
         return model_dtype
     return file_dtype
@@ -89,7 +90,7 @@ def _value(
     if whole(step) or isinstance(restored, np.ndarray):
         host = apply_transform(step, restored, plan)
         return None if host is None else to_device(step, host_cast(leaf, host))
-    if leaf.kind == "prng":
+    if leaf.kind is LeafKind.PRNG:
         return jax.random.wrap_key_data(restored, impl=leaf.dtype._impl)
     return restored if restored.dtype == leaf.dtype else restored.astype(leaf.dtype)
 

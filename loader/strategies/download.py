@@ -16,7 +16,8 @@ from typing import Any
 
 from loader.errors import CheckpointError
 from loader.phases import Probe
-from loader.remote import is_url
+from loader.pipeline.options import PipelineOptions
+from loader.remote import RemoteOptions, is_url
 from loader.report import LoadReport
 from loader.sequence import LoadArgs
 from loader.vocabulary import DOWNLOAD, URL
@@ -49,13 +50,13 @@ def load(
             f"{path}: `download` loads a URL (https://, s3://, hf://); for a "
             "local file use pipelined"
         )
+    remote = RemoteOptions.of(options)
+    pipeline = PipelineOptions.of(options)  # its budget: the pipelined load's
     folder = os.environ.get("LOADBENCH_DOWNLOAD_DIR") or None
     with tempfile.TemporaryDirectory(prefix="loadbench-download-", dir=folder) as tmp:
-        concurrency = options.get("concurrency")
-        with probe.phase(DOWNLOAD), RemoteSource(str(path), concurrency=concurrency) as source:
+        with probe.phase(DOWNLOAD), RemoteSource(str(path), remote.concurrency) as source:
             local = cached_copy(source, tmp)
             stats = source.stats()
-        budget = {k: v for k, v in options.items() if k == "budget"}
-        model, report = pipelined.load(target, local, probe, args, budget)
+        model, report = pipelined.load_with(target, local, probe, args, pipeline, RemoteOptions())
     report.remote = stats
     return model, report

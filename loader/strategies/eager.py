@@ -14,8 +14,9 @@ import numpy as np
 from safetensors.numpy import load_file
 
 from loader.format.source import CheckpointSource
-from loader.materialize import to_device
-from loader.planning import LoadPlan, Step
+from loader.placement.leaves import LeafKind
+from loader.placement.materialize import to_device
+from loader.planning.plan import LoadPlan, Step
 from loader.sequence import Build, Recipe
 from loader.strategies._phased import Phased
 
@@ -28,7 +29,7 @@ def _read_whole_files(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.
 
 
 def _copy_to_device(step: Step, host: np.ndarray) -> object:
-    if step.leaf.kind != "array":
+    if step.leaf.kind is not LeafKind.ARRAY:
         return to_device(step, host)
     return jax.device_put(jnp.array(host), step.sharding)
 

@@ -12,8 +12,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from loader.format.source import CheckpointSource
 from loader.phases import Probe
-from loader.remote import remote_opener
+from loader.remote import RemoteOptions, is_url, remote_opener
+from loader.remote.source import RemoteSource
 from loader.report import LoadReport
 from loader.sequence import LoadArgs, Recipe, run_load
 from loader.stream import Stream
@@ -32,6 +34,9 @@ def load(
     options: Mapping[str, Any],
 ) -> tuple[Any, LoadReport]:
     """`run_load(RECIPE, ...)`; a URL read through `loader.remote` (`concurrency`, `cache_dir`)."""
-    opener = remote_opener(path, options.get("concurrency"), options.get("cache_dir"))
+    remote = RemoteOptions.of(options)
+    if not is_url(path):
+        remote.refuse_local(path)
+    opener = remote_opener(remote, RemoteSource, CheckpointSource)
     recipe = dataclasses.replace(RECIPE, open_remote=opener)
     return run_load(recipe, target, path, probe, args)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from loader.format.source import CheckpointSource
-from loader.planning import LoadPlan
+from loader.planning.plan import LoadPlan
 from loader.sequence import Build, Recipe
 from loader.strategies._phased import Phased
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from loader.format.source import CheckpointSource
-from loader.materialize import apply_transform, assign, host_cast, to_device
 from loader.phases import ASSEMBLE, READ, TRANSFER, Probe
-from loader.planning import LoadPlan, Step
+from loader.placement.materialize import apply_transform, assign, host_cast, to_device
+from loader.planning.plan import LoadPlan, Step
 from loader.sequence import Recipe
 from loader.vocabulary import PEER
 

@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from loader.errors import CheckpointError
 from loader.phases import Probe
 from loader.pipeline import Pipeline, PipelineOptions
-from loader.remote import FileSource, is_url, remote_opener
-from loader.remote.source import check_concurrency
+from loader.pipeline.sources import ByteSource
+from loader.pipeline.sources.local import LocalFiles
+from loader.pipeline.sources.remote import RemoteFiles
+from loader.remote import RemoteOptions, is_url, remote_opener
 from loader.report import LoadReport
 from loader.sequence import LoadArgs, Recipe, run_load
 
 #: `loader.load_model`'s options this strategy takes: `PipelineOptions`' fields, and for a URL
-#: `concurrency` (range requests in flight, one reader thread each) and `cache_dir` (download the
-#: files there first, then read them locally; `loader.remote`).
+#: `RemoteOptions`' `concurrency` (range requests in flight; one reader thread each) and
+#: `cache_dir` (download the files there first, then read them locally; `loader.remote`).
 OPTIONS = ("budget", "staging", "threads", "cache_policy", "concurrency", "cache_dir")
 REMOTE = True
 
@@ -45,23 +48,37 @@ def load(
 ) -> tuple[Any, LoadReport]:
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
 
-    `options`: `PipelineOptions`' (`budget`, `staging`, `threads`, `cache_policy`), checked once
-    when it is made, and a URL's `concurrency` and `cache_dir`; `args.on_built` gets the abstract
-    model while the readers run (start compiling the forward there).
+    `options`: `PipelineOptions`' (`budget`, `staging`, `threads`, `cache_policy`) and
+    `RemoteOptions`' (`concurrency`, `cache_dir`), each group checked once when it is made;
+    `args.on_built` gets the abstract model while the readers run (start compiling the forward
+    there).
     """
-    pipeline = dict(options)
-    concurrency = pipeline.pop("concurrency", None)
-    cache_dir = pipeline.pop("cache_dir", None)
-    if is_url(path) and cache_dir is None:  # one reader thread per request in flight
-        if "threads" in pipeline:
-            raise CheckpointError(
-                f"threads={pipeline['threads']!r} with a URL: give concurrency= (requests in "
-                "flight; one reader thread each) instead"
-            )
-        pipeline["threads"] = check_concurrency(concurrency)
-    settings = PipelineOptions(**pipeline)
-    recipe = Recipe[FileSource](
-        lambda: Pipeline(settings, strict=args.strict),
-        open_remote=remote_opener(path, concurrency, cache_dir),
+    pipeline, remote = PipelineOptions.of(options), RemoteOptions.of(options)
+    return load_with(target, path, probe, args, pipeline, remote)
+
+
+def load_with(
+    target: Any,
+    path: str | os.PathLike[str],
+    probe: Probe,
+    args: LoadArgs,
+    pipeline: PipelineOptions,
+    remote: RemoteOptions,
+) -> tuple[Any, LoadReport]:
+    """`load` with its option groups made: the byte source chosen here, once (a local checkpoint:
+    `LocalFiles`; a URL: `RemoteFiles`, one reader thread a request in flight, or with
+    `cache_dir` the downloaded copy as `LocalFiles`)."""
+    if not is_url(path):
+        remote.refuse_local(path)
+    elif remote.cache_dir is None and pipeline.threads is not None:
+        raise CheckpointError(
+            f"threads={pipeline.threads!r} with a URL: give concurrency= (requests in "
+            "flight; one reader thread each) instead"
+        )
+    local = partial(LocalFiles, cache_policy=pipeline.cache_policy)
+    recipe = Recipe[ByteSource](
+        lambda: Pipeline(pipeline, strict=args.strict),
+        open_source=local,
+        open_remote=remote_opener(remote, RemoteFiles, local),
     )
     return run_load(recipe, target, path, probe, args)

@@ -22,7 +22,8 @@ from typing import Any
 
 from loader.phases import Probe
 from loader.remote import FileSource
-from loader.remote.source import RemoteSource, check_concurrency
+from loader.remote.options import RemoteOptions, check_concurrency
+from loader.remote.source import RemoteSource
 from loader.report import LoadReport
 from loader.sequence import LoadArgs, Recipe
 from loader.strategies._peer import PeerStream
@@ -83,7 +84,7 @@ def load(
         >>> model, report = loader.load_model(
         ...     builder, "s3://bucket/model.safetensors", strategy="runai-s3", concurrency=8)
     """
-    asked = options.get("concurrency")
+    asked = RemoteOptions.of(options).concurrency
     if asked is None:
         asked = int(os.environ.get(_CONCURRENCY_VAR) or RUNAI_S3_CONCURRENCY)
     concurrency = check_concurrency(asked)

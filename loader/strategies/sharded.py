@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loader.phases import Probe
-from loader.remote import remote_opener
+from loader.remote import RemoteOptions, is_url
 from loader.report import LoadReport
 from loader.sequence import LoadArgs, run_load
 from loader.sharded.load import file_recipe
@@ -41,6 +41,7 @@ def load(
 
     `options`: `concurrency`, for a URL only (refused in one line for a local path).
     """
-    concurrency = options.get("concurrency")
-    remote_opener(path, concurrency)  # refuses concurrency= with a local path
-    return run_load(file_recipe(concurrency), target, path, probe, args)
+    remote = RemoteOptions.of(options)
+    if not is_url(path):
+        remote.refuse_local(path)
+    return run_load(file_recipe(remote.concurrency), target, path, probe, args)

@@ -24,9 +24,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
-from loader.materialize import assign
 from loader.phases import ASSEMBLE, STREAM, Probe
-from loader.planning import LoadPlan
+from loader.placement.materialize import assign
+from loader.planning.plan import LoadPlan
 from loader.report import LoadReport
 from loader.sequence import LoadArgs, Recipe, run_load
 from loader.vocabulary import PEER
@@ -81,7 +81,7 @@ class TunixLoad:
         return None
 
     def fill(self, plan: LoadPlan, source: CheckpointSource, probe: Probe) -> None:
-        from loader.leaves import iter_variables
+        from loader.placement.leaves import iter_variables
 
         with tunix_flax():
             from tunix.models import safetensors_loader

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from loader.keys import key_of
-from loader.leaves import iter_variables
+from loader.placement.leaves import iter_variables
+from loader.planning.keys import key_of
 from shapes.errors import ShapesError
 
 

@@ -23,7 +23,7 @@ from flax import nnx  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
 from loader import strategies  # noqa: E402
-from loader.leaves import iter_variables  # noqa: E402
+from loader.placement.leaves import iter_variables  # noqa: E402
 
 AXIS = "data"
 

@@ -29,7 +29,7 @@ from safetensors.numpy import load_file  # noqa: E402
 import loader  # noqa: E402
 from loader import strategies  # noqa: E402
 from loader.format.atomic import atomic_write_text  # noqa: E402
-from loader.leaves import iter_variables  # noqa: E402
+from loader.placement.leaves import iter_variables  # noqa: E402
 
 CONCURRENCY = 4
 

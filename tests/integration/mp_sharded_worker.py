@@ -29,7 +29,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 import loader  # noqa: E402
 from loader.format.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
-from loader.leaves import iter_variables  # noqa: E402
+from loader.placement.leaves import iter_variables  # noqa: E402
 from loader.sharded.directory import convert_to_sharded, load_sharded, save_sharded  # noqa: E402
 from loader.sharded.rule import AXIS  # noqa: E402
 

@@ -10,7 +10,8 @@ from bench.cli import main
 from bench.records.results import read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
-from loader.vocabulary import COMPILE, OK, TOTAL
+from bench.vocabulary import OK
+from loader.vocabulary import COMPILE, TOTAL
 
 
 @pytest.fixture

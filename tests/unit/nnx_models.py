@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from loader.leaves import is_prng_dtype, iter_variables
+from loader.placement.leaves import is_prng_dtype, iter_variables
 
 
 class MLP(nnx.Module):

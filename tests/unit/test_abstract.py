@@ -318,7 +318,7 @@ def test_large_preset_models_match_their_spec(preset):
 
     import shapes
     from loader.format import DTYPES
-    from loader.leaves import iter_variables
+    from loader.placement.leaves import iter_variables
 
     spec = shapes.load_spec(preset)
     with warnings.catch_warnings():

@@ -19,6 +19,12 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
   under `if` / `try` at module level). Function-level imports are left out of the cycle check, since
   they run after both modules have finished importing; they are the sanctioned way to defer a heavy
   import (jax), not a way around this rule: a layering rule above still counts them.
+- Outside the modules that define the byte sources, no code in `loader` asks a source which kind
+  it is (`isinstance` of a source or bytes class): a question about where bytes come from is a
+  method or property of `loader.pipeline.sources.ByteSource` (or of the `Bytes` it makes).
+- In `loader`, not even a type-only cycle: the imports under `if TYPE_CHECKING:` count too. Such a
+  block never runs, but two modules that need each other's types are one role split in the wrong
+  place (the plan's types live in `loader.planning.plan`, below the planner and the executors).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class Module:
     is_package: bool
     top: set[str] = field(default_factory=set)  # module-level imports (dotted names)
     deferred: set[str] = field(default_factory=set)  # imports inside functions
+    typing: set[str] = field(default_factory=set)  # under `if TYPE_CHECKING:` (never run)
 
 
 def _package(name: str) -> str:
@@ -93,10 +100,13 @@ def _collect(node: ast.AST, mod: Module, deferred: bool) -> None:
         _collect(child, mod, inner)
 
 
-def _type_checking_only(tree: ast.Module) -> None:
-    """Drop `if TYPE_CHECKING:` blocks: they never run."""
+def _type_checking_only(tree: ast.Module, mod: Module) -> None:
+    """Drop `if TYPE_CHECKING:` blocks (they never run), keeping their imports in `mod.typing`."""
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            block = ast.Module(body=node.body, type_ignores=[])
+            for child in ast.walk(block):
+                mod.typing.update(_imports_of(child, mod.name, mod.is_package))
             node.body = []
 
 
@@ -113,12 +123,12 @@ def read_modules() -> dict[str, Module]:
         for path in sorted((ROOT / package).rglob("*.py")):
             name, is_package = _module_name(path)
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            _type_checking_only(tree)
             mod = modules[name] = Module(name, is_package)
+            _type_checking_only(tree, mod)
             _collect(tree, mod, deferred=False)
     known = set(modules)
     for mod in modules.values():  # ours: the module each name is in (not `module.attribute`)
-        for attr in ("top", "deferred"):  # externals: by their top-level name
+        for attr in ("top", "deferred", "typing"):  # externals: by their top-level name
             names = {n for n in getattr(mod, attr) if n}
             ours = {_longest_module(n, known) for n in names if _package(n) in PACKAGES}
             theirs = {n.split(".")[0] for n in names if _package(n) not in PACKAGES}
@@ -132,7 +142,7 @@ MODULES = read_modules()
 def test_the_reader_sees_the_tree():
     assert {"loader", "loader.sequence", "bench.cli", "dashboard"} <= set(MODULES)
     assert "loader.errors" in MODULES["loader"].top
-    assert "jax" in MODULES["loader.planning"].top
+    assert "jax" in MODULES["loader.planning.match"].top
     assert "jax" in MODULES["loader.sharded.rule"].deferred
 
 
@@ -191,9 +201,8 @@ def test_dashboard_never_imports_jax():
     assert not paths, "the dashboard reaches jax/flax:\n" + "\n".join(paths)
 
 
-def _cycle() -> list[str] | None:
-    """One module-level import cycle among our modules, or None."""
-    graph = {n: sorted(d for d in m.top if d in MODULES and d != n) for n, m in MODULES.items()}
+def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """One import cycle in `graph` (module -> the modules it imports), or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
@@ -216,8 +225,94 @@ def _cycle() -> list[str] | None:
 
 
 def test_no_import_cycles():
-    cycle = _cycle()
+    graph = {n: sorted(d for d in m.top if d in MODULES and d != n) for n, m in MODULES.items()}
+    cycle = _cycle(graph)
     assert cycle is None, "module-level import cycle: " + " -> ".join(cycle)
+
+
+def _loader_graph() -> dict[str, list[str]]:
+    """`loader`'s modules and what each imports at module level, type-only imports included."""
+    ours = {n: m for n, m in MODULES.items() if _package(n) == "loader"}
+    return {n: sorted(d for d in m.top | m.typing if d in ours and d != n) for n, m in ours.items()}
+
+
+def test_the_reader_sees_type_only_imports():
+    assert "loader.report" in MODULES["loader.strategies"].typing
+    assert "loader.report" not in MODULES["loader.strategies"].top
+
+
+def test_no_import_cycles_in_loader_type_only_ones_included():
+    cycle = _cycle(_loader_graph())
+    assert cycle is None, "import cycle in loader (type-only imports counted): " + " -> ".join(
+        cycle
+    )
+
+
+def test_the_loader_cycle_check_can_fail():
+    graph = _loader_graph()
+    graph["loader.planning.plan"] = [*graph["loader.planning.plan"], "loader.planning.match"]
+    assert _cycle(graph) is not None
+
+
+# -- nobody asks a byte source which kind it is ------------------------------------------------
+#: The modules that define the sources and their bytes: they may tell their own kinds apart.
+SOURCE_MODULES = (
+    "loader.format.source",
+    "loader.remote.source",
+    "loader.remote.ranges",
+    "loader.pipeline.regions",
+    "loader.pipeline.sources",
+    "loader.pipeline.sources.local",
+    "loader.pipeline.sources.remote",
+    "loader.pipeline.sources.memory",
+    "loader.sharded.layout",
+    "loader.sharded.remote",
+    "loader.sharded.files",
+)
+
+
+def _path(module: str) -> Path:
+    base = ROOT.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _source_classes() -> set[str]:
+    """The sources and bytes the source modules define (`...Source`, `...Files`, `...Bytes`,
+    `...Checkpoint`, `...SliceFile`, `...Headers`), but the protocols every kind implements."""
+    kinds = ("Source", "Files", "Bytes", "Checkpoint", "SliceFile", "Headers")
+    names = set()
+    for module in SOURCE_MODULES:
+        tree = ast.parse(_path(module).read_text(encoding="utf-8"))
+        names |= {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    return {n for n in names if n.endswith(kinds)} - {"ByteSource", "Bytes", "SliceFile"}
+
+
+def _kind_questions(tree: ast.AST, classes: set[str]) -> list[int]:
+    """The lines of `isinstance(x, C)` where C names one of `classes`."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
+            named = {getattr(n, "id", getattr(n, "attr", "")) for n in ast.walk(node.args[1])}
+            if named & classes:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_code_asks_a_byte_source_which_kind_it_is():
+    classes = _source_classes()
+    assert {"CheckpointSource", "RemoteSource", "LocalFiles", "RemoteBytes"} <= classes
+    found = [
+        f"{name}:{line}"
+        for name in sorted(MODULES)
+        if _package(name) == "loader" and name not in SOURCE_MODULES
+        for line in _kind_questions(ast.parse(_path(name).read_text(encoding="utf-8")), classes)
+    ]
+    assert not found, f"isinstance of a byte source's kind outside the source modules: {found}"
+
+
+def test_the_kind_question_check_can_fail():
+    tree = ast.parse("if isinstance(source, RemoteSource | CheckpointSource):\n    pass\n")
+    assert _kind_questions(tree, _source_classes()) == [1]
 
 
 # -- the formatter owns the layout ----------------------------------------------------------

@@ -8,8 +8,8 @@ from bench.child import worker
 from bench.records.wire import ChildTask
 from bench.run.config import RunConfig
 from bench.run.matrix import Checkpoint, plan, untaken_options
+from bench.vocabulary import CRASHED
 from loader import strategies
-from loader.vocabulary import CRASHED
 
 
 def test_each_task_carries_only_the_options_its_strategy_takes(tmp_path):

@@ -15,8 +15,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceShardin
 import shapes
 from loader import strategies
 from loader.format.records import TensorInfo
-from loader.leaves import iter_variables
 from loader.pipeline import cache_fit, jobs
+from loader.placement.leaves import iter_variables
 from tests.unit.page_cache import cached, evicted
 
 MIB = 1 << 20

@@ -151,7 +151,7 @@ def test_a_port_is_loaded_with_its_architectures_declared_ignores():
 
     from bench.child import worker
     from bench.records.wire import ChildTask
-    from loader.policy import LoadPolicy
+    from loader.planning.policy import LoadPolicy
 
     given: dict = {}
 

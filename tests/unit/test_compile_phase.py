@@ -16,8 +16,9 @@ from bench.records.wire import ChildResult, Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
 from bench.run.matrix import Checkpoint, Task
 from bench.run.rows import RowContext, process_rows
+from bench.vocabulary import ERROR
 from loader import strategies
-from loader.vocabulary import BUILD, COMPILE, ERROR, STREAM
+from loader.vocabulary import BUILD, COMPILE, STREAM
 from shapes.architectures.port import port_for
 
 

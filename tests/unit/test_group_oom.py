@@ -20,7 +20,7 @@ from bench.limits.situation import Situation
 from bench.run.children import run_group
 from bench.run.matrix import Checkpoint, Task
 from bench.run.rows import RowContext, result_records, summed_rows
-from loader.vocabulary import CRASHED, OOM
+from bench.vocabulary import CRASHED, OOM
 
 GiB = 1 << 30
 WAITS = [sys.executable, "-c", "import time; time.sleep(60)"]

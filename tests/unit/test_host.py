@@ -11,7 +11,7 @@ from bench.host import limits as kernel_limits
 from bench.limits import pagecache
 from bench.run import machine
 from loader import host
-from loader.pipeline import options
+from loader.pipeline.sources import local
 
 
 def test_the_cgroup_quota_caps_the_usable_cpus(tmp_path):
@@ -136,7 +136,7 @@ def test_the_loader_and_the_bench_read_the_host_alike(monkeypatch):
     CPU limit and the bench's residency all change with `loader.host`."""
     monkeypatch.setattr(host, "cpu_quota", lambda *a: 0.5)
     monkeypatch.setattr(host, "memory_limit", lambda *a: 123 << 20)
-    assert host.usable_cpus() == 0.5 and options.usable_cpus() == 0.5
+    assert host.usable_cpus() == 0.5 and local.usable_cpus() == 0.5
     limits = kernel_limits.read()
     assert (limits.cpu_quota_cpus, limits.memory_max_bytes, limits.effective_cpus) == (
         0.5,

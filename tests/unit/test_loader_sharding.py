@@ -76,7 +76,7 @@ def test_resharding_is_reported(tmp_path, mesh):
 
 
 def test_unaddressable_sharding_is_refused(tmp_path):
-    from loader.place import concrete_sharding
+    from loader.placement.place import concrete_sharding
 
     class Foreign:
         device_set = {object()}

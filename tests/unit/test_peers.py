@@ -16,7 +16,7 @@ import pytest
 import loader
 import shapes
 from loader import strategies
-from loader.leaves import iter_variables
+from loader.placement.leaves import iter_variables
 from loader.sharded.rule import AXIS
 from loader.vocabulary import PEER
 

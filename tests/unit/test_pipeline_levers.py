@@ -17,9 +17,11 @@ import loader
 import shapes
 from loader import strategies
 from loader.format.source import CheckpointSource
-from loader.leaves import iter_variables
 from loader.pipeline import cache_fit, engine, options
 from loader.pipeline.order import ALIGN
+from loader.pipeline.sources import local
+from loader.pipeline.sources.local import LocalFiles
+from loader.placement.leaves import iter_variables
 from tests.unit.page_cache import cached, evicted
 
 N_SMALL = 40
@@ -129,13 +131,13 @@ def test_a_run_cut_short_names_the_tensor_it_stops_in_and_leaves_no_thread(ckpt,
     [(1, False, 1), (0.5, False, 1), (2, False, 2), (64, False, 8), (1, True, 2), (2, True, 4)],
 )
 def test_reader_threads_follow_the_cpus_and_the_cache(cpus, cold, want):
-    assert options.reader_threads(cpus, cold=cold) == want
+    assert local.reader_threads(cpus, cold=cold) == want
 
 
 def test_threads_override_and_a_one_cpu_host_gets_one_reader(ckpt, monkeypatch, seen):
     verify(loader.load_model(shapes.model_builder(SPEC), ckpt, threads=3)[0], ckpt)
     assert seen[-1].threads == 3
-    monkeypatch.setattr(options, "usable_cpus", lambda *a: 1.0)
+    monkeypatch.setattr(local, "usable_cpus", lambda *a: 1.0)
     ckpt.read_bytes()  # cached: a warm load, one reader on one CPU
     verify(loader.load_model(shapes.model_builder(SPEC), ckpt)[0], ckpt)
     assert seen[-1].threads == 1
@@ -144,7 +146,7 @@ def test_threads_override_and_a_one_cpu_host_gets_one_reader(ckpt, monkeypatch, 
 def test_a_cold_file_gets_more_readers(ckpt, monkeypatch, seen):
     if not evicted(ckpt):
         pytest.skip("this filesystem keeps the file cached when evicted")
-    monkeypatch.setattr(options, "usable_cpus", lambda *a: 2.0)
+    monkeypatch.setattr(local, "usable_cpus", lambda *a: 2.0)
     verify(pipelined(shapes.model_builder(SPEC), ckpt)[0], ckpt)
     assert seen[-1].threads == 4
 
@@ -160,7 +162,7 @@ def test_the_readers_are_counted_before_the_read_ahead_hint_caches_a_small_file(
 
     if not evicted(ckpt):
         pytest.skip("this filesystem keeps the file cached when evicted")
-    monkeypatch.setattr(options, "usable_cpus", lambda *a: 2.0)
+    monkeypatch.setattr(local, "usable_cpus", lambda *a: 2.0)
     monkeypatch.setattr(cache_fit, "read_ahead", read_ahead_whole)
     verify(pipelined(shapes.model_builder(SPEC), ckpt)[0], ckpt)
     assert seen[-1].threads == 4  # counted on the cold file
@@ -200,7 +202,7 @@ def test_an_unknown_cache_policy_is_refused_in_one_line(ckpt):
 
 def test_a_readers_scratch_is_a_share_of_a_small_checkpoint():
     """Two 8 MiB scratches were 3% of GPT-2: the scratch follows the checkpoint's size."""
-    from loader.pipeline.budget import MAX_SCRATCH_BYTES, MIN_SCRATCH_BYTES, scratch_bytes
+    from loader.pipeline.sizing import MAX_SCRATCH_BYTES, MIN_SCRATCH_BYTES, scratch_bytes
 
     budget, gpt2 = 256 << 20, 523_000_000
     assert scratch_bytes(budget, 2) == MAX_SCRATCH_BYTES
@@ -212,14 +214,15 @@ def test_a_readers_scratch_is_a_share_of_a_small_checkpoint():
 
 def test_the_engine_sizes_its_scratch_from_the_checkpoint(ckpt):
     from loader.phases import NULL_PROBE
-    from loader.pipeline.budget import scratch_bytes
+    from loader.pipeline.sizing import scratch_bytes
 
     pipeline = engine.Pipeline(options.PipelineOptions(threads=2))
-    with CheckpointSource(ckpt) as source:
+    with LocalFiles(ckpt) as source:
         try:
             pipeline.start(source, NULL_PROBE)
             want = scratch_bytes(pipeline.budget.limit_bytes, 2, source.total_bytes)
-            assert pipeline.scratch_bytes == want < scratch_bytes(pipeline.budget.limit_bytes, 2)
+            scratch = pipeline.sizing.scratch_bytes
+            assert scratch == want < scratch_bytes(pipeline.budget.limit_bytes, 2)
             assert pipeline.budget.reserved_bytes == 2 * want
         finally:
             pipeline.close()

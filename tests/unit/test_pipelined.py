@@ -19,9 +19,9 @@ import pytest
 import loader
 import shapes
 from loader import strategies
-from loader.leaves import iter_variables
 from loader.pipeline.budget import ByteBudget
 from loader.pipeline.cast import cast_into
+from loader.placement.leaves import iter_variables
 from loader.sharded.rule import AXIS
 
 SPEC = shapes.ShapeSpec(
@@ -288,7 +288,7 @@ def test_fill_before_start_is_refused_with_a_clear_error(ckpt):
     from loader.format.source import CheckpointSource
     from loader.phases import NULL_PROBE
     from loader.pipeline import Pipeline
-    from loader.planning import LoadPlan
+    from loader.planning.plan import LoadPlan
 
     engine = Pipeline()
     with CheckpointSource(ckpt) as source, pytest.raises(RuntimeError, match="before fill"):

@@ -19,7 +19,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 import loader
-from loader.source_check import compare_to_transformers
+from loader.planning.source_check import compare_to_transformers
 from shapes.architectures import bert, declared_for, gpt2, llama, llama_scanned, vit
 from tests.conftest import poison_model
 
@@ -301,8 +301,8 @@ def test_scanned_llama_loads_through_stack_bit_exact_with_the_unscanned_port(tmp
     file: each stacked leaf is the unscanned port's layer leaves, bit for bit; the logits are the
     unscanned port's and torch's."""
     from bench.child.models import verify_mapped
-    from loader.keys import key_of
-    from loader.leaves import iter_variables
+    from loader.placement.leaves import iter_variables
+    from loader.planning.keys import key_of
 
     hf, port, x, folder = _saved("llama", tmp_path)
     model, report = _load(llama_scanned, folder)  # pipelined (each strategy: test_stack.py)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import loader
-from loader.source_check import FP32_TOLERANCE, compare_to_transformers
+from loader.planning.source_check import FP32_TOLERANCE, compare_to_transformers
 
 
 def _llama(tmp_path):

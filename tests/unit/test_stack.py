@@ -129,7 +129,7 @@ def test_every_strategy_fills_stacked_leaves_bit_exactly(layered_file, tmp_path,
 
 
 def _no_host_assembly(monkeypatch) -> None:
-    import loader.stacking as stacking
+    import loader.planning.stacking as stacking
 
     def refuse(*_a, **_k):
         raise AssertionError("a stacked leaf was assembled through a host copy")
@@ -205,12 +205,12 @@ def test_pipelined_stacks_a_leaf_larger_than_its_budget_within_it(tmp_path, monk
 @pytest.fixture
 def no_reads(monkeypatch):
     import loader.format.source as source
-    import loader.pipeline.regions as regions
+    import loader.pipeline.sources.local as local
 
     def no_read(*_a, **_k):
         raise AssertionError("read before the plan check")
 
-    monkeypatch.setattr(regions.FileBytes, "read", no_read)
+    monkeypatch.setattr(local.FileBytes, "read", no_read)
     monkeypatch.setattr(source.CheckpointSource, "read", no_read)
 
 

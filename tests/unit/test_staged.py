@@ -22,11 +22,11 @@ import pytest
 
 import loader
 import shapes
-from loader.leaves import iter_variables
-from loader.pipeline import ring, ring_job
-from loader.pipeline.budget import check_staging_budget, min_staging_budget
+from loader.pipeline import device_shards, ring
 from loader.pipeline.ring import Slot, StagingRing
-from loader.pipeline.ring_job import chunk_regions
+from loader.pipeline.ring_chunks import chunk_regions
+from loader.pipeline.sizing import check_staging_budget, min_staging_budget
+from loader.placement.leaves import iter_variables
 from loader.sharded.rule import AXIS
 
 F = "model.safetensors"
@@ -211,7 +211,7 @@ class SlowUpdates:
     def __init__(self, monkeypatch, delay: float = 0.02) -> None:
         self.delay, self.lock = delay, threading.Lock()
         self.count = self.corrupted = 0
-        real = ring_job._update
+        real = device_shards.update
 
         def update(buffer, chunk, starts, perm=()):
             out, token = real(buffer, chunk, starts, perm)
@@ -220,7 +220,7 @@ class SlowUpdates:
                 self.count += 1
             return out, _LateToken(self, view, view.copy())
 
-        monkeypatch.setattr(ring_job, "_update", update)
+        monkeypatch.setattr(device_shards, "update", update)
 
     def checked(self, changed: bool) -> None:
         with self.lock:

@@ -21,7 +21,7 @@ import loader
 import shapes
 from bench.strategies import extra_modules
 from loader import strategies
-from loader.leaves import iter_variables
+from loader.placement.leaves import iter_variables
 from loader.sharded.rule import AXIS
 from loader.vocabulary import FILE, STRATEGY, URL
 

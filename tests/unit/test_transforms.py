@@ -112,12 +112,12 @@ def test_pipelined_reads_views_in_its_threads_and_stages_only_non_views(ported_f
 
 
 def test_wrong_declared_shape_fails_before_any_read_naming_everything(ported_file, monkeypatch):
-    import loader.pipeline.regions as regions
+    import loader.pipeline.sources.local as local
 
     def no_read(*_a, **_k):
         raise AssertionError("read before the plan check")
 
-    monkeypatch.setattr(regions.FileBytes, "read", no_read)
+    monkeypatch.setattr(local.FileBytes, "read", no_read)
     bad = dict(KEY_MAP, **{"fc.kernel": ("fc.weight", Transpose((0, 1)))})
     with pytest.raises(loader.MismatchError) as err:
         loader.load_model(poisoned, ported_file, strict=True, key_map=bad)
@@ -228,11 +228,11 @@ def test_views_agree_with_numpy_views():
 
 def test_pipelined_cuts_view_parts_along_the_source_rows(ported_file, monkeypatch):
     """Tiny parts and scratch: every view is filled in many chunks, by several threads."""
-    import loader.pipeline.budget as budget
     import loader.pipeline.jobs as jobs
+    import loader.pipeline.sizing as sizing
 
     monkeypatch.setattr(jobs, "PART_BYTES", 96)
-    monkeypatch.setattr(budget, "MAX_SCRATCH_BYTES", 128)
+    monkeypatch.setattr(sizing, "MAX_SCRATCH_BYTES", 128)
     parts: list[tuple[str, int, int]] = []
     real = jobs.AdoptJob.parts
 

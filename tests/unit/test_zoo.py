@@ -17,7 +17,7 @@ import shapes
 from bench.child import zoo
 from bench.child.models import verify_mapped
 from loader import strategies
-from loader.leaves import iter_variables
+from loader.placement.leaves import iter_variables
 
 # never imported at collection: tunix's import would change flax's config for every other test
 pytestmark = pytest.mark.skipif(

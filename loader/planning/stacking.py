@@ -1,6 +1,6 @@
 """A stacked leaf (`loader.Stack`): checked from the headers, then filled one layer per file key.
 
-Planning (`loader.planning.plan_load`) turns a leaf whose key_map entry is a `Stack` into a
+Planning (`loader.planning.match.plan_load`) turns a leaf whose key_map entry is a `Stack` into a
 `Stacked` group and one ordinary `Step` per file key: its file key, its per-layer transform, and
 a layer leaf (`StackLayer`) of one layer's shape. Every executor reads those steps as it reads any
 other, so every strategy loads a stacked leaf; they differ in where a layer's value goes:
@@ -19,62 +19,17 @@ are absent; a per-layer shape the leaf does not take is a shape mismatch like an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
-from jax.sharding import Sharding
 
 from loader.format import TensorMeta, dtype_name
 from loader.format.buffers import aligned
-from loader.leaves import Leaf
-from loader.place import place
+from loader.placement.leaves import Leaf, LeafKind
+from loader.placement.place import place
+from loader.planning.plan import LoadPlan, Source, Stacked, StackLayer
 from loader.report import DtypeCast, LoadReport, ShapeMismatch
 from loader.transforms import Stack, StackError, TransformError
-
-if TYPE_CHECKING:  # (planning imports this module: these are its types, for the checker)
-    from loader.planning import LoadPlan, Source
-
-
-@dataclass
-class Stacked:
-    """One stacked leaf of a plan: its `Stack`, placement, and what is filled of it so far.
-
-    Attributes:
-        leaf: the model's leaf (the whole stack).
-        stack: its key_map entry (keys, axis, per-layer transform).
-        sharding: the concrete sharding the leaf is placed with.
-        host: the host buffer a staging executor assembles the leaf in (allocated on first use).
-        written: the layers copied into `host` so far.
-        placed: True once the leaf holds its value (`pipelined` places it itself).
-    """
-
-    leaf: Leaf
-    stack: Stack
-    sharding: Sharding
-    host: np.ndarray | None = None
-    written: set[int] = field(default_factory=set)
-    placed: bool = False
-
-    @property
-    def layer_ndim(self) -> int:
-        return len(self.leaf.shape) - 1
-
-    @property
-    def axis(self) -> int:
-        return self.stack.leaf_axis(self.layer_ndim)
-
-    def layer_index(self, i: int) -> tuple[slice | int, ...]:
-        """The index of layer `i` in the whole leaf."""
-        return self.stack.index(i, self.layer_ndim)
-
-
-@dataclass(frozen=True)
-class StackLayer:
-    """What a layer step fills: layer `index` of `group`."""
-
-    group: Stacked
-    index: int
 
 
 class _LayerVariable:
@@ -132,8 +87,8 @@ def check_stack(leaf: Leaf, stack: Stack, source: Source, report: LoadReport) ->
         return False
     if absent:
         raise _refuse(leaf, stack, f"file key(s) {absent[:3]} ({len(absent)} of them) not found")
-    if leaf.kind != "array":
-        raise _refuse(leaf, stack, f"a Stack fills an array leaf, not a {leaf.kind}")
+    if leaf.kind is not LeafKind.ARRAY:
+        raise _refuse(leaf, stack, f"a Stack fills an array leaf, not a {leaf.kind.value}")
     infos = [source.info(k) for k in stack.keys]
     differ = _differ(stack, infos)
     if differ:
@@ -176,7 +131,13 @@ def layer_leaves(group: Stacked) -> list[tuple[Leaf, StackLayer]]:
         layer = StackLayer(group, i)
         variable = cast(Any, _LayerVariable(layer))
         part = Leaf(
-            (*leaf.path, f"[{i}]"), f"{leaf.key}[{i}]", variable, "array", shape, leaf.dtype, None
+            (*leaf.path, f"[{i}]"),
+            f"{leaf.key}[{i}]",
+            variable,
+            LeafKind.ARRAY,
+            shape,
+            leaf.dtype,
+            None,
         )
         out.append((part, layer))
     return out

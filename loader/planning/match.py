@@ -3,7 +3,8 @@
 The walk is driven by the model: each expected leaf is looked up by its own key (integer list
 indices as strings; the `/`-joined form of older tools accepted; `key_map` renames and transforms).
 File keys that no leaf asked for are reported as unexpected, unless a declared pattern ignores
-them (`loader.policy`); a cast is judged on the dtype the transform gives (`loader.casts`).
+them (`loader.planning.policy`); a cast is judged on the dtype the transform gives
+(`loader.planning.casts`).
 Missing and unexpected names come with the closest existing name (difflib), and a key_map entry
 that names no model path is reported. Every strategy plans through here, so mismatches are
 reported identically whichever strategy runs.
@@ -15,22 +16,21 @@ import difflib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
-from typing import Protocol
 
 import jax
 import numpy as np
 from jax.sharding import Sharding
 
-from loader.casts import cast_kind
 from loader.errors import CheckpointError
-from loader.format import TensorMeta, dtype_name, numpy_dtype
-from loader.keys import KeyMap, Lookup, Transform, look_up, resolve_stack
-from loader.leaves import META_PRNG, META_SHARDINGS, Leaf, model_leaves
-from loader.place import concrete_sharding, describe_sharding
-from loader.policy import DEFAULT_POLICY, LoadPolicy
+from loader.format import dtype_name, numpy_dtype
+from loader.placement.leaves import META_PRNG, META_SHARDINGS, Leaf, LeafKind, model_leaves
+from loader.placement.place import concrete_sharding, describe_sharding
+from loader.planning.casts import cast_kind
+from loader.planning.keys import KeyMap, Lookup, Transform, look_up, resolve_stack
+from loader.planning.plan import LoadPlan, PlanEntry, Source, Stacked, Step
+from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
+from loader.planning.stacking import check_stack, layer_leaves
 from loader.report import (
     LEFT_AT_INIT,
     LEFT_AT_ZEROS,
@@ -44,7 +44,6 @@ from loader.report import (
     UnmatchedIgnore,
     UnusedEntry,
 )
-from loader.stacking import Stacked, StackLayer, check_stack, layer_leaves
 from loader.transforms import Chain, Stack, TransformError
 from loader.vocabulary import (
     ALLOW,
@@ -57,62 +56,6 @@ from loader.vocabulary import (
     TRANSFORM,
     UNEXPECTED,
 )
-
-
-class Source(Protocol):
-    """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata."""
-
-    @property
-    def path(self) -> Path | str: ...  # a URL for a remote source (`loader.remote`)
-
-    def keys(self) -> list[str]: ...
-
-    def __contains__(self, key: str) -> bool: ...
-
-    def info(self, key: str) -> TensorMeta: ...
-
-    def file_of(self, key: str) -> Path | str: ...
-
-    def file_offset(self, key: str) -> int: ...
-
-    @property
-    def metadata(self) -> dict[str, str]: ...
-
-
-@dataclass
-class Step:
-    """One leaf to fill from one file key (with an optional host transform).
-
-    A layer of a stacked leaf (`loader.Stack`) is a step like any other: its leaf is one layer's
-    (`loader.stacking`), its transform the per-layer one, and `layer` says which layer of which
-    stacked leaf it fills.
-    """
-
-    leaf: Leaf
-    file_key: str
-    transform: Transform | None
-    sharding: Sharding | None  # concrete sharding to place with; None for a Python scalar
-    layer: StackLayer | None = None
-
-    def placement(self) -> Sharding:
-        """The concrete sharding of an array or PRNG leaf (only a Python scalar has none)."""
-        assert self.sharding is not None, f"{self.leaf.where}: a scalar leaf has no placement"
-        return self.sharding
-
-
-@dataclass
-class LoadPlan:
-    """What to read, in file order, and what to leave alone (reported).
-
-    `stacked` holds the stacked leaves; each has one step per layer in `steps`. `entries` says,
-    per model path (in model order) then per unused file key, what the load does with it.
-    """
-
-    steps: list[Step] = field(default_factory=list)
-    stacked: list[Stacked] = field(default_factory=list)
-    skipped: list[Leaf] = field(default_factory=list)
-    report: LoadReport = field(default_factory=LoadReport)
-    entries: list[PlanEntry] = field(default_factory=list)
 
 
 def _stored(
@@ -136,30 +79,6 @@ def _stored(
         return tuple(out.shape), np.dtype(out.dtype)
     except Exception:  # a numpy-only transform: checked after the read instead
         return None
-
-
-@dataclass(frozen=True)
-class PlanEntry:
-    """What a load does with one model path or one file key (a row of `loader.plan`'s table).
-
-    Attributes:
-        path: the model path ("" for a file key no model path asks for).
-        shape / dtype: the model's (dtype as its safetensors name; "" when there is no leaf).
-        file_key / file_shape / file_dtype: the tensor read ("" and () when there is none).
-        transform: the key_map transform (`str` of a declared chain, or the callable's name).
-        verdict: one of `loader.vocabulary.VERDICTS`.
-        note: why (the pattern that ignored it, the closest name, the cast).
-    """
-
-    path: str
-    shape: tuple[int, ...]
-    dtype: str
-    file_key: str
-    file_shape: tuple[int, ...]
-    file_dtype: str
-    transform: str
-    verdict: str
-    note: str = ""
 
 
 def _transform_name(transform: object) -> str:
@@ -209,9 +128,9 @@ def _check_leaf(
         return False
     out_dtype = info.np_dtype if got is None else got[1]
     cast = None
-    if leaf.kind == "array" and out_dtype != want_dtype:
+    if leaf.kind is LeafKind.ARRAY and out_dtype != want_dtype:
         cast = _judged_cast(leaf.key, out_dtype, want_dtype, policy)
-    if leaf.kind == "prng":
+    if leaf.kind is LeafKind.PRNG:
         saved_impl = saved_impls.get(file_key)
         model_impl = str(leaf.dtype._impl.name)
         if info.np_dtype != want_dtype or (saved_impl and saved_impl != model_impl):
@@ -283,7 +202,8 @@ def _plan_stack(
     saved_shardings: dict[str, str],
     policy: LoadPolicy,
 ) -> None:
-    """A stacked leaf: checked from the headers, then one step per layer (`loader.stacking`)."""
+    """A stacked leaf: checked from the headers, then one step per layer
+    (`loader.planning.stacking`)."""
     for key in stack.keys:
         if key in source:
             _claim(used, leaf, key, stack.transform)
@@ -456,8 +376,8 @@ def plan_load(
     Args:
         model: the built model (abstract or not).
         source: the checkpoint's keys and headers.
-        key_map: model key -> file key (and transform), or a callable (see `loader.keys`).
-        policy: the declared ignores and cast policy (`loader.policy.LoadPolicy`).
+        key_map: model key -> file key (and transform), or a callable (see `loader.planning.keys`).
+        policy: the declared ignores and cast policy (`loader.planning.policy.LoadPolicy`).
         abstract: the model is abstract: what is not loaded is left at zeros (the report says so).
     """
     metadata = source.metadata
@@ -508,7 +428,7 @@ def plan_load(
         if not _check_leaf(leaf, lookup, source, plan, saved_impls, policy):
             plan.skipped.append(leaf)
             continue
-        sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)
+        sharding = leaf.concrete_sharding()
         if sharding is not None:
             _sharding_change(leaf, sharding, saved_shardings, plan.report)
         plan.steps.append(Step(leaf, file_key, transform, sharding))

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from loader.format.source import CheckpointSource
-from loader.keys import KeyMap
-from loader.planning import PlanEntry, Step, plan_load
-from loader.policy import LoadPolicy, Patterns
+from loader.placement.leaves import LeafKind
+from loader.planning.keys import KeyMap
+from loader.planning.match import plan_load
+from loader.planning.plan import PlanEntry, Step
+from loader.planning.policy import LoadPolicy, Patterns
 from loader.report import LoadReport
 from loader.target import resolve_target
 from loader.transforms import Chain, Transpose
@@ -78,7 +80,7 @@ def untransposed(steps: Iterable[Step]) -> dict[str, str]:
     roles: dict[tuple[str, tuple[int, ...]], list[Step]] = defaultdict(list)
     for step in steps:
         shape = tuple(step.leaf.shape)
-        if step.leaf.kind == "array" and len(shape) == 2 and shape[0] == shape[1]:
+        if step.leaf.kind is LeafKind.ARRAY and len(shape) == 2 and shape[0] == shape[1]:
             roles[(str(step.leaf.path[-1]), shape)].append(step)
     found = {}
     for (name, shape), members in roles.items():

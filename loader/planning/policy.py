@@ -1,14 +1,14 @@
 """`LoadPolicy`: what a caller declares expected of a load, so that only the unexpected is reported.
 
 `load_model(..., ignore_unexpected=, ignore_missing=, casts=)` builds one and every strategy's load
-sequence plans with it (`loader.planning.plan_load`):
+sequence plans with it (`loader.planning.match.plan_load`):
 
 - `ignore_unexpected`: glob patterns (`fnmatch`, `*` crosses dots) over file keys: a file key no
   model path asks for and that matches is listed in `LoadReport.ignored`, not reported.
 - `ignore_missing`: glob patterns over model paths: a leaf without a tensor that matches is listed
   in `LoadReport.ignored` (and keeps its init, or zeros on an abstract target).
 - `casts`: `"report"` (default) or `"allow"` (a float-to-float cast to the model's declared dtype
-  is expected; `loader.casts`).
+  is expected; `loader.planning.casts`).
 
 A pattern that matches nothing is itself reported (`LoadReport.unmatched_ignores`): a typo in a
 pattern must not pass in silence.

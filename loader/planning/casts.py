@@ -70,7 +70,7 @@ def check_fits(values: np.ndarray, dtype: np.dtype, where: str = "") -> None:
     Example:
         >>> check_fits(np.array([1, 2**40]), np.dtype(np.int32), "tensor 'ids'")
         Traceback (most recent call last):
-        loader.casts.CastValueError: tensor 'ids': value 1099511627776 (at index (1,)) does not ...
+        CastValueError: tensor 'ids': value 1099511627776 (at index (1,)) does not ...
     """
     dtype = np.dtype(dtype)
     if values.size == 0 or not narrows(values.dtype, dtype):

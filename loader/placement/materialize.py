@@ -14,10 +14,10 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from loader.casts import check_fits
-from loader.leaves import Leaf
-from loader.place import concrete_sharding, place
-from loader.planning import LoadPlan, Step
+from loader.placement.leaves import Leaf, LeafKind
+from loader.placement.place import place
+from loader.planning.casts import check_fits
+from loader.planning.plan import LoadPlan, Step
 from loader.report import ShapeMismatch
 
 
@@ -46,7 +46,7 @@ def astype(host: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def host_cast(leaf: Leaf, host: np.ndarray, caster: Caster = astype) -> np.ndarray:
     """Cast to the dtype the leaf is stored as (the model's dtype for arrays), on the host; an
-    integer narrowing is checked value by value first (`loader.casts.CastValueError`)."""
+    integer narrowing is checked value by value first (`loader.planning.casts.CastValueError`)."""
     _, dtype = leaf.stored_shape_dtype()
     if host.dtype == dtype:
         return host
@@ -57,10 +57,10 @@ def host_cast(leaf: Leaf, host: np.ndarray, caster: Caster = astype) -> np.ndarr
 def to_device(step: Step, host: np.ndarray, *, cast_on_device: bool = False) -> object:
     """The leaf's value from its host array: placed array, rebuilt PRNG key, or Python scalar."""
     leaf = step.leaf
-    if leaf.kind == "scalar":
+    if leaf.kind is LeafKind.SCALAR:
         assert leaf.pytype is not None, f"{leaf.where}: a scalar leaf without its Python type"
         return leaf.pytype(host.reshape(()).item())
-    if leaf.kind == "prng":
+    if leaf.kind is LeafKind.PRNG:
         data = place(host.astype(np.uint32, copy=False), step.placement())
         return jax.random.wrap_key_data(data, impl=leaf.dtype._impl)
     if cast_on_device:  # jax's 32-bit mode narrows an int64 host array on transfer: check first
@@ -82,5 +82,5 @@ def fill_skipped(plan: LoadPlan, *, abstract: bool) -> None:
     for leaf in plan.skipped:
         shape, dtype = leaf.stored_shape_dtype()
         zeros = np.zeros(shape, dtype)
-        sharding = None if leaf.kind == "scalar" else concrete_sharding(leaf.sharding, leaf.where)
+        sharding = leaf.concrete_sharding()
         assign(leaf, to_device(Step(leaf, leaf.key, None, sharding), zeros))

@@ -1,0 +1,147 @@
+"""The sizes of one load, worked out once from the options and the byte source before any reader
+thread starts, and used by everything after: `Sizing`.
+
+- threads: `threads=` if given, else the byte source's own count (`ByteSource.reader_threads`:
+  by the CPUs and the page cache for local files, one per request in flight for a URL);
+- each reader's scratch (`scratch_bytes`, for casts and transforms): a quarter of the budget over
+  the threads, at most `MAX_SCRATCH_BYTES`, and off the staging ring at most `SCRATCH_SHARE` of
+  the checkpoint over the threads (at least `MIN_SCRATCH_BYTES`);
+- what each reader holds of a request in flight (`ByteSource.request_bytes`: a URL's answer);
+- the staging ring, where the load goes through it (`ring_layout`): half of what the scratch
+  leaves, in `2 * threads` slots (each reader fills one while its previous one is in transfer),
+  at most `MAX_SLOT_BYTES` a slot;
+- what is reserved of the budget for good: the scratch, the requests and the ring
+  (`reserved_bytes`); the rest is counted as it comes (`ByteBudget.acquire`).
+
+A budget that cannot hold two pages a reader, or one staging chunk a slot, is refused in one line
+naming the least that works. Which tensors the page cache drops once read is the local source's
+one decision (`loader.pipeline.sources.local`): it needs the plan, known only after the readers
+have started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loader.errors import CheckpointError
+from loader.pipeline.options import PipelineOptions
+
+if TYPE_CHECKING:
+    from loader.pipeline.sources import ByteSource
+
+PAGE_BYTES = 4096
+MIN_SLOT_BYTES = PAGE_BYTES  # one staging chunk: a page
+MAX_SLOT_BYTES = 64 << 20
+MAX_SCRATCH_BYTES = 8 << 20
+#: A thread's scratch (touched only by casts and transforms) is at most this share of the
+#: checkpoint, and at least `MIN_SCRATCH_BYTES`: on a small checkpoint a fixed scratch per thread
+#: is a visible share of the peak (docs/results.md, "The readers' scratch on a small checkpoint").
+SCRATCH_SHARE = 1 / 200
+MIN_SCRATCH_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The sizes of one load (see the module docstring), fixed before any reader starts.
+
+    Attributes:
+        budget_bytes: the bound on host bytes in flight beyond the model's own (`budget=`).
+        threads: reader threads.
+        scratch_bytes: each reader's scratch buffer.
+        request_bytes: what each reader holds of a request in flight (0: reads land in place).
+        ring_slots: slots of the staging ring (0: the load does not go through it).
+        slot_bytes: bytes a slot.
+
+    Example:
+        >>> sizing = Sizing.of(PipelineOptions(threads=2), source, staged=False)
+        >>> ByteBudget(sizing.budget_bytes, reserved_bytes=sizing.reserved_bytes)
+    """
+
+    budget_bytes: int
+    threads: int
+    scratch_bytes: int
+    request_bytes: int = 0
+    ring_slots: int = 0
+    slot_bytes: int = 0
+
+    @property
+    def staged(self) -> bool:
+        return self.ring_slots > 0
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.ring_slots * self.slot_bytes
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Set aside for good: every reader's scratch and request, and the ring."""
+        return (self.scratch_bytes + self.request_bytes) * self.threads + self.ring_bytes
+
+    @classmethod
+    def of(cls, options: PipelineOptions, source: ByteSource, *, staged: bool) -> Sizing:
+        """The sizes of a load of `source` with `options` (`staged`: through the staging ring).
+
+        Raises:
+            CheckpointError: the budget cannot hold two pages a reader, or one staging chunk a
+                slot (naming the least budget that can).
+        """
+        limit = options.budget
+        threads = options.threads or source.reader_threads(limit, staged=staged)
+        check_budget(limit, threads)
+        slots, slot_bytes = check_staging_budget(limit, threads) if staged else (0, 0)
+        checkpoint = None if staged else source.total_bytes  # the ring was split without it
+        scratch = scratch_bytes(limit, threads, checkpoint)
+        request = source.request_bytes(limit, threads)
+        return cls(limit, threads, scratch, request, slots, slot_bytes)
+
+
+def check_budget(limit: int, threads: int) -> int:
+    """`limit`, or a one-line error where it cannot hold two pages per reader thread."""
+    if limit < PAGE_BYTES * threads * 2:
+        raise CheckpointError(
+            f"budget of {limit} bytes is too small; give at least {2 * PAGE_BYTES * threads}"
+        )
+    return limit
+
+
+def scratch_bytes(limit: int, threads: int, checkpoint_bytes: int | None = None) -> int:
+    """Each reader thread's scratch buffer (for casts and transforms): a quarter of the budget
+    over the threads, at most `MAX_SCRATCH_BYTES`, and with the checkpoint's size known, at most
+    `SCRATCH_SHARE` of it over the threads (not under `MIN_SCRATCH_BYTES`)."""
+    size = min(MAX_SCRATCH_BYTES, limit // (4 * threads))
+    if checkpoint_bytes is not None:
+        size = min(size, max(MIN_SCRATCH_BYTES, int(checkpoint_bytes * SCRATCH_SHARE) // threads))
+    return size // 64 * 64
+
+
+def ring_layout(limit: int, threads: int) -> tuple[int, int]:
+    """(slots, slot_bytes) of the staging ring for a budget of `limit` bytes."""
+    slots = 2 * threads
+    ring = (limit - scratch_bytes(limit, threads) * threads) // 2
+    return slots, min(MAX_SLOT_BYTES, ring // slots) // MIN_SLOT_BYTES * MIN_SLOT_BYTES
+
+
+def min_staging_budget(threads: int) -> int:
+    """The smallest budget whose slots hold one staging chunk each (exact: a bisection)."""
+    lo, hi = 0, 8 * 2 * threads * MIN_SLOT_BYTES
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ring_layout(mid, threads)[1] >= MIN_SLOT_BYTES:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def check_staging_budget(limit: int, threads: int) -> tuple[int, int]:
+    """The ring's (slots, slot_bytes); a one-line `CheckpointError` naming the minimum if the
+    budget cannot hold one staging chunk per slot."""
+    slots, slot_bytes = ring_layout(limit, threads)
+    if slot_bytes < MIN_SLOT_BYTES:
+        raise CheckpointError(
+            f"budget of {limit} bytes is smaller than one staging chunk per slot ({slots} slots "
+            f"of {MIN_SLOT_BYTES} bytes, {threads} threads); give budget= at least "
+            f"{min_staging_budget(threads)} bytes"
+        )
+    return slots, slot_bytes

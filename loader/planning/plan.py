@@ -1,0 +1,154 @@
+"""The plan's types: what planning reads of a checkpoint (`Source`) and what it gives an executor.
+
+`loader.planning.match.plan_load` turns a model and a `Source` into a `LoadPlan`: one `Step` per
+leaf to fill (a stacked leaf, `loader.Stack`, is a `Stacked` group and one `Step` per layer, each
+a `StackLayer`), the leaves left alone, the report of every mismatch, and one `PlanEntry` per
+model path and unused file key (`loader.plan`'s table). Every executor reads the steps; nothing
+here plans, reads or places, so the planner, the stacking checks and every executor import these
+types from here, and none of them imports another to reach them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+from jax.sharding import Sharding
+
+from loader.format import TensorMeta
+from loader.placement.leaves import Leaf
+from loader.planning.keys import Transform
+from loader.report import LoadReport
+from loader.transforms import Stack
+
+if TYPE_CHECKING:
+    from loader.remote.ranges import RemoteStats
+
+
+class Source(Protocol):
+    """What planning reads of a checkpoint: keys, each tensor's `TensorMeta`, the metadata; and
+    what the load sequence reports of it (`remote_stats`)."""
+
+    @property
+    def path(self) -> Path | str: ...  # a URL for a remote source (`loader.remote`)
+
+    def keys(self) -> list[str]: ...
+
+    def __contains__(self, key: str) -> bool: ...
+
+    def info(self, key: str) -> TensorMeta: ...
+
+    def file_of(self, key: str) -> Path | str: ...
+
+    def file_offset(self, key: str) -> int: ...
+
+    @property
+    def metadata(self) -> dict[str, str]: ...
+
+    def remote_stats(self) -> RemoteStats | None:
+        """A remote checkpoint's requests and bytes so far (`LoadReport.remote`); None for a
+        local one."""
+        ...
+
+
+@dataclass
+class Step:
+    """One leaf to fill from one file key (with an optional host transform).
+
+    A layer of a stacked leaf (`loader.Stack`) is a step like any other: its leaf is one layer's
+    (`loader.planning.stacking`), its transform the per-layer one, and `layer` says which layer of
+    which stacked leaf it fills.
+    """
+
+    leaf: Leaf
+    file_key: str
+    transform: Transform | None
+    sharding: Sharding | None  # concrete sharding to place with; None for a Python scalar
+    layer: StackLayer | None = None
+
+    def placement(self) -> Sharding:
+        """The concrete sharding of an array or PRNG leaf (only a Python scalar has none)."""
+        assert self.sharding is not None, f"{self.leaf.where}: a scalar leaf has no placement"
+        return self.sharding
+
+
+@dataclass
+class LoadPlan:
+    """What to read, in file order, and what to leave alone (reported).
+
+    `stacked` holds the stacked leaves; each has one step per layer in `steps`. `entries` says,
+    per model path (in model order) then per unused file key, what the load does with it.
+    """
+
+    steps: list[Step] = field(default_factory=list)
+    stacked: list[Stacked] = field(default_factory=list)
+    skipped: list[Leaf] = field(default_factory=list)
+    report: LoadReport = field(default_factory=LoadReport)
+    entries: list[PlanEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """What a load does with one model path or one file key (a row of `loader.plan`'s table).
+
+    Attributes:
+        path: the model path ("" for a file key no model path asks for).
+        shape / dtype: the model's (dtype as its safetensors name; "" when there is no leaf).
+        file_key / file_shape / file_dtype: the tensor read ("" and () when there is none).
+        transform: the key_map transform (`str` of a declared chain, or the callable's name).
+        verdict: one of `loader.vocabulary.VERDICTS`.
+        note: why (the pattern that ignored it, the closest name, the cast).
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    file_key: str
+    file_shape: tuple[int, ...]
+    file_dtype: str
+    transform: str
+    verdict: str
+    note: str = ""
+
+
+@dataclass
+class Stacked:
+    """One stacked leaf of a plan: its `Stack`, placement, and what is filled of it so far.
+
+    Attributes:
+        leaf: the model's leaf (the whole stack).
+        stack: its key_map entry (keys, axis, per-layer transform).
+        sharding: the concrete sharding the leaf is placed with.
+        host: the host buffer a staging executor assembles the leaf in (allocated on first use).
+        written: the layers copied into `host` so far.
+        placed: True once the leaf holds its value (`pipelined` places it itself).
+    """
+
+    leaf: Leaf
+    stack: Stack
+    sharding: Sharding
+    host: np.ndarray | None = None
+    written: set[int] = field(default_factory=set)
+    placed: bool = False
+
+    @property
+    def layer_ndim(self) -> int:
+        return len(self.leaf.shape) - 1
+
+    @property
+    def axis(self) -> int:
+        return self.stack.leaf_axis(self.layer_ndim)
+
+    def layer_index(self, i: int) -> tuple[slice | int, ...]:
+        """The index of layer `i` in the whole leaf."""
+        return self.stack.index(i, self.layer_ndim)
+
+
+@dataclass(frozen=True)
+class StackLayer:
+    """What a layer step fills: layer `index` of `group`."""
+
+    group: Stacked
+    index: int

@@ -1,0 +1,50 @@
+"""A layout's shard files as the slice reader sees them: a header, and byte runs read into a buffer.
+
+`SliceFile` is what `loader.sharded.slices.SliceReader` reads through; `LocalSliceFile` is a local
+file (`os.preadv`), `loader.sharded.remote.RemoteSliceFile` a remote one (checked range requests).
+A `loader.sharded.layout.LayoutSource` opens its files as one or the other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from loader.format import Header, read_header
+from loader.format.source import pread_exact
+
+#: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
+Run = tuple[int, int, int]
+
+
+class SliceFile(Protocol):
+    """One open shard file: its header, and reads of byte runs into a host buffer."""
+
+    header: Header
+
+    def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
+        """Fill the uint8 array `raw`: `raw[a : a + n]` from the file's bytes at `offset`, for
+        each run `(a, offset, n)`; `what` (the slice) is named in errors."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalSliceFile:
+    """A local shard file, its header validated (`read_header`), runs read with `os.preadv`."""
+
+    def __init__(self, path: Path) -> None:
+        self.header = read_header(path)
+        self._path = path
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
+        where = f"{self._path}: {what}"
+        for a, offset, n in runs:
+            pread_exact(self._fd, raw[a : a + n], offset, where=where)
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -1,0 +1,145 @@
+"""Follow one tensor of a tiny load from `loader.load_model` to its device buffer, file by file.
+
+`docs/design.md` walks one tensor through the loader; this counts that walk from a real load, so
+the page and the code cannot drift apart unseen. A profiler (`sys.setprofile`, and
+`threading.setprofile` for the reader threads) watches a `pipelined` load of a one-tensor
+checkpoint and keeps the call stack at each of the tensor's stops:
+
+- `plan`: its planned step is made (`Step(...)`);
+- `read`: its bytes are read from the file (`os.preadv` on a reader thread);
+- `put`: its buffer is handed to its device (`jax.device_put`).
+
+Each stack is cut to the loader's own frames, outermost first, as the files it passes through
+(consecutive frames in one file are one stay); a reader thread's stack is put after the stack
+that started the thread. The walk takes the stops in the order they happened, each from where
+the one before it left off: down from the deepest file the two stacks share, so a file is
+entered again only when the walk leaves it and comes back. "files" counts the distinct files on
+the walk, "entries" how often it enters each one.
+
+    .venv/bin/python scripts/tensor_walk.py            # the default tiny load (64 x 64, f32)
+    .venv/bin/python scripts/tensor_walk.py --cast     # a bf16 model from the f32 file
+    .venv/bin/python scripts/tensor_walk.py --strict   # no read before the plan: a job reads it
+    .venv/bin/python scripts/tensor_walk.py --staging  # through the staging ring
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+LOADER = str(ROOT / "loader") + os.sep
+SHAPE = (64, 64)  # the one tensor's shape
+
+
+def _loader_files(frame: FrameType | None) -> list[str]:
+    """The loader files on the stack from `frame` outwards, outermost first, runs merged."""
+    files: list[str] = []
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(LOADER):
+            files.append(os.path.relpath(name, ROOT))
+        frame = frame.f_back
+    files.reverse()
+    return [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
+
+
+class Walk:
+    """The stacks at the tensor's stops, taken by a profile function on every thread."""
+
+    def __init__(self) -> None:
+        self.stops: dict[str, list[str]] = {}  # in the order they happened
+        self.origins: dict[str, list[str]] = {}  # thread name -> the stack that started it
+        self.lock = threading.Lock()
+
+    def _keep(self, stop: str, frame: FrameType | None) -> None:
+        origin = self.origins.get(threading.current_thread().name, [])
+        with self.lock:
+            if stop not in self.stops:
+                stack = [*origin, *_loader_files(frame)]
+                self.stops[stop] = [f for i, f in enumerate(stack) if i == 0 or stack[i - 1] != f]
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call" and getattr(arg, "__name__", "") == "preadv":
+            if threading.current_thread().name.startswith("loader-"):
+                self._keep("read", frame)
+        elif event == "call":
+            code, owner = frame.f_code, frame.f_locals.get("self")
+            if code.co_name == "device_put" and code.co_filename.endswith("jax/_src/api.py"):
+                if getattr(frame.f_locals.get("x"), "shape", None) == SHAPE:  # the tensor's
+                    self._keep("put", frame)
+            elif code.co_name == "__init__" and type(owner).__name__ == "Step":
+                self._keep("plan", frame.f_back)
+            elif code.co_name == "start" and isinstance(owner, threading.Thread):
+                with self.lock:
+                    self.origins.setdefault(owner.name, _loader_files(frame.f_back))
+
+    def entries(self) -> list[str]:
+        """The files the walk enters, in order (see the module docstring)."""
+        walked: list[str] = []
+        previous: list[str] = []
+        for stack in self.stops.values():
+            shared = 0
+            while shared < min(len(stack), len(previous)) and stack[shared] == previous[shared]:
+                shared += 1
+            walked += stack[shared:]
+            previous = stack
+        return walked
+
+
+def _checkpoint(folder: Path) -> tuple[Any, Path]:
+    """A one-tensor checkpoint (a 64 x 64 f32 kernel) and the builder of its model."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    import loader
+
+    def build(dtype: Any = jnp.float32) -> nnx.Module:
+        return nnx.Linear(*SHAPE, use_bias=False, param_dtype=dtype, rngs=nnx.Rngs(0))
+
+    path = folder / "tiny.safetensors"
+    loader.save_model(build(), path)
+    return build, path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cast", action="store_true", help="load into a bf16 model")
+    parser.add_argument("--strict", action="store_true", help="strict: no speculative read")
+    parser.add_argument("--staging", action="store_true", help="through the staging ring")
+    args = parser.parse_args(argv)
+    import jax.numpy as jnp
+
+    import loader
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build, path = _checkpoint(Path(tmp))
+        dtype = jnp.bfloat16 if args.cast else jnp.float32
+        walk = Walk()
+        threading.setprofile(walk)
+        sys.setprofile(walk)
+        try:
+            options = {"staging": True} if args.staging else {}
+            target = lambda: build(dtype)  # noqa: E731
+            loader.load_model(target, path, casts="allow", strict=args.strict, **options)
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+    for stop, stack in walk.stops.items():
+        print(f"{stop:5} {' -> '.join(stack)}")
+    entries = Counter(walk.entries())
+    print(f"files: {len(entries)}; most entries of one file: {max(entries.values())}")
+    for name, n in sorted(entries.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {n}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

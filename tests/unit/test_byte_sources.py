@@ -1,0 +1,128 @@
+"""Byte sources (`loader.pipeline.sources`): the engine reads through the protocol alone.
+
+A checkpoint held in memory (`MemoryCheckpoint`, one module and nothing else) loads through the
+pipelined engine exactly, also with rows read once for every device that holds them (the path a
+URL takes, here without a link), and the sizes of a load are worked out once from the options and
+the source (`Sizing`). Targets are poisoned, and every tensor is checked bit for bit against the
+synthetic checkpoint, so a source that reads nothing fails.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec
+
+import shapes
+from loader.phases import NULL_PROBE
+from loader.pipeline import Pipeline, PipelineOptions
+from loader.pipeline.regions import MemoryBytes
+from loader.pipeline.sizing import Sizing, scratch_bytes
+from loader.pipeline.sources.memory import MemoryCheckpoint
+from loader.placement.leaves import iter_variables
+from loader.planning.policy import LoadPolicy
+from loader.sequence import LoadArgs, Recipe, run_load
+from loader.sharded.rule import AXIS
+
+SPEC = shapes.ShapeSpec(
+    "test",
+    "",
+    ("model.safetensors",),
+    (
+        shapes.TensorSpec("big.weight", "F32", (256, 256), "model.safetensors"),
+        shapes.TensorSpec("wide.weight", "F32", (3, 40000), "model.safetensors"),
+        shapes.TensorSpec("vec.bias", "F32", (20000,), "model.safetensors"),
+        shapes.TensorSpec("a.bias", "F32", (16,), "model.safetensors"),
+        shapes.TensorSpec("b.bias", "F32", (16,), "model.safetensors"),
+        shapes.TensorSpec("half.weight", "BF16", (64, 48), "model.safetensors"),
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return shapes.synthesize(SPEC, tmp_path_factory.mktemp("memory"))
+
+
+def memory_load(target, blob: bytes, *, options=None, strict=False, **source):
+    recipe = Recipe[MemoryCheckpoint](
+        lambda: Pipeline(options or PipelineOptions(), strict=strict),
+        open_source=lambda _path: MemoryCheckpoint(blob, **source),
+    )
+    args = LoadArgs(strict=strict, policy=LoadPolicy.of(casts="allow"))
+    return run_load(recipe, target, "memory.safetensors", NULL_PROBE, args)
+
+
+def verify(model, ckpt) -> int:
+    n = 0
+    for path, var in iter_variables(model):
+        shapes.verify_tensor(ckpt, ".".join(map(str, path)), np.asarray(var.get_value()))
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["speculating", "strict"])
+def test_a_checkpoint_in_memory_loads_exactly_through_the_engine(ckpt, poison, strict):
+    model = shapes.model_builder(SPEC)()
+    poison(model)
+    model, report = memory_load(model, ckpt.read_bytes(), strict=strict)
+    assert verify(model, ckpt) == len(SPEC.tensors)
+    assert sorted(report.loaded) == sorted(t.name for t in SPEC.tensors)
+    assert report.remote is None  # the source's own statistics: none for memory
+
+
+@pytest.mark.parametrize("shares_rows", [False, True], ids=["per-device", "rows-once"])
+def test_rows_several_devices_hold_load_exactly_read_once_or_per_device(
+    ckpt, monkeypatch, shares_rows
+):
+    """A kernel split by columns over 8 devices: every block spans every row. A source whose rows
+    are shared (a URL's) reads each stored byte once; one that is not reads rows per device."""
+    big = 256 * 256 * 4
+    read = []
+    real = MemoryBytes.read
+
+    def counted(self, offset, out):
+        if self.raw.nbytes == big:
+            read.append(out.nbytes)
+        real(self, offset, out)
+
+    monkeypatch.setattr(MemoryBytes, "read", counted)
+    mesh = jax.make_mesh((8,), (AXIS,))
+    with jax.set_mesh(mesh):
+        built = shapes.model_builder(SPEC, dtype="bfloat16")()
+        kernel = built.big.weight
+        kernel.set_value(
+            jax.device_put(kernel.get_value(), NamedSharding(mesh, PartitionSpec(None, AXIS)))
+        )
+        options = PipelineOptions(budget=1 << 20)  # strict: no speculative read of it
+        model, report = memory_load(
+            built, ckpt.read_bytes(), options=options, strict=True, shares_rows=shares_rows
+        )
+    assert "big.weight" in {cast.path for cast in report.casts}
+    assert verify(model, ckpt) == len(SPEC.tensors)
+    assert {s.data.shape for s in model.big.weight.get_value().addressable_shards} == {(256, 32)}
+    assert sum(read) == big if shares_rows else sum(read) == 8 * big
+
+
+def test_the_sizes_are_worked_out_once_from_the_options_and_the_source(ckpt):
+    source = MemoryCheckpoint(ckpt.read_bytes(), threads=3)
+    sizing = Sizing.of(PipelineOptions(budget=64 << 20), source, staged=False)
+    assert sizing.threads == 3  # the source's own count, `threads=` not given
+    assert sizing.scratch_bytes == scratch_bytes(64 << 20, 3, source.total_bytes)
+    assert sizing.reserved_bytes == 3 * sizing.scratch_bytes and sizing.ring_slots == 0
+    staged = Sizing.of(PipelineOptions(budget=64 << 20, threads=2), source, staged=True)
+    assert staged.threads == 2 and staged.ring_slots == 4  # two slots a reader
+    assert staged.reserved_bytes == 2 * staged.scratch_bytes + 4 * staged.slot_bytes <= 64 << 20
+
+
+def test_the_engine_reserves_what_the_sizing_says_before_any_thread_starts(ckpt):
+    pipeline = Pipeline(PipelineOptions(budget=8 << 20))
+    with MemoryCheckpoint(ckpt.read_bytes(), threads=2) as source:
+        try:
+            pipeline.start(source, NULL_PROBE)
+            assert pipeline.sizing is not None and pipeline.budget is not None
+            assert pipeline.stats.threads == pipeline.sizing.threads == 2
+            assert pipeline.budget.reserved_bytes == pipeline.sizing.reserved_bytes > 0
+        finally:
+            pipeline.close()
