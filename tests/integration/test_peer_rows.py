@@ -10,7 +10,8 @@ from bench.run.config import RunConfig
 from bench.run.matrix import Checkpoint, plan
 from bench.run.runner import run_bench
 from bench.strategies import catalog
-from loader.vocabulary import OK, PEER, TOTAL
+from bench.vocabulary import OK
+from loader.vocabulary import PEER, TOTAL
 
 PEERS = {name: info for name, info in catalog().items() if info.kind == PEER}
 INSTALLED = sorted(name for name, info in PEERS.items() if info.available() and not info.models)
