@@ -28,6 +28,7 @@ from bench.errors import BenchError
 from bench.records.results import Results, read_results
 from dashboard import charts
 from dashboard.sections import ReportFrames, report_frames
+from shapes.sizes import format_bytes
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     tmp = out.with_name(out.name + ".part")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)  # never a half-written report
-    print(f"report: {out} ({len(text.encode()) / (1 << 20):.1f} MiB, opens offline)")
+    print(f"report: {out} ({format_bytes(len(text.encode()))}, opens offline)")
     for file, message in results.errors:
         print(f"report: skipped part of {file}: {message}", file=sys.stderr)
     return 0

@@ -353,7 +353,7 @@ def ceiling_line(rows: pd.DataFrame) -> CeilingLine | None:
         return None
     x = float(seconds.median())
     ids = sorted({p for p in rows.get("ceiling_probe_id", []) if isinstance(p, str)})
-    text = f"{x:.2f} s" if x >= 0.1 else f"{x * 1000:.1f} ms"
+    text = style.seconds(x)
     links = [i.removeprefix(LINK_PROBE) for i in ids if i.startswith(LINK_PROBE)]
     if links and len(links) == len(ids):  # a shaped link's: the bytes over its bandwidth
         return CeilingLine(x, f"ceiling {text} (the bytes over the {', '.join(links)} link)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -187,18 +188,22 @@ def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
     capped = pd.to_numeric(phases.get("disk_read_bytes_per_s", pd.Series(dtype=float))).dropna()
     if len(capped):
         st.caption(
-            f"Disk reads capped at {capped.iloc[0] / 1e6:.0f} MB/s in this run "
+            f"Disk reads capped at {style.rate(capped.iloc[0])} in this run "
             "(`bench run --disk-read-speed`): cold times are that disk's, not this machine's."
         )
     return phases
 
 
-def number_table(table: pd.DataFrame, formats: dict[str, str], labels: dict[str, str]) -> Any:
-    """`table` as a Styler whose numbers use `formats` (`str.format` style) and whose missing
-    values (a failed run has no peak or time) read as "–", not a grey "None"; `labels` renames
-    columns. The formats live in the Styler: a column_config format would override na_rep."""
+Format = str | Callable[[float], str]  # `"{:.2f}×"`, or a function such as `style.seconds`
+
+
+def number_table(table: pd.DataFrame, formats: dict[str, Format], labels: dict[str, str]) -> Any:
+    """`table` as a Styler whose numbers use `formats` (`str.format` style, or a function of
+    `style`) and whose missing values (a failed run has no peak or time) read as "–", not a grey
+    "None"; `labels` renames columns. The formats live in the Styler: a column_config format
+    would override na_rep."""
     by_column: dict[Any, Any] = dict(formats)
-    styler = table.style.format(by_column, na_rep="–")
+    styler = table.style.format(by_column, na_rep=style.UNKNOWN)
     return styler, {c: st.column_config.Column(label) for c, label in labels.items()}
 
 
@@ -215,7 +220,7 @@ def status_table(phases: pd.DataFrame) -> None:
     st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))
     styler, config = number_table(
         table,
-        {"peak_ratio": "{:.2f}×", "wall_s": "{:.2f} s"},
+        {"peak_ratio": "{:.2f}×", "wall_s": style.seconds},
         {"peak_ratio": "× checkpoint", "wall_s": "wall"},
     )
     st.dataframe(

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.records.results import ROUTE
-from dashboard import charts, data, frames, widgets
+from dashboard import charts, data, frames, style, widgets
 from loader.vocabulary import OK, STREAM
 
 
@@ -54,22 +54,25 @@ def _substeps(rows: pd.DataFrame) -> None:
         return
     steps = pd.DataFrame([dict(s or {}) for s in stream["substeps_s"]], index=stream.index)
     steps.insert(0, "strategy", stream["strategy"])
-    st.markdown("**Inside `stream`**: median seconds spent per sub-step")
-    med = steps.groupby("strategy").median()
-    st.dataframe(
-        med,
-        width="content",
-        column_config={c: st.column_config.NumberColumn(format="%.2f s") for c in med.columns},
-    )
+    st.markdown("**Inside `stream`**: median seconds spent per sub-step (– where none was timed)")
+    med = steps.groupby("strategy").median().reset_index()
+    seconds: dict[str, widgets.Format] = {c: style.seconds for c in med.columns[1:]}
+    styler, config = widgets.number_table(med, seconds, {})
+    st.dataframe(styler, hide_index=True, width="content", column_config=config)
+
+
+def _format(column: str) -> widgets.Format:
+    """How "The numbers" writes a column: seconds, a ratio, a size, or a count."""
+    if column.endswith("_s"):
+        return style.seconds
+    if column.endswith("ratio"):
+        return "{:.2f}×"
+    return style.size if column.endswith("_bytes") else "{:,.0f}"
 
 
 def _numbers(med: pd.DataFrame) -> None:
     with st.expander("The numbers"):
-        formats = {
-            c: "{:.2f} s" if c.endswith("_s") else ("{:.2f}×" if c.endswith("ratio") else "{:,.0f}")
-            for c in med.columns
-            if med[c].dtype.kind in "fi"
-        }
+        formats = {c: _format(c) for c in med.columns if med[c].dtype.kind in "fi"}
         table = med.sort_values(["strategy", "phase_order"])
         styler, config = widgets.number_table(table, formats, {})  # a missing value reads "–"
         st.dataframe(styler, hide_index=True, column_config=config)

@@ -18,7 +18,7 @@ def test_report_is_one_offline_file(fixture_results, tmp_path, capsys):
     assert "function" in text and "vegaEmbed(" in text  # the bundle is inlined, then called
     # the newest run's (beta) answer for gpt2, as the Overview says: in GiB, with the minimum
     assert re.search(
-        r"On 64\.00 GiB: use eager — [\d.]+ GiB peak \(2\.75× checkpoint\), 0\.54 s", text
+        r"On 64\.0 GiB: use eager — [\d.]+ GiB peak \(2\.75× checkpoint\), 0\.54 s", text
     )
     assert re.search(r"needs at least [\d.]+ MiB \(pipelined\)", text)
     assert "CPU backend: the weights live in host RAM." in text  # the backend its runs were on

@@ -96,7 +96,7 @@ def test_a_tie_on_time_goes_to_the_lighter():
     assert rec.recommended == "pipelined"
     assert [s.strategy for s in rec.strategies][:2] == ["pipelined", "hostcast"]
     (said,) = [s for s in sentences(_advice(rec)) if "too close to call" in s]
-    assert "hostcast (1.15 s, 349.0 MiB)" in said and "for its lower predicted peak" in said
+    assert "hostcast (1.15 s, 349 MiB)" in said and "for its lower predicted peak" in said
     assert sentences(_advice(rec))[0].startswith("Recommended: pipelined")
 
 
