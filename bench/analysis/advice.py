@@ -21,6 +21,7 @@ from typing import Any
 from bench.analysis.accelerator import Accelerator, accelerator_sentences, on_accelerator
 from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.fit import FitModel
+from bench.analysis.predictions import choice as rec_choice
 from bench.analysis.recommend import (
     MIN_FIT_BYTES,
     TIGHT_FRACTION,
@@ -397,6 +398,10 @@ def to_json(advice: Advice) -> dict[str, Any]:
         "strategies": [s.to_dict() for s in advice.rec.strategies],
         "unmeasured": advice.rec.unmeasured,
         "too_close_to_call": [s.strategy for s in close_to_recommended(advice.rec)],
+        # the one tie rule's answer (`bench.analysis.verdicts`): the strategies tied with the
+        # recommended one on time (their 95% intervals overlap), and its sentence
+        "ties": [s.strategy for s in close_to_recommended(advice.rec)],
+        "choice": choice.to_dict() if (choice := rec_choice(advice.rec.strategies)) else None,
         "details": details(advice),
         "backends": advice.backends,
     }

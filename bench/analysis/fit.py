@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.analysis.intervals import interval
+
 
 @dataclass(frozen=True)
 class FitModel:
@@ -55,7 +57,13 @@ class FitModel:
     wall_error_out_of_sample: float | None = None
     most_repeats: int = 1  # the most repeats of one shape set (1: no spread was measured)
     peak_bytes_per_small_tensor_byte: float = 0.0  # h: glibc's retained heap (bench.host.allocator)
-    wall_repeat_typical_spread: float = 0.0  # a typical repeat's deviation (bench.analysis.ties)
+    wall_repeat_typical_spread: float = 0.0  # a typical repeat's deviation
+    # the 95% interval of the time on the largest measured shape set, relative to its estimate
+    # (its paired ratios where the rows carry them, else its walls; `bench.analysis.intervals`):
+    # what a prediction's interval is widened by (`bench.analysis.ties`). 1.0 and 1 repeat: none.
+    wall_interval_low: float = 1.0
+    wall_interval_high: float = 1.0
+    wall_interval_repeats: int = 1
 
     def peak_over_baseline(self, ckpt: float, largest: float, small: float) -> float:
         """The predicted peak over the baseline of a checkpoint of these sizes."""
@@ -213,7 +221,25 @@ def fit(rows: pd.DataFrame, target_checkpoint_bytes: int, heap: bool = True) -> 
         most_repeats=int(rows.groupby("shapes").size().max()),
         peak_bytes_per_small_tensor_byte=h,
         wall_repeat_typical_spread=typical_repeat_spread(rows),
+        **relative_interval(rows),
     )
+
+
+def relative_interval(rows: pd.DataFrame) -> dict[str, Any]:
+    """The time's 95% interval on the largest measured checkpoint, relative to its estimate: its
+    repeats' paired ratios where every one carries a reference, else their walls."""
+    ckpt = pd.to_numeric(rows["checkpoint_bytes"])
+    largest = rows[ckpt == ckpt.max()]
+    paired = _column(largest, "paired_ratio")
+    values = paired if paired.notna().all() else pd.to_numeric(largest["wall_s"])
+    iv = interval(values.dropna().tolist())
+    if iv is None or iv.n < 2:
+        return {}
+    return {
+        "wall_interval_low": iv.low / iv.estimate,
+        "wall_interval_high": iv.high / iv.estimate,
+        "wall_interval_repeats": iv.n,
+    }
 
 
 def _rel_error(predicted: np.ndarray, measured: np.ndarray) -> float:

@@ -1,23 +1,35 @@
-"""History: each strategy's peak and time across runs, and the runs where they moved.
+"""History: each strategy's peak and time across runs, the runs where they stepped, and where its
+configuration changed.
 
-A series is one machine, shape set, strategy and configuration (dtype, devices, processes, page
-cache, model, route: local, or source, link and concurrency): runs from different machines are
-never one series. Its points are the runs, ordered by when they started, each with the median
-over its ok repeats of three metrics -- peak over baseline (`peak_over_baseline_bytes`), wall
-time (`wall_s`) and wall over the same run's floor line (`floor_ratio`, which compares across
-machines) -- and labelled with what ran: loadbench's git commit and the versions of jax, flax and
-safetensors (`RunRecord`).
+A series is one machine, shape set, strategy and layout (dtype, devices, processes, page cache,
+model, route: local, or source, link and concurrency): runs from different machines are never one
+series. Its points are the runs, ordered by when they started, each with its ok repeats'
+peak over baseline (`peak_over_baseline_bytes`, median), time (`time_ratio`: the geometric mean
+of the paired ratios, each repeat's wall over the reference timed beside it, with its 95%
+interval; `bench.analysis.intervals`), wall time (`wall_s`, median; shown, never judged) and wall
+over the same run's floor line (`floor_ratio`), labelled with its date and loadbench's git commit
+(`label`), the versions of jax, flax and safetensors, and its configuration (`config`: budget,
+threads, cache policy, staging, host-RAM, CPU and disk limits, model dtype, and the machine's CPU,
+RAM and kernel). Link and concurrency are the route's, so another link is another series.
 
-Steps are found by binary segmentation with a Mann-Whitney U test (scipy), as asv's users expect a
-regression to be marked: within a segment of runs, a split is a candidate when the repeats on its
-two sides are separated -- every repeat on one side beyond every repeat on the other (beyond the
-spread, as `compare` asks), and a two-sided Mann-Whitney p below `ALPHA` where enough repeats
-stand on each side for the test to reach it -- and their medians differ by more than the metric's
-`MIN_STEP` and than a typical run's own repeats stray (relative: `typical_spread`); the candidate
-with the largest move is a step, and each side is searched again. So a time on a shared machine
-that moved no more than its repeats do, or with one noisy repeat inside the other side's range, is
-no step. A step is reported at the first run after it, with the medians before and after (within
-its segments). No jax.
+A change of configuration between two runs of a series is a `Boundary`, labelled with what
+changed ("budget 256.0 MiB -> 32.0 MiB"), never a step: steps are looked for only between runs of
+one configuration. A step is found by binary segmentation over those runs, judged on the time
+and the peak only (absolute seconds follow the machine, which the paired ratio does not):
+
+- **time**: a split is a candidate when the ratio of the repeats' geometric means after and
+  before, with its 95% interval (Welch's t on the logarithms, `bench.analysis.compare.
+  ratio_interval`), lies wholly beyond `MIN_STEP` (10%) either way: a move its intervals cannot
+  explain;
+- **peak**: when the repeats on its two sides are separated (every repeat on one side beyond every
+  repeat on the other, and a two-sided Mann-Whitney p below `ALPHA` where enough repeats stand on
+  each side for the test to reach it) and their medians differ by more than `MIN_STEP` (5%) and
+  than a typical run's own repeats stray.
+
+The candidate with the largest move is a step, and each side is searched again. A step is
+reported at the first run after it, with the values before and after (within its segments).
+Rows of older files carry no reference: their time is their wall over the same run's floor line,
+and that change of reference is a boundary too. No jax.
 """
 
 from __future__ import annotations
@@ -29,6 +41,8 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
+from bench.analysis.compare import ratio_interval
+from bench.analysis.intervals import interval
 from bench.records.results import (
     GROUP_KEYS,
     LOCAL,
@@ -39,23 +53,52 @@ from bench.records.results import (
     with_route,
 )
 from loader.vocabulary import OK, REFERENCE, TOTAL
+from shapes.sizes import format_bytes
 
 PEAK = "peak_over_baseline_bytes"
+TIME = "time_ratio"
 WALL = "wall_s"
 FLOOR = "floor_ratio"
-METRICS = (PEAK, WALL, FLOOR)
+METRICS = (PEAK, TIME, WALL, FLOOR)
+#: What steps are judged on: the peak, and the time against its own moment's reference.
+STEP_METRICS = (PEAK, TIME)
 #: The least relative move a step must make: peaks repeat closely, times less so.
-MIN_STEP = {PEAK: 0.05, WALL: 0.15, FLOOR: 0.15}
+MIN_STEP = {PEAK: 0.05, TIME: 0.10}
 ALPHA = 0.05
 #: A series: the summary's configuration (`GROUP_KEYS`) on one machine, across runs.
 SERIES_KEYS = ["machine", *(k for k in GROUP_KEYS if k != "run_id")]
 LABELS = ["git_commit", "jax_version", "flax_version", "safetensors_version"]
+#: A run's configuration beyond its series: what each part is called in a boundary's label.
+ROW_CONFIG = {
+    "budget_bytes": "budget",
+    "threads": "threads",
+    "cache_policy": "cache policy",
+    "staging_memory": "staging",
+    "host_ram_bytes": "host RAM limit",
+    "cpus": "CPU limit",
+    "disk_read_bytes_per_s": "disk read cap",
+    "model_dtype": "model dtype",
+    "reference": "time reference",
+}
+RUN_CONFIG = {
+    "cpu_model": "CPU",
+    "cpu_count": "CPUs",
+    "ram_bytes": "RAM",
+    "kernel": "kernel",
+    "cpu_limit": "usable CPUs",
+}
+CONFIG = {**ROW_CONFIG, **RUN_CONFIG}
+SIZES = {"budget_bytes", "host_ram_bytes", "ram_bytes"}
+#: How the time of a row was referenced: the copy pass beside it, or (older files) the floor line.
+MOMENT, FLOOR_LINE = "copy pass beside each repeat", "the run's floor line"
 
 
 @dataclass(frozen=True)
 class Step:
     """Where one metric of one series moved: `run_id` is the first run after the step; `before`
-    and `after` the medians of the repeats on either side (within the segments around it)."""
+    and `after` the values on either side (within the segments around it: the medians of a
+    peak, the geometric means of a time), and for a time `low` and `high`, the 95% interval of
+    after / before."""
 
     shapes: str
     strategy: str
@@ -64,8 +107,10 @@ class Step:
     before: float
     after: float
     machine: str
-    p_value: float | None  # Mann-Whitney's; None where too few repeats for the test
+    p_value: float | None  # Mann-Whitney's (peak), Welch's one-sided (time); None: too few
     route: str = LOCAL  # local, or `s3 · 1Gbit · c16` (`bench.records.results.route`)
+    low: float | None = None
+    high: float | None = None
 
     @property
     def change(self) -> float:
@@ -77,13 +122,43 @@ class Step:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """Where a series' configuration changed: `run_id` is the first run of the new one, and
+    `change` says what changed (`budget 256.0 MiB -> 32.0 MiB`)."""
+
+    machine: str
+    shapes: str
+    strategy: str
+    route: str
+    run_id: str
+    change: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """`history --json`'s object under `boundaries`."""
+        return asdict(self)
+
+
+def config_value(name: str, value: Any) -> str:
+    """One part of a configuration as a boundary says it: sizes in GiB/MiB, `-` for unset."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if name in SIZES:
+        return format_bytes(float(value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def repeats(results: Results) -> pd.DataFrame:
-    """One row per ok repeat of a model-loading strategy: its series keys, run, start time, labels
-    and the three metrics (the floor ratio against its run's median floor line)."""
+    """One row per ok repeat of a model-loading strategy: its series keys, run, start time, labels,
+    configuration and the metrics (the time over its own reference; older rows, over the run's
+    median floor line)."""
     rows = with_route(headline(results.phases))
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == OK)]
     runs = results.runs.drop_duplicates("run_id", keep="last")
-    runs = runs[["run_id", "machine", "started_utc", *LABELS]]
+    run_columns = [c for c in ("run_id", "machine", "started_utc", *LABELS, *RUN_CONFIG) if c]
+    runs = runs[[c for c in run_columns if c in runs]]
     rows = rows.drop(columns=[c for c in ("machine",) if c in rows]).merge(runs, on="run_id")
     if "model" not in rows:
         rows = rows.assign(model="spec")
@@ -91,26 +166,70 @@ def repeats(results: Results) -> pd.DataFrame:
     floor_keys = ["run_id", "shapes", "cache"]
     floor = rows[rows["kind"] == REFERENCE].groupby(floor_keys)["wall_s"].median()
     floor_wall = rows.join(floor.rename("floor_wall"), on=floor_keys)["floor_wall"]
+    paired = pd.to_numeric(rows.get("paired_ratio", pd.Series(index=rows.index, dtype=float)))
+    by_floor = wall / pd.to_numeric(floor_wall)
+    floor_paired = rows[rows["kind"] == REFERENCE].assign(p=paired).groupby(floor_keys)["p"]
+    mine = rows.join(floor_paired.median().rename("fp"), on=floor_keys)["fp"]
     out = rows.assign(
         **{
             PEAK: pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"]),
             WALL: wall,
-            FLOOR: wall / pd.to_numeric(floor_wall),
+            TIME: paired.where(paired.notna(), by_floor),
+            FLOOR: (paired / mine).where(paired.notna() & mine.notna(), by_floor),
+            "reference": [MOMENT if p == p else FLOOR_LINE for p in paired],
         }
     )
+    for name in ROW_CONFIG:
+        if name not in out:
+            out[name] = None
     return out[out["kind"] != REFERENCE]
 
 
+def _label(started: Any, commit: Any) -> str:
+    """`2026-12-03 18:40 · 1a2b3c4`: when a run started and what code it ran."""
+    when = str(started)[:16].replace("T", " ") if isinstance(started, str) else "?"
+    return f"{when} · {commit}" if isinstance(commit, str) and commit else when
+
+
+def _config_text(frame: pd.DataFrame) -> pd.Series:
+    """`budget 256.0 MiB, CPU AMD EPYC, CPUs 2, ...`: the parts of each point's configuration
+    that are set."""
+    return frame[list(CONFIG)].apply(
+        lambda r: ", ".join(
+            f"{CONFIG[k]} {config_value(k, r[k])}" for k in CONFIG if config_value(k, r[k]) != "-"
+        ),
+        axis=1,
+    )
+
+
 def points(results: Results) -> pd.DataFrame:
-    """One row per (series, run), ordered by series then the run's start: the medians of the
-    metrics over its ok repeats, the repeats counted, and the run's labels."""
+    """One row per (series, run), ordered by series then the run's start: the peak's and the
+    wall's medians over its ok repeats, the time's geometric mean and 95% interval
+    (`time_low`, `time_high`), the floor ratio, the repeats counted, the run's labels, its
+    `label` (date and commit) and its configuration (`config`, and each part's own column)."""
     reps = repeats(results)
     keys = [*SERIES_KEYS, "run_id", "started_utc"]
     if reps.empty:
-        return pd.DataFrame(columns=[*keys, *LABELS, *METRICS, "repeats"])
+        return pd.DataFrame(columns=[*keys, *LABELS, *METRICS, "repeats", "label", "config"])
+    for name in CONFIG:
+        if name not in reps:
+            reps[name] = None
     grouped = reps.groupby(keys, dropna=False, sort=False)
-    frame = grouped[list(METRICS)].median().join(grouped[LABELS].first())
+    frame = grouped[[PEAK, WALL, FLOOR]].median()
+    times = grouped[TIME].agg(lambda v: interval(v.dropna().tolist()))
+    frame = frame.assign(
+        **{
+            TIME: [iv.estimate if iv else float("nan") for iv in times],
+            "time_low": [iv.low if iv and iv.n > 1 else float("nan") for iv in times],
+            "time_high": [iv.high if iv and iv.n > 1 else float("nan") for iv in times],
+        }
+    )
+    frame = frame.join(grouped[[*LABELS, *CONFIG]].first())
     frame = frame.join(grouped.size().rename("repeats")).reset_index()
+    frame = frame.assign(
+        label=[_label(s, c) for s, c in zip(frame["started_utc"], frame["git_commit"])],
+        config=_config_text(frame),
+    )
     return frame.sort_values([*SERIES_KEYS, "started_utc", "run_id"], kind="stable")
 
 
@@ -140,73 +259,179 @@ def typical_spread(samples: list[list[float]]) -> float:
     return float(pd.Series(spreads).median()) if spreads else 0.0
 
 
-def _split(samples: list[list[float]], min_step: float) -> tuple[int, float | None] | None:
+@dataclass(frozen=True)
+class _Move:
+    """A candidate split's move: relative size, p, and (a time) the ratio's 95% interval."""
+
+    size: float
+    p: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+def _peak_move(before: list[list[float]], after: list[list[float]]) -> _Move | None:
+    """A step of the peak: separated repeats whose medians moved beyond `MIN_STEP` and a typical
+    run's own spread; None where not."""
+    least = max(MIN_STEP[PEAK], typical_spread([*before, *after]))
+    lo, hi = _median(before), _median(after)
+    move = abs(hi - lo) / abs(lo) if lo else float("inf")
+    if move <= least:
+        return None
+    separated, p = _separated([v for r in before for v in r], [v for r in after for v in r])
+    return _Move(move, p) if separated else None
+
+
+def _time_move(before: list[list[float]], after: list[list[float]]) -> _Move | None:
+    """A step of the time: the 95% interval of after / before (geometric means) wholly beyond
+    `MIN_STEP` either way; None where not."""
+    ratio, low, high, p = ratio_interval(
+        [v for r in after for v in r], [v for r in before for v in r]
+    )
+    if ratio != ratio:
+        return None
+    least = 1 + MIN_STEP[TIME]
+    if low > least or high < 1 / least:
+        return _Move(abs(ratio - 1), min(p, 1 - p), low, high)
+    return None
+
+
+def _split(samples: list[list[float]], metric: str) -> tuple[int, _Move] | None:
     """The best split of `samples` (one list of repeats per run) that is a step, or None."""
-    least = max(min_step, typical_spread(samples))
-    best: tuple[float, int, float | None] | None = None  # (move, split, p): the largest move
+    judge = _time_move if metric == TIME else _peak_move
+    best: tuple[int, _Move] | None = None
     for k in range(1, len(samples)):
-        before = [v for run in samples[:k] for v in run]
-        after = [v for run in samples[k:] for v in run]
-        lo, hi = _median(samples[:k]), _median(samples[k:])
-        move = abs(hi - lo) / abs(lo) if lo else float("inf")
-        if move <= least:
-            continue
-        separated, p = _separated(before, after)
-        if not separated:
-            continue
-        if best is None or move > best[0]:
-            best = (move, k, p)
-    return (best[1], best[2]) if best else None
+        move = judge(samples[:k], samples[k:])
+        if move is not None and (best is None or move.size > best[1].size):
+            best = (k, move)
+    return best
 
 
-def _segment(samples: list[list[float]], min_step: float, lo: int, hi: int) -> list[tuple]:
-    """Steps in runs [lo, hi): (index of the first run after, p, median before, median after)."""
-    found = _split(samples[lo:hi], min_step)
+def _centre(samples: list[list[float]], metric: str) -> float:
+    """What a segment's value is said as: a time's geometric mean, a peak's median."""
+    if metric == TIME:
+        iv = interval([v for run in samples for v in run])
+        return iv.estimate if iv else float("nan")
+    return _median(samples)
+
+
+def _segment(samples: list[list[float]], metric: str, lo: int, hi: int) -> list[tuple]:
+    """Steps in runs [lo, hi): (index of the first run after, move, value before, after)."""
+    found = _split(samples[lo:hi], metric)
     if found is None:
         return []
-    k, p = found
+    k, move = found
     cut = lo + k
-    left = _segment(samples, min_step, lo, cut)
-    right = _segment(samples, min_step, cut, hi)
-    # the medians of the segments adjoining the step, once both sides are split further
+    left = _segment(samples, metric, lo, cut)
+    right = _segment(samples, metric, cut, hi)
+    # the values of the segments adjoining the step, once both sides are split further
     start = max([s[0] for s in left], default=lo)
     end = min([s[0] for s in right], default=hi)
-    step = (cut, p, _median(samples[start:cut]), _median(samples[cut:end]))
-    return sorted([*left, step, *right])
+    step = (cut, move, _centre(samples[start:cut], metric), _centre(samples[cut:end], metric))
+    return sorted([*left, step, *right], key=lambda t: t[0])
 
 
-def steps(results: Results, metrics: tuple[str, ...] = METRICS) -> list[Step]:
-    """Every step of every series, by machine, shape set, strategy, metric, then run order."""
+def _segments(series: pd.DataFrame, runs: list[str]) -> list[list[str]]:
+    """The runs of a series cut where its configuration changes (runs in start order)."""
+    configs = series.drop_duplicates("run_id").set_index("run_id")["config_key"]
+    out: list[list[str]] = []
+    for run in runs:
+        if out and configs[out[-1][-1]] == configs[run]:
+            out[-1].append(run)
+        else:
+            out.append([run])
+    return out
+
+
+def _change(before: pd.Series, after: pd.Series) -> str:
+    """`budget 256.0 MiB -> 32.0 MiB; threads - -> 4`: the parts of a configuration that moved."""
+    said = [
+        f"{CONFIG[k]} {config_value(k, before[k])} -> {config_value(k, after[k])}"
+        for k in CONFIG
+        if config_value(k, before[k]) != config_value(k, after[k])
+    ]
+    return "; ".join(said)
+
+
+def _with_config_key(reps: pd.DataFrame) -> pd.DataFrame:
+    for name in CONFIG:
+        if name not in reps:
+            reps[name] = None
+    key = reps[list(CONFIG)].apply(lambda r: tuple(config_value(k, r[k]) for k in CONFIG), axis=1)
+    return reps.assign(config_key=key)
+
+
+def boundaries(results: Results) -> list[Boundary]:
+    """Every change of configuration between two runs of one series, at the first run after."""
+    reps = repeats(results)
+    if reps.empty:
+        return []
+    reps = _with_config_key(reps.sort_values(["started_utc", "run_id"], kind="stable"))
+    out = []
+    for key, series in reps.groupby(SERIES_KEYS, dropna=False, sort=True):
+        labels = dict(zip(SERIES_KEYS, key, strict=True))
+        first = series.drop_duplicates("run_id").set_index("run_id")
+        parts = _segments(series, list(first.index))
+        for prev, nxt in zip(parts, parts[1:]):
+            out.append(
+                Boundary(
+                    machine=str(labels["machine"]),
+                    shapes=str(labels["shapes"]),
+                    strategy=str(labels["strategy"]),
+                    route=str(labels[ROUTE]),
+                    run_id=str(nxt[0]),
+                    change=_change(first.loc[prev[-1]], first.loc[nxt[0]]),
+                )
+            )
+    return out
+
+
+def steps(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Step]:
+    """Every step of every series, by machine, shape set, strategy, metric, then run order; only
+    between runs of one configuration (`boundaries` says where it changed)."""
     reps = repeats(results)
     out: list[Step] = []
     if reps.empty:
         return out
-    reps = reps.sort_values(["started_utc", "run_id"], kind="stable")
+    reps = _with_config_key(reps.sort_values(["started_utc", "run_id"], kind="stable"))
     for key, series in reps.groupby(SERIES_KEYS, dropna=False, sort=True):
         labels = dict(zip(SERIES_KEYS, key, strict=True))
         runs = list(dict.fromkeys(series["run_id"]))
-        for metric in metrics:
-            by_run = [series.loc[series["run_id"] == r, metric].dropna().tolist() for r in runs]
-            kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
-            samples = [v for _, v in kept]
-            for cut, p, before, after in _segment(samples, MIN_STEP[metric], 0, len(samples)):
-                out.append(
-                    Step(
-                        shapes=str(labels["shapes"]),
-                        strategy=str(labels["strategy"]),
-                        metric=metric,
-                        run_id=str(kept[cut][0]),
-                        before=before,
-                        after=after,
-                        machine=str(labels["machine"]),
-                        p_value=p,
-                        route=str(labels[ROUTE]),
-                    )
-                )
+        for part in _segments(series, runs):
+            for metric in metrics:
+                out += _steps_of(series, part, metric, labels)
     return out
 
 
-METRIC_WORDS = {PEAK: "peak over baseline", WALL: "wall time", FLOOR: "wall / floor line"}
+def _steps_of(
+    series: pd.DataFrame, runs: list[str], metric: str, labels: dict[str, Any]
+) -> list[Step]:
+    by_run = [series.loc[series["run_id"] == r, metric].dropna().tolist() for r in runs]
+    kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
+    samples = [v for _, v in kept]
+    return [
+        Step(
+            shapes=str(labels["shapes"]),
+            strategy=str(labels["strategy"]),
+            metric=metric,
+            run_id=str(kept[cut][0]),
+            before=before,
+            after=after,
+            machine=str(labels["machine"]),
+            p_value=move.p,
+            route=str(labels[ROUTE]),
+            low=move.low,
+            high=move.high,
+        )
+        for cut, move, before, after in _segment(samples, metric, 0, len(samples))
+    ]
+
+
+METRIC_WORDS = {
+    PEAK: "peak over baseline",
+    TIME: "time / reference beside it",
+    WALL: "wall time",
+    FLOOR: "time / floor line",
+}
 
 
 def metric_text(metric: str, value: float) -> str:
@@ -215,13 +440,12 @@ def metric_text(metric: str, value: float) -> str:
         return "-"
     if metric == PEAK:
         return f"{value / (1 << 30):.3f} GiB"
-    return f"{value:.2f}x" if metric == FLOOR else f"{value:.2f} s"
+    return f"{value:.2f} s" if metric == WALL else f"{value:.2f}x"
 
 
 def steps_table(found: list[Step]) -> pd.DataFrame:
     """The steps as a table to show (the History page, the report): where, what, the first run
-    after, the medians before and after (GiB for a peak, s or x otherwise), the change."""
-
+    after, the values before and after (GiB for a peak, x for a time), the change."""
     return pd.DataFrame(
         {
             "machine": [s.machine for s in found],

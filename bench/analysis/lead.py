@@ -3,10 +3,10 @@
 A block of the summary (one configuration) leads with it. A strategy fits this host when its
 measured peak RSS leaves 10% of the host's RAM to spare (`bench.analysis.recommend.verdict`; the
 host's RAM is the `--host-ram` limit the children ran under, else the machine's). The answer is
-the fastest that fits; among those whose measured times overlap its own (min-max over the repeats:
-too close to call), the one with the lowest peak, as `recommend` breaks ties
-(`bench.analysis.ties`). Rows are ordered: the answer, the others that fit by time, those that do
-not fit by time, the reference line, then skipped and failed rows. No jax.
+`bench.analysis.verdicts.choose` over our own strategies that fit: the fastest, and among those
+whose 95% intervals overlap its own (too close to call), the lighter beyond the repeats' spread;
+its sentence is the one every view prints. Rows are ordered: the answer, the others that fit by
+time, those that do not fit by time, the reference line, then skipped and failed rows. No jax.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench.analysis.intervals import Interval
 from bench.analysis.recommend import TIGHT_FRACTION, verdict
-from bench.analysis.ties import PEAK_TIE_FRACTION, lightest_first, strictly_lighter
+from bench.analysis.verdicts import PAIRED, SECONDS, Candidate, Choice, choose
 from bench.records.results import Results
 from bench.vocabulary import FITS
 from loader.vocabulary import REFERENCE, STRATEGY
@@ -31,6 +32,7 @@ class Lead:
     recommended: str | None
     order: list[int]  # index labels of the block's rows
     ties: list[str]
+    choice: Choice | None = None  # the rule's choice and its sentence (None: none fits)
 
 
 def host_ram(results: Results, run_ids: list[str]) -> int | None:
@@ -50,10 +52,37 @@ def _measured(group: pd.DataFrame) -> pd.DataFrame:
     return group[(group["kind"] != REFERENCE) & wall.notna() & peak.notna()]
 
 
-def _overlaps(a: pd.Series, b: pd.Series) -> bool:
-    """The two rows' measured times (min-max over repeats) overlap: too close to call."""
-    return float(a["wall_s_min"]) <= float(b["wall_s_max"]) and float(b["wall_s_min"]) <= float(
-        a["wall_s_max"]
+def _number(row: pd.Series, key: str) -> float | None:
+    value = row.get(key)
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def candidate(row: pd.Series) -> Candidate:
+    """A summary row as the tie rule sees it: its paired ratio's interval where its repeats
+    carried a reference, else its wall time's (t on the log walls, in seconds)."""
+    n = int(_number(row, "paired_n") or 0)
+    paired = _number(row, "paired_ratio")
+    time: Interval | None
+    unit = PAIRED
+    if n and paired is not None:
+        low, high = _number(row, "paired_low"), _number(row, "paired_high")
+        time = Interval(paired, low or paired, high or paired, n)
+    else:
+        unit, wall = SECONDS, float(row["wall_s"])
+        low, high = _number(row, "wall_low"), _number(row, "wall_high")
+        repeats = int(_number(row, "ok_repeats") or 1)
+        time = Interval(wall, low or wall, high or wall, repeats if low is not None else 1)
+    peak = float(row["peak_rss_bytes"])
+    spread = (_number(row, "peak_rss_max") or peak) - (_number(row, "peak_rss_min") or peak)
+    unstable = row.get("unstable")
+    return Candidate(
+        strategy=str(row["strategy"]),
+        seconds=float(row["wall_s"]),
+        time=time,
+        peak_bytes=peak,
+        peak_spread_bytes=spread,
+        unit=unit,
+        unstable=unstable if isinstance(unstable, str) else None,
     )
 
 
@@ -66,40 +95,38 @@ def lead(group: pd.DataFrame, ram: int | None) -> Lead:
     # a peer is measured beside ours and ranked with them, but only our own are recommended
     # (the dashboard's headline reads this same rule)
     ours = fits[fits["kind"] == STRATEGY]
-    best, ties = None, []
-    if len(ours):
-        fastest = ours.iloc[0]
-        close = ours[[_overlaps(fastest, r) for _, r in ours.iterrows()]]
-        peaks = [float(p) for p in close["peak_rss_bytes"]]
-        best = close.iloc[lightest_first(peaks, [float(w) for w in close["wall_s"]])[0]]
-        ties = [str(s) for s in close["strategy"] if s != best["strategy"]]
+    by_name = {str(r["strategy"]): i for i, r in ours.iterrows()}
+    choice = choose([candidate(r) for _, r in ours.iterrows()])
+    best = by_name[choice.best.strategy] if choice else None
     rest = measured.drop(fits.index).sort_values("wall_s", kind="stable")
     reference = group[group["kind"] == REFERENCE]
     failed = group.drop([*measured.index, *reference.index]).sort_values("status", kind="stable")
-    order = [i for i in fits.index if best is None or i != best.name]
-    order = ([best.name] if best is not None else []) + order
+    order = [i for i in fits.index if i != best]
+    order = ([best] if best is not None else []) + order
     order += [*rest.index, *reference.index, *failed.index]
-    return Lead(ram, str(best["strategy"]) if best is not None else None, order, ties)
+    return Lead(
+        ram,
+        choice.best.strategy if choice else None,
+        order,
+        [t.strategy for t in choice.ties] if choice else [],
+        choice,
+    )
 
 
 def use_line(group: pd.DataFrame, answer: Lead, format_size) -> str:
-    """The block's last line: `use X: P peak, T s` on this host, or that none fits."""
+    """The block's last line: `use X: P peak, T s`, then the rule's sentence (why X), on this
+    host; or that none fits."""
     if answer.host_ram_bytes is None:
         return "no run record: this host's RAM is unknown, so no strategy is named"
     ram = format_size(answer.host_ram_bytes)
-    if answer.recommended is None:
+    if answer.recommended is None or answer.choice is None:
         measured = _measured(group)
         if not (measured["kind"] == STRATEGY).any():
             return "no strategy of loadbench's own loaded a model ok here, so none is named"
         return f"no strategy fits this host's {ram} with {TIGHT_FRACTION:.0%} to spare"
     row = group[group["strategy"] == answer.recommended].iloc[0]
-    why = f"the fastest that fits this host's {ram} with {TIGHT_FRACTION:.0%} to spare"
-    if answer.ties:
-        tied = group[group["strategy"].isin(answer.ties)]["peak_rss_bytes"]
-        lighter = strictly_lighter(float(row["peak_rss_bytes"]), [float(p) for p in tied])
-        edge = "lighter" if lighter else f"as light (within {PEAK_TIE_FRACTION:.0%}) and faster"
-        why += f"; {', '.join(answer.ties)} too close to call on time, {answer.recommended} {edge}"
     return (
         f"use {answer.recommended}: {format_size(row['peak_rss_bytes'])} peak, "
-        f"{float(row['wall_s']):.2f} s ({why})"
+        f"{float(row['wall_s']):.2f} s, of those that fit this host's {ram} with "
+        f"{TIGHT_FRACTION:.0%} to spare: {answer.choice.sentence}"
     )

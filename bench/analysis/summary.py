@@ -22,6 +22,7 @@ import pandas as pd
 
 from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.device_summary import device_columns, device_peak
+from bench.analysis.intervals import ADVICE
 from bench.analysis.lead import Lead, host_ram, lead, use_line
 from bench.analysis.shares import process_label, process_shares, share_lines
 from bench.link import FILE_SOURCE, UNSHAPED
@@ -280,13 +281,26 @@ def _name(row: pd.Series, answer: Lead) -> str:
     return mark + name + (" (default)" if name == DEFAULT_STRATEGY else "")
 
 
+def paired_text(row: pd.Series) -> str:
+    """`2.57x (2.11-3.14, n=6)`: the paired ratio's estimate, 95% interval and repeats; the
+    median `ceiling_ratio` in rows that carry no reference (older files); `-` neither."""
+    paired, n = _num(row.get("paired_ratio")), _int(row.get("paired_n")) or 0
+    if paired is None:
+        ceiling = _num(row.get("ceiling_ratio"))
+        return f"{ceiling:.2f}x" if ceiling is not None else "-"
+    if n < 2:
+        return f"{paired:.2f}x (n=1)"
+    low, high = _num(row.get("paired_low")), _num(row.get("paired_high"))
+    return f"{paired:.2f}x ({low:.2f}-{high:.2f}, n={n})"
+
+
 def _cells(row: pd.Series, answer: Lead) -> list[str]:
     ratio, wall = _num(row["peak_ratio"]), _num(row["wall_s"])
     spread = ""
     if wall is not None and row["ok_repeats"] > 1:
         spread = f" ({_num(row['wall_s_min']):.2f}-{_num(row['wall_s_max']):.2f})"
     tput, received = _num(row["throughput_bytes_per_s"]), _num(row.get("received_bytes_per_s"))
-    ceiling, floor = _num(row.get("ceiling_ratio")), _num(row.get("floor_ratio"))
+    floor = _num(row.get("floor_ratio"))
     return [
         _name(row, answer),
         gib(_num(row["peak_rss_bytes"])),
@@ -296,7 +310,7 @@ def _cells(row: pd.Series, answer: Lead) -> list[str]:
         f"{_in_gib(tput)} GiB/s" if tput is not None else "-",
         f"{_in_gib(received)} GiB/s" if received is not None else "-",
         f"{floor:.2f}x" if floor is not None else "-",
-        f"{ceiling:.2f}x" if ceiling is not None else "-",
+        paired_text(row),
         _inflight(row),
         _status(row),
     ]
@@ -311,8 +325,12 @@ COLUMNS = (
     ("wall s (min-max)", "median load time over the repeats"),
     ("GiB/s", "checkpoint / wall"),
     ("received/s", "bytes received / wall (several processes: all their bytes / the slowest's)"),
-    ("x floor", "wall / the floor line's (a bare read)"),
-    ("x ceiling", "wall / this machine's best read"),  # a shaped link's: `LINK_CEILING`
+    ("x floor", "x ceiling / the floor line's (a bare read, paired the same way)"),
+    (
+        "x ceiling",
+        "wall / a bare copy of the checkpoint timed right before and after each repeat "
+        "(geometric mean, 95% CI, repeats)",
+    ),  # a shaped link's: `LINK_CEILING`
     ("in flight / budget", "staging high-water mark / its bound"),
     ("status", ""),
 )
@@ -331,18 +349,24 @@ def _flag(row: pd.Series, key: str) -> bool | None:
 
 
 def _ceiling(group: pd.DataFrame) -> str:
-    """The block's ceiling: its rows' (a skipped or failed row has none), `2.00 s`; where its rows
-    were held to different bytes (several processes' shares beside a whole checkpoint), each
-    row's: `18.16 s pipelined, 18.20 s sharded (2 processes)`."""
-    if "ceiling_s" not in group:
+    """The block's ceiling: its rows' reference (a skipped or failed row has none; rows of older
+    files, the machine probe's `ceiling_s`), `2.00 s`, or over a moving machine its range
+    `0.21-0.43 s`; where its rows were held to different bytes (several processes' shares beside
+    a whole checkpoint), each row's: `18.16 s pipelined, 18.20 s sharded (2 processes)`."""
+    has_reference = "reference_s" in group and pd.to_numeric(group["reference_s"]).notna().any()
+    column = "reference_s" if has_reference else ("ceiling_s" if "ceiling_s" in group else None)
+    if column is None:
         return ""
-    known = group.assign(ceiling_s=pd.to_numeric(group["ceiling_s"])).dropna(subset=["ceiling_s"])
+    known = group.assign(seconds=pd.to_numeric(group[column])).dropna(subset=["seconds"])
     if known.empty:
         return ""
-    seconds = known["ceiling_s"]
+    seconds = known["seconds"]
     if seconds.max() <= seconds.min() * 1.005:
         return f"{_fixed(seconds.median())} s"
-    return ", ".join(f"{_fixed(r['ceiling_s'])} s {r['strategy']}" for _, r in known.iterrows())
+    if _str(group.iloc[0].get("link")) in (None, UNSHAPED) or column == "ceiling_s":
+        if column == "reference_s":
+            return f"{_fixed(seconds.min())}-{_fixed(seconds.max())} s"
+    return ", ".join(f"{_fixed(r['seconds'])} s {r['strategy']}" for _, r in known.iterrows())
 
 
 def shaped_link(row: pd.Series) -> str | None:
@@ -409,12 +433,23 @@ def cold_spread_note(group: pd.DataFrame) -> str | None:
     )
 
 
-def _legend(keep: list[int], ceiling: str, link: str | None) -> str:
+#: What "x ceiling" and "x floor" hold a row against in files from before the reference pass.
+UNPAIRED = {
+    "x ceiling": "wall / this machine's best read",
+    "x floor": "wall / the floor line's (a bare read)",
+}
+
+
+def _legend(keep: list[int], ceiling: str, link: str | None, paired: bool) -> str:
+    """The columns kept and what each means; "x ceiling" and "x floor" say what they were held
+    against (the reference beside each repeat, a shaped link, or an older file's probe)."""
     said = []
     for i in keep:
         name, meaning = COLUMNS[i]
         if not meaning or name == "strategy":
             continue
+        if not paired:
+            meaning = UNPAIRED.get(name, meaning)
         if name == "x ceiling" and link:
             meaning = LINK_CEILING
         if name == "x ceiling" and (link or ceiling):
@@ -439,13 +474,25 @@ def _block(group: pd.DataFrame, answer: Lead, shares: dict[Any, list[str]]) -> s
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
     lines.insert(3, "  ".join("-" * w for w in widths))
-    lines.append(_legend(keep, ceiling, shaped_link(group.iloc[0])))
+    paired = bool(
+        pd.to_numeric(group.get("paired_n", pd.Series(dtype=float))).fillna(0).gt(0).any()
+    )
+    lines.append(_legend(keep, ceiling, shaped_link(group.iloc[0]), paired))
     said_shares = [line for i in answer.order for line in shares.get(i, [])]
     if said_shares:
         lines.append("bytes per process, against its share (its own ranges) + headers:")
     note = cold_spread_note(group)
     lines += said_shares + ready_lines(ordered) + ([note] if note else [])
+    lines += unstable_lines(ordered)
     return "\n".join([*lines, use_line(group, answer, gib)])
+
+
+def unstable_lines(rows: pd.DataFrame) -> list[str]:
+    """One line per row whose time is unstable, with the reasons and the advice
+    (`bench.analysis.intervals.instability`)."""
+    said = rows.get("unstable", pd.Series(index=rows.index, dtype=object))
+    lines = [f"{r['strategy']}: {why}" for (_, r), why in zip(rows.iterrows(), said) if _str(why)]
+    return [*lines, ADVICE] if lines else []
 
 
 def tables(results: Results) -> str:

@@ -71,10 +71,12 @@ def _target(task: ChildTask, info: StrategyInfo, spec: Any) -> tuple[Any, Any, A
     """(builder, key_map, port) the strategy loads into; no builder for a reference strategy."""
     from bench.child import models
 
-    if info.kind == REFERENCE:
-        return None, None, None
-    # --model-dtype: the checkpoint keeps its dtype, the model is built in another: a real cast
-    return models.target(task, spec)
+    # --model-dtype: the checkpoint keeps its dtype, the model is built in another: a real cast.
+    # The reference line builds the target too and loads nothing into it, so that every child
+    # takes its baseline with the same code imported (flax, the model's modules): otherwise the
+    # floor's baseline sits lower by those modules and its peak reads over 1.00x the checkpoint.
+    target = models.target(task, spec)
+    return (None, None, None) if info.kind == REFERENCE else target
 
 
 def _load(

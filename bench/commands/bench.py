@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from bench.commands.model_options import add_model_options, check_model
 from bench.errors import BenchError
 from bench.run.checks import parse_processes
 from bench.run.config import BUDGET_FRACTION, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, RunConfig
+from bench.run.repeats import DEFAULT_MAX_REPEATS, DEFAULT_MIN_REPEATS, DEFAULT_REPEAT_BUDGET_S
 from bench.vocabulary import WARM
 from loader.strategies import StrategyInfo
 from loader.vocabulary import DEFAULT_STRATEGY, FILE, STRATEGY
@@ -124,6 +126,16 @@ def _size(text: str | None, flag: str) -> int | None:
     return size
 
 
+def _seconds(text: str | None, flag: str) -> float | None:
+    """`45s`, `2min` or `45` (seconds) as seconds; a negative or unreadable one is refused."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|min|m)?\s*", text)
+    if not match:
+        raise BenchError(f"{flag} {text!r}: not a time; write e.g. {flag} 45s or {flag} 2min")
+    return float(match.group(1)) * (60.0 if match.group(2) in ("min", "m") else 1.0)
+
+
 def run_config(args: argparse.Namespace) -> RunConfig:
     """`bench run`'s options as one `RunConfig` (sizes and speeds parsed, lists split)."""
     if not args.shapes and not args.checkpoint:
@@ -141,6 +153,10 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         disk_read_bytes_per_s=_disk_speed(args),
         strategies=csv(args.strategies) if args.strategies else None,
         repeats=args.repeats,
+        max_repeats=max(args.repeats, DEFAULT_MAX_REPEATS)
+        if args.max_repeats is None
+        else args.max_repeats,
+        repeat_budget_s=_seconds(args.repeat_budget, "--repeat-budget"),
         dtype=args.dtype,
         devices=args.devices,
         processes=parse_processes(args.processes),
@@ -209,6 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = run_config(args)
     check_counts(args.repeats, args.devices, args.timeout)
+    config.repeat_policy()  # --max-repeats below --repeats is refused before anything runs
     # Ctrl-C must stop the run cleanly even where SIGINT was inherited as ignored (a shell's
     # background job ignores it, and Python then installs no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -282,7 +299,23 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     _add_run_scenarios(p)
     p.add_argument("--strategies", help="a,b (default: every strategy predicted to fit)")
     p.add_argument(
-        "--repeats", type=int, default=3, help="runs of each strategy, interleaved (default 3)"
+        "--repeats",
+        type=int,
+        default=DEFAULT_MIN_REPEATS,
+        help="runs of each strategy at least, interleaved; more follow until its time's 95%% "
+        f"confidence interval is within ±5%% (default {DEFAULT_MIN_REPEATS})",
+    )
+    p.add_argument(
+        "--max-repeats",
+        type=int,
+        help="the most runs of one strategy while its time is not settled (default "
+        f"{DEFAULT_MAX_REPEATS}, or --repeats where that is more)",
+    )
+    p.add_argument(
+        "--repeat-budget",
+        metavar="TIME",
+        help="wall time one strategy's runs may take in all before no more are added, e.g. 45s "
+        f"or 2min (default {DEFAULT_REPEAT_BUDGET_S:g}s; --repeats always run)",
     )
     p.add_argument("--dtype", default=None, help="store and load every float tensor in this dtype")
     p.add_argument(

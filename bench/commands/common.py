@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
+from bench.records.results import Results, read_folders
 from bench.vocabulary import CACHE_CHOICES, CACHE_STATES, WARM
 from loader.vocabulary import CACHE_POLICIES
 
@@ -29,15 +31,25 @@ def add_results(p: argparse.ArgumentParser, help: str = "measured results folder
     p.add_argument("--results", default=RESULTS_DEFAULT, help=f"{help} (default: results)")
 
 
-def existing_results(folder: str | Path) -> Path:
-    """`folder` if it exists; else a one-line error naming it as missing and how to fill it."""
+def existing_results(folder: str | Path, given_as: str = "--results") -> Path:
+    """`folder` if it exists; else a one-line error naming it as missing, how to fill it, and
+    the argument it was given as (`--results`, or a positional `RESULTS`, `BASE`, `NEW`)."""
     path = Path(folder)
     if not path.exists():
         raise BenchError(
             f"results folder {folder} does not exist: run `loadbench bench run --shapes gpt2 "
-            f"--out {folder}` first, or point --results at a folder of runs"
+            f"--out {folder}` first, or give {given_as} a folder of runs"
         )
     return path
+
+
+def read_stated(folders: list[str], given_as: str = "--results") -> Results:
+    """The results of `folders` read as one, each named as missing if it is; every file or line
+    skipped is said on stderr in one line each (which, and why)."""
+    results = read_folders([existing_results(f, given_as) for f in folders])
+    for file, message in results.errors:
+        print(f"loadbench: skipped part of {file}: {message}", file=sys.stderr)
+    return results
 
 
 def example(*lines: str) -> dict[str, Any]:

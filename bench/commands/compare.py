@@ -25,9 +25,9 @@ from bench.analysis.compare import (
     rule_text,
     sides_text,
 )
-from bench.commands.common import add_json, example, existing_results
+from bench.commands.common import add_json, example, read_stated
 from bench.errors import BenchError
-from bench.records.results import read_results, routed
+from bench.records.results import routed
 from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, REGRESSED, UNDECIDED
 
 
@@ -40,7 +40,7 @@ def _json_value(v: Any) -> Any:
 def _sides(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
     sides = {}
     for name, path in (("base", args.base), ("new", args.new)):
-        res = read_results(existing_results(path))
+        res = read_stated([path], given_as=name.upper())
         if res.phases.empty:
             raise BenchError(
                 f"{name} {path}: no results there; give a results file (.jsonl) or folder "
@@ -90,6 +90,43 @@ def _table_lines(table: pd.DataFrame) -> list[str]:
         )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+MARKDOWN_HEADER = ["shapes", "strategy", "ok repeats", "peak", "time", "verdict"]
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def to_markdown(table: pd.DataFrame, args: argparse.Namespace, threshold: float) -> str:
+    """A GitHub-flavoured Markdown table and the gate's verdict, for a PR comment."""
+    bad = failures(table, allow_missing=args.allow_missing)
+    verdict = (
+        "**no regression**"
+        if bad.empty
+        else "**FAILED**: " + ", ".join(_failure(r) for r in bad.itertuples())
+    )
+    lines = [
+        f"### loadbench compare: {verdict}",
+        "",
+        f"`{args.new}` against `{args.base}`; {rule_text(threshold)}.",
+        "",
+        "| " + " | ".join(MARKDOWN_HEADER) + " |",
+        "|" + "---|" * len(MARKDOWN_HEADER),
+    ]
+    for _, r in table.iterrows():
+        cells = [
+            r["shapes"],
+            routed(r["strategy"], r["route"]),
+            f"{int(r['ok_repeats_base'])}/{int(r['ok_repeats_new'])}",
+            ratio_text(r, "peak"),
+            ratio_text(r, "wall"),
+            f"**{r['verdict']}**" if r["verdict"] in (REGRESSED, BROKEN, MISSING) else r["verdict"],
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    lacks = _lacks(absent(table, MISSING), "new") + _lacks(absent(table, NEW_ONLY), "base")
+    return "\n".join(lines + ([""] + [f"- {line}" for line in lacks] if lacks else [])) + "\n"
 
 
 def to_text(table: pd.DataFrame, args: argparse.Namespace, threshold: float) -> str:
@@ -155,10 +192,13 @@ def run_cli(args: argparse.Namespace) -> int:
             print(json.dumps({"error": str(e)}))
         raise
     table = compare(sides["base"], sides["new"], threshold)
-    print(
-        _json(table, args, threshold) + "\n" if args.json else to_text(table, args, threshold),
-        end="",
-    )
+    form = "json" if args.json else args.format
+    if form == "json":
+        print(_json(table, args, threshold))
+    elif form == "markdown":
+        print(to_markdown(table, args, threshold), end="")
+    else:
+        print(to_text(table, args, threshold), end="")
     return 0 if failures(table, allow_missing=args.allow_missing).empty else 1
 
 
@@ -186,8 +226,15 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-regression",
         default="5%",
-        metavar="PCT",
-        help="allowed growth of a median beyond the spread of repeats (default 5%%, below 1000%%)",
+        metavar="LIMIT",
+        help="allowed growth, with its unit: 5%% or 1.05x (default 5%%, below 1000%%); a bare "
+        "number is refused",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="text (default), markdown (a table a PR comment can take) or json (as --json)",
     )
     p.add_argument(
         "--allow-missing",

@@ -1,10 +1,15 @@
-"""`loadbench history RESULTS...`: each strategy's peak and time across runs, and where they moved.
+"""`loadbench history RESULTS...`: each strategy's peak and time across runs, where they moved, and
+where their configuration changed.
 
 Reads every results folder given (`bench.analysis.history`): one table per series (machine, shape
-set, strategy, configuration), a row per run in the order they started, labelled with loadbench's
-git commit and the jax, flax and safetensors versions; a step is marked on the first run after it,
-with its size. `--json` prints `{"points": [...], "steps": [{shapes, strategy, metric, run_id,
-before, after, ...}]}` (`steps` is a contract: `run_id` is the first run after the step).
+set, strategy, layout, route), a row per run in the order they started, labelled with its date and
+loadbench's git commit (and the jax, flax and safetensors versions); the time is each repeat over
+the reference timed beside it (geometric mean and 95% interval), the peak over the baseline. A
+step is marked on the first run after it, with its size; a change of configuration (budget,
+threads, limits, the machine) is a boundary, marked and named, never a step. `--json` prints
+`{"points": [...], "steps": [{shapes, strategy, metric, run_id, before, after, ...}],
+"boundaries": [...]}` (`steps` is a contract: `run_id` is the first run after the step). Every file
+or line skipped is said on stderr; no ok run at all is an error (exit 2).
 """
 
 from __future__ import annotations
@@ -18,84 +23,100 @@ import pandas as pd
 
 from bench.analysis.history import (
     FLOOR,
-    LABELS,
-    METRICS,
     PEAK,
     SERIES_KEYS,
+    TIME,
     WALL,
+    Boundary,
     Step,
     metric_text,
 )
+from bench.analysis.history import boundaries as history_boundaries
 from bench.analysis.history import points as history_points
 from bench.analysis.history import steps as history_steps
-from bench.commands.common import add_json, example, existing_results
-from bench.records.results import ROUTE, Results, read_results, routed
+from bench.commands.common import add_json, example, read_stated
+from bench.errors import BenchError
+from bench.records.results import ROUTE, routed
 
-NAMES = {PEAK: "peak - base", WALL: "wall s", FLOOR: "x floor"}
-
-
-def _read(folders: list[str]) -> Results:
-    """Every folder's results, read as one (a missing folder is named)."""
-    parts = [read_results(existing_results(f)) for f in folders]
-    return Results(
-        runs=pd.concat([p.runs for p in parts], ignore_index=True),
-        phases=pd.concat([p.phases for p in parts], ignore_index=True),
-        samples=parts[0].samples.iloc[0:0],
-        errors=[e for p in parts for e in p.errors],
-    )
+NAMES = {PEAK: "peak - base", TIME: "x reference (95% CI)", WALL: "wall s", FLOOR: "x floor"}
+SHOWN = (TIME, PEAK, WALL, FLOOR)
 
 
 def _step_text(step: Step) -> str:
     change = "" if math.isinf(step.change) else f" ({step.change:+.0%})"
+    interval = (
+        f", 95% CI of the ratio {step.low:.2f}-{step.high:.2f}x"
+        if step.low is not None and step.high is not None
+        else ""
+    )
     return (
         f"{NAMES[step.metric]} {metric_text(step.metric, step.before)} -> "
-        f"{metric_text(step.metric, step.after)}{change}"
+        f"{metric_text(step.metric, step.after)}{change}{interval}"
     )
 
 
-def _table(series: pd.DataFrame, marks: dict[str, list[Step]]) -> list[str]:
-    head = ["run", "commit", "jax", "flax", "safetensors", *(NAMES[m] for m in METRICS), "step"]
+def _time_cell(p: pd.Series) -> str:
+    low, high = p.get("time_low"), p.get("time_high")
+    value = metric_text(TIME, float(p[TIME]))
+    if low is None or high is None or low != low or high != high:
+        return value
+    return f"{value} ({low:.2f}-{high:.2f})"
+
+
+def _table(series: pd.DataFrame, marks: dict[str, list[str]]) -> list[str]:
+    head = ["run", "jax", "flax", "safetensors", *(NAMES[m] for m in SHOWN), "marks"]
     rows = [head]
     for _, p in series.iterrows():
-        said = "; ".join(_step_text(s) for s in marks.get(str(p["run_id"]), []))
-        labels = [str(p[k]) if isinstance(p[k], str) else "-" for k in LABELS]
-        rows.append(
-            [str(p["run_id"]), *labels, *(metric_text(m, float(p[m])) for m in METRICS), said]
-        )
+        versions = [
+            str(p[k]) if isinstance(p[k], str) else "-"
+            for k in ("jax_version", "flax_version", "safetensors_version")
+        ]
+        metrics = [_time_cell(p), *(metric_text(m, float(p[m])) for m in SHOWN[1:])]
+        rows.append([str(p["label"]), *versions, *metrics, "; ".join(marks.get(p["run_id"], []))])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return [
         "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
 
 
-def to_text(points: pd.DataFrame, steps: list[Step]) -> str:
-    """One block per series, then a line per step."""
-    if points.empty:
-        return "no ok runs to follow\n"
+def _same(item: Step | Boundary, k: dict[str, Any]) -> bool:
+    return (item.machine, item.shapes, item.strategy, item.route) == (
+        k["machine"],
+        k["shapes"],
+        k["strategy"],
+        k[ROUTE],
+    )
+
+
+def to_text(points: pd.DataFrame, steps: list[Step], bounds: list[Boundary]) -> str:
+    """One block per series (its configuration under its title), then a line per step and per
+    boundary."""
     blocks = []
     for key, series in points.groupby(SERIES_KEYS, dropna=False, sort=True):
         k = dict(zip(SERIES_KEYS, key, strict=True))
-        marks: dict[str, list[Step]] = {}
+        marks: dict[str, list[str]] = {}
         for s in steps:
-            same = (s.machine, s.shapes, s.strategy, s.route) == (
-                k["machine"],
-                k["shapes"],
-                k["strategy"],
-                k[ROUTE],
-            )
-            if same and s.run_id in set(series["run_id"]):
-                marks.setdefault(s.run_id, []).append(s)
+            if _same(s, k):
+                marks.setdefault(s.run_id, []).append(f"step: {_step_text(s)}")
+        for b in bounds:
+            if _same(b, k):
+                marks.setdefault(b.run_id, []).append(f"configuration changed: {b.change}")
         title = (
             f"{k['machine']} · {k['shapes']} · {routed(k['strategy'], k[ROUTE])} (dtype "
-            f"{k['dtype']}, "
-            f"{k['devices']} device(s), {k['cache']} cache, {len(series)} run(s))"
+            f"{k['dtype']}, {k['devices']} device(s), {k['cache']} cache, {len(series)} run(s))"
         )
-        blocks.append("\n".join([title, *_table(series, marks)]))
+        config = f"  configuration: {series['config'].iloc[-1] or 'defaults'}"
+        blocks.append("\n".join([title, config, *_table(series, marks)]))
     summary = [
         f"step: {s.machine} {s.shapes} {routed(s.strategy, s.route)}: {_step_text(s)} at run "
         f"{s.run_id}"
         for s in steps
-    ] or ["no steps: no metric moved beyond its repeats' spread and its least step"]
+    ] or ["no steps: no time or peak moved beyond its intervals and its least step"]
+    summary += [
+        f"boundary: {b.machine} {b.shapes} {routed(b.strategy, b.route)}: {b.change} at run "
+        f"{b.run_id} (not a step: runs on either side are not compared)"
+        for b in bounds
+    ]
     return "\n\n".join(blocks) + "\n\n" + "\n".join(summary) + "\n"
 
 
@@ -107,15 +128,25 @@ def _json_points(points: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """`loadbench history`: exit 0 (steps are findings, not failures)."""
-    results = _read(args.results)
+    """`loadbench history`: exit 0 (steps are findings, not failures); 2 with no ok run."""
+    results = read_stated(args.results, given_as="RESULTS")
     points = history_points(results)
+    if points.empty:
+        raise BenchError(
+            f"no ok run to follow in {', '.join(args.results)}: run `loadbench bench run "
+            f"--shapes gpt2 --out {args.results[0]}` (twice or more, to follow a history)"
+        )
     steps = history_steps(results)
+    bounds = history_boundaries(results)
     if args.json:
-        body = {"points": _json_points(points), "steps": [s.to_dict() for s in steps]}
+        body = {
+            "points": _json_points(points),
+            "steps": [s.to_dict() for s in steps],
+            "boundaries": [b.to_dict() for b in bounds],
+        }
         print(json.dumps(body, indent=1, default=str))
     else:
-        print(to_text(points, steps), end="")
+        print(to_text(points, steps, bounds), end="")
     return 0
 
 
@@ -124,12 +155,13 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "history",
         help="each strategy's peak and time across runs, and the runs where they moved",
-        description="Follow each strategy's peak over baseline, wall time and wall over the floor "
-        "line across runs (ordered by start time; machines apart), each run labelled with its git "
-        "commit and jax/flax/safetensors versions, and mark where a metric stepped.",
+        description="Follow each strategy's time (over the reference timed beside each repeat), "
+        "peak over baseline and wall time across runs (ordered by start time; machines apart), "
+        "each run labelled with its date, git commit and jax/flax/safetensors versions; mark "
+        "where a time or peak stepped beyond its intervals, and where the configuration changed.",
         **example("loadbench history results", "loadbench history results nightly/ --json"),
     )
-    p.add_argument("results", nargs="+", help="results folder(s) to read, e.g. results")
-    add_json(p, "one JSON object (points, steps)")
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="results folder(s) to read")
+    add_json(p, "one JSON object (points, steps, boundaries)")
     p.set_defaults(func=run_cli)
     return p

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict, replace
 
 import pandas as pd
@@ -53,11 +54,11 @@ from bench.analysis.recommend import (
     rank,
     spec_summary,
 )
-from bench.commands.common import add_cache, add_json, add_results, example, existing_results
+from bench.commands.common import add_cache, add_json, add_results, example, read_stated
 from bench.errors import BenchError
 from bench.host.accelerator import NONE
 from bench.host.record import ProbeRecord
-from bench.records.results import Results, read_results
+from bench.records.results import Results, partial_runs
 from bench.units import format_bytes, format_rate, parse_size, parse_speed
 from bench.vocabulary import COLD, WARM
 from loader.vocabulary import OK, REFERENCE, TOTAL
@@ -246,7 +247,7 @@ def link_answer(args: argparse.Namespace) -> int:
         raise BenchError("give --shapes or --checkpoint, not both: they name the target")
     named = named_target(args)
     host_ram = parse_size(args.host_ram, what="--host-ram") if args.host_ram else None
-    results = read_results(existing_results(args.results))
+    results = read_whole(args)
     predictions = predict_link(results, link, named[1].checkpoint_bytes if named else None)
     bases = {(p.source, p.basis_link) for p in predictions}
     curves = [c for c in concurrency_curves(results) if (c.source, c.link) in bases]
@@ -278,6 +279,24 @@ def link_answer(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_whole(args: argparse.Namespace) -> Results:
+    """The results folder, each file or line skipped said in one line; refused (unless
+    `--allow-partial`) where a run lost strategies or rows: an answer from part of a run would
+    name the best of what is left, not of what was measured."""
+    results = read_stated([args.results])
+    lost = partial_runs(results)
+    if results.errors:
+        lost.append(f"{len(results.errors)} file(s) or line(s) could not be read (said above)")
+    if lost and not args.allow_partial:
+        raise BenchError(
+            f"{args.results} holds part of a run only: {'; '.join(lost)}. Run the bench again, "
+            "or answer from what is there with --allow-partial"
+        )
+    for line in lost:
+        print(f"loadbench: answering from part of a run (--allow-partial): {line}", file=sys.stderr)
+    return results
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation (and checks held), 1 otherwise."""
     from bench.commands import target
@@ -292,7 +311,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.shapes and getattr(args, "checkpoint", None):
         raise BenchError("give --shapes or --checkpoint, not both: they name the target")
     named = named_target(args)  # a bad --shapes or --checkpoint is said first
-    results = read_results(existing_results(args.results))
+    results = read_whole(args)
     _take_probe_accelerator(args, there)
     adv, speed, capped = _advice(args, results, host_ram, named)
     notes, devices, how = _notes(args, results, speed, capped), None, []
@@ -363,6 +382,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="fit on runs measured with this many devices where there are any (default: all)",
     )
     add_results(p)
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="answer although a run in --results lost strategies or lines (each is still said)",
+    )
     add_cache(p, both=False, help="predict a load from a warm (default) or cold page cache")
     p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")
     p.add_argument(

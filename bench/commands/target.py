@@ -124,5 +124,5 @@ def _ranking(adv: Advice, walls: dict[str, float]) -> bool:
     word = "held" if got.held else f"DID NOT HOLD (measured the other way: {_pairs(got.reversed)})"
     print(f"ranking by time: predicted {predicted}, measured {fastest} ({strict} order)")
     print(f"  pairs called apart: {_pairs(got.called)}: {word}")
-    print(f"  too close to call (within the fits' time repeats): {_pairs(got.too_close)}")
+    print(f"  too close to call (95% intervals overlap): {_pairs(got.too_close)}")
     return got.held

@@ -61,7 +61,9 @@ class RunRecord:
     disk_read_bytes_per_s: int | None = None  # `--disk-read-speed`: cold reads capped at this
     check: bool = False  # made by `recommend --check` (written under <results>/checks/)
     strategies: list[str] = field(default_factory=list)  # the strategies asked for (resolved)
-    repeats: int | None = None  # the repeats asked for
+    repeats: int | None = None  # the repeats asked for (the minimum of each configuration)
+    max_repeats: int | None = None  # `--max-repeats`: the cap of adaptive repeats (None: older)
+    repeat_budget_s: float | None = None  # `--repeat-budget`: wall seconds per configuration
     # -- what code ran (added to v2 with a default: None in older files) --
     git_commit: str | None = None  # loadbench's `git describe --always --dirty`, if a checkout
 
@@ -141,6 +143,16 @@ class PhaseRecord:
     ceiling_probe_id: str | None = None  # the probe record it came from
     ceiling_bytes: int | None = None  # over a shaped link: the bytes ceiling_s is of (what the
     # run needs across the link: its processes' shares plus headers; None: checkpoint_bytes)
+    # -- the machine's speed at this child's moment (bench/run/reference.py): a bare copy pass
+    # right before and right after the child, the checkpoint's bytes at their mean speed; over a
+    # shaped link, the link's ceiling. Verdicts judge wall_s / reference_s, not wall_s alone.
+    reference_s: float | None = None
+    reference_drift: float | None = None  # the pass after / the pass before - 1
+    paired_ratio: float | None = None  # wall_s / reference_s
+    others_cpu_fraction: float | None = None  # of every CPU's time while the child ran, the
+    # share other processes were busy (a machine shared with another job)
+    reference_passes: dict[str, float] = field(default_factory=dict)  # the raw passes: seconds
+    # and CPU seconds with one thread and with all, before and after (bench/run/reference.py)
     received_bytes_per_s: float | None = None  # a remote load: bytes_received / wall_s (summed
     # row: every process's bytes over the slowest wall, the aggregate throughput)
     cpu_s: float | None = None  # the process's CPU time over the whole load (every thread)

@@ -2,7 +2,8 @@
 
 `bench run` probes the disk that holds the checkpoint cache (`loadbench probe`, in a child, inside
 `--cpus` if given) the first time it runs on a machine, and keeps the record in the results folder,
-`<out>/<machine>/probe-<MAJ-MIN>[-cpusN].json`; later runs reuse it, and `--probe` takes a new one.
+`<out>/<machine>/probe-<MAJ-MIN>[-cpusN]-<probe id>.json`; later runs reuse the newest, and
+`--probe` takes a new one.
 A cached probe whose file was smaller than the checkpoint (up to `MAX_PROBE_BYTES`) is taken again
 with a file that large. Each row then gets `ceiling_s`: its checkpoint's bytes over the probe's
 best bandwidth for its situation (warm copy for a warm run, the disk for a cold one, the cap for a
@@ -36,11 +37,34 @@ from bench.vocabulary import COLD
 MIN_PROBE_BYTES, MAX_PROBE_BYTES = 32 << 20, 2 << 30
 
 
-def probe_file(config: RunConfig, disk: Path) -> Path:
-    """Where the probe of `disk` (inside `config.cpus`) is cached for this machine."""
+def probe_stem(config: RunConfig, disk: Path) -> Path:
+    """`<out>/<machine>/probe-<MAJ-MIN>[-cpusN]`: what every probe of `disk` (inside
+    `config.cpus`) on this machine is named after."""
     device = whole_disk(os.stat(disk).st_dev) or "nodisk"
     cpus = f"-cpus{config.cpus}" if config.cpus is not None else ""
-    return Path(config.out) / machine_id() / f"probe-{device.replace(':', '-')}{cpus}.json"
+    return Path(config.out) / machine_id() / f"probe-{device.replace(':', '-')}{cpus}"
+
+
+def probe_file(config: RunConfig, disk: Path, probe_id: str) -> Path:
+    """Where one probe of `disk` is kept: named by machine, disk, CPU limit and its own id, so
+    results folders merged by hand (two runs' folders copied into one) never overwrite one
+    another's probe."""
+    stem = probe_stem(config, disk)
+    return stem.with_name(f"{stem.name}-{probe_id}.json")
+
+
+def cached_probes(config: RunConfig, disk: Path) -> list[Path]:
+    """The probes of `disk` kept for this machine, newest last (files of older loadbench were
+    named without their id: `probe-<MAJ-MIN>[-cpusN].json`)."""
+    stem = probe_stem(config, disk)
+    legacy = stem.with_suffix(".json")
+    found = [
+        p
+        for p in stem.parent.glob(f"{stem.name}-*.json")
+        if "-cpus" in stem.name or ("-cpus" not in p.name)
+    ]
+    found += [legacy] if legacy.is_file() else []
+    return sorted(found, key=lambda p: p.stat().st_mtime)
 
 
 @dataclass
@@ -59,17 +83,17 @@ class Ceiling:
             return self.record
         disk = cache_dir() / "checkpoints"
         disk.mkdir(parents=True, exist_ok=True)
-        path = probe_file(self.config, disk)
-        if not (self.config.reprobe and not self.probed) and path.is_file():
+        cached_paths = cached_probes(self.config, disk)
+        if not (self.config.reprobe and not self.probed) and cached_paths:
             try:
-                cached = read_probe(path)
+                cached = read_probe(cached_paths[-1])
             except BenchError as exc:
                 print(f"loadbench: {exc}; probing again", file=sys.stderr)
             else:
                 if cached.probe_file_bytes >= size:
                     self.record = cached
                     return cached
-        return self._take(path, disk, size)
+        return self._take(disk, size)
 
     def fields(self, checkpoint_bytes: int, cache: str, resident: float | None = None) -> dict:
         """The row fields of the ceiling for a checkpoint loaded from `cache` (probing first if
@@ -79,14 +103,14 @@ class Ceiling:
         probe = self.probe(checkpoint_bytes)
         return ceiling_fields(probe, checkpoint_bytes, cache, cap, resident)
 
-    def _take(self, path: Path, disk: Path, size: int) -> ProbeRecord | None:
+    def _take(self, disk: Path, size: int) -> ProbeRecord | None:
         if size in self.tried:
             return self.record
         self.tried.add(size)
         plan = ProbePlan(disk=str(disk), file_bytes=size)
         try:
             self.record = probe_host(ProbeOptions(plan, cpus=self.config.cpus))
-            write_probe(self.record, path)
+            write_probe(self.record, probe_file(self.config, disk, self.record.probe_id))
         except BenchError as exc:
             print(f"loadbench: no ceiling for these rows: {exc}", file=sys.stderr)
             return self.record

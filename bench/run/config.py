@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.run.repeats import DEFAULT_REPEAT_BUDGET_S, RepeatPolicy
 from bench.vocabulary import WARM
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -40,7 +41,7 @@ class RunConfig:
 
     shapes: list[str]
     strategies: list[str] | None = None  # None: every registered strategy predicted to fit
-    repeats: int = 3
+    repeats: int = 3  # `--repeats`: the minimum every configuration runs
     dtype: str | None = None
     devices: int = 1
     processes: list[int] | None = None  # `--processes 2,4`: one configuration each of a
@@ -72,6 +73,17 @@ class RunConfig:
     source: str = "file"  # `--source`: file, http, s3 or hf (bench.link serves the checkpoint)
     link: str | None = None  # `--link BANDWIDTH`: the shaped link (None: unshaped loopback)
     remote_concurrency: list[int] | None = None  # `--remote-concurrency 1,4,16`: one config each
+    max_repeats: int | None = None  # `--max-repeats`: repeats stop there even if a time is not
+    # settled (None: at `repeats`, no repeat added; `bench run` gives its own default)
+    repeat_budget_s: float | None = None  # `--repeat-budget`: wall seconds per configuration
+
+    def repeat_policy(self) -> RepeatPolicy:
+        """How many repeats each configuration gets (`bench.run.repeats`)."""
+        return RepeatPolicy(
+            self.repeats,
+            self.repeats if self.max_repeats is None else self.max_repeats,
+            DEFAULT_REPEAT_BUDGET_S if self.repeat_budget_s is None else self.repeat_budget_s,
+        )
 
     def models(self) -> list[str]:
         """The models each strategy is run with (`--model a,b`: interleaved, in one run)."""

@@ -46,6 +46,10 @@ class RowContext:
     memray_top: str | None = None
     ceiling_s: float | None = None  # the machine's ceiling for this situation (bench.run.ceiling)
     ceiling_probe_id: str | None = None
+    reference_s: float | None = None  # the moment's reference (bench.run.reference)
+    reference_drift: float | None = None
+    others_cpu_fraction: float | None = None
+    reference_passes: dict[str, float] | None = None
 
 
 #: the fields a result without measurements leaves empty
@@ -92,6 +96,10 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         ceiling_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.ceiling_s,
         ceiling_probe_id=f"link:{task.link}" if _link_ceiling(task, 1) else ctx.ceiling_probe_id,
         ceiling_bytes=ck.checkpoint_bytes if _link_ceiling(task, 1) else None,
+        reference_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.reference_s,
+        reference_drift=None if _link_ceiling(task, 1) else ctx.reference_drift,
+        others_cpu_fraction=ctx.others_cpu_fraction,
+        reference_passes=dict(ctx.reference_passes or {}),
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
@@ -134,7 +142,9 @@ def link_ceiling(ctx: RowContext, records: list[PhaseRecord]) -> list[PhaseRecor
     seconds = _link_ceiling(ctx.task, nbytes)
     if seconds is None:
         return records
-    return [replace(r, ceiling_s=seconds, ceiling_bytes=nbytes) for r in records]
+    return [
+        replace(r, ceiling_s=seconds, ceiling_bytes=nbytes, reference_s=seconds) for r in records
+    ]
 
 
 def _remote_fields(row: PhaseRecord, measured: Measurement) -> PhaseRecord:
@@ -304,7 +314,8 @@ def _process_index(outcome: ChildOutcome, position: int) -> int:
 
 
 def with_ratios(record: Record) -> Record:
-    """A phase row with `ceiling_ratio` = wall_s / ceiling_s where it has both, and a remote
+    """A phase row with `ceiling_ratio` = wall_s / ceiling_s and `paired_ratio` = wall_s /
+    reference_s where it has both, and a remote
     load's `received_bytes_per_s` = bytes_received / wall_s (the summed row: every process's
     bytes over the slowest one's wall, the aggregate throughput)."""
     if not isinstance(record, PhaseRecord) or not record.wall_s:
@@ -314,6 +325,8 @@ def with_ratios(record: Record) -> Record:
         record = replace(record, received_bytes_per_s=record.bytes_received / wall)
     if record.ceiling_s:
         record = replace(record, ceiling_ratio=wall / record.ceiling_s)
+    if record.reference_s:
+        record = replace(record, paired_ratio=wall / record.reference_s)
     return record
 
 

@@ -16,6 +16,7 @@ import difflib
 import os
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -35,7 +36,7 @@ from bench.limits.situation import Situation
 from bench.link import FILE_SOURCE
 from bench.link.serve import serving
 from bench.records.results import export_parquet
-from bench.records.schema import RunRecord
+from bench.records.schema import PhaseRecord, RunRecord
 from bench.records.wire import MemrayFiles
 from bench.records.writer import ResultsWriter
 from bench.run.ceiling import Ceiling
@@ -45,11 +46,13 @@ from bench.run.config import RunConfig, cache_dir
 from bench.run.launch import PreparedTask, prepare_task, task_argvs
 from bench.run.machine import cpu_limit, machine_id, new_run_id, run_record, utc_now
 from bench.run.matrix import Checkpoint, Task, plan, untaken_options
+from bench.run.reference import MomentReference
+from bench.run.repeats import Tallies
 from bench.run.rows import RowContext, failed_row, result_records
 from bench.run.user_checkpoint import open_checkpoint
 from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, RUNNING
 from loader.strategies import StrategyInfo
-from loader.vocabulary import OK, SKIPPED
+from loader.vocabulary import OK, SKIPPED, TOTAL
 
 #: (shapes, strategy) -> where its memray capture's reports are (flamegraph HTML, top allocators)
 Memray = dict[tuple[str, str], tuple[str | None, str | None]]
@@ -175,47 +178,102 @@ class _Execution:
     run_id: str
     ceiling: Ceiling
     memray: Memray = field(default_factory=dict)
+    reference: MomentReference = field(
+        default_factory=lambda: MomentReference(cache_dir() / "reference")
+    )
 
     @property
     def folder(self) -> Path:
         return self.writer.path.parent
 
-    def run(self, task: Task) -> None:
-        """Prepare and run one task; write its rows (a memray capture writes none)."""
+    def run(self, task: Task) -> tuple[float | None, float | None, bool]:
+        """Prepare and run one task; write its rows (a memray capture writes none). Returns its
+        headline row's paired ratio and reference drift (None where unknown), and whether it
+        was ok."""
         prepared: PreparedTask = prepare_task(task, self.config)
         if not prepared.ok:
             ctx = _context(self.run_id, task, self.memray, _unrun(task))
             self.writer.write(failed_row(ctx, prepared.status, prepared.error))
-            return
+            return None, None, False
         work = self.folder / self.run_id / "work"
         remote = task.url is not None  # its ceiling is the link's (bench.run.rows), not the disk's
+        nbytes = task.checkpoint.checkpoint_bytes
         if not remote:
-            self.ceiling.probe(task.checkpoint.checkpoint_bytes)  # before the child: quiet machine
+            self.ceiling.probe(nbytes)  # before the child: quiet machine
+        before = self.reference.before(nbytes, task.cache)
         outcomes, situation = _run_task(prepared.task, self.config, work)
+        reading = self.reference.after(before, nbytes, task.cache)
         if task.memray_bin is not None:
             _note_memray(task, outcomes, self.memray, self.folder)
-            return
+            return None, None, True
         resident = situation.cache.resident_fraction
         limit = (
             {}
             if remote
             else self.ceiling.fields(task.checkpoint.checkpoint_bytes, task.cache, resident)
         )
-        ctx = replace(_context(self.run_id, task, self.memray, situation), **limit)
-        self.writer.write_many(result_records(ctx, outcomes))
+        moment = reading.fields(nbytes) if reading is not None else {}
+        ctx = replace(_context(self.run_id, task, self.memray, situation), **limit, **moment)
+        records = result_records(ctx, outcomes)
+        self.writer.write_many(records)
+        return _headline(records)
+
+
+def configuration(task: Task) -> tuple:
+    """What one configuration's repeats share: every field of its task but the repeat."""
+    return (
+        task.checkpoint.shapes,
+        task.entry.name,
+        task.model,
+        task.processes,
+        task.devices,
+        task.cache,
+        task.source,
+        task.link,
+        task.concurrency,
+    )
+
+
+def _headline(records: list) -> tuple[float | None, float | None, bool]:
+    """(paired ratio, reference drift, ok) of a result's headline `total` row: the summed row of
+    a multi-process result, else its one process's."""
+    totals = [r for r in records if isinstance(r, PhaseRecord) and r.phase == TOTAL]
+    head = min(totals, key=lambda r: r.process_index) if totals else None
+    if head is None:
+        return None, None, False
+    return head.paired_ratio, head.reference_drift, head.status == OK
 
 
 def _execute(
     tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str, ceiling: Ceiling
 ) -> None:
+    """Run `tasks` (the memray captures and the minimum's interleaved rounds), then further
+    interleaved rounds of the configurations whose time is not yet settled
+    (`bench.run.repeats`)."""
     execution = _Execution(config, writer, run_id, ceiling)
+    tallies = Tallies(config.repeat_policy())
     shown = config.progress and sys.stderr.isatty()  # a file gets no carriage returns
     bar = tqdm(total=len(tasks), file=sys.stderr, disable=not shown, unit="run")
+    firsts: dict[tuple, Task] = {}
+    for task in tasks:
+        if task.memray_bin is None:
+            firsts.setdefault(configuration(task), task)
     with bar:
-        for task in tasks:
+
+        def one(task: Task) -> None:
             bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
-            execution.run(task)
+            started = time.perf_counter()
+            ratio, drift, ok = execution.run(task)
+            if task.memray_bin is None:
+                tallies.of(configuration(task)).add(ratio, drift, ok, time.perf_counter() - started)
             bar.update()
+
+        for task in tasks:
+            one(task)
+        while more := tallies.wanting(list(firsts)):
+            bar.total += len(more)
+            for key in more:
+                one(replace(firsts[key], repeat=tallies.of(key).runs))
 
 
 def _checkpoints(config: RunConfig) -> Iterator[Checkpoint]:
@@ -237,6 +295,8 @@ def _asked(config: RunConfig, selected: list[StrategyInfo]) -> dict:
         "check": config.check,
         "strategies": [s.name for s in selected],
         "repeats": config.repeats,
+        "max_repeats": config.repeat_policy().max_repeats,
+        "repeat_budget_s": config.repeat_policy().budget_s,
     }
 
 

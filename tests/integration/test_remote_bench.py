@@ -38,7 +38,16 @@ def _totals(out: Path) -> list[dict]:
 def test_remote_source_rows(source, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
     argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "pipelined,eager"]
-    argv += ["--source", source, "--remote-concurrency", "2", "--repeats", "1"]
+    argv += [
+        "--source",
+        source,
+        "--remote-concurrency",
+        "2",
+        "--repeats",
+        "1",
+        "--max-repeats",
+        "1",
+    ]
     assert main([*argv, "--out", str(tmp_path / "res"), "--timeout", "100"]) == 0
     rows = {r["strategy"]: r for r in _totals(tmp_path / "res")}
     ok = rows["pipelined"]  # its child verified every tensor bit-exactly
@@ -103,7 +112,18 @@ def test_sharded_rows_give_each_process_its_share(tmp_path, monkeypatch):
     """`sharded` over HTTP as 2 processes: each row's bytes are its share plus its headers, far
     below the checkpoint; the summed row adds them up."""
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
-    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "sharded", "--repeats", "1"]
+    argv = [
+        "bench",
+        "run",
+        "--shapes",
+        "tiny-gpt2",
+        "--strategies",
+        "sharded",
+        "--repeats",
+        "1",
+        "--max-repeats",
+        "1",
+    ]
     argv += ["--source", "http", "--remote-concurrency", "4", "--processes", "2"]
     assert main([*argv, "--out", str(tmp_path / "res"), "--timeout", "100"]) == 0
     rows = {r["process_index"]: r for r in _totals(tmp_path / "res")}
@@ -122,7 +142,18 @@ def test_sharded_as_2_and_4_processes_over_a_shaped_link(tmp_path, monkeypatch, 
     to the bytes the processes need across the link (their shares plus headers), not the
     checkpoint's; the summary names each count and each process's bytes against its share."""
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
-    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "sharded", "--repeats", "1"]
+    argv = [
+        "bench",
+        "run",
+        "--shapes",
+        "tiny-gpt2",
+        "--strategies",
+        "sharded",
+        "--repeats",
+        "1",
+        "--max-repeats",
+        "1",
+    ]
     argv += ["--source", "http", "--link", "1Gbit", "--processes", "2,4", "--devices", "4"]
     assert main([*argv, "--out", str(tmp_path / "res"), "--timeout", "100"]) == 0
     totals = _totals(tmp_path / "res")
@@ -154,7 +185,22 @@ def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
         from bench.link.shaping import netem_missing
 
         if netem_missing():
-            assert main([*base, "--source", "s3", "--link", "1Gbit/20ms", "--repeats", "1"]) == 2
+            assert (
+                main(
+                    [
+                        *base,
+                        "--source",
+                        "s3",
+                        "--link",
+                        "1Gbit/20ms",
+                        "--repeats",
+                        "1",
+                        "--max-repeats",
+                        "1",
+                    ]
+                )
+                == 2
+            )
             err = capsys.readouterr().err
             assert "CONFIG_NET_SCH_NETEM is not set" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("*/*.jsonl"))

@@ -174,6 +174,8 @@ def test_ctrl_c_during_a_limited_run_leaves_no_cgroup(bench_env, tmp_path):
         "tiny-gpt2",
         "--repeats",
         "1",
+        "--max-repeats",
+        "1",
         "--strategies",
         "fake-hang",
         "--host-ram",

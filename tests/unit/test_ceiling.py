@@ -73,7 +73,9 @@ def _run(tmp_path, reprobe=False):
     )
     res = read_results(run_bench(config).jsonl)
     row = res.phases[res.phases.phase == "total"].iloc[0]
-    assert "x ceiling" in tables(res) and f"{row.ceiling_ratio:.2f}x" in tables(res)
+    # the column holds the paired ratio: the wall over the copy pass timed beside the child
+    assert "x ceiling" in tables(res) and f"{row.paired_ratio:.2f}x (n=1)" in tables(res)
+    assert row.reference_s > 0 and row.paired_ratio == pytest.approx(row.wall_s / row.reference_s)
     return row
 
 

@@ -110,9 +110,21 @@ def test_a_strategy_that_stopped_loading_is_broken(tmp_path, base):
     assert dict(zip(table["strategy"], table["verdict"], strict=True))["eager"] == "broken"
 
 
-@pytest.mark.parametrize(("text", "value"), [("5%", 0.05), ("0.05", 0.05), ("12.5 %", 0.125)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("5%", 0.05), ("1.05x", 0.05), ("12.5 %", 0.125), ("1.3×", 0.3)]
+)
 def test_threshold_forms(text, value):
     assert parse_threshold(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("bare", ["5", "0.05", "1.05"])
+def test_a_bare_threshold_is_refused_naming_both_forms(tmp_path, base, capsys, bare):
+    """`5` could be 5% or 5x (it read as 500% once, and the gate passed everything)."""
+    with pytest.raises(BenchError, match=r"bare number.*5%.*1\.05x"):
+        parse_threshold(bare)
+    assert main(["compare", base, base, "--max-regression", bare]) == 2
+    err = capsys.readouterr().err
+    assert "5%" in err and "1.05x" in err and len(err.strip().splitlines()) == 1
 
 
 def test_bad_threshold_and_missing_results_exit_2(tmp_path, base, capsys):
@@ -162,15 +174,76 @@ def test_one_repeat_a_side_never_calls_a_regression(tmp_path, capsys):
     assert "too few repeats to call a regression" in capsys.readouterr().out
 
 
-def test_the_u_test_p_value_is_shown(tmp_path, base, capsys):
+def test_the_times_interval_and_p_are_shown(tmp_path, base, capsys):
     new = _write(tmp_path / "n.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {"stream": 1.2}))
     assert main(["compare", base, new, "--json"]) == 1
     rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
-    # 3 against 3, every NEW repeat slower: the exact one-sided p is 1 / C(6, 3) = 0.05
-    assert rows["stream"]["wall_p"] == pytest.approx(0.05)
-    assert rows["eager"]["wall_p"] > 0.05
+    # Welch's t on the logarithms: stream 1.2x slower, far beyond the 3% jitter of the repeats
+    assert rows["stream"]["wall_p"] < 0.01 and rows["stream"]["wall_ratio_lo"] > 1.05
+    assert rows["eager"]["wall_p"] > 0.05 and rows["stream"]["wall_basis"] == "wall"
     main(["compare", base, new])
-    assert "p=0.05" in capsys.readouterr().out
+    assert "95% CI" in capsys.readouterr().out
+
+
+def _paired(rows: list[PhaseRecord], machine: float, jitter: list[float]) -> list[PhaseRecord]:
+    """`rows` with a reference beside each repeat on a machine `machine` times slower (its walls
+    too), the reference jittering as `jitter` says."""
+    out = []
+    for r in rows:
+        reference = 0.5 * machine * jitter[r.repeat]
+        wall = r.wall_s * machine * jitter[r.repeat]
+        out.append(
+            PhaseRecord(
+                **{**r.__dict__, "wall_s": wall, "reference_s": reference}
+                | {"paired_ratio": wall / reference}
+            )
+        )
+    return out
+
+
+def test_a_slower_machine_on_one_side_is_no_regression_on_paired_times(tmp_path, capsys):
+    """NEW ran on a machine 1.6x slower (another process beside it): every wall is 1.6x, and so
+    is the reference timed beside each repeat. Judged on walls it would be a regression of every
+    strategy; on the paired ratios it is none."""
+    jitter = [1.0, 1.05, 0.96]
+    base = _write(
+        tmp_path / "b.jsonl", _paired(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 1, jitter)
+    )
+    new = _write(
+        tmp_path / "n.jsonl", _paired(_rows("n", [1.01, 0.99, 1.0], [1, 1, 1], {}), 1.6, jitter)
+    )
+    assert main(["compare", base, new, "--json"]) == 0
+    rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert all(r["wall_basis"] == "paired" and r["wall_verdict"] == "same" for r in rows.values())
+    assert rows["stream"]["wall_new"] > 1.5 * rows["stream"]["wall_base"]  # the seconds moved
+
+
+def test_a_planted_regression_is_found_beside_a_slower_machine(tmp_path, capsys):
+    """stream made 1.3x slower on NEW, which also ran on a machine 1.6x slower: found, and only
+    stream (a gate on walls would flag every strategy)."""
+    jitter = [1.0, 1.05, 0.96]
+    base = _write(
+        tmp_path / "b.jsonl", _paired(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 1, jitter)
+    )
+    slow = _rows("n", [1.01, 0.99, 1.0], [1, 1, 1], {"stream": 1.3})
+    new = _write(tmp_path / "n.jsonl", _paired(slow, 1.6, jitter))
+    assert main(["compare", base, new, "--max-regression", "5%", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [r["strategy"] for r in out["failed"]] == ["stream"]
+    stream = next(r for r in out["rows"] if r["strategy"] == "stream")
+    assert stream["wall_ratio"] == pytest.approx(1.3, rel=0.03) and stream["wall_ratio_lo"] > 1.05
+
+
+def test_markdown_is_a_table_a_pr_comment_can_take(tmp_path, base, capsys):
+    new = _write(tmp_path / "n.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {"stream": 1.2}))
+    assert main(["compare", base, new, "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("### loadbench compare: **FAILED**")
+    table = [line for line in lines if line.startswith("|")]
+    assert table[0] == "| shapes | strategy | ok repeats | peak | time | verdict |"
+    assert table[1] == "|---|---|---|---|---|---|" and len(table) == 2 + len(COSTS)
+    assert any("stream" in row and "**regressed**" in row for row in table)
 
 
 def test_json_is_json_when_the_runs_share_nothing_or_the_input_is_bad(tmp_path, base, capsys):

@@ -332,6 +332,8 @@ TOP_KEYS = [
     "strategies",
     "unmeasured",
     "too_close_to_call",
+    "ties",
+    "choice",
     "details",
     "backends",
 ]
@@ -365,6 +367,9 @@ LOO_KEYS = [
     "most_repeats",
     "peak_bytes_per_small_tensor_byte",
     "wall_repeat_typical_spread",
+    "wall_interval_low",
+    "wall_interval_high",
+    "wall_interval_repeats",
 ]
 
 
@@ -415,7 +420,8 @@ def test_a_fit_error_is_given_only_out_of_sample(tmp_path):
     adv = advise(_write(tmp_path / "three", []), TARGET, 64 * GiB, None, shapes="t", folder="f")
     (row,) = table_rows(adv)
     assert row["fit error"].startswith("peak ") and "one shape set left out" in row["fit error"]
-    assert row["time repeats"] == "±0% (worst ±0%)" and row["basis"] == "6 runs of big, mid, small"
+    assert row["time repeats"] == "+0% +0% (95% CI, 2 repeats)"
+    assert row["basis"] == "6 runs of big, mid, small"
     two = [r for r in rows if r.shapes != "mid" and r.repeat == 0]
     adv = advise(_write(tmp_path / "two", two), TARGET, 64 * GiB, None, shapes="t", folder="f")
     assert adv.rec.strategies[0].model.peak_error_out_of_sample is None

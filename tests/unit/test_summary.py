@@ -164,7 +164,8 @@ def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
     path.write_text("".join(x + "\n" for x in lines))
     text = tables(read_results(path)).rstrip("\n")
     assert text.splitlines()[-1].startswith("use pipelined: 1.00 GiB peak, 1.15 s")
-    assert "hostcast too close to call on time, pipelined lighter" in text
+    assert "ties on time with hostcast (1.10 s, 95% CI" in text
+    assert "pipelined is lighter (1.00 GiB against 2.00 GiB, beyond their repeat spreads)" in text
 
 
 def test_a_faster_peer_is_ranked_but_never_recommended(tmp_path):
@@ -274,7 +275,8 @@ def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_faster(tmp_path):
     path.write_text("".join(x + "\n" for x in lines))
     last = tables(read_results(path)).rstrip("\n").splitlines()[-1]
     assert last.startswith("use pipelined: 2.00 GiB peak, 2.40 s")
-    assert "zerocopy too close to call on time, pipelined as light (within 1%) and faster" in last
+    assert "ties on time with zerocopy" in last
+    assert "no peak is lighter beyond the repeat spreads, so the fastest is named" in last
 
 
 def test_a_tiny_checkpoints_sizes_never_print_as_zero():

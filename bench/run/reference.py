@@ -1,0 +1,221 @@
+"""The machine's speed at the moment of each child: the reference every repeat is paired with.
+
+A shared or virtual machine changes speed from one minute to the next (another tenant, a
+CPU-heavy process beside the bench, a host that backs guest memory lazily), so a wall time alone
+cannot say whether a strategy moved or the machine did. Right before and right after each child,
+the runner times one short copy pass of its own (`bench.host.bandwidth.copy_pass`): a scratch
+file read by the usable CPUs' threads into fresh private memory, the core of every load; from the
+page cache for a warm child, from the disk (`O_DIRECT`, else evicted first) for a cold one.
+
+Each row then carries `reference_s`: the checkpoint's bytes at the mean of the two passes'
+speeds, the time a bare copy of the checkpoint would have taken on this machine at that moment,
+and `reference_drift`: how far the pass after the child strayed from the one before (after /
+before - 1), which says the machine changed speed while the child ran. Verdicts judge
+`paired_ratio = wall_s / reference_s` (`bench.analysis.intervals`): a machine that slows down
+slows the load and its reference alike. Over a shaped link the link is the reference instead
+(`bench.run.rows`). Never imports jax.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.host.bandwidth import copy_pass, direct_works, evict, write_probe_file
+from bench.vocabulary import COLD
+from loader.host import resident_pages, usable_cpus
+
+#: The scratch file: passes read at most this much (a checkpoint smaller than it, its own size).
+#: About 0.05-0.1 s per pass on a 2-core VM (four passes per child): short beside any child, long
+#: enough that the timer's and the scheduler's jitter stay small.
+WARM_PASS_BYTES = 128 << 20
+COLD_PASS_BYTES = 64 << 20  # a cold pass reads the disk: smaller, so a slow disk stays quick
+MIN_PASS_BYTES = 16 << 20
+SCRATCH_NAME = "moment-reference.bin"
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One side's passes: seconds for `pass_bytes` with one thread and with all usable threads,
+    and the CPU seconds each took (this process's, every thread)."""
+
+    one_s: float
+    one_cpu_s: float
+    all_s: float
+    all_cpu_s: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The passes around one child, how much each read, with how many threads, and the CPU time
+    other processes took while the child ran (`others_cpu_fraction`: of every CPU's time)."""
+
+    before: Pass
+    after: Pass
+    pass_bytes: int
+    threads: int
+    cache: str
+    others_cpu_fraction: float | None = None
+
+    def seconds_for(self, nbytes: int) -> float:
+        """`nbytes` at the mean speed of the all-thread passes (the mean of their rates)."""
+        rates = (self.pass_bytes / self.before.all_s, self.pass_bytes / self.after.all_s)
+        return nbytes / (sum(rates) / 2)
+
+    @property
+    def drift(self) -> float:
+        """after / before - 1 of the all-thread pass: positive when the machine was slower
+        after the child."""
+        return self.after.all_s / self.before.all_s - 1
+
+    def fields(self, checkpoint_bytes: int) -> dict[str, Any]:
+        """The row fields: `reference_s` for the checkpoint, `reference_drift`,
+        `others_cpu_fraction` and the raw passes (`reference_passes`)."""
+        raw = {
+            f"{side}_{name}": getattr(getattr(self, side), name)
+            for side in ("before", "after")
+            for name in ("one_s", "one_cpu_s", "all_s", "all_cpu_s")
+        }
+        return {
+            "reference_s": self.seconds_for(checkpoint_bytes),
+            "reference_drift": self.drift,
+            "others_cpu_fraction": self.others_cpu_fraction,
+            "reference_passes": {
+                **raw,
+                "pass_bytes": float(self.pass_bytes),
+                "threads": float(self.threads),
+            },
+        }
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class CpuWatch:
+    """The CPU time other processes took while a child ran: every CPU's busy time (from the
+    kernel's `/proc/stat`, through psutil) less this process's and its children's."""
+
+    cpus: int = field(default_factory=lambda: psutil.cpu_count() or 1)
+    _start: tuple[float, float, float] | None = None
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        """(every CPU's busy seconds, this process's and its children's CPU seconds, now)."""
+        times = psutil.cpu_times()
+        busy = sum(times) - times.idle - getattr(times, "iowait", 0.0)
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        mine = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+        return busy, mine, time.perf_counter()
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def others_fraction(self) -> float | None:
+        """Of every CPU's time since `start`, the fraction other processes were busy."""
+        if self._start is None:
+            return None
+        busy, mine, wall = self._now()
+        busy0, mine0, wall0 = self._start
+        elapsed = (wall - wall0) * self.cpus
+        if elapsed <= 0:
+            return None
+        return min(1.0, max(0.0, (busy - busy0 - (mine - mine0)) / elapsed))
+
+
+@dataclass
+class MomentReference:
+    """The scratch file a run's passes read, made once per cache folder and kept there."""
+
+    folder: Path
+    threads: int = field(default_factory=lambda: max(1, math.floor(usable_cpus())))
+    failed: str | None = None  # why no reference could be taken (said once; rows go without)
+    watch: CpuWatch = field(default_factory=CpuWatch)
+    _direct: bool | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.folder / SCRATCH_NAME
+
+    def _ensure(self, nbytes: int) -> Path:
+        """The scratch file, at least `nbytes` long (written, or grown, once)."""
+        if not self.path.is_file() or self.path.stat().st_size < nbytes:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            write_probe_file(tmp, nbytes)
+            tmp.replace(self.path)
+        return self.path
+
+    def pass_bytes(self, checkpoint_bytes: int, cache: str) -> int:
+        """How much one pass reads for a checkpoint of `checkpoint_bytes` (whole MiB)."""
+        most = COLD_PASS_BYTES if cache == COLD else WARM_PASS_BYTES
+        size = max(MIN_PASS_BYTES, min(most, checkpoint_bytes))
+        return size >> 20 << 20
+
+    def _cached(self, path: Path, nbytes: int) -> bool:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            cached, pages = resident_pages(fd, 0, nbytes)
+        finally:
+            os.close(fd)
+        return cached == pages
+
+    def _timed(self, path: Path, nbytes: int, threads: int, cache: str) -> tuple[float, float]:
+        """(seconds, CPU seconds) of one pass: warm from the page cache (read once more first
+        where part of it was evicted since), cold from the disk."""
+        direct = False
+        if cache == COLD:
+            if self._direct is None:
+                self._direct = direct_works(path)
+            direct = self._direct
+            evict(path)
+        elif not self._cached(path, nbytes):
+            copy_pass(path, self.threads, nbytes=nbytes)
+        cpu = _cpu_s()
+        seconds = copy_pass(path, threads, direct=direct, nbytes=nbytes)
+        return seconds, _cpu_s() - cpu
+
+    def passes(self, nbytes: int, cache: str) -> Pass:
+        """One side's passes: one thread, then every usable thread."""
+        path = self._ensure(nbytes)
+        one_s, one_cpu = self._timed(path, nbytes, 1, cache)
+        all_s, all_cpu = self._timed(path, nbytes, self.threads, cache)
+        return Pass(one_s, one_cpu, all_s, all_cpu)
+
+    def before(self, checkpoint_bytes: int, cache: str) -> Pass | None:
+        """The passes before a child (None: no reference can be taken here, said once); then
+        the CPU watch starts."""
+        if self.failed is not None:
+            return None
+        try:
+            taken = self.passes(self.pass_bytes(checkpoint_bytes, cache), cache)
+        except OSError as exc:
+            self.failed = f"no reference pass in {self.folder}: {exc}"
+            print(f"loadbench: {self.failed}; rows go without reference_s", file=sys.stderr)
+            return None
+        self.watch.start()
+        return taken
+
+    def after(self, before: Pass | None, checkpoint_bytes: int, cache: str) -> Reading | None:
+        """The passes after a child, paired with those `before` (None where either is missing)."""
+        if before is None or self.failed is not None:
+            return None
+        others = self.watch.others_fraction()
+        size = self.pass_bytes(checkpoint_bytes, cache)
+        try:
+            after = self.passes(size, cache)
+        except OSError as exc:
+            self.failed = f"no reference pass in {self.folder}: {exc}"
+            return None
+        return Reading(before, after, size, self.threads, cache, others)
