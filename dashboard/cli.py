@@ -142,7 +142,7 @@ def _report(args: argparse.Namespace) -> int:
     from bench.commands.common import existing_results
     from dashboard.report import run as write_report  # altair and vl-convert: only when asked
 
-    existing_results(args.results)  # a folder that is not there is named as missing
+    existing_results(args.results, given_as="RESULTS")  # a folder not there is named as missing
     return write_report(args)
 
 
