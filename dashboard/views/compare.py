@@ -18,7 +18,7 @@ import streamlit as st
 from bench.analysis import compare as bench_compare
 from bench.records.results import LOCAL, ROUTE, routed
 from bench.vocabulary import MISSING, NEW_ONLY, UNDECIDED
-from dashboard import charts, frames, style, widgets
+from dashboard import charts, frames, link, style, widgets
 
 FACTS = [
     "machine",
@@ -37,6 +37,7 @@ FACTS = [
     "command",
 ]
 KEYS = bench_compare.KEYS
+DEFAULT_PERCENT = 5.0  # the threshold the page opens on, as `loadbench compare`'s example
 
 
 def _fact(name: str, value: Any) -> str:
@@ -118,10 +119,17 @@ def _pick(results: Any, ids: list[str]) -> tuple[str, str, float]:
     with cols[0]:
         index = _default_base(results, ids, new)
         base = widgets.pick_run(
-            results, key="compare_base", label="Base", index=index, linked=False
+            results, key="compare_base", label="Base", index=index, param=link.BASE
         )
-    percent = cols[2].number_input(
-        "Max regression (%)", 0.5, 500.0, 5.0, 0.5, key="compare_threshold"
+    percent = link.bound(
+        "compare_threshold",
+        link.THRESHOLD,
+        DEFAULT_PERCENT,
+        lambda: cols[2].number_input(
+            "Max regression (%)", 0.5, 500.0, step=0.5, key="compare_threshold"
+        ),
+        valid=lambda p: 0.5 <= p <= 500,
+        omit=DEFAULT_PERCENT,
     )
     return base, new, percent / 100
 

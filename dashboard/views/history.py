@@ -15,33 +15,45 @@ import streamlit as st
 
 from bench.analysis import history
 from bench.records.results import ROUTE
-from dashboard import frames, widgets
+from dashboard import frames, link, widgets
 
 METRIC_NAMES = {
-    history.PEAK: "peak over baseline (GiB)",
-    history.WALL: "wall time (s)",
-    history.FLOOR: "wall / floor line (×, compares machines)",
+    history.TIME: "time / reference beside it (×, judged)",
+    history.PEAK: "peak over baseline (GiB, judged)",
+    history.WALL: "wall time (s, follows the machine)",
+    history.FLOOR: "time / floor line (×, compares machines)",
 }
+METRIC = link.choice(  # in the URL as `metric=time|peak|wall|floor`
+    "metric", dict(zip(METRIC_NAMES, ("time", "peak", "wall", "floor"), strict=True))
+)
 
 
 def _series(points: pd.DataFrame) -> pd.DataFrame:
     """Narrow the points to one shape set, the strategies picked and (where the shape set was
     loaded over several) the routes picked."""
     cols = st.columns([1, 2, 2])
-    shapes = cols[0].selectbox("Shape set", sorted(points["shapes"].unique()), key="history_shapes")
+    shapes = widgets.pick_shapes(points, key="history_shapes", column=cols[0])
     rows = points[points["shapes"] == shapes]
     names = sorted(rows["strategy"].unique())
-    picked = cols[1].multiselect("Strategies", names, default=names, key="history_strategies")
+    picked = widgets.pick_strategies(names, key="history_strategies", column=cols[1])
     rows = rows[rows["strategy"].isin(picked)]
     routes = frames.route_order(rows)
     if len(routes) > 1:
-        routes = cols[2].multiselect(
-            "Loaded from",
-            routes,
-            default=routes,
-            format_func=lambda r: widgets.ROUTE_WORDS.get(r, r),
-            key="history_routes",
-            help="each route (local disk, or source · link · concurrency) is a series of its own",
+        every = routes
+        routes = link.bound(
+            "history_routes",
+            link.ROUTES,
+            every,
+            lambda: cols[2].multiselect(
+                "Loaded from",
+                every,
+                format_func=lambda r: widgets.ROUTE_WORDS.get(r, r),
+                key="history_routes",
+                help="each route (local disk, or source · link · concurrency) is a series of its "
+                "own",
+            ),
+            valid=lambda chosen: set(chosen) <= set(every),
+            omit=every,
         )
     return rows[rows[ROUTE].isin(routes)]
 
@@ -114,12 +126,18 @@ def main() -> None:
         st.info("No ok runs to follow yet.")
         return
     rows = _series(points)
-    metric = st.radio(
-        "Metric",
-        list(METRIC_NAMES),
-        format_func=METRIC_NAMES.__getitem__,
-        horizontal=True,
-        key="history_metric",
+    metric = link.bound(
+        "history_metric",
+        METRIC,
+        history.TIME,
+        lambda: st.radio(
+            "Metric",
+            list(METRIC_NAMES),
+            format_func=METRIC_NAMES.__getitem__,
+            horizontal=True,
+            key="history_metric",
+        ),
+        omit=history.TIME,
     )
     steps = history.steps(results)
     st.altair_chart(history_chart(chart_frame(rows, steps, metric), metric), width="stretch")

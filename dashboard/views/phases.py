@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.records.results import ROUTE
-from dashboard import charts, data, frames, style, widgets
+from dashboard import charts, data, frames, link, style, widgets
 from loader.vocabulary import OK, STREAM
 
 
@@ -25,12 +25,25 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
     with cols[0]:
         shapes = widgets.pick_shapes(phases, key="phases_shapes")
     rows = phases[phases["shapes"] == shapes]
-    dtype = cols[1].selectbox("dtype", sorted(rows["dtype"].unique()), key="phases_dtype")
+    dtypes = sorted(rows["dtype"].unique())
+    dtype = link.bound(
+        "phases_dtype",
+        link.DTYPE,
+        dtypes[0],
+        lambda: cols[1].selectbox("dtype", dtypes, key="phases_dtype"),
+        valid=dtypes.__contains__,
+    )
     rows = rows[rows["dtype"] == dtype]
     counts = rows.groupby("devices")["strategy"].nunique()
-    options = sorted(counts.index)
-    most = options.index(counts.idxmax()) if len(counts) else 0  # the count most strategies ran on
-    devices = cols[2].selectbox("devices", options, index=most, key="phases_devices")
+    options = [int(d) for d in sorted(counts.index)]
+    most = int(counts.idxmax()) if len(counts) else options[0]  # the count most strategies ran on
+    devices = link.bound(
+        "phases_devices",
+        link.DEVICES,
+        most,
+        lambda: cols[2].selectbox("devices", options, key="phases_devices"),
+        valid=options.__contains__,
+    )
     elsewhere = sorted(
         set(rows["strategy"]) - set(rows.loc[rows["devices"] == devices, "strategy"])
     )
