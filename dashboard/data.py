@@ -88,3 +88,10 @@ def _descriptions(extra: str) -> tuple[dict[str, str], str | None]:
         return {n: info.description for n, info in _strategies.catalog().items()}, None
     except CheckpointError as e:  # a broken extra strategy module: say so, draw the rest
         return {}, str(e)
+
+
+@st.cache_data(show_spinner=False)
+def multiprocess_strategies() -> set[str]:
+    """The registered strategies that split a checkpoint across devices and processes
+    (`MULTIPROCESS = True`: `sharded`, `sharded-dir`), read with `ast` (no jax)."""
+    return {name for name, info in _strategies.catalog().items() if info.multiprocess}
