@@ -47,11 +47,12 @@ def write_url(root: Path) -> UrlFixture:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One page set away from its defaults: `changes` are (widget kind, key, value) in order;
-    `left` the widgets left at their default, with the reason."""
+    """One page set away from its defaults: `changes` are (widget kind, key, value) in order, or
+    (kind, key, value, text) where a browser picks the option by a text other than the value's
+    (a capture's label, not its id); `left` the widgets left at their default, with the reason."""
 
     page: str
-    changes: list[tuple[str, str, Any]]
+    changes: list[tuple[Any, ...]]
     left: dict[str, str]
 
 
@@ -108,7 +109,7 @@ def scenarios(fx: UrlFixture) -> dict[str, Scenario]:
             "views/timeline.py",
             [
                 ("selectbox", "timeline_run", beta),
-                ("multiselect", "timeline_results", [stream]),
+                ("multiselect", "timeline_results", [stream], ["stream · gpt2 · r1 · 8 dev · ok"]),
                 ("toggle", "timeline_absolute", True),
                 ("toggle", "timeline_stack", True),
             ],
@@ -158,15 +159,20 @@ def scenarios(fx: UrlFixture) -> dict[str, Scenario]:
             [
                 ("selectbox", "history_shapes", "tiny-gpt2"),
                 ("multiselect", "history_strategies", ["pipelined", "stream"]),
-                ("radio", "history_metric", "peak_over_baseline_bytes"),
+                ("radio", "history_metric", "peak_over_baseline_bytes", "peak over baseline"),
             ],
             {},
         ),
         "history_routes": Scenario(
             "views/history.py",
             [
-                ("multiselect", "history_routes", ["local", "s3 · 1Gbit · c64"]),
-                ("radio", "history_metric", "wall_s"),
+                (
+                    "multiselect",
+                    "history_routes",
+                    ["local", "s3 · 1Gbit · c64"],
+                    ["local disk", "s3 · 1Gbit · c64"],
+                ),
+                ("radio", "history_metric", "wall_s", "wall time"),
             ],
             {
                 "history_shapes": "gpt2 is the one shape set loaded over several routes",
@@ -176,7 +182,12 @@ def scenarios(fx: UrlFixture) -> dict[str, Scenario]:
         "memray": Scenario(
             "views/memray.py",
             [
-                ("selectbox", "memray_capture", fx.result_id("remote_remote", "pipelined", **c64)),
+                (
+                    "selectbox",
+                    "memray_capture",
+                    fx.result_id("remote_remote", "pipelined", **c64),
+                    "pipelined · s3 · 1Gbit · c64",
+                ),
                 ("toggle", "memray_inline", True),
             ],
             {},

@@ -68,7 +68,7 @@ def test_a_page_reopened_from_its_url_keeps_every_widget(name, url_results, monk
     scenario = scenarios(url_results)[name]
     at = _open(url_results.root, scenario.page)
     defaults = widgets(at)
-    for kind, key, value in scenario.changes:
+    for kind, key, value, *_ in scenario.changes:
         _set(at, kind, key, value)
     shown = widgets(at)
     unchanged = [k for k in shown if shown[k] == defaults.get(k) and k not in scenario.left]
