@@ -65,6 +65,12 @@ def load_results(folder: Path) -> Any | None:
     return _load_cached(str(folder.resolve()), _fingerprint(folder))
 
 
+def run_file(folder: Path, run_id: str) -> Path:
+    """The results file of `run_id` in `folder` (`<machine>/<run>.jsonl`, `checks/...`), where
+    `loadbench compare` reads one run alone; the folder itself where no file is named so."""
+    return next(folder.rglob(f"{run_id}.jsonl"), folder)
+
+
 def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     """The bench's `summarize` (one row per run, shapes, strategy, dtype, devices, processes)."""
     if phases.empty:
