@@ -19,7 +19,6 @@ the sentence saying from which links and runs it was extrapolated.
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,18 +39,16 @@ from bench.analysis.target import on_target, target_cpus, target_ram
 from bench.errors import BenchError, NoResultsError
 from bench.host.record import ProbeFileError, ProbeRecord, parse_probe
 from bench.link.shaping import Link
+from bench.records.results import partial_runs
 from bench.vocabulary import COLD, WARM
 from dashboard import charts, data, link, specs, style, widgets
+from dashboard.target_words import ACCELERATOR, DEVICE_RAM, LOAD_FROM, page_words
 
 CUSTOM = "custom sizes"
 SOURCES = ("a measured shape set", "a preset or fetched spec", CUSTOM)
 SOURCE = link.choice("source", dict(zip(SOURCES, ("measured", "spec", "custom"), strict=True)))
 GIB = 1 << 30
 DEFAULT_LINK = "1Gbit"
-# The widgets' labels, which the page's sentences name in place of `recommend`'s flags.
-LOAD_FROM = "Load on the target from"
-ACCELERATOR = "The target has an accelerator (the weights land in device memory)"
-DEVICE_RAM = "Device RAM (GiB, 0: not given)"
 
 
 @dataclass(frozen=True)
@@ -259,33 +256,6 @@ def _accelerator() -> Accelerator | None:
     return Accelerator(int(gib * GIB) if gib else None)
 
 
-# `loadbench recommend`'s advice names its flags; this page names its own widgets instead. Each
-# pattern is a phrase of `bench.analysis` (a test fails if a flag is left on the page).
-PAGE_WORDS = (
-    (
-        r"add --cache cold or --disk-read-speed for a cold disk",
-        f'upload the target\'s probe and pick "cold" under "{LOAD_FROM}" for a cold disk',
-    ),
-    (r"or predict --cache warm", f'or pick "warm" under "{LOAD_FROM}"'),
-    (r"add --accelerator", 'turn on "The target has an accelerator"'),
-    (r"([Gg])ive --device-ram \(e\.g\. 24GiB\)", r'\1ive "Device RAM (GiB)"'),
-    (r"give --device-ram", 'give "Device RAM"'),
-    (r"give --devices N to fit on N alone", 'set "Devices" to fit on one count alone'),
-    (r"or with --probe\b", "or with `loadbench bench run --probe`"),
-    (
-        r"add repeats \(--max-repeats, --repeat-budget\)",
-        "add repeats (`loadbench bench run --max-repeats`, `--repeat-budget`)",
-    ),
-)
-
-
-def page_words(text: str) -> str:
-    """`text` (a sentence of `bench.analysis`) naming this page's widgets, not the CLI's flags."""
-    for pattern, words in PAGE_WORDS:
-        text = re.sub(pattern, words, text)
-    return text
-
-
 def _for_devices(results: Any, devices: int) -> tuple[Any, list[str]]:
     """The results to predict `devices` devices from, and a sentence on what was left out: on
     one device, a strategy that splits tensors across devices (`sharded`, `sharded-dir`:
@@ -312,6 +282,7 @@ def _verdicts(
     """The same sentences, table order and figures as `loadbench recommend`
     (`bench.analysis.advice`; with a probe, `bench.analysis.target`)."""
     accelerator = _accelerator()
+    partial = _partial(results)
     results, left_out = _for_devices(results, host[1])
     try:
         adv, said = _advise(results, summary, host, name, probe, accelerator)
@@ -335,11 +306,28 @@ def _verdicts(
     st.dataframe(table.map(lambda v: page_words(v) if isinstance(v, str) else v), hide_index=True)
     with st.expander("What the fit rests on"):  # `recommend --json`'s details
         st.markdown("\n".join(f"- {page_words(d)}" for d in advice.details(adv)))
-    st.caption(_command(name, host, probe, accelerator))
+    st.caption(_command(name, host, probe, accelerator, partial=bool(partial)))
+
+
+def _partial(results: Any) -> list[str]:
+    """The runs that hold part of what they were asked (`partial_runs`, and files or lines
+    that could not be read), each said once: the page answers from what is there, where
+    `recommend` asks for `--allow-partial`."""
+    lost = partial_runs(results)
+    if results.errors:
+        lost.append(f"{len(results.errors)} file(s) or line(s) could not be read (said above)")
+    for line in lost:
+        st.warning(f"Answering from part of a run: {line}.", icon="⚠️")
+    return lost
 
 
 def _command(
-    name: str, host: tuple[int, int], probe: TargetProbe | None, accelerator: Accelerator | None
+    name: str,
+    host: tuple[int, int],
+    probe: TargetProbe | None,
+    accelerator: Accelerator | None,
+    *,
+    partial: bool,
 ) -> str:
     """The `loadbench recommend` line that prints the same figures (custom sizes have none)."""
     if name == CUSTOM:
@@ -355,6 +343,8 @@ def _command(
         target += " --accelerator"
         if accelerator.device_ram_bytes:
             target += f" --device-ram {accelerator.device_ram_bytes / GIB:g}GiB"
+    if partial:  # `recommend` refuses part of a run unless told
+        target += " --allow-partial"
     folder = shlex.quote(str(data.results_folder()))
     return (
         f"The same figures in a terminal: `loadbench recommend --shapes {shlex.quote(name)} "
