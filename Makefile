@@ -64,7 +64,7 @@ lint: $(STAMP) ## ruff (with the complexity rules) and format check, then mypy (
 sizes: ## report module, folder and function sizes (a report to read, never a check)
 	$(PYTHON) scripts/sizes.py
 
-bench: $(STAMP) ## run every strategy on SHAPES (default sa3), 3 repeats, each in a fresh process
+bench: $(STAMP) ## run every strategy on SHAPES (default sa3), each in a fresh process, 3+ repeats until its time is clear
 	@case "$(BENCH_ARGS)" in *--source*) $(MAKE) --no-print-directory remote-deps ;; esac
 	$(VENV)/bin/loadbench bench run --shapes $(SHAPES) --repeats 3 --out $(RESULTS) $(BENCH_ARGS)
 

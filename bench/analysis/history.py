@@ -170,15 +170,12 @@ def repeats(results: Results) -> pd.DataFrame:
     by_floor = wall / pd.to_numeric(floor_wall)
     floor_paired = rows[rows["kind"] == REFERENCE].assign(p=paired).groupby(floor_keys)["p"]
     mine = rows.join(floor_paired.median().rename("fp"), on=floor_keys)["fp"]
-    out = rows.assign(
-        **{
-            PEAK: pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"]),
-            WALL: wall,
-            TIME: paired.where(paired.notna(), by_floor),
-            FLOOR: (paired / mine).where(paired.notna() & mine.notna(), by_floor),
-            "reference": [MOMENT if p == p else FLOOR_LINE for p in paired],
-        }
-    )
+    out = rows.copy()
+    out[PEAK] = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
+    out[WALL] = wall
+    out[TIME] = paired.where(paired.notna(), by_floor)
+    out[FLOOR] = (paired / mine).where(paired.notna() & mine.notna(), by_floor)
+    out["reference"] = [MOMENT if p == p else FLOOR_LINE for p in paired]
     for name in ROW_CONFIG:
         if name not in out:
             out[name] = None
@@ -216,14 +213,10 @@ def points(results: Results) -> pd.DataFrame:
             reps[name] = None
     grouped = reps.groupby(keys, dropna=False, sort=False)
     frame = grouped[[PEAK, WALL, FLOOR]].median()
-    times = grouped[TIME].agg(lambda v: interval(v.dropna().tolist()))
-    frame = frame.assign(
-        **{
-            TIME: [iv.estimate if iv else float("nan") for iv in times],
-            "time_low": [iv.low if iv and iv.n > 1 else float("nan") for iv in times],
-            "time_high": [iv.high if iv and iv.n > 1 else float("nan") for iv in times],
-        }
-    )
+    times = [interval(v.dropna().tolist()) for _, v in grouped[TIME]]
+    frame[TIME] = [iv.estimate if iv else float("nan") for iv in times]
+    frame["time_low"] = [iv.low if iv and iv.n > 1 else float("nan") for iv in times]
+    frame["time_high"] = [iv.high if iv and iv.n > 1 else float("nan") for iv in times]
     frame = frame.join(grouped[[*LABELS, *CONFIG]].first())
     frame = frame.join(grouped.size().rename("repeats")).reset_index()
     frame = frame.assign(
@@ -379,7 +372,7 @@ def boundaries(results: Results) -> list[Boundary]:
                     strategy=str(labels["strategy"]),
                     route=str(labels[ROUTE]),
                     run_id=str(nxt[0]),
-                    change=_change(first.loc[prev[-1]], first.loc[nxt[0]]),
+                    change=_change(first.loc[[prev[-1]]].iloc[0], first.loc[[nxt[0]]].iloc[0]),
                 )
             )
     return out

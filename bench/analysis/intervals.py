@@ -18,8 +18,9 @@ interval then keeps its coverage at 3 repeats, and it widens honestly when repea
 A configuration's time is `settled` once the interval lies within +-`TARGET_HALF_WIDTH` (5%) of
 the estimate: `bench run` repeats a configuration until it is (or a cap is reached). One that
 stays wider is `unstable`, and says why (`Instability`): its spread, an outlying repeat, a
-ratio below 1 (faster than a bare copy: the reference was taken in a slow moment), or a machine
-that changed speed during a child (`reference_drift`). No jax.
+ratio below 1 (faster than a bare copy: the reference was taken in a slow moment), a machine
+that changed speed during a child (`reference_drift`), or one shared with other processes
+(`others_cpu_fraction`). No jax.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ OUTLIER_FACTOR = 1.25
 #: The reference pass after a child this much slower or faster than the one before: the
 #: machine changed speed during the child, so its pairing is loose.
 DRIFT_LIMIT = 0.25
+#: Other processes busy on more than this share of every CPU's time while a child ran: the
+#: machine was shared, and a reference copy pass cannot stand for every strategy's threads.
+SHARED_LIMIT = 0.25
 #: A ratio under this: the load beat a bare copy of its own bytes, which only noise explains.
 FASTEST_PLAUSIBLE = 0.95
 
@@ -142,9 +146,14 @@ def outliers(ratios: Sequence[float]) -> list[int]:
     return found
 
 
-def instability(ratios: Sequence[float], drifts: Sequence[float | None] = ()) -> Instability | None:
-    """Why a configuration with these paired ratios (in repeat order) and reference drifts is not
-    settled, or None where its interval is within +-5% and nothing else looks wrong."""
+def instability(
+    ratios: Sequence[float],
+    drifts: Sequence[float | None] = (),
+    others: Sequence[float | None] = (),
+) -> Instability | None:
+    """Why a configuration with these paired ratios (in repeat order), reference drifts and
+    shares of the CPUs other processes took is not settled, or None where its interval is within
+    +-5% and nothing else looks wrong."""
     iv = interval(ratios)
     if iv is None:
         return None
@@ -152,8 +161,8 @@ def instability(ratios: Sequence[float], drifts: Sequence[float | None] = ()) ->
     if iv.n >= 2 and not iv.settled:
         reasons.append(f"95% CI ±{iv.half_width:.0%} after {iv.n} repeats (wanted ±5%)")
     for i in outliers(ratios):
-        others = statistics.median(v for j, v in enumerate(ratios) if j != i)
-        reasons.append(f"repeat {i + 1} took {ratios[i] / others:.2f}x the others' median")
+        rest = statistics.median(v for j, v in enumerate(ratios) if j != i)
+        reasons.append(f"repeat {i + 1} took {ratios[i] / rest:.2f}x the others' median")
     fast = [r for r in ratios if r < FASTEST_PLAUSIBLE]
     if fast:
         reasons.append(
@@ -166,5 +175,11 @@ def instability(ratios: Sequence[float], drifts: Sequence[float | None] = ()) ->
         reasons.append(
             f"the machine changed speed during {len(moved)} repeat(s) (reference {worst:+.0%} "
             "after against before)"
+        )
+    shared = [o for o in others if o is not None and o > SHARED_LIMIT]
+    if shared:
+        reasons.append(
+            f"other processes took up to {max(shared):.0%} of the CPUs during {len(shared)} "
+            "repeat(s): a strategy that uses more threads loses more to them than its reference"
         )
     return Instability(tuple(reasons)) if reasons else None

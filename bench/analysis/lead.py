@@ -57,14 +57,15 @@ def _number(row: pd.Series, key: str) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def candidate(row: pd.Series) -> Candidate:
+def candidate(row: pd.Series, paired_ok: bool = True) -> Candidate:
     """A summary row as the tie rule sees it: its paired ratio's interval where its repeats
-    carried a reference, else its wall time's (t on the log walls, in seconds)."""
+    carried a reference (and `paired_ok`: every row it is compared with did too), else its wall
+    time's (t on the log walls, in seconds)."""
     n = int(_number(row, "paired_n") or 0)
     paired = _number(row, "paired_ratio")
     time: Interval | None
     unit = PAIRED
-    if n and paired is not None:
+    if paired_ok and n and paired is not None:
         low, high = _number(row, "paired_low"), _number(row, "paired_high")
         time = Interval(paired, low or paired, high or paired, n)
     else:
@@ -96,7 +97,10 @@ def lead(group: pd.DataFrame, ram: int | None) -> Lead:
     # (the dashboard's headline reads this same rule)
     ours = fits[fits["kind"] == STRATEGY]
     by_name = {str(r["strategy"]): i for i, r in ours.iterrows()}
-    choice = choose([candidate(r) for _, r in ours.iterrows()])
+    paired_ok = bool(
+        (pd.to_numeric(ours.get("paired_n", pd.Series(0, index=ours.index))) > 0).all()
+    )
+    choice = choose([candidate(r, paired_ok) for _, r in ours.iterrows()])
     best = by_name[choice.best.strategy] if choice else None
     rest = measured.drop(fits.index).sort_values("wall_s", kind="stable")
     reference = group[group["kind"] == REFERENCE]
@@ -125,8 +129,14 @@ def use_line(group: pd.DataFrame, answer: Lead, format_size) -> str:
             return "no strategy of loadbench's own loaded a model ok here, so none is named"
         return f"no strategy fits this host's {ram} with {TIGHT_FRACTION:.0%} to spare"
     row = group[group["strategy"] == answer.recommended].iloc[0]
+    shaky = [c.strategy for c in (answer.choice.best, *answer.choice.ties) if c.unstable]
+    caveat = (
+        f" ({', '.join(shaky)}: unstable, see above; the choice may change with more repeats)"
+        if shaky
+        else ""
+    )
     return (
         f"use {answer.recommended}: {format_size(row['peak_rss_bytes'])} peak, "
         f"{float(row['wall_s']):.2f} s, of those that fit this host's {ram} with "
-        f"{TIGHT_FRACTION:.0%} to spare: {answer.choice.sentence}"
+        f"{TIGHT_FRACTION:.0%} to spare: {answer.choice.sentence}{caveat}"
     )

@@ -314,7 +314,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repeat-budget",
         metavar="TIME",
-        help="wall time one strategy's runs may take in all before no more are added, e.g. 45s "
+        help="wall time one strategy's runs may take in all before no more are added, e.g. 30s "
         f"or 2min (default {DEFAULT_REPEAT_BUDGET_S:g}s; --repeats always run)",
     )
     p.add_argument("--dtype", default=None, help="store and load every float tensor in this dtype")

@@ -322,10 +322,15 @@ def _paired(ok: pd.DataFrame) -> dict[str, Any]:
     ordered = ok.sort_values("repeat", kind="stable")
     ratios = pd.to_numeric(ordered.get("paired_ratio", pd.Series(dtype=float))).dropna()
     drifts = pd.to_numeric(ordered.get("reference_drift", pd.Series(dtype=float)))
+    others = pd.to_numeric(ordered.get("others_cpu_fraction", pd.Series(dtype=float)))
     iv = interval(ratios.tolist())
     walls = interval(pd.to_numeric(ordered["wall_s"]).dropna().tolist())
     peaks = pd.to_numeric(ok["peak_rss_bytes"])
-    why = instability(ratios.tolist(), [None if d != d else float(d) for d in drifts])
+    why = instability(
+        ratios.tolist(),
+        [None if d != d else float(d) for d in drifts],
+        [None if o != o else float(o) for o in others],
+    )
     return {
         "paired_ratio": iv.estimate if iv else float("nan"),
         "paired_low": iv.low if iv and iv.n > 1 else float("nan"),
@@ -402,7 +407,7 @@ def with_floor_ratio(summary: pd.DataFrame) -> pd.DataFrame:
     out = walls / floor_wall
     if paired.notna().any():
         floor_paired = (
-            pd.to_numeric(floors.get("paired_ratio")).groupby([floors[k] for k in keys]).median()
+            pd.to_numeric(floors["paired_ratio"]).groupby([floors[k] for k in keys]).median()
         )
         mine = summary.join(floor_paired.rename("f"), on=keys)["f"]
         out = (paired / mine).where(paired.notna() & mine.notna(), out)

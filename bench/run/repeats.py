@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from bench.analysis.intervals import interval
 from bench.errors import BenchError
 
 DEFAULT_MIN_REPEATS = 3
 DEFAULT_MAX_REPEATS = 10
-DEFAULT_REPEAT_BUDGET_S = 45.0
+DEFAULT_REPEAT_BUDGET_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class RepeatPolicy:
                 "cap must be at least the minimum (e.g. --repeats 3 --max-repeats 10)"
             )
         if self.budget_s < 0:
-            raise BenchError(f"--repeat-budget {self.budget_s:g}: give 0 s or more, e.g. 45s")
+            raise BenchError(f"--repeat-budget {self.budget_s:g}: give 0 s or more, e.g. 30s")
 
 
 @dataclass
@@ -80,16 +81,20 @@ class Tally:
         return iv is not None and len(self.ratios) == self.runs and not iv.settled
 
 
+Key = TypeVar("Key", bound=Hashable)
+
+
 @dataclass
-class Tallies:
+class Tallies(Generic[Key]):
     """Every configuration's tally, by its key."""
 
     policy: RepeatPolicy
-    by_key: dict[Hashable, Tally] = field(default_factory=dict)
+    by_key: dict[Key, Tally] = field(default_factory=dict)
 
-    def of(self, key: Hashable) -> Tally:
+    def of(self, key: Key) -> Tally:
+        """The tally of `key` (a new one the first time)."""
         return self.by_key.setdefault(key, Tally())
 
-    def wanting(self, keys: list[Hashable]) -> list[Hashable]:
+    def wanting(self, keys: list[Key]) -> list[Key]:
         """Of `keys` (in run order), those that want another repeat."""
         return [k for k in keys if self.of(k).wants_more(self.policy)]

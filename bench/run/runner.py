@@ -200,12 +200,13 @@ class _Execution:
         nbytes = task.checkpoint.checkpoint_bytes
         if not remote:
             self.ceiling.probe(nbytes)  # before the child: quiet machine
+        if task.memray_bin is not None:  # a capture: no row, so no reference either
+            outcomes, _ = _run_task(prepared.task, self.config, work)
+            _note_memray(task, outcomes, self.memray, self.folder)
+            return None, None, True
         before = self.reference.before(nbytes, task.cache)
         outcomes, situation = _run_task(prepared.task, self.config, work)
         reading = self.reference.after(before, nbytes, task.cache)
-        if task.memray_bin is not None:
-            _note_memray(task, outcomes, self.memray, self.folder)
-            return None, None, True
         resident = situation.cache.resident_fraction
         limit = (
             {}
@@ -251,29 +252,29 @@ def _execute(
     interleaved rounds of the configurations whose time is not yet settled
     (`bench.run.repeats`)."""
     execution = _Execution(config, writer, run_id, ceiling)
-    tallies = Tallies(config.repeat_policy())
+    tallies: Tallies[tuple] = Tallies(config.repeat_policy())
     shown = config.progress and sys.stderr.isatty()  # a file gets no carriage returns
-    bar = tqdm(total=len(tasks), file=sys.stderr, disable=not shown, unit="run")
     firsts: dict[tuple, Task] = {}
     for task in tasks:
         if task.memray_bin is None:
             firsts.setdefault(configuration(task), task)
-    with bar:
-
-        def one(task: Task) -> None:
-            bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
-            started = time.perf_counter()
-            ratio, drift, ok = execution.run(task)
-            if task.memray_bin is None:
-                tallies.of(configuration(task)).add(ratio, drift, ok, time.perf_counter() - started)
-            bar.update()
-
+    with tqdm(total=len(tasks), file=sys.stderr, disable=not shown, unit="run") as bar:
         for task in tasks:
-            one(task)
+            _tallied(execution, task, tallies, bar)
         while more := tallies.wanting(list(firsts)):
-            bar.total += len(more)
+            bar.total = (bar.total or 0) + len(more)
             for key in more:
-                one(replace(firsts[key], repeat=tallies.of(key).runs))
+                _tallied(execution, replace(firsts[key], repeat=tallies.of(key).runs), tallies, bar)
+
+
+def _tallied(execution: _Execution, task: Task, tallies: Tallies[tuple], bar: tqdm) -> None:
+    """Run one task, and count it in its configuration's tally (a memray capture is no repeat)."""
+    bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
+    started = time.perf_counter()
+    ratio, drift, ok = execution.run(task)
+    if task.memray_bin is None:
+        tallies.of(configuration(task)).add(ratio, drift, ok, time.perf_counter() - started)
+    bar.update()
 
 
 def _checkpoints(config: RunConfig) -> Iterator[Checkpoint]:

@@ -41,13 +41,15 @@ def bench_env(monkeypatch, tmp_path_factory):
 
 def _config(tmp_path, strategies, **kw) -> RunConfig:
     return RunConfig(
-        shapes=["tiny-gpt2"],
-        strategies=strategies,
-        repeats=1,
-        out=tmp_path / "results",
-        progress=False,
-        argv=["test"],
-        **kw,
+        **{
+            "shapes": ["tiny-gpt2"],
+            "strategies": strategies,
+            "repeats": 1,
+            "out": tmp_path / "results",
+            "progress": False,
+            "argv": ["test"],
+            **kw,
+        }
     )
 
 
@@ -231,3 +233,39 @@ def test_a_failed_conversion_is_one_crashed_row_naming_the_checkpoint_form(bench
     file_task = Task(ck, strategies.get("eager"), 0, 1, 1)
     same = prepare_task(file_task, _config(tmp_path, ["eager"]))
     assert same.ok and same.task == file_task and same.error is None
+
+
+def test_repeats_continue_until_the_interval_settles_or_a_cap(bench_env, tmp_path, monkeypatch):
+    """`--repeats` is the minimum: a jittery time runs on to `--max-repeats`, in rounds of its
+    own after the minimum's interleaved ones; a failing one is never repeated past the minimum;
+    `--repeat-budget` stops a configuration whose repeats would take it past its wall budget.
+    The reference passes are held still, so only the children's own times decide. (When a
+    settled time stops is `tests/unit/test_repeats.py`'s: a sleep's own wall is not steady
+    enough on a shared 2-core machine to settle in 3.)"""
+    from bench.run import reference
+
+    still = reference.Pass(0.1, 0.1, 0.05, 0.1)
+    monkeypatch.setattr(reference.MomentReference, "passes", lambda self, n, cache: still)
+    names = ["fake-jitter", "fake-raise"]
+    added = ",".join([*FAKE_NAMES, "fake_jitter"])
+    monkeypatch.setenv("LOADBENCH_EXTRA_STRATEGIES", added)
+    res = read_results(
+        run_bench(_config(tmp_path, names, repeats=3, max_repeats=6, repeat_budget_s=600)).jsonl
+    )
+    totals = res.phases[res.phases.phase == "total"]
+    runs = totals.groupby("strategy").size().to_dict()
+    assert runs == {"fake-jitter": 6, "fake-raise": 3}
+    assert sorted(totals[totals.strategy == "fake-jitter"].repeat) == [0, 1, 2, 3, 4, 5]
+    # interleaved: the minimum's three rounds first, then fake-jitter's own
+    assert list(totals.strategy) == [*names * 3, *["fake-jitter"] * 3]
+    summary = summarize(res.phases).set_index("strategy")
+    assert summary.loc["fake-jitter", "unstable"].startswith("unstable: 95% CI ±")
+    assert summary.loc["fake-jitter", "paired_n"] == 6
+    # a budget of 2 s: fake-jitter (about 1 s a repeat with its start-up) gets no repeat past 3
+    tight = tmp_path / "tight"
+    res = read_results(
+        run_bench(
+            _config(tight, ["fake-jitter"], repeats=3, max_repeats=6, repeat_budget_s=2)
+        ).jsonl
+    )
+    assert len(res.phases[res.phases.phase == "total"]) == 3

@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import warnings
 
 import pytest
 
 from bench.analysis.recommend import TargetCheckpoint, recommend
+from bench.cli import main
 from bench.commands.recommend import run_cli
 from bench.errors import BenchError, NoResultsError
 from bench.records.results import read_results
+from bench.records.schema import to_json_line
 from bench.records.writer import ResultsWriter
 from loader.vocabulary import REFERENCE, STRATEGY
 from tests.commands import loadbench
-from tests.records import total_row
+from tests.records import run_record, total_row
 
 MiB, GiB = 1 << 20, 1 << 30
 BASE = 300 * MiB
@@ -189,6 +192,7 @@ def _args(tmp_path, **kw) -> argparse.Namespace:
         check=False,
         checkpoint=None,
         accelerator=False,
+        allow_partial=False,
     )
     return argparse.Namespace(**{**base, **kw})
 
@@ -448,3 +452,27 @@ def test_notes_are_short_sentences_and_a_column_the_same_on_every_row_is_one_lin
     run_cli(_args(tmp_path, host_ram="64GiB", shapes="gpt2", json=True))
     details = json.loads(capsys.readouterr().out)["details"]
     assert any(d.startswith("lean: fit error peak 3%") for d in details)
+
+
+def test_a_run_that_lost_strategies_or_lines_is_refused_unless_allowed(tmp_path, capsys):
+    """A truncated results file once gave "Recommended: builder ... 1 run of sa3", exit 0,
+    from 1 of 10 strategies, after a raw Python warning. Now: one line per line skipped, and
+    no answer from part of a run unless --allow-partial (which still says what was lost)."""
+    ram = ["--host-ram", "64GiB"]
+    _results(tmp_path)
+    run = run_record(run_id="r", strategies=["eager", "lean", "bytes-only", "broken", "gone"])
+    path = tmp_path / "m" / "r.jsonl"
+    with open(path, "a") as fh:
+        fh.write(to_json_line(run) + "\n")
+        fh.write('{"schema_version": 2, "record": "pha')  # a write cut short by a kill
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # never a raw Python warning
+        assert main(["recommend", "--results", str(tmp_path), "--shapes", "gpt2", *ram]) == 2
+    err = capsys.readouterr().err
+    assert "skipped part of" in err and "truncated last line" in err
+    assert "1 of its 5 strategies have no row (gone)" in err and "--allow-partial" in err
+    argv = ["recommend", "--results", str(tmp_path), "--shapes", "gpt2", "--allow-partial", *ram]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "Recommended: lean" in captured.out
+    assert "answering from part of a run (--allow-partial): run r:" in captured.err

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import warnings
 import math
+import warnings
 
 import pytest
 

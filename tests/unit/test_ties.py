@@ -80,10 +80,13 @@ def test_a_tie_goes_to_the_lighter_and_as_light_goes_to_the_fastest():
 
 def test_an_unstable_time_says_why():
     assert instability([2.0, 2.01, 1.99]) is None
-    why = instability([2.0, 2.05, 1.98, 3.2, 2.02], [0.01, 0.02, 0.4, 0.0, 0.01])
+    why = instability(
+        [2.0, 2.05, 1.98, 3.2, 2.02], [0.01, 0.02, 0.4, 0.0, 0.01], [0.02, 0.6, None, 0.1, 0.0]
+    )
     text = why.text
     assert "95% CI" in text and "repeat 4 took 1.59x the others' median" in text
     assert "changed speed during 1 repeat(s) (reference +40%" in text
+    assert "other processes took up to 60% of the CPUs during 1 repeat(s)" in text
     assert "faster than a bare copy" in instability([0.6, 0.61, 0.62]).text
 
 
