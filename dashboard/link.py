@@ -1,11 +1,11 @@
 """The view in the URL: a link to the dashboard opens the view it was copied from, whole.
 
 The page is the URL's path (`/target_host`); everything else on screen is in its query string
-(Streamlit's `st.query_params`), one parameter per widget, named in `PARAMS` below: the run, the
+(Streamlit's `st.query_params`), one parameter per widget, each named once below: the run, the
 shape set, the host RAM, the route, the strategies, and every toggle, radio, number and text of
 every page (the Target host's accelerator, device RAM and shape source, the Timeline's overlays,
 the History's selection, the Overview's "Peak as" and log scale, ...). Only an uploaded file (a
-target's probe) cannot travel in a link; the page says so.
+target's probe) cannot travel in a link; the Target host page says so beside its uploader.
 
 How a widget is bound (`seed` before drawing it, `keep` after):
 - `seed` gives the widget its value: the URL's the first time the widget asks in this session (a
@@ -92,7 +92,9 @@ def listed(name: str) -> Param[list[str]]:
     return Param(name, lambda v: [x for x in v.split(",") if x], ",".join)
 
 
-# Every parameter of every page, in one place (a page's parameters never share a name).
+# Every parameter of every page, in one place (a page's parameters never share a name), but for
+# a choice among a page's own options, declared beside them: the Overview's `peak`, the Target
+# host's `source`, the History's `metric`.
 RUN, BASE = text("run"), text("base")  # the run shown; Compare's base run
 SHAPES, SPEC = text("shapes"), text("spec")  # a measured shape set; a preset or fetched spec
 RAM, DEVICES = number("ram"), whole("devices")  # host RAM (GiB); device count

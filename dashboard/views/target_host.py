@@ -67,7 +67,8 @@ def _probe_input() -> TargetProbe | None:
         type=["json"],
         key="target_probe",
         help="`loadbench probe --out FILE.json`, run on the target: predicts times there, "
-        "within its RAM and CPUs (`loadbench recommend --probe FILE.json`)",
+        "within its RAM and CPUs (`loadbench recommend --probe FILE.json`). A file cannot "
+        "travel in a link: after opening one, upload the probe again",
     )
     if upload is None:
         return None

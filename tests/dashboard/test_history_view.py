@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import json
 
-from conftest import APP
-
 from tests.unit.test_history import MiB, _run
 
 
-def _page(folder, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    monkeypatch.setenv("LOADBENCH_RESULTS", str(folder))
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.switch_page("views/history.py").run()
+def _page(app, folder):
+    """The page over `folder`, run (the `app` fixture), with no exception."""
+    at = app("views/history.py", folder=folder)
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -28,13 +23,11 @@ def _spec(at) -> str:
     )
 
 
-def test_a_budget_change_is_a_labelled_boundary_and_runs_read_by_date_and_commit(
-    tmp_path, monkeypatch
-):
+def test_a_budget_change_is_a_labelled_boundary_and_runs_read_by_date_and_commit(app, tmp_path):
     _run(tmp_path, "r1", "2026-01-01T00:00:00Z", {"pipelined": 600 * MiB}, budget=256 * MiB)
     _run(tmp_path, "r2", "2026-01-02T00:00:00Z", {"pipelined": 600 * MiB}, budget=256 * MiB)
     _run(tmp_path, "r3", "2026-01-03T00:00:00Z", {"pipelined": 400 * MiB}, budget=32 * MiB)
-    at = _page(tmp_path, monkeypatch)
+    at = _page(app, tmp_path)
     drawn = _spec(at)
     assert "2026-01-03 00:00 · abc1234" in drawn  # the axis: date and commit
     assert "budget 256 MiB -> 32.0 MiB" in drawn  # the boundary, drawn where it happened
@@ -48,11 +41,11 @@ def test_a_budget_change_is_a_labelled_boundary_and_runs_read_by_date_and_commit
     assert "None" not in runs.to_string() and "nan" not in runs.to_string()
 
 
-def test_a_planted_slowdown_is_ringed_at_its_run(tmp_path, monkeypatch):
+def test_a_planted_slowdown_is_ringed_at_its_run(app, tmp_path):
     for i, walls in enumerate([None, None, (1.3, 1.313, 1.287)], 1):
         day = f"2026-01-0{i}T00:00:00Z"
         _run(tmp_path, f"r{i}", day, {"pipelined": 600 * MiB}, walls=walls, speed=1.0)
-    at = _page(tmp_path, monkeypatch)
+    at = _page(app, tmp_path)
     steps = next(df.value for df in at.dataframe if "first run after" in df.value.columns)
     assert list(steps["first run after"]) == ["r3"] and steps["change"].iloc[0] == "+30%"
     assert "step +30%" in _spec(at)  # the ring's tooltip, on the run after the step

@@ -16,13 +16,9 @@ FLAG = re.compile(r"--[a-z][a-z-]*")
 TERMINAL = ("The same figures in a terminal", "The same in a terminal")
 
 
-def _page(folder, monkeypatch):
-    from conftest import APP
-    from streamlit.testing.v1 import AppTest
-
-    monkeypatch.setenv("LOADBENCH_RESULTS", str(folder))
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.switch_page("views/target_host.py").run()
+def _page(app, folder):
+    """The page over `folder`, run (the `app` fixture), with no exception."""
+    at = app("views/target_host.py", folder=folder)
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -46,8 +42,8 @@ def _flags(texts: list[str]) -> list[str]:
     return [f"{f} in {t!r}" for t in texts for f in FLAG.findall("".join(t.split("`")[0::2]))]
 
 
-def test_the_page_names_its_widgets_where_recommend_names_flags(sa3_results, monkeypatch):
-    at = _page(sa3_results, monkeypatch)
+def test_the_page_names_its_widgets_where_recommend_names_flags(app, sa3_results):
+    at = _page(app, sa3_results)
     said = " ".join(_said(at))
     assert 'pick "cold" under "Load on the target from"' in said  # was "add --cache cold"
     assert _flags(_said(at)) == []
@@ -60,8 +56,8 @@ def test_the_page_names_its_widgets_where_recommend_names_flags(sa3_results, mon
     assert _flags(said) == []
 
 
-def test_with_one_device_the_splitting_strategies_are_not_listed(sa3_results, monkeypatch):
-    at = _page(sa3_results, monkeypatch)
+def test_with_one_device_the_splitting_strategies_are_not_listed(app, sa3_results):
+    at = _page(app, sa3_results)
     listed = set(at.dataframe[0].value["strategy"])
     assert {"sharded", "sharded-dir"} <= listed  # measured on 16 and 8 devices
     at.number_input(key="target_devices").set_value(1).run()
@@ -81,8 +77,8 @@ def _command(at, start: str) -> list[str]:
 
 
 @pytest.mark.parametrize("shapes", ["gpt2", None])
-def test_the_link_command_runs_as_printed(tmp_path, monkeypatch, capsys, shapes):
-    at = _page(_folder(tmp_path), monkeypatch)
+def test_the_link_command_runs_as_printed(app, tmp_path, capsys, shapes):
+    at = _page(app, _folder(tmp_path))
     if shapes is None:  # custom sizes: no name to give, the results' own shape set
         at.radio(key="target_source").set_value("custom sizes").run()
     argv = _command(at, "The same in a terminal")
@@ -94,8 +90,8 @@ def test_the_link_command_runs_as_printed(tmp_path, monkeypatch, capsys, shapes)
     assert basis.split(":")[0] in out  # from the same links and runs
 
 
-def test_the_recommend_command_runs_as_printed(sa3_results, monkeypatch, capsys):
-    at = _page(sa3_results, monkeypatch)
+def test_the_recommend_command_runs_as_printed(app, sa3_results, capsys):
+    at = _page(app, sa3_results)
     at.toggle(key="target_accelerator").set_value(True).run()
     at.number_input(key="target_device_ram_gib").set_value(24.0).run()
     argv = _command(at, "The same figures in a terminal")
@@ -104,3 +100,19 @@ def test_the_recommend_command_runs_as_printed(sa3_results, monkeypatch, capsys)
     assert main(argv) in (0, 1), capsys.readouterr().err  # 1: nothing fits, said on stdout
     verdict = next(line for line in capsys.readouterr().out.splitlines() if "Recommended" in line)
     assert verdict.split("(")[0] == at.success[0].value.split("(")[0]  # the same strategy
+
+
+def test_the_link_figures_carry_their_units(app, tmp_path):
+    """The concurrency curves and the link's prediction: seconds, multiples and sizes with
+    their units, never a bare `0.1693` or `46.6351`."""
+    at = _page(app, _folder(tmp_path))
+    for frame in at.dataframe:
+        table = frame.value
+        for column in [c for c in table.columns if table[c].dtype.kind == "f"]:
+            raise AssertionError(f"a bare number column: {column} {list(table[column])[:3]}")
+    curves = next(df.value for df in at.dataframe if "concurrency" in df.value.columns)
+    assert curves["wall (median)"].str.endswith(" s").all()
+    assert curves["× ceiling"].str.endswith("×").all()
+    predicted = next(df.value for df in at.dataframe if "host peak" in df.value.columns)
+    assert predicted["predicted wall"].str.contains(r" s\b").all()
+    assert predicted["host peak"].str.endswith("iB").all()
