@@ -145,6 +145,9 @@ def settle(page, charts: int = 0) -> None:
     page.wait_for_function(  # the grey placeholders of elements not drawn yet
         "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000
     )
+    page.wait_for_function(  # elements of an earlier run, faded until this one replaces them
+        "!document.querySelector('[data-stale=\"true\"]')", timeout=60_000
+    )
     page.wait_for_timeout(800)  # let the vega renderers finish drawing
 
 
