@@ -10,8 +10,9 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps remote-deps peers ports ports-deps clean
+.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps remote-deps peers ports ports-deps zoo clean
 PEERS_TORCH ?= torch==2.13.0
+TUNIX ?= google-tunix==0.1.7
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -36,6 +37,11 @@ ports-deps: $(STAMP) ## add torch and transformers (the ports extra) to .venv
 
 ports: ports-deps ## check the GPT-2, Llama, ViT and BERT ports against torch (real HF layouts loaded strictly, fp32 and bf16, saved back)
 	$(PY) -m pytest -q -s tests/unit/test_ports.py tests/unit/test_hf_layouts.py tests/unit/test_source_check.py tests/unit/test_writeback.py
+
+zoo: $(STAMP) ## add google-tunix (a JAX model zoo: its Llama3 and loader, `--model zoo`) without its pins, and what its models import
+	$(PY) -m pip install -q --no-deps '$(TUNIX)'
+	$(PY) -m pip install -q -e '.[zoo]'
+	$(PY) -c "import tunix.models.llama3.params, jax, flax, safetensors; print('zoo: tunix', __import__('importlib.metadata').metadata.version('google-tunix'), 'jax', jax.__version__, 'flax', flax.__version__, 'safetensors', safetensors.__version__)"
 
 browser-deps: ## install Debian's chromium for the browser test (needs root; skipped otherwise)
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -22,7 +22,8 @@ PORT: Final = "port"  # the shape set's real architecture, through its key map
 PORT_SCANNED: Final = "port-scanned"  # its scanned-layer variant, layers through loader.Stack
 PORTS: Final = (PORT, PORT_SCANNED)  # the models that are a real architecture (and compile)
 TRANSPOSED: Final = "transposed"  # the spec model, every 2-D tensor transposed (loader.Transpose)
-MODELS: Final = (SPEC, PORT, PORT_SCANNED, TRANSPOSED)
+ZOO: Final = "zoo"  # a model zoo's own class (tunix's Llama3), through a key map of its mapping
+MODELS: Final = (SPEC, PORT, PORT_SCANNED, TRANSPOSED, ZOO)
 HIT: Final = "hit"  # `--compile-cache`: the forward came from the persistent compilation cache
 MISS: Final = "miss"
 

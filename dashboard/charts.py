@@ -65,17 +65,18 @@ def phase_peak_bars(med: pd.DataFrame) -> alt.Chart:
 
 
 def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
-    """RSS held at each phase's end, anonymous vs file-backed, one panel per strategy (wrapping),
-    each panel with its own phase labels."""
+    """The highest RSS of each phase, anonymous vs file-backed, one panel per strategy (wrapping),
+    each panel with its own phase labels; RSS at each phase's end for rows older than that
+    split."""
+    peak = all(c in med.columns and med[c].notna().all() for c in frames.PEAK_SPLIT)
+    anon, file_ = frames.PEAK_SPLIT if peak else ("phase_anon_rss_bytes", "phase_file_rss_bytes")
     long = med.melt(
         id_vars=["strategy", "phase"],
-        value_vars=["phase_anon_rss_bytes", "phase_file_rss_bytes"],
+        value_vars=[anon, file_],
         var_name="memory",
         value_name="bytes",
     )
-    long["memory"] = long["memory"].map(
-        {"phase_anon_rss_bytes": "anonymous", "phase_file_rss_bytes": "file-backed"}
-    )
+    long["memory"] = long["memory"].map({anon: "anonymous", file_: "file-backed"})
     long, unit, fmt = _scaled(long, ["bytes"])
     phases = [p for p in PHASE_ORDER if p in set(long["phase"])]
     kinds = alt.Scale(domain=list(style.MEMORY_KINDS), range=list(style.MEMORY_KINDS.values()))
@@ -85,7 +86,11 @@ def anon_file_bars(med: pd.DataFrame) -> alt.FacetChart:
         .encode(
             x=alt.X("phase:N", sort=phases, title=None),
             xOffset=alt.XOffset("memory:N"),
-            y=alt.Y("bytes_u:Q", title=f"RSS at phase end ({unit})", axis=alt.Axis(format=fmt)),
+            y=alt.Y(
+                "bytes_u:Q",
+                title=f"{'highest RSS in' if peak else 'RSS at'} phase ({unit})",
+                axis=alt.Axis(format=fmt),
+            ),
             color=alt.Color("memory:N", title="memory", scale=kinds),
             tooltip=[
                 "strategy",

@@ -258,6 +258,10 @@ def _start_rss(rows: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=rows.index, dtype=float)
 
 
+#: each phase's highest anonymous and file-backed RSS (rows since the fields were added)
+PEAK_SPLIT = ("phase_peak_anon_rss_bytes", "phase_peak_file_rss_bytes")
+
+
 def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
     """Median per (strategy, route, phase) over the ok repeats, each strategy named with its
     route where it is remote (`route_labelled`): each phase's own high-water mark over
@@ -288,6 +292,7 @@ def phase_medians(phases: pd.DataFrame) -> pd.DataFrame:
         "phase_start_s",
         "phase_end_s",
     ]
+    cols += [c for c in PEAK_SPLIT if c in ok.columns]  # absent from older files
     ok[cols] = ok[cols].apply(pd.to_numeric, errors="coerce")
     return ok.groupby(["strategy", "phase"], as_index=False)[cols].median()
 

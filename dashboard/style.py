@@ -60,6 +60,8 @@ STRATEGY_PALETTE = (
     "#911eb4",
     "#875692",
     "#b3446c",
+    "#d62728",
+    "#000075",
 )
 REFERENCE_COLOR = "#7f7f7f"
 # A pastel palette for phases (bands, stacked bars; ColorBrewer Set3): never one of the strategy

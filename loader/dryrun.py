@@ -4,23 +4,33 @@ No tensor byte is read and no random model is built (a builder target is built a
 model path its shape and dtype, the file key it would read, that tensor's shape and dtype, the
 key_map transform, and a verdict (`loader.vocabulary.VERDICTS`); then each file key no model path
 asks for. It is how a key map is written: run it with an empty key map, read the table, map.
+
+A strict load cannot see a square weight left untransposed (its shape is right either way), so the
+plan flags one (`PlanTable.suspects`): a square 2-D leaf loaded with no transform while the key
+map transposes its siblings of the same role (the same leaf name and shape: 73 `kernel`s of
+384x384 transposed, one not). `str()` fits `WIDTH` columns: where one line per row would not, each
+row takes two, the file's side under the model's.
 """
 
 from __future__ import annotations
 
 import os
-from collections import Counter
-from dataclasses import asdict, dataclass
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from loader.format.source import CheckpointSource
 from loader.keys import KeyMap
-from loader.planning import PlanEntry, plan_load
+from loader.planning import PlanEntry, Step, plan_load
 from loader.policy import LoadPolicy, Patterns
 from loader.report import LoadReport
 from loader.target import resolve_target
+from loader.transforms import Chain, Transpose
 from loader.vocabulary import REPORT, VERDICTS
+
+WIDTH = 120  # the table's width in columns, at most (a name longer than a line aside)
 
 _COLUMNS = (
     "model path",
@@ -53,6 +63,34 @@ def _cells(e: PlanEntry) -> tuple[str, ...]:
     )
 
 
+def _transposes(transform: object) -> bool:
+    """Whether a declared transform swaps a 2-D tensor's axes (a `Transpose`, or one in a chain)."""
+    steps = transform.steps if isinstance(transform, Chain) else (transform,)
+    return any(
+        isinstance(s, Transpose) and [a % 2 for a in s.axes] == [1, 0] and len(s.axes) == 2
+        for s in steps
+    )
+
+
+def untransposed(steps: Iterable[Step]) -> dict[str, str]:
+    """Model path -> why it is suspect, for each square 2-D leaf loaded with no transform whose
+    siblings of the same role (leaf name and shape) the key map transposes."""
+    roles: dict[tuple[str, tuple[int, ...]], list[Step]] = defaultdict(list)
+    for step in steps:
+        shape = tuple(step.leaf.shape)
+        if step.leaf.kind == "array" and len(shape) == 2 and shape[0] == shape[1]:
+            roles[(str(step.leaf.path[-1]), shape)].append(step)
+    found = {}
+    for (name, shape), members in roles.items():
+        flipped = sum(_transposes(s.transform) for s in members)
+        for step in (s for s in members if s.transform is None) if flipped else ():
+            found[step.leaf.key] = (
+                f"not transposed, unlike {flipped} other {name} {shape[0]}x{shape[1]}: "
+                "a forgotten transpose loads without error; check its key_map entry"
+            )
+    return found
+
+
 @dataclass(frozen=True)
 class PlanTable:
     """The dry run of one load: its entries (model order, then unused file keys) and the report
@@ -67,6 +105,7 @@ class PlanTable:
     path: str
     entries: tuple[PlanEntry, ...]
     report: LoadReport
+    suspects: tuple[str, ...] = ()  # model paths `untransposed` flags (their notes say why)
 
     def counts(self) -> dict[str, int]:
         """Entries per verdict, in `VERDICTS` order (only the verdicts present)."""
@@ -80,20 +119,45 @@ class PlanTable:
             "counts": self.counts(),
             "entries": [asdict(e) for e in self.entries],
             "problems": self.report.problems(),
+            "suspects": list(self.suspects),
         }
 
     def __str__(self) -> str:
         rows = [_COLUMNS, *(_cells(e) for e in self.entries)]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
+        lines = _aligned(rows)
+        if max(map(len, lines)) > WIDTH:  # two lines a row: the model's side, the file's under it
+            lines = _aligned(
+                [r[:3] + r[6:8] for r in rows], [("  " + r[3],) + r[4:6] + r[8:] for r in rows]
+            )
         counts = ", ".join(f"{n} {v}" for v, n in self.counts().items())
         lines.append(f"{self.path}: {counts}")
         problems = self.report.problems()
         if problems:
             lines.append(f"{len(problems)} problem(s) a strict load would raise:")
             lines += [f"  {p}" for p in problems]
+        if self.suspects:
+            lines.append(f"{len(self.suspects)} suspect(s) a strict load cannot see:")
+            lines += [f"  {p}" for p in self.suspects]
         return "\n".join(lines)
+
+
+def _aligned(rows: list[tuple[str, ...]], under: list[tuple[str, ...]] | None = None) -> list[str]:
+    """The rows as aligned lines (header, a rule, then each row); with `under`, each row's second
+    line (aligned on its own columns) follows it."""
+    every = rows + (under or [])
+    widths = [max(len(r[i]) for r in every if i < len(r)) for i in range(max(map(len, every)))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    out = []
+    for i, row in enumerate(rows):
+        out.append(line(row))
+        if under is not None and any(under[i]):
+            out.append(line(under[i]))
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths[: len(row)]))
+    return out
 
 
 def plan(
@@ -126,4 +190,13 @@ def plan(
     model, abstract = resolve_target(target)
     with CheckpointSource(Path(path)) as source:
         planned = plan_load(model, source, key_map=key_map, policy=policy, abstract=abstract)
-    return PlanTable(str(path), tuple(planned.entries), planned.report)
+    suspects = untransposed(planned.steps)
+    entries = tuple(
+        replace(e, note="; ".join(n for n in (e.note, suspects[e.path]) if n))
+        if e.path in suspects
+        else e
+        for e in planned.entries
+    )
+    return PlanTable(
+        str(path), entries, planned.report, tuple(f"{p}: {suspects[p]}" for p in suspects)
+    )

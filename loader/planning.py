@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -327,14 +328,69 @@ def _plan_stack(
     plan.report.stacked.append(leaf.key)
 
 
-def _closest(name: str, candidates: Sequence[str]) -> str:
-    found = difflib.get_close_matches(name, candidates, n=1)
-    return found[0] if found else ""
+_DIGITS = re.compile(r"\d+")
+#: flax's leaf names and PyTorch's for the same tensor: a skeleton ends in PyTorch's
+_LEAF_NAMES = {"kernel": "weight", "scale": "weight", "embedding": "weight"}
 
 
-#: Past this many missing or unexpected names, no closest name is looked for (difflib is
-#: quadratic, and a load this far off is a wrong checkpoint, not a typo).
-MAX_SUGGESTIONS = 200
+def _skeleton(name: str, *, leaf_names: bool) -> str:
+    """`name`, each digit run as `#`; with `leaf_names`, a flax leaf name as PyTorch's
+    (`kernel` -> `weight`)."""
+    stem, dot, leaf = _DIGITS.sub("#", name).rpartition(".")
+    return f"{stem}{dot}{_LEAF_NAMES.get(leaf, leaf) if leaf_names else leaf}"
+
+
+def _numbers(name: str) -> tuple[str, ...]:
+    return tuple(_DIGITS.findall(name))
+
+
+class ClosestNames:
+    """The closest of `candidates` to each name asked, cheap for thousands of names.
+
+    difflib over every pair is quadratic in the names (a 12-layer encoder's first load, 200
+    mismatches against 200 names, already takes seconds). Names are compared by their skeleton
+    first (each digit run read as `#`; where none is close, flax's `kernel`, `scale` and
+    `embedding` also read as `weight`): a model has a few dozen skeletons however many layers, so
+    difflib runs over skeletons only, once per skeleton asked. The answer is the candidate of the
+    closest skeleton with the same numbers (the same layer), else difflib's pick among that
+    skeleton's candidates; "" where no skeleton is close.
+
+    Example:
+        >>> ClosestNames(["encoder.layer.3.attention.query.weight"])("layer.3.query.kernel")
+        'encoder.layer.3.attention.query.weight'
+        >>> ClosestNames(["h.0.attn.c_attn.weight", "h.1.attn.c_attn.weight"])("h.1.attn.c_attn")
+        'h.1.attn.c_attn.weight'
+    """
+
+    def __init__(self, candidates: Sequence[str]) -> None:
+        self._by_skeleton: dict[tuple[bool, str], dict[tuple[str, ...], str]] = {}
+        for name in candidates:
+            for leaf_names in (False, True):
+                key = (leaf_names, _skeleton(name, leaf_names=leaf_names))
+                self._by_skeleton.setdefault(key, {}).setdefault(_numbers(name), name)
+        self._skeletons = {
+            flag: [s for f, s in self._by_skeleton if f == flag] for flag in (False, True)
+        }
+        self._closest_skeleton: dict[tuple[bool, str], str] = {}
+
+    def _closest(self, name: str, leaf_names: bool) -> str:
+        key = (leaf_names, _skeleton(name, leaf_names=leaf_names))
+        if key not in self._closest_skeleton:
+            found = difflib.get_close_matches(key[1], self._skeletons[leaf_names], n=1)
+            self._closest_skeleton[key] = found[0] if found else ""
+        return self._closest_skeleton[key]
+
+    def __call__(self, name: str) -> str:
+        leaf_names = not self._closest(name, False)
+        closest = self._closest(name, leaf_names)
+        if not closest:
+            return ""
+        group = self._by_skeleton[(leaf_names, closest)]
+        same_numbers = group.get(_numbers(name))
+        if same_numbers is not None:
+            return same_numbers
+        found = difflib.get_close_matches(name, list(group.values()), n=1, cutoff=0.0)
+        return found[0]
 
 
 def _diagnose(
@@ -347,25 +403,24 @@ def _diagnose(
     """The closest existing names for the missing and unexpected ones, and the key_map entries
     that name no model path."""
     report = plan.report
-    suggest = len(report.missing) + len(report.unexpected) <= MAX_SUGGESTIONS
-    spare = sorted(report.unexpected) or sorted(file_keys)
+    spare = ClosestNames(sorted(report.unexpected) or sorted(file_keys))
     for path in report.missing:
         lookup = lookups.get(path, Lookup(path))
-        closest = _closest(lookup.file_key, spare) if suggest else ""
+        closest = spare(lookup.file_key)
         report.missing_keys.append(MissingKey(path, lookup.file_key, lookup.entry, closest))
-    wanted = [lookups[p].file_key for p in report.missing if p in lookups] or model_keys
+    wanted = ClosestNames(
+        [lookups[p].file_key for p in report.missing if p in lookups] or model_keys
+    )
     for file_key in report.unexpected:
-        report.unexpected_keys.append(
-            UnexpectedKey(file_key, _closest(file_key, wanted) if suggest else "")
-        )
+        report.unexpected_keys.append(UnexpectedKey(file_key, wanted(file_key)))
     if key_map is None or callable(key_map):
         return
-    paths = set(model_keys)
+    paths, model_names = set(model_keys), ClosestNames(model_keys)
     for model_key, mapped in key_map.items():
         if model_key not in paths:
             target = mapped[0] if isinstance(mapped, tuple) else mapped
             report.unused_key_map.append(
-                UnusedEntry(model_key, str(target), _closest(model_key, model_keys))
+                UnusedEntry(model_key, str(target), model_names(model_key))
             )
 
 

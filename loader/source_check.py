@@ -6,6 +6,10 @@ is the right way round. A square weight left untransposed (a 384x384 attention p
 `compare_to_transformers` builds the model transformers builds from a folder (`from_pretrained`:
 its `config.json` and weights), runs it and the port on the same inputs in float32, and reports
 max |delta| per output, named as transformers names them (`logits`, `last_hidden_state`, ...).
+Without `model_class=`, the class is `config.json`'s `architectures[0]`, unless the port's outputs
+ask for `last_hidden_state`: then it is the base model (`AutoModel`), since a checkpoint saved by a
+head class (`MPNetForMaskedLM`, a sentence-embedding model) would otherwise be run with its head,
+which transformers may initialise at random and whose outputs are not the port's.
 
 torch and transformers are the `ports` extra (`make ports-deps`); they are imported on the first
 call, never by `import loader`.
@@ -28,12 +32,14 @@ FP32_TOLERANCE = 1e-5
 
 @dataclass(frozen=True)
 class OutputDelta:
-    """One output compared: its name and shape, max |port - source|, and max |source| (scale)."""
+    """One output compared: its name and shape, max |port - source|, max |source| (scale), and
+    the dtype the port gave it in (the source always runs in float32)."""
 
     name: str
     shape: tuple[int, ...]
     max_abs_delta: float
     max_abs_source: float
+    port_dtype: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,8 @@ class Comparison:
 
     Example:
         >>> print(comparison)
-        last_hidden_state  (2, 16, 32)  max |delta| 8.3e-07  (max |source| 4.1)  ok
+        MPNetModel from mpnet/ (float32) against the port (bfloat16):
+          last_hidden_state  (2, 16, 32)  max |delta| 8.3e-03  (max |source| 4.1)  OVER 1e-05
     """
 
     folder: str
@@ -65,7 +72,8 @@ class Comparison:
         width = max(len(o.name) for o in self.outputs)
         shapes = [str(o.shape) for o in self.outputs]
         shape_width = max(len(s) for s in shapes)
-        lines = [f"{self.model_class} from {self.folder} against the port (fp32):"]
+        ported = ", ".join(sorted({o.port_dtype for o in self.outputs}))
+        lines = [f"{self.model_class} from {self.folder} (float32) against the port ({ported}):"]
         for o, shape in zip(self.outputs, shapes):
             verdict = "ok" if o.max_abs_delta <= self.tolerance else f"OVER {self.tolerance:g}"
             lines.append(
@@ -89,7 +97,15 @@ def _framework() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def _source_model(transformers: Any, folder: str, model_class: str | type | None) -> Any:
+#: the output only a base model (no head) gives: asked for, it picks `AutoModel`
+BASE_OUTPUT = "last_hidden_state"
+
+
+def _source_model(
+    transformers: Any, folder: str, model_class: str | type | None, wanted: Sequence[str]
+) -> Any:
+    if model_class is None and BASE_OUTPUT in wanted:
+        return transformers.AutoModel.from_pretrained(folder).float().eval()
     if model_class is None:
         config = transformers.AutoConfig.from_pretrained(folder)
         names = list(getattr(config, "architectures", None) or [])
@@ -108,7 +124,7 @@ def _source_model(transformers: Any, folder: str, model_class: str | type | None
 
 
 def _named_outputs(
-    port_out: Any, source: Mapping[str, np.ndarray], names: Sequence[str] | None
+    port_out: Any, source: Mapping[str, np.ndarray], names: Sequence[str] | None, source_class: str
 ) -> list[tuple[str, Any]]:
     """The port's outputs by the source's names: a mapping by its keys, a sequence by position
     (`names`, or the source's own order), one array as the first (or `names[0]`)."""
@@ -126,8 +142,11 @@ def _named_outputs(
     unknown = [name for name, _ in pairs if name not in source]
     if unknown:
         raise ValueError(
-            f"port output {unknown[0]!r} is not among the source model's outputs "
-            f"({', '.join(source)}); name the port's outputs as transformers does"
+            f"port output {unknown[0]!r} is not among the outputs of {source_class} "
+            f"({', '.join(source)}); name the port's outputs as transformers does, or pass "
+            f"model_class= the transformers class whose forward gives {unknown[0]!r} (a head "
+            f"class such as ...ForMaskedLM gives logits; the base model, e.g. 'BertModel', "
+            f"gives {BASE_OUTPUT})"
         )
     return pairs
 
@@ -154,7 +173,8 @@ def compare_to_transformers(
             `pixel_values`, ...).
         outputs: the source output names of the port's outputs, in order (default: the source
             model's own order; a mapping needs none).
-        model_class: a transformers class or its name (default: `config.json`'s
+        model_class: a transformers class or its name (default: the base model, `AutoModel`,
+            when the port's outputs ask for `last_hidden_state`; else `config.json`'s
             `architectures[0]`, e.g. `GPT2LMHeadModel`).
         tolerance: the max |delta| called ok (default fp32 noise, 1e-5).
 
@@ -170,7 +190,9 @@ def compare_to_transformers(
     import jax.numpy as jnp
 
     torch, transformers = _framework()
-    source_model = _source_model(transformers, os.fspath(folder), model_class)
+    got = port(**{k: jnp.asarray(v) for k, v in inputs.items()})
+    wanted = list(got) if isinstance(got, Mapping) else list(outputs or [])
+    source_model = _source_model(transformers, os.fspath(folder), model_class, wanted)
     with torch.no_grad():
         raw = source_model(**{k: torch.as_tensor(np.asarray(v)) for k, v in inputs.items()})
     source = {
@@ -178,9 +200,8 @@ def compare_to_transformers(
         for name, value in raw.items()
         if isinstance(value, torch.Tensor)
     }
-    got = port(**{k: jnp.asarray(v) for k, v in inputs.items()})
     compared = []
-    for name, value in _named_outputs(got, source, outputs):
+    for name, value in _named_outputs(got, source, outputs, type(source_model).__name__):
         mine, theirs = np.asarray(value, np.float32), source[name]
         if mine.shape != theirs.shape:
             raise ValueError(
@@ -188,7 +209,8 @@ def compare_to_transformers(
             )
         delta = float(np.max(np.abs(mine - theirs))) if mine.size else 0.0
         scale = float(np.max(np.abs(theirs))) if theirs.size else 0.0
-        compared.append(OutputDelta(name, tuple(mine.shape), delta, scale))
+        dtype = str(getattr(value, "dtype", mine.dtype))
+        compared.append(OutputDelta(name, tuple(mine.shape), delta, scale, dtype))
     return Comparison(
         os.fspath(folder), type(source_model).__name__, tuple(compared), float(tolerance)
     )

@@ -116,7 +116,8 @@ fi
 #    strategies only), staged, both into the set's results folder
 bench() {  # shapes repeats strategies models
     step "bench run $1 x$2: $3 (model $4)"
-    "${LB[@]}" bench run --shapes "$1" --repeats "$2" --strategies "$3" --model "$4" --staging \
+    "${LB[@]}" bench run --shapes "$1" --repeats "$2" --max-repeats "$2" --strategies "$3" \
+        --model "$4" --staging \
         --timeout 300 --out "$WORK/results-$1" >> "$OUT/summary-$1.txt" 2>&1
     echo "   exit $?"; cat "$OUT/summary-$1.txt" | grep -v '%|' | tail -20
 }

@@ -108,6 +108,27 @@ def _budget_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
+#: total-row fields whose median over the ok repeats the summary adds (row field -> its column)
+CPU_MEMORY_FIELDS = {
+    "cpu_s": "cpu_s",
+    "ceiling_cpu_s": "ceiling_cpu_s",
+    "phase_peak_anon_rss_bytes": "peak_anon_rss_bytes",
+    "phase_peak_file_rss_bytes": "peak_file_rss_bytes",
+}
+
+
+def _cpu_memory_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per configuration: the medians of the load's CPU-seconds, the C ceiling's for the same
+    bytes, and the highest anonymous and file-backed RSS (`CPU_MEMORY_FIELDS`)."""
+    ok = headline(phases)
+    ok = ok[(ok["phase"] == TOTAL) & (ok["status"] == OK)]
+    present = {f: c for f, c in CPU_MEMORY_FIELDS.items() if f in ok.columns}
+    frame = ok[keys].assign(**{c: pd.to_numeric(ok[f]) for f, c in present.items()})
+    return frame.groupby(keys, sort=False, dropna=False).agg(
+        **{c: (c, "median") for c in present.values()}
+    )
+
+
 def summary_frame(results: Results) -> pd.DataFrame:
     """`summarize` per configuration (see the module doc), with its extra keys and budget
     columns."""
@@ -122,6 +143,8 @@ def summary_frame(results: Results) -> pd.DataFrame:
         part = part.assign(**dict(zip(extra, labels, strict=True)))
         if "budget_bytes" in group.columns:
             part = part.join(_budget_columns(group, GROUP_KEYS), on=GROUP_KEYS)
+        if "cpu_s" in group.columns:
+            part = part.join(_cpu_memory_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         if "device_peak_bytes" in group.columns:
             part = part.join(device_columns(group, GROUP_KEYS), on=GROUP_KEYS)
         parts.append(part)
@@ -211,6 +234,10 @@ def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> d
         "budget_bytes": _int(row.get("budget_bytes")),
         "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
         "device_peak_bytes": _int(row.get("device_peak_bytes")),
+        "peak_anon_rss_bytes": _int(row.get("peak_anon_rss_bytes")),
+        "peak_file_rss_bytes": _int(row.get("peak_file_rss_bytes")),
+        "cpu_s": _num(row.get("cpu_s")),
+        "ceiling_cpu_s": _num(row.get("ceiling_cpu_s")),
         "device_overreceived": bool(_flag(row, "device_overreceived")),
         "staging_memory": _str(row.get("staging_memory")),
         "peak_source": _str(row["peak_source"]),
@@ -274,6 +301,22 @@ def _inflight(row: pd.Series) -> str:
     return f"{gib(peak)} / {gib(budget) if budget else 'its default'}"
 
 
+def _anon_file(row: pd.Series) -> str:
+    """`1.20 / 2.11 GiB`: the highest anonymous and file-backed RSS of the load."""
+    anon, file = _num(row.get("peak_anon_rss_bytes")), _num(row.get("peak_file_rss_bytes"))
+    if anon is None or file is None:
+        return "-"
+    return f"{_in_gib(anon)} / {gib(file)}"
+
+
+def _cpu(row: pd.Series) -> str:
+    """`1.71` CPU-seconds of the load, `1.71 (1.02)` beside the C ceiling's for its bytes."""
+    cpu, ceiling = _num(row.get("cpu_s")), _num(row.get("ceiling_cpu_s"))
+    if cpu is None:
+        return "-"
+    return _fixed(cpu) + (f" ({_fixed(ceiling)})" if ceiling is not None else "")
+
+
 def _status(row: pd.Series) -> str:
     """`ok`, `ok (2/3 ok)`, or a skipped or failed row's status with its reason's first line."""
     status = str(row["status"])
@@ -315,8 +358,10 @@ def _cells(row: pd.Series, answer: Lead) -> list[str]:
         _name(row, answer),
         gib(_num(row["peak_rss_bytes"])),
         f"{ratio:.2f}x" if ratio is not None else "-",
+        _anon_file(row),
         device_peak(row, gib),
         f"{wall:.2f}{spread}" if wall is not None else "-",
+        _cpu(row),
         f"{_in_gib(tput)} GiB/s" if tput is not None else "-",
         f"{_in_gib(received)} GiB/s" if received is not None else "-",
         f"{floor:.2f}x" if floor is not None else "-",
@@ -331,8 +376,10 @@ COLUMNS = (
     ("strategy", "* recommended for this host"),
     ("peak RSS", "the load's peak resident memory"),
     ("x ckpt", "(peak - baseline) / checkpoint"),
+    ("anon / file", "the highest anonymous / file-backed RSS (sampled; need not sum to the peak)"),
     ("device peak", "device memory peak (GPU/TPU)"),
     ("wall s (min-max)", "median load time over the repeats"),
+    ("CPU s (C)", "user + system CPU-seconds of the load (the C copy's for its bytes)"),
     ("GiB/s", "checkpoint / wall"),
     ("received/s", "bytes received / wall (several processes: all their bytes / the slowest's)"),
     ("x floor", "x ceiling / the floor line's (a bare read, paired the same way)"),

@@ -7,6 +7,8 @@
   stacked leaf filled from the per-layer tensors through `loader.Stack`.
 - `transposed`: the mirror model with every 2-D tensor stored transposed in the model, read
   through `loader.Transpose((1, 0))`: what a port of torch `nn.Linear` weights does to every byte.
+- `zoo`: a model zoo's own class (tunix's `Llama3`, `bench.child.zoo`), through a key map built
+  from tunix's own mapping; strategy `tunix` loads it with tunix's own loader.
 
 A port or transposed model is verified leaf by leaf: the file tensor (read again, outside the
 measured phases), through the key map's transform, cast to the leaf's dtype, bit for bit.
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.records.wire import ChildTask
-from bench.vocabulary import PORT_SCANNED, PORTS, TRANSPOSED
+from bench.vocabulary import PORT_SCANNED, PORTS, TRANSPOSED, ZOO
 
 Builder = Callable[[], Any]
 
@@ -47,6 +49,11 @@ def target(task: ChildTask, spec) -> tuple[Builder, dict[str, Any] | None, Any]:
 
         port = port_for(spec, dtype=dtype, seed=task.seed, scanned=task.model == PORT_SCANNED)
         return port.builder, port.key_map, port
+    if task.model == ZOO:
+        from bench.child import zoo
+
+        builder, zoo_key_map = zoo.target(spec, task.seed)
+        return builder, zoo_key_map, None
     if task.model == TRANSPOSED:
         flip = Transpose((1, 0))
         key_map: dict[str, Any] = {

@@ -16,6 +16,9 @@ the backend) would otherwise be reused by the load's first allocations without r
 
 Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` (+ `RssShmem`) from
 `/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
+The kernel keeps no high-water mark of either, so each phase's highest anonymous and highest
+file-backed RSS (`peak_anon_rss_bytes`, `peak_file_rss_bytes`) are the largest read by the sampler
+and at every phase edge; the two need not fall at the same instant, nor sum to the peak.
 Device memory, where the backend reports it (`jax.Device.memory_stats()` on GPU/TPU; None on the
 CPU backend): at the end of each phase, each device's `bytes_in_use` and `peak_bytes_in_use`, and
 their sums. The allocator's peak cannot be reset, so a phase's device peak is the peak up to the
@@ -111,6 +114,8 @@ class PhaseStats:
     end_rss_bytes: int = 0
     anon_rss_bytes: int = 0
     file_rss_bytes: int = 0
+    peak_anon_rss_bytes: int = 0  # the highest anonymous RSS read while it was open
+    peak_file_rss_bytes: int = 0  # the highest file-backed RSS read while it was open
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None
     device_peak_bytes_in_use: int | None = None
@@ -183,22 +188,26 @@ class MemoryProbe:
     def peak_source(self) -> str:
         return "hwm" if self._use_hwm else "sampled"
 
-    def _fold(self, value: int) -> None:
+    def _fold(self, value: int, now: dict[str, int]) -> None:
+        """Fold a peak `value` and the anonymous and file-backed RSS read `now` into every open
+        phase and the total."""
         for stats in (*self._open, self._total):
             stats.peak_rss_bytes = max(stats.peak_rss_bytes, value)
+            stats.peak_anon_rss_bytes = max(stats.peak_anon_rss_bytes, now["anon"])
+            stats.peak_file_rss_bytes = max(stats.peak_file_rss_bytes, now["file"])
 
     def _mark(self) -> dict[str, int]:
         """Read the counters and fold the peak since the last reset into every open phase."""
         now = read_status()
         with self._lock:
-            self._fold(max(now["hwm"], now["rss"]) if self._use_hwm else now["rss"])
+            self._fold(max(now["hwm"], now["rss"]) if self._use_hwm else now["rss"], now)
         return now
 
     def _sampler(self) -> None:
         while not self._stop.wait(self._interval):
             now = read_status()
             with self._lock:
-                self._fold(now["rss"])
+                self._fold(now["rss"], now)
                 self._tick += 1
                 if self._tick % self._every:
                     continue
@@ -219,8 +228,10 @@ class MemoryProbe:
         self._t0, self._cpu0 = time.perf_counter(), time.process_time()
         if self._use_hwm:
             reset_hwm()
-        self._baseline = read_status()["rss"]
+        now = read_status()
+        self._baseline = now["rss"]
         self._total.peak_rss_bytes = self._baseline
+        self._total.peak_anon_rss_bytes, self._total.peak_file_rss_bytes = now["anon"], now["file"]
         self._stop.clear()
         self._thread = threading.Thread(target=self._sampler, name="loadbench-probe", daemon=True)
         self._thread.start()
@@ -258,6 +269,8 @@ class MemoryProbe:
         with self._lock:
             stats = self._phases.setdefault(name, PhaseStats(name, len(self._phases)))
             stats.peak_rss_bytes = max(stats.peak_rss_bytes, now["rss"])
+            stats.peak_anon_rss_bytes = max(stats.peak_anon_rss_bytes, now["anon"])
+            stats.peak_file_rss_bytes = max(stats.peak_file_rss_bytes, now["file"])
             for other in self._open:  # nested (or concurrent) phases overlap: not disjoint
                 _note_overlap(stats, other)
             self._open.append(stats)

@@ -7,8 +7,10 @@ user's own checkpoint the cached `digests` of safetensors' reading and the `chec
 dtype, seed and an optional memray
 capture path. Order: imports, backend initialisation (`jax.distributed.initialize` first for a
 multi-process run, from `LOADBENCH_COORDINATOR`, `LOADBENCH_NUM_PROCESSES`,
-`LOADBENCH_PROCESS_ID`), baseline RSS, the strategy under the probe, then, outside the measured
-phases, verification of every loaded tensor. The `ChildResult` is written atomically; an exception
+`LOADBENCH_PROCESS_ID`), baseline RSS, the strategy under the probe, which stops once every array
+of the model is ready (`jax.device_put` returns before its copy is done: a load that hands back
+arrays still being copied is not finished), then, outside the measured phases, verification of
+every loaded tensor. The `ChildResult` is written atomically; an exception
 becomes status "crashed" with its message, a mismatch status "wrong". A child killed outright
 writes nothing, and the runner turns that into a row.
 """
@@ -98,6 +100,7 @@ def _load(
         options["on_built"] = compiling.start_from
     t0 = time.perf_counter()
     model, report = info.load(builder, task.checkpoint, probe, strict=False, **options)
+    until_ready(model)
     if compiling is None:
         return model, report, {}
     load_s = time.perf_counter() - t0
@@ -105,6 +108,16 @@ def _load(
     timing: dict[str, Any] = {"load_s": load_s, "ready_s": time.perf_counter() - t0}
     timing |= {"compile_cache": compiling.cache_result, "error": compiling.error}
     return model, report, timing | {"compile_start_rss_bytes": compiling.start_rss_bytes}
+
+
+def until_ready(model: Any) -> None:
+    """Wait until every jax array of `model` holds its bytes (transfers still in flight done)."""
+    import jax
+
+    if model is not None:
+        from loader.leaves import iter_variables
+
+        jax.block_until_ready([var.get_value() for _, var in iter_variables(model)])
 
 
 def _verify(

@@ -1,5 +1,5 @@
 """`bench run`'s options on the model loaded and its compile: `--model spec|port|port-scanned|
-transposed`
+transposed|zoo`
 (several, comma-separated, run interleaved in one run), `--compile`, `--compile-cache DIR`."""
 
 from __future__ import annotations
@@ -8,7 +8,23 @@ import argparse
 
 from bench.commands.common import csv
 from bench.errors import BenchError
-from bench.vocabulary import MODELS, PORT, PORT_SCANNED, PORTS, SPEC
+from bench.vocabulary import MODELS, PORT, PORT_SCANNED, PORTS, SPEC, ZOO
+
+
+def _check_zoo(shapes: str | None) -> None:
+    """`--model zoo` needs google-tunix (`make zoo`) and a llama-shaped preset."""
+    import importlib.util
+
+    from bench.child.zoo import ZOO_PRESETS
+
+    if importlib.util.find_spec("tunix") is None:
+        raise BenchError("--model zoo loads tunix's own Llama3: install google-tunix (`make zoo`)")
+    lacking = [s for s in csv(shapes or "") if s not in ZOO_PRESETS]
+    if lacking:
+        raise BenchError(
+            f"--model zoo: shape set(s) {', '.join(lacking)} have no tunix model here; "
+            f"those that have one: {', '.join(ZOO_PRESETS)}"
+        )
 
 
 def check_model(args: argparse.Namespace) -> None:
@@ -32,6 +48,8 @@ def check_model(args: argparse.Namespace) -> None:
                 f"--model {model}: shape set(s) {', '.join(lacking)} have no {what}; "
                 f"those that have one: {', '.join(names)}"
             )
+    if ZOO in models:
+        _check_zoo(args.shapes)
     if args.compile and not set(PORTS) & set(models):
         raise BenchError("--compile compiles a real forward: add --model port")
     if args.compile_cache and not args.compile:
@@ -46,7 +64,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="spec: the file's own layout (default); port: the preset's real architecture "
         "through its key map; port-scanned: its scanned-layer variant (layers stacked into one "
         "leaf per parameter, through loader.Stack); transposed: every 2-D tensor transposed "
-        "(loader.Transpose); several (spec,port) run interleaved in one run",
+        "(loader.Transpose); zoo: tunix's own Llama3 class through a key map built from "
+        "tunix's mapping (llama3-8b, tinyllama-1.1b; `make zoo`); several (spec,port) run "
+        "interleaved in one run",
     )
     p.add_argument(
         "--compile",

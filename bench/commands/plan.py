@@ -6,6 +6,10 @@ its key map and declared ignores). The table (`loader.plan`) lists every model p
 shape and dtype, the file key, the file's shape and dtype, the transform and a verdict, then the
 file keys no model path asks for; `--json` prints the same as one object. This is how a key map
 is written: plan with none, read the names, map them, plan again.
+
+It exits 1 when a strict load would raise (the table ends with those problems), so a script or CI
+can gate on it; 0 otherwise. `MODULE` is imported as `python -m` would: the working directory
+comes first on the import path, so `--model mpnet:build` finds `./mpnet.py`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
+import sys
 from typing import Any
 
 from bench.commands.common import add_json
@@ -25,6 +31,9 @@ def _resolve(spec: str, option: str) -> Any:
     module_name, sep, name = spec.partition(":")
     if not sep or not module_name or not name:
         raise BenchError(f"{option} {spec!r}: expected MODULE:NAME, e.g. mypkg.models:build")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:  # the console script's path lacks it
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's module's
@@ -83,7 +92,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         casts=args.casts,
     )
     print(json.dumps(table.to_dict(), indent=2) if args.json else table)
-    return 0
+    return 1 if table.report.problems() else 0
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -88,6 +88,10 @@ def _disk_fields(plan: ProbePlan, folder: Path, warm: list[int], cold: list[int]
             raise OSError(f"only {free} bytes free; the probe needs {plan.file_bytes * 2}")
         bandwidth.write_probe_file(path, plan.file_bytes)
         out: dict = {"warm_copy": bandwidth.warm_copy(path, warm, plan.repeats)}
+        _, threads = _best(out["warm_copy"])
+        if threads is not None:
+            cpu = bandwidth.copy_cpu(path, threads, plan.repeats)
+            out["warm_copy_cpu_s_per_byte"] = cpu
         if plan.disk is not None:
             out |= _cold(path, cold, plan.repeats)
         out["disk_device"] = whole_disk(os.stat(path).st_dev)

@@ -77,6 +77,9 @@ class ProbeRecord:
     # probes made before it was measured (read as the probe file's figure alone)
     first_touch: dict[str, float] = field(default_factory=dict)
     cold_read_pass_bytes: int | None = None  # the bytes one cold pass read (a slow disk: a prefix)
+    # CPU-seconds (user + system, every thread) per byte of a warm copy at its best thread count;
+    # absent in probes made before it was measured
+    warm_copy_cpu_s_per_byte: float | None = None
     notes: list[str] = field(default_factory=list)
     probe_version: int = PROBE_VERSION
 

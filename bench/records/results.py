@@ -240,22 +240,22 @@ def read_folders(folders: list[str | os.PathLike]) -> Results:
 
 
 def partial_runs(results: Results) -> list[str]:
-    """One line per run that did not record every strategy it was asked to run: interrupted or
-    failed runs, and runs with asked strategies that have no row (lines lost or deleted)."""
+    """One line per run that lost strategies it was asked to run (interrupted or failed before
+    reaching them, or their lines lost) where no other run in `results` measured them either:
+    an answer from such a folder would name the best of what is left, not of what was asked."""
     said = []
+    phases = results.phases
     for _, run in results.runs.iterrows():
-        rows = results.phases[results.phases["run_id"] == run["run_id"]]
+        mine = phases["run_id"] == run["run_id"]
         asked = run["strategies"] if isinstance(run["strategies"], list) else []
-        lost = sorted(set(asked) - set(rows["strategy"]))
-        why = []
-        if run["status"] not in (COMPLETE, RUNNING):
-            why.append(f"it is {run['status']}")
+        lost = set(asked) - set(phases.loc[mine, "strategy"])
+        lost -= set(phases.loc[~mine & (phases["status"] == OK), "strategy"])
         if lost:
-            why.append(
-                f"{len(lost)} of its {len(asked)} strategies have no row ({', '.join(lost)})"
+            how = f"it is {run['status']}; " if run["status"] not in (COMPLETE, RUNNING) else ""
+            said.append(
+                f"run {run['run_id']}: {how}{len(lost)} of its {len(asked)} strategies have no "
+                f"row there or in another run ({', '.join(sorted(lost))})"
             )
-        if why:
-            said.append(f"run {run['run_id']}: {'; '.join(why)}")
     return said
 
 

@@ -157,6 +157,14 @@ class PhaseRecord:
     # row: every process's bytes over the slowest wall, the aggregate throughput)
     cpu_s: float | None = None  # the process's CPU time over the whole load (every thread)
     phase_cpu_s: float | None = None  # ... while this phase was open
+    # the C ceiling's CPU time for the checkpoint's bytes: the probe's warm copy (threads reading
+    # the page cache into fresh memory) at its CPU-seconds per byte (None: an older probe)
+    ceiling_cpu_s: float | None = None
+    # the highest anonymous and file-backed RSS read in the phase (the sampler's and the phase
+    # edges' readings: the kernel keeps no mark of either); not at one instant, nor summing to
+    # the peak (None: older files)
+    phase_peak_anon_rss_bytes: int | None = None
+    phase_peak_file_rss_bytes: int | None = None
     phase_device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     phase_device_peak_bytes: int | None = None  # the device allocator's peak up to the phase end
     # -- the model loaded, and its forward compiled (`--model`, `--compile`) --

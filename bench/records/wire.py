@@ -27,7 +27,8 @@ from bench.errors import ChildResultError
 from loader.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = 4  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile
+CHILD_RESULT_VERSION = 5  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
+# 5: the highest anonymous and file-backed RSS of each phase
 VERSION_KEY = "child_result_version"
 CHILD_STATUSES = (OK, WRONG, CRASHED, OOM, ERROR)  # what a child says (oom: a device's)
 
@@ -80,6 +81,8 @@ class PhaseMeasure:
     cpu_s: float | None = None  # the process's CPU time (all threads, user + system) in it
     start_s: float | None = None  # first entered, seconds from the baseline (None: `total`, older)
     end_s: float | None = None  # last left, seconds from the baseline
+    peak_anon_rss_bytes: int = 0  # the highest anonymous RSS read in the phase (sampled)
+    peak_file_rss_bytes: int = 0  # the highest file-backed RSS read in the phase (sampled)
 
 
 @dataclass(frozen=True)

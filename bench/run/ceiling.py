@@ -7,8 +7,11 @@
 A cached probe whose file was smaller than the checkpoint (up to `MAX_PROBE_BYTES`) is taken again
 with a file that large. Each row then gets `ceiling_s`: its checkpoint's bytes over the probe's
 best bandwidth for its situation (warm copy for a warm run, the disk for a cold one, the cap for a
-capped one, where that is the slower), and `ceiling_ratio` = wall_s / ceiling_s. Where the probe
-fails, the run goes on without a ceiling and says why. Never imports jax.
+capped one, where that is the slower), and `ceiling_ratio` = wall_s / ceiling_s, and
+`ceiling_cpu_s`: the CPU-seconds the probe's warm copy spends on that many bytes (threads copying
+the page cache into fresh memory in C: page faults and copies, no Python per byte), the cost per
+byte a row's own `cpu_s` is held against. Where the probe fails, the run goes on without a ceiling
+and says why. Never imports jax.
 
 A warm run whose files were not all cached when its child started (`resident_fraction` below 1:
 a checkpoint that, with the model, does not fit in RAM, so each load evicts part of it) is held
@@ -134,8 +137,9 @@ def ceiling_fields(
     cap: int | None,
     resident: float | None = None,
 ) -> dict:
-    """The row fields `ceiling_s` and `ceiling_probe_id` for a checkpoint in this situation
-    (`resident`: the fraction of its pages cached as the child started, None where unknown)."""
+    """The row fields `ceiling_s`, `ceiling_probe_id` and `ceiling_cpu_s` for a checkpoint in
+    this situation (`resident`: the fraction of its pages cached as the child started, None where
+    unknown)."""
     rate = bandwidth(probe, cache, cap) if probe is not None else None
     if probe is None or not rate:
         return {}
@@ -143,4 +147,6 @@ def ceiling_fields(
     uncached = 1.0 - resident if cache != COLD and resident is not None else 0.0
     if uncached > 0 and probe.cold_read_bytes_per_s:  # partly cold: those bytes come off the disk
         seconds = max(seconds, uncached * checkpoint_bytes / probe.cold_read_bytes_per_s)
-    return {"ceiling_s": seconds, "ceiling_probe_id": probe.probe_id}
+    per_byte = probe.warm_copy_cpu_s_per_byte
+    cpu = {} if per_byte is None else {"ceiling_cpu_s": checkpoint_bytes * per_byte}
+    return {"ceiling_s": seconds, "ceiling_probe_id": probe.probe_id} | cpu

@@ -178,6 +178,8 @@ def _skip_reason(task: Task, known: dict[str, int], config: RunConfig, budget: i
     unavailable = entry.unavailable_reason()
     if unavailable is not None:
         return f"unavailable here: {unavailable}"
+    if entry.models and task.model not in entry.models:
+        return f"loads only --model {' or '.join(entry.models)}, not {task.model}"
     guess = (
         BASELINE_GUESS_BYTES * task.processes
         + DEFAULT_PEAK_RATIO * task.checkpoint.checkpoint_bytes

@@ -46,6 +46,7 @@ class RowContext:
     memray_top: str | None = None
     ceiling_s: float | None = None  # the machine's ceiling for this situation (bench.run.ceiling)
     ceiling_probe_id: str | None = None
+    ceiling_cpu_s: float | None = None  # the C ceiling's CPU-seconds for the checkpoint's bytes
     reference_s: float | None = None  # the moment's reference (bench.run.reference)
     reference_drift: float | None = None
     others_cpu_fraction: float | None = None
@@ -96,6 +97,7 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         ceiling_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.ceiling_s,
         ceiling_probe_id=f"link:{task.link}" if _link_ceiling(task, 1) else ctx.ceiling_probe_id,
         ceiling_bytes=ck.checkpoint_bytes if _link_ceiling(task, 1) else None,
+        ceiling_cpu_s=ctx.ceiling_cpu_s,
         reference_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.reference_s,
         reference_drift=None if _link_ceiling(task, 1) else ctx.reference_drift,
         others_cpu_fraction=ctx.others_cpu_fraction,
@@ -188,6 +190,8 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         phase_end_rss_bytes=phase.end_rss_bytes,
         phase_anon_rss_bytes=phase.anon_rss_bytes,
         phase_file_rss_bytes=phase.file_rss_bytes,
+        phase_peak_anon_rss_bytes=phase.peak_anon_rss_bytes,
+        phase_peak_file_rss_bytes=phase.peak_file_rss_bytes,
         substeps_s=dict(phase.substeps_s),
         phase_overlaps=list(phase.overlaps),
         phase_start_s=phase.start_s,
@@ -271,12 +275,15 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 peak_rss_bytes=_sum([r.peak_rss_bytes for r in rows]),
                 wall_s=max((r.wall_s or 0.0) for r in rows),
                 cpu_s=_sum([r.cpu_s for r in rows]),
+                ceiling_cpu_s=_sum([r.ceiling_cpu_s for r in rows]),
                 phase_cpu_s=_sum([r.phase_cpu_s for r in rows]),
                 phase_wall_s=max(walls) if walls else None,
                 phase_peak_rss_bytes=_sum([r.phase_peak_rss_bytes for r in rows]),
                 phase_end_rss_bytes=_sum([r.phase_end_rss_bytes for r in rows]),
                 phase_anon_rss_bytes=_sum([r.phase_anon_rss_bytes for r in rows]),
                 phase_file_rss_bytes=_sum([r.phase_file_rss_bytes for r in rows]),
+                phase_peak_anon_rss_bytes=_sum([r.phase_peak_anon_rss_bytes for r in rows]),
+                phase_peak_file_rss_bytes=_sum([r.phase_peak_file_rss_bytes for r in rows]),
                 phase_device_bytes_in_use=_sum([r.phase_device_bytes_in_use for r in rows]),
                 phase_device_peak_bytes=_sum([r.phase_device_peak_bytes for r in rows]),
                 phase_start_s=_extreme(min, [r.phase_start_s for r in rows]),

@@ -18,6 +18,8 @@ constants, read from its source with `ast` (so listing strategies imports neithe
                               # is listed as unavailable with the reason, like a missing REQUIRES
     OPTIONS = ("budget",)     # the `loader.load_model` options it takes beyond what every
                               # strategy does (default: none); any other is refused by name
+    MODELS = ("zoo",)         # the bench models (`bench run --model`) it can load (default: any);
+                              # the bench lists it as skipped, with the reason, for any other
     def prepare(src, dst, builder) -> path   # optional: convert the synthetic checkpoint once
 
 A constant is a literal or a name from `loader.vocabulary`. Adding a strategy touches only its own
@@ -126,6 +128,7 @@ class StrategyInfo:
     platforms: tuple[str, ...] = ()
     remote: bool = False
     options: tuple[str, ...] = ()  # its own `load_model` options (`OPTIONS`)
+    models: tuple[str, ...] = ()  # the bench models it loads (`MODELS`; empty: any)
 
     def missing(self) -> list[str]:
         """The names in `requires` that cannot be imported here."""
@@ -228,6 +231,7 @@ _CONSTANTS = (
     "PLATFORMS",
     "REMOTE",
     "OPTIONS",
+    "MODELS",
 )
 #: the jax platforms a strategy may name in PLATFORMS: the jax plugin modules that bring each one,
 #: and its driver's device node (only CUDA so far: the one platform a peer needs)
@@ -290,6 +294,7 @@ def _checked(
     platforms = c.get("PLATFORMS", ())
     remote = c.get("REMOTE", False)
     options = c.get("OPTIONS", ())
+    models = c.get("MODELS", ())
     problems = [
         "a module docstring (its first paragraph is the description)" if not description else "",
         f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
@@ -309,6 +314,9 @@ def _checked(
         if not isinstance(options, tuple)
         or not all(isinstance(o, str) and o.isidentifier() for o in options)
         else "",
+        "MODELS a tuple of model names"
+        if not isinstance(models, tuple) or not all(isinstance(m, str) for m in models)
+        else "",
     ]
     if any(problems):
         raise StrategyError(
@@ -326,6 +334,7 @@ def _checked(
         cast(tuple[str, ...], platforms),
         cast(bool, remote),
         cast(tuple[str, ...], options),
+        cast(tuple[str, ...], models),
     )
 
 

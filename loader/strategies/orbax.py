@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,12 @@ import jax
 import numpy as np
 
 from loader.errors import CheckpointError
-from loader.format import dtype_name, numpy_dtype
+from loader.format import dtype_name
 from loader.format.source import CheckpointSource
-from loader.materialize import apply_transform, assign, host_cast, to_device
-from loader.phases import ASSEMBLE, CAST, READ, Probe
-from loader.planning import LoadPlan, Step
 from loader.sequence import Recipe
 from loader.sharded.layout import Layout, LayoutSource, TensorLayout
 from loader.sharded.rule import rule_mesh, rule_sharding
+from loader.strategies._restore import Restore
 from loader.vocabulary import ORBAX
 
 CHECKPOINT = ORBAX
@@ -120,47 +117,17 @@ def _layout(root: Path, item: Path) -> Layout:
     return Layout(item, tensors, {str(k): str(v) for k, v in custom.get(META_KEY, {}).items()})
 
 
-def _whole(step: Step) -> bool:
-    """Restored as a host array (then transformed/placed by the core) rather than onto devices."""
-    return step.leaf.kind == "scalar" or step.transform is not None
-
-
-def _restore(item: Path, plan: LoadPlan, layout: Layout) -> dict[str, Any]:
-    """One Orbax restore of every planned key, each with its shape, file dtype and sharding."""
+def _restore(source: LayoutSource, abstract: dict[str, jax.ShapeDtypeStruct]) -> dict[str, Any]:
+    """One Orbax restore of every abstract key (a partial restore of the converted tree)."""
     import orbax.checkpoint as ocp
 
-    abstract = {}
-    for step in plan.steps:
-        t = layout.tensors[step.file_key]
-        if not t.numel:
-            continue
-        sharding = None if _whole(step) else step.sharding
-        abstract[step.file_key] = jax.ShapeDtypeStruct(
-            t.shape, numpy_dtype(t.dtype), sharding=sharding
-        )
-    if not abstract:
-        return {}
     args = ocp.args.PyTreeRestore(
         item=abstract,
         restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
         partial_restore=True,
     )
-    restored: dict[str, Any] = ocp.PyTreeCheckpointer().restore(item, args=args)
+    restored: dict[str, Any] = ocp.PyTreeCheckpointer().restore(source.layout.path, args=args)
     return restored
-
-
-def _value(step: Step, restored: Any, plan: LoadPlan, layout: Layout) -> Any:
-    """The leaf's value from its restored array (None: a transform's shape was wrong)."""
-    leaf = step.leaf
-    if restored is None:  # a zero-size tensor, not in the Orbax tree
-        t = layout.tensors[step.file_key]
-        restored = np.empty(t.shape, numpy_dtype(t.dtype))
-    if _whole(step) or isinstance(restored, np.ndarray):
-        host = apply_transform(step, restored, plan)
-        return None if host is None else to_device(step, host_cast(leaf, host))
-    if leaf.kind == "prng":
-        return jax.random.wrap_key_data(restored, impl=leaf.dtype._impl)
-    return restored if restored.dtype == leaf.dtype else restored.astype(leaf.dtype)
 
 
 def open_orbax(path: Path) -> LayoutSource:
@@ -168,38 +135,7 @@ def open_orbax(path: Path) -> LayoutSource:
     return LayoutSource(_layout(path, _item_dir(path)))
 
 
-class Restore:
-    """An `Executor` (see `loader.sequence`): one Orbax restore of every planned key (`read`),
-    then casts on the device (`cast`), then the arrays put into the model (`assemble`)."""
-
-    def start(self, source: LayoutSource, probe: Probe) -> None:
-        return None
-
-    def fill(self, plan: LoadPlan, source: LayoutSource, probe: Probe) -> None:
-        layout = source.layout
-        with probe.phase(READ):
-            restored = _restore(layout.path, plan, layout)
-        with probe.phase(CAST):
-            uses = Counter(step.file_key for step in plan.steps)  # a Slice shares a tensor
-            values = []
-            for step in plan.steps:
-                uses[step.file_key] -= 1
-                last = not uses[step.file_key]
-                array = restored.pop(step.file_key, None) if last else restored.get(step.file_key)
-                values.append((step, _value(step, array, plan, layout)))
-        del restored
-        with probe.phase(ASSEMBLE):
-            for step, value in values:
-                if value is not None:
-                    assign(step.leaf, value)
-                    plan.report.loaded.append(step.leaf.key)
-            del values
-
-    def close(self) -> None:
-        return None
-
-
-RECIPE = Recipe(Restore, open_source=open_orbax)
+RECIPE = Recipe(lambda: Restore(_restore), open_source=open_orbax)
 
 
 load = RECIPE.load  # the Strategy: `run_load(RECIPE, target, path, probe, ...)`

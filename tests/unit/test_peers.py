@@ -1,5 +1,5 @@
-"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors, InstantTensor) end with
-the same model.
+"""Peer strategies (kind `peer`: runai-model-streamer, fastsafetensors, InstantTensor, orbax's
+safetensors layout, the zoos' mmap-and-put) end with the same model.
 
 Parametrised over the registry's peers. Each runs where its requirements import (`make peers`)
 and its platform is present (InstantTensor: a CUDA device), and is skipped, naming what is missing
@@ -20,7 +20,9 @@ from loader.leaves import iter_variables
 from loader.sharded.rule import AXIS
 from loader.vocabulary import PEER
 
-PEERS = [n for n, e in strategies.catalog().items() if e.kind == PEER]
+#: the peers that load any model (a peer with `MODELS`, tunix, is tested on its own model in
+#: tests/unit/test_zoo.py)
+PEERS = [n for n, e in strategies.catalog().items() if e.kind == PEER and not e.models]
 
 
 def _peer_or_skip(name: str):
@@ -46,12 +48,20 @@ def _spec() -> shapes.ShapeSpec:
     return shapes.ShapeSpec("test", None, (f,), tuple(tensors), metadata={"format": "pt"})
 
 
+#: the peers built on loadbench's own dependencies (jax, numpy, orbax): available everywhere
+JAX_PEERS = {"orbax-safetensors", "mmap-put"}
+
+
 def test_peers_are_registered_with_their_install_hint():
-    assert {"runai", "fastsafetensors", "instanttensor"} <= set(PEERS)
-    for name in PEERS:
+    assert {"runai", "fastsafetensors", "instanttensor", *JAX_PEERS} <= set(PEERS)
+    assert strategies.get("tunix").install_hint == "make zoo"  # a JAX zoo's own loader
+    for name in set(PEERS) - JAX_PEERS:  # the PyTorch world's loaders
         info = strategies.get(name)
         assert info.requires and "torch" in info.requires
         assert info.install_hint == "make peers"
+    for name in JAX_PEERS:
+        assert strategies.get(name).requires == ()
+        assert strategies.get(name).available()
 
 
 @pytest.mark.parametrize("devices", [1, 8])

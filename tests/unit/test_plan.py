@@ -123,6 +123,67 @@ def test_plan_of_a_port_lists_every_leaf_with_its_file_key_and_transform(tmp_pat
     assert out["problems"] == []
 
 
+class Square(nnx.Module):
+    """Four square projections and a norm: a port's attention block in small."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.q, self.k, self.v, self.o = (nnx.Linear(8, 8, rngs=rngs) for _ in range(4))
+        self.norm = nnx.LayerNorm(8, rngs=rngs)
+
+
+def test_a_square_weight_left_untransposed_among_transposed_siblings_is_flagged(tmp_path):
+    path = tmp_path / "attn.safetensors"
+    names = ("q", "k", "v", "o")
+    header_only(
+        path,
+        {f"{n}.weight": ("F32", (8, 8)) for n in names}
+        | {f"{n}.bias": ("F32", (8,)) for n in names}
+        | {"norm.weight": ("F32", (8,)), "norm.bias": ("F32", (8,))},
+    )
+    key_map = {f"{n}.kernel": (f"{n}.weight", loader.Transpose((1, 0))) for n in "qkv"}
+    key_map |= {"o.kernel": "o.weight", "norm.scale": "norm.weight"}
+    table = loader.plan(lambda: Square(nnx.Rngs(0)), path, key_map=key_map)
+    assert table.report.ok  # a strict load cannot see it
+    assert len(table.suspects) == 1 and table.suspects[0].startswith("o.kernel: not transposed")
+    assert "unlike 3 other kernel 8x8" in table.suspects[0]
+    assert "suspect(s) a strict load cannot see" in str(table)
+    assert table.to_dict()["suspects"] == list(table.suspects)
+    key_map["o.kernel"] = ("o.weight", loader.Transpose((1, 0)))
+    assert loader.plan(lambda: Square(nnx.Rngs(0)), path, key_map=key_map).suspects == ()
+
+
+class Deep(nnx.Module):
+    """An encoder's worth of leaves: 24 layers of 4 linears, 192 leaves."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.layers = nnx.List(
+            [
+                nnx.Dict({n: nnx.Linear(4, 4, rngs=rngs) for n in ("query", "key", "value", "out")})
+                for _ in range(24)
+            ]
+        )
+
+
+def test_every_mismatch_gets_its_closest_name_however_many_and_the_table_fits_120(tmp_path):
+    """A first load without a key map: 192 leaves missing and 192 file keys unexpected (over the
+    200 that once stopped the hints), each with the same layer's closest name."""
+    path = tmp_path / "deep.safetensors"
+    entries = {}
+    for i in range(24):
+        for n in ("query", "key", "value", "out"):
+            base = f"encoder.layer.{i}.attention.{n}"
+            entries |= {f"{base}.weight": ("F32", (4, 4)), f"{base}.bias": ("F32", (4,))}
+    header_only(path, entries)
+    table = loader.plan(lambda: Deep(nnx.Rngs(0)), path)
+    report = table.report
+    assert len(report.missing_keys) == len(report.unexpected_keys) == 192
+    assert all(m.closest for m in report.missing_keys)
+    assert all(u.closest for u in report.unexpected_keys)
+    by_path = {m.path: m.closest for m in report.missing_keys}
+    assert by_path["layers.17.query.bias"] == "encoder.layer.17.attention.query.bias"
+    assert max(len(line) for line in str(table).splitlines()[:400]) <= 120
+
+
 @pytest.fixture
 def models_module(tmp_path, monkeypatch):
     (tmp_path / "plan_models.py").write_text(MODELS)
@@ -134,12 +195,49 @@ def models_module(tmp_path, monkeypatch):
 def test_the_cli_prints_the_table_and_json(tmp_path, models_module, capsys):
     path = str(_file(tmp_path))
     args = ["plan", path, "--model", f"{models_module}:build"]
-    assert main([*args, "--key-map", f"{models_module}:KEY_MAP", "--ignore-unexpected", "p*"]) == 0
+    # fc2.bias is missing and fc2.kernel's dtype differs: a strict load would raise, so exit 1
+    assert main([*args, "--key-map", f"{models_module}:KEY_MAP", "--ignore-unexpected", "p*"]) == 1
     text = capsys.readouterr().out
     assert "fc1.kernel" in text and "fc1.weight" in text and "ignored" in text
-    assert main([*args, "--json", "--casts", "allow"]) == 0
+    assert "problem(s) a strict load would raise" in text
+    assert main([*args, "--json", "--casts", "allow"]) == 1
     counts = json.loads(capsys.readouterr().out)["counts"]
     assert counts == {"load": 1, "cast": 1, "missing": 2, "unexpected": 3}
+
+
+def test_the_cli_exits_0_when_a_strict_load_would_pass(tmp_path, models_module, capsys):
+    path = tmp_path / "ok.safetensors"
+    header_only(path, {"fc1.weight": ("F32", (8, 16)), "fc1.bias": ("F32", (16,))} | FC2)
+    args = ["plan", str(path), "--model", f"{models_module}:build"]
+    assert main([*args, "--key-map", f"{models_module}:KEY_MAP"]) == 0
+    assert "problem(s)" not in capsys.readouterr().out
+
+
+FC2 = {"fc2.kernel": ("F32", (16, 4)), "fc2.bias": ("F32", (4,))}
+
+
+def test_the_console_script_imports_a_module_from_the_working_directory(tmp_path):
+    """`loadbench plan --model mymodels:build` run where mymodels.py lies, without PYTHONPATH."""
+    import subprocess
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    (tmp_path / "cwd_models.py").write_text(MODELS)
+    path = tmp_path / "m.safetensors"
+    header_only(path, {"fc1.kernel": ("F32", (8, 16)), "fc1.bias": ("F32", (16,))} | FC2)
+    script = Path(sys.executable).with_name("loadbench")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(here)  # only for nnx_models, which the user's module imports
+    done = subprocess.run(
+        [str(script), "plan", "--model", "cwd_models:build", str(path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "fc1.kernel" in done.stdout and "4 load" in done.stdout
 
 
 @pytest.mark.parametrize(

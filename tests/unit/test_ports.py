@@ -327,7 +327,10 @@ def test_scanned_llama_loads_through_stack_bit_exact_with_the_unscanned_port(tmp
         f"scanned llama fp32 max |delta| = {delta:.3g}, against the unscanned port: "
         f"{float(np.max(np.abs(logits - flat_logits))):.3g}"
     )
-    np.testing.assert_allclose(logits, flat_logits, rtol=0, atol=1e-6)
+    # the weights are bit-equal (above); a scanned forward compiles to another order of float
+    # operations than the unrolled one, so logits near 1 may differ in their last bits (1.1e-6
+    # seen with jax 0.10.2 on these VMs): held to the same fp32 tolerance as torch's
+    np.testing.assert_allclose(logits, flat_logits, rtol=0, atol=FP32_TOLERANCE)
     assert delta <= FP32_TOLERANCE
     key_map = llama_scanned.key_map(config)  # what `bench run --model port-scanned` verifies
     assert verify_mapped(model, str(folder / "model.safetensors"), key_map) == (len(key_map), None)

@@ -58,10 +58,44 @@ def test_outputs_are_matched_by_name_and_shape(tmp_path):
     zeros = jnp.zeros((1, 16, 97))
     by_name = compare_to_transformers(folder, lambda input_ids: {"logits": zeros}, inputs)
     assert not by_name.ok and by_name.outputs[0].max_abs_source > 0
-    with pytest.raises(ValueError, match="'hidden' is not among the source model's outputs"):
+    with pytest.raises(ValueError, match="'hidden' is not among the outputs of LlamaForCausalLM"):
         compare_to_transformers(folder, lambda input_ids: {"hidden": zeros}, inputs)
     with pytest.raises(ValueError, match=r"output 'logits': the port gives shape \(1, 16\)"):
         compare_to_transformers(folder, lambda input_ids: zeros[..., 0], inputs)
+
+
+def test_last_hidden_state_runs_the_base_model_and_the_title_says_both_dtypes(tmp_path):
+    """config.json names a head class (LlamaForCausalLM); a port giving `last_hidden_state` is
+    compared with the base model (LlamaModel), and a bf16 port is titled as such."""
+    import torch
+
+    from tests.unit import test_ports
+
+    pytest.importorskip("transformers")
+    hf, _, ids, folder = test_ports._saved("llama", tmp_path)
+    with torch.no_grad():
+        hidden = hf.model(torch.as_tensor(np.asarray(ids))).last_hidden_state.numpy()
+    inputs = {"input_ids": np.asarray(ids)}
+    same = compare_to_transformers(
+        folder, lambda input_ids: {"last_hidden_state": jnp.asarray(hidden)}, inputs
+    )
+    assert same.model_class == "LlamaModel" and same.ok
+    assert "(float32) against the port (float32)" in str(same)
+    bf16 = compare_to_transformers(
+        folder,
+        lambda input_ids: jnp.asarray(hidden, jnp.bfloat16),
+        inputs,
+        outputs=["last_hidden_state"],
+    )
+    assert bf16.model_class == "LlamaModel"
+    assert "LlamaModel from" in str(bf16) and "(float32) against the port (bfloat16)" in str(bf16)
+    with pytest.raises(ValueError, match=r"pass model_class= .*'BertModel', gives last_hidden"):
+        compare_to_transformers(
+            folder,
+            lambda input_ids: {"last_hidden_state": jnp.asarray(hidden)},
+            inputs,
+            model_class="LlamaForCausalLM",
+        )
 
 
 def test_without_the_ports_extra_it_names_the_make_target(monkeypatch):
