@@ -89,7 +89,7 @@ def _steps_table(steps: list[history.Step], rows: pd.DataFrame) -> None:
     shown = set(zip(rows["machine"], rows["shapes"], rows["strategy"], rows[ROUTE], strict=True))
     said = [s for s in steps if (s.machine, s.shapes, s.strategy, s.route) in shown]
     if not said:
-        st.caption("No steps: no metric moved beyond its repeats' spread and its least step.")
+        st.caption("No steps: no metric moved beyond its intervals and its least step.")
         return
     st.dataframe(history.steps_table(said), hide_index=True)
 
