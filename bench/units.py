@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 
 from bench.errors import BenchError
-from shapes.sizes import format_bytes  # noqa: F401 (the bench's callers import it from here)
+
+# the one formatter of sizes, rates and seconds (`shapes.sizes`): the bench's callers import it here
+from shapes.sizes import (  # noqa: F401
+    format_bytes,
+    format_gib,
+    format_rate,
+    format_seconds,
+    significant,
+)
 
 _UNITS = {
     "": 1,

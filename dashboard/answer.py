@@ -223,7 +223,7 @@ def _standing(
     peer = " (a peer: compared, never recommended)" if row["kind"] == PEER else ""
     if said == FITS:
         slower = (
-            f"; {float(row['wall_s']) - best_wall:.2f} s slower than {recommended}"
+            f"; {style.seconds(float(row['wall_s']) - best_wall)} slower than {recommended}"
             if best_wall is not None and recommended
             else ""
         )
@@ -238,7 +238,7 @@ def _ready(row: pd.Series) -> str:
     ready = row.get("ready_s")
     if ready is None or pd.isna(ready):
         return ""
-    return f" Ready (loaded and its forward compiled) in {float(ready):.2f} s."
+    return f" Ready (loaded and its forward compiled) in {style.seconds(float(ready))}."
 
 
 def small_checkpoint_note(checkpoint_bytes: float) -> str | None:

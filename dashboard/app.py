@@ -15,7 +15,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # `streamlit run dashboard/app.py` from a plain checkout
     sys.path.insert(0, str(HERE.parent))
 
-from dashboard.views import PAGES  # noqa: E402 (after the path fix above)
+from dashboard import link  # noqa: E402 (after the path fix above)
+from dashboard.views import PAGES  # noqa: E402
 
 
 def main() -> None:
@@ -28,7 +29,11 @@ def main() -> None:
         st.Page(HERE / "views" / p.file, title=p.title, icon=p.icon, default=(i == 0))
         for i, p in enumerate(PAGES)
     ]
-    st.navigation(pages).run()
+    link.begin()
+    try:
+        st.navigation(pages).run()
+    finally:  # also when a page stops early (`st.stop`): the URL holds what is on screen
+        link.prune()
 
 
 main()

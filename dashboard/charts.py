@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
+from bench.analysis import history
 from bench.analysis.recommend import VERDICTS
+from bench.records.results import ROUTE
 from dashboard import frames, scatter, style, timeline
 from dashboard.sections import ShapeSetFrames
 from loader.vocabulary import PHASE_ORDER
@@ -124,7 +126,7 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
             y=alt.Y("strategy:N", title=None, axis=alt.Axis(labelLimit=320)),  # with its route
             yOffset=alt.YOffset("lane:O"),
             x=alt.X(
-                "start_s:Q", title="seconds since baseline (median)", axis=alt.Axis(format=".2f")
+                "start_s:Q", title="seconds since baseline (median)", axis=alt.Axis(format="~g")
             ),
             x2="end_s:Q",
             color=alt.Color("phase:N", title="phase", scale=style.phase_scale(spans["phase"])),
@@ -139,11 +141,18 @@ def phase_time_bars(med: pd.DataFrame) -> alt.Chart:
     )
 
 
+OFF_CHART = 1.5  # a host RAM this far beyond the largest bar is drawn at the chart's right edge
+
+
 def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
     """Predicted peak per strategy coloured by verdict, in the table's order, with a labelled
-    RAM line."""
-    unit, div = style.byte_unit(max(float(rows["predicted_peak_bytes"].max()), host_ram_bytes))
+    RAM line; a RAM far beyond every bar (OFF_CHART times the largest) is drawn at the right
+    edge and says so, so that the bars fill the chart."""
+    largest = float(rows["predicted_peak_bytes"].max())
+    far = host_ram_bytes > OFF_CHART * largest
+    unit, div = style.byte_unit(largest if far else max(largest, host_ram_bytes))
     fmt = style.number_format(unit)
+    edge = largest * 1.1 / div
     data = rows.assign(peak_u=rows["predicted_peak_bytes"] / div)
     shown = [v for v in VERDICT_COLORS.domain if v in set(data["verdict"])]
     bars = (
@@ -151,7 +160,12 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
         .mark_bar()
         .encode(
             y=alt.Y("strategy:N", sort=list(data["strategy"]), title=None),
-            x=alt.X("peak_u:Q", title=f"predicted peak RSS ({unit})", axis=alt.Axis(format=fmt)),
+            x=alt.X(
+                "peak_u:Q",
+                title=f"predicted peak RSS ({unit})",
+                axis=alt.Axis(format=fmt),
+                scale=alt.Scale(domain=[0, edge], nice=False) if far else alt.Undefined,
+            ),
             color=alt.Color(
                 "verdict:N",
                 scale=alt.Scale(
@@ -162,12 +176,17 @@ def target_bars(rows: pd.DataFrame, host_ram_bytes: int) -> alt.LayerChart:
             tooltip=["strategy", "verdict", alt.Tooltip("peak_u:Q", format=fmt, title=unit)],
         )
     )
+    said = f"host RAM {style.size(host_ram_bytes)}"
     ram = pd.DataFrame(
-        {"ram": [host_ram_bytes / div], "text": [f"host RAM {style.size(host_ram_bytes)}"]}
+        {
+            "ram": [edge if far else host_ram_bytes / div],
+            "text": [f"{said}, off the chart: every peak is far below" if far else said],
+        }
     )
-    rule = alt.Chart(ram).mark_rule(color="black", strokeWidth=2).encode(x="ram:Q")
+    rule = alt.Chart(ram).mark_rule(color="black", strokeWidth=2, strokeDash=[4, 3] if far else [])
+    rule = rule.encode(x="ram:Q")
     label = alt.Chart(ram).mark_text(
-        align="left", dx=4, dy=-4, baseline="bottom", fontWeight="bold"
+        align="right", dx=-4, dy=-4, baseline="bottom", fontWeight="bold"
     )
     label = label.encode(x="ram:Q", y=alt.value(0), text="text:N")
     height = max(160, 40 * len(rows) + 20)
@@ -218,6 +237,100 @@ def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
     one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="black", strokeDash=[4, 2])
     height = max(120, 56 * ratios["strategy"].nunique())
     return alt.LayerChart(layer=[bars, spread, one.encode(x="x:Q")]).properties(height=height)
+
+
+HISTORY_METRICS = {  # what the History page and the report plot, and their y titles
+    history.TIME: "time / reference beside it (×, judged)",
+    history.PEAK: "peak over baseline (GiB, judged)",
+    history.WALL: "wall time (s, follows the machine)",
+    history.FLOOR: "time / floor line (×, compares machines)",
+}
+BOUNDARY_COLOR = "#6d4c41"
+
+
+def history_frame(points: pd.DataFrame, steps: list[history.Step], metric: str) -> pd.DataFrame:
+    """Tidy rows to draw (`history.points` of the series shown): one per (series, run), the
+    metric's value (and a time's 95% interval), the run's label on the axis (date · commit,
+    the run id's tail where two share it), its series and its step."""
+    marks: dict[tuple[str, ...], str] = {
+        (s.machine, s.shapes, s.strategy, s.route, s.run_id): f"step {s.change:+.0%}"
+        for s in steps
+        if s.metric == metric
+    }
+    scale = (1 << 30) if metric == history.PEAK else 1
+    named = frames.route_labelled(points)["strategy"]  # `pipelined · s3 · 1Gbit · c16`
+    keys = zip(
+        *(points[k] for k in ("machine", "shapes", "strategy", ROUTE, "run_id")), strict=True
+    )
+    low = points["time_low"] if metric == history.TIME else points[metric]
+    high = points["time_high"] if metric == history.TIME else points[metric]
+    return points.assign(
+        value=points[metric] / scale,
+        low=low / scale,
+        high=high / scale,
+        series=points["machine"].astype(str) + " · " + named.astype(str),
+        step=[marks.get(tuple(map(str, k)), "") for k in keys],
+        run=_run_labels(points),
+    )
+
+
+def _run_labels(points: pd.DataFrame) -> pd.Series:
+    """Each point's run on the axis: its `label` (date · commit), with the run id's last six
+    characters where two runs share a label."""
+    runs = points.drop_duplicates("run_id").set_index("run_id")["label"].astype(str)
+    twice = runs.duplicated(keep=False)
+    named = runs.where(~twice, runs + " · " + runs.index.str[-6:])
+    return points["run_id"].map(named)
+
+
+def history_chart(
+    frame: pd.DataFrame, metric: str, boundaries: list[history.Boundary]
+) -> alt.LayerChart:
+    """A line per series over the runs in start order (each labelled with its date and commit),
+    a time's 95% interval as a whisker, a large red ring on each run where a step was found, and
+    a brown dashed rule before each run whose configuration changed, labelled with the change."""
+    order = list(dict.fromkeys(frame.sort_values("started_utc")["run"]))
+    x = alt.X("run:N", sort=order, title="run (date · commit, by start time)")
+    x = x.axis(labelAngle=-30, labelLimit=220)
+    y = alt.Y("value:Q", title=HISTORY_METRICS[metric], scale=alt.Scale(zero=False))
+    tooltip = [
+        "series:N",
+        "run_id:N",
+        "started_utc:N",
+        "git_commit:N",
+        "jax_version:N",
+        "flax_version:N",
+        "safetensors_version:N",
+        "config:N",
+        alt.Tooltip("value:Q", format=".3f"),
+        "step:N",
+    ]
+    legend = alt.Legend(labelLimit=400)  # `machine · pipelined · s3 · 1Gbit · c16` in full
+    color = alt.Color("series:N", title="series", legend=legend)
+    base = alt.Chart(frame).encode(x=x, color=color)
+    layers = [
+        base.mark_line(point=True).encode(y=y, tooltip=tooltip),
+        base.mark_rule(opacity=0.6).encode(y="low:Q", y2="high:Q"),
+        alt.Chart(frame[frame["step"] != ""])
+        .mark_point(size=400, strokeWidth=2, color="#c62828")
+        .encode(x=x, y=y, tooltip=tooltip),
+    ]
+    shown = set(frame["run_id"])
+    changes = [b for b in boundaries if b.run_id in shown]
+    if changes:
+        runs = frame.drop_duplicates("run_id").set_index("run_id")["run"]
+        marks = pd.DataFrame(
+            {"run": [runs[b.run_id] for b in changes], "change": [b.change for b in changes]}
+        ).drop_duplicates()
+        rule = alt.Chart(marks).mark_rule(color=BOUNDARY_COLOR, strokeDash=[6, 3], strokeWidth=2)
+        text = alt.Chart(marks).mark_text(
+            align="left", baseline="top", dx=4, dy=4, angle=0, color=BOUNDARY_COLOR, fontSize=10
+        )
+        layers += [
+            rule.encode(x=alt.X("run:N", sort=order), tooltip="change:N"),
+            text.encode(x=alt.X("run:N", sort=order), y=alt.value(0), text="change:N"),
+        ]
+    return alt.LayerChart(layer=layers).properties(height=320)
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ def _report(args: argparse.Namespace) -> int:
     from bench.commands.common import existing_results
     from dashboard.report import run as write_report  # altair and vl-convert: only when asked
 
-    existing_results(args.results)  # a folder that is not there is named as missing
+    existing_results(args.results, given_as="RESULTS")  # a folder not there is named as missing
     return write_report(args)
 
 
@@ -152,9 +152,10 @@ def register_report(subparsers: argparse._SubParsersAction) -> argparse.Argument
         "report",
         help="write one self-contained HTML report of a results folder",
         description=(
-            "Write the Overview, Phases and Timeline charts and tables of one run in RESULTS "
-            "(default: the newest complete, unconstrained run of each shape set; --run ID picks "
-            "one) to one HTML file that opens offline (JavaScript inlined, no CDN)."
+            "Write the Overview, Phases, Timeline, Target host, Compare and History charts and "
+            "tables of one run in RESULTS (default: the newest complete, unconstrained run of "
+            "each shape set; --run ID picks one) to one HTML file that opens offline "
+            "(JavaScript inlined, no CDN)."
         ),
         epilog="example: loadbench report results --out report.html",
     )
@@ -164,6 +165,13 @@ def register_report(subparsers: argparse._SubParsersAction) -> argparse.Argument
         metavar="ID",
         default=None,
         help="the run to report (default: each shape set's newest complete, unconstrained run)",
+    )
+    p.add_argument(
+        "--host-ram",
+        metavar="SIZE",
+        default=None,
+        help="the host RAM the answers and the Target host view are for, e.g. 4GiB (default: "
+        "the RAM of the machine that measured the run)",
     )
     p.add_argument(
         "--out",

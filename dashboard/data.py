@@ -65,6 +65,12 @@ def load_results(folder: Path) -> Any | None:
     return _load_cached(str(folder.resolve()), _fingerprint(folder))
 
 
+def run_file(folder: Path, run_id: str) -> Path:
+    """The results file of `run_id` in `folder` (`<machine>/<run>.jsonl`, `checks/...`), where
+    `loadbench compare` reads one run alone; the folder itself where no file is named so."""
+    return next(folder.rglob(f"{run_id}.jsonl"), folder)
+
+
 def summarize(phases: pd.DataFrame) -> pd.DataFrame:
     """The bench's `summarize` (one row per run, shapes, strategy, dtype, devices, processes)."""
     if phases.empty:
@@ -88,3 +94,10 @@ def _descriptions(extra: str) -> tuple[dict[str, str], str | None]:
         return {n: info.description for n, info in _strategies.catalog().items()}, None
     except CheckpointError as e:  # a broken extra strategy module: say so, draw the rest
         return {}, str(e)
+
+
+@st.cache_data(show_spinner=False)
+def multiprocess_strategies() -> set[str]:
+    """The registered strategies that split a checkpoint across devices and processes
+    (`MULTIPROCESS = True`: `sharded`, `sharded-dir`), read with `ast` (no jax)."""
+    return {name for name, info in _strategies.catalog().items() if info.multiprocess}

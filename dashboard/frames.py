@@ -23,9 +23,9 @@ import pandas as pd
 from bench.link import UNSHAPED
 from bench.link.shaping import Link
 from bench.records.results import LOCAL, ROUTE, headline, routed, with_route
-from bench.units import format_bytes
 from bench.vocabulary import COMPLETE, OK
 from loader.vocabulary import TOTAL
+from shapes.sizes import format_bytes, format_rate
 
 NEWEST = "newest"  # the run pickers' first choice: the default run of each shape set
 NEWEST_LABEL = "Newest complete, unconstrained run of each shape set"
@@ -60,7 +60,7 @@ def limits(run: Mapping[Any, Any], rows: pd.DataFrame) -> list[str]:
         out.append(f"memory limit {format_bytes(ram)}")
     disk = _limit(run, rows, "disk_read_bytes_per_s")
     if disk is not None:
-        out.append(f"disk reads {disk / 1e6:.0f} MB/s")
+        out.append(f"disk reads {format_rate(disk)}")
     cpus = _limit(run, rows, "cpu_limit")
     if cpus is not None:
         out.append(f"{cpus:g} CPUs")

@@ -1,9 +1,13 @@
 """`loadbench report RESULTS --out report.html`: one self-contained HTML file to attach to a PR.
 
-It holds what the dashboard's Overview, Phases and Timeline pages show (the answer per shape set
-with the backend its runs were on, the cost chart and the table that leads with the answer, the
-phase charts, one RSS timeline panel per strategy) and every run's status; by default for each
-shape set's newest complete, unconstrained run in RESULTS (`--run ID` picks one).
+It holds what the dashboard's pages show: the Overview, Phases and Timeline (the answer per shape
+set with the backend its runs were on, the cost chart and the table that leads with the answer,
+the phase charts, one RSS timeline panel per strategy) and every run's status, by default for
+each shape set's newest complete, unconstrained run in RESULTS (`--run ID` picks one); the
+Target host (`loadbench recommend`'s answer for each shape set on the host RAM answered for,
+`--host-ram`, default the measuring machine's); Compare (each run shown against the run it is
+compared with by default, in `loadbench compare`'s words); and History (every run in the
+folder: the time against its reference, the steps and the changes of configuration).
 
 A straight line: the results (`bench.records.results.read_results`) -> the frames
 (`dashboard.sections.report_frames`, computed once) -> the charts (`charts.report_figures`, the
@@ -24,10 +28,13 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from bench.analysis import history
 from bench.errors import BenchError
 from bench.records.results import Results, read_results
-from dashboard import charts
+from bench.units import parse_size
+from dashboard import charts, comparison, style
 from dashboard.sections import ReportFrames, report_frames
+from shapes.sizes import format_bytes
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
@@ -92,10 +99,72 @@ def _render(report: ReportFrames, source: str) -> str:
             doc.chart(figures.timeline)
     doc.add("h2", "Every run (failed ones included)")
     doc.table(report.every_run)
-    if report.steps is not None:  # across every run in the folder (`loadbench history`)
-        doc.add("h2", "History: where a metric stepped")
-        doc.table(report.steps)
+    _targets(doc, report)
+    _compared(doc, report)
+    _history(doc, report)
     return _page("\n".join(doc.parts))
+
+
+def _targets(doc: _Doc, report: ReportFrames) -> None:
+    """The Target host view: `loadbench recommend`'s answer for each shape set, on this host."""
+    for target in report.targets:
+        doc.add(
+            "h2",
+            f"Target host: {target.shapes} on {style.size(target.ram)} of RAM, "
+            f"{target.devices} device(s)",
+        )
+        first, *rest = target.sentences
+        doc.add("p", first.replace("`", ""), "answer")
+        for sentence in rest:
+            doc.add("p", sentence.replace("`", ""))
+        if not target.predicted.empty:
+            doc.chart(charts.target_bars(target.predicted, target.ram).properties(width=800))
+            doc.table(target.table)
+        doc.add(
+            "p",
+            f"The same in a terminal: loadbench recommend --shapes {target.shapes} --host-ram "
+            f"{target.ram / (1 << 30):g}GiB --devices {target.devices} --results RESULTS",
+        )
+
+
+def _compared(doc: _Doc, report: ReportFrames) -> None:
+    """The Compare view: each run shown against the run it is compared with by default."""
+    for shown in report.compared:
+        doc.add("h2", f"Compare: {shown.new} (new) against {shown.base} (base)")
+        for _, sentence in shown.said:
+            doc.add("p", sentence.replace("`", ""))
+        for shapes, rows in shown.shape_sets.items():
+            doc.add("h3", f"Shape set {shapes}")
+            doc.chart(charts.compare_bars(rows).properties(width=800))
+            doc.table(comparison.table(rows))
+        doc.add("h3", "Machine facts")
+        doc.table(shown.facts.reset_index(names="fact"))
+        doc.add(
+            "p",
+            f"The gate in a terminal or CI: {comparison.command('BASE', 'NEW', shown.threshold)}",
+        )
+
+
+def _history(doc: _Doc, report: ReportFrames) -> None:
+    """The History view across every run in the folder: each shape set's time against its
+    reference, run by run, with its steps and changes of configuration."""
+    found = report.history
+    if found is None:
+        return
+    doc.add("h2", "History: every run in the folder, by start time")
+    for shapes in sorted(found.points["shapes"].unique()):
+        rows = found.points[found.points["shapes"] == shapes]
+        frame = charts.history_frame(rows, found.steps, history.TIME)
+        doc.add("h3", f"Shape set {shapes}: {charts.HISTORY_METRICS[history.TIME]}")
+        doc.chart(charts.history_chart(frame, history.TIME, found.boundaries).properties(width=800))
+    doc.add("h3", "History: where a metric stepped")
+    if found.steps_table.empty:
+        doc.add("p", "No steps: no metric moved beyond its intervals and its least step.")
+    else:
+        doc.table(found.steps_table)
+    if not found.boundaries_table.empty:
+        doc.add("h3", "Where a configuration changed (a boundary, never a step)")
+        doc.table(found.boundaries_table)
 
 
 PHASES_TITLE = (
@@ -109,10 +178,10 @@ TIMELINE_TITLE = (
 )
 
 
-def build(results: Results, source: str, run_id: str | None = None) -> str:
+def build(results: Results, source: str, run_id: str | None = None, ram: int | None = None) -> str:
     """The report's HTML for run `run_id` (default: each shape set's newest complete,
     unconstrained run), every child run's status included: results -> frames -> charts -> HTML."""
-    frames = report_frames(results, run_id)
+    frames = report_frames(results, run_id, ram, source)
     return _render(frames, source)
 
 
@@ -137,11 +206,13 @@ def run(args: argparse.Namespace) -> int:
             f"`loadbench bench run --shapes gpt2 --out {args.results}`"
         )
     out = Path(args.out)
-    text = build(results, str(args.results), getattr(args, "run", None))
+    ram = getattr(args, "host_ram", None)
+    ram = parse_size(ram, what="--host-ram") if ram else None
+    text = build(results, str(args.results), getattr(args, "run", None), ram)
     tmp = out.with_name(out.name + ".part")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)  # never a half-written report
-    print(f"report: {out} ({len(text.encode()) / (1 << 20):.1f} MiB, opens offline)")
+    print(f"report: {out} ({format_bytes(len(text.encode()))}, opens offline)")
     for file, message in results.errors:
         print(f"report: skipped part of {file}: {message}", file=sys.stderr)
     return 0

@@ -37,6 +37,7 @@ FRONT_COLOR = "#222222"
 ASSUMED_WIDTH = 640  # px; the real chart is wider, which only leaves more room between labels
 LABEL_H, CHAR_W, GAP = 16.0, 7.0, 10.0  # GAP: from a point's centre to its label's left edge
 POINT_R = 7.0  # px: half a point's box, kept clear of every label
+CEILING_CHAR_W = 6.0  # px per character of the ceiling's label (10 px type)
 STATUS_SHAPES = dict(
     zip(
         STATUSES,
@@ -139,6 +140,15 @@ def _overlaps(box: Box, placed: list[Box]) -> bool:
     return any(x0 < b[2] and b[0] < x1 and y0 < b[3] and b[1] < y1 for b in placed)
 
 
+def _covered(box: Box, placed: list[Box]) -> float:
+    """How many px² of `box` the boxes `placed` cover (overlaps counted each time)."""
+    x0, y0, x1, y1 = box
+    return sum(
+        max(0.0, min(x1, b[2]) - max(x0, b[0])) * max(0.0, min(y1, b[3]) - max(y0, b[1]))
+        for b in placed
+    )
+
+
 def _free_box(
     left: float, centre_y: float, width: float, placed: list[Box], steps: int = 60
 ) -> Box:
@@ -201,6 +211,56 @@ def _staircase(front: pd.DataFrame, x: str, y: str, plot: Plot) -> pd.DataFrame:
     return pd.DataFrame(path, columns=[x, y]).assign(order=range(len(path)))
 
 
+# Tick grids for a log axis, of nice numbers: mantissas times each power of ten (sparsest first),
+# and even steps of 1, 2, 2.5 or 5 times a power of ten (for a domain inside a decade or two).
+TICK_MANTISSAS = (
+    (1.0,),
+    (1.0, 2.0, 5.0),
+    (1.0, 1.5, 2.0, 3.0, 5.0, 7.0),
+    (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0),
+    tuple(m / 2 for m in range(2, 20)),  # 1, 1.5, 2, ..., 9.5
+)
+STEPS = (1.0, 2.0, 2.5, 5.0)
+MAX_TICKS = 8
+
+
+def _grids(lo: float, hi: float) -> list[list[float]]:
+    """Every candidate set of ticks between `lo` and `hi` (see TICK_MANTISSAS, STEPS)."""
+    decades = range(math.floor(math.log10(lo)) - 2, math.floor(math.log10(hi)) + 1)
+    grids = [
+        [m * 10.0**e for e in decades for m in mantissas if lo <= m * 10.0**e <= hi]
+        for mantissas in TICK_MANTISSAS
+    ]
+    for e in decades:
+        for step in (s * 10.0**e for s in STEPS):
+            first = math.ceil(lo / step - 1e-9)
+            count = math.floor(hi / step + 1e-9) - first + 1
+            if 0 < count <= MAX_TICKS:
+                grids.append([(first + i) * step for i in range(count)])
+    return [[float(f"{t:.3g}") for t in g] for g in grids]
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis from `lo` to `hi`: the set of nice numbers (at most MAX_TICKS)
+    whose widest gap, from `lo` through the ticks to `hi`, is narrowest on the log scale: every
+    part of the axis is ticked, so a cluster of points at the bottom of a domain under a decade
+    (peaks from 2.3 to 2.9 GiB beside one at 7) is ticked where it sits, not only at 3 and above.
+
+    Example:
+        >>> log_ticks(2.17, 7.77), log_ticks(0.0004, 6.4)
+        ([2.5, 3.0, 4.0, 5.0, 6.0], [0.001, 0.01, 0.1, 1.0])
+    """
+
+    def widest_gap(ticks: list[float]) -> float:
+        edges = [math.log(v) for v in (lo, *ticks, hi)]
+        return max(b - a for a, b in zip(edges, edges[1:], strict=False))
+
+    fitting = [g for g in _grids(lo, hi) if 2 <= len(g) <= MAX_TICKS]
+    if not fitting:
+        return [float(f"{lo:.3g}"), float(f"{hi:.3g}")]
+    return min(fitting, key=lambda g: (round(widest_gap(g), 6), -len(g)))
+
+
 XEncoder = Callable[[str], alt.X]
 YEncoder = Callable[[str], alt.Y]
 
@@ -211,12 +271,15 @@ def _axes(plot: Plot, y_title: str, y_format: str) -> tuple[XEncoder, YEncoder]:
     log = ", log scale)" if plot.log else ")"
     kind: Literal["log", "linear"] = "log" if plot.log else "linear"
 
+    x_ticks = {"values": log_ticks(plot.x_min, plot.x_max)} if plot.log else {"tickCount": 8}
+    y_ticks = {"values": log_ticks(plot.y_min, plot.y_max)} if plot.log else {"tickCount": 8}
+
     def x(field: str) -> alt.X:
         return alt.X(
             f"{field}:Q",
             title="wall time (s, median" + log,
             scale=alt.Scale(type=kind, domain=[plot.x_min, plot.x_max], nice=False),
-            axis=alt.Axis(format="~g" if plot.log else x_format, tickCount=8),
+            axis=alt.Axis(format="~g" if plot.log else x_format, **x_ticks),
         )
 
     def y(field: str) -> alt.Y:
@@ -224,7 +287,7 @@ def _axes(plot: Plot, y_title: str, y_format: str) -> tuple[XEncoder, YEncoder]:
             f"{field}:Q",
             title=y_title.removesuffix(")") + log if y_title.endswith(")") else y_title,
             scale=alt.Scale(type=kind, domain=[plot.y_min, plot.y_max], nice=False),
-            axis=alt.Axis(format=y_format, tickCount=8),
+            axis=alt.Axis(format=y_format, **y_ticks),
         )
 
     return x, y
@@ -277,12 +340,20 @@ class LineLabel:
     box: Box
 
 
+LINE_GAP = 2.0  # px between a horizontal line and its label's box
+
+
 def _line_label(text: str, y_px: float, right: bool, plot: Plot, taken: list[Box]) -> LineLabel:
-    """A label for a horizontal line at `y_px`: just above it (else the nearest free slot), at
-    the plot's left end (`right`: its right end)."""
+    """A label for a horizontal line at `y_px`, always touching it: just above it at the plot's
+    left end (`right`: its right end), else the first of above at the other end, below at
+    either end that is clear; where none is, the one that covers least (a label never leaves
+    its line to find room)."""
     width = CHAR_W * len(text)
-    left = ASSUMED_WIDTH - width - 4 if right else 4.0
-    box = _free_box(left, y_px - LABEL_H * 0.7, width, taken)
+    ends = [ASSUMED_WIDTH - width - 4, 4.0] if right else [4.0, ASSUMED_WIDTH - width - 4]
+    tops = [y_px - LINE_GAP - LABEL_H, y_px + LINE_GAP]  # above, below
+    slots = [(left, min(max(top, 0.0), HEIGHT - LABEL_H)) for top in tops for left in ends]
+    boxes = [(left, top, left + width, top + LABEL_H) for left, top in slots]
+    box = min(boxes, key=lambda b: _covered(b, taken))  # the first clear one, if any
     taken.append(box)
     return LineLabel(text, plot.x_of(box[0]), plot.y_of((box[1] + box[3]) / 2), box)
 
@@ -290,12 +361,17 @@ def _line_label(text: str, y_px: float, right: bool, plot: Plot, taken: list[Box
 def _host_layers(
     host: HostLine, plot: Plot, x_enc: XEncoder, y_enc: YEncoder, taken: list[Box]
 ) -> list[alt.Chart]:
-    """The host RAM (red dashed) and the margin under it (red solid), each labelled; a host line
-    far above every point is pinned to the top edge and says so."""
+    """The host RAM (red dashed) and the margin under it (red solid), each labelled beside it; a
+    line far above every point is pinned to the top edge and says so, and where both are, one
+    label says it of both."""
+    lines = [(host.y, host.label, HOST), (host.margin_y, host.margin_label, MARGIN)]
+    above = [y > plot.y_max * 1.0001 for y, _, _ in lines]
+    if all(above):
+        lines = [(host.y, f"{host.label} and its 10% margin: {ABOVE}", HOST)]
     layers = []
-    for y, label, name in ((host.y, host.label, HOST), (host.margin_y, host.margin_label, MARGIN)):
-        if y > plot.y_max * 1.0001:
-            label += " (above the chart: every peak is far below)"
+    for (y, label, name), pinned in zip(lines, above, strict=False):
+        if pinned and len(lines) == 2:  # the host line only: the margin is on the chart
+            label += f" ({ABOVE})"
         y = min(y, plot.y_max)
         placed = _line_label(label, plot.py(y), False, plot, taken)
         data = pd.DataFrame({"y": [y], "lx": [placed.x], "ly": [placed.y], "text": [label]})
@@ -303,6 +379,9 @@ def _host_layers(
         mark = _text(data, HOST_COLOR, fontWeight="bold" if name == MARGIN else "normal")
         layers.append(mark.encode(x=x_enc("lx"), y=y_enc("ly"), text="text:N"))
     return layers
+
+
+ABOVE = "above the chart: every peak is far below"
 
 
 def _reference_layers(
@@ -326,10 +405,12 @@ LINK_PROBE = "link:"  # a remote row's `ceiling_probe_id`: its shaped link's (`b
 
 @dataclass(frozen=True)
 class CeilingLine:
-    """The machine's ceiling on the time axis: `x` seconds, and its label."""
+    """The machine's ceiling on the time axis: `x` seconds, its label along the rule (short
+    enough to stand inside the plot) and `about`, what it came from (its tooltip)."""
 
     x: float
     label: str
+    about: str = ""
 
 
 def _situation(rows: pd.DataFrame, seconds: pd.Series) -> str:
@@ -353,34 +434,50 @@ def ceiling_line(rows: pd.DataFrame) -> CeilingLine | None:
         return None
     x = float(seconds.median())
     ids = sorted({p for p in rows.get("ceiling_probe_id", []) if isinstance(p, str)})
-    text = f"{x:.2f} s" if x >= 0.1 else f"{x * 1000:.1f} ms"
+    text = style.seconds(x)
     links = [i.removeprefix(LINK_PROBE) for i in ids if i.startswith(LINK_PROBE)]
     if links and len(links) == len(ids):  # a shaped link's: the bytes over its bandwidth
-        return CeilingLine(x, f"ceiling {text} (the bytes over the {', '.join(links)} link)")
-    probe = f"probe {', '.join(ids)}" if ids else "probe unnamed"
-    return CeilingLine(x, f"ceiling {text} ({_situation(rows, seconds)}, {probe})")
+        label = f"ceiling {text} (the bytes over the {', '.join(links)} link)"
+        return CeilingLine(x, label, label)
+    label = f"ceiling {text} ({_situation(rows, seconds)})"
+    return CeilingLine(x, label, f"{label[:-1]}, probe {', '.join(ids) or 'unnamed'})")
+
+
+def ceiling_box(ceiling: CeilingLine, plot: Plot) -> Box:
+    """The column the ceiling's label takes along its rule, from the plot's bottom (left of the
+    rule), which no other label may cover."""
+    cx = plot.px(ceiling.x)
+    tall = min(CEILING_CHAR_W * len(ceiling.label) + 8, HEIGHT)  # never above the plot
+    return (cx - LABEL_H - 2, HEIGHT - tall, cx, HEIGHT)
 
 
 def _ceiling_layers(
-    ceiling: CeilingLine, plot: Plot, x_enc: XEncoder, y_enc: YEncoder, taken: list[Box]
+    ceiling: CeilingLine, plot: Plot, x_enc: XEncoder, y_enc: YEncoder
 ) -> list[alt.Chart]:
     """A blue rule at the ceiling's time, labelled along it from the bottom (left of it, where no
-    load is faster); its label's column is kept clear of point labels."""
-    cx = plot.px(ceiling.x)
-    taken.append((cx - LABEL_H - 2, HEIGHT - CHAR_W * len(ceiling.label), cx, HEIGHT))
-    line = pd.DataFrame({"x": [ceiling.x], "y": [0.0], "text": [ceiling.label]})
+    load is faster); its label's column (`ceiling_box`) is kept clear of every other label."""
+    line = pd.DataFrame(
+        {"x": [ceiling.x], "y": [plot.y_min], "text": [ceiling.label], "about": [ceiling.about]}
+    )
     label = alt.Chart(line).mark_text(
-        angle=270, align="left", baseline="bottom", dx=4, dy=-3, fontSize=10, color=CEILING_COLOR
+        angle=270,
+        align="left",
+        baseline="bottom",
+        dx=4,
+        dy=-3,
+        fontSize=10,
+        color=CEILING_COLOR,
+        limit=HEIGHT - 8,  # px: a longer label is cut with an ellipsis, inside the plot
     )
     return [
         _rule(line, LINE_STYLES[CEILING]).encode(
-            x=x_enc("x"), tooltip=alt.Tooltip("text:N", title="ceiling")
+            x=x_enc("x"), tooltip=alt.Tooltip("about:N", title="ceiling")
         ),
-        label.encode(x=x_enc("x"), y=y_enc("y"), text="text:N"),
+        label.encode(x=x_enc("x"), y=y_enc("y"), text="text:N", tooltip="about:N"),
     ]
 
 
-OFF_SCALE = 3.0  # a host line this far above the highest point is pinned at the top edge
+OFF_SCALE = 1.5  # a host line this far above the highest point is pinned at the top edge
 
 
 def _plot(drawn: pd.DataFrame, y: str, host: HostLine | None, ceiling, log: bool) -> Plot:
@@ -417,12 +514,13 @@ def overview_scatter(
     refs = drawn[drawn["kind"] == REFERENCE]
     lines = [min(v, plot.y_max) for v in ([host.y, host.margin_y] if host else [])]
     taken = point_boxes(points, "wall_s", y, plot) + line_boxes([*lines, *refs[y]], plot)
+    taken += [ceiling_box(ceiling, plot)] if ceiling is not None else []
     layers: list[alt.Chart] = []
     if host is not None:
         layers += _host_layers(host, plot, x_enc, y_enc, taken)
     layers += _reference_layers(refs, y, y_format, plot, x_enc, y_enc, taken)
     if ceiling is not None:
-        layers += _ceiling_layers(ceiling, plot, x_enc, y_enc, taken)
+        layers += _ceiling_layers(ceiling, plot, x_enc, y_enc)
     if points.empty:
         return _sized(layers)
     points["label"] = points["strategy"] + points["kind"].map(

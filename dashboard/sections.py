@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis import history
+from bench.analysis import advice, history
+from bench.analysis.recommend import TargetCheckpoint
 from bench.errors import BenchError
 from bench.records.results import LOCAL, ROUTE, Results, summarize
 from bench.vocabulary import OK
-from dashboard import answer, frames, scatter, style
+from dashboard import answer, comparison, frames, scatter, style
 from loader.vocabulary import TOTAL
 
 DEFAULT_RAM = 16 << 30  # the host RAM answered for when no run recorded its machine's
@@ -53,15 +54,44 @@ class ShapeSetFrames:
 
 
 @dataclass(frozen=True)
+class TargetFrames:
+    """The Target host view of one shape set: `loadbench recommend`'s sentences, its table and
+    the predicted peaks to draw, for a host of `ram` bytes with `devices` devices (`sentences`
+    alone where nothing could be predicted)."""
+
+    shapes: str
+    ram: int
+    devices: int
+    sentences: tuple[str, ...]
+    table: pd.DataFrame
+    predicted: pd.DataFrame  # one row per strategy: strategy, predicted_peak_bytes, verdict
+
+
+@dataclass(frozen=True)
+class HistoryFrames:
+    """The History view across every run in the folder: the points, the steps and the changes
+    of configuration, and the two as tables."""
+
+    points: pd.DataFrame
+    steps: list[history.Step]
+    boundaries: list[history.Boundary]
+    steps_table: pd.DataFrame
+    boundaries_table: pd.DataFrame
+
+
+@dataclass(frozen=True)
 class ReportFrames:
     """The whole report as frames: which run, the host RAM answered for, each shape set (the
-    largest checkpoint first), every child run."""
+    largest checkpoint first), every child run, and the Target host, Compare and History
+    views."""
 
     run: str
     ram: int
     shape_sets: tuple[ShapeSetFrames, ...]
     every_run: pd.DataFrame
-    steps: pd.DataFrame | None = None  # where a metric stepped across the folder's runs
+    targets: tuple[TargetFrames, ...] = ()
+    compared: tuple[comparison.Compared, ...] = ()  # each run shown against its default base
+    history: HistoryFrames | None = None
 
 
 EVERY_RUN = {
@@ -88,13 +118,16 @@ def chosen_phases(results: Results, run_id: str | None) -> pd.DataFrame:
     return results.phases[results.phases["run_id"] == run_id]
 
 
-def report_frames(results: Results, run_id: str | None = None) -> ReportFrames:
+def report_frames(
+    results: Results, run_id: str | None = None, ram: int | None = None, folder: str = ""
+) -> ReportFrames:
     """Every frame of the report of run `run_id` (default: each shape set's newest complete,
-    unconstrained run), answered for the RAM of the machine that measured it."""
+    unconstrained run), answered for a host of `ram` bytes (default: the RAM of the machine
+    that measured it); `folder` is the results folder (`recommend`'s probes are read there)."""
     phases = chosen_phases(results, run_id)
     shown = results.runs[results.runs["run_id"].isin(set(phases["run_id"]))]
     known = shown.dropna(subset=["ram_bytes"]).sort_values("started_utc", ascending=False)
-    ram = int(known["ram_bytes"].iloc[0]) if len(known) else DEFAULT_RAM
+    ram = ram or (int(known["ram_bytes"].iloc[0]) if len(known) else DEFAULT_RAM)
     labels = frames.run_labels(results.runs, results.phases)
     summary = summarize(phases)
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False).index
@@ -103,7 +136,65 @@ def report_frames(results: Results, run_id: str | None = None) -> ReportFrames:
         ram=ram,
         shape_sets=tuple(_shape_set(results, phases, summary, s, ram) for s in order),
         every_run=_every_run(phases),
-        steps=history.steps_table(found) if (found := history.steps(results)) else None,
+        targets=tuple(_target(results, phases, s, ram, folder) for s in order),
+        compared=_compared(results, list(phases["run_id"].unique())),
+        history=_history(results),
+    )
+
+
+def _target(
+    results: Results, phases: pd.DataFrame, shapes: str, ram: int, folder: str
+) -> TargetFrames:
+    """`loadbench recommend --shapes SHAPES --host-ram RAM` for the measured shape set, on the
+    device count most of its rows ran on."""
+    mine = phases[phases["shapes"] == shapes]
+    devices = int(mine["devices"].dropna().astype(int).mode().iloc[0])
+    row = mine.iloc[0]
+    small = row.get("small_tensor_bytes")
+    target = TargetCheckpoint(
+        int(row["checkpoint_bytes"]),
+        int(row["largest_tensor_bytes"]),
+        int(row["tensors"]),
+        None if small is None or pd.isna(small) else int(small),
+    )
+    empty = pd.DataFrame()
+    try:
+        adv = advice.advise(results, target, ram, devices, shapes=shapes, folder=folder)
+    except BenchError as e:  # nothing (large enough) measured to predict from: say what to run
+        return TargetFrames(shapes, ram, devices, (f"No prediction: {e}",), empty, empty)
+    return TargetFrames(
+        shapes,
+        ram,
+        devices,
+        tuple(advice.sentences(adv)),  # the verdict sentence: `loadbench recommend`'s own
+        pd.DataFrame(advice.table_rows(adv)),
+        pd.DataFrame(list(adv.rec.strategies)),
+    )
+
+
+def _compared(results: Results, runs: list[str]) -> tuple[comparison.Compared, ...]:
+    """Each run shown against its default base (`comparison.default_base`), where it has one,
+    at `loadbench compare`'s example threshold."""
+    out = []
+    for new in runs:
+        base = comparison.default_base(results, new)
+        if base is not None:
+            out.append(comparison.compared(results, base, new, comparison.DEFAULT_THRESHOLD))
+    return tuple(out)
+
+
+def _history(results: Results) -> HistoryFrames | None:
+    """The History view over every run in the folder (None where no run is ok)."""
+    points = history.points(results)
+    if points.empty:
+        return None
+    steps, changes = history.steps(results), history.boundaries(results)
+    return HistoryFrames(
+        points,
+        steps,
+        changes,
+        history.steps_table(steps),
+        pd.DataFrame([b.to_dict() for b in changes]),
     )
 
 

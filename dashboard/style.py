@@ -6,8 +6,8 @@ registry order, any other name (an extra or a peer) a slot chosen from a hash of
 use a different, paler palette, so a phase is never mistaken for a strategy. A chart's legend lists
 only what it draws (`strategy_scale(shown)`), with those fixed colours.
 
-Numbers: bytes as GiB with 2 decimals (MiB with 1 below a GiB, the same rule as
-`bench.units.format_bytes`, which the CLI prints), seconds with 2 decimals, throughput in GB/s.
+Numbers: sizes, rates and seconds through `shapes.sizes`, the one formatter the CLI prints with
+too (binary units, rates in GiB/s, three significant digits); an unknown figure reads "–".
 Imports neither jax nor streamlit (the static report uses it too).
 """
 
@@ -20,7 +20,6 @@ import zlib
 import altair as alt
 import pandas as pd
 
-from bench.units import format_bytes
 from loader.vocabulary import (
     ASSEMBLE,
     BUILD,
@@ -37,6 +36,7 @@ from loader.vocabulary import (
     TOTAL,
     TRANSFER,
 )
+from shapes.sizes import format_bytes, format_rate, format_seconds
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -185,29 +185,27 @@ def number_format(unit: str) -> str:
     return ",.2f" if unit == "GiB" else ",.1f"
 
 
+UNKNOWN = "–"  # an unknown figure in a table or a sentence of the dashboard and the report
+
+
 def size(n: float | None) -> str:
-    """Bytes as `1.23 GiB` or `456.7 MiB` (`–` when unknown)."""
-    if n is None or pd.isna(n):
-        return "–"
-    return format_bytes(float(n))
+    """Bytes as `1.23 GiB` or `457 MiB` (`shapes.sizes.format_bytes`; `–` when unknown)."""
+    return UNKNOWN if n is None or pd.isna(n) else format_bytes(float(n))
 
 
 def seconds(s: float | None) -> str:
-    """Seconds with 2 decimals: `1.90 s` (`–` when unknown)."""
-    if s is None or pd.isna(s):
-        return "–"
-    return f"{float(s):.2f} s"
+    """Seconds as `1.90 s`, `0.000541 s` (`shapes.sizes.format_seconds`; `–` when unknown)."""
+    return UNKNOWN if s is None or pd.isna(s) else format_seconds(float(s))
 
 
 def ratio(r: float | None) -> str:
     """A multiple of the checkpoint: `1.01×` (`–` when unknown)."""
-    if r is None or pd.isna(r):
-        return "–"
-    return f"{float(r):.2f}×"
+    return UNKNOWN if r is None or pd.isna(r) else f"{float(r):.2f}×"
 
 
 def rate(bytes_per_s: float | None) -> str:
-    """Throughput in GB/s with 2 decimals (`–` when unknown)."""
-    if bytes_per_s is None or pd.isna(bytes_per_s):
-        return "–"
-    return f"{float(bytes_per_s) / 1e9:.2f} GB/s"
+    """Throughput as `1.88 GiB/s`, `0.00284 GiB/s` (`shapes.sizes.format_rate`; `–` when
+    unknown)."""
+    return (
+        UNKNOWN if bytes_per_s is None or pd.isna(bytes_per_s) else format_rate(float(bytes_per_s))
+    )

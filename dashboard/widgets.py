@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -61,12 +62,12 @@ def pick_run(
     label: str = "Run",
     index: int | None = None,
     newest: bool = False,
-    linked: bool = True,
+    param: link.Param[str] = link.RUN,
 ) -> str:
     """A run selector, newest first, each labelled with machine, date, shape sets, status and
     limits; it opens on the newest complete, unconstrained run (`index` picks another). With
-    `newest`, its first choice is `frames.NEWEST`: each shape set's own default run. With
-    `linked` (one picker a page), the run is in the URL as `run` (`dashboard.link`).
+    `newest`, its first choice is `frames.NEWEST`: each shape set's own default run, left out of
+    the URL; any other run is in the URL as `param` (`run`; Compare's base: `base`).
 
     Returns:
         The run id, or `frames.NEWEST`.
@@ -82,15 +83,14 @@ def pick_run(
             0,
             {frames.NEWEST: frames.NEWEST_LABEL, **labels},
         )
-    from_url = link.take(key, link.RUN) if linked else None
-    if from_url in ids:
-        st.session_state[key] = from_url
-    run_id = st.selectbox(
-        label, ids, index=min(index, len(ids) - 1), key=key, format_func=lambda r: labels.get(r, r)
+    return link.bound(
+        key,
+        param,
+        ids[min(index, len(ids) - 1)],
+        lambda: st.selectbox(label, ids, key=key, format_func=lambda r: labels.get(r, r)),
+        valid=ids.__contains__,
+        omit=frames.NEWEST,
     )
-    if linked:
-        link.keep(link.RUN, None if run_id == frames.NEWEST else run_id)
-    return run_id
 
 
 def run_phases(results: Any, run_id: str) -> pd.DataFrame:
@@ -106,14 +106,13 @@ def pick_shapes(
     """A shape-set selector over `options` (default: the shape sets in `phases`, by name), in
     the URL as `shapes`."""
     names = options if options is not None else sorted(phases["shapes"].unique())
-    linked = link.take(key, link.SHAPES)
-    if linked in names:
-        st.session_state[key] = linked
-    if st.session_state.get(key) not in names:
-        st.session_state.pop(key, None)
-    shapes = column.selectbox("Shape set", names, key=key)
-    link.keep(link.SHAPES, shapes)
-    return str(shapes)
+    return link.bound(
+        key,
+        link.SHAPES,
+        names[0],
+        lambda: column.selectbox("Shape set", names, key=key),
+        valid=names.__contains__,
+    )
 
 
 ROUTE_WORDS = {LOCAL: "local disk"}  # how a route reads in its picker
@@ -128,23 +127,21 @@ def pick_route(rows: pd.DataFrame, *, key: str, column: Any = st) -> str | None:
     """
     names = frames.route_order(rows)
     if len(names) <= 1:
-        link.keep(link.ROUTE, None)
         return names[0] if names else None
-    linked = link.take(key, link.ROUTE)
-    if linked in names:
-        st.session_state[key] = linked
-    if st.session_state.get(key) not in names:
-        st.session_state.pop(key, None)
-    route = column.selectbox(
-        "Loaded from",
-        names,
-        key=key,
-        format_func=lambda r: ROUTE_WORDS.get(r, r),
-        help="local disk, or the source, the shaped link and the concurrency (range requests in "
-        "flight) of a remote load: each is its own configuration, never pooled",
+    return link.bound(
+        key,
+        link.ROUTE,
+        names[0],
+        lambda: column.selectbox(
+            "Loaded from",
+            names,
+            key=key,
+            format_func=lambda r: ROUTE_WORDS.get(r, r),
+            help="local disk, or the source, the shaped link and the concurrency (range requests "
+            "in flight) of a remote load: each is its own configuration, never pooled",
+        ),
+        valid=names.__contains__,
     )
-    link.keep(link.ROUTE, route)
-    return str(route)
 
 
 def remote_figures(rows: pd.DataFrame) -> None:
@@ -177,29 +174,40 @@ def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
     """The rows of one page-cache state (warm or cold), with a selector when the run has both."""
     caches = sorted(phases["cache"].dropna().unique(), key=lambda c: (c != "warm", c))
     if len(caches) >= 2:
-        cache = st.radio(
-            "Page cache",
-            caches,
-            horizontal=True,
-            key=key,
-            help="cold: the checkpoint was evicted from the page cache before each load",
+        cache = link.bound(
+            key,
+            link.CACHE,
+            caches[0],
+            lambda: st.radio(
+                "Page cache",
+                caches,
+                horizontal=True,
+                key=key,
+                help="cold: the checkpoint was evicted from the page cache before each load",
+            ),
+            valid=caches.__contains__,
+            omit=caches[0],
         )
         phases = phases[phases["cache"] == cache]
     capped = pd.to_numeric(phases.get("disk_read_bytes_per_s", pd.Series(dtype=float))).dropna()
     if len(capped):
         st.caption(
-            f"Disk reads capped at {capped.iloc[0] / 1e6:.0f} MB/s in this run "
+            f"Disk reads capped at {style.rate(capped.iloc[0])} in this run "
             "(`bench run --disk-read-speed`): cold times are that disk's, not this machine's."
         )
     return phases
 
 
-def number_table(table: pd.DataFrame, formats: dict[str, str], labels: dict[str, str]) -> Any:
-    """`table` as a Styler whose numbers use `formats` (`str.format` style) and whose missing
-    values (a failed run has no peak or time) read as "–", not a grey "None"; `labels` renames
-    columns. The formats live in the Styler: a column_config format would override na_rep."""
+Format = str | Callable[[float], str]  # `"{:.2f}×"`, or a function such as `style.seconds`
+
+
+def number_table(table: pd.DataFrame, formats: dict[str, Format], labels: dict[str, str]) -> Any:
+    """`table` as a Styler whose numbers use `formats` (`str.format` style, or a function of
+    `style`) and whose missing values (a failed run has no peak or time) read as "–", not a grey
+    "None"; `labels` renames columns. The formats live in the Styler: a column_config format
+    would override na_rep."""
     by_column: dict[Any, Any] = dict(formats)
-    styler = table.style.format(by_column, na_rep="–")
+    styler = table.style.format(by_column, na_rep=style.UNKNOWN)
     return styler, {c: st.column_config.Column(label) for c, label in labels.items()}
 
 
@@ -216,7 +224,7 @@ def status_table(phases: pd.DataFrame) -> None:
     st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))
     styler, config = number_table(
         table,
-        {"peak_ratio": "{:.2f}×", "wall_s": "{:.2f} s"},
+        {"peak_ratio": "{:.2f}×", "wall_s": style.seconds},
         {"peak_ratio": "× checkpoint", "wall_s": "wall"},
     )
     st.dataframe(
@@ -247,7 +255,7 @@ def host_ram(column: Any, default_bytes: float | None, *, key: str, help: str) -
     Returns:
         The host RAM in bytes.
     """
-    linked = link.take_float(key, link.RAM)
+    linked = link.take(key, link.RAM)
     if linked is not None and 0.25 <= linked <= 65536:
         st.session_state[HOST_RAM] = linked
         st.session_state[HOST_RAM_SET] = True
@@ -264,7 +272,7 @@ def host_ram(column: Any, default_bytes: float | None, *, key: str, help: str) -
         on_change=_keep_host_ram,
         args=(key,),
     )
-    link.keep(link.RAM, f"{gib:g}")
+    link.keep(link.RAM, float(gib))
     return int(gib * GIB)
 
 
@@ -281,7 +289,7 @@ def pick_strategies(
     count, shape set or run): what the user took out stays out, every other strategy is in,
     so switching away and back leaves the selection as it was. In the URL as `strategies` (the
     ones chosen) where some are out."""
-    linked = link.take_list(key, link.STRATEGIES)
+    linked = link.take(key, link.STRATEGIES)
     if linked is not None:
         st.session_state[f"{key}_excluded"] = set(options) - set(linked)
     excluded = set(st.session_state.get(f"{key}_excluded", ()))

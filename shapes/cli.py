@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from loader.errors import CheckpointError
 from shapes.catalog import fetched_names, load_spec, preset_names, user_presets_dir
-from shapes.sizes import format_bytes
+from shapes.sizes import format_bytes, format_rate
 from shapes.spec import ShapeSpec
 
 EXIT_ERROR = 2  # the exit status of every `loadbench` command that fails on its input
@@ -99,8 +99,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     path = synthesize(spec, args.out, dtype=args.dtype, seed=args.seed)
     wall = time.perf_counter() - start
-    size, speed = format_bytes(spec.total_bytes), spec.total_bytes / max(wall, 1e-9) / 1e9
-    print(f"{path}  ({len(spec.tensors)} tensors, {size} in {wall:.1f} s, {speed:.2f} GB/s)")
+    size, speed = format_bytes(spec.total_bytes), format_rate(spec.total_bytes / max(wall, 1e-9))
+    print(f"{path}  ({len(spec.tensors)} tensors, {size} in {wall:.1f} s, {speed})")
     return 0
 
 

@@ -41,7 +41,7 @@ from bench.errors import NoResultsError
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.link.shaping import Link
 from bench.records.results import Results, headline
-from bench.units import format_bytes
+from bench.units import format_bytes, format_seconds
 from bench.vocabulary import OK
 from loader.remote.ranges import DEFAULT_CONCURRENCY
 from loader.vocabulary import REFERENCE, TOTAL
@@ -323,7 +323,7 @@ def basis_sentence(predictions: list[LinkPrediction]) -> str:
     sentence = (
         f"Extrapolated from {runs} runs over {said}: each strategy's measured wall / ceiling at "
         f"that link's fastest concurrency, times {first.link}'s ceiling "
-        f"({first.ceiling_s:.2f} s for {format_bytes(first.checkpoint_bytes)})"
+        f"({format_seconds(first.ceiling_s)} for {format_bytes(first.checkpoint_bytes)})"
     )
     if any(p.processes > 1 for p in predictions):
         sentence += (

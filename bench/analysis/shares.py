@@ -17,7 +17,7 @@ import pandas as pd
 
 from bench.link import UNSHAPED
 from bench.link.shaping import Link
-from bench.units import format_bytes
+from bench.units import format_bytes, format_rate
 from bench.vocabulary import OK
 from loader.vocabulary import TOTAL
 
@@ -57,12 +57,12 @@ def process_shares(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def _aggregate(row: pd.Series) -> str:
-    """`aggregate 112.4 MiB/s (every process's bytes over the slowest's wall), 0.94x the 1Gbit
+    """`aggregate 0.110 GiB/s (every process's bytes over the slowest's wall), 0.94x the 1Gbit
     link they share`."""
     rate = row.get("received_bytes_per_s")
     if rate is None or pd.isna(rate):
         return "aggregate unknown (no ok repeat)"
-    text = f"aggregate {format_bytes(float(rate))}/s (all the bytes over the slowest one's wall)"
+    text = f"aggregate {format_rate(float(rate))} (all the bytes over the slowest one's wall)"
     link = row.get("link")
     if isinstance(link, str) and link != UNSHAPED:
         text += f", {float(rate) / Link.parse(link).bytes_per_s:.2f}x the {link} link they share"

@@ -36,6 +36,7 @@ from bench.analysis.time_model import (
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord, read_probe
 from bench.records.results import Results
+from bench.units import format_rate
 from bench.vocabulary import COLD
 
 
@@ -160,10 +161,10 @@ def on_target(
 
 
 def _host(p: ProbeRecord) -> str:
-    disk = f"{p.cold_read_bytes_per_s / 1e9:.2f} GB/s" if p.cold_read_bytes_per_s else "no disk"
+    disk = format_rate(p.cold_read_bytes_per_s) if p.cold_read_bytes_per_s else "no disk"
     return (
         f"{p.machine} (probe {p.probe_id}: {target_cpus(p):g} CPUs, warm copy "
-        f"{p.warm_copy_bytes_per_s / 1e9:.2f} GB/s, disk {disk})"
+        f"{format_rate(p.warm_copy_bytes_per_s)}, disk {disk})"
     )
 
 
@@ -189,4 +190,4 @@ def describe(
 
 
 def _touch(probe: ProbeRecord, nbytes: int) -> str:
-    return f"{nbytes / touch_seconds(probe, nbytes) / 1e9:.2f} GB/s"
+    return format_rate(nbytes / touch_seconds(probe, nbytes))

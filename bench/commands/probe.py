@@ -12,38 +12,39 @@ from pathlib import Path
 from bench.commands.common import add_json, example
 from bench.errors import BenchError
 from bench.host.record import ProbeRecord
+from bench.units import format_bytes, format_rate, significant
 
 FULL_BYTES, QUICK_BYTES = 1 << 30, 256 << 20
 FULL_REPEATS, QUICK_REPEATS = 3, 2
 
 
-def _gbs(value: float | None) -> str:
-    return "–" if value is None else f"{value / 1e9:.2f} GB/s"
+def _rate(value: float | None) -> str:
+    return "–" if value is None else format_rate(value)
 
 
 def _by_threads(figures: dict[str, float]) -> str:
-    return ", ".join(f"{n}: {v / 1e9:.2f}" for n, v in figures.items())
+    return ", ".join(f"{n}: {significant(v / (1 << 30))}" for n, v in figures.items())
 
 
 def _prefix(r: ProbeRecord) -> str:
     passes = r.cold_read_pass_bytes
     if passes is None or passes >= r.probe_file_bytes:
         return ""
-    return f"; passes of the first {passes / 2**20:.0f} MiB"
+    return f"; passes of the first {format_bytes(passes)}"
 
 
 def _touch_sizes(r: ProbeRecord) -> str:
     larger = {int(n): v for n, v in r.first_touch.items() if int(n) > r.probe_file_bytes}
-    return "".join(f" ({n / 2**30:.1f} GiB at once: {_gbs(v)})" for n, v in sorted(larger.items()))
+    return "".join(f" ({format_bytes(n)} at once: {_rate(v)})" for n, v in sorted(larger.items()))
 
 
 def format_probe(r: ProbeRecord) -> str:
     """The probe record as a few lines of text."""
-    cold = f"{_gbs(r.cold_read_bytes_per_s)} with {r.cold_read_threads} threads"
+    cold = f"{_rate(r.cold_read_bytes_per_s)} with {r.cold_read_threads} threads"
     lines = [
         f"probe {r.probe_id} on {r.machine} ({r.duration_s:.1f} s)",
-        f"  warm copy   {_gbs(r.warm_copy_bytes_per_s)} with {r.warm_copy_threads} threads"
-        f"  (GB/s by threads: {_by_threads(r.warm_copy)})",
+        f"  warm copy   {_rate(r.warm_copy_bytes_per_s)} with {r.warm_copy_threads} threads"
+        f"  (GiB/s by threads: {_by_threads(r.warm_copy)})",
         f"  cold read   {cold if r.cold_read else '– (no disk probed)'}"
         + (
             f"  ({r.cold_read_method}; {_by_threads(r.cold_read)}{_prefix(r)})"
@@ -51,16 +52,16 @@ def format_probe(r: ProbeRecord) -> str:
             else ""
         ),
         f"  disk        {r.disk_path or '–'} (device {r.disk_device or 'none'})",
-        f"  first touch {_gbs(r.first_touch_bytes_per_s)}{_touch_sizes(r)}, memcpy "
-        f"{_gbs(r.memcpy_bytes_per_s)}"
+        f"  first touch {_rate(r.first_touch_bytes_per_s)}{_touch_sizes(r)}, memcpy "
+        f"{_rate(r.memcpy_bytes_per_s)}"
         f", one core {r.single_core_ops_per_s / 1e6:.1f} M loop steps/s",
         f"  CPUs        {r.effective_cpus} usable of {r.cpu_count}"
-        f" (quota {r.cpu_quota_cpus or 'none'}), RAM {r.ram_bytes / 2**30:.1f} GiB"
-        f", memory.max {r.memory_max_bytes or 'none'}",
+        f" (quota {r.cpu_quota_cpus or 'none'}), RAM {format_bytes(r.ram_bytes)}"
+        f", memory.max {format_bytes(r.memory_max_bytes) if r.memory_max_bytes else 'none'}",
         f"  accelerator {r.accelerator}"
         + (
             f" x{r.device_count} ({r.device_kind}): host->device pageable "
-            f"{_gbs(r.h2d_pageable_bytes_per_s)}, pinned {_gbs(r.h2d_pinned_bytes_per_s)}"
+            f"{_rate(r.h2d_pageable_bytes_per_s)}, pinned {_rate(r.h2d_pinned_bytes_per_s)}"
             if r.accelerator != "none"
             else ""
         ),

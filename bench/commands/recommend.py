@@ -59,7 +59,7 @@ from bench.errors import BenchError
 from bench.host.accelerator import NONE
 from bench.host.record import ProbeRecord
 from bench.records.results import Results, partial_runs
-from bench.units import format_bytes, parse_size, parse_speed
+from bench.units import format_bytes, format_rate, parse_size, parse_speed
 from bench.vocabulary import COLD, OK, WARM
 from loader.vocabulary import REFERENCE, TOTAL
 
@@ -104,7 +104,7 @@ def _notes(args, results: Results, speed: float | None, capped: int | None) -> l
     """One short sentence each on how the times were made."""
     notes = []
     if capped:
-        notes.append(f"Times are from cold runs here with reads capped at {capped / 1e6:.0f} MB/s.")
+        notes.append(f"Times are from cold runs here with reads capped at {format_rate(capped)}.")
     elif args.cache == COLD and not speed:
         notes.append("Times are from runs whose page cache was evicted first (cold).")
     cold = measured_cold_speed(results)

@@ -9,94 +9,87 @@ marked on the first run after it, with its size. No jax.
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from bench.analysis import history
 from bench.records.results import ROUTE
-from dashboard import frames, widgets
+from dashboard import charts, frames, link, style, widgets
 
-METRIC_NAMES = {
-    history.PEAK: "peak over baseline (GiB)",
-    history.WALL: "wall time (s)",
-    history.FLOOR: "wall / floor line (×, compares machines)",
-}
+METRIC_NAMES = charts.HISTORY_METRICS
+METRIC = link.choice(  # in the URL as `metric=time|peak|wall|floor`
+    "metric", dict(zip(METRIC_NAMES, ("time", "peak", "wall", "floor"), strict=True))
+)
 
 
 def _series(points: pd.DataFrame) -> pd.DataFrame:
     """Narrow the points to one shape set, the strategies picked and (where the shape set was
     loaded over several) the routes picked."""
     cols = st.columns([1, 2, 2])
-    shapes = cols[0].selectbox("Shape set", sorted(points["shapes"].unique()), key="history_shapes")
+    shapes = widgets.pick_shapes(points, key="history_shapes", column=cols[0])
     rows = points[points["shapes"] == shapes]
     names = sorted(rows["strategy"].unique())
-    picked = cols[1].multiselect("Strategies", names, default=names, key="history_strategies")
+    picked = widgets.pick_strategies(names, key="history_strategies", column=cols[1])
     rows = rows[rows["strategy"].isin(picked)]
     routes = frames.route_order(rows)
     if len(routes) > 1:
-        routes = cols[2].multiselect(
-            "Loaded from",
-            routes,
-            default=routes,
-            format_func=lambda r: widgets.ROUTE_WORDS.get(r, r),
-            key="history_routes",
-            help="each route (local disk, or source · link · concurrency) is a series of its own",
+        every = routes
+        routes = link.bound(
+            "history_routes",
+            link.ROUTES,
+            every,
+            lambda: cols[2].multiselect(
+                "Loaded from",
+                every,
+                format_func=lambda r: widgets.ROUTE_WORDS.get(r, r),
+                key="history_routes",
+                help="each route (local disk, or source · link · concurrency) is a series of its "
+                "own",
+            ),
+            valid=lambda chosen: set(chosen) <= set(every),
+            omit=every,
         )
     return rows[rows[ROUTE].isin(routes)]
 
 
-def chart_frame(rows: pd.DataFrame, steps: list[history.Step], metric: str) -> pd.DataFrame:
-    """Tidy rows to draw: one per (series, run), the metric's value, its labels and its step."""
-    marks = {
-        (s.machine, s.shapes, s.strategy, s.route, s.run_id): f"step {s.change:+.0%}"
-        for s in steps
-        if s.metric == metric
-    }
-    value = rows[metric] / (1 << 30) if metric == history.PEAK else rows[metric]
-    named = frames.route_labelled(rows)["strategy"]  # `pipelined · s3 · 1Gbit · c16`
-    series = rows["machine"].astype(str) + " · " + named.astype(str)
-    keys = zip(
-        rows["machine"], rows["shapes"], rows["strategy"], rows[ROUTE], rows["run_id"], strict=True
+def runs_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The points shown, one per (series, run), each figure with its unit (– where none)."""
+    named = frames.route_labelled(rows)
+    return pd.DataFrame(
+        {
+            "run": rows["label"],
+            "run id": rows["run_id"],
+            "machine": rows["machine"],
+            "strategy": named["strategy"],
+            "repeats": rows["repeats"],
+            "peak over baseline": rows[history.PEAK].map(style.size),
+            "time / reference": [
+                f"{style.ratio(t)} ({style.ratio(lo)}–{style.ratio(hi)})"
+                if pd.notna(lo)
+                else style.ratio(t)
+                for t, lo, hi in zip(rows[history.TIME], rows["time_low"], rows["time_high"])
+            ],
+            "wall": rows[history.WALL].map(style.seconds),
+            "time / floor": rows[history.FLOOR].map(style.ratio),
+            "configuration": rows["config"].fillna("").replace("", style.UNKNOWN),
+        }
     )
-    step = [marks.get((str(m), str(sh), str(s), str(ro), str(r)), "") for m, sh, s, ro, r in keys]
-    return rows.assign(value=value, series=series, step=step)
 
 
-def history_chart(frame: pd.DataFrame, metric: str) -> alt.LayerChart | alt.FacetChart:
-    """A line per series over the runs in start order, points labelled by commit and versions, and
-    a large ring on each run where a step was found."""
-    order = list(dict.fromkeys(frame.sort_values("started_utc")["run_id"]))
-    x = alt.X("run_id:N", sort=order, title="run (by start time)", axis=alt.Axis(labelAngle=-30))
-    y = alt.Y("value:Q", title=METRIC_NAMES[metric], scale=alt.Scale(zero=True))
-    tooltip = [
-        "series:N",
-        "run_id:N",
-        "started_utc:N",
-        "git_commit:N",
-        "jax_version:N",
-        "flax_version:N",
-        "safetensors_version:N",
-        alt.Tooltip("value:Q", format=".3f"),
-        "step:N",
-    ]
-    legend = alt.Legend(labelLimit=400)  # `machine · pipelined · s3 · 1Gbit · c16` in full
-    color = alt.Color("series:N", title="series", legend=legend)
-    base = alt.Chart(frame).encode(x=x, y=y, color=color)
-    lines = base.mark_line(point=True).encode(tooltip=tooltip)
-    rings = (
-        alt.Chart(frame[frame["step"] != ""])
-        .mark_point(size=400, strokeWidth=2, color="#c62828")
-        .encode(x=x, y=y, tooltip=tooltip)
-    )
-    return alt.layer(lines, rings)
+def _boundaries(changes: list[history.Boundary], rows: pd.DataFrame) -> None:
+    """Where a series' configuration changed: a boundary, never a step."""
+    shown = set(zip(rows["machine"], rows["shapes"], rows["strategy"], rows[ROUTE], strict=True))
+    said = [b for b in changes if (b.machine, b.shapes, b.strategy, b.route) in shown]
+    if said:
+        st.markdown("**Configuration changes** (boundaries, never steps):")
+        st.dataframe(pd.DataFrame([b.to_dict() for b in said]), hide_index=True)
 
 
 def _steps_table(steps: list[history.Step], rows: pd.DataFrame) -> None:
     shown = set(zip(rows["machine"], rows["shapes"], rows["strategy"], rows[ROUTE], strict=True))
     said = [s for s in steps if (s.machine, s.shapes, s.strategy, s.route) in shown]
     if not said:
-        st.caption("No steps: no metric moved beyond its repeats' spread and its least step.")
+        st.caption("No steps: no metric moved beyond its intervals and its least step.")
         return
     st.dataframe(history.steps_table(said), hide_index=True)
 
@@ -106,7 +99,9 @@ def main() -> None:
     st.caption(
         "Each strategy across runs, in the order they started; one line per machine, strategy "
         "and route (local disk, or source · link · concurrency). "
-        "A red ring marks the first run after a step (Mann-Whitney between the runs either side)."
+        "A red ring marks the first run after a step (judged on the time against the reference "
+        "beside it and on the peak, beyond their intervals); a brown dashed rule, a change of "
+        "configuration (a boundary, never a step)."
     )
     results = widgets.page_results()
     points = history.points(results)
@@ -114,18 +109,26 @@ def main() -> None:
         st.info("No ok runs to follow yet.")
         return
     rows = _series(points)
-    metric = st.radio(
-        "Metric",
-        list(METRIC_NAMES),
-        format_func=METRIC_NAMES.__getitem__,
-        horizontal=True,
-        key="history_metric",
+    metric = link.bound(
+        "history_metric",
+        METRIC,
+        history.TIME,
+        lambda: st.radio(
+            "Metric",
+            list(METRIC_NAMES),
+            format_func=METRIC_NAMES.__getitem__,
+            horizontal=True,
+            key="history_metric",
+        ),
+        omit=history.TIME,
     )
-    steps = history.steps(results)
-    st.altair_chart(history_chart(chart_frame(rows, steps, metric), metric), width="stretch")
+    steps, changes = history.steps(results), history.boundaries(results)
+    frame = charts.history_frame(rows, steps, metric)
+    st.altair_chart(charts.history_chart(frame, metric, changes), width="stretch")
     _steps_table([s for s in steps if s.metric == metric], rows)
+    _boundaries(changes, rows)
     with st.expander("The runs"):
-        st.dataframe(rows, hide_index=True)
+        st.dataframe(runs_table(rows), hide_index=True)
 
 
 main()

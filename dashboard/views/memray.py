@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
-from dashboard import data, frames, paths, widgets
+from dashboard import data, frames, link, paths, widgets
 
 
 def _captures(results) -> pd.DataFrame:
@@ -46,7 +46,16 @@ def _flamegraph(root, row: pd.Series) -> None:
         mime="text/html",
         key="memray_download",
     )
-    if len(body) <= paths.MAX_BYTES and st.toggle("Show it here", key="memray_inline"):
+    if len(body) > paths.MAX_BYTES:
+        return
+    shown = link.bound(
+        "memray_inline",
+        link.INLINE,
+        False,
+        lambda: st.toggle("Show it here", key="memray_inline"),
+        omit=False,
+    )
+    if shown:
         components.html(body.decode("utf-8", errors="replace"), height=640, scrolling=True)
 
 
@@ -64,13 +73,16 @@ def main() -> None:
             f"--memray --shapes gpt2 --out {folder}` (one memray run per strategy)."
         )
         return
-    pick = st.selectbox(
-        "Capture",
-        captures.index,
-        format_func=lambda i: captures.loc[i, "label"],
-        key="memray_capture",
+    labels = dict(zip(captures["result_id"].astype(str), captures["label"], strict=True))
+    ids = list(labels)
+    pick = link.bound(
+        "memray_capture",
+        link.CAPTURE,
+        ids[0],
+        lambda: st.selectbox("Capture", ids, format_func=labels.__getitem__, key="memray_capture"),
+        valid=ids.__contains__,
     )
-    row = captures.loc[pick]
+    row = captures.iloc[ids.index(pick)]
     root = data.results_folder()
     _flamegraph(root, row)
     top = paths.read_text(root, row["memray_top"], machine=row["machine"])

@@ -11,8 +11,8 @@ and every run with its status. By default each shape set shows its newest comple
 run; every run stays selectable. A shape set loaded over several routes (the local disk, s3 at
 1Gbit with concurrency 1 and 64: `bench.records.results.route`) is answered one route at a time,
 picked in "Loaded from", never pooled; a remote route's table holds its wall over the link's
-ceiling and the bytes received. The view (run, shape set, host RAM, route, strategies) is in the
-URL (`dashboard.link`).
+ceiling and the bytes received. The whole view (run, host RAM, page cache, shape set, route,
+configuration, strategies, "Peak as", log scales) is in the URL (`dashboard.link`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.records.results import LOCAL, ROUTE
-from dashboard import answer, data, frames, scatter, style, widgets
+from dashboard import answer, data, frames, link, scatter, style, widgets
 
 
 def _machine_ram(results: Any, phases: pd.DataFrame) -> float | None:
@@ -44,13 +44,17 @@ def _rows(
     configs = answer.configurations(rows)
     config = configs.iloc[0] if len(configs) else None  # the route's, where one was picked
     if len(configs) > 1:
-        pick = st.selectbox(
-            "Configuration",
-            configs.index,
-            format_func=lambda i: answer.config_label(configs.iloc[int(i)]),
-            key=f"overview_config_{shapes}",
+        labels = [answer.config_label(c) for _, c in configs.iterrows()]
+        key = f"overview_config_{shapes}"
+        picked = link.bound(
+            key,
+            link.CONFIG,
+            labels[0],
+            lambda: st.selectbox("Configuration", labels, key=key),
+            valid=labels.__contains__,
+            omit=labels[0],
         )
-        config = configs.iloc[int(pick)]
+        config = configs.iloc[labels.index(picked)]
     rows = answer.shape_set_rows(summary, shapes, config)
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
@@ -94,6 +98,7 @@ def _table(shown: pd.DataFrame, ram: int) -> None:
 
 
 PEAK_AXES = ("peak RSS", "× checkpoint")  # the chart's y: absolute (the headline's), or a ratio
+PEAK = link.choice("peak", dict(zip(PEAK_AXES, ("rss", "checkpoint"), strict=True)))  # in the URL
 
 
 def _chart(shown: pd.DataFrame, view: dict, ceiling: scatter.CeilingLine | None) -> None:
@@ -167,12 +172,23 @@ def main() -> None:
     strategies = sorted(summary["strategy"].unique())
     chosen = widgets.pick_strategies(strategies, key="overview_strategies", column=st.sidebar)
     axes = st.columns([1, 1, 2])
-    peak_as = axes[0].radio("Peak as", PEAK_AXES, horizontal=True, key="overview_unit")
-    log = axes[1].toggle(
-        "Log scales",
-        value=True,
-        key="overview_log",
-        help="both axes logarithmic: strategies 1 and 2 s apart stay apart beside one of 20 s",
+    peak_as = link.bound(
+        "overview_unit",
+        PEAK,
+        PEAK_AXES[0],
+        lambda: axes[0].radio("Peak as", PEAK_AXES, horizontal=True, key="overview_unit"),
+        omit=PEAK_AXES[0],
+    )
+    log = link.bound(
+        "overview_log",
+        link.LOG,
+        True,
+        lambda: axes[1].toggle(
+            "Log scales",
+            key="overview_log",
+            help="both axes logarithmic: strategies 1 and 2 s apart stay apart beside one of 20 s",
+        ),
+        omit=True,
     )
     labels = frames.run_labels(results.runs, results.phases)
     view = {

@@ -15,7 +15,7 @@ import streamlit as st
 
 from bench.records.results import ROUTE
 from bench.vocabulary import OK
-from dashboard import charts, data, frames, widgets
+from dashboard import charts, data, frames, link, style, widgets
 from loader.vocabulary import STREAM
 
 
@@ -26,12 +26,25 @@ def _filter(phases: pd.DataFrame) -> pd.DataFrame:
     with cols[0]:
         shapes = widgets.pick_shapes(phases, key="phases_shapes")
     rows = phases[phases["shapes"] == shapes]
-    dtype = cols[1].selectbox("dtype", sorted(rows["dtype"].unique()), key="phases_dtype")
+    dtypes = sorted(rows["dtype"].unique())
+    dtype = link.bound(
+        "phases_dtype",
+        link.DTYPE,
+        dtypes[0],
+        lambda: cols[1].selectbox("dtype", dtypes, key="phases_dtype"),
+        valid=dtypes.__contains__,
+    )
     rows = rows[rows["dtype"] == dtype]
     counts = rows.groupby("devices")["strategy"].nunique()
-    options = sorted(counts.index)
-    most = options.index(counts.idxmax()) if len(counts) else 0  # the count most strategies ran on
-    devices = cols[2].selectbox("devices", options, index=most, key="phases_devices")
+    options = [int(d) for d in sorted(counts.index)]
+    most = int(counts.idxmax()) if len(counts) else options[0]  # the count most strategies ran on
+    devices = link.bound(
+        "phases_devices",
+        link.DEVICES,
+        most,
+        lambda: cols[2].selectbox("devices", options, key="phases_devices"),
+        valid=options.__contains__,
+    )
     elsewhere = sorted(
         set(rows["strategy"]) - set(rows.loc[rows["devices"] == devices, "strategy"])
     )
@@ -55,22 +68,25 @@ def _substeps(rows: pd.DataFrame) -> None:
         return
     steps = pd.DataFrame([dict(s or {}) for s in stream["substeps_s"]], index=stream.index)
     steps.insert(0, "strategy", stream["strategy"])
-    st.markdown("**Inside `stream`**: median seconds spent per sub-step")
-    med = steps.groupby("strategy").median()
-    st.dataframe(
-        med,
-        width="content",
-        column_config={c: st.column_config.NumberColumn(format="%.2f s") for c in med.columns},
-    )
+    st.markdown("**Inside `stream`**: median seconds spent per sub-step (– where none was timed)")
+    med = steps.groupby("strategy").median().reset_index()
+    seconds: dict[str, widgets.Format] = {c: style.seconds for c in med.columns[1:]}
+    styler, config = widgets.number_table(med, seconds, {})
+    st.dataframe(styler, hide_index=True, width="content", column_config=config)
+
+
+def _format(column: str) -> widgets.Format:
+    """How "The numbers" writes a column: seconds, a ratio, a size, or a count."""
+    if column.endswith("_s"):
+        return style.seconds
+    if column.endswith("ratio"):
+        return "{:.2f}×"
+    return style.size if column.endswith("_bytes") else "{:,.0f}"
 
 
 def _numbers(med: pd.DataFrame) -> None:
     with st.expander("The numbers"):
-        formats = {
-            c: "{:.2f} s" if c.endswith("_s") else ("{:.2f}×" if c.endswith("ratio") else "{:,.0f}")
-            for c in med.columns
-            if med[c].dtype.kind in "fi"
-        }
+        formats = {c: _format(c) for c in med.columns if med[c].dtype.kind in "fi"}
         table = med.sort_values(["strategy", "phase_order"])
         styler, config = widgets.number_table(table, formats, {})  # a missing value reads "–"
         st.dataframe(styler, hide_index=True, column_config=config)

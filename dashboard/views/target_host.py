@@ -19,7 +19,8 @@ the sentence saying from which links and runs it was extrapolated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -28,17 +29,26 @@ import streamlit as st
 from bench.analysis import advice
 from bench.analysis.accelerator import Accelerator
 from bench.analysis.recommend import TargetCheckpoint
-from bench.analysis.remote import concurrency_curves, predict_link, prediction_lines
+from bench.analysis.remote import (
+    LinkPrediction,
+    basis_sentence,
+    concurrency_curves,
+    predict_link,
+)
 from bench.analysis.target import on_target, target_cpus, target_ram
 from bench.errors import BenchError, NoResultsError
 from bench.host.record import ProbeFileError, ProbeRecord, parse_probe
 from bench.link.shaping import Link
+from bench.records.results import partial_runs
 from bench.vocabulary import COLD, WARM
-from dashboard import charts, data, specs, style, widgets
+from dashboard import charts, data, link, specs, style, widgets
+from dashboard.target_words import ACCELERATOR, DEVICE_RAM, LOAD_FROM, page_words
 
 CUSTOM = "custom sizes"
 SOURCES = ("a measured shape set", "a preset or fetched spec", CUSTOM)
+SOURCE = link.choice("source", dict(zip(SOURCES, ("measured", "spec", "custom"), strict=True)))
 GIB = 1 << 30
+DEFAULT_LINK = "1Gbit"
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,8 @@ def _probe_input() -> TargetProbe | None:
         type=["json"],
         key="target_probe",
         help="`loadbench probe --out FILE.json`, run on the target: predicts times there, "
-        "within its RAM and CPUs (`loadbench recommend --probe FILE.json`)",
+        "within its RAM and CPUs (`loadbench recommend --probe FILE.json`). A file cannot "
+        "travel in a link: after opening one, upload the probe again",
     )
     if upload is None:
         return None
@@ -66,12 +77,19 @@ def _probe_input() -> TargetProbe | None:
     except ProbeFileError as e:  # the CLI's one-line refusal, never a traceback
         st.error(str(e))
         st.stop()
-    cache = st.radio(
-        "Load on the target from",
-        (WARM, COLD),
-        horizontal=True,
-        key="target_cache",
-        help="cold: the checkpoint read from the target's disk (the probe's cold read speed)",
+    cache = link.bound(
+        "target_cache",
+        link.CACHE,
+        WARM,
+        lambda: st.radio(
+            LOAD_FROM,
+            (WARM, COLD),
+            horizontal=True,
+            key="target_cache",
+            help="cold: the checkpoint read from the target's disk (the probe's cold read speed)",
+        ),
+        valid=(WARM, COLD).__contains__,
+        omit=WARM,
     )
     return TargetProbe(record, upload.name, str(cache))
 
@@ -96,11 +114,30 @@ def _measured_summary(phases: pd.DataFrame) -> tuple[dict, str]:
 
 def _custom_summary() -> dict:
     cols = st.columns(3)
-    ckpt = cols[0].number_input("Checkpoint (GiB)", 0.001, 4096.0, 1.0, key="target_ckpt_gib")
-    largest = cols[1].number_input(
-        "Largest tensor (MiB)", 0.001, 1e6, 256.0, key="target_largest_mib"
+    ckpt = link.bound(
+        "target_ckpt_gib",
+        link.CHECKPOINT,
+        1.0,
+        lambda: cols[0].number_input("Checkpoint (GiB)", 0.001, 4096.0, key="target_ckpt_gib"),
+        valid=lambda v: 0.001 <= v <= 4096,
+        omit=1.0,
     )
-    tensors = cols[2].number_input("Tensors", 1, 10_000_000, 200, key="target_tensors")
+    largest = link.bound(
+        "target_largest_mib",
+        link.LARGEST,
+        256.0,
+        lambda: cols[1].number_input("Largest tensor (MiB)", 0.001, 1e6, key="target_largest_mib"),
+        valid=lambda v: 0.001 <= v <= 1e6,
+        omit=256.0,
+    )
+    tensors = link.bound(
+        "target_tensors",
+        link.TENSORS,
+        200,
+        lambda: cols[2].number_input("Tensors", 1, 10_000_000, key="target_tensors"),
+        valid=lambda v: 1 <= v <= 10_000_000,
+        omit=200,
+    )
     return {
         "checkpoint_bytes": int(ckpt * GIB),
         "largest_tensor_bytes": int(largest * (1 << 20)),
@@ -112,8 +149,12 @@ def _spec_summary(devices: int) -> tuple[dict | None, dict | None]:
     """The summary of a chosen preset/fetched spec and its facts (None with an error shown)."""
     try:
         names = _spec_names()
-        name = st.selectbox(
-            "Spec", names, index=names.index("sa3") if "sa3" in names else 0, key="target_spec"
+        name = link.bound(
+            "target_spec",
+            link.SPEC,
+            "sa3" if "sa3" in names else names[0],
+            lambda: st.selectbox("Spec", names, key="target_spec"),
+            valid=names.__contains__,
         )
         facts = _spec_facts(name, devices)
     except Exception as e:  # a broken spec or shapes package: say which, keep the page
@@ -137,7 +178,13 @@ def _host_inputs(results: Any, probe: TargetProbe | None) -> tuple[int, int]:
     else:
         ram = target_ram(probe.record)
         cols[0].markdown(_probe_host(probe.record, ram))
-    devices = cols[1].number_input("Devices", 1, 4096, measured[0], key="target_devices")
+    devices = link.bound(
+        "target_devices",
+        link.DEVICES,
+        int(measured[0]),
+        lambda: cols[1].number_input("Devices", 1, 4096, key="target_devices"),
+        valid=lambda n: 1 <= n <= 4096,
+    )
     return ram, int(devices)
 
 
@@ -150,7 +197,12 @@ def _probe_host(record: ProbeRecord, ram: int) -> str:
 
 
 def _advise(
-    results: Any, summary: dict, host: tuple[int, int], name: str, probe: TargetProbe | None
+    results: Any,
+    summary: dict,
+    host: tuple[int, int],
+    name: str,
+    probe: TargetProbe | None,
+    accelerator: Accelerator | None,
 ) -> tuple[advice.Advice, list[str]]:
     """`loadbench recommend`'s advice (with `--probe`: its times on the target) and the
     sentences saying how the times were extrapolated (none without a probe)."""
@@ -166,7 +218,7 @@ def _advise(
         shapes=name,
         folder=folder,
         cache=cache,
-        accelerator=_accelerator(),
+        accelerator=accelerator,
     )
     if probe is None:
         return adv, []
@@ -178,18 +230,51 @@ def _accelerator() -> Accelerator | None:
     """`loadbench recommend --accelerator`: the target's weights land in device memory (its
     device RAM, where given, gets a verdict of its own); None for a host like the runs'."""
     cols = st.columns([2, 1])
-    on = cols[0].toggle(
-        "The target has an accelerator (the weights land in device memory)",
-        key="target_accelerator",
-        help="`loadbench recommend --accelerator`: the host holds the staged path's ring, the "
-        "device the model; predicted from CPU staged runs where no device run backs it",
+    on = link.bound(
+        "target_accelerator",
+        link.ACCELERATOR,
+        False,
+        lambda: cols[0].toggle(
+            ACCELERATOR,
+            key="target_accelerator",
+            help="`loadbench recommend --accelerator`: the host holds the staged path's ring, the "
+            "device the model; predicted from CPU staged runs where no device run backs it",
+        ),
+        omit=False,
     )
     if not on:
         return None
-    gib = cols[1].number_input(
-        "Device RAM (GiB, 0: not given)", 0.0, 4096.0, 0.0, 1.0, key="target_device_ram_gib"
+    gib = link.bound(
+        "target_device_ram_gib",
+        link.DEVICE_RAM,
+        0.0,
+        lambda: cols[1].number_input(
+            DEVICE_RAM, 0.0, 4096.0, step=1.0, key="target_device_ram_gib"
+        ),
+        valid=lambda v: 0 <= v <= 4096,
+        omit=0.0,
     )
     return Accelerator(int(gib * GIB) if gib else None)
+
+
+def _for_devices(results: Any, devices: int) -> tuple[Any, list[str]]:
+    """The results to predict `devices` devices from, and a sentence on what was left out: on
+    one device, a strategy that splits tensors across devices (`sharded`, `sharded-dir`:
+    registered as multi-process) has nothing to split, so it is left out unless it was measured
+    on one device."""
+    if devices != 1:
+        return results, []
+    phases = results.phases
+    splitting = data.multiprocess_strategies()
+    on_one = set(phases.loc[phases["devices"] == 1, "strategy"])
+    out = sorted(set(phases["strategy"]) & splitting - on_one)
+    if not out:
+        return results, []
+    kept = replace(results, phases=phases[~phases["strategy"].isin(out)])
+    return kept, [
+        f"Not listed: {', '.join(out)} (they split tensors across devices, and one device has "
+        "nothing to split; measured only on more)."
+    ]
 
 
 def _verdicts(
@@ -197,31 +282,54 @@ def _verdicts(
 ) -> None:
     """The same sentences, table order and figures as `loadbench recommend`
     (`bench.analysis.advice`; with a probe, `bench.analysis.target`)."""
+    accelerator = _accelerator()
+    partial = _partial(results)
+    results, left_out = _for_devices(results, host[1])
     try:
-        adv, said = _advise(results, summary, host, name, probe)
+        adv, said = _advise(results, summary, host, name, probe, accelerator)
     except NoResultsError as e:  # nothing (large enough) measured yet: the bench says what to run
-        st.warning(f"No prediction: {e}")
+        st.warning(page_words(f"No prediction: {e}"))
         return
     except BenchError as e:  # no time model or no here-probe to scale from, no disk figure there
-        st.error(str(e))
+        st.error(page_words(str(e)))
         return
-    first, *rest = advice.sentences(adv)
-    (st.success if adv.rec.recommended else st.error)(first)
-    for sentence in rest:
-        (st.warning if sentence.startswith("Warning:") else st.markdown)(sentence)
+    first, *rest = advice.sentences(adv)  # the verdict sentence: `loadbench recommend`'s own
+    (st.success if adv.rec.recommended else st.error)(page_words(first))
+    for sentence in [*rest, *left_out]:
+        (st.warning if sentence.startswith("Warning:") else st.markdown)(page_words(sentence))
     for sentence in said:
-        st.info(sentence, icon=":material/dns:")
+        st.info(page_words(sentence), icon=":material/dns:")
     rows = pd.DataFrame(list(adv.rec.strategies))
     if rows.empty:
         return
     st.altair_chart(charts.target_bars(rows, host[0]), width="stretch")
-    st.dataframe(pd.DataFrame(advice.table_rows(adv)), hide_index=True)
+    table = pd.DataFrame(advice.table_rows(adv))
+    st.dataframe(table.map(lambda v: page_words(v) if isinstance(v, str) else v), hide_index=True)
     with st.expander("What the fit rests on"):  # `recommend --json`'s details
-        st.markdown("\n".join(f"- {d}" for d in advice.details(adv)))
-    st.caption(_command(name, host, probe))
+        st.markdown("\n".join(f"- {page_words(d)}" for d in advice.details(adv)))
+    st.caption(_command(name, host, probe, accelerator, partial=bool(partial)))
 
 
-def _command(name: str, host: tuple[int, int], probe: TargetProbe | None) -> str:
+def _partial(results: Any) -> list[str]:
+    """The runs that hold part of what they were asked (`partial_runs`, and files or lines
+    that could not be read), each said once: the page answers from what is there, where
+    `recommend` asks for `--allow-partial`."""
+    lost = partial_runs(results)
+    if results.errors:
+        lost.append(f"{len(results.errors)} file(s) or line(s) could not be read (said above)")
+    for line in lost:
+        st.warning(f"Answering from part of a run: {line}.", icon="⚠️")
+    return lost
+
+
+def _command(
+    name: str,
+    host: tuple[int, int],
+    probe: TargetProbe | None,
+    accelerator: Accelerator | None,
+    *,
+    partial: bool,
+) -> str:
     """The `loadbench recommend` line that prints the same figures (custom sizes have none)."""
     if name == CUSTOM:
         return (
@@ -232,11 +340,16 @@ def _command(name: str, host: tuple[int, int], probe: TargetProbe | None) -> str
     target = (
         f"--probe {probe.name} --cache {probe.cache}" if probe else f"--host-ram {ram / GIB:.2f}GiB"
     )
-    if st.session_state.get("target_accelerator"):
+    if accelerator is not None:
         target += " --accelerator"
+        if accelerator.device_ram_bytes:
+            target += f" --device-ram {accelerator.device_ram_bytes / GIB:g}GiB"
+    if partial:  # `recommend` refuses part of a run unless told
+        target += " --allow-partial"
+    folder = shlex.quote(str(data.results_folder()))
     return (
-        f"The same figures in a terminal: `loadbench recommend --shapes {name} {target} "
-        f"--devices {devices} --results {data.results_folder()}`"
+        f"The same figures in a terminal: `loadbench recommend --shapes {shlex.quote(name)} "
+        f"{target} --devices {devices} --results {folder}`"
     )
 
 
@@ -254,7 +367,7 @@ def _sharding(facts: dict | None, devices: int) -> None:
         st.dataframe(table, hide_index=True)
 
 
-def _links(results: Any, summary: dict | None) -> None:
+def _links(results: Any, summary: dict | None, name: str) -> None:
     """Over a link: the concurrency each measured link wants, and a typed-in link's prediction
     (for the chosen shapes' bytes where there are some), as `recommend --link` prints them."""
     curves = concurrency_curves(results)
@@ -270,25 +383,60 @@ def _links(results: Any, summary: dict | None) -> None:
             "shapes": c.shapes,
             "strategy": c.label,  # `sharded (2 processes)`: each process count its own curve
             "concurrency": p.concurrency,
-            "wall s": p.wall_s,
-            "x ceiling": p.ceiling_ratio,
+            "wall (median)": style.seconds(p.wall_s),
+            "wall (min–max)": f"{style.seconds(p.wall_s_min)} – {style.seconds(p.wall_s_max)}",
+            "× ceiling": style.ratio(p.ceiling_ratio),
             "runs": p.runs,
         }
         for c in curves
         for p in c.points
     ]
     st.dataframe(pd.DataFrame(points), hide_index=True)
-    text = st.text_input("Predict over a link", value="1Gbit", key="target_link")
+    text = link.bound(
+        "target_link",
+        link.LINK,
+        DEFAULT_LINK,
+        lambda: st.text_input("Predict over a link", key="target_link"),
+        omit=DEFAULT_LINK,
+    )
     try:
-        link = Link.parse(text)
+        over = Link.parse(text)
         nbytes = int(summary["checkpoint_bytes"]) if summary else None
-        lines = prediction_lines(predict_link(results, link, nbytes))
+        predictions = predict_link(results, over, nbytes)
     except BenchError as e:
         st.error(str(e))
         return
-    st.code("\n".join(lines[:-1]), language=None)
-    st.markdown(lines[-1])
-    st.caption(f"The same in a terminal: `loadbench recommend --link {link.text}`")
+    st.dataframe(_prediction_table(predictions), hide_index=True)
+    st.markdown(basis_sentence(predictions))
+    st.caption(f"The same in a terminal: `{link_command(over.text, name, data.results_folder())}`")
+
+
+def _prediction_table(predictions: list[LinkPrediction]) -> pd.DataFrame:
+    """`recommend --link`'s table, each figure with its unit."""
+    return pd.DataFrame(
+        [
+            {
+                "strategy": p.label,
+                "source": p.source,
+                "predicted wall": style.seconds(p.predicted_wall_s)
+                + (" (at least)" if p.lower_bound else ""),
+                "host peak": style.size(p.predicted_peak_bytes),
+                "from link": f"{p.basis_link} at concurrency {p.basis_concurrency}",
+                "× ceiling there": style.ratio(p.basis_ceiling_ratio),
+            }
+            for p in predictions
+        ]
+    )
+
+
+def link_command(text: str, name: str, folder: Any) -> str:
+    """The `loadbench recommend --link` line that predicts the same link for the same shapes
+    (custom sizes have no name to give: the results' own shape set is predicted)."""
+    shapes = "" if name == CUSTOM else f" --shapes {shlex.quote(name)}"
+    return (
+        f"loadbench recommend --link {shlex.quote(text)}{shapes} "
+        f"--results {shlex.quote(str(folder))}"
+    )
 
 
 def main() -> None:
@@ -300,7 +448,13 @@ def main() -> None:
     results = widgets.page_results()
     probe = _probe_input()
     ram, devices = _host_inputs(results, probe)
-    source = st.radio("Shapes from", SOURCES, horizontal=True, key="target_source")
+    source = link.bound(
+        "target_source",
+        SOURCE,
+        SOURCES[0],
+        lambda: st.radio("Shapes from", SOURCES, horizontal=True, key="target_source"),
+        omit=SOURCES[0],
+    )
     facts, name = None, CUSTOM
     summary: dict | None
     if source == SOURCES[0]:
@@ -317,7 +471,7 @@ def main() -> None:
         )
         _verdicts(results, summary, (ram, devices), name, probe)
         _sharding(facts, devices)
-    _links(results, summary)
+    _links(results, summary, name)
 
 
 main()

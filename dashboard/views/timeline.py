@@ -12,7 +12,7 @@ import streamlit as st
 
 from bench.records.results import ROUTE
 from bench.vocabulary import OK
-from dashboard import data, frames, timeline, widgets
+from dashboard import data, frames, link, timeline, widgets
 from loader.vocabulary import DEFAULT_STRATEGY, TOTAL
 
 
@@ -50,13 +50,25 @@ def _typical(phases: pd.DataFrame, options: list[str]) -> list[str]:
 
 def _toggles(chosen: list[str]) -> tuple[bool, bool]:
     cols = st.columns(2)
-    absolute = cols[0].toggle("Absolute RSS (not over baseline)", key="timeline_absolute")
+    absolute = link.bound(
+        "timeline_absolute",
+        link.ABSOLUTE,
+        False,
+        lambda: cols[0].toggle("Absolute RSS (not over baseline)", key="timeline_absolute"),
+        omit=False,
+    )
     one = len(chosen) == 1
-    split = cols[1].toggle(
-        "Split anonymous / file-backed",
-        key="timeline_stack",
-        disabled=not one,
-        help="one result at a time: choose a single result to split its RSS",
+    split = link.bound(
+        "timeline_stack",
+        link.SPLIT,
+        False,
+        lambda: cols[1].toggle(
+            "Split anonymous / file-backed",
+            key="timeline_stack",
+            disabled=not one,
+            help="one result at a time: choose a single result to split its RSS",
+        ),
+        omit=False,
     )
     if not one:
         cols[1].caption("The split needs a single result (several are overlaid).")
@@ -78,12 +90,14 @@ def main() -> None:
             "first sample)."
         )
         return
-    chosen = st.multiselect(
-        "Results to overlay",
-        options,
-        default=_typical(phases, options),
-        format_func=labels.__getitem__,
-        key="timeline_results",
+    chosen = link.bound(
+        "timeline_results",
+        link.RESULTS,
+        _typical(phases, options),
+        lambda: st.multiselect(
+            "Results to overlay", options, format_func=labels.__getitem__, key="timeline_results"
+        ),
+        valid=lambda ids: set(ids) <= set(options),
     )
     if not chosen:
         st.info("Choose at least one result.")

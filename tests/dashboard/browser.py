@@ -145,6 +145,9 @@ def settle(page, charts: int = 0) -> None:
     page.wait_for_function(  # the grey placeholders of elements not drawn yet
         "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000
     )
+    page.wait_for_function(  # elements of an earlier run, faded until this one replaces them
+        "!document.querySelector('[data-stale=\"true\"]')", timeout=60_000
+    )
     page.wait_for_timeout(800)  # let the vega renderers finish drawing
 
 
@@ -177,6 +180,14 @@ def launch(pw):
     return pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
 
 
+# The Overview's chart in its other modes (first screen only): name -> the link's query string.
+OVERVIEW_VIEWS = {
+    "checkpoint_2.5GiB": "ram=2.5&peak=checkpoint",
+    "checkpoint_linear": "peak=checkpoint&log=0",
+    "linear": "log=0",
+}
+
+
 def screenshots(results: Path, out: Path) -> list[Path]:
     """A full-page screenshot of every page over `results`, and of the empty state, into `out`."""
     from playwright.sync_api import sync_playwright
@@ -197,6 +208,11 @@ def screenshots(results: Path, out: Path) -> list[Path]:
             shots.append(full_screenshot(page, out / "overview_2.5GiB.png"))
             page.screenshot(path=str(out / "overview_first_screen.png"))  # 1400x1000, as seen
             shots.append(out / "overview_first_screen.png")
+            for name, query in OVERVIEW_VIEWS.items():  # the chart's other axes, by link
+                page.goto(f"{url}/?{query}", wait_until="domcontentloaded")
+                settle(page, 1)
+                page.screenshot(path=str(out / f"overview_{name}.png"))
+                shots.append(out / f"overview_{name}.png")
             open_page(page, url, "timeline", 1)
             page.get_by_text("Split anonymous / file-backed").click()
             settle(page, 1)

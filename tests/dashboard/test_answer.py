@@ -125,6 +125,68 @@ def test_the_chart_draws_the_headlines_margin_and_its_labels_apart(sa3_results):
     assert not any(scatter._overlaps(box, dots) for box in labels)
 
 
+def _layers(spec: dict) -> list[tuple[dict, list[dict]]]:
+    """Each layer of a layered chart's spec with its rows."""
+    return [(layer, spec["datasets"][layer["data"]["name"]]) for layer in spec["layer"]]
+
+
+def _y_ticks(spec: dict) -> list[float]:
+    return next(
+        layer["encoding"]["y"]["axis"]["values"]
+        for layer, _ in _layers(spec)
+        if "values" in layer["encoding"].get("y", {}).get("axis", {})
+    )
+
+
+@pytest.mark.parametrize("ratio", [False, True])
+def test_the_axes_cover_the_points_and_each_line_keeps_its_label_beside_it(sa3_results, ratio):
+    """sa3 at 2.5 GiB (issue 43): nine points between 2.3 and 2.9 GiB and eager at 6.9 are
+    ticked where they sit (not from 3.00 up), and the host line, the margin and the floor line
+    each have their label just above or below them, in GiB and in × checkpoint alike."""
+    rows = _sa3_rows(sa3_results)
+    rows = rows.assign(peak_unit=rows["peak_rss_bytes"] / GIB)
+    y = "peak_ratio" if ratio else "peak_unit"
+    host = scatter.host_line(rows, int(2.5 * GIB), ratio, GIB)
+    spec = scatter.overview_scatter(rows, y, "peak", ".2f", host, log=True).to_dict()
+    drawn = rows[rows["wall_s"].notna() & (rows["kind"] != "reference")][y]
+    ticks = _y_ticks(spec)
+    assert min(ticks) <= drawn.min() * 1.1, (ticks, drawn.min())  # the lowest cluster is ticked
+    inside = [t for t in ticks if drawn.min() <= t <= drawn.max()]
+    assert len(inside) >= 3, ticks
+    plot = scatter._plot(rows[rows["wall_s"].notna()], y, host, None, True)
+    lines = {  # each line's height and the text its label starts with
+        host.y: host.label,
+        host.margin_y: host.margin_label,
+        float(rows.loc[rows["kind"] == "reference", y].iloc[0]): "floor",
+    }
+    texts = [(r["text"], r["ly"]) for _, data in _layers(spec) for r in data if "ly" in r]
+    for height, text in lines.items():
+        (label_y,) = {ly for t, ly in texts if t.startswith(text)}  # rule and text: one row
+        gap = abs(plot.py(label_y) - plot.py(height))
+        assert gap <= scatter.LABEL_H / 2 + scatter.LINE_GAP + 1, (text, gap)
+
+
+def test_a_host_far_above_every_peak_is_one_line_at_the_top_saying_so(sa3_results):
+    rows = _sa3_rows(sa3_results)
+    rows = rows.assign(peak_unit=rows["peak_rss_bytes"] / GIB)
+    host = scatter.host_line(rows, 64 * GIB, False, GIB)
+    spec = scatter.overview_scatter(rows, "peak_unit", "peak", ".2f", host, log=True).to_dict()
+    said = [r["text"] for _, data in _layers(spec) for r in data if "text" in r and "ly" in r]
+    assert "host RAM 64.0 GiB and its 10% margin: above the chart: every peak is far below" in said
+    assert not [t for t in said if t.startswith("fits with 10% to spare")]
+    assert max(_y_ticks(spec)) < 10  # the axis is the points', not the host's 64 GiB
+
+
+def test_log_ticks_are_nice_numbers_spread_over_the_whole_axis():
+    assert scatter.log_ticks(2.17, 7.77) == [2.5, 3.0, 4.0, 5.0, 6.0]
+    assert scatter.log_ticks(0.0004, 6.4) == [0.001, 0.01, 0.1, 1.0]  # decades on a wide one
+    assert scatter.log_ticks(0.9, 1.2) == [0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2]
+    for lo, hi in [(0.92, 3.6), (190, 325), (1.05, 1.1), (13, 18), (0.06, 2.3)]:
+        ticks = scatter.log_ticks(lo, hi)
+        assert 2 <= len(ticks) <= scatter.MAX_TICKS and lo <= min(ticks) and max(ticks) <= hi
+        assert all(float(f"{t:.3g}") == t for t in ticks)  # nice: three digits at most
+
+
 def test_a_multi_process_load_is_drawn_as_its_process_and_the_sum():
     samples = pd.DataFrame(
         {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,46 @@ def test_the_page_list_is_the_views_folder():
     cli.register(parser.add_subparsers())
     help_text = parser._subparsers._group_actions[0].choices["dashboard"].description
     assert all(p.title in help_text for p in PAGES)
+
+
+def _arguments(command: str) -> set[str]:
+    """The options and positional names `loadbench COMMAND` really takes (`--run`, `RESULTS`)."""
+    from bench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    actions = sub.choices[command]._actions
+    return {s for a in actions for s in a.option_strings} | {
+        str(a.metavar or a.dest).upper() for a in actions if not a.option_strings
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["report", "{missing}", "--out", "{tmp}/r.html"], "RESULTS"),
+        (["report", "{empty}", "--out", "{tmp}/r.html"], None),
+        (["report", "{fixture}", "--run", "nope", "--out", "{tmp}/r.html"], "--run"),
+        (["history", "{missing}"], "RESULTS"),
+        (["compare", "{missing}", "{fixture}"], "BASE"),
+        (["compare", "{fixture}", "{missing}"], "NEW"),
+    ],
+)
+def test_every_error_names_an_argument_its_command_takes(
+    argv, named, fixture_results, tmp_path, capsys
+):
+    """`report`, `history` and `compare` take their folders as positional arguments: an error
+    never tells the user to "point --results" (an option they do not have)."""
+    from bench.cli import main
+
+    (tmp_path / "empty").mkdir()
+    where = {"missing": tmp_path / "nope", "empty": tmp_path / "empty", "tmp": tmp_path}
+    argv = [a.format(fixture=fixture_results.root, **where) for a in argv]
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("loadbench: error: ") and len(said.strip().splitlines()) == 1, said
+    mine = said.split("`")[0::2]  # what is said of this command, not of a command it suggests
+    flags = {f for part in mine for f in re.findall(r"--[a-z][a-z-]*", part)}
+    assert flags <= _arguments(argv[0]), said
+    if named:
+        assert named in said, said

@@ -138,11 +138,15 @@ def test_the_ceiling_line_is_the_median_of_the_rows_and_says_its_probe():
     line = scatter.ceiling_line(
         _frame(ceiling_s=[0.7, 0.75, 0.9], ceiling_probe_id=["p1", "p1", None])
     )
-    assert line == scatter.CeilingLine(0.75, "ceiling 0.75 s (warm copy, probe p1)")
+    assert line == scatter.CeilingLine(
+        0.75, "ceiling 0.75 s (warm copy)", "ceiling 0.75 s (warm copy, probe p1)"
+    )  # the probe is named in the tooltip: the label along the rule stays inside the plot
     cold = _frame(ceiling_s=[12.0] * 3, cache=["cold"] * 3, disk_read_bytes_per_s=[None] * 3)
-    assert "(cold read, probe unnamed)" in scatter.ceiling_line(cold).label
+    assert "(cold read, probe unnamed)" in scatter.ceiling_line(cold).about
     capped = cold.assign(disk_read_bytes_per_s=[2.5e8] * 3)
-    assert "(disk read cap, " in scatter.ceiling_line(capped).label
+    assert scatter.ceiling_line(capped).label == "ceiling 12.00 s (disk read cap)"
+    tiny = scatter.ceiling_line(_frame(ceiling_s=[0.000541] * 3))
+    assert tiny.label == "ceiling 0.000541 s (warm copy)"  # never "0.00 s"
     assert scatter.ceiling_line(_frame(ceiling_s=[None] * 3)) is None  # older results
     assert scatter.ceiling_line(_frame()) is None  # no such column at all
 

@@ -18,7 +18,7 @@ def test_report_is_one_offline_file(fixture_results, tmp_path, capsys):
     assert "function" in text and "vegaEmbed(" in text  # the bundle is inlined, then called
     # the newest run's (beta) answer for gpt2, as the Overview says: in GiB, with the minimum
     assert re.search(
-        r"On 64\.00 GiB: use eager — [\d.]+ GiB peak \(2\.75× checkpoint\), 0\.54 s", text
+        r"On 64\.0 GiB: use eager — [\d.]+ GiB peak \(2\.75× checkpoint\), 0\.54 s", text
     )
     assert re.search(r"needs at least [\d.]+ MiB \(pipelined\)", text)
     assert "CPU backend: the weights live in host RAM." in text  # the backend its runs were on
@@ -79,3 +79,35 @@ def test_the_report_shows_each_model_apart_and_the_time_to_ready(tmp_path):
     assert "<th>ready (compiled)</th>" in text and "0.75 s" in text
     assert "Ready (loaded and its forward compiled) in 0.75 s." in text
     assert text.count("ceiling 0.20 s (warm copy, probe p1)") == 2  # each section's chart
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The report's `<h2>` sections: heading -> the HTML under it, up to the next one."""
+    parts = re.split(r"<h2>(.*?)</h2>", text)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def test_the_report_holds_the_target_host_compare_and_history_views(fixture_results, tmp_path):
+    """Beside the Overview, Phases and Timeline: `recommend`'s answer per shape set on the host
+    RAM asked for, the newest run against the one before it in `compare`'s words, and every
+    run's history; no cell reads "None" or "nan"."""
+    out = tmp_path / "report.html"
+    argv = ["report", str(fixture_results.root), "--host-ram", "1GiB", "--out", str(out)]
+    assert main(argv) == 0
+    text = out.read_text(encoding="utf-8")
+    sections = _sections(text)
+    target = sections["Target host: gpt2 on 1.00 GiB of RAM, 8 device(s)"]
+    assert "Recommended: " in target or "No strategy fits in 1.00 GiB" in target
+    assert "<th>predicted peak</th>" in target and "<th>headroom</th>" in target
+    assert "loadbench recommend --shapes gpt2 --host-ram 1GiB --devices 8" in target
+    assert re.search(r"On 1\.00 GiB: ", text)  # the Overview's answer is for the same host
+    beta, alpha = fixture_results.run_ids["beta"], fixture_results.run_ids["alpha"]
+    compared = sections[f"Compare: {beta} (new) against {alpha} (base)"]
+    assert "Failed: eager on gpt2 (regressed)" in compared  # beta's peaks are 1.1x alpha's
+    assert "Missing in new: strategies orbax" in compared
+    assert "<td>regressed</td>" in compared and "Machine facts" in compared
+    history = sections["History: every run in the folder, by start time"]
+    assert "History: where a metric stepped" in history
+    assert history.count('vegaEmbed("#chart') == 2  # one chart per shape set
+    cells = re.findall(r"<td>(.*?)</td>", text)
+    assert not [c for c in cells if c.strip() in ("None", "nan", "NaN")]

@@ -223,7 +223,7 @@ def test_a_change_of_configuration_is_a_boundary_not_a_step(tmp_path):
     results = read_results(tmp_path)
     assert steps(results) == []
     (boundary,) = boundaries(results)
-    assert boundary.run_id == "r3" and boundary.change == "budget 256.0 MiB -> 32.0 MiB"
+    assert boundary.run_id == "r3" and boundary.change == "budget 256 MiB -> 32.0 MiB"
     pts = points(results)
     assert list(pts["label"]) == [
         "2026-01-01 00:00 · abc1234",

@@ -131,7 +131,7 @@ def test_the_summary_names_each_process_count_and_each_process_share(results):
     assert "use sharded (2 processes):" in text
     assert "bytes per process, against its share (its own ranges) + headers:" in text
     assert "the 1Gbit link they share" in text
-    assert "process 3: received 512.1 MiB against its share + headers 512.1 MiB (+0.00%)" in text
+    assert "process 3: received 512 MiB against its share + headers 512 MiB (+0.00%)" in text
     assert "received/s" in text and "shares + headers through the one link" in text
     by_count = {r["processes"]: r for r in json_summary(results)}
     two = by_count[2]

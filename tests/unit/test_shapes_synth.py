@@ -186,7 +186,7 @@ def test_synth_cli(tmp_path, capsys):
         )
         == 0
     )
-    assert "GB/s" in capsys.readouterr().out
+    assert "GiB/s" in capsys.readouterr().out
     assert {t.dtype for t in read_header(tmp_path / "model.safetensors").tensors.values()} == {
         "F16"
     }

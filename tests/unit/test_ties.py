@@ -71,7 +71,7 @@ def test_a_tie_goes_to_the_lighter_and_as_light_goes_to_the_fastest():
     light = _measured("pipelined", [1.16, 1.20, 1.24], peak=316 * (1 << 20))
     choice = choose([fast, light])
     assert choice.best.strategy == "pipelined" and [t.strategy for t in choice.ties] == ["hostcast"]
-    assert "pipelined is lighter (316.0 MiB against 349.0 MiB" in choice.sentence
+    assert "pipelined is lighter (316 MiB against 349 MiB" in choice.sentence
     same = _measured("pipelined", [1.16, 1.20, 1.24], peak=349 * (1 << 20) + 4096)
     choice = choose([fast, same])
     assert choice.best.strategy == "hostcast" and choice.by_peak is False
@@ -153,7 +153,7 @@ def test_a_prediction_tie_goes_to_the_lighter():
     assert rec.recommended == "pipelined"
     assert [s.strategy for s in rec.strategies][:2] == ["pipelined", "hostcast"]
     (said,) = [s for s in sentences(_advice(rec)) if "ties on time" in s]
-    assert "pipelined is lighter (316.0 MiB against 349.0 MiB" in said
+    assert "pipelined is lighter (316 MiB against 349 MiB" in said
     assert sentences(_advice(rec))[0].startswith("Recommended: pipelined")
 
 
