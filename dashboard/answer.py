@@ -116,6 +116,7 @@ class Headline:
     recommended: str | None
     fits: bool
     backend: str = ""
+    ties: tuple[str, ...] = ()  # the strategies tied with the recommended one on time
 
     @property
     def sentence(self) -> str:
@@ -174,11 +175,12 @@ def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
     best = _cost(chosen.iloc[0]) if len(chosen) else None
     costs = [_cost(r) for _, r in ok.iterrows()]
     text = answer(host_ram_bytes, best, costs, _cost(naive.iloc[0]) if len(naive) else None)
-    if best is not None and picked.ties:
-        text += f" {', '.join(picked.ties)} too close to call on time; {best.strategy} is lighter."
+    if best is not None and picked.choice is not None:
+        text += f" Why: {picked.choice.sentence}."
     if len(chosen):
         text += _ready(chosen.iloc[0])
-    return Headline(text, best.strategy if best else None, best is not None, backend(rows))
+    recommended = best.strategy if best else None
+    return Headline(text, recommended, best is not None, backend(rows), tuple(picked.ties))
 
 
 RECOMMENDED, FITS_BY_TIME, DOES_NOT, REFERENCE_LINE, NOT_RUN = range(5)  # the table's row groups
@@ -196,7 +198,7 @@ def ranked(rows: pd.DataFrame, host_ram_bytes: int) -> pd.DataFrame:
     best_wall = float(best.iloc[0]) if len(best) else None
     groups, reasons = [], []
     for (_, row), measured, said in zip(rows.iterrows(), ok, fits, strict=True):
-        group, reason = _standing(row, measured, said, head.recommended, best_wall)
+        group, reason = _standing(row, measured, said, head, best_wall)
         groups.append(group)
         reasons.append(reason)
     out = rows.assign(
@@ -208,9 +210,12 @@ def ranked(rows: pd.DataFrame, host_ram_bytes: int) -> pd.DataFrame:
 
 
 def _standing(
-    row: pd.Series, measured: bool, said: str, recommended: str | None, best_wall: float | None
+    row: pd.Series, measured: bool, said: str, head: Headline, best_wall: float | None
 ) -> tuple[int, str]:
-    """(the row's group in `ranked`, the reason it stands there)."""
+    """(the row's group in `ranked`, the reason it stands there): a row that fits is either tied
+    with the recommended one on time (their 95% intervals overlap, `bench.analysis.verdicts`) or
+    slower by the difference of their medians."""
+    recommended = head.recommended
     if not measured:
         error = row.get("error")
         why = error if isinstance(error, str) and error else "no reason recorded"
@@ -222,11 +227,13 @@ def _standing(
         return RECOMMENDED, f"recommended: the fastest that fits with {TIGHT_FRACTION:.0%} to spare"
     peer = " (a peer: compared, never recommended)" if row["kind"] == PEER else ""
     if said == FITS:
-        slower = (
-            f"; {style.seconds(float(row['wall_s']) - best_wall)} slower than {recommended}"
-            if best_wall is not None and recommended
-            else ""
-        )
+        if row["strategy"] in head.ties:
+            slower = f"; ties on time with {recommended} (their 95% intervals overlap)"
+        elif best_wall is not None and recommended:
+            behind = style.seconds(float(row["wall_s"]) - best_wall)
+            slower = f"; {behind} slower than {recommended}"
+        else:
+            slower = ""
         return FITS_BY_TIME, f"fits{slower}{peer}"
     if said == TIGHT:
         return DOES_NOT, f"tight: under {TIGHT_FRACTION:.0%} to spare; needs {need}{peer}"

@@ -95,6 +95,12 @@ def test_the_table_leads_with_the_answer(sa3_results):
         "skipped: runai-model-streamer is not installed (make peers)"
     )
     assert "None" not in table.to_string()
+    # the rows that fit say what the headline's sentence says: tied, or slower by so much
+    for strategy, why in zip(table["strategy"], table["why here"], strict=True):
+        if strategy.strip("★ ") in head.ties:
+            assert "ties on time with pipelined" in why and f"with {strategy}" in head.text
+        elif why.startswith("fits"):
+            assert "slower than pipelined" in why, why
     tight = answer.cost_table(rows, int(2.5 * GIB))
     assert not tight["strategy"].iloc[0].startswith("★")  # nothing fits: nothing marked
     some = answer.cost_table(rows, 3 * GIB)  # fits first, then tight or over, then the rest
