@@ -101,8 +101,9 @@ PEAK_AXES = ("peak RSS", "× checkpoint")  # the chart's y: absolute (the headli
 PEAK = link.choice("peak", dict(zip(PEAK_AXES, ("rss", "checkpoint"), strict=True)))  # in the URL
 
 
-def _chart(shown: pd.DataFrame, view: dict, ceiling: scatter.CeilingLine | None) -> None:
-    """The cost chart with the host line, the headline's margin and the machine's ceiling."""
+def _chart(shown: pd.DataFrame, view: dict, ceiling: scatter.CeilingLine | None) -> bool:
+    """The cost chart with the host line, the headline's margin and the machine's ceiling; False
+    where there was nothing to plot."""
     as_ratio = view["peak_as"] == PEAK_AXES[1]
     peak = pd.to_numeric(shown["peak_rss_bytes"])
     unit, divisor = style.byte_unit(peak.max())
@@ -114,11 +115,11 @@ def _chart(shown: pd.DataFrame, view: dict, ceiling: scatter.CeilingLine | None)
     )
     if not shown[["wall_s", y]].notna().all(axis=1).any():
         st.info("No successful run among the chosen strategies to plot.")
-        return
+        return False
     host = scatter.host_line(shown, view["ram"], as_ratio, divisor)
     chart = scatter.overview_scatter(shown, y, title, fmt, host, ceiling, log=view["log"])
     st.altair_chart(chart, width="stretch")
-    st.caption(scatter.caption(host=True, ceiling=ceiling is not None, log=view["log"]))
+    return True
 
 
 def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: dict) -> None:
@@ -132,8 +133,11 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
     if note:
         st.badge(note, icon=":material/warning:", color="orange")
     ceiling = scatter.ceiling_line(frames.ceiling_rows(phases, shown))
-    _chart(shown, view, ceiling)
+    plotted = _chart(shown, view, ceiling)
     _table(shown, view["ram"])
+    if plotted:  # under the table, so that the first screen holds the recommended row
+        lines = scatter.caption(host=True, ceiling=ceiling is not None, log=view["log"])
+        st.caption(f"The chart above: {lines}")
     route = rows[ROUTE].iloc[0]
     st.caption(
         f"`{shapes}`{answer.route_words(route) if route != LOCAL else ''}: checkpoint "
