@@ -19,8 +19,10 @@ and the peak only (absolute seconds follow the machine, which the paired ratio d
 
 - **time**: a split is a candidate when the ratio of the repeats' geometric means after and
   before, with its 95% interval (Welch's t on the logarithms, `bench.analysis.compare.
-  ratio_interval`), lies wholly beyond `MIN_STEP` (10%) either way: a move its intervals cannot
-  explain;
+  ratio_interval`, widened by how far whole runs stray from each other: `run_scatter`), lies
+  wholly beyond `MIN_STEP` (10%) either way: a move neither the repeats nor the run-to-run
+  scatter can explain. Repeats of one run share its machine's state, so their interval alone
+  would call a machine drifting a few percent per run a step wherever it is cut;
 - **peak**: when the repeats on its two sides are separated (every repeat on one side beyond every
   repeat on the other, and a two-sided Mann-Whitney p below `ALPHA` where enough repeats stand on
   each side for the test to reach it) and their medians differ by more than `MIN_STEP` (5%) and
@@ -34,6 +36,7 @@ and that change of reference is a boundary too. No jax.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from math import comb
 from typing import Any
@@ -68,6 +71,8 @@ STEP_METRICS = (PEAK, TIME)
 #: The least relative move a step must make: peaks repeat closely, times less so.
 MIN_STEP = {PEAK: 0.05, TIME: 0.10}
 ALPHA = 0.05
+Z_95 = 1.96  # a normal's two-sided 95% quantile: the run-to-run term's share of an interval
+NORMAL_MAD = 0.6745  # a normal's median absolute deviation, in standard deviations
 #: A series: the summary's configuration (`GROUP_KEYS`) on one machine, across runs.
 SERIES_KEYS = ["machine", *(k for k in GROUP_KEYS if k != "run_id")]
 LABELS = ["git_commit", "jax_version", "flax_version", "safetensors_version"]
@@ -297,29 +302,61 @@ def _judged(before: list[list[Timed]], after: list[list[Timed]]) -> tuple[str, i
     return PAIRED_BASIS, 0
 
 
-def _time_move(before: list[list[Timed]], after: list[list[Timed]]) -> _Move | None:
+def run_scatter(samples: list[list[Timed]], at: int) -> float:
+    """How far one run's time strays from the next's, beyond its own repeats: the standard
+    deviation of a run's log time (index `at` of its `Timed`) from run to run, from the median
+    move between neighbouring runs (a robust estimate: one step among them does not inflate it);
+    0 with fewer than 4 runs, where it cannot be told from a step.
+
+    Repeats within a run share that run's machine state (its first-touch speed, what else ran),
+    so their interval says nothing of how the next run will land: a series whose runs drift
+    by a few percent each would otherwise show a "step" wherever it is cut.
+    """
+    means = []
+    for run in samples:
+        logs = [math.log(v) for v in (t[at] for t in run) if v is not None and v > 0]
+        if logs:
+            means.append(sum(logs) / len(logs))
+    moves = [abs(b - a) for a, b in zip(means, means[1:])]
+    if len(moves) < 3:
+        return 0.0
+    return float(pd.Series(moves).median()) / (NORMAL_MAD * math.sqrt(2))
+
+
+def _time_move(
+    before: list[list[Timed]], after: list[list[Timed]], scatter: dict[str, float]
+) -> _Move | None:
     """A step of the time: the 95% interval of after / before (geometric means, on the basis
-    `_judged` picks) wholly beyond `MIN_STEP` either way; None where not."""
+    `_judged` picks), widened by the series' run-to-run scatter on that basis (`run_scatter`)
+    for the number of runs on each side, wholly beyond `MIN_STEP` either way; None where not."""
     judged, at = _judged(before, after)
     ratio, low, high, p = ratio_interval(
         [float(t[at] or 0.0) for r in after for t in r],
         [float(t[at] or 0.0) for r in before for t in r],
     )
-    if ratio != ratio:
+    if ratio != ratio or low != low:
         return None
+    between = scatter[judged] * math.sqrt(1 / len(before) + 1 / len(after))
+    half = math.hypot(math.log(high / low) / 2, Z_95 * between)
+    low, high = ratio * math.exp(-half), ratio * math.exp(half)
     least = 1 + MIN_STEP[TIME]
     if low > least or high < 1 / least:
         return _Move(abs(ratio - 1), min(p, 1 - p), low, high, judged)
     return None
 
 
-def _split(samples: list[list[Any]], metric: str) -> tuple[int, _Move] | None:
+def _split(
+    samples: list[list[Any]], metric: str, scatter: dict[str, float]
+) -> tuple[int, _Move] | None:
     """The best split of `samples` (one list of repeats per run: values of a peak, `Timed` of a
-    time) that is a step, or None."""
+    time) that is a step, or None; `scatter`: a time's run-to-run scatter per basis."""
     best: tuple[int, _Move] | None = None
     for k in range(1, len(samples)):
         before, after = samples[:k], samples[k:]
-        move = _time_move(before, after) if metric == TIME else _peak_move(before, after)
+        if metric == TIME:
+            move = _time_move(before, after, scatter)
+        else:
+            move = _peak_move(before, after)
         if move is not None and (best is None or move.size > best[1].size):
             best = (k, move)
     return best
@@ -335,15 +372,17 @@ def _centre(samples: list[list[Any]], metric: str, judged: str | None = None) ->
     return _median(samples)
 
 
-def _segment(samples: list[list[Any]], metric: str, lo: int, hi: int) -> list[tuple]:
+def _segment(
+    samples: list[list[Any]], metric: str, lo: int, hi: int, scatter: dict[str, float]
+) -> list[tuple]:
     """Steps in runs [lo, hi): (index of the first run after, move, value before, after)."""
-    found = _split(samples[lo:hi], metric)
+    found = _split(samples[lo:hi], metric, scatter)
     if found is None:
         return []
     k, move = found
     cut = lo + k
-    left = _segment(samples, metric, lo, cut)
-    right = _segment(samples, metric, cut, hi)
+    left = _segment(samples, metric, lo, cut, scatter)
+    right = _segment(samples, metric, cut, hi, scatter)
     # the values of the segments adjoining the step, once both sides are split further
     start = max([s[0] for s in left], default=lo)
     end = min([s[0] for s in right], default=hi)
@@ -435,6 +474,11 @@ def _steps_of(
     by_run = [_samples(series[series["run_id"] == r], metric) for r in runs]
     kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
     samples = [v for _, v in kept]
+    scatter = {PAIRED_BASIS: 0.0, CPU_BASIS: 0.0}
+    if metric == TIME:  # over the whole series of one configuration, not each segment
+        scatter[PAIRED_BASIS] = run_scatter(samples, 0)
+        if all(t[1] is not None for run in samples for t in run):
+            scatter[CPU_BASIS] = run_scatter(samples, 1)
     return [
         Step(
             shapes=str(labels["shapes"]),
@@ -450,7 +494,7 @@ def _steps_of(
             high=move.high,
             basis=move.basis,
         )
-        for cut, move, before, after in _segment(samples, metric, 0, len(samples))
+        for cut, move, before, after in _segment(samples, metric, 0, len(samples), scatter)
     ]
 
 

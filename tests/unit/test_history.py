@@ -214,6 +214,31 @@ def test_a_planted_slowdown_is_a_step_beside_a_slower_machine(tmp_path):
     assert step.change == pytest.approx(0.3, abs=0.03) and step.low > 1.1
 
 
+def _runs_at(folder, levels):
+    """One run per level: pipelined's three repeats at that multiple of its usual time (a percent
+    apart), each beside a reference timed at the machine's usual speed."""
+    for day, level in enumerate(levels, start=1):
+        walls = tuple(level * (1 + d) for d in NOISE)
+        started = f"2026-01-{day:02d}T00:00:00Z"
+        _run(folder, f"r{day}", started, {"pipelined": 600 * MiB}, walls=walls, speed=1.0)
+
+
+def test_a_time_that_drifts_from_run_to_run_is_no_step(tmp_path):
+    """Each run 5% slower than the one before (the machine drifting; every run's repeats agree to
+    a percent): 28% from the first run to the last, but no cut stands out from the moves between
+    neighbouring runs, so no step. Judged on the repeats alone it is one."""
+    _runs_at(tmp_path, [1.0, 1.05, 1.1, 1.16, 1.22, 1.28])
+    assert steps(read_results(tmp_path)) == []
+
+
+def test_a_step_stands_beyond_the_runs_own_scatter(tmp_path):
+    """Five runs within 3% of each other, then 1.3x: a time step at the sixth run."""
+    _runs_at(tmp_path, [1.0, 1.02, 0.99, 1.01, 1.0, 1.3])
+    (step,) = steps(read_results(tmp_path))
+    assert (step.strategy, step.metric, step.run_id) == ("pipelined", TIME, "r6")
+    assert step.change == pytest.approx(0.3, abs=0.03) and step.low > 1.1
+
+
 def test_a_change_of_configuration_is_a_boundary_not_a_step(tmp_path):
     """Run 3 had a smaller --budget: its lower peak is the budget's doing, said as a boundary
     with what changed; no step is looked for across it."""
