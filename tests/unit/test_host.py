@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from bench.host import limits as kernel_limits
 from bench.limits import pagecache
+from bench.machine import limits as kernel_limits
 from bench.run import machine
 from loader import host
 from loader.pipeline.sources import local

@@ -1,4 +1,4 @@
-"""The host probe (`loadbench probe`): this machine's ceiling for loading a checkpoint.
+"""The machine probe (`loadbench probe`): this machine's ceiling for loading a checkpoint.
 
 `bandwidth` (the copy passes), `limits` (the limits in force, from the kernel), `accelerator`
 (what jax sees), `child` (the measuring process), `run` (the child inside the asked limits) and

@@ -47,7 +47,7 @@ class ProbeRecord:
     probe_file_bytes: int
     first_touch_bytes_per_s: float
     memcpy_bytes_per_s: float
-    single_core_ops_per_s: float  # Python loop steps/s on one thread (bench.host.bandwidth)
+    single_core_ops_per_s: float  # Python loop steps/s on one thread (bench.machine.bandwidth)
     # the host and the limits in force on the probing process, read from the kernel
     cpu_count: int
     affinity_cpus: int
