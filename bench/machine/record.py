@@ -33,7 +33,7 @@ class ProbeRecord:
     machine: str
     started_utc: str
     duration_s: float
-    host: dict[str, Any]  # the machine facts a run record carries (bench/run/machine.py)
+    host: dict[str, Any]  # the machine facts a run record carries (bench/machine/facts.py)
     # the contract: the best warm copy and cold read, and the thread counts that reached them
     warm_copy_bytes_per_s: float
     warm_copy_threads: int

@@ -3,7 +3,7 @@
 `probe_host(options)` opens the CPU limit (`bench.limits.cpu`), the memory limit
 (`bench.limits.memory`) and the read-speed cap (`bench.limits.disk_read`) the options ask for,
 starts `bench.machine.child` in them, reads its figures back and returns a `ProbeRecord` stamped
-with this host's machine facts (`bench.run.machine`) and the limits as read back. Nothing is
+with this host's machine facts (`bench.machine.facts`) and the limits as read back. Nothing is
 written when the child fails; the cgroups are removed on success and failure alike. Never
 imports jax (the child does, for the accelerator fields).
 """
@@ -25,8 +25,8 @@ from bench.limits.cpu import CpuLimit, CpuOutcome, check_cpus
 from bench.limits.disk_read import ReadThrottle, ThrottleOutcome
 from bench.limits.memory import LimitOutcome, MemoryLimit
 from bench.machine.child import ProbePlan
+from bench.machine.facts import machine_id, new_run_id, run_record
 from bench.machine.record import PROBE_VERSION, ProbeRecord, from_dict
-from bench.run.machine import machine_id, new_run_id, run_record
 
 TIMEOUT_S = 300.0
 PROBE_NAMES = {"disk_read_bytes_per_s": "disk_read_limit_bytes_per_s"}  # row name -> record name
