@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.child.capture import tracking
-from bench.child.probe import MemoryProbe
+from bench.child.phase_probe import MemoryProbe
 from bench.child.traffic import DeviceTraffic
 from bench.child.traffic import expected as traffic_expected
 from bench.errors import BenchError
