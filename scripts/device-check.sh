@@ -21,8 +21,8 @@
 # a port's transposes, interleaved), DEVICE_CHECK_LARGE_MODELS (spec,port: the real Llama port),
 # DEVICE_CHECK_PORT_STRATEGIES (pipelined: the strategies the non-spec models run), DEVICE_CHECK_SECONDS (450: the large set's slow strategies are skipped, and
 # said so, when less is left than DEVICE_CHECK_LARGE_SECONDS, 150), DEVICE_CHECK_WHEELS (.whl),
-# DEVICE_CHECK_HOST_PROBE (1: run `loadbench probe --quick` where it exists), PYTHON (python3),
-# LOADBENCH_CACHE (/tmp/loadbench-cache: the synthetic checkpoints).
+# DEVICE_CHECK_HOST_PROBE (1: run the machine probe, `loadbench probe --quick`, where it exists),
+# PYTHON (python3), LOADBENCH_CACHE (/tmp/loadbench-cache: the synthetic checkpoints).
 # Files under $OUT (at most 8, as the device tool brings back): device-check.log, machine.txt,
 # probe.json, summary.md, summary-<set>.txt, results-<set>.jsonl.
 set -uo pipefail
@@ -101,15 +101,16 @@ done
 SMALL_FILE=$(cut -d' ' -f1 "$WORK/ck-$SMALL")
 [ -d "$SMALL_FILE" ] && SMALL_FILE=$(ls "$SMALL_FILE"/*.safetensors | head -1)
 
-# 4. probe host -> device bandwidth (pinned and pageable) and the disk; the host's own ceilings
-#    with `loadbench probe` where it has landed (its record goes into probe.json too)
+# 4. probe host -> device bandwidth (pinned and pageable) and the disk; the machine's own ceilings
+#    with the machine probe (`loadbench probe`) where it has landed (its record goes into probe.json
+#    too)
 step "probe"
-host_probe=""
+machine_probe=""
 if [ "${DEVICE_CHECK_HOST_PROBE:-1}" = 1 ] && "${LB[@]}" probe --help > /dev/null 2>&1; then
-    "${LB[@]}" probe --quick --out "$WORK/host-probe.json" && host_probe=$WORK/host-probe.json
+    "${LB[@]}" probe --quick --out "$WORK/machine-probe.json" && machine_probe=$WORK/machine-probe.json
 fi
 "$PY" scripts/device_check_probe.py "$OUT/probe.json" "$SMALL_FILE" \
-    "${DEVICE_CHECK_PROBE_MIB:-1024}" $host_probe || echo "probe failed (kept going)"
+    "${DEVICE_CHECK_PROBE_MIB:-1024}" $machine_probe || echo "probe failed (kept going)"
 
 # 5. bench run on the device: the small set repeated, the large set once; each set's plain load
 #    (every strategy) and then its port (a transposed model, the real architecture: the ports'

@@ -1,7 +1,7 @@
 """Host -> device bandwidth (pageable and pinned) and the checkpoint's read speed, as JSON.
 
 Used by `scripts/device-check.sh` when `loadbench probe` is not there:
-`python scripts/device_check_probe.py OUT.json CHECKPOINT_FILE [MiB [HOST_PROBE.json]]` (the
+`python scripts/device_check_probe.py OUT.json CHECKPOINT_FILE [MiB [MACHINE_PROBE.json]]` (the
 last: a `loadbench probe --out` record, embedded as "loadbench_probe"). Each figure is the best of
 three timed copies of one buffer (MiB, default 1024) after a warm-up; a route the backend refuses
 (pinned_host on the CPU backend) is recorded with its error instead of a figure. The disk figure

@@ -40,7 +40,7 @@ EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times th
 WARM_CACHE = (
     "Times are for a warm page cache: add --cache cold or --disk-read-speed for a cold disk."
 )
-HEAP = (  # bench.host.allocator
+HEAP = (  # bench.machine.allocator
     "Peaks of {} include the holes glibc's heap kept after the runs here, charged per byte of the "
     "target's tensors under its 32 MiB mmap threshold ({} of them)."
 )

@@ -10,7 +10,7 @@ code, allocator arenas) that dominates tiny shape sets and would otherwise infla
 
 h is fitted first, on its own measurement: the free bytes the load left in glibc's heaps
 (`heap_retained_bytes`) per byte of tensors under its mmap threshold (`small_tensor_bytes`,
-`bench.host.allocator`), through the origin. Only those tensors can stay in the heap, and their
+`bench.machine.allocator`), through the origin. Only those tensors can stay in the heap, and their
 share of a checkpoint's bytes differs (gpt2 72%, sa3 70%, sa3-medium 31%), so a per-checkpoint-byte
 term fitted on two sizes would charge a checkpoint of large tensors for holes it does not leave.
 a, b and e are then fitted on what remains. h is 0 where a measured shape set lacks either
@@ -56,7 +56,8 @@ class FitModel:
     peak_error_out_of_sample: float | None = None
     wall_error_out_of_sample: float | None = None
     most_repeats: int = 1  # the most repeats of one shape set (1: no spread was measured)
-    peak_bytes_per_small_tensor_byte: float = 0.0  # h: glibc's retained heap (bench.host.allocator)
+    # h: glibc's retained heap (bench.machine.allocator)
+    peak_bytes_per_small_tensor_byte: float = 0.0
     wall_repeat_typical_spread: float = 0.0  # a typical repeat's deviation
     # the 95% interval of the time on the largest measured shape set, relative to its estimate
     # (its paired ratios where the rows carry them, else its walls; `bench.analysis.intervals`):

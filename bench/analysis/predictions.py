@@ -23,7 +23,7 @@ from bench.vocabulary import FITS
 @dataclass(frozen=True)
 class TargetCheckpoint:
     """The checkpoint a prediction is for: its bytes, its largest tensor's bytes, its tensors,
-    and the bytes of its tensors under glibc's mmap threshold (`bench.host.allocator`; None:
+    and the bytes of its tensors under glibc's mmap threshold (`bench.machine.allocator`; None:
     unknown, and the peak is fitted without the allocator's term)."""
 
     checkpoint_bytes: int

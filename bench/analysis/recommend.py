@@ -40,8 +40,8 @@ from bench.analysis.predictions import (  # the types live there; callers may im
     choice,
 )
 from bench.errors import NoResultsError
-from bench.host.allocator import small_tensor_bytes
 from bench.link import FILE_SOURCE
+from bench.machine.allocator import small_tensor_bytes
 from bench.records.results import Results, headline
 from bench.units import format_bytes
 from bench.vocabulary import (  # the verdicts: the dashboard reads them here

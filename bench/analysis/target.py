@@ -34,7 +34,7 @@ from bench.analysis.time_model import (
     unlimited_runs,
 )
 from bench.errors import BenchError
-from bench.host.record import ProbeRecord, read_probe
+from bench.machine.record import ProbeRecord, read_probe
 from bench.records.results import Results
 from bench.units import format_rate
 from bench.vocabulary import COLD

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.recommend import MIN_FIT_BYTES
-from bench.host.record import ProbeRecord
+from bench.machine.record import ProbeRecord
 from bench.records.results import Results, headline
 from bench.vocabulary import COLD, OK, WARM
 from loader.vocabulary import BUILD, REFERENCE, TOTAL

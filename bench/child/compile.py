@@ -84,7 +84,7 @@ class Compile:
         self._entered = threading.Event()
 
     def _run(self, shapes: tuple[Any, Any] | None = None) -> None:
-        from bench.child.probe import read_status
+        from bench.child.phase_probe import read_status
 
         before = _entries(self.cache)
         self.start_rss_bytes = read_status()["rss"]

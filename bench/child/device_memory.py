@@ -1,10 +1,10 @@
 """Device memory where the backend reports it: `jax.Device.memory_stats()`, per device and summed.
 
 GPU and TPU backends report `bytes_in_use` and `peak_bytes_in_use` (the allocator's peak, never
-reset); the CPU backend reports nothing (None). The probe (`bench.child.probe`) reads this at the
-end of each phase through a provider: `jax_device_memory_by_device` (the default: per device,
-keyed by `str(device)`), or any callable returning `(bytes_in_use, peak_bytes_in_use)` summed
-(tests pass fakes of either form). Reads jax only once it is imported.
+reset); the CPU backend reports nothing (None). The phase probe (`bench.child.phase_probe`) reads
+this at the end of each phase through a provider: `jax_device_memory_by_device` (the default: per
+device, keyed by `str(device)`), or any callable returning `(bytes_in_use, peak_bytes_in_use)`
+summed (tests pass fakes of either form). Reads jax only once it is imported.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.host.allocator import small_tensor_bytes
+from bench.machine.allocator import small_tensor_bytes
 from bench.records.wire import Backend, ChildResult, to_json
 from bench.vocabulary import OK
 

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.child.capture import tracking
-from bench.child.probe import MemoryProbe
+from bench.child.phase_probe import MemoryProbe
 from bench.child.traffic import DeviceTraffic
 from bench.child.traffic import expected as traffic_expected
 from bench.errors import BenchError
-from bench.host.allocator import heap_free_bytes
+from bench.machine.allocator import heap_free_bytes
 from bench.records.wire import (
     Backend,
     ChildResult,
@@ -187,7 +187,7 @@ def measure(task: ChildTask) -> ChildResult:
 
 
 def _retained(before: int | None, after: int | None) -> int | None:
-    """The free bytes the load left in glibc's heaps (`bench.host.allocator`); None: no glibc."""
+    """The free bytes the load left in glibc's heaps (`bench.machine.allocator`); None: no glibc."""
     return None if before is None or after is None else max(0, after - before)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.commands.common import add_json, example
 from bench.errors import BenchError
-from bench.host.record import ProbeRecord
+from bench.machine.record import ProbeRecord
 from bench.units import format_bytes, format_rate, significant
 
 FULL_BYTES, QUICK_BYTES = 1 << 30, 256 << 20
@@ -70,8 +70,8 @@ def format_probe(r: ProbeRecord) -> str:
 
 
 def _options(args: argparse.Namespace):
-    from bench.host.child import ProbePlan
-    from bench.host.run import ProbeOptions
+    from bench.machine.child import ProbePlan
+    from bench.machine.run import ProbeOptions
     from bench.run.config import cache_dir
     from bench.units import parse_size, parse_speed
 
@@ -96,8 +96,8 @@ def _options(args: argparse.Namespace):
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """`loadbench probe`: probe, print, and write the record if `--out` is given."""
-    from bench.host.record import write_probe
-    from bench.host.run import probe_host
+    from bench.machine.record import write_probe
+    from bench.machine.run import probe_host
 
     record = probe_host(_options(args))
     if args.out:

@@ -56,8 +56,8 @@ from bench.analysis.recommend import (
 )
 from bench.commands.common import add_cache, add_json, add_results, example, read_stated
 from bench.errors import BenchError
-from bench.host.accelerator import NONE
-from bench.host.record import ProbeRecord
+from bench.machine.accelerator import NONE
+from bench.machine.record import ProbeRecord
 from bench.records.results import Results, partial_runs
 from bench.units import format_bytes, format_rate, parse_size, parse_speed
 from bench.vocabulary import COLD, OK, WARM

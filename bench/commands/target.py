@@ -23,7 +23,7 @@ from bench.analysis.advice import Advice
 from bench.analysis.target import TargetTime, target_ram
 from bench.analysis.ties import check_ranking
 from bench.errors import BenchError
-from bench.host.record import ProbeRecord, read_probe
+from bench.machine.record import ProbeRecord, read_probe
 from bench.records.results import Results, read_results
 from bench.run.config import RunConfig
 from bench.units import format_bytes

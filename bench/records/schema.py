@@ -184,7 +184,7 @@ class PhaseRecord:
     device_overreceived: list[str] = field(default_factory=list)  # received > expected: a copy
     staging_memory: str | None = None  # pipelined staged: "pinned_host" | "pageable"
     oom_kind: str | None = None  # status "oom": "device" (a device ran out), else the host's
-    # -- the C allocator (bench/host/allocator.py) --
+    # -- the C allocator (bench/machine/allocator.py) --
     small_tensor_bytes: int | None = None  # bytes of the tensors under glibc's 32 MiB threshold
     heap_retained_bytes: int | None = None  # free bytes the load left in glibc's heaps
     # -- the jax backend the child loaded on (bench.vocabulary: cpu | gpu | tpu; None: older files

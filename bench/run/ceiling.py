@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.host.child import ProbePlan
-from bench.host.record import ProbeRecord, read_probe, write_probe
-from bench.host.run import ProbeOptions, probe_host
 from bench.limits.disk_read import whole_disk
+from bench.machine.child import ProbePlan
+from bench.machine.facts import machine_id
+from bench.machine.record import ProbeRecord, read_probe, write_probe
+from bench.machine.run import ProbeOptions, probe_host
 from bench.run.config import RunConfig, cache_dir
-from bench.run.machine import machine_id
 from bench.vocabulary import COLD
 
 MIN_PROBE_BYTES, MAX_PROBE_BYTES = 32 << 20, 2 << 30

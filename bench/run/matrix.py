@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench.analysis.recommend import TargetCheckpoint, recommend
 from bench.errors import BenchError, NoResultsError
-from bench.host.allocator import small_tensor_bytes
 from bench.link import FILE_SOURCE, UNSHAPED
+from bench.machine.allocator import small_tensor_bytes
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
@@ -53,7 +53,7 @@ class Checkpoint:
     tensors: int
     digests: str | None = None  # a user's checkpoint: the cached digests to verify against
     work_root: str | None = None  # a user's checkpoint: where converted copies go (never beside it)
-    small_tensor_bytes: int | None = None  # under glibc's mmap threshold (bench.host.allocator)
+    small_tensor_bytes: int | None = None  # under glibc's mmap threshold (bench.machine.allocator)
 
     @property
     def folder(self) -> Path:

@@ -3,7 +3,7 @@
 A shared or virtual machine changes speed from one minute to the next (another tenant, a
 CPU-heavy process beside the bench, a host that backs guest memory lazily), so a wall time alone
 cannot say whether a strategy moved or the machine did. Right before and right after each child,
-the runner times one short copy pass of its own (`bench.host.bandwidth.copy_pass`): a scratch
+the runner times one short copy pass of its own (`bench.machine.bandwidth.copy_pass`): a scratch
 file read by the usable CPUs' threads into fresh private memory, the core of every load; from the
 page cache for a warm child, from the disk (`O_DIRECT`, else evicted first) for a cold one.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from bench.host.bandwidth import copy_pass, direct_works, evict, write_probe_file
+from bench.machine.bandwidth import copy_pass, direct_works, evict, write_probe_file
 from bench.vocabulary import COLD
 from loader.host import resident_pages, usable_cpus
 

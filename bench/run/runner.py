@@ -35,6 +35,7 @@ from bench.limits.pagecache import CacheOutcome
 from bench.limits.situation import Situation
 from bench.link import FILE_SOURCE
 from bench.link.serve import serving
+from bench.machine.facts import cpu_limit, machine_id, new_run_id, run_record, utc_now
 from bench.records.results import export_parquet
 from bench.records.schema import PhaseRecord, RunRecord
 from bench.records.wire import MemrayFiles
@@ -44,7 +45,6 @@ from bench.run.checks import check_dtype, check_processes, check_shapes
 from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
 from bench.run.launch import PreparedTask, prepare_task, task_argvs
-from bench.run.machine import cpu_limit, machine_id, new_run_id, run_record, utc_now
 from bench.run.matrix import Checkpoint, Task, plan, untaken_options
 from bench.run.reference import MomentReference
 from bench.run.repeats import Tallies

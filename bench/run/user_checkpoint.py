@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import BenchError
-from bench.host.allocator import small_tensor_bytes
+from bench.machine.allocator import small_tensor_bytes
 
 DIGESTS_VERSION = 1
 
@@ -36,7 +36,7 @@ class UserCheckpoint:
     checkpoint_bytes: int
     largest_tensor_bytes: int
     tensors: int
-    small_tensor_bytes: int  # under glibc's mmap threshold (bench.host.allocator)
+    small_tensor_bytes: int  # under glibc's mmap threshold (bench.machine.allocator)
     key: str  # identifies this exact content (paths, sizes, mtimes)
 
 

@@ -37,8 +37,8 @@ from bench.analysis.remote import (
 )
 from bench.analysis.target import on_target, target_cpus, target_ram
 from bench.errors import BenchError, NoResultsError
-from bench.host.record import ProbeFileError, ProbeRecord, parse_probe
 from bench.link.shaping import Link
+from bench.machine.record import ProbeFileError, ProbeRecord, parse_probe
 from bench.records.results import partial_runs
 from bench.vocabulary import COLD, WARM
 from dashboard import charts, data, link, specs, style, widgets

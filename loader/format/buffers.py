@@ -11,7 +11,7 @@ shmem), and lives as long as the arrays that view it (a jax array that adopts it
 (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14+), through ctypes so the GIL is released meanwhile:
 faulting fresh pages one by one during a read costs more than the copy itself. The loader's
 prefault (`prefault`, best effort: where the kernel refuses once, later reads fault the pages in)
-and the probe's copy passes (`bench.host.bandwidth`) use it. `aligned` is a `host_buffer` whose
+and the probe's copy passes (`bench.machine.bandwidth`) use it. `aligned` is a `host_buffer` whose
 pages are faulted in by `prefault` or the read itself.
 """
 

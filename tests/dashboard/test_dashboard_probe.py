@@ -11,7 +11,7 @@ import re
 import pytest
 
 from bench.cli import main
-from bench.host.record import PROBE_VERSION, ProbeFileError, parse_probe, read_probe
+from bench.machine.record import PROBE_VERSION, ProbeFileError, parse_probe, read_probe
 from bench.records.writer import ResultsWriter
 from dashboard import scatter
 from tests.records import run_record

@@ -135,8 +135,8 @@ def test_two_processes_synthesise_one_checkpoint(tmp_path):
 
 
 def test_a_line_being_written_is_skipped_quietly_a_cut_one_reported(tmp_path):
+    from bench.machine.facts import run_record
     from bench.records.writer import ResultsWriter
-    from bench.run.machine import run_record
 
     path = tmp_path / "m" / "run.jsonl"
     with ResultsWriter(path) as writer:

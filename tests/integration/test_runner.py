@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.host.allocator import heap_free_bytes
+from bench.machine.allocator import heap_free_bytes
 from bench.records.results import read_results, summarize
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench

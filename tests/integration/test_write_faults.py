@@ -23,9 +23,9 @@ import pytest
 
 import loader
 from bench.errors import BenchError
+from bench.machine.facts import run_record
 from bench.records.results import export_parquet, read_results
 from bench.records.writer import ResultsWriter
-from bench.run.machine import run_record
 from loader.format.stale_temps import StaleTempWarning
 from shapes.synth import DIGESTS_FILE, synthesize
 from tests.commands import loadbench

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from bench.host.record import PROBE_VERSION, ProbeRecord, from_dict
+from bench.machine.record import PROBE_VERSION, ProbeRecord, from_dict
 from bench.records.schema import PhaseRecord
 from loader.vocabulary import BUILD
 from tests.records import total_row

@@ -7,7 +7,7 @@ import pytest
 from bench.analysis.advice import advise, details, sentences
 from bench.analysis.fit import fit, shape_medians
 from bench.analysis.recommend import TargetCheckpoint, recommend
-from bench.host.allocator import MMAP_THRESHOLD_MAX, heap_free_bytes, small_tensor_bytes
+from bench.machine.allocator import MMAP_THRESHOLD_MAX, heap_free_bytes, small_tensor_bytes
 from bench.records.results import read_results
 from bench.records.writer import ResultsWriter
 from tests.records import total_row

@@ -11,6 +11,9 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
   importing each reached module runs: its module-level imports and its parent packages'
   `__init__`. Function-level imports of non-dashboard modules are not followed: they run only if
   that function is called, and the dashboard's own calls are what this rule is about.
+- Inside `bench`, the machine probe (`bench.machine`, with the machine facts every record carries)
+  sits below the packages that use it: it imports none of `BENCH_ABOVE_MACHINE` (`bench.run`
+  stamps its runs with `bench.machine.facts`, never the other way), type-only imports counted.
 - The one arrow that runs up is `bench.cli` -> `dashboard.cli` (`loadbench dashboard` starts the
   app); `UPWARD` names it, and the test fails if it goes or another appears.
 - The formatter owns the layout: `# fmt: skip` / `# fmt: off` appear at most 10 times in the tree,
@@ -44,6 +47,8 @@ PACKAGES = ("loader", "shapes", "bench", "dashboard")
 #: The one import arrow that runs up: `loadbench dashboard` (in the CLI) starts the app.
 UPWARD = {("bench.cli", "dashboard.cli")}
 FORBIDDEN = {"loader": {"shapes", "bench", "dashboard"}, "shapes": {"bench", "dashboard"}}
+#: What uses the machine probe and its facts, so is above `bench.machine` (`_under` matches them).
+BENCH_ABOVE_MACHINE = ("bench.cli", "bench.commands", "bench.run", "bench.child", "bench.analysis")
 HEAVY = {"jax", "jaxlib", "flax"}
 
 
@@ -167,6 +172,21 @@ def test_the_one_upward_arrow_is_the_dashboard_command():
         if _package(dep) == "dashboard"
     }
     assert arrows == UPWARD, f"bench -> dashboard arrows: {sorted(arrows)}; only {UPWARD} may be"
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_machine_probe_imports_nothing_above_it():
+    wrong = sorted(
+        f"{mod.name} imports {dep}"
+        for mod in MODULES.values()
+        if _under(mod.name, "bench.machine")
+        for dep in mod.top | mod.deferred | mod.typing
+        if any(_under(dep, above) for above in BENCH_ABOVE_MACHINE)
+    )
+    assert not wrong, "\n".join(wrong)
 
 
 def _parents(name: str) -> list[str]:

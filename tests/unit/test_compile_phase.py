@@ -10,7 +10,7 @@ from flax import nnx
 
 import shapes
 from bench.child.compile import Compile
-from bench.child.probe import MemoryProbe
+from bench.child.phase_probe import MemoryProbe
 from bench.limits.situation import CacheOutcome, Situation
 from bench.records.wire import ChildResult, Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome

@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 import loader
 import shapes
 from bench.child import traffic
-from bench.child.probe import MemoryProbe
+from bench.child.phase_probe import MemoryProbe
 from bench.records.wire import ChildResult, ChildTask
 from bench.run.children import ChildOutcome
 from bench.run.rows import RowContext, result_records

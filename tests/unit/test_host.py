@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from bench.host import limits as kernel_limits
 from bench.limits import pagecache
-from bench.run import machine
+from bench.machine import facts
+from bench.machine import limits as kernel_limits
 from loader import host
 from loader.pipeline.sources import local
 
@@ -143,6 +143,6 @@ def test_the_loader_and_the_bench_read_the_host_alike(monkeypatch):
         123 << 20,
         1,
     )
-    assert machine.cpu_limit() == 0.5
+    assert facts.cpu_limit() == 0.5
     monkeypatch.setattr(pagecache, "resident_pages", lambda fd: (3, 4))
     assert pagecache.resident_fraction([__file__]) == 0.75

@@ -226,7 +226,7 @@ def test_the_probe_and_the_rows_say_which_phases_overlapped(ckpt):
     """A pipelined build runs inside its stream: the probe records it, the dashboard says it."""
     import pandas as pd
 
-    from bench.child.probe import MemoryProbe
+    from bench.child.phase_probe import MemoryProbe
     from dashboard.data import overlapping_phases
 
     probe = MemoryProbe()

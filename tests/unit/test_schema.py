@@ -188,7 +188,7 @@ def test_files_from_before_the_commit_and_backend_read_with_both_unknown(tmp_pat
 
 
 def test_a_run_record_names_the_commit_it_ran_from():
-    from bench.run.machine import git_commit, run_record
+    from bench.machine.facts import git_commit, run_record
 
     commit = git_commit()  # None outside a git checkout (an installed wheel)
     assert run_record("r").git_commit == commit

@@ -367,7 +367,7 @@ PEAK_CHILD = """
 import gc, sys, warnings
 import numpy as np
 import shapes, loader
-from bench.child.probe import MemoryProbe
+from bench.child.phase_probe import MemoryProbe
 warnings.simplefilter("ignore")
 F = "model.safetensors"
 spec = shapes.ShapeSpec("t", "", (F,), (shapes.TensorSpec("huge.weight", "F32", (8192, 4096), F),))

@@ -1,6 +1,6 @@
 """Test fake: fails unless the kernel gives its process exactly one CPU (`bench run --cpus 1`)."""
 
-from bench.host import limits
+from bench.machine import limits
 
 KIND = "reference"
 

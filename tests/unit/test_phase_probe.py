@@ -1,4 +1,4 @@
-"""The probe against allocations of known size: the kernel high-water mark and the sampler."""
+"""The phase probe against allocations of known size: the kernel high-water mark and the sampler."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from bench.child.probe import MemoryProbe, hwm_reset_works, read_status
+from bench.child.phase_probe import MemoryProbe, hwm_reset_works, read_status
 
 MiB = 1 << 20
 SIZE = 256 * MiB
@@ -100,7 +100,7 @@ def test_a_repeated_phase_is_merged():
 
 
 def test_peak_source_env_forces_the_sampler(monkeypatch):
-    from bench.child.probe import PEAK_SOURCE_ENV, MemoryProbe
+    from bench.child.phase_probe import PEAK_SOURCE_ENV, MemoryProbe
 
     monkeypatch.setenv(PEAK_SOURCE_ENV, "sampled")
     assert MemoryProbe().peak_source == "sampled"
@@ -109,7 +109,7 @@ def test_peak_source_env_forces_the_sampler(monkeypatch):
 
 
 def test_device_memory_is_recorded_per_phase_from_the_provider():
-    from bench.child.probe import MemoryProbe
+    from bench.child.phase_probe import MemoryProbe
 
     state = {"in_use": 100, "peak": 100}
 
@@ -133,7 +133,7 @@ def test_device_memory_is_none_on_the_cpu_backend():
     import jax  # noqa: F401 - the provider reads jax only once it is imported
 
     from bench.child.device_memory import jax_device_memory
-    from bench.child.probe import MemoryProbe
+    from bench.child.phase_probe import MemoryProbe
 
     assert jax_device_memory() is None  # the CPU backend's memory_stats() is None
     probe = MemoryProbe(use_hwm=False)

@@ -1,4 +1,4 @@
-"""Per-phase wall time and RSS of the current process: the bench's implementation of `Probe`.
+"""The phase probe: per-phase wall time and RSS of this process, the bench's `Probe` implementation.
 
 The peak within a phase comes from the kernel's exact high-water mark: `VmHWM` in
 `/proc/self/status`, reset to the current RSS by writing `5` to `/proc/self/clear_refs` at each

@@ -2,8 +2,8 @@
 
 `probe_host(options)` opens the CPU limit (`bench.limits.cpu`), the memory limit
 (`bench.limits.memory`) and the read-speed cap (`bench.limits.disk_read`) the options ask for,
-starts `bench.host.child` in them, reads its figures back and returns a `ProbeRecord` stamped
-with this host's machine facts (`bench.run.machine`) and the limits as read back. Nothing is
+starts `bench.machine.child` in them, reads its figures back and returns a `ProbeRecord` stamped
+with this host's machine facts (`bench.machine.facts`) and the limits as read back. Nothing is
 written when the child fails; the cgroups are removed on success and failure alike. Never
 imports jax (the child does, for the accelerator fields).
 """
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.host.child import ProbePlan
-from bench.host.record import PROBE_VERSION, ProbeRecord, from_dict
 from bench.limits.cpu import CpuLimit, CpuOutcome, check_cpus
 from bench.limits.disk_read import ReadThrottle, ThrottleOutcome
 from bench.limits.memory import LimitOutcome, MemoryLimit
-from bench.run.machine import machine_id, new_run_id, run_record
+from bench.machine.child import ProbePlan
+from bench.machine.facts import machine_id, new_run_id, run_record
+from bench.machine.record import PROBE_VERSION, ProbeRecord, from_dict
 
 TIMEOUT_S = 300.0
 PROBE_NAMES = {"disk_read_bytes_per_s": "disk_read_limit_bytes_per_s"}  # row name -> record name
@@ -60,7 +60,7 @@ def _open(stack: contextlib.ExitStack, options: ProbeOptions) -> list:
 def _run_child(plan: ProbePlan, limits: list, work: Path) -> dict:
     plan_file, out = work / "plan.json", work / "out.json"
     plan_file.write_text(json.dumps(dataclasses.asdict(plan)), encoding="utf-8")
-    argv = [sys.executable, "-m", "bench.host.child", str(plan_file), str(out)]
+    argv = [sys.executable, "-m", "bench.machine.child", str(plan_file), str(out)]
     wrap = next((x for x in limits if isinstance(x, MemoryLimit)), None)
     proc = subprocess.Popen(wrap.wrap(argv) if wrap else argv, stderr=subprocess.PIPE, text=True)
     for limit in limits:

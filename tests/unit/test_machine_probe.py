@@ -14,11 +14,11 @@ import pytest
 
 from bench.cli import main
 from bench.errors import BenchError
-from bench.host import bandwidth, child
-from bench.host.limits import KernelLimits
-from bench.host.record import PROBE_VERSION, read_probe
 from bench.limits import cpu as cpulimit
 from bench.limits.cpu import CpuLimit
+from bench.machine import bandwidth, child
+from bench.machine.limits import KernelLimits
+from bench.machine.record import PROBE_VERSION, read_probe
 
 SMALL = ["--quick", "--size", "8MiB"]
 CONTRACT = ("warm_copy_bytes_per_s", "cold_read_bytes_per_s", "warm_copy_threads")
@@ -127,7 +127,7 @@ def test_a_cpu_cgroup_limits_the_child_to_one_cpu_and_is_removed():
     if limit.mechanism == cpulimit.NONE:
         pytest.skip(f"no cpu cgroup can be made here: {limit.note}")
     path = limit.path
-    code = "from bench.host import limits; print(limits.read().effective_cpus)"
+    code = "from bench.machine import limits; print(limits.read().effective_cpus)"
     try:
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         limit.attach(proc.pid)
@@ -156,7 +156,7 @@ def test_the_probe_runs_inside_its_limits_and_reads_them_back(tmp_path):
 def test_a_probe_child_past_its_time_is_killed_and_named_in_one_line(tmp_path, capsys, monkeypatch):
     """A probe that outlives its time (a busy host) ends the command with one line, not a
     traceback, and leaves no record behind."""
-    from bench.host import run
+    from bench.machine import run
 
     monkeypatch.setattr(run, "TIMEOUT_S", 0.01)
     out = tmp_path / "probe.json"

@@ -33,7 +33,7 @@ class ProbeRecord:
     machine: str
     started_utc: str
     duration_s: float
-    host: dict[str, Any]  # the machine facts a run record carries (bench/run/machine.py)
+    host: dict[str, Any]  # the machine facts a run record carries (bench/machine/facts.py)
     # the contract: the best warm copy and cold read, and the thread counts that reached them
     warm_copy_bytes_per_s: float
     warm_copy_threads: int
@@ -47,7 +47,7 @@ class ProbeRecord:
     probe_file_bytes: int
     first_touch_bytes_per_s: float
     memcpy_bytes_per_s: float
-    single_core_ops_per_s: float  # Python loop steps/s on one thread (bench.host.bandwidth)
+    single_core_ops_per_s: float  # Python loop steps/s on one thread (bench.machine.bandwidth)
     # the host and the limits in force on the probing process, read from the kernel
     cpu_count: int
     affinity_cpus: int

@@ -1,9 +1,9 @@
-"""The probe's child: measures this host from inside the limits its parent put it in.
+"""The machine probe's child: measures this machine from inside the limits its parent put it in.
 
-`python -m bench.host.child PLAN.json OUT.json` reads a `ProbePlan`, measures (the limits in force,
-warm copy and cold read by thread count, first touch, memcpy, the accelerator) and writes the
-figures as one JSON object, or `{"error": "..."}` when the disk cannot be probed (read-only, full,
-or no such folder). The probe file it writes is removed whatever happens.
+`python -m bench.machine.child PLAN.json OUT.json` reads a `ProbePlan`, measures (the limits in
+force, warm copy and cold read by thread count, first touch, memcpy, the accelerator) and writes
+the figures as one JSON object, or `{"error": "..."}` when the disk cannot be probed (read-only,
+full, or no such folder). The probe file it writes is removed whatever happens.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.host import accelerator, bandwidth
-from bench.host import limits as kernel_limits
 from bench.limits import pagecache
 from bench.limits.disk_read import whole_disk
+from bench.machine import accelerator, bandwidth
+from bench.machine import limits as kernel_limits
 from loader import host
 
 EVICTED = 0.05  # a cold pass needs at most this fraction of the probe file left cached

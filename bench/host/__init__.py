@@ -1,8 +1,0 @@
-"""The host probe (`loadbench probe`): this machine's ceiling for loading a checkpoint.
-
-`bandwidth` (the copy passes), `limits` (the limits in force, from the kernel), `accelerator`
-(what jax sees), `child` (the measuring process), `run` (the child inside the asked limits) and
-`record` (the versioned probe record); `allocator` (what glibc's heap keeps after a load, for the
-peak fits). Not to be confused with `bench.child.probe`, the per-phase
-RSS probe inside a load.
-"""
