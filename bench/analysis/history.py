@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from math import comb
 from typing import Any
 
 import pandas as pd
@@ -241,7 +240,7 @@ def _separated(before: list[float], after: list[float]) -> tuple[bool, float | N
     """(the two samples are separated: every value of one beyond every value of the other, and
     Mann-Whitney's p below `ALPHA` where the test can reach it; that p, else None)."""
     apart = max(before) < min(after) or max(after) < min(before)
-    smallest_p = 2.0 / comb(len(before) + len(after), len(before))
+    smallest_p = 2.0 / math.comb(len(before) + len(after), len(before))
     if smallest_p >= ALPHA:  # too few repeats for the test to call anything: separation alone
         return apart, None
     p = float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
