@@ -473,11 +473,9 @@ def _steps_of(
     by_run = [_samples(series[series["run_id"] == r], metric) for r in runs]
     kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
     samples = [v for _, v in kept]
-    scatter = {PAIRED_BASIS: 0.0, CPU_BASIS: 0.0}
-    if metric == TIME:  # over the whole series of one configuration, not each segment
-        scatter[PAIRED_BASIS] = run_scatter(samples, 0)
-        if all(t[1] is not None for run in samples for t in run):
-            scatter[CPU_BASIS] = run_scatter(samples, 1)
+    scatter = {}  # a time's, over the whole series of one configuration, not each segment
+    if metric == TIME:  # (run_scatter skips missing CPU ratios; `_judged` then picks paired)
+        scatter = {PAIRED_BASIS: run_scatter(samples, 0), CPU_BASIS: run_scatter(samples, 1)}
     return [
         Step(
             shapes=str(labels["shapes"]),
