@@ -67,11 +67,10 @@ def test_outputs_are_matched_by_name_and_shape(tmp_path):
 def test_last_hidden_state_runs_the_base_model_and_the_title_says_both_dtypes(tmp_path):
     """config.json names a head class (LlamaForCausalLM); a port giving `last_hidden_state` is
     compared with the base model (LlamaModel), and a bf16 port is titled as such."""
-    import torch
-
+    torch = pytest.importorskip("torch")  # the ports extra (make ports-deps); skipped without it
+    pytest.importorskip("transformers")
     from tests.unit import test_ports
 
-    pytest.importorskip("transformers")
     hf, _, ids, folder = test_ports._saved("llama", tmp_path)
     with torch.no_grad():
         hidden = hf.model(torch.as_tensor(np.asarray(ids))).last_hidden_state.numpy()
