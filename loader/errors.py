@@ -34,9 +34,14 @@ class DeviceOutOfMemoryError(CheckpointError):
 class RemoteError(CheckpointError):
     """A remote checkpoint (`https://`, `s3://`, `hf://`) cannot be found, reached or read.
 
-    The message names the URL (never a token), the tensor and byte range where one was being
-    read, and what to do.
+    The message is one line: what failed, the URL (never a credential), the tensor and byte
+    range where one was being read, and what to do. `details` holds the client's or server's
+    own text (which may be long), for a log rather than the message.
     """
+
+    def __init__(self, message: str, *, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class RemoteChangedError(RemoteError):

@@ -10,6 +10,8 @@ from loader.phases import NULL_PROBE
 from loader.planning.keys import KeyMap
 from loader.planning.policy import LoadPolicy, Patterns
 from loader.remote import is_url
+from loader.remote.options import Digests
+from loader.remote.urls import shown
 from loader.report import LoadReport
 from loader.sequence import OnBuilt
 from loader.strategies import StrategyError
@@ -33,12 +35,17 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     on_built: OnBuilt | None = None,
     concurrency: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    digest: Digests | None = None,
+    unvalidated: str | None = None,
+    idle_timeout: float | None = None,
+    timeout: float | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
     `strict`, `key_map`, `ignore_unexpected`, `ignore_missing`, `casts` and `on_built` apply to
     every strategy (`loader.sequence.LoadArgs`). `budget`, `staging`, `threads`, `cache_policy`,
-    `concurrency` and `cache_dir` are options of the strategies that declare them (their
+    `concurrency`, `cache_dir`, `digest`, `unvalidated`, `idle_timeout` and `timeout` are
+    options of the strategies that declare them (their
     `OPTIONS`: `pipelined`'s, and the remote ones of those that load a URL); None means not
     given. An option the chosen strategy does not take is refused (`StrategyError`, naming it),
     never dropped in silence.
@@ -80,6 +87,13 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             `loader.remote.DEFAULT_CONCURRENCY`; recorded in `LoadReport.remote`).
         cache_dir: download a URL's files here once, then load them locally; without it a
             remote load writes no file.
+        digest: a URL's file as `"sha256:<hex>"` (several files: a mapping of each file's
+            name to its digest), checked over the bytes received before the model is
+            returned; the Hub's LFS files carry theirs (`loader.remote.digest`).
+        unvalidated: `"allow"` loads from a server that sends neither ETag nor Last-Modified
+            with no digest known (refused otherwise: a file replaced mid-load would go unseen).
+        idle_timeout: seconds without a byte before a range request fails (default 30).
+        timeout: seconds a remote load may take in all (default: no bound).
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -100,7 +114,7 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     info = strategies.get(strategy or DEFAULT_STRATEGY)
     if is_url(path) and not info.remote:
         raise StrategyError(
-            f"strategy {info.name!r} reads local files only; to load {path} use one of "
+            f"strategy {info.name!r} reads local files only; to load {shown(str(path))} use one of "
             f"{', '.join(strategies.remote_names())}"
         )
     args, options = info.arguments(
@@ -115,6 +129,10 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             "cache_policy": cache_policy,
             "concurrency": concurrency,
             "cache_dir": cache_dir,
+            "digest": digest,
+            "unvalidated": unvalidated,
+            "idle_timeout": idle_timeout,
+            "timeout": timeout,
         }
     )
     model, report = info.strategy()(target, path, NULL_PROBE, args, options)

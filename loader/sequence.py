@@ -45,6 +45,7 @@ from loader.planning.plan import LoadPlan, Source
 from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
 from loader.planning.stacking import finish_stacked
 from loader.remote import is_url
+from loader.remote.urls import shown
 from loader.report import LoadReport
 from loader.target import build_instance, resolve_target
 
@@ -207,6 +208,7 @@ def run_load(
             checked = len(plan.report.shape_mismatches)
             executor.fill(plan, source, probe)
             finish_stacked(plan)
+            source.finish_reads()
         finally:
             executor.close()
         plan.report.remote = source.remote_stats()
@@ -221,7 +223,8 @@ def _open(recipe: Recipe[S], path: str | os.PathLike[str]) -> AbstractContextMan
         return recipe.open_source(Path(path))
     if recipe.open_remote is None:
         raise CheckpointError(
-            f"{path}: this strategy reads local files only; load a URL with a strategy that "
-            "takes one (`loader.strategies.remote_names()`), or download the file first"
+            f"{shown(str(path))}: this strategy reads local files only; load a URL with a "
+            "strategy that takes one (`loader.strategies.remote_names()`), or download the "
+            "file first"
         )
     return recipe.open_remote(str(path))

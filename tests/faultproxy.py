@@ -7,7 +7,16 @@ comes over a real connection from a real server's answer:
   connection closes;
 - `longer`: more bytes than the range asked for (and a Content-Length that says so);
 - `status500`: a 500 instead of the answer;
-- `reset`: the connection is reset (RST, `SO_LINGER` 0) before any answer.
+- `reset`: the connection is reset (RST, `SO_LINGER` 0) before any answer;
+- `stall`: the answer's headers, then no byte until the proxy closes (`FaultProxy.release`);
+- `trickle`: the answer's headers, then one byte every half second;
+- `status503`: a 503 with `Retry-After: <Fault.retry_after>`;
+- `ignore_range`: the request forwarded without its `Range`: a 200 with the whole file;
+- `wrong_range`: the right bytes under a `Content-Range` one byte off;
+- `corrupt`: one byte of the body flipped, every header as the server sent it (same ETag).
+
+`strip` (a set of lower-case header names) removes those headers from every answer: a server
+without ETag or Last-Modified.
 
 `Fault(kind, nth, times)`: the `nth` range GET (1-based) picks the range to fail; every request
 for that range fails, or only the first `times` ones (a transient fault that a retry outlives).
@@ -33,9 +42,10 @@ HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy
 
 @dataclass
 class Fault:
-    kind: str  # truncate | longer | status500 | reset
+    kind: str  # truncate | longer | status500 | reset | stall | trickle | status503 | ...
     nth: int = 2
     times: int | None = None  # None: every request for that range
+    retry_after: str = "2"  # status503's Retry-After
     range: str | None = None  # set when the nth range GET arrives
     hits: int = 0
 
@@ -80,12 +90,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
             return
-        if kind == "status500":
-            self.send_response(500)
+        if kind in ("status500", "status503"):
+            self.send_response(int(kind[-3:]))
+            if kind == "status503":
+                assert self.server.proxy.fault is not None
+                self.send_header("Retry-After", self.server.proxy.fault.retry_after)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        if kind == "ignore_range":
+            headers = {k: v for k, v in headers.items() if k.lower() != "range"}
         up = self.server.proxy.upstream
         try:
             conn = http.client.HTTPConnection(up.hostname, up.port, timeout=10)
@@ -99,13 +114,31 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if kind == "longer":
             data += b"\x00" * 4096
+        if kind == "corrupt" and data:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
         self.send_response(answer.status, answer.reason)
+        strip = self.server.proxy.strip
         for k, v in answer.getheaders():
-            if k.lower() not in HOP:
-                self.send_header(k, v)
+            if k.lower() in HOP or k.lower() in strip:
+                continue
+            if kind == "wrong_range" and k.lower() == "content-range":
+                first, _, rest = v[6:].partition("-")
+                last, _, total = rest.partition("/")
+                v = f"bytes {int(first) + 1}-{int(last) + 1}/{total}"
+            self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command == "HEAD":
+            return
+        if kind in ("stall", "trickle"):
+            self.wfile.flush()
+            for byte in data if kind == "trickle" else b"":
+                if self.server.proxy.released.wait(0.5):
+                    break
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            self.server.proxy.released.wait()
+            self.close_connection = True
             return
         if kind == "truncate":
             self.wfile.write(data[: len(data) // 2])
@@ -136,5 +169,11 @@ class FaultProxy(ServedInThread):
         self.lock = threading.Lock()
         self.fault: Fault | None = None
         self.on_range: Callable[[int], None] | None = None
+        self.strip: set[str] = set()  # header names removed from every answer
+        self.released = threading.Event()  # set on exit: stalled answers end
         self.range_gets = 0
         self.requests: list[tuple[str, str, str | None]] = []
+
+    def __exit__(self, *exc: object) -> None:
+        self.released.set()  # stalled and trickling answers end
+        super().__exit__(*exc)

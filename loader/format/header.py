@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 from collections.abc import Iterable, Mapping
 
@@ -73,9 +74,26 @@ def header_length(prefix: bytes, *, source: str, file_size: int | None = None) -
     return int(length)
 
 
-def _parse_json(raw: bytes, source: str) -> dict[str, object]:
+def check_header_start(head: bytes, length: int, *, source: str) -> None:
+    """Refuse, before the rest is fetched, a header whose first bytes (`head`, up to its
+    `length`) cannot begin one: a header is JSON text that begins with `{`, and no byte of JSON
+    text is a control byte other than tab, newline and carriage return. A length prefix that
+    points into tensor bytes meets binary data within the first bytes read."""
+    if head[:1] != b"{":
+        raise _fail(source, f"header does not begin with '{{' (header length {length})")
+    bad = re.search(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]", head[:length])
+    if bad is not None:
+        raise _fail(
+            source,
+            f"header length {length} runs into binary data: byte {bad.start()} of the header "
+            f"is 0x{bad.group()[0]:02x}, which JSON text never holds; the length prefix is "
+            "corrupt (write the file again)",
+        )
+
+
+def _parse_json(raw: bytes | memoryview, source: str) -> dict[str, object]:
     try:
-        text = raw.decode("utf-8")
+        text = str(raw, "utf-8")
     except UnicodeDecodeError as e:
         raise _fail(source, f"header is not valid UTF-8 ({e.reason} at byte {e.start})") from None
     try:
@@ -175,12 +193,17 @@ def _check_tiling(tensors: Iterable[TensorInfo], source: str, data_size: int | N
 
 
 def parse_header(
-    raw: bytes, *, source: str, data_size: int | None = None, header_len: int | None = None
+    raw: bytes | memoryview,
+    *,
+    source: str,
+    data_size: int | None = None,
+    header_len: int | None = None,
 ) -> Header:
     """Validate the JSON header bytes `raw`.
 
     Args:
-        raw: the header's JSON bytes (without the 8-byte length prefix).
+        raw: the header's JSON bytes (without the 8-byte length prefix); a memoryview is
+            parsed without a copy of it.
         source: the file or URL the bytes came from, quoted in every error.
         data_size: bytes after the header in the file, if known; the tensors must tile exactly that.
         header_len: the declared header length (defaults to `len(raw)`).

@@ -124,6 +124,9 @@ class CheckpointSource(ShardHeaders[Path]):
     def remote_stats(self) -> None:
         return None  # a local checkpoint: no request sent
 
+    def finish_reads(self) -> None:
+        return None  # a local file: nothing left to check
+
     # -- reads --------------------------------------------------------------------------------
     def read(self, key: str) -> np.ndarray:
         """One tensor, read with safetensors' `pread` backend into a fresh host buffer."""

@@ -52,6 +52,11 @@ class Source(Protocol):
         local one."""
         ...
 
+    def finish_reads(self) -> None:
+        """After every read of the load, before the model is returned: check what only the end
+        can (a remote file's sha256); raise `CheckpointError` where it fails."""
+        ...
+
 
 @dataclass
 class Step:

@@ -4,7 +4,11 @@
 - `stores`: a URL to an `obstore` store and its shard files (the Hub through `huggingface_hub`);
 - `ranges`: checked, retried range requests (`RangeReader`) and a tensor's bytes (`RemoteBytes`);
 - `source`: `RemoteSource`, a checkpoint behind a URL with the face of a local `CheckpointSource`;
-- `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`) checked once;
+- `transport`: one range request over `http.client` (HTTP, the Hub) or `obstore` (S3), its
+  failure classified (retry or not, the server's `Retry-After`);
+- `digest`: a file's sha256 over the bytes a load receives, checked before the model is returned;
+- `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`, `digest`,
+  `unvalidated`, `idle_timeout`, `timeout`) checked once;
 - `cache`: `cache_dir=`: the files downloaded once (same client, checked ranges), then read
   locally; the only way a remote load writes a file.
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from loader.remote.options import RemoteOptions
 from loader.remote.ranges import CHUNK_BYTES, DEFAULT_CONCURRENCY, RemoteStats
@@ -41,11 +45,15 @@ FileSource: TypeAlias = "CheckpointSource | RemoteSource"
 #: `local`).
 R = TypeVar("R")
 L = TypeVar("L")
+#: The `load_model` options that say what a URL's bytes are checked against and how long a load
+#: waits (`RemoteOptions`): every strategy that takes a URL takes them.
+INTEGRITY_OPTIONS = ("digest", "unvalidated", "idle_timeout", "timeout")
 
 __all__ = [
     "CHUNK_BYTES",
     "DEFAULT_CONCURRENCY",
     "FileSource",
+    "INTEGRITY_OPTIONS",
     "RemoteOptions",
     "RemoteStats",
     "RemoteURL",
@@ -61,14 +69,16 @@ def open_checkpoint(
     *,
     concurrency: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    **integrity: Any,
 ) -> FileSource:
     """The source of a checkpoint: a local file or folder, or a remote URL.
 
     Args:
         path: a local `.safetensors` file or folder, or a URL (`loader.remote.urls`).
         concurrency: a URL's range requests in flight (default `DEFAULT_CONCURRENCY`).
-        cache_dir: download a URL's files here once (reused while their ETags hold) and read
-            them locally; without it a remote load writes no file.
+        cache_dir: download a URL's files here once (reused while their validators and
+            digests hold) and read them locally; without it a remote load writes no file.
+        integrity: `digest`, `unvalidated`, `idle_timeout`, `timeout` (`RemoteOptions`).
 
     Raises:
         CheckpointError: `concurrency` or `cache_dir` given with a local path (they would do
@@ -81,7 +91,7 @@ def open_checkpoint(
     from loader.format.source import CheckpointSource
     from loader.remote.source import RemoteSource
 
-    options = RemoteOptions(concurrency, cache_dir)
+    options = RemoteOptions(concurrency, cache_dir, **integrity)
     if not is_url(path):
         options.refuse_local(path)
         return CheckpointSource(path)
@@ -91,12 +101,13 @@ def open_checkpoint(
 
 def remote_opener(
     options: RemoteOptions,
-    remote: Callable[[str, int | None], R],
+    remote: Callable[[str, RemoteOptions], R],
     local: Callable[[Path], L],
 ) -> Callable[[str], R | L]:
     """What a strategy that takes URLs passes `Recipe.open_remote`: a URL opened as
-    `remote(url, concurrency)`; with `cache_dir`, its files downloaded there first (through a
-    `RemoteSource`, `loader.remote.cache`) and the copy opened as `local(folder)`.
+    `remote(url, options)`; with `cache_dir`, its files downloaded there first (through a
+    `RemoteSource`, `loader.remote.cache`, checked as a streaming load checks) and the copy
+    opened as `local(folder)`.
 
     Example:
         >>> opener = remote_opener(RemoteOptions(concurrency=8), RemoteSource, CheckpointSource)
@@ -104,11 +115,11 @@ def remote_opener(
 
     def open_remote(url: str) -> R | L:
         if options.cache_dir is None:
-            return remote(url, options.concurrency)
+            return remote(url, options)
         from loader.remote.cache import cached_copy
         from loader.remote.source import RemoteSource
 
-        with RemoteSource(url, concurrency=options.concurrency) as source:
+        with RemoteSource(url, options) as source:
             return local(cached_copy(source, options.cache_dir))
 
     return open_remote

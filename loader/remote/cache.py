@@ -1,10 +1,13 @@
 """`cache_dir=`: a remote checkpoint's files downloaded once, then read from the local disk.
 
-The folder for one checkpoint is named by a hash of its URL and every file's ETag, so a file
-replaced upstream gets a new folder (the old one is left for the user to delete). Each file is
-fetched with the same checked range requests as a streaming load (`concurrency` chunks at a time,
-each written at its offset), into a temporary name that is renamed only when complete: a killed
-download leaves no file that looks finished. This is also the "download, then load" reference.
+The folder for one checkpoint is named by a hash of its URL and every file's validators (ETag,
+Last-Modified) and known sha256, so a file replaced upstream gets a new folder (the old one is
+left for the user to delete). Each file is fetched with the same checked range requests as a
+streaming load (`concurrency` chunks at a time, each written at its offset), into a temporary name
+that is renamed only when complete and, where a digest is known, only once its sha256 matched: a
+killed or mixed download leaves no file that looks finished, so a bad copy is never reused. A
+file that nothing can check (no validator, no digest) is not cached at all. This is also the
+"download, then load" reference.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from loader.remote.source import RemoteSource
 
 
 def _folder(source: RemoteSource, cache_dir: Path) -> Path:
-    key = source.path + "".join(f"\n{o.path} {o.etag} {o.size}" for o in source.objects.values())
+    key = source.path + "".join(
+        f"\n{o.path} {o.etag} {o.last_modified} {o.sha256} {o.size}"
+        for o in source.objects.values()
+    )
     return cache_dir / hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -41,6 +47,7 @@ def _download(source: RemoteSource, path: str, dest: Path) -> None:
 
         with concurrent.futures.ThreadPoolExecutor(source.concurrency) as pool:
             list(pool.map(one, range(0, obj.size, step)))
+        source.finish_reads()  # the sha256, where known, before the copy is kept
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -52,6 +59,12 @@ def _download(source: RemoteSource, path: str, dest: Path) -> None:
 
 def cached_copy(source: RemoteSource, cache_dir: str | os.PathLike[str]) -> Path:
     """The local copy of `source`'s files (downloaded now unless cached): a file or a folder."""
+    unchecked = [o.url for o in source.objects.values() if o.validator == "none" and not o.sha256]
+    if unchecked:
+        raise RemoteError(
+            f"{unchecked[0]}: no ETag, Last-Modified or digest to key a cached copy by, so a "
+            "changed file would be reused; give digest='sha256:...' or load without cache_dir="
+        )
     folder = _folder(source, Path(cache_dir))
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,19 +1,29 @@
-"""A URL's options (`concurrency=`, `cache_dir=`), as one group checked once: `RemoteOptions`.
+"""A URL's options, as one group checked once: `RemoteOptions`.
 
-Every strategy that loads a URL takes them under `loader.load_model`'s names and makes this group
-from what it was given (`RemoteOptions.of`), so a bad value is refused in one line however the
-strategy reads, and none is given for a local path, where it would do nothing (`refuse_local`).
+`concurrency=` and `cache_dir=` say how a URL is read; `digest=`, `unvalidated=`,
+`idle_timeout=` and `timeout=` say what a remote load must check and how long it waits
+(`loader.remote.ranges`). Every strategy that loads a URL takes them under `loader.load_model`'s
+names and makes this group from what it was given (`RemoteOptions.of`), so a bad value is refused
+in one line however the strategy reads, and none is given for a local path, where it would do
+nothing (`refuse_local`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from loader.errors import CheckpointError, RemoteError
-from loader.remote.ranges import DEFAULT_CONCURRENCY
+from loader.remote.digest import parse_digest
+from loader.remote.ranges import DEFAULT_CONCURRENCY, DEFAULT_IDLE_TIMEOUT_S, TimeLimits
+
+#: What `unvalidated=` takes: "allow" accepts a server with neither ETag nor Last-Modified.
+UNVALIDATED_CHOICES = ("refuse", "allow")
+#: A digest for each file: one for a one-file checkpoint, or a shard file's name to its digest.
+Digests = str | Mapping[str, str]
 
 
 def check_concurrency(concurrency: int | None) -> int:
@@ -25,6 +35,18 @@ def check_concurrency(concurrency: int | None) -> int:
     return concurrency
 
 
+def _check_seconds(name: str, value: float | None) -> None:
+    if value is None:
+        return
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise RemoteError(f"{name}={value!r}: give a number of seconds > 0 (or None: no bound)")
+
+
 @dataclass(frozen=True)
 class RemoteOptions:
     """A URL's options, each checked where the group is made.
@@ -34,9 +56,17 @@ class RemoteOptions:
             `DEFAULT_CONCURRENCY` for ours: `requests`).
         cache_dir: download the URL's files there once, then load them locally; None: a
             remote load writes no file.
+        digest: the file's sha256 as `"sha256:<hex>"` (a checkpoint of several files: a mapping
+            of each file's name to its digest), checked as the bytes arrive; the Hub's LFS
+            files carry theirs. A mismatch fails the load.
+        unvalidated: `"allow"` loads from a server that sends neither ETag nor Last-Modified
+            and no digest is known (a file replaced during the load would go unseen; reported
+            in `LoadReport.remote`); None or `"refuse"`: such a load is refused.
+        idle_timeout: seconds without a byte before a request fails (default 30).
+        timeout: seconds the whole remote load may take (None: no bound).
 
     Raises:
-        RemoteError: a concurrency that is not a whole number >= 1.
+        RemoteError: a value out of its range (named, with what is expected).
 
     Example:
         >>> RemoteOptions.of({"concurrency": 32, "budget": 1 << 20}).requests
@@ -45,10 +75,26 @@ class RemoteOptions:
 
     concurrency: int | None = None
     cache_dir: str | os.PathLike[str] | None = None
+    digest: Digests | None = None
+    unvalidated: str | None = None
+    idle_timeout: float | None = None
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency is not None:
             check_concurrency(self.concurrency)
+        if self.unvalidated is not None and self.unvalidated not in UNVALIDATED_CHOICES:
+            raise RemoteError(
+                f"unvalidated={self.unvalidated!r}: give 'allow' (accept a server without "
+                "ETag or Last-Modified) or leave it out"
+            )
+        _check_seconds("idle_timeout", self.idle_timeout)
+        _check_seconds("timeout", self.timeout)
+        if isinstance(self.digest, Mapping):
+            for name, value in self.digest.items():
+                parse_digest(value, where=f"digest[{name!r}]")
+        elif self.digest is not None:
+            parse_digest(self.digest, where="digest")
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RemoteOptions:
@@ -59,6 +105,17 @@ class RemoteOptions:
     def requests(self) -> int:
         """Range requests in flight: `concurrency`, or `DEFAULT_CONCURRENCY`."""
         return check_concurrency(self.concurrency)
+
+    @property
+    def limits(self) -> TimeLimits:
+        """The time limits these options set (`loader.remote.ranges.TimeLimits`)."""
+        return TimeLimits(
+            idle_s=self.idle_timeout or DEFAULT_IDLE_TIMEOUT_S, deadline_s=self.timeout
+        )
+
+    @property
+    def allow_unvalidated(self) -> bool:
+        return self.unvalidated == "allow"
 
     def refuse_local(self, path: str | os.PathLike[str]) -> None:
         """Refuse, in one line, an option given for a local `path` (it would do nothing)."""

@@ -1,50 +1,81 @@
 """Range requests with integrity checks: the one place a remote checkpoint's bytes are fetched.
 
-Every request goes through `RangeReader.fetch`, which:
+Every request goes through `RangeReader.read_into`, which:
 - checks the range against the object's size (known from the header requests) before sending it;
-- asks with `If-Match: <ETag>` and checks the answer's ETag, so a file replaced during the load
-  is refused (`RemoteChangedError`), never mixed;
-- checks the answer's range and length (a short or longer body is a failed attempt);
-- retries a failed attempt (a 5xx, a reset or refused connection, a timeout, a short body) at most
-  `RETRIES` times with a doubling pause, then raises one `RemoteError` naming the URL, the tensor
-  and the byte range. A missing object or a refused credential is not retried.
+- asks on a validator, so a file replaced during the load is refused (`RemoteChangedError`), never
+  mixed: `If-Match` on the object's strong ETag, else `If-Unmodified-Since` on its
+  Last-Modified; and checks the answer's own validators. An object with neither is refused
+  unless the load gives a digest or `unvalidated="allow"` (`loader.remote.source`);
+- feeds the object's sha256 check (`loader.remote.digest`) where a digest is known;
+- retries what a retry can fix (a 5xx, 408, 429, a reset or refused connection, a short body) at
+  most `RETRIES` times, after the server's `Retry-After` (up to `RETRY_AFTER_CAP_S`) or a
+  doubling pause with jitter, within the load's deadline (`timeout=`); what a retry cannot fix
+  (a 4xx, a server that ignores `Range` or answers another range, a stall past the idle timeout)
+  fails at once; then one one-line `RemoteError` naming the URL, the tensor and the byte range,
+  the client's own text in its `details`;
 - counts requests and bytes (`RemoteStats`) for the load report and the bench rows.
 
-The client is `obstore` (Rust's `object_store`): one client for HTTP, S3 and the Hub's resolve
-URLs, whose requests release the GIL, so reader threads overlap. Its own retries are off
-(`max_retries=0`): the bound here is the only one.
+The requests themselves go through a transport (`loader.remote.transport`): `http.client`,
+reading each body straight into its destination, for HTTP and the Hub; `obstore` for S3.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from loader.errors import RemoteChangedError, RemoteError
-
-if TYPE_CHECKING:
-    from obstore import GetOptions
+from loader.remote.digest import FileDigest
+from loader.remote.transport import Answer, Conditions, Transport, TransportError
 
 RETRIES = 3  # a failed range is retried this many times (then one error)
-BACKOFF_S = 0.05  # first pause between attempts; doubles each time
+BACKOFF_S = 0.2  # the first pause between attempts (times 0.5-1, jitter); doubles each time
+RETRY_AFTER_CAP_S = 60.0  # a server's Retry-After is honoured up to this
 CHUNK_BYTES = 8 << 20  # one request fetches at most this much (a large tensor: several)
 DEFAULT_CONCURRENCY = 16  # range requests in flight (see loader.remote's docstring)
-REQUEST_TIMEOUT = "120s"  # a request that has not finished by then failed (then retried)
-CONNECT_TIMEOUT = "5s"
+#: No byte for this long and a request fails as stalled (not retried). Its default (30 s, as a
+#: browser's or curl's low-speed limit) is far above a healthy request's gaps: an 8 MiB answer
+#: over a 10 Mbit/s link arrives in 7 s.
+DEFAULT_IDLE_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class TimeLimits:
+    """How long a remote load waits: to connect, for the next byte, and in all (None: no bound)."""
+
+    connect_s: float = CONNECT_TIMEOUT_S
+    idle_s: float = DEFAULT_IDLE_TIMEOUT_S
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True)
 class RemoteObject:
-    """One remote file: its display URL (no token), path in its store, size and ETag."""
+    """One remote file: its display URL (no credential), path in its store, size, validators
+    (a strong ETag; the Last-Modified date) and expected sha256 (hex) where one is known."""
 
     url: str
     path: str
     size: int
     etag: str | None
+    last_modified: str | None = None
+    sha256: str | None = None
+
+    @property
+    def conditions(self) -> Conditions:
+        """What every range must still match: the ETag, else the Last-Modified date."""
+        if self.etag:
+            return Conditions(etag=self.etag)
+        return Conditions(last_modified=self.last_modified)
+
+    @property
+    def validator(self) -> str:
+        """`etag`, `last-modified` or `none`."""
+        return "etag" if self.etag else "last-modified" if self.last_modified else "none"
 
 
 @dataclass(frozen=True)
@@ -64,6 +95,14 @@ class RemoteStats:
     #: the checkpoint's tensor bytes (every shard file's data): a load that requests each byte
     #: once gets at most this beyond `header_bytes`
     tensor_bytes: int = 0
+    #: what every range was checked against: `etag`, `last-modified`, or `none` (the load gave
+    #: `unvalidated="allow"` or a digest); several files' differing validators joined by `+`
+    validator: str = ""
+    #: the sha256 check: `checked` (every file's bytes matched), `not known` (no digest given
+    #: and none from the Hub), or `not checked: <why>` (a process that read part of a file)
+    digest: str = ""
+    #: bytes fetched again only to complete a digest (ranges received out of turn and not held)
+    digest_refetched_bytes: int = 0
 
     @property
     def refetched_bytes(self) -> int:
@@ -78,7 +117,8 @@ class RemoteStats:
             f"{self.url}: {self.requests} requests ({self.concurrency} in flight), "
             f"{self.bytes_requested} bytes requested, {self.bytes_received} received "
             f"({self.header_bytes} by the header requests{again}) for {self.tensor_bytes} "
-            "bytes of tensors"
+            f"bytes of tensors; validator {self.validator or 'none'}, sha256 "
+            f"{self.digest or 'not known'}"
         )
 
 
@@ -91,14 +131,16 @@ class _Counts:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class ShortResponseError(Exception):
-    """An answer whose range or length is not the one asked for (retried)."""
-
-
 def one_line(exc: BaseException, secret: str | None = None) -> str:
-    """An exception's first line, without `secret` (a token) anywhere in it."""
+    """An exception's first line (at most 200 characters), without `secret` anywhere in it."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    text = text.split(": Error performing", 1)[0] if len(text) > 300 else text
+    text = text.split(": Error performing", 1)[0]
+    text = text.replace(secret, "***") if secret else text
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """`text` without `secret` (a token) anywhere in it."""
     return text.replace(secret, "***") if secret else text
 
 
@@ -106,25 +148,30 @@ class RangeReader:
     """Fetches checked byte ranges of the objects of one store (thread-safe).
 
     Example:
-        >>> reader = RangeReader(store, url="s3://bucket/model.safetensors")
-        >>> reader.fetch(obj, 0, out, what="header")  # fills the uint8 array `out`
+        >>> reader = RangeReader(transport, url="s3://bucket/model.safetensors")
+        >>> reader.read_into(obj, 0, out, what="header")  # fills the uint8 array `out`
     """
 
     def __init__(
         self,
-        store: Any,
+        transport: Transport,
         *,
         url: str,
         concurrency: int = DEFAULT_CONCURRENCY,
         chunk_bytes: int = CHUNK_BYTES,
         secret: str | None = None,
+        limits: TimeLimits = TimeLimits(),
     ) -> None:
-        self.store = store
+        self.transport = transport
         self.url = url
         self.concurrency = concurrency
         self.chunk_bytes = chunk_bytes
+        self.limits = limits
         self._secret = secret
         self._counts = _Counts()
+        self._started = time.monotonic()
+        #: object path -> its running sha256 (`loader.remote.digest`), where a digest is known
+        self.digests: dict[str, FileDigest] = {}
 
     def stats(self) -> RemoteStats:
         c = self._counts
@@ -139,77 +186,157 @@ class RangeReader:
                 c.retries,
             )
 
-    def get(self, obj: RemoteObject, start: int, end: int, *, what: str) -> Any:
-        """The bytes `[start, end)` of `obj` (a buffer), checked and retried (module docstring)."""
+    # -- requests ------------------------------------------------------------------------------
+    def first(self, path: str, url: str, nbytes: int, *, what: str) -> tuple[np.ndarray, Answer]:
+        """An object's first `nbytes` (fewer where it is shorter) and what the answer said of
+        the object (size, validators): its first request, retried like any other."""
+        out = np.empty(nbytes, np.uint8)
+        answer = self._with_retries(path, url, 0, out, Conditions(), what=what, first=True)
+        return out[: answer.end], answer
+
+    def read_into(self, obj: RemoteObject, start: int, out: np.ndarray, *, what: str) -> None:
+        """Fill the uint8 array `out` with `obj`'s bytes from `start` (one request), checked
+        and retried (module docstring)."""
+        end = start + out.nbytes
         if not 0 <= start < end <= obj.size:
             raise RemoteError(
                 f"{obj.url}: {what}: bytes {start}-{end - 1} lie outside the "
                 f"{obj.size}-byte file; the header and the file disagree (re-upload the file)"
             )
-        options: GetOptions = {"range": (start, end)}
-        if obj.etag:
-            options["if_match"] = obj.etag
-        where = f"{obj.url}: {what}, bytes {start}-{end - 1}"
-        problem = ""
+        answer = self._with_retries(obj.path, obj.url, start, out, obj.conditions, what=what)
+        self._check_validators(obj, answer, f"{obj.url}: {what}, bytes {start}-{end - 1}")
+        digest = self.digests.get(obj.path)
+        if digest is not None:
+            digest.feed(start, out)
+
+    def get(self, obj: RemoteObject, start: int, end: int, *, what: str) -> np.ndarray:
+        """The bytes `[start, end)` of `obj` in a fresh uint8 array (one request)."""
+        out = np.empty(end - start, np.uint8)
+        self.read_into(obj, start, out, what=what)
+        return out
+
+    def _with_retries(
+        self,
+        path: str,
+        url: str,
+        start: int,
+        out: np.ndarray,
+        conditions: Conditions,
+        *,
+        what: str,
+        first: bool = False,
+    ) -> Answer:
+        end = start + out.nbytes
+        where = f"{url}: {what}, bytes {start}-{end - 1}"
+        view = out.reshape(-1).data
+        failure: TransportError | None = None
         for attempt in range(RETRIES + 1):
             if attempt:
+                assert failure is not None
+                self._pause(attempt, failure, where)
                 with self._counts.lock:
                     self._counts.retries += 1
-                time.sleep(BACKOFF_S * 2 ** (attempt - 1))
+            self._check_deadline(where)
+            self._count(requests=1, requested=end - start)
             try:
-                return self._attempt(obj, start, end, options, where)
-            except RemoteError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a 5xx, reset, timeout, short body: retried
-                problem = one_line(e, self._secret)
+                answer = self.transport.read(
+                    path, start, view, conditions, first=first, deadline=self._deadline_at()
+                )
+            except TransportError as e:
+                if not e.retryable:
+                    raise self._error(e, where) from None
+                failure = e
+                continue
+            self._count(received=answer.end - answer.start)
+            return answer
+        assert failure is not None
         raise RemoteError(
-            f"{where}: failed after {RETRIES + 1} attempts (last: {problem}); "
-            "check that the server is up and serves byte ranges, then load again"
+            f"{where}: failed after {RETRIES + 1} attempts (last: {failure.reason}); "
+            "check that the server is up and serves byte ranges, then load again",
+            details=scrub(failure.details, self._secret),
         )
 
-    def _attempt(
-        self, obj: RemoteObject, start: int, end: int, options: GetOptions, where: str
-    ) -> Any:
-        """One request: its bytes, `RemoteError` where a retry cannot help, else what failed."""
-        import obstore
-        from obstore.exceptions import (
-            NotFoundError,
-            PermissionDeniedError,
-            PreconditionError,
-            UnauthenticatedError,
-        )
-
-        self._count(requests=1, requested=end - start)
-        try:
-            result = obstore.get(self.store, obj.path, options=options)
-            self._check_etag(obj, result.meta.get("e_tag"), where)
-            data = result.bytes()
-        except PreconditionError:
-            raise self._changed(where) from None
-        except (NotFoundError, FileNotFoundError) as e:
+    def _pause(self, attempt: int, failure: TransportError, where: str) -> None:
+        """Wait before attempt `attempt`: the server's Retry-After (capped), else a doubling
+        pause with jitter; never past the deadline."""
+        if failure.retry_after is not None:
+            pause = min(failure.retry_after, RETRY_AFTER_CAP_S)
+        else:
+            pause = BACKOFF_S * 2 ** (attempt - 1) * random.uniform(0.5, 1.0)
+        deadline = self.limits.deadline_s
+        if deadline is not None and time.monotonic() + pause > self._started + deadline:
             raise RemoteError(
-                f"{where}: not found ({one_line(e, self._secret)}); check the URL"
-            ) from None
-        except (PermissionDeniedError, UnauthenticatedError) as e:
-            raise RemoteError(
-                f"{where}: access refused ({one_line(e, self._secret)}); check the credentials"
-            ) from None
-        self._count(received=len(data))
-        if result.range != (start, end) or len(data) != end - start:
-            raise ShortResponseError(
-                f"asked for {end - start} bytes, got {len(data)} "
-                f"(range {result.range[0]}-{result.range[1] - 1})"
+                f"{where}: the load's timeout of {deadline:g} s would pass while waiting "
+                f"{pause:.1f} s to retry ({failure.reason}); raise timeout= or load again later",
+                details=scrub(failure.details, self._secret),
             )
-        return data
+        time.sleep(pause)
 
+    def _deadline_at(self) -> float | None:
+        deadline = self.limits.deadline_s
+        return None if deadline is None else self._started + deadline
+
+    def _check_deadline(self, where: str) -> None:
+        deadline = self.limits.deadline_s
+        if deadline is not None and time.monotonic() > self._started + deadline:
+            raise RemoteError(
+                f"{where}: the load's timeout of {deadline:g} s passed; raise timeout= "
+                "or check the link"
+            )
+
+    def _error(self, e: TransportError, where: str) -> RemoteError:
+        """A failure a retry cannot fix, as one line with its fix."""
+        details = scrub(e.details, self._secret)
+        if e.kind == "changed":
+            return self._changed(where)
+        if e.kind == "deadline":
+            return RemoteError(
+                f"{where}: the load's timeout of {self.limits.deadline_s:g} s passed ({e.reason}); "
+                "raise timeout= or check the link",
+                details=details,
+            )
+        if e.kind == "stalled":
+            url, _, rest = where.partition(": ")
+            return RemoteError(
+                f"{url}: {e.reason} ({rest}); check the server, or raise idle_timeout=",
+                details=details,
+            )
+        fixes = {
+            "not-found": "check the URL",
+            "access": "check the credentials",
+            "range": "the server does not serve byte ranges correctly; serve the file from "
+            "one that does (nginx, S3)",
+        }
+        fix = fixes.get(e.kind, "check the URL and the server")
+        return RemoteError(f"{where}: {e.reason}; {fix}", details=details)
+
+    def _check_validators(self, obj: RemoteObject, answer: Answer, where: str) -> None:
+        """The answer's own validators agree with the object's (a server may ignore If-Match)."""
+        if obj.etag and answer.etag and answer.etag != obj.etag:
+            raise self._changed(where)
+        if (
+            not obj.etag
+            and obj.last_modified
+            and answer.last_modified
+            and answer.last_modified != obj.last_modified
+        ):
+            raise self._changed(where)
+
+    @staticmethod
+    def _changed(where: str) -> RemoteChangedError:
+        return RemoteChangedError(
+            f"{where}: the file changed during the load (its ETag or Last-Modified differs "
+            "from the header's); nothing was loaded: load again once the upload is complete"
+        )
+
+    # -- several requests ----------------------------------------------------------------------
     def fetch(self, obj: RemoteObject, start: int, out: np.ndarray, *, what: str) -> None:
-        """Fill the uint8 array `out` with `obj`'s bytes from `start`, one request per chunk."""
+        """Fill the uint8 array `out` with `obj`'s bytes from `start`, one request per chunk,
+        each read straight into its part of `out`."""
         flat = out.reshape(-1)
         for a in range(0, flat.nbytes, self.chunk_bytes):
             b = min(flat.nbytes, a + self.chunk_bytes)
-            data = self.get(obj, start + a, start + b, what=what)
-            flat[a:b] = np.frombuffer(data, np.uint8)
-            del data
+            self.read_into(obj, start + a, flat[a:b], what=what)
 
     def fetch_views(
         self, obj: RemoteObject, start: int, views: list[np.ndarray], *, what: str
@@ -220,19 +347,29 @@ class RangeReader:
         ends = np.cumsum([0, *[v.nbytes for v in views]])
         for a in range(0, total, self.chunk_bytes):
             b = min(total, a + self.chunk_bytes)
-            data = np.frombuffer(self.get(obj, start + a, start + b, what=what), np.uint8)
+            data = self.get(obj, start + a, start + b, what=what)
             for i, view in enumerate(views):
                 lo, hi = max(a, int(ends[i])), min(b, int(ends[i + 1]))
                 if lo < hi:
                     view.reshape(-1)[lo - ends[i] : hi - ends[i]] = data[lo - a : hi - a]
             del data
 
-    def count_request(self, nbytes: int) -> None:
-        """Count a request made outside `get` (the first header request)."""
-        self._count(requests=1, requested=nbytes)
+    # -- the end of a load ---------------------------------------------------------------------
+    def finish_digests(self, objects: dict[str, RemoteObject]) -> None:
+        """Complete each known digest (fetching what no read received) and check it; raise
+        `RemoteError` naming the file on a mismatch."""
+        for path, digest in self.digests.items():
+            obj = objects[path]
 
-    def count_received(self, nbytes: int) -> None:
-        self._count(received=nbytes)
+            def fetch(a: int, b: int, obj: RemoteObject = obj) -> np.ndarray:
+                return self.get(obj, a, b, what="the rest of the file, for its sha256")
+
+            if not digest.finish(fetch, self.chunk_bytes):
+                raise RemoteError(
+                    f"{obj.url}: the bytes received do not match the file's sha256 (expected "
+                    f"{digest.expected[:16]}..., got {digest.actual[:16]}...); nothing was "
+                    "loaded: check the digest given, or load again"
+                )
 
     def _count(self, *, requests: int = 0, requested: int = 0, received: int = 0) -> None:
         c = self._counts
@@ -240,17 +377,6 @@ class RangeReader:
             c.requests += requests
             c.bytes_requested += requested
             c.bytes_received += received
-
-    def _check_etag(self, obj: RemoteObject, etag: str | None, where: str) -> None:
-        if obj.etag and etag and etag != obj.etag:
-            raise self._changed(where)
-
-    @staticmethod
-    def _changed(where: str) -> RemoteChangedError:
-        return RemoteChangedError(
-            f"{where}: the file changed during the load (its ETag differs from the header's); "
-            "nothing was loaded: load again once the upload is complete"
-        )
 
 
 class RemoteBytes:

@@ -1,11 +1,14 @@
 """`RemoteSource`: a checkpoint behind a URL, with the same face as a local `CheckpointSource`.
 
 Opening it reads only headers: per shard file, one range request for the first `HEAD_BYTES`
-(which holds the header of most checkpoints) and a second one for the rest of a longer header.
-Both answers must carry the same ETag; that ETag (and, on the Hub, the commit in every URL) is
-then required of every later range (`loader.remote.ranges`). The header is validated with the
-object's size (`loader.format.parse_header`: offsets in bounds and tiling the data), so every
-tensor's range is known good before any tensor byte is asked for.
+(which holds the header of most checkpoints; retried like any range) and, for a longer header,
+the rest in bounded requests into one buffer. The first answer's validators (a strong ETag, else
+Last-Modified; on the Hub also the commit in every URL) are then required of every later range
+(`loader.remote.ranges`); a file with neither is refused unless a digest is known or the load
+says `unvalidated="allow"`. A digest (given, or the Hub's LFS sha256) is checked over the bytes
+the load receives (`loader.remote.digest`) before the model is returned (`finish_reads`). The
+header is validated with the object's size (`loader.format.parse_header`: offsets in bounds and
+tiling the data), so every tensor's range is known good before any tensor byte is asked for.
 
 Planning reads it through `loader.planning.plan.Source`; `hostcast` reads whole tensors (`read`,
 each tensor's chunks fetched `concurrency` at a time); `pipelined` reads parts of tensors on its
@@ -16,14 +19,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import posixpath
+import re
 
 import numpy as np
 
 from loader.errors import RemoteChangedError, RemoteError
 from loader.format import parse_header
-from loader.format.header import header_length
+from loader.format.header import check_header_start, header_length
 from loader.format.source import ShardHeaders
-from loader.remote.options import check_concurrency
+from loader.remote.digest import FileDigest, parse_digest
+from loader.remote.options import RemoteOptions
 from loader.remote.ranges import (
     CHUNK_BYTES,
     RangeReader,
@@ -32,10 +38,11 @@ from loader.remote.ranges import (
     RemoteStats,
     one_line,
 )
-from loader.remote.stores import Store, open_store, pick_in_folder, shard_paths
+from loader.remote.stores import Store, hub_call, open_store, pick_in_folder, shard_paths
 from loader.remote.urls import INDEX_SUFFIX, parse_url
 
 HEAD_BYTES = 64 << 10  # the first request: the length prefix and (usually) the whole header
+_LFS_SHA256 = re.compile(r"^[0-9a-f]{64}$")  # the Hub's ETag of an LFS file is its sha256
 
 
 class RemoteSource(ShardHeaders[str]):
@@ -43,7 +50,8 @@ class RemoteSource(ShardHeaders[str]):
 
     Args:
         url: `https://...`, `s3://...` or `hf://...` (`loader.remote.urls`).
-        concurrency: range requests in flight (default `DEFAULT_CONCURRENCY`).
+        options: the URL's options (`loader.remote.options.RemoteOptions`: concurrency,
+            digest, unvalidated, time limits); or give `concurrency` alone.
         chunk_bytes: the most one request fetches (a larger tensor takes several).
 
     Example:
@@ -52,26 +60,37 @@ class RemoteSource(ShardHeaders[str]):
     """
 
     def __init__(
-        self, url: str, concurrency: int | None = None, *, chunk_bytes: int = CHUNK_BYTES
+        self,
+        url: str,
+        options: RemoteOptions | None = None,
+        *,
+        concurrency: int | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         super().__init__()
+        self.options = options if options is not None else RemoteOptions(concurrency)
         self.url = parse_url(url)
         self.path = str(self.url)
-        self.concurrency = check_concurrency(concurrency)
-        self._store: Store = open_store(self.url)
+        self.concurrency = self.options.requests
+        self._store: Store = open_store(self.url, self.options.limits)
         self.reader = RangeReader(
-            self._store.store,
+            self._store.transport,
             url=self.path,
             concurrency=self.concurrency,
             chunk_bytes=chunk_bytes,
             secret=self._store.secret,
+            limits=self.options.limits,
         )
         self.objects: dict[str, RemoteObject] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        for path in self._files():
+        self._digests: dict[str, str] = {}  # an index file is read before digests are known
+        paths = self._files()
+        self._digests = self._given_digests(paths)
+        for path in paths:
             self._read_header(path)
         self.files = [obj.url for obj in self.objects.values()]  # the shard files' URLs
         self._header_bytes = self.reader.stats().bytes_received
+        self._digest_note = ""
 
     # -- which files ---------------------------------------------------------------------------
     def _files(self) -> list[str]:
@@ -106,77 +125,126 @@ class RemoteSource(ShardHeaders[str]):
                 for m in batch
             ]
         except Exception as e:  # noqa: BLE001 - a missing bucket, refused credentials...
-            raise RemoteError(f"{self.url}: cannot list ({one_line(e)}); check the URL") from None
-        return tuple(found)
+            failure = RemoteError(
+                f"{self.url}: cannot list ({one_line(e)}); check the URL", details=str(e)
+            )
+        else:
+            return tuple(found)
+        raise failure
 
     def _text(self, path: str) -> str:
         """A small whole file (an index), checked like any range."""
-        import obstore
+        obj, data = self._open_object(path, what="index")
+        if obj.size > len(data):
+            rest = np.empty(obj.size - len(data), np.uint8)
+            self.reader.fetch(obj, len(data), rest, what="index")
+            data = np.concatenate([data, rest])
+        return data.tobytes().decode("utf-8", errors="replace")
 
-        try:
-            head = obstore.head(self._store.store, path)
-        except Exception as e:  # noqa: BLE001
+    def _given_digests(self, paths: list[str]) -> dict[str, str]:
+        """The `digest=` option as {file path: sha256 hex}; a name it gives that is no file of
+        the checkpoint, or one digest for several files, is refused."""
+        given = self.options.digest
+        if given is None:
+            return {}
+        if isinstance(given, str):
+            if len(paths) != 1:
+                raise RemoteError(
+                    f"{self.url}: digest= names one file but the checkpoint has {len(paths)}; "
+                    "give a mapping of each file's name to its 'sha256:...'"
+                )
+            return {paths[0]: parse_digest(given, where=f"{self.url}: digest")}
+        by_name = {posixpath.basename(p): p for p in paths}
+        unknown = sorted(set(given) - set(by_name))
+        if unknown:
             raise RemoteError(
-                f"{self.url.child(path)}: cannot read ({one_line(e, self._store.secret)}); "
-                "check the URL"
-            ) from None
-        obj = RemoteObject(self.url.child(path), path, int(head["size"]), head.get("e_tag"))
-        data = self.reader.get(obj, 0, obj.size, what="index") if obj.size else b""
-        return bytes(data).decode("utf-8", errors="replace")
+                f"{self.url}: digest= names {', '.join(unknown)}, not a file of the checkpoint "
+                f"({', '.join(sorted(by_name))}); check the names"
+            )
+        return {
+            by_name[name]: parse_digest(value, where=f"{self.url}: digest[{name!r}]")
+            for name, value in given.items()
+        }
 
     # -- headers -------------------------------------------------------------------------------
-    def _read_header(self, path: str) -> None:
-        import obstore
-
+    def _open_object(self, path: str, *, what: str) -> tuple[RemoteObject, np.ndarray]:
+        """A file's first `HEAD_BYTES` (its first request, retried like any) and the object
+        they describe: size, validators, expected sha256."""
         url = self.url.child(path)
+        sha256 = self._digests.get(path)
         if self._store.commit is not None:
-            self._check_hub_file(path)
+            sha256 = sha256 or self._check_hub_file(path)
         try:
-            self.reader.count_request(HEAD_BYTES)
-            first = obstore.get(self._store.store, path, options={"range": (0, HEAD_BYTES)})
-            prefix = bytes(first.bytes())
-        except Exception as e:  # noqa: BLE001 - refused here with the URL and what to do
-            raise self._open_error(url, e) from None
-        meta = first.meta
-        self.reader.count_received(len(prefix))
-        obj = RemoteObject(url, path, int(meta["size"]), meta.get("e_tag"))
-        n = header_length(prefix, source=url, file_size=obj.size)
-        raw = prefix[8 : 8 + n]
-        if 8 + n > len(prefix):  # a longer header: the rest in a second request
-            raw += bytes(self.reader.get(obj, len(prefix), 8 + n, what="header"))
-        header = parse_header(raw, source=url, data_size=obj.size - 8 - n, header_len=n)
+            prefix, answer = self.reader.first(path, url, HEAD_BYTES, what=what)
+        except RemoteError as e:
+            failure = self._open_error(url, e)
+        else:
+            obj = RemoteObject(url, path, answer.size, answer.etag, answer.last_modified, sha256)
+            self._refuse_unvalidated(obj)
+            return obj, prefix
+        raise failure
+
+    def _refuse_unvalidated(self, obj: RemoteObject) -> None:
+        if obj.validator == "none" and obj.sha256 is None and not self.options.allow_unvalidated:
+            raise RemoteError(
+                f"{obj.url}: the server sends neither ETag nor Last-Modified, so a file "
+                "replaced during the load would go unseen; give digest='sha256:...' "
+                "(sha256sum prints it) or unvalidated='allow' to accept the risk"
+            )
+
+    def _read_header(self, path: str) -> None:
+        obj, prefix = self._open_object(path, what="header")
+        url = obj.url
+        n = header_length(prefix.tobytes(), source=url, file_size=obj.size)
+        check_header_start(prefix[8:].tobytes(), n, source=url)
+        if obj.sha256 is not None:  # the header's own bytes: tensor bytes come with their reads
+            self.reader.digests[path] = FileDigest(obj.sha256, obj.size)
+            self.reader.digests[path].feed(0, prefix[: 8 + n])
+        raw = np.empty(n, np.uint8)  # the header, filled in bounded requests, parsed in place
+        have = min(n, len(prefix) - 8)
+        raw[:have] = prefix[8 : 8 + have]
+        if have < n:  # a longer header: the rest in chunk-sized requests
+            self.reader.fetch(obj, 8 + have, raw[have:], what="header")
+        header = parse_header(raw.data, source=url, data_size=obj.size - 8 - n, header_len=n)
         self.add_header(path, header, shown=url)
         self.objects[path] = obj
 
-    def _check_hub_file(self, path: str) -> None:
-        """The Hub's own answer for one file (gated, missing, or served from another commit)."""
+    def _check_hub_file(self, path: str) -> str | None:
+        """The Hub's own answer for one file (gated, missing, or served from another commit);
+        its sha256 where the Hub gives one (an LFS file's ETag)."""
         import huggingface_hub
-
-        from loader.remote.stores import hub_errors
 
         file_url = huggingface_hub.hf_hub_url(
             self.url.root, path, revision=self._store.commit, endpoint=self._store.endpoint
         )
-        with hub_errors(self.url, self._store.secret):
-            meta = huggingface_hub.get_hf_file_metadata(file_url, token=self._store.secret or False)
+        meta = hub_call(
+            self.url,
+            self._store.secret,
+            lambda: huggingface_hub.get_hf_file_metadata(
+                file_url, token=self._store.secret or False
+            ),
+        )
         if meta.commit_hash and meta.commit_hash != self._store.commit:
             raise RemoteChangedError(
                 f"{self.url.child(path)}: served from commit {meta.commit_hash}, not the "
                 f"{self._store.commit} the load pinned; load again"
             )
+        etag = (meta.etag or "").lower()
+        return etag if _LFS_SHA256.match(etag) else None
 
-    def _open_error(self, url: str, exc: Exception) -> RemoteError:
-        from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
-
-        text = one_line(exc, self._store.secret)
-        if isinstance(exc, FileNotFoundError) or "404" in text:
-            if "NoSuchBucket" in str(exc):
+    def _open_error(self, url: str, exc: RemoteError) -> RemoteError:
+        """The first request's failure, said as a failure to open the checkpoint."""
+        text = str(exc)
+        if isinstance(exc, RemoteChangedError):
+            return exc
+        if "not found" in text:
+            if "NoSuchBucket" in exc.details:
                 return RemoteError(f"{url}: no such bucket {self.url.root!r}; check the bucket")
             return RemoteError(f"{url}: not found; check the URL (and the key or file name)")
-        if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
-            return RemoteError(f"{url}: access refused ({text}); check the credentials")
+        if "access refused" in text:
+            return RemoteError(f"{url}: access refused; check the credentials", details=exc.details)
         return RemoteError(
-            f"{url}: cannot read the header ({text}); check that the server is up and the URL"
+            f"{url}: cannot read the header: {text.partition(': ')[2]}", details=exc.details
         )
 
     # -- the Source protocol (loader.planning.plan.Source; the rest is ShardHeaders') -----------
@@ -215,14 +283,53 @@ class RemoteSource(ShardHeaders[str]):
 
     def stats(self) -> RemoteStats:
         """Requests and bytes so far; `header_bytes`: what opening (the headers) received;
-        `tensor_bytes`: the checkpoint's."""
+        `tensor_bytes`: the checkpoint's; what the bytes were checked against."""
+        validators = sorted({obj.validator for obj in self.objects.values()})
+        validator = "+".join(validators)
+        if validator == "none":
+            validator = "none (a digest)" if self._digests_known() else "none (unvalidated='allow')"
         return dataclasses.replace(
-            self.reader.stats(), header_bytes=self._header_bytes, tensor_bytes=self.total_bytes
+            self.reader.stats(),
+            header_bytes=self._header_bytes,
+            tensor_bytes=self.total_bytes,
+            validator=validator,
+            digest=self._digest_note or ("pending" if self.reader.digests else "not known"),
+            digest_refetched_bytes=sum(d.refetched for d in self.reader.digests.values()),
         )
+
+    def _digests_known(self) -> bool:
+        return all(obj.sha256 for obj in self.objects.values())
 
     def remote_stats(self) -> RemoteStats:
         """`stats()`, as every source answers it (`loader.planning.plan.Source`)."""
         return self.stats()
+
+    def finish_reads(self, *, whole: bool = True) -> None:
+        """After every read of the load: check each known digest (`loader.remote.digest`),
+        fetching the bytes no read received. `whole=False` (a process that read its own part of
+        each file): a file whose validator held on every range is left unchecked, and said so,
+        rather than fetched whole; one without a validator is fetched and checked.
+
+        Raises:
+            RemoteError: a file's bytes do not match its sha256 (the model is not returned).
+        """
+        if not self.reader.digests:
+            return
+        if not whole:
+            skipped = [
+                path for path in self.reader.digests if self.objects[path].validator != "none"
+            ]
+            for path in skipped:
+                if not self.reader.digests[path].complete:
+                    del self.reader.digests[path]
+            if skipped and not self.reader.digests:
+                self._digest_note = (
+                    "not checked: this process read part of each file, whose validator held "
+                    "on every range"
+                )
+                return
+        self.reader.finish_digests(self.objects)
+        self._digest_note = "checked"
 
     def close(self) -> None:
         if self._pool is not None:

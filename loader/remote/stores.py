@@ -1,37 +1,41 @@
-"""From a parsed URL to an `obstore` store and the shard files to read (no tensor byte yet).
+"""From a parsed URL to a store: the transport its ranges go through, and its shard files.
 
-HTTP and S3 go through `obstore` alone. The Hub goes through `huggingface_hub` for what is the
-Hub's own: the endpoint (`HF_ENDPOINT`), the revision (pinned to its commit with `model_info`, so
-every range reads one commit), the token (`HF_TOKEN` or the stored login) and gated repos (its
-exceptions, turned into one-line errors here); the bytes are then range requests on the repo's
-`resolve/<commit>/` URLs through `obstore`, with the token as a header that no message repeats.
+HTTP's ranges go through `loader.remote.transport.HTTPTransport`; S3's through `obstore` (which
+signs them and lists a prefix). The Hub goes through `huggingface_hub` for what is the Hub's own:
+the endpoint (`HF_ENDPOINT`), the revision (pinned to its commit with `model_info`, so every range
+reads one commit), the token (`HF_TOKEN` or the stored login) and gated repos (its exceptions,
+turned into one-line errors here, the token scrubbed and no exception chained); the bytes are then
+range requests on the repo's `resolve/<commit>/` URLs through `HTTPTransport`, with the token as
+a header that no message repeats and that no redirect to another origin carries.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loader.errors import RemoteError
-from loader.remote.ranges import CONNECT_TIMEOUT, REQUEST_TIMEOUT, one_line
+from loader.remote.ranges import TimeLimits, one_line, scrub
+from loader.remote.transport import HTTPTransport, ObstoreTransport, Transport
 from loader.remote.urls import INDEX_SUFFIX, RemoteURL, s3_endpoint
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig
 
 HF_DEFAULT_ENDPOINT = "https://huggingface.co"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Store:
-    """An `obstore` store, the URL paths are shown under, and the token to keep out of messages.
+    """A store's transport, the URL paths are shown under, and the token to keep out of messages.
 
     Attributes:
-        store: the obstore store.
+        transport: what its range requests go through (`loader.remote.transport`).
+        store: the obstore store (S3: for listing a prefix), or None.
         url: the parsed URL this store serves.
         names: the repo's file names where the store can list them (the Hub), else None.
         secret: a token sent with every request (never printed), or None.
@@ -39,6 +43,7 @@ class Store:
         endpoint: the Hub's endpoint (None elsewhere).
     """
 
+    transport: Transport
     store: Any
     url: RemoteURL
     names: tuple[str, ...] | None = None
@@ -47,73 +52,79 @@ class Store:
     endpoint: str | None = None
 
 
-def _client_options(scheme: str, headers: dict[str, str] | None = None) -> ClientConfig:
-    options: ClientConfig = {
-        "allow_http": scheme != "https",
-        "timeout": REQUEST_TIMEOUT,
-        "connect_timeout": CONNECT_TIMEOUT,
-    }
-    if headers:
-        options["default_headers"] = headers
-    return options
-
-
+#: A request that has not finished by then failed (then retried): a stall is caught sooner by
+#: the idle timeout (`read_timeout`); this bounds a request that trickles.
+REQUEST_TIMEOUT = "600s"
 _NO_RETRY: RetryConfig = {"max_retries": 0}  # loader.remote.ranges bounds the retries itself
 
 
-def open_store(url: RemoteURL) -> Store:
-    """The store for `url` (the Hub: its revision resolved to a commit, its access checked)."""
-    from obstore.store import HTTPStore, S3Store
+def _client_options(scheme: str, limits: TimeLimits) -> ClientConfig:
+    return {
+        "allow_http": scheme != "https",
+        "timeout": f"{limits.deadline_s:g}s" if limits.deadline_s else REQUEST_TIMEOUT,
+        "connect_timeout": f"{limits.connect_s:g}s",
+        "read_timeout": f"{limits.idle_s:g}s",
+    }
 
+
+def open_store(url: RemoteURL, limits: TimeLimits | None = None) -> Store:
+    """The store for `url` (the Hub: its revision resolved to a commit, its access checked)."""
+    limits = limits or TimeLimits()
     if url.scheme in ("http", "https"):
-        return Store(
-            HTTPStore(url.root, client_options=_client_options(url.scheme), retry_config=_NO_RETRY),
-            url,
+        transport = HTTPTransport(
+            url.root, connect_timeout=limits.connect_s, idle_timeout=limits.idle_s
         )
+        return Store(transport, None, url)
     if url.scheme == "s3":
+        from obstore.store import S3Store
+
         endpoint = s3_endpoint()
         extra: dict[str, Any] = {"endpoint": endpoint} if endpoint else {}
         scheme = endpoint.split("://", 1)[0] if endpoint else "https"
         store = S3Store(
             url.root,
-            client_options=_client_options(scheme),
+            client_options=_client_options(scheme, limits),
             retry_config=_NO_RETRY,
             **extra,
         )
-        return Store(store, url)
-    return _hub_store(url)
+        return Store(ObstoreTransport(store, idle_timeout=limits.idle_s), store, url)
+    return _hub_store(url, limits)
 
 
-def _hub_store(url: RemoteURL) -> Store:
+def _hub_store(url: RemoteURL, limits: TimeLimits) -> Store:
     import os
 
     import huggingface_hub
     from huggingface_hub import HfApi
-    from obstore.store import HTTPStore
 
     endpoint = (os.environ.get("HF_ENDPOINT") or HF_DEFAULT_ENDPOINT).rstrip("/")
     token = huggingface_hub.get_token()
-    with hub_errors(url, token):
-        info = HfApi(endpoint=endpoint, token=token).model_info(url.root, revision=url.revision)
+    info = hub_call(
+        url,
+        token,
+        lambda: HfApi(endpoint=endpoint, token=token).model_info(url.root, revision=url.revision),
+    )
     commit = info.sha or url.revision or "main"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    store = HTTPStore(
+    transport = HTTPTransport(
         f"{endpoint}/{url.root}/resolve/{commit}",
-        client_options=_client_options(endpoint.split("://", 1)[0], headers),
-        retry_config=_NO_RETRY,
+        headers=headers,
+        connect_timeout=limits.connect_s,
+        idle_timeout=limits.idle_s,
     )
     names = tuple(s.rfilename for s in info.siblings or [])
-    return Store(store, url, names, token, commit, endpoint)
+    return Store(transport, None, url, names, token, commit, endpoint)
 
 
-@contextmanager
-def hub_errors(url: RemoteURL, token: str | None) -> Iterator[None]:
-    """Turns huggingface_hub's exceptions into one-line `RemoteError`s (the token scrubbed)."""
+def hub_call(url: RemoteURL, token: str | None, call: Callable[[], T]) -> T:
+    """`call()`'s result; huggingface_hub's exceptions as one-line `RemoteError`s, the token
+    scrubbed, raised outside the handler so that no exception (which may hold the token, as an
+    error body the Hub echoes) is chained to them."""
     from huggingface_hub import errors
 
     where = str(url)
     try:
-        yield
+        return call()
     except errors.GatedRepoError:
         fix = (
             "the token given has no access: accept the repo's terms on the Hub with that "
@@ -121,22 +132,24 @@ def hub_errors(url: RemoteURL, token: str | None) -> Iterator[None]:
             if token
             else "accept its terms on the Hub, then set HF_TOKEN (or run `hf auth login`)"
         )
-        raise RemoteError(f"{where}: gated repo; {fix}") from None
+        failure = RemoteError(f"{where}: gated repo; {fix}")
     except errors.RevisionNotFoundError:
-        raise RemoteError(f"{where}: no revision {url.revision!r}; check it") from None
+        failure = RemoteError(f"{where}: no revision {url.revision!r}; check it")
     except errors.RepositoryNotFoundError:
-        raise RemoteError(
+        failure = RemoteError(
             f"{where}: repo not found (or private: set HF_TOKEN); check the repo id"
-        ) from None
+        )
     except errors.EntryNotFoundError:
-        raise RemoteError(f"{where}: file not found in the repo; check the path") from None
+        failure = RemoteError(f"{where}: file not found in the repo; check the path")
     except RemoteError:
         raise
     except Exception as exc:  # noqa: BLE001 - offline, refused, a 5xx: one line, no token
-        raise RemoteError(
+        failure = RemoteError(
             f"{where}: the Hub request failed ({one_line(exc, token)}); check HF_ENDPOINT "
-            "and the network"
-        ) from None
+            "and the network",
+            details=scrub(f"{type(exc).__name__}: {exc}", token),
+        )
+    raise failure
 
 
 def shard_paths(index_path: str, text: str, where: str) -> list[str]:

@@ -69,7 +69,16 @@ class RemoteURL:
 
 
 def _refuse(url: str, why: str) -> RemoteError:
-    return RemoteError(f"{url}: {why}")
+    return RemoteError(f"{shown(url)}: {why}")
+
+
+def shown(url: str) -> str:
+    """`url` as it may be printed: any user info (`user:password@`) replaced by `***@`."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if sep and "@" in authority:
+        return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
+    return url
 
 
 def parse_url(url: str) -> RemoteURL:
@@ -82,6 +91,12 @@ def parse_url(url: str) -> RemoteURL:
     scheme, _, rest = url.partition("://")
     if scheme not in SCHEMES or not rest:
         raise _refuse(url, f"not a remote checkpoint URL; use one of {', '.join(SCHEMES)}://")
+    if shown(url) != url:
+        raise _refuse(
+            url,
+            "credentials in a URL are refused (they end up in logs and reports); serve the "
+            "file without them, or use s3:// (AWS_ACCESS_KEY_ID ...) or hf:// (HF_TOKEN)",
+        )
     if scheme == "hf":
         parts = rest.strip("/").split("/")
         if len(parts) < 2 or not all(parts[:2]):

@@ -220,6 +220,10 @@ class LayoutSource:
         """A remote layout's requests and bytes so far (`loader.sharded.remote`); None here."""
         return None
 
+    def finish_reads(self) -> None:
+        """A remote layout's digest checks (`loader.sharded.remote`); nothing here."""
+        return None
+
     def file_offset(self, key: str) -> int:
         return self._order[key]
 

@@ -32,6 +32,7 @@ from loader.placement.leaves import META_SHARDINGS, LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.placement.place import describe_sharding
 from loader.planning.plan import LoadPlan, Step
+from loader.remote.options import RemoteOptions
 from loader.report import ShardingChange
 from loader.sequence import Recipe
 from loader.sharded.layout import (
@@ -208,15 +209,15 @@ class Slices:
 DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_rule)
 
 
-def file_recipe(concurrency: int | None = None) -> Recipe[LayoutSource]:
+def file_recipe(remote: RemoteOptions | None = None) -> Recipe[LayoutSource]:
     """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each device
-    reading its own index range of it; a URL's ranges by range requests, `concurrency` in
-    flight (`loader.sharded.remote`)."""
+    reading its own index range of it; a URL's ranges by range requests, as `remote` says
+    (`concurrency` in flight, digest, time limits: `loader.sharded.remote`)."""
     from loader.sharded.remote import open_remote_layout
 
     return Recipe(
         Slices,
         open_source=file_layout_source,
         adjust_plan=apply_rule,
-        open_remote=functools.partial(open_remote_layout, concurrency=concurrency),
+        open_remote=functools.partial(open_remote_layout, options=remote),
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from loader.remote.options import RemoteOptions
 from loader.remote.ranges import RemoteStats
 from loader.remote.source import RemoteSource
 from loader.sharded.files import Run, SliceFile
@@ -90,17 +91,23 @@ class RemoteLayoutSource(LayoutSource):
     def remote_stats(self) -> RemoteStats | None:
         return self.remote.stats()
 
+    def finish_reads(self) -> None:
+        """The digests: checked where this process read the whole files (one process)."""
+        import jax
+
+        self.remote.finish_reads(whole=jax.process_count() == 1)
+
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self.remote.close()
 
 
-def open_remote_layout(url: str, concurrency: int | None = None) -> RemoteLayoutSource:
+def open_remote_layout(url: str, options: RemoteOptions | None = None) -> RemoteLayoutSource:
     """The source of a remote checkpoint (`https://`, `s3://`, `hf://`) for the `sharded` strategy.
 
     Example:
-        >>> with open_remote_layout("s3://bucket/model.safetensors", concurrency=8) as source:
+        >>> with open_remote_layout("s3://bucket/model.safetensors", RemoteOptions(8)) as source:
         ...     print(source.keys())
     """
-    return RemoteLayoutSource(RemoteSource(url, concurrency=concurrency))
+    return RemoteLayoutSource(RemoteSource(url, options))

@@ -24,8 +24,9 @@ from loader.vocabulary import DOWNLOAD, URL
 
 CHECKPOINT = URL
 REMOTE = True
-#: range requests in flight for the download; `pipelined`'s budget for the load that follows
-OPTIONS = ("concurrency", "budget")
+#: range requests in flight for the download and what it checks (`INTEGRITY_OPTIONS`);
+#: `pipelined`'s budget for the load that follows
+OPTIONS = ("concurrency", "budget", "digest", "unvalidated", "idle_timeout", "timeout")
 
 
 def load(
@@ -54,7 +55,7 @@ def load(
     pipeline = PipelineOptions.of(options)  # its budget: the pipelined load's
     folder = os.environ.get("LOADBENCH_DOWNLOAD_DIR") or None
     with tempfile.TemporaryDirectory(prefix="loadbench-download-", dir=folder) as tmp:
-        with probe.phase(DOWNLOAD), RemoteSource(str(path), remote.concurrency) as source:
+        with probe.phase(DOWNLOAD), RemoteSource(str(path), remote) as source:
             local = cached_copy(source, tmp)
             stats = source.stats()
         model, report = pipelined.load_with(target, local, probe, args, pipeline, RemoteOptions())

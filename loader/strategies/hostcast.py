@@ -20,8 +20,9 @@ from loader.report import LoadReport
 from loader.sequence import LoadArgs, Recipe, run_load
 from loader.stream import Stream
 
-#: For a URL only: range requests in flight, and a folder to download the files to first.
-OPTIONS = ("concurrency", "cache_dir")
+#: For a URL only: range requests in flight, a folder to download the files to first, and what
+#: the bytes are checked against and how long a load waits (`INTEGRITY_OPTIONS`).
+OPTIONS = ("concurrency", "cache_dir", "digest", "unvalidated", "idle_timeout", "timeout")
 REMOTE = True
 RECIPE = Recipe(Stream)  # the default reader and host cast
 

@@ -33,9 +33,21 @@ from loader.report import LoadReport
 from loader.sequence import LoadArgs, Recipe, run_load
 
 #: `loader.load_model`'s options this strategy takes: `PipelineOptions`' fields, and for a URL
-#: `RemoteOptions`' `concurrency` (range requests in flight; one reader thread each) and
-#: `cache_dir` (download the files there first, then read them locally; `loader.remote`).
-OPTIONS = ("budget", "staging", "threads", "cache_policy", "concurrency", "cache_dir")
+#: `RemoteOptions`' `concurrency` (range requests in flight; one reader thread each),
+#: `cache_dir` (download the files there first, then read them locally; `loader.remote`) and
+#: what the bytes are checked against and how long a load waits (`INTEGRITY_OPTIONS`).
+OPTIONS = (
+    "budget",
+    "staging",
+    "threads",
+    "cache_policy",
+    "concurrency",
+    "cache_dir",
+    "digest",
+    "unvalidated",
+    "idle_timeout",
+    "timeout",
+)
 REMOTE = True
 
 
@@ -49,7 +61,8 @@ def load(
     """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
 
     `options`: `PipelineOptions`' (`budget`, `staging`, `threads`, `cache_policy`) and
-    `RemoteOptions`' (`concurrency`, `cache_dir`), each group checked once when it is made;
+    `RemoteOptions`' (`concurrency`, `cache_dir`, `INTEGRITY_OPTIONS`), each group checked once
+    when it is made;
     `args.on_built` gets the abstract model while the readers run (start compiling the forward
     there).
     """

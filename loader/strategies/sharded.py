@@ -26,8 +26,9 @@ from loader.sharded.load import file_recipe
 MULTIPROCESS = True
 REMOTE = True
 #: `loader.load_model`'s options this strategy takes: a URL's `concurrency` (range requests in
-#: flight; `loader.remote.DEFAULT_CONCURRENCY` by default).
-OPTIONS = ("concurrency",)
+#: flight; `loader.remote.DEFAULT_CONCURRENCY` by default) and what its bytes are checked
+#: against and how long it waits (`loader.remote.INTEGRITY_OPTIONS`).
+OPTIONS = ("concurrency", "digest", "unvalidated", "idle_timeout", "timeout")
 
 
 def load(
@@ -39,9 +40,9 @@ def load(
 ) -> tuple[Any, LoadReport]:
     """Fill `target` from this process's index ranges of the checkpoint at `path` (or URL).
 
-    `options`: `concurrency`, for a URL only (refused in one line for a local path).
+    `options`: `RemoteOptions`', for a URL only (refused in one line for a local path).
     """
     remote = RemoteOptions.of(options)
     if not is_url(path):
         remote.refuse_local(path)
-    return run_load(file_recipe(remote.concurrency), target, path, probe, args)
+    return run_load(file_recipe(remote), target, path, probe, args)

@@ -118,14 +118,16 @@ def test_the_declared_options_are_what_the_strategies_take():
     that load a URL only the remote ones (and `download` the budget of its pipelined load), the
     runai S3 peer its clients in flight; none is one every strategy takes."""
     from loader.pipeline import PipelineOptions
+    from loader.remote import INTEGRITY_OPTIONS
 
     declared = {name: info.options for name, info in strategies.catalog().items() if info.options}
     pipeline = tuple(f.name for f in dataclasses.fields(PipelineOptions))
+    checks = INTEGRITY_OPTIONS  # what a URL's bytes are checked against, how long a load waits
     assert declared == {
-        "pipelined": (*pipeline, "concurrency", "cache_dir"),
-        "hostcast": ("concurrency", "cache_dir"),
-        "download": ("concurrency", "budget"),
-        "sharded": ("concurrency",),
+        "pipelined": (*pipeline, "concurrency", "cache_dir", *checks),
+        "hostcast": ("concurrency", "cache_dir", *checks),
+        "download": ("concurrency", "budget", *checks),
+        "sharded": ("concurrency", *checks),
         "runai-s3": ("concurrency",),
     }
     assert not {o for options in declared.values() for o in options} & set(UNIVERSAL)

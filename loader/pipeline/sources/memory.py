@@ -58,6 +58,9 @@ class MemoryCheckpoint(ShardHeaders[str]):
     def remote_stats(self) -> None:
         return None
 
+    def finish_reads(self) -> None:
+        return None
+
     def reader_threads(self, budget_bytes: int, *, staged: bool) -> int:
         return self.threads
 

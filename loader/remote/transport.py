@@ -1,0 +1,458 @@
+"""One range request, sent and classified: the two clients a `RangeReader` speaks through.
+
+A transport sends one request for bytes `[start, end)` of an object and either fills the
+caller's buffer (`Answer`) or raises one `TransportError` that says whether a retry can help
+(`retryable`), how long the server asked to wait (`retry_after`, from `Retry-After`), and a short
+reason; the client's raw text goes to `details`, never into a message. The retry rules, the
+validators and the digest live above, in `loader.remote.ranges`, once for both clients.
+
+- `HTTPTransport` (`http://`, `https://`, the Hub's `resolve/` URLs): Python's `http.client`,
+  one kept-alive connection per thread and origin, each body read straight into its destination
+  (`readinto`, the GIL released while the socket fills it), redirects followed (the Hub sends
+  each LFS file to its CDN) without the `Authorization` header to another origin. A socket
+  timeout is the idle timeout: no byte for that long and the request fails ("stalled").
+- `ObstoreTransport` (`s3://`): `obstore` (Rust's `object_store`), which signs S3 requests;
+  its own retries off, its `read_timeout` the idle timeout. It does not expose `Retry-After`.
+
+What a retry cannot fix fails at once: a server that ignores `Range` (a 200 with the whole
+file), an answer for another range, a 4xx other than 408 and 429.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import select
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+#: How many redirects one request follows (the Hub: one, to its CDN).
+MAX_REDIRECTS = 5
+#: Of an error answer's body, at most this much is read (for `details`).
+ERROR_BODY_BYTES = 4096
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What every answer must still match: the object's strong ETag, else its Last-Modified."""
+
+    etag: str | None = None
+    last_modified: str | None = None  # an HTTP date, as the server sent it
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What came back: the bytes `[start, end)` of an object of `size` bytes, with its
+    validators (`etag` strong or None; `last_modified` an HTTP date or None)."""
+
+    start: int
+    end: int
+    size: int
+    etag: str | None
+    last_modified: str | None
+
+
+class TransportError(Exception):
+    """One failed request: a short `reason`, whether a retry can help, the raw client text.
+
+    Attributes:
+        kind: `changed` (a validator no longer holds), `not-found`, `access`, `stalled` (no
+            byte for the idle timeout), `range` (the server's ranges are wrong: a retry
+            cannot fix them), `status` (another answer), `connection` (reset, refused, cut).
+        retryable: whether the same request again can succeed.
+        retry_after: seconds the server asked to wait (`Retry-After`), or None.
+        details: the client's or server's own text (not for messages: it may be long).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        reason: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        details: str = "",
+    ) -> None:
+        super().__init__(reason)
+        self.kind, self.reason, self.retryable = kind, reason, retryable
+        self.retry_after, self.details = retry_after, details
+
+
+class Transport(Protocol):
+    """A client for one store's objects (paths relative to the store)."""
+
+    def read(
+        self,
+        path: str,
+        start: int,
+        out: memoryview,
+        conditions: Conditions,
+        *,
+        first: bool,
+        deadline: float | None = None,
+    ) -> Answer:
+        """Fill `out` with the object's bytes from `start`. `first`: the object's size is not
+        known yet (its first request): a shorter answer that ends at the object's end is
+        whole, and `Answer.end` says where it ends. `deadline` (a `time.monotonic()` time):
+        past it, a body still arriving is cut off (`kind` `deadline`)."""
+        ...
+
+
+def strong_etag(etag: str | None) -> str | None:
+    """An ETag fit for `If-Match` (strong comparison); a weak one (`W/"..."`) is not."""
+    return None if not etag or etag.startswith("W/") else etag
+
+
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """`Retry-After` in seconds: a number of seconds, or an HTTP date (None: absent or bad)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _status_error(status: int, reason: str, headers: Any, body: bytes) -> TransportError:
+    details = f"{status} {reason}: {body[:ERROR_BODY_BYTES].decode('utf-8', 'replace')}".strip()
+    if status == 412:
+        return TransportError("changed", "the file changed (412)", retryable=False, details=details)
+    if status in (404, 410):
+        return TransportError(
+            "not-found", f"not found ({status})", retryable=False, details=details
+        )
+    if status in (401, 403):
+        return TransportError(
+            "access", f"access refused ({status})", retryable=False, details=details
+        )
+    if status == 416:
+        return TransportError(
+            "range",
+            "the server says the range is outside the file (416)",
+            retryable=False,
+            details=details,
+        )
+    if status in (408, 429) or status >= 500:
+        after = retry_after_seconds(headers.get("Retry-After"))
+        return TransportError(
+            "status",
+            f"server answered {status}",
+            retryable=True,
+            retry_after=after,
+            details=details,
+        )
+    return TransportError("status", f"server answered {status}", retryable=False, details=details)
+
+
+def _content_range(value: str | None) -> tuple[int, int, int] | None:
+    """`bytes a-b/size` as (a, b + 1, size); None where it is not that."""
+    if not value or not value.startswith("bytes "):
+        return None
+    span, _, total = value[6:].partition("/")
+    first, _, last = span.partition("-")
+    try:
+        return int(first), int(last) + 1, int(total)
+    except ValueError:
+        return None
+
+
+class HTTPTransport:
+    """Range requests over `http.client` (module docstring).
+
+    Args:
+        base: the store's URL; object paths are appended to its path.
+        headers: sent with every request to the base's origin (the Hub's `Authorization`).
+        connect_timeout: seconds to open a connection.
+        idle_timeout: seconds without a byte before a request fails as stalled.
+    """
+
+    def __init__(
+        self,
+        base: str,
+        *,
+        headers: dict[str, str] | None = None,
+        connect_timeout: float,
+        idle_timeout: float,
+    ) -> None:
+        split = urllib.parse.urlsplit(base)
+        self._origin = (split.scheme, split.netloc)
+        self._prefix = split.path.rstrip("/")
+        self._headers = dict(headers or {})
+        self.connect_timeout, self.idle_timeout = connect_timeout, idle_timeout
+        self._local = threading.local()
+
+    # -- connections ---------------------------------------------------------------------------
+    def _connection(self, origin: tuple[str, str]) -> http.client.HTTPConnection:
+        """This thread's connection to `origin`: the kept-alive one unless the server closed
+        it meanwhile (readable while idle: its EOF), else a new one."""
+        pool: dict[tuple[str, str], http.client.HTTPConnection] = self._local.__dict__.setdefault(
+            "pool", {}
+        )
+        conn = pool.get(origin)
+        if conn is not None and conn.sock is not None:
+            if not select.select([conn.sock], [], [], 0)[0]:
+                return conn
+            self._drop(origin)
+        scheme, netloc = origin
+        cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        conn = cls(netloc, timeout=self.connect_timeout)
+        try:
+            conn.connect()
+        except TimeoutError as e:
+            raise TransportError(
+                "connection",
+                f"no connection within {self.connect_timeout:g} s",
+                retryable=True,
+                details=str(e),
+            ) from None
+        except (OSError, ssl.SSLError) as e:
+            raise TransportError(
+                "connection", "cannot connect", retryable=True, details=str(e)
+            ) from None
+        assert conn.sock is not None
+        conn.sock.settimeout(self.idle_timeout)
+        pool[origin] = conn
+        return conn
+
+    def _drop(self, origin: tuple[str, str]) -> None:
+        conn = self._local.__dict__.get("pool", {}).pop(origin, None)
+        if conn is not None:
+            conn.close()
+
+    def _send(
+        self, origin: tuple[str, str], target: str, headers: dict[str, str]
+    ) -> http.client.HTTPResponse:
+        """The response to one GET (its headers read)."""
+        conn = self._connection(origin)
+        try:
+            conn.request("GET", target, headers=headers)
+            return conn.getresponse()
+        except TimeoutError as e:
+            self._drop(origin)
+            raise self._stalled(e) from None
+        except (http.client.HTTPException, OSError) as e:
+            self._drop(origin)
+            raise TransportError(
+                "connection",
+                "the connection failed before an answer",
+                retryable=True,
+                details=f"{type(e).__name__}: {e}",
+            ) from None
+
+    def _stalled(self, exc: BaseException) -> TransportError:
+        return TransportError(
+            "stalled",
+            f"no data for {self.idle_timeout:g} s",
+            retryable=False,
+            details=f"{type(exc).__name__}: {exc}",
+        )
+
+    # -- one request ---------------------------------------------------------------------------
+    def read(
+        self,
+        path: str,
+        start: int,
+        out: memoryview,
+        conditions: Conditions,
+        *,
+        first: bool,
+        deadline: float | None = None,
+    ) -> Answer:
+        end = start + len(out)
+        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        if conditions.etag:
+            headers["If-Match"] = conditions.etag
+        elif conditions.last_modified:
+            headers["If-Unmodified-Since"] = conditions.last_modified
+        origin = self._origin
+        target = f"{self._prefix}/{urllib.parse.quote(path)}"
+        for _ in range(MAX_REDIRECTS + 1):
+            sent = {**headers, **self._headers} if origin == self._origin else headers
+            response = self._send(origin, target, sent)
+            if response.status not in _REDIRECTS:
+                return self._answer(origin, response, start, out, first=first, deadline=deadline)
+            location = response.getheader("Location") or ""
+            response.read()
+            here = f"{origin[0]}://{origin[1]}{target}"
+            split = urllib.parse.urlsplit(urllib.parse.urljoin(here, location))
+            origin = (split.scheme, split.netloc)
+            target = split.path + (f"?{split.query}" if split.query else "")
+        raise TransportError("status", f"more than {MAX_REDIRECTS} redirects", retryable=False)
+
+    def _answer(
+        self,
+        origin: tuple[str, str],
+        response: http.client.HTTPResponse,
+        start: int,
+        out: memoryview,
+        *,
+        first: bool,
+        deadline: float | None,
+    ) -> Answer:
+        end = start + len(out)
+        status = response.status
+        length = response.getheader("Content-Length")
+        if status not in (200, 206):
+            body = response.read(ERROR_BODY_BYTES)
+            if response.length:  # a long error body: not worth reading to keep the connection
+                self._drop(origin)
+            raise _status_error(status, response.reason, response.headers, body)
+        size: int
+        if status == 206:
+            served = _content_range(response.getheader("Content-Range"))
+            ok_end = (min(end, served[2]) if first else end) if served else -1
+            if served is None or served[0] != start or served[1] != ok_end:
+                self._drop(origin)
+                raise TransportError(
+                    "range",
+                    f"the server answered {response.getheader('Content-Range')!r} for bytes "
+                    f"{start}-{end - 1}",
+                    retryable=False,
+                )
+            start_, end_, size = served
+        else:  # 200: the whole object; right only where the whole object was asked for
+            size = int(length) if length and length.isdigit() else -1
+            whole = start == 0 and (size == end or (first and 0 <= size <= end))
+            if not whole:
+                self._drop(origin)
+                raise TransportError(
+                    "range",
+                    "the server ignores Range (it answered 200 with the whole file)",
+                    retryable=False,
+                )
+            start_, end_ = 0, size
+        if length is not None and length.isdigit() and int(length) != end_ - start_:
+            self._drop(origin)
+            raise TransportError(
+                "range",
+                f"Content-Length {length} for {end_ - start_} bytes of Content-Range",
+                retryable=False,
+            )
+        self._fill(origin, response, out[: end_ - start_], deadline)
+        etag = strong_etag(response.getheader("ETag"))
+        return Answer(start_, end_, size, etag, response.getheader("Last-Modified"))
+
+    def _fill(
+        self,
+        origin: tuple[str, str],
+        response: http.client.HTTPResponse,
+        out: memoryview,
+        deadline: float | None,
+    ) -> None:
+        got = 0
+        try:
+            while got < len(out):
+                if deadline is not None and time.monotonic() > deadline:
+                    self._drop(origin)
+                    raise TransportError(
+                        "deadline",
+                        f"the body was still arriving ({got} of {len(out)} bytes)",
+                        retryable=False,
+                    )
+                n = response.readinto(out[got:])
+                if not n:
+                    break
+                got += n
+        except TimeoutError as e:
+            self._drop(origin)
+            raise self._stalled(e) from None
+        except (http.client.HTTPException, OSError) as e:
+            self._drop(origin)
+            raise TransportError(
+                "connection",
+                f"the body broke off after {got} of {len(out)} bytes",
+                retryable=True,
+                details=f"{type(e).__name__}: {e}",
+            ) from None
+        if got < len(out):
+            self._drop(origin)
+            raise TransportError(
+                "connection", f"the body ended after {got} of {len(out)} bytes", retryable=True
+            )
+
+
+class ObstoreTransport:
+    """Range requests through an `obstore` store (S3: signed requests); module docstring."""
+
+    def __init__(self, store: Any, *, idle_timeout: float) -> None:
+        self.store = store
+        self.idle_timeout = idle_timeout
+
+    def read(
+        self,
+        path: str,
+        start: int,
+        out: memoryview,
+        conditions: Conditions,
+        *,
+        first: bool,
+        deadline: float | None = None,
+    ) -> Answer:
+        import obstore
+
+        end = start + len(out)
+        options: dict[str, Any] = {"range": (start, end)}
+        if conditions.etag:
+            options["if_match"] = conditions.etag
+        elif conditions.last_modified:
+            options["if_unmodified_since"] = email.utils.parsedate_to_datetime(
+                conditions.last_modified
+            )
+        try:
+            result = obstore.get(self.store, path, options=options)  # type: ignore[arg-type]
+            meta = result.meta
+            data = result.bytes()
+        except Exception as e:  # noqa: BLE001 - classified here, once
+            raise self._classify(e) from None
+        served = result.range
+        size = int(meta["size"])
+        ok_end = min(end, size) if first else end
+        if tuple(served) != (start, ok_end) or len(data) != ok_end - start:
+            raise TransportError(
+                "connection",
+                f"asked for bytes {start}-{ok_end - 1}, got {len(data)} bytes "
+                f"(range {served[0]}-{served[1] - 1})",
+                retryable=True,
+            )
+        out[: len(data)] = memoryview(data).cast("B")
+        modified = meta.get("last_modified")
+        return Answer(
+            start,
+            ok_end,
+            size,
+            strong_etag(meta.get("e_tag")),
+            email.utils.format_datetime(modified, usegmt=True)
+            if isinstance(modified, datetime)
+            else None,
+        )
+
+    def _classify(self, exc: Exception) -> TransportError:
+        from obstore.exceptions import (
+            NotFoundError,
+            PermissionDeniedError,
+            PreconditionError,
+            UnauthenticatedError,
+        )
+
+        text = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, PreconditionError):
+            return TransportError("changed", "the file changed", retryable=False, details=text)
+        if isinstance(exc, NotFoundError | FileNotFoundError):
+            return TransportError("not-found", "not found", retryable=False, details=text)
+        if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
+            return TransportError("access", "access refused", retryable=False, details=text)
+        if "timed out" in text or "operation timed out" in text.lower():
+            return TransportError(
+                "stalled", f"no data for {self.idle_timeout:g} s", retryable=False, details=text
+            )
+        return TransportError("connection", "the request failed", retryable=True, details=text)
