@@ -85,18 +85,8 @@ class _Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         self.server.proxy.requests.append((self.command, self.path, rng))
         kind = self._fault_for(rng)
-        if kind == "reset":
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-            self.connection.close()
-            return
-        if kind in ("status500", "status503"):
-            self.send_response(int(kind[-3:]))
-            if kind == "status503":
-                assert self.server.proxy.fault is not None
-                self.send_header("Retry-After", self.server.proxy.fault.retry_after)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+        if kind in ("reset", "status500", "status503"):
+            self._answer_alone(kind)
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         if kind == "ignore_range":
@@ -116,6 +106,25 @@ class _Handler(BaseHTTPRequestHandler):
             data += b"\x00" * 4096
         if kind == "corrupt" and data:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
+        self._send_headers(kind, answer, len(data))
+        if self.command != "HEAD":
+            self._send_body(kind, data)
+
+    def _answer_alone(self, kind: str) -> None:
+        """A fault the proxy answers without the server: a reset, a 500, a 503."""
+        if kind == "reset":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
+        self.send_response(int(kind[-3:]))
+        if kind == "status503":
+            assert self.server.proxy.fault is not None
+            self.send_header("Retry-After", self.server.proxy.fault.retry_after)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _send_headers(self, kind: str | None, answer: http.client.HTTPResponse, n: int) -> None:
         self.send_response(answer.status, answer.reason)
         strip = self.server.proxy.strip
         for k, v in answer.getheaders():
@@ -126,10 +135,10 @@ class _Handler(BaseHTTPRequestHandler):
                 last, _, total = rest.partition("/")
                 v = f"bytes {int(first) + 1}-{int(last) + 1}/{total}"
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(n))
         self.end_headers()
-        if self.command == "HEAD":
-            return
+
+    def _send_body(self, kind: str | None, data: bytes) -> None:
         if kind in ("stall", "trickle"):
             self.wfile.flush()
             for byte in data if kind == "trickle" else b"":

@@ -1,13 +1,13 @@
 """A remote file's sha256, computed from the bytes a load receives anyway, in file order.
 
-A load's reader threads get a file's ranges out of order. Bytes are hashed from the copy the load
-uses (a header request's bytes only up to the header's end: the tensor bytes it also received are
-hashed when their own read delivers them to the model). A range received again after its bytes
-were hashed (a load that reads a byte twice) is counted in `received_twice`, not hashed again. `FileDigest.feed` hashes a range as
+A load's reader threads get a file's ranges out of order. `FileDigest.feed` hashes a range as
 soon as every byte before it has been hashed; a range that arrives early is kept (a copy) until
 its turn, within `hold_bytes`; one that would pass that bound is dropped and fetched again at
-the end (`finish`), as are the bytes no tensor read asked for (the header's own bytes are fed
-by the header request). So the check costs CPU for hashing (hashlib releases the GIL), at most
+the end (`finish`), as are the bytes no tensor read asked for. Bytes are hashed from the copy the
+load uses: of a header request's bytes only the header's own (the tensor bytes it also received
+are hashed when their own read delivers them to the model). A range received again after its
+bytes were hashed (a load that reads a byte twice) is counted in `received_twice`, not hashed
+again. So the check costs CPU for hashing (hashlib releases the GIL), at most
 `hold_bytes` of host RAM, and a request again only for what could not be held.
 
 `parse_digest` reads what a user gives (`digest="sha256:<64 hex>"`); the Hub's LFS files carry
