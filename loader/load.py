@@ -33,15 +33,16 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     on_built: OnBuilt | None = None,
     concurrency: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    max_over_read: float | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
     `strict`, `key_map`, `ignore_unexpected`, `ignore_missing`, `casts` and `on_built` apply to
     every strategy (`loader.sequence.LoadArgs`). `budget`, `staging`, `threads`, `cache_policy`,
-    `concurrency` and `cache_dir` are options of the strategies that declare them (their
-    `OPTIONS`: `pipelined`'s, and the remote ones of those that load a URL); None means not
-    given. An option the chosen strategy does not take is refused (`StrategyError`, naming it),
-    never dropped in silence.
+    `concurrency`, `cache_dir` and `max_over_read` are options of the strategies that declare
+    them (their `OPTIONS`: `pipelined`'s, and the remote ones of those that load a URL); None
+    means not given. An option the chosen strategy does not take is refused (`StrategyError`,
+    naming it), never dropped in silence.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
@@ -80,6 +81,11 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             `loader.remote.DEFAULT_CONCURRENCY`; recorded in `LoadReport.remote`).
         cache_dir: download a URL's files here once, then load them locally; without it a
             remote load writes no file.
+        max_over_read: `sharded` over a URL: the most its read plan reads, as a ratio of the
+            bytes of the process's share (default 1.5; 1: only the share). Gaps between a
+            column block's rows are read through, smallest first, within it, to send few large
+            requests instead of one per row (`loader.sharded.read_plan`; the plan is in
+            `LoadReport.remote`).
 
     Returns:
         (model, LoadReport). Each problem in the report was also warned about (or raised).
@@ -115,6 +121,7 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             "cache_policy": cache_policy,
             "concurrency": concurrency,
             "cache_dir": cache_dir,
+            "max_over_read": max_over_read,
         }
     )
     model, report = info.strategy()(target, path, NULL_PROBE, args, options)

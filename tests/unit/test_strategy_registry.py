@@ -125,7 +125,7 @@ def test_the_declared_options_are_what_the_strategies_take():
         "pipelined": (*pipeline, "concurrency", "cache_dir"),
         "hostcast": ("concurrency", "cache_dir"),
         "download": ("concurrency", "budget"),
-        "sharded": ("concurrency",),
+        "sharded": ("concurrency", "max_over_read"),
         "runai-s3": ("concurrency",),
     }
     assert not {o for options in declared.values() for o in options} & set(UNIVERSAL)
