@@ -4,7 +4,8 @@
 - `stores`: a URL to an `obstore` store and its shard files (the Hub through `huggingface_hub`);
 - `ranges`: checked, retried range requests (`RangeReader`) and a tensor's bytes (`RemoteBytes`);
 - `source`: `RemoteSource`, a checkpoint behind a URL with the face of a local `CheckpointSource`;
-- `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`) checked once;
+- `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`, and `sharded`'s
+  `max_over_read`, its read plan's bound: `loader.sharded.read_plan`) checked once;
 - `cache`: `cache_dir=`: the files downloaded once (same client, checked ranges), then read
   locally; the only way a remote load writes a file.
 

@@ -20,8 +20,10 @@ span, within a byte budget:
   flight.
 
 `loader.sharded.remote.RemoteSliceFile` plans a file when the slice reader tells it every read
-ahead (`plan`), and reads each read by its plan (`requests`); `LoadReport.remote` reports the plan
-(`RemoteStats.planned_requests`, `planned_bytes`, `needed_bytes`, `over_read`).
+ahead (`SliceFile.plan`), then reads each read by `plan_requests`, `concurrency` requests at a
+time (so at most `concurrency * request_bytes` bytes of answers in flight); `LoadReport.remote`
+reports the plan (`RemoteStats.planned_requests`, `planned_bytes`, `needed_bytes`, `over_read`).
+A local file is not planned: a run there is one `preadv`, which costs no round trip.
 """
 
 from __future__ import annotations
