@@ -39,16 +39,16 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     unvalidated: str | None = None,
     idle_timeout: float | None = None,
     timeout: float | None = None,
+    max_over_read: float | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
     `strict`, `key_map`, `ignore_unexpected`, `ignore_missing`, `casts` and `on_built` apply to
     every strategy (`loader.sequence.LoadArgs`). `budget`, `staging`, `threads`, `cache_policy`,
-    `concurrency`, `cache_dir`, `digest`, `unvalidated`, `idle_timeout` and `timeout` are
-    options of the strategies that declare them (their
-    `OPTIONS`: `pipelined`'s, and the remote ones of those that load a URL); None means not
-    given. An option the chosen strategy does not take is refused (`StrategyError`, naming it),
-    never dropped in silence.
+    `concurrency`, `cache_dir`, `max_over_read`, `digest`, `unvalidated`, `idle_timeout` and
+    `timeout` are options of the strategies that declare them (their `OPTIONS`: `pipelined`'s,
+    and the remote ones of those that load a URL); None means not given. An option the chosen
+    strategy does not take is refused (`StrategyError`, naming it), never dropped in silence.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
@@ -87,6 +87,11 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             `loader.remote.DEFAULT_CONCURRENCY`; recorded in `LoadReport.remote`).
         cache_dir: download a URL's files here once, then load them locally; without it a
             remote load writes no file.
+        max_over_read: `sharded` over a URL: the most its read plan reads, as a ratio of the
+            bytes of the process's share (default 1.5; 1: only the share). Gaps between a
+            column block's rows are read through, smallest first, within it, to send few large
+            requests instead of one per row (`loader.sharded.read_plan`; the plan is in
+            `LoadReport.remote`).
         digest: a URL's file as `"sha256:<hex>"` (several files: a mapping of each file's
             name to its digest), checked over the bytes received before the model is
             returned; the Hub's LFS files carry theirs (`loader.remote.digest`).
@@ -129,6 +134,7 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             "cache_policy": cache_policy,
             "concurrency": concurrency,
             "cache_dir": cache_dir,
+            "max_over_read": max_over_read,
             "digest": digest,
             "unvalidated": unvalidated,
             "idle_timeout": idle_timeout,

@@ -212,12 +212,21 @@ def _measurement(
 
 
 def _remote(report: Any) -> dict[str, int] | None:
-    """A remote load's requests, bytes and concurrency (`loader.remote.RemoteStats`), and a
-    `sharded` process's share (`LoadReport.share_bytes`)."""
+    """A remote load's requests, bytes and concurrency (`loader.remote.RemoteStats`), a
+    `sharded` process's share (`LoadReport.share_bytes`) and its read plan (the requests and
+    bytes it planned, and the bytes of the share among them; `loader.sharded.read_plan`)."""
     stats = getattr(report, "remote", None)
     if stats is None:
         return None
-    keys = ("concurrency", "requests", "bytes_requested", "bytes_received", "header_bytes")
+    keys: tuple[str, ...] = (
+        "concurrency",
+        "requests",
+        "bytes_requested",
+        "bytes_received",
+        "header_bytes",
+    )
+    if getattr(stats, "max_over_read", None) is not None:  # a read plan (`sharded`)
+        keys += ("planned_requests", "planned_bytes", "needed_bytes")
     share = getattr(report, "share_bytes", None)
     return {k: int(getattr(stats, k)) for k in keys} | (
         {} if share is None else {"share_bytes": int(share)}

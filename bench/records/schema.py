@@ -132,6 +132,13 @@ class PhaseRecord:
     bytes_received: int | None = None
     header_bytes: int | None = None  # of bytes_received, what the header requests got
     share_bytes: int | None = None  # a `sharded` process's share: its distinct index ranges
+    # a `sharded` load's read plan (loader/sharded/read_plan.py; None without one): the requests
+    # it planned, the bytes they read (gaps read through included), the bytes of the share among
+    # them, and planned_bytes / needed_bytes (at most the load's max_over_read)
+    planned_requests: int | None = None
+    planned_bytes: int | None = None
+    needed_bytes: int | None = None
+    over_read: float | None = None
     disk_read_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | none (could not be set)
     disk_read_limit_enforced: bool | None = None  # the cap read back from the cgroup as asked
     cpus: int | None = None  # `--cpus`: the CPU limit the child ran under

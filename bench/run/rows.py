@@ -169,6 +169,9 @@ def _remote_fields(row: PhaseRecord, measured: Measurement) -> PhaseRecord:
         bytes_received=remote["bytes_received"],
         header_bytes=remote.get("header_bytes"),
         share_bytes=remote.get("share_bytes"),
+        planned_requests=remote.get("planned_requests"),
+        planned_bytes=remote.get("planned_bytes"),
+        needed_bytes=remote.get("needed_bytes"),
     )
 
 
@@ -295,6 +298,9 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 bytes_received=_sum([r.bytes_received for r in rows]),
                 header_bytes=_sum([r.header_bytes for r in rows]),
                 share_bytes=_sum([r.share_bytes for r in rows]),
+                planned_requests=_sum([r.planned_requests for r in rows]),
+                planned_bytes=_sum([r.planned_bytes for r in rows]),
+                needed_bytes=_sum([r.needed_bytes for r in rows]),
             )
         )
     return out
@@ -326,8 +332,13 @@ def with_ratios(record: Record) -> Record:
     """A phase row with `ceiling_ratio` = wall_s / ceiling_s and `paired_ratio` = wall_s /
     reference_s where it has both, and a remote
     load's `received_bytes_per_s` = bytes_received / wall_s (the summed row: every process's
-    bytes over the slowest one's wall, the aggregate throughput)."""
-    if not isinstance(record, PhaseRecord) or not record.wall_s:
+    bytes over the slowest one's wall, the aggregate throughput); a read plan's `over_read` =
+    planned_bytes / needed_bytes."""
+    if not isinstance(record, PhaseRecord):
+        return record
+    if record.planned_bytes is not None and record.needed_bytes:
+        record = replace(record, over_read=record.planned_bytes / record.needed_bytes)
+    if not record.wall_s:
         return record
     wall = record.wall_s
     if record.bytes_received is not None:

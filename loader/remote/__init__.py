@@ -8,7 +8,8 @@
   failure classified (retry or not, the server's `Retry-After`);
 - `digest`: a file's sha256 over the bytes a load receives, checked before the model is returned;
 - `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`, `digest`,
-  `unvalidated`, `idle_timeout`, `timeout`) checked once;
+  `unvalidated`, `idle_timeout`, `timeout`, and `sharded`'s `max_over_read`, its read plan's
+  bound: `loader.sharded.read_plan`) checked once;
 - `cache`: `cache_dir=`: the files downloaded once (same client, checked ranges), then read
   locally; the only way a remote load writes a file.
 

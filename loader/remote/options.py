@@ -25,6 +25,11 @@ UNVALIDATED_CHOICES = ("refuse", "allow")
 #: A digest for each file: one for a one-file checkpoint, or a shard file's name to its digest.
 Digests = str | Mapping[str, str]
 
+#: The most a `sharded` process's read plan may read, over the bytes of its share (the gaps it
+#: reads through to save requests: `loader.sharded.read_plan`). 1.5: a process receives at most
+#: half its share again, the ratio above which orbax v1's planner warns of heavy over-read.
+DEFAULT_MAX_OVER_READ = 1.5
+
 
 def check_concurrency(concurrency: int | None) -> int:
     """`concurrency` (default `DEFAULT_CONCURRENCY`), or a one-line error for a bad value."""
@@ -47,6 +52,24 @@ def _check_seconds(name: str, value: float | None) -> None:
         raise RemoteError(f"{name}={value!r}: give a number of seconds > 0 (or None: no bound)")
 
 
+def check_max_over_read(max_over_read: float | None) -> float:
+    """`max_over_read` (default `DEFAULT_MAX_OVER_READ`), or a one-line error for a bad value.
+
+    Example:
+        >>> check_max_over_read(None)
+        1.5
+    """
+    if max_over_read is None:
+        return DEFAULT_MAX_OVER_READ
+    number = isinstance(max_over_read, int | float) and not isinstance(max_over_read, bool)
+    if not number or not 1 <= max_over_read < float("inf"):
+        raise RemoteError(
+            f"max_over_read={max_over_read!r}: give a ratio of bytes read to bytes needed, "
+            ">= 1 (1: read only the share; 1.5: up to half as much again to save requests)"
+        )
+    return float(max_over_read)
+
+
 @dataclass(frozen=True)
 class RemoteOptions:
     """A URL's options, each checked where the group is made.
@@ -56,6 +79,8 @@ class RemoteOptions:
             `DEFAULT_CONCURRENCY` for ours: `requests`).
         cache_dir: download the URL's files there once, then load them locally; None: a
             remote load writes no file.
+        max_over_read: the most a `sharded` process's read plan reads over its share's bytes
+            (`loader.sharded.read_plan`); None: not given (`DEFAULT_MAX_OVER_READ`).
         digest: the file's sha256 as `"sha256:<hex>"` (a checkpoint of several files: a mapping
             of each file's name to its digest), checked as the bytes arrive; the Hub's LFS
             files carry theirs. A mismatch fails the load.
@@ -79,6 +104,7 @@ class RemoteOptions:
     unvalidated: str | None = None
     idle_timeout: float | None = None
     timeout: float | None = None
+    max_over_read: float | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency is not None:
@@ -95,6 +121,7 @@ class RemoteOptions:
                 parse_digest(value, where=f"digest[{name!r}]")
         elif self.digest is not None:
             parse_digest(self.digest, where="digest")
+        check_max_over_read(self.max_over_read)
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RemoteOptions:

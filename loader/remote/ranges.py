@@ -103,6 +103,20 @@ class RemoteStats:
     digest: str = ""
     #: bytes fetched again only to complete a digest (ranges received out of turn and not held)
     digest_refetched_bytes: int = 0
+    #: a `sharded` load's read plan (`loader.sharded.read_plan`; None and 0 for a load without
+    #: one): the bound on bytes read over bytes needed it ran under, the requests it planned, the
+    #: bytes they read (gaps read through included) and the bytes of the share among them
+    max_over_read: float | None = None
+    planned_requests: int = 0
+    planned_bytes: int = 0
+    needed_bytes: int = 0
+
+    @property
+    def over_read(self) -> float | None:
+        """The plan's bytes read over bytes needed (1.0: the share only); None without a plan."""
+        if self.max_over_read is None:
+            return None
+        return self.planned_bytes / self.needed_bytes if self.needed_bytes else 1.0
 
     @property
     def refetched_bytes(self) -> int:
@@ -113,11 +127,18 @@ class RemoteStats:
     def __str__(self) -> str:
         """One line a user reads: what was asked and got against the checkpoint's tensors."""
         again = f", {self.refetched_bytes} of them again" if self.refetched_bytes else ""
+        plan = (
+            ""
+            if self.over_read is None
+            else f"; planned {self.planned_requests} requests reading {self.planned_bytes} bytes "
+            f"for {self.needed_bytes} needed ({self.over_read:.2f}x, at most "
+            f"{self.max_over_read}x)"
+        )
         return (
             f"{self.url}: {self.requests} requests ({self.concurrency} in flight), "
             f"{self.bytes_requested} bytes requested, {self.bytes_received} received "
             f"({self.header_bytes} by the header requests{again}) for {self.tensor_bytes} "
-            f"bytes of tensors; validator {self.validator or 'none'}, sha256 "
+            f"bytes of tensors{plan}; validator {self.validator or 'none'}, sha256 "
             f"{self.digest or 'not known'}"
         )
 

@@ -359,7 +359,10 @@ class HTTPTransport:
                         f"the body was still arriving ({got} of {len(out)} bytes)",
                         retryable=False,
                     )
-                n = response.readinto(out[got:])
+                # one receive at a time (not `readinto`, which waits for the whole buffer): a
+                # trickle is cut at the deadline, a stall at the socket's idle timeout
+                assert response.fp is not None
+                n = response.fp.readinto1(out[got:])
                 if not n:
                     break
                 got += n
@@ -379,6 +382,8 @@ class HTTPTransport:
             raise TransportError(
                 "connection", f"the body ended after {got} of {len(out)} bytes", retryable=True
             )
+        response.length = 0
+        response.read()  # the body is read: the response closes, the connection is kept
 
 
 class ObstoreTransport:

@@ -1,7 +1,8 @@
 """A layout's shard files as the slice reader sees them: a header, and byte runs read into a buffer.
 
 `SliceFile` is what `loader.sharded.slices.SliceReader` reads through; `LocalSliceFile` is a local
-file (`os.preadv`), `loader.sharded.remote.RemoteSliceFile` a remote one (checked range requests).
+file (`os.preadv`), `loader.sharded.remote.RemoteSliceFile` a remote one (checked range requests,
+planned over every read the load will make: `loader.sharded.read_plan`).
 A `loader.sharded.layout.LayoutSource` opens its files as one or the other.
 """
 
@@ -25,6 +26,11 @@ class SliceFile(Protocol):
 
     header: Header
 
+    def plan(self, reads: list[list[Run]]) -> None:
+        """Every read the load will make of this file (each a list of runs, as `read_runs` will
+        get it), told ahead so that the file can plan how to read them all."""
+        ...
+
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
         """Fill the uint8 array `raw`: `raw[a : a + n]` from the file's bytes at `offset`, for
         each run `(a, offset, n)`; `what` (the slice) is named in errors."""
@@ -40,6 +46,9 @@ class LocalSliceFile:
         self.header = read_header(path)
         self._path = path
         self._fd = os.open(path, os.O_RDONLY)
+
+    def plan(self, reads: list[list[Run]]) -> None:
+        return None  # a local run is one `preadv`: nothing to gain from reading through gaps
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
         where = f"{self._path}: {what}"

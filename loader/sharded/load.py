@@ -11,8 +11,10 @@ range of its addressable devices is read once (`loader.sharded.slices.SliceReade
 tile one box, as a process's devices along a split axis do, as that box: one read or range request
 per contiguous run of it), cast on the host, put on each device holding it, and the global array
 assembled with
-`jax.make_array_from_single_device_arrays`. The report gives this process's share
-(`LoadReport.share_bytes`, the bytes of the ranges it read) and a URL's requests and bytes.
+`jax.make_array_from_single_device_arrays`. Every range a process will read is told to the slice
+reader first (`planned_reads`), so that a remote file plans its requests over all of them
+(`loader.sharded.read_plan`). The report gives this process's share (`LoadReport.share_bytes`,
+the bytes of the ranges it read) and a URL's requests, bytes and read plan.
 """
 
 from __future__ import annotations
@@ -174,6 +176,19 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, 
     return arr
 
 
+def planned_reads(step: Step, shape: tuple[int, ...]) -> list[Region]:
+    """The index ranges of the file's tensor that `_whole` or `_assembled` will read for `step`
+    (told to the slice reader ahead, so that a remote file plans its requests over all of them)."""
+    if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
+        return [full_region(shape)]
+    sharding = step.sharding
+    if sharding is None or not sharding.addressable_devices:
+        return []  # refused when it is read (`refuse_unaddressable`)
+    regions = list(local_regions(sharding, shape))
+    box = tiled_box(regions)
+    return regions if box is None else [box]
+
+
 @dataclass
 class Slices:
     """An `Executor` (see `loader.sequence`): each leaf from this process's index ranges, one
@@ -187,6 +202,11 @@ class Slices:
     def fill(self, plan: LoadPlan, source: LayoutSource, probe: Probe) -> None:
         assert self._reader is not None, "Slices.fill before Slices.start"
         with probe.phase(STREAM):
+            self._reader.plan(
+                (step.file_key, region)
+                for step in plan.steps
+                for region in planned_reads(step, source.layout.tensors[step.file_key].shape)
+            )
             for step in plan.steps:
                 shape = source.layout.tensors[step.file_key].shape
                 if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:

@@ -4,24 +4,37 @@
 two range requests a file, the ETag pinned, every offset checked against the file's size) and sees
 the checkpoint as whole-tensor slices, as `loader.sharded.layout.file_layout` sees a local one.
 The slice reader then asks for the contiguous runs of this process's own index ranges only
-(`loader.sharded.slices.box_runs`), each through the source's checked, retried range requests
-(`RangeReader.get`: If-Match on the header's ETag, a short or failed answer retried a bounded
-number of times, then one error naming the URL, the tensor and the range); a run longer than one
-chunk is split, and the pieces of one range go `concurrency` requests at a time. Nothing is written.
+(`loader.sharded.slices.box_runs`), after telling each file every read it will make: the file
+plans its requests over them (`loader.sharded.read_plan`: gaps between a read's runs read through,
+smallest first, within `max_over_read` times the share; requests of about one chunk of needed
+bytes), so a column block is a few large requests, not one per row. Each request goes through the
+source's checked, retried range requests (`RangeReader.get`: If-Match on the header's ETag, a short
+or failed answer retried a bounded number of times, then one error naming the URL, the tensor and
+the range); the needed bytes are copied out of each answer as it arrives and the rest dropped,
+and the requests of one read go `concurrency` at a time. Nothing is written.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from loader.remote.options import RemoteOptions
+from loader.remote.options import RemoteOptions, check_max_over_read
 from loader.remote.ranges import RemoteStats
 from loader.remote.source import RemoteSource
 from loader.sharded.files import Run, SliceFile
 from loader.sharded.layout import Layout, LayoutSource, Slice, TensorLayout, full_region
+from loader.sharded.read_plan import (
+    PlanFigures,
+    Request,
+    closed_gaps,
+    plan_requests,
+    request_bytes_for,
+)
 
 
 def remote_layout(source: RemoteSource) -> Layout:
@@ -37,34 +50,49 @@ def remote_layout(source: RemoteSource) -> Layout:
 
 
 class RemoteSliceFile:
-    """One remote file of the layout: its validated header, runs fetched by range requests."""
+    """One remote file of the layout: its validated header, runs fetched by range requests, as
+    planned over every read of the file the load will make (`plan`; `loader.sharded.read_plan`)."""
 
     def __init__(
         self,
         source: RemoteSource,
         path: Path,
         pool: concurrent.futures.ThreadPoolExecutor | None,
+        *,
+        max_over_read: float,
+        on_plan: Callable[[PlanFigures], None],
     ) -> None:
         self.header = source.headers[str(path)]
         self._obj = source.objects[str(path)]
         self._reader = source.reader
         self._pool = pool
+        self._max_over_read = max_over_read
+        self._request_bytes = request_bytes_for(self._reader.chunk_bytes, max_over_read)
+        self._closed: frozenset[int] = frozenset()
+        self._on_plan = on_plan
+
+    def plan(self, reads: list[list[Run]]) -> None:
+        """Choose the gaps to read through over every read of this file (`closed_gaps`), and
+        report what the plan will request (`on_plan`)."""
+        self._closed = closed_gaps(reads, self._max_over_read)
+        planned = [plan_requests(runs, self._closed, self._request_bytes) for runs in reads]
+        self._on_plan(sum((PlanFigures.of(r) for r in planned), PlanFigures()))
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
-        step = self._reader.chunk_bytes
-        pieces = [(a + k, at + k, min(step, n - k)) for a, at, n in runs for k in range(0, n, step)]
+        requests = plan_requests(runs, self._closed, self._request_bytes)
 
-        def fetch(piece: Run) -> None:
-            a, at, n = piece
-            data = self._reader.get(self._obj, at, at + n, what=what)
-            raw[a : a + n] = np.frombuffer(data, np.uint8)
-            del data
+        def fetch(request: Request) -> None:
+            data = self._reader.get(self._obj, request.start, request.end, what=what)
+            answer = np.frombuffer(data, np.uint8)
+            for a, at, n in request.copies:  # the needed bytes; the gaps are dropped with `data`
+                raw[a : a + n] = answer[at : at + n]
+            del answer, data
 
-        if self._pool is None or len(pieces) == 1:
-            for piece in pieces:
-                fetch(piece)
+        if self._pool is None or len(requests) == 1:
+            for request in requests:
+                fetch(request)
         else:
-            list(self._pool.map(fetch, pieces))
+            list(self._pool.map(fetch, requests))
 
     def close(self) -> None:
         return None  # the source's files hold no handle; the source closes the pool
@@ -73,10 +101,12 @@ class RemoteSliceFile:
 class RemoteLayoutSource(LayoutSource):
     """A `LayoutSource` whose slices are read from a `RemoteSource` (see the module docstring)."""
 
-    def __init__(self, source: RemoteSource) -> None:
+    def __init__(self, source: RemoteSource, max_over_read: float | None = None) -> None:
         super().__init__(remote_layout(source))
         self.path = source.path
         self.remote = source
+        self.max_over_read = check_max_over_read(max_over_read)
+        self._planned = PlanFigures()
         self._pool = (
             concurrent.futures.ThreadPoolExecutor(
                 source.concurrency, thread_name_prefix="loader-sharded-remote"
@@ -86,10 +116,28 @@ class RemoteLayoutSource(LayoutSource):
         )
 
     def open_file(self, path: Path) -> SliceFile:
-        return RemoteSliceFile(self.remote, path, self._pool)
+        return RemoteSliceFile(
+            self.remote,
+            path,
+            self._pool,
+            max_over_read=self.max_over_read,
+            on_plan=self._add_plan,
+        )
+
+    def _add_plan(self, figures: PlanFigures) -> None:
+        self._planned += figures
 
     def remote_stats(self) -> RemoteStats | None:
-        return self.remote.stats()
+        """The source's requests and bytes, with the read plan's (`RemoteStats.planned_requests`,
+        `planned_bytes`, `needed_bytes`, under `max_over_read`)."""
+        p = self._planned
+        return dataclasses.replace(
+            self.remote.stats(),
+            max_over_read=self.max_over_read,
+            planned_requests=p.requests,
+            planned_bytes=p.read_bytes,
+            needed_bytes=p.needed_bytes,
+        )
 
     def finish_reads(self) -> None:
         """The digests: checked where this process read the whole files (one process)."""
@@ -110,4 +158,6 @@ def open_remote_layout(url: str, options: RemoteOptions | None = None) -> Remote
         >>> with open_remote_layout("s3://bucket/model.safetensors", RemoteOptions(8)) as source:
         ...     print(source.keys())
     """
-    return RemoteLayoutSource(RemoteSource(url, options))
+    options = options or RemoteOptions()
+    max_over_read = check_max_over_read(options.max_over_read)  # refused before any request
+    return RemoteLayoutSource(RemoteSource(url, options), max_over_read)

@@ -4,14 +4,16 @@
 needs) each shard file through a `SliceFile`, whose header is checked against the layout, then
 reads only the bytes of the requested range: one read when the range is a whole stored slice,
 else one read per contiguous run (`box_runs`). A local file (`LocalSliceFile`) reads them with
-`os.preadv`; a remote one (`loader.sharded.remote`) with checked range requests. `write_shard`
+`os.preadv`; a remote one (`loader.sharded.remote`) with checked range requests, planned over
+every read the load will make when told them first (`SliceReader.plan`). `write_shard`
 streams slices into one `.safetensors` file, one host buffer at a time, atomically.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,16 @@ from loader.sharded.layout import Layout, Region, Slice, extents, intersect
 #: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
 #: returned to the system when freed; below it, into the C heap, which may keep what it frees.
 MAPPED_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Part:
+    """The part `part` (global indices) of a read that stored slice `slice` holds, and its runs."""
+
+    slice: Slice
+    file: SliceFile
+    part: Region
+    runs: list[Run]
 
 
 class SliceReader:
@@ -66,6 +78,32 @@ class SliceReader:
             )
         return file
 
+    def _parts(self, key: str, region: Region) -> Iterator[_Part]:
+        """The stored slices that hold part of `region`, each with its runs (`box_runs`)."""
+        t = self.layout.tensors[key]
+        itemsize = DTYPES[t.dtype].itemsize
+        for s in t.slices:
+            part = intersect(s.region, region)
+            if part is None:
+                continue
+            file = self._stored(key, s)
+            offset = file.header.file_offset(s.key)
+            local = tuple((a - o, b - o) for (a, b), (o, _) in zip(part, s.region))
+            runs = box_runs(offset, extents(s.region), local, itemsize)
+            yield _Part(s, file, part, runs)
+
+    def plan(self, reads: Iterable[tuple[str, Region]]) -> None:
+        """Tell each file every read `read_region` will make of it (tensor key, global region),
+        so that a remote file plans its requests over all of them (`loader.sharded.read_plan`)."""
+        by_file: dict[Path, list[list[Run]]] = {}
+        for key, region in reads:
+            if math.prod(extents(region)) == 0:
+                continue
+            for p in self._parts(key, region):
+                by_file.setdefault(p.slice.file, []).append(p.runs)
+        for path, runs in by_file.items():
+            self._file(path).plan(runs)
+
     def read_region(self, key: str, region: Region) -> np.ndarray:
         """The values of tensor `key` in the global `region`, as a fresh host array."""
         t = self.layout.tensors[key]
@@ -76,20 +114,13 @@ class SliceReader:
         self.read_bytes += out.nbytes
         if out.size == 0:
             return out
-        for s in t.slices:
-            part = intersect(s.region, region)
-            if part is None:
-                continue
-            file = self._stored(key, s)
-            offset = file.header.file_offset(s.key)
-            local = tuple((a - o, b - o) for (a, b), (o, _) in zip(part, s.region))
-            what = f"tensor {key!r}" if s.key == key else f"slice {s.key!r}"
-            box = out if part == region else np.empty(extents(local), dtype)
-            runs = box_runs(offset, extents(s.region), local, box.dtype.itemsize)
-            file.read_runs(box.reshape(-1).view(np.uint8), runs, what=what)
-            if part == region:  # the whole request lies in this one slice
+        for p in self._parts(key, region):
+            what = f"tensor {key!r}" if p.slice.key == key else f"slice {p.slice.key!r}"
+            box = out if p.part == region else np.empty(extents(p.part), dtype)
+            p.file.read_runs(box.reshape(-1).view(np.uint8), p.runs, what=what)
+            if p.part == region:  # the whole request lies in this one slice
                 return out
-            out[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(part, region))] = box
+            out[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(p.part, region))] = box
         return out
 
     def close(self) -> None:

@@ -6,8 +6,10 @@ Each tensor is placed with the model's sharding, or, where the model declares no
 (`loader.sharded.slices.SliceReader`) over the file seen as a layout of whole-tensor slices;
 identical slices (replicated tensors) are read once per process. A local file is read with
 `os.preadv`; a URL (`https://`, `s3://`, `hf://`) by checked, retried range requests of this
-process's own ranges only, `concurrency` in flight (`loader.sharded.remote`), and the report gives
-the bytes received (`LoadReport.remote`) beside this process's share (`LoadReport.share_bytes`).
+process's own ranges only, planned into few large requests that read at most `max_over_read` times
+the share (`loader.sharded.read_plan`), `concurrency` in flight (`loader.sharded.remote`), and the
+report gives the bytes received and the plan (`LoadReport.remote`) beside this process's share
+(`LoadReport.share_bytes`).
 Runs in one process or as several cooperating `jax.distributed` processes.
 """
 
@@ -26,9 +28,11 @@ from loader.sharded.load import file_recipe
 MULTIPROCESS = True
 REMOTE = True
 #: `loader.load_model`'s options this strategy takes: a URL's `concurrency` (range requests in
-#: flight; `loader.remote.DEFAULT_CONCURRENCY` by default) and what its bytes are checked
-#: against and how long it waits (`loader.remote.INTEGRITY_OPTIONS`).
-OPTIONS = ("concurrency", "digest", "unvalidated", "idle_timeout", "timeout")
+#: flight; `loader.remote.DEFAULT_CONCURRENCY` by default), `max_over_read` (the most its read
+#: plan reads over the process's share; `loader.remote.options.DEFAULT_MAX_OVER_READ` by
+#: default) and what its bytes are checked against and how long it waits
+#: (`loader.remote.INTEGRITY_OPTIONS`).
+OPTIONS = ("concurrency", "max_over_read", "digest", "unvalidated", "idle_timeout", "timeout")
 
 
 def load(

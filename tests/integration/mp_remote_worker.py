@@ -4,7 +4,8 @@
 URL, loads a model sharded over every process's devices with the `sharded` strategy into a
 poisoned instance (every float leaf 7.0), checks each addressable shard bit-exactly against the
 local copy of the checkpoint, and records what it received (`LoadReport.remote`) beside its
-share: the bytes of its distinct index ranges, counted here from the shards themselves. Then the
+share: the bytes of its distinct index ranges, counted here from the shards themselves, and its
+read plan. Then the
 same URL loaded whole by `pipelined` into a model on this process's devices only: what a process
 that reads the whole file receives. Writes `WORKDIR/p<i>.json`; any failed check exits non-zero.
 """
@@ -83,7 +84,8 @@ def stats(report) -> dict:
     r = report.remote
     assert r is not None, "a remote load without LoadReport.remote"
     keys = ("requests", "bytes_requested", "bytes_received", "header_bytes", "retries")
-    return {k: getattr(r, k) for k in keys} | {"concurrency": r.concurrency}
+    plan = ("max_over_read", "planned_requests", "planned_bytes", "needed_bytes")
+    return {k: getattr(r, k) for k in (*keys, *plan)} | {"concurrency": r.concurrency}
 
 
 def main(checkpoint: Path, urls: list[str]) -> dict:

@@ -109,8 +109,9 @@ def test_hf_serving_redirects_to_nginx_and_sends_no_token(
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
 def test_sharded_rows_give_each_process_its_share(tmp_path, monkeypatch):
-    """`sharded` over HTTP as 2 processes: each row's bytes are its share plus its headers, far
-    below the checkpoint; the summed row adds them up."""
+    """`sharded` over HTTP as 2 processes: each row's bytes are its share plus its headers (and
+    the gaps its read plan read through, within 1.5x the share), far below the checkpoint, and
+    its plan is on the row; the summed row adds them up."""
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
     argv = [
         "bench",
@@ -129,9 +130,13 @@ def test_sharded_rows_give_each_process_its_share(tmp_path, monkeypatch):
     rows = {r["process_index"]: r for r in _totals(tmp_path / "res")}
     assert sorted(rows) == [-1, 0, 1] and all(r["status"] == "ok" for r in rows.values())
     for r in (rows[0], rows[1]):
-        assert r["bytes_received"] == r["share_bytes"] + r["header_bytes"]
+        assert r["bytes_received"] == r["planned_bytes"] + r["header_bytes"]
+        assert r["share_bytes"] == r["needed_bytes"] <= r["planned_bytes"]
+        assert r["over_read"] == r["planned_bytes"] / r["needed_bytes"] <= 1.5
         assert r["share_bytes"] < 0.75 * r["checkpoint_bytes"]  # tiny-gpt2's vectors: replicated
-    for key in ("requests", "bytes_received", "share_bytes", "header_bytes"):
+        assert r["planned_requests"] < r["requests"]  # the header requests besides
+    keys = ("requests", "bytes_received", "share_bytes", "header_bytes", "planned_requests")
+    for key in (*keys, "planned_bytes", "needed_bytes"):
         assert rows[-1][key] == rows[0][key] + rows[1][key]
 
 

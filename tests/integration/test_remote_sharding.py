@@ -4,6 +4,8 @@ A kernel split by columns over 4 devices gives every device a column block that 
 file's rows, and a replicated leaf gives every device the whole tensor: read device by device,
 each byte would cross the link once per device. nginx serves the checkpoint; the load fills a
 poisoned model (checked bit-exactly) and its `RemoteStats` must show no byte requested twice.
+A process's share of a column-split kernel (`sharded` over several processes) is read by its read
+plan: few requests, not one per row, and bytes within the plan's over-read bound.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from safetensors.numpy import save_file
 
 import loader
 from loader import Transpose
+from loader.remote.options import DEFAULT_MAX_OVER_READ, RemoteOptions
+from loader.remote.ranges import CHUNK_BYTES
+from loader.sharded.remote import open_remote_layout
+from loader.sharded.rule import shard_axis
+from loader.sharded.slices import SliceReader
 
 pytestmark = pytest.mark.timeout(120)
 DEVICES = 4
@@ -161,3 +168,50 @@ def test_transposed_ports_are_requested_once(served, mesh, poison, staging, budg
     tensor_bytes = sum(a.nbytes for a in ported.values())
     assert stats.tensor_bytes == tensor_bytes
     assert stats.bytes_received <= tensor_bytes + stats.header_bytes, stats
+
+
+def process_share(layout, processes: int, index: int) -> list[tuple[str, tuple]]:
+    """The index range of each tensor that process `index` of `processes` (one device each)
+    holds under the sharding rule: what the `sharded` strategy reads in that process."""
+    reads = []
+    for key, t in layout.tensors.items():
+        region = [(0, d) for d in t.shape]
+        axis = shard_axis(t.shape, processes)
+        if axis is not None:
+            width = t.shape[axis] // processes
+            region[axis] = (index * width, (index + 1) * width)
+        reads.append((key, tuple(region)))
+    return reads
+
+
+@pytest.mark.parametrize(
+    ("processes", "max_over_read"), [(2, None), (4, 4.0)], ids=["2-default", "4-at-4x"]
+)
+def test_a_process_share_is_few_requests_within_the_over_read(served, processes, max_over_read):
+    """Process 0's share of the checkpoint (`fc.kernel` split by columns: one 1 KiB run per row
+    at 2 processes) read as the strategy reads it, plan first: requests within the issue's bound
+    (share / 8 MiB + tensors + 10; a request per row without the plan), bytes within
+    `max_over_read` x the share plus the headers, and every value the file's."""
+    url, saved, _ = served
+    bound = max_over_read or DEFAULT_MAX_OVER_READ
+    options = RemoteOptions(concurrency=4, max_over_read=max_over_read)
+    with open_remote_layout(url, options) as source:
+        reads = process_share(source.layout, processes, 0)
+        with SliceReader(source.layout, source.open_file) as reader:
+            reader.plan(reads)
+            for key, region in reads:
+                want = saved[key][tuple(slice(a, b) for a, b in region)]
+                got = reader.read_region(key, region)
+                assert got.tobytes() == want.tobytes(), key
+            share = reader.read_bytes
+        stats = source.remote_stats()
+    assert stats is not None and stats.retries == 0
+    header_requests = stats.requests - stats.planned_requests  # the plan's, and no other
+    assert 1 <= header_requests <= 2  # the first 64 KiB, and the rest of a longer header
+    assert stats.planned_requests <= share / CHUNK_BYTES + len(reads) + 10, stats
+    assert stats.bytes_received <= bound * share + stats.header_bytes, stats
+    assert stats.needed_bytes == share and stats.over_read <= bound
+    assert stats.bytes_requested == stats.bytes_received
+    rows = saved["fc.kernel"].shape[0]
+    assert stats.requests < rows  # read run by run, `fc.kernel` alone took one per row
+    assert str(stats).count("\n") == 0 and "planned" in str(stats)

@@ -38,6 +38,9 @@ def _process(index: int, processes: int, share: int, wall: float) -> ChildOutcom
         "bytes_received": share + HEADER,
         "header_bytes": HEADER,
         "share_bytes": share,
+        "planned_requests": 30,
+        "planned_bytes": share * 5 // 4,
+        "needed_bytes": share,
     }
     measured = Measurement(GiB, "hwm", total, (), remote=remote)
     return ChildOutcome("ok", None, ChildResult("ok", None, Backend(index, processes), measured))
@@ -73,6 +76,17 @@ def test_every_row_is_held_to_the_processes_shares_over_the_one_link():
     assert summed.received_bytes_per_s == pytest.approx(needed / 12.0)  # over the slowest
     first = next(r for r in rows if r.process_index == 0)
     assert first.received_bytes_per_s == pytest.approx((CHECKPOINT // 2 + HEADER) / 10.0)
+
+
+def test_every_row_carries_the_read_plan_and_the_summed_row_adds_it_up():
+    rows = _phase_rows(2, [10.0, 12.0])
+    for row in rows:
+        assert row.over_read == pytest.approx(1.25)
+    summed = next(r for r in rows if r.process_index == -1)
+    first = next(r for r in rows if r.process_index == 0)
+    assert (first.planned_requests, first.needed_bytes) == (30, CHECKPOINT // 2)
+    assert (summed.planned_requests, summed.needed_bytes) == (60, CHECKPOINT)
+    assert summed.planned_bytes == 2 * first.planned_bytes
 
 
 def test_four_processes_need_their_four_headers():

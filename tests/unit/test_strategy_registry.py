@@ -127,7 +127,7 @@ def test_the_declared_options_are_what_the_strategies_take():
         "pipelined": (*pipeline, "concurrency", "cache_dir", *checks),
         "hostcast": ("concurrency", "cache_dir", *checks),
         "download": ("concurrency", "budget", *checks),
-        "sharded": ("concurrency", *checks),
+        "sharded": ("concurrency", "max_over_read", *checks),
         "runai-s3": ("concurrency",),
     }
     assert not {o for options in declared.values() for o in options} & set(UNIVERSAL)
