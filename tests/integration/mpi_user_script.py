@@ -48,7 +48,9 @@ def main(path: str) -> int:
             got = np.asarray(shard.data)
             assert got.tobytes() == want[shard.index].tobytes(), f"{name} {shard.index} differs"
             checked += 1
-    print(f"rank {launcher.rank} of {launcher.size}: {checked} shards bit-exact", flush=True)
+    assert (jax.process_index(), jax.process_count()) == (launcher.rank, launcher.size)
+    rank, count, devices = jax.process_index(), jax.process_count(), jax.device_count()
+    print(f"rank {rank} of {count}, {devices} devices: {checked} shards bit-exact", flush=True)
     return 0
 
 

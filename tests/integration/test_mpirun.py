@@ -113,4 +113,4 @@ def test_load_model_in_a_users_script_under_mpirun(tmp_path, user_checkpoint, mo
     proc, _ = _mpirun(4, argv, tmp_path, "XLA_FLAGS", timeout_s=120)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     for rank in range(4):
-        assert f"rank {rank} of 4: 8 shards bit-exact" in proc.stdout
+        assert f"rank {rank} of 4, 8 devices: 8 shards bit-exact" in proc.stdout
