@@ -78,7 +78,15 @@ def _tpu(env: Mapping[str, str]) -> Launcher | None:
 
 def detect(env: Mapping[str, str] | None = None) -> Launcher | None:
     """The launcher that started this process as one of two or more ranks, or None (started by
-    hand, or a launcher's job of a single rank: nothing to join)."""
+    hand, or a launcher's job of a single rank: nothing to join).
+
+    Example:
+        >>> detect({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "1",
+        ...         "OMPI_MCA_orte_hnp_uri": "85655552.0;tcp://10.0.0.1:40457"})
+        Launcher(name='ompi', rank=1, size=4, job='85655552', detected_by_jax=True)
+        >>> detect({}) is None
+        True
+    """
     env = os.environ if env is None else env
     for reader in (_ompi, _slurm, _tpu):
         found = reader(env)
@@ -96,6 +104,11 @@ def join(launcher: Launcher | None = None) -> Launcher:
     jax finds the coordinator, the rank and the process count itself; CPU processes exchange
     arrays over gloo. Raises `LauncherError` when no launcher started this process, or when jax
     cannot find the coordinator (Open MPI 5) and `LOADBENCH_LAUNCH_COORDINATOR` is not set.
+
+    Example (a script started by `mpirun -n 4 python load.py`):
+        >>> from loader.launcher import join
+        >>> launcher = join()  # before any other jax use
+        >>> model, report = load_model(build, "/shared/model.safetensors", strategy="sharded")
     """
     found = launcher or detect()
     if found is None:
