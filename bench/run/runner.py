@@ -376,6 +376,23 @@ def _measure(
     return status, kept
 
 
+def checked(config: RunConfig) -> tuple[RunConfig, list[StrategyInfo]]:
+    """`config` as it will run (under a launcher, its ranks are the processes) and its
+    strategies; `BenchError` for what it refuses, before the run writes anything. Every rank of
+    a launcher's job runs these checks, so a refusal stops each of them, not rank 0 alone."""
+    launcher = detect()
+    if launcher is not None:
+        config = replace(config, processes=ranked_processes(config.processes, launcher))
+    selected = _select(config)
+    check_processes(config.processes, selected)
+    check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
+    check_dtype(config.dtype)
+    check_dtype(config.model_dtype, "--model-dtype")
+    for path in config.checkpoints:  # headers only: a text file is refused before any row
+        open_checkpoint(path)
+    return config, selected
+
+
 def run_bench(config: RunConfig) -> RunOutcome:
     """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish.
 
@@ -392,16 +409,9 @@ def run_bench(config: RunConfig) -> RunOutcome:
                 f"run_bench on rank {launcher.rank} of {launcher.size} ({launcher.name}): only "
                 "rank 0 runs the bench; the other ranks run bench.run.ranks.follow"
             )
-        config = replace(config, processes=ranked_processes(config.processes, launcher))
-    selected = _select(config)
+    config, selected = checked(config)
     for line in untaken_options(config, selected):  # run without them, never refused
         print(f"loadbench: {line}", file=sys.stderr)
-    check_processes(config.processes, selected)
-    check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
-    check_dtype(config.dtype)
-    check_dtype(config.model_dtype, "--model-dtype")
-    for path in config.checkpoints:  # headers only: a text file is refused before any row
-        open_checkpoint(path)
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
     made = [d for d in jsonl.parents if not d.exists()]  # deepest first
