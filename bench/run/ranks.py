@@ -27,6 +27,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.errors import BenchError
 from bench.limits.cpu import CpuLimit
@@ -111,7 +112,9 @@ def _peer_failure(folder: Path, seq: int, me: int, launcher: Launcher) -> str | 
     return None
 
 
-def _run_worker(ticket: Ticket, rank: int, folder: Path, launcher: Launcher, **limits):
+def _run_worker(
+    ticket: Ticket, rank: int, folder: Path, launcher: Launcher, **limits: Any
+) -> ChildOutcome:
     """Run this rank's worker of `ticket` to its end; its outcome, also written to `folder`."""
     out = Path(ticket.outs[rank])
     argv = [sys.executable, "-m", "bench.child.worker", "--task", ticket.task_file]
