@@ -10,7 +10,7 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps remote-deps peers ports ports-deps zoo clean
+.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps remote-deps mpi-deps peers ports ports-deps zoo clean
 PEERS_TORCH ?= torch==2.13.0
 TUNIX ?= google-tunix==0.1.7
 
@@ -59,7 +59,14 @@ remote-deps: ## install Debian's nginx, strace and iproute2 for the remote-load 
 	      || echo "remote-deps: could not install $$missing; those remote tests will be skipped"; \
 	  else echo "remote-deps: $$missing missing and not root; those remote tests will be skipped"; fi; fi
 
-test: $(STAMP) browser-deps remote-deps ## run the test suite (CPU, 8 simulated devices)
+mpi-deps: ## install Debian's Open MPI (mpirun) for the tests under a real launcher (root; skipped otherwise)
+	@command -v mpirun >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null) \
+	      || echo "mpi-deps: could not install openmpi-bin; the mpirun tests will be skipped"; \
+	  else echo "mpi-deps: mpirun missing and not root; the mpirun tests will be skipped"; fi; }
+
+test: $(STAMP) browser-deps remote-deps mpi-deps ## run the test suite (CPU, 8 simulated devices)
 	$(PY) -m pytest -q
 
 lint: $(STAMP) ## ruff (with the complexity rules) and format check, then mypy (config in pyproject.toml)

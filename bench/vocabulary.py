@@ -93,3 +93,7 @@ FAILED_BOTH: Final = "failed on both"  # no ok repeat on either side (a skipped 
 UNDECIDED: Final = "too few repeats"  # fewer than `compare.MIN_REPEATS` ok repeats on a side
 COMPARE_FAILURES: Final = (REGRESSED, BROKEN)  # verdicts that make `compare` exit 1
 # ... and MISSING too, unless `compare --allow-missing`
+
+# -- the environment the runner gives a worker that is one rank of a launcher's job ---------------
+RANKED_ENV: Final = "LOADBENCH_RANKED"  # "1": join the launcher's run (`loader.launcher.join`)
+TEST_KILL_ENV: Final = "LOADBENCH_TEST_KILL_RANK"  # tests: this rank's worker dies once joined

@@ -7,12 +7,13 @@ user's own checkpoint the cached `digests` of safetensors' reading and the `chec
 dtype, seed and an optional memray
 capture path. Order: imports, backend initialisation (`jax.distributed.initialize` first for a
 multi-process run, from `LOADBENCH_COORDINATOR`, `LOADBENCH_NUM_PROCESSES`,
-`LOADBENCH_PROCESS_ID`), baseline RSS, the strategy under the probe, which stops once every array
-of the model is ready (`jax.device_put` returns before its copy is done: a load that hands back
-arrays still being copied is not finished), then, outside the measured phases, verification of
-every loaded tensor. The `ChildResult` is written atomically; an exception
-becomes status "crashed" with its message, a mismatch status "wrong". A child killed outright
-writes nothing, and the runner turns that into a row.
+`LOADBENCH_PROCESS_ID`; under a cluster launcher, `LOADBENCH_RANKED`, through jax's own
+detection of the launcher: `loader.launcher.join`), baseline RSS, the strategy under the probe,
+which stops once every array of the model is ready (`jax.device_put` returns before its copy is
+done: a load that hands back arrays still being copied is not finished), then, outside the
+measured phases, verification of every loaded tensor. The `ChildResult` is written atomically;
+an exception becomes status "crashed" with its message, a mismatch status "wrong". A child killed
+outright writes nothing, and the runner turns that into a row.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from bench.records.wire import (
     from_json,
     to_json,
 )
-from bench.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, WRONG
+from bench.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, RANKED_ENV, TEST_KILL_ENV, WRONG
 from loader.errors import DeviceOutOfMemoryError
 from loader.strategies import StrategyError, StrategyInfo
 from loader.vocabulary import REFERENCE
@@ -52,6 +53,18 @@ def init_backend() -> Backend:
     """Import jax, join the distributed run if the runner asked for one, and list the devices."""
     import jax
 
+    if os.environ.get(RANKED_ENV):  # one rank of a cluster launcher's job (bench.run.ranks)
+        from loader.launcher import join
+
+        join()
+        _test_kill(jax.process_index())
+        return Backend(
+            process_index=jax.process_index(),
+            processes=jax.process_count(),
+            devices=jax.device_count(),
+            local_devices=jax.local_device_count(),
+            platform=jax.default_backend(),
+        )
     num = int(os.environ.get("LOADBENCH_NUM_PROCESSES", "1"))
     index = int(os.environ.get("LOADBENCH_PROCESS_ID", "0"))
     if num > 1:
@@ -68,6 +81,17 @@ def init_backend() -> Backend:
         local_devices=jax.local_device_count(),
         platform=jax.default_backend(),
     )
+
+
+def _test_kill(rank: int) -> None:
+    """Tests' hook: the rank named by `LOADBENCH_TEST_KILL_RANK` exits at once (status 3, no
+    cleanup) once it has joined the launcher's run, mid-load for the others (they wait for it at
+    their collectives). Not a signal: the runner reads a SIGKILLed child as one the kernel's OOM
+    killer took, and jax's distributed runtime catches SIGTERM (its preemption notice)."""
+    if os.environ.get(TEST_KILL_ENV) == str(rank):
+        sys.stderr.write(f"{TEST_KILL_ENV}={rank}: this rank's worker exits now\n")
+        sys.stderr.flush()
+        os._exit(3)
 
 
 def _target(task: ChildTask, info: StrategyInfo, spec: Any) -> tuple[Any, Any, Any]:

@@ -221,11 +221,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.analysis.summary import json_summary, tables
     from bench.records.results import read_results
     from bench.run.checks import check_counts
-    from bench.run.runner import run_bench
+    from bench.run.ranks import follow
+    from bench.run.runner import checked, run_bench
+    from loader.launcher import detect
 
     config = run_config(args)
     check_counts(args.repeats, args.devices, args.timeout)
     config.repeat_policy()  # --max-repeats below --repeats is refused before anything runs
+    launcher = detect()
+    if launcher is not None and launcher.rank != 0:  # rank 0 runs the bench and writes the rows
+        checked(config)  # refused here as on rank 0, not after rank 0 has gone quiet
+        return follow(launcher, config.out)
     # Ctrl-C must stop the run cleanly even where SIGINT was inherited as ignored (a shell's
     # background job ignores it, and Python then installs no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def _read_result(path: Path) -> tuple[ChildResult | None, str | None]:
+def read_result(path: Path) -> tuple[ChildResult | None, str | None]:
     """The child's result, or None and why: absent, or unreadable (another version, bad fields)."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -92,7 +93,7 @@ def _read_result(path: Path) -> tuple[ChildResult | None, str | None]:
 
 
 def _outcome(child: _Child) -> ChildOutcome:
-    result, unreadable = _read_result(child.out)
+    result, unreadable = read_result(child.out)
     code = child.proc.returncode
     tail = _tail(child.err)
     if child.killed is not None:
@@ -112,12 +113,24 @@ def _outcome(child: _Child) -> ChildOutcome:
     return ChildOutcome(result.status, result.error, result)
 
 
-def _watch(children: list[_Child], timeout_s: float, budget: int, poll_s: float) -> None:
-    """Wait for the group to end, killing it when it passes its budget or its time limit."""
+def _watch(  # noqa: PLR0913  the group, its three limits, and a check of its peers elsewhere
+    children: list[_Child],
+    timeout_s: float,
+    budget: int,
+    poll_s: float,
+    peer_failed: Callable[[], str | None] | None = None,
+) -> None:
+    """Wait for the group to end, killing it when it passes its budget or its time limit, or
+    when `peer_failed` names a failed member started elsewhere (another rank's process)."""
     start = time.monotonic()
     while True:
         codes = [c.proc.poll() for c in children]
         if all(code is not None for code in codes):
+            return
+        why = peer_failed() if peer_failed is not None else None
+        if why:
+            time.sleep(0.5)  # as below: this member may be reporting its own failure
+            _kill(children, CRASHED, why)
             return
         failed = [i for i, code in enumerate(codes) if code not in (None, 0)]
         if failed:
@@ -159,6 +172,7 @@ def run_group(  # noqa: PLR0913  keyword-only: a timeout, a budget and three opt
     limit: MemoryLimit | None = None,
     throttle: ReadThrottle | None = None,
     cpu: CpuLimit | None = None,
+    peer_failed: Callable[[], str | None] | None = None,
 ) -> list[ChildOutcome]:
     """Run cooperating children to the end; one outcome per child, in order.
 
@@ -171,7 +185,8 @@ def run_group(  # noqa: PLR0913  keyword-only: a timeout, a budget and three opt
         limit: an open `bench.limits.memory.MemoryLimit`: each child is started inside it (its PID,
             and only it, goes in at once); one killed by it becomes "oom". throttle: an open
             `bench.limits.disk_read.ReadThrottle`, joined the same way, as is cpu: an open
-            `bench.limits.cpu.CpuLimit`.
+            `bench.limits.cpu.CpuLimit`. peer_failed: polled with the group; a message from it
+            (a member of the same load on another rank failed) kills the group, "crashed".
     """
     children: list[_Child] = []
     try:
@@ -180,7 +195,7 @@ def run_group(  # noqa: PLR0913  keyword-only: a timeout, a budget and three opt
             for cgroup in (limit, throttle, cpu):
                 if cgroup is not None:
                     cgroup.attach(children[-1].proc.pid)
-        _watch(children, timeout_s, budget_bytes, poll_s)
+        _watch(children, timeout_s, budget_bytes, poll_s, peer_failed)
     except BaseException:
         _kill(children, CRASHED, "interrupted")
         raise

@@ -2,10 +2,12 @@
 
 Each child gets the device count of its process through `XLA_FLAGS`; the processes of a
 multi-process strategy also get `LOADBENCH_COORDINATOR` (a free local port),
-`LOADBENCH_NUM_PROCESSES` and `LOADBENCH_PROCESS_ID`. `task_argvs` writes the worker's
-`ChildTask`; `prepare_task` converts the checkpoint once per (strategy, processes, devices) for
-strategies whose `CHECKPOINT` is not a plain file (`bench.child.prepare convert`), cached beside
-the synthetic checkpoint with a `prepared.json` marker, and returns a `PreparedTask` either way.
+`LOADBENCH_NUM_PROCESSES` and `LOADBENCH_PROCESS_ID` (under a cluster launcher,
+`bench.run.ranks` starts one worker per rank instead, from `write_child_task` and `child_env`).
+`task_argvs` writes the worker's `ChildTask`; `prepare_task` converts the checkpoint once per
+(strategy, processes, devices) for strategies whose `CHECKPOINT` is not a plain file
+(`bench.child.prepare convert`), cached beside the synthetic checkpoint with a `prepared.json`
+marker, and returns a `PreparedTask` either way.
 """
 
 from __future__ import annotations
@@ -23,23 +25,30 @@ from bench.records.wire import ChildTask, to_json
 from bench.run.children import run_group
 from bench.run.config import RunConfig
 from bench.run.matrix import Task
-from bench.vocabulary import CRASHED, OK
+from bench.vocabulary import CRASHED, OK, RANKED_ENV
 from loader.vocabulary import FILE, URL
 
 Group = tuple[list[list[str]], list[dict[str, str]], list[Path]]
 
 
-def _env(task: Task, index: int, coordinator: str | None) -> dict[str, str]:
+def child_env(devices_per_process: int) -> dict[str, str]:
+    """This process's environment for a child of `devices_per_process` CPU devices, without the
+    variables of a multi-process run (the caller adds those it means)."""
     env = dict(os.environ)
     flags = re.sub(r"--xla_force_host_platform_device_count=\S+", "", env.get("XLA_FLAGS", ""))
-    per_process = task.devices // task.processes
     env["XLA_FLAGS"] = (
-        f"{flags.strip()} --xla_force_host_platform_device_count={per_process}".strip()
+        f"{flags.strip()} --xla_force_host_platform_device_count={devices_per_process}".strip()
     )
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env["PYTHONUNBUFFERED"] = "1"
     for key in ("LOADBENCH_COORDINATOR", "LOADBENCH_NUM_PROCESSES", "LOADBENCH_PROCESS_ID"):
         env.pop(key, None)
+    env.pop(RANKED_ENV, None)
+    return env
+
+
+def _env(task: Task, index: int, coordinator: str | None) -> dict[str, str]:
+    env = child_env(task.devices // task.processes)
     if task.processes > 1:
         env.update(
             LOADBENCH_COORDINATOR=coordinator or "",
@@ -68,6 +77,12 @@ def _group(task: Task, argv_tail: list[str], work: Path, tag: str) -> Group:
 def task_argvs(task: Task, work: Path) -> Group:
     """Write the task's `ChildTask` and return the worker group's (argvs, envs, outs)."""
     tag = uuid.uuid4().hex[:12]
+    task_file = write_child_task(task, work, tag)
+    return _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)
+
+
+def write_child_task(task: Task, work: Path, tag: str) -> Path:
+    """Write the task's `ChildTask` (what every worker of the task reads) as `<tag>.task.json`."""
     memray_bin = None if task.memray_bin is None else str(task.memray_bin)
     if task.memray_bin is not None and task.processes > 1:  # rows link to process 0's capture
         memray_bin = str(task.memray_bin.with_suffix("")) + "-p{process_index}.bin"
@@ -91,10 +106,10 @@ def task_argvs(task: Task, work: Path) -> Group:
         cache_policy=task.cache_policy,
         concurrency=task.concurrency,
     )
+    work.mkdir(parents=True, exist_ok=True)
     task_file = work / f"{tag}.task.json"
-    argvs, envs, outs = _group(task, ["bench.child.worker", "--task", str(task_file)], work, tag)
     task_file.write_text(to_json(child_task), encoding="utf-8")
-    return argvs, envs, outs
+    return task_file
 
 
 @dataclass(frozen=True)

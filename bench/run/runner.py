@@ -46,11 +46,13 @@ from bench.run.children import ChildOutcome, run_group
 from bench.run.config import RunConfig, cache_dir
 from bench.run.launch import PreparedTask, prepare_task, task_argvs
 from bench.run.matrix import Checkpoint, Task, plan, untaken_options
+from bench.run.ranks import Leader, ranked_processes
 from bench.run.reference import MomentReference
 from bench.run.repeats import Tallies
 from bench.run.rows import RowContext, failed_row, result_records
 from bench.run.user_checkpoint import open_checkpoint
 from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, OK, RUNNING, SKIPPED
+from loader.launcher import detect
 from loader.strategies import StrategyInfo
 from loader.vocabulary import TOTAL
 
@@ -125,27 +127,38 @@ def _open_limits(
     return limit, throttle, cpu
 
 
-def _run_task(task: Task, config: RunConfig, work: Path) -> tuple[list[ChildOutcome], Situation]:
+def _run_task(
+    task: Task, config: RunConfig, work: Path, leader: Leader | None = None
+) -> tuple[list[ChildOutcome], Situation]:
     """Run the task's child group (under the memory and read limits, if any, and the memory
-    budget): its outcomes and the situation it ran in."""
+    budget), or, when `leader` takes it, one worker on each of the launcher's ranks: its
+    outcomes and the situation it ran in."""
     budget = config.budget_bytes()
-    argvs, envs, outs = task_argvs(task, work)
     files = pagecache.checkpoint_files(task.load_path)
     cache = pagecache.set_cache(files, task.cache)
     with contextlib.ExitStack() as stack:
         limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
             budget = min(budget, limit.limit_bytes)
-        outcomes = run_group(
-            argvs,
-            envs,
-            outs,
-            timeout_s=config.timeout_s,
-            budget_bytes=budget,
-            limit=limit,
-            throttle=throttle,
-            cpu=cpu,
-        )
+        if leader is not None and leader.takes(task):
+            outcomes = leader.run(
+                task,
+                work,
+                timeout_s=config.timeout_s,
+                budget_bytes=config.memory_budget_bytes,
+                limit=limit,
+                throttle=throttle,
+                cpu=cpu,
+            )
+        else:
+            outcomes = run_group(
+                *task_argvs(task, work),
+                timeout_s=config.timeout_s,
+                budget_bytes=budget,
+                limit=limit,
+                throttle=throttle,
+                cpu=cpu,
+            )
         memory = limit.outcome() if limit is not None else None
         disk_read = throttle.outcome() if throttle is not None else None
         cpus = cpu.outcome() if cpu is not None else None
@@ -177,6 +190,7 @@ class _Execution:
     writer: ResultsWriter
     run_id: str
     ceiling: Ceiling
+    leader: Leader | None = None  # rank 0 of a cluster launcher's job (bench.run.ranks)
     memray: Memray = field(default_factory=dict)
     reference: MomentReference = field(
         default_factory=lambda: MomentReference(cache_dir() / "reference")
@@ -201,11 +215,11 @@ class _Execution:
         if not remote:
             self.ceiling.probe(nbytes)  # before the child: quiet machine
         if task.memray_bin is not None:  # a capture: no row, so no reference either
-            outcomes, _ = _run_task(prepared.task, self.config, work)
+            outcomes, _ = _run_task(prepared.task, self.config, work, self.leader)
             _note_memray(task, outcomes, self.memray, self.folder)
             return None, None, True
         before = self.reference.before(nbytes, task.cache)
-        outcomes, situation = _run_task(prepared.task, self.config, work)
+        outcomes, situation = _run_task(prepared.task, self.config, work, self.leader)
         reading = self.reference.after(before, nbytes, task.cache)
         resident = situation.cache.resident_fraction
         limit = (
@@ -245,13 +259,18 @@ def _headline(records: list) -> tuple[float | None, float | None, bool]:
     return head.paired_ratio, head.reference_drift, head.status == OK
 
 
-def _execute(
-    tasks: list[Task], config: RunConfig, writer: ResultsWriter, run_id: str, ceiling: Ceiling
+def _execute(  # noqa: PLR0913  what one run's tasks share
+    tasks: list[Task],
+    config: RunConfig,
+    writer: ResultsWriter,
+    run_id: str,
+    ceiling: Ceiling,
+    leader: Leader | None,
 ) -> None:
     """Run `tasks` (the memray captures and the minimum's interleaved rounds), then further
     interleaved rounds of the configurations whose time is not yet settled
     (`bench.run.repeats`)."""
-    execution = _Execution(config, writer, run_id, ceiling)
+    execution = _Execution(config, writer, run_id, ceiling, leader)
     tallies: Tallies[tuple] = Tallies(config.repeat_policy())
     shown = config.progress and sys.stderr.isatty()  # a file gets no carriage returns
     firsts: dict[tuple, Task] = {}
@@ -301,7 +320,9 @@ def _asked(config: RunConfig, selected: list[StrategyInfo]) -> dict:
     }
 
 
-def _run_matrix(config: RunConfig, selected: list[StrategyInfo], writer: ResultsWriter) -> None:
+def _run_matrix(
+    config: RunConfig, selected: list[StrategyInfo], writer: ResultsWriter, leader: Leader | None
+) -> None:
     run_id = writer.path.stem
     ceiling = Ceiling(config)
     for ck in _checkpoints(config):
@@ -310,10 +331,11 @@ def _run_matrix(config: RunConfig, selected: list[StrategyInfo], writer: Results
             ctx = _context(run_id, task, {}, _unrun(task))
             writer.write(failed_row(ctx, SKIPPED, reason))
         if config.source == FILE_SOURCE or not tasks:
-            _execute(tasks, config, writer, run_id, ceiling)
+            _execute(tasks, config, writer, run_id, ceiling, leader)
             continue
         with serving(ck.path, config.source, config.link, ck.shapes) as url:
-            _execute([replace(t, url=url) for t in tasks], config, writer, run_id, ceiling)
+            urls = [replace(t, url=url) for t in tasks]
+            _execute(urls, config, writer, run_id, ceiling, leader)
 
 
 def _finish(writer: ResultsWriter, record: RunRecord, status: str, header: int) -> bool:
@@ -326,7 +348,13 @@ def _finish(writer: ResultsWriter, record: RunRecord, status: str, header: int) 
     return True
 
 
-def _measure(config: RunConfig, selected: list[StrategyInfo], record: RunRecord, jsonl: Path):
+def _measure(
+    config: RunConfig,
+    selected: list[StrategyInfo],
+    record: RunRecord,
+    jsonl: Path,
+    leader: Leader | None = None,
+):
     """Write the run to `jsonl`, its end record last. Returns (status, whether the file is kept);
     an error other than Ctrl-C is raised after the end record says "failed"."""
     status, kept = FAILED, True
@@ -334,7 +362,7 @@ def _measure(config: RunConfig, selected: list[StrategyInfo], record: RunRecord,
         writer.write(record)
         header = jsonl.stat().st_size
         try:
-            _run_matrix(config, selected, writer)
+            _run_matrix(config, selected, writer, leader)
             status = COMPLETE
         except KeyboardInterrupt:
             status = INTERRUPTED
@@ -348,29 +376,50 @@ def _measure(config: RunConfig, selected: list[StrategyInfo], record: RunRecord,
     return status, kept
 
 
-def run_bench(config: RunConfig) -> RunOutcome:
-    """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish.
-
-    The run record is written first (status "running") and again at the end with the run's
-    status: complete, interrupted (Ctrl-C) or failed (an error stopped it). A run refused before
-    its first row (a bad `--checkpoint`, say) leaves no file and no new folder behind.
-    """
+def checked(config: RunConfig) -> tuple[RunConfig, list[StrategyInfo]]:
+    """`config` as it will run (under a launcher, its ranks are the processes) and its
+    strategies; `BenchError` for what it refuses, before the run writes anything. Every rank of
+    a launcher's job runs these checks, so a refusal stops each of them, not rank 0 alone."""
+    launcher = detect()
+    if launcher is not None:
+        config = replace(config, processes=ranked_processes(config.processes, launcher))
     selected = _select(config)
-    for line in untaken_options(config, selected):  # run without them, never refused
-        print(f"loadbench: {line}", file=sys.stderr)
     check_processes(config.processes, selected)
     check_shapes(config.shapes)  # before the run record: a typo leaves no stray results file
     check_dtype(config.dtype)
     check_dtype(config.model_dtype, "--model-dtype")
     for path in config.checkpoints:  # headers only: a text file is refused before any row
         open_checkpoint(path)
+    return config, selected
+
+
+def run_bench(config: RunConfig) -> RunOutcome:
+    """Run the matrix of `config`; rows land in `<out>/<machine>/<run-id>.jsonl` as they finish.
+
+    The run record is written first (status "running") and again at the end with the run's
+    status: complete, interrupted (Ctrl-C) or failed (an error stopped it). A run refused before
+    its first row (a bad `--checkpoint`, say) leaves no file and no new folder behind. Launched
+    by mpirun, srun or a TPU pod, this is rank 0's part: a multi-process strategy runs on the
+    launcher's ranks (`bench.run.ranks`; the other ranks run `follow`).
+    """
+    launcher = detect()
+    if launcher is not None:
+        if launcher.rank != 0:
+            raise BenchError(
+                f"run_bench on rank {launcher.rank} of {launcher.size} ({launcher.name}): only "
+                "rank 0 runs the bench; the other ranks run bench.run.ranks.follow"
+            )
+    config, selected = checked(config)
+    for line in untaken_options(config, selected):  # run without them, never refused
+        print(f"loadbench: {line}", file=sys.stderr)
     run_id = new_run_id()
     jsonl = Path(config.out) / machine_id() / f"{run_id}.jsonl"
     made = [d for d in jsonl.parents if not d.exists()]  # deepest first
     record = replace(run_record(run_id, config.argv or sys.argv), **_asked(config, selected))
     kept = False
     try:
-        status, kept = _measure(config, selected, record, jsonl)
+        with Leader(launcher, config.out) if launcher else contextlib.nullcontext() as leader:
+            status, kept = _measure(config, selected, record, jsonl, leader)
     finally:
         if kept:
             export_parquet(jsonl)

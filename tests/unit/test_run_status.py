@@ -30,7 +30,7 @@ def _runs(tmp_path):
 def _fake_matrix(then: BaseException | None):
     """A matrix that writes one (skipped) row, then raises `then`."""
 
-    def run(config, selected, writer):
+    def run(config, selected, writer, leader=None):
         writer.write(_run_line(writer.path.stem, "extra"))  # any line past the header
         if then is not None:
             raise then
@@ -86,7 +86,7 @@ def test_a_refused_run_writes_nothing(tmp_path):
 
 
 def test_a_refusal_inside_the_run_removes_the_header_only_file(tmp_path, monkeypatch):
-    def refuse(config, selected, writer):
+    def refuse(config, selected, writer, leader=None):
         raise BenchError("refused")
 
     monkeypatch.setattr(runner, "_run_matrix", refuse)
