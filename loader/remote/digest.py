@@ -2,13 +2,18 @@
 
 A load's reader threads get a file's ranges out of order. `FileDigest.feed` hashes a range as
 soon as every byte before it has been hashed; a range that arrives early is kept (a copy) until
-its turn, within `hold_bytes`; one that would pass that bound is dropped and fetched again at
-the end (`finish`), as are the bytes no tensor read asked for. Bytes are hashed from the copy the
-load uses: of a header request's bytes only the header's own (the tensor bytes it also received
-are hashed when their own read delivers them to the model). A range received again after its
-bytes were hashed (a load that reads a byte twice) is counted in `received_twice`, not hashed
-again. So the check costs CPU for hashing (hashlib releases the GIL), at most
-`hold_bytes` of host RAM, and a request again only for what could not be held.
+its turn, within `hold_bytes`. A range that would pass that bound waits for the gap before the
+held ones where a reader has it in flight, and otherwise fetches it itself (`fill`, a chunk at a
+time: the pipeline reads small tensors after the large ones around them, so a few KiB at a
+time), so the hash moves on and the held bytes stay bounded; `finish` fetches what no read asked
+for. `refetched` counts both.
+
+Bytes are hashed from the copy the load uses: of a header request's bytes only the header's own
+(the tensor bytes it also received are hashed when their own read delivers them to the model). A
+range received again after its bytes were hashed (a load that reads a byte twice) is counted in
+`received_twice`, not hashed again. So the check costs CPU for hashing (one sha256 stream: about
+1.3 GB/s on the development VM, so it can set the time on a fast link), at most `hold_bytes` of
+host RAM, and requests again only for gaps.
 
 `parse_digest` reads what a user gives (`digest="sha256:<64 hex>"`); the Hub's LFS files carry
 their sha256 in their metadata (`X-Linked-Etag`), which `loader.remote.source` passes here.
@@ -26,8 +31,12 @@ import numpy as np
 from loader.errors import RemoteError
 
 _SHA256 = re.compile(r"^sha256:([0-9a-f]{64})$")
-#: Early ranges of one file kept for hashing, at most (a range beyond it is fetched again).
-DEFAULT_HOLD_BYTES = 64 << 20
+#: Early ranges of one file kept for hashing, at most: what 16 requests of 8 MiB hold in flight.
+DEFAULT_HOLD_BYTES = 128 << 20
+#: A gap nobody asked for is fetched at most this much at a time.
+GAP_CHUNK_BYTES = 8 << 20
+#: A gap a reader has in flight is waited for at most this long, then fetched.
+GAP_WAIT_S = 30.0
 
 
 def parse_digest(value: str, *, where: str) -> str:
@@ -43,7 +52,11 @@ def parse_digest(value: str, *, where: str) -> str:
 
 
 class FileDigest:
-    """The sha256 of one file of `size` bytes, fed by ranges in any order (module docstring)."""
+    """The sha256 of one file of `size` bytes, fed by ranges in any order (module docstring).
+
+    The reader says which ranges it has asked for (`expect`, `settle`): a gap that one of them
+    will fill is waited for; a gap nobody has asked for yet is fetched (`fill`).
+    """
 
     def __init__(self, expected: str, size: int, *, hold_bytes: int = DEFAULT_HOLD_BYTES) -> None:
         self.expected, self.size, self.hold_bytes = expected, size, hold_bytes
@@ -51,43 +64,90 @@ class FileDigest:
         self._next = 0  # every byte before it is hashed
         self._held: dict[int, np.ndarray] = {}  # start -> early bytes
         self._held_bytes = 0
-        self._lock = threading.Lock()
-        self.refetched = 0  # bytes fetched again by `finish`
+        self._asked: dict[int, int] = {}  # start -> end of the ranges in flight
+        self._lock = threading.Condition()
+        self.refetched = 0  # bytes fetched again: gaps nobody asked for, by `fill` and `finish`
         self.received_twice = 0  # bytes received after they were hashed (not hashed again)
 
     @property
     def complete(self) -> bool:
         return self._next >= self.size
 
-    def feed(self, start: int, data: np.ndarray | memoryview) -> None:
-        """Bytes `[start, start + len(data))` of the file, as received."""
+    def expect(self, start: int, end: int) -> None:
+        """A reader has asked for `[start, end)` (its bytes come through `feed`)."""
+        with self._lock:
+            self._asked[start] = max(end, self._asked.get(start, end))
+
+    def settle(self, start: int) -> None:
+        """The range asked for at `start` has been fed, or failed."""
+        with self._lock:
+            self._asked.pop(start, None)
+            self._lock.notify_all()
+
+    def feed(
+        self,
+        start: int,
+        data: np.ndarray | memoryview,
+        fill: Callable[[int, int], np.ndarray] | None = None,
+    ) -> None:
+        """Bytes `[start, start + len(data))` of the file, as received. Where the held ranges
+        are full, the gap before them is waited for (a reader has it in flight) or fetched with
+        `fill(a, b)` (nobody asked for it); without `fill` the range is dropped (`finish`
+        fetches it)."""
         flat = np.frombuffer(data, np.uint8) if isinstance(data, memoryview) else data.reshape(-1)
         end = start + flat.nbytes
-        with self._lock:
-            if start < self._next:
-                self.received_twice += min(end, self._next) - start
-            if end <= self._next or flat.nbytes == 0:
-                return
-            if start <= self._next:
-                self._hash.update(flat[self._next - start :].data)
-                self._next = end
-                self._drain()
-            elif start not in self._held and self._held_bytes + flat.nbytes <= self.hold_bytes:
-                self._held[start] = flat.copy()
-                self._held_bytes += flat.nbytes
+        waited = 0.0
+        while True:
+            with self._lock:
+                if start < self._next:
+                    self.received_twice += min(end, self._next) - start
+                if end <= self._next or flat.nbytes == 0:
+                    return
+                if start <= self._next:
+                    self._hash_in_turn(start, flat)
+                    return
+                if self._held_bytes + flat.nbytes <= self.hold_bytes or fill is None:
+                    if (
+                        start not in self._held
+                        and self._held_bytes + flat.nbytes <= self.hold_bytes
+                    ):
+                        self._held[start] = flat.copy()
+                        self._held_bytes += flat.nbytes
+                    return
+                if self._in_flight(self._next) and waited < GAP_WAIT_S:
+                    self._lock.wait(0.5)  # the gap's reader is on its way
+                    waited += 0.5
+                    continue
+                later = [a for a in self._asked if a > self._next]
+                gap = self._next, min([start, self._next + GAP_CHUNK_BYTES, *self._held, *later])
+                self._asked[gap[0]] = gap[1]
+            try:
+                piece = fill(*gap)  # outside the lock: the other readers go on
+            finally:
+                self.settle(gap[0])
+            with self._lock:
+                self.refetched += piece.nbytes
+                if gap[0] <= self._next < gap[1]:
+                    self._hash_in_turn(gap[0], piece)
 
-    def _drain(self) -> None:
-        """Hash the held ranges that are now in turn (the lock held)."""
+    def _in_flight(self, at: int) -> bool:
+        return any(a <= at < b for a, b in self._asked.items())
+
+    def _hash_in_turn(self, start: int, flat: np.ndarray) -> None:
+        """Hash `flat` from `_next` on, then the held ranges now in turn (the lock held)."""
+        self._hash.update(flat[self._next - start :].data)
+        self._next = start + flat.nbytes
         while True:
             ready = [s for s in self._held if s <= self._next]
             if not ready:
-                return
+                break
             for s in ready:
                 data = self._held.pop(s)
                 self._held_bytes -= data.nbytes
                 if s + data.nbytes > self._next:
                     self._hash.update(data[self._next - s :].data)
                     self._next = s + data.nbytes
+        self._lock.notify_all()
 
     def finish(self, fetch: Callable[[int, int], np.ndarray], chunk: int) -> bool:
         """Hash the rest of the file (`fetch(start, end)` for what was never received or not
@@ -98,8 +158,10 @@ class FileDigest:
                 later = [s for s in self._held if s > at]
                 stop = min([self.size, at + chunk, *later])
             data = fetch(at, stop)
-            self.refetched += stop - at
-            self.feed(at, data)
+            with self._lock:
+                self.refetched += stop - at
+                if at <= self._next < stop:
+                    self._hash_in_turn(at, data)
         return self._hash.hexdigest() == self.expected
 
     @property

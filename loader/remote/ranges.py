@@ -224,11 +224,27 @@ class RangeReader:
                 f"{obj.url}: {what}: bytes {start}-{end - 1} lie outside the "
                 f"{obj.size}-byte file; the header and the file disagree (re-upload the file)"
             )
-        answer = self._with_retries(obj.path, obj.url, start, out, obj.conditions, what=what)
-        self._check_validators(obj, answer, f"{obj.url}: {what}, bytes {start}-{end - 1}")
         digest = self.digests.get(obj.path)
-        if digest is not None:
-            digest.feed(start, out)
+        if digest is None:
+            self._read_checked(obj, start, out, what=what)
+            return
+        digest.expect(start, end)
+        try:
+            self._read_checked(obj, start, out, what=what)
+
+            def fill(a: int, b: int) -> np.ndarray:  # a gap for the digest, not fed to it
+                gap = np.empty(b - a, np.uint8)
+                self._read_checked(obj, a, gap, what=f"{what}, for the file's sha256")
+                return gap
+
+            digest.feed(start, out, fill)
+        finally:
+            digest.settle(start)
+
+    def _read_checked(self, obj: RemoteObject, start: int, out: np.ndarray, *, what: str) -> None:
+        answer = self._with_retries(obj.path, obj.url, start, out, obj.conditions, what=what)
+        end = start + out.nbytes
+        self._check_validators(obj, answer, f"{obj.url}: {what}, bytes {start}-{end - 1}")
 
     def get(self, obj: RemoteObject, start: int, end: int, *, what: str) -> np.ndarray:
         """The bytes `[start, end)` of `obj` in a fresh uint8 array (one request)."""
@@ -383,7 +399,9 @@ class RangeReader:
             obj = objects[path]
 
             def fetch(a: int, b: int, obj: RemoteObject = obj) -> np.ndarray:
-                return self.get(obj, a, b, what="the rest of the file, for its sha256")
+                out = np.empty(b - a, np.uint8)
+                self._read_checked(obj, a, out, what="the rest of the file, for its sha256")
+                return out
 
             if not digest.finish(fetch, self.chunk_bytes):
                 raise RemoteError(

@@ -356,7 +356,7 @@ class HTTPTransport:
                     self._drop(origin)
                     raise TransportError(
                         "deadline",
-                        f"the body was still arriving ({got} of {len(out)} bytes)",
+                        f"the body was still arriving: {got} of {len(out)} bytes",
                         retryable=False,
                     )
                 # one receive at a time (not `readinto`, which waits for the whole buffer): a
