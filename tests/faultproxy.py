@@ -30,6 +30,7 @@ import http.client
 import socket
 import struct
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         rng = self.headers.get("Range")
         self.server.proxy.requests.append((self.command, self.path, rng))
+        self.server.proxy.request_times.append(time.monotonic())
         kind = self._fault_for(rng)
         if kind in ("reset", "status500", "status503"):
             self._answer_alone(kind)
@@ -182,6 +184,7 @@ class FaultProxy(ServedInThread):
         self.released = threading.Event()  # set on exit: stalled answers end
         self.range_gets = 0
         self.requests: list[tuple[str, str, str | None]] = []
+        self.request_times: list[float] = []  # when each of `requests` arrived (monotonic)
 
     def __exit__(self, *exc: object) -> None:
         self.released.set()  # stalled and trickling answers end

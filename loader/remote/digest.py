@@ -106,13 +106,11 @@ class FileDigest:
                 if start <= self._next:
                     self._hash_in_turn(start, flat)
                     return
-                if self._held_bytes + flat.nbytes <= self.hold_bytes or fill is None:
-                    if (
-                        start not in self._held
-                        and self._held_bytes + flat.nbytes <= self.hold_bytes
-                    ):
-                        self._held[start] = flat.copy()
-                        self._held_bytes += flat.nbytes
+                fits = self._held_bytes + flat.nbytes <= self.hold_bytes
+                if fits and start not in self._held:
+                    self._held[start] = flat.copy()
+                    self._held_bytes += flat.nbytes
+                if fits or fill is None:
                     return
                 if self._in_flight(self._next) and waited < GAP_WAIT_S:
                     self._lock.wait(0.5)  # the gap's reader is on its way
@@ -125,10 +123,14 @@ class FileDigest:
                 piece = fill(*gap)  # outside the lock: the other readers go on
             finally:
                 self.settle(gap[0])
-            with self._lock:
-                self.refetched += piece.nbytes
-                if gap[0] <= self._next < gap[1]:
-                    self._hash_in_turn(gap[0], piece)
+            self._hash_refetched(gap[0], piece)
+
+    def _hash_refetched(self, start: int, piece: np.ndarray) -> None:
+        """Bytes fetched again for the hash alone (a gap, or the rest at the end), counted."""
+        with self._lock:
+            self.refetched += piece.nbytes
+            if start <= self._next < start + piece.nbytes:
+                self._hash_in_turn(start, piece)
 
     def _in_flight(self, at: int) -> bool:
         return any(a <= at < b for a, b in self._asked.items())
@@ -157,11 +159,7 @@ class FileDigest:
                 at = self._next
                 later = [s for s in self._held if s > at]
                 stop = min([self.size, at + chunk, *later])
-            data = fetch(at, stop)
-            with self._lock:
-                self.refetched += stop - at
-                if at <= self._next < stop:
-                    self._hash_in_turn(at, data)
+            self._hash_refetched(at, fetch(at, stop))
         return self._hash.hexdigest() == self.expected
 
     @property
