@@ -412,33 +412,42 @@ class HTTPTransport:
         response.read()  # the body is read: the response closes, the connection is kept
 
 
-#: A presigned URL is valid this long, and signed again once half of it has passed (so a request
-#: never starts on a URL that expires before an 8 MiB answer can arrive).
+#: A presigned URL says it is valid this long (`X-Amz-Expires`)...
 SIGNED_URL_LIFETIME_S = 3600.0
+#: ...but is signed again after this: a URL signed with temporary credentials (an instance
+#: profile's, STS's) dies with them, and obstore renews them minutes before they expire, so a URL
+#: at most this old was signed with credentials that outlive the requests it starts.
+SIGNED_URL_REUSE_S = 60.0
 
 
 class SignedURLs:
     """Presigned GET URLs of an obstore store's objects (`obstore.sign`: S3's query-string
-    signature, made from the store's own credentials and endpoint), each signed again once half
-    its lifetime has passed. `HTTPTransport(locate=SignedURLs(store))` then reads S3's bodies
-    straight into their destination, as it reads HTTP's.
+    signature, made from the store's own credentials and endpoint), each signed again once
+    `reuse_s` has passed (signing is a local HMAC: cheap). `HTTPTransport(locate=SignedURLs(store))`
+    then reads S3's bodies straight into their destination, as it reads HTTP's.
 
     Example:
         >>> urls = SignedURLs(S3Store("bucket"))
         >>> urls("sa3/model.safetensors")  # 'https://bucket.s3...?X-Amz-Signature=...'
     """
 
-    def __init__(self, store: Any, *, lifetime_s: float = SIGNED_URL_LIFETIME_S) -> None:
-        self.store, self.lifetime_s = store, lifetime_s
+    def __init__(
+        self,
+        store: Any,
+        *,
+        lifetime_s: float = SIGNED_URL_LIFETIME_S,
+        reuse_s: float = SIGNED_URL_REUSE_S,
+    ) -> None:
+        self.store, self.lifetime_s, self.reuse_s = store, lifetime_s, reuse_s
         self._signed: dict[str, tuple[str, float]] = {}  # path -> (URL, when signed)
         self._lock = threading.Lock()
 
     def __call__(self, path: str) -> str:
         now = time.monotonic()
         with self._lock:
-            url, when = self._signed.get(path, ("", -self.lifetime_s))
-            if now - when < self.lifetime_s / 2:
-                return url
+            signed = self._signed.get(path)
+            if signed is not None and now - signed[1] < self.reuse_s:
+                return signed[0]
         import obstore
 
         url = obstore.sign(self.store, "GET", path, timedelta(seconds=self.lifetime_s))

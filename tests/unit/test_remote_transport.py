@@ -30,8 +30,8 @@ def _store(**credentials: str):
     )
 
 
-def test_a_signed_url_is_reused_then_signed_again_after_half_its_lifetime(monkeypatch):
-    urls = SignedURLs(_store(access_key_id="k", secret_access_key="s"), lifetime_s=60)
+def test_a_signed_url_is_reused_for_a_while_then_signed_again(monkeypatch):
+    urls = SignedURLs(_store(access_key_id="k", secret_access_key="s"), lifetime_s=60, reuse_s=30)
     now = [1000.0]
     monkeypatch.setattr(transport.time, "monotonic", lambda: now[0])
     first = urls("sa3/model.safetensors")
@@ -41,7 +41,7 @@ def test_a_signed_url_is_reused_then_signed_again_after_half_its_lifetime(monkey
     query = urllib.parse.parse_qs(split.query)
     assert query["X-Amz-Expires"] == ["60"] and query["X-Amz-Signature"][0]
     now[0] += 29
-    assert urls("sa3/model.safetensors") is first  # within half its lifetime: the same URL
+    assert urls("sa3/model.safetensors") is first  # within `reuse_s`: the same URL
     now[0] += 2
     assert urls("sa3/model.safetensors") is not first  # signed again
     assert urls("other.safetensors") != first  # one URL per object
