@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from loader.errors import CheckpointError
 from loader.sharded.layout import Region, extents, intersect
+from loader.vocabulary import AUTO, BYTES, REGIONS, SHARE_CHOICES
 
 #: The bytes one planned request carries (`loader.remote.ranges.CHUNK_BYTES`), in the bound on
 #: requests per process: its share / this + its tensors + 10.
@@ -49,12 +50,11 @@ AUTO_OVER_SHARE = 1.5
 class Share(enum.Enum):
     """What `share=` takes (see the module docstring)."""
 
-    REGIONS = "regions"
-    BYTES = "bytes"
-    AUTO = "auto"
+    REGIONS = REGIONS
+    BYTES = BYTES
+    AUTO = AUTO
 
 
-SHARE_CHOICES = tuple(s.value for s in Share)
 DEFAULT_SHARE = Share.AUTO
 
 
