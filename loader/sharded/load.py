@@ -56,7 +56,15 @@ from loader.sharded.layout import (
     within,
 )
 from loader.sharded.rule import rule_mesh, rule_sharding
-from loader.sharded.share import BYTES_MAX_OVER_READ, ProcessFigures, Share, ShareStats, Way, choose
+from loader.sharded.share import (
+    BYTES_MAX_OVER_READ,
+    DEFAULT_SHARE,
+    ProcessFigures,
+    Share,
+    ShareStats,
+    Way,
+    choose,
+)
 from loader.sharded.slices import SliceReader
 
 
@@ -212,11 +220,11 @@ class Slices:
     time, as one `stream` phase (`read` / `cast` / `transfer` sub-steps).
 
     Attributes:
-        share: `share=` as asked (`loader.sharded.share.Share`); a sharded directory's slices
-            are read by regions.
+        share: `share=` as asked (`loader.sharded.share.Share`); None: a sharded directory,
+            whose slices are read by regions, with no `LoadReport.share`.
     """
 
-    share: Share = Share.REGIONS
+    share: Share | None = None
     _reader: SliceReader | None = field(default=None, init=False, repr=False)
 
     def start(self, source: LayoutSource, probe: Probe) -> None:
@@ -252,6 +260,8 @@ class Slices:
                 plan.report.loaded.append(step.leaf.key)
                 del value
         plan.report.share_bytes = reader.read_bytes
+        if self.share is None:
+            return
         plan.report.share = ShareStats(
             asked=self.share,
             mode=mode,
@@ -271,6 +281,8 @@ class Slices:
     ) -> tuple[Share, str]:
         """The mode of this load and why: as asked, or `auto`'s choice on every process's
         figures (gathered, so that every process chooses the same)."""
+        if self.share is None:
+            return Share.REGIONS, "a sharded directory: each process reads its own slices"
         if self.share is not Share.AUTO:
             return self.share, f"asked share={self.share.value!r}"
         processes, remote = jax.process_count(), source.remote_stats() is not None
@@ -314,7 +326,7 @@ DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_r
 
 
 def file_recipe(
-    remote: RemoteOptions | None = None, share: Share = Share.REGIONS
+    remote: RemoteOptions | None = None, share: Share = DEFAULT_SHARE
 ) -> Recipe[LayoutSource]:
     """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each process
     reading its share of it as `share` says (`loader.sharded.share`); a URL's ranges by range
