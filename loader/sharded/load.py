@@ -44,7 +44,7 @@ from loader.planning.plan import LoadPlan, Step
 from loader.remote.options import RemoteOptions
 from loader.report import ShardingChange
 from loader.sequence import Recipe
-from loader.sharded.blocks import assembled_from_block, block_read, why_not_block
+from loader.sharded.blocks import Block, assembled_from_block, plan_block
 from loader.sharded.layout import (
     LayoutSource,
     Region,
@@ -188,13 +188,21 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, 
     return arr
 
 
-def planned_reads(step: Step, shape: tuple[int, ...], way: Way = Way.REGIONS) -> list[Region]:
-    """The index ranges of the file's tensor that `step` reads the `way` it goes (`way_of`),
-    told to the slice reader ahead, so that a remote file plans its requests over all of them."""
-    if way is Way.WHOLE:
+@dataclass(frozen=True)
+class Reading:
+    """How one step is read (`way_of`): its way, and in bytes mode how its block goes."""
+
+    way: Way
+    block: Block | None = None
+
+
+def planned_reads(step: Step, shape: tuple[int, ...], reading: Reading) -> list[Region]:
+    """The index ranges of the file's tensor that `step` reads as `reading` says, told to the
+    slice reader ahead, so that a remote file plans its requests over all of them."""
+    if reading.way is Way.WHOLE:
         return [full_region(shape)]
-    if way is Way.BLOCK:
-        return [block_read(step, shape)]
+    if reading.block is not None:
+        return [reading.block.region(shape, jax.process_index())]
     sharding = step.sharding
     if sharding is None or not sharding.addressable_devices:
         return []  # refused when it is read (`refuse_unaddressable`)
@@ -203,14 +211,14 @@ def planned_reads(step: Step, shape: tuple[int, ...], way: Way = Way.REGIONS) ->
     return regions if box is None else [box]
 
 
-def way_of(step: Step, shape: tuple[int, ...], mode: Share) -> Way:
+def way_of(step: Step, shape: tuple[int, ...], mode: Share) -> Reading:
     """How `step` is read in `mode` (`regions` or `bytes`): whole (a scalar, or a transform that
-    needs the whole tensor), as a block resharded (`loader.sharded.blocks`), or by regions."""
+    needs the whole tensor), as a block resharded (`loader.sharded.blocks.plan_block`), or by
+    regions."""
     if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
-        return Way.WHOLE
-    if mode is Share.BYTES and why_not_block(step, shape) is None:
-        return Way.BLOCK
-    return Way.REGIONS
+        return Reading(Way.WHOLE)
+    block = plan_block(step, shape) if mode is Share.BYTES else None
+    return Reading(Way.REGIONS) if block is None else Reading(Way.BLOCK, block)
 
 
 @dataclass
@@ -236,21 +244,23 @@ class Slices:
         shapes = [source.layout.tensors[step.file_key].shape for step in plan.steps]
         with probe.phase(STREAM):
             mode, reason = self._mode(plan.steps, shapes, reader, source)
-            ways = [way_of(step, shape, mode) for step, shape in zip(plan.steps, shapes)]
+            readings = [way_of(step, shape, mode) for step, shape in zip(plan.steps, shapes)]
             reader.plan(
                 (
                     (step.file_key, region)
-                    for step, shape, way in zip(plan.steps, shapes, ways)
-                    for region in planned_reads(step, shape, way)
+                    for step, shape, reading in zip(plan.steps, shapes, readings)
+                    for region in planned_reads(step, shape, reading)
                 ),
                 BYTES_MAX_OVER_READ if mode is Share.BYTES else None,
             )
             exchanged = 0
-            for step, shape, way in zip(plan.steps, shapes, ways):
-                if way is Way.WHOLE:
+            for step, shape, reading in zip(plan.steps, shapes, readings):
+                if reading.way is Way.WHOLE:
                     value = _whole(step, plan, reader, probe, shape)
-                elif way is Way.BLOCK:
-                    value, received = assembled_from_block(step, reader, probe, shape)
+                elif reading.block is not None:
+                    value, received = assembled_from_block(
+                        step, reading.block, reader, probe, shape
+                    )
                     exchanged += received
                 else:
                     value = _assembled(step, reader, probe, shape)
@@ -262,6 +272,7 @@ class Slices:
         plan.report.share_bytes = reader.read_bytes
         if self.share is None:
             return
+        ways = [reading.way for reading in readings]
         plan.report.share = ShareStats(
             asked=self.share,
             mode=mode,

@@ -5,14 +5,15 @@
   for every process: over a link, many requests (the read plan merges what it can,
   `loader.sharded.read_plan`), and a replicated tensor is read by every process.
 - `Share.BYTES`: each process reads one contiguous leading-axis block of each tensor (rows
-  `[p * R / P, (p + 1) * R / P)` for process `p` of `P`: one run, so one read or a few large
-  requests), places it on its own devices, and JAX's own resharding (a jitted identity with the
-  target `out_shardings`) moves the bytes to where the model's sharding wants them, over the
-  interconnect (gloo between CPU processes, NVLink / ICI on accelerators). A process reads
-  `1 / P` of the checkpoint; `exchanged_bytes` (the bytes its devices hold that it did not read)
-  are what it received from the others. A tensor the process count cannot split by rows, a
-  PRNG key, or one whose target already puts each process's rows on it (nothing to exchange)
-  is read by regions; a scalar or a transform needing the whole tensor is read whole.
+  `[p * c, (p + 1) * c)` for process `p` of `P`, `c = ceil(R / P)`, the last fewer: one run, so
+  one read or a few large requests), places it on its own devices, and JAX's own resharding (a
+  jitted program with the target `out_shardings`) moves the bytes to where the model's sharding
+  wants them, over the interconnect (gloo between CPU processes, NVLink / ICI on accelerators).
+  A process reads about `1 / P` of the checkpoint; `exchanged_bytes` (the bytes its devices hold
+  that it did not read) are what it received from the others. A PRNG key, a tensor whose target
+  already puts each process's rows on it (nothing to exchange), or one XLA would reshard with
+  arithmetic (`loader.sharded.blocks.plan_block`) is read by regions; a scalar or a transform
+  needing the whole tensor is read whole.
 - `Share.AUTO` (the default): regions for one process or a local file (a run there is one
   `preadv`, with no round trip to save); over a URL with several processes, bytes when any
   process's regions would cost more requests than the issue's bound (`request_bound`: its share /
@@ -90,18 +91,22 @@ class Way(enum.Enum):
 
 def leading_block(shape: tuple[int, ...], processes: int, index: int) -> Region | None:
     """The rows process `index` of `processes` reads of a tensor in bytes mode (the other axes
-    whole), or None where the process count does not divide the leading axis.
+    whole): `ceil(R / processes)` each, the last ones fewer (or none) where the count does not
+    divide the rows; None for a tensor without rows (0-d, or empty).
 
     Example:
         >>> leading_block((8, 3), 4, 1)
         ((2, 4), (0, 3))
-        >>> leading_block((6, 3), 4, 1) is None
-        True
+        >>> leading_block((6, 3), 4, 2)
+        ((4, 6), (0, 3))
+        >>> leading_block((6, 3), 4, 3)
+        ((6, 6), (0, 3))
     """
-    if not shape or shape[0] == 0 or shape[0] % processes:
+    if not shape or shape[0] == 0:
         return None
-    rows = shape[0] // processes
-    return ((index * rows, (index + 1) * rows), *((0, d) for d in shape[1:]))
+    rows = -(-shape[0] // processes)
+    start, end = min(index * rows, shape[0]), min((index + 1) * rows, shape[0])
+    return ((start, end), *((0, d) for d in shape[1:]))
 
 
 def elements(region: Region) -> int:

@@ -41,8 +41,9 @@ MODES = ("regions", "bytes", "auto")
 
 class Net(nnx.Module):
     """A kernel split by columns over every device (exchanged in bytes mode), one split by rows
-    (each process's rows its own already), one whose 3 rows no process count divides, and
-    replicated biases (every process receives what the others read)."""
+    (each process's rows its own already), one whose 3 rows 2 and 4 processes do not divide
+    (the last process reads fewer rows, or none), and replicated biases (every process receives
+    what the others read)."""
 
     def __init__(self, rngs: nnx.Rngs) -> None:
         def init(spec):
@@ -78,12 +79,11 @@ def spans(index, shape) -> tuple:
     return tuple(s.indices(d)[:2] for s, d in zip(index, shape))
 
 
-def own_rows(shape: tuple[int, ...], process: int) -> tuple[int, int] | None:
-    """The rows process `process` reads in bytes mode (None: the count does not divide them)."""
-    if shape[0] % COUNT:
-        return None
-    n = shape[0] // COUNT
-    return process * n, (process + 1) * n
+def own_rows(shape: tuple[int, ...], process: int) -> tuple[int, int]:
+    """The rows process `process` reads in bytes mode: ceil(rows / processes) each, in order,
+    the last ones fewer or none."""
+    n = -(-shape[0] // COUNT)
+    return min(process * n, shape[0]), min((process + 1) * n, shape[0])
 
 
 def outside(region: tuple, rows: tuple[int, int]) -> int:
@@ -94,9 +94,7 @@ def outside(region: tuple, rows: tuple[int, int]) -> int:
 
 
 def is_block(shape, sharding) -> bool:
-    """Read as a block in bytes mode: rows divisible, and some process holds rows not its own."""
-    if own_rows(shape, 0) is None:
-        return False
+    """Read as a block in bytes mode: some process's devices hold rows it does not read."""
     for device, index in sharding.devices_indices_map(shape).items():
         rows = own_rows(shape, device.process_index)
         if outside(spans(index, shape), rows):
@@ -112,7 +110,7 @@ def expected(mesh, mode: str) -> tuple[int, int, int]:
         mine = {spans(i, shape) for i in sharding.addressable_devices_indices_map(shape).values()}
         if mode == "bytes" and is_block(shape, sharding):
             rows = own_rows(shape, ME)
-            read += math.prod(shape) // COUNT * 4
+            read += (rows[1] - rows[0]) * math.prod(shape[1:]) * 4
             exchanged += sum(outside(r, rows) for r in mine) * 4
             blocks += 1
         else:

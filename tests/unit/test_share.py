@@ -58,7 +58,9 @@ def test_a_bad_share_is_refused_before_any_request(tmp_path):
         ((8, 3), 4, 0, ((0, 2), (0, 3))),
         ((8, 3), 4, 3, ((6, 8), (0, 3))),
         ((8,), 2, 1, ((4, 8),)),
-        ((6, 3), 4, 1, None),  # 4 does not divide 6 rows
+        ((6, 3), 4, 1, ((2, 4), (0, 3))),  # ceil(6 / 4) = 2 rows each
+        ((6, 3), 4, 2, ((4, 6), (0, 3))),
+        ((6, 3), 4, 3, ((6, 6), (0, 3))),  # none left: the last process reads nothing
         ((0, 3), 2, 0, None),
         ((), 2, 0, None),
     ],
@@ -67,11 +69,15 @@ def test_leading_block_is_the_process_rows(shape, processes, index, block):
     assert leading_block(shape, processes, index) == block
 
 
-def test_the_blocks_of_every_process_tile_the_tensor():
-    shape = (12, 5, 2)
-    blocks = [leading_block(shape, 4, p) for p in range(4)]
-    assert [b[0] for b in blocks if b] == [(0, 3), (3, 6), (6, 9), (9, 12)]
+@pytest.mark.parametrize(("rows", "processes"), [(12, 4), (13, 4), (3, 4), (50257, 2), (1, 2)])
+def test_the_blocks_of_every_process_tile_the_tensor_in_order(rows, processes):
+    shape = (rows, 5, 2)
+    blocks = [leading_block(shape, processes, p) for p in range(processes)]
     assert all(b is not None and b[1:] == ((0, 5), (0, 2)) for b in blocks)
+    spans = [b[0] for b in blocks if b]
+    assert spans[0][0] == 0 and spans[-1][1] == rows
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert max(b - a for a, b in spans) == -(-rows // processes)
 
 
 def test_exchanged_counts_each_distinct_region_once_and_only_outside_the_block():
@@ -126,8 +132,8 @@ def test_the_source_mesh_is_process_by_local_device_and_splits_rows_where_they_d
     mesh = jax.make_mesh((8,), ("data",))
     source = source_mesh(NamedSharding(mesh, PartitionSpec()))
     assert source is not None and source.devices.shape == (1, 8)
-    assert source_sharding(source, (16, 3)).spec == PartitionSpec(("processes", "local"))
-    assert source_sharding(source, (4, 3)).spec == PartitionSpec("processes")
+    assert source_sharding(source, 16).spec == PartitionSpec(("processes", "local"))
+    assert source_sharding(source, 4).spec == PartitionSpec("processes")
 
 
 class Mixed(nnx.Module):
