@@ -83,9 +83,17 @@ class Block:
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(padded: tuple[int, ...], rows: int, dtype: Any, source: Any, target: Any) -> Any:
-    """The program from the blocks to the target (the identity, or dropping the padding), or
-    None where XLA would reshard it with arithmetic."""
+def reshard_program(
+    padded: tuple[int, ...], rows: int, dtype: Any, source: Any, target: Any
+) -> Any:
+    """The program from the blocks (`padded` rows at sharding `source`) to the tensor's `rows` at
+    sharding `target` (the identity, or dropping the padding), compiled once per argument set, or
+    None where XLA would reshard it with arithmetic.
+
+    Example:
+        >>> program = reshard_program((8, 16), 5, np.dtype("float32"), source, target)
+        >>> tensor = program(blocks)  # (5, 16) at `target`
+    """
     cut = padded[0] != rows
     program = jax.jit(lambda x: x[:rows] if cut else x, out_shardings=target)
     compiled = program.lower(jax.ShapeDtypeStruct(padded, dtype, sharding=source)).compile()
@@ -119,7 +127,7 @@ def plan_block(step: Step, shape: tuple[int, ...]) -> Block | None:
     padded = (rows * processes, *shape[1:])
     source = source_sharding(mesh, rows)
     dtype = step.leaf.stored_shape_dtype()[1]
-    compiled = _compiled(padded, shape[0], dtype, source, target)
+    compiled = reshard_program(padded, shape[0], dtype, source, target)
     return None if compiled is None else Block(rows, padded, source, compiled)
 
 
