@@ -137,6 +137,7 @@ class Task:
     staging: bool | None = None  # `staging=` for strategies that take it (`--staging`)
     threads: int | None = None  # `threads=` (`--threads`), likewise
     cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
+    share: str | None = None  # `share=` (`--share`), likewise
     cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
     model: str = "spec"  # bench.vocabulary.MODELS
     compile: bool = False  # also lower and compile the port's forward
@@ -217,6 +218,7 @@ OPTION_FLAGS = {
     "staging": "--staging",
     "threads": "--threads",
     "cache_policy": "--cache-policy",
+    "share": "--share",
 }
 
 
@@ -265,6 +267,7 @@ def plan(
             staging=config.staging if "staging" in takes else None,
             threads=config.threads if "threads" in takes else None,
             cache_policy=config.cache_policy if "cache_policy" in takes else None,
+            share=config.share if "share" in takes else None,
         )
         reason = _skip_reason(task, known, config, budget)
         if reason is None and config.source != FILE_SOURCE and not entry.remote:

@@ -39,6 +39,23 @@ def test_each_task_carries_only_the_options_its_strategy_takes(tmp_path):
     assert untaken_options(config, entries[:1]) == []
 
 
+def test_share_reaches_the_sharded_task_only(tmp_path):
+    config = RunConfig(
+        ["tiny-gpt2"],
+        strategies=["sharded", "pipelined"],
+        share="bytes",
+        out=tmp_path,
+        memory_budget_bytes=1 << 40,
+    )
+    entries = [strategies.get("sharded"), strategies.get("pipelined")]
+    ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
+    tasks, _ = plan(ck, entries, config, tmp_path)
+    assert {t.entry.name: t.share for t in tasks} == {"sharded": "bytes", "pipelined": None}
+    assert untaken_options(config, entries) == [
+        "--share: taken by sharded only; pipelined runs without it"
+    ]
+
+
 def test_a_task_with_an_option_its_strategy_does_not_take_is_a_one_line_row():
     task = ChildTask("hostcast", "tiny-gpt2", "/nowhere", "/nowhere", None, budget_bytes=1 << 20)
     result = worker.run(task)

@@ -116,7 +116,8 @@ def test_an_option_the_strategy_does_not_take_is_refused_in_one_line_naming_it(t
 def test_the_declared_options_are_what_the_strategies_take():
     """pipelined declares `PipelineOptions`' fields and the remote ones, the other strategies
     that load a URL only the remote ones (and `download` the budget of its pipelined load), the
-    runai S3 peer its clients in flight; none is one every strategy takes."""
+    runai S3 peer its clients in flight, `sharded` also how its processes share the file; none
+    is one every strategy takes."""
     from loader.pipeline import PipelineOptions
     from loader.remote import INTEGRITY_OPTIONS
 
@@ -127,7 +128,7 @@ def test_the_declared_options_are_what_the_strategies_take():
         "pipelined": (*pipeline, "concurrency", "cache_dir", *checks),
         "hostcast": ("concurrency", "cache_dir", *checks),
         "download": ("concurrency", "budget", *checks),
-        "sharded": ("concurrency", "max_over_read", *checks),
+        "sharded": ("concurrency", "max_over_read", *checks, "share"),
         "runai-s3": ("concurrency",),
     }
     assert not {o for options in declared.values() for o in options} & set(UNIVERSAL)
