@@ -16,9 +16,11 @@ which orbax's assembly truncates in silence) are the core's (`loader.strategies.
 Local files only: the layout opens every path with etils epath (`async_path.open_file` ->
 `epath.Path.open`), which knows local paths and `gs://`, `s3://`, `az://`, `hf://` through fsspec,
 and no `http(s)://`. Its `s3://` needs s3fs, which is not among loadbench's dependencies (its
-aiobotocore pins a botocore older than the boto3 the bench uploads with), and its `hf://` lists
-files through the Hub's tree API, which the bench's Hub server does not answer; a remote bench run
-gives it a skipped row saying so (`WHY_NOT_REMOTE`).
+aiobotocore pins a botocore older than the one the boto3 the bench uploads with needs), and its
+`hf://` lists files through the Hub's tree API (`/api/models/<repo>/tree/<rev>`), which the
+bench's Hub server does not answer; a remote bench run gives it a skipped row saying so
+(`WHY_NOT_REMOTE`). orbax reports its own reads through `jax.monitoring`
+(`/jax/orbax/read/safetensors/bytes_read`, `num_reads`, `storage_reads`).
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ from loader.vocabulary import PEER
 KIND = PEER  # orbax-checkpoint is one of loadbench's own dependencies: nothing to install
 MULTIPROCESS = True  # each process reads its own ranges (tests/integration), beside `sharded`
 WHY_NOT_REMOTE = (
-    "orbax's safetensors layout opens paths with etils epath: no http(s)://; its s3:// needs "
-    "s3fs (not installed here), its hf:// the Hub's tree API (the bench's Hub has none)"
+    "orbax's safetensors layout opens paths with etils epath: no http(s)://; s3:// only through "
+    "s3fs, which loadbench does not install (its aiobotocore pins an older botocore than boto3's); "
+    "hf:// lists files with the Hub's tree API, which the bench's Hub lacks"
 )
 
 
