@@ -308,8 +308,7 @@ def _one_process_only(
         for model, procs in ((m, n) for m in config.models() for n in counts):
             devices = max(1, config.devices // procs) * procs
             task = _task(ck, entry, model, procs, devices, config)
-            reason = f"not run as {procs} processes: {entry.why_not_multiprocess}"
-            skipped += [(t, reason) for t in _per_concurrency(task, config)]
+            skipped += [(t, entry.why_not_multiprocess) for t in _per_concurrency(task, config)]
     return skipped
 
 

@@ -24,8 +24,8 @@ KIND = PEER
 REQUIRES = ("torch", "runai_model_streamer")
 INSTALL_HINT = "make peers"
 WHY_NOT_MULTIPROCESS = (
-    "runai's distributed mode (each rank streams some tensors, then torch.distributed broadcasts "
-    "them over NCCL) runs on CUDA or ROCm devices only; loadbench runs runai as one process"
+    "runai's distributed mode needs NCCL on CUDA or ROCm devices (each rank streams some "
+    "tensors, then torch.distributed broadcasts them); loadbench runs runai as one process"
 )
 
 

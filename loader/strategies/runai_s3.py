@@ -38,8 +38,8 @@ REQUIRES = ("torch", "runai_model_streamer", "runai_model_streamer_s3")
 INSTALL_HINT = "make peers"
 OPTIONS = ("concurrency",)  # runai's S3 clients in flight
 WHY_NOT_MULTIPROCESS = (
-    "runai's distributed mode (each rank streams some tensors, then torch.distributed broadcasts "
-    "them over NCCL) runs on CUDA or ROCm devices only; loadbench runs runai as one process"
+    "runai's distributed mode needs NCCL on CUDA or ROCm devices (each rank streams some "
+    "tensors, then torch.distributed broadcasts them); loadbench runs runai as one process"
 )
 RUNAI_S3_CONCURRENCY = 8  # runai-model-streamer 0.17's default (its log: "s3 concurrency 8")
 _CONCURRENCY_VAR = "RUNAI_STREAMER_OBJ_CONCURRENCY"
