@@ -5,8 +5,10 @@ and cached with a `bench.json` summary. The task list runs every memray capture 
 strategy, so measured rows can link to it), then the repeats interleaved: A B C A B C, so drift
 hits every strategy alike. In the default matrix a strategy predicted not to fit the memory budget
 (its peak predicted by `bench.analysis.recommend` from earlier results here, else
-`DEFAULT_PEAK_RATIO` x the checkpoint) is skipped. How each task's children are started is
-`bench.run.launch`.
+`DEFAULT_PEAK_RATIO` x the checkpoint) is skipped, as is, in a remote run, a strategy that reads
+local files only, and, for each `--processes` count above 1, a one-process strategy whose library
+has a multi-process mode the bench cannot run (`WHY_NOT_MULTIPROCESS`): each a row saying why.
+How each task's children are started is `bench.run.launch`.
 
 Each task carries only the options (`--budget`, `--staging`, `--threads`, `--cache-policy`) its
 strategy declares (`OPTIONS`): a strategy that takes none runs, and is recorded, without them
@@ -161,7 +163,13 @@ def _layouts(entry: StrategyInfo, config: RunConfig) -> list[tuple[int, int]]:
         counts = [1]
     else:
         counts = config.processes or [1 if entry.kind == PEER else DEFAULT_PROCESSES]
-    return [(procs, max(1, config.devices // procs) * procs) for procs in counts]
+    return [(procs, _devices(procs, config)) for procs in counts]
+
+
+def _devices(procs: int, config: RunConfig) -> int:
+    """The devices of a `procs`-process configuration, in total: `--devices` / `procs` each, at
+    least one."""
+    return max(1, config.devices // procs) * procs
 
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
@@ -306,8 +314,7 @@ def _one_process_only(
     runs_here = [e for e in entries if (e.checkpoint != URL if local else e.remote)]
     for entry in (e for e in runs_here if e.why_not_multiprocess and not e.multiprocess):
         for model, procs in ((m, n) for m in config.models() for n in counts):
-            devices = max(1, config.devices // procs) * procs
-            task = _task(ck, entry, model, procs, devices, config)
+            task = _task(ck, entry, model, procs, _devices(procs, config), config)
             skipped += [(t, entry.why_not_multiprocess) for t in _per_concurrency(task, config)]
     return skipped
 
