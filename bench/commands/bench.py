@@ -347,8 +347,9 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--processes",
         default=None,
-        help="processes of multi-process strategies (`sharded`, `sharded-dir`), e.g. 2 or 2,4 "
-        f"(each count its own configuration; default {DEFAULT_PROCESSES})",
+        help="processes of multi-process strategies (`sharded`, `sharded-dir`, the peer "
+        "`orbax-safetensors`), e.g. 2 or 1,2,4 (each count its own configuration; default "
+        f"{DEFAULT_PROCESSES}, a peer's 1)",
     )
     _add_run_limits(p)
     p.set_defaults(func=cmd_run)

@@ -144,6 +144,15 @@ def test_the_declared_options_are_what_the_strategies_take():
         ('"""Doc."""\nKIND = make()\ndef load(target, path): ...\n', "must be a literal"),
         ('"""Doc."""\nOPTIONS = "budget"\ndef load(target, path): ...\n', "OPTIONS a tuple"),
         ('"""Doc."""\nPLATFORMS = ("tpuu",)\ndef load(target, path): ...\n', "PLATFORMS a tuple"),
+        ('"""Doc."""\nWHY_NOT_REMOTE = 1\ndef load(target, path): ...\n', "one line of text"),
+        (
+            '"""Doc."""\nREMOTE = True\nWHY_NOT_REMOTE = "no"\ndef load(target, path): ...\n',
+            "no WHY_NOT_REMOTE while REMOTE = True",
+        ),
+        (
+            '"""Doc."""\nMULTIPROCESS = True\nWHY_NOT_MULTIPROCESS = "x"\ndef load(t, p): ...\n',
+            "no WHY_NOT_MULTIPROCESS while MULTIPROCESS = True",
+        ),
     ],
 )
 def test_malformed_modules_are_refused_by_name(extra_pkg, body, message):
