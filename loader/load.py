@@ -40,15 +40,17 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     idle_timeout: float | None = None,
     timeout: float | None = None,
     max_over_read: float | None = None,
+    share: str | None = None,
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
     `strict`, `key_map`, `ignore_unexpected`, `ignore_missing`, `casts` and `on_built` apply to
     every strategy (`loader.sequence.LoadArgs`). `budget`, `staging`, `threads`, `cache_policy`,
-    `concurrency`, `cache_dir`, `max_over_read`, `digest`, `unvalidated`, `idle_timeout` and
-    `timeout` are options of the strategies that declare them (their `OPTIONS`: `pipelined`'s,
-    and the remote ones of those that load a URL); None means not given. An option the chosen
-    strategy does not take is refused (`StrategyError`, naming it), never dropped in silence.
+    `concurrency`, `cache_dir`, `max_over_read`, `share`, `digest`, `unvalidated`,
+    `idle_timeout` and `timeout` are options of the strategies that declare them (their
+    `OPTIONS`: `pipelined`'s, `sharded`'s, and the remote ones of those that load a URL); None
+    means not given. An option the chosen strategy does not take is refused (`StrategyError`,
+    naming it), never dropped in silence.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
@@ -92,6 +94,14 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             column block's rows are read through, smallest first, within it, to send few large
             requests instead of one per row (`loader.sharded.read_plan`; the plan is in
             `LoadReport.remote`).
+        share: `sharded`, a file or a URL: how its processes split the checkpoint.
+            `"regions"`: each reads its devices' own index ranges; `"bytes"`: each reads a
+            contiguous leading-axis block of every tensor and JAX reshards them over the
+            interconnect (XLA's collectives); `"auto"` (default): regions for one process or a
+            local file, bytes over a URL where regions would send more requests than a
+            process's share / 8 MiB + its tensors + 10, or read replicas 1.5x over
+            (`loader.sharded.share`). `LoadReport.share` says what was chosen and why, and the
+            bytes each process received from the others (`exchanged_bytes`).
         digest: a URL's file as `"sha256:<hex>"` (several files: a mapping of each file's
             name to its digest), checked over the bytes received before the model is
             returned; the Hub's LFS files carry theirs (`loader.remote.digest`).
@@ -135,6 +145,7 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             "concurrency": concurrency,
             "cache_dir": cache_dir,
             "max_over_read": max_over_read,
+            "share": share,
             "digest": digest,
             "unvalidated": unvalidated,
             "idle_timeout": idle_timeout,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from loader.errors import MismatchError
 from loader.remote.ranges import RemoteStats
+from loader.sharded.share import ShareStats
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: What an abstract target's leaf holds when nothing was loaded into it.
@@ -198,7 +199,13 @@ class LoadReport:
             to it and the bytes of its regions of the model (a staged load).
         remote: a remote load's requests, bytes and concurrency (`loader.remote`); else None.
         share_bytes: a `sharded` or `sharded-dir` load: the bytes of this process's distinct
-            index ranges, which it read (its share of the checkpoint); None for other strategies.
+            index ranges, which it read (its share of the checkpoint); in `bytes` mode
+            (`share`), the bytes it read: its leading-axis blocks and what fell back to regions.
+            None for other strategies.
+        share: a `sharded` load: how the processes shared the checkpoint (`regions` or `bytes`,
+            asked or chosen by `auto`, and why), the tensors read each way and `exchanged_bytes`,
+            the bytes this process's devices hold that it did not read (received over the
+            interconnect); `loader.sharded.share.ShareStats`. None for other strategies.
     """
 
     path: str = ""
@@ -225,6 +232,7 @@ class LoadReport:
     left_at: str = LEFT_AT_INIT
     remote: RemoteStats | None = None
     share_bytes: int | None = None
+    share: ShareStats | None = None
 
     @property
     def ok(self) -> bool:

@@ -42,6 +42,11 @@ DONTNEED: Final = "dontneed"  # drop each range from the page cache once it is r
 AUTO: Final = "auto"  # drop behind the readers only what will not fit with the model (the default)
 CACHE_POLICIES: Final = (AUTO, KEEP, DONTNEED)
 
+# -- `sharded`'s `share=` (`bench run --share`; `loader.sharded.share`) ---------------------------
+REGIONS: Final = "regions"  # each process reads its own devices' index ranges
+BYTES: Final = "bytes"  # each reads a leading-axis block, resharded over the interconnect
+SHARE_CHOICES: Final = (REGIONS, BYTES, AUTO)  # AUTO: chosen per load (the default)
+
 # -- `load_model(casts=...)`: how a float-to-float cast to the model's dtype is taken --------------
 REPORT: Final = "report"  # a mismatch like any other: warned, or raised under strict (the default)
 ALLOW: Final = "allow"  # expected: listed in the report's casts, neither warned nor raised

@@ -224,6 +224,7 @@ def _measurement(
 ) -> Measurement:
     """The probe's measurements, with what the load reported of itself and what each device
     received against its shards of the model."""
+    share = getattr(report, "share", None)  # a `sharded` load (`loader.sharded.share`)
     return dataclasses.replace(
         probe.result(),
         inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
@@ -232,6 +233,8 @@ def _measurement(
         device_received_bytes=traffic.received,
         device_expected_bytes=traffic_expected(model) if traffic.received else {},
         remote=_remote(report),
+        share_mode=None if share is None else share.mode.value,
+        exchanged_bytes=None if share is None else share.exchanged_bytes,
     )
 
 
@@ -270,15 +273,16 @@ def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
 
 
 def load_options(task: ChildTask) -> dict[str, Any]:
-    """`budget=` (`bench run --budget`), `staging=` (`--staging`), `threads=` (`--threads`) and
-    `cache_policy=` (`--cache-policy`) as the task carries them: the runner gave the task only
-    those its strategy declares (`bench.run.matrix`); any other is refused by the strategy in
-    one line (`StrategyError`), a crashed row, not a crashed run."""
+    """`budget=` (`bench run --budget`), `staging=` (`--staging`), `threads=` (`--threads`),
+    `cache_policy=` (`--cache-policy`) and `share=` (`--share`) as the task carries them: the
+    runner gave the task only those its strategy declares (`bench.run.matrix`); any other is
+    refused by the strategy in one line (`StrategyError`), a crashed row, not a crashed run."""
     asked: dict[str, Any] = {
         "budget": task.budget_bytes,
         "staging": task.staging,
         "threads": task.threads,
         "cache_policy": task.cache_policy,
+        "share": task.share,
         "concurrency": task.concurrency,
     }
     return {k: v for k, v in asked.items() if v is not None}

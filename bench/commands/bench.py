@@ -11,7 +11,15 @@ import signal
 import sys
 from pathlib import Path
 
-from bench.commands.common import add_cache, add_json, add_out, add_pipelined, csv, example
+from bench.commands.common import (
+    add_cache,
+    add_json,
+    add_out,
+    add_pipelined,
+    add_sharded,
+    csv,
+    example,
+)
 from bench.commands.model_options import add_model_options, check_model
 from bench.errors import BenchError
 from bench.run.checks import parse_processes
@@ -172,6 +180,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         staging=True if args.staging else None,
         threads=args.threads,
         cache_policy=args.cache_policy,
+        share=args.share,
         link=_link(args),  # checked before the source's server: a bad --link is said first
         source=_source(args),
         remote_concurrency=_concurrencies(args.remote_concurrency),
@@ -332,13 +341,15 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     )
     add_model_options(p)
     add_pipelined(p)
+    add_sharded(p)
     add_remote(p)
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(
         "--processes",
         default=None,
-        help="processes of multi-process strategies (`sharded`, `sharded-dir`), e.g. 2 or 2,4 "
-        f"(each count its own configuration; default {DEFAULT_PROCESSES})",
+        help="processes of multi-process strategies (`sharded`, `sharded-dir`, the peer "
+        "`orbax-safetensors`), e.g. 2 or 1,2,4 (each count its own configuration; default "
+        f"{DEFAULT_PROCESSES}, a peer's 1)",
     )
     _add_run_limits(p)
     p.set_defaults(func=cmd_run)

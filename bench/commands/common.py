@@ -11,7 +11,7 @@ from typing import Any
 from bench.errors import BenchError
 from bench.records.results import Results, read_folders
 from bench.vocabulary import CACHE_CHOICES, CACHE_STATES, WARM
-from loader.vocabulary import CACHE_POLICIES
+from loader.vocabulary import CACHE_POLICIES, SHARE_CHOICES
 
 RESULTS_DEFAULT = "results"
 
@@ -101,4 +101,16 @@ def add_pipelined(p: argparse.ArgumentParser) -> None:
         default=None,
         help="pipelined: auto (default: drop the file's pages behind the readers only where file "
         "and model do not fit in memory together), keep, or dontneed (drop them all)",
+    )
+
+
+def add_sharded(p: argparse.ArgumentParser) -> None:
+    """`sharded`'s own knob (passed only to strategies whose `load` takes it)."""
+    p.add_argument(
+        "--share",
+        choices=SHARE_CHOICES,
+        default=None,
+        help="sharded: how its processes split the checkpoint: regions (each its devices' index "
+        "ranges), bytes (a leading-axis block each, resharded over the interconnect), or auto "
+        "(default: bytes over a URL where regions would send too many requests)",
     )

@@ -118,6 +118,7 @@ class PhaseRecord:
     pagecache_growth_bytes: int | None = None  # the checkpoint's bytes the load left cached
     threads: int | None = None  # `--threads`: reader threads asked of the strategy (None: its own)
     cache_policy: str | None = None  # `--cache-policy` asked of the strategy (None: its default)
+    share: str | None = None  # `--share` asked of `sharded` (None: its default, "auto")
     host_ram_bytes: int | None = None  # `--host-ram`: the memory limit the child ran under
     memory_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | systemd-run | watchdog
     memory_limit_enforced: bool | None = None  # the limit read back from the cgroup as asked
@@ -139,6 +140,11 @@ class PhaseRecord:
     planned_bytes: int | None = None
     needed_bytes: int | None = None
     over_read: float | None = None
+    # a `sharded` load's share (loader/sharded/share.py; None for other strategies): "regions" or
+    # "bytes" (as asked, or as `auto` chose), and the bytes of the process's index ranges it did
+    # not read but received from the other processes over the interconnect (0 by regions)
+    share_mode: str | None = None
+    exchanged_bytes: int | None = None
     disk_read_limit: str | None = None  # how: cgroup-v2 | cgroup-v1 | none (could not be set)
     disk_read_limit_enforced: bool | None = None  # the cap read back from the cgroup as asked
     cpus: int | None = None  # `--cpus`: the CPU limit the child ran under

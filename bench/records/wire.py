@@ -27,8 +27,8 @@ from bench.errors import ChildResultError
 from bench.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = 5  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
-# 5: the highest anonymous and file-backed RSS of each phase
+CHILD_RESULT_VERSION = 6  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
+# 5: the highest anonymous and file-backed RSS of each phase; 6: `sharded`'s share mode
 VERSION_KEY = "child_result_version"
 CHILD_STATUSES = (OK, WRONG, CRASHED, OOM, ERROR)  # what a child says (oom: a device's)
 
@@ -56,6 +56,7 @@ class ChildTask:
     staging: bool | None = None  # `staging=` (`bench run --staging`), likewise
     threads: int | None = None  # `threads=` (`--threads`), likewise
     cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
+    share: str | None = None  # `share=` (`--share`), likewise
     concurrency: int | None = None  # `concurrency=` (`--remote-concurrency`): a URL's requests
 
 
@@ -115,6 +116,8 @@ class Measurement:
     budget_bytes: int | None = None  # the budget in effect (the strategy's default if none given)
     heap_retained_bytes: int | None = None  # free bytes left in glibc's heaps (host.allocator)
     remote: dict[str, int] | None = None  # a remote load's requests and bytes (LoadReport.remote)
+    share_mode: str | None = None  # a `sharded` load: "regions" | "bytes" (LoadReport.share)
+    exchanged_bytes: int | None = None  # ... and the bytes it received from other processes
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ class RunConfig:
     staging: bool | None = None  # `--staging`: `staging=True` for strategies that take it
     threads: int | None = None  # `--threads`: `threads=` for strategies that take it
     cache_policy: str | None = None  # `--cache-policy`: `cache_policy=`, likewise
+    share: str | None = None  # `--share`: `share=` (`sharded`), likewise
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)
@@ -91,13 +92,14 @@ class RunConfig:
 
     def load_options(self) -> dict[str, object]:
         """The strategy options asked for, by `loader.load_model` keyword (those not given left
-        out): `--budget`, `--staging`, `--threads`, `--cache-policy`. Each strategy is passed only
-        those its `OPTIONS` declares (`bench.run.matrix`)."""
+        out): `--budget`, `--staging`, `--threads`, `--cache-policy`, `--share`. Each strategy is
+        passed only those its `OPTIONS` declares (`bench.run.matrix`)."""
         asked = {
             "budget": self.load_budget_bytes,
             "staging": self.staging,
             "threads": self.threads,
             "cache_policy": self.cache_policy,
+            "share": self.share,
         }
         return {k: v for k, v in asked.items() if v is not None}
 

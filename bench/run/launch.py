@@ -104,6 +104,7 @@ def write_child_task(task: Task, work: Path, tag: str) -> Path:
         staging=task.staging,
         threads=task.threads,
         cache_policy=task.cache_policy,
+        share=task.share,
         concurrency=task.concurrency,
     )
     work.mkdir(parents=True, exist_ok=True)

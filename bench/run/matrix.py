@@ -5,8 +5,10 @@ and cached with a `bench.json` summary. The task list runs every memray capture 
 strategy, so measured rows can link to it), then the repeats interleaved: A B C A B C, so drift
 hits every strategy alike. In the default matrix a strategy predicted not to fit the memory budget
 (its peak predicted by `bench.analysis.recommend` from earlier results here, else
-`DEFAULT_PEAK_RATIO` x the checkpoint) is skipped. How each task's children are started is
-`bench.run.launch`.
+`DEFAULT_PEAK_RATIO` x the checkpoint) is skipped, as is, in a remote run, a strategy that reads
+local files only, and, for each `--processes` count above 1, a one-process strategy whose library
+has a multi-process mode the bench cannot run (`WHY_NOT_MULTIPROCESS`): each a row saying why.
+How each task's children are started is `bench.run.launch`.
 
 Each task carries only the options (`--budget`, `--staging`, `--threads`, `--cache-policy`) its
 strategy declares (`OPTIONS`): a strategy that takes none runs, and is recorded, without them
@@ -32,7 +34,7 @@ from bench.units import format_bytes
 from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORTS, WARM
 from loader.remote.ranges import DEFAULT_CONCURRENCY
 from loader.strategies import StrategyInfo
-from loader.vocabulary import URL
+from loader.vocabulary import PEER, URL
 from shapes import is_synthesized, load_spec
 from shapes.content import stored_sizes
 
@@ -137,6 +139,7 @@ class Task:
     staging: bool | None = None  # `staging=` for strategies that take it (`--staging`)
     threads: int | None = None  # `threads=` (`--threads`), likewise
     cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
+    share: str | None = None  # `share=` (`--share`), likewise
     cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
     model: str = "spec"  # bench.vocabulary.MODELS
     compile: bool = False  # also lower and compile the port's forward
@@ -154,9 +157,20 @@ class Task:
 def _layouts(entry: StrategyInfo, config: RunConfig) -> list[tuple[int, int]]:
     """(processes, total devices) of each configuration of a strategy under `config`: one per
     `--processes` count for a multi-process strategy (each process gets `--devices` / count
-    devices, at least one), else one process with every device."""
-    counts = (config.processes or [DEFAULT_PROCESSES]) if entry.multiprocess else [1]
-    return [(procs, max(1, config.devices // procs) * procs) for procs in counts]
+    devices, at least one), else one process with every device. Without `--processes`, a
+    multi-process strategy runs as `DEFAULT_PROCESSES`, a multi-process peer (`orbax-safetensors`)
+    as one, in the table of the other peers and the default."""
+    if not entry.multiprocess:
+        counts = [1]
+    else:
+        counts = config.processes or [1 if entry.kind == PEER else DEFAULT_PROCESSES]
+    return [(procs, _devices(procs, config)) for procs in counts]
+
+
+def _devices(procs: int, config: RunConfig) -> int:
+    """The devices of a `procs`-process configuration, in total: `--devices` / `procs` each, at
+    least one."""
+    return max(1, config.devices // procs) * procs
 
 
 def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
@@ -217,6 +231,7 @@ OPTION_FLAGS = {
     "staging": "--staging",
     "threads": "--threads",
     "cache_policy": "--cache-policy",
+    "share": "--share",
 }
 
 
@@ -250,25 +265,11 @@ def plan(
         (e, m, lay) for e in entries for m in config.models() for lay in _layouts(e, config)
     )
     for entry, model, (procs, devices) in configurations:
-        takes = entry.options  # the options it is passed; the others it runs without
-        task = Task(
-            ck,
-            entry,
-            repeat=0,
-            processes=procs,
-            devices=devices,
-            model_dtype=config.model_dtype,
-            budget_bytes=config.load_budget_bytes if "budget" in takes else None,
-            model=model,
-            compile=config.compile and model in PORTS,
-            compile_cache=config.compile_cache,
-            staging=config.staging if "staging" in takes else None,
-            threads=config.threads if "threads" in takes else None,
-            cache_policy=config.cache_policy if "cache_policy" in takes else None,
-        )
+        task = _task(ck, entry, model, procs, devices, config)
         reason = _skip_reason(task, known, config, budget)
         if reason is None and config.source != FILE_SOURCE and not entry.remote:
-            reason = f"reads local files only (--source {config.source})"
+            why = f": {entry.why_not_remote}" if entry.why_not_remote else ""
+            reason = f"reads local files only (--source {config.source}){why}"
         elif reason is None and config.source == FILE_SOURCE and entry.checkpoint == URL:
             reason = "loads a URL only: run with --source http, s3 or hf"
         # a remote run's skipped rows are its configurations' too: one per concurrency, so each
@@ -278,7 +279,47 @@ def plan(
             run += per
         else:
             skipped += [(t, reason) for t in per]
-    return _interleaved(run, config, run_folder), skipped
+    return _interleaved(run, config, run_folder), skipped + _one_process_only(ck, entries, config)
+
+
+def _task(
+    ck: Checkpoint, entry: StrategyInfo, model: str, procs: int, devices: int, config: RunConfig
+) -> Task:
+    """The first repeat of one configuration, with only the options `entry` takes."""
+    takes = entry.options  # the options it is passed; the others it runs without
+    return Task(
+        ck,
+        entry,
+        repeat=0,
+        processes=procs,
+        devices=devices,
+        model_dtype=config.model_dtype,
+        budget_bytes=config.load_budget_bytes if "budget" in takes else None,
+        model=model,
+        compile=config.compile and model in PORTS,
+        compile_cache=config.compile_cache,
+        staging=config.staging if "staging" in takes else None,
+        threads=config.threads if "threads" in takes else None,
+        cache_policy=config.cache_policy if "cache_policy" in takes else None,
+        share=config.share if "share" in takes else None,
+    )
+
+
+def _one_process_only(
+    ck: Checkpoint, entries: list[StrategyInfo], config: RunConfig
+) -> list[tuple[Task, str]]:
+    """A skipped row for each `--processes` count above 1 of a one-process strategy whose library
+    has a multi-process mode the bench cannot run (`WHY_NOT_MULTIPROCESS`), saying why: the
+    strategy still runs as one process, and the multi-process table shows what is missing."""
+    counts = [n for n in config.processes or [] if n > 1]
+    skipped = []
+    local = config.source == FILE_SOURCE
+    runs_here = [e for e in entries if (e.checkpoint != URL if local else e.remote)]
+    for entry in (e for e in runs_here if e.why_not_multiprocess and not e.multiprocess):
+        for model, procs in ((m, n) for m in config.models() for n in counts):
+            task = _task(ck, entry, model, procs, _devices(procs, config), config)
+            skipped += [(t, entry.why_not_multiprocess) for t in _per_concurrency(task, config)]
+    return skipped
 
 
 def _per_concurrency(task: Task, config: RunConfig) -> list[Task]:

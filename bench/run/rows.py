@@ -109,6 +109,7 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         model=task.model,
         threads=task.threads,
         cache_policy=task.cache_policy,
+        share=task.share,
         source=task.source,
         link=task.link,
         concurrency=task.concurrency,
@@ -186,6 +187,8 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         phase_cpu_s=phase.cpu_s,
         peak_source=measured.peak_source,
         inflight_peak_bytes=measured.inflight_peak_bytes,
+        share_mode=measured.share_mode,
+        exchanged_bytes=measured.exchanged_bytes,
         heap_retained_bytes=measured.heap_retained_bytes,
         budget_bytes=measured.budget_bytes if measured.budget_bytes else row.budget_bytes,
         phase=phase.name,
@@ -301,6 +304,7 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 planned_requests=_sum([r.planned_requests for r in rows]),
                 planned_bytes=_sum([r.planned_bytes for r in rows]),
                 needed_bytes=_sum([r.needed_bytes for r in rows]),
+                exchanged_bytes=_sum([r.exchanged_bytes for r in rows]),
             )
         )
     return out

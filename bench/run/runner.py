@@ -329,7 +329,9 @@ def _run_matrix(
         tasks, skipped = plan(ck, selected, config, writer.path.parent / run_id)
         for task, reason in skipped:
             ctx = _context(run_id, task, {}, _unrun(task))
-            writer.write(failed_row(ctx, SKIPPED, reason))
+            # a skipped configuration of several processes has no ranks: its one row is the
+            # result's own (process_index -1), the row its block of the summary shows
+            writer.write(failed_row(ctx, SKIPPED, reason, -1 if task.processes > 1 else 0))
         if config.source == FILE_SOURCE or not tasks:
             _execute(tasks, config, writer, run_id, ceiling, leader)
             continue

@@ -26,9 +26,15 @@ class SliceFile(Protocol):
 
     header: Header
 
-    def plan(self, reads: list[list[Run]]) -> None:
+    def plan(self, reads: list[list[Run]], max_over_read: float | None = None) -> None:
         """Every read the load will make of this file (each a list of runs, as `read_runs` will
-        get it), told ahead so that the file can plan how to read them all."""
+        get it), told ahead so that the file can plan how to read them all, reading at most
+        `max_over_read` times their bytes where given (a lower bound than the file's own)."""
+        ...
+
+    def requests_for(self, reads: list[list[Run]]) -> int:
+        """The requests (or reads) `reads` would take, planned as `plan` would plan them, without
+        planning or reading anything (what `share="auto"` weighs)."""
         ...
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
@@ -47,8 +53,11 @@ class LocalSliceFile:
         self._path = path
         self._fd = os.open(path, os.O_RDONLY)
 
-    def plan(self, reads: list[list[Run]]) -> None:
+    def plan(self, reads: list[list[Run]], max_over_read: float | None = None) -> None:
         return None  # a local run is one `preadv`: nothing to gain from reading through gaps
+
+    def requests_for(self, reads: list[list[Run]]) -> int:
+        return sum(1 for runs in reads for _, _, n in runs if n)  # one `preadv` per run
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
         where = f"{self._path}: {what}"

@@ -71,6 +71,22 @@ def extents(region: Region) -> tuple[int, ...]:
     return tuple(b - a for a, b in region)
 
 
+def index_region(index: Any, shape: tuple[int, ...]) -> Region:
+    """A device's index (slices, as `Sharding.devices_indices_map` gives it) as a region."""
+    index = tuple(index) + (slice(None),) * (len(shape) - len(index))
+    return tuple(s.indices(d)[:2] for s, d in zip(index, shape))
+
+
+def within(region: Region, box: Region) -> tuple[slice, ...]:
+    """The index of `region` inside an array holding `box`.
+
+    Example:
+        >>> within(((2, 4), (0, 3)), ((2, 6), (0, 3)))
+        (slice(0, 2, None), slice(0, 3, None))
+    """
+    return tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(region, box, strict=True))
+
+
 def intersect(a: Region, b: Region) -> Region | None:
     """The overlap of two regions of the same tensor, or None if they do not meet."""
     out = tuple((max(x0, y0), min(x1, y1)) for (x0, x1), (y0, y1) in zip(a, b))

@@ -15,6 +15,11 @@ assembled with
 reader first (`planned_reads`), so that a remote file plans its requests over all of them
 (`loader.sharded.read_plan`). The report gives this process's share (`LoadReport.share_bytes`,
 the bytes of the ranges it read) and a URL's requests, bytes and read plan.
+
+A plain checkpoint can be shared by bytes instead (`share=`, `loader.sharded.share`): each
+tensor that allows it is read as this process's leading-axis block and resharded over the
+interconnect (`loader.sharded.blocks`); `way_of` says how each tensor is read, the same in every
+process, and `LoadReport.share` what was chosen, why, and the bytes exchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 
 from loader.errors import CheckpointError
@@ -37,15 +44,27 @@ from loader.planning.plan import LoadPlan, Step
 from loader.remote.options import RemoteOptions
 from loader.report import ShardingChange
 from loader.sequence import Recipe
+from loader.sharded.blocks import Block, assembled_from_block, plan_block
 from loader.sharded.layout import (
     LayoutSource,
     Region,
     extents,
     file_layout_source,
     full_region,
+    index_region,
     open_manifest,
+    within,
 )
 from loader.sharded.rule import rule_mesh, rule_sharding
+from loader.sharded.share import (
+    BYTES_MAX_OVER_READ,
+    DEFAULT_SHARE,
+    ProcessFigures,
+    Share,
+    ShareStats,
+    Way,
+    choose,
+)
 from loader.sharded.slices import SliceReader
 
 
@@ -53,9 +72,7 @@ def local_regions(sharding: Any, shape: tuple[int, ...]) -> dict[Region, list[An
     """This process's distinct index ranges of `shape` under `sharding`, and the devices of each."""
     found: dict[Region, list[Any]] = {}
     for device, index in sharding.addressable_devices_indices_map(shape).items():
-        index = tuple(index) + (slice(None),) * (len(shape) - len(index))
-        region = tuple(s.indices(d)[:2] for s, d in zip(index, shape))
-        found.setdefault(region, []).append(device)
+        found.setdefault(index_region(index, shape), []).append(device)
     return found
 
 
@@ -140,11 +157,6 @@ def tiled_box(regions: list[Region]) -> Region | None:
     return box if math.prod(extents(box)) == count else None
 
 
-def _within(region: Region, box: Region) -> tuple[slice, ...]:
-    """The index of `region` inside an array holding `box`."""
-    return tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(region, box, strict=True))
-
-
 def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, ...]) -> jax.Array:
     """Read this process's index ranges only, and assemble the global array from them. Where
     they tile one box (a process with several devices along a split axis) the box is read in one
@@ -162,7 +174,7 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, 
             with substep(probe, READ):
                 host = reader.read_region(step.file_key, region)
         else:
-            host = whole[_within(region, box)]
+            host = whole[within(region, box)]
         with substep(probe, CAST):
             host = host_cast(step.leaf, host)
         with substep(probe, TRANSFER):
@@ -176,11 +188,21 @@ def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, 
     return arr
 
 
-def planned_reads(step: Step, shape: tuple[int, ...]) -> list[Region]:
-    """The index ranges of the file's tensor that `_whole` or `_assembled` will read for `step`
-    (told to the slice reader ahead, so that a remote file plans its requests over all of them)."""
-    if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
+@dataclass(frozen=True)
+class Reading:
+    """How one step is read (`way_of`): its way, and in bytes mode how its block goes."""
+
+    way: Way
+    block: Block | None = None
+
+
+def planned_reads(step: Step, shape: tuple[int, ...], reading: Reading) -> list[Region]:
+    """The index ranges of the file's tensor that `step` reads as `reading` says, told to the
+    slice reader ahead, so that a remote file plans its requests over all of them."""
+    if reading.way is Way.WHOLE:
         return [full_region(shape)]
+    if reading.block is not None:
+        return [reading.block.region(shape, jax.process_index())]
     sharding = step.sharding
     if sharding is None or not sharding.addressable_devices:
         return []  # refused when it is read (`refuse_unaddressable`)
@@ -189,54 +211,142 @@ def planned_reads(step: Step, shape: tuple[int, ...]) -> list[Region]:
     return regions if box is None else [box]
 
 
+def way_of(step: Step, shape: tuple[int, ...], mode: Share) -> Reading:
+    """How `step` is read in `mode` (`regions` or `bytes`): whole (a scalar, or a transform that
+    needs the whole tensor), as a block resharded (`loader.sharded.blocks.plan_block`), or by
+    regions."""
+    if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
+        return Reading(Way.WHOLE)
+    block = plan_block(step, shape) if mode is Share.BYTES else None
+    return Reading(Way.REGIONS) if block is None else Reading(Way.BLOCK, block)
+
+
 @dataclass
 class Slices:
-    """An `Executor` (see `loader.sequence`): each leaf from this process's index ranges, one
-    tensor at a time, as one `stream` phase (`read` / `cast` / `transfer` sub-steps)."""
+    """An `Executor` (see `loader.sequence`): each leaf from this process's index ranges (or, in
+    bytes mode, its leading-axis block resharded: `loader.sharded.share`), one tensor at a
+    time, as one `stream` phase (`read` / `cast` / `transfer` sub-steps).
 
+    Attributes:
+        share: `share=` as asked (`loader.sharded.share.Share`); None: a sharded directory,
+            whose slices are read by regions, with no `LoadReport.share`.
+    """
+
+    share: Share | None = None
     _reader: SliceReader | None = field(default=None, init=False, repr=False)
 
     def start(self, source: LayoutSource, probe: Probe) -> None:
         self._reader = SliceReader(source.layout, source.open_file)
 
     def fill(self, plan: LoadPlan, source: LayoutSource, probe: Probe) -> None:
-        assert self._reader is not None, "Slices.fill before Slices.start"
+        reader = self._reader
+        assert reader is not None, "Slices.fill before Slices.start"
+        shapes = [source.layout.tensors[step.file_key].shape for step in plan.steps]
         with probe.phase(STREAM):
-            self._reader.plan(
-                (step.file_key, region)
-                for step in plan.steps
-                for region in planned_reads(step, source.layout.tensors[step.file_key].shape)
+            mode, reason = self._mode(plan.steps, shapes, reader, source)
+            readings = [way_of(step, shape, mode) for step, shape in zip(plan.steps, shapes)]
+            reader.plan(
+                (
+                    (step.file_key, region)
+                    for step, shape, reading in zip(plan.steps, shapes, readings)
+                    for region in planned_reads(step, shape, reading)
+                ),
+                BYTES_MAX_OVER_READ if mode is Share.BYTES else None,
             )
-            for step in plan.steps:
-                shape = source.layout.tensors[step.file_key].shape
-                if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
-                    value = _whole(step, plan, self._reader, probe, shape)
+            exchanged = 0
+            for step, shape, reading in zip(plan.steps, shapes, readings):
+                if reading.way is Way.WHOLE:
+                    value = _whole(step, plan, reader, probe, shape)
+                elif reading.block is not None:
+                    value, received = assembled_from_block(
+                        step, reading.block, reader, probe, shape
+                    )
+                    exchanged += received
                 else:
-                    value = _assembled(step, self._reader, probe, shape)
+                    value = _assembled(step, reader, probe, shape)
                 if value is None:
                     continue
                 assign(step.leaf, value)
                 plan.report.loaded.append(step.leaf.key)
                 del value
-        plan.report.share_bytes = self._reader.read_bytes
+        plan.report.share_bytes = reader.read_bytes
+        if self.share is None:
+            return
+        ways = [reading.way for reading in readings]
+        plan.report.share = ShareStats(
+            asked=self.share,
+            mode=mode,
+            reason=reason,
+            block_tensors=ways.count(Way.BLOCK),
+            region_tensors=ways.count(Way.REGIONS),
+            whole_tensors=ways.count(Way.WHOLE),
+            exchanged_bytes=exchanged,
+        )
+
+    def _mode(
+        self,
+        steps: list[Step],
+        shapes: list[tuple[int, ...]],
+        reader: SliceReader,
+        source: LayoutSource,
+    ) -> tuple[Share, str]:
+        """The mode of this load and why: as asked, or `auto`'s choice on every process's
+        figures (gathered, so that every process chooses the same)."""
+        if self.share is None:
+            return Share.REGIONS, "a sharded directory: each process reads its own slices"
+        if self.share is not Share.AUTO:
+            return self.share, f"asked share={self.share.value!r}"
+        processes, remote = jax.process_count(), source.remote_stats() is not None
+        if processes == 1 or not remote:
+            return choose(processes=processes, remote=remote, figures=[])
+        mine = _figures(steps, shapes, reader)
+        gathered = multihost_utils.process_allgather(np.array(mine.as_list(), "<i8").view(np.uint8))
+        figures = [
+            ProcessFigures(*np.asarray(row, np.uint8).view("<i8").tolist())
+            for row in np.asarray(gathered).reshape(processes, -1)
+        ]
+        return choose(processes=processes, remote=remote, figures=figures)
 
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
 
 
+def _figures(
+    steps: list[Step], shapes: list[tuple[int, ...]], reader: SliceReader
+) -> ProcessFigures:
+    """What this process would read by regions (requests, bytes, tensors) and by bytes."""
+    by_mode = {}
+    for mode in (Share.REGIONS, Share.BYTES):
+        by_mode[mode] = [
+            (step.file_key, region)
+            for step, shape in zip(steps, shapes)
+            for region in planned_reads(step, shape, way_of(step, shape, mode))
+        ]
+    regions = by_mode[Share.REGIONS]
+    return ProcessFigures(
+        regions_requests=reader.requests_for(regions),
+        regions_bytes=reader.bytes_of(regions),
+        regions_tensors=len({key for key, _ in regions}),
+        bytes_bytes=reader.bytes_of(by_mode[Share.BYTES]),
+    )
+
+
 #: A directory written by `save_sharded` / `convert_to_sharded`.
 DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_rule)
 
 
-def file_recipe(remote: RemoteOptions | None = None) -> Recipe[LayoutSource]:
-    """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each device
-    reading its own index range of it; a URL's ranges by range requests, as `remote` says
-    (`concurrency` in flight, digest, time limits: `loader.sharded.remote`)."""
+def file_recipe(
+    remote: RemoteOptions | None = None, share: Share = DEFAULT_SHARE
+) -> Recipe[LayoutSource]:
+    """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each process
+    reading its share of it as `share` says (`loader.sharded.share`); a URL's ranges by range
+    requests, as `remote` says (`concurrency` in flight, digest, time limits:
+    `loader.sharded.remote`)."""
     from loader.sharded.remote import open_remote_layout
 
     return Recipe(
-        Slices,
+        functools.partial(Slices, share),
         open_source=file_layout_source,
         adjust_plan=apply_rule,
         open_remote=functools.partial(open_remote_layout, options=remote),

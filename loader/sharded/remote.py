@@ -60,7 +60,7 @@ class RemoteSliceFile:
         pool: concurrent.futures.ThreadPoolExecutor | None,
         *,
         max_over_read: float,
-        on_plan: Callable[[PlanFigures], None],
+        on_plan: Callable[[PlanFigures, float], None],
     ) -> None:
         self.header = source.headers[str(path)]
         self._obj = source.objects[str(path)]
@@ -71,12 +71,23 @@ class RemoteSliceFile:
         self._closed: frozenset[int] = frozenset()
         self._on_plan = on_plan
 
-    def plan(self, reads: list[list[Run]]) -> None:
-        """Choose the gaps to read through over every read of this file (`closed_gaps`), and
-        report what the plan will request (`on_plan`)."""
-        self._closed = closed_gaps(reads, self._max_over_read)
+    def plan(self, reads: list[list[Run]], max_over_read: float | None = None) -> None:
+        """Choose the gaps to read through over every read of this file (`closed_gaps`), within
+        the file's `max_over_read` or the lower `max_over_read` given, and report what the plan
+        will request and the bound it ran under (`on_plan`)."""
+        bound = (
+            self._max_over_read
+            if max_over_read is None
+            else min(self._max_over_read, max_over_read)
+        )
+        self._closed = closed_gaps(reads, bound)
         planned = [plan_requests(runs, self._closed, self._request_bytes) for runs in reads]
-        self._on_plan(sum((PlanFigures.of(r) for r in planned), PlanFigures()))
+        self._on_plan(sum((PlanFigures.of(r) for r in planned), PlanFigures()), bound)
+
+    def requests_for(self, reads: list[list[Run]]) -> int:
+        """The requests `plan(reads)` would plan (nothing planned nor requested)."""
+        closed = closed_gaps(reads, self._max_over_read)
+        return sum(len(plan_requests(runs, closed, self._request_bytes)) for runs in reads)
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
         requests = plan_requests(runs, self._closed, self._request_bytes)
@@ -107,6 +118,7 @@ class RemoteLayoutSource(LayoutSource):
         self.remote = source
         self.max_over_read = check_max_over_read(max_over_read)
         self._planned = PlanFigures()
+        self._bound = self.max_over_read  # the bound the plans ran under (lower in bytes mode)
         self._pool = (
             concurrent.futures.ThreadPoolExecutor(
                 source.concurrency, thread_name_prefix="loader-sharded-remote"
@@ -124,16 +136,18 @@ class RemoteLayoutSource(LayoutSource):
             on_plan=self._add_plan,
         )
 
-    def _add_plan(self, figures: PlanFigures) -> None:
+    def _add_plan(self, figures: PlanFigures, bound: float) -> None:
         self._planned += figures
+        self._bound = bound
 
     def remote_stats(self) -> RemoteStats | None:
         """The source's requests and bytes, with the read plan's (`RemoteStats.planned_requests`,
-        `planned_bytes`, `needed_bytes`, under `max_over_read`)."""
+        `planned_bytes`, `needed_bytes`, under `max_over_read`: the bound the plan ran under,
+        `loader.sharded.share.BYTES_MAX_OVER_READ` at most in bytes mode)."""
         p = self._planned
         return dataclasses.replace(
             self.remote.stats(),
-            max_over_read=self.max_over_read,
+            max_over_read=self._bound,
             planned_requests=p.requests,
             planned_bytes=p.read_bytes,
             needed_bytes=p.needed_bytes,

@@ -92,17 +92,35 @@ class SliceReader:
             runs = box_runs(offset, extents(s.region), local, itemsize)
             yield _Part(s, file, part, runs)
 
-    def plan(self, reads: Iterable[tuple[str, Region]]) -> None:
-        """Tell each file every read `read_region` will make of it (tensor key, global region),
-        so that a remote file plans its requests over all of them (`loader.sharded.read_plan`)."""
+    def _by_file(self, reads: Iterable[tuple[str, Region]]) -> dict[Path, list[list[Run]]]:
         by_file: dict[Path, list[list[Run]]] = {}
         for key, region in reads:
             if math.prod(extents(region)) == 0:
                 continue
             for p in self._parts(key, region):
                 by_file.setdefault(p.slice.file, []).append(p.runs)
-        for path, runs in by_file.items():
-            self._file(path).plan(runs)
+        return by_file
+
+    def plan(self, reads: Iterable[tuple[str, Region]], max_over_read: float | None = None) -> None:
+        """Tell each file every read `read_region` will make of it (tensor key, global region),
+        so that a remote file plans its requests over all of them (`loader.sharded.read_plan`),
+        within `max_over_read` where given (else the file's own bound)."""
+        for path, runs in self._by_file(reads).items():
+            self._file(path).plan(runs, max_over_read)
+
+    def requests_for(self, reads: Iterable[tuple[str, Region]]) -> int:
+        """The requests (a local file: the reads) `reads` would take if they were the load's
+        reads, planned as `plan` would (nothing is read, nor planned)."""
+        return sum(
+            self._file(path).requests_for(runs) for path, runs in self._by_file(reads).items()
+        )
+
+    def bytes_of(self, reads: Iterable[tuple[str, Region]]) -> int:
+        """The bytes of the index ranges `reads` (tensor key, global region)."""
+        return sum(
+            math.prod(extents(region)) * DTYPES[self.layout.tensors[key].dtype].itemsize
+            for key, region in reads
+        )
 
     def read_region(self, key: str, region: Region) -> np.ndarray:
         """The values of tensor `key` in the global `region`, as a fresh host array."""

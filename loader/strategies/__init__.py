@@ -20,6 +20,11 @@ constants, read from its source with `ast` (so listing strategies imports neithe
                               # strategy does (default: none); any other is refused by name
     MODELS = ("zoo",)         # the bench models (`bench run --model`) it can load (default: any);
                               # the bench lists it as skipped, with the reason, for any other
+    WHY_NOT_REMOTE = "..."    # with REMOTE = False: why it loads no URL, in one line (the reason
+                              # on its skipped row of a remote bench run; default: local files only)
+    WHY_NOT_MULTIPROCESS = "..."  # with MULTIPROCESS = False: why it cannot run as the several
+                              # processes its library offers; the bench gives each `--processes`
+                              # count above 1 a skipped row saying so (default: no such row)
     def prepare(src, dst, builder) -> path   # optional: convert the synthetic checkpoint once
 
 A constant is a literal or a name from `loader.vocabulary`. Adding a strategy touches only its own
@@ -129,6 +134,8 @@ class StrategyInfo:
     remote: bool = False
     options: tuple[str, ...] = ()  # its own `load_model` options (`OPTIONS`)
     models: tuple[str, ...] = ()  # the bench models it loads (`MODELS`; empty: any)
+    why_not_remote: str = ""  # why it loads no URL (`WHY_NOT_REMOTE`; empty: not said)
+    why_not_multiprocess: str = ""  # why not as several processes (`WHY_NOT_MULTIPROCESS`)
 
     def missing(self) -> list[str]:
         """The names in `requires` that cannot be imported here."""
@@ -252,6 +259,8 @@ _CONSTANTS = (
     "REMOTE",
     "OPTIONS",
     "MODELS",
+    "WHY_NOT_REMOTE",
+    "WHY_NOT_MULTIPROCESS",
 )
 #: the jax platforms a strategy may name in PLATFORMS: the jax plugin modules that bring each one,
 #: and its driver's device node (only CUDA so far: the one platform a peer needs)
@@ -315,6 +324,8 @@ def _checked(
     remote = c.get("REMOTE", False)
     options = c.get("OPTIONS", ())
     models = c.get("MODELS", ())
+    why_not_remote = c.get("WHY_NOT_REMOTE", "")
+    why_not_multiprocess = c.get("WHY_NOT_MULTIPROCESS", "")
     problems = [
         "a module docstring (its first paragraph is the description)" if not description else "",
         f"KIND one of {vocabulary.KINDS}" if kind not in vocabulary.KINDS else "",
@@ -337,6 +348,8 @@ def _checked(
         "MODELS a tuple of model names"
         if not isinstance(models, tuple) or not all(isinstance(m, str) for m in models)
         else "",
+        _reason_problem("WHY_NOT_REMOTE", why_not_remote, "REMOTE", remote),
+        _reason_problem("WHY_NOT_MULTIPROCESS", why_not_multiprocess, "MULTIPROCESS", multiprocess),
     ]
     if any(problems):
         raise StrategyError(
@@ -355,7 +368,18 @@ def _checked(
         cast(bool, remote),
         cast(tuple[str, ...], options),
         cast(tuple[str, ...], models),
+        cast(str, why_not_remote),
+        cast(str, why_not_multiprocess),
     )
+
+
+def _reason_problem(name: str, reason: object, flag: str, value: object) -> str:
+    """What a `WHY_NOT_*` constant lacks: one line of text, beside its flag set False."""
+    if not isinstance(reason, str) or "\n" in reason:
+        return f"{name} one line of text"
+    if reason and value is True:
+        return f"no {name} while {flag} = True"
+    return ""
 
 
 def _defines_load(node: ast.stmt) -> bool:

@@ -4,6 +4,11 @@
 C++ thread pool into CPU buffers; every tensor it yields is owned (`owned=True`, its default), then
 becomes a jax array through DLPack and is cast and placed like ours (`loader.strategies._peer`).
 Needs torch and runai-model-streamer: `make peers` (or `pip install 'loadbench[peers]'`).
+
+One process: runai's distributed mode (vLLM's `distributed` option: each rank streams a share of
+the tensors into GPU memory, then they are broadcast over torch.distributed) needs NCCL on CUDA or
+ROCm devices, which a CPU host has not; a bench run with `--processes` gives each count above 1 a
+skipped row saying so (`WHY_NOT_MULTIPROCESS`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from loader.vocabulary import PEER
 KIND = PEER
 REQUIRES = ("torch", "runai_model_streamer")
 INSTALL_HINT = "make peers"
+WHY_NOT_MULTIPROCESS = (
+    "runai's distributed mode needs NCCL on CUDA or ROCm devices (each rank streams some "
+    "tensors, then torch.distributed broadcasts them); loadbench runs runai as one process"
+)
 
 
 def _open(

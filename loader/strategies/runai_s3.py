@@ -7,6 +7,8 @@ runai's to fetch (`runai-model-streamer-s3`): `AWS_ENDPOINT_URL` and the usual c
 style addressing for a custom endpoint (`RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0`, as moto and
 most S3-compatible servers need). Needs torch, runai-model-streamer and runai-model-streamer-s3.
 
+One process, like `runai` (its `WHY_NOT_MULTIPROCESS`: the distributed mode needs NCCL).
+
 `concurrency=` is runai's S3 clients in flight (`RUNAI_STREAMER_OBJ_CONCURRENCY`, set for the
 load); without it, that variable's value or runai's own default (`RUNAI_S3_CONCURRENCY`). The
 report's `remote.concurrency` is that number: runai's, not the two header requests'.
@@ -35,6 +37,10 @@ REMOTE = True
 REQUIRES = ("torch", "runai_model_streamer", "runai_model_streamer_s3")
 INSTALL_HINT = "make peers"
 OPTIONS = ("concurrency",)  # runai's S3 clients in flight
+WHY_NOT_MULTIPROCESS = (
+    "runai's distributed mode needs NCCL on CUDA or ROCm devices (each rank streams some "
+    "tensors, then torch.distributed broadcasts them); loadbench runs runai as one process"
+)
 RUNAI_S3_CONCURRENCY = 8  # runai-model-streamer 0.17's default (its log: "s3 concurrency 8")
 _CONCURRENCY_VAR = "RUNAI_STREAMER_OBJ_CONCURRENCY"
 

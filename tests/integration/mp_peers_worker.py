@@ -3,7 +3,9 @@
 `python mp_peers_worker.py CHECKPOINT OUT` under `tests.multiprocess.launch`: loads the checkpoint
 (written by the test, random values) into an abstract model sharded over the 8 global devices with
 `orbax-safetensors` and `mmap-put` (a no-op load would leave zeros), and checks each addressable
-shard bit-exactly against the file. Writes `OUT/p<i>.json`; any failed check exits non-zero.
+shard bit-exactly against the file; then `orbax-safetensors` again into a plain model that
+declares no sharding, which it must place with `sharded`'s rule (each process its own shards,
+not a replica of the whole). Writes `OUT/p<i>.json`; any failed check exits non-zero.
 """
 
 from __future__ import annotations
@@ -36,12 +38,20 @@ class Net(nnx.Module):
         self.fc2 = nnx.Linear(24, 8, kernel_init=cols, rngs=rngs)
 
 
-def check(name: str, checkpoint: str) -> dict:
+class PlainNet(nnx.Module):
+    """`Net` declaring no sharding: a loader places it with the rule, or replicates it."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.fc1 = nnx.Linear(16, 24, rngs=rngs)
+        self.fc2 = nnx.Linear(24, 8, rngs=rngs)
+
+
+def check(name: str, checkpoint: str, net: type[nnx.Module] = Net) -> dict:
     mesh = jax.make_mesh((jax.device_count(),), (AXIS,))
     want = load_file(checkpoint)
     with jax.set_mesh(mesh):
-        model, report = strategies.get(name).load(lambda: Net(nnx.Rngs(0)), checkpoint, strict=True)
-    shards = 0
+        model, report = strategies.get(name).load(lambda: net(nnx.Rngs(0)), checkpoint, strict=True)
+    shards = held = 0
     for path, var in iter_variables(model):
         key, value = ".".join(map(str, path)), var.get_value()
         assert not value.is_fully_addressable, f"{name} {key}: not a global array"
@@ -49,11 +59,13 @@ def check(name: str, checkpoint: str) -> dict:
             got = np.asarray(shard.data)
             assert got.tobytes() == want[key][shard.index].tobytes(), f"{name} {key} differs"
             shards += 1
-    return {"loaded": sorted(report.loaded), "shards": shards}
+            held += got.nbytes
+    return {"loaded": sorted(report.loaded), "shards": shards, "held_bytes": held}
 
 
 def main(checkpoint: str, out: Path) -> None:
     found = {name: check(name, checkpoint) for name in ("orbax-safetensors", "mmap-put")}
+    found["orbax-safetensors plain"] = check("orbax-safetensors", checkpoint, PlainNet)
     (out / f"p{ME}.json").write_text(json.dumps(found))
 
 

@@ -37,7 +37,8 @@ def _totals(out: Path) -> list[dict]:
 @pytest.mark.parametrize("source", ["http", "hf"])
 def test_remote_source_rows(source, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
-    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--strategies", "pipelined,eager"]
+    argv = ["bench", "run", "--shapes", "tiny-gpt2"]
+    argv += ["--strategies", "pipelined,eager,orbax-safetensors"]
     argv += [
         "--source",
         source,
@@ -55,6 +56,8 @@ def test_remote_source_rows(source, tmp_path, monkeypatch, capsys):
     assert ok["concurrency"] == 2 and ok["requests"] >= 2
     assert ok["bytes_received"] == ok["bytes_requested"] >= ok["checkpoint_bytes"]
     assert rows["eager"]["status"] == "skipped" and "local files only" in rows["eager"]["error"]
+    orbax = rows["orbax-safetensors"]  # a peer that reads local files only says why
+    assert orbax["status"] == "skipped" and "etils epath: no http(s)://" in orbax["error"]
     # the skipped row is the remote configuration's: the summary has one block, listing both
     assert rows["eager"]["source"] == source and rows["eager"]["concurrency"] == 2
     summary = capsys.readouterr().out

@@ -39,6 +39,23 @@ def test_each_task_carries_only_the_options_its_strategy_takes(tmp_path):
     assert untaken_options(config, entries[:1]) == []
 
 
+def test_share_reaches_the_sharded_task_only(tmp_path):
+    config = RunConfig(
+        ["tiny-gpt2"],
+        strategies=["sharded", "pipelined"],
+        share="bytes",
+        out=tmp_path,
+        memory_budget_bytes=1 << 40,
+    )
+    entries = [strategies.get("sharded"), strategies.get("pipelined")]
+    ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
+    tasks, _ = plan(ck, entries, config, tmp_path)
+    assert {t.entry.name: t.share for t in tasks} == {"sharded": "bytes", "pipelined": None}
+    assert untaken_options(config, entries) == [
+        "--share: taken by sharded only; pipelined runs without it"
+    ]
+
+
 def test_a_task_with_an_option_its_strategy_does_not_take_is_a_one_line_row():
     task = ChildTask("hostcast", "tiny-gpt2", "/nowhere", "/nowhere", None, budget_bytes=1 << 20)
     result = worker.run(task)
@@ -64,3 +81,45 @@ def test_a_remote_run_without_a_concurrency_gives_every_strategy_the_loaders_def
     )
     tasks, _ = plan(ck, entries, config, tmp_path)
     assert sorted({t.concurrency for t in tasks}) == [1, 64]
+
+
+def test_a_one_process_peer_gets_a_skipped_row_per_process_count_saying_why(tmp_path):
+    """`--processes 2,4`: runai runs as one process and its 2- and 4-process rows are skipped,
+    saying its distributed mode needs NCCL; orbax-safetensors runs at every count, like sharded;
+    a strategy with no such reason (eager) gets no extra row."""
+    names = ["runai", "orbax-safetensors", "sharded", "eager"]
+    config = RunConfig(
+        ["tiny-gpt2"], strategies=names, processes=[1, 2, 4], devices=4, out=tmp_path
+    )
+    entries = [strategies.get(n) for n in names]
+    ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
+    tasks, skipped = plan(ck, entries, config, tmp_path)
+    counts = lambda name: sorted({t.processes for t in tasks if t.entry.name == name})  # noqa: E731
+    assert counts("orbax-safetensors") == counts("sharded") == [1, 2, 4]
+    assert counts("eager") == [1] and not [t for t, _ in skipped if t.entry.name == "eager"]
+    runai = {t.processes: why for t, why in skipped if t.entry.name == "runai"}
+    assert sorted(runai) == ([2, 4] if counts("runai") else [1, 2, 4])  # [1]: not installed
+    for procs in (2, 4):
+        assert runai[procs].startswith("runai's distributed mode needs NCCL on CUDA or ROCm")
+
+
+def test_a_remote_run_says_why_orbax_safetensors_reads_local_files_only(tmp_path):
+    names = ["orbax-safetensors", "eager", "sharded"]
+    config = RunConfig(["tiny-gpt2"], strategies=names, source="http", processes=[2], out=tmp_path)
+    entries = [strategies.get(n) for n in names]
+    ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
+    tasks, skipped = plan(ck, entries, config, tmp_path)
+    assert {t.entry.name for t in tasks} == {"sharded"}
+    why = {t.entry.name: reason for t, reason in skipped}
+    assert why["eager"] == "reads local files only (--source http)"
+    assert why["orbax-safetensors"].startswith("reads local files only (--source http): orbax's")
+    assert "etils epath: no http(s)://" in why["orbax-safetensors"]
+
+
+def test_without_processes_the_multi_process_peer_runs_as_one_and_sharded_as_two(tmp_path):
+    names = ["orbax-safetensors", "sharded"]
+    config = RunConfig(["tiny-gpt2"], strategies=names, devices=4, out=tmp_path)
+    ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
+    tasks, _ = plan(ck, [strategies.get(n) for n in names], config, tmp_path)
+    layouts = {(t.entry.name, t.processes, t.devices) for t in tasks}
+    assert layouts == {("orbax-safetensors", 1, 4), ("sharded", 2, 4)}

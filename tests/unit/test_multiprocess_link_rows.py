@@ -42,7 +42,9 @@ def _process(index: int, processes: int, share: int, wall: float) -> ChildOutcom
         "planned_bytes": share * 5 // 4,
         "needed_bytes": share,
     }
-    measured = Measurement(GiB, "hwm", total, (), remote=remote)
+    measured = Measurement(
+        GiB, "hwm", total, (), remote=remote, share_mode="bytes", exchanged_bytes=share // 2
+    )
     return ChildOutcome("ok", None, ChildResult("ok", None, Backend(index, processes), measured))
 
 
@@ -76,6 +78,16 @@ def test_every_row_is_held_to_the_processes_shares_over_the_one_link():
     assert summed.received_bytes_per_s == pytest.approx(needed / 12.0)  # over the slowest
     first = next(r for r in rows if r.process_index == 0)
     assert first.received_bytes_per_s == pytest.approx((CHECKPOINT // 2 + HEADER) / 10.0)
+
+
+def test_the_share_mode_and_the_bytes_exchanged_reach_every_row():
+    """Each process's row says its mode and what it received from the others; the summed row
+    adds the bytes up."""
+    rows = _phase_rows(2, [10.0, 12.0])
+    assert {r.share_mode for r in rows} == {"bytes"}
+    for row in rows:
+        each = CHECKPOINT // 2 // 2
+        assert row.exchanged_bytes == (2 * each if row.process_index == -1 else each)
 
 
 def test_every_row_carries_the_read_plan_and_the_summed_row_adds_it_up():

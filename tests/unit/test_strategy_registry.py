@@ -116,7 +116,8 @@ def test_an_option_the_strategy_does_not_take_is_refused_in_one_line_naming_it(t
 def test_the_declared_options_are_what_the_strategies_take():
     """pipelined declares `PipelineOptions`' fields and the remote ones, the other strategies
     that load a URL only the remote ones (and `download` the budget of its pipelined load), the
-    runai S3 peer its clients in flight; none is one every strategy takes."""
+    runai S3 peer its clients in flight, `sharded` also how its processes share the file; none
+    is one every strategy takes."""
     from loader.pipeline import PipelineOptions
     from loader.remote import INTEGRITY_OPTIONS
 
@@ -127,7 +128,7 @@ def test_the_declared_options_are_what_the_strategies_take():
         "pipelined": (*pipeline, "concurrency", "cache_dir", *checks),
         "hostcast": ("concurrency", "cache_dir", *checks),
         "download": ("concurrency", "budget", *checks),
-        "sharded": ("concurrency", "max_over_read", *checks),
+        "sharded": ("concurrency", "max_over_read", *checks, "share"),
         "runai-s3": ("concurrency",),
     }
     assert not {o for options in declared.values() for o in options} & set(UNIVERSAL)
@@ -143,6 +144,15 @@ def test_the_declared_options_are_what_the_strategies_take():
         ('"""Doc."""\nKIND = make()\ndef load(target, path): ...\n', "must be a literal"),
         ('"""Doc."""\nOPTIONS = "budget"\ndef load(target, path): ...\n', "OPTIONS a tuple"),
         ('"""Doc."""\nPLATFORMS = ("tpuu",)\ndef load(target, path): ...\n', "PLATFORMS a tuple"),
+        ('"""Doc."""\nWHY_NOT_REMOTE = 1\ndef load(target, path): ...\n', "one line of text"),
+        (
+            '"""Doc."""\nREMOTE = True\nWHY_NOT_REMOTE = "no"\ndef load(target, path): ...\n',
+            "no WHY_NOT_REMOTE while REMOTE = True",
+        ),
+        (
+            '"""Doc."""\nMULTIPROCESS = True\nWHY_NOT_MULTIPROCESS = "x"\ndef load(t, p): ...\n',
+            "no WHY_NOT_MULTIPROCESS while MULTIPROCESS = True",
+        ),
     ],
 )
 def test_malformed_modules_are_refused_by_name(extra_pkg, body, message):
