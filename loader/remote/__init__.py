@@ -1,11 +1,13 @@
 """Remote checkpoints: `https://`, `s3://` and `hf://` URLs read by range requests, no local copy.
 
 - `urls`: the URL forms (contracts) and `is_url`;
-- `stores`: a URL to an `obstore` store and its shard files (the Hub through `huggingface_hub`);
+- `stores`: a URL to its store (S3: an `obstore` store, which signs and lists) and its shard
+  files (the Hub through `huggingface_hub`);
 - `ranges`: checked, retried range requests (`RangeReader`) and a tensor's bytes (`RemoteBytes`);
 - `source`: `RemoteSource`, a checkpoint behind a URL with the face of a local `CheckpointSource`;
-- `transport`: one range request over `http.client` (HTTP, the Hub) or `obstore` (S3), its
-  failure classified (retry or not, the server's `Retry-After`);
+- `transport`: one range request over `http.client` (HTTP, the Hub, and S3 on URLs `obstore`
+  presigns; `obstore`'s own client for a bucket it cannot sign for), each body read straight into
+  its destination, its failure classified (retry or not, the server's `Retry-After`);
 - `digest`: a file's sha256 over the bytes a load receives, checked before the model is returned;
 - `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`, `digest`,
   `unvalidated`, `idle_timeout`, `timeout`, and `sharded`'s `max_over_read`, its read plan's

@@ -16,7 +16,8 @@ Every request goes through `RangeReader.read_into`, which:
 - counts requests and bytes (`RemoteStats`) for the load report and the bench rows.
 
 The requests themselves go through a transport (`loader.remote.transport`): `http.client`,
-reading each body straight into its destination, for HTTP and the Hub; `obstore` for S3.
+reading each body straight into its destination, for HTTP, the Hub and S3 (on URLs `obstore`
+presigns); `obstore`'s own client for an S3 bucket it cannot sign for.
 """
 
 from __future__ import annotations

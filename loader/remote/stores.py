@@ -1,7 +1,8 @@
 """From a parsed URL to a store: the transport its ranges go through, and its shard files.
 
-HTTP's ranges go through `loader.remote.transport.HTTPTransport`; S3's through `obstore` (which
-signs them and lists a prefix). The Hub goes through `huggingface_hub` for what is the Hub's own:
+HTTP's ranges go through `loader.remote.transport.HTTPTransport`; so do S3's, on URLs that
+`obstore` presigns (`SignedURLs`; obstore also lists a prefix, and reads a bucket it cannot sign
+for). The Hub goes through `huggingface_hub` for what is the Hub's own:
 the endpoint (`HF_ENDPOINT`), the revision (pinned to its commit with `model_info`, so every range
 reads one commit), the token (`HF_TOKEN` or the stored login) and gated repos (its exceptions,
 turned into one-line errors here, the token scrubbed and no exception chained); the bytes are then
@@ -12,14 +13,17 @@ a header that no message repeats and that no redirect to another origin carries.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import ssl
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loader.errors import RemoteError
 from loader.remote.ranges import TimeLimits, one_line, scrub
-from loader.remote.transport import HTTPTransport, ObstoreTransport, Transport
+from loader.remote.transport import HTTPTransport, ObstoreTransport, SignedURLs, Transport
 from loader.remote.urls import INDEX_SUFFIX, RemoteURL, s3_endpoint
 
 if TYPE_CHECKING:
@@ -87,12 +91,47 @@ def open_store(url: RemoteURL, limits: TimeLimits | None = None) -> Store:
             retry_config=_NO_RETRY,
             **extra,
         )
-        return Store(ObstoreTransport(store, idle_timeout=limits.idle_s), store, url)
+        return Store(_s3_transport(store, url, limits), store, url)
     return _hub_store(url, limits)
 
 
+def _s3_transport(store: Any, url: RemoteURL, limits: TimeLimits) -> Transport:
+    """S3's ranges as `HTTPTransport` requests on presigned URLs (`SignedURLs`: obstore signs,
+    `http.client` reads each body straight into its destination, without obstore's copy of it:
+    docs/results.md, "The remote reader's CPU per byte"), trusting `AWS_CA_BUNDLE` where it is
+    set, as the AWS clients do; obstore's client where the store cannot sign (no credentials: a
+    public bucket read unsigned)."""
+    signed = SignedURLs(store)
+    try:
+        probe = signed(url.path or "probe")
+    except Exception:  # noqa: BLE001 - no credentials to sign with: obstore reads unsigned
+        return ObstoreTransport(store, idle_timeout=limits.idle_s)
+    origin = urllib.parse.urlsplit(probe)
+    return HTTPTransport(
+        f"{origin.scheme}://{origin.netloc}",
+        connect_timeout=limits.connect_s,
+        idle_timeout=limits.idle_s,
+        locate=signed,
+        tls=_aws_ca_bundle(url),
+    )
+
+
+def _aws_ca_bundle(url: RemoteURL) -> ssl.SSLContext | None:
+    """A TLS context trusting `AWS_CA_BUNDLE` where it is set (None: the system's authorities)."""
+    bundle = os.environ.get("AWS_CA_BUNDLE")
+    if not bundle:
+        return None
+    try:
+        return ssl.create_default_context(cafile=bundle)
+    except (OSError, ssl.SSLError) as e:
+        failure = RemoteError(
+            f"{url}: AWS_CA_BUNDLE={bundle!r} cannot be read as certificates ({e}); point it at "
+            "a PEM file of certificate authorities, or unset it"
+        )
+    raise failure
+
+
 def _hub_store(url: RemoteURL, limits: TimeLimits) -> Store:
-    import os
 
     import huggingface_hub
     from huggingface_hub import HfApi

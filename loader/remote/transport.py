@@ -11,8 +11,12 @@ validators and the digest live above, in `loader.remote.ranges`, once for both c
   (`readinto`, the GIL released while the socket fills it), redirects followed (the Hub sends
   each LFS file to its CDN) without the `Authorization` header to another origin. A socket
   timeout is the idle timeout: no byte for that long and the request fails ("stalled").
-- `ObstoreTransport` (`s3://`): `obstore` (Rust's `object_store`), which signs S3 requests;
-  its own retries off, its `read_timeout` the idle timeout. It does not expose `Retry-After`.
+  With `locate` it reads S3 the same way, on URLs `obstore` presigns (`SignedURLs`): obstore
+  keeps what it earns its place for (SigV4 signing, the credential chain, listing) and the bodies
+  skip its copy (measured: docs/results.md, "The remote reader's CPU per byte").
+- `ObstoreTransport` (`s3://` where the store cannot sign: no credentials, a public bucket):
+  `obstore` (Rust's `object_store`); its own retries off, its `read_timeout` the idle timeout.
+  It copies each body out of its own buffer and does not expose `Retry-After`.
 
 What a retry cannot fix fails at once: a server that ignores `Range` (a 200 with the whole
 file), an answer for another range, a 4xx other than 408 and 429.
@@ -27,8 +31,9 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 #: How many redirects one request follows (the Hub: one, to its CDN).
@@ -174,6 +179,14 @@ class HTTPTransport:
         headers: sent with every request to the base's origin (the Hub's `Authorization`).
         connect_timeout: seconds to open a connection.
         idle_timeout: seconds without a byte before a request fails as stalled.
+        locate: an object path's absolute URL, where it is not the base's URL of it (S3: a
+            presigned URL, `SignedURLs`); None: `base` + the path.
+        tls: the TLS context of `https` connections (None: Python's default, the system's
+            certificate authorities).
+
+    Example:
+        >>> t = HTTPTransport("http://127.0.0.1:8080", connect_timeout=5, idle_timeout=30)
+        >>> t.read("model.safetensors", 0, memoryview(bytearray(8)), Conditions(), first=True)
     """
 
     def __init__(
@@ -183,13 +196,23 @@ class HTTPTransport:
         headers: dict[str, str] | None = None,
         connect_timeout: float,
         idle_timeout: float,
+        locate: Callable[[str], str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         split = urllib.parse.urlsplit(base)
         self._origin = (split.scheme, split.netloc)
         self._prefix = split.path.rstrip("/")
         self._headers = dict(headers or {})
         self.connect_timeout, self.idle_timeout = connect_timeout, idle_timeout
+        self._locate, self._tls = locate, tls
         self._local = threading.local()
+
+    def _target(self, path: str) -> tuple[tuple[str, str], str]:
+        """The origin and request target of an object's path."""
+        if self._locate is None:
+            return self._origin, f"{self._prefix}/{urllib.parse.quote(path)}"
+        split = urllib.parse.urlsplit(self._locate(path))
+        return (split.scheme, split.netloc), split.path + (f"?{split.query}" if split.query else "")
 
     # -- connections ---------------------------------------------------------------------------
     def _connection(self, origin: tuple[str, str]) -> http.client.HTTPConnection:
@@ -204,8 +227,12 @@ class HTTPTransport:
                 return conn
             self._drop(origin)
         scheme, netloc = origin
-        cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-        conn = cls(netloc, timeout=self.connect_timeout)
+        if scheme == "https":
+            conn = http.client.HTTPSConnection(
+                netloc, timeout=self.connect_timeout, context=self._tls
+            )
+        else:
+            conn = http.client.HTTPConnection(netloc, timeout=self.connect_timeout)
         try:
             conn.connect()
         except TimeoutError as e:
@@ -274,8 +301,7 @@ class HTTPTransport:
             headers["If-Match"] = conditions.etag
         elif conditions.last_modified:
             headers["If-Unmodified-Since"] = conditions.last_modified
-        origin = self._origin
-        target = f"{self._prefix}/{urllib.parse.quote(path)}"
+        origin, target = self._target(path)
         for _ in range(MAX_REDIRECTS + 1):
             sent = {**headers, **self._headers} if origin == self._origin else headers
             response = self._send(origin, target, sent)
@@ -384,6 +410,50 @@ class HTTPTransport:
             )
         response.length = 0
         response.read()  # the body is read: the response closes, the connection is kept
+
+
+#: A presigned URL says it is valid this long (`X-Amz-Expires`)...
+SIGNED_URL_LIFETIME_S = 3600.0
+#: ...but is signed again after this: a URL signed with temporary credentials (an instance
+#: profile's, STS's) dies with them, and obstore renews them minutes before they expire, so a URL
+#: at most this old was signed with credentials that outlive the requests it starts.
+SIGNED_URL_REUSE_S = 60.0
+
+
+class SignedURLs:
+    """Presigned GET URLs of an obstore store's objects (`obstore.sign`: S3's query-string
+    signature, made from the store's own credentials and endpoint), each signed again once
+    `reuse_s` has passed (signing is a local HMAC: cheap). `HTTPTransport(locate=SignedURLs(store))`
+    then reads S3's bodies straight into their destination, as it reads HTTP's.
+
+    Example:
+        >>> urls = SignedURLs(S3Store("bucket"))
+        >>> urls("sa3/model.safetensors")  # 'https://bucket.s3...?X-Amz-Signature=...'
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        lifetime_s: float = SIGNED_URL_LIFETIME_S,
+        reuse_s: float = SIGNED_URL_REUSE_S,
+    ) -> None:
+        self.store, self.lifetime_s, self.reuse_s = store, lifetime_s, reuse_s
+        self._signed: dict[str, tuple[str, float]] = {}  # path -> (URL, when signed)
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str) -> str:
+        now = time.monotonic()
+        with self._lock:
+            signed = self._signed.get(path)
+            if signed is not None and now - signed[1] < self.reuse_s:
+                return signed[0]
+        import obstore
+
+        url = obstore.sign(self.store, "GET", path, timedelta(seconds=self.lifetime_s))
+        with self._lock:
+            self._signed[path] = (url, now)
+        return url
 
 
 class ObstoreTransport:
