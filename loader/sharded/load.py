@@ -28,7 +28,7 @@ import functools
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import numpy as np
@@ -84,7 +84,15 @@ def declares_none(sharding: Any) -> bool:
     return abstract and all(axis is None for axis in sharding.spec)
 
 
-def apply_rule(plan: LoadPlan, source: LayoutSource) -> None:
+class WithMetadata(Protocol):
+    """What `apply_rule` reads of a source: the checkpoint's `__metadata__` (the shardings a save
+    recorded). A `LayoutSource` and a `loader.format.source.CheckpointSource` both have it."""
+
+    @property
+    def metadata(self) -> dict[str, str]: ...
+
+
+def apply_rule(plan: LoadPlan, source: WithMetadata) -> None:
     """Place with the rule what declares no sharding, and judge sharding changes against it.
 
     A leaf without any sharding always gets the rule. If no leaf of the model partitions anything

@@ -26,7 +26,7 @@ bench's Hub server does not answer; a remote bench run gives it a skipped row sa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import jax
 import numpy as np
@@ -34,7 +34,6 @@ import numpy as np
 from loader.format.source import CheckpointSource
 from loader.planning.plan import LoadPlan
 from loader.sequence import Recipe
-from loader.sharded.layout import LayoutSource
 from loader.sharded.load import apply_rule
 from loader.strategies._restore import Restore
 from loader.vocabulary import PEER
@@ -74,7 +73,7 @@ def _read_host(source: CheckpointSource, key: str) -> np.ndarray:
 def _sharding_rule(plan: LoadPlan, source: CheckpointSource) -> None:
     """`sharded`'s placement: the model's sharding, or the rule where it declares none
     (`loader.sharded.load.apply_rule`), so both are asked for the same arrays."""
-    apply_rule(plan, cast(LayoutSource, source))  # it reads only `metadata`, which both have
+    apply_rule(plan, source)
 
 
 RECIPE = Recipe(
