@@ -7,17 +7,19 @@ sharding splits the leading axis over the processes (`Block.source`: a mesh of t
 devices as (process, local device), the rows split further over the local devices where they
 divide, else the block replicated on each; rows the process count does not divide are padded
 with zeros at the end, since a `NamedSharding` splits an axis evenly). One compiled program per
-shape, dtype and pair of shardings (`Block.reshard`: an identity, or the slice that drops the
+shape, dtype and pair of shardings (`Block.program`: an identity, or the slice that drops the
 padding, with the target sharding as `out_shardings`) then has XLA's collectives move each part
 to the devices that hold it in the model. Only programs that move data are used: all-to-all,
 all-gather, collective-permute; one that would reshard with arithmetic (an all-reduce or a
 reduce-scatter, which can change -0.0 and NaN payloads, and which jax issue 40830 reports wrong
 over gloo with large chunks) is not, and that tensor is read by regions. The host block is freed
 once it is on the devices, and the source array once resharded, so a process holds its block,
-not the tensor.
+not the tensor. The blocks are read ahead (`loader.sharded.ahead`): the next ones arrive while
+this one's program compiles and its collectives run.
 
-`plan_block` decides from the global sharding and the compiled program alone, the same in every
-process, so every process makes the same collective calls in the same order.
+`plan_block` decides from the global sharding alone, and whether a program is used from the
+compiled program alone, the same in every process, so every process makes the same collective
+calls in the same order.
 """
 
 from __future__ import annotations
@@ -30,13 +32,12 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from loader.phases import CAST, READ, TRANSFER, Probe, substep
+from loader.phases import CAST, TRANSFER, Probe, substep
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import host_cast
 from loader.planning.plan import Step
 from loader.sharded.layout import Region, index_region, within
 from loader.sharded.share import exchanged_elements, leading_block
-from loader.sharded.slices import SliceReader
 
 PROCESSES, LOCAL = "processes", "local"
 #: What a resharding program may not contain: collectives that compute (see the docstring).
@@ -68,12 +69,19 @@ def source_sharding(mesh: Mesh, rows: int) -> NamedSharding:
 @dataclass(frozen=True)
 class Block:
     """How one tensor goes in bytes mode: the rows per process, the (padded) shape the blocks
-    make, their sharding, and the compiled program that reshards them to the target."""
+    make, their sharding, and what the program that reshards them to the target is made from."""
 
     rows: int
     padded: tuple[int, ...]
     source: NamedSharding
-    reshard: Any  # a compiled program: the source array -> the tensor at the target sharding
+    length: int  # the tensor's rows (`padded` less the padding)
+    dtype: Any
+    target: Any  # the tensor's sharding in the model
+
+    def program(self) -> Any:
+        """The compiled program from the blocks to the tensor at its target sharding
+        (`reshard_program`, compiled on first use), or None where XLA would use arithmetic."""
+        return reshard_program(self.padded, self.length, self.dtype, self.source, self.target)
 
     def region(self, shape: tuple[int, ...], process: int) -> Region:
         """The rows of the file's tensor process `process` reads (empty past the last row)."""
@@ -105,8 +113,10 @@ def plan_block(step: Step, shape: tuple[int, ...]) -> Block | None:
     """How `step` goes in bytes mode, or None where it is read by regions: a PRNG key or a
     stacked layer; a tensor with no rows; a sharding whose devices are not spread evenly over
     every process; one under which each process's devices hold only its own rows already
-    (nothing to exchange); or a reshard XLA would do with arithmetic. The same in every process:
-    it looks at the global sharding and the compiled program only."""
+    (nothing to exchange). The same in every process: it looks at the global sharding only.
+    The program is compiled when the block is placed (`Block.program`, while the next blocks are
+    read: `loader.sharded.ahead`); one XLA would run with arithmetic is not used, and that tensor
+    is read by regions then (`assembled_from_block` gives None)."""
     if step.leaf.kind is LeafKind.PRNG or step.layer is not None:
         return None
     processes = jax.process_count()
@@ -127,20 +137,21 @@ def plan_block(step: Step, shape: tuple[int, ...]) -> Block | None:
     padded = (rows * processes, *shape[1:])
     source = source_sharding(mesh, rows)
     dtype = step.leaf.stored_shape_dtype()[1]
-    compiled = reshard_program(padded, shape[0], dtype, source, target)
-    return None if compiled is None else Block(rows, padded, source, compiled)
+    return Block(rows, padded, source, shape[0], dtype, target)
 
 
 def assembled_from_block(
-    step: Step, block: Block, reader: SliceReader, probe: Probe, shape: tuple[int, ...]
-) -> tuple[jax.Array, int]:
-    """Read this process's block of `step`'s tensor, place it, and reshard it to the target
-    sharding; the array, and the bytes of this process's distinct target ranges it did not read
-    (received over the interconnect)."""
+    step: Step, block: Block, host: np.ndarray, probe: Probe, shape: tuple[int, ...]
+) -> tuple[jax.Array, int] | None:
+    """Place this process's block `host` of `step`'s tensor (read as `Block.region` says) and
+    reshard it to the target sharding: the array, and the bytes of this process's distinct target
+    ranges it did not read (received over the interconnect). None where the program would reshard
+    with arithmetic (`Block.program`): the same in every process, which then read it by regions."""
+    program = block.program()
+    if program is None:
+        return None
     me = jax.process_index()
     region = block.region(shape, me)
-    with substep(probe, READ):
-        host = reader.read_region(step.file_key, region)
     with substep(probe, CAST):
         host = host_cast(step.leaf, host)
     itemsize = host.dtype.itemsize
@@ -156,7 +167,7 @@ def assembled_from_block(
         del host
         placed = jax.make_array_from_single_device_arrays(block.padded, block.source, parts)
         del parts
-        arr = block.reshard(placed)
+        arr = program(placed)
         del placed
         arr.block_until_ready()  # the source buffers go now, not with the next tensors
     target: Any = step.placement()

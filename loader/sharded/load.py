@@ -44,6 +44,7 @@ from loader.planning.plan import LoadPlan, Step
 from loader.remote.options import RemoteOptions
 from loader.report import ShardingChange
 from loader.sequence import Recipe
+from loader.sharded.ahead import ReadAhead
 from loader.sharded.blocks import Block, assembled_from_block, plan_block
 from loader.sharded.layout import (
     LayoutSource,
@@ -134,7 +135,11 @@ def refuse_unaddressable(sharding: Any, where: str) -> None:
 
 
 def _whole(
-    step: Step, plan: LoadPlan, reader: SliceReader, probe: Probe, shape: tuple[int, ...]
+    step: Step,
+    plan: LoadPlan,
+    reader: SliceReader | ReadAhead,
+    probe: Probe,
+    shape: tuple[int, ...],
 ) -> Any:
     """A scalar, or a leaf whose key_map transform needs the whole tensor: read all of it."""
     with substep(probe, READ):
@@ -165,7 +170,9 @@ def tiled_box(regions: list[Region]) -> Region | None:
     return box if math.prod(extents(box)) == count else None
 
 
-def _assembled(step: Step, reader: SliceReader, probe: Probe, shape: tuple[int, ...]) -> jax.Array:
+def _assembled(
+    step: Step, reader: SliceReader | ReadAhead, probe: Probe, shape: tuple[int, ...]
+) -> jax.Array:
     """Read this process's index ranges only, and assemble the global array from them. Where
     they tile one box (a process with several devices along a split axis) the box is read in one
     piece, so neighbouring ranges cost one read (one range request) per contiguous run of the
@@ -261,26 +268,14 @@ class Slices:
                 ),
                 BYTES_MAX_OVER_READ if mode is Share.BYTES else None,
             )
-            exchanged = 0
-            for step, shape, reading in zip(plan.steps, shapes, readings):
-                if reading.way is Way.WHOLE:
-                    value = _whole(step, plan, reader, probe, shape)
-                elif reading.block is not None:
-                    value, received = assembled_from_block(
-                        step, reading.block, reader, probe, shape
-                    )
-                    exchanged += received
-                else:
-                    value = _assembled(step, reader, probe, shape)
-                if value is None:
-                    continue
-                assign(step.leaf, value)
-                plan.report.loaded.append(step.leaf.key)
-                del value
+            ahead = ReadAhead(reader)
+            try:
+                ways, exchanged = self._read(plan, shapes, readings, ahead, probe)
+            finally:
+                ahead.close()
         plan.report.share_bytes = reader.read_bytes
         if self.share is None:
             return
-        ways = [reading.way for reading in readings]
         plan.report.share = ShareStats(
             asked=self.share,
             mode=mode,
@@ -290,6 +285,49 @@ class Slices:
             whole_tensors=ways.count(Way.WHOLE),
             exchanged_bytes=exchanged,
         )
+
+    def _read(
+        self,
+        plan: LoadPlan,
+        shapes: list[tuple[int, ...]],
+        readings: list[Reading],
+        ahead: ReadAhead,
+        probe: Probe,
+    ) -> tuple[list[Way], int]:
+        """Fill every step as `readings` say, its planned reads read ahead
+        (`loader.sharded.ahead`): how each tensor was read in the end, and the bytes exchanged."""
+        me = jax.process_index()
+        assert self._reader is not None, "Slices._read before Slices.start"
+        reads = [
+            (step.file_key, region)
+            for step, shape, reading in zip(plan.steps, shapes, readings)
+            for region in planned_reads(step, shape, reading)
+        ]
+        ahead.expect((key, region, self._reader.bytes_of([(key, region)])) for key, region in reads)
+        ways, exchanged = [], 0
+        for step, shape, reading in zip(plan.steps, shapes, readings):
+            way = reading.way
+            if way is Way.WHOLE:
+                value = _whole(step, plan, ahead, probe, shape)
+            elif reading.block is not None:
+                with substep(probe, READ):
+                    host = ahead.read_region(step.file_key, reading.block.region(shape, me))
+                placed = assembled_from_block(step, reading.block, host, probe, shape)
+                del host
+                if placed is None:  # a program with arithmetic, in every process: by regions
+                    way, value = Way.REGIONS, _assembled(step, ahead, probe, shape)
+                else:
+                    value, received = placed
+                    exchanged += received
+            else:
+                value = _assembled(step, ahead, probe, shape)
+            ways.append(way)
+            if value is None:
+                continue
+            assign(step.leaf, value)
+            plan.report.loaded.append(step.leaf.key)
+            del value
+        return ways, exchanged
 
     def _mode(
         self,

@@ -12,6 +12,7 @@ streams slices into one `.safetensors` file, one host buffer at a time, atomical
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +58,14 @@ class SliceReader:
         self.read_bytes = 0
         self._open_file = open_file
         self._files: dict[Path, SliceFile] = {}
+        self._lock = threading.Lock()  # reads may come from several threads (`ReadAhead`)
 
     def _file(self, path: Path) -> SliceFile:
-        if path not in self._files:
-            self._files[path] = self._open_file(path)
-            self.opened.append(path)
-        return self._files[path]
+        with self._lock:
+            if path not in self._files:
+                self._files[path] = self._open_file(path)
+                self.opened.append(path)
+            return self._files[path]
 
     def _stored(self, key: str, s: Slice) -> SliceFile:
         """The open file of slice `s`, after checking its header agrees with the layout."""
@@ -129,7 +132,8 @@ class SliceReader:
         shape = extents(region)
         large = math.prod(shape) * dtype.itemsize >= MAPPED_BYTES
         out = host_buffer(shape, dtype) if large else np.empty(shape, dtype)
-        self.read_bytes += out.nbytes
+        with self._lock:
+            self.read_bytes += out.nbytes
         if out.size == 0:
             return out
         for p in self._parts(key, region):
