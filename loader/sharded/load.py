@@ -10,10 +10,10 @@ model's own partitioning, and any instance's sharding, is kept. For each leaf, e
 range of its addressable devices is read once (`loader.sharded.slices.SliceReader`; ranges that
 tile one box, as a process's devices along a split axis do, as that box: one read or range request
 per contiguous run of it), cast on the host, put on each device holding it, and the global array
-assembled with
-`jax.make_array_from_single_device_arrays`. Every range a process will read is told to the slice
-reader first (`planned_reads`), so that a remote file plans its requests over all of them
-(`loader.sharded.read_plan`). The report gives this process's share (`LoadReport.share_bytes`,
+assembled with `jax.make_array_from_single_device_arrays`. Every range a process will read is
+told to the slice reader first (`planned_reads`), so that a remote file plans its requests over
+all of them (`loader.sharded.read_plan`), and read ahead of the tensor being placed, within a
+budget (`loader.sharded.ahead.ReadAhead`). The report gives this process's share (`LoadReport.share_bytes`,
 the bytes of the ranges it read) and a URL's requests, bytes and read plan.
 
 A plain checkpoint can be shared by bytes instead (`share=`, `loader.sharded.share`): each
