@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from loader.format import Header, read_header
 from loader.format.source import pread_exact
+
+if TYPE_CHECKING:  # read_plan imports `Run` from here
+    from loader.sharded.read_plan import PlanFigures
 
 #: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
 Run = tuple[int, int, int]
@@ -32,9 +35,9 @@ class SliceFile(Protocol):
         `max_over_read` times their bytes where given (a lower bound than the file's own)."""
         ...
 
-    def requests_for(self, reads: list[list[Run]]) -> int:
-        """The requests (or reads) `reads` would take, planned as `plan` would plan them, without
-        planning or reading anything (what `share="auto"` weighs)."""
+    def plan_figures(self, reads: list[list[Run]]) -> PlanFigures:
+        """The requests (or reads) and bytes `reads` would take, planned as `plan` would plan
+        them, without planning or reading anything (what `share="auto"` weighs)."""
         ...
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
@@ -56,8 +59,11 @@ class LocalSliceFile:
     def plan(self, reads: list[list[Run]], max_over_read: float | None = None) -> None:
         return None  # a local run is one `preadv`: nothing to gain from reading through gaps
 
-    def requests_for(self, reads: list[list[Run]]) -> int:
-        return sum(1 for runs in reads for _, _, n in runs if n)  # one `preadv` per run
+    def plan_figures(self, reads: list[list[Run]]) -> PlanFigures:
+        from loader.sharded.read_plan import PlanFigures  # it imports `Run` from here
+
+        lengths = [n for runs in reads for _, _, n in runs if n]  # one `preadv` per run
+        return PlanFigures(len(lengths), sum(lengths), sum(lengths))
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
         where = f"{self._path}: {what}"

@@ -13,8 +13,9 @@ per contiguous run of it), cast on the host, put on each device holding it, and 
 assembled with `jax.make_array_from_single_device_arrays`. Every range a process will read is
 told to the slice reader first (`planned_reads`), so that a remote file plans its requests over
 all of them (`loader.sharded.read_plan`), and read ahead of the tensor being placed, within a
-budget (`loader.sharded.ahead.ReadAhead`). The report gives this process's share (`LoadReport.share_bytes`,
-the bytes of the ranges it read) and a URL's requests, bytes and read plan.
+budget (`loader.sharded.ahead.ReadAhead`). The report gives this process's share
+(`LoadReport.share_bytes`, the bytes of the ranges it read) and a URL's requests, bytes and read
+plan.
 
 A plain checkpoint can be shared by bytes instead (`share=`, `loader.sharded.share`): each
 tensor that allows it is read as this process's leading-axis block and resharded over the
@@ -370,11 +371,13 @@ def _figures(
             for region in planned_reads(step, shape, way_of(step, shape, mode))
         ]
     regions = by_mode[Share.REGIONS]
+    planned = reader.plan_figures(regions)
     return ProcessFigures(
-        regions_requests=reader.requests_for(regions),
+        regions_requests=planned.requests,
         regions_bytes=reader.bytes_of(regions),
         regions_tensors=len({key for key, _ in regions}),
         bytes_bytes=reader.bytes_of(by_mode[Share.BYTES]),
+        regions_read_bytes=planned.read_bytes,
     )
 
 

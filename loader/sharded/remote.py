@@ -84,10 +84,11 @@ class RemoteSliceFile:
         planned = [plan_requests(runs, self._closed, self._request_bytes) for runs in reads]
         self._on_plan(sum((PlanFigures.of(r) for r in planned), PlanFigures()), bound)
 
-    def requests_for(self, reads: list[list[Run]]) -> int:
-        """The requests `plan(reads)` would plan (nothing planned nor requested)."""
+    def plan_figures(self, reads: list[list[Run]]) -> PlanFigures:
+        """The requests and bytes `plan(reads)` would plan (nothing planned nor requested)."""
         closed = closed_gaps(reads, self._max_over_read)
-        return sum(len(plan_requests(runs, closed, self._request_bytes)) for runs in reads)
+        planned = [plan_requests(runs, closed, self._request_bytes) for runs in reads]
+        return sum((PlanFigures.of(r) for r in planned), PlanFigures())
 
     def read_runs(self, raw: np.ndarray, runs: list[Run], *, what: str) -> None:
         requests = plan_requests(runs, self._closed, self._request_bytes)

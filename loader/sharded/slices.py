@@ -26,6 +26,7 @@ from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
 from loader.sharded.files import LocalSliceFile, Run, SliceFile
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
+from loader.sharded.read_plan import PlanFigures
 
 #: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
 #: returned to the system when freed; below it, into the C heap, which may keep what it frees.
@@ -111,11 +112,12 @@ class SliceReader:
         for path, runs in self._by_file(reads).items():
             self._file(path).plan(runs, max_over_read)
 
-    def requests_for(self, reads: Iterable[tuple[str, Region]]) -> int:
-        """The requests (a local file: the reads) `reads` would take if they were the load's
-        reads, planned as `plan` would (nothing is read, nor planned)."""
+    def plan_figures(self, reads: Iterable[tuple[str, Region]]) -> PlanFigures:
+        """The requests (a local file: the reads) and bytes `reads` would take if they were the
+        load's reads, planned as `plan` would (nothing is read, nor planned)."""
         return sum(
-            self._file(path).requests_for(runs) for path, runs in self._by_file(reads).items()
+            (self._file(path).plan_figures(runs) for path, runs in self._by_file(reads).items()),
+            PlanFigures(),
         )
 
     def bytes_of(self, reads: Iterable[tuple[str, Region]]) -> int:

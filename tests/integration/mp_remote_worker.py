@@ -93,9 +93,9 @@ def main(checkpoint: Path, urls: list[str]) -> dict:
     expected = load_file(str(checkpoint))
     out = {}
     for url in urls:
-        model, report = strategies.get("sharded").load(
-            poisoned(mesh), url, strict=True, concurrency=CONCURRENCY
-        )
+        model, report = strategies.get("sharded").load(  # each its own ranges: `share` tests
+            poisoned(mesh), url, strict=True, concurrency=CONCURRENCY, share="regions"
+        )  # bytes mode (tests/integration/test_multiprocess_share.py)
         assert report.ok, report.problems()
         share = verify(model, expected)
         assert report.share_bytes == share, (report.share_bytes, share)

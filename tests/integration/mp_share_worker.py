@@ -182,6 +182,7 @@ def main(checkpoint: Path, url: str) -> dict:
                     else {
                         "requests": remote.requests,
                         "planned_requests": remote.planned_requests,
+                        "planned_bytes": remote.planned_bytes,
                         "bytes_received": remote.bytes_received,
                         "header_bytes": remote.header_bytes,
                     }

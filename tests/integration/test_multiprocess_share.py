@@ -119,10 +119,15 @@ def test_every_mode_is_bit_exact_and_reads_its_share(served, tmp_path, processes
                 assert rows[0]["mode"] == mode
             elif source == "file":
                 assert rows[0]["mode"] == "regions" and "local file" in rows[0]["reason"]
-            else:  # bytes where some process's regions would send more than its bound
-                regions = [report["http regions"] for report in reports]
-                over = any(r["planned_requests"] > bound_of(r) for r in regions)
-                assert rows[0]["mode"] == "bytes" if over else "regions", (rows[0], regions)
+            else:  # bytes where some process's regions would send more requests than its bound,
+                # or receive more than 1.05x the bytes it reads in bytes mode
+                pairs = [(report["http regions"], report["http bytes"]) for report in reports]
+                over = any(
+                    r["planned_requests"] > bound_of(r)
+                    or r["planned_bytes"] > 1.05 * b["share_bytes"]
+                    for r, b in pairs
+                )
+                assert rows[0]["mode"] == ("bytes" if over else "regions"), (rows[0], pairs)
     # bytes mode reads the checkpoint once across the processes; regions reads the replicated
     # biases in every process
     total = {m: sum(report[f"file {m}"]["share_bytes"] for report in reports) for m in MODES}
