@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from loader.format import Header, read_header
 from loader.format.source import pread_exact
-
-if TYPE_CHECKING:  # read_plan imports `Run` from here
-    from loader.sharded.read_plan import PlanFigures
-
-#: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
-Run = tuple[int, int, int]
+from loader.sharded.read_plan import PlanFigures, Run
 
 
 class SliceFile(Protocol):
@@ -60,8 +55,6 @@ class LocalSliceFile:
         return None  # a local run is one `preadv`: nothing to gain from reading through gaps
 
     def plan_figures(self, reads: list[list[Run]]) -> PlanFigures:
-        from loader.sharded.read_plan import PlanFigures  # it imports `Run` from here
-
         lengths = [n for runs in reads for _, _, n in runs if n]  # one `preadv` per run
         return PlanFigures(len(lengths), sum(lengths), sum(lengths))
 

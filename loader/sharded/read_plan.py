@@ -32,8 +32,9 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 from loader.errors import RemoteError
-from loader.sharded.files import Run
 
+#: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
+Run = tuple[int, int, int]
 #: A byte copied out of a request's answer: (offset in the output's bytes, offset in the answer,
 #: length).
 Copy = tuple[int, int, int]

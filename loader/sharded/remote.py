@@ -26,11 +26,12 @@ import numpy as np
 from loader.remote.options import RemoteOptions, check_max_over_read
 from loader.remote.ranges import RemoteStats
 from loader.remote.source import RemoteSource
-from loader.sharded.files import Run, SliceFile
+from loader.sharded.files import SliceFile
 from loader.sharded.layout import Layout, LayoutSource, Slice, TensorLayout, full_region
 from loader.sharded.read_plan import (
     PlanFigures,
     Request,
+    Run,
     closed_gaps,
     plan_requests,
     request_bytes_for,

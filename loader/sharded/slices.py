@@ -24,9 +24,9 @@ from loader.format import DTYPES, encode_header
 from loader.format.atomic import atomic_open
 from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
-from loader.sharded.files import LocalSliceFile, Run, SliceFile
+from loader.sharded.files import LocalSliceFile, SliceFile
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
-from loader.sharded.read_plan import PlanFigures
+from loader.sharded.read_plan import PlanFigures, Run
 
 #: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
 #: returned to the system when freed; below it, into the C heap, which may keep what it frees.

@@ -17,10 +17,10 @@ import pytest
 import loader
 from loader.errors import RemoteError
 from loader.remote.options import DEFAULT_MAX_OVER_READ, RemoteOptions, check_max_over_read
-from loader.sharded.files import Run
 from loader.sharded.read_plan import (
     PlanFigures,
     Request,
+    Run,
     closed_gaps,
     plan_requests,
     request_bytes_for,
