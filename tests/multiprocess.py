@@ -21,6 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,3 +126,22 @@ def initialize() -> tuple[int, int]:
         process_id=index,
     )
     return index, count
+
+
+def poisoned(net: type, mesh: Any) -> Any:
+    """In a child: an instance of the NNX module `net` (built from `nnx.Rngs(0)`) sharded over
+    `mesh` as its own partitioning says, with every float leaf 7.0, so that a no-op load fails."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from loader.placement.leaves import iter_variables
+
+    with jax.set_mesh(mesh):
+        model = nnx.eval_shape(lambda: net(nnx.Rngs(0)))
+    for _, var in iter_variables(model):
+        v = var.get_value()
+        host = np.full(v.shape, 7.0, np.float32)
+        sharding = jax.sharding.NamedSharding(mesh, v.sharding.spec)
+        var.set_value(jax.make_array_from_callback(v.shape, sharding, lambda i, h=host: h[i]))
+    return model

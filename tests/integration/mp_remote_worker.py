@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 from tests.multiprocess import finish, initialize
+from tests.multiprocess import poisoned as poisoned_instance
 
 ME, COUNT = initialize()
 
@@ -52,14 +53,7 @@ def key(path) -> str:
 
 def poisoned(mesh) -> Net:
     """An instance sharded over `mesh` with every float leaf 7.0 (a no-op load leaves 7.0)."""
-    with jax.set_mesh(mesh):
-        model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
-    for _, var in iter_variables(model):
-        v = var.get_value()
-        host = np.full(v.shape, 7.0, np.float32)
-        sharding = jax.sharding.NamedSharding(mesh, v.sharding.spec)
-        var.set_value(jax.make_array_from_callback(v.shape, sharding, lambda i, h=host: h[i]))
-    return model
+    return poisoned_instance(Net, mesh)
 
 
 def verify(model: Net, expected: dict[str, np.ndarray]) -> int:

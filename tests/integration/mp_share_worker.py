@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 
 from tests.multiprocess import finish, initialize
+from tests.multiprocess import poisoned as poisoned_instance
 
 ME, COUNT = initialize()
 
@@ -59,14 +60,8 @@ def key(path) -> str:
 
 
 def poisoned(mesh) -> Net:
-    with jax.set_mesh(mesh):
-        model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
-    for _, var in iter_variables(model):
-        v = var.get_value()
-        host = np.full(v.shape, 7.0, np.float32)
-        sharding = NamedSharding(mesh, v.sharding.spec)
-        var.set_value(jax.make_array_from_callback(v.shape, sharding, lambda i, h=host: h[i]))
-    return model
+    """An instance sharded over `mesh` with every float leaf 7.0 (a no-op load leaves 7.0)."""
+    return poisoned_instance(Net, mesh)
 
 
 def targets(mesh) -> dict[str, NamedSharding]:
