@@ -192,9 +192,12 @@ class LoadReport:
             all N file keys count as used.
         inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
             strategies that bound them (`pipelined`); None otherwise.
-        staging_memory: a staged load's host staging memory, "pinned_host" or "pageable"
-            (`pipelined` on a backend that does not adopt host buffers, or `staging=True`).
+        staging_memory: a staged load's host staging memory (`pipelined` on a backend that does
+            not adopt host buffers, or `staging=True`): "mapped" where every chunk went straight
+            from the file's mapped pages, "pageable" where some went through the staging ring.
         staging_slots: most staging buffers alive at once in that load.
+        device_programs: programs a staged load compiled to assemble or transpose leaves on their
+            devices (once per shape; none for leaves sent whole: `loader.pipeline.programs`).
         device_received_bytes / device_expected_bytes: per device (its `str`), bytes transferred
             to it and the bytes of its regions of the model (a staged load).
         remote: a remote load's requests, bytes and concurrency (`loader.remote`); else None.
@@ -227,6 +230,7 @@ class LoadReport:
     inflight_peak_bytes: int | None = None
     staging_memory: str | None = None
     staging_slots: int | None = None
+    device_programs: int | None = None
     device_received_bytes: dict[str, int] | None = None
     device_expected_bytes: dict[str, int] | None = None
     left_at: str = LEFT_AT_INIT

@@ -1,9 +1,11 @@
-"""Host -> device bandwidth (pageable and pinned) and the checkpoint's read speed, as JSON.
+"""Host -> device bandwidth (pageable: one buffer and in pieces; pinned) and the checkpoint's read
+speed, as JSON.
 
 Used by `scripts/device-check.sh` when `loadbench probe` is not there:
 `python scripts/device_check_probe.py OUT.json CHECKPOINT_FILE [MiB [MACHINE_PROBE.json]]` (the
 last: a `loadbench probe --out` record, embedded as "loadbench_probe"). Each figure is the best of
-three timed copies of one buffer (MiB, default 1024) after a warm-up; a route the backend refuses
+three timed copies of one buffer (MiB, default 1024) after a warm-up, and of the same bytes in
+4, 16, 64 and 256 MiB pieces (one by one, and as one list); a route the backend refuses
 (pinned_host on the CPU backend) is recorded with its error instead of a figure. The disk figure
 reads the checkpoint file once warm (page cache) and once after `posix_fadvise(DONTNEED)`.
 """
@@ -26,8 +28,14 @@ def _best(fn, repeats: int = 3) -> float:
     return min(times)
 
 
+#: the piece sizes host -> device is timed in (issue 53: the link carries pieces better than one
+#: 1 GiB array on a TPU v5e host)
+PIECES_MIB = (4, 16, 64, 256)
+
+
 def h2d(nbytes: int) -> dict[str, object]:
-    """GB/s of `jax.device_put` from pageable host memory, and from the device's pinned_host."""
+    """GB/s of `jax.device_put` from pageable host memory (one buffer, the same bytes in pieces
+    one by one and as one list), and from the device's pinned_host memory."""
     import jax
     import numpy as np
     from jax.sharding import SingleDeviceSharding
@@ -38,10 +46,32 @@ def h2d(nbytes: int) -> dict[str, object]:
     out["pageable_gb_s"] = (
         nbytes / _best(lambda: jax.device_put(host, device).block_until_ready()) / 1e9
     )
+    pieces: dict[str, float] = {}
+    for mib in (m for m in PIECES_MIB if m << 20 <= nbytes):
+        n = (mib << 20) // 4
+        parts = [host[i : i + n] for i in range(0, host.size - n + 1, n)]
+        moved = len(parts) * n * 4
+
+        def one_by_one(parts=parts) -> None:
+            for part in parts:
+                jax.device_put(part, device).block_until_ready()
+
+        def as_list(parts=parts) -> None:
+            jax.block_until_ready(jax.device_put(parts, device))
+
+        pieces[f"{mib}MiB"] = moved / _best(one_by_one) / 1e9
+        pieces[f"{mib}MiB_list"] = moved / _best(as_list) / 1e9
+    out["pageable_pieces_gb_s"] = pieces
     try:
-        pinned = jax.device_put(host, SingleDeviceSharding(device, memory_kind="pinned_host"))
+        # a pinned_host array made where it lives (not filled from numpy through device_put, a
+        # slow route), moved to the device's own memory kind
+        pinned_sharding = SingleDeviceSharding(device, memory_kind="pinned_host")
+        pinned = jax.jit(
+            lambda: jax.numpy.ones(nbytes // 4, jax.numpy.float32), out_shardings=pinned_sharding
+        )()
         pinned.block_until_ready()
-        secs = _best(lambda: jax.device_put(pinned, device).block_until_ready())
+        to_device = SingleDeviceSharding(device, memory_kind="device")
+        secs = _best(lambda: jax.device_put(pinned, to_device).block_until_ready())
         out["pinned_gb_s"] = nbytes / secs / 1e9
     except Exception as exc:  # noqa: BLE001 - a backend without the route: say why
         out["pinned_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"

@@ -1,4 +1,7 @@
-"""Test set-up: 8 simulated CPU devices (set before jax is imported), and small shared fixtures."""
+"""Test set-up: 8 simulated CPU devices (set before jax is imported), small shared fixtures, and
+the `tpu` marker: a test marked `@pytest.mark.tpu` needs the chip and is skipped unless jax's
+default backend is a TPU (on a TPU host: `JAX_PLATFORMS=tpu python -m pytest -m tpu tests`, one
+process, since one program at a time may hold the chip)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,32 @@ os.environ.setdefault(
 
 import pytest  # noqa: E402
 
+TPU_MARKER = "tpu"
+
+
+def default_backend() -> str:
+    """jax's default backend here (`cpu` unless JAX_PLATFORMS names an accelerator)."""
+    import jax
+
+    return jax.default_backend()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Skip the `tpu`-marked tests unless jax's default backend is a TPU (asked only when one was
+    collected: the backend starts once, in this process)."""
+    marked = [item for item in items if item.get_closest_marker(TPU_MARKER) is not None]
+    if not marked:
+        return
+    backend = default_backend()
+    if backend == "tpu":
+        return
+    skip = pytest.mark.skip(
+        reason=f"needs a TPU: jax's default backend is {backend} (on a TPU host: "
+        "JAX_PLATFORMS=tpu python -m pytest -m tpu tests)"
+    )
+    for item in marked:
+        item.add_marker(skip)
+
 
 def poison_model(model, value: float = 7.0) -> None:
     """Overwrite every float leaf of `model` with `value`, so a loader that does nothing fails."""
@@ -25,6 +54,26 @@ def poison_model(model, value: float = 7.0) -> None:
             v = node.get_value()
             if hasattr(v, "dtype") and jnp.issubdtype(v.dtype, jnp.floating):
                 node.set_value(jnp.full_like(v, value))
+
+
+#: the modules `make ports` runs: ports checked against torch's float32 forward
+PORT_CHECK_MODULES = {"test_ports", "test_hf_layouts", "test_writeback", "test_source_check"}
+
+
+@pytest.fixture(autouse=True)
+def _port_checks_at_float32_matmul(request):
+    """On a TPU backend, the ports' checks against torch run their forwards at "highest" matmul
+    precision: the chip's default float32 matmul is one bfloat16 pass, about three digits, and
+    would call a correct port wrong (what `compare_to_transformers` itself does, per call)."""
+    owner = getattr(request.node, "module", None)
+    module = owner.__name__.rsplit(".", 1)[-1] if owner is not None else ""
+    if module not in PORT_CHECK_MODULES or default_backend() != "tpu":
+        yield
+        return
+    import jax
+
+    with jax.default_matmul_precision("highest"):
+        yield
 
 
 @pytest.fixture

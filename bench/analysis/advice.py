@@ -9,7 +9,9 @@ strings, so the two agree word for word. `details` holds what the fit rests on (
 counts, fit errors), for `--json` and the dashboard's expander. `to_json` is `recommend --json`:
 it echoes its inputs and names every field (the fitted model under `model`, see
 `bench.analysis.recommend`). A table column that says the same on every row is said once under it
-(`text_table`). No jax.
+(`text_table`). Where the recommended strategy is a peer (another project's loader), the sentences
+say so with what it costs and then name the best of loadbench's own (`bench.analysis.ties.
+own_choice`); where time could not be judged (one run), they say so (`judged_on_time`). No jax.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from bench.analysis.recommend import (
     ok_runs,
     recommend,
 )
-from bench.analysis.ties import close_to_recommended, repeats_text, tie_sentences
+from bench.analysis.ties import close_to_recommended, own_choice, repeats_text, tie_sentences
+from bench.analysis.verdicts import Choice
 from bench.records.results import Results
 from bench.units import as_read, format_bytes
 from bench.vocabulary import WARM
-from loader.vocabulary import REFERENCE
+from loader.vocabulary import PEER, REFERENCE
 
 EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times the largest measured
 WARM_CACHE = (
@@ -75,8 +78,9 @@ class AdviceInputs:
 
 @dataclass(frozen=True)
 class Advice:
-    """A recommendation, its inputs, the minimum RAM that fits (None if nothing predicted), and
-    the backends its runs were on (`bench.analysis.backend`)."""
+    """A recommendation, its inputs, the minimum RAM that fits (None if nothing predicted), the
+    backends its runs were on (`bench.analysis.backend`), and the strategies predicted that are
+    peers (another project's loader: `loader.vocabulary.PEER`)."""
 
     inputs: AdviceInputs
     target: TargetCheckpoint
@@ -84,6 +88,7 @@ class Advice:
     minimum_ram_bytes: int | None
     minimum_ram_strategy: str | None
     backends: list[str] = field(default_factory=list)  # the backends the fitted runs were on
+    peers: list[str] = field(default_factory=list)  # the strategies of kind PEER fitted on
 
 
 def minimum_ram(peak_bytes: int) -> int:
@@ -186,6 +191,7 @@ def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoe
         least[0] if least else None,
         least[1].strategy if least else None,
         backends(rows[rows["kind"] != REFERENCE]),
+        sorted({str(s) for s in rows.loc[rows["kind"] == PEER, "strategy"]}),
     )
 
 
@@ -238,11 +244,40 @@ def _verdict_sentence(advice: Advice) -> str:
     )
 
 
+def _own(advice: Advice) -> Choice | None:
+    """The choice among loadbench's own, with the recommended peer beside it (None: none fits)."""
+    return own_choice(advice.rec, advice.peers)
+
+
+def peer_sentences(advice: Advice) -> list[str]:
+    """Where a peer (another project's loader) is the fastest that fits, or the recommended one:
+    that it is one, what it costs, and the best of loadbench's own (the one to use in one's own
+    code), with the rule's sentence for it."""
+    rec = advice.rec
+    own = _own(advice)
+    if own is not None and own.fastest_peer is not None:
+        return [own.sentence]
+    if rec.recommended is None or rec.recommended not in advice.peers:
+        return []
+    peer = next(s for s in rec.strategies if s.strategy == rec.recommended)
+    cost = f"{format_bytes(peer.predicted_peak_bytes)} host RAM peak"
+    if peer.device is not None:
+        cost += f" and {format_bytes(peer.device.device_peak_bytes)} device peak"
+    said = f"{peer.strategy} is a peer (another project's loader): it costs {cost}"
+    if own is None:
+        return [f"{said}; none of loadbench's own strategies fits"]
+    return [
+        f"{said}; of loadbench's own strategies, use {own.best.strategy} "
+        f"({own.best.costs_text}): {own.own_sentence}"
+    ]
+
+
 def sentences(advice: Advice) -> list[str]:
     """What to say of `advice`, in order, one short sentence each a user can act on: verdict,
-    ties, the backend, minimum RAM, extrapolation, devices, caveats. The fit's details are in
-    `details` (`recommend --json`)."""
-    out = [_verdict_sentence(advice), *tie_sentences(advice.rec)]
+    ties (or time not judged: one run), a recommended peer's cost and loadbench's own best, the
+    backend, minimum RAM, extrapolation, devices, caveats. The fit's details are in `details`
+    (`recommend --json`)."""
+    out = [_verdict_sentence(advice), *tie_sentences(advice.rec), *peer_sentences(advice)]
     if advice.inputs.accelerator:
         out += accelerator_sentences(advice.rec, advice.inputs.device_ram_bytes)
     elif advice.backends:
@@ -387,7 +422,13 @@ def to_text(advice: Advice) -> str:
 def to_json(advice: Advice) -> dict[str, Any]:
     """`recommend --json`: inputs, target, recommended, minimum RAM, sentences, strategies, and
     the strategies too close to call with the recommended one (`bench.analysis.ties`), the fit's
-    details (`details`) and the backends the runs were on."""
+    details (`details`) and the backends the runs were on; whether time was judged (False: one
+    run, `not_judged_on_time` names those), the peers, the fastest peer that fits where it is
+    faster than all of loadbench's own (`fastest_peer`, with its costs; else None) and the best of
+    loadbench's own (`best_own`, with its choice: `best_own_choice`)."""
+    chosen = rec_choice(advice.rec.strategies)
+    own = _own(advice)
+    peer = own.fastest_peer if own else None
     return {
         "inputs": advice.inputs.to_dict(),
         "target": advice.target.to_dict(),
@@ -400,8 +441,14 @@ def to_json(advice: Advice) -> dict[str, Any]:
         "too_close_to_call": [s.strategy for s in close_to_recommended(advice.rec)],
         # the one tie rule's answer (`bench.analysis.verdicts`): the strategies tied with the
         # recommended one on time (their 95% intervals overlap), and its sentence
-        "ties": [s.strategy for s in close_to_recommended(advice.rec)],
-        "choice": choice.to_dict() if (choice := rec_choice(advice.rec.strategies)) else None,
+        "ties": [s.strategy for s in close_to_recommended(advice.rec, judged=True)],
+        "choice": chosen.to_dict() if chosen else None,
         "details": details(advice),
         "backends": advice.backends,
+        "judged_on_time": chosen.judged_on_time if chosen else None,
+        "not_judged_on_time": [c.strategy for c in chosen.unjudged] if chosen else [],
+        "peers": advice.peers,
+        "fastest_peer": peer.to_dict() if peer else None,
+        "best_own": own.best.strategy if own else None,
+        "best_own_choice": own.to_dict() if own else None,
     }

@@ -1,5 +1,7 @@
-"""The summary's device columns: the device allocator's peak beside the host's, and the flag of a
-device that received more than its shards (`bench.child.traffic`: a transient full copy)."""
+"""The summary's device columns: the device allocator's peak beside the host's, the flag of a
+device that received more than its shards (`bench.child.traffic`: a transient full copy), the
+headroom the peak left on the device (its `bytes_limit` minus the peak), and the flag of a peak
+above the model by more than the load's budget (`bench.run.rows.device_memory_fields`)."""
 
 from __future__ import annotations
 
@@ -23,12 +25,38 @@ def device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         device_peak_bytes=pd.to_numeric(ok["device_peak_bytes"]),
         device_overreceived=over,
         staging_memory=ok["staging_memory"] if "staging_memory" in ok else None,
+        **{k: _numbers(ok, k) for k in MEMORY_FIGURES},
+        device_over_budget=_flags(ok, "device_over_budget"),
     )
     return frame.groupby(keys, sort=False, dropna=False).agg(
         device_peak_bytes=("device_peak_bytes", "median"),
         device_overreceived=("device_overreceived", "any"),
         staging_memory=("staging_memory", "first"),
+        **{k: (k, "median") for k in MEMORY_FIGURES},
+        device_over_budget=("device_over_budget", "any"),
     )
+
+
+#: the device memory figures of a row whose medians the summary shows (None / NaN on CPU)
+MEMORY_FIGURES = (
+    "device_bytes_limit",
+    "device_headroom_bytes",
+    "device_model_bytes",
+    "device_over_model_bytes",
+)
+
+
+def _numbers(rows: pd.DataFrame, key: str) -> pd.Series:
+    if key not in rows:
+        return pd.Series(float("nan"), index=rows.index)
+    return pd.to_numeric(rows[key])
+
+
+def _flags(rows: pd.DataFrame, key: str) -> pd.Series:
+    """A bool per row (a row of an older file, or without the figure: False)."""
+    if key not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows[key].map(lambda v: False if v is None or pd.isna(v) else bool(v))
 
 
 def _any_device(flagged: object) -> bool:
@@ -41,12 +69,43 @@ def _any_device(flagged: object) -> bool:
 
 def device_peak(row: pd.Series, size: Callable[[float], str] = format_bytes) -> str:
     """The device allocator's peak (GPU/TPU; '-' on CPU) written by `size`, '+copy' if a device
-    got more than its shards."""
+    got more than its shards, '+over' if it went above the model by more than the budget."""
     peak, copied = _value(row, "device_peak_bytes"), _value(row, "device_overreceived")
-    flag = " +copy" if copied else ""
+    flag = (" +copy" if copied else "") + (" +over" if _value(row, "device_over_budget") else "")
     return (size(float(peak)) if isinstance(peak, int | float) else "-") + flag
+
+
+def device_headroom(row: pd.Series, size: Callable[[float], str] = format_bytes) -> str:
+    """The device memory the peak left free (bytes_limit - peak; '-' where unknown)."""
+    free = _value(row, "device_headroom_bytes")
+    return size(float(free)) if isinstance(free, int | float) else "-"
+
+
+def over_budget_lines(rows: pd.DataFrame, size: Callable[[float], str] = format_bytes) -> list[str]:
+    """One line per strategy whose device peak went above the model by more than its budget."""
+    if "device_over_budget" not in rows:
+        return []
+    lines = []
+    for _, row in rows.iterrows():
+        if not _value(row, "device_over_budget"):
+            continue
+        peak, model = _number(row, "device_peak_bytes"), _number(row, "device_model_bytes")
+        over, budget = _number(row, "device_over_model_bytes"), _number(row, "budget_bytes")
+        if peak is None or model is None or over is None:
+            continue
+        bound = f"its budget {size(budget)}" if budget else "no budget (0)"
+        lines.append(
+            f"{row['strategy']}: device peak {size(peak)} is {size(over)} above "
+            f"the model's {size(model)} on the device, beyond {bound}"
+        )
+    return lines
 
 
 def _value(row: pd.Series, key: str) -> object:
     value = row.get(key)
     return None if value is None or pd.isna(value) else value
+
+
+def _number(row: pd.Series, key: str) -> float | None:
+    value = _value(row, key)
+    return float(value) if isinstance(value, int | float) else None

@@ -21,10 +21,16 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.backend import backend_sentence, backends
-from bench.analysis.device_summary import device_columns, device_peak
+from bench.analysis.device_summary import (
+    device_columns,
+    device_headroom,
+    device_peak,
+    over_budget_lines,
+)
 from bench.analysis.intervals import ADVICE
 from bench.analysis.lead import Lead, host_ram, lead, use_line
 from bench.analysis.shares import process_label, process_shares, share_lines
+from bench.analysis.ties import with_measured_peers
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
 from bench.vocabulary import COLD, NATIVE, OK
@@ -234,6 +240,17 @@ def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> d
         "budget_bytes": _int(row.get("budget_bytes")),
         "inflight_peak_bytes": _int(row.get("inflight_peak_bytes")),
         "device_peak_bytes": _int(row.get("device_peak_bytes")),
+        "device_bytes_limit": _int(row.get("device_bytes_limit")),
+        "device_headroom_bytes": _int(row.get("device_headroom_bytes")),
+        "device_model_bytes": _int(row.get("device_model_bytes")),
+        "device_over_model_bytes": _int(row.get("device_over_model_bytes")),
+        "device_over_budget": (
+            _flag(row, "device_over_budget")
+            if _int(row.get("device_over_model_bytes")) is not None
+            else None
+        ),
+        "device_ceiling_s": _num(row.get("device_ceiling_s")),
+        "device_ceiling_ratio": _num(row.get("device_ceiling_ratio")),
         "peak_anon_rss_bytes": _int(row.get("peak_anon_rss_bytes")),
         "peak_file_rss_bytes": _int(row.get("peak_file_rss_bytes")),
         "cpu_s": _num(row.get("cpu_s")),
@@ -302,11 +319,19 @@ def _inflight(row: pd.Series) -> str:
 
 
 def _anon_file(row: pd.Series) -> str:
-    """`1.20 / 2.11 GiB`: the highest anonymous and file-backed RSS of the load."""
+    """`1.20 / 2.11 GiB`: the highest anonymous and file-backed RSS of the load; `n/a` for a
+    measured load on a host that cannot tell them apart (no RssAnon / RssFile in its status);
+    `-` for a row that measured nothing."""
     anon, file = _num(row.get("peak_anon_rss_bytes")), _num(row.get("peak_file_rss_bytes"))
     if anon is None or file is None:
-        return "-"
+        return "n/a" if _num(row.get("peak_rss_bytes")) is not None else "-"
     return f"{_in_gib(anon)} / {gib(file)}"
+
+
+def _device_ceiling(row: pd.Series) -> str:
+    """`1.42x`: the median wall over the device ceiling (a load onto an accelerator); `-` else."""
+    ratio = _num(row.get("device_ceiling_ratio"))
+    return f"{ratio:.2f}x" if ratio is not None else "-"
 
 
 def _cpu(row: pd.Series) -> str:
@@ -360,12 +385,14 @@ def _cells(row: pd.Series, answer: Lead) -> list[str]:
         f"{ratio:.2f}x" if ratio is not None else "-",
         _anon_file(row),
         device_peak(row, gib),
+        device_headroom(row, gib),
         f"{wall:.2f}{spread}" if wall is not None else "-",
         _cpu(row),
         f"{_in_gib(tput)} GiB/s" if tput is not None else "-",
         f"{_in_gib(received)} GiB/s" if received is not None else "-",
         f"{floor:.2f}x" if floor is not None else "-",
         paired_text(row),
+        _device_ceiling(row),
         _inflight(row),
         _status(row),
     ]
@@ -376,8 +403,16 @@ COLUMNS = (
     ("strategy", "* recommended for this host"),
     ("peak RSS", "the load's peak resident memory"),
     ("x ckpt", "(peak - baseline) / checkpoint"),
-    ("anon / file", "the highest anonymous / file-backed RSS (sampled; need not sum to the peak)"),
-    ("device peak", "device memory peak (GPU/TPU)"),
+    (
+        "anon / file",
+        "the highest anonymous / file-backed RSS (sampled; need not sum to the peak; n/a: the "
+        "host cannot tell them apart)",
+    ),
+    (
+        "device peak",
+        "device memory peak (GPU/TPU; +over: above the model by more than the budget)",
+    ),
+    ("device free", "device memory left at the peak (bytes_limit - peak)"),
     ("wall s (min-max)", "median load time over the repeats"),
     ("CPU s (C)", "user + system CPU-seconds of the load (the C copy's for its bytes)"),
     ("GiB/s", "checkpoint / wall"),
@@ -388,6 +423,11 @@ COLUMNS = (
         "wall / a bare copy of the checkpoint timed right before and after each repeat "
         "(geometric mean, 95% CI, repeats)",
     ),  # a shaped link's: `LINK_CEILING`
+    (
+        "x device ceiling",
+        "wall / the larger of the checkpoint's read time and its host -> device transfer time "
+        "at the probe's best rates (accelerator rows)",
+    ),
     ("in flight / budget", "staging high-water mark / its bound"),
     ("status", ""),
 )
@@ -540,6 +580,7 @@ def _block(group: pd.DataFrame, answer: Lead, shares: dict[Any, list[str]]) -> s
         lines.append("bytes per process, against its share (its own ranges) + headers:")
     note = cold_spread_note(group)
     lines += said_shares + ready_lines(ordered) + ([note] if note else [])
+    lines += over_budget_lines(ordered, gib)
     lines += unstable_lines(ordered)
     return "\n".join([*lines, use_line(group, answer, gib)])
 
@@ -570,5 +611,5 @@ def tables(results: Results) -> str:
             process_label(str(s), int(p)) for s, p in zip(group["strategy"], group["processes"])
         ]
         group = group.assign(strategy=labels)  # `sharded (2 processes)` beside `sharded (4 ...)`
-        blocks.append(_block(group, lead(group, ram), shares))
+        blocks.append(_block(group, with_measured_peers(group, lead(group, ram)), shares))
     return "\n\n".join(blocks) + "\n" if blocks else "no results\n"

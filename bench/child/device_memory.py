@@ -4,7 +4,9 @@ GPU and TPU backends report `bytes_in_use` and `peak_bytes_in_use` (the allocato
 reset); the CPU backend reports nothing (None). The phase probe (`bench.child.phase_probe`) reads
 this at the end of each phase through a provider: `jax_device_memory_by_device` (the default: per
 device, keyed by `str(device)`), or any callable returning `(bytes_in_use, peak_bytes_in_use)`
-summed (tests pass fakes of either form). Reads jax only once it is imported.
+summed (tests pass fakes of either form). `jax_device_limits` reads each device's memory limit
+(`bytes_limit`), the figure a row's device headroom is taken from. Reads jax only once it is
+imported.
 """
 
 from __future__ import annotations
@@ -49,3 +51,17 @@ def summed(reading: Reading) -> tuple[int, int] | None:
     if reading is None or isinstance(reading, tuple):
         return reading
     return sum(u for u, _ in reading.values()), sum(p for _, p in reading.values())
+
+
+def jax_device_limits() -> dict[str, int] | None:
+    """{str(device): bytes_limit} for this process's devices; None where jax is not imported,
+    the backend reports nothing (the CPU backend) or no device reports a limit."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    try:
+        stats = {str(d): d.memory_stats() for d in jax.local_devices()}
+    except Exception:  # noqa: BLE001 - a backend without the call reports nothing
+        return None
+    out = {d: int(s["bytes_limit"]) for d, s in stats.items() if s and "bytes_limit" in s}
+    return out or None

@@ -18,7 +18,10 @@ Anonymous and file-backed RSS are the kernel's counters `RssAnon` and `RssFile` 
 `/proc/self/status`: the same split as `/proc/self/smaps_rollup`, without walking every mapping.
 The kernel keeps no high-water mark of either, so each phase's highest anonymous and highest
 file-backed RSS (`peak_anon_rss_bytes`, `peak_file_rss_bytes`) are the largest read by the sampler
-and at every phase edge; the two need not fall at the same instant, nor sum to the peak.
+and at every phase edge; the two need not fall at the same instant, nor sum to the peak. Where the
+status file has no such lines (gVisor gives only `VmRSS` and `VmHWM`), both are None (`n/a` in the
+tables), never a made-up 0; the timeline's samples then carry 0 for both (its points are RSS
+splits, and the dashboard draws them as such), so its curve says nothing there.
 Device memory, where the backend reports it (`jax.Device.memory_stats()` on GPU/TPU; None on the
 CPU backend): at the end of each phase, each device's `bytes_in_use` and `peak_bytes_in_use`, and
 their sums. The allocator's peak cannot be reset, so a phase's device peak is the peak up to the
@@ -47,6 +50,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from bench.child import device_memory
 from bench.child.device_memory import DeviceMemory, Reading, jax_device_memory_by_device
@@ -59,17 +63,44 @@ _CLEAR_REFS = "/proc/self/clear_refs"
 _KEYS = {"VmRSS": "rss", "VmHWM": "hwm", "RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
 
 
-def read_status() -> dict[str, int]:
-    """This process's memory counters in bytes: rss, hwm, anon, file (file-backed incl. shmem)."""
-    out = dict.fromkeys(_KEYS.values(), 0)
+class Status(TypedDict):
+    """This process's memory counters in bytes; anon and file None where the host cannot tell."""
+
+    rss: int
+    hwm: int
+    anon: int | None
+    file: int | None  # file-backed, shared memory included
+
+
+def parse_status(text: bytes) -> Status:
+    """The counters of a `/proc/<pid>/status` text: rss, hwm, anon, file (file-backed incl.
+    shmem); anon and file None where the text has no `RssAnon` / `RssFile` line (gVisor)."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(b":")
+        name = _KEYS.get(key.decode(errors="replace"))
+        if name and value.split():
+            found[name] = int(value.split()[0]) * 1024
+    file = found.get("file")
+    return Status(
+        rss=found.get("rss", 0),
+        hwm=found.get("hwm", 0),
+        anon=found.get("anon"),
+        file=None if file is None else file + found.get("shmem", 0),
+    )
+
+
+def read_status() -> Status:
+    """This process's memory counters (`parse_status` of `/proc/self/status`)."""
     with open(_STATUS, "rb") as fh:
-        for line in fh:
-            key, _, value = line.partition(b":")
-            name = _KEYS.get(key.decode())
-            if name:
-                out[name] = int(value.split()[0]) * 1024
-    out["file"] += out.pop("shmem")
-    return out
+        return parse_status(fh.read())
+
+
+def higher(old: int | None, new: int | None) -> int | None:
+    """The larger of a peak so far and a reading; None once a reading is unknown (None)."""
+    if new is None:
+        return None
+    return new if old is None else max(old, new)
 
 
 def reset_hwm() -> bool:
@@ -112,10 +143,10 @@ class PhaseStats:
     wall_s: float = 0.0
     peak_rss_bytes: int = 0
     end_rss_bytes: int = 0
-    anon_rss_bytes: int = 0
-    file_rss_bytes: int = 0
-    peak_anon_rss_bytes: int = 0  # the highest anonymous RSS read while it was open
-    peak_file_rss_bytes: int = 0  # the highest file-backed RSS read while it was open
+    anon_rss_bytes: int | None = None  # None: the host cannot tell (no RssAnon in its status)
+    file_rss_bytes: int | None = None
+    peak_anon_rss_bytes: int | None = None  # the highest anonymous RSS read while it was open
+    peak_file_rss_bytes: int | None = None  # the highest file-backed RSS read while it was open
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None
     device_peak_bytes_in_use: int | None = None
@@ -188,15 +219,15 @@ class MemoryProbe:
     def peak_source(self) -> str:
         return "hwm" if self._use_hwm else "sampled"
 
-    def _fold(self, value: int, now: dict[str, int]) -> None:
+    def _fold(self, value: int, now: Status) -> None:
         """Fold a peak `value` and the anonymous and file-backed RSS read `now` into every open
         phase and the total."""
         for stats in (*self._open, self._total):
             stats.peak_rss_bytes = max(stats.peak_rss_bytes, value)
-            stats.peak_anon_rss_bytes = max(stats.peak_anon_rss_bytes, now["anon"])
-            stats.peak_file_rss_bytes = max(stats.peak_file_rss_bytes, now["file"])
+            stats.peak_anon_rss_bytes = higher(stats.peak_anon_rss_bytes, now["anon"])
+            stats.peak_file_rss_bytes = higher(stats.peak_file_rss_bytes, now["file"])
 
-    def _mark(self) -> dict[str, int]:
+    def _mark(self) -> Status:
         """Read the counters and fold the peak since the last reset into every open phase."""
         now = read_status()
         with self._lock:
@@ -213,7 +244,7 @@ class MemoryProbe:
                     continue
                 phase = self._open[-1].name if self._open else ""
                 t = time.perf_counter() - self._t0
-                self._samples.append(Sample(t, phase, now["anon"], now["file"]))
+                self._samples.append(_sample(t, phase, now))
                 if len(self._samples) >= self._max_samples:
                     self._samples = self._samples[::2]
                     self._every *= 2
@@ -256,7 +287,7 @@ class MemoryProbe:
         finally:
             self.stop()
 
-    def _set_end(self, stats: PhaseStats, now: dict[str, int]) -> None:
+    def _set_end(self, stats: PhaseStats, now: Status) -> None:
         stats.end_rss_bytes = now["rss"]
         stats.anon_rss_bytes = now["anon"]
         stats.file_rss_bytes = now["file"]
@@ -269,8 +300,8 @@ class MemoryProbe:
         with self._lock:
             stats = self._phases.setdefault(name, PhaseStats(name, len(self._phases)))
             stats.peak_rss_bytes = max(stats.peak_rss_bytes, now["rss"])
-            stats.peak_anon_rss_bytes = max(stats.peak_anon_rss_bytes, now["anon"])
-            stats.peak_file_rss_bytes = max(stats.peak_file_rss_bytes, now["file"])
+            stats.peak_anon_rss_bytes = higher(stats.peak_anon_rss_bytes, now["anon"])
+            stats.peak_file_rss_bytes = higher(stats.peak_file_rss_bytes, now["file"])
             for other in self._open:  # nested (or concurrent) phases overlap: not disjoint
                 _note_overlap(stats, other)
             self._open.append(stats)
@@ -294,11 +325,11 @@ class MemoryProbe:
             self._edge_sample(end, name, now)
             self._set_end(stats, now)
 
-    def _edge_sample(self, at: float, phase: str, now: dict[str, int]) -> None:
+    def _edge_sample(self, at: float, phase: str, now: Status) -> None:
         """A timeline point at a phase's entry or exit: the sampler thread may be starved of the
         GIL for a whole phase (one long read), and the curve must not skip it unseen."""
         with self._lock:
-            self._samples.append(Sample(at - self._t0, phase, now["anon"], now["file"]))
+            self._samples.append(_sample(at - self._t0, phase, now))
 
     def add_time(self, substep: str, seconds: float) -> None:
         """Add `seconds` to sub-step `substep` of the innermost open phase (or of `stream`)."""
@@ -321,6 +352,11 @@ class MemoryProbe:
                 tuple(p.frozen() for p in phases),
                 tuple(sorted(self._samples, key=lambda s: s.t_s)),
             )
+
+
+def _sample(t: float, phase: str, now: Status) -> Sample:
+    """A timeline point (0 for a split the host cannot tell: see the module doc)."""
+    return Sample(t, phase, now["anon"] or 0, now["file"] or 0)
 
 
 def _note_overlap(a: PhaseStats, b: PhaseStats) -> None:

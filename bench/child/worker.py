@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.child.capture import tracking
+from bench.child.device_memory import jax_device_limits
 from bench.child.phase_probe import MemoryProbe
 from bench.child.traffic import DeviceTraffic
 from bench.child.traffic import expected as traffic_expected
@@ -225,6 +226,7 @@ def _measurement(
     """The probe's measurements, with what the load reported of itself and what each device
     received against its shards of the model."""
     share = getattr(report, "share", None)  # a `sharded` load (`loader.sharded.share`)
+    limits = jax_device_limits()  # None on the CPU backend: no device memory to speak of
     return dataclasses.replace(
         probe.result(),
         inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
@@ -235,6 +237,8 @@ def _measurement(
         remote=_remote(report),
         share_mode=None if share is None else share.mode.value,
         exchanged_bytes=None if share is None else share.exchanged_bytes,
+        device_bytes_limit_by_device=limits or {},
+        device_model_bytes_by_device=traffic_expected(model) if limits else {},
     )
 
 

@@ -52,6 +52,7 @@ def format_probe(r: ProbeRecord) -> str:
             else ""
         ),
         f"  disk        {r.disk_path or '–'} (device {r.disk_device or 'none'})",
+        *_prefault_line(r),
         f"  first touch {_rate(r.first_touch_bytes_per_s)}{_touch_sizes(r)}, memcpy "
         f"{_rate(r.memcpy_bytes_per_s)}"
         f", one core {r.single_core_ops_per_s / 1e6:.1f} M loop steps/s",
@@ -61,12 +62,60 @@ def format_probe(r: ProbeRecord) -> str:
         f"  accelerator {r.accelerator}"
         + (
             f" x{r.device_count} ({r.device_kind}): host->device pageable "
-            f"{_rate(r.h2d_pageable_bytes_per_s)}, pinned {_rate(r.h2d_pinned_bytes_per_s)}"
+            f"{_rate(r.h2d_pageable_bytes_per_s)} (one array), pinned "
+            f"{_rate(r.h2d_pinned_bytes_per_s)}"
             if r.accelerator != "none"
             else ""
         ),
+        *_h2d_lines(r),
     ]
     return "\n".join(lines + [f"  note: {n}" for n in r.notes]) + "\n"
+
+
+def _prefault_line(r: ProbeRecord) -> list[str]:
+    """How the copy passes faulted fresh pages in, and the reused-buffer read beside them."""
+    if r.prefault is None and r.warm_read_reused_bytes_per_s is None:
+        return []
+    reused = (
+        f"; into reused buffers {_rate(r.warm_read_reused_bytes_per_s)} with "
+        f"{r.warm_read_reused_threads} threads (GiB/s by threads: "
+        f"{_by_threads(r.warm_read_reused)})"
+        if r.warm_read_reused_bytes_per_s is not None
+        else ""
+    )
+    return [f"  prefault    {r.prefault or '–'}{reused}"]
+
+
+def _h2d_lines(r: ProbeRecord) -> list[str]:
+    """Host -> device rates by piece size, one line per in-flight mode, the best, the pinned
+    route."""
+    if not r.h2d:
+        return []
+    out = []
+    for mode, by_piece in r.h2d.items():
+        label = "as one list" if mode == "list" else f"{mode} in flight"
+        cells = ", ".join(
+            f"{format_bytes(int(p))}: {_rate(v)}" for p, v in sorted(by_piece.items(), key=_num)
+        )
+        out.append(f"    {label:<12} by piece: {cells}")
+    if r.h2d_best_bytes_per_s is not None and r.h2d_best_piece_bytes is not None:
+        best = r.h2d_best_in_flight
+        how = "as one list" if best == "list" else f"{best} in flight"
+        out.append(
+            f"    best         {_rate(r.h2d_best_bytes_per_s)} "
+            f"({format_bytes(r.h2d_best_piece_bytes)} pieces, {how})"
+        )
+    if r.h2d_pinned_fill_bytes_per_s is not None:
+        route = r.h2d_pinned_route or "refused (see the note)"
+        out.append(
+            f"    pinned_host  numpy -> pinned {_rate(r.h2d_pinned_fill_bytes_per_s)}, "
+            f"pinned -> device: {route}"
+        )
+    return out
+
+
+def _num(item: tuple[str, float]) -> int:
+    return int(item[0])
 
 
 def _options(args: argparse.Namespace):

@@ -13,6 +13,12 @@
   cold reads on a virtual disk vary with what the host has cached, and no prediction is closer
   than the machine repeats itself. The recommended strategy's time is said to be too close to
   call with any that fits within a typical repeat's spread of it (`bench.analysis.ties`).
+- A strategy whose fit rests on one run per shape set has no interval: the sentence says "one run:
+  not judged on time" (never that it ties) and `--json` says `judged_on_time: false`, naming them
+  under `not_judged_on_time`. Where a peer (another project's loader) is the fastest that fits, a
+  sentence names it with its host RAM peak (and device peak, with `--accelerator`), then the best of
+  loadbench's own, the one to use in one's own code (`--json`: `fastest_peer`, `best_own`,
+  `best_own_choice`, `peers`; `bench.analysis.ties.own_choice`).
 - `--accelerator` answers for a host whose weights land in device memory
   (`bench.analysis.accelerator`): the host peak from the staged path's measured ring and baseline,
   the device peak from the model and its largest transient (or from device runs), and both

@@ -3,8 +3,11 @@
 One pass reads a whole probe file into one fresh private anonymous mapping, as the loader does:
 `threads` threads take disjoint 32 MiB chunks in turn, each chunk populated for writing
 (`loader.format.buffers.populate_for_write`, which the loader's prefault uses too) just before
-its `os.preadv` (both release the GIL, so the threads run in parallel). A warm pass reads from the
-page cache; a cold pass first evicts the file (`posix_fadvise(DONTNEED)`) and reads it with
+its `os.preadv` (both release the GIL, so the threads run in parallel). Where the kernel refuses
+`MADV_POPULATE_WRITE` (older kernels, gVisor: EINVAL), each chunk's pages are touched instead, one
+byte written per page by the thread that then reads into it (`prefault` says which was used:
+`POPULATE` or `TOUCH`, and `prefault_method()` what this process has used). A warm pass reads from
+the page cache; a cold pass first evicts the file (`posix_fadvise(DONTNEED)`) and reads it with
 `O_DIRECT` where the filesystem allows (no page cache at all), else buffered; on a slow disk only
 the part of it one thread reads in about `COLD_PASS_S`. Never imports jax.
 """
@@ -19,6 +22,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +34,68 @@ DIRECT, BUFFERED = "O_DIRECT", "fadvise"  # how a cold pass keeps the page cache
 COLD_PASS_S = 1.5  # a cold pass reads about this long at one thread's speed (the file at most)
 
 
-def prefault(array: np.ndarray) -> None:
-    """Populate the pages under `array` for writing; an OSError if the kernel refuses (the probe
-    measures the loader's way, or says it cannot)."""
-    if not populate_for_write(array):
-        raise OSError(ctypes.get_errno(), "madvise(MADV_POPULATE_WRITE) refused")
+POPULATE, TOUCH = "populate", "touch"  # how fresh pages are faulted in before a read
+READ_CHUNK = 8 << 20  # a reused-buffer read's chunk (per thread)
+
+
+@dataclass
+class _Prefault:
+    """What this process has used to fault fresh pages in: None until a first prefault;
+    `refused` the kernel's reason once `MADV_POPULATE_WRITE` was refused (then always TOUCH)."""
+
+    method: str | None = None
+    refused: str | None = None
+
+
+_PREFAULT = _Prefault()
+
+
+def touch_pages(array: np.ndarray) -> None:
+    """Fault in the pages under `array` (a C-contiguous view) by writing one byte per page (the
+    first page-aligned byte of each, and the array's first byte). numpy's strided fill releases
+    the GIL, so threads touching disjoint views run in parallel."""
+    if array.nbytes == 0:
+        return
+    flat = array.reshape(-1).view(np.uint8)
+    start = array.__array_interface__["data"][0]
+    first = -start % mmap.PAGESIZE
+    flat[:1] = 0  # the first (maybe partial) page
+    flat[first :: mmap.PAGESIZE] = 0
+
+
+def prefault(array: np.ndarray) -> str:
+    """Fault in the pages under `array` for writing: `MADV_POPULATE_WRITE` (the loader's way),
+    or, where the kernel refuses it, one byte written per page. Returns the method used
+    (`POPULATE` or `TOUCH`). The array's contents are undefined afterwards (it is about to be
+    read into)."""
+    if _PREFAULT.refused is None:
+        if populate_for_write(array):
+            _PREFAULT.method = _PREFAULT.method or POPULATE
+            return POPULATE
+        errno = ctypes.get_errno()
+        why = os.strerror(errno) if errno else "no madvise in this libc"
+        _PREFAULT.refused = f"madvise(MADV_POPULATE_WRITE) refused ({why})"
+    touch_pages(array)
+    _PREFAULT.method = TOUCH
+    return TOUCH
+
+
+def prefault_method() -> str | None:
+    """How this process has faulted fresh pages in so far: `POPULATE`, `TOUCH` (the kernel
+    refused populating at least once), or None (no prefault yet)."""
+    return _PREFAULT.method
+
+
+def prefault_note() -> str | None:
+    """Why pages are touched rather than populated here (None: populating works, or untried)."""
+    if _PREFAULT.refused is None:
+        return None
+    return f"{_PREFAULT.refused}: fresh pages touched one byte per page instead"
+
+
+def reset_prefault() -> None:
+    """Forget what was used (tests; a process that wants to try populating again)."""
+    _PREFAULT.method = _PREFAULT.refused = None
 
 
 def write_probe_file(path: Path, nbytes: int) -> None:
@@ -94,6 +155,53 @@ def copy_pass(
         return time.perf_counter() - start
     finally:
         os.close(fd)
+
+
+def reused_read_pass(path: Path, threads: int, chunk: int = READ_CHUNK) -> float:
+    """Seconds to read all of `path` with `threads` threads, each into one buffer of `chunk`
+    bytes of its own, touched before the clock starts and reused for every chunk it reads: the
+    page cache's read speed with no fresh memory to fault in (what a loader that stages through
+    reused buffers, e.g. onto a device, is bound by)."""
+    size = path.stat().st_size
+    buffers = [np.ones(chunk, np.uint8) for _ in range(threads)]  # faulted in here
+    counter = itertools.count()
+    errors: list[BaseException] = []
+    fd = os.open(path, os.O_RDONLY)
+
+    def work(buf: np.ndarray) -> None:
+        view = memoryview(buf.data)
+        try:
+            while (start := next(counter) * chunk) < size:
+                want = min(chunk, size - start)
+                done = 0
+                while done < want:
+                    got = os.preadv(fd, [view[done:want]], start + done)
+                    if got <= 0:
+                        raise OSError(f"short read at byte {start + done} of {size}")
+                    done += got
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    try:
+        pool = [threading.Thread(target=work, args=(b,)) for b in buffers]
+        begin = time.perf_counter()
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        seconds = time.perf_counter() - begin
+    finally:
+        os.close(fd)
+    if errors:
+        raise errors[0]
+    return seconds
+
+
+def warm_reused_read(path: Path, counts: list[int], repeats: int) -> dict[int, float]:
+    """Warm read bandwidth into reused, already-touched buffers by thread count (the file is
+    cached first)."""
+    reused_read_pass(path, max(counts))
+    return rates(path.stat().st_size, lambda n: reused_read_pass(path, n), counts, repeats)
 
 
 def copy_cpu(path: Path, threads: int, repeats: int) -> float:

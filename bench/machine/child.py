@@ -1,7 +1,8 @@
 """The machine probe's child: measures this machine from inside the limits its parent put it in.
 
 `python -m bench.machine.child PLAN.json OUT.json` reads a `ProbePlan`, measures (the limits in
-force, warm copy and cold read by thread count, first touch, memcpy, the accelerator) and writes
+force, warm copy and cold read by thread count, the warm read into reused buffers, first touch,
+memcpy, the accelerator; how fresh pages were faulted in: `prefault`) and writes
 the figures as one JSON object, or `{"error": "..."}` when the disk cannot be probed (read-only,
 full, or no such folder). The probe file it writes is removed whatever happens.
 """
@@ -88,6 +89,7 @@ def _disk_fields(plan: ProbePlan, folder: Path, warm: list[int], cold: list[int]
             raise OSError(f"only {free} bytes free; the probe needs {plan.file_bytes * 2}")
         bandwidth.write_probe_file(path, plan.file_bytes)
         out: dict = {"warm_copy": bandwidth.warm_copy(path, warm, plan.repeats)}
+        out["warm_read_reused"] = bandwidth.warm_reused_read(path, cold, plan.repeats)
         _, threads = _best(out["warm_copy"])
         if threads is not None:
             cpu = bandwidth.copy_cpu(path, threads, plan.repeats)
@@ -110,7 +112,9 @@ def measure(plan: ProbePlan) -> dict:
     out |= _disk_fields(plan, folder, warm, cold)
     out["warm_copy_bytes_per_s"], out["warm_copy_threads"] = _best(out["warm_copy"])
     out["cold_read_bytes_per_s"], out["cold_read_threads"] = _best(out["cold_read"])
-    for key in ("warm_copy", "cold_read"):
+    reused = _best(out["warm_read_reused"])
+    out["warm_read_reused_bytes_per_s"], out["warm_read_reused_threads"] = reused
+    for key in ("warm_copy", "cold_read", "warm_read_reused"):
         out[key] = {str(n): v for n, v in out[key].items()}
     small = min(plan.file_bytes, 256 << 20)
     sizes = touch_sizes(plan.file_bytes, host.available_bytes() or 0)
@@ -119,6 +123,8 @@ def measure(plan: ProbePlan) -> dict:
     out["first_touch"] = {str(n): v for n, v in touch.items()}
     out["memcpy_bytes_per_s"] = bandwidth.memcpy(small, plan.repeats)
     out["single_core_ops_per_s"] = bandwidth.single_core(max(3, plan.repeats))
+    out["prefault"] = bandwidth.prefault_method()
+    out["notes"] += [n for n in [bandwidth.prefault_note()] if n]
     out |= {
         "cpu_count": os.cpu_count() or 1,
         "affinity_cpus": limits.affinity_cpus,

@@ -80,6 +80,26 @@ class ProbeRecord:
     # CPU-seconds (user + system, every thread) per byte of a warm copy at its best thread count;
     # absent in probes made before it was measured
     warm_copy_cpu_s_per_byte: float | None = None
+    # how the copy passes faulted fresh pages in: "populate" (MADV_POPULATE_WRITE) | "touch" (one
+    # byte written per page, where the kernel refuses populating); None: older probes
+    prefault: str | None = None
+    # the page cache read into reused, already-touched buffers (8 MiB per thread), by thread
+    # count, and the best of it: a staged load's read limit (no fresh memory); None: older probes
+    warm_read_reused: dict[str, float] = field(default_factory=dict)
+    warm_read_reused_bytes_per_s: float | None = None
+    warm_read_reused_threads: int | None = None
+    # host -> device (bench/machine/accelerator.py), where jax sees an accelerator: bytes/s by
+    # puts in flight ("1", "4", or "list": the pieces as one list) -> piece bytes (a string key),
+    # the best of them with its piece size and in-flight mode, and the pinned_host route: numpy
+    # -> pinned_host (`h2d_pinned_fill_bytes_per_s`), how pinned_host -> device was done
+    # (`h2d_pinned_route`), or why it could not be (`h2d_pinned_reason`)
+    h2d: dict[str, dict[str, float]] = field(default_factory=dict)
+    h2d_best_bytes_per_s: float | None = None
+    h2d_best_piece_bytes: int | None = None
+    h2d_best_in_flight: str | None = None
+    h2d_pinned_fill_bytes_per_s: float | None = None
+    h2d_pinned_route: str | None = None
+    h2d_pinned_reason: str | None = None
     notes: list[str] = field(default_factory=list)
     probe_version: int = PROBE_VERSION
 

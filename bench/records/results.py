@@ -296,6 +296,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
         "disk_read_limit_enforced": _every(totals.get("disk_read_limit_enforced")),
         "error": next((e for e in totals["error"] if isinstance(e, str) and e), None),
         **{k: _median(ok, k) for k in ("load_s", "ready_s")},
+        **{k: _median(ok, k) for k in ("device_ceiling_s", "device_ceiling_ratio")},
         "ceiling_s": pd.to_numeric(ok["ceiling_s"]).median(),
         "ceiling_ratio": pd.to_numeric(ok["ceiling_ratio"]).median(),
         **{k: _first(totals, k) for k in REMOTE},

@@ -203,6 +203,24 @@ class PhaseRecord:
     # -- the jax backend the child loaded on (bench.vocabulary: cpu | gpu | tpu; None: older files
     # or a child that failed before it started jax) --
     backend: str | None = None
+    # -- how the reference passes faulted fresh pages in (bench/run/reference.py): "populate"
+    # (MADV_POPULATE_WRITE) | "touch" (one byte per page, where the kernel refuses populating) --
+    reference_prefault: str | None = None
+    # -- the device ceiling (bench/run/ceiling.py), where the probe saw an accelerator and the row
+    # loaded onto one: the larger of the read limit and the host -> device transfer limit for the
+    # checkpoint's bytes, and wall_s over it --
+    device_ceiling_s: float | None = None
+    device_read_s: float | None = None  # the checkpoint at the probe's read speed (reused buffers)
+    device_transfer_s: float | None = None  # ... at its best host -> device rate of any piece size
+    device_ceiling_ratio: float | None = None  # wall_s / device_ceiling_s
+    # -- device memory against its limit and the model (bench/run/rows.py; None on CPU) --
+    device_bytes_limit: int | None = None  # the device's memory (bytes_limit; the smallest device)
+    device_headroom_bytes: int | None = None  # bytes_limit - the run's peak (the tightest device)
+    device_model_bytes: int | None = None  # the model's bytes on a device (the largest share)
+    device_over_model_bytes: int | None = (
+        None  # the peak above the model's share (the worst device)
+    )
+    device_over_budget: bool | None = None  # that excess beyond the budget (+ 1% of the model)
 
 
 @dataclass(frozen=True)

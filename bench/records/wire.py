@@ -27,8 +27,9 @@ from bench.errors import ChildResultError
 from bench.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = 6  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
-# 5: the highest anonymous and file-backed RSS of each phase; 6: `sharded`'s share mode
+CHILD_RESULT_VERSION = 7  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
+# 5: the highest anonymous and file-backed RSS of each phase; 6: `sharded`'s share mode; 7: anon /
+# file None where the host cannot tell, each device's memory limit and its share of the model
 VERSION_KEY = "child_result_version"
 CHILD_STATUSES = (OK, WRONG, CRASHED, OOM, ERROR)  # what a child says (oom: a device's)
 
@@ -69,8 +70,8 @@ class PhaseMeasure:
     wall_s: float
     peak_rss_bytes: int
     end_rss_bytes: int
-    anon_rss_bytes: int
-    file_rss_bytes: int
+    anon_rss_bytes: int | None  # None: the host cannot tell (no RssAnon / RssFile in its status)
+    file_rss_bytes: int | None
     substeps_s: dict[str, float] = field(default_factory=dict)
     device_bytes_in_use: int | None = None  # jax memory_stats at the phase end; None on CPU
     device_peak_bytes_in_use: int | None = None
@@ -82,8 +83,9 @@ class PhaseMeasure:
     cpu_s: float | None = None  # the process's CPU time (all threads, user + system) in it
     start_s: float | None = None  # first entered, seconds from the baseline (None: `total`, older)
     end_s: float | None = None  # last left, seconds from the baseline
-    peak_anon_rss_bytes: int = 0  # the highest anonymous RSS read in the phase (sampled)
-    peak_file_rss_bytes: int = 0  # the highest file-backed RSS read in the phase (sampled)
+    peak_anon_rss_bytes: int | None = 0  # the highest anonymous RSS read in the phase (sampled;
+    # None where the host cannot tell anonymous from file-backed)
+    peak_file_rss_bytes: int | None = 0  # the highest file-backed RSS read in the phase (sampled)
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,10 @@ class Measurement:
     remote: dict[str, int] | None = None  # a remote load's requests and bytes (LoadReport.remote)
     share_mode: str | None = None  # a `sharded` load: "regions" | "bytes" (LoadReport.share)
     exchanged_bytes: int | None = None  # ... and the bytes it received from other processes
+    # per device (str(device)): its memory limit (memory_stats' bytes_limit) and the bytes of its
+    # shards of the loaded model; empty where the backend reports no device memory (CPU)
+    device_bytes_limit_by_device: dict[str, int] = field(default_factory=dict)
+    device_model_bytes_by_device: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,19 @@ against what its situation allows: every byte copied at the warm rate, and the b
 not cached read from the disk, whichever takes longer:
 `max(bytes / warm_copy, (1 - resident_fraction) * bytes / cold_read)`. A cold run's few cached
 pages are not counted (its ceiling stays the disk's).
+
+Where the probe saw an accelerator and measured host -> device puts, each row also gets a
+**device ceiling** (`device_ceiling_s`): the larger of the read limit for its bytes
+(`device_read_s`: the page cache read into reused, already-touched buffers for a warm run, as a
+staged load reads, else the warm copy; the disk for a cold one, the same way as above) and the
+transfer limit (`device_transfer_s`: its bytes at the best host -> device rate of any piece size,
+`ProbeRecord.h2d_best_bytes_per_s`): a load onto the device can overlap its reads and its
+transfers, never beat the slower of the two. `bench.run.rows.with_ratios` keeps it, with
+`device_ceiling_ratio` = wall_s / device_ceiling_s, on rows loaded onto an accelerator only.
+
+The probe's copy passes fault their fresh pages in with `MADV_POPULATE_WRITE`, or, where the
+kernel refuses it (gVisor, older kernels), by touching one byte per page; the probe records which
+(`ProbeRecord.prefault`) and a run that takes a probe says so when it touched.
 """
 
 from __future__ import annotations
@@ -30,6 +43,8 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.limits.disk_read import whole_disk
+from bench.machine.accelerator import NONE
+from bench.machine.bandwidth import TOUCH
 from bench.machine.child import ProbePlan
 from bench.machine.facts import machine_id
 from bench.machine.record import ProbeRecord, read_probe, write_probe
@@ -104,7 +119,9 @@ class Ceiling:
         `--disk-read-speed` is held against the cap where slower."""
         cap = self.config.disk_read_bytes_per_s if cache == COLD else None
         probe = self.probe(checkpoint_bytes)
-        return ceiling_fields(probe, checkpoint_bytes, cache, cap, resident)
+        return ceiling_fields(probe, checkpoint_bytes, cache, cap, resident) | (
+            device_ceiling_fields(probe, checkpoint_bytes, cache, cap, resident)
+        )
 
     def _take(self, disk: Path, size: int) -> ProbeRecord | None:
         if size in self.tried:
@@ -118,6 +135,12 @@ class Ceiling:
             print(f"loadbench: no ceiling for these rows: {exc}", file=sys.stderr)
             return self.record
         self.probed = True
+        if self.record.prefault == TOUCH:
+            print(
+                "loadbench: the probe touched fresh pages one byte per page (prefault: touch; "
+                "madvise(MADV_POPULATE_WRITE) is refused here)",
+                file=sys.stderr,
+            )
         return self.record
 
 
@@ -128,6 +151,18 @@ def bandwidth(probe: ProbeRecord, cache: str, cap: int | None) -> float | None:
     if cap is not None:
         return min(cap, probe.cold_read_bytes_per_s or cap)
     return probe.cold_read_bytes_per_s
+
+
+def _read_seconds(
+    probe: ProbeRecord, rate: float, checkpoint_bytes: int, cache: str, resident: float | None
+) -> float:
+    """`checkpoint_bytes` at `rate`; a warm run not all cached also pays its uncached bytes at
+    the disk's speed, whichever takes longer."""
+    seconds = checkpoint_bytes / rate
+    uncached = 1.0 - resident if cache != COLD and resident is not None else 0.0
+    if uncached > 0 and probe.cold_read_bytes_per_s:  # partly cold: those bytes come off the disk
+        seconds = max(seconds, uncached * checkpoint_bytes / probe.cold_read_bytes_per_s)
+    return seconds
 
 
 def ceiling_fields(
@@ -143,10 +178,37 @@ def ceiling_fields(
     rate = bandwidth(probe, cache, cap) if probe is not None else None
     if probe is None or not rate:
         return {}
-    seconds = checkpoint_bytes / rate
-    uncached = 1.0 - resident if cache != COLD and resident is not None else 0.0
-    if uncached > 0 and probe.cold_read_bytes_per_s:  # partly cold: those bytes come off the disk
-        seconds = max(seconds, uncached * checkpoint_bytes / probe.cold_read_bytes_per_s)
+    seconds = _read_seconds(probe, rate, checkpoint_bytes, cache, resident)
     per_byte = probe.warm_copy_cpu_s_per_byte
     cpu = {} if per_byte is None else {"ceiling_cpu_s": checkpoint_bytes * per_byte}
     return {"ceiling_s": seconds, "ceiling_probe_id": probe.probe_id} | cpu
+
+
+def device_read_rate(probe: ProbeRecord, cache: str, cap: int | None) -> float | None:
+    """The read limit of a load onto a device: the page cache into reused buffers (warm; the
+    warm copy into fresh memory in probes without that figure), the disk (cold, capped)."""
+    if cache != COLD:
+        return probe.warm_read_reused_bytes_per_s or probe.warm_copy_bytes_per_s
+    return bandwidth(probe, cache, cap)
+
+
+def device_ceiling_fields(
+    probe: ProbeRecord | None,
+    checkpoint_bytes: int,
+    cache: str,
+    cap: int | None,
+    resident: float | None = None,
+) -> dict:
+    """The row fields `device_ceiling_s` (the larger of `device_read_s` and
+    `device_transfer_s`), `device_read_s` and `device_transfer_s` for a checkpoint in this
+    situation; none where the probe saw no accelerator or measured no transfer."""
+    if probe is None or probe.accelerator == NONE or not probe.h2d_best_bytes_per_s:
+        return {}
+    transfer = checkpoint_bytes / probe.h2d_best_bytes_per_s
+    rate = device_read_rate(probe, cache, cap)
+    read = _read_seconds(probe, rate, checkpoint_bytes, cache, resident) if rate else None
+    return {
+        "device_ceiling_s": max(transfer, read or 0.0),
+        "device_read_s": read,
+        "device_transfer_s": transfer,
+    }

@@ -18,6 +18,11 @@ before - 1), which says the machine changed speed while the child ran. Verdicts 
 `paired_ratio = wall_s / reference_s` (`bench.analysis.intervals`): a machine that slows down
 slows the load and its reference alike. Over a shaped link the link is the reference instead
 (`bench.run.rows`). Never imports jax.
+
+A pass faults its fresh pages in with `MADV_POPULATE_WRITE`, or, where the kernel refuses it
+(gVisor, older kernels), by writing one byte per page on each reading thread
+(`bench.machine.bandwidth.prefault`); rows say which (`reference_prefault`: "populate" | "touch"),
+and the run says so once when it touched.
 """
 
 from __future__ import annotations
@@ -33,7 +38,15 @@ from typing import Any
 
 import psutil
 
-from bench.machine.bandwidth import copy_pass, direct_works, evict, write_probe_file
+from bench.machine.bandwidth import (
+    TOUCH,
+    copy_pass,
+    direct_works,
+    evict,
+    prefault_method,
+    prefault_note,
+    write_probe_file,
+)
 from bench.vocabulary import COLD
 from loader.host import resident_pages, usable_cpus
 
@@ -68,6 +81,7 @@ class Reading:
     threads: int
     cache: str
     others_cpu_fraction: float | None = None
+    prefault: str | None = None  # how the passes faulted fresh pages in: populate | touch
 
     def seconds_for(self, nbytes: int) -> float:
         """`nbytes` at the mean speed of the all-thread passes (the mean of their rates)."""
@@ -83,7 +97,8 @@ class Reading:
     def fields(self, checkpoint_bytes: int) -> dict[str, Any]:
         """The row fields: `reference_s` for the checkpoint, `reference_cpu_s` (the CPU seconds
         the passes spent per byte, times the checkpoint), `reference_drift`,
-        `others_cpu_fraction` and the raw passes (`reference_passes`)."""
+        `others_cpu_fraction`, the raw passes (`reference_passes`) and how they faulted fresh
+        pages in (`reference_prefault`)."""
         raw = {
             f"{side}_{name}": getattr(getattr(self, side), name)
             for side in ("before", "after")
@@ -95,6 +110,7 @@ class Reading:
             "reference_cpu_s": checkpoint_bytes * cpu_per_byte,
             "reference_drift": self.drift,
             "others_cpu_fraction": self.others_cpu_fraction,
+            "reference_prefault": self.prefault,
             "reference_passes": {
                 **raw,
                 "pass_bytes": float(self.pass_bytes),
@@ -149,6 +165,7 @@ class MomentReference:
     folder: Path
     threads: int = field(default_factory=lambda: max(1, math.floor(usable_cpus())))
     failed: str | None = None  # why no reference could be taken (said once; rows go without)
+    touch_said: bool = False  # the passes' touching instead of populating was said
     watch: CpuWatch = field(default_factory=CpuWatch)
     _direct: bool | None = None
 
@@ -212,6 +229,9 @@ class MomentReference:
             self.failed = f"no reference pass in {self.folder}: {exc}"
             print(f"loadbench: {self.failed}; rows go without reference_s", file=sys.stderr)
             return None
+        if prefault_method() == TOUCH and not self.touch_said:
+            self.touch_said = True
+            print(f"loadbench: reference passes: {prefault_note()}", file=sys.stderr)
         self.watch.start()
         return taken
 
@@ -226,4 +246,4 @@ class MomentReference:
         except OSError as exc:
             self.failed = f"no reference pass in {self.folder}: {exc}"
             return None
-        return Reading(before, after, size, self.threads, cache, others)
+        return Reading(before, after, size, self.threads, cache, others, prefault_method())

@@ -26,7 +26,7 @@ from bench.records.schema import PhaseRecord, SampleRecord
 from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
 from bench.run.matrix import Task
-from bench.vocabulary import ERROR, NATIVE, OK, STATUS_SEVERITY, WRONG
+from bench.vocabulary import CPU, ERROR, NATIVE, OK, STATUS_SEVERITY, WRONG
 from loader.vocabulary import PEER, TOTAL
 
 Record = PhaseRecord | SampleRecord
@@ -52,6 +52,10 @@ class RowContext:
     reference_cpu_s: float | None = None
     others_cpu_fraction: float | None = None
     reference_passes: dict[str, float] | None = None
+    reference_prefault: str | None = None  # how the reference passes faulted pages in
+    device_ceiling_s: float | None = None  # the device ceiling (bench.run.ceiling), its parts
+    device_read_s: float | None = None
+    device_transfer_s: float | None = None
 
 
 #: the fields a result without measurements leaves empty
@@ -104,6 +108,10 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         reference_cpu_s=ctx.reference_cpu_s,
         others_cpu_fraction=ctx.others_cpu_fraction,
         reference_passes=dict(ctx.reference_passes or {}),
+        reference_prefault=ctx.reference_prefault,
+        device_ceiling_s=None if _link_ceiling(task, 1) else ctx.device_ceiling_s,
+        device_read_s=None if _link_ceiling(task, 1) else ctx.device_read_s,
+        device_transfer_s=None if _link_ceiling(task, 1) else ctx.device_transfer_s,
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
@@ -178,6 +186,7 @@ def _remote_fields(row: PhaseRecord, measured: Measurement) -> PhaseRecord:
 
 def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) -> PhaseRecord:
     """`row` with one phase of a measurement (and the whole run's figures)."""
+    budget = measured.budget_bytes if measured.budget_bytes else row.budget_bytes
     return replace(
         _remote_fields(row, measured),
         baseline_rss_bytes=measured.baseline_rss_bytes,
@@ -190,7 +199,7 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         share_mode=measured.share_mode,
         exchanged_bytes=measured.exchanged_bytes,
         heap_retained_bytes=measured.heap_retained_bytes,
-        budget_bytes=measured.budget_bytes if measured.budget_bytes else row.budget_bytes,
+        budget_bytes=budget,
         phase=phase.name,
         phase_order=phase.order,
         phase_wall_s=phase.wall_s,
@@ -211,6 +220,12 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
         compile_cache=measured.compile_cache,
         compile_start_rss_bytes=measured.compile_start_rss_bytes,
         **device_fields(measured, phase),
+        **device_memory_fields(
+            measured.total.device_peak_bytes_by_device,
+            measured.device_bytes_limit_by_device,
+            measured.device_model_bytes_by_device,
+            budget,
+        ),
     )
 
 
@@ -229,6 +244,44 @@ def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
         "device_expected_bytes": dict(expected),
         "device_overreceived": sorted(d for d, n in received.items() if n > expected.get(d, 0)),
         "staging_memory": measured.staging_memory,
+    }
+
+
+#: A device peak may pass the model's bytes plus the budget by this fraction of the model before
+#: it is flagged: the allocator's rounding and the runtime's own buffers, not the load's staging.
+DEVICE_SLACK = 0.01
+
+
+def device_memory_fields(
+    peaks: dict[str, int],
+    limits: dict[str, int],
+    model: dict[str, int],
+    budget: int | None,
+) -> dict[str, Any]:
+    """Device memory as a figure, from each device's (`str(device)` keys) allocator peak, memory
+    limit and share of the model's bytes: `device_bytes_limit` (the smallest device's),
+    `device_headroom_bytes` (limit - peak on the tightest device), `device_model_bytes` (the
+    largest share), `device_over_model_bytes` (peak - share on the worst device) and
+    `device_over_budget`: that excess beyond the load's budget (0 for a strategy that takes
+    none) plus `DEVICE_SLACK` of the share, as a host peak beyond its bound is flagged. Every
+    field None where its inputs are missing (the CPU backend reports no device memory).
+
+    Example: a 16 GiB device peaking at 15 GiB for a 14 GiB model under a 256 MiB budget has
+    1 GiB of headroom, and is 1 GiB over the model, more than 256 MiB + 1% of 14 GiB: flagged.
+    """
+    common = [d for d in peaks if d in limits]
+    shared = [d for d in peaks if d in model]
+    over = max((peaks[d] - model[d] for d in shared), default=None)
+    worst = max(shared, key=lambda d: peaks[d] - model[d], default=None)
+    flagged = None
+    if over is not None and worst is not None:
+        flagged = over > (budget or 0) + DEVICE_SLACK * model[worst]
+    return {
+        "device_bytes_limit": min(limits.values()) if limits else None,
+        "device_headroom_bytes": min((limits[d] - peaks[d] for d in common), default=None),
+        "device_model_bytes": max(model.values()) if model else None,
+        "device_over_model_bytes": over,
+        "device_over_budget": flagged,
     }
 
 
@@ -254,6 +307,21 @@ def process_rows(ctx: RowContext, index: int, outcome: ChildOutcome) -> list[Pha
 def _extreme(pick: Any, values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return pick(known) if known else None
+
+
+def _least(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
+def _most(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _any(flags: list[bool | None]) -> bool | None:
+    known = [f for f in flags if f is not None]
+    return any(known) if known else None
 
 
 def _sum(values: list[Any]) -> Any:
@@ -294,6 +362,9 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 phase_peak_file_rss_bytes=_sum([r.phase_peak_file_rss_bytes for r in rows]),
                 phase_device_bytes_in_use=_sum([r.phase_device_bytes_in_use for r in rows]),
                 phase_device_peak_bytes=_sum([r.phase_device_peak_bytes for r in rows]),
+                device_headroom_bytes=_least([r.device_headroom_bytes for r in rows]),
+                device_over_model_bytes=_most([r.device_over_model_bytes for r in rows]),
+                device_over_budget=_any([r.device_over_budget for r in rows]),
                 phase_start_s=_extreme(min, [r.phase_start_s for r in rows]),
                 phase_end_s=_extreme(max, [r.phase_end_s for r in rows]),
                 requests=_sum([r.requests for r in rows]),
@@ -337,9 +408,13 @@ def with_ratios(record: Record) -> Record:
     reference_s where it has both, and a remote
     load's `received_bytes_per_s` = bytes_received / wall_s (the summed row: every process's
     bytes over the slowest one's wall, the aggregate throughput); a read plan's `over_read` =
-    planned_bytes / needed_bytes."""
+    planned_bytes / needed_bytes; `device_ceiling_ratio` = wall_s / device_ceiling_s on a row
+    loaded onto an accelerator (the device ceiling is dropped from rows on the CPU backend)."""
     if not isinstance(record, PhaseRecord):
         return record
+    if record.backend in (None, CPU) and record.device_ceiling_s is not None:
+        # the device ceiling holds only a load onto an accelerator (a failed row: unknown)
+        record = replace(record, device_ceiling_s=None, device_read_s=None, device_transfer_s=None)
     if record.planned_bytes is not None and record.needed_bytes:
         record = replace(record, over_read=record.planned_bytes / record.needed_bytes)
     if not record.wall_s:
@@ -351,6 +426,8 @@ def with_ratios(record: Record) -> Record:
         record = replace(record, ceiling_ratio=wall / record.ceiling_s)
     if record.reference_s:
         record = replace(record, paired_ratio=wall / record.reference_s)
+    if record.device_ceiling_s and record.backend not in (None, CPU):
+        record = replace(record, device_ceiling_ratio=wall / record.device_ceiling_s)
     if record.reference_cpu_s and record.cpu_s:
         record = replace(record, cpu_ratio=record.cpu_s / record.reference_cpu_s)
     return record

@@ -1,10 +1,12 @@
 """A device's shard of a leaf, assembled on the device from the chunks the staging ring sent it.
 
-A device region of one chunk is the transferred array itself; a larger one is assembled on its
-device by in-place updates of one buffer (`update`: `dynamic_update_slice` with the buffer
-donated, jitted once per shape), so the device holds the shard and the chunks in flight, never a
-second copy of the shard. A chunk of a leaf transposed on the device is transposed by its update
-(a transpose in device memory runs near the speed of a plain device copy). `fold` moves the
+A device region of one chunk is the transferred array itself (transposed by one program where the
+leaf is transposed on the device); a larger one is assembled on its device by in-place updates of
+one buffer (`dynamic_update_slice` with the buffer donated), so the device holds the shard and the
+chunks in flight, never a second copy of the shard. A chunk of a leaf transposed on the device is
+transposed by its update (a transpose in device memory runs near the speed of a plain device
+copy). The programs are `loader.pipeline.programs.DevicePrograms`', compiled ahead, once per
+shape (`ask_programs`). `fold` moves the
 transfers that have completed into the shard; the token it returns is ready once the update has
 run, so the ring reuses a slot a device array borrows (the CPU backend) only after that.
 
@@ -15,76 +17,21 @@ free memory (`oom_error`, `DeviceOutOfMemoryError`; the bench records it as an `
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from functools import partial
 from typing import Any
 
 import jax
+import numpy as np
 
 from loader.errors import DeviceOutOfMemoryError
+from loader.pipeline.programs import DevicePrograms
 from loader.pipeline.regions import Region, region_shape
 from loader.pipeline.ring_chunks import DevicePiece
 
 
-@contextlib.contextmanager
-def _no_mesh() -> Iterator[None]:
-    """Outside any `jax.set_mesh` context: the updates run on one device, not the model's mesh
-    (where this jax has no `set_mesh(None)`, as it is)."""
-    try:
-        context: AbstractContextManager[object] = jax.set_mesh(None)
-        context.__enter__()
-    except Exception:  # noqa: BLE001 - an older or newer jax without it: no mesh to leave
-        yield
-        return
-    try:
-        yield
-    finally:
-        context.__exit__(None, None, None)
-
-
-def update(
-    buffer: Any, chunk: Any, starts: tuple[int, ...], perm: tuple[int, ...] = ()
-) -> tuple[Any, Any]:
-    with _no_mesh():
-        updated: tuple[Any, Any] = _jit_update(buffer, chunk, starts, perm)
-    return updated
-
-
-@partial(jax.jit, donate_argnums=0, static_argnums=3)
-def _jit_update(
-    buffer: Any, chunk: Any, starts: tuple[int, ...], perm: tuple[int, ...]
-) -> tuple[Any, Any]:
-    """`buffer` (donated: updated in place) with `chunk` at `starts`, transposed by `perm` first
-    if given (on the device), and a token (one element of the chunk) that is ready once the
-    update has run."""
-    token = chunk[(0,) * chunk.ndim]
-    placed = jax.numpy.transpose(chunk, perm) if perm else chunk
-    return jax.lax.dynamic_update_slice(buffer, placed, starts), token
-
-
-def compile_updates(
-    piece: DevicePiece, chunks: list[Region], compiled: set[tuple[object, ...]]
-) -> None:
-    """Compile the piece's in-place updates now, once per shape (`compiled`: the shapes done so
-    far in this load), before any read: compiling needs host memory for a while, and no ring
-    slot is in use yet."""
-    import jax.numpy as jnp
-
-    for region in {region_shape(r): r for r in chunks}.values():
-        shape = region_shape(region)
-        _, perm = piece.placement(region)
-        key = (region_shape(piece.region), shape, piece.dtype.str, str(piece.device), perm)
-        if key not in compiled:
-            compiled.add(key)
-            with _no_mesh():
-                zero = jnp.zeros(shape, piece.dtype, device=piece.device)
-            piece.array, _ = update(piece.array, zero, (0,) * len(shape), perm)
-
-
-def fold(piece: DevicePiece, where: str, *, ready_only: bool) -> object | None:
+def fold(
+    piece: DevicePiece, where: str, programs: DevicePrograms, *, ready_only: bool
+) -> object | None:
     """Move transferred chunks into the piece's device array (lock held); the token of the last
     update made (ready once it, and every update before it on that buffer, has run)."""
     keep, token = [], None
@@ -94,31 +41,56 @@ def fold(piece: DevicePiece, where: str, *, ready_only: bool) -> object | None:
             continue
         array = _as_array(handle)
         target, perm = piece.placement(region)
-        if target == piece.region and not perm:
+        if target == piece.region:  # the whole shard in one chunk
+            if perm:
+                shape = region_shape(region)
+                transpose = programs.transpose(shape, piece.dtype, piece.device, perm)
+                array = transpose.result()(array)
             piece.array = array
             continue
         if piece.array is None:
-            allocate(piece, where)
-        starts = tuple(r.start - p.start for r, p in zip(target, piece.region))
-        piece.array, token = update(piece.array, array, starts, perm)
+            allocate(piece, where, programs)
+        update = programs.update(
+            region_shape(piece.region), region_shape(region), piece.dtype, piece.device, perm
+        )
+        starts = tuple(np.int32(r.start - p.start) for r, p in zip(target, piece.region))
+        piece.array, token = run_update(update.result(), piece.array, array, starts)
     piece.pending = keep
     return token
 
 
-def _zeros(piece: DevicePiece) -> jax.Array:
-    """The shard's buffer, made on its device (owned by XLA, so the updates may donate it; an
-    adopted host buffer cannot be donated: each update would copy the shard)."""
-    import jax.numpy as jnp
-
-    with _no_mesh():
-        return jnp.zeros(region_shape(piece.region), piece.dtype, device=piece.device)
+def run_update(program: Any, buffer: Any, chunk: Any, starts: tuple[Any, ...]) -> tuple[Any, Any]:
+    """Run a compiled update (`DevicePrograms.update`): the updated buffer (the one given is
+    donated) and a token that is ready once the update has run."""
+    updated: tuple[Any, Any] = program(buffer, chunk, starts)
+    return updated
 
 
-def allocate(piece: DevicePiece, where: str) -> None:
+def ask_programs(piece: DevicePiece, chunks: list[Region], programs: DevicePrograms) -> None:
+    """Start compiling, in the background, what assembling the piece from `chunks` needs: none
+    for a shard sent whole, a transpose for a whole shard transposed on the device, else its
+    allocation and one update per chunk shape (one, from `even_chunks`)."""
+    if not chunks:
+        return
+    shard = region_shape(piece.region)
+    if len(chunks) == 1 and piece.placement(chunks[0])[0] == piece.region:
+        _, perm = piece.placement(chunks[0])
+        if perm:
+            programs.transpose(region_shape(chunks[0]), piece.dtype, piece.device, perm)
+        return
+    programs.allocation(shard, piece.dtype, piece.device)
+    for region in {region_shape(r): r for r in chunks}.values():
+        _, perm = piece.placement(region)
+        programs.update(shard, region_shape(region), piece.dtype, piece.device, perm)
+
+
+def allocate(piece: DevicePiece, where: str, programs: DevicePrograms) -> None:
     """Make the shard's buffer on its device; out of device memory, one error naming the tensor,
     the device and its free memory."""
     try:
-        piece.array = _zeros(piece)
+        piece.array = programs.allocation(
+            region_shape(piece.region), piece.dtype, piece.device
+        ).result()()
     except Exception as exc:
         if is_out_of_memory(exc):
             raise oom_error(where, piece.device, _nbytes(piece)) from exc
@@ -145,17 +117,39 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
-def free_memory(device: object) -> str:
-    """The device's free memory, as its allocator reports it ("unknown" where it does not)."""
+def _memory_stats(device: object) -> dict[str, Any]:
     memory_stats = getattr(device, "memory_stats", None)
     try:
-        stats = (memory_stats() if memory_stats is not None else None) or {}
+        return (memory_stats() if memory_stats is not None else None) or {}
     except Exception:  # noqa: BLE001 - a backend that cannot report it
-        stats = {}
+        return {}
+
+
+def free_bytes(device: object) -> int | None:
+    """The device's free memory in bytes (`bytes_limit` less `bytes_in_use`), None where its
+    allocator does not say (the CPU backend)."""
+    stats = _memory_stats(device)
     if "bytes_limit" not in stats:
+        return None
+    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+
+
+def model_too_large(device: object, nbytes: int, free: int) -> DeviceOutOfMemoryError:
+    """The model does not fit its device: one error naming both figures, before any read."""
+    limit = int(_memory_stats(device).get("bytes_limit", free))
+    return DeviceOutOfMemoryError(
+        f"the model needs {nbytes} bytes ({nbytes / 2**30:.2f} GiB) on device {device}, which has "
+        f"{free} bytes ({free / 2**30:.2f} GiB) free of {limit}: nothing was read. Give the model "
+        "a smaller dtype, shard it over more devices, or free device memory first"
+    )
+
+
+def free_memory(device: object) -> str:
+    """The device's free memory, as its allocator reports it ("unknown" where it does not)."""
+    free = free_bytes(device)
+    if free is None:
         return "unknown free memory"
-    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    return f"{free} bytes free of {int(stats['bytes_limit'])}"
+    return f"{free} bytes free of {int(_memory_stats(device)['bytes_limit'])}"
 
 
 def oom_error(where: str, device: object, nbytes: int) -> DeviceOutOfMemoryError:

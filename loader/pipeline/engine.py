@@ -61,8 +61,13 @@ from loader.pipeline.jobs import (
 from loader.pipeline.options import PipelineOptions
 from loader.pipeline.order import coalesce, file_order, part_order
 from loader.pipeline.regions import Bytes, MemoryBytes
-from loader.pipeline.ring import RingSender, Transfer, make_ring, uses_ring
-from loader.pipeline.ring_job import RingJob
+from loader.pipeline.ring import RingSender, Transfer, uses_ring
+from loader.pipeline.ring_job import (
+    RingJob,
+    model_bytes_per_device,
+    waits_for_program,
+    warm_programs,
+)
 from loader.pipeline.sizing import Sizing
 from loader.pipeline.sources import ByteSource
 from loader.pipeline.speculation import Speculation
@@ -134,8 +139,10 @@ class Pipeline:
         self.stats.threads = sizing.threads
         self.budget = ByteBudget(sizing.budget_bytes, reserved_bytes=sizing.reserved_bytes)
         if sizing.staged:
-            ring, transfer = make_ring((sizing.ring_slots, sizing.slot_bytes), self._transfer)
-            self._sender = RingSender(ring, transfer)
+            layout = (sizing.ring_slots, sizing.slot_bytes)
+            self._sender = RingSender(layout, sizing.chunk_bytes, self.budget, self._transfer)
+            # compiled while the model is built: what its largest tensors are likely to need
+            warm_programs(self._sender, [source.info(k) for k in source.keys()])
         source.begin(sizing.request_bytes)
         self._source = source
         order = file_order([source.info(k) for k in source.keys()], source.file_of)
@@ -190,13 +197,16 @@ class Pipeline:
             speculation.filled(),
             lambda: sum(host_bytes(step) for step in plan.steps),
         )
+        if self._sender is not None:  # before a byte is read: does the model fit its devices?
+            self._sender.fit(model_bytes_per_device(plan.steps))
         jobs = [self._job(step) for step in plan.steps]
         runs, rest = coalesce(jobs, source)
         self.stats.coalesced = sum(len(r.jobs) for r in runs)
         fused: list[Work] = []
         if source.shares_rows:  # (rows read again from a page cache are hits: not grouped)
             fused, rest = fuse(rest, sizing.scratch_bytes)
-        queued: list[Work] = [*runs, *fused, *part_order(rest)]
+        # parts that wait for a device program (compiling meanwhile) after those that do not
+        queued: list[Work] = sorted([*runs, *fused, *part_order(rest)], key=waits_for_program)
         self._pending = Counter(job for work in queued for job in work.jobs)
         ready = [job for job in jobs if not self._pending[job]]
         for work in queued:

@@ -51,6 +51,24 @@ class MemoryBytes:
     def read(self, offset: int, out: np.ndarray) -> None:
         out[...] = self.raw[offset : offset + out.nbytes]
 
+    def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
+        return self.raw[offset : offset + nbytes]
+
+
+class Mappable(Protocol):
+    """`Bytes` whose range can be handed out as memory, with no copy (a local file's mapped
+    pages, a buffer already read): the staged path sends such a range to its device as it is.
+    `mapped` may still answer None for a range it cannot hand out so."""
+
+    def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
+        """The uint8 bytes at `offset` (relative to the tensor), `nbytes` long; or None."""
+
+
+def mapped_range(src: Bytes, offset: int, nbytes: int) -> np.ndarray | None:
+    """`src.mapped(offset, nbytes)` where `src` can hand out memory (`Mappable`), else None."""
+    mapped = getattr(src, "mapped", None)
+    return mapped(offset, nbytes) if mapped is not None else None
+
 
 def full_region(shape: tuple[int, ...]) -> Region:
     return tuple(slice(0, n) for n in shape)

@@ -1,25 +1,36 @@
-"""The staging ring: a bounded ring of host buffers, for a backend that does not adopt host memory.
+"""The staging ring and the mapped route: how a chunk reaches a device that does not adopt host
+memory.
 
 On a GPU or TPU a `jax.device_put` copies host bytes into device memory, so a host buffer is only
-a staging copy: it must live until its transfer has completed, and no longer. The ring holds a
-fixed number of equal slots, allocated once (their bytes are the budget's, reserved up front); a
-reader takes a slot, fills it with one chunk, starts the transfer and hands the slot back with the
-transfer. The slot is given out again only once that transfer `is_ready()` (or after
-`block_until_ready()`, when every slot is in flight): a reused slot never changes bytes a transfer
-is still reading.
+a staging copy: it must live until its transfer has completed, and no longer. Two routes:
 
-Memory: the slots are `pinned_host` (page-locked; jax's memory kind) where the backend offers it
-and the transfer from it works, pageable otherwise; `memory_kind` says which. On the CPU backend
-(staging forced with `staging=True`) they are pageable, and a device array borrows its slot
-until the update that copies it into the shard has run (see `pageable_transfer`): the host then
-holds the model, the ring and the scratch, and no transfer copies beside them.
+- **Mapped** (a local file, no cast): the chunk's bytes are a fresh read-only mapping of the
+  file's pages, handed to `jax.device_put` as they are, with no host copy; the mapping holds its
+  bytes of the budget until the transfer completes, then goes (`MappedFlight`). A host whose
+  first touch of fresh anonymous memory is slow (a sandbox such as gVisor faults each page in
+  through its own kernel) copies nothing this way, and several transfers in flight keep the link
+  busy (one `device_put` at a time carries about half of what several do on a TPU v5e host; see
+  docs/results.md).
+- **The ring** (casts, remote reads, regions that are not one run of bytes): a fixed number of
+  equal slots, allocated on first use (their bytes taken from the budget for good); a reader
+  takes a slot, fills it with one chunk (cast on the host), starts the transfer and hands the slot
+  back with the transfer. The slot is given out again only once that transfer `is_ready()` (or
+  after `block_until_ready()`, when every slot is in flight): a reused slot never changes bytes a
+  transfer is still reading.
 
-`backend_adopts_host_buffers()` says whether a load needs the ring (`uses_ring`): the CPU backend
+Memory: the slots are pageable. JAX's `pinned_host` memory is no faster route: filling it from
+numpy goes through `jax.device_put`, a second copy that ran at about 1 GB/s on a TPU v5e host
+(where pageable transfers ran at 13 GB/s with four in flight). On the CPU backend (staging forced
+with `staging=True`) a device array borrows its slot until the update that copies it into the
+shard has run (see `pageable_transfer`): the host then holds the model, the ring and the scratch,
+and no transfer copies beside them.
+
+`backend_adopts_host_buffers()` says whether a load needs this path (`uses_ring`): the CPU backend
 adopts aligned host buffers (a destination buffer is then the model's own memory), others do not.
-`loader.pipeline.ring_job.RingJob` is a leaf that travels through it; `RingSender` is what the
-ring jobs of one load share: the ring, the transfer, and per device the bytes transferred to it
-and the bytes of its regions (`received_bytes` / `expected_bytes`: equal unless something sent a
-device more than its shard).
+`loader.pipeline.ring_job.RingJob` is a leaf that travels this way; `RingSender` is what the ring
+jobs of one load share: the routes, the device programs (`loader.pipeline.programs`), and per
+device the bytes transferred to it and the bytes of its regions (`received_bytes` /
+`expected_bytes`: equal unless something sent a device more than its shard).
 """
 
 from __future__ import annotations
@@ -35,10 +46,15 @@ import numpy as np
 
 from loader.format.buffers import aligned, host_buffer  # slots: `aligned` (tests count its calls)
 from loader.pipeline import device_shards
+from loader.pipeline.budget import ByteBudget
+from loader.pipeline.programs import DevicePrograms
 from loader.pipeline.ring_chunks import DevicePiece
 from loader.report import LoadReport
 
-PINNED, PAGEABLE = "pinned_host", "pageable"
+#: `LoadReport.staging_memory`: chunks went through pageable ring slots (casts, remote reads), or
+#: all of them straight from the file's mapped pages.
+PAGEABLE, MAPPED = "pageable", "mapped"
+MIN_CHUNK_BYTES = 1 << 20  # the least a mapped chunk is cut to where a device has little room
 #: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and
 #: `block_until_ready`). Tests pass a fake that completes late.
 Transfer = Callable[[np.ndarray, object], object]
@@ -52,18 +68,6 @@ def backend_adopts_host_buffers() -> bool:
 def host_memory(device: object) -> bool:
     """Whether `device`'s memory is the host's (the CPU backend's devices)."""
     return getattr(device, "platform", "cpu") == "cpu"
-
-
-def offers_pinned_host(device: object) -> bool:
-    """Whether `device` has a `pinned_host` memory to stage through (never on the CPU backend,
-    whose `pinned_host` is its own memory: nothing to pin)."""
-    if host_memory(device):
-        return False
-    memories = getattr(device, "addressable_memories", None)
-    try:
-        return memories is not None and any(m.kind == PINNED for m in memories())
-    except Exception:  # noqa: BLE001 - a backend that cannot list its memories: pageable
-        return False
 
 
 def pageable_transfer(chunk: np.ndarray, device: object) -> object:
@@ -87,14 +91,6 @@ def owned_chunk(chunk: np.ndarray, device: object) -> np.ndarray:
     return copy
 
 
-def pinned_transfer(chunk: np.ndarray, device: object) -> object:
-    """Through the device's `pinned_host` memory: page-locked, so the copy to the device is DMA."""
-    from jax.sharding import SingleDeviceSharding
-
-    pinned = jax.device_put(chunk, SingleDeviceSharding(device, memory_kind=PINNED))
-    return jax.device_put(pinned, device)
-
-
 @dataclass
 class Slot:
     """One staging buffer of the ring."""
@@ -115,9 +111,8 @@ class StagingRing:
         high_water_slots: most slots out at once (taken, or in flight), never above `slots`.
     """
 
-    def __init__(self, slots: int, slot_bytes: int, memory_kind: str = PAGEABLE) -> None:
+    def __init__(self, slots: int, slot_bytes: int) -> None:
         self.slot_bytes = int(slot_bytes)
-        self.memory_kind = memory_kind
         self._all = [Slot(i, aligned((self.slot_bytes,), np.dtype(np.uint8))) for i in range(slots)]
         self._free: deque[Slot] = deque(self._all)
         self._flight: deque[Slot] = deque()  # oldest first
@@ -195,57 +190,76 @@ def _wait(transfer: object) -> None:
         block()
 
 
-class PinnedTransfer:
-    """`pinned_transfer`, falling back for good to `pageable_transfer` (and recording it in the
-    ring) the first time the backend refuses the pinned route for a reason other than memory."""
-
-    def __init__(self, ring: StagingRing) -> None:
-        self.ring = ring
-
-    def __call__(self, chunk: np.ndarray, device: object) -> object:
-        if self.ring.memory_kind == PINNED:
-            try:
-                return pinned_transfer(chunk, device)
-            except Exception as exc:
-                if "RESOURCE_EXHAUSTED" in str(exc):
-                    raise
-                self.ring.memory_kind = PAGEABLE
-        return pageable_transfer(chunk, device)
-
-
 def uses_ring(staging: bool | None) -> bool:
     """Whether a load goes through the ring: as `staging=` asks, or (None) where the backend does
     not adopt host buffers."""
     return (not backend_adopts_host_buffers()) if staging is None else bool(staging)
 
 
-def make_ring(layout: tuple[int, int], transfer: Transfer | None) -> tuple[StagingRing, Transfer]:
-    """The ring of `layout` (slots, slot bytes) and the transfer to use with it: `transfer` as
-    given (pageable slots), else pinned where the first local device offers it."""
-    slots, slot_bytes = layout
-    pinned = transfer is None and offers_pinned_host(jax.local_devices()[0])
-    ring = StagingRing(slots, slot_bytes, PINNED if pinned else PAGEABLE)
-    if transfer is None:
-        transfer = PinnedTransfer(ring) if pinned else pageable_transfer
-    return ring, transfer
-
-
 class RingSender:
-    """What the ring jobs of one load share: the ring, the transfer onto the devices, the bytes
-    each device received against those of its regions, and the seconds spent starting transfers.
+    """What the ring jobs of one load share: the transfer onto the devices, the staging ring (made
+    on first use), the chunks in flight from mapped file pages, the device programs, the bytes each
+    device received against those of its regions, and the seconds spent starting transfers.
 
     Args:
-        ring: the staging ring (its slots are the budget's, reserved up front).
+        layout: the ring's (slots, slot bytes), from `loader.pipeline.sizing.Sizing`; the ring is
+            made, and its bytes taken from `budget` for good, when a chunk first needs a slot (a
+            cast, a remote read, a region that is not one run of bytes): a load whose chunks all go
+            straight from mapped pages never allocates it.
+        chunk_bytes: the largest chunk sent straight from mapped pages (`Sizing.chunk_bytes`).
+        budget: the load's budget (mapped chunks hold their bytes of it while in flight).
         transfer: the host -> device copy of one chunk (`loader.pipeline.ring.Transfer`).
     """
 
-    def __init__(self, ring: StagingRing, transfer: Transfer) -> None:
-        self.ring, self.transfer = ring, transfer
+    def __init__(
+        self,
+        layout: tuple[int, int],
+        chunk_bytes: int,
+        budget: ByteBudget,
+        transfer: Transfer | None = None,
+    ) -> None:
+        self.layout, self.chunk_bytes, self.budget = layout, chunk_bytes, budget
+        self.transfer: Transfer = transfer or pageable_transfer
+        self.flight = MappedFlight(budget)
+        self.programs = DevicePrograms()
         self.received_bytes: dict[str, int] = {}
         self.expected_bytes: dict[str, int] = {}
         self.transfer_s = 0.0
         self._lock = threading.Lock()
-        self.compiled: set[tuple[object, ...]] = set()  # the shapes whose updates are compiled
+        self._ring_lock = threading.Lock()
+        self._ring: StagingRing | None = None
+
+    @property
+    def slot_bytes(self) -> int:
+        return self.layout[1]
+
+    @property
+    def ring(self) -> StagingRing:
+        """The staging ring, made on first use (its bytes taken from the budget for good)."""
+        with self._ring_lock:
+            if self._ring is None:
+                slots, slot_bytes = self.layout
+                self.flight.take_budget(slots * slot_bytes)
+                self._ring = StagingRing(slots, slot_bytes)
+            return self._ring
+
+    def fit(self, need: dict[object, int]) -> None:
+        """Before a byte is read: check that each device has the memory for its share of the model
+        (`need`, bytes per device), raising one `DeviceOutOfMemoryError` naming both figures where
+        not; and keep what is in flight on a device within half of what the model leaves free
+        there (mapped chunks smaller, and fewer at once, where that is little)."""
+        headroom = None
+        for device, nbytes in need.items():
+            free = device_shards.free_bytes(device)
+            if free is None:  # a backend that does not say (the CPU's)
+                continue
+            if nbytes > free:
+                raise device_shards.model_too_large(device, nbytes, free)
+            headroom = free - nbytes if headroom is None else min(headroom, free - nbytes)
+        if headroom is not None:
+            cap = max(MIN_CHUNK_BYTES, headroom // 2)
+            self.chunk_bytes = min(self.chunk_bytes, max(MIN_CHUNK_BYTES, cap // 4 // 4096 * 4096))
+            self.flight.device_cap = cap
 
     def count(self, table: dict[str, int], device: object, nbytes: int) -> None:
         with self._lock:
@@ -270,11 +284,84 @@ class RingSender:
 
     def report(self, report: LoadReport) -> None:
         """Say in the load's report how it staged and what each device received."""
-        report.staging_memory = self.ring.memory_kind
-        report.staging_slots = self.ring.high_water_slots
+        report.staging_memory = PAGEABLE if self._ring is not None else MAPPED
+        report.staging_slots = self._ring.high_water_slots if self._ring is not None else 0
         report.device_received_bytes = dict(self.received_bytes)
         report.device_expected_bytes = dict(self.expected_bytes)
+        report.device_programs = self.programs.compiled
 
     def drain(self) -> None:
-        """Wait for every transfer still reading a slot."""
-        self.ring.drain()
+        """Wait for every transfer still reading a slot or mapped pages, and every compile."""
+        if self._ring is not None:
+            self._ring.drain()
+        self.flight.drain()
+        self.programs.close()
+
+
+class MappedFlight:
+    """Chunks sent straight from mapped file pages (no host copy): each holds its bytes of the
+    budget, and keeps its mapping, until its transfer has completed; then the pages are unmapped,
+    so the host holds at most the budget of file pages at a time.
+
+    `admit(n)` waits for the oldest transfers until `n` bytes fit; `launched` records one.
+    """
+
+    def __init__(self, budget: ByteBudget, device_cap: int | None = None) -> None:
+        self.budget, self.device_cap = budget, device_cap
+        self._flight: deque[tuple[object, int, object]] = deque()  # (transfer, bytes, mapping)
+        self._lock = threading.Lock()
+        self._bytes = 0  # in flight now
+
+    def _device_full(self, nbytes: int) -> bool:
+        """Whether `nbytes` more would pass `device_cap` (never with nothing in flight)."""
+        with self._lock:
+            return (
+                self.device_cap is not None
+                and 0 < self._bytes
+                and (self._bytes + nbytes > self.device_cap)
+            )
+
+    def admit(self, nbytes: int) -> None:
+        """Take `nbytes` of the budget for a mapped chunk, landing the oldest transfers first
+        while they do not fit (in the budget, or in what the device has room for)."""
+        while self._device_full(nbytes) and self._land_oldest():
+            pass
+        self.take_budget(nbytes)
+        with self._lock:
+            self._bytes += nbytes
+
+    def take_budget(self, nbytes: int) -> None:
+        """Take `nbytes` of the budget, landing the oldest transfers in flight while they do not
+        fit; with none left, wait as the budget says."""
+        while not self.budget.try_acquire(nbytes):
+            if not self._land_oldest():
+                self.budget.acquire(nbytes)
+                return
+
+    def _land_oldest(self) -> bool:
+        """Wait for the oldest transfer in flight and give back its bytes; False if none."""
+        with self._lock:
+            oldest = self._flight.popleft() if self._flight else None
+        if oldest is not None:
+            self._land(oldest)
+        return oldest is not None
+
+    def launched(self, transfer: object, nbytes: int, mapping: object) -> None:
+        with self._lock:
+            self._flight.append((transfer, nbytes, mapping))
+            done = [f for f in self._flight if _ready(f[0])]
+            for f in done:
+                self._flight.remove(f)
+        for f in done:
+            self._land(f)
+
+    def _land(self, flight: tuple[object, int, object]) -> None:
+        transfer, nbytes, _ = flight
+        _wait(transfer)
+        with self._lock:
+            self._bytes -= nbytes
+        self.budget.release(nbytes)  # the mapping goes with `flight`
+
+    def drain(self) -> None:
+        while self._land_oldest():
+            pass

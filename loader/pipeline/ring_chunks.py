@@ -48,6 +48,36 @@ def chunk_regions(region: Region, itemsize: int, limit: int) -> list[Region]:
     ]
 
 
+def even_chunks(region: Region, itemsize: int, limit: int) -> list[Region]:
+    """`region` cut into blocks of whole rows of ONE shape, each at most `limit` bytes: the last
+    block ends at the region's end and overlaps the one before it (those rows are sent twice,
+    with the same bytes), so assembling the shard on its device needs one update program, not
+    one per remainder. A row larger than `limit` is cut as `chunk_regions` cuts it."""
+    shape = region_shape(region)
+    if not shape or math.prod(shape) * itemsize <= limit:
+        return [region]
+    row_bytes = math.prod(shape[1:]) * itemsize
+    if row_bytes > limit and len(shape) > 1:
+        return chunk_regions(region, itemsize, limit)
+    first, most = region[0], max(1, limit // max(row_bytes, 1))
+    count = -(-(first.stop - first.start) // most)
+    per = -(-(first.stop - first.start) // count)  # balanced: the overlap is under `count` rows
+    starts = [first.start + i * per for i in range(count - 1)] + [first.stop - per]
+    return [(slice(b, b + per), *region[1:]) for b in starts]
+
+
+def contiguous_bytes(region: Region, shape: tuple[int, ...]) -> bool:
+    """Whether `region` of a C-ordered tensor of `shape` is one run of bytes (whole trailing
+    axes: blocks of whole rows, or one row's part where every later axis is whole)."""
+    for axis, s in enumerate(region):
+        if s.start != 0 or s.stop != shape[axis]:
+            whole_after = all(
+                t.start == 0 and t.stop == n for t, n in zip(region[axis + 1 :], shape[axis + 1 :])
+            )
+            return whole_after and all(t.stop - t.start == 1 for t in region[:axis])
+    return True
+
+
 @dataclass
 class DevicePiece:
     """One device's region of the leaf, and what has reached the device of it so far.

@@ -32,14 +32,15 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.pipeline import device_shards
 from loader.pipeline.cast import cast_into
-from loader.pipeline.jobs import device_regions, tensor_where
-from loader.pipeline.regions import Bytes, fill_region, region_shape
+from loader.pipeline.jobs import Work, device_regions, tensor_where
+from loader.pipeline.regions import Bytes, fill_region, full_region, mapped_range, region_shape
 from loader.pipeline.ring import RingSender
 from loader.pipeline.ring_chunks import (
     Chunk,
     DevicePiece,
     SharedChunks,
-    chunk_regions,
+    contiguous_bytes,
+    even_chunks,
     shared_chunks,
 )
 from loader.placement.materialize import assign
@@ -83,27 +84,39 @@ class RingJob:
         block of them at a time in the reader's scratch (`scratch_bytes`; `SharedChunks`)."""
         job = cls(step, info, source, file, sender, block)
         dtype = np.dtype(step.leaf.dtype)
-        slot = sender.ring.slot_bytes
+        # straight from mapped pages: chunks up to `chunk_bytes`; through a ring slot: one slot
+        limit = sender.chunk_bytes if job.maps_pages else sender.slot_bytes
         for device, region in device_regions(step):
             job.pieces.append(DevicePiece(device, region, dtype, block))
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
             sender.count(sender.expected_bytes, device, nbytes)
         if source.shares_rows and len(job.pieces) > 1:
             shape, itemsize = job.stored_shape, info.np_dtype.itemsize
-            job.shared = shared_chunks(job.pieces, shape, itemsize, scratch_bytes, slot)
+            job.shared = shared_chunks(job.pieces, shape, itemsize, scratch_bytes, limit)
         for piece in job.pieces:
             if job.shared:
                 chunks = [c.region for part in job.shared for c in part.chunks if c.piece is piece]
             elif math.prod(region_shape(piece.region)):
-                chunks = chunk_regions(piece.source_region, dtype.itemsize, slot)
+                chunks = even_chunks(piece.source_region, dtype.itemsize, limit)
             else:
                 chunks = []
             job.chunks += [Chunk(piece, r) for r in chunks]
-            if len(chunks) > 1 or (chunks and piece.transposes):
-                # assembled on the device: its buffer, and its updates compiled
-                device_shards.allocate(piece, job.where)
-                device_shards.compile_updates(piece, chunks, sender.compiled)
+            device_shards.ask_programs(piece, chunks, sender.programs)
         return job
+
+    @property
+    def needs_programs(self) -> bool:
+        """Whether a shard of it is assembled or transposed on its device."""
+        by_piece: dict[int, int] = {}
+        for chunk in self.chunks:
+            by_piece[id(chunk.piece)] = by_piece.get(id(chunk.piece), 0) + 1
+        return any(p.transposes or by_piece.get(id(p), 0) > 1 for p in self.pieces)
+
+    @property
+    def maps_pages(self) -> bool:
+        """Whether its chunks may go straight from mapped file pages: no cast, and a source that
+        hands out memory (`loader.pipeline.regions.Mappable`: a local file)."""
+        return not self.casts and getattr(self.source, "mapped", None) is not None
 
     @property
     def stored_shape(self) -> tuple[int, ...]:
@@ -165,7 +178,11 @@ class RingJob:
         return seconds
 
     def _send(self, part: Chunk, fill: Callable[[np.ndarray], None]) -> float:
-        """Fill a slot with the chunk (`fill`), start its transfer; the seconds `fill` took."""
+        """Start the chunk's transfer: straight from mapped pages where it can, else through a
+        ring slot filled by `fill`; the seconds spent reading (or mapping)."""
+        mapped = self._mapped(part)
+        if mapped is not None:
+            return self._send_mapped(part, *mapped)
         piece, ring = part.piece, self.sender.ring
         slot = ring.take()
         handle = token = None
@@ -174,17 +191,54 @@ class RingJob:
             t0 = time.perf_counter()
             fill(chunk)
             t1 = time.perf_counter()
-            whole = part.region == piece.source_region and not piece.transposes
-            handle = self.sender.send(chunk, piece, self.where, whole=whole)
-            with piece.lock:
-                piece.pending.append((handle, part.region))
-                token = device_shards.fold(piece, self.where, ready_only=True)
-                folded = all(h is not handle for h, _ in piece.pending)
+            handle, token, folded = self._hand_over(part, chunk)
         finally:
             # reused once its transfer completed and, if its chunk was folded into the shard's
             # buffer just now, once that update ran (so chunks awaiting updates stay bounded too)
             ring.give_back(slot, token if token is not None and folded else handle)
         return t1 - t0
+
+    def _mapped(self, part: Chunk) -> tuple[int, int] | None:
+        """(offset, bytes) of the chunk in the source where it can go from mapped pages: no cast,
+        a source that maps, and a region that is one run of bytes of the stored tensor."""
+        if not self.maps_pages or not contiguous_bytes(part.region, self.stored_shape):
+            return None
+        itemsize = self.info.np_dtype.itemsize
+        strides = np.cumprod((1, *self.stored_shape[:0:-1]))[::-1]
+        first = sum(int(s.start) * int(k) for s, k in zip(part.region, strides))
+        nbytes = math.prod(region_shape(part.region)) * itemsize
+        return self._offset + first * itemsize, nbytes
+
+    def _send_mapped(self, part: Chunk, offset: int, nbytes: int) -> float:
+        """Map the chunk's pages, start their transfer (no host copy); the mapping holds its bytes
+        of the budget until the transfer completes (`MappedFlight`)."""
+        assert self.source is not None, f"{self.where}: read after the job was finished"
+        flight = self.sender.flight
+        t0 = time.perf_counter()
+        flight.admit(nbytes)
+        try:
+            raw = mapped_range(self.source, offset, nbytes)
+        except BaseException:
+            self.sender.budget.release(nbytes)
+            raise
+        assert raw is not None, f"{self.where}: the source mapped no pages"
+        chunk = raw.view(self.info.np_dtype).reshape(region_shape(part.region))
+        t1 = time.perf_counter()
+        handle, _, _ = self._hand_over(part, chunk)
+        flight.launched(handle, nbytes, raw)
+        return t1 - t0
+
+    def _hand_over(self, part: Chunk, chunk: np.ndarray) -> tuple[object, object | None, bool]:
+        """Start the chunk's transfer and fold what has arrived into the shard: (the transfer,
+        the token of the last update made, whether this chunk was folded)."""
+        piece = part.piece
+        whole = part.region == piece.source_region and not piece.transposes
+        handle = self.sender.send(chunk, piece, self.where, whole=whole)
+        with piece.lock:
+            piece.pending.append((handle, part.region))
+            token = device_shards.fold(piece, self.where, self.sender.programs, ready_only=True)
+            folded = all(h is not handle for h, _ in piece.pending)
+        return handle, token, folded
 
     def finish(self, plan: LoadPlan) -> None:
         """Assemble each device's shard and give the leaf its value."""
@@ -192,7 +246,7 @@ class RingJob:
         arrays: list[Any] = []
         for piece in self.pieces:
             with piece.lock:
-                device_shards.fold(piece, self.where, ready_only=False)
+                device_shards.fold(piece, self.where, self.sender.programs, ready_only=False)
             if piece.array is None:  # an empty region
                 piece.array = jax.device_put(
                     np.zeros(region_shape(piece.region), piece.dtype), piece.device
@@ -213,3 +267,40 @@ class RingJob:
 def _copy_of(box: np.ndarray) -> Callable[[np.ndarray], None]:
     """Fill a slot's chunk with `box` (cast into the leaf's dtype)."""
     return lambda chunk: cast_into(chunk, box)
+
+
+def waits_for_program(work: Work) -> bool:
+    """Whether a queued part waits for a device program (assembling or transposing on the
+    device): such parts are read after the others, while their programs compile."""
+    return any(isinstance(job, RingJob) and job.needs_programs for job in work.jobs)
+
+
+def warm_programs(sender: RingSender, infos: list[TensorInfo]) -> None:
+    """Start compiling, while the model is built, the programs that the tensors larger than a
+    mapped chunk will need if the model takes them as stored (same dtype, unsharded, on the one
+    local device): the usual case of a model on one accelerator. Where the model differs, the
+    programs it needs are asked for later, and these go unused."""
+    devices = jax.local_devices()
+    if len(devices) != 1:
+        return
+    for info in infos:
+        dtype = info.np_dtype
+        if math.prod(info.shape) * dtype.itemsize <= sender.chunk_bytes:
+            continue
+        region = full_region(info.shape)
+        piece = DevicePiece(devices[0], region, dtype)
+        chunks = even_chunks(region, dtype.itemsize, sender.chunk_bytes)
+        device_shards.ask_programs(piece, chunks, sender.programs)
+
+
+def model_bytes_per_device(steps: list[Step]) -> dict[object, int]:
+    """The bytes each device will hold of the planned leaves (their regions, in the model's
+    dtypes)."""
+    need: dict[object, int] = {}
+    for step in steps:
+        if step.sharding is None:  # a Python scalar: no device memory
+            continue
+        itemsize = np.dtype(step.leaf.dtype).itemsize
+        for device, region in device_regions(step):
+            need[device] = need.get(device, 0) + math.prod(region_shape(region)) * itemsize
+    return need

@@ -7,11 +7,14 @@ thread starts, and used by everything after: `Sizing`.
   the threads, at most `MAX_SCRATCH_BYTES`, and off the staging ring at most `SCRATCH_SHARE` of
   the checkpoint over the threads (at least `MIN_SCRATCH_BYTES`);
 - what each reader holds of a request in flight (`ByteSource.request_bytes`: a URL's answer);
-- the staging ring, where the load goes through it (`ring_layout`): half of what the scratch
-  leaves, in `2 * threads` slots (each reader fills one while its previous one is in transfer),
-  at most `MAX_SLOT_BYTES` a slot;
-- what is reserved of the budget for good: the scratch, the requests and the ring
-  (`reserved_bytes`); the rest is counted as it comes (`ByteBudget.acquire`).
+- on the staged path (`staged_layout`): the largest chunk sent straight from mapped file pages
+  (`chunk_bytes`: a quarter of what the scratch leaves, at most `MAX_CHUNK_BYTES`, so that several
+  transfers are in flight at once), and the staging ring for chunks that need a host copy (casts,
+  remote reads): half of what the scratch leaves, in slots of at most `MAX_SLOT_BYTES` (at least
+  two, at most `2 * threads`); the ring's bytes are taken from the budget when it is first used;
+- what is reserved of the budget for good: the scratch and the requests (`reserved_bytes`); the
+  rest is counted as it comes (`ByteBudget.acquire`: speculative reads, host copies, the ring,
+  mapped chunks in flight).
 
 A budget that cannot hold two pages a reader, or one staging chunk a slot, is refused in one line
 naming the least that works. Which tensors the page cache drops once read is the local source's
@@ -32,7 +35,12 @@ if TYPE_CHECKING:
 
 PAGE_BYTES = 4096
 MIN_SLOT_BYTES = PAGE_BYTES  # one staging chunk: a page
-MAX_SLOT_BYTES = 64 << 20
+#: A ring slot (a chunk that needs a host copy: a cast, a remote read) holds at most this: sa3's
+#: largest tensor cast to bf16 goes whole, and a few slots fill side by side.
+MAX_SLOT_BYTES = 16 << 20
+#: A chunk sent straight from mapped pages is at most this: a TPU v5e host carried 12-13.5 GB/s
+#: with four puts of 16-64 MiB in flight, and less with larger pieces (docs/results.md).
+MAX_CHUNK_BYTES = 64 << 20
 MAX_SCRATCH_BYTES = 8 << 20
 #: A thread's scratch (touched only by casts and transforms) is at most this share of the
 #: checkpoint, and at least `MIN_SCRATCH_BYTES`: on a small checkpoint a fixed scratch per thread
@@ -50,8 +58,9 @@ class Sizing:
         threads: reader threads.
         scratch_bytes: each reader's scratch buffer.
         request_bytes: what each reader holds of a request in flight (0: reads land in place).
-        ring_slots: slots of the staging ring (0: the load does not go through it).
+        ring_slots: slots of the staging ring (0: the load is not staged).
         slot_bytes: bytes a slot.
+        chunk_bytes: the largest chunk a staged load sends straight from mapped pages.
 
     Example:
         >>> sizing = Sizing.of(PipelineOptions(threads=2), source, staged=False)
@@ -64,6 +73,7 @@ class Sizing:
     request_bytes: int = 0
     ring_slots: int = 0
     slot_bytes: int = 0
+    chunk_bytes: int = 0
 
     @property
     def staged(self) -> bool:
@@ -75,8 +85,9 @@ class Sizing:
 
     @property
     def reserved_bytes(self) -> int:
-        """Set aside for good: every reader's scratch and request, and the ring."""
-        return (self.scratch_bytes + self.request_bytes) * self.threads + self.ring_bytes
+        """Set aside for good: every reader's scratch and request (the ring is taken from the
+        budget when it is first used)."""
+        return (self.scratch_bytes + self.request_bytes) * self.threads
 
     @classmethod
     def of(cls, options: PipelineOptions, source: ByteSource, *, staged: bool) -> Sizing:
@@ -89,11 +100,14 @@ class Sizing:
         limit = options.budget
         threads = options.threads or source.reader_threads(limit, staged=staged)
         check_budget(limit, threads)
-        slots, slot_bytes = check_staging_budget(limit, threads) if staged else (0, 0)
-        checkpoint = None if staged else source.total_bytes  # the ring was split without it
-        scratch = scratch_bytes(limit, threads, checkpoint)
+        if staged:
+            slots, slot_bytes, chunk = check_staging_budget(limit, threads)
+            scratch = staged_scratch_bytes(limit, threads)
+        else:
+            slots, slot_bytes, chunk = 0, 0, 0
+            scratch = scratch_bytes(limit, threads, source.total_bytes)
         request = source.request_bytes(limit, threads)
-        return cls(limit, threads, scratch, request, slots, slot_bytes)
+        return cls(limit, threads, scratch, request, slots, slot_bytes, chunk)
 
 
 def check_budget(limit: int, threads: int) -> int:
@@ -115,33 +129,56 @@ def scratch_bytes(limit: int, threads: int, checkpoint_bytes: int | None = None)
     return size // 64 * 64
 
 
+def staged_scratch_bytes(limit: int, threads: int) -> int:
+    """A reader's scratch on the staged path, where only casts and transforms use it: a
+    sixteenth of the budget over the threads, at most `MAX_SCRATCH_BYTES`, at least a page."""
+    return max(PAGE_BYTES, min(MAX_SCRATCH_BYTES, limit // (16 * threads)) // 64 * 64)
+
+
+def _pages(n: int) -> int:
+    return n // MIN_SLOT_BYTES * MIN_SLOT_BYTES
+
+
+def staged_layout(limit: int, threads: int) -> tuple[int, int, int]:
+    """(ring slots, slot bytes, chunk bytes) of a staged load with a budget of `limit` bytes:
+    of what the scratch leaves, half for the ring (slots of at most `MAX_SLOT_BYTES`, at least
+    two, at most two a reader) and a quarter for the largest mapped chunk (at most
+    `MAX_CHUNK_BYTES`), so that the ring and a few mapped chunks in flight fit together."""
+    left = limit - staged_scratch_bytes(limit, threads) * threads
+    ring = max(0, left // 2)
+    slot = _pages(min(MAX_SLOT_BYTES, ring // 2))
+    slots = max(2, min(2 * threads, ring // slot)) if slot else 2
+    return slots, slot, _pages(min(MAX_CHUNK_BYTES, max(0, left // 4)))
+
+
 def ring_layout(limit: int, threads: int) -> tuple[int, int]:
     """(slots, slot_bytes) of the staging ring for a budget of `limit` bytes."""
-    slots = 2 * threads
-    ring = (limit - scratch_bytes(limit, threads) * threads) // 2
-    return slots, min(MAX_SLOT_BYTES, ring // slots) // MIN_SLOT_BYTES * MIN_SLOT_BYTES
+    slots, slot, _ = staged_layout(limit, threads)
+    return slots, slot
 
 
 def min_staging_budget(threads: int) -> int:
-    """The smallest budget whose slots hold one staging chunk each (exact: a bisection)."""
-    lo, hi = 0, 8 * 2 * threads * MIN_SLOT_BYTES
+    """The smallest budget whose slots and mapped chunks hold one page each (exact: a
+    bisection)."""
+    lo, hi = 0, 64 * 2 * threads * MIN_SLOT_BYTES
     while lo < hi:
         mid = (lo + hi) // 2
-        if ring_layout(mid, threads)[1] >= MIN_SLOT_BYTES:
+        _, slot, chunk = staged_layout(mid, threads)
+        if min(slot, chunk) >= MIN_SLOT_BYTES:
             hi = mid
         else:
             lo = mid + 1
     return lo
 
 
-def check_staging_budget(limit: int, threads: int) -> tuple[int, int]:
-    """The ring's (slots, slot_bytes); a one-line `CheckpointError` naming the minimum if the
-    budget cannot hold one staging chunk per slot."""
-    slots, slot_bytes = ring_layout(limit, threads)
-    if slot_bytes < MIN_SLOT_BYTES:
+def check_staging_budget(limit: int, threads: int) -> tuple[int, int, int]:
+    """The staged load's (slots, slot_bytes, chunk_bytes); a one-line `CheckpointError` naming
+    the minimum if the budget cannot hold one page a slot and a mapped chunk."""
+    slots, slot_bytes, chunk = staged_layout(limit, threads)
+    if min(slot_bytes, chunk) < MIN_SLOT_BYTES:
         raise CheckpointError(
             f"budget of {limit} bytes is smaller than one staging chunk per slot ({slots} slots "
             f"of {MIN_SLOT_BYTES} bytes, {threads} threads); give budget= at least "
             f"{min_staging_budget(threads)} bytes"
         )
-    return slots, slot_bytes
+    return slots, slot_bytes, chunk

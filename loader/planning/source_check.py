@@ -6,6 +6,12 @@ is the right way round. A square weight left untransposed (a 384x384 attention p
 `compare_to_transformers` builds the model transformers builds from a folder (`from_pretrained`:
 its `config.json` and weights), runs it and the port on the same inputs in float32, and reports
 max |delta| per output, named as transformers names them (`logits`, `last_hidden_state`, ...).
+The port runs under `jax.default_matmul_precision("highest")` (`precision=`): a TPU's default
+float32 matmul goes through one bfloat16 pass and agrees with a float32 reference to about three
+digits, so a correct port would be called wrong there; at "highest" it is float32 on every
+backend. The result names the backend and the precision it ran at. `precision=None` runs at the
+backend's default, and the default tolerance is then the backend's (`default_tolerance`).
+
 Without `model_class=`, the class is `config.json`'s `architectures[0]`, unless the port's outputs
 ask for `last_hidden_state`: then it is the base model (`AutoModel`), since a checkpoint saved by a
 head class (`MPNetForMaskedLM`, a sentence-embedding model) would otherwise be run with its head,
@@ -28,6 +34,20 @@ import numpy as np
 
 #: fp32 noise between two frameworks computing the same float32 forward (the ports' own tests)
 FP32_TOLERANCE = 1e-5
+#: the matmul precision the port's forward runs at (`jax.default_matmul_precision`): float32 on
+#: every backend (on a TPU: six bfloat16 passes, not one)
+PRECISION = "highest"
+#: max |delta| of a float32 forward at a backend's *default* matmul precision, where it is not
+#: float32: a TPU's single bfloat16 pass (8 bits of mantissa) agrees to about three digits
+BACKEND_DEFAULT_TOLERANCE = {"tpu": 1e-2}
+
+
+def default_tolerance(backend: str, precision: str | None) -> float:
+    """The max |delta| a port is held to on `backend` at `precision` (None: the backend's own
+    default): float32 noise, unless the backend's default matmul is coarser (a TPU's)."""
+    if precision is None:
+        return BACKEND_DEFAULT_TOLERANCE.get(backend, FP32_TOLERANCE)
+    return FP32_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -46,11 +66,14 @@ class OutputDelta:
 class Comparison:
     """The port against the source model: one `OutputDelta` per compared output.
 
-    `ok` when every output is within `tolerance`; `str()` is one aligned line per output.
+    `ok` when every output is within `tolerance`; `str()` is one aligned line per output. `backend`
+    and `precision` say where the port ran and at which matmul precision (None: the backend's
+    default), so a tolerance is never read without them.
 
     Example:
         >>> print(comparison)
-        MPNetModel from mpnet/ (float32) against the port (bfloat16):
+        MPNetModel from mpnet/ (float32) against the port (bfloat16) on tpu, matmul precision
+        highest:
           last_hidden_state  (2, 16, 32)  max |delta| 8.3e-03  (max |source| 4.1)  OVER 1e-05
     """
 
@@ -58,6 +81,8 @@ class Comparison:
     model_class: str
     outputs: tuple[OutputDelta, ...]
     tolerance: float
+    backend: str = "cpu"
+    precision: str | None = PRECISION
 
     @property
     def ok(self) -> bool:
@@ -73,7 +98,11 @@ class Comparison:
         shapes = [str(o.shape) for o in self.outputs]
         shape_width = max(len(s) for s in shapes)
         ported = ", ".join(sorted({o.port_dtype for o in self.outputs}))
-        lines = [f"{self.model_class} from {self.folder} (float32) against the port ({ported}):"]
+        ran = f"matmul precision {self.precision or f'{self.backend} default'}"
+        lines = [
+            f"{self.model_class} from {self.folder} (float32) against the port ({ported}) "
+            f"on {self.backend}, {ran}:"
+        ]
         for o, shape in zip(self.outputs, shapes):
             verdict = "ok" if o.max_abs_delta <= self.tolerance else f"OVER {self.tolerance:g}"
             lines.append(
@@ -158,7 +187,8 @@ def compare_to_transformers(
     *,
     outputs: Sequence[str] | None = None,
     model_class: str | type | None = None,
-    tolerance: float = FP32_TOLERANCE,
+    tolerance: float | None = None,
+    precision: str | None = PRECISION,
 ) -> Comparison:
     """Run the Hugging Face model in `folder` and the port on the same `inputs`; max |delta| each.
 
@@ -176,7 +206,11 @@ def compare_to_transformers(
         model_class: a transformers class or its name (default: the base model, `AutoModel`,
             when the port's outputs ask for `last_hidden_state`; else `config.json`'s
             `architectures[0]`, e.g. `GPT2LMHeadModel`).
-        tolerance: the max |delta| called ok (default fp32 noise, 1e-5).
+        tolerance: the max |delta| called ok (default `default_tolerance(backend, precision)`:
+            fp32 noise, 1e-5; at a TPU's default precision, 1e-2).
+        precision: the matmul precision the port's forward runs at, as
+            `jax.default_matmul_precision` takes it (default "highest": float32 on every
+            backend, a TPU's included); None runs it at the backend's default.
 
     Returns:
         A `Comparison`: `.deltas` by output name, `.ok`, and a table as its `str()`.
@@ -187,10 +221,19 @@ def compare_to_transformers(
         ...                                  {"input_ids": ids})
         >>> print(result)   # logits  (1, 4, 50257)  max |delta| 1.1e-05 ...
     """
+    import contextlib
+
+    import jax
     import jax.numpy as jnp
 
     torch, transformers = _framework()
-    got = port(**{k: jnp.asarray(v) for k, v in inputs.items()})
+    backend = jax.default_backend()
+    if tolerance is None:
+        tolerance = default_tolerance(backend, precision)
+    at = contextlib.nullcontext() if precision is None else jax.default_matmul_precision(precision)
+    with at:  # traced, compiled and run at `precision`; fetched before the context ends
+        got = port(**{k: jnp.asarray(v) for k, v in inputs.items()})
+        got = jax.tree.map(np.asarray, got)
     wanted = list(got) if isinstance(got, Mapping) else list(outputs or [])
     source_model = _source_model(transformers, os.fspath(folder), model_class, wanted)
     with torch.no_grad():
@@ -212,5 +255,10 @@ def compare_to_transformers(
         dtype = str(getattr(value, "dtype", mine.dtype))
         compared.append(OutputDelta(name, tuple(mine.shape), delta, scale, dtype))
     return Comparison(
-        os.fspath(folder), type(source_model).__name__, tuple(compared), float(tolerance)
+        os.fspath(folder),
+        type(source_model).__name__,
+        tuple(compared),
+        float(tolerance),
+        backend,
+        precision,
     )

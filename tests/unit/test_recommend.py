@@ -340,6 +340,12 @@ TOP_KEYS = [
     "choice",
     "details",
     "backends",
+    "judged_on_time",
+    "not_judged_on_time",
+    "peers",
+    "fastest_peer",
+    "best_own",
+    "best_own_choice",
 ]
 STRATEGY_KEYS = [
     "strategy",

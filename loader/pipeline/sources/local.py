@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import mmap
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -95,6 +96,19 @@ class FileBytes:
             )
         if self.drop:
             drop_cached(self.fd, self.start + offset, len(view))
+
+    def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
+        """The `nbytes` at `offset` as a uint8 view of a fresh read-only mapping of the file's
+        pages (no copy: the mapping goes when the view does); None where the pages are to be
+        dropped from the page cache once read (`drop`), which a mapping would not do."""
+        if self.drop or nbytes == 0:
+            return None
+        at = self.start + offset
+        if at + nbytes > os.fstat(self.fd).st_size:  # a mapping past the end would fault later
+            raise CheckpointError(f"{self.where}: file ends before byte {at + nbytes} (truncated?)")
+        base = at - at % mmap.ALLOCATIONGRANULARITY
+        mapping = mmap.mmap(self.fd, at - base + nbytes, prot=mmap.PROT_READ, offset=base)
+        return np.frombuffer(mapping, np.uint8, count=nbytes, offset=at - base)
 
 
 class LocalFiles(CheckpointSource):

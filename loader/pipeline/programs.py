@@ -1,0 +1,134 @@
+"""The device programs of one staged load, compiled ahead, in the background, once per shape.
+
+On an accelerator a leaf's bytes reach the device by `jax.device_put`, which runs no program. A
+program is needed only where the device must do work on what arrived: a shard larger than one
+chunk is assembled from its chunks (an allocation, then in-place updates of that buffer), and a
+leaf a port transposes is transposed there. Each such program is compiled once per shape, never
+per chunk (`loader.pipeline.ring_chunks.even_chunks` cuts a shard into chunks of one shape), and
+ahead of time: `DevicePrograms` compiles on a few background threads as soon as the jobs are made,
+while the readers already move leaves that need no program, so a compile (about 0.1 to 0.6 s on a
+TPU, each) overlaps the transfers instead of standing before them. `compiled` counts the programs
+a load compiled (`LoadReport.device_programs`); a test holds it to the shapes that need one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import SingleDeviceSharding
+
+#: Compiling threads: an XLA compile releases the GIL, and a few run side by side on a host with
+#: CPUs to spare; more would take CPUs from the reads.
+COMPILE_THREADS = 4
+
+Shape = tuple[int, ...]
+
+
+@contextlib.contextmanager
+def no_mesh() -> Iterator[None]:
+    """Outside any `jax.set_mesh` context: the programs run on one device, not the model's mesh
+    (where this jax has no `set_mesh(None)`, as it is)."""
+    try:
+        context: AbstractContextManager[object] = jax.set_mesh(None)
+        context.__enter__()
+    except Exception:  # noqa: BLE001 - an older or newer jax without it: no mesh to leave
+        yield
+        return
+    try:
+        yield
+    finally:
+        context.__exit__(None, None, None)
+
+
+def _spec(shape: Shape, dtype: np.dtype, device: object) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=SingleDeviceSharding(device))
+
+
+def _allocation(shape: Shape, dtype: np.dtype, device: object) -> Any:
+    """A program that makes a shard's buffer on its device (owned by XLA, so updates may donate
+    it)."""
+    sharding = SingleDeviceSharding(device)
+    return jax.jit(lambda: jax.numpy.zeros(shape, dtype), out_shardings=sharding).lower().compile()
+
+
+def _update(shard: Shape, chunk: Shape, dtype: np.dtype, device: object, perm: Shape) -> Any:
+    """`buffer` (donated: updated in place) with `chunk` at `starts`, transposed by `perm` first
+    (on the device) if given; and a token (one element of the chunk) ready once it has run."""
+
+    def update(buffer: Any, part: Any, starts: tuple[Any, ...]) -> tuple[Any, Any]:
+        token = part[(0,) * part.ndim]
+        placed = jax.numpy.transpose(part, perm) if perm else part
+        return jax.lax.dynamic_update_slice(buffer, placed, starts), token
+
+    index = jax.ShapeDtypeStruct((), np.int32)
+    starts = tuple(index for _ in shard)
+    specs = (_spec(shard, dtype, device), _spec(chunk, dtype, device), starts)
+    return jax.jit(update, donate_argnums=0).lower(*specs).compile()
+
+
+def _transpose(shape: Shape, dtype: np.dtype, device: object, perm: Shape) -> Any:
+    """A whole chunk transposed into its leaf's layout (the chunk's buffer is freed after)."""
+    program = jax.jit(lambda x: jax.numpy.transpose(x, perm))
+    return program.lower(_spec(shape, dtype, device)).compile()
+
+
+#: Every program compiled in this process, by what it does and its shapes: a second load of the
+#: same shapes compiles nothing.
+_COMPILED: dict[tuple[object, ...], Future[Any]] = {}
+_COMPILED_LOCK = threading.Lock()
+
+
+class DevicePrograms:
+    """The programs of one load, each compiled once per process, on background threads, as soon
+    as asked.
+
+    `allocation`, `update` and `transpose` return at once with a `Future` of the compiled program;
+    its `result()` waits for the compile (a reader thread that needs a program not compiled yet
+    waits for it, and only it). `close()` waits for every compile this load started.
+    """
+
+    def __init__(self, threads: int = COMPILE_THREADS) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="loader-compile")
+        self.compiled = 0  # programs this load compiled (not found compiled already)
+
+    def _get(self, key: tuple[object, ...], make: Callable[[], Any]) -> Future[Any]:
+        with _COMPILED_LOCK:
+            known = _COMPILED.get(key)
+            if (
+                known is not None
+                and not known.cancelled()
+                and not (known.done() and known.exception() is not None)
+            ):
+                return known
+
+            def compile_now() -> Any:
+                with no_mesh():
+                    return make()
+
+            self.compiled += 1
+            _COMPILED[key] = future = self._pool.submit(compile_now)
+            return future
+
+    def allocation(self, shape: Shape, dtype: np.dtype, device: object) -> Future[Any]:
+        key = ("allocation", shape, dtype.str, str(device))
+        return self._get(key, lambda: _allocation(shape, dtype, device))
+
+    def update(
+        self, shard: Shape, chunk: Shape, dtype: np.dtype, device: object, perm: Shape = ()
+    ) -> Future[Any]:
+        key = ("update", shard, chunk, dtype.str, str(device), perm)
+        return self._get(key, lambda: _update(shard, chunk, dtype, device, perm))
+
+    def transpose(self, shape: Shape, dtype: np.dtype, device: object, perm: Shape) -> Future[Any]:
+        key = ("transpose", shape, dtype.str, str(device), perm)
+        return self._get(key, lambda: _transpose(shape, dtype, device, perm))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

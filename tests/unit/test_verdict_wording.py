@@ -1,0 +1,270 @@
+"""Verdicts that say what they are (issue 53, part 4), on every surface that words the choice:
+`bench.analysis.verdicts`, the bench summary's `use X` line and `recommend` (text and `--json`).
+
+- One run each: "one run: not judged on time", never "ties"; the pick is by what can be judged
+  (the lighter beyond the noise), and the sentence says time was not judged.
+- A peer that is the fastest that fits is named first, with its host RAM peak (and device peak
+  where measured), then the best of loadbench's own; where peers are left out, it is said.
+- Several repeats each: today's tie rule, word for word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.analysis.advice import Advice, AdviceInputs, advise, sentences, to_json
+from bench.analysis.fit import FitModel
+from bench.analysis.intervals import interval
+from bench.analysis.recommend import StrategyPrediction, TargetCheckpoint, rank
+from bench.analysis.summary import tables
+from bench.analysis.verdicts import ONE_RUN, Candidate, choose
+from bench.records.results import read_results
+from bench.records.schema import to_json_line
+from bench.vocabulary import FITS
+from loader.vocabulary import PEER, STRATEGY
+from tests.records import run_record, total_row
+
+MiB, GiB = 1 << 20, 1 << 30
+
+
+def _measured(name: str, walls: list[float], peak: float = GiB) -> Candidate:
+    iv = interval([w / 2 for w in walls])
+    return Candidate(name, walls[len(walls) // 2], iv, peak)
+
+
+# -- the rule's sentence --------------------------------------------------------------------------
+
+
+def test_one_run_each_is_not_judged_on_time_and_never_ties():
+    """The TPU host's llama3-8b rows, one run each: pipelined 6.56 s at 0.03x, builder 25.43 s
+    at 0.07x. Today's sentence said they "tie on time"; one run has no interval."""
+    pipelined = _measured("pipelined", [6.56], peak=0.5 * GiB)
+    builder = _measured("builder", [25.43], peak=1.0 * GiB)
+    chosen = choose([pipelined, builder])
+    assert chosen is not None
+    said = chosen.sentence
+    assert ONE_RUN == "one run: not judged on time" and ONE_RUN in said
+    assert "ties" not in said and "intervals overlap" not in said
+    assert chosen.ties == [] and [c.strategy for c in chosen.unjudged] == ["builder"]
+    assert chosen.best.strategy == "pipelined" and not chosen.judged_on_time
+    assert "pipelined is lighter (512 MiB against 1.00 GiB" in said
+    assert said.endswith("so it is named on memory")
+    out = chosen.to_dict()
+    assert out["judged_on_time"] is False and out["ties"] == []
+    assert [c["strategy"] for c in out["not_judged_on_time"]] == ["builder"]
+
+
+def test_one_run_with_no_lighter_peak_says_the_time_was_not_judged():
+    a = _measured("a", [2.0], peak=GiB)
+    b = _measured("b", [3.0], peak=GiB + 4096)  # as light: allocator noise
+    said = choose([b, a]).sentence
+    assert said.startswith("a (2.00 s, 1 run) against b (3.00 s, 1 run): " + ONE_RUN)
+    assert "the shortest single run is named (time was not judged)" in said
+    assert "ties" not in said and "the fastest is named" not in said
+
+
+def test_several_runs_keep_todays_tie_rule():
+    fast = _measured("hostcast", [2.30, 2.34, 2.38], peak=349 * MiB)
+    light = _measured("pipelined", [2.32, 2.40, 2.48], peak=316 * MiB)
+    far = _measured("eager", [6.0, 6.1, 6.2])
+    chosen = choose([fast, light, far])
+    assert chosen.judged_on_time and chosen.unjudged == []
+    assert [t.strategy for t in chosen.ties] == ["hostcast"]
+    assert chosen.sentence.startswith("pipelined (2.40 s; 1.20x ceiling, 95% CI")
+    assert "ties on time with hostcast (2.34 s; " in chosen.sentence
+    assert "their 95% intervals overlap; pipelined is lighter (316 MiB against 349 MiB" in (
+        chosen.sentence
+    )
+    assert ONE_RUN not in chosen.sentence and "on memory" not in chosen.sentence
+    apart = choose([_measured("a", [1.0, 1.01, 1.02]), _measured("b", [3.0, 3.01, 3.02])])
+    assert apart.judged_on_time and "is faster than b (" in apart.sentence
+    assert "do not overlap" in apart.sentence
+
+
+# -- the bench summary's `use X` line ------------------------------------------------------------
+
+CKPT = 2 * GiB
+
+
+def _rows(repeats: int, peer_wall: float) -> list:
+    """sa3 on the TPU host, scaled: builder fast and light, pipelined slower, the peer mmap-put
+    holding the whole file (1.01x) on a 45 GiB host."""
+
+    def row(strategy: str, wall: float, over: float, kind: str, i: int):
+        return total_row(
+            run_id="r1",
+            strategy=strategy,
+            kind=kind,
+            repeat=i,
+            checkpoint_bytes=CKPT,
+            largest_tensor_bytes=CKPT // 8,
+            baseline_rss_bytes=300 * MiB,
+            peak_rss_bytes=int(300 * MiB + over * CKPT),
+            wall_s=wall + 0.01 * i,
+            device_peak_bytes=int(1.06 * GiB * 2),
+        )
+
+    out = []
+    for i in range(repeats):
+        out += [
+            row("pipelined", 5.67, 0.20, STRATEGY, i),
+            row("builder", 2.60, 0.04, STRATEGY, i),
+            row("mmap-put", peer_wall, 1.01, PEER, i),
+        ]
+    return out
+
+
+def _use_line(tmp_path: Path, repeats: int, peer_wall: float) -> str:
+    path = tmp_path / "run.jsonl"
+    records = [run_record(run_id="r1", ram_bytes=45 * GiB), *_rows(repeats, peer_wall)]
+    path.write_text("".join(to_json_line(r) + "\n" for r in records))
+    (line,) = [s for s in tables(read_results(path)).splitlines() if s.startswith("use ")]
+    return line
+
+
+def test_the_summary_names_a_faster_peer_with_its_costs_then_loadbenchs_best(tmp_path):
+    line = _use_line(tmp_path, repeats=1, peer_wall=1.04)
+    assert line.startswith("use builder: ")
+    peer = line.index(
+        "mmap-put (1.04 s, 1 run), a peer (another project's loader, left out of the choice), "
+        "is the fastest that fits by its single run (one run: not judged on time): it costs "
+        "2.31 GiB host RAM peak and 2.12 GiB device peak"
+    )
+    own = line.index("; of loadbench's own strategies, use builder (382 MiB host RAM peak and ")
+    assert peer < own
+    assert "builder (2.60 s, 1 run) against pipelined (5.67 s, 1 run): " + ONE_RUN in line
+    assert "ties" not in line
+
+
+def test_the_summary_with_repeats_says_the_peers_were_left_out(tmp_path):
+    line = _use_line(tmp_path, repeats=3, peer_wall=9.0)  # a peer slower than ours
+    assert "builder (2.61 s, 95% CI" in line and "is faster than pipelined" in line
+    assert line.endswith("; peers are left out of the choice (mmap-put)")
+    assert "is the fastest that fits" not in line and ONE_RUN not in line
+    faster = _use_line(tmp_path, repeats=3, peer_wall=1.04)
+    assert "mmap-put (1.05 s, 95% CI 1." in faster
+    assert "left out of the choice), is the fastest that fits: it costs 2.31 GiB" in faster
+
+
+# -- `recommend`: text and --json ----------------------------------------------------------------
+
+
+def _model(half: float, repeats: int) -> FitModel:
+    return FitModel(
+        peak_bytes_per_checkpoint_byte=1.0,
+        peak_bytes_per_largest_tensor_byte=0.0,
+        peak_constant_bytes=0.0,
+        wall_s_per_checkpoint_byte=1e-9,
+        wall_constant_s=0.0,
+        baseline_rss_bytes=0,
+        runs=2 * repeats,
+        shapes=("a", "b"),
+        devices=(1,),
+        largest_measured_checkpoint_bytes=GiB,
+        extrapolation=1.0,
+        peak_error=0.0,
+        wall_error=0.0,
+        wall_repeat_spread=0.0,
+        most_repeats=repeats,
+        wall_interval_low=1 - half,
+        wall_interval_high=1 + half,
+        wall_interval_repeats=repeats,
+    )
+
+
+def _pred(name: str, wall: float, peak: int, repeats: int = 3) -> StrategyPrediction:
+    return StrategyPrediction(name, peak, wall, _model(0.02, repeats), FITS, 45 * GiB - peak)
+
+
+def _advice(preds: list[StrategyPrediction], peers: list[str]) -> Advice:
+    inputs = AdviceInputs(
+        shapes="t", host_ram_bytes=45 * GiB, devices=None, results="f", cache="warm"
+    )
+    rec = rank(preds, [])
+    return Advice(inputs, TargetCheckpoint(GiB, GiB // 10, 10), rec, None, None, [], peers)
+
+
+def test_recommend_with_one_run_says_so_in_text_and_json():
+    adv = _advice(
+        [
+            _pred("pipelined", 6.56, int(0.5 * GiB), repeats=1),
+            _pred("builder", 25.43, int(1.1 * GiB), repeats=1),
+        ],
+        [],
+    )
+    said = sentences(adv)
+    (why,) = [s for s in said if ONE_RUN in s]
+    assert why.startswith("pipelined (6.56 s, 1 run) against builder (25.43 s, 1 run): " + ONE_RUN)
+    assert not [s for s in said if "ties" in s]
+    out = to_json(adv)
+    assert out["recommended"] == "pipelined" and out["judged_on_time"] is False
+    assert out["not_judged_on_time"] == ["builder"] and out["ties"] == []
+    assert out["choice"]["judged_on_time"] is False and out["choice"]["sentence"] == why
+    several = to_json(_advice([_pred("a", 10.0, GiB), _pred("b", 10.1, GiB)], []))
+    assert several["judged_on_time"] is True and several["ties"] == ["b"]
+
+
+def test_recommend_names_a_faster_peer_with_its_cost_then_loadbenchs_best():
+    adv = _advice(
+        [
+            _pred("mmap-put", 1.04, int(2.6 * GiB)),
+            _pred("builder", 2.60, int(0.4 * GiB)),
+            _pred("pipelined", 5.67, int(0.7 * GiB)),
+        ],
+        ["mmap-put"],
+    )
+    said = sentences(adv)
+    assert said[0].startswith("Recommended: mmap-put")  # peers are candidates here (issue 54)
+    (peer,) = [s for s in said if "a peer" in s]
+    assert peer.startswith(
+        "mmap-put (1.04 s, 95% CI 1.02-1.06 s), a peer (another project's loader), is the fastest "
+        "that fits: it costs 2.60 GiB host RAM peak; of loadbench's own strategies, use builder "
+        "(410 MiB host RAM peak): builder (2.60 s, "
+    )
+    out = to_json(adv)
+    assert out["recommended"] == "mmap-put" and out["peers"] == ["mmap-put"]
+    assert out["fastest_peer"]["strategy"] == "mmap-put"
+    assert out["fastest_peer"]["peak_bytes"] == int(2.6 * GiB)
+    assert out["best_own"] == "builder" and out["best_own_choice"]["best"]["strategy"] == "builder"
+    mixed = _advice(
+        [_pred("mmap-put", 1.04, int(2.6 * GiB)), _pred("builder", 2.60, GiB, repeats=1)],
+        ["mmap-put"],
+    )
+    (peer,) = [s for s in sentences(mixed) if "a peer" in s]
+    assert f"is the fastest that fits by its median ({ONE_RUN}): it costs 2.60 GiB" in peer
+    slower = _advice([_pred("mmap-put", 9.0, GiB), _pred("builder", 2.6, GiB)], ["mmap-put"])
+    assert to_json(slower)["fastest_peer"] is None
+    assert not [s for s in sentences(slower) if "a peer" in s]
+
+
+def test_advise_takes_the_peers_from_the_rows_kind(tmp_path):
+    rows = []
+    for shapes, ckpt in (("mid", 500 * MiB), ("big", 1000 * MiB)):
+        for i in range(2):
+            for name, kind, per_byte, over in (
+                ("mmap-put", PEER, 2e9, 1.0),
+                ("builder", STRATEGY, 1e9, 0.1),
+            ):
+                rows.append(
+                    total_row(
+                        result_id=f"{name}-{shapes}-{i}",
+                        shapes=shapes,
+                        strategy=name,
+                        kind=kind,
+                        repeat=i,
+                        checkpoint_bytes=ckpt,
+                        largest_tensor_bytes=ckpt // 10,
+                        tensors=10,
+                        baseline_rss_bytes=300 * MiB,
+                        peak_rss_bytes=int(300 * MiB + over * ckpt),
+                        wall_s=ckpt / per_byte + 0.01 * i,
+                    )
+                )
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(to_json_line(r) + "\n" for r in rows))
+    target = TargetCheckpoint(2 * GiB, 200 * MiB, 100)
+    adv = advise(read_results(path), target, 45 * GiB, None, shapes="t", folder=str(tmp_path))
+    assert adv.peers == ["mmap-put"] and adv.rec.recommended == "mmap-put"
+    out = to_json(adv)
+    assert out["fastest_peer"]["strategy"] == "mmap-put" and out["best_own"] == "builder"
+    assert any("of loadbench's own strategies, use builder" in s for s in out["notes"])
