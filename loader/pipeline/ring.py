@@ -350,8 +350,8 @@ class MappedFlight:
         with self._lock:
             self._flight.append((transfer, nbytes, mapping))
             done = [f for f in self._flight if _ready(f[0])]
-            for f in done:
-                self._flight.remove(f)
+            # by identity: a transfer is a jax array, whose `==` compares elements
+            self._flight = deque(f for f in self._flight if all(f is not d for d in done))
         for f in done:
             self._land(f)
 
