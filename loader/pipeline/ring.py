@@ -54,7 +54,7 @@ from loader.report import LoadReport
 #: `LoadReport.staging_memory`: chunks went through pageable ring slots (casts, remote reads), or
 #: all of them straight from the file's mapped pages.
 PAGEABLE, MAPPED = "pageable", "mapped"
-MIN_CHUNK_BYTES = 1 << 20  # the least a mapped chunk is cut to where a device has little room
+PAGE = 4096  # the least a mapped chunk is cut to where a device has little room
 #: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and
 #: `block_until_ready`). Tests pass a fake that completes late.
 Transfer = Callable[[np.ndarray, object], object]
@@ -257,8 +257,8 @@ class RingSender:
                 raise device_shards.model_too_large(device, nbytes, free)
             headroom = free - nbytes if headroom is None else min(headroom, free - nbytes)
         if headroom is not None:
-            cap = max(MIN_CHUNK_BYTES, headroom // 2)
-            self.chunk_bytes = min(self.chunk_bytes, max(MIN_CHUNK_BYTES, cap // 4 // 4096 * 4096))
+            cap = max(PAGE, headroom // 2)
+            self.chunk_bytes = min(self.chunk_bytes, max(PAGE, cap // 4 // PAGE * PAGE))
             self.flight.device_cap = cap
 
     def count(self, table: dict[str, int], device: object, nbytes: int) -> None:
