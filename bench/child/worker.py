@@ -232,6 +232,7 @@ def _measurement(
         inflight_peak_bytes=getattr(report, "inflight_peak_bytes", None),
         budget_bytes=budget,
         staging_memory=getattr(report, "staging_memory", None),
+        device_programs=getattr(report, "device_programs", None),
         device_received_bytes=traffic.received,
         device_expected_bytes=traffic_expected(model) if traffic.received else {},
         remote=_remote(report),

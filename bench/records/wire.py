@@ -113,6 +113,7 @@ class Measurement:
     compile_cache: str | None = None  # "hit" | "miss" with a persistent cache
     compile_start_rss_bytes: int | None = None  # RSS as the compile began
     staging_memory: str | None = None  # a staged load's host staging memory (LoadReport)
+    device_programs: int | None = None  # programs a staged load compiled (LoadReport)
     device_received_bytes: dict[str, int] = field(default_factory=dict)  # bench.child.traffic
     device_expected_bytes: dict[str, int] = field(default_factory=dict)
     budget_bytes: int | None = None  # the budget in effect (the strategy's default if none given)

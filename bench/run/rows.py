@@ -244,6 +244,7 @@ def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
         "device_expected_bytes": dict(expected),
         "device_overreceived": sorted(d for d, n in received.items() if n > expected.get(d, 0)),
         "staging_memory": measured.staging_memory,
+        "device_programs": measured.device_programs,
     }
 
 

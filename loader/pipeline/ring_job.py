@@ -1,12 +1,14 @@
 """`RingJob`: a sharded leaf streamed chunk by chunk through the staging ring onto its devices.
 
 For a backend that does not adopt host buffers (`loader.pipeline.ring`), or with `staging=True`.
-Each addressable device's index region of the leaf is cut into chunks of at most one ring slot
-(`loader.pipeline.ring_chunks`). A reader thread fills a slot with one chunk (cast on the host,
-chunk by chunk, into the model's dtype), starts its transfer to the device at once
-(`RingSender.send`) and returns the slot to the ring, which reuses it only once that transfer has
-completed (and, where the chunk is folded into a larger shard, once that update has run:
-`loader.pipeline.device_shards`). Where the bytes share rows (`Bytes.shares_rows`: a remote
+Each addressable device's index region of the leaf is cut into chunks of one shape
+(`loader.pipeline.ring_chunks.even_chunks`). Without a cast, from a source that maps its bytes (a
+local file), a chunk goes straight from its mapped pages to the device (`RingSender.flight`, no
+host copy). Otherwise a reader thread fills a ring slot with one chunk (cast on the host into the
+model's dtype), starts its transfer to the device at once (`RingSender.send`) and returns the slot
+to the ring, which reuses it only once that transfer has completed (and, where the chunk is folded
+into a larger shard, once that update has run: `loader.pipeline.device_shards`, whose programs
+`loader.pipeline.programs` compiles once per shape, ahead). Where the bytes share rows (`Bytes.shares_rows`: a remote
 source's), rows that several devices hold (a kernel split by columns, a replicated leaf) are
 fetched once, a block of them in the reader's scratch, and every device's chunks cut from it
 (`SharedChunks`): each byte crosses the link once.
