@@ -195,7 +195,9 @@ class PhaseRecord:
     device_received_bytes: dict[str, int] = field(default_factory=dict)  # via jax.device_put
     device_expected_bytes: dict[str, int] = field(default_factory=dict)  # its shards of the model
     device_overreceived: list[str] = field(default_factory=list)  # received > expected: a copy
-    staging_memory: str | None = None  # pipelined staged: "mapped" | "pageable" ("pinned_host": older)
+    staging_memory: str | None = (
+        None  # pipelined staged: "mapped" | "pageable" (older: "pinned_host")
+    )
     device_programs: int | None = None  # pipelined staged: device programs the load compiled
     oom_kind: str | None = None  # status "oom": "device" (a device ran out), else the host's
     # -- the C allocator (bench/machine/allocator.py) --

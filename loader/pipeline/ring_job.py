@@ -8,10 +8,10 @@ host copy). Otherwise a reader thread fills a ring slot with one chunk (cast on 
 model's dtype), starts its transfer to the device at once (`RingSender.send`) and returns the slot
 to the ring, which reuses it only once that transfer has completed (and, where the chunk is folded
 into a larger shard, once that update has run: `loader.pipeline.device_shards`, whose programs
-`loader.pipeline.programs` compiles once per shape, ahead). Where the bytes share rows (`Bytes.shares_rows`: a remote
-source's), rows that several devices hold (a kernel split by columns, a replicated leaf) are
-fetched once, a block of them in the reader's scratch, and every device's chunks cut from it
-(`SharedChunks`): each byte crosses the link once.
+`loader.pipeline.programs` compiles once per shape, ahead). Where the bytes share rows
+(`Bytes.shares_rows`: a remote source's), rows that several devices hold (a kernel split by
+columns, a replicated leaf) are fetched once, a block of them in the reader's scratch, and every
+device's chunks cut from it (`SharedChunks`): each byte crosses the link once.
 
 A leaf with a declared transform that is a transpose of one contiguous block of the file tensor
 (`loader.Transpose`, alone or with a `Reshape` or a leading `Slice`: `View.permuted_block`) travels
