@@ -20,15 +20,23 @@ Reading = tuple[int, int] | dict[str, tuple[int, int]] | None
 DeviceMemory = Callable[[], Reading]
 
 
-def jax_device_memory_by_device() -> dict[str, tuple[int, int]] | None:
-    """{str(device): (bytes_in_use, peak_bytes_in_use)} for this process's devices; None where
-    jax is not imported yet or the backend reports nothing (the CPU backend)."""
+def _device_stats() -> dict[str, dict] | None:
+    """{str(device): its memory_stats()} for this process's devices; None where jax is not
+    imported yet or the backend has no such call."""
     jax = sys.modules.get("jax")
     if jax is None:
         return None
     try:
-        stats = {str(d): d.memory_stats() for d in jax.local_devices()}
+        return {str(d): d.memory_stats() for d in jax.local_devices()}
     except Exception:  # noqa: BLE001 - a backend without the call reports nothing
+        return None
+
+
+def jax_device_memory_by_device() -> dict[str, tuple[int, int]] | None:
+    """{str(device): (bytes_in_use, peak_bytes_in_use)} for this process's devices; None where
+    jax is not imported yet or the backend reports nothing (the CPU backend)."""
+    stats = _device_stats()
+    if stats is None:
         return None
     out = {
         d: (
@@ -56,12 +64,8 @@ def summed(reading: Reading) -> tuple[int, int] | None:
 def jax_device_limits() -> dict[str, int] | None:
     """{str(device): bytes_limit} for this process's devices; None where jax is not imported,
     the backend reports nothing (the CPU backend) or no device reports a limit."""
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return None
-    try:
-        stats = {str(d): d.memory_stats() for d in jax.local_devices()}
-    except Exception:  # noqa: BLE001 - a backend without the call reports nothing
+    stats = _device_stats()
+    if stats is None:
         return None
     out = {d: int(s["bytes_limit"]) for d, s in stats.items() if s and "bytes_limit" in s}
     return out or None
