@@ -330,6 +330,12 @@ class MappedFlight:
         with self._lock:
             self._bytes += nbytes
 
+    def withdraw(self, nbytes: int) -> None:
+        """Give back what `admit(nbytes)` took, for a chunk that was not sent after all."""
+        with self._lock:
+            self._bytes -= nbytes
+        self.budget.release(nbytes)
+
     def take_budget(self, nbytes: int) -> None:
         """Take `nbytes` of the budget, landing the oldest transfers in flight while they do not
         fit; with none left, wait as the budget says."""

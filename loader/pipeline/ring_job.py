@@ -183,8 +183,9 @@ class RingJob:
         """Start the chunk's transfer: straight from mapped pages where it can, else through a
         ring slot filled by `fill`; the seconds spent reading (or mapping)."""
         mapped = self._mapped(part)
-        if mapped is not None:
-            return self._send_mapped(part, *mapped)
+        seconds = self._send_mapped(part, *mapped) if mapped is not None else None
+        if seconds is not None:
+            return seconds
         piece, ring = part.piece, self.sender.ring
         slot = ring.take()
         handle = token = None
@@ -211,9 +212,10 @@ class RingJob:
         nbytes = math.prod(region_shape(part.region)) * itemsize
         return self._offset + first * itemsize, nbytes
 
-    def _send_mapped(self, part: Chunk, offset: int, nbytes: int) -> float:
+    def _send_mapped(self, part: Chunk, offset: int, nbytes: int) -> float | None:
         """Map the chunk's pages, start their transfer (no host copy); the mapping holds its bytes
-        of the budget until the transfer completes (`MappedFlight`)."""
+        of the budget until the transfer completes (`MappedFlight`). The seconds spent mapping;
+        None where the source declines to map this range (then it goes through the ring)."""
         assert self.source is not None, f"{self.where}: read after the job was finished"
         flight = self.sender.flight
         t0 = time.perf_counter()
@@ -221,9 +223,11 @@ class RingJob:
         try:
             raw = mapped_range(self.source, offset, nbytes)
         except BaseException:
-            self.sender.budget.release(nbytes)
+            flight.withdraw(nbytes)
             raise
-        assert raw is not None, f"{self.where}: the source mapped no pages"
+        if raw is None:
+            flight.withdraw(nbytes)
+            return None
         chunk = raw.view(self.info.np_dtype).reshape(region_shape(part.region))
         t1 = time.perf_counter()
         handle, _, _ = self._hand_over(part, chunk)

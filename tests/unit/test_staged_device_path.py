@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+import mmap
 import threading
+import types
 
 import jax
 import numpy as np
@@ -208,3 +210,26 @@ def test_little_device_room_makes_mapped_chunks_smaller(tmp_path, poison, monkey
     model, _ = load(OVERSIZE, path, poison)
     verify(model, path)
     assert seen and all(cap == 32 << 10 for cap in seen)  # half of the room the model leaves
+
+
+@pytest.mark.parametrize("why", ["dontneed", "unmappable"])
+def test_a_file_that_is_not_mapped_goes_through_the_ring(tmp_path, poison, monkeypatch, why):
+    """Pages to drop from the page cache once read (`cache_policy="dontneed"`), or a file system
+    that refuses `mmap`: the chunks are read into ring slots instead, bit-exact."""
+    path = shapes.synthesize(OVERSIZE, tmp_path)
+    kw = {}
+    if why == "dontneed":
+        kw["cache_policy"] = "dontneed"
+    else:
+
+        def refuse(*a, **k):
+            raise OSError("mmap not supported here")
+
+        # the local source's own `mmap` only (host buffers map anonymous memory too)
+        unmappable = types.SimpleNamespace(
+            ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY, PROT_READ=mmap.PROT_READ, mmap=refuse
+        )
+        monkeypatch.setattr(local, "mmap", unmappable)
+    model, report = load(OVERSIZE, path, poison, **kw)
+    verify(model, path)
+    assert report.staging_memory == "pageable"

@@ -100,14 +100,18 @@ class FileBytes:
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
         """The `nbytes` at `offset` as a uint8 view of a fresh read-only mapping of the file's
         pages (no copy: the mapping goes when the view does); None where the pages are to be
-        dropped from the page cache once read (`drop`), which a mapping would not do."""
+        dropped from the page cache once read (`drop`), which a mapping would not do, or where the
+        file cannot be mapped."""
         if self.drop or nbytes == 0:
             return None
         at = self.start + offset
         if at + nbytes > os.fstat(self.fd).st_size:  # a mapping past the end would fault later
             raise CheckpointError(f"{self.where}: file ends before byte {at + nbytes} (truncated?)")
         base = at - at % mmap.ALLOCATIONGRANULARITY
-        mapping = mmap.mmap(self.fd, at - base + nbytes, prot=mmap.PROT_READ, offset=base)
+        try:
+            mapping = mmap.mmap(self.fd, at - base + nbytes, prot=mmap.PROT_READ, offset=base)
+        except OSError:  # a file system that does not map: the chunk goes through the ring
+            return None
         return np.frombuffer(mapping, np.uint8, count=nbytes, offset=at - base)
 
 
