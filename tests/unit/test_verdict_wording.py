@@ -23,6 +23,7 @@ from bench.records.schema import to_json_line
 from bench.vocabulary import FITS
 from loader.vocabulary import PEER, STRATEGY
 from tests.records import run_record, total_row
+from tests.unit.test_ties import _model as tie_model
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -150,26 +151,8 @@ def test_the_summary_with_repeats_says_the_peers_were_left_out(tmp_path):
 
 
 def _model(half: float, repeats: int) -> FitModel:
-    return FitModel(
-        peak_bytes_per_checkpoint_byte=1.0,
-        peak_bytes_per_largest_tensor_byte=0.0,
-        peak_constant_bytes=0.0,
-        wall_s_per_checkpoint_byte=1e-9,
-        wall_constant_s=0.0,
-        baseline_rss_bytes=0,
-        runs=2 * repeats,
-        shapes=("a", "b"),
-        devices=(1,),
-        largest_measured_checkpoint_bytes=GiB,
-        extrapolation=1.0,
-        peak_error=0.0,
-        wall_error=0.0,
-        wall_repeat_spread=0.0,
-        most_repeats=repeats,
-        wall_interval_low=1 - half,
-        wall_interval_high=1 + half,
-        wall_interval_repeats=repeats,
-    )
+    """A fitted model whose time interval is +-`half` around 1 (`test_ties`' helper)."""
+    return tie_model(1 - half, 1 + half, repeats)
 
 
 def _pred(name: str, wall: float, peak: int, repeats: int = 3) -> StrategyPrediction:
