@@ -66,22 +66,23 @@ def run_update(program: Any, buffer: Any, chunk: Any, starts: tuple[Any, ...]) -
     return updated
 
 
-def ask_programs(piece: DevicePiece, chunks: list[Region], programs: DevicePrograms) -> None:
+def ask_programs(piece: DevicePiece, chunks: list[Region], programs: DevicePrograms) -> bool:
     """Start compiling, in the background, what assembling the piece from `chunks` needs: none
     for a shard sent whole, a transpose for a whole shard transposed on the device, else its
-    allocation and one update per chunk shape (one, from `even_chunks`)."""
+    allocation and one update per chunk shape (one, from `even_chunks`). Whether it needs any."""
     if not chunks:
-        return
+        return False
     shard = region_shape(piece.region)
     if len(chunks) == 1 and piece.placement(chunks[0])[0] == piece.region:
         _, perm = piece.placement(chunks[0])
         if perm:
             programs.transpose(region_shape(chunks[0]), piece.dtype, piece.device, perm)
-        return
+        return bool(perm)
     programs.allocation(shard, piece.dtype, piece.device)
     for region in {region_shape(r): r for r in chunks}.values():
         _, perm = piece.placement(region)
         programs.update(shard, region_shape(region), piece.dtype, piece.device, perm)
+    return True
 
 
 def allocate(piece: DevicePiece, where: str, programs: DevicePrograms) -> None:

@@ -141,11 +141,12 @@ class Pipeline:
         if sizing.staged:
             layout = (sizing.ring_slots, sizing.slot_bytes)
             self._sender = RingSender(layout, sizing.chunk_bytes, self.budget, self._transfer)
-            # compiled while the model is built: what its largest tensors are likely to need
-            warm_programs(self._sender, [source.info(k) for k in source.keys()])
+        infos = [source.info(k) for k in source.keys()]
+        if self._sender is not None:  # compiled while the model is built: what its largest
+            warm_programs(self._sender, infos)  # tensors are likely to need
         source.begin(sizing.request_bytes)
         self._source = source
-        order = file_order([source.info(k) for k in source.keys()], source.file_of)
+        order = file_order(infos, source.file_of)
         # the ring path: no read before the device check
         self._spec = Speculation([] if staged else order, self.budget, strict=self.strict)
         for i in range(sizing.threads):

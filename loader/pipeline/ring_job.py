@@ -68,6 +68,7 @@ class RingJob:
     pieces: list[DevicePiece] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     shared: list[SharedChunks] = field(default_factory=list)  # its parts, if rows are shared
+    needs_programs: bool = False  # a shard of it is assembled or transposed on its device
 
     @classmethod
     def start(
@@ -103,16 +104,9 @@ class RingJob:
             else:
                 chunks = []
             job.chunks += [Chunk(piece, r) for r in chunks]
-            device_shards.ask_programs(piece, chunks, sender.programs)
+            if device_shards.ask_programs(piece, chunks, sender.programs):
+                job.needs_programs = True
         return job
-
-    @property
-    def needs_programs(self) -> bool:
-        """Whether a shard of it is assembled or transposed on its device."""
-        by_piece: dict[int, int] = {}
-        for chunk in self.chunks:
-            by_piece[id(chunk.piece)] = by_piece.get(id(chunk.piece), 0) + 1
-        return any(p.transposes or by_piece.get(id(p), 0) > 1 for p in self.pieces)
 
     @property
     def maps_pages(self) -> bool:

@@ -151,12 +151,6 @@ def staged_layout(limit: int, threads: int) -> tuple[int, int, int]:
     return slots, slot, _pages(min(MAX_CHUNK_BYTES, max(0, left // 4)))
 
 
-def ring_layout(limit: int, threads: int) -> tuple[int, int]:
-    """(slots, slot_bytes) of the staging ring for a budget of `limit` bytes."""
-    slots, slot, _ = staged_layout(limit, threads)
-    return slots, slot
-
-
 def min_staging_budget(threads: int) -> int:
     """The smallest budget whose slots and mapped chunks hold one page each (exact: a
     bisection)."""
