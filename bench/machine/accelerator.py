@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 import statistics
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,31 +78,10 @@ def _one_at_a_time(jax: Any, device: Any, pieces: list[np.ndarray]) -> list:
 
 
 def _in_flight(jax: Any, device: Any, pieces: list[np.ndarray], threads: int) -> list:
-    """Every piece put, `threads` puts in flight at once (each thread waits for its own)."""
-    out: list = [None] * len(pieces)
-    nxt = iter(range(len(pieces)))
-    lock = threading.Lock()
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            while True:
-                with lock:
-                    i = next(nxt, None)
-                if i is None:
-                    return
-                out[i] = jax.device_put(pieces[i], device).block_until_ready()
-        except BaseException as exc:  # re-raised in the caller's thread
-            errors.append(exc)
-
-    pool = [threading.Thread(target=work) for _ in range(min(threads, len(pieces)))]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
+    """Every piece put, `threads` puts in flight at once (each thread waits for its own); the
+    first failure is raised here."""
+    with ThreadPoolExecutor(min(threads, len(pieces)) or 1) as pool:
+        return list(pool.map(lambda p: jax.device_put(p, device).block_until_ready(), pieces))
 
 
 def _as_list(jax: Any, device: Any, pieces: list[np.ndarray]) -> list:
