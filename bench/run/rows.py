@@ -77,6 +77,7 @@ UNMEASURED: dict[str, Any] = dict.fromkeys(
 def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> PhaseRecord:
     """The `total` row of a result with no measurements: what it ran, and how it ended."""
     task, ck = ctx.task, ctx.task.checkpoint
+    link = _link_ceiling(task, ck.checkpoint_bytes)  # a shaped link's: the machine's do not apply
     return PhaseRecord(
         run_id=ctx.run_id,
         result_id=ctx.result_id,
@@ -99,19 +100,19 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         **UNMEASURED,
         memray_html=ctx.memray_html,
         memray_top=ctx.memray_top,
-        ceiling_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.ceiling_s,
-        ceiling_probe_id=f"link:{task.link}" if _link_ceiling(task, 1) else ctx.ceiling_probe_id,
-        ceiling_bytes=ck.checkpoint_bytes if _link_ceiling(task, 1) else None,
+        ceiling_s=link or ctx.ceiling_s,
+        ceiling_probe_id=f"link:{task.link}" if link is not None else ctx.ceiling_probe_id,
+        ceiling_bytes=ck.checkpoint_bytes if link is not None else None,
         ceiling_cpu_s=ctx.ceiling_cpu_s,
-        reference_s=_link_ceiling(task, ck.checkpoint_bytes) or ctx.reference_s,
-        reference_drift=None if _link_ceiling(task, 1) else ctx.reference_drift,
+        reference_s=link or ctx.reference_s,
+        reference_drift=None if link is not None else ctx.reference_drift,
         reference_cpu_s=ctx.reference_cpu_s,
         others_cpu_fraction=ctx.others_cpu_fraction,
         reference_passes=dict(ctx.reference_passes or {}),
         reference_prefault=ctx.reference_prefault,
-        device_ceiling_s=None if _link_ceiling(task, 1) else ctx.device_ceiling_s,
-        device_read_s=None if _link_ceiling(task, 1) else ctx.device_read_s,
-        device_transfer_s=None if _link_ceiling(task, 1) else ctx.device_transfer_s,
+        device_ceiling_s=None if link is not None else ctx.device_ceiling_s,
+        device_read_s=None if link is not None else ctx.device_read_s,
+        device_transfer_s=None if link is not None else ctx.device_transfer_s,
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
@@ -271,11 +272,10 @@ def device_memory_fields(
     1 GiB of headroom, and is 1 GiB over the model, more than 256 MiB + 1% of 14 GiB: flagged.
     """
     common = [d for d in peaks if d in limits]
-    shared = [d for d in peaks if d in model]
-    over = max((peaks[d] - model[d] for d in shared), default=None)
-    worst = max(shared, key=lambda d: peaks[d] - model[d], default=None)
-    flagged = None
-    if over is not None and worst is not None:
+    worst = max((d for d in peaks if d in model), key=lambda d: peaks[d] - model[d], default=None)
+    over = flagged = None
+    if worst is not None:
+        over = peaks[worst] - model[worst]
         flagged = over > (budget or 0) + DEVICE_SLACK * model[worst]
     return {
         "device_bytes_limit": min(limits.values()) if limits else None,
