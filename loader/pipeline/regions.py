@@ -44,6 +44,7 @@ class MemoryBytes:
     """A tensor's bytes already in memory (a speculative read made before the plan)."""
 
     shares_rows = False  # reading a row again is a memory copy
+    maps = True
 
     def __init__(self, raw: np.ndarray) -> None:
         self.raw = raw.reshape(-1).view(np.uint8)
@@ -54,20 +55,43 @@ class MemoryBytes:
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
         return self.raw[offset : offset + nbytes]
 
+    def unmapped(self, offset: int, nbytes: int) -> None:
+        return None  # the buffer goes with the job
+
 
 class Mappable(Protocol):
     """`Bytes` whose range can be handed out as memory, with no copy (a local file's mapped
     pages, a buffer already read): the staged path sends such a range to its device as it is.
+    `maps` is False where every answer would be None (pages to be dropped from the page cache);
     `mapped` may still answer None for a range it cannot hand out so."""
+
+    @property
+    def maps(self) -> bool:
+        """Whether `mapped` hands out ranges at all."""
 
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
         """The uint8 bytes at `offset` (relative to the tensor), `nbytes` long; or None."""
+
+    def unmapped(self, offset: int, nbytes: int) -> None:
+        """A range `mapped` handed out is no longer read (its transfer has completed)."""
+
+
+def maps_ranges(src: Bytes) -> bool:
+    """Whether `src` hands out its ranges as memory (`Mappable` and `maps`)."""
+    return bool(getattr(src, "maps", False))
 
 
 def mapped_range(src: Bytes, offset: int, nbytes: int) -> np.ndarray | None:
     """`src.mapped(offset, nbytes)` where `src` can hand out memory (`Mappable`), else None."""
     mapped = getattr(src, "mapped", None)
     return mapped(offset, nbytes) if mapped is not None else None
+
+
+def unmapped_range(src: Bytes, offset: int, nbytes: int) -> None:
+    """Give back a range `mapped_range` handed out (its transfer has completed)."""
+    unmapped = getattr(src, "unmapped", None)
+    if unmapped is not None:
+        unmapped(offset, nbytes)
 
 
 def full_region(shape: tuple[int, ...]) -> Region:

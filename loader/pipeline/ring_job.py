@@ -34,8 +34,16 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.pipeline import device_shards
 from loader.pipeline.cast import cast_into
-from loader.pipeline.jobs import Work, device_regions, tensor_where
-from loader.pipeline.regions import Bytes, fill_region, full_region, mapped_range, region_shape
+from loader.pipeline.jobs import JobPart, Work, device_regions, tensor_where
+from loader.pipeline.regions import (
+    Bytes,
+    fill_region,
+    full_region,
+    mapped_range,
+    maps_ranges,
+    region_shape,
+    unmapped_range,
+)
 from loader.pipeline.ring import RingSender
 from loader.pipeline.ring_chunks import (
     Chunk,
@@ -112,7 +120,7 @@ class RingJob:
     def maps_pages(self) -> bool:
         """Whether its chunks may go straight from mapped file pages: no cast, and a source that
         hands out memory (`loader.pipeline.regions.Mappable`: a local file)."""
-        return not self.casts and getattr(self.source, "mapped", None) is not None
+        return not self.casts and self.source is not None and maps_ranges(self.source)
 
     @property
     def stored_shape(self) -> tuple[int, ...]:
@@ -176,7 +184,7 @@ class RingJob:
     def _send(self, part: Chunk, fill: Callable[[np.ndarray], None]) -> float:
         """Start the chunk's transfer: straight from mapped pages where it can, else through a
         ring slot filled by `fill`; the seconds spent reading (or mapping)."""
-        mapped = self._mapped(part)
+        mapped = self.mapped_chunk(part)
         seconds = self._send_mapped(part, *mapped) if mapped is not None else None
         if seconds is not None:
             return seconds
@@ -195,7 +203,7 @@ class RingJob:
             ring.give_back(slot, token if token is not None and folded else handle)
         return t1 - t0
 
-    def _mapped(self, part: Chunk) -> tuple[int, int] | None:
+    def mapped_chunk(self, part: Chunk) -> tuple[int, int] | None:
         """(offset, bytes) of the chunk in the source where it can go from mapped pages: no cast,
         a source that maps, and a region that is one run of bytes of the stored tensor."""
         if not self.maps_pages or not contiguous_bytes(part.region, self.stored_shape):
@@ -225,7 +233,8 @@ class RingJob:
         chunk = raw.view(self.info.np_dtype).reshape(region_shape(part.region))
         t1 = time.perf_counter()
         handle, _, _ = self._hand_over(part, chunk)
-        flight.launched(handle, nbytes, raw)
+        source = self.source
+        flight.launched(handle, nbytes, lambda: unmapped_range(source, offset, nbytes))
         return t1 - t0
 
     def _hand_over(self, part: Chunk, chunk: np.ndarray) -> tuple[object, object | None, bool]:
@@ -267,6 +276,17 @@ class RingJob:
 def _copy_of(box: np.ndarray) -> Callable[[np.ndarray], None]:
     """Fill a slot's chunk with `box` (cast into the leaf's dtype)."""
     return lambda chunk: cast_into(chunk, box)
+
+
+def sent_from_mapped_pages(work: Work) -> bool:
+    """Whether a queued part is a chunk that goes straight from mapped file pages (nothing to
+    read: the pipeline's one sender thread starts its transfer)."""
+    return (
+        isinstance(work, JobPart)
+        and isinstance(work.job, RingJob)
+        and isinstance(work.part, Chunk)
+        and work.job.mapped_chunk(work.part) is not None
+    )
 
 
 def waits_for_program(work: Work) -> bool:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import mmap
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
 from loader.host import busy_cpus, cached_fraction, usable_cpus
 from loader.pipeline import cache_fit
+from loader.pipeline.file_pages import FilePages
 from loader.pipeline.order import file_order
 from loader.pipeline.sizing import PAGE_BYTES
 from loader.vocabulary import AUTO, DONTNEED
@@ -76,7 +77,8 @@ def drop_cached(fd: int, offset: int, length: int) -> None:
 
 
 class FileBytes:
-    """A tensor's bytes in a file, read with `os.preadv` (which releases the GIL).
+    """A tensor's bytes in a file, read with `os.preadv` (which releases the GIL), or handed out
+    as mapped pages of the file (`mapped`, through the load's one mapping of it: `pages`).
 
     With `drop=True` the pages just read are dropped from the page cache
     (`posix_fadvise(DONTNEED)`), so a cold load does not leave them cached.
@@ -84,8 +86,17 @@ class FileBytes:
 
     shares_rows = False  # a row read again is a page-cache hit
 
-    def __init__(self, fd: int, start: int, where: str, *, drop: bool = False) -> None:
+    def __init__(
+        self,
+        fd: int,
+        start: int,
+        where: str,
+        *,
+        drop: bool = False,
+        pages: Callable[[], FilePages | None] = lambda: None,
+    ) -> None:
         self.fd, self.start, self.where, self.drop = fd, start, where, drop
+        self._pages = pages
 
     def read(self, offset: int, out: np.ndarray) -> None:
         view = out.data.cast("B")  # memoryview(out): numpy types arrays as buffers from 3.12 only
@@ -97,22 +108,34 @@ class FileBytes:
         if self.drop:
             drop_cached(self.fd, self.start + offset, len(view))
 
+    @property
+    def maps(self) -> bool:
+        """Pages to be dropped from the page cache once read are not mapped (`mapped`)."""
+        return not self.drop
+
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
-        """The `nbytes` at `offset` as a uint8 view of a fresh read-only mapping of the file's
-        pages (no copy: the mapping goes when the view does); None where the pages are to be
-        dropped from the page cache once read (`drop`), which a mapping would not do, or where the
-        file cannot be mapped."""
+        """The `nbytes` at `offset` as a uint8 view of the file's mapped pages (no copy); None
+        where the pages are to be dropped from the page cache once read (`drop`), which a mapping
+        would not do, or where the file cannot be mapped. Give the range back (`unmapped`) once
+        its transfer has completed."""
         if self.drop or nbytes == 0:
             return None
-        at = self.start + offset
-        if at + nbytes > os.fstat(self.fd).st_size:  # a mapping past the end would fault later
-            raise CheckpointError(f"{self.where}: file ends before byte {at + nbytes} (truncated?)")
-        base = at - at % mmap.ALLOCATIONGRANULARITY
-        try:
-            mapping = mmap.mmap(self.fd, at - base + nbytes, prot=mmap.PROT_READ, offset=base)
-        except OSError:  # a file system that does not map: the chunk goes through the ring
+        pages = self._pages()
+        if pages is None:  # a file system that does not map: the chunk goes through the ring
             return None
-        return np.frombuffer(mapping, np.uint8, count=nbytes, offset=at - base)
+        at = self.start + offset
+        if at + nbytes > pages.size:  # a mapping past the end would fault later
+            raise CheckpointError(f"{self.where}: file ends before byte {at + nbytes} (truncated?)")
+        try:
+            return pages.view(at, nbytes)
+        except OSError:
+            return None
+
+    def unmapped(self, offset: int, nbytes: int) -> None:
+        """The range from `mapped` is no longer read: its pages may leave this process."""
+        pages = self._pages()
+        if pages is not None:
+            pages.give_back(self.start + offset, nbytes)
 
 
 class LocalFiles(CheckpointSource):
@@ -137,6 +160,8 @@ class LocalFiles(CheckpointSource):
         self._readers: dict[Path, int] = {f: os.open(f, os.O_RDONLY) for f in self.files}
         # the tensors dropped from the page cache once read: all of them, or (auto) from the plan
         self._dropped: set[str] = set(self.keys()) if cache_policy == DONTNEED else set()
+        self._mapped: dict[Path, FilePages | None] = {}  # each file's mapping (`mapped` chunks)
+        self._pages_lock = threading.Lock()
 
     # -- sizing, before any reader starts --------------------------------------------------------
     def reader_threads(self, budget_bytes: int, *, staged: bool) -> int:
@@ -161,7 +186,19 @@ class LocalFiles(CheckpointSource):
     def tensor_bytes(self, key: str) -> FileBytes:
         f = self.file_of(key)
         where = f"{f}: tensor {key!r}"
-        return FileBytes(self._readers[f], self.file_offset(key), where, drop=key in self._dropped)
+        fd, drop = self._readers[f], key in self._dropped
+        return FileBytes(fd, self.file_offset(key), where, drop=drop, pages=lambda: self._pages(f))
+
+    def _pages(self, f: Path) -> FilePages | None:
+        """The load's one mapping of file `f`, made on first use; None where it cannot be mapped."""
+        with self._pages_lock:
+            if f not in self._mapped:
+                fd = self._readers[f]
+                try:
+                    self._mapped[f] = FilePages(fd, os.fstat(fd).st_size)
+                except OSError:
+                    self._mapped[f] = None
+            return self._mapped[f]
 
     def read_run(self, keys: list[str], views: list[np.ndarray]) -> None:
         """One scattered `preadv` of the run, then the pages of each tensor to drop dropped."""
@@ -196,7 +233,12 @@ class LocalFiles(CheckpointSource):
         self._dropped = cache_fit.drops(self.cache_policy, order, host_bytes() + kept)
 
     def close(self) -> None:
-        """Close the files (with `"dontneed"`, first dropping what read-ahead left cached)."""
+        """Close the files (with `"dontneed"`, first dropping what read-ahead left cached) and
+        give back what their mappings still hold."""
+        for pages in self._mapped.values():
+            if pages is not None:
+                pages.close()
+        self._mapped.clear()
         for fd in self._readers.values():
             if self.cache_policy == DONTNEED:
                 drop_cached(fd, 0, 0)
