@@ -55,9 +55,6 @@ class MemoryBytes:
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
         return self.raw[offset : offset + nbytes]
 
-    def unmapped(self, offset: int, nbytes: int) -> None:
-        return None  # the buffer goes with the job
-
 
 class Mappable(Protocol):
     """`Bytes` whose range can be handed out as memory, with no copy (a local file's mapped
@@ -72,9 +69,6 @@ class Mappable(Protocol):
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
         """The uint8 bytes at `offset` (relative to the tensor), `nbytes` long; or None."""
 
-    def unmapped(self, offset: int, nbytes: int) -> None:
-        """A range `mapped` handed out is no longer read (its transfer has completed)."""
-
 
 def maps_ranges(src: Bytes) -> bool:
     """Whether `src` hands out its ranges as memory (`Mappable` and `maps`)."""
@@ -85,13 +79,6 @@ def mapped_range(src: Bytes, offset: int, nbytes: int) -> np.ndarray | None:
     """`src.mapped(offset, nbytes)` where `src` can hand out memory (`Mappable`), else None."""
     mapped = getattr(src, "mapped", None)
     return mapped(offset, nbytes) if mapped is not None else None
-
-
-def unmapped_range(src: Bytes, offset: int, nbytes: int) -> None:
-    """Give back a range `mapped_range` handed out (its transfer has completed)."""
-    unmapped = getattr(src, "unmapped", None)
-    if unmapped is not None:
-        unmapped(offset, nbytes)
 
 
 def full_region(shape: tuple[int, ...]) -> Region:

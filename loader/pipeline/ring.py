@@ -300,16 +300,16 @@ class RingSender:
 
 class MappedFlight:
     """Chunks sent straight from mapped file pages (no host copy): each holds its bytes of the
-    budget, and its pages, until its transfer has completed; then its pages are given back
-    (`loader.pipeline.file_pages`), so the host holds about the budget of file pages at a time.
+    budget, and its mapped view, until its transfer has completed; then the view goes (and its
+    window of the file with its last view, `loader.pipeline.file_pages`), so the host holds about
+    the budget of file pages at a time.
 
     `admit(n)` waits for the oldest transfers until `n` bytes fit; `launched` records one.
     """
 
     def __init__(self, budget: ByteBudget, device_cap: int | None = None) -> None:
         self.budget, self.device_cap = budget, device_cap
-        # (transfer, bytes, what gives its pages back once it has landed)
-        self._flight: deque[tuple[object, int, Callable[[], None]]] = deque()
+        self._flight: deque[tuple[object, int, object]] = deque()  # (transfer, bytes, view)
         self._lock = threading.Lock()
         self._bytes = 0  # in flight now
 
@@ -353,13 +353,13 @@ class MappedFlight:
             self._land(oldest)
         return oldest is not None
 
-    def launched(self, transfer: object, nbytes: int, landed: Callable[[], None]) -> None:
-        """Record a transfer started from mapped pages (`landed` gives them back once it has
-        completed); land the oldest ones that have completed
+    def launched(self, transfer: object, nbytes: int, mapping: object) -> None:
+        """Record a transfer started from `mapping` (kept until it has completed); land the
+        oldest ones that have completed
         (transfers complete in about the order they start: asking only the oldest keeps this
         constant time with hundreds of small chunks in flight)."""
         with self._lock:
-            self._flight.append((transfer, nbytes, landed))
+            self._flight.append((transfer, nbytes, mapping))
         while True:
             with self._lock:
                 if not self._flight or not _ready(self._flight[0][0]):
@@ -367,13 +367,12 @@ class MappedFlight:
                 oldest = self._flight.popleft()
             self._land(oldest)
 
-    def _land(self, flight: tuple[object, int, Callable[[], None]]) -> None:
-        transfer, nbytes, landed = flight
+    def _land(self, flight: tuple[object, int, object]) -> None:
+        transfer, nbytes, _ = flight
         _wait(transfer)
-        landed()
         with self._lock:
             self._bytes -= nbytes
-        self.budget.release(nbytes)
+        self.budget.release(nbytes)  # the mapped view goes with `flight`
 
     def drain(self) -> None:
         while self._land_oldest():

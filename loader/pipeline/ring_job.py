@@ -42,7 +42,6 @@ from loader.pipeline.regions import (
     mapped_range,
     maps_ranges,
     region_shape,
-    unmapped_range,
 )
 from loader.pipeline.ring import RingSender
 from loader.pipeline.ring_chunks import (
@@ -233,8 +232,7 @@ class RingJob:
         chunk = raw.view(self.info.np_dtype).reshape(region_shape(part.region))
         t1 = time.perf_counter()
         handle, _, _ = self._hand_over(part, chunk)
-        source = self.source
-        flight.launched(handle, nbytes, lambda: unmapped_range(source, offset, nbytes))
+        flight.launched(handle, nbytes, raw)
         return t1 - t0
 
     def _hand_over(self, part: Chunk, chunk: np.ndarray) -> tuple[object, object | None, bool]:

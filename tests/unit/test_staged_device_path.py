@@ -236,12 +236,13 @@ def test_a_file_that_is_not_mapped_goes_through_the_ring(tmp_path, poison, monke
     assert report.staging_memory == "pageable"
 
 
-def test_a_file_is_mapped_once_per_load_and_its_chunks_are_sent_by_one_thread(
+def test_a_window_of_the_file_is_mapped_for_many_chunks_sent_by_one_thread(
     tmp_path, poison, monkeypatch
 ):
-    """Mapped chunks are views of one mapping of their file (an `mmap` per chunk cost as much as
-    the chunk's transfer inside gVisor), and one thread starts all their transfers (several
-    handing the interpreter's lock back and forth cost 3.5x the transfers' time there)."""
+    """Mapped chunks are views of a window of their file mapped once for all the chunks in it
+    (an `mmap` per chunk cost as much as the chunk's transfer inside gVisor), and one thread
+    starts all their transfers (several handing the interpreter's lock back and forth cost 3.5x
+    the transfers' time there)."""
     path = shapes.synthesize(OVERSIZE, tmp_path)
     maps, senders = [], set()
     real_map, real_send = mmap.mmap, ring.RingSender.send
@@ -258,16 +259,22 @@ def test_a_file_is_mapped_once_per_load_and_its_chunks_are_sent_by_one_thread(
     counting.mmap = counted_map  # the file pages' own `mmap` only (host buffers map memory too)
     monkeypatch.setattr(file_pages, "mmap", counting)
     monkeypatch.setattr(ring.RingSender, "send", send)
+    sent = []
+    real_launched = ring.MappedFlight.launched
+    monkeypatch.setattr(
+        ring.MappedFlight, "launched", lambda self, *a: sent.append(a) or real_launched(self, *a)
+    )
     model, report = load(OVERSIZE, path, poison)
     verify(model, path)
     assert report.staging_memory == "mapped"
-    assert len(maps) == 1  # one file, many chunks
+    assert len(sent) > 4 * len(maps) > 0  # the file (< one window) is mapped once or so
     assert senders == {"loader-pipeline-mapped"}
 
 
-def test_pages_given_back_leave_the_process(tmp_path):
-    """`FilePages.give_back` drops landed pages from this process's memory (the page cache keeps
-    them): the host holds the chunks in flight, not the whole file."""
+def test_a_window_is_unmapped_with_its_last_view(tmp_path, monkeypatch):
+    """The host holds the views in flight plus one window: a window whose views are gone is
+    unmapped (its pages leave the process; only `munmap` does that inside gVisor)."""
+    monkeypatch.setattr(file_pages, "WINDOW_BYTES", 8 << 20)
     size = 64 << 20
     path = tmp_path / "blob"
     path.write_bytes(np.random.default_rng(0).integers(0, 255, size, dtype=np.uint8).tobytes())
@@ -279,16 +286,14 @@ def test_pages_given_back_leave_the_process(tmp_path):
     fd = os.open(path, os.O_RDONLY)
     try:
         pages = file_pages.FilePages(fd, size)
-        before = rss()
-        step = 4 << 20
-        total = sum(int(pages.view(at, step)[::4096].sum()) for at in range(0, size, step))
-        assert total > 0
-        touched = rss()
+        before, high, step = rss(), 0, 1 << 20
+        held = []
         for at in range(0, size, step):
-            pages.give_back(at, step)
-        after = rss()  # the mapping itself still stands
+            held.append(pages.view(at, step))
+            assert int(held[-1][::4096].sum()) > 0  # touch its pages
+            held = held[-4:]  # four chunks in flight
+            high = max(high, rss() - before)
         pages.close()
     finally:
         os.close(fd)
-    assert touched - before > size // 2  # the views' pages were mapped in
-    assert touched - after > size // 2  # and left again once given back
+    assert high < 24 << 20  # in flight and one window, never the 64 MiB file

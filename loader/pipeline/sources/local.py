@@ -116,8 +116,8 @@ class FileBytes:
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
         """The `nbytes` at `offset` as a uint8 view of the file's mapped pages (no copy); None
         where the pages are to be dropped from the page cache once read (`drop`), which a mapping
-        would not do, or where the file cannot be mapped. Give the range back (`unmapped`) once
-        its transfer has completed."""
+        would not do, or where the file cannot be mapped. The view holds its window of the file
+        mapped (`loader.pipeline.file_pages`) until it goes."""
         if self.drop or nbytes == 0:
             return None
         pages = self._pages()
@@ -130,12 +130,6 @@ class FileBytes:
             return pages.view(at, nbytes)
         except OSError:
             return None
-
-    def unmapped(self, offset: int, nbytes: int) -> None:
-        """The range from `mapped` is no longer read: its pages may leave this process."""
-        pages = self._pages()
-        if pages is not None:
-            pages.give_back(self.start + offset, nbytes)
 
 
 class LocalFiles(CheckpointSource):
@@ -234,7 +228,7 @@ class LocalFiles(CheckpointSource):
 
     def close(self) -> None:
         """Close the files (with `"dontneed"`, first dropping what read-ahead left cached) and
-        give back what their mappings still hold."""
+        let go of their mapped windows."""
         for pages in self._mapped.values():
             if pages is not None:
                 pages.close()
