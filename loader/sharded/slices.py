@@ -5,7 +5,8 @@ needs) each shard file through a `SliceFile`, whose header is checked against th
 reads only the bytes of the requested range: one read when the range is a whole stored slice,
 else one read per contiguous run (`box_runs`). A local file (`LocalSliceFile`) reads them with
 `os.preadv`; a remote one (`loader.sharded.remote`) with checked range requests, planned over
-every read the load will make when told them first (`SliceReader.plan`). `write_shard`
+every read the load will make when told them first (`SliceReader.plan`: the reader is a
+`loader.sharded.reads.RegionReader`). `write_shard`
 streams slices into one `.safetensors` file, one host buffer at a time, atomically.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
 from loader.sharded.files import LocalSliceFile, SliceFile
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
-from loader.sharded.read_plan import PlanFigures, Run
+from loader.sharded.read_plan import ByteRun, PlanFigures
+from loader.sharded.reads import PlannedRead
 
 #: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
 #: returned to the system when freed; below it, into the C heap, which may keep what it frees.
@@ -40,7 +42,7 @@ class _Part:
     slice: Slice
     file: SliceFile
     part: Region
-    runs: list[Run]
+    runs: list[ByteRun]
 
 
 class SliceReader:
@@ -96,35 +98,38 @@ class SliceReader:
             runs = box_runs(offset, extents(s.region), local, itemsize)
             yield _Part(s, file, part, runs)
 
-    def _by_file(self, reads: Iterable[tuple[str, Region]]) -> dict[Path, list[list[Run]]]:
-        by_file: dict[Path, list[list[Run]]] = {}
-        for key, region in reads:
-            if math.prod(extents(region)) == 0:
+    def _by_file(self, reads: Iterable[PlannedRead]) -> dict[Path, list[list[ByteRun]]]:
+        by_file: dict[Path, list[list[ByteRun]]] = {}
+        for read in reads:
+            if math.prod(extents(read.region)) == 0:
                 continue
-            for p in self._parts(key, region):
+            for p in self._parts(read.key, read.region):
                 by_file.setdefault(p.slice.file, []).append(p.runs)
         return by_file
 
-    def plan(self, reads: Iterable[tuple[str, Region]], max_over_read: float | None = None) -> None:
-        """Tell each file every read `read_region` will make of it (tensor key, global region),
-        so that a remote file plans its requests over all of them (`loader.sharded.read_plan`),
-        within `max_over_read` where given (else the file's own bound)."""
+    def planned(self, key: str, region: Region) -> PlannedRead:
+        """The read of tensor `key`'s global `region`, with its bytes.
+
+        Example:
+            >>> reader.planned("fc.kernel", ((0, 4), (0, 8)))  # F32
+            PlannedRead(key='fc.kernel', region=((0, 4), (0, 8)), nbytes=128)
+        """
+        itemsize = DTYPES[self.layout.tensors[key].dtype].itemsize
+        return PlannedRead(key, region, math.prod(extents(region)) * itemsize)
+
+    def plan(self, reads: Sequence[PlannedRead], max_over_read: float | None = None) -> None:
+        """Tell each file every read `read_region` will make of it, so that a remote file plans
+        its requests over all of them (`loader.sharded.read_plan`), within `max_over_read` where
+        given (else the file's own bound)."""
         for path, runs in self._by_file(reads).items():
             self._file(path).plan(runs, max_over_read)
 
-    def plan_figures(self, reads: Iterable[tuple[str, Region]]) -> PlanFigures:
+    def plan_figures(self, reads: Sequence[PlannedRead]) -> PlanFigures:
         """The requests (a local file: the reads) and bytes `reads` would take if they were the
         load's reads, planned as `plan` would (nothing is read, nor planned)."""
         return sum(
             (self._file(path).plan_figures(runs) for path, runs in self._by_file(reads).items()),
             PlanFigures(),
-        )
-
-    def bytes_of(self, reads: Iterable[tuple[str, Region]]) -> int:
-        """The bytes of the index ranges `reads` (tensor key, global region)."""
-        return sum(
-            math.prod(extents(region)) * DTYPES[self.layout.tensors[key].dtype].itemsize
-            for key, region in reads
         )
 
     def read_region(self, key: str, region: Region) -> np.ndarray:
@@ -159,7 +164,7 @@ class SliceReader:
         self.close()
 
 
-def box_runs(offset: int, stored: tuple[int, ...], box: Region, itemsize: int) -> list[Run]:
+def box_runs(offset: int, stored: tuple[int, ...], box: Region, itemsize: int) -> list[ByteRun]:
     """The contiguous byte runs of `box` of a C-contiguous array of shape `stored` at file
     `offset`: `(offset in the box's bytes, offset in the file, length)`, in order.
 
