@@ -144,7 +144,7 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             digest=digest, unvalidated=unvalidated, idle_timeout=idle_timeout, timeout=timeout
         ),
     )
-    model, report = info.run(LoadRequest(target, path, args=args, options=options))
+    model, report = info.strategy(options)(LoadRequest(target, path, args=args, options=options))
     return model, _model_report(info, report)
 
 

@@ -196,6 +196,10 @@ class LoadOptions:
         return remote
 
 
+#: No option given (what a strategy that declares none is passed).
+NO_OPTIONS = LoadOptions()
+
+
 def check_budget(budget: int | None, default: int) -> int:
     """`budget=` as a whole, positive number of bytes (None: `default`), or a one-line error.
 

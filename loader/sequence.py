@@ -37,7 +37,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
-from loader.options import LoadOptions
+from loader.options import NO_OPTIONS, LoadOptions
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.placement.materialize import fill_skipped
 from loader.planning.keys import KeyMap
@@ -108,7 +108,7 @@ class LoadRequest:
     path: str | os.PathLike[str]
     probe: Probe = NULL_PROBE
     args: LoadArgs = LoadArgs()
-    options: LoadOptions = LoadOptions()
+    options: LoadOptions = NO_OPTIONS
 
 
 class Executor(Protocol[S_in]):

@@ -20,6 +20,12 @@ the walk, "entries" how often it enters each one.
     .venv/bin/python scripts/tensor_walk.py --cast     # a bf16 model from the f32 file
     .venv/bin/python scripts/tensor_walk.py --strict   # no read before the plan: a job reads it
     .venv/bin/python scripts/tensor_walk.py --staging  # through the staging ring
+    .venv/bin/python scripts/tensor_walk.py --sharded  # strategy="sharded" (docs/design.md's walk)
+
+With `--sharded` the read is the read-ahead's `os.preadv` and the put the first `jax.device_put`
+of a host array (a region of the tensor: the sharding rule may split it over the devices).
+`--check N` makes it a test: exit 1, saying why, if the walk passes more than N files or enters
+one more than twice (the bound `docs/design.md` states for each walk).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -51,10 +58,23 @@ def _loader_files(frame: FrameType | None) -> list[str]:
     return [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
 
 
+def _same_shape(x: object) -> bool:
+    """`pipelined`'s put: the whole tensor."""
+    return getattr(x, "shape", None) == SHAPE
+
+
+def _host_region(x: object) -> bool:
+    """`sharded`'s put: a host array holding a region of the tensor (its rows, or all of it)."""
+    import numpy as np
+
+    return isinstance(x, np.ndarray) and x.ndim == len(SHAPE)
+
+
 class Walk:
     """The stacks at the tensor's stops, taken by a profile function on every thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_put: Callable[[object], bool] = _same_shape) -> None:
+        self.is_put = is_put
         self.stops: dict[str, list[str]] = {}  # in the order they happened
         self.origins: dict[str, list[str]] = {}  # thread name -> the stack that started it
         self.lock = threading.Lock()
@@ -73,7 +93,7 @@ class Walk:
         elif event == "call":
             code, owner = frame.f_code, frame.f_locals.get("self")
             if code.co_name == "device_put" and code.co_filename.endswith("jax/_src/api.py"):
-                if getattr(frame.f_locals.get("x"), "shape", None) == SHAPE:  # the tensor's
+                if self.is_put(frame.f_locals.get("x")):  # the tensor's
                     self._keep("put", frame)
             elif code.co_name == "__init__" and type(owner).__name__ == "Step":
                 self._keep("plan", frame.f_back)
@@ -114,6 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cast", action="store_true", help="load into a bf16 model")
     parser.add_argument("--strict", action="store_true", help="strict: no speculative read")
     parser.add_argument("--staging", action="store_true", help="through the staging ring")
+    parser.add_argument("--sharded", action="store_true", help='strategy="sharded"')
+    parser.add_argument(
+        "--check",
+        type=int,
+        metavar="FILES",
+        help="exit 1 if the walk passes more than FILES files or enters one more than twice",
+    )
     args = parser.parse_args(argv)
     import jax.numpy as jnp
 
@@ -122,11 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         build, path = _checkpoint(Path(tmp))
         dtype = jnp.bfloat16 if args.cast else jnp.float32
-        walk = Walk()
+        walk = Walk(_host_region if args.sharded else _same_shape)
         threading.setprofile(walk)
         sys.setprofile(walk)
         try:
-            options = {"staging": True} if args.staging else {}
+            options: dict[str, Any] = {"staging": True} if args.staging else {}
+            if args.sharded:
+                options["strategy"] = "sharded"
             target = lambda: build(dtype)  # noqa: E731
             loader.load_model(target, path, casts="allow", strict=args.strict, **options)
         finally:
@@ -138,6 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"files: {len(entries)}; most entries of one file: {max(entries.values())}")
     for name, n in sorted(entries.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n}  {name}")
+    return 0 if args.check is None else _checked(walk, entries, args.check)
+
+
+def _checked(walk: Walk, entries: Counter[str], most_files: int) -> int:
+    """0 if the walk reached all three stops within `most_files` files, none entered more than
+    twice; else 1, after a line saying what went past."""
+    wrong = [f"no {stop} stop" for stop in ("plan", "read", "put") if stop not in walk.stops]
+    if len(entries) > most_files:
+        wrong.append(f"{len(entries)} files, more than {most_files}")
+    wrong += [f"{name} entered {n} times" for name, n in entries.items() if n > 2]
+    if wrong:
+        print("walk check failed: " + "; ".join(wrong), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -12,7 +12,7 @@ the sharding rule (`loader.sharded.rule.apply_rule`). `Slices.fill` then, in one
 2. settles the mode (`loader.sharded.share.mode_of`: as `share=` asks, or `auto`'s choice on
    every process's figures);
 3. hands the chosen mode's planned reads, once, to its `loader.sharded.reads.RegionReader`: the
-   read-ahead (`loader.sharded.ahead.ReadAhead`, within `budget=`), which tells the slice reader
+   read-ahead (`loader.sharded.slices.ReadAhead`, within `budget=`), which tells the slice reader
    (`loader.sharded.slices.SliceReader`: a remote file plans its requests over all of them,
    `loader.sharded.read_plan`) and starts reading;
 4. fills each leaf in plan order: reads its ranges (one box where a process's ranges tile one),
@@ -45,7 +45,6 @@ from loader.planning.plan import LoadPlan, Step
 from loader.remote.options import RemoteOptions
 from loader.report import ShareStats
 from loader.sequence import Recipe
-from loader.sharded.ahead import DEFAULT_BUDGET_BYTES, ReadAhead
 from loader.sharded.blocks import Block, assembled_from_block, plan_block
 from loader.sharded.layout import (
     LayoutSource,
@@ -67,7 +66,7 @@ from loader.sharded.share import (
     Way,
     mode_of,
 )
-from loader.sharded.slices import SliceReader
+from loader.sharded.slices import DEFAULT_BUDGET_BYTES, ReadAhead, SliceReader
 
 
 def refuse_unaddressable(sharding: Any, where: str) -> None:

@@ -5,7 +5,7 @@ order it will ask for them (`PlannedRead`: tensor key, global region, bytes), be
 and hands that one list to its `RegionReader`: the slice reader itself
 (`loader.sharded.slices.SliceReader`, which tells each file every read so that a remote file plans
 its requests over all of them: `loader.sharded.read_plan`) or the read-ahead in front of it
-(`loader.sharded.ahead.ReadAhead`, which tells the slice reader and then reads the list ahead
+(`loader.sharded.slices.ReadAhead`, which tells the slice reader and then reads the list ahead
 within the load's budget). Either way the executor then asks for each range by `read_region`.
 """
 

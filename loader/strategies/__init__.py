@@ -34,10 +34,10 @@ registered with `catalog(extra_modules)` under their last dotted part, `_` read 
 
 Options are never ignored: what every strategy takes (`strict`, `key_map`, `on_built`, ...: the
 fields of `loader.sequence.LoadArgs`) reaches each through `run_load`, and a strategy's own options
-are the fields of the option groups its `OPTIONS` declares (`loader.options`; `StrategyInfo.options`
-lists their names). `StrategyInfo.run` refuses any other, in one line naming it, the strategy, and
-the strategies that take it (`StrategyError`), before anything is imported or read; the bench reads
-`StrategyInfo.options` to pass each strategy only what it takes.
+are the fields of the option groups its `OPTIONS` declares (`loader.options`;
+`StrategyInfo.options` lists their names). `StrategyInfo.strategy` refuses any other, in one line
+naming it, the strategy, and the strategies that take it (`StrategyError`), before anything is
+imported or read; the bench reads `StrategyInfo.options` to pass each strategy only what it takes.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from loader import vocabulary
 from loader.errors import CheckpointError
-from loader.options import GROUPS, LoadOptions, option_names
+from loader.options import GROUPS, NO_OPTIONS, LoadOptions, option_names
 from loader.phases import NULL_PROBE, Probe
 
 if TYPE_CHECKING:
@@ -196,24 +196,23 @@ class StrategyInfo:
         given = {k: v for k, v in keywords.items() if k not in UNIVERSAL and v is not None}
         self.check_options(given)
         args = LoadArgs(**{k: v for k, v in keywords.items() if k in UNIVERSAL})
-        return self.run(LoadRequest(target, path, probe, args, LoadOptions.of(**given)))
+        options = LoadOptions.of(**given)
+        return self.strategy(options)(LoadRequest(target, path, probe, args, options))
 
-    def run(self, request: LoadRequest) -> tuple[Any, LoadReport | None]:
-        """Run the strategy's `load` on `request`, its options checked first to be ones it takes
-        (`check_options`).
-
-        Example:
-            >>> strategies.get("sharded").run(LoadRequest(builder, "model.safetensors"))
-        """
-        self.check_options(request.options.given())
-        return self.strategy()(request)
-
-    def strategy(self) -> Strategy:
-        """The module's `load` (see `Strategy`), its module imported on first use.
+    def strategy(self, options: LoadOptions = NO_OPTIONS) -> Strategy:
+        """The module's `load` (see `Strategy`), to be called with a `LoadRequest` carrying
+        `options`: each checked first to be one it takes (`check_options`), then its module
+        imported on first use.
 
         Raises:
-            StrategyError: a module it requires is missing, or its platform is not here.
+            StrategyError: an option the strategy does not take, a module it requires is
+                missing, or its platform is not here.
+
+        Example:
+            >>> request = LoadRequest(builder, "model.safetensors", options=options)
+            >>> model, report = strategies.get("sharded").strategy(options)(request)
         """
+        self.check_options(options.given())
         strategy: Strategy = self._import().load
         return strategy
 

@@ -24,14 +24,14 @@ from typing import Any
 from loader.options import check_budget
 from loader.report import LoadReport
 from loader.sequence import LoadRequest
-from loader.sharded.ahead import DEFAULT_BUDGET_BYTES
 from loader.sharded.load import file_recipe
 from loader.sharded.share import check_share
+from loader.sharded.slices import DEFAULT_BUDGET_BYTES
 
 MULTIPROCESS = True
 REMOTE = True
 #: The option groups this strategy takes (`loader.options`): `budget` (host bytes read ahead of
-#: the tensor being placed; `loader.sharded.ahead.DEFAULT_BUDGET_BYTES`, 256 MiB, by default),
+#: the tensor being placed; `loader.sharded.slices.DEFAULT_BUDGET_BYTES`, 128 MiB, by default),
 #: a URL's `concurrency` (range requests in flight; `loader.remote.DEFAULT_CONCURRENCY` by
 #: default), `sharing` (`share`: how the processes split the checkpoint, "regions", "bytes" or
 #: "auto", the default, `loader.sharded.share`; `max_over_read`: the most a URL's read plan

@@ -1,4 +1,4 @@
-"""`loader.sharded.ahead.ReadAhead`: the planned reads, in order, at most the budget ahead (a
+"""`loader.sharded.slices.ReadAhead`: the planned reads, in order, at most the budget ahead (a
 `loader.pipeline.budget.ByteBudget`, as the pipelined engine counts its bytes in flight)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from loader.pipeline.budget import ByteBudget
-from loader.sharded.ahead import ReadAhead
 from loader.sharded.layout import Region
 from loader.sharded.reads import PlannedRead
+from loader.sharded.slices import ReadAhead
 
 
 class CountingReader:
