@@ -15,25 +15,27 @@
 A strategy says which it takes in its `OPTIONS`: a group by name (`"checking"`), or one field of a
 group (`"reading.budget"`); `loader.strategies` refuses any other option given, in one line, before
 anything is imported or read (`option_names`). A value is checked once, by the engine's own
-options made from these groups (`LoadOptions.pipeline_options`, `LoadOptions.remote_options`,
-`loader.sharded.share.check_share`, `check_budget`). This module imports nothing heavy: the
-strategy registry reads it while it lists strategies.
+options made from these groups (`loader.strategies._engine_options`: `pipeline_options`,
+`remote_options`; `loader.sharded.share.check_share`, `check_budget`). This module sits below the
+engines and the report (`Share`, the type of `LoadReport.share`'s choices, is here) and imports
+nothing heavy: the strategy registry reads it while it lists strategies.
 """
 
 from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from numbers import Integral
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loader.errors import CheckpointError
 from loader.vocabulary import AUTO, BYTES, REGIONS
 
-if TYPE_CHECKING:
-    from loader.pipeline.options import PipelineOptions
-    from loader.remote.options import Digests, RemoteOptions
+#: A digest for each file (`digest=`): one for a one-file checkpoint, or a shard file's name to its
+#: digest (`loader.remote.options.Digests`, which checks them).
+Digests = str | Mapping[str, str]
 
 
 class Share(enum.Enum):
@@ -172,28 +174,6 @@ class LoadOptions:
     def given(self) -> dict[str, Any]:
         """Every option given (not None), by its `load_model` keyword."""
         return {k: v for g in GROUPS for k, v in getattr(self, g).given().items()}
-
-    def pipeline_options(self) -> PipelineOptions:
-        """`pipelined`'s engine options (`loader.pipeline.PipelineOptions`, checked there) from
-        `reading` and `placement`."""
-        from loader.pipeline.options import PipelineOptions
-
-        return PipelineOptions(**self.reading.given(), **self.placement.given())
-
-    def remote_options(self, path: str | os.PathLike[str] | None = None) -> RemoteOptions:
-        """A URL's options (`loader.remote.options.RemoteOptions`, checked there) from `remote`,
-        `checking` and `sharing.max_over_read`; given a local `path`, any of them is refused in
-        one line (it would do nothing there).
-        """
-        from loader.remote import is_url
-        from loader.remote.options import RemoteOptions
-
-        over = self.sharing.max_over_read
-        given = {**self.remote.given(), **self.checking.given()}
-        remote = RemoteOptions(**given, max_over_read=over)
-        if path is not None and not is_url(path):
-            remote.refuse_local(path)
-        return remote
 
 
 #: No option given (what a strategy that declares none is passed).

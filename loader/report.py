@@ -39,7 +39,7 @@ def caller_stacklevel() -> int:
 
 
 class CastKind(enum.Enum):
-    """What a dtype change is (`loader.planning.casts.cast_kind`)."""
+    """What a dtype change is (`loader.placement.casts.cast_kind`)."""
 
     FLOAT = "float"  # float -> float: a rounding, expected under casts="allow"
     INTEGER = "integer"  # integer -> integer: exact, the values are checked during the read

@@ -18,6 +18,7 @@ from loader.errors import CheckpointError
 from loader.remote import RemoteOptions, is_url
 from loader.report import LoadReport
 from loader.sequence import LoadRequest
+from loader.strategies._engine_options import pipeline_options, remote_options
 from loader.vocabulary import DOWNLOAD, URL
 
 CHECKPOINT = URL
@@ -44,8 +45,8 @@ def load(request: LoadRequest) -> tuple[Any, LoadReport]:
             f"{path}: `download` loads a URL (https://, s3://, hf://); for a "
             "local file use pipelined"
         )
-    remote = request.options.remote_options()
-    pipeline = request.options.pipeline_options()  # its budget: the pipelined load's
+    remote = remote_options(request.options)
+    pipeline = pipeline_options(request.options)  # its budget: the pipelined load's
     folder = os.environ.get("LOADBENCH_DOWNLOAD_DIR") or None
     with tempfile.TemporaryDirectory(prefix="loadbench-download-", dir=folder) as tmp:
         with request.probe.phase(DOWNLOAD), RemoteSource(str(path), remote) as source:

@@ -28,6 +28,7 @@ from loader.pipeline.sources.remote import RemoteFiles
 from loader.remote import RemoteOptions, is_url, remote_opener
 from loader.report import LoadReport
 from loader.sequence import LoadRequest, Recipe
+from loader.strategies._engine_options import pipeline_options, remote_options
 
 #: The option groups this strategy takes (`loader.options`): `reading` and `placement` (its
 #: `PipelineOptions`), and for a URL `remote` (`concurrency`: range requests in flight, one
@@ -41,12 +42,13 @@ def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     """Build the target abstractly while reader threads fill host buffers; then place every leaf.
 
     `request.options`: `reading` and `placement` make its `PipelineOptions` (`budget`,
-    `staging`, `threads`, `cache_policy`), `remote` and `checking` its `RemoteOptions`, each
+    `staging`, `threads`, `cache_policy`), `remote` and `checking` its `RemoteOptions`
+    (`loader.strategies._engine_options`), each
     checked once when it is made; `request.args.on_built` gets the abstract model while the
     readers run (start compiling the forward there).
     """
     options = request.options
-    return load_with(request, options.pipeline_options(), options.remote_options(request.path))
+    return load_with(request, pipeline_options(options), remote_options(options, request.path))
 
 
 def load_with(

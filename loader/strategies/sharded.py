@@ -27,6 +27,7 @@ from loader.sequence import LoadRequest
 from loader.sharded.load import file_recipe
 from loader.sharded.share import check_share
 from loader.sharded.slices import DEFAULT_BUDGET_BYTES
+from loader.strategies._engine_options import remote_options
 
 MULTIPROCESS = True
 REMOTE = True
@@ -50,5 +51,5 @@ def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     options = request.options
     share = check_share(options.sharing.share)
     budget = check_budget(options.reading.budget, DEFAULT_BUDGET_BYTES)
-    remote = options.remote_options(request.path)
+    remote = remote_options(options, request.path)
     return file_recipe(remote, share, budget).run(request)
