@@ -24,8 +24,9 @@ the walk, "entries" how often it enters each one.
 
 With `--sharded` the read is the read-ahead's `os.preadv` and the put the first `jax.device_put`
 of a host array (a region of the tensor: the sharding rule may split it over the devices).
-`--check N` makes it a test: exit 1, saying why, if the walk passes more than N files or enters
-one more than twice (the bound `docs/design.md` states for each walk).
+`--check N` makes it a test: exit 1, saying why, if the walk passes more than N files, enters
+one more than twice (the bound `docs/design.md` states for each walk), or, for the default load
+and `--sharded`, stops anywhere but where `docs/design.md`'s table of that walk says.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 LOADER = str(ROOT / "loader") + os.sep
 SHAPE = (64, 64)  # the one tensor's shape
+DESIGN = ROOT / "docs" / "design.md"
+#: The section of `docs/design.md` whose table gives each walk (the other walks have none).
+SECTIONS = {"pipelined": "## One tensor, from", "sharded": "## The sharded engine"}
 
 
 def _loader_files(frame: FrameType | None) -> list[str]:
@@ -167,13 +171,43 @@ def main(argv: list[str] | None = None) -> int:
     print(f"files: {len(entries)}; most entries of one file: {max(entries.values())}")
     for name, n in sorted(entries.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n}  {name}")
-    return 0 if args.check is None else _checked(walk, entries, args.check)
+    if args.check is None:
+        return 0
+    plain = not (args.cast or args.strict or args.staging)
+    section = SECTIONS["sharded" if args.sharded else "pipelined"] if plain else None
+    return _checked(walk, entries, args.check, section)
 
 
-def _checked(walk: Walk, entries: Counter[str], most_files: int) -> int:
+def documented(section: str, text: str | None = None) -> dict[str, list[str]]:
+    """The walk `docs/design.md` tells under the heading starting `section`: each stop's files,
+    outermost first (`loader/` left out, as the table writes them).
+
+    Example:
+        >>> documented("## S", "## S\n| read | `load.py` > `x/y.py` |\n## T\n")
+        {'read': ['load.py', 'x/y.py']}
+    """
+    text = DESIGN.read_text(encoding="utf-8") if text is None else text
+    body = text[text.index(section) :]
+    body = body[: body.find("\n## ", 1) if "\n## " in body[1:] else len(body)]
+    walk = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] in ("plan", "read", "put"):
+            walk[cells[0]] = [f.strip().strip("`") for f in cells[1].split(">")]
+    return walk
+
+
+def _checked(walk: Walk, entries: Counter[str], most_files: int, section: str | None) -> int:
     """0 if the walk reached all three stops within `most_files` files, none entered more than
-    twice; else 1, after a line saying what went past."""
+    twice, each stop where `section`'s table says (when given); else 1, after a line saying what
+    went past."""
     wrong = [f"no {stop} stop" for stop in ("plan", "read", "put") if stop not in walk.stops]
+    if section is not None:
+        for stop, files in documented(section).items():
+            found = [f.removeprefix("loader/") for f in walk.stops.get(stop, [])]
+            if found != files:
+                told = " > ".join(files)
+                wrong.append(f"{stop}: {' > '.join(found)}, docs/design.md says {told}")
     if len(entries) > most_files:
         wrong.append(f"{len(entries)} files, more than {most_files}")
     wrong += [f"{name} entered {n} times" for name, n in entries.items() if n > 2]

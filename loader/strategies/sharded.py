@@ -9,7 +9,9 @@ identical slices (replicated tensors) are read once per process. A local file is
 process's own ranges only, planned into few large requests that read at most `max_over_read` times
 the share (`loader.sharded.read_plan`), `concurrency` in flight (`loader.sharded.remote`), and the
 report gives the bytes received and the plan (`LoadReport.remote`) beside this process's share
-(`LoadReport.share_bytes`).
+(`LoadReport.share_bytes`). The ranges are read ahead of the tensor being placed within
+`budget` bytes, counted as `pipelined` counts its bytes in flight
+(`loader.sharded.slices.ReadAhead`; the high-water mark is `LoadReport.inflight_peak_bytes`).
 Runs in one process or as several cooperating `jax.distributed` processes. `share="bytes"` has
 each process read a contiguous leading-axis block of each tensor instead and reach the model's
 sharding with JAX's resharding over the interconnect; `share="auto"` (the default) chooses per
