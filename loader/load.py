@@ -73,8 +73,8 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             value by value and never a mismatch; integer <-> float or bool stays one.
         strategy: a registered name (`loader.strategies.names()`); default `pipelined`, which
             reads on several threads while the model is built and casts in chunks.
-        budget: host bytes in flight beyond the model's own (`pipelined`, default 256 MiB;
-            `sharded`: the bytes read ahead of the tensor being placed, default 128 MiB).
+        budget: host bytes in flight beyond the model's own (`pipelined`; `sharded`: the bytes
+            read ahead of the tensor being placed; default 256 MiB).
         staging: whether `pipelined` streams leaves onto the devices through its ring of host
             staging buffers, chunk by chunk. None (default) decides by backend: staged where
             the devices do not adopt host buffers (GPU, TPU), direct on the CPU backend. True

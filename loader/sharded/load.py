@@ -37,7 +37,7 @@ import jax
 
 from loader.errors import CheckpointError
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.pipeline.budget import ByteBudget
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.placement.place import describe_sharding
@@ -66,7 +66,7 @@ from loader.sharded.share import (
     Way,
     mode_of,
 )
-from loader.sharded.slices import DEFAULT_BUDGET_BYTES, ReadAhead, SliceReader
+from loader.sharded.slices import ReadAhead, SliceReader
 
 
 def refuse_unaddressable(sharding: Any, where: str) -> None:

@@ -19,9 +19,9 @@ executor will ask for, in its order; the slice reader is told them too), `ReadAh
 `workers` threads of its own ahead of the one the executor asks for (`read_region`), so the link
 stays busy while the executor places, compiles and exchanges. Host memory is bound the way the
 pipelined engine binds it (`loader.pipeline.budget`): a read ahead takes its bytes from the load's
-`ByteBudget` (`budget=`, default `DEFAULT_BUDGET_BYTES`) when it starts and gives them back when
-the executor takes it, and one read larger than the budget is let through only when nothing else
-is held; the budget's high-water mark is the load's `LoadReport.inflight_peak_bytes`. A read
+`ByteBudget` (`budget=`, 256 MiB by default, as `pipelined`'s) when it starts and gives them back
+when the executor takes it, and one read larger than the budget is let through only when nothing
+else is held; the budget's high-water mark is the load's `LoadReport.inflight_peak_bytes`. A read
 nobody planned (a tensor that falls back to regions) is read at once, on the executor's thread,
 beside what is held.
 """
@@ -43,7 +43,7 @@ from loader.format import DTYPES, encode_header
 from loader.format.atomic import atomic_open
 from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
-from loader.pipeline.budget import ByteBudget
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.sharded.files import LocalSliceFile, SliceFile
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
 from loader.sharded.read_plan import ByteRun, PlanFigures
@@ -52,9 +52,6 @@ from loader.sharded.reads import PlannedRead, RegionReader
 #: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
 #: returned to the system when freed; below it, into the C heap, which may keep what it frees.
 MAPPED_BYTES = 1 << 20
-#: `sharded`'s default budget: the bytes read ahead of the read the executor waits for (at least
-#: one read is), beside the requests a remote file has in flight.
-DEFAULT_BUDGET_BYTES = 128 << 20
 #: The reads in progress at once: several small tensors' requests share the round trip's wait
 #: (a large read is itself several requests in flight: the remote file's `concurrency`).
 READ_AHEAD_WORKERS = 4

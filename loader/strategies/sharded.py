@@ -24,22 +24,21 @@ from __future__ import annotations
 from typing import Any
 
 from loader.options import check_budget
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
 from loader.report import LoadReport
 from loader.sequence import LoadRequest
 from loader.sharded.load import file_recipe
 from loader.sharded.share import check_share
-from loader.sharded.slices import DEFAULT_BUDGET_BYTES
 from loader.strategies._engine_options import remote_options
 
 MULTIPROCESS = True
 REMOTE = True
 #: The option groups this strategy takes (`loader.options`): `budget` (host bytes read ahead of
-#: the tensor being placed; `loader.sharded.slices.DEFAULT_BUDGET_BYTES`, 128 MiB, by default),
-#: a URL's `concurrency` (range requests in flight; `loader.remote.DEFAULT_CONCURRENCY` by
-#: default), `sharing` (`share`: how the processes split the checkpoint, "regions", "bytes" or
-#: "auto", the default, `loader.sharded.share`; `max_over_read`: the most a URL's read plan
-#: reads over the process's share), and `checking` (what a URL's bytes are checked against and
-#: how long it waits).
+#: the tensor being placed; 256 MiB by default, as `pipelined`'s), a URL's `concurrency` (range
+#: requests in flight; `loader.remote.DEFAULT_CONCURRENCY` by default), `sharing` (`share`: how
+#: the processes split the checkpoint, "regions", "bytes" or "auto", the default,
+#: `loader.sharded.share`; `max_over_read`: the most a URL's read plan reads over the process's
+#: share), and `checking` (what a URL's bytes are checked against and how long it waits).
 OPTIONS = ("reading.budget", "remote.concurrency", "sharing", "checking")
 
 
