@@ -18,9 +18,9 @@ import loader
 from loader.errors import RemoteError
 from loader.remote.options import DEFAULT_MAX_OVER_READ, RemoteOptions, check_max_over_read
 from loader.sharded.read_plan import (
+    ByteRun,
     PlanFigures,
     Request,
-    ByteRun,
     closed_gaps,
     plan_requests,
     request_bytes_for,
