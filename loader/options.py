@@ -25,17 +25,15 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from numbers import Integral
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loader.errors import CheckpointError
 from loader.vocabulary import AUTO, BYTES, REGIONS
 
-#: A digest for each file (`digest=`): one for a one-file checkpoint, or a shard file's name to its
-#: digest (`loader.remote.options.Digests`, which checks them).
-Digests = str | Mapping[str, str]
+if TYPE_CHECKING:
+    from loader.remote.options import Digests
 
 
 class Share(enum.Enum):
@@ -163,17 +161,28 @@ class LoadOptions:
             TypeError: a keyword no group has (the registry refuses those first, by name).
         """
         left = dict(keywords)
-        groups = {
-            name: group(**{k: left.pop(k) for k in _field_names(group) if k in left})
-            for name, group in GROUPS.items()
-        }
+        options = cls(
+            reading=_taken(Reading, left),
+            placement=_taken(Placement, left),
+            remote=_taken(Remote, left),
+            sharing=_taken(Sharing, left),
+            checking=_taken(Checking, left),
+        )
         if left:
             raise TypeError(f"no option group takes {', '.join(sorted(left))}")
-        return cls(**groups)  # type: ignore[arg-type]
+        return options
 
     def given(self) -> dict[str, Any]:
         """Every option given (not None), by its `load_model` keyword."""
         return {k: v for g in GROUPS for k, v in getattr(self, g).given().items()}
+
+
+G = TypeVar("G", bound=_Group)
+
+
+def _taken(group: type[G], left: dict[str, Any]) -> G:
+    """`group` made of the keywords in `left` that are its fields, taken out of `left`."""
+    return group(**{name: left.pop(name) for name in _field_names(group) if name in left})
 
 
 #: No option given (what a strategy that declares none is passed).
