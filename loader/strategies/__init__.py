@@ -223,7 +223,7 @@ class StrategyInfo:
         Example:
             >>> strategies.get("hostcast").check_options(["budget"])
             Traceback (most recent call last):
-            StrategyError: strategy 'hostcast' takes no option 'budget' (pipelined takes it) ...
+            StrategyError: strategy 'hostcast' takes no option 'budget' (download, pipelined, ...
         """
         for name in names:
             if name not in self.options:
