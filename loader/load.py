@@ -6,14 +6,14 @@ import os
 from typing import Any
 
 from loader import strategies
-from loader.phases import NULL_PROBE
+from loader.options import Checking, LoadOptions, Placement, Reading, Remote, Sharing
 from loader.planning.keys import KeyMap
 from loader.planning.policy import LoadPolicy, Patterns
 from loader.remote import is_url
 from loader.remote.options import Digests
 from loader.remote.urls import shown
 from loader.report import LoadReport
-from loader.sequence import OnBuilt
+from loader.sequence import LoadArgs, LoadRequest, OnBuilt
 from loader.strategies import StrategyError
 from loader.vocabulary import DEFAULT_STRATEGY, REPORT
 
@@ -47,10 +47,10 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     `strict`, `key_map`, `ignore_unexpected`, `ignore_missing`, `casts` and `on_built` apply to
     every strategy (`loader.sequence.LoadArgs`). `budget`, `staging`, `threads`, `cache_policy`,
     `concurrency`, `cache_dir`, `max_over_read`, `share`, `digest`, `unvalidated`,
-    `idle_timeout` and `timeout` are options of the strategies that declare them (their
-    `OPTIONS`: `pipelined`'s, `sharded`'s, and the remote ones of those that load a URL); None
-    means not given. An option the chosen strategy does not take is refused (`StrategyError`,
-    naming it), never dropped in silence.
+    `idle_timeout` and `timeout` are options of the strategies that declare them, grouped by
+    role (`loader.options`: reading, placement, remote, sharing, checking; a strategy's
+    `OPTIONS` names the groups it takes); None means not given. An option the chosen strategy
+    does not take is refused (`StrategyError`, naming it), never dropped in silence.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
@@ -73,7 +73,8 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             value by value and never a mismatch; integer <-> float or bool stays one.
         strategy: a registered name (`loader.strategies.names()`); default `pipelined`, which
             reads on several threads while the model is built and casts in chunks.
-        budget: host bytes in flight beyond the model's own (`pipelined`; default 256 MiB).
+        budget: host bytes in flight beyond the model's own (`pipelined`; `sharded`: the bytes
+            read ahead of the tensor being placed; default 256 MiB).
         staging: whether `pipelined` streams leaves onto the devices through its ring of host
             staging buffers, chunk by chunk. None (default) decides by backend: staged where
             the devices do not adopt host buffers (GPU, TPU), direct on the CPU backend. True
@@ -99,9 +100,10 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             contiguous leading-axis block of every tensor and JAX reshards them over the
             interconnect (XLA's collectives); `"auto"` (default): regions for one process or a
             local file, bytes over a URL where regions would send more requests than a
-            process's share / 8 MiB + its tensors + 10, or read replicas 1.5x over
-            (`loader.sharded.share`). `LoadReport.share` says what was chosen and why, and the
-            bytes each process received from the others (`exchanged_bytes`).
+            process's share / 8 MiB + its tensors + 10, or receive more than 1.05x the bytes
+            that bytes mode reads (`loader.sharded.share.AUTO_OVER_BYTES`). `LoadReport.share`
+            says what was chosen and why, and the bytes each process received from the others
+            (`exchanged_bytes`).
         digest: a URL's file as `"sha256:<hex>"` (several files: a mapping of each file's
             name to its digest), checked over the bytes received before the model is
             returned; the Hub's LFS files carry theirs (`loader.remote.digest`).
@@ -132,27 +134,17 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             f"strategy {info.name!r} reads local files only; to load {shown(str(path))} use one of "
             f"{', '.join(strategies.remote_names())}"
         )
-    args, options = info.arguments(
-        {
-            "strict": strict,
-            "key_map": key_map,
-            "on_built": on_built,
-            "policy": policy,
-            "budget": budget,
-            "staging": staging,
-            "threads": threads,
-            "cache_policy": cache_policy,
-            "concurrency": concurrency,
-            "cache_dir": cache_dir,
-            "max_over_read": max_over_read,
-            "share": share,
-            "digest": digest,
-            "unvalidated": unvalidated,
-            "idle_timeout": idle_timeout,
-            "timeout": timeout,
-        }
+    args = LoadArgs(strict=strict, key_map=key_map, on_built=on_built, policy=policy)
+    options = LoadOptions(
+        reading=Reading(budget=budget, threads=threads, cache_policy=cache_policy),
+        placement=Placement(staging=staging),
+        remote=Remote(concurrency=concurrency, cache_dir=cache_dir),
+        sharing=Sharing(share=share, max_over_read=max_over_read),
+        checking=Checking(
+            digest=digest, unvalidated=unvalidated, idle_timeout=idle_timeout, timeout=timeout
+        ),
     )
-    model, report = info.strategy()(target, path, NULL_PROBE, args, options)
+    model, report = info.strategy(options)(LoadRequest(target, path, args=args, options=options))
     return model, _model_report(info, report)
 
 

@@ -15,8 +15,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from loader.errors import MismatchError
+from loader.options import Share
 from loader.remote.ranges import RemoteStats
-from loader.sharded.share import ShareStats
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: What an abstract target's leaf holds when nothing was loaded into it.
@@ -39,7 +39,7 @@ def caller_stacklevel() -> int:
 
 
 class CastKind(enum.Enum):
-    """What a dtype change is (`loader.planning.casts.cast_kind`)."""
+    """What a dtype change is (`loader.placement.casts.cast_kind`)."""
 
     FLOAT = "float"  # float -> float: a rounding, expected under casts="allow"
     INTEGER = "integer"  # integer -> integer: exact, the values are checked during the read
@@ -157,6 +157,38 @@ class ShardingChange:
         return f"{self.path}: saved with sharding {self.saved}, placed with {self.loaded}"
 
 
+@dataclass(frozen=True)
+class ShareStats:
+    """How a `sharded` load shared the checkpoint between processes (`LoadReport.share`;
+    `loader.sharded.share` chooses and carries it out).
+
+    Attributes:
+        asked: what `share=` asked (`auto` by default).
+        mode: what the load did: `regions` or `bytes`.
+        reason: why (for `auto`: the figures it chose on).
+        block_tensors / region_tensors / whole_tensors: the tensors read as a leading-axis
+            block and resharded, as this process's own index ranges, and whole.
+        exchanged_bytes: the bytes of this process's distinct index ranges (as loaded, after any
+            cast) that it did not read: received from other processes over the interconnect
+            by XLA's collectives (0 in `regions` mode). What the collectives send may be more.
+    """
+
+    asked: Share
+    mode: Share
+    reason: str
+    block_tensors: int = 0
+    region_tensors: int = 0
+    whole_tensors: int = 0
+    exchanged_bytes: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"share={self.mode.value} (asked {self.asked.value}; {self.reason}): "
+            f"{self.block_tensors} tensors as blocks resharded, {self.region_tensors} by "
+            f"regions, {self.whole_tensors} whole; {self.exchanged_bytes} bytes exchanged"
+        )
+
+
 @dataclass
 class LoadReport:
     """What a load found. Empty lists everywhere means the file and the model agree exactly.
@@ -191,7 +223,8 @@ class LoadReport:
             `pipelined`, assembled on the host by the other strategies. Not a problem either;
             all N file keys count as used.
         inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
-            strategies that bound them (`pipelined`); None otherwise.
+            strategies that bound them (`pipelined`; `sharded`: the bytes read ahead); None
+            otherwise.
         staging_memory: a staged load's host staging memory (`pipelined` on a backend that does
             not adopt host buffers, or `staging=True`): "mapped" where every chunk went straight
             from the file's mapped pages, "pageable" where some went through the staging ring.
@@ -208,7 +241,7 @@ class LoadReport:
         share: a `sharded` load: how the processes shared the checkpoint (`regions` or `bytes`,
             asked or chosen by `auto`, and why), the tensors read each way and `exchanged_bytes`,
             the bytes this process's devices hold that it did not read (received over the
-            interconnect); `loader.sharded.share.ShareStats`. None for other strategies.
+            interconnect); `ShareStats`. None for other strategies.
     """
 
     path: str = ""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -37,6 +37,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
+from loader.options import NO_OPTIONS, LoadOptions
 from loader.phases import BUILD, NULL_PROBE, Probe
 from loader.placement.materialize import fill_skipped
 from loader.planning.keys import KeyMap
@@ -85,6 +86,29 @@ class LoadArgs:
 
 #: The names of the arguments every strategy takes (`LoadArgs`'s fields).
 UNIVERSAL: tuple[str, ...] = tuple(f.name for f in fields(LoadArgs))
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """One load a strategy is asked to do: what `loader.strategies.Strategy` is called with.
+
+    Attributes:
+        target: an `nnx.Module` (filled in place) or a zero-argument builder.
+        path: the checkpoint, in the strategy's `CHECKPOINT` form (a file, a folder, a URL).
+        probe: the phase probe every part of the work is timed in.
+        args: what every strategy takes (`LoadArgs`), applied by `run_load`.
+        options: the options of the groups the strategy declares (`loader.options.LoadOptions`;
+            the registry has refused any other before the call).
+
+    Example:
+        >>> RECIPE.load(LoadRequest(builder, "model.safetensors", args=LoadArgs(strict=True)))
+    """
+
+    target: Any
+    path: str | os.PathLike[str]
+    probe: Probe = NULL_PROBE
+    args: LoadArgs = LoadArgs()
+    options: LoadOptions = NO_OPTIONS
 
 
 class Executor(Protocol[S_in]):
@@ -138,22 +162,21 @@ class Recipe(Generic[S]):
     adjust_plan: Callable[[LoadPlan, S], None] | None = None
     open_remote: Callable[[str], AbstractContextManager[S]] | None = None
 
-    def load(
-        self,
-        target: Any,
-        path: str | os.PathLike[str],
-        probe: Probe,
-        args: LoadArgs,
-        options: Mapping[str, Any],
-    ) -> tuple[Any, LoadReport]:
-        """This recipe as a `loader.strategies.Strategy`: `run_load(self, target, path, ...)`.
+    def run(self, request: LoadRequest) -> tuple[Any, LoadReport]:
+        """`run_load(self, ...)` for `request`, whose options the strategy has already used to
+        make this recipe."""
+        return run_load(self, request.target, request.path, request.probe, request.args)
+
+    def load(self, request: LoadRequest) -> tuple[Any, LoadReport]:
+        """This recipe as a `loader.strategies.Strategy`: `run_load(self, ...)` for `request`.
 
         A strategy module whose load is one fixed recipe says `load = RECIPE.load`. Such a
         strategy declares no `OPTIONS`, so the registry passes it none (a strategy that takes
-        some, such as `pipelined`, builds its recipe from them per call in its own `load`).
+        some, such as `pipelined`, makes its recipe from them per call and `run`s it).
         """
-        assert not options, f"a fixed recipe takes no options, got {sorted(options)}"
-        return run_load(self, target, path, probe, args)
+        given = request.options.given()
+        assert not given, f"a fixed recipe takes no options, got {sorted(given)}"
+        return self.run(request)
 
 
 def _build(target: Any, mode: Build, probe: Probe) -> tuple[Any, bool]:

@@ -20,6 +20,13 @@ the walk, "entries" how often it enters each one.
     .venv/bin/python scripts/tensor_walk.py --cast     # a bf16 model from the f32 file
     .venv/bin/python scripts/tensor_walk.py --strict   # no read before the plan: a job reads it
     .venv/bin/python scripts/tensor_walk.py --staging  # through the staging ring
+    .venv/bin/python scripts/tensor_walk.py --sharded  # strategy="sharded" (docs/design.md's walk)
+
+With `--sharded` the read is the read-ahead's `os.preadv` and the put the first `jax.device_put`
+of a host array (a region of the tensor: the sharding rule may split it over the devices).
+`--check N` makes it a test: exit 1, saying why, if the walk passes more than N files, enters
+one more than twice (the bound `docs/design.md` states for each walk), or, for the default load
+and `--sharded`, stops anywhere but where `docs/design.md`'s table of that walk says.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -37,6 +45,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 LOADER = str(ROOT / "loader") + os.sep
 SHAPE = (64, 64)  # the one tensor's shape
+DESIGN = ROOT / "docs" / "design.md"
+#: The section of `docs/design.md` whose table gives each walk (the other walks have none).
+SECTIONS = {"pipelined": "## One tensor, from", "sharded": "## The sharded engine"}
 
 
 def _loader_files(frame: FrameType | None) -> list[str]:
@@ -51,10 +62,23 @@ def _loader_files(frame: FrameType | None) -> list[str]:
     return [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
 
 
+def _same_shape(x: object) -> bool:
+    """`pipelined`'s put: the whole tensor."""
+    return getattr(x, "shape", None) == SHAPE
+
+
+def _host_region(x: object) -> bool:
+    """`sharded`'s put: a host array holding a region of the tensor (its rows, or all of it)."""
+    import numpy as np
+
+    return isinstance(x, np.ndarray) and x.ndim == len(SHAPE)
+
+
 class Walk:
     """The stacks at the tensor's stops, taken by a profile function on every thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_put: Callable[[object], bool] = _same_shape) -> None:
+        self.is_put = is_put
         self.stops: dict[str, list[str]] = {}  # in the order they happened
         self.origins: dict[str, list[str]] = {}  # thread name -> the stack that started it
         self.lock = threading.Lock()
@@ -73,7 +97,7 @@ class Walk:
         elif event == "call":
             code, owner = frame.f_code, frame.f_locals.get("self")
             if code.co_name == "device_put" and code.co_filename.endswith("jax/_src/api.py"):
-                if getattr(frame.f_locals.get("x"), "shape", None) == SHAPE:  # the tensor's
+                if self.is_put(frame.f_locals.get("x")):  # the tensor's
                     self._keep("put", frame)
             elif code.co_name == "__init__" and type(owner).__name__ == "Step":
                 self._keep("plan", frame.f_back)
@@ -114,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cast", action="store_true", help="load into a bf16 model")
     parser.add_argument("--strict", action="store_true", help="strict: no speculative read")
     parser.add_argument("--staging", action="store_true", help="through the staging ring")
+    parser.add_argument("--sharded", action="store_true", help='strategy="sharded"')
+    parser.add_argument(
+        "--check",
+        type=int,
+        metavar="FILES",
+        help="exit 1 if the walk passes more than FILES files or enters one more than twice",
+    )
     args = parser.parse_args(argv)
     import jax.numpy as jnp
 
@@ -122,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         build, path = _checkpoint(Path(tmp))
         dtype = jnp.bfloat16 if args.cast else jnp.float32
-        walk = Walk()
+        walk = Walk(_host_region if args.sharded else _same_shape)
         threading.setprofile(walk)
         sys.setprofile(walk)
         try:
-            options = {"staging": True} if args.staging else {}
+            options: dict[str, Any] = {"staging": True} if args.staging else {}
+            if args.sharded:
+                options["strategy"] = "sharded"
             target = lambda: build(dtype)  # noqa: E731
             loader.load_model(target, path, casts="allow", strict=args.strict, **options)
         finally:
@@ -138,6 +171,49 @@ def main(argv: list[str] | None = None) -> int:
     print(f"files: {len(entries)}; most entries of one file: {max(entries.values())}")
     for name, n in sorted(entries.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n}  {name}")
+    if args.check is None:
+        return 0
+    plain = not (args.cast or args.strict or args.staging)
+    section = SECTIONS["sharded" if args.sharded else "pipelined"] if plain else None
+    return _checked(walk, entries, args.check, section)
+
+
+def documented(section: str, text: str | None = None) -> dict[str, list[str]]:
+    """The walk `docs/design.md` tells under the heading starting `section`: each stop's files,
+    outermost first (`loader/` left out, as the table writes them).
+
+    Example:
+        >>> documented("## S", "## S\n| read | `load.py` > `x/y.py` |\n## T\n")
+        {'read': ['load.py', 'x/y.py']}
+    """
+    text = DESIGN.read_text(encoding="utf-8") if text is None else text
+    body = text[text.index(section) :]
+    body = body[: body.find("\n## ", 1) if "\n## " in body[1:] else len(body)]
+    walk = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] in ("plan", "read", "put"):
+            walk[cells[0]] = [f.strip().strip("`") for f in cells[1].split(">")]
+    return walk
+
+
+def _checked(walk: Walk, entries: Counter[str], most_files: int, section: str | None) -> int:
+    """0 if the walk reached all three stops within `most_files` files, none entered more than
+    twice, each stop where `section`'s table says (when given); else 1, after a line saying what
+    went past."""
+    wrong = [f"no {stop} stop" for stop in ("plan", "read", "put") if stop not in walk.stops]
+    if section is not None:
+        for stop, files in documented(section).items():
+            found = [f.removeprefix("loader/") for f in walk.stops.get(stop, [])]
+            if found != files:
+                told = " > ".join(files)
+                wrong.append(f"{stop}: {' > '.join(found)}, docs/design.md says {told}")
+    if len(entries) > most_files:
+        wrong.append(f"{len(entries)} files, more than {most_files}")
+    wrong += [f"{name} entered {n} times" for name, n in entries.items() if n > 2]
+    if wrong:
+        print("walk check failed: " + "; ".join(wrong), file=sys.stderr)
+        return 1
     return 0
 
 

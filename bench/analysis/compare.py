@@ -17,7 +17,7 @@ side, over the ok repeats of each side:
   only with the code. Where other processes took a different share of the CPUs on the two sides
   (a CPU-heavy neighbour on one), wall time moves by each strategy's threads, and the time is
   judged on the CPU ratios instead (each repeat's CPU seconds over its reference's:
-  `bench.analysis.intervals.basis`); `wall_basis` says which (`paired`, `cpu`, `wall`). It has
+  `bench.intervals.basis`); `wall_basis` says which (`paired`, `cpu`, `wall`). It has
   `regressed` when the whole interval lies above 1 + threshold: slower by more than the
   threshold, with 95% confidence (`wall_p` is the one-sided p that it is slower at all).
 
@@ -45,8 +45,8 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 from scipy.stats import t as student_t
 
-from bench.analysis.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
 from bench.errors import BenchError
+from bench.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
 from bench.records.results import ROUTE, headline, routed, with_route, worst_status
 from bench.vocabulary import (
     BROKEN,
@@ -177,7 +177,7 @@ def ratio_interval(new: list[float], base: list[float]) -> tuple[float, float, f
 def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> None:
     """Add the time's ratio, 95% interval, p, basis and verdict to `both` (in place): on the
     paired ratios where both sides carry them and their machines were shared alike, on the CPU
-    ratios where they were not (`bench.analysis.intervals.basis`), else on the walls."""
+    ratios where they were not (`bench.intervals.basis`), else on the walls."""
     figures, bases = [], []
     for _, r in both.iterrows():
         basis = _basis(r)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.analysis.intervals import interval
+from bench.intervals import interval
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class FitModel:
     peak_bytes_per_small_tensor_byte: float = 0.0
     wall_repeat_typical_spread: float = 0.0  # a typical repeat's deviation
     # the 95% interval of the time on the largest measured shape set, relative to its estimate
-    # (its paired ratios where the rows carry them, else its walls; `bench.analysis.intervals`):
+    # (its paired ratios where the rows carry them, else its walls; `bench.intervals`):
     # what a prediction's interval is widened by (`bench.analysis.ties`). 1.0 and 1 repeat: none.
     wall_interval_low: float = 1.0
     wall_interval_high: float = 1.0

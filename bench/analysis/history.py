@@ -6,7 +6,7 @@ model, route: local, or source, link and concurrency): runs from different machi
 series. Its points are the runs, ordered by when they started, each with its ok repeats'
 peak over baseline (`peak_over_baseline_bytes`, median), time (`time_ratio`: the geometric mean
 of the paired ratios, each repeat's wall over the reference timed beside it, with its 95%
-interval; `bench.analysis.intervals`), wall time (`wall_s`, median; shown, never judged) and wall
+interval; `bench.intervals`), wall time (`wall_s`, median; shown, never judged) and wall
 over the same run's floor line (`floor_ratio`), labelled with its date and loadbench's git commit
 (`label`), the versions of jax, flax and safetensors, and its configuration (`config`: budget,
 threads, cache policy, staging, host-RAM, CPU and disk limits, model dtype, and the machine's CPU,
@@ -44,7 +44,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from bench.analysis.compare import ratio_interval
-from bench.analysis.intervals import CPU_BASIS, PAIRED_BASIS, basis, interval
+from bench.intervals import CPU_BASIS, PAIRED_BASIS, basis, interval
 from bench.records.results import (
     GROUP_KEYS,
     LOCAL,

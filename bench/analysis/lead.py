@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.intervals import Interval
 from bench.analysis.recommend import TIGHT_FRACTION, verdict
 from bench.analysis.verdicts import PAIRED, SECONDS, Candidate, Choice, choose
+from bench.intervals import Interval
 from bench.records.results import Results
 from bench.vocabulary import FITS
 from loader.vocabulary import REFERENCE, STRATEGY

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.analysis.fit import FitModel
-from bench.analysis.intervals import Interval
 from bench.analysis.verdicts import SECONDS, Candidate, Choice, choose
+from bench.intervals import Interval
 from bench.vocabulary import FITS
 
 

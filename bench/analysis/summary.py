@@ -27,10 +27,10 @@ from bench.analysis.device_summary import (
     device_peak,
     over_budget_lines,
 )
-from bench.analysis.intervals import ADVICE
 from bench.analysis.lead import Lead, host_ram, lead, use_line
 from bench.analysis.shares import process_label, process_shares, share_lines
 from bench.analysis.ties import with_measured_peers
+from bench.intervals import ADVICE
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
 from bench.vocabulary import COLD, NATIVE, OK
@@ -227,7 +227,7 @@ def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> d
         "ceiling_s": _num(row.get("ceiling_s")),
         "ceiling_bytes": _int(row.get("ceiling_bytes")),
         "ceiling_ratio": _num(row.get("ceiling_ratio")),
-        # the time against the reference timed beside each repeat (bench.analysis.intervals)
+        # the time against the reference timed beside each repeat (bench.intervals)
         "reference_s": _num(row.get("reference_s")),
         "paired_ratio": _num(row.get("paired_ratio")),
         "paired_low": _num(row.get("paired_low")),
@@ -587,7 +587,7 @@ def _block(group: pd.DataFrame, answer: Lead, shares: dict[Any, list[str]]) -> s
 
 def unstable_lines(rows: pd.DataFrame) -> list[str]:
     """One line per row whose time is unstable, with the reasons and the advice
-    (`bench.analysis.intervals.instability`)."""
+    (`bench.intervals.instability`)."""
     said = rows.get("unstable", pd.Series(index=rows.index, dtype=object))
     lines = [f"{r['strategy']}: {why}" for (_, r), why in zip(rows.iterrows(), said) if _str(why)]
     return [*lines, ADVICE] if lines else []

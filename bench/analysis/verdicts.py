@@ -2,7 +2,7 @@
 prints of it: the bench summary, `recommend` (text and `--json`), the dashboard and the report.
 
 A strategy is a `Candidate`: its time (a measured median, or a prediction) with a 95% interval
-(`bench.analysis.intervals`: on a measured row, its paired ratio, wall over the same moment's
+(`bench.intervals`: on a measured row, its paired ratio, wall over the same moment's
 reference; on a prediction, the predicted seconds widened by the measured interval), and its peak
 with the spread of its repeats.
 
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bench.analysis.intervals import Interval
+from bench.intervals import Interval
 from shapes.sizes import format_bytes
 
 #: Peaks nearer than this fraction of the lighter are as light, whatever their repeats show.

@@ -26,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench.analysis.intervals import instability, interval
 from bench.errors import SchemaVersionError
+from bench.intervals import instability, interval
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.schema import (
     READABLE_VERSIONS,
@@ -317,7 +317,7 @@ def _summary_row(group: pd.DataFrame) -> dict[str, Any]:
 
 
 def _paired(ok: pd.DataFrame) -> dict[str, Any]:
-    """The paired ratio's estimate and 95% interval over the ok repeats (`bench.analysis.
+    """The paired ratio's estimate and 95% interval over the ok repeats (`bench.
     intervals`), the median reference, the peaks' repeat range, and why the time is unstable
     (None: it is not, or no repeat carried a reference)."""
     ordered = ok.sort_values("repeat", kind="stable")

@@ -9,13 +9,13 @@ page cache for a warm child, from the disk (`O_DIRECT`, else evicted first) for 
 
 The CPU seconds the passes spent are kept too (`reference_cpu_s`: their CPU per byte times the
 checkpoint): CPU time does not grow when another process takes a core, where wall time does,
-and grows unevenly, by each strategy's threads (`bench.analysis.intervals`, "basis").
+and grows unevenly, by each strategy's threads (`bench.intervals`, "basis").
 
 Each row then carries `reference_s`: the checkpoint's bytes at the mean of the two passes'
 speeds, the time a bare copy of the checkpoint would have taken on this machine at that moment,
 and `reference_drift`: how far the pass after the child strayed from the one before (after /
 before - 1), which says the machine changed speed while the child ran. Verdicts judge
-`paired_ratio = wall_s / reference_s` (`bench.analysis.intervals`): a machine that slows down
+`paired_ratio = wall_s / reference_s` (`bench.intervals`): a machine that slows down
 slows the load and its reference alike. Over a shaped link the link is the reference instead
 (`bench.run.rows`). Never imports jax.
 

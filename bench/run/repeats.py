@@ -2,7 +2,7 @@
 
 Every configuration (strategy, model, layout, page cache, route) first runs `--repeats` times,
 interleaved with the others (A B C A B C), as before. Then further rounds, interleaved the same
-way, run only the configurations whose paired ratio (`bench.analysis.intervals`) is not yet
+way, run only the configurations whose paired ratio (`bench.intervals`) is not yet
 settled, a 95% confidence interval within +-5%, until each is settled, has run
 `--max-repeats` times, or has spent its `--repeat-budget` of wall time (its children, their
 reference passes and their start-up, added up): a slow strategy such as `eager` stops at the
@@ -18,8 +18,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from bench.analysis.intervals import interval
 from bench.errors import BenchError
+from bench.intervals import interval
 
 DEFAULT_MIN_REPEATS = 3
 DEFAULT_MAX_REPEATS = 10

@@ -8,7 +8,7 @@ threads casting with them take turns instead of running side by side):
   (a chunk holding a NaN falls back to ml_dtypes, which keeps NaN's sign and quiets it);
 - bf16 -> fp32: the 16 bits shifted into the high half (exact by construction);
 - anything else: `np.copyto(..., casting="unsafe")`, numpy's own conversion; an integer
-  narrowing (I64 -> I32) is checked value by value first (`loader.planning.casts.check_fits`).
+  narrowing (I64 -> I32) is checked value by value first (`loader.placement.casts.check_fits`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from loader.planning.casts import check_fits
+from loader.placement.casts import check_fits
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -74,7 +74,7 @@ from loader.pipeline.sources import ByteSource
 from loader.pipeline.speculation import Speculation
 from loader.pipeline.stacked import LayerJob, StackBuffers
 from loader.pipeline.stats import PipelineStats
-from loader.planning.casts import CastValueError
+from loader.placement.casts import CastValueError
 from loader.planning.plan import LoadPlan, Stacked, Step
 
 __all__ = ["Pipeline", "PipelineStats", "reader_error"]

@@ -24,8 +24,8 @@ from flax import nnx
 from jax.sharding import Sharding
 
 from loader.errors import CheckpointError
+from loader.placement.paths import Path, key_of, path_str
 from loader.placement.place import concrete_sharding
-from loader.planning.keys import Path, key_of, path_str
 
 META_PRNG = "loadbench.prng_impls"
 META_PYTYPES = "loadbench.python_scalars"

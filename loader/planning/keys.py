@@ -1,25 +1,32 @@
-"""Parameter paths and file keys: `('layers', 0, 'kernel')` <-> `"layers.0.kernel"`.
+"""File keys for model paths, and `key_map` lookups (renames, declared transforms, stacks).
 
-Keys follow the PyTorch / Hugging Face dotted convention so other tools read our files. Integer
-indices of `nnx.List` stacks become their decimal string, which is how a model's integer path
-components match a file's string keys. Files written by older NNX tools join with `/`; those load
-too.
+A model path's key is `key_of`'s (`loader.placement.paths`: `('layers', 0, 'kernel')` <->
+`"layers.0.kernel"`; `Path`, `key_of` and `path_str` are named here too, where the plan's users
+look them up). Files written by older NNX tools join with `/`; those load too (`legacy_key`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from loader.errors import CheckpointError
-from loader.format import METADATA_KEY
+from loader.placement.paths import Path, key_of, path_str
 from loader.transforms import Stack, as_chain, as_stack
 
-#: A state path as nnx gives it: attribute names and list indices (flax types the parts as
-#: hashables; `key_of` refuses any part that is neither a str nor an int).
-Path = tuple[Hashable, ...]
+__all__ = [
+    "KeyMap",
+    "Lookup",
+    "Path",
+    "Transform",
+    "key_of",
+    "legacy_key",
+    "look_up",
+    "path_str",
+    "resolve_file_key",
+    "resolve_stack",
+]
 Transform = Callable[[np.ndarray], np.ndarray]
 #: `key_map`: model key -> file key, or (file key, transform): a declared transform
 #: (`loader.Transpose`, `loader.Reshape`, `loader.Slice`), a tuple of them applied in turn (both
@@ -30,40 +37,6 @@ Transform = Callable[[np.ndarray], np.ndarray]
 #: `loader.transforms.stack`); or a callable taking the model key and returning any of these (or
 #: None to keep the model key).
 KeyMap = Mapping[str, str | tuple[str, Transform]] | Callable[[str], object]
-
-
-def path_str(path: Sequence[object]) -> str:
-    """A readable path for messages: `layers.0.kernel` (no validation)."""
-    return ".".join(str(p) for p in path)
-
-
-def key_of(path: Sequence[object]) -> str:
-    """The file key of a state path; `CheckpointError` naming the path if it cannot be one.
-
-    A name containing `.` or `/`, an empty name, or the reserved `__metadata__` cannot round-trip.
-    """
-    parts = []
-    for part in path:
-        if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
-            parts.append(str(int(part)))
-            continue
-        if not isinstance(part, str):
-            raise CheckpointError(
-                f"parameter {path_str(path)}: path component {part!r} is a {type(part).__name__}; "
-                "only attribute names and integer list indices can become a safetensors key"
-            )
-        if not part or "." in part or "/" in part:
-            raise CheckpointError(
-                f"parameter {path_str(path)}: attribute name {part!r} cannot be expressed as a "
-                "dotted safetensors key (it is empty or contains '.' or '/'); rename the attribute"
-            )
-        parts.append(part)
-    key = ".".join(parts)
-    if key == METADATA_KEY:
-        raise CheckpointError(
-            f"parameter {key}: the name {METADATA_KEY} is reserved by safetensors"
-        )
-    return key
 
 
 def legacy_key(key: str) -> str:

@@ -4,7 +4,7 @@ The walk is driven by the model: each expected leaf is looked up by its own key 
 indices as strings; the `/`-joined form of older tools accepted; `key_map` renames and transforms).
 File keys that no leaf asked for are reported as unexpected, unless a declared pattern ignores
 them (`loader.planning.policy`); a cast is judged on the dtype the transform gives
-(`loader.planning.casts`).
+(`loader.placement.casts`).
 Missing and unexpected names come with the closest existing name (difflib), and a key_map entry
 that names no model path is reported. Every strategy plans through here, so mismatches are
 reported identically whichever strategy runs.
@@ -24,9 +24,9 @@ from jax.sharding import Sharding
 
 from loader.errors import CheckpointError
 from loader.format import dtype_name, numpy_dtype
+from loader.placement.casts import cast_kind
 from loader.placement.leaves import META_PRNG, META_SHARDINGS, Leaf, LeafKind, model_leaves
 from loader.placement.place import concrete_sharding, describe_sharding
-from loader.planning.casts import cast_kind
 from loader.planning.keys import KeyMap, Lookup, Transform, look_up, resolve_stack
 from loader.planning.plan import LoadPlan, PlanEntry, Source, Stacked, Step
 from loader.planning.policy import DEFAULT_POLICY, LoadPolicy

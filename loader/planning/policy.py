@@ -8,7 +8,7 @@ sequence plans with it (`loader.planning.match.plan_load`):
 - `ignore_missing`: glob patterns over model paths: a leaf without a tensor that matches is listed
   in `LoadReport.ignored` (and keeps its init, or zeros on an abstract target).
 - `casts`: `"report"` (default) or `"allow"` (a float-to-float cast to the model's declared dtype
-  is expected; `loader.planning.casts`).
+  is expected; `loader.placement.casts`).
 
 A pattern that matches nothing is itself reported (`LoadReport.unmatched_ignores`): a typo in a
 pattern must not pass in silence.

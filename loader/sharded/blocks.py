@@ -14,8 +14,8 @@ all-gather, collective-permute; one that would reshard with arithmetic (an all-r
 reduce-scatter, which can change -0.0 and NaN payloads, and which jax issue 40830 reports wrong
 over gloo with large chunks) is not, and that tensor is read by regions. The host block is freed
 once it is on the devices, and the source array once resharded, so a process holds its block,
-not the tensor. The blocks are read ahead (`loader.sharded.ahead`): the next ones arrive while
-this one's program compiles and its collectives run.
+not the tensor. The blocks are read ahead (`loader.sharded.slices.ReadAhead`): the next ones
+arrive while this one's program compiles and its collectives run.
 
 `plan_block` decides from the global sharding alone, and whether a program is used from the
 compiled program alone, the same in every process, so every process makes the same collective
@@ -115,8 +115,8 @@ def plan_block(step: Step, shape: tuple[int, ...]) -> Block | None:
     every process; one under which each process's devices hold only its own rows already
     (nothing to exchange). The same in every process: it looks at the global sharding only.
     The program is compiled when the block is placed (`Block.program`, while the next blocks are
-    read: `loader.sharded.ahead`); one XLA would run with arithmetic is not used, and that tensor
-    is read by regions then (`assembled_from_block` gives None)."""
+    read: `loader.sharded.slices.ReadAhead`); one XLA would run with arithmetic is not used, and
+    that tensor is read by regions then (`assembled_from_block` gives None)."""
     if step.leaf.kind is LeafKind.PRNG or step.layer is not None:
         return None
     processes = jax.process_count()

@@ -6,6 +6,10 @@ slice a (file, key in that file, global index range). `read_manifest` parses and
 `.safetensors` checkpoint the same way (one whole-tensor slice per key), so one slice reader serves
 both. `LayoutSource` lets `loader.planning.match.plan_load` plan from a layout as it does from file
 headers (`open_manifest` and `file_layout_source` make one).
+
+Region geometry lives here too: a region's extents, the overlap of two, a device's index as a
+region (`index_region`), a process's distinct regions under a sharding (`local_regions`) and the
+box several of them tile (`tiled_box`), which the sharded executor reads in one piece.
 """
 
 from __future__ import annotations
@@ -91,6 +95,31 @@ def intersect(a: Region, b: Region) -> Region | None:
     """The overlap of two regions of the same tensor, or None if they do not meet."""
     out = tuple((max(x0, y0), min(x1, y1)) for (x0, x1), (y0, y1) in zip(a, b))
     return None if any(lo >= hi for lo, hi in out) else out
+
+
+def local_regions(sharding: Any, shape: tuple[int, ...]) -> dict[Region, list[Any]]:
+    """This process's distinct index ranges of `shape` under `sharding`, and the devices of each."""
+    found: dict[Region, list[Any]] = {}
+    for device, index in sharding.addressable_devices_indices_map(shape).items():
+        found.setdefault(index_region(index, shape), []).append(device)
+    return found
+
+
+def tiled_box(regions: list[Region]) -> Region | None:
+    """The box several distinct index ranges of one sharding tile exactly (their bounding box,
+    when it holds no more elements than they do), else None.
+
+    Example:
+        >>> tiled_box([((0, 4), (0, 2)), ((0, 4), (2, 4))])
+        ((0, 4), (0, 4))
+        >>> tiled_box([((0, 4), (0, 2)), ((0, 4), (4, 6))]) is None
+        True
+    """
+    if len(regions) < 2:
+        return None
+    box = tuple((min(a for a, _ in axis), max(b for _, b in axis)) for axis in zip(*regions))
+    count = sum(math.prod(extents(r)) for r in regions)
+    return box if math.prod(extents(box)) == count else None
 
 
 def file_layout(source: CheckpointSource) -> Layout:

@@ -3,123 +3,70 @@
 `DIRECTORY_RECIPE` (a sharded directory) and `file_recipe` (a plain checkpoint, local or remote,
 seen as a layout of whole-tensor slices) are the recipes of `loader.sequence.run_load` that use
 it. Planning and reporting are the sequence's (`plan_load` over a `LayoutSource`), so mismatches
-read exactly as `loader.load_model` reports them. Leaves that declare no sharding (a plain
-builder's abstract model: no sharding, or one that partitions nothing under `jax.set_mesh`) are
-placed with the sharding rule (`rule_mesh`), and their `sharding_changes` are judged against it; a
-model's own partitioning, and any instance's sharding, is kept. For each leaf, each distinct index
-range of its addressable devices is read once (`loader.sharded.slices.SliceReader`; ranges that
-tile one box, as a process's devices along a split axis do, as that box: one read or range request
-per contiguous run of it), cast on the host, put on each device holding it, and the global array
-assembled with `jax.make_array_from_single_device_arrays`. Every range a process will read is
-told to the slice reader first (`planned_reads`), so that a remote file plans its requests over
-all of them (`loader.sharded.read_plan`), and read ahead of the tensor being placed, within a
-budget (`loader.sharded.ahead.ReadAhead`). The report gives this process's share
-(`LoadReport.share_bytes`, the bytes of the ranges it read) and a URL's requests, bytes and read
-plan.
+read exactly as `loader.load_model` reports them; leaves that declare no sharding are placed with
+the sharding rule (`loader.sharded.rule.apply_rule`). `Slices.fill` then, in one `stream` phase:
 
-A plain checkpoint can be shared by bytes instead (`share=`, `loader.sharded.share`): each
-tensor that allows it is read as this process's leading-axis block and resharded over the
-interconnect (`loader.sharded.blocks`); `way_of` says how each tensor is read, the same in every
-process, and `LoadReport.share` what was chosen, why, and the bytes exchanged.
+1. works out how each tensor is read (`way_of`: whole, by this process's regions, or as a
+   leading-axis block resharded) and the index ranges that takes (`planned_reads`; the geometry,
+   `local_regions` and `tiled_box`, is `loader.sharded.layout`'s), once per mode it weighs;
+2. settles the mode (`loader.sharded.share.mode_of`: as `share=` asks, or `auto`'s choice on
+   every process's figures);
+3. hands the chosen mode's planned reads, once, to its `loader.sharded.reads.RegionReader`: the
+   read-ahead (`loader.sharded.slices.ReadAhead`, within `budget=`), which tells the slice reader
+   (`loader.sharded.slices.SliceReader`: a remote file plans its requests over all of them,
+   `loader.sharded.read_plan`) and starts reading;
+4. fills each leaf in plan order: reads its ranges (one box where a process's ranges tile one),
+   casts on the host, puts each on the devices holding it and assembles the global array with
+   `jax.make_array_from_single_device_arrays`; in bytes mode the block goes through
+   `loader.sharded.blocks` instead.
+
+The report gives this process's share (`LoadReport.share_bytes`, the bytes of the ranges it
+read), the high-water mark of the bytes read ahead (`inflight_peak_bytes`), a URL's requests,
+bytes and read plan, and for a plain checkpoint `LoadReport.share`: what was chosen, why, and the
+bytes exchanged.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import jax
-import numpy as np
-from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding
 
 from loader.errors import CheckpointError
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.placement.leaves import META_SHARDINGS, LeafKind
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
+from loader.placement.leaves import LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.placement.place import describe_sharding
 from loader.planning.plan import LoadPlan, Step
 from loader.remote.options import RemoteOptions
-from loader.report import ShardingChange
+from loader.report import ShareStats
 from loader.sequence import Recipe
-from loader.sharded.ahead import ReadAhead
 from loader.sharded.blocks import Block, assembled_from_block, plan_block
 from loader.sharded.layout import (
     LayoutSource,
     Region,
-    extents,
     file_layout_source,
     full_region,
-    index_region,
+    local_regions,
     open_manifest,
+    tiled_box,
     within,
 )
-from loader.sharded.rule import rule_mesh, rule_sharding
+from loader.sharded.reads import PlannedRead, RegionReader
+from loader.sharded.rule import apply_rule
 from loader.sharded.share import (
     BYTES_MAX_OVER_READ,
     DEFAULT_SHARE,
     ProcessFigures,
     Share,
-    ShareStats,
     Way,
-    choose,
+    mode_of,
 )
-from loader.sharded.slices import SliceReader
-
-
-def local_regions(sharding: Any, shape: tuple[int, ...]) -> dict[Region, list[Any]]:
-    """This process's distinct index ranges of `shape` under `sharding`, and the devices of each."""
-    found: dict[Region, list[Any]] = {}
-    for device, index in sharding.addressable_devices_indices_map(shape).items():
-        found.setdefault(index_region(index, shape), []).append(device)
-    return found
-
-
-def declares_none(sharding: Any) -> bool:
-    """No sharding, or an abstract model's (built under `jax.set_mesh`) that partitions nothing."""
-    if sharding is None:
-        return True
-    abstract = isinstance(sharding, NamedSharding) and not isinstance(sharding.mesh, Mesh)
-    return abstract and all(axis is None for axis in sharding.spec)
-
-
-class WithMetadata(Protocol):
-    """What `apply_rule` reads of a source: the checkpoint's `__metadata__` (the shardings a save
-    recorded). A `LayoutSource` and a `loader.format.source.CheckpointSource` both have it."""
-
-    @property
-    def metadata(self) -> dict[str, str]: ...
-
-
-def apply_rule(plan: LoadPlan, source: WithMetadata) -> None:
-    """Place with the rule what declares no sharding, and judge sharding changes against it.
-
-    A leaf without any sharding always gets the rule. If no leaf of the model partitions anything
-    (a plain builder, even under `jax.set_mesh`), every array leaf gets it; a model that partitions
-    some leaves keeps its own layout, replicated leaves included.
-    """
-    mesh = rule_mesh()
-    leaves = [s.leaf for s in plan.steps] + plan.skipped
-    plain = all(declares_none(leaf.sharding) for leaf in leaves if leaf.kind is not LeafKind.SCALAR)
-    ruled = set()
-    for leaf in leaves:
-        if leaf.kind is not LeafKind.SCALAR and (
-            leaf.sharding is None or (plain and declares_none(leaf.sharding))
-        ):
-            leaf.sharding = rule_sharding(leaf.stored_shape_dtype()[0], mesh)
-            ruled.add(leaf.key)
-    saved = json.loads(source.metadata.get(META_SHARDINGS, "{}"))
-    changes = [c for c in plan.report.sharding_changes if c.path not in ruled]
-    for step in plan.steps:
-        if step.leaf.key in ruled:
-            step.sharding = step.leaf.sharding
-            before, after = saved.get(step.leaf.key), describe_sharding(step.sharding)
-            if before is not None and before != after:
-                changes.append(ShardingChange(step.leaf.key, before, after))
-    plan.report.sharding_changes = changes
+from loader.sharded.slices import ReadAhead, SliceReader
 
 
 def refuse_unaddressable(sharding: Any, where: str) -> None:
@@ -136,11 +83,7 @@ def refuse_unaddressable(sharding: Any, where: str) -> None:
 
 
 def _whole(
-    step: Step,
-    plan: LoadPlan,
-    reader: SliceReader | ReadAhead,
-    probe: Probe,
-    shape: tuple[int, ...],
+    step: Step, plan: LoadPlan, reader: RegionReader, probe: Probe, shape: tuple[int, ...]
 ) -> Any:
     """A scalar, or a leaf whose key_map transform needs the whole tensor: read all of it."""
     with substep(probe, READ):
@@ -154,26 +97,7 @@ def _whole(
         return to_device(step, host)
 
 
-def tiled_box(regions: list[Region]) -> Region | None:
-    """The box several distinct index ranges of one sharding tile exactly (their bounding box,
-    when it holds no more elements than they do), else None.
-
-    Example:
-        >>> tiled_box([((0, 4), (0, 2)), ((0, 4), (2, 4))])
-        ((0, 4), (0, 4))
-        >>> tiled_box([((0, 4), (0, 2)), ((0, 4), (4, 6))]) is None
-        True
-    """
-    if len(regions) < 2:
-        return None
-    box = tuple((min(a for a, _ in axis), max(b for _, b in axis)) for axis in zip(*regions))
-    count = sum(math.prod(extents(r)) for r in regions)
-    return box if math.prod(extents(box)) == count else None
-
-
-def _assembled(
-    step: Step, reader: SliceReader | ReadAhead, probe: Probe, shape: tuple[int, ...]
-) -> jax.Array:
+def _assembled(step: Step, reader: RegionReader, probe: Probe, shape: tuple[int, ...]) -> jax.Array:
     """Read this process's index ranges only, and assemble the global array from them. Where
     they tile one box (a process with several devices along a split axis) the box is read in one
     piece, so neighbouring ranges cost one read (one range request) per contiguous run of the
@@ -205,16 +129,26 @@ def _assembled(
 
 
 @dataclass(frozen=True)
-class Reading:
+class StepReading:
     """How one step is read (`way_of`): its way, and in bytes mode how its block goes."""
 
     way: Way
     block: Block | None = None
 
 
-def planned_reads(step: Step, shape: tuple[int, ...], reading: Reading) -> list[Region]:
-    """The index ranges of the file's tensor that `step` reads as `reading` says, told to the
-    slice reader ahead, so that a remote file plans its requests over all of them."""
+def way_of(step: Step, shape: tuple[int, ...], mode: Share) -> StepReading:
+    """How `step` is read in `mode` (`regions` or `bytes`): whole (a scalar, or a transform that
+    needs the whole tensor), as a block resharded (`loader.sharded.blocks.plan_block`), or by
+    regions."""
+    if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
+        return StepReading(Way.WHOLE)
+    block = plan_block(step, shape) if mode is Share.BYTES else None
+    return StepReading(Way.REGIONS) if block is None else StepReading(Way.BLOCK, block)
+
+
+def planned_reads(step: Step, shape: tuple[int, ...], reading: StepReading) -> list[Region]:
+    """The index ranges of the file's tensor that `step` reads as `reading` says (what
+    `_whole`, `_assembled` and the block read will ask for, in that order)."""
     if reading.way is Way.WHOLE:
         return [full_region(shape)]
     if reading.block is not None:
@@ -227,28 +161,52 @@ def planned_reads(step: Step, shape: tuple[int, ...], reading: Reading) -> list[
     return regions if box is None else [box]
 
 
-def way_of(step: Step, shape: tuple[int, ...], mode: Share) -> Reading:
-    """How `step` is read in `mode` (`regions` or `bytes`): whole (a scalar, or a transform that
-    needs the whole tensor), as a block resharded (`loader.sharded.blocks.plan_block`), or by
-    regions."""
-    if step.leaf.kind is LeafKind.SCALAR or step.transform is not None:
-        return Reading(Way.WHOLE)
-    block = plan_block(step, shape) if mode is Share.BYTES else None
-    return Reading(Way.REGIONS) if block is None else Reading(Way.BLOCK, block)
+@dataclass(frozen=True)
+class ModePlan:
+    """A load's steps as one mode reads them: each step's reading, and every planned read of the
+    load in the order the executor asks for them (worked out once per mode: `planned_in`)."""
+
+    readings: list[StepReading]
+    reads: list[PlannedRead]
+
+
+def planned_in(
+    mode: Share, steps: list[Step], shapes: list[tuple[int, ...]], reader: SliceReader
+) -> ModePlan:
+    """How `mode` reads `steps` (`way_of`), and the planned reads that takes (`planned_reads`)."""
+    readings = [way_of(step, shape, mode) for step, shape in zip(steps, shapes)]
+    reads = [
+        reader.planned(step.file_key, region)
+        for step, shape, reading in zip(steps, shapes, readings)
+        for region in planned_reads(step, shape, reading)
+    ]
+    return ModePlan(readings, reads)
+
+
+def reads_over_a_link(source: LayoutSource) -> bool:
+    """Whether the source's bytes come over a link (what `auto` asks before it weighs requests).
+
+    The seam for the bytes layer (issue 55, item 1): asked here alone, from the source's remote
+    statistics, until the source says its kind itself.
+    """
+    return source.remote_stats() is not None
 
 
 @dataclass
 class Slices:
     """An `Executor` (see `loader.sequence`): each leaf from this process's index ranges (or, in
     bytes mode, its leading-axis block resharded: `loader.sharded.share`), one tensor at a
-    time, as one `stream` phase (`read` / `cast` / `transfer` sub-steps).
+    time, as one `stream` phase (`read` / `cast` / `transfer` sub-steps); see the module
+    docstring.
 
     Attributes:
-        share: `share=` as asked (`loader.sharded.share.Share`); None: a sharded directory,
-            whose slices are read by regions, with no `LoadReport.share`.
+        share: `share=` as asked (`loader.options.Share`); None: a sharded directory, whose
+            slices are read by regions, with no `LoadReport.share`.
+        budget: the most host bytes read ahead of the tensor being placed (`budget=`).
     """
 
     share: Share | None = None
+    budget: int = DEFAULT_BUDGET_BYTES
     _reader: SliceReader | None = field(default=None, init=False, repr=False)
 
     def start(self, source: LayoutSource, probe: Probe) -> None:
@@ -257,24 +215,32 @@ class Slices:
     def fill(self, plan: LoadPlan, source: LayoutSource, probe: Probe) -> None:
         reader = self._reader
         assert reader is not None, "Slices.fill before Slices.start"
-        shapes = [source.layout.tensors[step.file_key].shape for step in plan.steps]
+        steps = plan.steps
+        shapes = [source.layout.tensors[step.file_key].shape for step in steps]
+        planned: Callable[[Share], ModePlan] = functools.cache(
+            lambda mode: planned_in(mode, steps, shapes, reader)
+        )
+        budget = ByteBudget(self.budget)
         with probe.phase(STREAM):
-            mode, reason = self._mode(plan.steps, shapes, reader, source)
-            readings = [way_of(step, shape, mode) for step, shape in zip(plan.steps, shapes)]
-            reader.plan(
-                (
-                    (step.file_key, region)
-                    for step, shape, reading in zip(plan.steps, shapes, readings)
-                    for region in planned_reads(step, shape, reading)
+            mode, reason = mode_of(
+                self.share,
+                processes=jax.process_count(),
+                remote=reads_over_a_link(source),
+                figures=lambda: ProcessFigures.of(
+                    planned(Share.REGIONS).reads,
+                    planned(Share.BYTES).reads,
+                    reader.plan_figures(planned(Share.REGIONS).reads),
                 ),
-                BYTES_MAX_OVER_READ if mode is Share.BYTES else None,
             )
-            ahead = ReadAhead(reader)
+            chosen = planned(mode)
+            ahead = ReadAhead(reader, budget)
             try:
-                ways, exchanged = self._read(plan, shapes, readings, ahead, probe)
+                ahead.plan(chosen.reads, BYTES_MAX_OVER_READ if mode is Share.BYTES else None)
+                ways, exchanged = _fill_steps(plan, shapes, chosen.readings, ahead, probe)
             finally:
                 ahead.close()
         plan.report.share_bytes = reader.read_bytes
+        plan.report.inflight_peak_bytes = budget.high_water_bytes
         if self.share is None:
             return
         plan.report.share = ShareStats(
@@ -287,98 +253,45 @@ class Slices:
             exchanged_bytes=exchanged,
         )
 
-    def _read(
-        self,
-        plan: LoadPlan,
-        shapes: list[tuple[int, ...]],
-        readings: list[Reading],
-        ahead: ReadAhead,
-        probe: Probe,
-    ) -> tuple[list[Way], int]:
-        """Fill every step as `readings` say, its planned reads read ahead
-        (`loader.sharded.ahead`): how each tensor was read in the end, and the bytes exchanged."""
-        me = jax.process_index()
-        assert self._reader is not None, "Slices._read before Slices.start"
-        reads = [
-            (step.file_key, region)
-            for step, shape, reading in zip(plan.steps, shapes, readings)
-            for region in planned_reads(step, shape, reading)
-        ]
-        ahead.expect((key, region, self._reader.bytes_of([(key, region)])) for key, region in reads)
-        ways, exchanged = [], 0
-        for step, shape, reading in zip(plan.steps, shapes, readings):
-            way = reading.way
-            if way is Way.WHOLE:
-                value = _whole(step, plan, ahead, probe, shape)
-            elif reading.block is not None:
-                with substep(probe, READ):
-                    host = ahead.read_region(step.file_key, reading.block.region(shape, me))
-                placed = assembled_from_block(step, reading.block, host, probe, shape)
-                del host
-                if placed is None:  # a program with arithmetic, in every process: by regions
-                    way, value = Way.REGIONS, _assembled(step, ahead, probe, shape)
-                else:
-                    value, received = placed
-                    exchanged += received
-            else:
-                value = _assembled(step, ahead, probe, shape)
-            ways.append(way)
-            if value is None:
-                continue
-            assign(step.leaf, value)
-            plan.report.loaded.append(step.leaf.key)
-            del value
-        return ways, exchanged
-
-    def _mode(
-        self,
-        steps: list[Step],
-        shapes: list[tuple[int, ...]],
-        reader: SliceReader,
-        source: LayoutSource,
-    ) -> tuple[Share, str]:
-        """The mode of this load and why: as asked, or `auto`'s choice on every process's
-        figures (gathered, so that every process chooses the same)."""
-        if self.share is None:
-            return Share.REGIONS, "a sharded directory: each process reads its own slices"
-        if self.share is not Share.AUTO:
-            return self.share, f"asked share={self.share.value!r}"
-        processes, remote = jax.process_count(), source.remote_stats() is not None
-        if processes == 1 or not remote:
-            return choose(processes=processes, remote=remote, figures=[])
-        mine = _figures(steps, shapes, reader)
-        gathered = multihost_utils.process_allgather(np.array(mine.as_list(), "<i8").view(np.uint8))
-        figures = [
-            ProcessFigures(*np.asarray(row, np.uint8).view("<i8").tolist())
-            for row in np.asarray(gathered).reshape(processes, -1)
-        ]
-        return choose(processes=processes, remote=remote, figures=figures)
-
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
 
 
-def _figures(
-    steps: list[Step], shapes: list[tuple[int, ...]], reader: SliceReader
-) -> ProcessFigures:
-    """What this process would read by regions (requests, bytes, tensors) and by bytes."""
-    by_mode = {}
-    for mode in (Share.REGIONS, Share.BYTES):
-        by_mode[mode] = [
-            (step.file_key, region)
-            for step, shape in zip(steps, shapes)
-            for region in planned_reads(step, shape, way_of(step, shape, mode))
-        ]
-    regions = by_mode[Share.REGIONS]
-    planned = reader.plan_figures(regions)
-    return ProcessFigures(
-        regions_requests=planned.requests,
-        regions_bytes=reader.bytes_of(regions),
-        regions_tensors=len({key for key, _ in regions}),
-        bytes_bytes=reader.bytes_of(by_mode[Share.BYTES]),
-        regions_read_bytes=planned.read_bytes,
-    )
+def _fill_steps(
+    plan: LoadPlan,
+    shapes: list[tuple[int, ...]],
+    readings: list[StepReading],
+    reader: RegionReader,
+    probe: Probe,
+) -> tuple[list[Way], int]:
+    """Fill every step as `readings` say, through `reader`: how each tensor was read in the
+    end, and the bytes exchanged."""
+    me = jax.process_index()
+    ways, exchanged = [], 0
+    for step, shape, reading in zip(plan.steps, shapes, readings):
+        way = reading.way
+        if way is Way.WHOLE:
+            value = _whole(step, plan, reader, probe, shape)
+        elif reading.block is not None:
+            with substep(probe, READ):
+                host = reader.read_region(step.file_key, reading.block.region(shape, me))
+            placed = assembled_from_block(step, reading.block, host, probe, shape)
+            del host
+            if placed is None:  # a program with arithmetic, in every process: by regions
+                way, value = Way.REGIONS, _assembled(step, reader, probe, shape)
+            else:
+                value, received = placed
+                exchanged += received
+        else:
+            value = _assembled(step, reader, probe, shape)
+        ways.append(way)
+        if value is None:
+            continue
+        assign(step.leaf, value)
+        plan.report.loaded.append(step.leaf.key)
+        del value
+    return ways, exchanged
 
 
 #: A directory written by `save_sharded` / `convert_to_sharded`.
@@ -386,16 +299,18 @@ DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_r
 
 
 def file_recipe(
-    remote: RemoteOptions | None = None, share: Share = DEFAULT_SHARE
+    remote: RemoteOptions | None = None,
+    share: Share = DEFAULT_SHARE,
+    budget: int = DEFAULT_BUDGET_BYTES,
 ) -> Recipe[LayoutSource]:
     """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each process
-    reading its share of it as `share` says (`loader.sharded.share`); a URL's ranges by range
-    requests, as `remote` says (`concurrency` in flight, digest, time limits:
-    `loader.sharded.remote`)."""
+    reading its share of it as `share` says (`loader.sharded.share`), at most `budget` bytes
+    read ahead; a URL's ranges by range requests, as `remote` says (`concurrency` in flight,
+    digest, time limits: `loader.sharded.remote`)."""
     from loader.sharded.remote import open_remote_layout
 
     return Recipe(
-        functools.partial(Slices, share),
+        functools.partial(Slices, share, budget),
         open_source=file_layout_source,
         adjust_plan=apply_rule,
         open_remote=functools.partial(open_remote_layout, options=remote),

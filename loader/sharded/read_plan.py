@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from loader.errors import RemoteError
 
 #: One contiguous run of a box: (offset in the output's bytes, offset in the file, length).
-Run = tuple[int, int, int]
+ByteRun = tuple[int, int, int]
+#: The name `loader.sharded.files` and `loader.sharded.remote` still import (branch stores55
+#: rewrites both); `loader.pipeline.order.Run` is another thing: drop this once they say ByteRun.
+Run = ByteRun
 #: A byte copied out of a request's answer: (offset in the output's bytes, offset in the answer,
 #: length).
 Copy = tuple[int, int, int]
@@ -114,11 +117,11 @@ def request_bytes_for(chunk_bytes: int, max_over_read: float) -> int:
     return max(1, int(chunk_bytes * max_over_read))
 
 
-def _ordered(runs: Iterable[Run]) -> list[Run]:
+def _ordered(runs: Iterable[ByteRun]) -> list[ByteRun]:
     return sorted((r for r in runs if r[2] > 0), key=lambda r: r[1])
 
 
-def closed_gaps(reads: Iterable[Iterable[Run]], max_over_read: float) -> frozenset[int]:
+def closed_gaps(reads: Iterable[Iterable[ByteRun]], max_over_read: float) -> frozenset[int]:
     """The gaps to read through, as the file offsets where they begin (the end of the run before
     each), for a process that will make `reads` (each the runs of one read) of one file: smallest
     first, while the bytes read stay within `max_over_read` times the bytes needed.
@@ -146,7 +149,7 @@ def closed_gaps(reads: Iterable[Iterable[Run]], max_over_read: float) -> frozens
     return frozenset(closed)
 
 
-def plan_requests(runs: Iterable[Run], closed: Set[int], request_bytes: int) -> list[Request]:
+def plan_requests(runs: Iterable[ByteRun], closed: Set[int], request_bytes: int) -> list[Request]:
     """The requests of one read: its runs (`(offset in the output, offset in the file, length)`)
     joined where the gap after a run is in `closed`, then cut into requests of at most
     `request_bytes`, each starting and ending on a needed byte.

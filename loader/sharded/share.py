@@ -21,21 +21,31 @@
   gaps its read plan reads through, and replicated tensors read by every process), else
   regions. `ShareStats.reason` says which.
 
-`loader.sharded.load.Slices` carries the mode out; `ShareStats` (in `LoadReport.share`) says
-what was asked, what was chosen and why, the tensors read each way and the bytes exchanged.
-This module imports no jax: the arithmetic here is unit-tested alone.
+`mode_of` makes the choice (for `auto`, on every process's `ProcessFigures`, gathered with
+`every_process` so that every process chooses the same); `loader.sharded.load.Slices` carries the
+mode out; `loader.report.ShareStats` (in `LoadReport.share`) says what was asked, what was chosen
+and why, the tensors read each way and the bytes exchanged. This module imports no jax at module
+level: the arithmetic here is unit-tested alone.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from loader.errors import CheckpointError
+from loader.options import Share
+from loader.report import ShareStats
 from loader.sharded.layout import Region, extents, intersect
-from loader.vocabulary import AUTO, BYTES, REGIONS, SHARE_CHOICES
+from loader.sharded.read_plan import PlanFigures
+from loader.sharded.reads import PlannedRead, total_bytes
+from loader.vocabulary import SHARE_CHOICES
+
+__all__ = ["DEFAULT_SHARE", "Share", "ShareStats", "check_share", "choose", "mode_of"]
 
 #: The bytes one planned request carries (`loader.remote.ranges.CHUNK_BYTES`), in the bound on
 #: requests per process: its share / this + its tensors + 10.
@@ -49,14 +59,6 @@ BYTES_MAX_OVER_READ = 1.01
 #: tensors every process reads cost link time, which bytes mode spends on the interconnect instead
 #: (docs/results.md, "Several processes at the link's speed").
 AUTO_OVER_BYTES = 1.05
-
-
-class Share(enum.Enum):
-    """What `share=` takes (see the module docstring)."""
-
-    REGIONS = REGIONS
-    BYTES = BYTES
-    AUTO = AUTO
 
 
 DEFAULT_SHARE = Share.AUTO
@@ -151,6 +153,21 @@ class ProcessFigures:
     bytes_bytes: int  # the bytes it reads in bytes mode (blocks, and what falls back)
     regions_read_bytes: int = 0  # what its regions plan reads, the gaps read through included
 
+    @classmethod
+    def of(
+        cls, regions: Sequence[PlannedRead], blocks: Sequence[PlannedRead], planned: PlanFigures
+    ) -> ProcessFigures:
+        """A process's figures from its planned reads by regions and by bytes, and what its
+        regions' read plan would take (`planned`: `loader.sharded.slices.SliceReader.plan_figures`).
+        """
+        return cls(
+            regions_requests=planned.requests,
+            regions_bytes=total_bytes(regions),
+            regions_tensors=len({read.key for read in regions}),
+            bytes_bytes=total_bytes(blocks),
+            regions_read_bytes=planned.read_bytes,
+        )
+
     def as_list(self) -> list[int]:
         return [
             self.regions_requests,
@@ -194,32 +211,39 @@ def choose(*, processes: int, remote: bool, figures: list[ProcessFigures]) -> tu
     )
 
 
-@dataclass(frozen=True)
-class ShareStats:
-    """How a `sharded` load shared the checkpoint between processes (`LoadReport.share`).
+def every_process(mine: ProcessFigures) -> list[ProcessFigures]:
+    """Every process's figures, in process order, `mine` among them (an all-gather: every
+    process calls it at the same point of the load)."""
+    from jax.experimental import multihost_utils
 
-    Attributes:
-        asked: what `share=` asked (`auto` by default).
-        mode: what the load did: `regions` or `bytes`.
-        reason: why (for `auto`: the figures it chose on).
-        block_tensors / region_tensors / whole_tensors: the tensors read as a leading-axis
-            block and resharded, as this process's own index ranges, and whole.
-        exchanged_bytes: the bytes of this process's distinct index ranges (as loaded, after any
-            cast) that it did not read: received from other processes over the interconnect
-            by XLA's collectives (0 in `regions` mode). What the collectives send may be more.
+    row = np.array(mine.as_list(), "<i8").view(np.uint8)
+    gathered = np.asarray(multihost_utils.process_allgather(row))
+    return [
+        ProcessFigures(*np.asarray(r, np.uint8).view("<i8").tolist())
+        for r in gathered.reshape(-1, row.size)
+    ]
+
+
+def mode_of(
+    asked: Share | None,
+    *,
+    processes: int,
+    remote: bool,
+    figures: Callable[[], ProcessFigures],
+    gather: Callable[[ProcessFigures], list[ProcessFigures]] = every_process,
+) -> tuple[Share, str]:
+    """The mode of a load and why: as `asked`, or `auto`'s choice (`choose`) on every process's
+    figures (this process's from `figures()`, worked out only when needed, then `gather`ed so
+    that every process chooses the same). `asked` None: a sharded directory, read by regions.
+
+    Example:
+        >>> mode_of(Share.BYTES, processes=2, remote=True, figures=lambda: f)
+        (<Share.BYTES: 'bytes'>, "asked share='bytes'")
     """
-
-    asked: Share
-    mode: Share
-    reason: str
-    block_tensors: int = 0
-    region_tensors: int = 0
-    whole_tensors: int = 0
-    exchanged_bytes: int = 0
-
-    def __str__(self) -> str:
-        return (
-            f"share={self.mode.value} (asked {self.asked.value}; {self.reason}): "
-            f"{self.block_tensors} tensors as blocks resharded, {self.region_tensors} by "
-            f"regions, {self.whole_tensors} whole; {self.exchanged_bytes} bytes exchanged"
-        )
+    if asked is None:
+        return Share.REGIONS, "a sharded directory: each process reads its own slices"
+    if asked is not Share.AUTO:
+        return asked, f"asked share={asked.value!r}"
+    if processes == 1 or not remote:
+        return choose(processes=processes, remote=remote, figures=[])
+    return choose(processes=processes, remote=remote, figures=gather(figures()))

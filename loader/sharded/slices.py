@@ -1,19 +1,38 @@
-"""Read any index range of a tensor from the slices that hold it; write one process's shard file.
+"""Read any index range of a tensor, from the slices that hold it or ahead of the executor; write
+one process's shard file.
 
 `SliceReader.read_region(key, region)` opens (lazily, so a process touches only the files it
 needs) each shard file through a `SliceFile`, whose header is checked against the layout, then
 reads only the bytes of the requested range: one read when the range is a whole stored slice,
 else one read per contiguous run (`box_runs`). A local file (`LocalSliceFile`) reads them with
 `os.preadv`; a remote one (`loader.sharded.remote`) with checked range requests, planned over
-every read the load will make when told them first (`SliceReader.plan`). `write_shard`
-streams slices into one `.safetensors` file, one host buffer at a time, atomically.
+every read the load will make when told them first (`SliceReader.plan`). `write_shard` streams
+slices into one `.safetensors` file, one host buffer at a time, atomically.
+
+Reading ahead (`ReadAhead`, in front of the slice reader; both are
+`loader.sharded.reads.RegionReader`s). The sharded executor fills one tensor at a time: read its
+ranges, then place them, and in bytes mode (`loader.sharded.share`) compile its resharding
+program and run the collectives, which wait for every process. Read one after the other, a
+process's link idles through all of that, and a small tensor's one range request waits out a
+whole round trip alone. Told the load's planned reads (`ReadAhead.plan`: every range the
+executor will ask for, in its order; the slice reader is told them too), `ReadAhead` reads them on
+`workers` threads of its own ahead of the one the executor asks for (`read_region`), so the link
+stays busy while the executor places, compiles and exchanges. Host memory is bound the way the
+pipelined engine binds it (`loader.pipeline.budget`): a read ahead takes its bytes from the load's
+`ByteBudget` (`budget=`, 256 MiB by default, as `pipelined`'s) when it starts and gives them back
+when the executor takes it, and one read larger than the budget is let through only when nothing
+else is held; the budget's high-water mark is the load's `LoadReport.inflight_peak_bytes`. A read
+nobody planned (a tensor that falls back to regions) is read at once, on the executor's thread,
+beside what is held.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,13 +43,18 @@ from loader.format import DTYPES, encode_header
 from loader.format.atomic import atomic_open
 from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
+from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.sharded.files import LocalSliceFile, SliceFile
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
-from loader.sharded.read_plan import PlanFigures, Run
+from loader.sharded.read_plan import ByteRun, PlanFigures
+from loader.sharded.reads import PlannedRead, RegionReader
 
 #: A range read at least this large goes into its own anonymous mapping (`host_buffer`), which is
 #: returned to the system when freed; below it, into the C heap, which may keep what it frees.
 MAPPED_BYTES = 1 << 20
+#: The reads in progress at once: several small tensors' requests share the round trip's wait
+#: (a large read is itself several requests in flight: the remote file's `concurrency`).
+READ_AHEAD_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -40,7 +64,7 @@ class _Part:
     slice: Slice
     file: SliceFile
     part: Region
-    runs: list[Run]
+    runs: list[ByteRun]
 
 
 class SliceReader:
@@ -96,35 +120,38 @@ class SliceReader:
             runs = box_runs(offset, extents(s.region), local, itemsize)
             yield _Part(s, file, part, runs)
 
-    def _by_file(self, reads: Iterable[tuple[str, Region]]) -> dict[Path, list[list[Run]]]:
-        by_file: dict[Path, list[list[Run]]] = {}
-        for key, region in reads:
-            if math.prod(extents(region)) == 0:
+    def _by_file(self, reads: Iterable[PlannedRead]) -> dict[Path, list[list[ByteRun]]]:
+        by_file: dict[Path, list[list[ByteRun]]] = {}
+        for read in reads:
+            if math.prod(extents(read.region)) == 0:
                 continue
-            for p in self._parts(key, region):
+            for p in self._parts(read.key, read.region):
                 by_file.setdefault(p.slice.file, []).append(p.runs)
         return by_file
 
-    def plan(self, reads: Iterable[tuple[str, Region]], max_over_read: float | None = None) -> None:
-        """Tell each file every read `read_region` will make of it (tensor key, global region),
-        so that a remote file plans its requests over all of them (`loader.sharded.read_plan`),
-        within `max_over_read` where given (else the file's own bound)."""
+    def planned(self, key: str, region: Region) -> PlannedRead:
+        """The read of tensor `key`'s global `region`, with its bytes.
+
+        Example:
+            >>> reader.planned("fc.kernel", ((0, 4), (0, 8)))  # F32
+            PlannedRead(key='fc.kernel', region=((0, 4), (0, 8)), nbytes=128)
+        """
+        itemsize = DTYPES[self.layout.tensors[key].dtype].itemsize
+        return PlannedRead(key, region, math.prod(extents(region)) * itemsize)
+
+    def plan(self, reads: Sequence[PlannedRead], max_over_read: float | None = None) -> None:
+        """Tell each file every read `read_region` will make of it, so that a remote file plans
+        its requests over all of them (`loader.sharded.read_plan`), within `max_over_read` where
+        given (else the file's own bound)."""
         for path, runs in self._by_file(reads).items():
             self._file(path).plan(runs, max_over_read)
 
-    def plan_figures(self, reads: Iterable[tuple[str, Region]]) -> PlanFigures:
+    def plan_figures(self, reads: Sequence[PlannedRead]) -> PlanFigures:
         """The requests (a local file: the reads) and bytes `reads` would take if they were the
         load's reads, planned as `plan` would (nothing is read, nor planned)."""
         return sum(
             (self._file(path).plan_figures(runs) for path, runs in self._by_file(reads).items()),
             PlanFigures(),
-        )
-
-    def bytes_of(self, reads: Iterable[tuple[str, Region]]) -> int:
-        """The bytes of the index ranges `reads` (tensor key, global region)."""
-        return sum(
-            math.prod(extents(region)) * DTYPES[self.layout.tensors[key].dtype].itemsize
-            for key, region in reads
         )
 
     def read_region(self, key: str, region: Region) -> np.ndarray:
@@ -159,7 +186,76 @@ class SliceReader:
         self.close()
 
 
-def box_runs(offset: int, stored: tuple[int, ...], box: Region, itemsize: int) -> list[Run]:
+class ReadAhead:
+    """The planned reads of one load, read ahead within `budget` on `workers` threads.
+
+    Example:
+        >>> ahead = ReadAhead(reader, ByteBudget(64 << 20))
+        >>> ahead.plan([PlannedRead("w", ((0, 4), (0, 8)), 128)])
+        >>> host = ahead.read_region("w", ((0, 4), (0, 8)))  # read ahead, taken now
+        >>> ahead.close()
+    """
+
+    def __init__(
+        self,
+        reader: RegionReader,
+        budget: ByteBudget | None = None,
+        workers: int = READ_AHEAD_WORKERS,
+    ) -> None:
+        self._reader = reader
+        self.budget = budget if budget is not None else ByteBudget(DEFAULT_BUDGET_BYTES)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            workers, thread_name_prefix="loader-ahead"
+        )
+        self._waiting: collections.deque[PlannedRead] = collections.deque()
+        self._reading: collections.deque[tuple[PlannedRead, concurrent.futures.Future[np.ndarray]]]
+        self._reading = collections.deque()
+
+    def plan(self, reads: Sequence[PlannedRead], max_over_read: float | None = None) -> None:
+        """The reads `read_region` will be asked for, in that order: told to the slice reader,
+        and reading them starts now."""
+        self._reader.plan(reads, max_over_read)
+        self._waiting.extend(reads)
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while self._waiting:
+            read = self._waiting[0]
+            if not self.budget.try_acquire(read.nbytes):
+                if self._reading:
+                    return  # the budget is full: the next read starts when one is taken
+                self.budget.acquire(read.nbytes)  # nothing held: one read larger than it goes
+            self._waiting.popleft()
+            future = self._pool.submit(self._reader.read_region, read.key, read.region)
+            self._reading.append((read, future))
+
+    def read_region(self, key: str, region: Region) -> np.ndarray:
+        """`key`'s `region`: the planned read, once it is in (the reads planned before it stay
+        until asked for or closed), or, where it was not planned or not started yet, read now."""
+        for at, (read, future) in enumerate(self._reading):
+            if (read.key, read.region) == (key, region):
+                del self._reading[at]
+                try:
+                    return future.result()
+                finally:
+                    self.budget.release(read.nbytes)
+                    self._top_up()
+        for at, read in enumerate(self._waiting):
+            if (read.key, read.region) == (key, region):  # asked before its turn: read now, once
+                del self._waiting[at]
+                break
+        return self._reader.read_region(key, region)
+
+    def close(self) -> None:
+        """Drop the reads not started, and wait for those in progress."""
+        self._waiting.clear()
+        for _, future in self._reading:
+            future.cancel()
+        self._reading.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def box_runs(offset: int, stored: tuple[int, ...], box: Region, itemsize: int) -> list[ByteRun]:
     """The contiguous byte runs of `box` of a C-contiguous array of shape `stored` at file
     `offset`: `(offset in the box's bytes, offset in the file, length)`, in order.
 

@@ -16,8 +16,9 @@ constants, read from its source with `ast` (so listing strategies imports neithe
     INSTALL_HINT = "make peers"   # how to install them
     PLATFORMS = ("cuda",)     # the jax platforms it can load onto (default: any); elsewhere it
                               # is listed as unavailable with the reason, like a missing REQUIRES
-    OPTIONS = ("budget",)     # the `loader.load_model` options it takes beyond what every
-                              # strategy does (default: none); any other is refused by name
+    OPTIONS = ("remote", "reading.budget")  # the option groups it takes beyond what every
+                              # strategy does (`loader.options`): a group whole, or one field of
+                              # it (default: none); any other option is refused by name
     MODELS = ("zoo",)         # the bench models (`bench run --model`) it can load (default: any);
                               # the bench lists it as skipped, with the reason, for any other
     WHY_NOT_REMOTE = "..."    # with REMOTE = False: why it loads no URL, in one line (the reason
@@ -33,9 +34,10 @@ registered with `catalog(extra_modules)` under their last dotted part, `_` read 
 
 Options are never ignored: what every strategy takes (`strict`, `key_map`, `on_built`, ...: the
 fields of `loader.sequence.LoadArgs`) reaches each through `run_load`, and a strategy's own options
-are the names its `OPTIONS` declares. `StrategyInfo.load` refuses any other, in one line naming it,
-the strategy, and the strategies that take it (`StrategyError`), before anything is imported or
-read; the bench reads `OPTIONS` to pass each strategy only what it takes.
+are the fields of the option groups its `OPTIONS` declares (`loader.options`;
+`StrategyInfo.options` lists their names). `StrategyInfo.strategy` refuses any other, in one line
+naming it, the strategy, and the strategies that take it (`StrategyError`), before anything is
+imported or read; the bench reads `StrategyInfo.options` to pass each strategy only what it takes.
 """
 
 from __future__ import annotations
@@ -48,18 +50,19 @@ import importlib.util
 import itertools
 import os
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from loader import vocabulary
 from loader.errors import CheckpointError
+from loader.options import GROUPS, NO_OPTIONS, LoadOptions, option_names
 from loader.phases import NULL_PROBE, Probe
 
 if TYPE_CHECKING:
     from loader.report import LoadReport
-    from loader.sequence import LoadArgs
+    from loader.sequence import LoadRequest
 
 __all__ = [
     "Strategy",
@@ -76,35 +79,31 @@ __all__ = [
 class Strategy(Protocol):
     """What a strategy module's `load` is.
 
-    `load(target, path, probe, args, options)` returns `(model, report)`:
+    `load(request)` (a `loader.sequence.LoadRequest`) returns `(model, report)`:
 
-    - `target` is an `nnx.Module` (filled in place) or a zero-argument builder. A strategy builds
-      a builder abstractly (no random model) or calls it (random init, then overwritten), as its
-      description says; either way every leaf ends up holding the checkpoint's value.
-    - `path` is a checkpoint of the strategy's `CHECKPOINT` form (what its `prepare` returned).
-    - Every part of the work runs inside `probe.phase(NAME)` (`loader.vocabulary` phases).
+    - `request.target` is an `nnx.Module` (filled in place) or a zero-argument builder. A
+      strategy builds a builder abstractly (no random model) or calls it (random init, then
+      overwritten), as its description says; either way every leaf ends up holding the
+      checkpoint's value.
+    - `request.path` is a checkpoint of the strategy's `CHECKPOINT` form (what its `prepare`
+      returned).
+    - Every part of the work runs inside `request.probe.phase(NAME)` (`loader.vocabulary` phases).
     - Mismatches between file and model are planned from headers and reported through
       `LoadReport` exactly as `loader.load_model` reports them; with `strict=True` they raise
       `MismatchError` before any tensor is read (no tensor may be read before the plan check), and
       a mismatch found only after a read (a `key_map` transform's output) raises after it.
-    - `args` (`loader.sequence.LoadArgs`: `strict`, `key_map`, `on_built`, the declared ignores
-      and cast `policy`) is what every strategy takes; it is handed to `run_load` as it is.
-    - `options` holds only names the module's `OPTIONS` declares, with their values (none given
-      as None): the registry refuses any other before the call. A strategy checks their values
-      once (e.g. `pipelined`'s `loader.pipeline.PipelineOptions`).
+    - `request.args` (`loader.sequence.LoadArgs`: `strict`, `key_map`, `on_built`, the declared
+      ignores and cast `policy`) is what every strategy takes; `run_load` applies it.
+    - `request.options` (`loader.options.LoadOptions`) gives values only in the groups the
+      module's `OPTIONS` declares (none given: None): the registry refuses any other before the
+      call. A strategy checks their values once (e.g. `pipelined`'s
+      `loader.pipeline.PipelineOptions`, made by `LoadOptions.pipeline_options`).
     - A `REFERENCE` strategy loads no model and returns `(None, None)`.
 
     Every model strategy runs `loader.sequence.run_load`, so these hold by construction.
     """
 
-    def __call__(
-        self,
-        target: Any,
-        path: str | os.PathLike[str],
-        probe: Probe,
-        args: LoadArgs,
-        options: Mapping[str, Any],
-    ) -> tuple[Any, LoadReport | None]: ...
+    def __call__(self, request: LoadRequest) -> tuple[Any, LoadReport | None]: ...
 
 
 class StrategyError(CheckpointError):
@@ -132,7 +131,7 @@ class StrategyInfo:
     install_hint: str = ""
     platforms: tuple[str, ...] = ()
     remote: bool = False
-    options: tuple[str, ...] = ()  # its own `load_model` options (`OPTIONS`)
+    options: tuple[str, ...] = ()  # its own `load_model` options (its `OPTIONS`' groups' fields)
     models: tuple[str, ...] = ()  # the bench models it loads (`MODELS`; empty: any)
     why_not_remote: str = ""  # why it loads no URL (`WHY_NOT_REMOTE`; empty: not said)
     why_not_multiprocess: str = ""  # why not as several processes (`WHY_NOT_MULTIPROCESS`)
@@ -175,14 +174,15 @@ class StrategyInfo:
         target: Any,
         path: str | os.PathLike[str],
         probe: Probe = NULL_PROBE,
-        **arguments: Any,
+        **keywords: Any,
     ) -> tuple[Any, LoadReport | None]:
-        """Run the strategy's `load` (see `Strategy`), importing its module on first use.
+        """Run the strategy's `load` (see `Strategy`) with `loader.load_model`'s keywords,
+        importing its module on first use.
 
         Args:
-            arguments: `loader.load_model`'s keywords: those every strategy takes (the fields of
-                `loader.sequence.LoadArgs`) and the strategy's own options (its `OPTIONS`); an
-                option given as None is not given.
+            keywords: those every strategy takes (the fields of `loader.sequence.LoadArgs`) and
+                the strategy's own options (`self.options`); an option given as None is not
+                given.
 
         Raises:
             StrategyError: an option the strategy does not take (`check_options`), or a module
@@ -191,31 +191,28 @@ class StrategyInfo:
         Example:
             >>> strategies.get("pipelined").load(builder, "model.safetensors", threads=2)
         """
-        args, options = self.arguments(arguments)
-        return self.strategy()(target, path, probe, args, options)
+        from loader.sequence import UNIVERSAL, LoadArgs, LoadRequest
 
-    def arguments(self, arguments: Mapping[str, Any]) -> tuple[LoadArgs, dict[str, Any]]:
-        """`loader.load_model`'s keywords as the strategy takes them: what every strategy takes
-        as one `loader.sequence.LoadArgs`, and its own options (those given, not None), each
-        checked to be one it takes (`check_options`).
+        given = {k: v for k, v in keywords.items() if k not in UNIVERSAL and v is not None}
+        self.check_options(given)
+        args = LoadArgs(**{k: v for k, v in keywords.items() if k in UNIVERSAL})
+        options = LoadOptions.of(**given)
+        return self.strategy(options)(LoadRequest(target, path, probe, args, options))
 
-        Example:
-            >>> strategies.get("pipelined").arguments({"strict": True, "budget": None})
-            (LoadArgs(strict=True, ...), {})
-        """
-        from loader.sequence import UNIVERSAL, LoadArgs
-
-        args = LoadArgs(**{k: v for k, v in arguments.items() if k in UNIVERSAL})
-        options = {k: v for k, v in arguments.items() if k not in UNIVERSAL and v is not None}
-        self.check_options(options)
-        return args, options
-
-    def strategy(self) -> Strategy:
-        """The module's `load` (see `Strategy`), its module imported on first use.
+    def strategy(self, options: LoadOptions = NO_OPTIONS) -> Strategy:
+        """The module's `load` (see `Strategy`), to be called with a `LoadRequest` carrying
+        `options`: each checked first to be one it takes (`check_options`), then its module
+        imported on first use.
 
         Raises:
-            StrategyError: a module it requires is missing, or its platform is not here.
+            StrategyError: an option the strategy does not take, a module it requires is
+                missing, or its platform is not here.
+
+        Example:
+            >>> request = LoadRequest(builder, "model.safetensors", options=options)
+            >>> model, report = strategies.get("sharded").strategy(options)(request)
         """
+        self.check_options(options.given())
         strategy: Strategy = self._import().load
         return strategy
 
@@ -226,7 +223,7 @@ class StrategyInfo:
         Example:
             >>> strategies.get("hostcast").check_options(["budget"])
             Traceback (most recent call last):
-            StrategyError: strategy 'hostcast' takes no option 'budget' (pipelined takes it) ...
+            StrategyError: strategy 'hostcast' takes no option 'budget' (download, pipelined, ...
         """
         for name in names:
             if name not in self.options:
@@ -341,10 +338,7 @@ def _checked(
         if not isinstance(platforms, tuple) or not set(platforms) <= set(PLATFORM_PLUGINS)
         else "",
         "REMOTE a bool" if not isinstance(remote, bool) else "",
-        "OPTIONS a tuple of keyword names"
-        if not isinstance(options, tuple)
-        or not all(isinstance(o, str) and o.isidentifier() for o in options)
-        else "",
+        _options_problem(options),
         "MODELS a tuple of model names"
         if not isinstance(models, tuple) or not all(isinstance(m, str) for m in models)
         else "",
@@ -366,10 +360,24 @@ def _checked(
         cast(str, install_hint),
         cast(tuple[str, ...], platforms),
         cast(bool, remote),
-        cast(tuple[str, ...], options),
+        option_names(cast(tuple[str, ...], options)),
         cast(tuple[str, ...], models),
         cast(str, why_not_remote),
         cast(str, why_not_multiprocess),
+    )
+
+
+def _options_problem(options: object) -> str:
+    """What an `OPTIONS` constant lacks: a tuple of option groups or `group.field` names."""
+    if isinstance(options, tuple) and all(isinstance(o, str) for o in options):
+        try:
+            option_names(options)
+            return ""
+        except ValueError:
+            pass
+    return (
+        f"OPTIONS a tuple of option groups ({', '.join(GROUPS)}) or 'group.field' names "
+        "(loader.options)"
     )
 
 

@@ -9,33 +9,26 @@ folder) is removed once the model is loaded. It takes a URL only (`CHECKPOINT = 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
-from collections.abc import Mapping
 from typing import Any
 
 from loader.errors import CheckpointError
-from loader.phases import Probe
-from loader.pipeline.options import PipelineOptions
 from loader.remote import RemoteOptions, is_url
 from loader.report import LoadReport
-from loader.sequence import LoadArgs
+from loader.sequence import LoadRequest
+from loader.strategies._engine_options import pipeline_options, remote_options
 from loader.vocabulary import DOWNLOAD, URL
 
 CHECKPOINT = URL
 REMOTE = True
-#: range requests in flight for the download and what it checks (`INTEGRITY_OPTIONS`);
+#: range requests in flight for the download and what it checks (`loader.options`);
 #: `pipelined`'s budget for the load that follows
-OPTIONS = ("concurrency", "budget", "digest", "unvalidated", "idle_timeout", "timeout")
+OPTIONS = ("remote.concurrency", "reading.budget", "checking")
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike[str],
-    probe: Probe,
-    args: LoadArgs,
-    options: Mapping[str, Any],
-) -> tuple[Any, LoadReport]:
+def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     """Download `path` (a URL) to a temporary folder, then `pipelined` from there.
 
     Example:
@@ -46,18 +39,20 @@ def load(
     from loader.remote.source import RemoteSource
     from loader.strategies import pipelined
 
+    path = request.path
     if not is_url(path):
         raise CheckpointError(
             f"{path}: `download` loads a URL (https://, s3://, hf://); for a "
             "local file use pipelined"
         )
-    remote = RemoteOptions.of(options)
-    pipeline = PipelineOptions.of(options)  # its budget: the pipelined load's
+    remote = remote_options(request.options)
+    pipeline = pipeline_options(request.options)  # its budget: the pipelined load's
     folder = os.environ.get("LOADBENCH_DOWNLOAD_DIR") or None
     with tempfile.TemporaryDirectory(prefix="loadbench-download-", dir=folder) as tmp:
-        with probe.phase(DOWNLOAD), RemoteSource(str(path), remote) as source:
+        with request.probe.phase(DOWNLOAD), RemoteSource(str(path), remote) as source:
             local = cached_copy(source, tmp)
             stats = source.stats()
-        model, report = pipelined.load_with(target, local, probe, args, pipeline, RemoteOptions())
+        there = dataclasses.replace(request, path=local)
+        model, report = pipelined.load_with(there, pipeline, RemoteOptions())
     report.remote = stats
     return model, report

@@ -8,31 +8,23 @@ strategy's time and peak are read against it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
 from loader.format.buffers import host_buffer
 from loader.format.source import checkpoint_files, pread_exact
-from loader.phases import READ, Probe
-from loader.sequence import LoadArgs
+from loader.phases import READ
+from loader.sequence import LoadRequest
 from loader.vocabulary import REFERENCE
 
 KIND = REFERENCE
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike[str],
-    probe: Probe,
-    args: LoadArgs,
-    options: Mapping[str, Any],
-) -> tuple[None, None]:
+def load(request: LoadRequest) -> tuple[None, None]:
     """Read every byte of the checkpoint into one buffer; returns (None, None) (it loads no
-    model, so what every strategy takes, `args`, has nothing to act on)."""
-    files = checkpoint_files(path)
-    with probe.phase(READ):
+    model, so what every strategy takes, `request.args`, has nothing to act on)."""
+    files = checkpoint_files(request.path)
+    with request.probe.phase(READ):
         buffer = host_buffer((sum(os.path.getsize(f) for f in files),), np.uint8)
         cursor = 0
         for f in files:

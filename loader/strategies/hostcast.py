@@ -8,36 +8,25 @@ This was `loader.load_model`'s default before `pipelined` (still `strategy="host
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Mapping
 from typing import Any
 
 from loader.format.source import CheckpointSource
-from loader.phases import Probe
-from loader.remote import RemoteOptions, is_url, remote_opener
+from loader.remote import remote_opener
 from loader.remote.source import RemoteSource
 from loader.report import LoadReport
-from loader.sequence import LoadArgs, Recipe, run_load
+from loader.sequence import LoadRequest, Recipe
+from loader.strategies._engine_options import remote_options
 from loader.stream import Stream
 
-#: For a URL only: range requests in flight, a folder to download the files to first, and what
-#: the bytes are checked against and how long a load waits (`INTEGRITY_OPTIONS`).
-OPTIONS = ("concurrency", "cache_dir", "digest", "unvalidated", "idle_timeout", "timeout")
+#: For a URL only (`loader.options`): range requests in flight and a folder to download the
+#: files to first (`remote`), what the bytes are checked against and how long a load waits.
+OPTIONS = ("remote", "checking")
 REMOTE = True
 RECIPE = Recipe(Stream)  # the default reader and host cast
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike[str],
-    probe: Probe,
-    args: LoadArgs,
-    options: Mapping[str, Any],
-) -> tuple[Any, LoadReport]:
+def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     """`run_load(RECIPE, ...)`; a URL read through `loader.remote` (`concurrency`, `cache_dir`)."""
-    remote = RemoteOptions.of(options)
-    if not is_url(path):
-        remote.refuse_local(path)
+    remote = remote_options(request.options, request.path)
     opener = remote_opener(remote, RemoteSource, CheckpointSource)
-    recipe = dataclasses.replace(RECIPE, open_remote=opener)
-    return run_load(recipe, target, path, probe, args)
+    return dataclasses.replace(RECIPE, open_remote=opener).run(request)

@@ -7,7 +7,7 @@ The abstract state is a flat dict of the planned file keys, each a `jax.ShapeDty
 leaf's sharding and, for a floating tensor, the model's dtype, so orbax reads each process's own
 byte ranges (its read planner merges them into few large reads), casts on the host and places them
 (phase `read`, one call); a file of several shards is handed over as its folder. A leaf the model
-gives no sharding gets `sharded`'s rule (`loader.sharded.load.apply_rule`), so both are asked for
+gives no sharding gets `sharded`'s rule (`loader.sharded.rule.apply_rule`), so both are asked for
 the same arrays, on one process or as several cooperating `jax.distributed` processes (the bench's
 `--processes`), each holding only its own shards. Planning, the report and anything orbax cannot
 produce as stored (a Python scalar, a host `key_map` transform, a 64-bit tensor jax would narrow,
@@ -34,7 +34,7 @@ import numpy as np
 from loader.format.source import CheckpointSource
 from loader.planning.plan import LoadPlan
 from loader.sequence import Recipe
-from loader.sharded.load import apply_rule
+from loader.sharded.rule import apply_rule
 from loader.strategies._restore import Restore
 from loader.vocabulary import PEER
 
@@ -72,7 +72,7 @@ def _read_host(source: CheckpointSource, key: str) -> np.ndarray:
 
 def _sharding_rule(plan: LoadPlan, source: CheckpointSource) -> None:
     """`sharded`'s placement: the model's sharding, or the rule where it declares none
-    (`loader.sharded.load.apply_rule`), so both are asked for the same arrays."""
+    (`loader.sharded.rule.apply_rule`), so both are asked for the same arrays."""
     apply_rule(plan, source)
 
 

@@ -17,81 +17,55 @@ path on the CPU backend (where it is tested), `staging=False` keeps the adopting
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 from loader.errors import CheckpointError
-from loader.phases import Probe
 from loader.pipeline import Pipeline, PipelineOptions
 from loader.pipeline.sources import ByteSource
 from loader.pipeline.sources.local import LocalFiles
 from loader.pipeline.sources.remote import RemoteFiles
 from loader.remote import RemoteOptions, is_url, remote_opener
 from loader.report import LoadReport
-from loader.sequence import LoadArgs, Recipe, run_load
+from loader.sequence import LoadRequest, Recipe
+from loader.strategies._engine_options import pipeline_options, remote_options
 
-#: `loader.load_model`'s options this strategy takes: `PipelineOptions`' fields, and for a URL
-#: `RemoteOptions`' `concurrency` (range requests in flight; one reader thread each),
-#: `cache_dir` (download the files there first, then read them locally; `loader.remote`) and
-#: what the bytes are checked against and how long a load waits (`INTEGRITY_OPTIONS`).
-OPTIONS = (
-    "budget",
-    "staging",
-    "threads",
-    "cache_policy",
-    "concurrency",
-    "cache_dir",
-    "digest",
-    "unvalidated",
-    "idle_timeout",
-    "timeout",
-)
+#: The option groups this strategy takes (`loader.options`): `reading` and `placement` (its
+#: `PipelineOptions`), and for a URL `remote` (`concurrency`: range requests in flight, one
+#: reader thread each; `cache_dir`: download the files there first, then read them locally) and
+#: `checking` (what the bytes are checked against and how long a load waits).
+OPTIONS = ("reading", "placement", "remote", "checking")
 REMOTE = True
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike[str],
-    probe: Probe,
-    args: LoadArgs,
-    options: Mapping[str, Any],
-) -> tuple[Any, LoadReport]:
-    """Build `target` abstractly while reader threads fill host buffers; then place every leaf.
+def load(request: LoadRequest) -> tuple[Any, LoadReport]:
+    """Build the target abstractly while reader threads fill host buffers; then place every leaf.
 
-    `options`: `PipelineOptions`' (`budget`, `staging`, `threads`, `cache_policy`) and
-    `RemoteOptions`' (`concurrency`, `cache_dir`, `INTEGRITY_OPTIONS`), each group checked once
-    when it is made;
-    `args.on_built` gets the abstract model while the readers run (start compiling the forward
-    there).
+    `request.options`: `reading` and `placement` make its `PipelineOptions` (`budget`,
+    `staging`, `threads`, `cache_policy`), `remote` and `checking` its `RemoteOptions`
+    (`loader.strategies._engine_options`), each
+    checked once when it is made; `request.args.on_built` gets the abstract model while the
+    readers run (start compiling the forward there).
     """
-    pipeline, remote = PipelineOptions.of(options), RemoteOptions.of(options)
-    return load_with(target, path, probe, args, pipeline, remote)
+    options = request.options
+    return load_with(request, pipeline_options(options), remote_options(options, request.path))
 
 
 def load_with(
-    target: Any,
-    path: str | os.PathLike[str],
-    probe: Probe,
-    args: LoadArgs,
-    pipeline: PipelineOptions,
-    remote: RemoteOptions,
+    request: LoadRequest, pipeline: PipelineOptions, remote: RemoteOptions
 ) -> tuple[Any, LoadReport]:
-    """`load` with its option groups made: the byte source chosen here, once (a local checkpoint:
-    `LocalFiles`; a URL: `RemoteFiles`, one reader thread a request in flight, or with
-    `cache_dir` the downloaded copy as `LocalFiles`)."""
-    if not is_url(path):
-        remote.refuse_local(path)
-    elif remote.cache_dir is None and pipeline.threads is not None:
+    """`load` with its engine's options made: the byte source chosen here, once (a local
+    checkpoint: `LocalFiles`; a URL: `RemoteFiles`, one reader thread a request in flight, or
+    with `cache_dir` the downloaded copy as `LocalFiles`)."""
+    if is_url(request.path) and remote.cache_dir is None and pipeline.threads is not None:
         raise CheckpointError(
             f"threads={pipeline.threads!r} with a URL: give concurrency= (requests in "
             "flight; one reader thread each) instead"
         )
     local = partial(LocalFiles, cache_policy=pipeline.cache_policy)
     recipe = Recipe[ByteSource](
-        lambda: Pipeline(pipeline, strict=args.strict),
+        lambda: Pipeline(pipeline, strict=request.args.strict),
         open_source=local,
         open_remote=remote_opener(remote, RemoteFiles, local),
     )
-    return run_load(recipe, target, path, probe, args)
+    return recipe.run(request)

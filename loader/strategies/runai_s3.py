@@ -17,17 +17,16 @@ report's `remote.concurrency` is that number: runai's, not the two header reques
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from loader.phases import Probe
 from loader.remote import FileSource
-from loader.remote.options import RemoteOptions, check_concurrency
+from loader.remote.options import check_concurrency
 from loader.remote.source import RemoteSource
 from loader.report import LoadReport
-from loader.sequence import LoadArgs, Recipe
+from loader.sequence import LoadRequest, Recipe
 from loader.strategies._peer import PeerStream
 from loader.vocabulary import PEER, URL
 
@@ -36,7 +35,7 @@ CHECKPOINT = URL
 REMOTE = True
 REQUIRES = ("torch", "runai_model_streamer", "runai_model_streamer_s3")
 INSTALL_HINT = "make peers"
-OPTIONS = ("concurrency",)  # runai's S3 clients in flight
+OPTIONS = ("remote.concurrency",)  # runai's S3 clients in flight
 WHY_NOT_MULTIPROCESS = (
     "runai's distributed mode needs NCCL on CUDA or ROCm devices (each rank streams some "
     "tensors, then torch.distributed broadcasts them); loadbench runs runai as one process"
@@ -77,20 +76,14 @@ def _runai_concurrency(concurrency: int) -> Iterator[None]:
             os.environ[_CONCURRENCY_VAR] = saved
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike[str],
-    probe: Probe,
-    args: LoadArgs,
-    options: Mapping[str, Any],
-) -> tuple[Any, LoadReport]:
+def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     """Plan from the headers (two range requests), then runai streams the tensors over S3.
 
     Example:
         >>> model, report = loader.load_model(
         ...     builder, "s3://bucket/model.safetensors", strategy="runai-s3", concurrency=8)
     """
-    asked = RemoteOptions.of(options).concurrency
+    asked = request.options.remote.concurrency
     if asked is None:
         asked = int(os.environ.get(_CONCURRENCY_VAR) or RUNAI_S3_CONCURRENCY)
     concurrency = check_concurrency(asked)
@@ -102,4 +95,4 @@ def load(
         lambda: PeerStream(_open, "runai-model-streamer (S3)"), open_remote=remote
     )
     with _runai_concurrency(concurrency):
-        return recipe.load(target, path, probe, args, {})
+        return recipe.run(request)

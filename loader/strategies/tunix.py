@@ -16,7 +16,6 @@ leaves as they are (`assemble`). tunix's import turns a flax flag off for the wh
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from loader.phases import ASSEMBLE, STREAM, Probe
 from loader.placement.materialize import assign
 from loader.planning.plan import LoadPlan
 from loader.report import LoadReport
-from loader.sequence import LoadArgs, Recipe, run_load
+from loader.sequence import LoadRequest, Recipe
 from loader.vocabulary import PEER
 
 KIND = PEER
@@ -111,18 +110,13 @@ class TunixLoad:
         return None
 
 
-def load(
-    target: Any,
-    path: str | os.PathLike[str],
-    probe: Probe,
-    args: LoadArgs,
-    options: Mapping[str, Any],
-) -> tuple[Any, LoadReport]:
-    """`run_load` with tunix's loader as the executor; `target` must be a `ZooTarget`."""
+def load(request: LoadRequest) -> tuple[Any, LoadReport]:
+    """`run_load` with tunix's loader as the executor; the target must be a `ZooTarget`."""
+    target = request.target
     if not isinstance(target, ZooTarget):
         raise CheckpointError(
             f"strategy 'tunix' loads tunix's own model classes: the target must carry "
             f"model_class, config and key_mapping (a ZooTarget, what `bench run --model zoo` "
             f"builds), got {type(target).__name__}"
         )
-    return run_load(Recipe(lambda: TunixLoad(target)), target, path, probe, args)
+    return Recipe(lambda: TunixLoad(target)).load(request)

@@ -30,8 +30,8 @@ STRATEGY_SOURCE = '''"""{description}"""
 from loader.strategies.eager import load as _eager
 
 
-def load(target, path, probe, args, options):
-    return _eager(target, path, probe, args, options)
+def load(request):
+    return _eager(request)
 '''
 
 

@@ -198,7 +198,7 @@ def test_a_process_share_is_few_requests_within_the_over_read(served, processes,
     with open_remote_layout(url, options) as source:
         reads = process_share(source.layout, processes, 0)
         with SliceReader(source.layout, source.open_file) as reader:
-            reader.plan(reads)
+            reader.plan([reader.planned(key, region) for key, region in reads])
             for key, region in reads:
                 want = saved[key][tuple(slice(a, b) for a, b in region)]
                 got = reader.read_region(key, region)

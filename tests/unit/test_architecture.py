@@ -28,6 +28,12 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
 - In `loader`, not even a type-only cycle: the imports under `if TYPE_CHECKING:` count too. Such a
   block never runs, but two modules that need each other's types are one role split in the wrong
   place (the plan's types live in `loader.planning.plan`, below the planner and the executors).
+- Folders layer too: inside each package, no circle between its folders (`loader/placement/` is
+  below `loader/planning/`, `bench/records/` below `bench/analysis/`). A folder stands for every
+  module under it, its own subfolders included; a module at the package's root stands for
+  itself (`loader/report.py` is one node, `loader/sharded/` another). Every import counts, at
+  module level, type-only or inside a function: a folder that needs another only inside a
+  function still needs it.
 """
 
 from __future__ import annotations
@@ -273,6 +279,51 @@ def test_the_loader_cycle_check_can_fail():
     graph = _loader_graph()
     graph["loader.planning.plan"] = [*graph["loader.planning.plan"], "loader.planning.match"]
     assert _cycle(graph) is not None
+
+
+# -- folders layer: no circle between a package's folders -------------------------------------
+def _folder(name: str) -> str:
+    """The node `name` stands for in its package's folder graph: the folder under the package
+    that holds it (`loader.pipeline` for `loader.pipeline.sources.local`), or itself for a module
+    at the package's root (`loader.report`)."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or MODULES[name].is_package else name
+
+
+def _folder_graph(package: str) -> dict[str, dict[str, str]]:
+    """Each folder (or root module) of `package` -> the others it imports, each with one import
+    that shows it (`module -> module`), every kind of import counted."""
+    graph: dict[str, dict[str, str]] = {}
+    for name, mod in sorted(MODULES.items()):
+        if _package(name) != package:
+            continue
+        here = graph.setdefault(_folder(name), {})
+        for dep in sorted(mod.top | mod.typing | mod.deferred):
+            if dep in MODULES and _package(dep) == package and _folder(dep) != _folder(name):
+                here.setdefault(_folder(dep), f"{name} -> {dep}")
+    return graph
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_folder_circles(package):
+    graph = _folder_graph(package)
+    cycle = _cycle({node: sorted(deps) for node, deps in graph.items()})
+    assert cycle is None, (
+        f"folder circle in {package}: "
+        + " -> ".join(cycle)
+        + (" (" + "; ".join(graph[a][b] for a, b in zip(cycle, cycle[1:])) + ")")
+    )
+
+
+def test_the_folder_circle_check_can_fail():
+    """`loader/placement/` importing `loader/planning/` again (what `materialize.py` did) is a
+    circle: `planning/` imports `placement/`."""
+    graph = {node: sorted(deps) for node, deps in _folder_graph("loader").items()}
+    assert "loader.placement" in graph["loader.planning"]
+    graph["loader.placement"] = [*graph["loader.placement"], "loader.planning"]
+    assert _cycle(graph) is not None
+    assert _folder("loader.pipeline.sources.local") == "loader.pipeline"
+    assert _folder("loader.report") == "loader.report"
 
 
 # -- nobody asks a byte source which kind it is ------------------------------------------------

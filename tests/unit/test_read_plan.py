@@ -18,9 +18,9 @@ import loader
 from loader.errors import RemoteError
 from loader.remote.options import DEFAULT_MAX_OVER_READ, RemoteOptions, check_max_over_read
 from loader.sharded.read_plan import (
+    ByteRun,
     PlanFigures,
     Request,
-    Run,
     closed_gaps,
     plan_requests,
     request_bytes_for,
@@ -30,7 +30,7 @@ from loader.sharded.slices import box_runs
 CHUNK = 8 << 20
 
 
-def carry_out(file: bytes, runs: list[Run], requests: list[Request]) -> np.ndarray:
+def carry_out(file: bytes, runs: list[ByteRun], requests: list[Request]) -> np.ndarray:
     """The output the requests fill, each answer the file's bytes `[start, end)`."""
     out = np.full(sum(n for _, _, n in runs), 0xEE, np.uint8)
     covered = np.zeros(out.size, np.int32)
@@ -43,7 +43,7 @@ def carry_out(file: bytes, runs: list[Run], requests: list[Request]) -> np.ndarr
     return out
 
 
-def direct(file: bytes, runs: list[Run]) -> np.ndarray:
+def direct(file: bytes, runs: list[ByteRun]) -> np.ndarray:
     out = np.empty(sum(n for _, _, n in runs), np.uint8)
     for a, at, n in runs:
         out[a : a + n] = np.frombuffer(file[at : at + n], np.uint8)
@@ -56,7 +56,7 @@ def column_block(rows: int, cols: int, processes: int, index: int = 0, offset: i
     return box_runs(offset, (rows, cols), ((0, rows), (index * width, (index + 1) * width)), 4)
 
 
-def plan(reads: list[list[Run]], max_over_read: float, request_bytes: int):
+def plan(reads: list[list[ByteRun]], max_over_read: float, request_bytes: int):
     closed = closed_gaps(reads, max_over_read)
     return [plan_requests(runs, closed, request_bytes) for runs in reads]
 

@@ -7,11 +7,11 @@ import pytest
 
 from bench.analysis.advice import Advice, AdviceInputs, sentences, to_json
 from bench.analysis.fit import FitModel
-from bench.analysis.intervals import Interval, instability, interval
 from bench.analysis.recommend import Recommendation, StrategyPrediction, TargetCheckpoint, rank
 from bench.analysis.ties import check_ranking, close_to_recommended
 from bench.analysis.verdicts import FASTER, SLOWER, TIE, Candidate, choose, lighter, time_order
 from bench.commands import target as target_command
+from bench.intervals import Interval, instability, interval
 from bench.vocabulary import DOES_NOT_FIT, FITS
 
 GiB = 1 << 30

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from bench.analysis.advice import Advice, AdviceInputs, advise, sentences, to_json
 from bench.analysis.fit import FitModel
-from bench.analysis.intervals import interval
 from bench.analysis.recommend import StrategyPrediction, TargetCheckpoint, rank
 from bench.analysis.summary import tables
 from bench.analysis.verdicts import ONE_RUN, Candidate, choose
+from bench.intervals import interval
 from bench.records.results import read_results
 from bench.records.schema import to_json_line
 from bench.vocabulary import FITS

@@ -6,7 +6,7 @@ import sys
 KIND = "reference"
 
 
-def load(builder, path, probe, args, options):
-    with probe.phase("read"):
+def load(request):
+    with request.probe.phase("read"):
         print("fake-crash: about to abort", file=sys.stderr, flush=True)
         os.abort()

@@ -5,7 +5,7 @@ import time
 KIND = "reference"
 
 
-def load(builder, path, probe, args, options):
-    with probe.phase("read"):
+def load(request):
+    with request.probe.phase("read"):
         while True:
             time.sleep(1)

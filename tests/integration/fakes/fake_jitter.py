@@ -6,7 +6,7 @@ import time
 KIND = "reference"
 
 
-def load(builder, path, probe, args, options):
-    with probe.phase("read"):
+def load(request):
+    with request.probe.phase("read"):
         time.sleep(random.uniform(0.1, 0.6))
     return None, None

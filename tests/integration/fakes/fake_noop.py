@@ -1,7 +1,7 @@
 """Test fake: builds the model with its random init and loads nothing (verification must fail)."""
 
 
-def load(builder, path, probe, args, options):
-    with probe.phase("build"):
-        model = builder()
+def load(request):
+    with request.probe.phase("build"):
+        model = request.target()
     return model, None

@@ -5,9 +5,10 @@ from pathlib import Path
 KIND = "reference"
 
 
-def load(builder, path, probe, args, options):
-    with probe.phase("read"):
-        files = [Path(path)] if Path(path).is_file() else sorted(Path(path).glob("*.safetensors"))
+def load(request):
+    path = Path(request.path)
+    with request.probe.phase("read"):
+        files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
         data = [f.read_bytes() for f in files]
     del data
     return None, None

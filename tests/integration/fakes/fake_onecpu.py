@@ -5,8 +5,8 @@ from bench.machine import limits
 KIND = "reference"
 
 
-def load(builder, path, probe, args, options):
-    with probe.phase("read"):
+def load(request):
+    with request.probe.phase("read"):
         cpus = limits.read().effective_cpus
     if cpus != 1:
         raise RuntimeError(f"this child may use {cpus} CPUs, not 1")

@@ -7,9 +7,9 @@ import numpy as np
 KIND = "reference"
 
 
-def load(builder, path, probe, args, options):
+def load(request):
     held = []
-    with probe.phase("read"):
+    with request.probe.phase("read"):
         for _ in range(48):  # 48 x 64 MiB = 3 GiB at most
             buf = np.empty(64 << 20, dtype=np.uint8)
             buf[::4096] = 1

@@ -3,6 +3,6 @@
 KIND = "reference"
 
 
-def load(builder, path, probe, args, options):
-    with probe.phase("read"):
+def load(request):
+    with request.probe.phase("read"):
         raise RuntimeError("fake-raise: the strategy failed on purpose")
