@@ -1,8 +1,9 @@
-"""Remote loads (`https://`, `s3://`, `hf://`) against real servers on 127.0.0.1.
+"""Remote loads (`https://`, `s3://`, `hf://`, `gs://`) against real servers on 127.0.0.1.
 
-nginx, moto's S3 server and the Hub-protocol server serve one synthetic checkpoint as a file and
-as two shards with an index; every load fills a poisoned model and is checked bit-exactly, so a
-loader that reads nothing (or the wrong bytes) fails. Faults come through `tests/faultproxy.py`.
+nginx, moto's S3 server, the Hub-protocol server and fake-gcs-server serve one synthetic
+checkpoint as a file and as two shards with an index; every load fills a poisoned model and is
+checked bit-exactly, so a loader that reads nothing (or the wrong bytes) fails. Faults come
+through `tests/faultproxy.py`.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from faultproxy import Fault, FaultProxy  # noqa: E402
 from remote_servers import FILE_SPEC, SHARD_SPEC, TOKEN, hub_environment, verify  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
-KINDS = ("http", "s3", "hf")
+KINDS = ("http", "s3", "hf", "gs")
 FILE_SPEC_BYTES = sum(t.nbytes for t in FILE_SPEC.tensors)
-FIXTURE = {"http": "nginx", "s3": "moto", "hf": "hub"}
+FIXTURE = {"http": "nginx", "s3": "moto", "hf": "hub", "gs": "fake_gcs"}
 
 
 @pytest.fixture(params=KINDS)
@@ -178,7 +179,7 @@ def test_token_reaches_the_server_and_no_output(hub, checkpoints, monkeypatch, t
 
 # -- faults through a proxy in front of the real servers -------------------------------------------
 def _through_proxy(served, monkeypatch, tmp_path):
-    proxy = FaultProxy(served.endpoint)
+    proxy = served.proxy()
     served.point_at(monkeypatch, proxy.url, tmp_path / "hf")
     return proxy
 

@@ -186,7 +186,7 @@ def test_sharded_as_2_and_4_processes_over_a_shaped_link(tmp_path, monkeypatch, 
 def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
     base = ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(tmp_path)]
     assert main([*base, "--link", "1Gbit"]) == 2
-    assert "add --source http, s3 or hf" in capsys.readouterr().err
+    assert "add --source http, s3, hf or gcs" in capsys.readouterr().err
     assert main([*base, "--source", "s3", "--link", "fast"]) == 2
     assert "give BANDWIDTH[/LATENCY]" in capsys.readouterr().err
     if can_shape() is None:
