@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -237,6 +238,25 @@ def test_sharded_ranges_are_checked_and_retried(
                 loader.load_model(builder, nginx.urls(proxy.url)["file"], strategy="sharded")
         finally:
             nginx.replace(original)
+
+
+def test_a_trickling_server_fails_within_the_idle_timeout_on_every_scheme(
+    served, monkeypatch, tmp_path
+):
+    """A body that keeps coming a byte at a time never lets the idle timeout fire: the minimum
+    rate (on by default) fails it once a whole idle timeout brought less, not retried, saying so."""
+    with _through_proxy(served, monkeypatch, tmp_path) as proxy:
+        proxy.fault = Fault("trickle", nth=3)  # a tensor's range: a byte every half second
+        url = served.urls(proxy.url)["file"]
+        began = time.monotonic()
+        with pytest.raises(RemoteError) as e:
+            loader.load_model(shapes.model_builder(FILE_SPEC), url, idle_timeout=2)
+        took = time.monotonic() - began
+    message = str(e.value)
+    assert took < 2 + 10, took
+    assert message.startswith(url) and "\n" not in message
+    assert "too slow" in message and "bytes/s" in message and "bytes " in message
+    assert proxy.fault.hits == 1  # a trickle is not retried
 
 
 def test_server_dying_mid_load(checkpoints, tmp_path):
