@@ -33,8 +33,24 @@ def _totals(out: Path) -> list[dict]:
     return [r for r in rows if r.get("phase") == "total"]
 
 
+def _fake_gcs_missing() -> bool:
+    from bench.link.serve import fake_gcs_binary
+
+    return fake_gcs_binary() is None
+
+
 @needs_nginx
-@pytest.mark.parametrize("source", ["http", "hf"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "http",
+        "hf",
+        pytest.param(
+            "gcs",
+            marks=pytest.mark.skipif(_fake_gcs_missing(), reason="fake-gcs-server not installed"),
+        ),
+    ],
+)
 def test_remote_source_rows(source, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
     argv = ["bench", "run", "--shapes", "tiny-gpt2"]
