@@ -5,8 +5,10 @@ the page and the code cannot drift apart unseen. A profiler (`sys.setprofile`, a
 `threading.setprofile` for the reader threads) watches a `pipelined` load of a one-tensor
 checkpoint and keeps the call stack at each of the tensor's stops:
 
+- `open` (a URL only, `--remote`): its store is opened (`loader.remote.store.Store(...)`);
 - `plan`: its planned step is made (`Step(...)`);
-- `read`: its bytes are read from the file (`os.preadv` on a reader thread);
+- `read`: its bytes are read from the file (`os.preadv` on a reader thread), or from the link
+  (`--remote`: its answer's body received by the transport, `_fill`);
 - `put`: its buffer is handed to its device (`jax.device_put`).
 
 Each stack is cut to the loader's own frames, outermost first, as the files it passes through
@@ -20,16 +22,20 @@ the walk, "entries" how often it enters each one.
     .venv/bin/python scripts/tensor_walk.py --cast     # a bf16 model from the f32 file
     .venv/bin/python scripts/tensor_walk.py --strict   # no read before the plan: a job reads it
     .venv/bin/python scripts/tensor_walk.py --staging  # through the staging ring
+    .venv/bin/python scripts/tensor_walk.py --remote http  # a URL: nginx on 127.0.0.1
+    .venv/bin/python scripts/tensor_walk.py --remote gs    # gs://, fake-gcs-server on 127.0.0.1
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -37,6 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 LOADER = str(ROOT / "loader") + os.sep
 SHAPE = (64, 64)  # the one tensor's shape
+#: Where a remote read's own files are: the walk through the checkpoint-bytes layer.
+REMOTE_LAYER = ("loader/remote/", "loader/pipeline/sources/")
 
 
 def _loader_files(frame: FrameType | None) -> list[str]:
@@ -77,15 +85,22 @@ class Walk:
                     self._keep("put", frame)
             elif code.co_name == "__init__" and type(owner).__name__ == "Step":
                 self._keep("plan", frame.f_back)
+            elif code.co_name == "__init__" and type(owner).__name__ == "Store":
+                self._keep("open", frame.f_back)
+            elif code.co_name == "_fill" and type(owner).__name__.endswith("Transport"):
+                if threading.current_thread().name.startswith("loader-"):  # a tensor's body
+                    self._keep("read", frame)
             elif code.co_name == "start" and isinstance(owner, threading.Thread):
                 with self.lock:
                     self.origins.setdefault(owner.name, _loader_files(frame.f_back))
 
-    def entries(self) -> list[str]:
-        """The files the walk enters, in order (see the module docstring)."""
+    def entries(self, within: tuple[str, ...] = ("loader/",)) -> list[str]:
+        """The files the walk enters, in order (see the module docstring), counting only the
+        files under `within` (`REMOTE_LAYER`: a remote read's own walk)."""
         walked: list[str] = []
         previous: list[str] = []
         for stack in self.stops.values():
+            stack = [f for f in stack if f.startswith(within)]
             shared = 0
             while shared < min(len(stack), len(previous)) and stack[shared] == previous[shared]:
                 shared += 1
@@ -109,18 +124,35 @@ def _checkpoint(folder: Path) -> tuple[Any, Path]:
     return build, path
 
 
+@contextlib.contextmanager
+def _served(path: Path, remote: str | None) -> Iterator[str]:
+    """`path` as loaded: itself, or its URL on a server on 127.0.0.1 (`--remote`)."""
+    if remote is None:
+        yield str(path)
+        return
+    from bench.link.serve import serving
+
+    source = {"http": "http", "gs": "gcs"}[remote]
+    with serving(str(path), source, None, "walk") as url:
+        yield url
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cast", action="store_true", help="load into a bf16 model")
     parser.add_argument("--strict", action="store_true", help="strict: no speculative read")
     parser.add_argument("--staging", action="store_true", help="through the staging ring")
+    parser.add_argument("--remote", choices=("http", "gs"), help="load it from a URL")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))  # bench.link serves `--remote`
     import jax.numpy as jnp
 
     import loader
 
     with tempfile.TemporaryDirectory() as tmp:
         build, path = _checkpoint(Path(tmp))
+        served = _served(path, args.remote)
+        url = served.__enter__()
         dtype = jnp.bfloat16 if args.cast else jnp.float32
         walk = Walk()
         threading.setprofile(walk)
@@ -128,17 +160,23 @@ def main(argv: list[str] | None = None) -> int:
         try:
             options = {"staging": True} if args.staging else {}
             target = lambda: build(dtype)  # noqa: E731
-            loader.load_model(target, path, casts="allow", strict=args.strict, **options)
+            loader.load_model(target, url, casts="allow", strict=args.strict, **options)
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
+            served.__exit__(None, None, None)
     for stop, stack in walk.stops.items():
         print(f"{stop:5} {' -> '.join(stack)}")
-    entries = Counter(walk.entries())
-    print(f"files: {len(entries)}; most entries of one file: {max(entries.values())}")
+    _count("", Counter(walk.entries()))
+    if args.remote:
+        _count("the remote read's own ", Counter(walk.entries(REMOTE_LAYER)))
+    return 0
+
+
+def _count(what: str, entries: Counter[str]) -> None:
+    print(f"{what}files: {len(entries)}; most entries of one file: {max(entries.values())}")
     for name, n in sorted(entries.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n}  {name}")
-    return 0
 
 
 if __name__ == "__main__":
