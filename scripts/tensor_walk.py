@@ -75,24 +75,27 @@ class Walk:
                 self.stops[stop] = [f for i, f in enumerate(stack) if i == 0 or stack[i - 1] != f]
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event == "c_call" and getattr(arg, "__name__", "") == "preadv":
-            if threading.current_thread().name.startswith("loader-"):
-                self._keep("read", frame)
+        on_reader = threading.current_thread().name.startswith("loader-")
+        if event == "c_call" and getattr(arg, "__name__", "") == "preadv" and on_reader:
+            self._keep("read", frame)
         elif event == "call":
-            code, owner = frame.f_code, frame.f_locals.get("self")
-            if code.co_name == "device_put" and code.co_filename.endswith("jax/_src/api.py"):
-                if getattr(frame.f_locals.get("x"), "shape", None) == SHAPE:  # the tensor's
-                    self._keep("put", frame)
-            elif code.co_name == "__init__" and type(owner).__name__ == "Step":
-                self._keep("plan", frame.f_back)
-            elif code.co_name == "__init__" and type(owner).__name__ == "Store":
-                self._keep("open", frame.f_back)
-            elif code.co_name == "_fill" and type(owner).__name__.endswith("Transport"):
-                if threading.current_thread().name.startswith("loader-"):  # a tensor's body
-                    self._keep("read", frame)
-            elif code.co_name == "start" and isinstance(owner, threading.Thread):
-                with self.lock:
-                    self.origins.setdefault(owner.name, _loader_files(frame.f_back))
+            self._call(frame, on_reader)
+
+    def _call(self, frame: FrameType, on_reader: bool) -> None:
+        """A Python call: the tensor's put, a `Step` or `Store` made, a remote body, a thread."""
+        code, owner = frame.f_code, frame.f_locals.get("self")
+        made = type(owner).__name__ if code.co_name == "__init__" else None
+        if code.co_name == "device_put" and code.co_filename.endswith("jax/_src/api.py"):
+            if getattr(frame.f_locals.get("x"), "shape", None) == SHAPE:  # the tensor's
+                self._keep("put", frame)
+        elif made in ("Step", "Store"):
+            self._keep("plan" if made == "Step" else "open", frame.f_back)
+        elif code.co_name == "_fill" and type(owner).__name__.endswith("Transport"):
+            if on_reader:  # a tensor's body, not a header's
+                self._keep("read", frame)
+        elif code.co_name == "start" and isinstance(owner, threading.Thread):
+            with self.lock:
+                self.origins.setdefault(owner.name, _loader_files(frame.f_back))
 
     def entries(self, within: tuple[str, ...] = ("loader/",)) -> list[str]:
         """The files the walk enters, in order (see the module docstring), counting only the
