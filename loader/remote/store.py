@@ -18,7 +18,7 @@ import json
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loader.errors import RemoteError
 from loader.remote.ranges import TimeLimits, one_line
@@ -32,7 +32,7 @@ INDEX_SUFFIX = ".safetensors.index.json"
 #: A request that has not finished by then failed (then retried): a stall is caught sooner by
 #: the idle timeout, a trickle by the minimum rate (`loader.remote.ranges.TimeLimits`).
 REQUEST_TIMEOUT = "600s"
-NO_RETRY: RetryConfig = {"max_retries": 0}  # loader.remote.ranges bounds the retries itself
+NO_RETRY: RetryConfig = {"max_retries": 0}
 
 
 class Capability(enum.StrEnum):
@@ -148,23 +148,46 @@ def shown(url: str) -> str:
     return url
 
 
-def bucket_and_key(scheme: str, rest: str, url: str, kind: StoreKind) -> RemoteURL:
-    """`bucket/key` (an object store's URL after `scheme://`) as a `RemoteURL`."""
-    bucket, _, key = rest.partition("/")
-    if not bucket:
-        raise refuse(url, f"expected {kind.form} (or {scheme}://bucket/prefix/)")
-    return RemoteURL(scheme, bucket, key.strip("/"), store=kind)
+#: What a bucket store (S3, GCS) can do: ranges, listing a prefix, validators, signed requests.
+BUCKET_STORE = frozenset(
+    {Capability.RANGES, Capability.LISTING, Capability.VALIDATORS, Capability.SIGNING}
+)
 
 
-def client_options(plain_http: bool, limits: TimeLimits) -> ClientConfig:
-    """An `obstore` client's options from a load's time limits (`plain_http`: an endpoint
-    without TLS, an emulator's, allowed)."""
-    return {
+def bucket_store(
+    scheme: str,
+    open_store: Callable[[RemoteURL, TimeLimits], Store],
+    *,
+    credentials: str,
+) -> StoreKind:
+    """The registration of a bucket store (`scheme://bucket/key`: S3, GCS), opened by
+    `open_store`: a URL's bucket is its root, its key (an object, an index or a prefix) its
+    path."""
+    form = f"{scheme}://bucket/key"
+
+    def parse(scheme: str, rest: str, url: str) -> RemoteURL:
+        bucket, _, key = rest.partition("/")
+        if not bucket:
+            raise refuse(url, f"expected {form} (or {scheme}://bucket/prefix/)")
+        return RemoteURL(scheme, bucket, key.strip("/"), store=kind)
+
+    def show(url: RemoteURL, path: str) -> str:
+        return f"{scheme}://{url.root}/{path}"
+
+    kind = StoreKind((scheme,), form, BUCKET_STORE, parse, show, open_store, credentials)
+    return kind
+
+
+def obstore_settings(plain_http: bool, limits: TimeLimits) -> dict[str, Any]:
+    """An `obstore` store's client options from a load's time limits (`plain_http`: an endpoint
+    without TLS, an emulator's, allowed), its own retries off (`loader.remote.ranges` retries)."""
+    client: ClientConfig = {
         "allow_http": plain_http,
         "timeout": f"{limits.deadline_s:g}s" if limits.deadline_s else REQUEST_TIMEOUT,
         "connect_timeout": f"{limits.connect_s:g}s",
         "read_timeout": f"{limits.idle_s:g}s",
     }
+    return {"client_options": client, "retry_config": NO_RETRY}
 
 
 def shard_paths(index_path: str, text: str, where: str) -> list[str]:

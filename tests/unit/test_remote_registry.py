@@ -178,7 +178,7 @@ def test_a_url_reaches_its_store_through_the_registry():
     assert Capability.LISTING not in registry.BY_SCHEME["https"].can
     for bad, said in [
         ("ftp://host/model.safetensors", "use one of https://, s3://, hf://, gs://"),
-        ("gs:///model.safetensors", "expected gs://bucket/object"),
+        ("gs:///model.safetensors", "expected gs://bucket/key"),
         ("gs://user:pw@bucket/model.safetensors", "credentials in a URL are refused"),
     ]:
         with pytest.raises(Exception, match=said) as e:

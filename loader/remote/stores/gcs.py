@@ -23,16 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loader.remote.ranges import TimeLimits
-from loader.remote.store import (
-    NO_RETRY,
-    Capability,
-    RemoteURL,
-    Store,
-    StoreKind,
-    bucket_and_key,
-    client_options,
-    obstore_lister,
-)
+from loader.remote.store import RemoteURL, Store, bucket_store, obstore_lister, obstore_settings
 from loader.remote.transport import ObstoreTransport
 
 EMULATOR = "STORAGE_EMULATOR_HOST"
@@ -48,14 +39,6 @@ CREDENTIAL_VARIABLES = (
 GCLOUD_ADC = Path("~/.config/gcloud/application_default_credentials.json")
 #: Where a Google Cloud VM names itself (its metadata server then holds its credentials).
 PRODUCT_NAME = Path("/sys/class/dmi/id/product_name")
-
-
-def _parse(scheme: str, rest: str, url: str) -> RemoteURL:
-    return bucket_and_key(scheme, rest, url, KIND)
-
-
-def _show(url: RemoteURL, path: str) -> str:
-    return f"gs://{url.root}/{path}"
 
 
 def _emulator() -> str | None:
@@ -92,21 +75,10 @@ def _open(url: RemoteURL, limits: TimeLimits) -> Store:
     plain = emulator is not None and emulator.startswith("http://")
     store = GCSStore(
         url.root,
-        client_options=client_options(plain, limits),
-        retry_config=NO_RETRY,
+        **obstore_settings(plain, limits),
         **_credentials(),
     )
     return Store(ObstoreTransport(store, limits=limits), url, obstore_lister(store, url))
 
 
-KIND = StoreKind(
-    schemes=("gs",),
-    form="gs://bucket/object",
-    can=frozenset(
-        {Capability.RANGES, Capability.LISTING, Capability.VALIDATORS, Capability.SIGNING}
-    ),
-    parse=_parse,
-    show=_show,
-    open=_open,
-    credentials="use gs:// with GOOGLE_APPLICATION_CREDENTIALS ...",
-)
+KIND = bucket_store("gs", _open, credentials="use gs:// with GOOGLE_APPLICATION_CREDENTIALS ...")

@@ -19,30 +19,13 @@ from typing import Any
 
 from loader.errors import RemoteError
 from loader.remote.ranges import TimeLimits
-from loader.remote.store import (
-    NO_RETRY,
-    Capability,
-    RemoteURL,
-    Store,
-    StoreKind,
-    bucket_and_key,
-    client_options,
-    obstore_lister,
-)
+from loader.remote.store import RemoteURL, Store, bucket_store, obstore_lister, obstore_settings
 from loader.remote.transport import HTTPTransport, ObstoreTransport, SignedURLs, Transport
 
 
 def s3_endpoint() -> str | None:
     """The S3 endpoint from the usual AWS variables (None: AWS itself)."""
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-
-
-def _parse(scheme: str, rest: str, url: str) -> RemoteURL:
-    return bucket_and_key(scheme, rest, url, KIND)
-
-
-def _show(url: RemoteURL, path: str) -> str:
-    return f"s3://{url.root}/{path}"
 
 
 def _open(url: RemoteURL, limits: TimeLimits) -> Store:
@@ -53,8 +36,7 @@ def _open(url: RemoteURL, limits: TimeLimits) -> Store:
     plain = bool(endpoint) and not str(endpoint).startswith("https://")
     store = S3Store(
         url.root,
-        client_options=client_options(plain, limits),
-        retry_config=NO_RETRY,
+        **obstore_settings(plain, limits),
         **extra,
     )
     return Store(_transport(store, url, limits), url, obstore_lister(store, url))
@@ -91,14 +73,4 @@ def _aws_ca_bundle(url: RemoteURL) -> ssl.SSLContext | None:
     raise failure
 
 
-KIND = StoreKind(
-    schemes=("s3",),
-    form="s3://bucket/key",
-    can=frozenset(
-        {Capability.RANGES, Capability.LISTING, Capability.VALIDATORS, Capability.SIGNING}
-    ),
-    parse=_parse,
-    show=_show,
-    open=_open,
-    credentials="use s3:// with AWS_ACCESS_KEY_ID ...",
-)
+KIND = bucket_store("s3", _open, credentials="use s3:// with AWS_ACCESS_KEY_ID ...")
