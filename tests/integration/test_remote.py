@@ -150,6 +150,18 @@ def test_missing_file_bucket_key_and_repo(nginx, moto, hub, monkeypatch, tmp_pat
         loader.load_model(lambda: None, "hf://org/one@v9")
 
 
+def test_missing_gs_object_bucket_and_folder(fake_gcs, monkeypatch, tmp_path):
+    fake_gcs.point_at(monkeypatch, fake_gcs.endpoint, tmp_path)
+    for url, what in [
+        ("gs://loadbench/nokey.safetensors", "not found; check the URL"),
+        ("gs://nobucket/model.safetensors", "not found; check the URL"),
+        ("gs://loadbench/empty/", "no \\*.safetensors file"),  # listed: nothing there
+    ]:
+        with pytest.raises(RemoteError, match=what) as e:
+            loader.load_model(lambda: None, url)
+        assert str(e.value).startswith(url.rstrip("/")) and "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("token", [None, "hf_wrongTOKEN0123456789"])
 def test_gated_repo_without_or_with_a_wrong_token(hub, monkeypatch, tmp_path, capfd, token):
     hub_environment(monkeypatch, hub.endpoint, tmp_path, token)

@@ -12,12 +12,11 @@ retries off (`loader.remote.ranges` retries), its `read_timeout` the idle timeou
   that generation (`Conditions.version`), so an object replaced during the load is refused (its
   old generation is gone: `changed`), never mixed.
 - An emulator: `STORAGE_EMULATOR_HOST` (`http://127.0.0.1:4443`, the variable Google's own
-  clients read) sends every request there, without credentials.
+  clients read) sends every request there, unsigned (as a public bucket is read).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -52,9 +51,8 @@ def _emulator() -> str | None:
 def _credentials() -> dict[str, Any]:
     """The `GCSStore` arguments that say how it signs (module docstring)."""
     emulator = _emulator()
-    if emulator is not None:  # obstore's emulator form: a key naming the endpoint, no OAuth
-        key = {"gcs_base_url": emulator, "disable_oauth": True, "client_email": ""}
-        return {"service_account_key": json.dumps({**key, "private_key": "", "private_key_id": ""})}
+    if emulator is not None:  # an emulator takes no credentials: the anonymous path, there
+        return {"base_url": emulator, "skip_signature": True}
     chained = any(os.environ.get(v) for v in CREDENTIAL_VARIABLES)
     if chained or GCLOUD_ADC.expanduser().is_file() or _on_google_cloud():
         return {}  # obstore follows the chain itself
