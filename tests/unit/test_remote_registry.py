@@ -221,3 +221,33 @@ def test_the_minimum_rate_lets_a_steady_body_through(monkeypatch):
     off = RateWatch(TimeLimits(idle_s=1, min_rate_bps=0))
     now[0] = 1000.0
     off.check(0, 1 << 30)  # no minimum: nothing said
+
+
+@pytest.mark.parametrize(
+    ("variable", "adc", "vm", "expected"),
+    [
+        ("STORAGE_EMULATOR_HOST", False, False, {"base_url", "skip_signature"}),
+        ("GOOGLE_APPLICATION_CREDENTIALS", False, False, set()),  # the chain, obstore's own
+        (None, True, False, set()),  # gcloud's login
+        (None, False, True, set()),  # a Google Cloud VM: its metadata server
+        (None, False, False, {"skip_signature"}),  # nothing: a public bucket, anonymously
+    ],
+)
+def test_gcs_credentials_come_from_the_usual_chain_else_none(
+    monkeypatch, tmp_path, variable, adc, vm, expected
+):
+    import sys
+
+    gcs = sys.modules[registry.BY_SCHEME["gs"].open.__module__]  # reached through the registry
+    for name in (gcs.EMULATOR, *gcs.CREDENTIAL_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    if variable:
+        monkeypatch.setenv(variable, "127.0.0.1:4443")
+    if adc:
+        (tmp_path / "adc.json").write_text("{}")
+    (tmp_path / "product").write_text("Google Compute Engine\n" if vm else "Standard PC\n")
+    monkeypatch.setattr(gcs, "GCLOUD_ADC", tmp_path / "adc.json")
+    monkeypatch.setattr(gcs, "PRODUCT_NAME", tmp_path / "product")
+    chosen = gcs._credentials()
+    assert set(chosen) == expected
+    assert chosen.get("base_url") in (None, "http://127.0.0.1:4443")
