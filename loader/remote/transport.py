@@ -3,8 +3,12 @@
 A transport sends one request for bytes `[start, end)` of an object and either fills the
 caller's buffer (`Answer`) or raises one `TransportError` that says whether a retry can help
 (`retryable`), how long the server asked to wait (`retry_after`, from `Retry-After`), and a short
-reason; the client's raw text goes to `details`, never into a message. The retry rules, the
-validators and the digest live above, in `loader.remote.ranges`, once for both clients.
+reason (`kind`, a `TransportKind`); the client's raw text goes to `details`, never into a
+message. The retry rules, the validators and the digest live above, in `loader.remote.ranges`,
+once for both clients; the time limits (`TimeLimits`) are checked here, as the body arrives:
+the load's deadline, the idle timeout, and the minimum rate (`RateWatch`: curl's
+`--speed-limit` over `--speed-time`, on by default) that fails a body trickling in too slowly
+for the idle timeout ever to fire.
 
 - `HTTPTransport` (`http://`, `https://`, the Hub's `resolve/` URLs): Python's `http.client`,
   one kept-alive connection per thread and origin, each body read straight into its destination
@@ -14,9 +18,10 @@ validators and the digest live above, in `loader.remote.ranges`, once for both c
   With `locate` it reads S3 the same way, on URLs `obstore` presigns (`SignedURLs`): obstore
   keeps what it earns its place for (SigV4 signing, the credential chain, listing) and the bodies
   skip its copy (measured: docs/results.md, "The remote reader's CPU per byte").
-- `ObstoreTransport` (`s3://` where the store cannot sign: no credentials, a public bucket):
-  `obstore` (Rust's `object_store`); its own retries off, its `read_timeout` the idle timeout.
-  It copies each body out of its own buffer and does not expose `Retry-After`.
+- `ObstoreTransport` (`gs://`; `s3://` where the store cannot sign: no credentials, a public
+  bucket): `obstore` (Rust's `object_store`); its own retries off, its `read_timeout` the idle
+  timeout, a body copied into its destination piece by piece as obstore receives it. A pinned
+  generation (GCS) is its validator. It does not expose `Retry-After`.
 
 What a retry cannot fix fails at once: a server that ignores `Range` (a 200 with the whole
 file), an answer for another range, a 4xx other than 408 and 429.
