@@ -93,9 +93,9 @@ cpu0, t0 = time.process_time(), time.perf_counter()
 if client == "obstore":  # obstore's own HTTP client, as it reads S3 (no signing here)
     from obstore.store import HTTPStore
     store = HTTPStore.from_url(base, client_options={"allow_http": True})
-    transport = ObstoreTransport(store, idle_timeout=30.0)
+    transport = ObstoreTransport(store)
 else:
-    transport = HTTPTransport(base, connect_timeout=5.0, idle_timeout=30.0)
+    transport = HTTPTransport(base)
 reader = RangeReader(transport, url=url, concurrency=threads)
 _, answer = reader.first(name, url, 1 << 16, what="header")
 obj = RemoteObject(url, name, answer.size, answer.etag, answer.last_modified)

@@ -16,7 +16,8 @@ comes over a real connection from a real server's answer:
 - `corrupt`: one byte of the body flipped, every header as the server sent it (same ETag).
 
 `strip` (a set of lower-case header names) removes those headers from every answer: a server
-without ETag or Last-Modified.
+without ETag or Last-Modified. `rewrite_host` sends the server its own address as `Host` (a server
+that routes by it: fake-gcs-server).
 
 `Fault(kind, nth, times)`: the `nth` range GET (1-based) picks the range to fail; every request
 for that range fails, or only the first `times` ones (a transient fault that a retry outlives).
@@ -91,6 +92,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer_alone(kind)
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        if self.server.proxy.rewrite_host:
+            headers = {k: v for k, v in headers.items() if k.lower() != "host"}
+            headers["Host"] = self.server.proxy.upstream.netloc
         if kind == "ignore_range":
             headers = {k: v for k, v in headers.items() if k.lower() != "range"}
         up = self.server.proxy.upstream
@@ -172,8 +176,9 @@ class FaultProxy(ServedInThread):
 
     server: _ProxyServer
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, rewrite_host: bool = False) -> None:
         self.upstream = urllib.parse.urlsplit(upstream)
+        self.rewrite_host = rewrite_host
         super().__init__(_ProxyServer(("127.0.0.1", 0), _Handler))
         self.server.proxy = self
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

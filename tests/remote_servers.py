@@ -1,11 +1,14 @@
 """Fixtures for remote loads: real servers on 127.0.0.1 serving one small synthetic checkpoint.
 
 `remote(kind)` gives a `Served` for `http` (Debian's nginx), `s3` (moto's standalone server, the
-S3 credentials and endpoint in the environment) or `hf` (the Hub-protocol server of
-`bench.link.hub`, huggingface_hub pointed at it). Each serves the checkpoint as one file
+S3 credentials and endpoint in the environment), `hf` (the Hub-protocol server of
+`bench.link.hub`, huggingface_hub pointed at it) or `gs` (fake-gcs-server, `STORAGE_EMULATOR_HOST`
+pointed at it). Each serves the checkpoint as one file
 (`file_url`) and as a folder of two shards with an index (`folder_url`, `index_url`). A test
-that needs a fault puts a `faultproxy.FaultProxy` in front (`Served.through(proxy_url)`).
-Servers the machine lacks (no nginx, no moto) skip their tests with the install hint.
+that needs a fault puts a `faultproxy.FaultProxy` in front (`Served.proxy()`, then
+`Served.point_at` its URL).
+Servers the machine lacks (no nginx, no moto, no fake-gcs-server) skip their tests with the
+install hint.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def verify(model: object, ckpt: Path) -> int:
 class Served:
     """One server serving the checkpoints: its base URL (`endpoint`) and the URLs to load."""
 
-    kind: str  # http | s3 | hf
+    kind: str  # http | s3 | hf | gs
     endpoint: str
     replace: Callable[[bytes], None]  # give the single file new bytes (a new ETag)
 
@@ -74,17 +77,23 @@ class Served:
                 "folder": f"{base}/shards",
                 "index": f"{base}/shards/model.safetensors.index.json",
             }
-        if self.kind == "s3":
+        if self.kind in ("s3", "gs"):
             return {
-                "file": "s3://loadbench/one/model.safetensors",
-                "folder": "s3://loadbench/shards/",
-                "index": "s3://loadbench/shards/model.safetensors.index.json",
+                "file": f"{self.kind}://loadbench/one/model.safetensors",
+                "folder": f"{self.kind}://loadbench/shards/",
+                "index": f"{self.kind}://loadbench/shards/model.safetensors.index.json",
             }
         return {
             "file": "hf://org/one/model.safetensors",
             "folder": "hf://org/shards",
             "index": "hf://org/shards@main/model.safetensors.index.json",
         }
+
+    def proxy(self):  # noqa: ANN201 - faultproxy is a test helper beside this one
+        """A `faultproxy.FaultProxy` in front of this server (fake-gcs-server routes by Host)."""
+        from faultproxy import FaultProxy
+
+        return FaultProxy(self.endpoint, rewrite_host=self.kind == "gs")
 
     def point_at(self, monkeypatch, endpoint: str, home: Path) -> None:
         """Send S3 or Hub requests to `endpoint` (the server, or a proxy in front of it)."""
@@ -95,6 +104,8 @@ class Served:
                 monkeypatch.setenv(k, v)
         elif self.kind == "hf":
             hub_environment(monkeypatch, endpoint, home)
+        elif self.kind == "gs":
+            monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +154,35 @@ def moto(checkpoints) -> Iterator[Served]:
             s3_client(server.url).put_object(Bucket=BUCKET, Key="one/model.safetensors", Body=data)
 
         yield Served("s3", server.url, replace)
+
+
+def gcs_upload(endpoint: str, key: str, data: bytes, bucket: str = "loadbench") -> None:
+    """Put an object on the emulator (GCS's JSON upload: a new generation)."""
+    import urllib.parse
+    import urllib.request
+
+    name = urllib.parse.quote(key, safe="")
+    url = f"{endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}"
+    with urllib.request.urlopen(urllib.request.Request(url, data, method="POST")) as answer:
+        assert answer.status == 200, answer.status
+
+
+@pytest.fixture(scope="module")
+def fake_gcs(checkpoints) -> Iterator[Served]:
+    from bench.link.serve import FAKE_GCS_INSTALL, fake_gcs_binary, start_fake_gcs
+
+    if fake_gcs_binary() is None:
+        pytest.skip(f"fake-gcs-server is not installed ({FAKE_GCS_INSTALL})")
+    objects = {"loadbench/one/model.safetensors": checkpoints[0]}
+    objects |= {
+        f"loadbench/shards/{p.name}": p for p in sorted(checkpoints[1].iterdir()) if p.is_file()
+    }
+    with start_fake_gcs(objects) as server:
+
+        def replace(data: bytes) -> None:
+            gcs_upload(server.url, "one/model.safetensors", data)
+
+        yield Served("gs", server.url, replace)
 
 
 @pytest.fixture(scope="module")

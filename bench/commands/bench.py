@@ -51,15 +51,15 @@ def _unavailable(info: StrategyInfo) -> str:
 
 def add_remote(p: argparse.ArgumentParser) -> None:
     """`--source`, `--link`, `--remote-concurrency`: load from a server this run starts."""
-    from bench.link import SOURCES
+    from bench.link.serve import SOURCE_SERVERS, SOURCES
 
+    served = ", ".join(s.help for s in SOURCE_SERVERS.values())
     p.add_argument(
         "--source",
         choices=SOURCES,
         default="file",
-        help="where strategies that take a URL read the checkpoint from: file (default), http "
-        "(nginx), s3 (SeaweedFS), hf (a Hub-protocol server redirecting the bytes to "
-        "nginx), started by the run on 127.0.0.1 or behind --link",
+        help=f"where strategies that take a URL read the checkpoint from: file (default), "
+        f"{served}, started by the run on 127.0.0.1 or behind --link",
     )
     p.add_argument(
         "--link",
@@ -189,11 +189,12 @@ def run_config(args: argparse.Namespace) -> RunConfig:
 
 
 def _source(args: argparse.Namespace) -> str:
-    """`--source`, checked now: `s3` needs SeaweedFS's `weed` (refused in one line otherwise)."""
-    if args.source == "s3":
-        from bench.link.servers import require_seaweedfs
+    """`--source`, checked now: its server must be installed (`s3`: SeaweedFS's `weed`; `gcs`:
+    fake-gcs-server), refused in one line otherwise."""
+    if args.source != "file":
+        from bench.link.serve import require
 
-        require_seaweedfs()
+        require(args.source)
     return str(args.source)
 
 
@@ -204,7 +205,12 @@ def _link(args: argparse.Namespace) -> str | None:
     from bench.link.shaping import Link, can_shape, check_latency
 
     if args.source == "file":
-        raise BenchError("--link shapes a remote source's link: add --source http, s3 or hf")
+        from bench.link.serve import SOURCE_SERVERS
+
+        *others, last = SOURCE_SERVERS
+        raise BenchError(
+            f"--link shapes a remote source's link: add --source {', '.join(others)} or {last}"
+        )
     link = Link.parse(args.link)
     why = can_shape()
     if why:

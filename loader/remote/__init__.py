@@ -1,13 +1,19 @@
-"""Remote checkpoints: `https://`, `s3://` and `hf://` URLs read by range requests, no local copy.
+"""Remote checkpoints: URLs of the registered stores read by range requests, no local copy.
 
-- `urls`: the URL forms (contracts) and `is_url`;
-- `stores`: a URL to its store (S3: an `obstore` store, which signs and lists) and its shard
-  files (the Hub through `huggingface_hub`);
-- `ranges`: checked, retried range requests (`RangeReader`) and a tensor's bytes (`RemoteBytes`);
+- `registry`: the stores, registered once (`https://`, `s3://`, `hf://`, `gs://`: one module
+  each in `stores/`, what each can do in `store.StoreKind`); `parse_url`, `is_url`,
+  `open_store`, and the schemes every message names;
+- `urls`: the URL forms (contracts);
+- `store`: a parsed URL (`RemoteURL`), a store kind, an open store (`Store`: its transport, its
+  listing, its token, its own file check);
+- `ranges`: checked, retried range requests (`RangeReader`: validators, digests, retries, time
+  limits, the minimum rate) and a tensor's bytes (`RemoteBytes`): the one range reader both
+  engines read through (`loader.pipeline.sources.remote`, `loader.sharded.remote`);
 - `source`: `RemoteSource`, a checkpoint behind a URL with the face of a local `CheckpointSource`;
 - `transport`: one range request over `http.client` (HTTP, the Hub, and S3 on URLs `obstore`
-  presigns; `obstore`'s own client for a bucket it cannot sign for), each body read straight into
-  its destination, its failure classified (retry or not, the server's `Retry-After`);
+  presigns) or `obstore`'s own client (GCS; a bucket it cannot sign for), each body read into
+  its destination as it arrives, its failure classified (`TransportKind`, retry or not, the
+  server's `Retry-After`);
 - `digest`: a file's sha256 over the bytes a load receives, checked before the model is returned;
 - `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`, `digest`,
   `unvalidated`, `idle_timeout`, `timeout`, and `sharded`'s `max_over_read`, its read plan's
@@ -24,7 +30,8 @@ request in flight, each fetching its parts chunk by chunk into the destination b
 Only a strategy whose module says `REMOTE = True` takes a URL (`pipelined`, `hostcast`,
 `sharded`: each process its own index ranges, `loader.sharded.remote`).
 
-Nothing here imports jax; `obstore` and `huggingface_hub` are imported on first use.
+Nothing here imports jax; `obstore` and `huggingface_hub` are imported on first use. Nothing
+but the registry names a scheme or imports a store (`tests/unit/test_remote_registry.py`).
 """
 
 from __future__ import annotations

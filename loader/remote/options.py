@@ -19,6 +19,7 @@ from typing import Any
 from loader.errors import CheckpointError, RemoteError
 from loader.remote.digest import parse_digest
 from loader.remote.ranges import DEFAULT_CONCURRENCY, DEFAULT_IDLE_TIMEOUT_S, TimeLimits
+from loader.remote.registry import schemes_text
 
 #: What `unvalidated=` takes: "allow" accepts a server with neither ETag nor Last-Modified.
 UNVALIDATED_CHOICES = ("refuse", "allow")
@@ -87,7 +88,9 @@ class RemoteOptions:
         unvalidated: `"allow"` loads from a server that sends neither ETag nor Last-Modified
             and no digest is known (a file replaced during the load would go unseen; reported
             in `LoadReport.remote`); None or `"refuse"`: such a load is refused.
-        idle_timeout: seconds without a byte before a request fails (default 30).
+        idle_timeout: seconds without a byte before a request fails (default 30); also the
+            window over which a body must bring the minimum rate
+            (`loader.remote.transport.DEFAULT_MIN_RATE_BPS`), else it fails as too slow.
         timeout: seconds the whole remote load may take (None: no bound).
 
     Raises:
@@ -149,6 +152,6 @@ class RemoteOptions:
         for name in (f.name for f in fields(self)):
             if getattr(self, name) is not None:
                 raise CheckpointError(
-                    f"{name}= applies to a remote checkpoint (https://, s3://, hf://) only; "
+                    f"{name}= applies to a remote checkpoint ({schemes_text()}) only; "
                     f"{os.fspath(path)} is local: drop it"
                 )

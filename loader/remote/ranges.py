@@ -31,33 +31,40 @@ import numpy as np
 
 from loader.errors import RemoteChangedError, RemoteError
 from loader.remote.digest import FileDigest
-from loader.remote.transport import Answer, Conditions, Transport, TransportError
+from loader.remote.transport import (
+    CONNECT_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MIN_RATE_BPS,
+    Answer,
+    Conditions,
+    TimeLimits,
+    Transport,
+    TransportError,
+    TransportKind,
+)
 
 RETRIES = 3  # a failed range is retried this many times (then one error)
 BACKOFF_S = 0.2  # the first pause between attempts (times 0.5-1, jitter); doubles each time
 RETRY_AFTER_CAP_S = 60.0  # a server's Retry-After is honoured up to this
 CHUNK_BYTES = 8 << 20  # one request fetches at most this much (a large tensor: several)
 DEFAULT_CONCURRENCY = 16  # range requests in flight (see loader.remote's docstring)
-#: No byte for this long and a request fails as stalled (not retried). Its default (30 s, as a
-#: browser's or curl's low-speed limit) is far above a healthy request's gaps: an 8 MiB answer
-#: over a 10 Mbit/s link arrives in 7 s.
-DEFAULT_IDLE_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class TimeLimits:
-    """How long a remote load waits: to connect, for the next byte, and in all (None: no bound)."""
-
-    connect_s: float = CONNECT_TIMEOUT_S
-    idle_s: float = DEFAULT_IDLE_TIMEOUT_S
-    deadline_s: float | None = None
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "DEFAULT_IDLE_TIMEOUT_S",
+    "DEFAULT_MIN_RATE_BPS",
+    "RangeReader",
+    "RemoteBytes",
+    "RemoteObject",
+    "RemoteStats",
+    "TimeLimits",
+]
 
 
 @dataclass(frozen=True)
 class RemoteObject:
     """One remote file: its display URL (no credential), path in its store, size, validators
-    (a strong ETag; the Last-Modified date) and expected sha256 (hex) where one is known."""
+    (its generation where the store pins one; a strong ETag; the Last-Modified date) and
+    expected sha256 (hex) where one is known."""
 
     url: str
     path: str
@@ -65,17 +72,23 @@ class RemoteObject:
     etag: str | None
     last_modified: str | None = None
     sha256: str | None = None
+    version: str | None = None
 
     @property
     def conditions(self) -> Conditions:
-        """What every range must still match: the ETag, else the Last-Modified date."""
+        """What every range must still match: the generation, else the ETag, else the
+        Last-Modified date."""
+        if self.version:
+            return Conditions(version=self.version)
         if self.etag:
             return Conditions(etag=self.etag)
         return Conditions(last_modified=self.last_modified)
 
     @property
     def validator(self) -> str:
-        """`etag`, `last-modified` or `none`."""
+        """`generation`, `etag`, `last-modified` or `none`."""
+        if self.version:
+            return "generation"
         return "etag" if self.etag else "last-modified" if self.last_modified else "none"
 
 
@@ -182,13 +195,13 @@ class RangeReader:
         concurrency: int = DEFAULT_CONCURRENCY,
         chunk_bytes: int = CHUNK_BYTES,
         secret: str | None = None,
-        limits: TimeLimits = TimeLimits(),
+        limits: TimeLimits | None = None,
     ) -> None:
         self.transport = transport
         self.url = url
         self.concurrency = concurrency
         self.chunk_bytes = chunk_bytes
-        self.limits = limits
+        self.limits = limits or TimeLimits()
         self._secret = secret
         self._counts = _Counts()
         self._started = time.monotonic()
@@ -325,31 +338,38 @@ class RangeReader:
     def _error(self, e: TransportError, where: str) -> RemoteError:
         """A failure a retry cannot fix, as one line with its fix."""
         details = scrub(e.details, self._secret)
-        if e.kind == "changed":
+        if e.kind == TransportKind.CHANGED:
             return self._changed(where)
-        if e.kind == "deadline":
+        if e.kind == TransportKind.DEADLINE:
             return RemoteError(
                 f"{where}: the load's timeout of {self.limits.deadline_s:g} s passed ({e.reason}); "
                 "raise timeout= or check the link",
                 details=details,
             )
-        if e.kind == "stalled":
-            url, _, rest = where.partition(": ")
+        url, _, rest = where.partition(": ")
+        if e.kind == TransportKind.STALLED:
             return RemoteError(
                 f"{url}: {e.reason} ({rest}); check the server, or raise idle_timeout=",
                 details=details,
             )
+        if e.kind == TransportKind.SLOW:
+            return RemoteError(
+                f"{url}: too slow: {e.reason} ({rest}); check the server and the link",
+                details=details,
+            )
         fixes = {
-            "not-found": "check the URL",
-            "access": "check the credentials",
-            "range": "the server does not serve byte ranges correctly; serve the file from "
-            "one that does (nginx, S3)",
+            TransportKind.NOT_FOUND: "check the URL",
+            TransportKind.ACCESS: "check the credentials",
+            TransportKind.RANGE: "the server does not serve byte ranges correctly; serve the "
+            "file from one that does (nginx, S3)",
         }
         fix = fixes.get(e.kind, "check the URL and the server")
         return RemoteError(f"{where}: {e.reason}; {fix}", details=details)
 
     def _check_validators(self, obj: RemoteObject, answer: Answer, where: str) -> None:
         """The answer's own validators agree with the object's (a server may ignore If-Match)."""
+        if obj.version and answer.version and answer.version != obj.version:
+            raise self._changed(where)
         if obj.etag and answer.etag and answer.etag != obj.etag:
             raise self._changed(where)
         if (

@@ -2,8 +2,9 @@
 
 Opening it reads only headers: per shard file, one range request for the first `HEAD_BYTES`
 (which holds the header of most checkpoints; retried like any range) and, for a longer header,
-the rest in bounded requests into one buffer. The first answer's validators (a strong ETag, else
-Last-Modified; on the Hub also the commit in every URL) are then required of every later range
+the rest in bounded requests into one buffer. The first answer's validators (a generation where
+the store pins one, else a strong ETag, else Last-Modified; on the Hub also the commit in every
+URL) are then required of every later range
 (`loader.remote.ranges`); a file with neither is refused unless a digest is known or the load
 says `unvalidated="allow"`. A digest (given, or the Hub's LFS sha256) is checked over the bytes
 the load receives (`loader.remote.digest`) before the model is returned (`finish_reads`). The
@@ -20,7 +21,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import posixpath
-import re
 
 import numpy as np
 
@@ -36,20 +36,18 @@ from loader.remote.ranges import (
     RemoteBytes,
     RemoteObject,
     RemoteStats,
-    one_line,
 )
-from loader.remote.stores import Store, hub_call, open_store, pick_in_folder, shard_paths
-from loader.remote.urls import INDEX_SUFFIX, parse_url
+from loader.remote.registry import open_store, parse_url
+from loader.remote.store import INDEX_SUFFIX, Store, pick_in_folder, shard_paths
 
 HEAD_BYTES = 64 << 10  # the first request: the length prefix and (usually) the whole header
-_LFS_SHA256 = re.compile(r"^[0-9a-f]{64}$")  # the Hub's ETag of an LFS file is its sha256
 
 
 class RemoteSource(ShardHeaders[str]):
     """A remote checkpoint's validated headers, and reads of its tensors by range requests.
 
     Args:
-        url: `https://...`, `s3://...` or `hf://...` (`loader.remote.urls`).
+        url: a URL of a registered store (`loader.remote.registry`: `https://`, `s3://`, ...).
         options: the URL's options (`loader.remote.options.RemoteOptions`: concurrency,
             digest, unvalidated, time limits); or give `concurrency` alone.
         chunk_bytes: the most one request fetches (a larger tensor takes several).
@@ -99,38 +97,19 @@ class RemoteSource(ShardHeaders[str]):
             return [url.path]
         if url.kind == "index":
             return shard_paths(url.path, self._text(url.path), str(url))
-        names = self._store.names
-        if names is None and url.scheme == "s3":
-            names = self._list(url.path)
-        if names is None:  # HTTP: no listing; the folder's index, else its model.safetensors
+        lister = self._store.list_names
+        if lister is None:  # no listing (HTTP): the folder's index, else its model.safetensors
             index = f"{url.path}/model{INDEX_SUFFIX}".lstrip("/")
             try:
                 return shard_paths(index, self._text(index), url.child(index))
             except RemoteError:
                 return [f"{url.path}/model.safetensors".lstrip("/")]
-        chosen = pick_in_folder(list(names), url.path)
+        chosen = pick_in_folder(list(lister(url.path)), url.path)
         if not chosen:
             raise RemoteError(f"{url}: no *.safetensors file and no {INDEX_SUFFIX} there")
         if chosen[0].endswith(INDEX_SUFFIX):
             return shard_paths(chosen[0], self._text(chosen[0]), url.child(chosen[0]))
         return chosen
-
-    def _list(self, prefix: str) -> tuple[str, ...]:
-        import obstore
-
-        try:
-            found = [
-                m["path"]
-                for batch in obstore.list(self._store.store, prefix or None)
-                for m in batch
-            ]
-        except Exception as e:  # noqa: BLE001 - a missing bucket, refused credentials...
-            failure = RemoteError(
-                f"{self.url}: cannot list ({one_line(e)}); check the URL", details=str(e)
-            )
-        else:
-            return tuple(found)
-        raise failure
 
     def _text(self, path: str) -> str:
         """A small whole file (an index), checked like any range."""
@@ -172,14 +151,16 @@ class RemoteSource(ShardHeaders[str]):
         they describe: size, validators, expected sha256."""
         url = self.url.child(path)
         sha256 = self._digests.get(path)
-        if self._store.commit is not None:
-            sha256 = sha256 or self._check_hub_file(path)
+        if self._store.check_file is not None:
+            sha256 = sha256 or self._store.check_file(path)
         try:
             prefix, answer = self.reader.first(path, url, HEAD_BYTES, what=what)
         except RemoteError as e:
             failure = self._open_error(url, e)
         else:
-            obj = RemoteObject(url, path, answer.size, answer.etag, answer.last_modified, sha256)
+            obj = RemoteObject(
+                url, path, answer.size, answer.etag, answer.last_modified, sha256, answer.version
+            )
             self._refuse_unvalidated(obj)
             return obj, prefix
         raise failure
@@ -208,29 +189,6 @@ class RemoteSource(ShardHeaders[str]):
         header = parse_header(raw.data, source=url, data_size=obj.size - 8 - n, header_len=n)
         self.add_header(path, header, shown=url)
         self.objects[path] = obj
-
-    def _check_hub_file(self, path: str) -> str | None:
-        """The Hub's own answer for one file (gated, missing, or served from another commit);
-        its sha256 where the Hub gives one (an LFS file's ETag)."""
-        import huggingface_hub
-
-        file_url = huggingface_hub.hf_hub_url(
-            self.url.root, path, revision=self._store.commit, endpoint=self._store.endpoint
-        )
-        meta = hub_call(
-            self.url,
-            self._store.secret,
-            lambda: huggingface_hub.get_hf_file_metadata(
-                file_url, token=self._store.secret or False
-            ),
-        )
-        if meta.commit_hash and meta.commit_hash != self._store.commit:
-            raise RemoteChangedError(
-                f"{self.url.child(path)}: served from commit {meta.commit_hash}, not the "
-                f"{self._store.commit} the load pinned; load again"
-            )
-        etag = (meta.etag or "").lower()
-        return etag if _LFS_SHA256.match(etag) else None
 
     def _open_error(self, url: str, exc: RemoteError) -> RemoteError:
         """The first request's failure, said as a failure to open the checkpoint."""

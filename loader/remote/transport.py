@@ -3,8 +3,12 @@
 A transport sends one request for bytes `[start, end)` of an object and either fills the
 caller's buffer (`Answer`) or raises one `TransportError` that says whether a retry can help
 (`retryable`), how long the server asked to wait (`retry_after`, from `Retry-After`), and a short
-reason; the client's raw text goes to `details`, never into a message. The retry rules, the
-validators and the digest live above, in `loader.remote.ranges`, once for both clients.
+reason (`kind`, a `TransportKind`); the client's raw text goes to `details`, never into a
+message. The retry rules, the validators and the digest live above, in `loader.remote.ranges`,
+once for both clients; the time limits (`TimeLimits`) are checked here, as the body arrives:
+the load's deadline, the idle timeout, and the minimum rate (`RateWatch`: curl's
+`--speed-limit` over `--speed-time`, on by default) that fails a body trickling in too slowly
+for the idle timeout ever to fire.
 
 - `HTTPTransport` (`http://`, `https://`, the Hub's `resolve/` URLs): Python's `http.client`,
   one kept-alive connection per thread and origin, each body read straight into its destination
@@ -14,9 +18,10 @@ validators and the digest live above, in `loader.remote.ranges`, once for both c
   With `locate` it reads S3 the same way, on URLs `obstore` presigns (`SignedURLs`): obstore
   keeps what it earns its place for (SigV4 signing, the credential chain, listing) and the bodies
   skip its copy (measured: docs/results.md, "The remote reader's CPU per byte").
-- `ObstoreTransport` (`s3://` where the store cannot sign: no credentials, a public bucket):
-  `obstore` (Rust's `object_store`); its own retries off, its `read_timeout` the idle timeout.
-  It copies each body out of its own buffer and does not expose `Retry-After`.
+- `ObstoreTransport` (`gs://`; `s3://` where the store cannot sign: no credentials, a public
+  bucket): `obstore` (Rust's `object_store`); its own retries off, its `read_timeout` the idle
+  timeout, a body copied into its destination piece by piece as obstore receives it. A pinned
+  generation (GCS) is its validator. It does not expose `Retry-After`.
 
 What a retry cannot fix fails at once: a server that ignores `Range` (a 200 with the whole
 file), an answer for another range, a 4xx other than 408 and 429.
@@ -25,6 +30,7 @@ file), an answer for another range, a 4xx other than 408 and 429.
 from __future__ import annotations
 
 import email.utils
+import enum
 import http.client
 import select
 import ssl
@@ -34,42 +40,111 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from obstore import GetOptions
+
+#: No byte for this long and a request fails as stalled (not retried). Its default (30 s, as a
+#: browser's) is far above a healthy request's gaps: an 8 MiB answer over a 10 Mbit/s link
+#: arrives in 7 s.
+DEFAULT_IDLE_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 5.0
+#: The minimum rate (curl's `--speed-limit`, over `--speed-time` = the idle timeout): a body
+#: that brings fewer bytes a second than this, measured over each idle timeout, fails as too
+#: slow (not retried), so a server that trickles a byte a second fails a load within about the
+#: idle timeout instead of holding it for hours. 1 KiB/s is far below any link a checkpoint is
+#: loaded over (a 10 Mbit/s link brings 1.25 MB/s).
+DEFAULT_MIN_RATE_BPS = 1024.0
+
+
+@dataclass(frozen=True)
+class TimeLimits:
+    """How long a remote load waits: to connect, for the next byte, in all (None: no bound),
+    and the least a body must bring a second, measured over each `idle_s` (0: no minimum)."""
+
+    connect_s: float = CONNECT_TIMEOUT_S
+    idle_s: float = DEFAULT_IDLE_TIMEOUT_S
+    deadline_s: float | None = None
+    min_rate_bps: float = DEFAULT_MIN_RATE_BPS
+
+
+class TransportKind(enum.StrEnum):
+    """Why one request failed (`TransportError.kind`)."""
+
+    CHANGED = "changed"  # a validator no longer holds
+    NOT_FOUND = "not-found"
+    ACCESS = "access"
+    STALLED = "stalled"  # no byte for the idle timeout
+    SLOW = "slow"  # bytes, but fewer a second than the minimum rate
+    DEADLINE = "deadline"  # the load's `timeout=` passed while the body was arriving
+    RANGE = "range"  # the server's ranges are wrong: a retry cannot fix them
+    STATUS = "status"  # another answer
+    CONNECTION = "connection"  # reset, refused, cut
+
+
+class RateWatch:
+    """The minimum rate over one body (`TimeLimits.min_rate_bps` over each `idle_s`): told the
+    bytes received so far after each receive, it raises a `TransportError` (`SLOW`) once a
+    whole window brought fewer than the minimum."""
+
+    def __init__(self, limits: TimeLimits) -> None:
+        self.window_s, self.min_bps = limits.idle_s, limits.min_rate_bps
+        self._since, self._got = time.monotonic(), 0
+
+    def check(self, got: int, total: int) -> None:
+        now = time.monotonic()
+        elapsed = now - self._since
+        if not self.min_bps or elapsed < self.window_s:
+            return
+        rate = (got - self._got) / elapsed
+        if rate < self.min_bps:
+            raise TransportError(
+                TransportKind.SLOW,
+                f"{rate:.0f} bytes/s over {elapsed:.0f} s, under the minimum of "
+                f"{self.min_bps:g} bytes/s ({got} of {total} bytes)",
+                retryable=False,
+            )
+        self._since, self._got = now, got
+
 
 #: How many redirects one request follows (the Hub: one, to its CDN).
 MAX_REDIRECTS = 5
 #: Of an error answer's body, at most this much is read (for `details`).
 ERROR_BODY_BYTES = 4096
 _REDIRECTS = (301, 302, 303, 307, 308)
+_TLS_SCHEMES = frozenset({"https"})  # an origin's scheme whose connection is TLS
 
 
 @dataclass(frozen=True)
 class Conditions:
-    """What every answer must still match: the object's strong ETag, else its Last-Modified."""
+    """What every answer must still match: the object's generation (a store that pins one:
+    GCS), else its strong ETag, else its Last-Modified."""
 
     etag: str | None = None
     last_modified: str | None = None  # an HTTP date, as the server sent it
+    version: str | None = None  # the object's generation (GCS), read as that one or not at all
 
 
 @dataclass(frozen=True)
 class Answer:
     """What came back: the bytes `[start, end)` of an object of `size` bytes, with its
-    validators (`etag` strong or None; `last_modified` an HTTP date or None)."""
+    validators (`etag` strong or None; `last_modified` an HTTP date or None; `version` the
+    object's generation where the store has them)."""
 
     start: int
     end: int
     size: int
     etag: str | None
     last_modified: str | None
+    version: str | None = None
 
 
 class TransportError(Exception):
     """One failed request: a short `reason`, whether a retry can help, the raw client text.
 
     Attributes:
-        kind: `changed` (a validator no longer holds), `not-found`, `access`, `stalled` (no
-            byte for the idle timeout), `range` (the server's ranges are wrong: a retry
-            cannot fix them), `status` (another answer), `connection` (reset, refused, cut).
+        kind: why (`TransportKind`).
         retryable: whether the same request again can succeed.
         retry_after: seconds the server asked to wait (`Retry-After`), or None.
         details: the client's or server's own text (not for messages: it may be long).
@@ -77,7 +152,7 @@ class TransportError(Exception):
 
     def __init__(
         self,
-        kind: str,
+        kind: TransportKind,
         reason: str,
         *,
         retryable: bool,
@@ -131,18 +206,20 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
 def _status_error(status: int, reason: str, headers: Any, body: bytes) -> TransportError:
     details = f"{status} {reason}: {body[:ERROR_BODY_BYTES].decode('utf-8', 'replace')}".strip()
     if status == 412:
-        return TransportError("changed", "the file changed (412)", retryable=False, details=details)
+        return TransportError(
+            TransportKind.CHANGED, "the file changed (412)", retryable=False, details=details
+        )
     if status in (404, 410):
         return TransportError(
-            "not-found", f"not found ({status})", retryable=False, details=details
+            TransportKind.NOT_FOUND, f"not found ({status})", retryable=False, details=details
         )
     if status in (401, 403):
         return TransportError(
-            "access", f"access refused ({status})", retryable=False, details=details
+            TransportKind.ACCESS, f"access refused ({status})", retryable=False, details=details
         )
     if status == 416:
         return TransportError(
-            "range",
+            TransportKind.RANGE,
             "the server says the range is outside the file (416)",
             retryable=False,
             details=details,
@@ -150,13 +227,15 @@ def _status_error(status: int, reason: str, headers: Any, body: bytes) -> Transp
     if status in (408, 429) or status >= 500:
         after = retry_after_seconds(headers.get("Retry-After"))
         return TransportError(
-            "status",
+            TransportKind.STATUS,
             f"server answered {status}",
             retryable=True,
             retry_after=after,
             details=details,
         )
-    return TransportError("status", f"server answered {status}", retryable=False, details=details)
+    return TransportError(
+        TransportKind.STATUS, f"server answered {status}", retryable=False, details=details
+    )
 
 
 def _content_range(value: str | None) -> tuple[int, int, int] | None:
@@ -177,15 +256,15 @@ class HTTPTransport:
     Args:
         base: the store's URL; object paths are appended to its path.
         headers: sent with every request to the base's origin (the Hub's `Authorization`).
-        connect_timeout: seconds to open a connection.
-        idle_timeout: seconds without a byte before a request fails as stalled.
+        limits: seconds to connect, seconds without a byte before a request fails as stalled,
+            and the minimum rate of a body (`TimeLimits`).
         locate: an object path's absolute URL, where it is not the base's URL of it (S3: a
             presigned URL, `SignedURLs`); None: `base` + the path.
         tls: the TLS context of `https` connections (None: Python's default, the system's
             certificate authorities).
 
     Example:
-        >>> t = HTTPTransport("http://127.0.0.1:8080", connect_timeout=5, idle_timeout=30)
+        >>> t = HTTPTransport("http://127.0.0.1:8080", limits=TimeLimits(idle_s=30))
         >>> t.read("model.safetensors", 0, memoryview(bytearray(8)), Conditions(), first=True)
     """
 
@@ -194,8 +273,7 @@ class HTTPTransport:
         base: str,
         *,
         headers: dict[str, str] | None = None,
-        connect_timeout: float,
-        idle_timeout: float,
+        limits: TimeLimits = TimeLimits(),
         locate: Callable[[str], str] | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
@@ -203,7 +281,8 @@ class HTTPTransport:
         self._origin = (split.scheme, split.netloc)
         self._prefix = split.path.rstrip("/")
         self._headers = dict(headers or {})
-        self.connect_timeout, self.idle_timeout = connect_timeout, idle_timeout
+        self.limits = limits
+        self.connect_timeout, self.idle_timeout = limits.connect_s, limits.idle_s
         self._locate, self._tls = locate, tls
         self._local = threading.local()
 
@@ -227,24 +306,23 @@ class HTTPTransport:
                 return conn
             self._drop(origin)
         scheme, netloc = origin
-        if scheme == "https":
-            conn = http.client.HTTPSConnection(
-                netloc, timeout=self.connect_timeout, context=self._tls
-            )
-        else:
-            conn = http.client.HTTPConnection(netloc, timeout=self.connect_timeout)
+        conn = (
+            http.client.HTTPSConnection(netloc, timeout=self.connect_timeout, context=self._tls)
+            if scheme in _TLS_SCHEMES
+            else http.client.HTTPConnection(netloc, timeout=self.connect_timeout)
+        )
         try:
             conn.connect()
         except TimeoutError as e:
             raise TransportError(
-                "connection",
+                TransportKind.CONNECTION,
                 f"no connection within {self.connect_timeout:g} s",
                 retryable=True,
                 details=str(e),
             ) from None
         except (OSError, ssl.SSLError) as e:
             raise TransportError(
-                "connection", "cannot connect", retryable=True, details=str(e)
+                TransportKind.CONNECTION, "cannot connect", retryable=True, details=str(e)
             ) from None
         assert conn.sock is not None
         conn.sock.settimeout(self.idle_timeout)
@@ -270,7 +348,7 @@ class HTTPTransport:
         except (http.client.HTTPException, OSError) as e:
             self._drop(origin)
             raise TransportError(
-                "connection",
+                TransportKind.CONNECTION,
                 "the connection failed before an answer",
                 retryable=True,
                 details=f"{type(e).__name__}: {e}",
@@ -278,7 +356,7 @@ class HTTPTransport:
 
     def _stalled(self, exc: BaseException) -> TransportError:
         return TransportError(
-            "stalled",
+            TransportKind.STALLED,
             f"no data for {self.idle_timeout:g} s",
             retryable=False,
             details=f"{type(exc).__name__}: {exc}",
@@ -313,7 +391,9 @@ class HTTPTransport:
             split = urllib.parse.urlsplit(urllib.parse.urljoin(here, location))
             origin = (split.scheme, split.netloc)
             target = split.path + (f"?{split.query}" if split.query else "")
-        raise TransportError("status", f"more than {MAX_REDIRECTS} redirects", retryable=False)
+        raise TransportError(
+            TransportKind.STATUS, f"more than {MAX_REDIRECTS} redirects", retryable=False
+        )
 
     def _answer(
         self,
@@ -340,7 +420,7 @@ class HTTPTransport:
             if served is None or served[0] != start or served[1] != ok_end:
                 self._drop(origin)
                 raise TransportError(
-                    "range",
+                    TransportKind.RANGE,
                     f"the server answered {response.getheader('Content-Range')!r} for bytes "
                     f"{start}-{end - 1}",
                     retryable=False,
@@ -352,7 +432,7 @@ class HTTPTransport:
             if not whole:
                 self._drop(origin)
                 raise TransportError(
-                    "range",
+                    TransportKind.RANGE,
                     "the server ignores Range (it answered 200 with the whole file)",
                     retryable=False,
                 )
@@ -360,7 +440,7 @@ class HTTPTransport:
         if length is not None and length.isdigit() and int(length) != end_ - start_:
             self._drop(origin)
             raise TransportError(
-                "range",
+                TransportKind.RANGE,
                 f"Content-Length {length} for {end_ - start_} bytes of Content-Range",
                 retryable=False,
             )
@@ -376,29 +456,35 @@ class HTTPTransport:
         deadline: float | None,
     ) -> None:
         got = 0
+        rate = RateWatch(self.limits)
         try:
             while got < len(out):
                 if deadline is not None and time.monotonic() > deadline:
                     self._drop(origin)
                     raise TransportError(
-                        "deadline",
+                        TransportKind.DEADLINE,
                         f"the body was still arriving: {got} of {len(out)} bytes",
                         retryable=False,
                     )
                 # one receive at a time (not `readinto`, which waits for the whole buffer): a
-                # trickle is cut at the deadline, a stall at the socket's idle timeout
+                # trickle is cut by the minimum rate or the deadline, a stall at the socket's
+                # idle timeout
                 assert response.fp is not None
                 n = response.fp.readinto1(out[got:])
                 if not n:
                     break
                 got += n
+                rate.check(got, len(out))
+        except TransportError:
+            self._drop(origin)
+            raise
         except TimeoutError as e:
             self._drop(origin)
             raise self._stalled(e) from None
         except (http.client.HTTPException, OSError) as e:
             self._drop(origin)
             raise TransportError(
-                "connection",
+                TransportKind.CONNECTION,
                 f"the body broke off after {got} of {len(out)} bytes",
                 retryable=True,
                 details=f"{type(e).__name__}: {e}",
@@ -406,7 +492,9 @@ class HTTPTransport:
         if got < len(out):
             self._drop(origin)
             raise TransportError(
-                "connection", f"the body ended after {got} of {len(out)} bytes", retryable=True
+                TransportKind.CONNECTION,
+                f"the body ended after {got} of {len(out)} bytes",
+                retryable=True,
             )
         response.length = 0
         response.read()  # the body is read: the response closes, the connection is kept
@@ -457,11 +545,19 @@ class SignedURLs:
 
 
 class ObstoreTransport:
-    """Range requests through an `obstore` store (S3: signed requests); module docstring."""
+    """Range requests through an `obstore` store (S3 unsigned, GCS); module docstring.
 
-    def __init__(self, store: Any, *, idle_timeout: float) -> None:
+    The body comes as `obstore` receives it (`stream`), each piece copied into its place, so
+    the load's deadline and the minimum rate are checked as it arrives, as `HTTPTransport`
+    does; a stall is obstore's `read_timeout` (the idle timeout). A store that pins a generation
+    (`Conditions.version`: GCS) reads that generation or nothing: a not-found once the object is
+    open is a replaced object (`changed`).
+    """
+
+    def __init__(self, store: Any, *, limits: TimeLimits = TimeLimits()) -> None:
         self.store = store
-        self.idle_timeout = idle_timeout
+        self.limits = limits
+        self.idle_timeout = limits.idle_s
 
     def read(
         self,
@@ -476,30 +572,23 @@ class ObstoreTransport:
         import obstore
 
         end = start + len(out)
-        options: dict[str, Any] = {"range": (start, end)}
-        if conditions.etag:
-            options["if_match"] = conditions.etag
-        elif conditions.last_modified:
-            options["if_unmodified_since"] = email.utils.parsedate_to_datetime(
-                conditions.last_modified
-            )
         try:
-            result = obstore.get(self.store, path, options=options)  # type: ignore[arg-type]
+            result = obstore.get(self.store, path, options=_get_options(start, end, conditions))
             meta = result.meta
-            data = result.bytes()
+            served = result.range
+            size = int(meta["size"])
+            ok_end = min(end, size) if first else end
+            if tuple(served) != (start, ok_end):
+                raise TransportError(
+                    TransportKind.RANGE,
+                    f"asked for bytes {start}-{ok_end - 1}, got {served[0]}-{served[1] - 1}",
+                    retryable=False,
+                )
+            self._fill(result, out[: ok_end - start], deadline)
+        except TransportError:
+            raise
         except Exception as e:  # noqa: BLE001 - classified here, once
-            raise self._classify(e) from None
-        served = result.range
-        size = int(meta["size"])
-        ok_end = min(end, size) if first else end
-        if tuple(served) != (start, ok_end) or len(data) != ok_end - start:
-            raise TransportError(
-                "connection",
-                f"asked for bytes {start}-{ok_end - 1}, got {len(data)} bytes "
-                f"(range {served[0]}-{served[1] - 1})",
-                retryable=True,
-            )
-        out[: len(data)] = memoryview(data).cast("B")
+            raise self._classify(e, pinned=conditions.version is not None) from None
         modified = meta.get("last_modified")
         return Answer(
             start,
@@ -509,9 +598,38 @@ class ObstoreTransport:
             email.utils.format_datetime(modified, usegmt=True)
             if isinstance(modified, datetime)
             else None,
+            meta.get("version"),
         )
 
-    def _classify(self, exc: Exception) -> TransportError:
+    def _fill(self, result: Any, out: memoryview, deadline: float | None) -> None:
+        """The body, piece by piece as it arrives, into `out` (deadline and minimum rate)."""
+        got = 0
+        rate = RateWatch(self.limits)
+        for piece in result.stream(min_chunk_size=0):
+            if deadline is not None and time.monotonic() > deadline:
+                raise TransportError(
+                    TransportKind.DEADLINE,
+                    f"the body was still arriving: {got} of {len(out)} bytes",
+                    retryable=False,
+                )
+            n = len(piece)
+            if got + n > len(out):
+                raise TransportError(
+                    TransportKind.RANGE,
+                    f"the body is longer than the {len(out)} bytes asked for",
+                    retryable=False,
+                )
+            out[got : got + n] = memoryview(piece).cast("B")
+            got += n
+            rate.check(got, len(out))
+        if got < len(out):
+            raise TransportError(
+                TransportKind.CONNECTION,
+                f"the body ended after {got} of {len(out)} bytes",
+                retryable=True,
+            )
+
+    def _classify(self, exc: Exception, *, pinned: bool) -> TransportError:
         from obstore.exceptions import (
             NotFoundError,
             PermissionDeniedError,
@@ -521,13 +639,44 @@ class ObstoreTransport:
 
         text = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, PreconditionError):
-            return TransportError("changed", "the file changed", retryable=False, details=text)
+            return TransportError(
+                TransportKind.CHANGED, "the file changed", retryable=False, details=text
+            )
         if isinstance(exc, NotFoundError | FileNotFoundError):
-            return TransportError("not-found", "not found", retryable=False, details=text)
+            if pinned:  # the generation read so far is gone: the object was replaced
+                return TransportError(
+                    TransportKind.CHANGED,
+                    "the file changed (its generation is gone)",
+                    retryable=False,
+                    details=text,
+                )
+            return TransportError(
+                TransportKind.NOT_FOUND, "not found", retryable=False, details=text
+            )
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
-            return TransportError("access", "access refused", retryable=False, details=text)
+            return TransportError(
+                TransportKind.ACCESS, "access refused", retryable=False, details=text
+            )
         if "timed out" in text or "operation timed out" in text.lower():
             return TransportError(
-                "stalled", f"no data for {self.idle_timeout:g} s", retryable=False, details=text
+                TransportKind.STALLED,
+                f"no data for {self.idle_timeout:g} s",
+                retryable=False,
+                details=text,
             )
-        return TransportError("connection", "the request failed", retryable=True, details=text)
+        return TransportError(
+            TransportKind.CONNECTION, "the request failed", retryable=True, details=text
+        )
+
+
+def _get_options(start: int, end: int, conditions: Conditions) -> GetOptions:
+    """obstore's `GetOptions` for one range on the object's validators: its generation where
+    pinned (GCS), else If-Match on its ETag, else If-Unmodified-Since."""
+    options: GetOptions = {"range": (start, end)}
+    if conditions.version:
+        options["version"] = conditions.version
+    elif conditions.etag:
+        options["if_match"] = conditions.etag
+    elif conditions.last_modified:
+        options["if_unmodified_since"] = email.utils.parsedate_to_datetime(conditions.last_modified)
+    return options

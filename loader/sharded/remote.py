@@ -168,7 +168,7 @@ class RemoteLayoutSource(LayoutSource):
 
 
 def open_remote_layout(url: str, options: RemoteOptions | None = None) -> RemoteLayoutSource:
-    """The source of a remote checkpoint (`https://`, `s3://`, `hf://`) for the `sharded` strategy.
+    """The source of a remote checkpoint (a registered store's URL) for the `sharded` strategy.
 
     Example:
         >>> with open_remote_layout("s3://bucket/model.safetensors", RemoteOptions(8)) as source:

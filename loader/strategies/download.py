@@ -36,14 +36,14 @@ def load(request: LoadRequest) -> tuple[Any, LoadReport]:
         ...     builder, "s3://bucket/model.safetensors", strategy="download", concurrency=16)
     """
     from loader.remote.cache import cached_copy
+    from loader.remote.registry import schemes_text
     from loader.remote.source import RemoteSource
     from loader.strategies import pipelined
 
     path = request.path
     if not is_url(path):
         raise CheckpointError(
-            f"{path}: `download` loads a URL (https://, s3://, hf://); for a "
-            "local file use pipelined"
+            f"{path}: `download` loads a URL ({schemes_text()}); for a local file use pipelined"
         )
     remote = remote_options(request.options)
     pipeline = pipeline_options(request.options)  # its budget: the pipelined load's

@@ -7,6 +7,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from remote_servers import checkpoints, hub, moto, nginx  # noqa: E402
+from remote_servers import checkpoints, fake_gcs, hub, moto, nginx  # noqa: E402
 
-__all__ = ["checkpoints", "hub", "moto", "nginx"]
+__all__ = ["checkpoints", "fake_gcs", "hub", "moto", "nginx"]

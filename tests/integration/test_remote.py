@@ -1,8 +1,9 @@
-"""Remote loads (`https://`, `s3://`, `hf://`) against real servers on 127.0.0.1.
+"""Remote loads (`https://`, `s3://`, `hf://`, `gs://`) against real servers on 127.0.0.1.
 
-nginx, moto's S3 server and the Hub-protocol server serve one synthetic checkpoint as a file and
-as two shards with an index; every load fills a poisoned model and is checked bit-exactly, so a
-loader that reads nothing (or the wrong bytes) fails. Faults come through `tests/faultproxy.py`.
+nginx, moto's S3 server, the Hub-protocol server and fake-gcs-server serve one synthetic
+checkpoint as a file and as two shards with an index; every load fills a poisoned model and is
+checked bit-exactly, so a loader that reads nothing (or the wrong bytes) fails. Faults come
+through `tests/faultproxy.py`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -25,9 +27,9 @@ from faultproxy import Fault, FaultProxy  # noqa: E402
 from remote_servers import FILE_SPEC, SHARD_SPEC, TOKEN, hub_environment, verify  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
-KINDS = ("http", "s3", "hf")
+KINDS = ("http", "s3", "hf", "gs")
 FILE_SPEC_BYTES = sum(t.nbytes for t in FILE_SPEC.tensors)
-FIXTURE = {"http": "nginx", "s3": "moto", "hf": "hub"}
+FIXTURE = {"http": "nginx", "s3": "moto", "hf": "hub", "gs": "fake_gcs"}
 
 
 @pytest.fixture(params=KINDS)
@@ -148,6 +150,18 @@ def test_missing_file_bucket_key_and_repo(nginx, moto, hub, monkeypatch, tmp_pat
         loader.load_model(lambda: None, "hf://org/one@v9")
 
 
+def test_missing_gs_object_bucket_and_folder(fake_gcs, monkeypatch, tmp_path):
+    fake_gcs.point_at(monkeypatch, fake_gcs.endpoint, tmp_path)
+    for url, what in [
+        ("gs://loadbench/nokey.safetensors", "not found; check the URL"),
+        ("gs://nobucket/model.safetensors", "not found; check the URL"),
+        ("gs://loadbench/empty/", "no \\*.safetensors file"),  # listed: nothing there
+    ]:
+        with pytest.raises(RemoteError, match=what) as e:
+            loader.load_model(lambda: None, url)
+        assert str(e.value).startswith(url.rstrip("/")) and "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("token", [None, "hf_wrongTOKEN0123456789"])
 def test_gated_repo_without_or_with_a_wrong_token(hub, monkeypatch, tmp_path, capfd, token):
     hub_environment(monkeypatch, hub.endpoint, tmp_path, token)
@@ -178,7 +192,7 @@ def test_token_reaches_the_server_and_no_output(hub, checkpoints, monkeypatch, t
 
 # -- faults through a proxy in front of the real servers -------------------------------------------
 def _through_proxy(served, monkeypatch, tmp_path):
-    proxy = FaultProxy(served.endpoint)
+    proxy = served.proxy()
     served.point_at(monkeypatch, proxy.url, tmp_path / "hf")
     return proxy
 
@@ -236,6 +250,25 @@ def test_sharded_ranges_are_checked_and_retried(
                 loader.load_model(builder, nginx.urls(proxy.url)["file"], strategy="sharded")
         finally:
             nginx.replace(original)
+
+
+def test_a_trickling_server_fails_within_the_idle_timeout_on_every_scheme(
+    served, monkeypatch, tmp_path
+):
+    """A body that keeps coming a byte at a time never lets the idle timeout fire: the minimum
+    rate (on by default) fails it once a whole idle timeout brought less, not retried, saying so."""
+    with _through_proxy(served, monkeypatch, tmp_path) as proxy:
+        proxy.fault = Fault("trickle", nth=3)  # a tensor's range: a byte every half second
+        url = served.urls(proxy.url)["file"]
+        began = time.monotonic()
+        with pytest.raises(RemoteError) as e:
+            loader.load_model(shapes.model_builder(FILE_SPEC), url, idle_timeout=2)
+        took = time.monotonic() - began
+    message = str(e.value)
+    assert took < 2 + 10, took
+    assert message.startswith(url) and "\n" not in message
+    assert "too slow" in message and "bytes/s" in message and "bytes " in message
+    assert proxy.fault.hits == 1  # a trickle is not retried
 
 
 def test_server_dying_mid_load(checkpoints, tmp_path):

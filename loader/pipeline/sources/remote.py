@@ -1,4 +1,5 @@
-"""`RemoteFiles`: a checkpoint behind a URL (HTTP, S3, the Hub), read by range requests.
+"""`RemoteFiles`: a checkpoint behind a URL (a registered store: `loader.remote.registry`), read
+by range requests.
 
 A remote read waits on the link, not on a CPU: one reader thread per request in flight
 (`concurrency=`, `loader.remote.DEFAULT_CONCURRENCY`), each fetching its parts a chunk at a time
@@ -27,7 +28,7 @@ class RemoteFiles(RemoteSource):
     """A remote checkpoint as a `loader.pipeline.sources.ByteSource` (see the module docstring).
 
     Args:
-        url: `https://...`, `s3://...` or `hf://...` (`loader.remote.urls`).
+        url: a URL of a registered store (`loader.remote.registry`).
         concurrency: range requests in flight, one reader thread each (default
             `loader.remote.DEFAULT_CONCURRENCY`).
 

