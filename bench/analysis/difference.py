@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -165,6 +166,8 @@ def _welch_half_width(
     side varies, the difference is exact: no width, and p 0 (apart) or 1 (equal)."""
     if statistics.variance(a) == 0 and statistics.variance(b) == 0:
         return 0.0, (0.0 if shift != 0 else 1.0)
-    test = ttest_ind(a, b, equal_var=False)
-    ci = test.confidence_interval(confidence_level=confidence)
+    with warnings.catch_warnings():  # scipy warns of "precision loss" for a side whose values
+        warnings.simplefilter("ignore", RuntimeWarning)  # are all equal: its variance is 0
+        test = ttest_ind(a, b, equal_var=False)
+        ci = test.confidence_interval(confidence_level=confidence)
     return (float(ci.high) - float(ci.low)) / 2, float(test.pvalue)

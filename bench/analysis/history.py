@@ -14,19 +14,19 @@ RAM and kernel). Link and concurrency are the route's, so another link is anothe
 
 A change of configuration between two runs of a series is a `Boundary`, labelled with what
 changed ("budget 256.0 MiB -> 32.0 MiB"), never a step: steps are looked for only between runs of
-one configuration. A step is found by binary segmentation over those runs, judged on the time
-and the peak only (absolute seconds follow the machine, which the paired ratio does not):
-
-- **time**: a split is a candidate when the ratio of the repeats' geometric means after and
-  before, with its 95% interval (Welch's t on the logarithms, `bench.analysis.compare.
-  ratio_interval`, widened by how far whole runs stray from each other: `run_scatter`), lies
-  wholly beyond `MIN_STEP` (10%) either way: a move neither the repeats nor the run-to-run
-  scatter can explain. Repeats of one run share its machine's state, so their interval alone
-  would call a machine drifting a few percent per run a step wherever it is cut;
-- **peak**: when the repeats on its two sides are separated (every repeat on one side beyond every
-  repeat on the other, and a two-sided Mann-Whitney p below `ALPHA` where enough repeats stand on
-  each side for the test to reach it) and their medians differ by more than `MIN_STEP` (5%) and
-  than a typical run's own repeats stray.
+one configuration. Runs whose machine was shared (other processes took over a quarter of the
+CPUs: `SHARED`) are judged only among themselves, and quiet runs among themselves: a CPU-heavy
+neighbour slows each strategy by its threads, which no reference taken beside it undoes (its CPU
+ratio moved 30% on a real machine while the code stood still). A step is found by binary
+segmentation over those runs, judged on the time and the peak only (absolute seconds follow the
+machine, which the paired ratio does not), each by the one rule for "different?"
+(`bench.analysis.difference`: the 95% interval of after / before, Welch's t on the logarithms of
+the repeats, widened by how far whole runs stray from each other, `run_scatter`): a split is a
+candidate when that interval lies wholly beyond `MIN_STEP` (a time 10%, on the paired ratios or,
+where the machine was shared differently, the CPU ratios; a peak 5%) either way: a move neither
+the repeats nor the run-to-run scatter can explain. Repeats of one run share its machine's
+state, so their interval alone would call a machine drifting a few percent per run a step
+wherever it is cut.
 
 The candidate with the largest move is a step, and each side is searched again. A step is
 reported at the first run after it, with the values before and after (within its segments).
@@ -41,10 +41,17 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
-from bench.analysis.compare import ratio_interval
-from bench.analysis.intervals import CPU_BASIS, PAIRED_BASIS, basis, interval
+from bench.analysis.difference import MEMORY_MEASURE, TIME_MEASURE, difference
+from bench.analysis.intervals import (
+    CPU_BASIS,
+    PAIRED_BASIS,
+    SHARED_LIMIT,
+    basis,
+    contention,
+    interval,
+)
+from bench.records.configuration import ROW_CONFIGURATION, value_text
 from bench.records.results import (
     GROUP_KEYS,
     LOCAL,
@@ -56,7 +63,6 @@ from bench.records.results import (
 )
 from bench.vocabulary import OK
 from loader.vocabulary import REFERENCE, TOTAL
-from shapes.sizes import format_bytes
 
 PEAK = "peak_over_baseline_bytes"
 TIME = "time_ratio"
@@ -69,24 +75,13 @@ METRICS = (PEAK, TIME, WALL, FLOOR)
 STEP_METRICS = (PEAK, TIME)
 #: The least relative move a step must make: peaks repeat closely, times less so.
 MIN_STEP = {PEAK: 0.05, TIME: 0.10}
-ALPHA = 0.05
-Z_95 = 1.96  # a normal's two-sided 95% quantile: the run-to-run term's share of an interval
 NORMAL_MAD = 0.6745  # a normal's median absolute deviation, in standard deviations
 #: A series: the summary's configuration (`GROUP_KEYS`) on one machine, across runs.
 SERIES_KEYS = ["machine", *(k for k in GROUP_KEYS if k != "run_id")]
 LABELS = ["git_commit", "jax_version", "flax_version", "safetensors_version"]
-#: A run's configuration beyond its series: what each part is called in a boundary's label.
-ROW_CONFIG = {
-    "budget_bytes": "budget",
-    "threads": "threads",
-    "cache_policy": "cache policy",
-    "staging_memory": "staging",
-    "host_ram_bytes": "host RAM limit",
-    "cpus": "CPU limit",
-    "disk_read_bytes_per_s": "disk read cap",
-    "model_dtype": "model dtype",
-    "reference": "time reference",
-}
+#: A run's configuration beyond its series: what each part is called in a boundary's label (the
+#: limits and options every row records, `bench.records.configuration`, and its time reference).
+ROW_CONFIG = {**ROW_CONFIGURATION, "reference": "time reference"}
 RUN_CONFIG = {
     "cpu_model": "CPU",
     "cpu_count": "CPUs",
@@ -95,7 +90,7 @@ RUN_CONFIG = {
     "cpu_limit": "usable CPUs",
 }
 CONFIG = {**ROW_CONFIG, **RUN_CONFIG}
-SIZES = {"budget_bytes", "host_ram_bytes", "ram_bytes"}
+SHARED = "shared"  # the run's machine was shared: other processes took over `SHARED_LIMIT`
 #: How the time of a row was referenced: the copy pass beside it, or (older files) the floor line.
 MOMENT, FLOOR_LINE = "copy pass beside each repeat", "the run's floor line"
 
@@ -119,6 +114,7 @@ class Step:
     low: float | None = None
     high: float | None = None
     basis: str | None = None  # a time's: paired (wall over reference) or cpu (`intervals.basis`)
+    words: str = ""  # the move as `bench.analysis.difference` says it: `1.40x slower (95% CI ...)`
 
     @property
     def change(self) -> float:
@@ -148,14 +144,8 @@ class Boundary:
 
 
 def config_value(name: str, value: Any) -> str:
-    """One part of a configuration as a boundary says it: sizes in GiB/MiB, `-` for unset."""
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if name in SIZES:
-        return format_bytes(float(value))
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    """One part of a configuration as a boundary says it (`configuration.value_text`)."""
+    return value_text(name, value)
 
 
 def repeats(results: Results) -> pd.DataFrame:
@@ -189,7 +179,16 @@ def repeats(results: Results) -> pd.DataFrame:
     for name in ROW_CONFIG:
         if name not in out:
             out[name] = None
+    shared = out.groupby("run_id")[OTHERS].agg(lambda o: _shared(o.tolist()))
+    out[SHARED] = out["run_id"].map(shared).astype(bool)
     return out[out["kind"] != REFERENCE]
+
+
+def _shared(others: list[float | None]) -> bool:
+    """A run beside other processes: they took over `SHARED_LIMIT` of the CPUs (the median over
+    its repeats, every strategy's and the reference's); unknown reads as not shared."""
+    taken = contention(others)
+    return taken is not None and taken > SHARED_LIMIT
 
 
 def _label(started: Any, commit: Any) -> str:
@@ -236,58 +235,68 @@ def points(results: Results) -> pd.DataFrame:
     return frame.sort_values([*SERIES_KEYS, "started_utc", "run_id"], kind="stable")
 
 
-def _separated(before: list[float], after: list[float]) -> tuple[bool, float | None]:
-    """(the two samples are separated: every value of one beyond every value of the other, and
-    Mann-Whitney's p below `ALPHA` where the test can reach it; that p, else None)."""
-    apart = max(before) < min(after) or max(after) < min(before)
-    smallest_p = 2.0 / math.comb(len(before) + len(after), len(before))
-    if smallest_p >= ALPHA:  # too few repeats for the test to call anything: separation alone
-        return apart, None
-    p = float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
-    return apart and p < ALPHA, p
-
-
 def _median(samples: list[list[float]]) -> float:
     return float(pd.Series([v for run in samples for v in run]).median())
 
 
-def typical_spread(samples: list[list[float]]) -> float:
-    """How far a typical run's repeats stray: the median over runs of (max - min) / median (0
-    where no run was repeated)."""
-    spreads = [
-        (max(run) - min(run)) / abs(_median([run]))
-        for run in samples
-        if len(run) > 1 and _median([run])
-    ]
-    return float(pd.Series(spreads).median()) if spreads else 0.0
-
-
 @dataclass(frozen=True)
 class _Move:
-    """A candidate split's move: relative size, p, and (a time) the ratio's 95% interval and
-    what it was judged on."""
+    """A candidate split's move: relative size, p, the ratio's 95% interval and (a time) what it
+    was judged on."""
 
     size: float
     p: float | None
     low: float | None = None
     high: float | None = None
     basis: str | None = None
+    words: str = ""
 
 
 #: One repeat of a time: its paired ratio, its CPU ratio, the CPU share others took meanwhile.
 Timed = tuple[float, float | None, float | None]
 
 
-def _peak_move(before: list[list[float]], after: list[list[float]]) -> _Move | None:
-    """A step of the peak: separated repeats whose medians moved beyond `MIN_STEP` and a typical
-    run's own spread; None where not."""
-    least = max(MIN_STEP[PEAK], typical_spread([*before, *after]))
-    lo, hi = _median(before), _median(after)
-    move = abs(hi - lo) / abs(lo) if lo else float("inf")
-    if move <= least:
+def run_scatter(samples: list[list[float]]) -> float:
+    """How far one run's value strays from the next's, beyond its own repeats: the standard
+    deviation of a run's log mean from run to run, from the median move between neighbouring
+    runs (a robust estimate: one step among them does not inflate it); 0 with fewer than 4
+    runs, where it cannot be told from a step.
+
+    Repeats within a run share that run's machine state (its first-touch speed, what else ran),
+    so their interval says nothing of how the next run will land: a series whose runs drift
+    by a few percent each would otherwise show a "step" wherever it is cut.
+    """
+    means = []
+    for run in samples:
+        logs = [math.log(v) for v in run if v is not None and v > 0]
+        if logs:
+            means.append(sum(logs) / len(logs))
+    moves = [abs(b - a) for a, b in zip(means, means[1:])]
+    if len(moves) < 3:
+        return 0.0
+    return float(pd.Series(moves).median()) / (NORMAL_MAD * math.sqrt(2))
+
+
+def _between(scatter: float, before: list[Any], after: list[Any]) -> float:
+    """The run-to-run scatter of the mean of `before`'s runs against the mean of `after`'s."""
+    return scatter * math.sqrt(1 / len(before) + 1 / len(after))
+
+
+def _peak_move(
+    before: list[list[float]], after: list[list[float]], scatter: dict[str, float]
+) -> _Move | None:
+    """A step of the peak: NEW's repeats different from BEFORE's (`bench.analysis.difference`,
+    widened by the run-to-run scatter) with the whole interval beyond `MIN_STEP`; None where
+    not."""
+    found = difference(
+        [v for r in before for v in r],
+        [v for r in after for v in r],
+        measure=MEMORY_MEASURE,
+        run_scatter=_between(scatter[PEAK], before, after),
+    )
+    if not found.beyond(1 + MIN_STEP[PEAK]):
         return None
-    separated, p = _separated([v for r in before for v in r], [v for r in after for v in r])
-    return _Move(move, p) if separated else None
+    return _Move(abs(found.ratio - 1), found.p, found.low, found.high, words=found.text())
 
 
 def _judged(before: list[list[Timed]], after: list[list[Timed]]) -> tuple[str, int]:
@@ -301,47 +310,23 @@ def _judged(before: list[list[Timed]], after: list[list[Timed]]) -> tuple[str, i
     return PAIRED_BASIS, 0
 
 
-def run_scatter(samples: list[list[Timed]], at: int) -> float:
-    """How far one run's time strays from the next's, beyond its own repeats: the standard
-    deviation of a run's log time (index `at` of its `Timed`) from run to run, from the median
-    move between neighbouring runs (a robust estimate: one step among them does not inflate it);
-    0 with fewer than 4 runs, where it cannot be told from a step.
-
-    Repeats within a run share that run's machine state (its first-touch speed, what else ran),
-    so their interval says nothing of how the next run will land: a series whose runs drift
-    by a few percent each would otherwise show a "step" wherever it is cut.
-    """
-    means = []
-    for run in samples:
-        logs = [math.log(v) for v in (t[at] for t in run) if v is not None and v > 0]
-        if logs:
-            means.append(sum(logs) / len(logs))
-    moves = [abs(b - a) for a, b in zip(means, means[1:])]
-    if len(moves) < 3:
-        return 0.0
-    return float(pd.Series(moves).median()) / (NORMAL_MAD * math.sqrt(2))
-
-
 def _time_move(
     before: list[list[Timed]], after: list[list[Timed]], scatter: dict[str, float]
 ) -> _Move | None:
-    """A step of the time: the 95% interval of after / before (geometric means, on the basis
-    `_judged` picks), widened by the series' run-to-run scatter on that basis (`run_scatter`)
-    for the number of runs on each side, wholly beyond `MIN_STEP` either way; None where not."""
+    """A step of the time: after against before on the basis `_judged` picks
+    (`bench.analysis.difference`, widened by the series' run-to-run scatter on that basis for
+    the number of runs on each side), its whole interval beyond `MIN_STEP` either way; None
+    where not."""
     judged, at = _judged(before, after)
-    ratio, low, high, p = ratio_interval(
-        [float(t[at] or 0.0) for r in after for t in r],
+    found = difference(
         [float(t[at] or 0.0) for r in before for t in r],
+        [float(t[at] or 0.0) for r in after for t in r],
+        measure=TIME_MEASURE,
+        run_scatter=_between(scatter[judged], before, after),
     )
-    if ratio != ratio or low != low:
+    if not found.beyond(1 + MIN_STEP[TIME]):
         return None
-    between = scatter[judged] * math.sqrt(1 / len(before) + 1 / len(after))
-    half = math.hypot(math.log(high / low) / 2, Z_95 * between)
-    low, high = ratio * math.exp(-half), ratio * math.exp(half)
-    least = 1 + MIN_STEP[TIME]
-    if low > least or high < 1 / least:
-        return _Move(abs(ratio - 1), min(p, 1 - p), low, high, judged)
-    return None
+    return _Move(abs(found.ratio - 1), found.p, found.low, found.high, judged, found.text())
 
 
 def _split(
@@ -355,7 +340,7 @@ def _split(
         if metric == TIME:
             move = _time_move(before, after, scatter)
         else:
-            move = _peak_move(before, after)
+            move = _peak_move(before, after, scatter)
         if move is not None and (best is None or move.size > best[1].size):
             best = (k, move)
     return best
@@ -461,9 +446,11 @@ def steps(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Ste
     for key, series in reps.groupby(SERIES_KEYS, dropna=False, sort=True):
         labels = dict(zip(SERIES_KEYS, key, strict=True))
         runs = list(dict.fromkeys(series["run_id"]))
+        shared = series.drop_duplicates("run_id").set_index("run_id")[SHARED]
         for part in _segments(series, runs):
-            for metric in metrics:
-                out += _steps_of(series, part, metric, labels)
+            for alike in ([r for r in part if not shared[r]], [r for r in part if shared[r]]):
+                for metric in metrics:
+                    out += _steps_of(series, alike, metric, labels) if alike else []
     return out
 
 
@@ -473,9 +460,15 @@ def _steps_of(
     by_run = [_samples(series[series["run_id"] == r], metric) for r in runs]
     kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
     samples = [v for _, v in kept]
-    scatter = {}  # a time's, over the whole series of one configuration, not each segment
-    if metric == TIME:  # (run_scatter skips missing CPU ratios; `_judged` then picks paired)
-        scatter = {PAIRED_BASIS: run_scatter(samples, 0), CPU_BASIS: run_scatter(samples, 1)}
+    # over the whole series of one configuration, not each segment (a time's per basis;
+    # run_scatter skips missing CPU ratios, and `_judged` then picks paired)
+    if metric == TIME:
+        scatter = {
+            basis: run_scatter([[t[at] for t in run] for run in samples])
+            for basis, at in ((PAIRED_BASIS, 0), (CPU_BASIS, 1))
+        }
+    else:
+        scatter = {PEAK: run_scatter(samples)}
     return [
         Step(
             shapes=str(labels["shapes"]),
@@ -490,6 +483,7 @@ def _steps_of(
             low=move.low,
             high=move.high,
             basis=move.basis,
+            words=move.words,
         )
         for cut, move, before, after in _segment(samples, metric, 0, len(samples), scatter)
     ]
@@ -536,5 +530,6 @@ def steps_table(found: list[Step]) -> pd.DataFrame:
             "before": [metric_text(s.metric, s.before) for s in found],
             "after": [metric_text(s.metric, s.after) for s in found],
             "change": [f"{s.change:+.0%}" for s in found],
+            "difference": [s.words for s in found],
         }
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any
 
 import pandas as pd
@@ -43,20 +42,17 @@ SHOWN = (TIME, PEAK, WALL, FLOOR)
 
 
 def _step_text(step: Step) -> str:
-    change = "" if math.isinf(step.change) else f" ({step.change:+.0%})"
-    interval = (
-        f", 95% CI of the ratio {step.low:.2f}-{step.high:.2f}x"
-        if step.low is not None and step.high is not None
-        else ""
-    )
+    """`x reference (95% CI) 2.14x -> 3.00x: 1.40x slower (95% CI 1.31-1.50)`: the values on
+    either side of the step, and the move in the words of the one rule for "different?"."""
     judged = (
         " (judged on CPU time: the runs' machines were shared differently)"
         if (step.basis == "cpu")
         else ""
     )
+    words = f": {step.words}" if step.words else ""
     return (
         f"{NAMES[step.metric]} {metric_text(step.metric, step.before)} -> "
-        f"{metric_text(step.metric, step.after)}{change}{interval}{judged}"
+        f"{metric_text(step.metric, step.after)}{words}{judged}"
     )
 
 

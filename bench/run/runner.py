@@ -310,14 +310,25 @@ def _asked(config: RunConfig, selected: list[StrategyInfo]) -> dict:
         "status": RUNNING,
         "cache": config.cache,
         "host_ram_bytes": config.host_ram_bytes,
-        "cpu_limit": cpu_limit(),
+        "cpu_limit": _cpu_limit(config),
         "disk_read_bytes_per_s": config.disk_read_bytes_per_s,
         "check": config.check,
         "strategies": [s.name for s in selected],
         "repeats": config.repeats,
         "max_repeats": config.repeat_policy().max_repeats,
         "repeat_budget_s": config.repeat_policy().budget_s,
+        "budget_bytes": config.load_budget_bytes,
+        "devices": config.devices,
     }
+
+
+def _cpu_limit(config: RunConfig) -> float | None:
+    """The CPUs the children could use where fewer than the machine has: `--cpus` (each child
+    group's cgroup), capped by this process's own affinity or quota; None: no limit."""
+    own = cpu_limit()
+    if config.cpus is None:
+        return own
+    return float(config.cpus) if own is None else min(float(config.cpus), own)
 
 
 def _run_matrix(

@@ -241,8 +241,11 @@ def test_markdown_is_a_table_a_pr_comment_can_take(tmp_path, base, capsys):
     lines = out.splitlines()
     assert lines[0].startswith("### loadbench compare: **FAILED**")
     table = [line for line in lines if line.startswith("|")]
-    assert table[0] == "| shapes | strategy | ok repeats | peak | time | verdict |"
-    assert table[1] == "|---|---|---|---|---|---|" and len(table) == 2 + len(COSTS)
+    assert table[0] == (
+        "| shapes | strategy | ok repeats | peak base -> new | peak | wall base -> new | time "
+        "| verdict |"
+    )
+    assert table[1] == "|---|---|---|---|---|---|---|---|" and len(table) == 2 + len(COSTS)
     assert any("stream" in row and "**regressed**" in row for row in table)
 
 
