@@ -71,7 +71,7 @@ from bench.vocabulary import (
     UNDECIDED,
 )
 from loader.vocabulary import REFERENCE, TOTAL
-from shapes.sizes import significant
+from shapes.sizes import format_seconds, significant
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes", "cache", "model", ROUTE]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}
@@ -359,7 +359,7 @@ def values_text(row: pd.Series, m: str) -> str:
     one unit for both (`-` where a side has none)."""
     base, new = row.get(f"{m}_base"), row.get(f"{m}_new")
     if m == "wall":
-        return " -> ".join("-" if v is None or v != v else f"{v:.3g} s" for v in (base, new))
+        return " -> ".join(format_seconds(v) for v in (base, new))
     known = [v for v in (base, new) if v is not None and v == v]
     unit, size = next(
         ((u, n) for u, n in (("GiB", 1 << 30), ("MiB", 1 << 20)) if known and max(known) >= n),
