@@ -228,6 +228,7 @@ def _concurrencies(text: str | None) -> list[int] | None:
 def cmd_run(args: argparse.Namespace) -> int:
     """`bench run`: measure, write the results, print the summary."""
     from bench.analysis.summary import json_summary, tables
+    from bench.commands.show import run_header
     from bench.records.results import read_results
     from bench.run.checks import check_counts
     from bench.run.ranks import follow
@@ -250,6 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = {"results_file": str(outcome.jsonl), "strategies": json_summary(results)}
         print(json.dumps(summary, indent=1))
     else:  # the answer last: the summary ends with "use X" for this host
+        print(run_header(results))  # the run, its commit and the limits its children ran under
         print(
             f"results: {outcome.jsonl} (+ .parquet); "
             f"view them with `loadbench dashboard --results {args.out}`\n"

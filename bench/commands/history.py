@@ -8,8 +8,9 @@ the reference timed beside it (geometric mean and 95% interval), the peak over t
 step is marked on the first run after it, with its size; a change of configuration (budget,
 threads, limits, the machine) is a boundary, marked and named, never a step. `--json` prints
 `{"points": [...], "steps": [{shapes, strategy, metric, run_id, before, after, ...}],
-"boundaries": [...]}` (`steps` is a contract: `run_id` is the first run after the step). Every file
-or line skipped is said on stderr; no ok run at all is an error (exit 2).
+"boundaries": [...]}` (`steps` is a contract: `run_id` is the first run after the step). A folder
+holding part of a run is refused unless `--allow-partial` (which says what is lost); no ok run at
+all is an error (exit 2).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from bench.analysis.history import (
 from bench.analysis.history import boundaries as history_boundaries
 from bench.analysis.history import points as history_points
 from bench.analysis.history import steps as history_steps
-from bench.commands.common import add_json, example, read_stated
+from bench.commands.common import add_allow_partial, add_json, example, read_whole
 from bench.errors import BenchError
 from bench.records.results import ROUTE, routed
 
@@ -130,7 +131,7 @@ def _json_points(points: pd.DataFrame) -> list[dict[str, Any]]:
 
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench history`: exit 0 (steps are findings, not failures); 2 with no ok run."""
-    results = read_stated(args.results, given_as="RESULTS")
+    results = read_whole(args.results, allow_partial=args.allow_partial, given_as="RESULTS")
     points = history_points(results)
     if points.empty:
         raise BenchError(
@@ -163,6 +164,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         **example("loadbench history results", "loadbench history results nightly/ --json"),
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results folder(s) to read")
+    add_allow_partial(p)
     add_json(p, "one JSON object (points, steps, boundaries)")
     p.set_defaults(func=run_cli)
     return p
