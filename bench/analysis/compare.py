@@ -31,12 +31,11 @@ each side's in `configuration_base`, `configuration_new`), and is not judged.
 A combination ok in BASE with no ok repeat in NEW is `broken`; one with no ok repeat on either side
 reads `skipped` where NEW skipped it (a peer not installed, a strategy predicted not to fit) and
 `failed on both` otherwise, never `same`; one in BASE and absent from NEW (not run, or its lines
-deleted) is `missing`; one only in NEW is `only in new`. Each side's median `ceiling_ratio` (wall
-over its machine's ceiling, `bench.run.ceiling`) is shown beside, as `ceiling_base` and
-`ceiling_new`, and so is its time over the same side's `floor` on the shape set (`floor_base`,
-`floor_new`); they take no part in the verdict. The threshold carries its unit (`5%`, `1.05x`); a
-bare number is refused (`parse_threshold`). The CLI exits 1 on regressed, broken or missing
-(unless `--allow-missing`), else 0 (2 on bad input). No jax.
+deleted) is `missing`; one only in NEW is `only in new`. Each side's `x ceiling` and `x floor`
+(`bench.records.results.MEANINGS`: their one definition) are shown beside, as `ceiling_base`,
+`ceiling_new`, `floor_base` and `floor_new`; they take no part in the verdict. The threshold
+carries its unit (`5%`, `1.05x`); a bare number is refused (`parse_threshold`). The CLI exits 1
+on regressed, broken or missing (unless `--allow-missing`), else 0 (2 on bad input). No jax.
 """
 
 from __future__ import annotations
@@ -55,7 +54,15 @@ from bench.analysis.difference import (
 from bench.analysis.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
 from bench.errors import BenchError
 from bench.records.configuration import key_change, key_text, row_key
-from bench.records.results import ROUTE, headline, routed, with_route, worst_status
+from bench.records.results import (
+    ROUTE,
+    headline,
+    routed,
+    summarize,
+    with_route,
+    worst_status,
+    x_ceiling,
+)
 from bench.vocabulary import (
     BROKEN,
     FAILED_BOTH,
@@ -70,7 +77,7 @@ from bench.vocabulary import (
     SLOWER,
     UNDECIDED,
 )
-from loader.vocabulary import REFERENCE, TOTAL
+from loader.vocabulary import TOTAL
 from shapes.sizes import format_seconds, significant
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes", "cache", "model", ROUTE]
@@ -115,7 +122,6 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     rows = with_route(headline(phases))
     rows = rows[rows["phase"] == TOTAL]
     over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
-    ceiling = pd.to_numeric(rows.get("ceiling_ratio", pd.Series(index=rows.index, dtype=float)))
 
     def numbers(name: str) -> pd.Series:
         return pd.to_numeric(rows.get(name, pd.Series(index=rows.index, dtype=float)))
@@ -123,7 +129,6 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(
         peak_over_baseline_bytes=over,
         wall_s=pd.to_numeric(rows["wall_s"]),
-        ceiling=ceiling,
         configuration=[row_key(r) for r in rows.to_dict("records")],
         **{name: numbers(name) for name in (PAIRED, CPU, OTHERS)},
     )
@@ -141,22 +146,22 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     cols = [*METRICS.values(), PAIRED, CPU, OTHERS]
     stats = ok.groupby(KEYS, dropna=False)[cols].agg(["median", "min", "max", list])
     stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
-    ok_counts = ok.groupby(KEYS).agg(
-        ok_repeats=("result_id", "nunique"), ceiling=("ceiling", "median")
-    )
+    ok_counts = ok.groupby(KEYS).agg(ok_repeats=("result_id", "nunique"))
     out = counts.join(ok_counts, how="left").join(stats, how="left")
-    reference = ok[ok["kind"] == REFERENCE].groupby("shapes")
-    floor = reference["wall_s"].median().to_dict()
-    floor_paired = reference[PAIRED].median().to_dict()
-    shapes = out.index.get_level_values("shapes")
-    floor_walls = pd.Series([floor.get(n, float("nan")) for n in shapes], index=out.index)
-    paired_floor = pd.Series([floor_paired.get(n, float("nan")) for n in shapes], index=out.index)
-    by_wall = out["wall_s_median"] / floor_walls
-    by_pair = out[f"{PAIRED}_median"] / paired_floor
-    return out.assign(
-        ok_repeats=out["ok_repeats"].fillna(0).astype(int),
-        floor=by_pair.where(by_pair.notna(), by_wall),
+    return out.assign(ok_repeats=out["ok_repeats"].fillna(0).astype(int)).join(
+        _ratios(phases), how="left"
     )
+
+
+def _ratios(phases: pd.DataFrame) -> pd.DataFrame:
+    """Per combination, the `x ceiling` and `x floor` every surface prints (their one definition:
+    `bench.records.results.x_ceiling`, `with_floor_ratio`), as `ceiling` and `floor` (the median
+    over a side's runs)."""
+    summary = summarize(phases)
+    if summary.empty:
+        return pd.DataFrame(columns=["ceiling", "floor"])
+    summary = summary.assign(ceiling=x_ceiling(summary), floor=summary["floor_ratio"])
+    return summary.groupby(KEYS, dropna=False)[["ceiling", "floor"]].median()
 
 
 def _sided(d: Difference) -> tuple[float, float]:

@@ -56,9 +56,12 @@ from bench.records.results import (
     GROUP_KEYS,
     LOCAL,
     ROUTE,
+    X_CEILING,
+    X_FLOOR,
     Results,
     headline,
     routed,
+    summarize,
     with_route,
 )
 from bench.vocabulary import OK
@@ -231,8 +234,26 @@ def points(results: Results) -> pd.DataFrame:
     frame = frame.assign(
         label=[_label(s, c) for s, c in zip(frame["started_utc"], frame["git_commit"])],
         config=_config_text(frame),
+        **{FLOOR: _floor_ratios(results, frame)},
     )
     return frame.sort_values([*SERIES_KEYS, "started_utc", "run_id"], kind="stable")
+
+
+def _floor_ratios(results: Results, frame: pd.DataFrame) -> list[float]:
+    """Each point's `x floor`, as every surface says it (`bench.records.results.
+    with_floor_ratio`, over the run's summary); the repeats' median where no summary row
+    matches."""
+    summary = summarize(results.phases)
+    if summary.empty:
+        return list(frame[FLOOR])
+    by_key = {
+        tuple(str(v) for v in key): ratio
+        for key, ratio in zip(
+            summary[GROUP_KEYS].itertuples(index=False), summary["floor_ratio"], strict=True
+        )
+    }
+    own = frame[GROUP_KEYS].itertuples(index=False)
+    return [by_key.get(tuple(str(v) for v in k), f) for k, f in zip(own, frame[FLOOR], strict=True)]
 
 
 def _median(samples: list[list[float]]) -> float:
@@ -502,9 +523,9 @@ def _samples(run: pd.DataFrame, metric: str) -> list[Any]:
 
 METRIC_WORDS = {
     PEAK: "peak over baseline",
-    TIME: "time / reference beside it",
+    TIME: X_CEILING,
     WALL: "wall time",
-    FLOOR: "time / floor line",
+    FLOOR: X_FLOOR,
 }
 
 

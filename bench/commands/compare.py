@@ -29,7 +29,7 @@ from bench.analysis.difference import CONFIDENCE
 from bench.commands.common import add_allow_partial, add_json, example, read_whole
 from bench.errors import BenchError
 from bench.records.configuration import limits_text
-from bench.records.results import Results, routed
+from bench.records.results import MEANINGS, Results, routed
 from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, NOT_COMPARABLE, REGRESSED, UNDECIDED
 
 
@@ -203,6 +203,7 @@ def to_text(
     lines = [f"new {args.new} / base {args.base}; {rule_text(threshold)}"]
     lines += _headline(args, sides) + [""]
     lines += _table_lines(table) + [""]
+    lines.append("legend: " + "; ".join(f"{name}: {MEANINGS[name]}" for name in MEANINGS))
     lines += _lacks(absent(table, MISSING), "new") + _lacks(absent(table, NEW_ONLY), "base")
     lines += _apart(table)
     few = table[table["verdict"] == UNDECIDED]

@@ -36,9 +36,9 @@ from bench.analysis.history import points as history_points
 from bench.analysis.history import steps as history_steps
 from bench.commands.common import add_allow_partial, add_json, example, read_whole
 from bench.errors import BenchError
-from bench.records.results import ROUTE, routed
+from bench.records.results import MEANINGS, ROUTE, X_CEILING, X_FLOOR, routed
 
-NAMES = {PEAK: "peak - base", TIME: "x reference (95% CI)", WALL: "wall s", FLOOR: "x floor"}
+NAMES = {PEAK: "peak - base", TIME: f"{X_CEILING} (95% CI)", WALL: "wall s", FLOOR: X_FLOOR}
 SHOWN = (TIME, PEAK, WALL, FLOOR)
 
 
@@ -114,6 +114,7 @@ def to_text(points: pd.DataFrame, steps: list[Step], bounds: list[Boundary]) -> 
         f"{s.run_id}"
         for s in steps
     ] or ["no steps: no time or peak moved beyond its intervals and its least step"]
+    summary.append("legend: " + "; ".join(f"{name}: {MEANINGS[name]}" for name in MEANINGS))
     summary += [
         f"boundary: {b.machine} {b.shapes} {routed(b.strategy, b.route)}: {b.change} at run "
         f"{b.run_id} (not a step: runs on either side are not compared)"
