@@ -129,7 +129,9 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(
         peak_over_baseline_bytes=over,
         wall_s=pd.to_numeric(rows["wall_s"]),
-        configuration=[row_key(r) for r in rows.to_dict("records")],
+        configuration=pd.Series(
+            [row_key(r) for r in rows.to_dict("records")], index=rows.index, dtype=object
+        ),
         **{name: numbers(name) for name in (PAIRED, CPU, OTHERS)},
     )
 
@@ -269,7 +271,8 @@ def _overall(both: pd.DataFrame) -> pd.Series:
 def _configurations(both: pd.DataFrame) -> None:
     """Add each side's configuration in words and what changed between them (empty: the same,
     or a side absent) to `both` (in place); a row whose configuration changed is not judged."""
-    said, changes = {"base": [], "new": []}, []
+    said: dict[str, list[str]] = {"base": [], "new": []}
+    changes: list[str] = []
     for _, r in both.iterrows():
         keys = {side: r[f"configuration_{side}"] for side in ("base", "new")}
         for side, key in keys.items():

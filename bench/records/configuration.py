@@ -57,7 +57,7 @@ def value_text(name: str, value: Any) -> str:
     return str(value)
 
 
-def row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
+def row_key(row: Mapping[Any, Any]) -> tuple[str, ...]:
     """What two rows must share to be judged against each other (each part in words)."""
     return tuple(value_text(k, row.get(k)) for k in ROW_CONFIGURATION)
 
@@ -86,7 +86,7 @@ def _row_value(rows: pd.DataFrame | None, column: str) -> float | None:
 
 
 def _run_value(run: Mapping[Any, Any], rows: pd.DataFrame | None, column: str) -> float | None:
-    value = run.get(column)
+    value: Any = run.get(column)
     return float(value) if known(value) else _row_value(rows, column)
 
 
@@ -105,11 +105,11 @@ def run_limits(run: Mapping[Any, Any], rows: pd.DataFrame | None = None) -> list
     disk = _run_value(run, rows, "disk_read_bytes_per_s")
     if disk is not None:
         out.append(f"disk reads {format_rate(disk)}")
-    cpus = run.get("cpu_limit")
-    cpus = float(cpus) if known(cpus) else _row_value(rows, "cpus")
+    asked: Any = run.get("cpu_limit")
+    cpus = float(asked) if known(asked) else _row_value(rows, "cpus")
     if cpus is not None:
         out.append(f"{cpus:g} CPUs")
-    budget = run.get("budget_bytes")  # the run's `--budget`; rows carry a strategy's default
+    budget: Any = run.get("budget_bytes")  # the run's `--budget`; rows carry a strategy's default
     if known(budget):
         out.append(f"budget {format_bytes(float(budget))}")
     if known(run.get("check")) and bool(run.get("check")):
