@@ -251,11 +251,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = {"results_file": str(outcome.jsonl), "strategies": json_summary(results)}
         print(json.dumps(summary, indent=1))
     else:  # the answer last: the summary ends with "use X" for this host
-        print(run_header(results))  # the run, its commit and the limits its children ran under
         print(
             f"results: {outcome.jsonl} (+ .parquet); "
-            f"view them with `loadbench dashboard --results {args.out}`\n"
+            f"view them with `loadbench dashboard --results {args.out}`"
         )
+        print(f"{run_header(results)}\n")  # its commit and the limits its children ran under
         print(tables(results), end="")
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 
