@@ -74,7 +74,8 @@ def read_whole(folders: list[str], *, allow_partial: bool, given_as: str = "--re
     """The results of `folders` read as one (`read_stated`), refused where a run there holds part
     of what it was asked (a truncated file, a killed run): an answer from part of a run is an
     answer about what is left, not about what was measured. With `allow_partial`, each loss is
-    said on stderr instead, and the results are read as they are.
+    said on stderr instead, and the results are read as they are. (`recommend`'s own
+    `read_whole` is this with its argument names.)
 
     Raises:
         BenchError: naming each loss and the two ways on (run again, or `--allow-partial`).
@@ -84,10 +85,10 @@ def read_whole(folders: list[str], *, allow_partial: bool, given_as: str = "--re
     if lost and not allow_partial:
         raise BenchError(
             f"{', '.join(folders)} holds part of a run only: {'; '.join(lost)}. Run the bench "
-            "again, or read what is there with --allow-partial"
+            "again, or answer from what is there with --allow-partial"
         )
     for line in lost:
-        print(f"loadbench: reading part of a run (--allow-partial): {line}", file=sys.stderr)
+        print(f"loadbench: answering from part of a run (--allow-partial): {line}", file=sys.stderr)
     return results
 
 

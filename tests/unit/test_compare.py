@@ -407,5 +407,5 @@ def test_a_partial_folder_is_refused_unless_allowed(tmp_path, base, capsys):
     assert "holds part of a run only" in err and "--allow-partial" in err
     assert main(["compare", base, new, "--allow-partial"]) == 0
     captured = capsys.readouterr()
-    assert "reading part of a run (--allow-partial): 1 file(s) or line(s)" in captured.err
+    assert "answering from part of a run (--allow-partial): 1 file(s) or line(s)" in captured.err
     assert "no regression" in captured.out

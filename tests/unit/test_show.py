@@ -78,7 +78,7 @@ def test_show_names_an_unknown_run_and_refuses_part_of_one(tmp_path, capsys):
     assert main(["show", RUN, "--results", folder]) == 2
     assert "--allow-partial" in capsys.readouterr().err
     assert main(["show", RUN, "--results", folder, "--allow-partial"]) == 0
-    assert "reading part of a run (--allow-partial)" in capsys.readouterr().err
+    assert "answering from part of a run (--allow-partial)" in capsys.readouterr().err
 
 
 def test_history_refuses_part_of_a_run_unless_allowed(tmp_path, capsys):
