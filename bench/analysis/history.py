@@ -15,18 +15,18 @@ RAM and kernel). Link and concurrency are the route's, so another link is anothe
 A change of configuration between two runs of a series is a `Boundary`, labelled with what
 changed ("budget 256.0 MiB -> 32.0 MiB"), never a step: steps are looked for only between runs of
 one configuration. Runs whose machine was shared (other processes took over a quarter of the
-CPUs: `SHARED`) are judged only among themselves, and quiet runs among themselves: a CPU-heavy
-neighbour slows each strategy by its threads, which no reference taken beside it undoes (its CPU
-ratio moved 30% on a real machine while the code stood still). A step is found by binary
-segmentation over those runs, judged on the time and the peak only (absolute seconds follow the
-machine, which the paired ratio does not), each by the one rule for "different?"
-(`bench.analysis.difference`: the 95% interval of after / before, Welch's t on the logarithms of
-the repeats, widened by how far whole runs stray from each other, `run_scatter`): a split is a
-candidate when that interval lies wholly beyond `MIN_STEP` (a time 10%, on the paired ratios or,
-where the machine was shared differently, the CPU ratios; a peak 5%) either way: a move neither
-the repeats nor the run-to-run scatter can explain. Repeats of one run share its machine's
-state, so their interval alone would call a machine drifting a few percent per run a step
-wherever it is cut.
+CPUs: `SHARED`) are judged only among themselves, and quiet runs among themselves; within those,
+a split whose sides were shared differently (`bench.analysis.intervals.basis`) is not judged on
+time: a CPU-heavy neighbour slows each strategy by its threads, which neither the reference
+taken beside it nor CPU time undoes (on a real machine a CPU ratio fell 30% while the wall rose,
+the code unchanged). A step is found by binary segmentation over those runs, judged on the time
+(the paired ratios) and the peak only (absolute seconds follow the machine, which the paired
+ratio does not), each by the one rule for "different?" (`bench.analysis.difference`: the 95%
+interval of after / before, Welch's t on the logarithms of the repeats, widened by how far whole
+runs stray from each other, `run_scatter`): a split is a candidate when that interval lies wholly
+beyond `MIN_STEP` (a time 10%, a peak 5%) either way: a move neither the repeats nor the
+run-to-run scatter can explain. Repeats of one run share its machine's state, so their interval
+alone would call a machine drifting a few percent per run a step wherever it is cut.
 
 The candidate with the largest move is a step, and each side is searched again. A step is
 reported at the first run after it, with the values before and after (within its segments).
@@ -44,7 +44,6 @@ import pandas as pd
 
 from bench.analysis.difference import MEMORY_MEASURE, TIME_MEASURE, difference
 from bench.analysis.intervals import (
-    CPU_BASIS,
     PAIRED_BASIS,
     SHARED_LIMIT,
     basis,
@@ -116,7 +115,7 @@ class Step:
     route: str = LOCAL  # local, or `s3 · 1Gbit · c16` (`bench.records.results.route`)
     low: float | None = None
     high: float | None = None
-    basis: str | None = None  # a time's: paired (wall over reference) or cpu (`intervals.basis`)
+    basis: str | None = None  # a time's: paired (wall over the reference beside each repeat)
     words: str = ""  # the move as `bench.analysis.difference` says it: `1.40x slower (95% CI ...)`
 
     @property
@@ -273,8 +272,8 @@ class _Move:
     words: str = ""
 
 
-#: One repeat of a time: its paired ratio, its CPU ratio, the CPU share others took meanwhile.
-Timed = tuple[float, float | None, float | None]
+#: One repeat of a time: its paired ratio, and the share of the CPUs others took meanwhile.
+Timed = tuple[float, float | None]
 
 
 def run_scatter(samples: list[list[float]]) -> float:
@@ -320,34 +319,33 @@ def _peak_move(
     return _Move(abs(found.ratio - 1), found.p, found.low, found.high, words=found.text())
 
 
-def _judged(before: list[list[Timed]], after: list[list[Timed]]) -> tuple[str, int]:
-    """The basis two sides of a split are judged on (`intervals.basis`: paired ratios, or CPU
-    ratios where the machine was shared differently and every repeat has one), and its index in
-    a `Timed`."""
-    flat = [t for run in (*before, *after) for t in run]
-    picked = basis([t[2] for r in before for t in r], [t[2] for r in after for t in r])
-    if picked == CPU_BASIS and all(t[1] is not None and t[1] == t[1] for t in flat):
-        return CPU_BASIS, 1
-    return PAIRED_BASIS, 0
+def _shared_alike(before: list[list[Timed]], after: list[list[Timed]]) -> bool:
+    """The two sides of a split ran on machines shared alike (`intervals.basis`: their median
+    shares of the CPUs others took within `CONTENTION_GAP`), so their paired ratios compare."""
+    others = [[t[1] for r in side for t in r] for side in (before, after)]
+    return basis(*others) == PAIRED_BASIS
 
 
 def _time_move(
     before: list[list[Timed]], after: list[list[Timed]], scatter: dict[str, float]
 ) -> _Move | None:
-    """A step of the time: after against before on the basis `_judged` picks
-    (`bench.analysis.difference`, widened by the series' run-to-run scatter on that basis for
-    the number of runs on each side), its whole interval beyond `MIN_STEP` either way; None
-    where not."""
-    judged, at = _judged(before, after)
+    """A step of the time: after against before on the paired ratios
+    (`bench.analysis.difference`, widened by the series' run-to-run scatter for the number of
+    runs on each side), its whole interval beyond `MIN_STEP` either way; None where not, and
+    where the sides' machines were shared differently: a neighbour slows each strategy by its
+    threads, which neither the reference beside it nor CPU time undoes (measured: a CPU ratio
+    30% down while the wall rose, the code unchanged)."""
+    if not _shared_alike(before, after):
+        return None
     found = difference(
-        [float(t[at] or 0.0) for r in before for t in r],
-        [float(t[at] or 0.0) for r in after for t in r],
+        [t[0] for r in before for t in r],
+        [t[0] for r in after for t in r],
         measure=TIME_MEASURE,
-        run_scatter=_between(scatter[judged], before, after),
+        run_scatter=_between(scatter[TIME], before, after),
     )
     if not found.beyond(1 + MIN_STEP[TIME]):
         return None
-    return _Move(abs(found.ratio - 1), found.p, found.low, found.high, judged, found.text())
+    return _Move(abs(found.ratio - 1), found.p, found.low, found.high, PAIRED_BASIS, found.text())
 
 
 def _split(
@@ -367,12 +365,10 @@ def _split(
     return best
 
 
-def _centre(samples: list[list[Any]], metric: str, judged: str | None = None) -> float:
-    """What a segment's value is said as: a time's geometric mean (of the ratio it was judged
-    on), a peak's median."""
+def _centre(samples: list[list[Any]], metric: str) -> float:
+    """What a segment's value is said as: a time's geometric mean, a peak's median."""
     if metric == TIME:
-        at = 1 if judged == CPU_BASIS else 0
-        iv = interval([float(t[at]) for run in samples for t in run])
+        iv = interval([float(t[0]) for run in samples for t in run])
         return iv.estimate if iv else float("nan")
     return _median(samples)
 
@@ -391,13 +387,7 @@ def _segment(
     # the values of the segments adjoining the step, once both sides are split further
     start = max([s[0] for s in left], default=lo)
     end = min([s[0] for s in right], default=hi)
-    judged = move.basis
-    step = (
-        cut,
-        move,
-        _centre(samples[start:cut], metric, judged),
-        _centre(samples[cut:end], metric, judged),
-    )
+    step = (cut, move, _centre(samples[start:cut], metric), _centre(samples[cut:end], metric))
     return sorted([*left, step, *right], key=lambda t: t[0])
 
 
@@ -481,15 +471,9 @@ def _steps_of(
     by_run = [_samples(series[series["run_id"] == r], metric) for r in runs]
     kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
     samples = [v for _, v in kept]
-    # over the whole series of one configuration, not each segment (a time's per basis;
-    # run_scatter skips missing CPU ratios, and `_judged` then picks paired)
-    if metric == TIME:
-        scatter = {
-            basis: run_scatter([[t[at] for t in run] for run in samples])
-            for basis, at in ((PAIRED_BASIS, 0), (CPU_BASIS, 1))
-        }
-    else:
-        scatter = {PEAK: run_scatter(samples)}
+    # over the whole series of one configuration, not each segment
+    values = [[t[0] for t in run] for run in samples] if metric == TIME else samples
+    scatter = {metric: run_scatter(values)}
     return [
         Step(
             shapes=str(labels["shapes"]),
@@ -511,13 +495,13 @@ def _steps_of(
 
 
 def _samples(run: pd.DataFrame, metric: str) -> list[Any]:
-    """One run's repeats of `metric`: values of a peak; `Timed` triples of a time."""
+    """One run's repeats of `metric`: values of a peak; `Timed` pairs of a time."""
     if metric != TIME:
         return run[metric].dropna().tolist()
     known = run[run[TIME].notna()]
     return [
-        (float(t), None if c != c else float(c), None if o != o else float(o))
-        for t, c, o in zip(known[TIME], known[CPU_RATIO], known[OTHERS], strict=True)
+        (float(t), None if o != o else float(o))
+        for t, o in zip(known[TIME], known[OTHERS], strict=True)
     ]
 
 

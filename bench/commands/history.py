@@ -45,15 +45,10 @@ SHOWN = (TIME, PEAK, WALL, FLOOR)
 def _step_text(step: Step) -> str:
     """`x reference (95% CI) 2.14x -> 3.00x: 1.40x slower (95% CI 1.31-1.50)`: the values on
     either side of the step, and the move in the words of the one rule for "different?"."""
-    judged = (
-        " (judged on CPU time: the runs' machines were shared differently)"
-        if (step.basis == "cpu")
-        else ""
-    )
     words = f": {step.words}" if step.words else ""
     return (
         f"{NAMES[step.metric]} {metric_text(step.metric, step.before)} -> "
-        f"{metric_text(step.metric, step.after)}{words}{judged}"
+        f"{metric_text(step.metric, step.after)}{words}"
     )
 
 

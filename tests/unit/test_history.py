@@ -328,3 +328,49 @@ def test_a_planted_slowdown_among_reruns_is_found_and_only_it(tmp_path):
     assert (step.strategy, step.metric, step.run_id, step.basis) == ("stream", TIME, "r6", "paired")
     assert step.change == pytest.approx(0.4, abs=0.04) and step.low > 1.1
     assert re.fullmatch(r"1\.[34]\dx slower \(95% CI 1\.\d\d-1\.\d\d\)", step.words)
+
+
+def test_reruns_all_beside_other_jobs_step_only_where_planted(tmp_path):
+    """Issue 54's runA-C: one commit three times, every run beside another job, shared
+    differently (30%, 35%, 60% of the CPUs): stream's CPU ratio fell 30% in the third while its
+    wall rose. No step (judged on CPU time, it was one). A fourth run, shared as the first two,
+    with pread's times planted 1.4x slower: found, and only it."""
+    for i, (others, work) in enumerate(((0.30, 1.0), (0.35, 1.0), (0.60, 0.7)), start=1):
+        _shared(tmp_path, f"r{i}", i, others, work)
+    assert steps(read_results(tmp_path)) == []
+    _shared(tmp_path, "r4", 4, 0.30, 1.0, planted=1.4)
+    (step,) = steps(read_results(tmp_path))
+    assert (step.strategy, step.metric, step.run_id) == ("pread", TIME, "r4")
+    assert step.change == pytest.approx(0.4, abs=0.04)
+
+
+def _shared(folder, run_id, day, others, stream_work, planted=1.0):
+    """A run of pread and stream beside another job taking `others` of the CPUs: stream's CPU
+    ratio times `stream_work` (its wall up 5% where that falls), pread's wall times `planted`."""
+    rows = []
+    for strategy in ("pread", "stream", "floor"):
+        for i, d in enumerate(NOISE):
+            slower = (1.05 if stream_work < 1 else 1.0) if strategy == "stream" else 1.0
+            wall = (planted if strategy == "pread" else 1.0) * (1 + d) * slower
+            reference = 0.5 * (1 - d)
+            cpu = 1.2 * (1 + d / 2) * (stream_work if strategy == "stream" else 1.0)
+            rows.append(
+                total_row(
+                    run_id=run_id,
+                    strategy=strategy,
+                    kind=REFERENCE if strategy == "floor" else "strategy",
+                    repeat=i,
+                    baseline_rss_bytes=BASE,
+                    peak_rss_bytes=BASE + 600 * MiB,
+                    wall_s=wall,
+                    reference_s=reference,
+                    paired_ratio=wall / reference,
+                    cpu_s=cpu,
+                    reference_cpu_s=1.0,
+                    cpu_ratio=cpu,
+                    others_cpu_fraction=others,
+                )
+            )
+    record = run_record(run_id=run_id, started_utc=f"2026-01-0{day}T00:00:00Z")
+    with ResultsWriter(folder / "here" / f"{run_id}.jsonl") as w:
+        w.write_many([record, *rows])
