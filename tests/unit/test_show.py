@@ -1,4 +1,5 @@
-"""`loadbench show RUN`: a stored run's summary, reprinted (text, JSON, markdown, CSV)."""
+"""`loadbench show RUN`: a stored run's summary, reprinted (text, JSON, markdown, CSV); and every
+command that reads results refuses part of a run unless `--allow-partial`."""
 
 from __future__ import annotations
 
@@ -88,3 +89,12 @@ def test_history_refuses_part_of_a_run_unless_allowed(tmp_path, capsys):
     assert main(["history", folder]) == 2
     assert "holds part of a run only" in capsys.readouterr().err
     assert main(["history", folder, "--allow-partial"]) == 0
+
+
+def test_report_refuses_part_of_a_run_before_writing_anything(tmp_path, capsys):
+    folder = _stored(tmp_path)
+    with open(tmp_path / "here" / f"{RUN}.jsonl", "a") as fh:
+        fh.write('{"schema_version": 2, "record": "pha')
+    out = tmp_path / "report.html"
+    assert main(["report", folder, "--out", str(out)]) == 2
+    assert "--allow-partial" in capsys.readouterr().err and not out.exists()
