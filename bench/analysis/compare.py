@@ -78,6 +78,7 @@ from bench.vocabulary import (
     UNDECIDED,
 )
 from loader.vocabulary import TOTAL
+from shapes.sizes import MISSING as MISSING_CELL
 from shapes.sizes import format_seconds, significant
 
 KEYS = ["shapes", "strategy", "dtype", "devices", "processes", "cache", "model", ROUTE]
@@ -179,7 +180,7 @@ def _judge(d: Difference, threshold: float, enough: bool) -> str:
     heavier with its whole interval beyond 1 + threshold; else which way it differs (faster,
     slower within the threshold, lighter, heavier), SAME, or UNDECIDED with too few repeats."""
     if d.ratio != d.ratio:
-        return "–"
+        return MISSING_CELL
     if not enough or not d.judged:
         return UNDECIDED
     worse = d.direction in (SLOWER, HEAVIER)
@@ -252,7 +253,7 @@ def _overall(both: pd.DataFrame) -> pd.Series:
     ways it differs (`faster`, `lighter, slower`), or same."""
     verdicts = both[[f"{m}_verdict" for m in METRICS]]
     moved = [
-        ", ".join(v for v in row if v not in (SAME, "–")) or SAME
+        ", ".join(v for v in row if v not in (SAME, MISSING_CELL)) or SAME
         for row in verdicts.itertuples(index=False)
     ]
     out = pd.Series(moved, index=both.index, dtype=object)
@@ -277,7 +278,7 @@ def _configurations(both: pd.DataFrame) -> None:
         keys = {side: r[f"configuration_{side}"] for side in ("base", "new")}
         for side, key in keys.items():
             said[side].append(
-                "; ".join(key_text(k) for k in key) if isinstance(key, tuple) else "-"
+                "; ".join(key_text(k) for k in key) if isinstance(key, tuple) else MISSING_CELL
             )
         whole = all(isinstance(k, tuple) for k in keys.values())
         differ = whole and keys["base"] != keys["new"]
@@ -287,7 +288,7 @@ def _configurations(both: pd.DataFrame) -> None:
     for m in METRICS:
         apart = both["configuration_change"] != ""
         both.loc[apart, f"{m}_verdict"] = NOT_COMPARABLE
-        both.loc[apart, f"{m}_difference"] = "–"
+        both.loc[apart, f"{m}_difference"] = MISSING_CELL
 
 
 def _change(base: tuple, new: tuple) -> str:
@@ -355,8 +356,8 @@ def ratio_text(row: pd.Series, m: str) -> str:
     CI 1.20-1.45; paired)` for the time, with what it was judged on; `1.20x heavier (95% CI
     1.15-1.26)` for the peak; `–` without a ratio or where the configurations differ."""
     said = row.get(f"{m}_difference")
-    if not isinstance(said, str) or said == "–":
-        return "–"
+    if not isinstance(said, str) or said == MISSING_CELL:
+        return MISSING_CELL
     if m == "wall":
         return f"{said[:-1]}; {row.get('wall_basis', WALL_BASIS)})" if said.endswith(")") else said
     return said
@@ -374,7 +375,8 @@ def values_text(row: pd.Series, m: str) -> str:
         ("KiB", 1 << 10),
     )
     return " -> ".join(
-        "-" if v is None or v != v else f"{significant(v / size)} {unit}" for v in (base, new)
+        MISSING_CELL if v is None or v != v else f"{significant(v / size)} {unit}"
+        for v in (base, new)
     )
 
 
@@ -382,7 +384,7 @@ def sides_text(row: pd.Series, name: str) -> str:
     """`2.40x -> 2.10x`: each side's `ceiling` or `floor` ratio, wall over that side's own
     reference (`-` where unknown)."""
     sides = [row.get(f"{name}_{side}") for side in ("base", "new")]
-    return " -> ".join("-" if v is None or pd.isna(v) else f"{v:.2f}x" for v in sides)
+    return " -> ".join(MISSING_CELL if v is None or pd.isna(v) else f"{v:.2f}x" for v in sides)
 
 
 def rule_text(threshold: float) -> str:
