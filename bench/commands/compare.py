@@ -248,10 +248,8 @@ def _json(
         "base_runs": side_text(sides["base"]),
         "new_runs": side_text(sides["new"]),
         "not_comparable": [
-            {**{k: _json_value(v) for k, v in r.items() if k in KEYS}, "change": r["change"]}
-            for r in table[table["verdict"] == NOT_COMPARABLE]
-            .rename(columns={"configuration_change": "change"})
-            .to_dict("records")
+            {**{k: _json_value(r[k]) for k in KEYS}, "change": r["configuration_change"]}
+            for r in table[table["verdict"] == NOT_COMPARABLE].to_dict("records")
         ],
         "regressed": not bad.empty,
         "failed": [{k: _json_value(v) for k, v in r.items()} for r in bad[KEYS].to_dict("records")],

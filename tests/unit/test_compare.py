@@ -391,8 +391,11 @@ def test_a_changed_budget_sets_apart_only_the_strategy_it_bounds(tmp_path, capsy
     assert "not comparable: stream on gpt2: the configuration changed (budget 256 MiB -> " in out
     assert "commit abc1234" in out and "commit def5678" in out and "budget 32.0 MiB" in out
     assert main(["compare", base, new, "--json"]) == 0
-    rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["strategy"]: r for r in out["rows"]}
     assert rows["stream"]["verdict"] == "not comparable" and rows["eager"]["verdict"] == "same"
+    (apart,) = out["not_comparable"]
+    assert apart["strategy"] == "stream" and apart["change"].startswith("budget 256 MiB -> ")
 
 
 def test_a_partial_folder_is_refused_unless_allowed(tmp_path, base, capsys):
