@@ -37,6 +37,7 @@ and that change of reference is a boundary too. No jax.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,7 +51,7 @@ from bench.analysis.intervals import (
     contention,
     interval,
 )
-from bench.records.configuration import ROW_CONFIGURATION, value_text
+from bench.records.configuration import ROW_CONFIGURATION, run_limits, value_text
 from bench.records.results import (
     GROUP_KEYS,
     LOCAL,
@@ -193,10 +194,21 @@ def _shared(others: list[float | None]) -> bool:
     return taken is not None and taken > SHARED_LIMIT
 
 
-def _label(started: Any, commit: Any) -> str:
-    """`2026-12-03 18:40 · 1a2b3c4`: when a run started and what code it ran."""
+def _label(started: Any, commit: Any, limits: Sequence[str] = ()) -> str:
+    """`2026-12-03 18:40 · 1a2b3c4`: when a run started and what code it ran, then the limits its
+    children ran under where it had any (`· 1 CPUs`)."""
     when = str(started)[:16].replace("T", " ") if isinstance(started, str) else "?"
-    return f"{when} · {commit}" if isinstance(commit, str) and commit else when
+    said = f"{when} · {commit}" if isinstance(commit, str) and commit else when
+    return "".join([said, *(f" · {limit}" for limit in limits)])
+
+
+def _run_limits(results: Results) -> dict[str, list[str]]:
+    """Run id -> the limits its children ran under (`configuration.run_limits`)."""
+    phases = results.phases
+    return {
+        str(run["run_id"]): run_limits(run, phases[phases["run_id"] == run["run_id"]])
+        for run in results.runs.to_dict("records")
+    }
 
 
 def _config_text(frame: pd.DataFrame) -> pd.Series:
@@ -230,8 +242,12 @@ def points(results: Results) -> pd.DataFrame:
     frame["time_high"] = [iv.high if iv and iv.n > 1 else float("nan") for iv in times]
     frame = frame.join(grouped[[*LABELS, *CONFIG]].first())
     frame = frame.join(grouped.size().rename("repeats")).reset_index()
+    limits = _run_limits(results)
     frame = frame.assign(
-        label=[_label(s, c) for s, c in zip(frame["started_utc"], frame["git_commit"])],
+        label=[
+            _label(s, c, limits.get(str(r), []))
+            for s, c, r in zip(frame["started_utc"], frame["git_commit"], frame["run_id"])
+        ],
         config=_config_text(frame),
         **{FLOOR: _floor_ratios(results, frame)},
     )

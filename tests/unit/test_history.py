@@ -374,3 +374,21 @@ def _shared(folder, run_id, day, others, stream_work, planted=1.0):
     record = run_record(run_id=run_id, started_utc=f"2026-01-0{day}T00:00:00Z")
     with ResultsWriter(folder / "here" / f"{run_id}.jsonl") as w:
         w.write_many([record, *rows])
+
+
+def test_a_cpus_1_run_is_labelled_with_its_limit_and_is_a_boundary(tmp_path):
+    """Issue 54: a `--cpus 1` run read as unconstrained. Its label says the limit, and the
+    change of limit is a boundary, never a step."""
+    for i, cpus in enumerate((None, None, 1), start=1):
+        rows = [
+            total_row(run_id=f"r{i}", strategy="pipelined", repeat=k, wall_s=w, cpus=cpus)
+            for k, w in enumerate((1.0, 1.01, 0.99) if cpus is None else (2.0, 2.02, 1.98))
+        ]
+        record = run_record(run_id=f"r{i}", started_utc=f"2026-01-0{i}T00:00:00Z", cpu_limit=cpus)
+        with ResultsWriter(tmp_path / "here" / f"r{i}.jsonl") as w:
+            w.write_many([record, *rows])
+    results = read_results(tmp_path)
+    assert steps(results) == []
+    (boundary,) = boundaries(results)
+    assert boundary.run_id == "r3" and "CPU limit - -> 1" in boundary.change
+    assert list(points(results)["label"])[-1] == "2026-01-03 00:00 · 1 CPUs"
