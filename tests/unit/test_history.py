@@ -266,18 +266,14 @@ def test_history_of_a_folder_without_ok_runs_is_an_error(tmp_path, capsys):
     assert "no ok run to follow" in capsys.readouterr().err
 
 
-def _neighboured(folder, run_id, started, busy, cpu_work=None, slower=None, jitter=1.0):
-    """A run of a one-thread strategy (pread) and a two-thread one (stream) with references;
-    `busy`: a CPU-heavy neighbour took 47% of the CPUs, slowing stream's wall 1.34x, pread's
-    not at all, and the all-thread reference 1.5x. CPU seconds stay (or follow `cpu_work`);
-    `slower` plants a slowdown of a strategy's wall; `jitter`: the whole run's speed."""
-    cpu_work, slower = cpu_work or {}, slower or {}
+def _timed_run(folder, run_id, started, others, figures):
+    """A run of a one-thread strategy (pread), a two-thread one (stream) and the floor line,
+    three repeats each, every one with a reference beside it: `figures(strategy, d)` gives a
+    repeat's (wall, reference, CPU ratio) at noise `d`; others took `others` of the CPUs."""
     rows = []
-    for strategy, slowed in (("pread", 1.0), ("stream", 1.34), ("floor", 1.0)):
+    for strategy in ("pread", "stream", "floor"):
         for i, d in enumerate(NOISE):
-            wall = 1.0 * (1 + d) * (slowed if busy else 1.0) * slower.get(strategy, 1.0) * jitter
-            reference = 0.5 * (1 - d) * (1.5 if busy else 1.0)
-            cpu = 1.2 * (1 + d / 2) * cpu_work.get(strategy, 1.0)
+            wall, reference, cpu = figures(strategy, d)
             rows.append(
                 total_row(
                     run_id=run_id,
@@ -292,11 +288,27 @@ def _neighboured(folder, run_id, started, busy, cpu_work=None, slower=None, jitt
                     cpu_s=cpu,
                     reference_cpu_s=1.0,
                     cpu_ratio=cpu,
-                    others_cpu_fraction=0.47 if busy else 0.03,
+                    others_cpu_fraction=others,
                 )
             )
     with ResultsWriter(folder / "here" / f"{run_id}.jsonl") as w:
         w.write_many([run_record(run_id=run_id, started_utc=started), *rows])
+
+
+def _neighboured(folder, run_id, started, busy, cpu_work=None, slower=None, jitter=1.0):
+    """pread, stream and the floor line; `busy`: a CPU-heavy neighbour took 47% of the CPUs,
+    slowing stream's wall 1.34x, pread's not at all, and the all-thread reference 1.5x. CPU
+    seconds stay (or follow `cpu_work`); `slower` plants a slowdown of a strategy's wall;
+    `jitter`: the whole run's speed."""
+    cpu_work, slower = cpu_work or {}, slower or {}
+    slowed = {"stream": 1.34} if busy else {}
+
+    def figures(strategy, d):
+        wall = (1 + d) * slowed.get(strategy, 1.0) * slower.get(strategy, 1.0) * jitter
+        reference = 0.5 * (1 - d) * (1.5 if busy else 1.0)
+        return wall, reference, 1.2 * (1 + d / 2) * cpu_work.get(strategy, 1.0)
+
+    _timed_run(folder, run_id, started, 0.47 if busy else 0.03, figures)
 
 
 def _reruns(folder):
@@ -347,33 +359,14 @@ def test_reruns_all_beside_other_jobs_step_only_where_planted(tmp_path):
 def _shared(folder, run_id, day, others, stream_work, planted=1.0):
     """A run of pread and stream beside another job taking `others` of the CPUs: stream's CPU
     ratio times `stream_work` (its wall up 5% where that falls), pread's wall times `planted`."""
-    rows = []
-    for strategy in ("pread", "stream", "floor"):
-        for i, d in enumerate(NOISE):
-            slower = (1.05 if stream_work < 1 else 1.0) if strategy == "stream" else 1.0
-            wall = (planted if strategy == "pread" else 1.0) * (1 + d) * slower
-            reference = 0.5 * (1 - d)
-            cpu = 1.2 * (1 + d / 2) * (stream_work if strategy == "stream" else 1.0)
-            rows.append(
-                total_row(
-                    run_id=run_id,
-                    strategy=strategy,
-                    kind=REFERENCE if strategy == "floor" else "strategy",
-                    repeat=i,
-                    baseline_rss_bytes=BASE,
-                    peak_rss_bytes=BASE + 600 * MiB,
-                    wall_s=wall,
-                    reference_s=reference,
-                    paired_ratio=wall / reference,
-                    cpu_s=cpu,
-                    reference_cpu_s=1.0,
-                    cpu_ratio=cpu,
-                    others_cpu_fraction=others,
-                )
-            )
-    record = run_record(run_id=run_id, started_utc=f"2026-01-0{day}T00:00:00Z")
-    with ResultsWriter(folder / "here" / f"{run_id}.jsonl") as w:
-        w.write_many([record, *rows])
+
+    def figures(strategy, d):
+        slower = (1.05 if stream_work < 1 else 1.0) if strategy == "stream" else 1.0
+        wall = (planted if strategy == "pread" else 1.0) * (1 + d) * slower
+        cpu = 1.2 * (1 + d / 2) * (stream_work if strategy == "stream" else 1.0)
+        return wall, 0.5 * (1 - d), cpu
+
+    _timed_run(folder, run_id, f"2026-01-0{day}T00:00:00Z", others, figures)
 
 
 def test_a_cpus_1_run_is_labelled_with_its_limit_and_is_a_boundary(tmp_path):
