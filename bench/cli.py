@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import dashboard.cli
 import shapes.cli
-from bench.commands import bench, compare, history, plan, probe, recommend
+from bench.commands import bench, compare, history, plan, probe, recommend, show
 from bench.commands.bench import EXIT_INTERRUPTED
 from bench.errors import BenchError
 from loader.errors import CheckpointError
@@ -31,6 +31,7 @@ COMMANDS: tuple[Register, ...] = (
     recommend.register,
     compare.register,
     history.register,
+    show.register,
     probe.register,
     plan.register,
     shapes.cli.register,

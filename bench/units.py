@@ -78,5 +78,13 @@ def as_read(text: str | None, nbytes: int) -> str:
 
 def parse_speed(text: str, *, what: str = "speed") -> int:
     """Bytes per second in `text` (`300MB/s`, `1.5GB/s`; the `/s` may be left out), as
-    `parse_size` reads sizes."""
-    return parse_size(text.removesuffix("/s"), what=what)
+    `parse_size` reads sizes; BenchError naming `what` with a speed to write (never a size)."""
+    bare = str(text).strip().removesuffix("/s")
+    match = _SIZE.match(bare)
+    unit = match.group(2).lower() if match else None
+    if not match or not unit or unit not in _UNITS:
+        raise BenchError(
+            f"{what} {text!r}: not a speed with a unit; write e.g. {what} 300MB/s "
+            "(or 1.5GB/s, 500MiB/s)"
+        )
+    return parse_size(bare, what=what)

@@ -85,11 +85,16 @@ VERDICTS: Final = (FITS, TIGHT, DOES_NOT_FIT)
 # -- compare: one strategy, NEW against BASE -------------------------------------------------------
 REGRESSED: Final = "regressed"
 BROKEN: Final = "broken"  # ok in BASE, no ok repeat in NEW
-IMPROVED: Final = "improved"
 SAME: Final = "same"
 MISSING: Final = "missing"  # in BASE, absent from NEW (a deleted line, a strategy not run)
 NEW_ONLY: Final = "only in new"  # in NEW, absent from BASE
+NOT_COMPARABLE: Final = "not comparable"  # the two sides ran under different configurations
 FAILED_BOTH: Final = "failed on both"  # no ok repeat on either side (a skipped one: "skipped")
+# ... and what a difference (`bench.analysis.difference`) is called, for a time and for a peak
+FASTER: Final = "faster"
+SLOWER: Final = "slower"
+LIGHTER: Final = "lighter"
+HEAVIER: Final = "heavier"
 UNDECIDED: Final = "too few repeats"  # fewer than `compare.MIN_REPEATS` ok repeats on a side
 COMPARE_FAILURES: Final = (REGRESSED, BROKEN)  # verdicts that make `compare` exit 1
 # ... and MISSING too, unless `compare --allow-missing`

@@ -139,15 +139,18 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from bench.commands.common import existing_results
+    from bench.commands.common import read_whole
     from dashboard.report import run as write_report  # altair and vl-convert: only when asked
 
-    existing_results(args.results, given_as="RESULTS")  # a folder not there is named as missing
+    # a folder not there is named as missing; one holding part of a run refused (--allow-partial)
+    read_whole([args.results], allow_partial=args.allow_partial, given_as="RESULTS")
     return write_report(args)
 
 
 def register_report(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `loadbench report RESULTS --out report.html` (see `dashboard.report`)."""
+    from bench.commands.common import add_allow_partial
+
     p = subparsers.add_parser(
         "report",
         help="write one self-contained HTML report of a results folder",
@@ -179,6 +182,7 @@ def register_report(subparsers: argparse._SubParsersAction) -> argparse.Argument
         metavar="FILE",
         help="the HTML file to write (default: report.html)",
     )
+    add_allow_partial(p)
     p.set_defaults(func=_report)
     return p
 

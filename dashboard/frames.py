@@ -22,10 +22,10 @@ import pandas as pd
 
 from bench.link import UNSHAPED
 from bench.link.shaping import Link
+from bench.records.configuration import run_limits
 from bench.records.results import LOCAL, ROUTE, headline, routed, with_route
 from bench.vocabulary import COMPLETE, OK
 from loader.vocabulary import TOTAL
-from shapes.sizes import format_bytes, format_rate
 
 NEWEST = "newest"  # the run pickers' first choice: the default run of each shape set
 NEWEST_LABEL = "Newest complete, unconstrained run of each shape set"
@@ -35,38 +35,10 @@ def _known(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and pd.isna(value))
 
 
-def _row_limit(rows: pd.DataFrame, column: str) -> Any:
-    """A limit the run's rows recorded (runs written before run records said so)."""
-    if column not in rows.columns:
-        return None
-    known = pd.to_numeric(rows[column], errors="coerce").dropna()
-    return known.max() if len(known) else None
-
-
-def _limit(run: Mapping[Any, Any], rows: pd.DataFrame, column: str) -> float | None:
-    """A limit from the run record, else from its rows (older files recorded it there only)."""
-    value = run.get(column)
-    value = value if _known(value) else _row_limit(rows, column)
-    if value is None or pd.isna(value):
-        return None
-    return float(value)
-
-
 def limits(run: Mapping[Any, Any], rows: pd.DataFrame) -> list[str]:
-    """The limits a run ran under, in words (empty: unconstrained)."""
-    out = []
-    ram = _limit(run, rows, "host_ram_bytes")
-    if ram is not None:
-        out.append(f"memory limit {format_bytes(ram)}")
-    disk = _limit(run, rows, "disk_read_bytes_per_s")
-    if disk is not None:
-        out.append(f"disk reads {format_rate(disk)}")
-    cpus = _limit(run, rows, "cpu_limit")
-    if cpus is not None:
-        out.append(f"{cpus:g} CPUs")
-    if _known(run.get("check")) and bool(run.get("check")):
-        out.append("recommend --check")
-    return out
+    """The limits a run ran under, in words (empty: unconstrained): the one definition,
+    `bench.records.configuration.run_limits` (its record, else its rows)."""
+    return run_limits(run, rows)
 
 
 def run_facts(runs: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:

@@ -1,74 +1,92 @@
 """`loadbench compare BASE NEW`: did a strategy get heavier or slower, beyond the noise? (a CI gate)
 
 BASE and NEW are results files or folders. Per (shapes, strategy, dtype, devices, processes,
-route: a local load and one over s3 at concurrency 16 are two combinations) measured on either
-side, over the ok repeats of each side:
+cache, model, route: a local load and one over s3 at concurrency 16 are two combinations)
+measured on either side, over the ok repeats of each side, each metric is judged by the one rule
+for "is it different?" (`bench.analysis.difference`: the ratio NEW / BASE of the geometric means
+and its 95% interval, Welch's t on the logarithms):
 
-- **peak**: `peak_ratio = median(peak - baseline in NEW) / median(peak - baseline in BASE)`, with
-  the spread of the repeats as a range (`peak_ratio_lo` = NEW's best over BASE's worst repeat,
-  `_hi` = NEW's worst over BASE's best). It has `regressed` when its ratio exceeds
-  1 + threshold, its `_lo` exceeds 1 (beyond the spread), and a one-sided Mann-Whitney U test
-  of NEW > BASE gives p <= `ALPHA` (`peak_p`).
+- **peak** (`peak_*`): the peak over the baseline; `peak_base`, `peak_new` the sides' medians,
+  `peak_ratio`, `_lo`, `_hi` the ratio and its interval, `peak_difference` its words (`1.20x
+  heavier (95% CI 1.15-1.26)`).
 - **time** (`wall_*`): judged on the paired ratios (each repeat's wall over the reference timed
   beside it, `bench.run.reference`) where both sides carry them, else on the walls (files from
-  before the reference). `wall_ratio` is NEW's geometric mean over BASE's, and `wall_ratio_lo`,
-  `_hi` its 95% interval (Welch's t on the logarithms, `ratio_interval`): a machine that was
-  slower on one side slowed its reference too, so the ratio of the same moment is what moves
-  only with the code. Where other processes took a different share of the CPUs on the two sides
-  (a CPU-heavy neighbour on one), wall time moves by each strategy's threads, and the time is
-  judged on the CPU ratios instead (each repeat's CPU seconds over its reference's:
-  `bench.intervals.basis`); `wall_basis` says which (`paired`, `cpu`, `wall`). It has
-  `regressed` when the whole interval lies above 1 + threshold: slower by more than the
-  threshold, with 95% confidence (`wall_p` is the one-sided p that it is slower at all).
+  before the reference): a machine that was slower on one side slowed its reference too, so the
+  ratio of the same moment is what moves only with the code. Where other processes took a
+  different share of the CPUs on the two sides (a CPU-heavy neighbour on one), wall time moves
+  by each strategy's threads, and the time is judged on the CPU ratios instead (each repeat's
+  CPU seconds over its reference's: `bench.intervals.basis`); `wall_basis` says which
+  (`paired`, `cpu`, `wall`). `wall_base`, `wall_new` are the sides' median walls.
 
-`improved` is the mirror image of either. With fewer than `MIN_REPEATS` ok repeats on a side no
-such call is made: the metric reads `too few repeats`. A combination ok in BASE with no ok repeat
-in NEW is `broken`; one with no ok repeat on either side reads `skipped` where NEW skipped it (a
-peer not installed, a strategy predicted not to fit) and `failed on both` otherwise, never
-`same`; one in BASE and absent from NEW (not run, or its lines deleted) is `missing`; one only in
-NEW is `only in new`. Each side's median `ceiling_ratio` (wall over its machine's ceiling,
-`bench.run.ceiling`) is shown beside, as `ceiling_base` and `ceiling_new`, and so is its time over
-the same side's `floor` on the shape set (`floor_base`, `floor_new`); they take no part in the
-verdict. The threshold carries its unit (`5%`, `1.05x`); a bare number is refused
-(`parse_threshold`). The CLI exits 1 on regressed, broken or missing (unless `--allow-missing`),
-else 0 (2 on bad input). No jax.
+A metric whose interval leaves out 1 is `faster` or `slower`, `lighter` or `heavier` (`m_verdict`);
+one slower or heavier with its whole interval above 1 + threshold has `regressed`; else `same`.
+`wall_p`, `peak_p` are the one-sided p that NEW is greater (`_p_less`: smaller). With fewer than
+`MIN_REPEATS` ok repeats on a side no call is made: `too few repeats`.
+
+Configuration: a combination whose sides ran under different limits or options (`--cpus`,
+`--host-ram`, `--disk-read-speed`, `--budget`, threads, cache policy, staging, model dtype:
+`bench.records.configuration`) is `not comparable`, with what changed (`configuration_change`;
+each side's in `configuration_base`, `configuration_new`), and is not judged.
+
+A combination ok in BASE with no ok repeat in NEW is `broken`; one with no ok repeat on either side
+reads `skipped` where NEW skipped it (a peer not installed, a strategy predicted not to fit) and
+`failed on both` otherwise, never `same`; one in BASE and absent from NEW (not run, or its lines
+deleted) is `missing`; one only in NEW is `only in new`. Each side's `x ceiling` and `x floor`
+(`bench.records.results.MEANINGS`: their one definition) are shown beside, as `ceiling_base`,
+`ceiling_new`, `floor_base` and `floor_new`; they take no part in the verdict. The threshold
+carries its unit (`5%`, `1.05x`); a bare number is refused (`parse_threshold`). The CLI exits 1
+on regressed, broken or missing (unless `--allow-missing`), else 0 (2 on bad input). No jax.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import statistics
 from typing import Any
 
 import pandas as pd
-from scipy.stats import mannwhitneyu
-from scipy.stats import t as student_t
 
-from bench.errors import BenchError
+from bench.analysis.difference import (
+    MEMORY_MEASURE,
+    TIME_MEASURE,
+    Difference,
+    difference,
+)
 from bench.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
-from bench.records.results import ROUTE, headline, routed, with_route, worst_status
+from bench.errors import BenchError
+from bench.records.configuration import key_change, key_text, row_key
+from bench.records.results import (
+    ROUTE,
+    headline,
+    routed,
+    summarize,
+    with_route,
+    worst_status,
+    x_ceiling,
+)
 from bench.vocabulary import (
     BROKEN,
     FAILED_BOTH,
-    IMPROVED,
+    HEAVIER,
     MISSING,
     NEW_ONLY,
+    NOT_COMPARABLE,
     OK,
     REGRESSED,
     SAME,
     SKIPPED,
+    SLOWER,
     UNDECIDED,
 )
-from loader.vocabulary import REFERENCE, TOTAL
+from loader.vocabulary import TOTAL
+from shapes.sizes import MISSING as MISSING_CELL
+from shapes.sizes import format_seconds, significant
 
-KEYS = ["shapes", "strategy", "dtype", "devices", "processes", ROUTE]
+KEYS = ["shapes", "strategy", "dtype", "devices", "processes", "cache", "model", ROUTE]
 METRICS = {"peak": "peak_over_baseline_bytes", "wall": "wall_s"}
 PAIRED = "paired_ratio"  # each repeat's wall over its own moment's reference
 CPU = "cpu_ratio"  # each repeat's CPU seconds over its reference's
 OTHERS = "others_cpu_fraction"  # the share of the CPUs other processes took meanwhile
 MIN_REPEATS = 3  # ok repeats a side needs before a regression (or improvement) is called
-ALPHA = 0.05  # the Mann-Whitney U test's level (3 against 3 fully apart gives p = 0.05)
 MAX_THRESHOLD = 10.0  # --max-regression must be below 1000%
 _THRESHOLD = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(%|x|X|×)?\s*$")
 
@@ -105,7 +123,6 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     rows = with_route(headline(phases))
     rows = rows[rows["phase"] == TOTAL]
     over = pd.to_numeric(rows["peak_rss_bytes"]) - pd.to_numeric(rows["baseline_rss_bytes"])
-    ceiling = pd.to_numeric(rows.get("ceiling_ratio", pd.Series(index=rows.index, dtype=float)))
 
     def numbers(name: str) -> pd.Series:
         return pd.to_numeric(rows.get(name, pd.Series(index=rows.index, dtype=float)))
@@ -113,7 +130,9 @@ def _repeats(phases: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(
         peak_over_baseline_bytes=over,
         wall_s=pd.to_numeric(rows["wall_s"]),
-        ceiling=ceiling,
+        configuration=pd.Series(
+            [row_key(r) for r in rows.to_dict("records")], index=rows.index, dtype=object
+        ),
         **{name: numbers(name) for name in (PAIRED, CPU, OTHERS)},
     )
 
@@ -123,76 +142,77 @@ def _side(phases: pd.DataFrame) -> pd.DataFrame:
     rows = _repeats(phases)
     ok = rows[rows["status"] == OK]
     counts = rows.groupby(KEYS).agg(
-        repeats=("result_id", "nunique"), status=("status", worst_status)
+        repeats=("result_id", "nunique"),
+        status=("status", worst_status),
+        configuration=("configuration", lambda keys: tuple(sorted(set(keys)))),
     )
     cols = [*METRICS.values(), PAIRED, CPU, OTHERS]
     stats = ok.groupby(KEYS, dropna=False)[cols].agg(["median", "min", "max", list])
     stats.columns = ["_".join(pair) for pair in stats.columns]  # (metric, stat) -> metric_stat
-    ok_counts = ok.groupby(KEYS).agg(
-        ok_repeats=("result_id", "nunique"), ceiling=("ceiling", "median")
-    )
+    ok_counts = ok.groupby(KEYS).agg(ok_repeats=("result_id", "nunique"))
     out = counts.join(ok_counts, how="left").join(stats, how="left")
-    reference = ok[ok["kind"] == REFERENCE].groupby("shapes")
-    floor = reference["wall_s"].median().to_dict()
-    floor_paired = reference[PAIRED].median().to_dict()
-    shapes = out.index.get_level_values("shapes")
-    floor_walls = pd.Series([floor.get(n, float("nan")) for n in shapes], index=out.index)
-    paired_floor = pd.Series([floor_paired.get(n, float("nan")) for n in shapes], index=out.index)
-    by_wall = out["wall_s_median"] / floor_walls
-    by_pair = out[f"{PAIRED}_median"] / paired_floor
-    return out.assign(
-        ok_repeats=out["ok_repeats"].fillna(0).astype(int),
-        floor=by_pair.where(by_pair.notna(), by_wall),
+    return out.assign(ok_repeats=out["ok_repeats"].fillna(0).astype(int)).join(
+        _ratios(phases), how="left"
     )
 
 
-def ratio_interval(new: list[float], base: list[float]) -> tuple[float, float, float, float]:
-    """NEW's geometric mean over BASE's, its 95% interval and the one-sided p that NEW is
-    greater (Welch's t on the logarithms: the two sides may spread differently). The interval
-    and p are NaN where a side has fewer than two positive values (all NaN with none).
+def _ratios(phases: pd.DataFrame) -> pd.DataFrame:
+    """Per combination, the `x ceiling` and `x floor` every surface prints (their one definition:
+    `bench.records.results.x_ceiling`, `with_floor_ratio`), as `ceiling` and `floor` (the median
+    over a side's runs)."""
+    summary = summarize(phases)
+    if summary.empty:
+        return pd.DataFrame(columns=["ceiling", "floor"])
+    summary = summary.assign(ceiling=x_ceiling(summary), floor=summary["floor_ratio"])
+    return summary.groupby(KEYS, dropna=False)[["ceiling", "floor"]].median()
 
-    Example:
-        >>> ratio, low, high, p = ratio_interval([1.3, 1.31, 1.29], [1.0, 1.01, 0.99])
-        >>> round(ratio, 2), low > 1, p < 0.01
-        (1.3, True, True)
-    """
-    a = [math.log(v) for v in new if v > 0 and math.isfinite(v)]
-    b = [math.log(v) for v in base if v > 0 and math.isfinite(v)]
-    nan = float("nan")
-    if not a or not b:
-        return nan, nan, nan, nan
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    if len(a) < 2 or len(b) < 2:  # a ratio, but no interval: one repeat says nothing of noise
-        return math.exp(diff), nan, nan, nan
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return math.exp(diff), math.exp(diff), math.exp(diff), 0.0 if diff > 0 else 1.0
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = float(student_t.ppf(0.975, df)) * se
-    p_greater = float(student_t.sf(diff / se, df))
-    return math.exp(diff), math.exp(diff - half), math.exp(diff + half), p_greater
+
+def _sided(d: Difference) -> tuple[float, float]:
+    """The one-sided p-values (NEW greater, NEW less) of a difference's two-sided Welch p."""
+    if d.p != d.p:
+        return d.p, d.p
+    half = d.p / 2
+    return (half, 1 - half) if d.ratio >= 1 else (1 - half, half)
+
+
+def _judge(d: Difference, threshold: float, enough: bool) -> str:
+    """One metric's verdict (`bench.analysis.difference`): REGRESSED where NEW is slower or
+    heavier with its whole interval beyond 1 + threshold; else which way it differs (faster,
+    slower within the threshold, lighter, heavier), SAME, or UNDECIDED with too few repeats."""
+    if d.ratio != d.ratio:
+        return MISSING_CELL
+    if not enough or not d.judged:
+        return UNDECIDED
+    worse = d.direction in (SLOWER, HEAVIER)
+    return REGRESSED if worse and d.beyond(1 + threshold) else d.direction
+
+
+def _record(both: pd.DataFrame, m: str, found: list[Difference], verdicts: list[str]) -> None:
+    """Add metric `m`'s ratio, interval, p-values, sentence and verdict to `both` (in place)."""
+    both[f"{m}_ratio"] = [d.ratio for d in found]
+    both[f"{m}_ratio_lo"] = [d.low for d in found]
+    both[f"{m}_ratio_hi"] = [d.high for d in found]
+    sided = [_sided(d) for d in found]
+    both[f"{m}_p"] = [g for g, _ in sided]
+    both[f"{m}_p_less"] = [s for _, s in sided]
+    both[f"{m}_difference"] = [d.text() for d in found]
+    both[f"{m}_verdict"] = verdicts
 
 
 def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> None:
-    """Add the time's ratio, 95% interval, p, basis and verdict to `both` (in place): on the
-    paired ratios where both sides carry them and their machines were shared alike, on the CPU
-    ratios where they were not (`bench.intervals.basis`), else on the walls."""
-    figures, bases = [], []
+    """Add the time's ratio, interval, p, basis and verdict to `both` (in place): on the paired
+    ratios where both sides carry them and their machines were shared alike, on the CPU ratios
+    where they were not (`bench.intervals.basis`), else on the walls."""
+    found, bases = [], []
     for _, r in both.iterrows():
         basis = _basis(r)
         column = {PAIRED_BASIS: PAIRED, CPU_BASIS: CPU, WALL_BASIS: "wall_s"}[basis]
-        new, base = _values(r[f"{column}_list_new"]), _values(r[f"{column}_list_base"])
-        figures.append(ratio_interval(new, base))
+        base, new = _values(r[f"{column}_list_base"]), _values(r[f"{column}_list_new"])
+        found.append(difference(base, new, measure=TIME_MEASURE))
         bases.append(basis)
     both["wall_base"], both["wall_new"] = both["wall_s_median_base"], both["wall_s_median_new"]
-    for i, name in enumerate(("wall_ratio", "wall_ratio_lo", "wall_ratio_hi", "wall_p")):
-        both[name] = [f[i] for f in figures]
-    both["wall_p_less"] = [1 - f[3] if f[3] == f[3] else f[3] for f in figures]
+    _record(both, "wall", found, [_judge(d, threshold, e) for d, e in zip(found, enough)])
     both["wall_basis"] = bases
-    both["wall_verdict"] = [
-        _time_verdict(r, threshold, e) for (_, r), e in zip(both.iterrows(), enough)
-    ]
 
 
 def _basis(r: pd.Series) -> str:
@@ -217,72 +237,65 @@ def _values(cell: Any) -> list[float]:
     return [float(v) for v in cell if v == v] if isinstance(cell, list) else []
 
 
-def _time_verdict(r: pd.Series, threshold: float, enough: bool) -> str:
-    """Regressed: the whole 95% interval above 1 + threshold (slower by more than the threshold,
-    with confidence); improved: the whole interval below 1 - threshold."""
-    ratio, lo, hi = r["wall_ratio"], r["wall_ratio_lo"], r["wall_ratio_hi"]
-    if pd.isna(ratio):
-        return UNDECIDED if not pd.isna(r["wall_base"]) and not pd.isna(r["wall_new"]) else "–"
-    if not enough:
-        return UNDECIDED
-    if lo > 1 + threshold:
-        return REGRESSED
-    if hi < 1 - threshold:
-        return IMPROVED
-    return SAME
-
-
-def _p_values(new: Any, base: Any) -> tuple[float, float]:
-    """One-sided Mann-Whitney U p-values (NEW greater, NEW less); NaN when a side has no values."""
-    if not isinstance(new, list) or not isinstance(base, list) or not new or not base:
-        return float("nan"), float("nan")
-    greater = mannwhitneyu(new, base, alternative="greater").pvalue
-    less = mannwhitneyu(new, base, alternative="less").pvalue
-    return float(greater), float(less)
-
-
-def _verdict(r: pd.Series, m: str, threshold: float, enough: bool) -> str:
-    ratio, lo, hi = r[f"{m}_ratio"], r[f"{m}_ratio_lo"], r[f"{m}_ratio_hi"]
-    if pd.isna(ratio):
-        return "–"
-    if not enough:
-        return UNDECIDED
-    if ratio > 1 + threshold and lo > 1 and r[f"{m}_p"] <= ALPHA:
-        return REGRESSED
-    if ratio < 1 - threshold and hi < 1 and r[f"{m}_p_less"] <= ALPHA:
-        return IMPROVED
-    return SAME
-
-
-def _metric(both: pd.DataFrame, m: str, col: str, threshold: float) -> None:
-    """Add metric `m`'s medians, ratios, spread, p-values and verdict to `both` (in place)."""
-    both[f"{m}_base"], both[f"{m}_new"] = both[f"{col}_median_base"], both[f"{col}_median_new"]
-    both[f"{m}_ratio"] = both[f"{m}_new"] / both[f"{m}_base"]
-    both[f"{m}_ratio_lo"] = both[f"{col}_min_new"] / both[f"{col}_max_base"]
-    both[f"{m}_ratio_hi"] = both[f"{col}_max_new"] / both[f"{col}_min_base"]
-    p = [_p_values(n, b) for n, b in zip(both[f"{col}_list_new"], both[f"{col}_list_base"])]
-    both[f"{m}_p"] = [g for g, _ in p]
-    both[f"{m}_p_less"] = [s for _, s in p]
-    enough = (both["ok_repeats_base"] >= MIN_REPEATS) & (both["ok_repeats_new"] >= MIN_REPEATS)
-    both[f"{m}_verdict"] = [
-        _verdict(r, m, threshold, e) for (_, r), e in zip(both.iterrows(), enough)
+def _peak_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> None:
+    """Add the peak's medians, ratio, interval, p-values and verdict to `both` (in place)."""
+    col = METRICS["peak"]
+    both["peak_base"], both["peak_new"] = both[f"{col}_median_base"], both[f"{col}_median_new"]
+    found = [
+        difference(_values(b), _values(n), measure=MEMORY_MEASURE)
+        for b, n in zip(both[f"{col}_list_base"], both[f"{col}_list_new"])
     ]
+    _record(both, "peak", found, [_judge(d, threshold, e) for d, e in zip(found, enough)])
 
 
 def _overall(both: pd.DataFrame) -> pd.Series:
-    """One verdict a row: missing, only in new, broken, regressed, too few, improved or same."""
+    """One verdict a row: missing, only in new, not comparable, broken, regressed, too few, the
+    ways it differs (`faster`, `lighter, slower`), or same."""
     verdicts = both[[f"{m}_verdict" for m in METRICS]]
-    out = pd.Series(SAME, index=both.index, dtype=object)
-    out[(verdicts == IMPROVED).any(axis=1)] = IMPROVED
+    moved = [
+        ", ".join(v for v in row if v not in (SAME, MISSING_CELL)) or SAME
+        for row in verdicts.itertuples(index=False)
+    ]
+    out = pd.Series(moved, index=both.index, dtype=object)
     out[(verdicts == UNDECIDED).any(axis=1)] = UNDECIDED
     out[(verdicts == REGRESSED).any(axis=1)] = REGRESSED
     out[(both["ok_repeats_base"] > 0) & (both["ok_repeats_new"] == 0)] = BROKEN
     neither = (both["ok_repeats_base"] == 0) & (both["ok_repeats_new"] == 0)
     out[neither] = FAILED_BOTH
     out[neither & (both["status_new"] == SKIPPED)] = SKIPPED
+    out[both["configuration_change"] != ""] = NOT_COMPARABLE
     out[both["_merge"] == "left_only"] = MISSING
     out[both["_merge"] == "right_only"] = NEW_ONLY
     return out
+
+
+def _configurations(both: pd.DataFrame) -> None:
+    """Add each side's configuration in words and what changed between them (empty: the same,
+    or a side absent) to `both` (in place); a row whose configuration changed is not judged."""
+    said: dict[str, list[str]] = {"base": [], "new": []}
+    changes: list[str] = []
+    for _, r in both.iterrows():
+        keys = {side: r[f"configuration_{side}"] for side in ("base", "new")}
+        for side, key in keys.items():
+            said[side].append(
+                "; ".join(key_text(k) for k in key) if isinstance(key, tuple) else MISSING_CELL
+            )
+        whole = all(isinstance(k, tuple) for k in keys.values())
+        differ = whole and keys["base"] != keys["new"]
+        changes.append(_change(keys["base"], keys["new"]) if differ else "")
+    both["configuration_base"], both["configuration_new"] = said["base"], said["new"]
+    both["configuration_change"] = changes
+    for m in METRICS:
+        apart = both["configuration_change"] != ""
+        both.loc[apart, f"{m}_verdict"] = NOT_COMPARABLE
+        both.loc[apart, f"{m}_difference"] = MISSING_CELL
+
+
+def _change(base: tuple, new: tuple) -> str:
+    """`CPU limit 1 -> -`: what differs between two sides' configurations."""
+    if len(base) == 1 and len(new) == 1:
+        return key_change(base[0], new[0])
+    return f"{'; '.join(map(key_text, base))} -> {'; '.join(map(key_text, new))}"
 
 
 def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataFrame:
@@ -306,9 +319,10 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> pd.DataF
     for side in ("base", "new"):
         for c in (f"repeats_{side}", f"ok_repeats_{side}"):
             both[c] = both[c].fillna(0).astype(int)
-    _metric(both, "peak", METRICS["peak"], threshold)
     enough = (both["ok_repeats_base"] >= MIN_REPEATS) & (both["ok_repeats_new"] >= MIN_REPEATS)
+    _peak_metric(both, threshold, enough)
     _time_metric(both, threshold, enough)
+    _configurations(both)
     both["verdict"] = _overall(both)
     drop = (*METRICS.values(), PAIRED, "_merge")
     keep = [c for c in both.columns if not c.startswith(drop)]
@@ -338,32 +352,48 @@ def failures(table: pd.DataFrame, *, allow_missing: bool) -> pd.DataFrame:
 
 
 def ratio_text(row: pd.Series, m: str) -> str:
-    """`1.20x (1.15-1.26) p=0.05` for the peak: its median ratio, the repeats' spread and the U
-    test's p; `1.31x (95% CI 1.22-1.40, paired)` for the time: its ratio, 95% interval and
-    basis."""
-    if pd.isna(row[f"{m}_ratio"]):
-        return "–"
-    ratio, lo, hi = row[f"{m}_ratio"], row[f"{m}_ratio_lo"], row[f"{m}_ratio_hi"]
+    """A metric's difference in its own words (`bench.analysis.difference`): `1.32x faster (95%
+    CI 1.20-1.45; paired)` for the time, with what it was judged on; `1.20x heavier (95% CI
+    1.15-1.26)` for the peak; `–` without a ratio or where the configurations differ."""
+    said = row.get(f"{m}_difference")
+    if not isinstance(said, str) or said == MISSING_CELL:
+        return MISSING_CELL
     if m == "wall":
-        return f"{ratio:.2f}x (95% CI {lo:.2f}-{hi:.2f}, {row.get('wall_basis', WALL_BASIS)})"
-    p = row[f"{m}_p"]
-    test = f" p={p:.2f}" if not pd.isna(p) else ""
-    return f"{ratio:.2f}x ({lo:.2f}-{hi:.2f}){test}"
+        return f"{said[:-1]}; {row.get('wall_basis', WALL_BASIS)})" if said.endswith(")") else said
+    return said
+
+
+def values_text(row: pd.Series, m: str) -> str:
+    """`0.38 s -> 0.51 s` (the time) or `757 MiB -> 760 MiB` (the peak): each side's median, in
+    one unit for both (`-` where a side has none)."""
+    base, new = row.get(f"{m}_base"), row.get(f"{m}_new")
+    if m == "wall":
+        return " -> ".join(format_seconds(v) for v in (base, new))
+    known = [v for v in (base, new) if v is not None and v == v]
+    unit, size = next(
+        ((u, n) for u, n in (("GiB", 1 << 30), ("MiB", 1 << 20)) if known and max(known) >= n),
+        ("KiB", 1 << 10),
+    )
+    return " -> ".join(
+        MISSING_CELL if v is None or v != v else f"{significant(v / size)} {unit}"
+        for v in (base, new)
+    )
 
 
 def sides_text(row: pd.Series, name: str) -> str:
     """`2.40x -> 2.10x`: each side's `ceiling` or `floor` ratio, wall over that side's own
     reference (`-` where unknown)."""
     sides = [row.get(f"{name}_{side}") for side in ("base", "new")]
-    return " -> ".join("-" if v is None or pd.isna(v) else f"{v:.2f}x" for v in sides)
+    return " -> ".join(MISSING_CELL if v is None or pd.isna(v) else f"{v:.2f}x" for v in sides)
 
 
 def rule_text(threshold: float) -> str:
     """The rule in one sentence (the header of the text and the dashboard's caption)."""
     return (
-        f"a regression is over {threshold:.0%} ({1 + threshold:.2f}x): for a peak, beyond the "
-        f"spread of repeats and p <= {ALPHA} (Mann-Whitney U, one-sided); for a time, its 95% "
-        "interval wholly above the threshold (Welch's t on the logarithms of the paired ratios, "
-        "each repeat over the reference timed beside it; of the CPU ratios where one side's "
-        f"machine was shared more); it needs {MIN_REPEATS} ok repeats a side"
+        "NEW differs from BASE where the 95% interval of NEW / BASE leaves out 1 (Welch's t on "
+        "the logarithms: of the peaks; of the times as paired ratios, each repeat over the "
+        "reference timed beside it, or CPU ratios where one side's machine was shared more); "
+        f"a regression is slower or heavier with that interval wholly over {threshold:.0%} "
+        f"({1 + threshold:.2f}x); it needs {MIN_REPEATS} ok repeats a side, and one "
+        "configuration on both"
     )

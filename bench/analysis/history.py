@@ -14,19 +14,19 @@ RAM and kernel). Link and concurrency are the route's, so another link is anothe
 
 A change of configuration between two runs of a series is a `Boundary`, labelled with what
 changed ("budget 256.0 MiB -> 32.0 MiB"), never a step: steps are looked for only between runs of
-one configuration. A step is found by binary segmentation over those runs, judged on the time
-and the peak only (absolute seconds follow the machine, which the paired ratio does not):
-
-- **time**: a split is a candidate when the ratio of the repeats' geometric means after and
-  before, with its 95% interval (Welch's t on the logarithms, `bench.analysis.compare.
-  ratio_interval`, widened by how far whole runs stray from each other: `run_scatter`), lies
-  wholly beyond `MIN_STEP` (10%) either way: a move neither the repeats nor the run-to-run
-  scatter can explain. Repeats of one run share its machine's state, so their interval alone
-  would call a machine drifting a few percent per run a step wherever it is cut;
-- **peak**: when the repeats on its two sides are separated (every repeat on one side beyond every
-  repeat on the other, and a two-sided Mann-Whitney p below `ALPHA` where enough repeats stand on
-  each side for the test to reach it) and their medians differ by more than `MIN_STEP` (5%) and
-  than a typical run's own repeats stray.
+one configuration. Runs whose machine was shared (other processes took over a quarter of the
+CPUs: `SHARED`) are judged only among themselves, and quiet runs among themselves; within those,
+a split whose sides were shared differently (`bench.intervals.basis`) is not judged on
+time: a CPU-heavy neighbour slows each strategy by its threads, which neither the reference
+taken beside it nor CPU time undoes (on a real machine a CPU ratio fell 30% while the wall rose,
+the code unchanged). A step is found by binary segmentation over those runs, judged on the time
+(the paired ratios) and the peak only (absolute seconds follow the machine, which the paired
+ratio does not), each by the one rule for "different?" (`bench.analysis.difference`: the 95%
+interval of after / before, Welch's t on the logarithms of the repeats, widened by how far whole
+runs stray from each other, `run_scatter`): a split is a candidate when that interval lies wholly
+beyond `MIN_STEP` (a time 10%, a peak 5%) either way: a move neither the repeats nor the
+run-to-run scatter can explain. Repeats of one run share its machine's state, so their interval
+alone would call a machine drifting a few percent per run a step wherever it is cut.
 
 The candidate with the largest move is a step, and each side is searched again. A step is
 reported at the first run after it, with the values before and after (within its segments).
@@ -37,26 +37,35 @@ and that change of reference is a boundary too. No jax.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
-from bench.analysis.compare import ratio_interval
-from bench.intervals import CPU_BASIS, PAIRED_BASIS, basis, interval
+from bench.analysis.difference import MEMORY_MEASURE, TIME_MEASURE, difference
+from bench.intervals import (
+    PAIRED_BASIS,
+    SHARED_LIMIT,
+    basis,
+    contention,
+    interval,
+)
+from bench.records.configuration import ROW_CONFIGURATION, run_limits, value_text
 from bench.records.results import (
     GROUP_KEYS,
     LOCAL,
     ROUTE,
+    X_CEILING,
+    X_FLOOR,
     Results,
     headline,
     routed,
+    summarize,
     with_route,
 )
 from bench.vocabulary import OK
 from loader.vocabulary import REFERENCE, TOTAL
-from shapes.sizes import format_bytes
 
 PEAK = "peak_over_baseline_bytes"
 TIME = "time_ratio"
@@ -69,24 +78,13 @@ METRICS = (PEAK, TIME, WALL, FLOOR)
 STEP_METRICS = (PEAK, TIME)
 #: The least relative move a step must make: peaks repeat closely, times less so.
 MIN_STEP = {PEAK: 0.05, TIME: 0.10}
-ALPHA = 0.05
-Z_95 = 1.96  # a normal's two-sided 95% quantile: the run-to-run term's share of an interval
 NORMAL_MAD = 0.6745  # a normal's median absolute deviation, in standard deviations
 #: A series: the summary's configuration (`GROUP_KEYS`) on one machine, across runs.
 SERIES_KEYS = ["machine", *(k for k in GROUP_KEYS if k != "run_id")]
 LABELS = ["git_commit", "jax_version", "flax_version", "safetensors_version"]
-#: A run's configuration beyond its series: what each part is called in a boundary's label.
-ROW_CONFIG = {
-    "budget_bytes": "budget",
-    "threads": "threads",
-    "cache_policy": "cache policy",
-    "staging_memory": "staging",
-    "host_ram_bytes": "host RAM limit",
-    "cpus": "CPU limit",
-    "disk_read_bytes_per_s": "disk read cap",
-    "model_dtype": "model dtype",
-    "reference": "time reference",
-}
+#: A run's configuration beyond its series: what each part is called in a boundary's label (the
+#: limits and options every row records, `bench.records.configuration`, and its time reference).
+ROW_CONFIG = {**ROW_CONFIGURATION, "reference": "time reference"}
 RUN_CONFIG = {
     "cpu_model": "CPU",
     "cpu_count": "CPUs",
@@ -95,7 +93,7 @@ RUN_CONFIG = {
     "cpu_limit": "usable CPUs",
 }
 CONFIG = {**ROW_CONFIG, **RUN_CONFIG}
-SIZES = {"budget_bytes", "host_ram_bytes", "ram_bytes"}
+SHARED = "shared"  # the run's machine was shared: other processes took over `SHARED_LIMIT`
 #: How the time of a row was referenced: the copy pass beside it, or (older files) the floor line.
 MOMENT, FLOOR_LINE = "copy pass beside each repeat", "the run's floor line"
 
@@ -118,7 +116,8 @@ class Step:
     route: str = LOCAL  # local, or `s3 · 1Gbit · c16` (`bench.records.results.route`)
     low: float | None = None
     high: float | None = None
-    basis: str | None = None  # a time's: paired (wall over reference) or cpu (`intervals.basis`)
+    basis: str | None = None  # a time's: paired (wall over the reference beside each repeat)
+    words: str = ""  # the move as `bench.analysis.difference` says it: `1.40x slower (95% CI ...)`
 
     @property
     def change(self) -> float:
@@ -148,14 +147,8 @@ class Boundary:
 
 
 def config_value(name: str, value: Any) -> str:
-    """One part of a configuration as a boundary says it: sizes in GiB/MiB, `-` for unset."""
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if name in SIZES:
-        return format_bytes(float(value))
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    """One part of a configuration as a boundary says it (`configuration.value_text`)."""
+    return value_text(name, value)
 
 
 def repeats(results: Results) -> pd.DataFrame:
@@ -189,13 +182,33 @@ def repeats(results: Results) -> pd.DataFrame:
     for name in ROW_CONFIG:
         if name not in out:
             out[name] = None
+    shared = out.groupby("run_id")[OTHERS].agg(lambda o: _shared(o.tolist()))
+    out[SHARED] = out["run_id"].map(shared).astype(bool)
     return out[out["kind"] != REFERENCE]
 
 
-def _label(started: Any, commit: Any) -> str:
-    """`2026-12-03 18:40 · 1a2b3c4`: when a run started and what code it ran."""
+def _shared(others: list[float | None]) -> bool:
+    """A run beside other processes: they took over `SHARED_LIMIT` of the CPUs (the median over
+    its repeats, every strategy's and the reference's); unknown reads as not shared."""
+    taken = contention(others)
+    return taken is not None and taken > SHARED_LIMIT
+
+
+def _label(started: Any, commit: Any, limits: Sequence[str] = ()) -> str:
+    """`2026-12-03 18:40 · 1a2b3c4`: when a run started and what code it ran, then the limits its
+    children ran under where it had any (`· 1 CPUs`)."""
     when = str(started)[:16].replace("T", " ") if isinstance(started, str) else "?"
-    return f"{when} · {commit}" if isinstance(commit, str) and commit else when
+    said = f"{when} · {commit}" if isinstance(commit, str) and commit else when
+    return "".join([said, *(f" · {limit}" for limit in limits)])
+
+
+def _run_limits(results: Results) -> dict[str, list[str]]:
+    """Run id -> the limits its children ran under (`configuration.run_limits`)."""
+    phases = results.phases
+    return {
+        str(run["run_id"]): run_limits(run, phases[phases["run_id"] == run["run_id"]])
+        for run in results.runs.to_dict("records")
+    }
 
 
 def _config_text(frame: pd.DataFrame) -> pd.Series:
@@ -229,83 +242,61 @@ def points(results: Results) -> pd.DataFrame:
     frame["time_high"] = [iv.high if iv and iv.n > 1 else float("nan") for iv in times]
     frame = frame.join(grouped[[*LABELS, *CONFIG]].first())
     frame = frame.join(grouped.size().rename("repeats")).reset_index()
+    limits = _run_limits(results)
     frame = frame.assign(
-        label=[_label(s, c) for s, c in zip(frame["started_utc"], frame["git_commit"])],
+        label=[
+            _label(s, c, limits.get(str(r), []))
+            for s, c, r in zip(frame["started_utc"], frame["git_commit"], frame["run_id"])
+        ],
         config=_config_text(frame),
+        **{FLOOR: _floor_ratios(results, frame)},
     )
     return frame.sort_values([*SERIES_KEYS, "started_utc", "run_id"], kind="stable")
 
 
-def _separated(before: list[float], after: list[float]) -> tuple[bool, float | None]:
-    """(the two samples are separated: every value of one beyond every value of the other, and
-    Mann-Whitney's p below `ALPHA` where the test can reach it; that p, else None)."""
-    apart = max(before) < min(after) or max(after) < min(before)
-    smallest_p = 2.0 / math.comb(len(before) + len(after), len(before))
-    if smallest_p >= ALPHA:  # too few repeats for the test to call anything: separation alone
-        return apart, None
-    p = float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
-    return apart and p < ALPHA, p
+def _floor_ratios(results: Results, frame: pd.DataFrame) -> list[float]:
+    """Each point's `x floor`, as every surface says it (`bench.records.results.
+    with_floor_ratio`, over the run's summary); the repeats' median where no summary row
+    matches."""
+    summary = summarize(results.phases)
+    if summary.empty:
+        return list(frame[FLOOR])
+    by_key = {
+        tuple(str(v) for v in key): ratio
+        for key, ratio in zip(
+            summary[GROUP_KEYS].itertuples(index=False), summary["floor_ratio"], strict=True
+        )
+    }
+    own = frame[GROUP_KEYS].itertuples(index=False)
+    return [by_key.get(tuple(str(v) for v in k), f) for k, f in zip(own, frame[FLOOR], strict=True)]
 
 
 def _median(samples: list[list[float]]) -> float:
     return float(pd.Series([v for run in samples for v in run]).median())
 
 
-def typical_spread(samples: list[list[float]]) -> float:
-    """How far a typical run's repeats stray: the median over runs of (max - min) / median (0
-    where no run was repeated)."""
-    spreads = [
-        (max(run) - min(run)) / abs(_median([run]))
-        for run in samples
-        if len(run) > 1 and _median([run])
-    ]
-    return float(pd.Series(spreads).median()) if spreads else 0.0
-
-
 @dataclass(frozen=True)
 class _Move:
-    """A candidate split's move: relative size, p, and (a time) the ratio's 95% interval and
-    what it was judged on."""
+    """A candidate split's move: relative size, p, the ratio's 95% interval and (a time) what it
+    was judged on."""
 
     size: float
     p: float | None
     low: float | None = None
     high: float | None = None
     basis: str | None = None
+    words: str = ""
 
 
-#: One repeat of a time: its paired ratio, its CPU ratio, the CPU share others took meanwhile.
-Timed = tuple[float, float | None, float | None]
+#: One repeat of a time: its paired ratio, and the share of the CPUs others took meanwhile.
+Timed = tuple[float, float | None]
 
 
-def _peak_move(before: list[list[float]], after: list[list[float]]) -> _Move | None:
-    """A step of the peak: separated repeats whose medians moved beyond `MIN_STEP` and a typical
-    run's own spread; None where not."""
-    least = max(MIN_STEP[PEAK], typical_spread([*before, *after]))
-    lo, hi = _median(before), _median(after)
-    move = abs(hi - lo) / abs(lo) if lo else float("inf")
-    if move <= least:
-        return None
-    separated, p = _separated([v for r in before for v in r], [v for r in after for v in r])
-    return _Move(move, p) if separated else None
-
-
-def _judged(before: list[list[Timed]], after: list[list[Timed]]) -> tuple[str, int]:
-    """The basis two sides of a split are judged on (`intervals.basis`: paired ratios, or CPU
-    ratios where the machine was shared differently and every repeat has one), and its index in
-    a `Timed`."""
-    flat = [t for run in (*before, *after) for t in run]
-    picked = basis([t[2] for r in before for t in r], [t[2] for r in after for t in r])
-    if picked == CPU_BASIS and all(t[1] is not None and t[1] == t[1] for t in flat):
-        return CPU_BASIS, 1
-    return PAIRED_BASIS, 0
-
-
-def run_scatter(samples: list[list[Timed]], at: int) -> float:
-    """How far one run's time strays from the next's, beyond its own repeats: the standard
-    deviation of a run's log time (index `at` of its `Timed`) from run to run, from the median
-    move between neighbouring runs (a robust estimate: one step among them does not inflate it);
-    0 with fewer than 4 runs, where it cannot be told from a step.
+def run_scatter(samples: list[list[float]]) -> float:
+    """How far one run's value strays from the next's, beyond its own repeats: the standard
+    deviation of a run's log mean from run to run, from the median move between neighbouring
+    runs (a robust estimate: one step among them does not inflate it); 0 with fewer than 4
+    runs, where it cannot be told from a step.
 
     Repeats within a run share that run's machine state (its first-touch speed, what else ran),
     so their interval says nothing of how the next run will land: a series whose runs drift
@@ -313,7 +304,7 @@ def run_scatter(samples: list[list[Timed]], at: int) -> float:
     """
     means = []
     for run in samples:
-        logs = [math.log(v) for v in (t[at] for t in run) if v is not None and v > 0]
+        logs = [math.log(v) for v in run if v is not None and v > 0]
         if logs:
             means.append(sum(logs) / len(logs))
     moves = [abs(b - a) for a, b in zip(means, means[1:])]
@@ -322,26 +313,55 @@ def run_scatter(samples: list[list[Timed]], at: int) -> float:
     return float(pd.Series(moves).median()) / (NORMAL_MAD * math.sqrt(2))
 
 
+def _between(scatter: float, before: list[Any], after: list[Any]) -> float:
+    """The run-to-run scatter of the mean of `before`'s runs against the mean of `after`'s."""
+    return scatter * math.sqrt(1 / len(before) + 1 / len(after))
+
+
+def _peak_move(
+    before: list[list[float]], after: list[list[float]], scatter: dict[str, float]
+) -> _Move | None:
+    """A step of the peak: NEW's repeats different from BEFORE's (`bench.analysis.difference`,
+    widened by the run-to-run scatter) with the whole interval beyond `MIN_STEP`; None where
+    not."""
+    found = difference(
+        [v for r in before for v in r],
+        [v for r in after for v in r],
+        measure=MEMORY_MEASURE,
+        run_scatter=_between(scatter[PEAK], before, after),
+    )
+    if not found.beyond(1 + MIN_STEP[PEAK]):
+        return None
+    return _Move(abs(found.ratio - 1), found.p, found.low, found.high, words=found.text())
+
+
+def _shared_alike(before: list[list[Timed]], after: list[list[Timed]]) -> bool:
+    """The two sides of a split ran on machines shared alike (`intervals.basis`: their median
+    shares of the CPUs others took within `CONTENTION_GAP`), so their paired ratios compare."""
+    others = [[t[1] for r in side for t in r] for side in (before, after)]
+    return basis(*others) == PAIRED_BASIS
+
+
 def _time_move(
     before: list[list[Timed]], after: list[list[Timed]], scatter: dict[str, float]
 ) -> _Move | None:
-    """A step of the time: the 95% interval of after / before (geometric means, on the basis
-    `_judged` picks), widened by the series' run-to-run scatter on that basis (`run_scatter`)
-    for the number of runs on each side, wholly beyond `MIN_STEP` either way; None where not."""
-    judged, at = _judged(before, after)
-    ratio, low, high, p = ratio_interval(
-        [float(t[at] or 0.0) for r in after for t in r],
-        [float(t[at] or 0.0) for r in before for t in r],
-    )
-    if ratio != ratio or low != low:
+    """A step of the time: after against before on the paired ratios
+    (`bench.analysis.difference`, widened by the series' run-to-run scatter for the number of
+    runs on each side), its whole interval beyond `MIN_STEP` either way; None where not, and
+    where the sides' machines were shared differently: a neighbour slows each strategy by its
+    threads, which neither the reference beside it nor CPU time undoes (measured: a CPU ratio
+    30% down while the wall rose, the code unchanged)."""
+    if not _shared_alike(before, after):
         return None
-    between = scatter[judged] * math.sqrt(1 / len(before) + 1 / len(after))
-    half = math.hypot(math.log(high / low) / 2, Z_95 * between)
-    low, high = ratio * math.exp(-half), ratio * math.exp(half)
-    least = 1 + MIN_STEP[TIME]
-    if low > least or high < 1 / least:
-        return _Move(abs(ratio - 1), min(p, 1 - p), low, high, judged)
-    return None
+    found = difference(
+        [t[0] for r in before for t in r],
+        [t[0] for r in after for t in r],
+        measure=TIME_MEASURE,
+        run_scatter=_between(scatter[TIME], before, after),
+    )
+    if not found.beyond(1 + MIN_STEP[TIME]):
+        return None
+    return _Move(abs(found.ratio - 1), found.p, found.low, found.high, PAIRED_BASIS, found.text())
 
 
 def _split(
@@ -355,18 +375,16 @@ def _split(
         if metric == TIME:
             move = _time_move(before, after, scatter)
         else:
-            move = _peak_move(before, after)
+            move = _peak_move(before, after, scatter)
         if move is not None and (best is None or move.size > best[1].size):
             best = (k, move)
     return best
 
 
-def _centre(samples: list[list[Any]], metric: str, judged: str | None = None) -> float:
-    """What a segment's value is said as: a time's geometric mean (of the ratio it was judged
-    on), a peak's median."""
+def _centre(samples: list[list[Any]], metric: str) -> float:
+    """What a segment's value is said as: a time's geometric mean, a peak's median."""
     if metric == TIME:
-        at = 1 if judged == CPU_BASIS else 0
-        iv = interval([float(t[at]) for run in samples for t in run])
+        iv = interval([float(t[0]) for run in samples for t in run])
         return iv.estimate if iv else float("nan")
     return _median(samples)
 
@@ -385,13 +403,7 @@ def _segment(
     # the values of the segments adjoining the step, once both sides are split further
     start = max([s[0] for s in left], default=lo)
     end = min([s[0] for s in right], default=hi)
-    judged = move.basis
-    step = (
-        cut,
-        move,
-        _centre(samples[start:cut], metric, judged),
-        _centre(samples[cut:end], metric, judged),
-    )
+    step = (cut, move, _centre(samples[start:cut], metric), _centre(samples[cut:end], metric))
     return sorted([*left, step, *right], key=lambda t: t[0])
 
 
@@ -461,9 +473,11 @@ def steps(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Ste
     for key, series in reps.groupby(SERIES_KEYS, dropna=False, sort=True):
         labels = dict(zip(SERIES_KEYS, key, strict=True))
         runs = list(dict.fromkeys(series["run_id"]))
+        shared = series.drop_duplicates("run_id").set_index("run_id")[SHARED]
         for part in _segments(series, runs):
-            for metric in metrics:
-                out += _steps_of(series, part, metric, labels)
+            for alike in ([r for r in part if not shared[r]], [r for r in part if shared[r]]):
+                for metric in metrics:
+                    out += _steps_of(series, alike, metric, labels) if alike else []
     return out
 
 
@@ -473,9 +487,9 @@ def _steps_of(
     by_run = [_samples(series[series["run_id"] == r], metric) for r in runs]
     kept = [(r, v) for r, v in zip(runs, by_run, strict=True) if v]
     samples = [v for _, v in kept]
-    scatter = {}  # a time's, over the whole series of one configuration, not each segment
-    if metric == TIME:  # (run_scatter skips missing CPU ratios; `_judged` then picks paired)
-        scatter = {PAIRED_BASIS: run_scatter(samples, 0), CPU_BASIS: run_scatter(samples, 1)}
+    # over the whole series of one configuration, not each segment
+    values = [[t[0] for t in run] for run in samples] if metric == TIME else samples
+    scatter = {metric: run_scatter(values)}
     return [
         Step(
             shapes=str(labels["shapes"]),
@@ -490,27 +504,28 @@ def _steps_of(
             low=move.low,
             high=move.high,
             basis=move.basis,
+            words=move.words,
         )
         for cut, move, before, after in _segment(samples, metric, 0, len(samples), scatter)
     ]
 
 
 def _samples(run: pd.DataFrame, metric: str) -> list[Any]:
-    """One run's repeats of `metric`: values of a peak; `Timed` triples of a time."""
+    """One run's repeats of `metric`: values of a peak; `Timed` pairs of a time."""
     if metric != TIME:
         return run[metric].dropna().tolist()
     known = run[run[TIME].notna()]
     return [
-        (float(t), None if c != c else float(c), None if o != o else float(o))
-        for t, c, o in zip(known[TIME], known[CPU_RATIO], known[OTHERS], strict=True)
+        (float(t), None if o != o else float(o))
+        for t, o in zip(known[TIME], known[OTHERS], strict=True)
     ]
 
 
 METRIC_WORDS = {
     PEAK: "peak over baseline",
-    TIME: "time / reference beside it",
+    TIME: X_CEILING,
     WALL: "wall time",
-    FLOOR: "time / floor line",
+    FLOOR: X_FLOOR,
 }
 
 
@@ -536,5 +551,6 @@ def steps_table(found: list[Step]) -> pd.DataFrame:
             "before": [metric_text(s.metric, s.before) for s in found],
             "after": [metric_text(s.metric, s.after) for s in found],
             "change": [f"{s.change:+.0%}" for s in found],
+            "difference": [s.words for s in found],
         }
     )

@@ -234,6 +234,7 @@ def _concurrencies(text: str | None) -> list[int] | None:
 def cmd_run(args: argparse.Namespace) -> int:
     """`bench run`: measure, write the results, print the summary."""
     from bench.analysis.summary import json_summary, tables
+    from bench.commands.show import run_header
     from bench.records.results import read_results
     from bench.run.checks import check_counts
     from bench.run.ranks import follow
@@ -258,8 +259,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:  # the answer last: the summary ends with "use X" for this host
         print(
             f"results: {outcome.jsonl} (+ .parquet); "
-            f"view them with `loadbench dashboard --results {args.out}`\n"
+            f"view them with `loadbench dashboard --results {args.out}`"
         )
+        print(f"{run_header(results)}\n")  # its commit and the limits its children ran under
         print(tables(results), end="")
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 

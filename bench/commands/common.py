@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.records.results import Results, read_folders
+from bench.records.results import Results, partial_runs, read_folders
 from bench.vocabulary import CACHE_CHOICES, CACHE_STATES, WARM
 from loader.vocabulary import CACHE_POLICIES, SHARE_CHOICES
 
@@ -49,6 +49,46 @@ def read_stated(folders: list[str], given_as: str = "--results") -> Results:
     results = read_folders([existing_results(f, given_as) for f in folders])
     for file, message in results.errors:
         print(f"loadbench: skipped part of {file}: {message}", file=sys.stderr)
+    return results
+
+
+def add_allow_partial(p: argparse.ArgumentParser) -> None:
+    """`--allow-partial`: read a results folder that holds part of a run (each loss still said)."""
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="read the results although a run there lost strategies or lines (each is said)",
+    )
+
+
+def losses(results: Results) -> list[str]:
+    """What a folder lacks of its runs, one line each: runs that lost strategies
+    (`partial_runs`), and the files or lines that could not be read."""
+    lost = partial_runs(results)
+    if results.errors:
+        lost.append(f"{len(results.errors)} file(s) or line(s) could not be read (said above)")
+    return lost
+
+
+def read_whole(folders: list[str], *, allow_partial: bool, given_as: str = "--results") -> Results:
+    """The results of `folders` read as one (`read_stated`), refused where a run there holds part
+    of what it was asked (a truncated file, a killed run): an answer from part of a run is an
+    answer about what is left, not about what was measured. With `allow_partial`, each loss is
+    said on stderr instead, and the results are read as they are. (`recommend`'s own
+    `read_whole` is this with its argument names.)
+
+    Raises:
+        BenchError: naming each loss and the two ways on (run again, or `--allow-partial`).
+    """
+    results = read_stated(folders, given_as)
+    lost = losses(results)
+    if lost and not allow_partial:
+        raise BenchError(
+            f"{', '.join(folders)} holds part of a run only: {'; '.join(lost)}. Run the bench "
+            "again, or answer from what is there with --allow-partial"
+        )
+    for line in lost:
+        print(f"loadbench: answering from part of a run (--allow-partial): {line}", file=sys.stderr)
     return results
 
 

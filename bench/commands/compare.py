@@ -14,7 +14,6 @@ from typing import Any
 import pandas as pd
 
 from bench.analysis.compare import (
-    ALPHA,
     KEYS,
     MIN_REPEATS,
     absent,
@@ -24,11 +23,14 @@ from bench.analysis.compare import (
     ratio_text,
     rule_text,
     sides_text,
+    values_text,
 )
-from bench.commands.common import add_json, example, read_stated
+from bench.analysis.difference import CONFIDENCE
+from bench.commands.common import add_allow_partial, add_json, example, read_whole
 from bench.errors import BenchError
-from bench.records.results import routed
-from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, REGRESSED, UNDECIDED
+from bench.records.configuration import limits_text
+from bench.records.results import MEANINGS, Results, routed
+from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, NOT_COMPARABLE, REGRESSED, UNDECIDED
 
 
 def _json_value(v: Any) -> Any:
@@ -37,17 +39,46 @@ def _json_value(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
-def _sides(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
+def _sides(args: argparse.Namespace) -> dict[str, Results]:
     sides = {}
     for name, path in (("base", args.base), ("new", args.new)):
-        res = read_stated([path], given_as=name.upper())
+        res = read_whole([path], allow_partial=args.allow_partial, given_as=name.upper())
         if res.phases.empty:
             raise BenchError(
                 f"{name} {path}: no results there; give a results file (.jsonl) or folder "
                 "written by `loadbench bench run --out`"
             )
-        sides[name] = res.phases
+        sides[name] = res
     return sides
+
+
+def side_text(results: Results) -> str:
+    """`commit 1a2b3c4 · 2026-12-03 18:40 · unconstrained`: what code each run of a side ran,
+    when, and under which limits (runs in start order; `commit ?` where none was recorded)."""
+    said = []
+    runs = results.runs.sort_values("started_utc", kind="stable")
+    for run in runs.to_dict("records"):
+        rows = results.phases[results.phases["run_id"] == run["run_id"]]
+        if rows.empty:
+            continue
+        commit = run.get("git_commit") if isinstance(run.get("git_commit"), str) else "?"
+        when = str(run.get("started_utc") or "")[:16].replace("T", " ")
+        said.append(f"commit {commit} · {when} · {limits_text(run, rows)}")
+    return "; ".join(dict.fromkeys(said)) or "no run record"
+
+
+def _comparable(table: pd.DataFrame) -> None:
+    """Refuse where every combination on both sides ran under another configuration: nothing
+    can be judged, and a gate that passes on nothing would say nothing."""
+    on_both = table[~table["verdict"].isin([MISSING, NEW_ONLY])]
+    if on_both.empty or not (on_both["verdict"] == NOT_COMPARABLE).all():
+        return
+    changes = "; ".join(dict.fromkeys(on_both["configuration_change"]))
+    raise BenchError(
+        f"BASE and NEW ran under different configurations ({changes}): no combination is "
+        "comparable, so nothing was judged; compare runs made with the same --cpus, --host-ram, "
+        "--disk-read-speed, --budget and strategy options"
+    )
 
 
 def _named(rows: pd.DataFrame) -> str:
@@ -65,8 +96,10 @@ HEADER = [
     "shapes",
     "strategy",
     "ok repeats",
-    "peak over baseline",
-    "wall time",
+    "peak base -> new",
+    "peak, new / base",
+    "wall base -> new",
+    "time, new / base",
     "x floor",
     "x ceiling",
     "verdict",
@@ -81,7 +114,9 @@ def _table_lines(table: pd.DataFrame) -> list[str]:
                 r["shapes"],
                 routed(r["strategy"], r["route"]),
                 f"{int(r['ok_repeats_base'])}/{int(r['ok_repeats_new'])}",
+                values_text(r, "peak"),
                 ratio_text(r, "peak"),
+                values_text(r, "wall"),
                 ratio_text(r, "wall"),
                 sides_text(r, "floor"),
                 sides_text(r, "ceiling"),
@@ -92,14 +127,40 @@ def _table_lines(table: pd.DataFrame) -> list[str]:
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
-MARKDOWN_HEADER = ["shapes", "strategy", "ok repeats", "peak", "time", "verdict"]
+MARKDOWN_HEADER = [
+    "shapes",
+    "strategy",
+    "ok repeats",
+    "peak base -> new",
+    "peak",
+    "wall base -> new",
+    "time",
+    "verdict",
+]
 
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def to_markdown(table: pd.DataFrame, args: argparse.Namespace, threshold: float) -> str:
+def _apart(table: pd.DataFrame) -> list[str]:
+    """One line per combination not judged because its configuration changed."""
+    rows = table[table["verdict"] == NOT_COMPARABLE]
+    return [
+        f"not comparable: {routed(r.strategy, r.route)} on {r.shapes}: the configuration "
+        f"changed ({r.configuration_change}), so it is not judged"
+        for r in rows.itertuples()
+    ]
+
+
+def _headline(args: argparse.Namespace, sides: dict[str, Results]) -> list[str]:
+    """`base PATH: commit 1a2b3c4 · 2026-12-03 18:40 · unconstrained`, and new's."""
+    return [f"{name} {getattr(args, name)}: {side_text(sides[name])}" for name in ("base", "new")]
+
+
+def to_markdown(
+    table: pd.DataFrame, args: argparse.Namespace, threshold: float, sides: dict[str, Results]
+) -> str:
     """A GitHub-flavoured Markdown table and the gate's verdict, for a PR comment."""
     bad = failures(table, allow_missing=args.allow_missing)
     verdict = (
@@ -112,6 +173,8 @@ def to_markdown(table: pd.DataFrame, args: argparse.Namespace, threshold: float)
         "",
         f"`{args.new}` against `{args.base}`; {rule_text(threshold)}.",
         "",
+        *[f"- {line}" for line in _headline(args, sides)],
+        "",
         "| " + " | ".join(MARKDOWN_HEADER) + " |",
         "|" + "---|" * len(MARKDOWN_HEADER),
     ]
@@ -120,20 +183,29 @@ def to_markdown(table: pd.DataFrame, args: argparse.Namespace, threshold: float)
             r["shapes"],
             routed(r["strategy"], r["route"]),
             f"{int(r['ok_repeats_base'])}/{int(r['ok_repeats_new'])}",
+            values_text(r, "peak"),
             ratio_text(r, "peak"),
+            values_text(r, "wall"),
             ratio_text(r, "wall"),
             f"**{r['verdict']}**" if r["verdict"] in (REGRESSED, BROKEN, MISSING) else r["verdict"],
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lacks = _lacks(absent(table, MISSING), "new") + _lacks(absent(table, NEW_ONLY), "base")
+    lacks += _apart(table)
     return "\n".join(lines + ([""] + [f"- {line}" for line in lacks] if lacks else [])) + "\n"
 
 
-def to_text(table: pd.DataFrame, args: argparse.Namespace, threshold: float) -> str:
-    """The table (NEW / BASE, spread, p), what each side lacks, and the gate's verdict."""
-    lines = [f"new {args.new} / base {args.base}; {rule_text(threshold)}", ""]
+def to_text(
+    table: pd.DataFrame, args: argparse.Namespace, threshold: float, sides: dict[str, Results]
+) -> str:
+    """Each side's commit and limits, the table (values, NEW / BASE with its interval), what
+    each side lacks, what was not comparable, and the gate's verdict."""
+    lines = [f"new {args.new} / base {args.base}; {rule_text(threshold)}"]
+    lines += _headline(args, sides) + [""]
     lines += _table_lines(table) + [""]
+    lines.append("legend: " + "; ".join(f"{name}: {MEANINGS[name]}" for name in MEANINGS))
     lines += _lacks(absent(table, MISSING), "new") + _lacks(absent(table, NEW_ONLY), "base")
+    lines += _apart(table)
     few = table[table["verdict"] == UNDECIDED]
     if len(few):
         lines.append(
@@ -160,7 +232,9 @@ def _failure(row: Any) -> str:
     return f"{where} ({what} regressed)"
 
 
-def _json(table: pd.DataFrame, args: argparse.Namespace, threshold: float) -> str:
+def _json(
+    table: pd.DataFrame, args: argparse.Namespace, threshold: float, sides: dict[str, Results]
+) -> str:
     bad = failures(table, allow_missing=args.allow_missing)
     few = table[table["verdict"] == UNDECIDED]
     out = {
@@ -168,8 +242,15 @@ def _json(table: pd.DataFrame, args: argparse.Namespace, threshold: float) -> st
         "new": str(args.new),
         "max_regression": threshold,
         "min_repeats": MIN_REPEATS,
-        "alpha": ALPHA,
+        "confidence": CONFIDENCE,
         "allow_missing": bool(args.allow_missing),
+        "allow_partial": bool(args.allow_partial),
+        "base_runs": side_text(sides["base"]),
+        "new_runs": side_text(sides["new"]),
+        "not_comparable": [
+            {**{k: _json_value(r[k]) for k in KEYS}, "change": r["configuration_change"]}
+            for r in table[table["verdict"] == NOT_COMPARABLE].to_dict("records")
+        ],
         "regressed": not bad.empty,
         "failed": [{k: _json_value(v) for k, v in r.items()} for r in bad[KEYS].to_dict("records")],
         "missing_in_new": absent(table, MISSING),
@@ -187,29 +268,32 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         threshold = parse_threshold(args.max_regression)
         sides = _sides(args)
+        table = compare(sides["base"].phases, sides["new"].phases, threshold)
+        _comparable(table)
     except BenchError as e:
-        if args.json:
+        if args.json or args.format == "json":
             print(json.dumps({"error": str(e)}))
         raise
-    table = compare(sides["base"], sides["new"], threshold)
     form = "json" if args.json else args.format
     if form == "json":
-        print(_json(table, args, threshold))
+        print(_json(table, args, threshold, sides))
     elif form == "markdown":
-        print(to_markdown(table, args, threshold), end="")
+        print(to_markdown(table, args, threshold, sides), end="")
     else:
-        print(to_text(table, args, threshold), end="")
+        print(to_text(table, args, threshold, sides), end="")
     return 0 if failures(table, allow_missing=args.allow_missing).empty else 1
 
 
 _DESCRIPTION = (
     "BASE and NEW are results files or folders. Per (shapes, strategy, dtype, devices, processes, "
-    "route: local, or source, link and concurrency) a metric (peak over baseline, wall time) has "
-    "regressed when its median ratio NEW/BASE is over the threshold, beyond the spread of "
-    "repeats, and a one-sided Mann-Whitney U test gives "
-    f"p <= {ALPHA}; with fewer than {MIN_REPEATS} ok repeats a side no regression is called (and "
-    "that is said). Exit 1 when anything regressed, broke, or is in BASE and missing in NEW "
-    "(unless --allow-missing), 0 if not, 2 on bad input."
+    "cache, model, route: local, or source, link and concurrency) a metric (peak over baseline, "
+    "time) differs where the 95% interval of NEW / BASE leaves out 1 (faster or slower, lighter "
+    "or heavier), and has regressed where it is slower or heavier with that interval wholly over "
+    f"the threshold; with fewer than {MIN_REPEATS} ok repeats a side no call is made (and that "
+    "is said). A combination whose sides ran under different limits or options is not "
+    "comparable and not judged; where none is, compare refuses. A folder holding part of a run "
+    "is refused unless --allow-partial. Exit 1 when anything regressed, broke, or is in BASE and "
+    "missing in NEW (unless --allow-missing), 0 if not, 2 on bad input."
 )
 
 
@@ -241,6 +325,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help="pass although a strategy or shape set of BASE is missing in NEW (still listed)",
     )
+    add_allow_partial(p)
     add_json(p)
     p.set_defaults(func=run_cli)
     return p

@@ -8,15 +8,15 @@ the reference timed beside it (geometric mean and 95% interval), the peak over t
 step is marked on the first run after it, with its size; a change of configuration (budget,
 threads, limits, the machine) is a boundary, marked and named, never a step. `--json` prints
 `{"points": [...], "steps": [{shapes, strategy, metric, run_id, before, after, ...}],
-"boundaries": [...]}` (`steps` is a contract: `run_id` is the first run after the step). Every file
-or line skipped is said on stderr; no ok run at all is an error (exit 2).
+"boundaries": [...]}` (`steps` is a contract: `run_id` is the first run after the step). A folder
+holding part of a run is refused unless `--allow-partial` (which says what is lost); no ok run at
+all is an error (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any
 
 import pandas as pd
@@ -34,29 +34,21 @@ from bench.analysis.history import (
 from bench.analysis.history import boundaries as history_boundaries
 from bench.analysis.history import points as history_points
 from bench.analysis.history import steps as history_steps
-from bench.commands.common import add_json, example, read_stated
+from bench.commands.common import add_allow_partial, add_json, example, read_whole
 from bench.errors import BenchError
-from bench.records.results import ROUTE, routed
+from bench.records.results import MEANINGS, ROUTE, X_CEILING, X_FLOOR, routed
 
-NAMES = {PEAK: "peak - base", TIME: "x reference (95% CI)", WALL: "wall s", FLOOR: "x floor"}
+NAMES = {PEAK: "peak - base", TIME: f"{X_CEILING} (95% CI)", WALL: "wall s", FLOOR: X_FLOOR}
 SHOWN = (TIME, PEAK, WALL, FLOOR)
 
 
 def _step_text(step: Step) -> str:
-    change = "" if math.isinf(step.change) else f" ({step.change:+.0%})"
-    interval = (
-        f", 95% CI of the ratio {step.low:.2f}-{step.high:.2f}x"
-        if step.low is not None and step.high is not None
-        else ""
-    )
-    judged = (
-        " (judged on CPU time: the runs' machines were shared differently)"
-        if (step.basis == "cpu")
-        else ""
-    )
+    """`x reference (95% CI) 2.14x -> 3.00x: 1.40x slower (95% CI 1.31-1.50)`: the values on
+    either side of the step, and the move in the words of the one rule for "different?"."""
+    words = f": {step.words}" if step.words else ""
     return (
         f"{NAMES[step.metric]} {metric_text(step.metric, step.before)} -> "
-        f"{metric_text(step.metric, step.after)}{change}{interval}{judged}"
+        f"{metric_text(step.metric, step.after)}{words}"
     )
 
 
@@ -117,6 +109,7 @@ def to_text(points: pd.DataFrame, steps: list[Step], bounds: list[Boundary]) -> 
         f"{s.run_id}"
         for s in steps
     ] or ["no steps: no time or peak moved beyond its intervals and its least step"]
+    summary.append("legend: " + "; ".join(f"{name}: {MEANINGS[name]}" for name in MEANINGS))
     summary += [
         f"boundary: {b.machine} {b.shapes} {routed(b.strategy, b.route)}: {b.change} at run "
         f"{b.run_id} (not a step: runs on either side are not compared)"
@@ -134,7 +127,7 @@ def _json_points(points: pd.DataFrame) -> list[dict[str, Any]]:
 
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench history`: exit 0 (steps are findings, not failures); 2 with no ok run."""
-    results = read_stated(args.results, given_as="RESULTS")
+    results = read_whole(args.results, allow_partial=args.allow_partial, given_as="RESULTS")
     points = history_points(results)
     if points.empty:
         raise BenchError(
@@ -167,6 +160,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         **example("loadbench history results", "loadbench history results nightly/ --json"),
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results folder(s) to read")
+    add_allow_partial(p)
     add_json(p, "one JSON object (points, steps, boundaries)")
     p.set_defaults(func=run_cli)
     return p

@@ -23,7 +23,18 @@ from typing import Any
 
 from bench.commands.common import add_json
 from bench.errors import BenchError
-from loader.vocabulary import CAST_POLICIES, REPORT
+from loader.vocabulary import (
+    CAST_POLICIES,
+    CAST_VERDICT,
+    DTYPE_MISMATCH,
+    IGNORED,
+    LOAD,
+    MISSING,
+    REPORT,
+    SHAPE_MISMATCH,
+    TRANSFORM,
+    UNEXPECTED,
+)
 
 
 def _resolve(spec: str, option: str) -> Any:
@@ -91,8 +102,50 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ignore_missing=missing,
         casts=args.casts,
     )
-    print(json.dumps(table.to_dict(), indent=2) if args.json else table)
+    if args.json:
+        print(json.dumps(table.to_dict(), indent=2))
+    else:
+        print(plan_text(table, every_line=args.all))
     return 1 if table.report.problems() else 0
+
+
+#: Verdicts of a model path that found its file key (whatever became of it then).
+FOUND = (LOAD, TRANSFORM, CAST_VERDICT, SHAPE_MISMATCH, DTYPE_MISMATCH)
+SHOWN = 5  # names of each side said in the "nothing matches" line
+
+
+def nothing_matches(table: Any) -> str | None:
+    """Where no model path found a file key while the file has keys: one line saying so, with
+    the first names of each side (a wrong checkpoint, or a key map still to write); else None."""
+    if any(e.verdict in FOUND for e in table.entries):
+        return None
+    paths = [e.path for e in table.entries if e.verdict == MISSING]
+    keys = [e.file_key for e in table.entries if e.verdict in (UNEXPECTED, IGNORED) and e.file_key]
+    if not paths or not keys:
+        return None
+
+    def first(names: list[str]) -> str:
+        return ", ".join(names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
+
+    return (
+        f"nothing matches: none of the model's {len(paths)} paths names one of the file's "
+        f"{len(keys)} keys: wrong checkpoint, or a key map to write (--key-map)? model paths: "
+        f"{first(paths)}; file keys: {first(keys)}"
+    )
+
+
+def plan_text(table: Any, *, every_line: bool) -> str:
+    """The plan's table (`loader.plan`), its counts first. Where nothing matches, the counts and
+    that line only, unless `every_line`: a table of a thousand missing and unexpected names
+    hides the one thing to say."""
+    counts = ", ".join(f"{n} {v}" for v, n in table.counts().items())
+    head = f"{table.path}: {counts}"
+    lost = nothing_matches(table)
+    if lost is None:
+        return f"{head}\n\n{table}"
+    if every_line:
+        return f"{head}\n{lost}\n\n{table}\n{lost}"
+    return f"{head}\n{lost}\n(every model path and file key: --all)"
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -144,6 +197,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         choices=CAST_POLICIES,
         default=REPORT,
         help="report (default): a float cast is a mismatch; allow: expected",
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="print every model path and file key even where none matches (a wrong checkpoint)",
     )
     add_json(p, "the plan as one JSON object")
     p.set_defaults(func=cmd_plan)

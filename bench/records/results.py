@@ -415,6 +415,27 @@ def with_floor_ratio(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.assign(floor_ratio=out)
 
 
+#: The two ratios every surface prints, each defined once (`x_ceiling`, `with_floor_ratio`), in
+#: the words a legend gives them.
+X_CEILING = "x ceiling"
+X_FLOOR = "x floor"
+MEANINGS = {
+    X_CEILING: "wall / a bare copy of the checkpoint timed right before and after each repeat "
+    "(geometric mean over the repeats; older files without that copy: wall / the machine's best "
+    "read from its probe)",
+    X_FLOOR: "x ceiling / the floor line's x ceiling (the same run, shape set and page cache; "
+    "older files: wall / the floor line's wall)",
+}
+
+
+def x_ceiling(summary: pd.DataFrame) -> pd.Series:
+    """Each summary row's `x ceiling` (`MEANINGS`): its `paired_ratio`, else (older rows, with no
+    reference beside their repeats) its median `ceiling_ratio`; NaN where neither is known."""
+    paired = pd.to_numeric(summary.get("paired_ratio", pd.Series(index=summary.index)))
+    probe = pd.to_numeric(summary.get("ceiling_ratio", pd.Series(index=summary.index)))
+    return paired.where(paired.notna(), probe)
+
+
 def _parquet_ready(df: pd.DataFrame) -> pd.DataFrame:
     """Dict and list cells (substeps_s, allocator_env, command) become JSON strings for Parquet."""
     out = df.copy()

@@ -57,7 +57,8 @@ class RunRecord:
     finished_utc: str | None = None  # when the end record was written
     cache: str | None = None  # as asked: warm | cold | both
     host_ram_bytes: int | None = None  # `--host-ram`: every child ran under this memory limit
-    cpu_limit: float | None = None  # CPUs this run could use, where fewer than cpu_count
+    cpu_limit: float | None = None  # CPUs the children could use (`--cpus`, or the run's own
+    # affinity or quota), where fewer than cpu_count (older files: null under `--cpus`)
     disk_read_bytes_per_s: int | None = None  # `--disk-read-speed`: cold reads capped at this
     check: bool = False  # made by `recommend --check` (written under <results>/checks/)
     strategies: list[str] = field(default_factory=list)  # the strategies asked for (resolved)
@@ -66,6 +67,9 @@ class RunRecord:
     repeat_budget_s: float | None = None  # `--repeat-budget`: wall seconds per configuration
     # -- what code ran (added to v2 with a default: None in older files) --
     git_commit: str | None = None  # loadbench's `git describe --always --dirty`, if a checkout
+    # -- the rest of what the children ran under (added to v2 with defaults: None in older files) --
+    budget_bytes: int | None = None  # `--budget`: host bytes in flight, strategies that take one
+    devices: int | None = None  # `--devices`: devices each child loaded onto
 
 
 @dataclass(frozen=True)

@@ -272,28 +272,75 @@ def _execute(  # noqa: PLR0913  what one run's tasks share
     (`bench.run.repeats`)."""
     execution = _Execution(config, writer, run_id, ceiling, leader)
     tallies: Tallies[tuple] = Tallies(config.repeat_policy())
-    shown = config.progress and sys.stderr.isatty()  # a file gets no carriage returns
     firsts: dict[tuple, Task] = {}
     for task in tasks:
         if task.memray_bin is None:
             firsts.setdefault(configuration(task), task)
-    with tqdm(total=len(tasks), file=sys.stderr, disable=not shown, unit="run") as bar:
+    progress = _Progress(config.progress, len(tasks))
+    with progress:
         for task in tasks:
-            _tallied(execution, task, tallies, bar)
+            _tallied(execution, task, tallies, progress)
         while more := tallies.wanting(list(firsts)):
-            bar.total = (bar.total or 0) + len(more)
+            progress.add(len(more))
             for key in more:
-                _tallied(execution, replace(firsts[key], repeat=tallies.of(key).runs), tallies, bar)
+                task = replace(firsts[key], repeat=tallies.of(key).runs)
+                _tallied(execution, task, tallies, progress)
 
 
-def _tallied(execution: _Execution, task: Task, tallies: Tallies[tuple], bar: tqdm) -> None:
+class _Progress:
+    """How far a run has got, on stderr: a bar on a terminal; where stderr is a file or a pipe (a
+    CI log, `nohup`), one line per child run as it ends, since a bar there prints nothing until
+    the run is over. Repeats are counted from 1, as every other line the CLI prints."""
+
+    def __init__(self, wanted: bool, total: int) -> None:
+        self.lines = wanted and not sys.stderr.isatty()
+        shown = wanted and not self.lines
+        self.bar = tqdm(total=total, file=sys.stderr, disable=not shown, unit="run")
+        self.done, self.total = 0, total
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+
+    def add(self, more: int) -> None:
+        """More child runs to come (repeats added to configurations not yet settled)."""
+        self.total += more
+        self.bar.total = self.total
+
+    def starting(self, task: Task) -> None:
+        self.bar.set_postfix_str(_named(task))
+
+    def ended(self, task: Task, ok: bool, seconds: float) -> None:
+        self.done += 1
+        self.bar.update()
+        if self.lines:
+            how = "ok" if ok else "not ok (its row says why)"
+            print(
+                f"loadbench: [{self.done}/{self.total}] {_named(task)}: {how}, {seconds:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def _named(task: Task) -> str:
+    """`gpt2 pipelined repeat 2` (repeats counted from 1; a memray capture said as one)."""
+    what = "memray capture" if task.memray_bin is not None else f"repeat {task.repeat + 1}"
+    return f"{task.checkpoint.shapes} {task.entry.name} {what}"
+
+
+def _tallied(
+    execution: _Execution, task: Task, tallies: Tallies[tuple], progress: _Progress
+) -> None:
     """Run one task, and count it in its configuration's tally (a memray capture is no repeat)."""
-    bar.set_postfix_str(f"{task.checkpoint.shapes} {task.entry.name} r{task.repeat}")
+    progress.starting(task)
     started = time.perf_counter()
     ratio, drift, ok = execution.run(task)
+    seconds = time.perf_counter() - started
     if task.memray_bin is None:
-        tallies.of(configuration(task)).add(ratio, drift, ok, time.perf_counter() - started)
-    bar.update()
+        tallies.of(configuration(task)).add(ratio, drift, ok, seconds)
+    progress.ended(task, ok, seconds)
 
 
 def _checkpoints(config: RunConfig) -> Iterator[Checkpoint]:
@@ -310,14 +357,25 @@ def _asked(config: RunConfig, selected: list[StrategyInfo]) -> dict:
         "status": RUNNING,
         "cache": config.cache,
         "host_ram_bytes": config.host_ram_bytes,
-        "cpu_limit": cpu_limit(),
+        "cpu_limit": _cpu_limit(config),
         "disk_read_bytes_per_s": config.disk_read_bytes_per_s,
         "check": config.check,
         "strategies": [s.name for s in selected],
         "repeats": config.repeats,
         "max_repeats": config.repeat_policy().max_repeats,
         "repeat_budget_s": config.repeat_policy().budget_s,
+        "budget_bytes": config.load_budget_bytes,
+        "devices": config.devices,
     }
+
+
+def _cpu_limit(config: RunConfig) -> float | None:
+    """The CPUs the children could use where fewer than the machine has: `--cpus` (each child
+    group's cgroup), capped by this process's own affinity or quota; None: no limit."""
+    own = cpu_limit()
+    if config.cpus is None:
+        return own
+    return float(config.cpus) if own is None else min(float(config.cpus), own)
 
 
 def _run_matrix(

@@ -231,7 +231,7 @@ def test_compare_shows_both_machines_and_ratios(app, fixture_results):
     assert set(gpt2["strategy"]) == {"floor", "eager", "stream", "pipelined"}  # orbax: alpha only
     eager = gpt2[gpt2["strategy"] == "eager"].iloc[0]
     wall = eager["time, new / base"]
-    assert wall.startswith("0.70x (95% CI 0.6"), wall  # beta is 0.7x the time
+    assert wall.startswith("1.43x faster (95% CI 1."), wall  # beta is 0.7x the time
     assert eager["verdict"] == "regressed"  # beta's peaks are 1.1x: beyond 5% and the spread
     assert any("Failed" in e.value and "`eager` on `gpt2`" in e.value for e in at.error)
     # orbax ran on alpha (base) only: listed, as the gate fails on it

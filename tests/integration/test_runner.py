@@ -141,6 +141,7 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
         assert row["peak_ratio"] > 0 and row["phases"]
         assert all({"wall_s", "peak_ratio"} <= set(p) for p in row["phases"].values())
     assert "\r" not in proc.stderr  # a progress bar only on a terminal, never into a file
+    assert "loadbench: [1/" in proc.stderr  # ... and there, a line per child run instead
     results = read_results(tmp_path / "results")
     phases = results.phases
     assert set(summarize(phases).strategy) == set(model)

@@ -99,6 +99,15 @@ def test_sizes(text, n):
     assert parse_size(text) == n
 
 
+@pytest.mark.parametrize("text", ["fast", "300", "300MB/h"])
+def test_a_speed_without_a_unit_is_refused_with_a_speed_to_write(text, capsys):
+    """Issue 54: `--disk-read-speed fast` suggested a size (`4GiB`)."""
+    argv = ["bench", "run", "--cache", "cold", "--disk-read-speed", text, "--shapes", "gpt2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "e.g. --disk-read-speed 300MB/s" in err and "4GiB" not in err
+
+
 def test_format_bytes():
     assert format_bytes(3 << 30) == "3.00 GiB" and format_bytes(float("nan")) == "-"
 
@@ -254,4 +263,5 @@ def test_bench_run_prints_the_answer_last(tmp_path, capsys, monkeypatch):
     assert main(["bench", "run", "--shapes", "gpt2", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.rstrip("\n").splitlines()
     assert lines[0].startswith(f"results: {path}")
+    assert lines[1] == "run r1 · here · 2026-01-01 00:00 · commit ? · complete · unconstrained"
     assert lines[-1].startswith("use pipelined: ")

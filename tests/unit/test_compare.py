@@ -12,7 +12,7 @@ from bench.errors import BenchError
 from bench.records.results import read_results
 from bench.records.schema import PhaseRecord
 from bench.records.writer import ResultsWriter
-from tests.records import total_row
+from tests.records import run_record, total_row
 
 MiB = 1 << 20
 BASE_RSS = 300 * MiB
@@ -241,8 +241,11 @@ def test_markdown_is_a_table_a_pr_comment_can_take(tmp_path, base, capsys):
     lines = out.splitlines()
     assert lines[0].startswith("### loadbench compare: **FAILED**")
     table = [line for line in lines if line.startswith("|")]
-    assert table[0] == "| shapes | strategy | ok repeats | peak | time | verdict |"
-    assert table[1] == "|---|---|---|---|---|---|" and len(table) == 2 + len(COSTS)
+    assert table[0] == (
+        "| shapes | strategy | ok repeats | peak base -> new | peak | wall base -> new | time "
+        "| verdict |"
+    )
+    assert table[1] == "|---|---|---|---|---|---|---|---|" and len(table) == 2 + len(COSTS)
     assert any("stream" in row and "**regressed**" in row for row in table)
 
 
@@ -327,3 +330,85 @@ def test_a_cpu_heavy_neighbour_on_one_side_is_judged_on_cpu_time(tmp_path, capsy
     assert main(["compare", str(quiet), str(planted), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert [r["strategy"] for r in out["failed"]] == ["stream"]
+
+
+def test_a_faster_time_is_named_faster_with_its_interval_never_same(tmp_path, base, capsys):
+    """Issue 54: `0.83x (CI 0.72-0.96)` was printed as "same". An interval that leaves out 1 is
+    a difference, said as a relative speed with its interval, and is no regression."""
+    new = _write(
+        tmp_path / "n.jsonl", _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {"stream": 1 / 1.2})
+    )
+    assert main(["compare", base, new, "--json"]) == 0
+    rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    stream = rows["stream"]
+    assert stream["wall_ratio_hi"] < 1 and stream["wall_verdict"] == "faster"
+    assert stream["verdict"] == "faster" and rows["eager"]["verdict"] == "same"
+    assert stream["wall_difference"].startswith(f"{1 / stream['wall_ratio']:.2f}x faster (95% CI")
+    assert main(["compare", base, new]) == 0
+    text = capsys.readouterr().out
+    assert "x faster (95% CI" in text and "9.00 s -> 7.65 s" in text
+
+
+def _folder(tmp_path, name, rows, **run) -> str:
+    """A results folder with a run record (`run`: its fields) and `rows`."""
+    path = tmp_path / name / "m" / f"{rows[0].run_id}.jsonl"
+    with ResultsWriter(path) as w:
+        w.write_many([run_record(run_id=rows[0].run_id, **run), *rows])
+    return str(tmp_path / name)
+
+
+def test_a_cpus_1_run_against_an_unconstrained_one_is_no_regression(tmp_path, capsys):
+    """Issue 54: `compare` failed a `--cpus 1` run against an unconstrained one as a regression
+    without a word about the configuration. Now nothing is comparable: refused, with why."""
+    base = _folder(tmp_path, "base", _rows("r1", [1.0, 1.04, 0.97], [1, 1, 1], {}))
+    one_cpu = [
+        PhaseRecord(**{**r.__dict__, "cpus": 1})
+        for r in _rows("r2", [1.5, 1.52, 1.49], [1, 1, 1], {})
+    ]
+    new = _folder(tmp_path, "new", one_cpu, cpu_limit=1.0, git_commit="def5678")
+    assert main(["compare", base, new]) == 2
+    err = capsys.readouterr().err
+    assert "different configurations (CPU limit - -> 1)" in err and "regress" not in err
+    assert main(["compare", base, new, "--json"]) == 2
+    assert "no combination is comparable" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_a_changed_budget_sets_apart_only_the_strategy_it_bounds(tmp_path, capsys):
+    """stream ran under another --budget in NEW (and slower): not comparable, named with what
+    changed; the others are judged; the gate passes on what is comparable."""
+    base_rows = [
+        PhaseRecord(**{**r.__dict__, "budget_bytes": 256 * MiB if r.strategy == "stream" else None})
+        for r in _rows("r1", [1.0, 1.04, 0.97], [1, 1, 1], {})
+    ]
+    new_rows = [
+        PhaseRecord(**{**r.__dict__, "budget_bytes": 32 * MiB if r.strategy == "stream" else None})
+        for r in _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {"stream": 1.5})
+    ]
+    base = _folder(tmp_path, "base", base_rows, git_commit="abc1234")
+    new = _folder(tmp_path, "new", new_rows, budget_bytes=32 * MiB, git_commit="def5678")
+    assert main(["compare", base, new]) == 0
+    out = capsys.readouterr().out
+    assert "not comparable: stream on gpt2: the configuration changed (budget 256 MiB -> " in out
+    assert "commit abc1234" in out and "commit def5678" in out and "budget 32.0 MiB" in out
+    assert main(["compare", base, new, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["strategy"]: r for r in out["rows"]}
+    assert rows["stream"]["verdict"] == "not comparable" and rows["eager"]["verdict"] == "same"
+    (apart,) = out["not_comparable"]
+    assert apart["strategy"] == "stream" and apart["change"].startswith("budget 256 MiB -> ")
+
+
+def test_a_partial_folder_is_refused_unless_allowed(tmp_path, base, capsys):
+    """Issue 54: `compare` (the CI gate) warned about a truncated folder and exited 0. Now it
+    refuses it, naming what is lost; with --allow-partial it judges and says what was skipped."""
+    rows = _rows("r2", [1.02, 0.99, 1.05], [1, 1, 1], {})
+    new = _folder(tmp_path, "new", rows)
+    with open(next((tmp_path / "new").rglob("*.jsonl")), "a") as fh:
+        fh.write('{"schema_version": 2, "record": "pha')  # a write cut short by a kill
+    assert main(["compare", base, new]) == 2
+    err = capsys.readouterr().err
+    assert "holds part of a run only" in err and "--allow-partial" in err
+    assert main(["compare", base, new, "--allow-partial"]) == 0
+    captured = capsys.readouterr()
+    assert "answering from part of a run (--allow-partial): 1 file(s) or line(s)" in captured.err
+    assert "no regression" in captured.out

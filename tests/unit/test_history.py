@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -134,7 +135,8 @@ def test_the_cli_prints_steps_as_the_contract_says(tmp_path, capsys):
     assert main(["history", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "here · gpt2 · pipelined" in text and "def5678" in text
-    assert "step: here gpt2 pipelined: peak - base 0.586 GiB -> 0.391 GiB (-33%) at run r3" in text
+    said = "step: here gpt2 pipelined: peak - base 0.586 GiB -> 0.391 GiB: 1.50x lighter (95% CI"
+    assert said in text and "at run r3" in text
 
 
 def test_a_missing_results_folder_is_named(tmp_path, capsys):
@@ -264,17 +266,14 @@ def test_history_of_a_folder_without_ok_runs_is_an_error(tmp_path, capsys):
     assert "no ok run to follow" in capsys.readouterr().err
 
 
-def _neighboured(folder, run_id, started, busy, cpu_work=None):
-    """A run of a one-thread strategy (pread) and a two-thread one (stream) with references;
-    `busy`: a CPU-heavy neighbour took 47% of the CPUs, slowing stream's wall 1.34x, pread's
-    not at all, and the all-thread reference 1.5x. CPU seconds stay (or follow `cpu_work`)."""
-    cpu_work = cpu_work or {}
+def _timed_run(folder, run_id, started, others, figures):
+    """A run of a one-thread strategy (pread), a two-thread one (stream) and the floor line,
+    three repeats each, every one with a reference beside it: `figures(strategy, d)` gives a
+    repeat's (wall, reference, CPU ratio) at noise `d`; others took `others` of the CPUs."""
     rows = []
-    for strategy, slowed in (("pread", 1.0), ("stream", 1.34), ("floor", 1.0)):
+    for strategy in ("pread", "stream", "floor"):
         for i, d in enumerate(NOISE):
-            wall = 1.0 * (1 + d) * (slowed if busy else 1.0)
-            reference = 0.5 * (1 - d) * (1.5 if busy else 1.0)
-            cpu = 1.2 * (1 + d / 2) * cpu_work.get(strategy, 1.0)
+            wall, reference, cpu = figures(strategy, d)
             rows.append(
                 total_row(
                     run_id=run_id,
@@ -289,24 +288,100 @@ def _neighboured(folder, run_id, started, busy, cpu_work=None):
                     cpu_s=cpu,
                     reference_cpu_s=1.0,
                     cpu_ratio=cpu,
-                    others_cpu_fraction=0.47 if busy else 0.03,
+                    others_cpu_fraction=others,
                 )
             )
     with ResultsWriter(folder / "here" / f"{run_id}.jsonl") as w:
         w.write_many([run_record(run_id=run_id, started_utc=started), *rows])
 
 
-def test_runs_beside_a_cpu_heavy_neighbour_are_judged_on_cpu_time_and_make_no_step(tmp_path):
-    """The same commit 5 times, the last two beside `stress-ng --cpu 1`: pread's paired wall
-    falls 1.5x there and stream's 0.9x, so pairing alone would step; judged on CPU time between
-    runs shared differently, nothing steps. A planted 1.3x of CPU work still does."""
-    for i, busy in enumerate((False, False, False, True, True), start=1):
-        _neighboured(tmp_path, f"r{i}", f"2026-01-0{i}T00:00:00Z", busy)
+def _neighboured(folder, run_id, started, busy, cpu_work=None, slower=None, jitter=1.0):
+    """pread, stream and the floor line; `busy`: a CPU-heavy neighbour took 47% of the CPUs,
+    slowing stream's wall 1.34x, pread's not at all, and the all-thread reference 1.5x. CPU
+    seconds stay (or follow `cpu_work`); `slower` plants a slowdown of a strategy's wall;
+    `jitter`: the whole run's speed."""
+    cpu_work, slower = cpu_work or {}, slower or {}
+    slowed = {"stream": 1.34} if busy else {}
+
+    def figures(strategy, d):
+        wall = (1 + d) * slowed.get(strategy, 1.0) * slower.get(strategy, 1.0) * jitter
+        reference = 0.5 * (1 - d) * (1.5 if busy else 1.0)
+        return wall, reference, 1.2 * (1 + d / 2) * cpu_work.get(strategy, 1.0)
+
+    _timed_run(folder, run_id, started, 0.47 if busy else 0.03, figures)
+
+
+def _reruns(folder):
+    """Issue 54's reruns of one commit: three quiet (a percent or two apart from run to run),
+    then two beside a CPU hog, where pread's paired wall falls 1.5x, stream's 0.9x, and pread's
+    CPU ratio 30% (as sharded-dir's did on a real machine while the code stood still)."""
+    for i, jitter in enumerate((1.0, 1.02, 0.99), start=1):
+        _neighboured(folder, f"r{i}", f"2026-01-0{i}T00:00:00Z", False, jitter=jitter)
+    for i in (4, 5):
+        _neighboured(folder, f"r{i}", f"2026-01-0{i}T00:00:00Z", True, {"pread": 0.7})
+
+
+def test_identical_reruns_quiet_and_beside_a_cpu_hog_make_no_step(tmp_path):
+    """Runs shared with a CPU-heavy neighbour are judged among themselves, quiet runs among
+    themselves: no step, on the pairing or on CPU time (both moved here, the code did not)."""
+    _reruns(tmp_path)
     results = read_results(tmp_path)
     assert steps(results) == []
-    flat = results.phases.assign(cpu_ratio=float("nan"))  # no CPU basis: the pairing alone
-    alone = steps(type(results)(results.runs, flat, results.samples))
-    assert {(s.strategy, s.run_id) for s in alone if s.metric == TIME} >= {("pread", "r4")}
-    _neighboured(tmp_path, "r6", "2026-01-06T00:00:00Z", True, {"stream": 1.3})
+    flat = results.phases.assign(cpu_ratio=float("nan"))  # the pairing alone: still nothing
+    assert steps(type(results)(results.runs, flat, results.samples)) == []
+
+
+def test_a_planted_slowdown_among_reruns_is_found_and_only_it(tmp_path):
+    """A copy of the third quiet run, after the two beside the hog, with stream's walls 1.4x:
+    a time step of stream alone, at that run, said as a relative speed with its interval."""
+    _reruns(tmp_path)
+    _neighboured(tmp_path, "r6", "2026-01-06T00:00:00Z", False, slower={"stream": 1.4}, jitter=0.99)
     (step,) = steps(read_results(tmp_path))
-    assert (step.strategy, step.metric, step.run_id, step.basis) == ("stream", TIME, "r6", "cpu")
+    assert (step.strategy, step.metric, step.run_id, step.basis) == ("stream", TIME, "r6", "paired")
+    assert step.change == pytest.approx(0.4, abs=0.04) and step.low > 1.1
+    assert re.fullmatch(r"1\.[34]\dx slower \(95% CI 1\.\d\d-1\.\d\d\)", step.words)
+
+
+def test_reruns_all_beside_other_jobs_step_only_where_planted(tmp_path):
+    """Issue 54's runA-C: one commit three times, every run beside another job, shared
+    differently (30%, 35%, 60% of the CPUs): stream's CPU ratio fell 30% in the third while its
+    wall rose. No step (judged on CPU time, it was one). A fourth run, shared as the first two,
+    with pread's times planted 1.4x slower: found, and only it."""
+    for i, (others, work) in enumerate(((0.30, 1.0), (0.35, 1.0), (0.60, 0.7)), start=1):
+        _shared(tmp_path, f"r{i}", i, others, work)
+    assert steps(read_results(tmp_path)) == []
+    _shared(tmp_path, "r4", 4, 0.30, 1.0, planted=1.4)
+    (step,) = steps(read_results(tmp_path))
+    assert (step.strategy, step.metric, step.run_id) == ("pread", TIME, "r4")
+    assert step.change == pytest.approx(0.4, abs=0.04)
+
+
+def _shared(folder, run_id, day, others, stream_work, planted=1.0):
+    """A run of pread and stream beside another job taking `others` of the CPUs: stream's CPU
+    ratio times `stream_work` (its wall up 5% where that falls), pread's wall times `planted`."""
+
+    def figures(strategy, d):
+        slower = (1.05 if stream_work < 1 else 1.0) if strategy == "stream" else 1.0
+        wall = (planted if strategy == "pread" else 1.0) * (1 + d) * slower
+        cpu = 1.2 * (1 + d / 2) * (stream_work if strategy == "stream" else 1.0)
+        return wall, 0.5 * (1 - d), cpu
+
+    _timed_run(folder, run_id, f"2026-01-0{day}T00:00:00Z", others, figures)
+
+
+def test_a_cpus_1_run_is_labelled_with_its_limit_and_is_a_boundary(tmp_path):
+    """Issue 54: a `--cpus 1` run read as unconstrained. Its label says the limit, and the
+    change of limit is a boundary, never a step."""
+    for i, cpus in enumerate((None, None, 1), start=1):
+        rows = [
+            total_row(run_id=f"r{i}", strategy="pipelined", repeat=k, wall_s=w, cpus=cpus)
+            for k, w in enumerate((1.0, 1.01, 0.99) if cpus is None else (2.0, 2.02, 1.98))
+        ]
+        record = run_record(run_id=f"r{i}", started_utc=f"2026-01-0{i}T00:00:00Z", cpu_limit=cpus)
+        with ResultsWriter(tmp_path / "here" / f"r{i}.jsonl") as w:
+            w.write_many([record, *rows])
+    results = read_results(tmp_path)
+    assert steps(results) == []
+    (boundary,) = boundaries(results)
+    assert boundary.run_id == "r3" and "CPU limit - -> 1" in boundary.change
+    assert list(points(results)["label"])[-1] == "2026-01-03 00:00 · 1 CPUs"

@@ -257,3 +257,19 @@ def test_a_bad_factory_is_one_line_naming_it_and_exit_2(
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("loadbench: error: --model ")
     assert said in err
+
+
+def test_a_wrong_checkpoint_is_said_first_not_after_every_name(tmp_path, models_module, capsys):
+    """Issue 54: `plan` on the wrong checkpoint printed 1,085 lines, its summary at line 724, and
+    never said "nothing matches". Now: the counts, then that line, in three lines (--all: all)."""
+    path = tmp_path / "other.safetensors"
+    header_only(path, {f"encoder.layer.{i}.weight": ("F32", (4, 4)) for i in range(40)})
+    args = ["plan", str(path), "--model", f"{models_module}:build"]
+    assert main(args) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[0].startswith(f"{path}: ")
+    assert lines[1].startswith("nothing matches: none of the model's 4 paths names one of the ")
+    assert "file's 40 keys: wrong checkpoint" in lines[1] and "encoder.layer.0.weight" in lines[1]
+    assert main([*args, "--all"]) == 1
+    every = capsys.readouterr().out
+    assert "encoder.layer.39.weight" in every and every.rstrip().endswith(lines[1])
