@@ -1,9 +1,10 @@
 """Overview: which strategy to use, and what each costs, per shape set.
 
 Answers first, per shape set: on the host RAM given (default: the RAM of the machine that measured
-the run; kept across pages), the fastest strategy whose measured peak fits with 10% to spare, its
-peak and time, the least RAM that fits, whether the naive path fits, and the backend the runs were
-on (what it means for the host RAM). Under it, for the shape set chosen, one answer drawn the same
+the run; kept across pages), the judge's decision (`bench.analysis.judge`, in the one sentence the
+bench summary and `loadbench recommend` print: the pick, the measure ranked, ties, unstable
+times, limits), the least RAM that fits, whether the naive path fits, and the backend the runs
+were on (what it means for the host RAM). Under it, for the shape set chosen, one answer drawn the same
 way: each strategy's peak RSS against wall time (log scale) with the host's RAM and the headline's
 margin as lines (`dashboard.scatter`), then the table that leads with the answer (the recommended
 row first and marked, its absolute peak and its reason; skipped and failed rows last with theirs),
@@ -59,7 +60,9 @@ def _rows(
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
 
-def _headlines(summary: pd.DataFrame, ram: int, first: str, route: str | None) -> None:
+def _headlines(
+    results: Any, summary: pd.DataFrame, ram: int, first: str, route: str | None
+) -> None:
     """One answer per shape set (the one shown first, over the route picked, then the largest
     checkpoint first), each naming the backend its runs were on, and its route where the shape
     set was loaded over several."""
@@ -69,7 +72,7 @@ def _headlines(summary: pd.DataFrame, ram: int, first: str, route: str | None) -
         if shapes == first and route is not None:
             mine = mine[mine[ROUTE] == route]
         config = answer.configurations(mine).iloc[0]
-        head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram)
+        head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram, results)
         small = answer.small_checkpoint_note(order[shapes])
         note = " (checkpoint under 64 MiB: overhead, not a guide)" if small else ""
         several = summary.loc[summary["shapes"] == shapes, ROUTE].nunique() > 1
@@ -172,7 +175,7 @@ def main() -> None:
         phases, key="overview_shapes", options=list(by_size.index), column=top[1]
     )
     route = widgets.pick_route(summary[summary["shapes"] == shapes], key="overview_route")
-    _headlines(summary, ram, shapes, route)
+    _headlines(results, summary, ram, shapes, route)
     strategies = sorted(summary["strategy"].unique())
     chosen = widgets.pick_strategies(strategies, key="overview_strategies", column=st.sidebar)
     axes = st.columns([1, 1, 2])
