@@ -146,7 +146,10 @@ def sentence(d: Decision) -> str:
             f"no strategy fits {_host(d)} with {TIGHT_FRACTION:.0%} to spare" + _caveats(d)
         )
     if not best.peer:
-        return f"use {best.strategy} on {_host(d)} ({_basis(d)}): {why(d)}{_caveats(d)}"
+        return (
+            f"use {best.strategy} ({costs_text(best)}) on {_host(d)} ({_basis(d)}): "
+            f"{why(d)}{_caveats(d)}"
+        )
     text = (
         f"{best.strategy}, {PEER_TEXT}, is the pick on {_host(d)} ({_basis(d)}): {why(d)}; "
         f"it costs {costs_text(best)}"
