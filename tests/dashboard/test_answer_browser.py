@@ -116,11 +116,11 @@ def test_the_first_screen_holds_the_answer(browser_page, sa3_results, tmp_path):
             box = part.bounding_box()
             assert box and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], box
         text = headline.inner_text()
-        peak = re.search(r"use pipelined — ([\d.]+ GiB) peak", text)
+        peak = re.search(r"use pipelined \(([\d.]+ GiB) host RAM peak", text)
         assert peak, text
         cells = _table_rows(page)[0]
         assert cells[0] == "★ pipelined" and peak.group(1) in cells, cells
-        assert "recommended: the fastest that fits with 10% to spare" in cells[-1]
+        assert cells[-1].startswith("picked: ") and "fit with 10% to spare" in cells[-1]
         wide = page.evaluate(
             """() => [document.documentElement, ...document.querySelectorAll(
                  '[data-testid="stMain"], [data-testid="stTable"], [data-testid="stTable"] *')]
