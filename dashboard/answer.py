@@ -213,9 +213,7 @@ def ranked(rows: pd.DataFrame, host_ram_bytes: int) -> pd.DataFrame:
     )
 
 
-def _standing(
-    row: pd.Series, measured: bool, said: str, head: Headline
-) -> tuple[int, str]:
+def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tuple[int, str]:
     """(the row's group in `ranked`, the reason it stands there): a row that fits is tied with
     the pick on time (their 95% intervals overlap), not judged on time against it (one run), or
     called apart from it on the measure ranked (`bench.analysis.judge`)."""

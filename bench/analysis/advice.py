@@ -150,7 +150,9 @@ def measured_decision(
     newest = runs.sort_values("started_utc", ascending=False)["run_id"]
     run = str(newest.iloc[0]) if len(newest) else str(mine["run_id"].iloc[-1])
     rows = summarize(mine[mine["run_id"] == run])
-    rows = rows[(rows["model"].fillna(SPEC) == SPEC) & (rows["source"].fillna(FILE_SOURCE) == FILE_SOURCE)]
+    rows = rows[
+        (rows["model"].fillna(SPEC) == SPEC) & (rows["source"].fillna(FILE_SOURCE) == FILE_SOURCE)
+    ]
     if "cache" in rows and (rows["cache"] == cache).any():
         rows = rows[rows["cache"] == cache]
     if rows.empty:
@@ -197,9 +199,7 @@ def _seconds(s: float) -> str:
     return f"{s:.2f} s" if s >= 0.1 else f"{s * 1000:.0f} ms"
 
 
-def needs_text(
-    host_ram_bytes: int, costs: list[Cost], naive: Cost | None, pick: str | None
-) -> str:
+def needs_text(host_ram_bytes: int, costs: list[Cost], naive: Cost | None, pick: str | None) -> str:
     """What the first screen says beside the decision: "Least RAM that fits: M (S'); eager
     needs E and does not fit." `costs` are every candidate's, `naive` the path a user writes
     first (eager), if measured and not the `pick`; empty where there is nothing to say."""

@@ -20,7 +20,7 @@ from shapes.sizes import format_bytes
 ONE_RUN = "one run: not judged on time"
 PEER_TEXT = "a peer (another project's loader)"
 MEASURE_WORDS = {
-    PAIRED: "x ceiling (wall over a bare copy of the checkpoint timed beside each repeat)",
+    PAIRED: "x ceiling, the wall over a bare copy of the checkpoint timed beside each repeat,",
     WALL: "median wall time",
     PREDICTED: "predicted time",
 }
@@ -66,8 +66,7 @@ def why(d: Decision, own: bool = False) -> str:
         if runner is None:
             return f"{head} is the only one{' of them' if own else ''} that fits"
         return (
-            f"{head} is faster than {_named(runner, d.measure)}: their 95% intervals do not "
-            "overlap"
+            f"{head} is faster than {_named(runner, d.measure)}: their 95% intervals do not overlap"
         )
     said = []
     tied = [c for c in others if c.strategy in d.tied]
@@ -142,9 +141,7 @@ def sentence(d: Decision) -> str:
         return "no strategy loaded a model ok here, so none is named" + _caveats(d)
     best = d.picked
     if best is None:
-        return (
-            f"no strategy fits {_host(d)} with {TIGHT_FRACTION:.0%} to spare" + _caveats(d)
-        )
+        return f"no strategy fits {_host(d)} with {TIGHT_FRACTION:.0%} to spare" + _caveats(d)
     if not best.peer:
         return (
             f"use {best.strategy} ({costs_text(best)}) on {_host(d)} ({_basis(d)}): "

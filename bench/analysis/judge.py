@@ -243,16 +243,16 @@ def decide(
         'zerocopy'
     """
     ranked = tuple(sorted(candidates, key=lambda c: (c.centre, c.strategy)))
-    common = {
-        "host": host,
-        "measure": measure,
-        "candidates": ranked,
-        "not_fitting": tuple(not_fitting),
-        "limits": tuple(limits),
-        "partial": tuple(partial),
-    }
+    empty = Decision(
+        host,
+        measure,
+        ranked,
+        not_fitting=tuple(not_fitting),
+        limits=tuple(limits),
+        partial=tuple(partial),
+    )
     if not ranked:
-        return Decision(**common)
+        return empty
     fastest = ranked[0]
     group = [
         c for c in ranked if c is fastest or not (c.judged and fastest.judged) or _tied(c, fastest)
@@ -261,8 +261,8 @@ def decide(
     best = light[0]  # the fastest of the lightest (`ranked` is fastest first)
     others = [c for c in group if c is not best]
     rest = [c for c in ranked if c not in group]
-    decision = Decision(
-        **common,
+    decision = replace(
+        empty,
         pick=best.strategy,
         tied=tuple(c.strategy for c in others if c.judged and best.judged),
         unjudged=tuple(c.strategy for c in others if not (c.judged and best.judged)),
@@ -273,17 +273,13 @@ def decide(
     if not best.peer:
         return decision
     own = decide([c for c in ranked if not c.peer], host, measure)
-    return Decision(**{**_fields(decision), "own": own if own.pick else None})
-
-
-def _fields(decision: Decision) -> dict[str, Any]:
-    return {f: getattr(decision, f) for f in Decision.__dataclass_fields__}
+    return replace(decision, own=own if own.pick else None)
 
 
 # -- measured rows ---------------------------------------------------------------------------------
 
 
-def _number(row: Mapping[str, Any], key: str) -> float | None:
+def _number(row: pd.Series, key: str) -> float | None:
     value = row.get(key)
     if value is None:
         return None
@@ -294,7 +290,7 @@ def _number(row: Mapping[str, Any], key: str) -> float | None:
     return None if math.isnan(value) else value
 
 
-def row_candidate(row: Mapping[str, Any], measure: str) -> Candidate:
+def row_candidate(row: pd.Series, measure: str) -> Candidate:
     """A summary row (`bench.records.results.summarize`) as a candidate on `measure`: its paired
     ratio's interval (`PAIRED`), else its wall time's."""
     wall = float(row["wall_s"])
@@ -364,13 +360,13 @@ def judge(rows: pd.DataFrame, host: TargetHost, results: Results | None = None) 
         'use zerocopy on 16.0 GiB, 1 device (ranked by x ceiling (...), ...): ...'
 
     Raises:
-        BenchError: the rows mix device counts (judge each count apart: `by_devices`).
+        BenchError: the rows mix device counts (judge each count's rows apart).
     """
     counts = sorted({int(d) for d in rows["devices"].dropna()}) if "devices" in rows else []
     if len(counts) > 1:
         raise BenchError(
             f"rows of {', '.join(map(str, counts))} devices: a decision is for one device count; "
-            "judge each apart (bench.analysis.judge.by_devices)"
+            "judge each count's rows apart"
         )
     host = TargetHost(host.ram_bytes, counts[0] if counts else host.devices)
     runs = set(rows["run_id"]) if "run_id" in rows else set()
@@ -400,17 +396,8 @@ def default_devices(rows: pd.DataFrame) -> int | None:
     if rows.empty:
         return None
     counts = rows.groupby("devices")["strategy"].nunique()
-    return int(min(counts.index, key=lambda d: (-counts[d], d)))
-
-
-def by_devices(
-    rows: pd.DataFrame, host: TargetHost, results: Results | None = None
-) -> list[Decision]:
-    """One decision per device count of `rows` (fewest devices first)."""
-    return [
-        judge(group, TargetHost(host.ram_bytes, int(devices)), results)
-        for devices, group in rows.groupby("devices", sort=True)
-    ]
+    most = {int(d): int(n) for d, n in zip(counts.index.to_numpy(), counts, strict=True)}
+    return min(most, key=lambda d: (-most[d], d))
 
 
 # -- predictions ----------------------------------------------------------------------------------

@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.backend import backend_sentence, backends
+from bench.analysis.decision_words import decision_json, sentence
 from bench.analysis.device_summary import (
     device_columns,
     device_headroom,
     device_peak,
     over_budget_lines,
 )
-from bench.analysis.decision_words import decision_json, sentence
 from bench.analysis.intervals import ADVICE
 from bench.analysis.judge import Decision, TargetHost, host_ram, judge, loaded
 from bench.analysis.shares import process_label, process_shares, share_lines
@@ -236,7 +236,8 @@ def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> d
         "paired_high": _num(row.get("paired_high")),
         "paired_repeats": _int(row.get("paired_n")),
         "floor_ratio": _num(row.get("floor_ratio")),
-        "unstable": _str(row.get("unstable")),
+        "unstable": _str(row.get("unstable")) is not None,  # never null (issue 54)
+        "unstable_why": _str(row.get("unstable")),
         "peak_rss_min": _int(row.get("peak_rss_min")),
         "peak_rss_max": _int(row.get("peak_rss_max")),
         "budget_bytes": _int(row.get("budget_bytes")),

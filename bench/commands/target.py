@@ -20,8 +20,8 @@ import pandas as pd
 
 from bench.analysis import target as target_times
 from bench.analysis.advice import Advice
-from bench.analysis.target import TargetTime, target_ram
 from bench.analysis.judge import check_ranking
+from bench.analysis.target import TargetTime, target_ram
 from bench.errors import BenchError
 from bench.machine.record import ProbeRecord, read_probe
 from bench.records.results import Results, read_results

@@ -4,10 +4,11 @@ Answers first, per shape set: on the host RAM given (default: the RAM of the mac
 the run; kept across pages), the judge's decision (`bench.analysis.judge`, in the one sentence the
 bench summary and `loadbench recommend` print: the pick, the measure ranked, ties, unstable
 times, limits), the least RAM that fits, whether the naive path fits, and the backend the runs
-were on (what it means for the host RAM). Under it, for the shape set chosen, one answer drawn the same
-way: each strategy's peak RSS against wall time (log scale) with the host's RAM and the headline's
-margin as lines (`dashboard.scatter`), then the table that leads with the answer (the recommended
-row first and marked, its absolute peak and its reason; skipped and failed rows last with theirs),
+were on (what it means for the host RAM). Under it, for the shape set chosen, one answer drawn the
+same way: each strategy's peak RSS against wall time (log scale) with the host's RAM and the
+headline's margin as lines (`dashboard.scatter`), then the table that leads with the answer (the
+recommended row first and marked, its absolute peak and its reason; skipped and failed rows last
+with theirs),
 and every run with its status. By default each shape set shows its newest complete, unconstrained
 run; every run stays selectable. A shape set loaded over several routes (the local disk, s3 at
 1Gbit with concurrency 1 and 64: `bench.records.results.route`) is answered one route at a time,

@@ -173,7 +173,9 @@ def test_predictions_tie_when_their_intervals_overlap():
     assert rec.recommended == "fast"
     adv = _advice(rec)
     (said,) = [s for s in sentences(adv) if "ties on time" in s]
-    assert said.startswith("use fast (1.00 GiB host RAM peak) on 64.0 GiB (ranked by predicted time")
+    assert said.startswith(
+        "use fast (1.00 GiB host RAM peak) on 64.0 GiB (ranked by predicted time"
+    )
     assert "fast (10.00 s, 95% CI 9.50-10.50 s) ties on time with near (10.30 s" in said
     assert "slow (20" not in said and "too-big" not in said
     out = to_json(adv)

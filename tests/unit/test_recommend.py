@@ -450,7 +450,11 @@ def test_notes_are_short_sentences_and_a_column_the_same_on_every_row_is_one_lin
     assert "basis" not in header and "fit error" in header  # the same on every row, or not
     assert "  basis: 6 runs of big, mid, small (every row)" in table.splitlines()
     first, *notes = notes  # the judge's decision, as every surface says it (issue 54)
-    assert first.startswith("use lean (") and "on 64.0 GiB (ranked by predicted time" in first and first[-1] == "."
+    assert (
+        first.startswith("use lean (")
+        and "on 64.0 GiB (ranked by predicted time" in first
+        and first[-1] == "."
+    )
     for note in notes:
         assert len(note) <= 160 and note.endswith("."), note
         assert note.count(". ") == 0, note  # one sentence

@@ -136,8 +136,9 @@ def test_the_summary_weighs_peers_and_with_one_run_names_the_lightest(tmp_path):
     assert line.startswith(
         "use builder (382 MiB host RAM peak and 2.12 GiB device peak) on 45.0 GiB, 1 device ("
     )
-    assert "builder (2.60 s, 1 run) against mmap-put (1.04 s, 1 run), pipelined (5.67 s, 1 run)" in (
-        line
+    assert (
+        "builder (2.60 s, 1 run) against mmap-put (1.04 s, 1 run), pipelined (5.67 s, 1 run)"
+        in (line)
     )
     assert ONE_RUN in line and "ties" not in line
     assert line.endswith(
