@@ -254,4 +254,4 @@ def test_bench_run_prints_the_answer_last(tmp_path, capsys, monkeypatch):
     assert main(["bench", "run", "--shapes", "gpt2", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.rstrip("\n").splitlines()
     assert lines[0].startswith(f"results: {path}")
-    assert lines[-1].startswith("use pipelined: ")
+    assert lines[-1].startswith("use pipelined (")  # the judge's decision (issue 54)
