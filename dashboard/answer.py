@@ -228,13 +228,9 @@ def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tupl
     need = style.size(minimum_ram(int(row["peak_rss_bytes"])))
     peer = " (a peer: another project's loader)" if row["kind"] == PEER else ""
     if row["strategy"] == recommended and decision is not None:
-        how = (
-            "the lightest of those not called apart on time"
-            if decision.tied or decision.unjudged
-            else "the fastest"
-        )
-        fit = f"of those that fit with {TIGHT_FRACTION:.0%} to spare"
-        return RECOMMENDED, f"picked: {how}, {fit}{peer}"
+        tied = decision.tied or decision.unjudged
+        how = "the lightest of the tied" if tied else "the fastest that fits"
+        return RECOMMENDED, f"picked: {how}{peer}"
     if said == FITS:
         slower = ""
         if decision is not None and row["strategy"] in decision.tied:

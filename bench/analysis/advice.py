@@ -194,22 +194,17 @@ def at_minimum(costs: list[Cost]) -> tuple[int, Cost] | None:
     return minimum_ram(best.peak_bytes), best
 
 
-def _seconds(s: float) -> str:
-    """`1.47 s`; `12 ms` under a tenth of a second (where 2 decimals would read `0.01 s`)."""
-    return f"{s:.2f} s" if s >= 0.1 else f"{s * 1000:.0f} ms"
-
-
 def needs_text(host_ram_bytes: int, costs: list[Cost], naive: Cost | None, pick: str | None) -> str:
     """What the first screen says beside the decision: "Least RAM that fits: M (S'); eager
     needs E and does not fit." `costs` are every candidate's, `naive` the path a user writes
-    first (eager), if measured and not the `pick`; empty where there is nothing to say."""
+    first (eager), said where measured, not the `pick`, and too big for the host; empty where
+    there is nothing to say."""
     least = at_minimum(costs)
     said = [f"Least RAM that fits: {format_bytes(least[0])} ({least[1].strategy})"] if least else []
     if naive is not None and naive.strategy != pick:
-        naive_need = format_bytes(minimum_ram(naive.peak_bytes))
-        fits = minimum_ram(naive.peak_bytes) <= host_ram_bytes
-        how = f"fits, in {_seconds(naive.wall_s)}" if fits else "does not fit"
-        said.append(f"{naive.strategy} needs {naive_need} and {how}")
+        naive_need = minimum_ram(naive.peak_bytes)
+        if naive_need > host_ram_bytes:  # the path a user writes first, where it does not fit
+            said.append(f"{naive.strategy} needs {format_bytes(naive_need)} and does not fit")
     return ("; ".join(said) + ".") if said else ""
 
 

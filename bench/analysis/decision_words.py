@@ -20,7 +20,7 @@ from shapes.sizes import format_bytes
 ONE_RUN = "one run: not judged on time"
 PEER_TEXT = "a peer (another project's loader)"
 MEASURE_WORDS = {
-    PAIRED: "x ceiling, the wall over a bare copy of the checkpoint timed beside each repeat,",
+    PAIRED: "x ceiling, the wall over a bare copy timed beside each repeat",
     WALL: "median wall time",
     PREDICTED: "predicted time",
 }
@@ -85,20 +85,22 @@ def why(d: Decision, own: bool = False) -> str:
             f"beyond their repeat spreads{how}"
         )
     else:
-        light = f"no peak is lighter than all the others beyond the repeat spreads; {_lightest(d)}"
+        light = _lightest(d)
     return f"{head} " + "; ".join([*said, light])
 
 
 def _lightest(d: Decision) -> str:
-    """`pipelined is the fastest of the lightest (pipelined 758 MiB, zerocopy 757 MiB: as light
-    within their spreads; mmap-put 1.25 GiB is heavier)`."""
+    """`pipelined is the fastest of the lightest (pipelined 758 MiB, zerocopy 757 MiB: within
+    their repeat spreads; heavier: mmap-put 1.25 GiB)`: no one peak is lighter than all the
+    others beyond the spreads."""
     light = [c for c in d.weighed if c.strategy in d.lightest]
     heavy = [c for c in d.weighed if c.strategy not in d.lightest]
     named = ", ".join(f"{c.strategy} {format_bytes(c.peak_bytes)}" for c in light)
-    text = f"{d.pick} is the fastest of the lightest ({named}: as light within their spreads"
+    text = f"{d.pick} is the fastest of the lightest ({named}: within their repeat spreads"
     if heavy:
-        names = ", ".join(f"{c.strategy} {format_bytes(c.peak_bytes)}" for c in heavy)
-        text += f"; {names} {'is' if len(heavy) == 1 else 'are'} heavier"
+        text += "; heavier: " + ", ".join(
+            f"{c.strategy} {format_bytes(c.peak_bytes)}" for c in heavy
+        )
     how = "" if d.judged_on_time else "; time was not judged"
     return text + how + ")"
 
@@ -112,8 +114,8 @@ def _host(d: Decision) -> str:
 def _basis(d: Decision) -> str:
     n = len(d.candidates)
     return (
-        f"ranked by {MEASURE_WORDS[d.measure]}, among the {n} "
-        f"strateg{'y' if n == 1 else 'ies'} that fit with {TIGHT_FRACTION:.0%} to spare"
+        f"ranked by {MEASURE_WORDS[d.measure]}; {n} "
+        f"fit{'s' if n == 1 else ''} with {TIGHT_FRACTION:.0%} to spare"
     )
 
 
@@ -141,10 +143,11 @@ def sentence(d: Decision) -> str:
         return "no strategy loaded a model ok here, so none is named" + _caveats(d)
     best = d.picked
     if best is None:
-        return f"no strategy fits {_host(d)} with {TIGHT_FRACTION:.0%} to spare" + _caveats(d)
+        return f"no strategy fits {_host(d)}, with {TIGHT_FRACTION:.0%} to spare" + _caveats(d)
     if not best.peer:
         return (
-            f"use {best.strategy} ({costs_text(best)}) on {_host(d)} ({_basis(d)}): "
+            f"use {best.strategy} ({format_bytes(best.peak_bytes)} peak) on {_host(d)} "
+            f"({_basis(d)}): "
             f"{why(d)}{_caveats(d)}"
         )
     text = (

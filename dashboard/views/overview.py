@@ -37,10 +37,14 @@ def _machine_ram(results: Any, phases: pd.DataFrame) -> float | None:
 
 
 def _rows(
-    summary: pd.DataFrame, shapes: str, route: str | None, descriptions: dict[str, str]
+    summary: pd.DataFrame,
+    shapes: str,
+    route: str | None,
+    descriptions: dict[str, str],
+    column: Any = st,
 ) -> pd.DataFrame:
-    """The strategy rows of one shape set loaded over `route`, with a configuration picker when
-    there are several."""
+    """The strategy rows of one shape set loaded over `route`, with a configuration picker in
+    `column` when there are several (each device count its own: the judge decides per count)."""
     rows = summary[summary["shapes"] == shapes]
     rows = rows[rows[ROUTE] == route] if route is not None else rows
     configs = answer.configurations(rows)
@@ -52,7 +56,7 @@ def _rows(
             key,
             link.CONFIG,
             labels[0],
-            lambda: st.selectbox("Configuration", labels, key=key),
+            lambda: column.selectbox("Configuration", labels, key=key),
             valid=labels.__contains__,
             omit=labels[0],
         )
@@ -130,7 +134,7 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
     descriptions, problem = data.strategy_descriptions()
     if problem:
         st.warning(f"Strategy descriptions unavailable: {problem}")
-    rows = _rows(summary, shapes, view["route"], descriptions)
+    rows = _rows(summary, shapes, view["route"], descriptions, view["config_column"])
     shown = rows[rows["base_strategy"].isin(view["chosen"])]
     ckpt = rows["checkpoint_bytes"].iloc[0]
     note = answer.small_checkpoint_note(ckpt)
@@ -206,6 +210,7 @@ def main() -> None:
         "ram": ram,
         "labels": labels,
         "route": route,
+        "config_column": axes[2],  # beside the chart's toggles: the chart stays on the first screen
     }
     _shape_set(phases[phases["shapes"] == shapes], summary, shapes, view)
 

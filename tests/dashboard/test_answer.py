@@ -87,7 +87,7 @@ def test_the_table_leads_with_the_answer(sa3_results):
     head = answer.headline(rows, 16 * GIB)
     assert head.recommended == "pipelined"
     peak = re.escape(table["peak RSS"].iloc[0])
-    assert re.search(rf"use pipelined \({peak} host RAM peak\) on 16\.0 GiB", head.text)
+    assert re.search(rf"use pipelined \({peak} peak\) on 16\.0 GiB", head.text)
     fits = table[table[f"fits {style.size(16 * GIB)}?"] == "fits"]
     walls = [float(w.split()[0]) for w in fits["wall (median)"]]
     assert walls == sorted(walls)  # then those that fit, by time

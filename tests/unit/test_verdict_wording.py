@@ -133,9 +133,7 @@ def test_the_summary_weighs_peers_and_with_one_run_names_the_lightest(tmp_path):
     """One run each: the peer mmap-put is a candidate like ours (issue 54); nothing is judged on
     time, so the lightest beyond the noise, builder, is named on memory."""
     line = _use_line(tmp_path, repeats=1, peer_wall=1.04)
-    assert line.startswith(
-        "use builder (382 MiB host RAM peak and 2.12 GiB device peak) on 45.0 GiB, 1 device ("
-    )
+    assert line.startswith("use builder (382 MiB peak) on 45.0 GiB, 1 device (")
     assert (
         "builder (2.60 s, 1 run) against mmap-put (1.04 s, 1 run), pipelined (5.67 s, 1 run)"
         in (line)
@@ -149,7 +147,7 @@ def test_the_summary_weighs_peers_and_with_one_run_names_the_lightest(tmp_path):
 
 def test_the_summary_names_a_winning_peer_with_its_costs_then_loadbenchs_best(tmp_path):
     line = _use_line(tmp_path, repeats=3, peer_wall=9.0)  # a peer slower than ours
-    assert line.startswith("use builder (382 MiB host RAM peak and 2.12 GiB device peak) on 45.0")
+    assert line.startswith("use builder (382 MiB peak) on 45.0")
     assert "builder (2.61 s, 95% CI" in line and "is faster than pipelined" in line
     assert "a peer" not in line and "left out" not in line and ONE_RUN not in line
     faster = _use_line(tmp_path, repeats=3, peer_wall=1.04)
@@ -229,7 +227,7 @@ def test_recommend_names_a_faster_peer_with_its_cost_then_loadbenchs_best():
         ["mmap-put"],
     )
     first = sentences(mixed)[0]  # one run of builder: not judged on time; named on memory
-    assert first.startswith("use builder (1.00 GiB host RAM peak) on 45.0 GiB")
+    assert first.startswith("use builder (1.00 GiB peak) on 45.0 GiB")
     assert f"against mmap-put (1.04 s, 95% CI 1.02-1.06 s): {ONE_RUN}" in first
     assert "a peer" not in first
     slower = _advice([_pred("mmap-put", 9.0, GiB), _pred("builder", 2.6, GiB)], ["mmap-put"])
