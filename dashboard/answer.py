@@ -148,13 +148,7 @@ def margin_bytes(host_ram_bytes: int) -> int:
 
 
 def _cost(row: pd.Series) -> Cost:
-    ratio = row["peak_ratio"]
-    return Cost(
-        str(row["strategy"]),
-        int(row["peak_rss_bytes"]),
-        float(row["wall_s"]),
-        None if pd.isna(ratio) else float(ratio),
-    )
+    return Cost(str(row["strategy"]), int(row["peak_rss_bytes"]), float(row["wall_s"]))
 
 
 def fits_column(rows: pd.DataFrame, host_ram_bytes: int) -> pd.Series:

@@ -176,7 +176,6 @@ class Cost:
     strategy: str
     peak_bytes: int  # peak RSS: what must fit in the host's RAM
     wall_s: float
-    ratio: float | None = None  # peak over baseline, as a multiple of the checkpoint
 
 
 SAME_MINIMUM = 0.02  # peaks within 2% of the lightest's share its minimum RAM
