@@ -50,6 +50,13 @@ def costs_text(c: Candidate) -> str:
     return f"{format_bytes(c.peak_bytes)} host RAM peak{also}"
 
 
+def _use(c: Candidate) -> str:
+    """`use pipelined (858 MiB peak)`, with its device peak where known."""
+    device = c.device_peak_bytes
+    also = f", {format_bytes(device)} device peak" if device is not None else ""
+    return f"use {c.strategy} ({format_bytes(c.peak_bytes)} peak{also})"
+
+
 def _named(c: Candidate, measure: str) -> str:
     return f"{c.strategy} ({time_text(c, measure)})"
 
@@ -145,11 +152,7 @@ def sentence(d: Decision) -> str:
     if best is None:
         return f"no strategy fits {_host(d)}, with {TIGHT_FRACTION:.0%} to spare" + _caveats(d)
     if not best.peer:
-        return (
-            f"use {best.strategy} ({format_bytes(best.peak_bytes)} peak) on {_host(d)} "
-            f"({_basis(d)}): "
-            f"{why(d)}{_caveats(d)}"
-        )
+        return f"{_use(best)} on {_host(d)} ({_basis(d)}): {why(d)}{_caveats(d)}"
     text = (
         f"{best.strategy}, {PEER_TEXT}, is the pick on {_host(d)} ({_basis(d)}): {why(d)}; "
         f"it costs {costs_text(best)}"
@@ -158,8 +161,7 @@ def sentence(d: Decision) -> str:
     if d.own is None or own is None:
         return f"{text}; none of loadbench's own strategies fits{_caveats(d)}"
     return (
-        f"{text}; of loadbench's own strategies, use {own.strategy} ({costs_text(own)}): "
-        f"{why(d.own, own=True)}{_caveats(d)}"
+        f"{text}; of loadbench's own strategies, {_use(own)}: {why(d.own, own=True)}{_caveats(d)}"
     )
 
 

@@ -58,7 +58,7 @@ def test_overview_is_the_landing_page_and_draws_each_shape_set(app, fixture_resu
     assert (shapes.value, shapes.options) == ("gpt2", ["gpt2", "tiny-gpt2"])  # largest first
     assert len(_charts(at)) == 1
     # eager and pipelined are too close to call on time (their 95% intervals overlap, three
-    # repeats each): the lighter, pipelined, is the answer (`bench.analysis.verdicts.choose`)
+    # repeats each): the lighter, pipelined, is the answer (`bench.analysis.judge.decide`)
     assert _table_strategies(at) == ["★ pipelined", "eager", "stream", "floor"]
     shapes.set_value("tiny-gpt2").run()
     _no_exception(at)

@@ -191,7 +191,7 @@ def test_a_faster_peer_is_picked_and_named_with_its_cost_then_our_best(tmp_path)
     text = tables(read_results(path)).rstrip("\n")
     last = text.splitlines()[-1]
     assert last.startswith("runai, a peer (another project's loader), is the pick on 16.0 GiB")
-    assert "it costs 1.00 GiB host RAM peak; of loadbench's own strategies, use pipelined" in last
+    assert "it costs 1.00 GiB host RAM peak; of loadbench's own strategies, use pipelined (" in last
     assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them that fits")
 
 

@@ -133,7 +133,9 @@ def test_the_summary_weighs_peers_and_with_one_run_names_the_lightest(tmp_path):
     """One run each: the peer mmap-put is a candidate like ours (issue 54); nothing is judged on
     time, so the lightest beyond the noise, builder, is named on memory."""
     line = _use_line(tmp_path, repeats=1, peer_wall=1.04)
-    assert line.startswith("use builder (382 MiB peak) on 45.0 GiB, 1 device (")
+    assert line.startswith(
+        "use builder (382 MiB peak, 2.12 GiB device peak) on 45.0 GiB, 1 device ("
+    )
     assert (
         "builder (2.60 s, 1 run) against mmap-put (1.04 s, 1 run), pipelined (5.67 s, 1 run)"
         in (line)
@@ -147,14 +149,16 @@ def test_the_summary_weighs_peers_and_with_one_run_names_the_lightest(tmp_path):
 
 def test_the_summary_names_a_winning_peer_with_its_costs_then_loadbenchs_best(tmp_path):
     line = _use_line(tmp_path, repeats=3, peer_wall=9.0)  # a peer slower than ours
-    assert line.startswith("use builder (382 MiB peak) on 45.0")
+    assert line.startswith("use builder (382 MiB peak, 2.12 GiB device peak) on 45.0")
     assert "builder (2.61 s, 95% CI" in line and "is faster than pipelined" in line
     assert "a peer" not in line and "left out" not in line and ONE_RUN not in line
     faster = _use_line(tmp_path, repeats=3, peer_wall=1.04)
     assert faster.startswith("mmap-put, a peer (another project's loader), is the pick on 45.0 GiB")
     assert "mmap-put (1.05 s, 95% CI 1." in faster
     peer = faster.index("it costs 2.31 GiB host RAM peak and 2.12 GiB device peak")
-    own = faster.index("; of loadbench's own strategies, use builder (382 MiB host RAM peak and ")
+    own = faster.index(
+        "; of loadbench's own strategies, use builder (382 MiB peak, 2.12 GiB device peak)"
+    )
     assert peer < own and "builder (2.61 s, 95% CI" in faster[own:]
 
 
@@ -215,7 +219,7 @@ def test_recommend_names_a_faster_peer_with_its_cost_then_loadbenchs_best():
     assert (
         "mmap-put (1.04 s, 95% CI 1.02-1.06 s) is faster than builder (2.60 s, 95% CI 2.55-2.65 s):"
         " their 95% intervals do not overlap; it costs 2.60 GiB host RAM peak; of loadbench's own "
-        "strategies, use builder (410 MiB host RAM peak): builder (2.60 s, "
+        "strategies, use builder (410 MiB peak): builder (2.60 s, "
     ) in peer
     out = to_json(adv)
     assert out["recommended"] == "mmap-put" and out["peers"] == ["mmap-put"]
