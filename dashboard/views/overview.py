@@ -51,7 +51,7 @@ def _rows(
     config = configs.iloc[0] if len(configs) else None  # the route's, where one was picked
     if len(configs) > 1:
         labels = [answer.config_label(c) for _, c in configs.iterrows()]
-        key = f"overview_config_{shapes}"
+        key = _config_key(shapes)
         picked = link.bound(
             key,
             link.CONFIG,
@@ -65,18 +65,26 @@ def _rows(
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
 
+def _config_key(shapes: str) -> str:
+    """The configuration picker's key for a shape set (its headline reads the same pick)."""
+    return f"overview_config_{shapes}"
+
+
 def _headlines(
     results: Any, summary: pd.DataFrame, ram: int, first: str, route: str | None
 ) -> None:
-    """One answer per shape set (the one shown first, over the route picked, then the largest
-    checkpoint first), each naming the backend its runs were on, and its route where the shape
-    set was loaded over several."""
+    """One answer per shape set (the one shown first, over the route and in the configuration
+    picked, then the largest checkpoint first), each naming the backend its runs were on, and its
+    route where the shape set was loaded over several."""
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
     for shapes in sorted(order.index, key=lambda s: s != first):
         mine = summary[summary["shapes"] == shapes]
         if shapes == first and route is not None:
             mine = mine[mine[ROUTE] == route]
-        config = answer.configurations(mine).iloc[0]
+        configs = answer.configurations(mine)
+        labels = [answer.config_label(c) for _, c in configs.iterrows()]
+        picked = st.session_state.get(_config_key(shapes)) if shapes == first else None
+        config = configs.iloc[labels.index(picked) if picked in labels else 0]
         head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram, results)
         small = answer.small_checkpoint_note(order[shapes])
         note = " (checkpoint under 64 MiB: overhead, not a guide)" if small else ""

@@ -93,6 +93,12 @@ def test_the_dashboard_pages_say_the_same_sentence(app, folders):
         at = app(folder=folder)
         boxes = [b.value for b in [*at.success, *at.error] if "`gpt2`" in b.value]
         assert len(boxes) == 1 and f"{sentence}." in boxes[0], (name, boxes)
+        if name == "two-devices":  # the headline follows the configuration picked
+            at.selectbox(key="overview_config_gpt2").set_value("native, 2 device(s), model spec")
+            at.run()
+            two = _summary_sentences(folder)[2]
+            boxes = [b.value for b in [*at.success, *at.error] if "`gpt2`" in b.value]
+            assert len(boxes) == 1 and f"{two}." in boxes[0], boxes
         at.switch_page("views/target_host.py").run()
         first = (at.success or at.error)[0].value
         assert first == f"{sentence}.", (name, first)
