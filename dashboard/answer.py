@@ -1,13 +1,13 @@
 """The Overview's answer, without Streamlit: per shape set, which strategy to use and its cost.
 
 `shape_set_rows` gives one row per strategy of a shape set (with its kind, peak over baseline and
-Pareto flag); `headline` names the strategy to use on a host's RAM by the bench summary's own rule
-(`bench.analysis.lead`: the fastest whose measured peak fits with 10% to spare, ties on time going
-to the lighter; the verdict is `bench.analysis.recommend.verdict`, as `loadbench recommend`'s),
-the least RAM that fits and the naive path's need, in the words of `bench.analysis.advice.answer`
-(`recommend`'s own wording module). Reference rows (kind
-`reference`, e.g. `floor`) are a line to compare with, never a candidate; peers (kind `peer`) are
-shown apart and never recommended. The dashboard and `loadbench report` both use this module.
+Pareto flag) in one configuration (one device count: the judge decides per count); `headline`
+states the judge's decision for a host's RAM (`bench.analysis.judge.judge`, the record the bench
+summary and `loadbench recommend` render, in its one sentence, `bench.analysis.decision_words`),
+then the least RAM that fits and the naive path's need (`bench.analysis.advice.needs_text`).
+Reference rows (kind `reference`, e.g. `floor`) are a line to compare with, never a candidate;
+peers (kind `peer`) are candidates as everywhere. The dashboard and `loadbench report` both use
+this module.
 """
 
 from __future__ import annotations
@@ -16,29 +16,31 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.advice import Cost, answer, minimum_ram
+from bench.analysis.advice import Cost, minimum_ram, needs_text
 from bench.analysis.backend import backend_sentence, backends
-from bench.analysis.lead import lead
+from bench.analysis.decision_words import MEASURE_NAMES, sentence
+from bench.analysis.judge import Decision, TargetHost, judge
 from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
-from bench.records.results import LOCAL, ROUTE
+from bench.records.results import LOCAL, ROUTE, Results
 from bench.vocabulary import DOES_NOT_FIT, FITS, OK, TIGHT
 from dashboard import frames, style
 from loader.vocabulary import PEER, REFERENCE, STRATEGY
 
-CONFIG = ["dtype", "devices_per_process"]
+CONFIG = ["dtype", "devices"]
 
 
 def _columns(rows: pd.DataFrame) -> list[str]:
-    """What tells configurations apart: the dtype, the devices per process, and the model (spec,
-    port or transposed) and the route (local, or `s3 · 1Gbit · c16`) where the rows say them."""
+    """What tells configurations apart: the dtype, the device count (the judge decides per
+    count, as the bench summary's blocks do), and the model (spec, port or transposed) and the
+    route (local, or `s3 · 1Gbit · c16`) where the rows say them."""
     return [*CONFIG, *(c for c in ("model", ROUTE) if c in rows)]
 
 
 def configurations(rows: pd.DataFrame) -> pd.DataFrame:
-    """The distinct (dtype, devices per process, model, route) configurations of summary rows,
-    the one with the most strategies first (the answer's default), then in order (routes local
-    first, then by source, link and concurrency: `frames.route_order`)."""
-    rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
+    """The distinct (dtype, devices, model, route) configurations of summary rows, the one with
+    the most strategies first (the answer's default; among equals the fewer devices, as
+    `bench.analysis.judge.default_devices`), then in order (routes local first, then by source,
+    link and concurrency: `frames.route_order`)."""
     columns = _columns(rows)
     counts = rows.groupby(columns).size().rename("strategies").reset_index()
     counts = counts.assign(most=-counts["strategies"])
@@ -50,9 +52,9 @@ def configurations(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def config_label(config: pd.Series) -> str:
-    """`native, 8 device(s) per process, model spec, over s3 · 1Gbit · c16` (a local load's
-    label says no route)."""
-    label = f"{config['dtype']}, {config['devices_per_process']} device(s) per process"
+    """`native, 8 device(s), model spec, over s3 · 1Gbit · c16` (a local load's label says no
+    route)."""
+    label = f"{config['dtype']}, {config['devices']} device(s)"
     label += f", model {config['model']}" if "model" in config else ""
     return label + (route_words(config[ROUTE]) if config.get(ROUTE, LOCAL) != LOCAL else "")
 
@@ -74,7 +76,6 @@ def shape_set_rows(
     keeps the registered name (for colours and filters).
     """
     rows = summary[summary["shapes"] == shapes]
-    rows = rows.assign(devices_per_process=rows["devices"] // rows["processes"].clip(lower=1))
     if config is not None:
         columns = [c for c in _columns(rows) if c in config]
         rows = rows[(rows[columns] == config[columns].values).all(axis=1)]
@@ -108,20 +109,28 @@ def pareto_front(df: pd.DataFrame, x: str = "wall_s", y: str = "peak_ratio") -> 
 
 @dataclass(frozen=True)
 class Headline:
-    """The answer for one shape set: `text` (the sentence `bench.analysis.advice.answer` words),
-    the recommended strategy (or None), whether any fits, and `backend`: the backend the runs
-    were on and what it means for the host RAM (`bench.analysis.backend`)."""
+    """The answer for one shape set in one configuration: the judge's `decision`, `text` (its
+    sentence, then the least RAM that fits and the naive path's need, and when it was ready),
+    and `backend`: the backend the runs were on and what it means for the host RAM
+    (`bench.analysis.backend`)."""
 
     text: str
-    recommended: str | None
-    fits: bool
+    decision: Decision | None
     backend: str = ""
-    ties: tuple[str, ...] = ()  # the strategies tied with the recommended one on time
+
+    @property
+    def recommended(self) -> str | None:
+        """The judge's pick (None: none fits, or none loaded ok)."""
+        return self.decision.pick if self.decision is not None else None
+
+    @property
+    def fits(self) -> bool:
+        """Some strategy fits and is picked."""
+        return self.recommended is not None
 
     @property
     def sentence(self) -> str:
-        """The answer and its backend, as the Overview, the Target host page and the report
-        print it."""
+        """The answer and its backend, as the Overview and the report print it."""
         return f"{self.text} {self.backend}" if self.backend else self.text
 
 
@@ -139,13 +148,7 @@ def margin_bytes(host_ram_bytes: int) -> int:
 
 
 def _cost(row: pd.Series) -> Cost:
-    ratio = row["peak_ratio"]
-    return Cost(
-        str(row["strategy"]),
-        int(row["peak_rss_bytes"]),
-        float(row["wall_s"]),
-        None if pd.isna(ratio) else float(ratio),
-    )
+    return Cost(str(row["strategy"]), int(row["peak_rss_bytes"]), float(row["wall_s"]))
 
 
 def fits_column(rows: pd.DataFrame, host_ram_bytes: int) -> pd.Series:
@@ -156,31 +159,28 @@ def fits_column(rows: pd.DataFrame, host_ram_bytes: int) -> pd.Series:
     )
 
 
-def headline(rows: pd.DataFrame, host_ram_bytes: int) -> Headline:
-    """The strategy to use on `host_ram_bytes` by the bench summary's rule
-    (`bench.analysis.lead`: the fastest ok strategy whose measured peak RSS fits with 10% to
-    spare, and among those too close to call on time, the lightest), what it costs, the least
-    RAM that fits (and the fastest strategy there), and the naive path's need."""
-    ok = rows[(rows["status"] == OK) & (rows["kind"] == STRATEGY) & rows["peak_rss_bytes"].notna()]
+def headline(rows: pd.DataFrame, host_ram_bytes: int, results: Results | None = None) -> Headline:
+    """The judge's decision over `rows` (one configuration's `shape_set_rows`) on a host of
+    `host_ram_bytes` (`bench.analysis.judge.judge`: with `results`, it carries the limits the
+    runs ran under and whether they lost strategies), its sentence, then the least RAM that fits
+    (and the fastest strategy there), the naive path's need, and when the pick was ready."""
+    ok = rows[(rows["status"] == OK) & (rows["kind"] != REFERENCE) & rows["peak_rss_bytes"].notna()]
     ok = ok[ok["wall_s"].notna()]
     if ok.empty:
         text = "No strategy loaded this shape set successfully; see the runs below."
-        return Headline(text, None, False, backend(rows))
-    for spread in ("wall_s_min", "wall_s_max"):  # frames without the repeats' spread
-        if spread not in ok:
-            ok = ok.assign(**{spread: ok["wall_s"]})
-    picked = lead(ok, host_ram_bytes)
-    chosen = ok[ok["strategy"] == picked.recommended]
+        return Headline(text, None, backend(rows))
+    decision = judge(rows, TargetHost(host_ram_bytes), results)
+    said = sentence(decision) + "."
     naive = ok[ok["base_strategy"] == style.NAIVE]
-    best = _cost(chosen.iloc[0]) if len(chosen) else None
     costs = [_cost(r) for _, r in ok.iterrows()]
-    text = answer(host_ram_bytes, best, costs, _cost(naive.iloc[0]) if len(naive) else None)
-    if best is not None and picked.choice is not None:
-        text += f" Why: {picked.choice.sentence}."
+    needs = needs_text(
+        host_ram_bytes, costs, _cost(naive.iloc[0]) if len(naive) else None, decision.pick
+    )
+    text = f"{said} {needs}" if needs else said
+    chosen = ok[ok["strategy"] == decision.pick]
     if len(chosen):
         text += _ready(chosen.iloc[0])
-    recommended = best.strategy if best else None
-    return Headline(text, recommended, best is not None, backend(rows), tuple(picked.ties))
+    return Headline(text, decision, backend(rows))
 
 
 RECOMMENDED, FITS_BY_TIME, DOES_NOT, REFERENCE_LINE, NOT_RUN = range(5)  # the table's row groups
@@ -194,11 +194,9 @@ def ranked(rows: pd.DataFrame, host_ram_bytes: int) -> pd.DataFrame:
     head = headline(rows, host_ram_bytes)
     ok = (rows["status"] == OK) & rows["peak_rss_bytes"].notna() & rows["wall_s"].notna()
     fits = fits_column(rows, host_ram_bytes)
-    best = rows.loc[rows["strategy"] == head.recommended, "wall_s"]
-    best_wall = float(best.iloc[0]) if len(best) else None
     groups, reasons = [], []
     for (_, row), measured, said in zip(rows.iterrows(), ok, fits, strict=True):
-        group, reason = _standing(row, measured, said, head, best_wall)
+        group, reason = _standing(row, measured, said, head)
         groups.append(group)
         reasons.append(reason)
     out = rows.assign(
@@ -209,13 +207,12 @@ def ranked(rows: pd.DataFrame, host_ram_bytes: int) -> pd.DataFrame:
     )
 
 
-def _standing(
-    row: pd.Series, measured: bool, said: str, head: Headline, best_wall: float | None
-) -> tuple[int, str]:
-    """(the row's group in `ranked`, the reason it stands there): a row that fits is either tied
-    with the recommended one on time (their 95% intervals overlap, `bench.analysis.verdicts`) or
-    slower by the difference of their medians."""
+def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tuple[int, str]:
+    """(the row's group in `ranked`, the reason it stands there): a row that fits is tied with
+    the pick on time (their 95% intervals overlap), not judged on time against it (one run), or
+    called apart from it on the measure ranked (`bench.analysis.judge`)."""
     recommended = head.recommended
+    decision = head.decision
     if not measured:
         error = row.get("error")
         why = error if isinstance(error, str) and error else "no reason recorded"
@@ -223,17 +220,19 @@ def _standing(
     if row["kind"] == REFERENCE:
         return REFERENCE_LINE, "reference line: reads the bytes only, loads no model"
     need = style.size(minimum_ram(int(row["peak_rss_bytes"])))
-    if row["strategy"] == recommended:
-        return RECOMMENDED, f"recommended: the fastest that fits with {TIGHT_FRACTION:.0%} to spare"
-    peer = " (a peer: compared, never recommended)" if row["kind"] == PEER else ""
+    peer = " (a peer: another project's loader)" if row["kind"] == PEER else ""
+    if row["strategy"] == recommended and decision is not None:
+        tied = decision.tied or decision.unjudged
+        how = "the lightest of the tied" if tied else "the fastest that fits"
+        return RECOMMENDED, f"picked: {how}{peer}"
     if said == FITS:
-        if row["strategy"] in head.ties:
+        slower = ""
+        if decision is not None and row["strategy"] in decision.tied:
             slower = f"; ties on time with {recommended} (their 95% intervals overlap)"
-        elif best_wall is not None and recommended:
-            behind = style.seconds(float(row["wall_s"]) - best_wall)
-            slower = f"; {behind} slower than {recommended}"
-        else:
-            slower = ""
+        elif decision is not None and row["strategy"] in decision.unjudged:
+            slower = f"; one run: not judged on time against {recommended}"
+        elif decision is not None and recommended:
+            slower = f"; slower than {recommended} by {MEASURE_NAMES[decision.measure]}"
         return FITS_BY_TIME, f"fits{slower}{peer}"
     if said == TIGHT:
         return DOES_NOT, f"tight: under {TIGHT_FRACTION:.0%} to spare; needs {need}{peer}"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.analysis import advice, history
+from bench.analysis.judge import default_devices
 from bench.analysis.recommend import TargetCheckpoint
 from bench.errors import BenchError
 from bench.records.results import LOCAL, ROUTE, Results, summarize
@@ -146,9 +147,9 @@ def _target(
     results: Results, phases: pd.DataFrame, shapes: str, ram: int, folder: str
 ) -> TargetFrames:
     """`loadbench recommend --shapes SHAPES --host-ram RAM` for the measured shape set, on the
-    device count most of its rows ran on."""
+    device count the judge takes where none is asked (`judge.default_devices`)."""
     mine = phases[phases["shapes"] == shapes]
-    devices = int(mine["devices"].dropna().astype(int).mode().iloc[0])
+    devices = default_devices(summarize(mine)) or 1
     row = mine.iloc[0]
     small = row.get("small_tensor_bytes")
     target = TargetCheckpoint(
@@ -216,7 +217,7 @@ def _shape_set(
         costs.append(
             CostFrames(
                 title,
-                answer.headline(rows, ram),
+                answer.headline(rows, ram, results),
                 answer.small_checkpoint_note(ckpt),
                 rows,
                 answer.cost_table(rows, ram),

@@ -1,9 +1,12 @@
 """Results rows for tests: one whole-run (`total`) `PhaseRecord` with plausible defaults, so a test
-names only the fields it is about, and a `run` record of a synthetic machine."""
+names only the fields it is about, and a `run` record of a synthetic machine; and recorded
+folders of one gpt2 run each (`write_decision_folders`: ties, a peer winning, unstable, one run,
+`--cpus 1`, truncated, two device counts) that every surface must answer alike (issue 54)."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench.records.schema import PhaseRecord, RunRecord
@@ -65,3 +68,121 @@ def run_record(**fields: Any) -> RunRecord:
         "loadbench_version": None,
     }
     return RunRecord(**{**facts, **fields})
+
+
+# -- recorded folders for the one answer (issue 54) ---------------------------------------------
+
+GIB = 1 << 30
+#: gpt2's sizes (`recommend --shapes gpt2`'s target), so `recommend` judges the measured rows.
+GPT2 = {"checkpoint_bytes": 548_090_880, "largest_tensor_bytes": 154_389_504, "tensors": 160}
+REFERENCE_S = 0.2  # the bare copy timed beside each repeat
+HOST_RAM = 16 * GIB  # the machine the folders were measured on (every surface answers for it)
+
+
+def strategy_rows(
+    name: str, ratios: list[float], peak: float, kind: str = STRATEGY, **fields: Any
+) -> list[PhaseRecord]:
+    """One strategy's repeats of gpt2: each `ratio` a repeat's paired ratio (its wall over the
+    `REFERENCE_S` copy timed beside it), its peak RSS `peak` bytes over the baseline."""
+    return [
+        total_row(
+            run_id="r1",
+            strategy=name,
+            kind=kind,
+            repeat=i,
+            wall_s=ratio * REFERENCE_S,
+            reference_s=REFERENCE_S,
+            paired_ratio=ratio,
+            peak_rss_bytes=int(DEFAULTS["baseline_rss_bytes"] + peak),
+            **{**GPT2, **fields},
+        )
+        for i, ratio in enumerate(ratios)
+    ]
+
+
+def _floor(**fields: Any) -> list[PhaseRecord]:
+    return strategy_rows("floor", [1.0, 1.01, 1.02], 0.55 * GIB, kind="reference", **fields)
+
+
+def _ties(**fields: Any) -> list[PhaseRecord]:
+    """Issue 54's gpt2 run: mmap-put (a peer, 1.25 GiB) fastest, tied on time with pipelined
+    (758 MiB) and zerocopy (757 MiB), as light as each other; eager slow and heavy."""
+    return [
+        *strategy_rows("mmap-put", [1.84, 1.85, 1.86], 1.25 * GIB, kind="peer", **fields),
+        *strategy_rows("pipelined", [1.85, 1.86, 1.87], 758 * MIB, **fields),
+        *strategy_rows("zerocopy", [1.86, 1.87, 1.88], 757 * MIB, **fields),
+        *strategy_rows("eager", [5.00, 5.05, 5.10], 1.78 * GIB, **fields),
+        *_floor(**fields),
+    ]
+
+
+def _peer_wins() -> list[PhaseRecord]:
+    return [
+        *strategy_rows("runai", [1.20, 1.21, 1.22], 900 * MIB, kind="peer"),
+        *strategy_rows("pipelined", [1.85, 1.86, 1.87], 758 * MIB),
+        *strategy_rows("eager", [5.00, 5.05, 5.10], 1.78 * GIB),
+        *_floor(),
+    ]
+
+
+def _unstable() -> list[PhaseRecord]:
+    return [
+        *strategy_rows("pipelined", [1.50, 2.20, 1.70], 758 * MIB),
+        *strategy_rows("zerocopy", [2.60, 2.61, 2.62], 757 * MIB),
+        *strategy_rows("eager", [5.00, 5.05, 5.10], 1.78 * GIB),
+        *_floor(),
+    ]
+
+
+def _one_run() -> list[PhaseRecord]:
+    return [
+        *strategy_rows("pipelined", [1.86], 758 * MIB),
+        *strategy_rows("zerocopy", [1.90], 757 * MIB),
+        *strategy_rows("eager", [5.00], 1.78 * GIB),
+        *strategy_rows("floor", [1.0], 0.55 * GIB, kind="reference"),
+    ]
+
+
+def _two_devices() -> list[PhaseRecord]:
+    """1 device: the ties above; 2 devices: pipelined and zerocopy called apart."""
+    return [
+        *_ties(),
+        *strategy_rows("pipelined", [1.50, 1.51, 1.52], 760 * MIB, devices=2),
+        *strategy_rows("zerocopy", [1.90, 1.91, 1.92], 759 * MIB, devices=2),
+    ]
+
+
+#: folder name -> (its rows, its run record's fields beyond `run_record`'s, a line cut short)
+DECISION_FOLDERS: dict[str, tuple[Any, dict[str, Any], bool]] = {
+    "ties": (_ties, {}, False),
+    "peer-wins": (_peer_wins, {}, False),
+    "unstable": (_unstable, {}, False),
+    "one-run": (_one_run, {}, False),
+    "cpus-1": (lambda: _ties(cpus=1), {"cpu_limit": 1.0}, False),
+    "truncated": (
+        _ties,
+        {
+            "status": "interrupted",
+            "strategies": ["mmap-put", "pipelined", "zerocopy", "eager", "floor", "hostcast"],
+        },
+        True,
+    ),
+    "two-devices": (_two_devices, {}, False),
+}
+
+
+def write_decision_folders(root: Path) -> dict[str, Path]:
+    """Each of `DECISION_FOLDERS` as a results folder of one gpt2 run on a 16 GiB machine."""
+    from bench.records.schema import to_json_line
+
+    out = {}
+    for name, (rows, run, cut) in DECISION_FOLDERS.items():
+        folder = root / name
+        (folder / "here").mkdir(parents=True)
+        record = run_record(run_id="r1", ram_bytes=HOST_RAM, **run)
+        text = "".join(to_json_line(r) + "\n" for r in [record, *rows()])
+        if cut:
+            text += '{"schema_version": 2, "record": "pha'  # a write cut short by a kill
+        (folder / "here" / "r1.jsonl").write_text(text, encoding="utf-8")
+        out[name] = folder
+    return out

@@ -9,9 +9,13 @@ strings, so the two agree word for word. `details` holds what the fit rests on (
 counts, fit errors), for `--json` and the dashboard's expander. `to_json` is `recommend --json`:
 it echoes its inputs and names every field (the fitted model under `model`, see
 `bench.analysis.recommend`). A table column that says the same on every row is said once under it
-(`text_table`). Where the recommended strategy is a peer (another project's loader), the sentences
-say so with what it costs and then name the best of loadbench's own (`bench.analysis.ties.
-own_choice`); where time could not be judged (one run), they say so (`judged_on_time`). No jax.
+(`text_table`).
+
+The first sentence is the judge's decision (`bench.analysis.judge`, worded by
+`bench.analysis.decision_words`), as every surface prints it: for a target that is a shape set
+measured here, on the host the runs measured it on (no `--probe`, `--accelerator` or disk speed),
+the judge weighs the measured rows themselves (`measured_decision`), as the bench summary and the
+dashboard's Overview do; else it weighs the predictions. No jax.
 """
 
 from __future__ import annotations
@@ -20,23 +24,34 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from bench.analysis.accelerator import Accelerator, accelerator_sentences, on_accelerator
 from bench.analysis.backend import backend_sentence, backends
+from bench.analysis.decision_words import decision_json, sentence, to_use
 from bench.analysis.fit import FitModel
-from bench.analysis.predictions import choice as rec_choice
+from bench.analysis.judge import (
+    TIGHT_FRACTION,
+    Decision,
+    TargetHost,
+    default_devices,
+    judge,
+    judge_predictions,
+    partial_of,
+)
 from bench.analysis.recommend import (
     MIN_FIT_BYTES,
-    TIGHT_FRACTION,
     Recommendation,
     TargetCheckpoint,
     ok_runs,
     recommend,
 )
-from bench.analysis.ties import close_to_recommended, own_choice, repeats_text, tie_sentences
-from bench.analysis.verdicts import Choice
-from bench.records.results import Results
+from bench.analysis.shares import process_label
+from bench.errors import NoResultsError
+from bench.link import FILE_SOURCE
+from bench.records.results import Results, summarize
 from bench.units import as_read, format_bytes
-from bench.vocabulary import WARM
+from bench.vocabulary import SPEC, WARM
 from loader.vocabulary import PEER, REFERENCE
 
 EXTRAPOLATION_WARN = 2.0  # warn when the target is more than this many times the largest measured
@@ -89,6 +104,63 @@ class Advice:
     minimum_ram_strategy: str | None
     backends: list[str] = field(default_factory=list)  # the backends the fitted runs were on
     peers: list[str] = field(default_factory=list)  # the strategies of kind PEER fitted on
+    # the judge's decision over the measured rows of the target (None: it is not one measured
+    # here on this host, or the times were since moved to another host: `decision` judges the
+    # predictions then)
+    measured: Decision | None = None
+    partial: tuple[str, ...] = ()  # the runs fitted on that lost strategies (`partial_runs`)
+
+
+def repeats_text(model: FitModel) -> str:
+    """The table's "time repeats": the 95% interval its fit measured on its largest shape set,
+    relative (`-3% +4% (95% CI, 6 repeats)`), or `1 run` where no shape set was repeated."""
+    if model.wall_interval_repeats <= 1:
+        return "1 run" if model.most_repeats <= 1 else "no interval"
+    low, high = model.wall_interval_low - 1, model.wall_interval_high - 1
+    return f"{low:+.0%} {high:+.0%} (95% CI, {model.wall_interval_repeats} repeats)"
+
+
+def decision(advice: Advice) -> Decision:
+    """The judge's decision the advice states: over the measured rows of the target where it is
+    one measured here (`Advice.measured`), else over the predictions (peers among them)."""
+    if advice.measured is not None:
+        return advice.measured
+    host = TargetHost(advice.inputs.host_ram_bytes, advice.inputs.devices)
+    return judge_predictions(advice.rec.strategies, host, advice.peers, partial=advice.partial)
+
+
+def measured_decision(
+    results: Results, target: TargetCheckpoint, host_ram: int, devices: int | None, cache: str
+) -> Decision | None:
+    """The judge's decision over the measured rows of `target` where a run here measured that
+    very checkpoint (its bytes, largest tensor and tensors): the newest such run's summary rows
+    of plain loads from the local disk (`cache` where the rows hold several), on `devices`
+    devices where measured, else the count with the most strategies (`judge.default_devices`),
+    on a host of `host_ram`. None where no run measured it."""
+    phases = results.phases
+    same = (
+        (pd.to_numeric(phases["checkpoint_bytes"]) == target.checkpoint_bytes)
+        & (pd.to_numeric(phases["largest_tensor_bytes"]) == target.largest_tensor_bytes)
+        & (pd.to_numeric(phases["tensors"]) == target.tensors)
+    )
+    mine = phases[same]
+    if mine.empty:
+        return None
+    runs = results.runs[results.runs["run_id"].isin(set(mine["run_id"]))]
+    newest = runs.sort_values("started_utc", ascending=False)["run_id"]
+    run = str(newest.iloc[0]) if len(newest) else str(mine["run_id"].iloc[-1])
+    rows = summarize(mine[mine["run_id"] == run])
+    rows = rows[
+        (rows["model"].fillna(SPEC) == SPEC) & (rows["source"].fillna(FILE_SOURCE) == FILE_SOURCE)
+    ]
+    if "cache" in rows and (rows["cache"] == cache).any():
+        rows = rows[rows["cache"] == cache]
+    if rows.empty:
+        return None
+    count = devices if devices in set(rows["devices"]) else default_devices(rows)
+    rows = rows[rows["devices"] == count]
+    labels = [process_label(str(s), int(p)) for s, p in zip(rows["strategy"], rows["processes"])]
+    return judge(rows.assign(strategy=labels), TargetHost(host_ram, count), results)
 
 
 def minimum_ram(peak_bytes: int) -> int:
@@ -104,7 +176,6 @@ class Cost:
     strategy: str
     peak_bytes: int  # peak RSS: what must fit in the host's RAM
     wall_s: float
-    ratio: float | None = None  # peak over baseline, as a multiple of the checkpoint
 
 
 SAME_MINIMUM = 0.02  # peaks within 2% of the lightest's share its minimum RAM
@@ -122,32 +193,18 @@ def at_minimum(costs: list[Cost]) -> tuple[int, Cost] | None:
     return minimum_ram(best.peak_bytes), best
 
 
-def _seconds(s: float) -> str:
-    """`1.47 s`; `12 ms` under a tenth of a second (where 2 decimals would read `0.01 s`)."""
-    return f"{s:.2f} s" if s >= 0.1 else f"{s * 1000:.0f} ms"
-
-
-def _cost_text(c: Cost) -> str:
-    ratio = f" ({c.ratio:.2f}× checkpoint)" if c.ratio is not None and c.ratio == c.ratio else ""
-    return f"{format_bytes(c.peak_bytes)} peak{ratio}, {_seconds(c.wall_s)}"
-
-
-def answer(host_ram_bytes: int, best: Cost | None, costs: list[Cost], naive: Cost | None) -> str:
-    """The first screen's sentence: "On H: use S — P peak (r× checkpoint), T s; needs at least
-    M (S'); eager needs E and does not fit." `best` is the fastest that fits (None: none does),
-    `costs` every candidate, `naive` the path a user writes first (eager), if measured."""
-    ram = format_bytes(host_ram_bytes)
+def needs_text(host_ram_bytes: int, costs: list[Cost], naive: Cost | None, pick: str | None) -> str:
+    """What the first screen says beside the decision: "Least RAM that fits: M (S'); eager
+    needs E and does not fit." `costs` are every candidate's, `naive` the path a user writes
+    first (eager), said where measured, not the `pick`, and too big for the host; empty where
+    there is nothing to say."""
     least = at_minimum(costs)
-    need = f"needs at least {format_bytes(least[0])} ({least[1].strategy})" if least else ""
-    if best is None:
-        return f"On {ram}: no strategy fits with {TIGHT_FRACTION:.0%} to spare; {need}."
-    text = f"On {ram}: use {best.strategy} — {_cost_text(best)}; {need}"
-    if naive is not None and naive.strategy != best.strategy:
-        naive_need = format_bytes(minimum_ram(naive.peak_bytes))
-        fits = minimum_ram(naive.peak_bytes) <= host_ram_bytes
-        how = f"fits, in {_seconds(naive.wall_s)}" if fits else "does not fit"
-        text += f"; {naive.strategy} needs {naive_need} and {how}"
-    return text + "."
+    said = [f"Least RAM that fits: {format_bytes(least[0])} ({least[1].strategy})"] if least else []
+    if naive is not None and naive.strategy != pick:
+        naive_need = minimum_ram(naive.peak_bytes)
+        if naive_need > host_ram_bytes:  # the path a user writes first, where it does not fit
+            said.append(f"{naive.strategy} needs {format_bytes(naive_need)} and does not fit")
+    return ("; ".join(said) + ".") if said else ""
 
 
 def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoes
@@ -166,7 +223,19 @@ def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoe
     (and `disk_speed` where the fit is on runs with disk reads capped at that speed). With an
     `accelerator`, peaks and verdicts are for a host whose weights land in device memory
     (`bench.analysis.accelerator`, against its device RAM where given)."""
-    rec = recommend(results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed)
+    measured = None
+    if accelerator is None and disk_speed is None:
+        measured = measured_decision(results, target, host_ram_bytes, devices, cache)
+    try:
+        rec = recommend(
+            results, target, host_ram_bytes, devices, cache=cache, disk_speed=disk_speed
+        )
+    except NoResultsError:
+        if measured is None:
+            raise
+        rec = Recommendation(None)  # measured only here, under limits, or too small to fit on
+    if measured is not None:
+        rec = _led_by(rec, measured.pick)
     rows = ok_runs(results, devices, cache, disk_speed)
     device_ram = accelerator.device_ram_bytes if accelerator else None
     if accelerator:
@@ -192,7 +261,16 @@ def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoe
         least[1].strategy if least else None,
         backends(rows[rows["kind"] != REFERENCE]),
         sorted({str(s) for s in rows.loc[rows["kind"] == PEER, "strategy"]}),
+        measured,
+        partial_of(results, set(rows["run_id"])),
     )
+
+
+def _led_by(rec: Recommendation, pick: str | None) -> Recommendation:
+    """`rec` with `pick` recommended and first (the measured decision's pick)."""
+    first = [s for s in rec.strategies if s.strategy == pick]
+    rest = [s for s in rec.strategies if s.strategy != pick]
+    return Recommendation(pick, [*first, *rest], rec.unmeasured)
 
 
 def _measured_counts(advice: Advice) -> tuple[dict[str, tuple[int, ...]], str]:
@@ -227,57 +305,12 @@ def _ram(advice: Advice) -> str:
     return as_read(advice.inputs.host_ram_text, advice.inputs.host_ram_bytes)
 
 
-def _verdict_sentence(advice: Advice) -> str:
-    ram = format_bytes(advice.inputs.host_ram_bytes)
-    best = next((s for s in advice.rec.strategies if s.strategy == advice.rec.recommended), None)
-    if best is None:
-        return f"No strategy fits in {ram} with {TIGHT_FRACTION:.0%} to spare."
-    if best.device is not None:
-        return (
-            f"Recommended: {best.strategy} (host peak {format_bytes(best.predicted_peak_bytes)} "
-            f"of {ram}, device peak {format_bytes(best.device.device_peak_bytes)}, about "
-            f"{best.predicted_wall_s:.2f} s)."
-        )
-    return (
-        f"Recommended: {best.strategy} (predicted peak {format_bytes(best.predicted_peak_bytes)} "
-        f"of {ram}, about {best.predicted_wall_s:.2f} s)."
-    )
-
-
-def _own(advice: Advice) -> Choice | None:
-    """The choice among loadbench's own, with the recommended peer beside it (None: none fits)."""
-    return own_choice(advice.rec, advice.peers)
-
-
-def peer_sentences(advice: Advice) -> list[str]:
-    """Where a peer (another project's loader) is the fastest that fits, or the recommended one:
-    that it is one, what it costs, and the best of loadbench's own (the one to use in one's own
-    code), with the rule's sentence for it."""
-    rec = advice.rec
-    own = _own(advice)
-    if own is not None and own.fastest_peer is not None:
-        return [own.sentence]
-    if rec.recommended is None or rec.recommended not in advice.peers:
-        return []
-    peer = next(s for s in rec.strategies if s.strategy == rec.recommended)
-    cost = f"{format_bytes(peer.predicted_peak_bytes)} host RAM peak"
-    if peer.device is not None:
-        cost += f" and {format_bytes(peer.device.device_peak_bytes)} device peak"
-    said = f"{peer.strategy} is a peer (another project's loader): it costs {cost}"
-    if own is None:
-        return [f"{said}; none of loadbench's own strategies fits"]
-    return [
-        f"{said}; of loadbench's own strategies, use {own.best.strategy} "
-        f"({own.best.costs_text}): {own.own_sentence}"
-    ]
-
-
 def sentences(advice: Advice) -> list[str]:
-    """What to say of `advice`, in order, one short sentence each a user can act on: verdict,
-    ties (or time not judged: one run), a recommended peer's cost and loadbench's own best, the
-    backend, minimum RAM, extrapolation, devices, caveats. The fit's details are in `details`
-    (`recommend --json`)."""
-    out = [_verdict_sentence(advice), *tie_sentences(advice.rec), *peer_sentences(advice)]
+    """What to say of `advice`, in order, one short sentence each a user can act on: the judge's
+    decision (`decision_words.sentence`: the pick and why, a winning peer's cost and loadbench's
+    own best, the unstable ones, one run, a partial run), the backend, minimum RAM,
+    extrapolation, devices, caveats. The fit's details are in `details` (`recommend --json`)."""
+    out = [sentence(decision(advice)) + "."]
     if advice.inputs.accelerator:
         out += accelerator_sentences(advice.rec, advice.inputs.device_ram_bytes)
     elif advice.backends:
@@ -420,35 +453,32 @@ def to_text(advice: Advice) -> str:
 
 
 def to_json(advice: Advice) -> dict[str, Any]:
-    """`recommend --json`: inputs, target, recommended, minimum RAM, sentences, strategies, and
-    the strategies too close to call with the recommended one (`bench.analysis.ties`), the fit's
-    details (`details`) and the backends the runs were on; whether time was judged (False: one
-    run, `not_judged_on_time` names those), the peers, the fastest peer that fits where it is
-    faster than all of loadbench's own (`fastest_peer`, with its costs; else None) and the best of
-    loadbench's own (`best_own`, with its choice: `best_own_choice`)."""
-    chosen = rec_choice(advice.rec.strategies)
-    own = _own(advice)
-    peer = own.fastest_peer if own else None
+    """`recommend --json`: inputs, target, `recommended` (the judge's pick), minimum RAM,
+    sentences, strategies, the fit's details (`details`) and the backends the runs were on; and
+    from the judge's decision: `decision` (its record and sentence,
+    `decision_words.decision_json`; every candidate's `unstable` true or false), `ties`,
+    `too_close_to_call` (the ties and those not judged on time, for older readers),
+    `judged_on_time`, `not_judged_on_time`, `fastest_peer` (the peer picked, with its costs;
+    else None) and `best_own` (loadbench's own to use: the pick, or the best beside a peer)."""
+    chosen = decision(advice)
+    picked = chosen.picked
     return {
         "inputs": advice.inputs.to_dict(),
         "target": advice.target.to_dict(),
-        "recommended": advice.rec.recommended,
+        "recommended": chosen.pick,
         "minimum_ram_bytes": advice.minimum_ram_bytes,
         "minimum_ram_strategy": advice.minimum_ram_strategy,
         "notes": sentences(advice),
         "strategies": [s.to_dict() for s in advice.rec.strategies],
         "unmeasured": advice.rec.unmeasured,
-        "too_close_to_call": [s.strategy for s in close_to_recommended(advice.rec)],
-        # the one tie rule's answer (`bench.analysis.verdicts`): the strategies tied with the
-        # recommended one on time (their 95% intervals overlap), and its sentence
-        "ties": [s.strategy for s in close_to_recommended(advice.rec, judged=True)],
-        "choice": chosen.to_dict() if chosen else None,
+        "too_close_to_call": [*chosen.tied, *chosen.unjudged],
+        "ties": list(chosen.tied),
+        "decision": decision_json(chosen),
         "details": details(advice),
         "backends": advice.backends,
-        "judged_on_time": chosen.judged_on_time if chosen else None,
-        "not_judged_on_time": [c.strategy for c in chosen.unjudged] if chosen else [],
+        "judged_on_time": chosen.judged_on_time if chosen.pick else None,
+        "not_judged_on_time": list(chosen.unjudged),
         "peers": advice.peers,
-        "fastest_peer": peer.to_dict() if peer else None,
-        "best_own": own.best.strategy if own else None,
-        "best_own_choice": own.to_dict() if own else None,
+        "fastest_peer": picked.to_json() if picked is not None and picked.peer else None,
+        "best_own": to_use(chosen),
     }

@@ -51,8 +51,8 @@ from bench.analysis.difference import (
     Difference,
     difference,
 )
-from bench.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
 from bench.errors import BenchError
+from bench.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
 from bench.records.configuration import key_change, key_text, row_key
 from bench.records.results import (
     ROUTE,

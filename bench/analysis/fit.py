@@ -61,7 +61,7 @@ class FitModel:
     wall_repeat_typical_spread: float = 0.0  # a typical repeat's deviation
     # the 95% interval of the time on the largest measured shape set, relative to its estimate
     # (its paired ratios where the rows carry them, else its walls; `bench.intervals`):
-    # what a prediction's interval is widened by (`bench.analysis.ties`). 1.0 and 1 repeat: none.
+    # what a prediction's interval is widened by (`bench.analysis.judge`). 1.0 and 1 repeat: none.
     wall_interval_low: float = 1.0
     wall_interval_high: float = 1.0
     wall_interval_repeats: int = 1

@@ -1,11 +1,9 @@
 """What `recommend` predicts, as types: the target checkpoint, each strategy's prediction (its
 peak, time, verdict and fitted model), and the recommendation.
 
-`StrategyPrediction.candidate` is how a prediction meets the one tie rule
-(`bench.analysis.verdicts`): its seconds with the 95% interval its fit measured on its largest
-shape set, relative to that estimate (`FitModel.wall_interval_low`, `_high`); a fit with one run
-per shape set has no interval, so it ties with every other. `choice` is the rule's pick among the
-predictions that fit, and `Recommendation.to_dict` carries it (`choice`, `ties`). No jax.
+A prediction meets the one judge (`bench.analysis.judge.prediction_candidate`) with its seconds
+and the 95% interval its fit measured on its largest shape set, relative to that estimate
+(`FitModel.wall_interval_low`, `_high`); the judge's pick is `Recommendation.recommended`. No jax.
 """
 
 from __future__ import annotations
@@ -15,9 +13,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.analysis.fit import FitModel
-from bench.analysis.verdicts import SECONDS, Candidate, Choice, choose
-from bench.intervals import Interval
-from bench.vocabulary import FITS
 
 
 @dataclass(frozen=True)
@@ -90,15 +85,6 @@ class StrategyPrediction:
             del out["device"]
         return out
 
-    def candidate(self) -> Candidate:
-        """The prediction as the tie rule sees it: its seconds with its fit's relative
-        interval."""
-        m, wall = self.model, self.predicted_wall_s
-        time = Interval(
-            wall, wall * m.wall_interval_low, wall * m.wall_interval_high, m.wall_interval_repeats
-        )
-        return Candidate(self.strategy, wall, time, float(self.predicted_peak_bytes), unit=SECONDS)
-
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -110,21 +96,3 @@ class Recommendation:
     recommended: str | None
     strategies: list[StrategyPrediction] = field(default_factory=list)
     unmeasured: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """`recommend --json`'s body: the recommended strategy, the rule's `choice` (its
-        sentence and the strategies tied with it on time), `ties` (their names), every
-        prediction, and the strategies too small to fit on."""
-        chosen = choice(self.strategies)
-        return {
-            "recommended": self.recommended,
-            "choice": chosen.to_dict() if chosen else None,
-            "ties": [t.strategy for t in chosen.ties] if chosen else [],
-            "strategies": [s.to_dict() for s in self.strategies],
-            "unmeasured": self.unmeasured,
-        }
-
-
-def choice(predictions: list[StrategyPrediction]) -> Choice | None:
-    """The rule's choice among the predictions that fit (None: none fits)."""
-    return choose([s.candidate() for s in predictions if s.verdict == FITS])

@@ -16,12 +16,12 @@ a is `peak_bytes_per_checkpoint_byte`, b `peak_bytes_per_largest_tensor_byte`, e
 `largest_measured_checkpoint_bytes`, `extrapolation` (the target's checkpoint over that largest
 one), the fit's in-sample `peak_error` and `wall_error`, `wall_repeat_spread` (how far the
 fitted runs' repeats strayed from their median time, at worst) and `wall_repeat_typical_spread`
-(how far a typical repeat strayed: what `bench.analysis.ties` calls two times apart by).
+(how far a typical repeat strayed: how far apart two times must be to be told apart).
 
 The predicted peak on the target is the strategy's median baseline plus that; the verdict compares
 it with the host's RAM: "fits", "tight" (less than 10% of the RAM to spare) or "does not fit". The
-recommendation is the fastest strategy that fits; among those too close to call on time with it,
-the one with the lowest predicted peak (`bench.analysis.ties`). `bench.analysis.accelerator`
+recommendation is the judge's pick (`bench.analysis.judge`): the fastest strategy that fits, and
+among those too close to call on time with it, the lightest. `bench.analysis.accelerator`
 replaces peaks and verdicts for a host whose weights land in device memory (`--accelerator`).
 Rows of kind `reference` (the `floor` line) load no model and are never recommended. One
 implementation for the CLI and the dashboard; no jax.
@@ -32,12 +32,12 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.fit import fit
+from bench.analysis.judge import TIGHT_FRACTION, TargetHost, judge_predictions, verdict
 from bench.analysis.predictions import (  # the types live there; callers may import them here
     DevicePrediction,
     Recommendation,
     StrategyPrediction,
     TargetCheckpoint,
-    choice,
 )
 from bench.errors import NoResultsError
 from bench.link import FILE_SOURCE
@@ -54,13 +54,16 @@ from bench.vocabulary import (  # the verdicts: the dashboard reads them here
 )
 from loader.vocabulary import REFERENCE, TOTAL
 
-TIGHT_FRACTION = 0.10
 #: Runs on smaller checkpoints are not extrapolated from: their peak is mostly fixed per-process
 #: overhead (tiny-gpt2's 0.4 MB loads show 4x-160x "the checkpoint"), which says nothing of slope.
 MIN_FIT_BYTES = 64 << 20
 
 
 __all__ = [
+    "DOES_NOT_FIT",
+    "FITS",
+    "TIGHT",
+    "TIGHT_FRACTION",
     "DevicePrediction",
     "Recommendation",
     "StrategyPrediction",
@@ -72,11 +75,11 @@ __all__ = [
 
 
 def rank(predictions: list[StrategyPrediction], unmeasured: list[str]) -> Recommendation:
-    """The recommended first (`bench.analysis.verdicts.choose` over those that fit: the fastest,
-    and among ties on time the lighter), then fits first, then faster."""
+    """The recommended first (`bench.analysis.judge`'s pick over those that fit: the fastest,
+    and among ties on time the lightest), then fits first, then faster."""
     ordered = sorted(predictions, key=lambda s: (VERDICTS.index(s.verdict), s.predicted_wall_s))
-    chosen = choice(ordered)
-    best = next((s for s in ordered if chosen and s.strategy == chosen.best.strategy), None)
+    chosen = judge_predictions(ordered, TargetHost(None)).pick
+    best = next((s for s in ordered if s.strategy == chosen), None)
     if best is not None:
         ordered = [best, *(s for s in ordered if s is not best)]
     return Recommendation(best.strategy if best else None, ordered, sorted(unmeasured))
@@ -145,14 +148,6 @@ def _predict(
         verdict=verdict(peak, host_ram),
         headroom_bytes=host_ram - peak,
     )
-
-
-def verdict(peak: int, host_ram: int) -> str:
-    """`fits`, `tight` (under 10% of `host_ram` to spare) or `does not fit`, for a peak RSS."""
-    headroom = host_ram - peak
-    if headroom < 0:
-        return DOES_NOT_FIT
-    return TIGHT if headroom < TIGHT_FRACTION * host_ram else FITS
 
 
 def _predict_each(

@@ -1,5 +1,7 @@
 """What `bench run` prints at the end: a table per configuration that leads with the answer for
-this host (`tables`, `bench.analysis.lead`), or (`--json`) one object per strategy.
+this host (`tables`: the judge's decision, `bench.analysis.judge`, ends each block in its one
+sentence, `bench.analysis.decision_words`), or (`--json`) one object per strategy and the
+decisions (`json_decisions`).
 
 Both come from `bench.records.results.summarize` over the run's own file, so the terminal, the JSON
 and the dashboard agree. Medians are over the ok repeats. Rows are grouped by configuration: shapes,
@@ -21,21 +23,21 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.backend import backend_sentence, backends
+from bench.analysis.decision_words import decision_json, sentence
 from bench.analysis.device_summary import (
     device_columns,
     device_headroom,
     device_peak,
     over_budget_lines,
 )
-from bench.analysis.lead import Lead, host_ram, lead, use_line
+from bench.analysis.judge import Decision, TargetHost, host_ram, judge, loaded
 from bench.analysis.shares import process_label, process_shares, share_lines
-from bench.analysis.ties import with_measured_peers
 from bench.intervals import ADVICE
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
 from bench.vocabulary import COLD, NATIVE, OK
 from loader.format.dtypes import DTYPES
-from loader.vocabulary import DEFAULT_STRATEGY, TOTAL
+from loader.vocabulary import DEFAULT_STRATEGY, REFERENCE, TOTAL
 
 #: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
 EXTRA_KEYS = (
@@ -234,7 +236,8 @@ def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> d
         "paired_high": _num(row.get("paired_high")),
         "paired_repeats": _int(row.get("paired_n")),
         "floor_ratio": _num(row.get("floor_ratio")),
-        "unstable": _str(row.get("unstable")),
+        "unstable": _str(row.get("unstable")) is not None,  # never null (issue 54)
+        "unstable_why": _str(row.get("unstable")),
         "peak_rss_min": _int(row.get("peak_rss_min")),
         "peak_rss_max": _int(row.get("peak_rss_max")),
         "budget_bytes": _int(row.get("budget_bytes")),
@@ -352,10 +355,10 @@ def _status(row: pd.Series) -> str:
     return status
 
 
-def _name(row: pd.Series, answer: Lead) -> str:
-    """The strategy, `*` before the recommended one, `(default)` after `loader`'s default."""
+def _name(row: pd.Series, answer: Decision) -> str:
+    """The strategy, `*` before the judge's pick, `(default)` after `loader`'s default."""
     name = str(row["strategy"])
-    mark = "* " if name == answer.recommended else "  "
+    mark = "* " if name == answer.pick else "  "
     return mark + name + (" (default)" if name == DEFAULT_STRATEGY else "")
 
 
@@ -372,7 +375,7 @@ def paired_text(row: pd.Series) -> str:
     return f"{paired:.2f}x ({low:.2f}-{high:.2f}, n={n})"
 
 
-def _cells(row: pd.Series, answer: Lead) -> list[str]:
+def _cells(row: pd.Series, answer: Decision) -> list[str]:
     ratio, wall = _num(row["peak_ratio"]), _num(row["wall_s"])
     spread = ""
     if wall is not None and row["ok_repeats"] > 1:
@@ -555,11 +558,25 @@ def _legend(keep: list[int], ceiling: str, link: str | None, paired: bool) -> st
     return "legend: " + "; ".join(said)
 
 
-def _block(group: pd.DataFrame, answer: Lead, shares: dict[Any, list[str]]) -> str:
+def order(group: pd.DataFrame, answer: Decision) -> list[Any]:
+    """The block's rows in the order to print them: the pick, the others that fit by the measure
+    ranked, those that do not fit by time, the reference line, then skipped and failed rows."""
+    measured = loaded(group)
+    by_name = {str(s): i for i, s in zip(measured.index, measured["strategy"], strict=True)}
+    fits = [by_name[c.strategy] for c in answer.candidates if c.strategy in by_name]
+    fits = sorted(fits, key=lambda i: by_name.get(str(answer.pick)) != i)
+    rest = measured.drop(fits).sort_values("wall_s", kind="stable")
+    reference = group[group["kind"] == REFERENCE]
+    failed = group.drop([*measured.index, *reference.index]).sort_values("status", kind="stable")
+    return [*fits, *rest.index, *reference.index, *failed.index]
+
+
+def _block(group: pd.DataFrame, answer: Decision, shares: dict[Any, list[str]]) -> str:
     """One configuration: title, backend, header, legend, rows in the answer's order, the
     reasons and notes (`shares`: a multi-process remote row's bytes per process, by row), and
-    the `use X` line last."""
-    ordered = group.loc[answer.order]
+    the decision's sentence (`use X ...`) last."""
+    rows_order = order(group, answer)
+    ordered = group.loc[rows_order]
     cells = [_cells(r, answer) for _, r in ordered.iterrows()]
     always = ("strategy", "status")
     keep = [i for i, h in enumerate(HEADER) if h in always or any(c[i] != "-" for c in cells)]
@@ -575,14 +592,14 @@ def _block(group: pd.DataFrame, answer: Lead, shares: dict[Any, list[str]]) -> s
         pd.to_numeric(group.get("paired_n", pd.Series(dtype=float))).fillna(0).gt(0).any()
     )
     lines.append(_legend(keep, ceiling, shaped_link(group.iloc[0]), paired))
-    said_shares = [line for i in answer.order for line in shares.get(i, [])]
+    said_shares = [line for i in rows_order for line in shares.get(i, [])]
     if said_shares:
         lines.append("bytes per process, against its share (its own ranges) + headers:")
     note = cold_spread_note(group)
     lines += said_shares + ready_lines(ordered) + ([note] if note else [])
     lines += over_budget_lines(ordered, gib)
     lines += unstable_lines(ordered)
-    return "\n".join([*lines, use_line(group, answer, gib)])
+    return "\n".join([*lines, sentence(answer)])
 
 
 def unstable_lines(rows: pd.DataFrame) -> list[str]:
@@ -593,23 +610,44 @@ def unstable_lines(rows: pd.DataFrame) -> list[str]:
     return [*lines, ADVICE] if lines else []
 
 
-def tables(results: Results) -> str:
-    """A text table per configuration (shapes, file dtype, model dtype, devices, cache, a remote
-    load's source, link and concurrency) that leads with the answer (`bench.analysis.lead`): the
-    backend, then the strategy recommended for this host first (marked `*`; the default marked
-    too), the others that fit by time, those that do not, the reference line, skipped and failed
-    rows with their reason; one legend line of the columns (sizes in GiB, throughput in GiB/s; a
-    column empty on every row left out); and last, `use X: P peak, T s` for this host."""
+def _blocks(results: Results) -> list[tuple[pd.DataFrame, pd.DataFrame, Decision]]:
+    """Each configuration's rows (shapes, file dtype, model dtype, devices, cache, a remote
+    load's source, link and concurrency; a multi-process row named `sharded (2 processes)`) and
+    the judge's decision over them on the host the runs were on (`judge.host_ram`); each with
+    its rows as summarized (their registered names)."""
     summary = summary_frame(results)
     keys = [k for k in ("shapes", "dtype", *EXTRA_KEYS, "devices") if k in summary.columns]
-    processes = process_shares(results.phases, configuration_keys(results.phases))
-    blocks = []
+    out = []
     for _, group in summary.groupby(keys, sort=False, dropna=False):
-        ram = host_ram(results, [str(r) for r in group["run_id"].unique()])
-        shares = {i: share_lines(r, _same_configuration(processes, r)) for i, r in group.iterrows()}
+        runs = [str(r) for r in group["run_id"].unique()]
         labels = [
             process_label(str(s), int(p)) for s, p in zip(group["strategy"], group["processes"])
         ]
-        group = group.assign(strategy=labels)  # `sharded (2 processes)` beside `sharded (4 ...)`
-        blocks.append(_block(group, with_measured_peers(group, lead(group, ram)), shares))
+        named = group.assign(strategy=labels)  # `sharded (2 processes)` beside `sharded (4 ...)`
+        host = TargetHost(host_ram(results, runs))
+        out.append((group, named, judge(named, host, results)))
+    return out
+
+
+def json_decisions(results: Results) -> list[dict[str, Any]]:
+    """`bench run --json`'s `decisions`: per configuration its shape set and the judge's record
+    with its sentence (`decision_words.decision_json`), as the text summary ends each block."""
+    return [
+        {"shapes": str(group["shapes"].iloc[0]), **decision_json(answer)}
+        for group, _, answer in _blocks(results)
+    ]
+
+
+def tables(results: Results) -> str:
+    """A text table per configuration (`_blocks`) that leads with the answer (the judge's
+    decision, `bench.analysis.judge`): the backend, then the pick first (marked `*`; the default
+    marked too), the others that fit by the measure ranked, those that do not, the reference
+    line, skipped and failed rows with their reason; one legend line of the columns (sizes in GiB,
+    throughput in GiB/s; a column empty on every row left out); and last the decision's sentence
+    (`use X on ...`)."""
+    processes = process_shares(results.phases, configuration_keys(results.phases))
+    blocks = []
+    for group, named, answer in _blocks(results):
+        shares = {i: share_lines(r, _same_configuration(processes, r)) for i, r in group.iterrows()}
+        blocks.append(_block(named, answer, shares))
     return "\n\n".join(blocks) + "\n" if blocks else "no results\n"

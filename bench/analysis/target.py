@@ -156,7 +156,7 @@ def on_target(
     cache = adv.inputs.cache
     times, here = predict_all(results, folder, there, adv.target, cache)
     inputs = replace(adv.inputs, probe=probe_name)
-    adv = replace(adv, rec=retime(adv.rec, times), inputs=inputs)
+    adv = replace(adv, rec=retime(adv.rec, times), inputs=inputs, measured=None)
     return adv, times, describe(here, there, times, adv.target.checkpoint_bytes)
 
 

@@ -233,7 +233,7 @@ def _concurrencies(text: str | None) -> list[int] | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`bench run`: measure, write the results, print the summary."""
-    from bench.analysis.summary import json_summary, tables
+    from bench.analysis.summary import json_decisions, json_summary, tables
     from bench.commands.show import run_header
     from bench.records.results import read_results
     from bench.run.checks import check_counts
@@ -254,7 +254,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run_bench(config)
     results = read_results(outcome.jsonl)
     if args.json:  # the file first, so a script can find what this run wrote
-        summary = {"results_file": str(outcome.jsonl), "strategies": json_summary(results)}
+        summary = {
+            "results_file": str(outcome.jsonl),
+            "strategies": json_summary(results),
+            "decisions": json_decisions(results),  # the judge's, as the text summary ends
+        }
         print(json.dumps(summary, indent=1))
     else:  # the answer last: the summary ends with "use X" for this host
         print(
@@ -413,4 +417,4 @@ def _add_run_limits(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="probe this machine's ceiling again (default: the probe cached in the results folder)",
     )
-    add_json(p, "one JSON object (results_file, strategies)")
+    add_json(p, "one JSON object (results_file, strategies, decisions)")

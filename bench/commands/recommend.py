@@ -11,14 +11,16 @@
   (in-sample: the least error an extrapolation has, not a bound on it), and how far those runs'
   own repeats strayed from their median time ("time repeats": a typical repeat, and the worst):
   cold reads on a virtual disk vary with what the host has cached, and no prediction is closer
-  than the machine repeats itself. The recommended strategy's time is said to be too close to
-  call with any that fits within a typical repeat's spread of it (`bench.analysis.ties`).
-- A strategy whose fit rests on one run per shape set has no interval: the sentence says "one run:
-  not judged on time" (never that it ties) and `--json` says `judged_on_time: false`, naming them
-  under `not_judged_on_time`. Where a peer (another project's loader) is the fastest that fits, a
-  sentence names it with its host RAM peak (and device peak, with `--accelerator`), then the best of
-  loadbench's own, the one to use in one's own code (`--json`: `fastest_peer`, `best_own`,
-  `best_own_choice`, `peers`; `bench.analysis.ties.own_choice`).
+  than the machine repeats itself.
+- The answer is the judge's decision (`bench.analysis.judge`, one sentence from
+  `bench.analysis.decision_words`), the same record the bench summary and the dashboard render:
+  for a shape set measured here (no `--probe`, `--accelerator` or `--disk-read-speed`), over the
+  measured rows themselves; else over the predictions. A candidate of one run has no interval:
+  the sentence says "one run: not judged on time" (never that it ties) and `--json` says
+  `judged_on_time: false`, naming them under `not_judged_on_time`. Peers (another project's
+  loader) are candidates: where one wins, the sentence names it with its host RAM peak (and device
+  peak where known), then the best of loadbench's own (`--json`: `decision`, `recommended`,
+  `best_own`, `peers`); every candidate says `unstable` true or false.
 - `--accelerator` answers for a host whose weights land in device memory
   (`bench.analysis.accelerator`): the host peak from the staged path's measured ring and baseline,
   the device peak from the model and its largest transient (or from device runs), and both
@@ -61,7 +63,7 @@ from bench.analysis.recommend import (
     spec_summary,
 )
 from bench.commands.common import add_cache, add_json, add_results, example, read_stated
-from bench.errors import BenchError
+from bench.errors import BenchError, NoResultsError
 from bench.machine.accelerator import NONE
 from bench.machine.record import ProbeRecord
 from bench.records.results import Results, partial_runs
@@ -212,25 +214,29 @@ def _advice(
         shapes = infer_shapes(args, results)
         named = shapes, spec_summary(shapes)
     name, target = named
-    if ok_runs(results, cache=cache, disk_speed=capped).empty:
+    try:
+        adv = advise(
+            results,
+            target,
+            host_ram,
+            args.devices,
+            shapes=name,
+            folder=args.results,
+            cache=cache,
+            disk_speed=capped,
+            accelerator=_accelerator(args),
+        )
+    except NoResultsError as e:
+        if not ok_runs(results, cache=cache, disk_speed=capped).empty:
+            raise
         raise BenchError(
             f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
             f'RESULTS={args.results} BENCH_ARGS="--cache {cache}"` (or sa3) first'
-        )
-    adv = advise(
-        results,
-        target,
-        host_ram,
-        args.devices,
-        shapes=name,
-        folder=args.results,
-        cache=cache,
-        disk_speed=capped,
-        accelerator=_accelerator(args),
-    )
+        ) from e
     adv = replace(adv, inputs=replace(adv.inputs, host_ram_text=args.host_ram))
-    if speed:
-        adv = replace(adv, rec=cold_adjust(adv.rec, target.checkpoint_bytes, speed))
+    if speed:  # the times of another disk: the judge weighs the predictions
+        rec = cold_adjust(adv.rec, target.checkpoint_bytes, speed)
+        adv = replace(adv, rec=rec, measured=None)
     return adv, speed, capped
 
 

@@ -6,7 +6,7 @@ shape set inside the limits under which the target's probe was taken (its `--cpu
 `--disk-read-speed` for a cold load, its `--host-ram`), `CHECK_REPEATS` times each, interleaved,
 and prints predicted against measured time and peak, per strategy, with the error, and whether
 the ranking held: every pair of strategies the prediction called apart was measured in its
-predicted order (`bench.analysis.ties`; the pairs too close to call are listed, and whether the
+predicted order (`bench.analysis.judge`; the pairs too close to call are listed, and whether the
 strict order matched). Those rows land in the results folder with their limits (never fitted on).
 """
 
@@ -20,8 +20,8 @@ import pandas as pd
 
 from bench.analysis import target as target_times
 from bench.analysis.advice import Advice
+from bench.analysis.judge import check_ranking
 from bench.analysis.target import TargetTime, target_ram
-from bench.analysis.ties import check_ranking
 from bench.errors import BenchError
 from bench.machine.record import ProbeRecord, read_probe
 from bench.records.results import Results, read_results

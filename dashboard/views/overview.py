@@ -1,12 +1,14 @@
 """Overview: which strategy to use, and what each costs, per shape set.
 
 Answers first, per shape set: on the host RAM given (default: the RAM of the machine that measured
-the run; kept across pages), the fastest strategy whose measured peak fits with 10% to spare, its
-peak and time, the least RAM that fits, whether the naive path fits, and the backend the runs were
-on (what it means for the host RAM). Under it, for the shape set chosen, one answer drawn the same
-way: each strategy's peak RSS against wall time (log scale) with the host's RAM and the headline's
-margin as lines (`dashboard.scatter`), then the table that leads with the answer (the recommended
-row first and marked, its absolute peak and its reason; skipped and failed rows last with theirs),
+the run; kept across pages), the judge's decision (`bench.analysis.judge`, in the one sentence the
+bench summary and `loadbench recommend` print: the pick, the measure ranked, ties, unstable
+times, limits), the least RAM that fits, whether the naive path fits, and the backend the runs
+were on (what it means for the host RAM). Under it, for the shape set chosen, one answer drawn the
+same way: each strategy's peak RSS against wall time (log scale) with the host's RAM and the
+headline's margin as lines (`dashboard.scatter`), then the table that leads with the answer (the
+recommended row first and marked, its absolute peak and its reason; skipped and failed rows last
+with theirs),
 and every run with its status. By default each shape set shows its newest complete, unconstrained
 run; every run stays selectable. A shape set loaded over several routes (the local disk, s3 at
 1Gbit with concurrency 1 and 64: `bench.records.results.route`) is answered one route at a time,
@@ -35,22 +37,26 @@ def _machine_ram(results: Any, phases: pd.DataFrame) -> float | None:
 
 
 def _rows(
-    summary: pd.DataFrame, shapes: str, route: str | None, descriptions: dict[str, str]
+    summary: pd.DataFrame,
+    shapes: str,
+    route: str | None,
+    descriptions: dict[str, str],
+    column: Any = st,
 ) -> pd.DataFrame:
-    """The strategy rows of one shape set loaded over `route`, with a configuration picker when
-    there are several."""
+    """The strategy rows of one shape set loaded over `route`, with a configuration picker in
+    `column` when there are several (each device count its own: the judge decides per count)."""
     rows = summary[summary["shapes"] == shapes]
     rows = rows[rows[ROUTE] == route] if route is not None else rows
     configs = answer.configurations(rows)
     config = configs.iloc[0] if len(configs) else None  # the route's, where one was picked
     if len(configs) > 1:
         labels = [answer.config_label(c) for _, c in configs.iterrows()]
-        key = f"overview_config_{shapes}"
+        key = _config_key(shapes)
         picked = link.bound(
             key,
             link.CONFIG,
             labels[0],
-            lambda: st.selectbox("Configuration", labels, key=key),
+            lambda: column.selectbox("Configuration", labels, key=key),
             valid=labels.__contains__,
             omit=labels[0],
         )
@@ -59,17 +65,27 @@ def _rows(
     return rows.assign(description=rows["base_strategy"].map(descriptions).fillna(""))
 
 
-def _headlines(summary: pd.DataFrame, ram: int, first: str, route: str | None) -> None:
-    """One answer per shape set (the one shown first, over the route picked, then the largest
-    checkpoint first), each naming the backend its runs were on, and its route where the shape
-    set was loaded over several."""
+def _config_key(shapes: str) -> str:
+    """The configuration picker's key for a shape set (its headline reads the same pick)."""
+    return f"overview_config_{shapes}"
+
+
+def _headlines(
+    results: Any, summary: pd.DataFrame, ram: int, first: str, route: str | None
+) -> None:
+    """One answer per shape set (the one shown first, over the route and in the configuration
+    picked, then the largest checkpoint first), each naming the backend its runs were on, and its
+    route where the shape set was loaded over several."""
     order = summary.groupby("shapes")["checkpoint_bytes"].max().sort_values(ascending=False)
     for shapes in sorted(order.index, key=lambda s: s != first):
         mine = summary[summary["shapes"] == shapes]
         if shapes == first and route is not None:
             mine = mine[mine[ROUTE] == route]
-        config = answer.configurations(mine).iloc[0]
-        head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram)
+        configs = answer.configurations(mine)
+        labels = [answer.config_label(c) for _, c in configs.iterrows()]
+        picked = st.session_state.get(_config_key(shapes)) if shapes == first else None
+        config = configs.iloc[labels.index(picked) if picked in labels else 0]
+        head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram, results)
         small = answer.small_checkpoint_note(order[shapes])
         note = " (checkpoint under 64 MiB: overhead, not a guide)" if small else ""
         several = summary.loc[summary["shapes"] == shapes, ROUTE].nunique() > 1
@@ -126,7 +142,7 @@ def _shape_set(phases: pd.DataFrame, summary: pd.DataFrame, shapes: str, view: d
     descriptions, problem = data.strategy_descriptions()
     if problem:
         st.warning(f"Strategy descriptions unavailable: {problem}")
-    rows = _rows(summary, shapes, view["route"], descriptions)
+    rows = _rows(summary, shapes, view["route"], descriptions, view["config_column"])
     shown = rows[rows["base_strategy"].isin(view["chosen"])]
     ckpt = rows["checkpoint_bytes"].iloc[0]
     note = answer.small_checkpoint_note(ckpt)
@@ -172,7 +188,7 @@ def main() -> None:
         phases, key="overview_shapes", options=list(by_size.index), column=top[1]
     )
     route = widgets.pick_route(summary[summary["shapes"] == shapes], key="overview_route")
-    _headlines(summary, ram, shapes, route)
+    _headlines(results, summary, ram, shapes, route)
     strategies = sorted(summary["strategy"].unique())
     chosen = widgets.pick_strategies(strategies, key="overview_strategies", column=st.sidebar)
     axes = st.columns([1, 1, 2])
@@ -202,6 +218,7 @@ def main() -> None:
         "ram": ram,
         "labels": labels,
         "route": route,
+        "config_column": axes[2],  # beside the chart's toggles: the chart stays on the first screen
     }
     _shape_set(phases[phases["shapes"] == shapes], summary, shapes, view)
 

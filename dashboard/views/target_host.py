@@ -28,6 +28,7 @@ import streamlit as st
 
 from bench.analysis import advice
 from bench.analysis.accelerator import Accelerator
+from bench.analysis.judge import default_devices
 from bench.analysis.recommend import TargetCheckpoint
 from bench.analysis.remote import (
     LinkPrediction,
@@ -165,8 +166,7 @@ def _spec_summary(devices: int) -> tuple[dict | None, dict | None]:
 
 def _host_inputs(results: Any, probe: TargetProbe | None) -> tuple[int, int]:
     ram_default = float(results.runs["ram_bytes"].max() / GIB) if not results.runs.empty else 16.0
-    counts = results.phases["devices"].dropna().astype(int).value_counts()
-    measured = sorted(counts.index, key=lambda d: (-counts[d], d)) or [1]  # the most measured
+    measured = [default_devices(data.summarize(results.phases)) or 1]  # as `recommend` takes
     cols = st.columns(2)
     if probe is None:
         ram = widgets.host_ram(

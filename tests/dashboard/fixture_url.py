@@ -77,7 +77,7 @@ MEASURED_TARGET = ("target_ram_gib", "target_devices", "target_accelerator", "ta
 def scenarios(fx: UrlFixture) -> dict[str, Scenario]:
     """Every page's scenarios, by name."""
     beta, alpha = fx.run_ids["beta"], fx.run_ids["alpha"]
-    two_devices = "native, 2 device(s) per process, model spec"
+    two_devices = "native, 2 device(s), model spec"
     c64 = {"concurrency": 64, "repeat": 0}
     stream = fx.result_id("beta", "stream", shapes="gpt2", repeat=1, devices=8)
     return {

@@ -86,7 +86,8 @@ def test_the_table_leads_with_the_answer(sa3_results):
     assert order[0] == "★ pipelined"  # the recommended row first and marked
     head = answer.headline(rows, 16 * GIB)
     assert head.recommended == "pipelined"
-    assert re.search(rf"use pipelined — {re.escape(table['peak RSS'].iloc[0])} peak", head.text)
+    peak = re.escape(table["peak RSS"].iloc[0])
+    assert re.search(rf"use pipelined \({peak} peak\) on 16\.0 GiB", head.text)
     fits = table[table[f"fits {style.size(16 * GIB)}?"] == "fits"]
     walls = [float(w.split()[0]) for w in fits["wall (median)"]]
     assert walls == sorted(walls)  # then those that fit, by time
@@ -97,7 +98,7 @@ def test_the_table_leads_with_the_answer(sa3_results):
     assert "None" not in table.to_string()
     # the rows that fit say what the headline's sentence says: tied, or slower by so much
     for strategy, why in zip(table["strategy"], table["why here"], strict=True):
-        if strategy.strip("★ ") in head.ties:
+        if strategy.strip("★ ") in head.decision.tied:
             assert "ties on time with pipelined" in why and f"with {strategy}" in head.text
         elif why.startswith("fits"):
             assert "slower than pipelined" in why, why

@@ -76,9 +76,9 @@ def test_the_margin_line_and_the_headline_agree_at_2_5_gib(browser_page, sa3_res
         page.screenshot(path=str(tmp_path / "overview_2.5.png"))
         assert page.locator(EXCEPTION).count() == 0
         headline = page.locator('[data-testid="stAlert"]').first.inner_text()
-        assert "On 2.50 GiB: no strategy fits with 10% to spare" in headline, headline
+        assert "no strategy fits 2.50 GiB, 8 devices, with 10% to spare" in headline, headline
         assert "CPU backend: the weights live in host RAM" in headline, headline
-        need = _gib(headline, r"needs at least ([\d.]+) GiB \(pipelined\)")
+        need = _gib(headline, r"Least RAM that fits: ([\d.]+) GiB \(pipelined\)")
         marks = _marks(page)
         said = " ".join(label["text"] for label in marks["labels"])
         margin = _gib(said, r"fits with 10% to spare: peak ≤ ([\d.]+) GiB")
@@ -116,11 +116,11 @@ def test_the_first_screen_holds_the_answer(browser_page, sa3_results, tmp_path):
             box = part.bounding_box()
             assert box and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], box
         text = headline.inner_text()
-        peak = re.search(r"use pipelined — ([\d.]+ GiB) peak", text)
+        peak = re.search(r"use pipelined \(([\d.]+ GiB) peak", text)
         assert peak, text
         cells = _table_rows(page)[0]
         assert cells[0] == "★ pipelined" and peak.group(1) in cells, cells
-        assert "recommended: the fastest that fits with 10% to spare" in cells[-1]
+        assert cells[-1].startswith("picked: the lightest of the tied"), cells
         wide = page.evaluate(
             """() => [document.documentElement, ...document.querySelectorAll(
                  '[data-testid="stMain"], [data-testid="stTable"], [data-testid="stTable"] *')]
@@ -167,7 +167,7 @@ def test_a_copied_link_reproduces_the_view(browser_page, fixture_results, tmp_pa
         view, link = _view(page), page.url
         assert "ram=3.5" in link and "shapes=tiny-gpt2" in link, link
         assert fixture_results.run_ids["alpha"] in link and "eager" not in link.split("?")[1]
-        assert "On 3.50 GiB" in view["headline"]
+        assert "on 3.50 GiB" in view["headline"]
 
         other = page.context.browser.new_page(viewport=VIEWPORT)  # the link, opened afresh
         other.goto(link, wait_until="domcontentloaded")

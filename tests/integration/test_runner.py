@@ -134,6 +134,10 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
     )
     rows = out["strategies"]
     assert sorted(r["strategy"] for r in rows) == sorted(model)  # ranked by the answer
+    (decision,) = out["decisions"]  # the judge's, as the text summary ends (issue 54)
+    assert decision["shapes"] == "tiny-gpt2" and decision["sentence"]
+    assert all(c["unstable"] in (True, False) for c in decision["candidates"])
+    assert all(r["unstable"] in (True, False) for r in rows)
     for row in rows:
         assert row["status"] == "ok" and row["repeats"] == 2 and row["shapes"] == "tiny-gpt2"
         assert row["checkpoint_bytes"] == 453864

@@ -117,7 +117,7 @@ def test_recommend_accelerator_on_the_command_line(tmp_path, capsys):
     _results(tmp_path, _rows())
     argv = ["recommend", "--shapes", "sa3-medium", "--host-ram", "4GiB", "--results", str(tmp_path)]
     assert main(argv) == 1  # nothing fits a CPU-only host of 4 GiB
-    assert "No strategy fits in 4.00 GiB" in capsys.readouterr().out
+    assert "no strategy fits 4.00 GiB, with 10% to spare" in capsys.readouterr().out
     assert main([*argv, "--accelerator", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["recommended"] == "lean" and out["inputs"]["accelerator"] is True

@@ -337,7 +337,7 @@ TOP_KEYS = [
     "unmeasured",
     "too_close_to_call",
     "ties",
-    "choice",
+    "decision",
     "details",
     "backends",
     "judged_on_time",
@@ -345,7 +345,6 @@ TOP_KEYS = [
     "peers",
     "fastest_peer",
     "best_own",
-    "best_own_choice",
 ]
 STRATEGY_KEYS = [
     "strategy",
@@ -450,6 +449,12 @@ def test_notes_are_short_sentences_and_a_column_the_same_on_every_row_is_one_lin
     header = table.splitlines()[0]
     assert "basis" not in header and "fit error" in header  # the same on every row, or not
     assert "  basis: 6 runs of big, mid, small (every row)" in table.splitlines()
+    first, *notes = notes  # the judge's decision, as every surface says it (issue 54)
+    assert (
+        first.startswith("use lean (")
+        and "on 64.0 GiB (ranked by predicted time" in first
+        and first[-1] == "."
+    )
     for note in notes:
         assert len(note) <= 160 and note.endswith("."), note
         assert note.count(". ") == 0, note  # one sentence
@@ -481,5 +486,5 @@ def test_a_run_that_lost_strategies_or_lines_is_refused_unless_allowed(tmp_path,
     argv = ["recommend", "--results", str(tmp_path), "--shapes", "gpt2", "--allow-partial", *ram]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert "Recommended: lean" in captured.out
+    assert "use lean (" in captured.out
     assert "answering from part of a run (--allow-partial): run r:" in captured.err

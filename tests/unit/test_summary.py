@@ -148,8 +148,10 @@ def test_the_summary_leads_with_the_answer_for_this_host(tmp_path):
     assert "GB/s" not in text and "MiB" not in text  # one unit family
     legend = next(x for x in lines if x.startswith("legend:"))
     assert "x ckpt: (peak - baseline) / checkpoint" in legend and "x floor: wall /" in legend
-    assert lines[-1].startswith("use hostcast: 2.00 GiB peak, 1.02 s")
-    assert "16.00 GiB" in lines[-1]
+    assert lines[-1].startswith(
+        "use hostcast (2.00 GiB peak) on 16.0 GiB, 1 device (ranked by median wall time"
+    )
+    assert "hostcast (1.02 s, 95% CI 0.97-1.07 s) is faster than pipelined" in lines[-1]
 
 
 def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
@@ -163,14 +165,17 @@ def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
     lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
     path.write_text("".join(x + "\n" for x in lines))
     text = tables(read_results(path)).rstrip("\n")
-    assert text.splitlines()[-1].startswith("use pipelined: 1.00 GiB peak, 1.15 s")
+    assert text.splitlines()[-1].startswith("use pipelined (1.00 GiB peak) on 16.0 GiB")
     assert "ties on time with hostcast (1.10 s, 95% CI" in text
-    assert "pipelined is lighter (1.00 GiB against 2.00 GiB, beyond their repeat spreads)" in text
+    assert "pipelined is the lightest (1.00 GiB against 2.00 GiB), beyond their repeat spreads" in (
+        text
+    )
 
 
-def test_a_faster_peer_is_ranked_but_never_recommended(tmp_path):
-    """The dashboard's headline and this summary read one rule: a peer that fits and is faster
-    stands beside ours, and the line names our fastest that fits."""
+def test_a_faster_peer_is_picked_and_named_with_its_cost_then_our_best(tmp_path):
+    """The dashboard's headline and this summary read one rule (issue 54): peers are candidates;
+    a peer that fits and is faster is the pick, named with what it costs, then the best of
+    loadbench's own."""
     GIB = 1 << 30
     rows = [
         total_row(run_id="r1", strategy=name, wall_s=w, peak_rss_bytes=peak, kind=kind)
@@ -184,8 +189,10 @@ def test_a_faster_peer_is_ranked_but_never_recommended(tmp_path):
     lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
     path.write_text("".join(x + "\n" for x in lines))
     text = tables(read_results(path)).rstrip("\n")
-    assert text.splitlines()[-1].startswith("use pipelined: 1.00 GiB peak")
-    assert "runai" in text
+    last = text.splitlines()[-1]
+    assert last.startswith("runai, a peer (another project's loader), is the pick on 16.0 GiB")
+    assert "it costs 1.00 GiB host RAM peak; of loadbench's own strategies, use pipelined (" in last
+    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them that fits")
 
 
 def test_a_run_of_the_floor_line_alone_names_no_strategy(tmp_path):
@@ -198,7 +205,7 @@ def test_a_run_of_the_floor_line_alone_names_no_strategy(tmp_path):
     path.write_text("".join(x + "\n" for x in lines))
     text = tables(read_results(path)).rstrip("\n")
     assert "floor" in text
-    assert text.splitlines()[-1].startswith("no strategy of loadbench's own loaded a model")
+    assert text.splitlines()[-1].startswith("no strategy loaded a model ok here")
 
 
 def _remote(concurrency: int, wall: float, link: str = "1Gbit", source: str = "http"):
@@ -263,7 +270,8 @@ def test_a_local_row_keeps_the_machines_ceiling_in_its_legend(tmp_path):
 
 def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_faster(tmp_path):
     """Two strategies that hold the model and nothing else differ by allocator noise: a few KiB
-    lighter must not pick the slower of two times too close to call."""
+    lighter must not pick the slower of two times too close to call; both are the lightest
+    within their spreads, and the fastest of them is named."""
     GIB = 1 << 30
     rows = [
         total_row(run_id="r1", strategy=name, wall_s=w + d, peak_rss_bytes=peak)
@@ -274,9 +282,12 @@ def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_faster(tmp_path):
     lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
     path.write_text("".join(x + "\n" for x in lines))
     last = tables(read_results(path)).rstrip("\n").splitlines()[-1]
-    assert last.startswith("use pipelined: 2.00 GiB peak, 2.40 s")
+    assert last.startswith("use pipelined (2.00 GiB peak) on 16.0 GiB")
     assert "ties on time with zerocopy" in last
-    assert "no peak is lighter beyond the repeat spreads, so the fastest is named" in last
+    assert last.endswith(
+        "pipelined is the fastest of the lightest (pipelined 2.00 GiB, zerocopy 2.00 GiB: within "
+        "their repeat spreads)"
+    )
 
 
 def test_a_tiny_checkpoints_sizes_never_print_as_zero():

@@ -1,11 +1,12 @@
-"""Verdicts that say what they are (issue 53, part 4), on every surface that words the choice:
-`bench.analysis.verdicts`, the bench summary's `use X` line and `recommend` (text and `--json`).
+"""Verdicts that say what they are (issue 53, part 4; issue 54), on every surface that words the
+decision: `bench.analysis.decision_words`, the bench summary's `use X` line and `recommend` (text
+and `--json`).
 
 - One run each: "one run: not judged on time", never "ties"; the pick is by what can be judged
   (the lighter beyond the noise), and the sentence says time was not judged.
-- A peer that is the fastest that fits is named first, with its host RAM peak (and device peak
-  where measured), then the best of loadbench's own; where peers are left out, it is said.
-- Several repeats each: today's tie rule, word for word.
+- Peers are candidates everywhere (issue 54): a peer that wins is named first, with its host RAM
+  peak (and device peak where measured), then the best of loadbench's own.
+- Several repeats each: the tie rule, word for word.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.analysis.advice import Advice, AdviceInputs, advise, sentences, to_json
+from bench.analysis.decision_words import ONE_RUN, why
 from bench.analysis.fit import FitModel
+from bench.analysis.judge import PAIRED, Candidate, Decision, TargetHost, decide
 from bench.analysis.recommend import StrategyPrediction, TargetCheckpoint, rank
 from bench.analysis.summary import tables
-from bench.analysis.verdicts import ONE_RUN, Candidate, choose
 from bench.intervals import interval
 from bench.records.results import read_results
 from bench.records.schema import to_json_line
 from bench.vocabulary import FITS
 from loader.vocabulary import PEER, STRATEGY
 from tests.records import run_record, total_row
-from tests.unit.test_ties import _model as tie_model
+from tests.unit.test_judge import _model as tie_model
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -31,6 +33,10 @@ MiB, GiB = 1 << 20, 1 << 30
 def _measured(name: str, walls: list[float], peak: float = GiB) -> Candidate:
     iv = interval([w / 2 for w in walls])
     return Candidate(name, walls[len(walls) // 2], iv, peak)
+
+
+def choose(candidates: list[Candidate]) -> Decision:
+    return decide(candidates, TargetHost(64 * GiB, 1), PAIRED)
 
 
 # -- the rule's sentence --------------------------------------------------------------------------
@@ -42,26 +48,26 @@ def test_one_run_each_is_not_judged_on_time_and_never_ties():
     pipelined = _measured("pipelined", [6.56], peak=0.5 * GiB)
     builder = _measured("builder", [25.43], peak=1.0 * GiB)
     chosen = choose([pipelined, builder])
-    assert chosen is not None
-    said = chosen.sentence
+    said = why(chosen)
     assert ONE_RUN == "one run: not judged on time" and ONE_RUN in said
     assert "ties" not in said and "intervals overlap" not in said
-    assert chosen.ties == [] and [c.strategy for c in chosen.unjudged] == ["builder"]
-    assert chosen.best.strategy == "pipelined" and not chosen.judged_on_time
-    assert "pipelined is lighter (512 MiB against 1.00 GiB" in said
+    assert chosen.tied == () and chosen.unjudged == ("builder",)
+    assert chosen.pick == "pipelined" and not chosen.judged_on_time
+    assert "pipelined is the lightest (512 MiB against 1.00 GiB)" in said
     assert said.endswith("so it is named on memory")
-    out = chosen.to_dict()
-    assert out["judged_on_time"] is False and out["ties"] == []
-    assert [c["strategy"] for c in out["not_judged_on_time"]] == ["builder"]
+    out = chosen.to_json()
+    assert out["judged_on_time"] is False and out["tied"] == []
+    assert out["not_judged_on_time"] == ["builder"]
 
 
 def test_one_run_with_no_lighter_peak_says_the_time_was_not_judged():
     a = _measured("a", [2.0], peak=GiB)
     b = _measured("b", [3.0], peak=GiB + 4096)  # as light: allocator noise
-    said = choose([b, a]).sentence
+    said = why(choose([b, a]))
     assert said.startswith("a (2.00 s, 1 run) against b (3.00 s, 1 run): " + ONE_RUN)
-    assert "the shortest single run is named (time was not judged)" in said
-    assert "ties" not in said and "the fastest is named" not in said
+    assert "a is the fastest of the lightest (a 1.00 GiB, b 1.00 GiB" in said
+    assert said.endswith("time was not judged)")
+    assert "ties" not in said
 
 
 def test_several_runs_keep_todays_tie_rule():
@@ -69,17 +75,18 @@ def test_several_runs_keep_todays_tie_rule():
     light = _measured("pipelined", [2.32, 2.40, 2.48], peak=316 * MiB)
     far = _measured("eager", [6.0, 6.1, 6.2])
     chosen = choose([fast, light, far])
-    assert chosen.judged_on_time and chosen.unjudged == []
-    assert [t.strategy for t in chosen.ties] == ["hostcast"]
-    assert chosen.sentence.startswith("pipelined (2.40 s; 1.20x ceiling, 95% CI")
-    assert "ties on time with hostcast (2.34 s; " in chosen.sentence
-    assert "their 95% intervals overlap; pipelined is lighter (316 MiB against 349 MiB" in (
-        chosen.sentence
+    said = why(chosen)
+    assert chosen.judged_on_time and chosen.unjudged == ()
+    assert chosen.tied == ("hostcast",)
+    assert said.startswith("pipelined (2.40 s; 1.20x ceiling, 95% CI")
+    assert "ties on time with hostcast (2.34 s; " in said
+    assert "their 95% intervals overlap; pipelined is the lightest (316 MiB against 349 MiB)" in (
+        said
     )
-    assert ONE_RUN not in chosen.sentence and "on memory" not in chosen.sentence
+    assert ONE_RUN not in said and "on memory" not in said
     apart = choose([_measured("a", [1.0, 1.01, 1.02]), _measured("b", [3.0, 3.01, 3.02])])
-    assert apart.judged_on_time and "is faster than b (" in apart.sentence
-    assert "do not overlap" in apart.sentence
+    assert apart.judged_on_time and "is faster than b (" in why(apart)
+    assert "do not overlap" in why(apart)
 
 
 # -- the bench summary's `use X` line ------------------------------------------------------------
@@ -119,32 +126,40 @@ def _use_line(tmp_path: Path, repeats: int, peer_wall: float) -> str:
     path = tmp_path / "run.jsonl"
     records = [run_record(run_id="r1", ram_bytes=45 * GiB), *_rows(repeats, peer_wall)]
     path.write_text("".join(to_json_line(r) + "\n" for r in records))
-    (line,) = [s for s in tables(read_results(path)).splitlines() if s.startswith("use ")]
-    return line
+    return tables(read_results(path)).rstrip("\n").splitlines()[-1]  # the decision, last
 
 
-def test_the_summary_names_a_faster_peer_with_its_costs_then_loadbenchs_best(tmp_path):
+def test_the_summary_weighs_peers_and_with_one_run_names_the_lightest(tmp_path):
+    """One run each: the peer mmap-put is a candidate like ours (issue 54); nothing is judged on
+    time, so the lightest beyond the noise, builder, is named on memory."""
     line = _use_line(tmp_path, repeats=1, peer_wall=1.04)
-    assert line.startswith("use builder: ")
-    peer = line.index(
-        "mmap-put (1.04 s, 1 run), a peer (another project's loader, left out of the choice), "
-        "is the fastest that fits by its single run (one run: not judged on time): it costs "
-        "2.31 GiB host RAM peak and 2.12 GiB device peak"
+    assert line.startswith(
+        "use builder (382 MiB peak, 2.12 GiB device peak) on 45.0 GiB, 1 device ("
     )
-    own = line.index("; of loadbench's own strategies, use builder (382 MiB host RAM peak and ")
-    assert peer < own
-    assert "builder (2.60 s, 1 run) against pipelined (5.67 s, 1 run): " + ONE_RUN in line
-    assert "ties" not in line
+    assert (
+        "builder (2.60 s, 1 run) against mmap-put (1.04 s, 1 run), pipelined (5.67 s, 1 run)"
+        in (line)
+    )
+    assert ONE_RUN in line and "ties" not in line
+    assert line.endswith(
+        "builder is the lightest (382 MiB against 2.31 GiB, 710 MiB), beyond their repeat "
+        "spreads, so it is named on memory"
+    )
 
 
-def test_the_summary_with_repeats_says_the_peers_were_left_out(tmp_path):
+def test_the_summary_names_a_winning_peer_with_its_costs_then_loadbenchs_best(tmp_path):
     line = _use_line(tmp_path, repeats=3, peer_wall=9.0)  # a peer slower than ours
+    assert line.startswith("use builder (382 MiB peak, 2.12 GiB device peak) on 45.0")
     assert "builder (2.61 s, 95% CI" in line and "is faster than pipelined" in line
-    assert line.endswith("; peers are left out of the choice (mmap-put)")
-    assert "is the fastest that fits" not in line and ONE_RUN not in line
+    assert "a peer" not in line and "left out" not in line and ONE_RUN not in line
     faster = _use_line(tmp_path, repeats=3, peer_wall=1.04)
+    assert faster.startswith("mmap-put, a peer (another project's loader), is the pick on 45.0 GiB")
     assert "mmap-put (1.05 s, 95% CI 1." in faster
-    assert "left out of the choice), is the fastest that fits: it costs 2.31 GiB" in faster
+    peer = faster.index("it costs 2.31 GiB host RAM peak and 2.12 GiB device peak")
+    own = faster.index(
+        "; of loadbench's own strategies, use builder (382 MiB peak, 2.12 GiB device peak)"
+    )
+    assert peer < own and "builder (2.61 s, 95% CI" in faster[own:]
 
 
 # -- `recommend`: text and --json ----------------------------------------------------------------
@@ -176,13 +191,14 @@ def test_recommend_with_one_run_says_so_in_text_and_json():
         [],
     )
     said = sentences(adv)
-    (why,) = [s for s in said if ONE_RUN in s]
-    assert why.startswith("pipelined (6.56 s, 1 run) against builder (25.43 s, 1 run): " + ONE_RUN)
+    (told,) = [s for s in said if ONE_RUN in s]
+    assert "pipelined (6.56 s, 1 run) against builder (25.43 s, 1 run): " + ONE_RUN in told
     assert not [s for s in said if "ties" in s]
     out = to_json(adv)
     assert out["recommended"] == "pipelined" and out["judged_on_time"] is False
     assert out["not_judged_on_time"] == ["builder"] and out["ties"] == []
-    assert out["choice"]["judged_on_time"] is False and out["choice"]["sentence"] == why
+    assert out["decision"]["judged_on_time"] is False
+    assert out["decision"]["sentence"] + "." == told
     several = to_json(_advice([_pred("a", 10.0, GiB), _pred("b", 10.1, GiB)], []))
     assert several["judged_on_time"] is True and several["ties"] == ["b"]
 
@@ -197,24 +213,27 @@ def test_recommend_names_a_faster_peer_with_its_cost_then_loadbenchs_best():
         ["mmap-put"],
     )
     said = sentences(adv)
-    assert said[0].startswith("Recommended: mmap-put")  # peers are candidates here (issue 54)
     (peer,) = [s for s in said if "a peer" in s]
-    assert peer.startswith(
-        "mmap-put (1.04 s, 95% CI 1.02-1.06 s), a peer (another project's loader), is the fastest "
-        "that fits: it costs 2.60 GiB host RAM peak; of loadbench's own strategies, use builder "
-        "(410 MiB host RAM peak): builder (2.60 s, "
-    )
+    assert peer == said[0]  # peers are candidates (issue 54)
+    assert peer.startswith("mmap-put, a peer (another project's loader), is the pick on 45.0 GiB")
+    assert (
+        "mmap-put (1.04 s, 95% CI 1.02-1.06 s) is faster than builder (2.60 s, 95% CI 2.55-2.65 s):"
+        " their 95% intervals do not overlap; it costs 2.60 GiB host RAM peak; of loadbench's own "
+        "strategies, use builder (410 MiB peak): builder (2.60 s, "
+    ) in peer
     out = to_json(adv)
     assert out["recommended"] == "mmap-put" and out["peers"] == ["mmap-put"]
     assert out["fastest_peer"]["strategy"] == "mmap-put"
     assert out["fastest_peer"]["peak_bytes"] == int(2.6 * GiB)
-    assert out["best_own"] == "builder" and out["best_own_choice"]["best"]["strategy"] == "builder"
+    assert out["best_own"] == "builder" and out["decision"]["own"]["pick"] == "builder"
     mixed = _advice(
         [_pred("mmap-put", 1.04, int(2.6 * GiB)), _pred("builder", 2.60, GiB, repeats=1)],
         ["mmap-put"],
     )
-    (peer,) = [s for s in sentences(mixed) if "a peer" in s]
-    assert f"is the fastest that fits by its median ({ONE_RUN}): it costs 2.60 GiB" in peer
+    first = sentences(mixed)[0]  # one run of builder: not judged on time; named on memory
+    assert first.startswith("use builder (1.00 GiB peak) on 45.0 GiB")
+    assert f"against mmap-put (1.04 s, 95% CI 1.02-1.06 s): {ONE_RUN}" in first
+    assert "a peer" not in first
     slower = _advice([_pred("mmap-put", 9.0, GiB), _pred("builder", 2.6, GiB)], ["mmap-put"])
     assert to_json(slower)["fastest_peer"] is None
     assert not [s for s in sentences(slower) if "a peer" in s]

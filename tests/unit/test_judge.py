@@ -1,15 +1,25 @@
-"""The one tie rule (`bench.analysis.verdicts`): intervals that overlap tie, a lighter peak only
-beyond the repeats' spread, one sentence with the figures; and `recommend`'s use of it."""
+"""The one judge (`bench.analysis.judge`): intervals that overlap tie, a lighter peak only beyond
+the repeats' spread, the lightest of the tied picked (never a heavier one), one sentence with the
+figures (`bench.analysis.decision_words`); and `recommend`'s use of it."""
 
 from __future__ import annotations
 
 import pytest
 
 from bench.analysis.advice import Advice, AdviceInputs, sentences, to_json
+from bench.analysis.decision_words import why
 from bench.analysis.fit import FitModel
+from bench.analysis.judge import (
+    PAIRED,
+    Candidate,
+    Decision,
+    TargetHost,
+    _tied,
+    check_ranking,
+    decide,
+    lighter,
+)
 from bench.analysis.recommend import Recommendation, StrategyPrediction, TargetCheckpoint, rank
-from bench.analysis.ties import check_ranking, close_to_recommended
-from bench.analysis.verdicts import FASTER, SLOWER, TIE, Candidate, choose, lighter, time_order
 from bench.commands import target as target_command
 from bench.intervals import Interval, instability, interval
 from bench.vocabulary import DOES_NOT_FIT, FITS
@@ -22,18 +32,24 @@ def _measured(name: str, ratios: list[float], peak: float = GiB, spread: float =
     return Candidate(name, 2 * iv.estimate, iv, peak, spread)
 
 
+def choose(candidates: list[Candidate]) -> Decision:
+    return decide(candidates, TargetHost(64 * GiB, 1), PAIRED)
+
+
 def test_overlapping_intervals_tie_and_apart_ones_are_called():
     a = _measured("a", [2.30, 2.36, 2.42])
     b = _measured("b", [2.40, 2.45, 2.50])  # overlaps a's interval
     c = _measured("c", [3.40, 3.45, 3.50])
-    assert time_order(a, b) == TIE == time_order(b, a)
-    assert time_order(a, c) == FASTER and time_order(c, a) == SLOWER
+    assert _tied(a, b) and _tied(b, a)
+    assert not _tied(a, c) and not _tied(c, a)
 
 
 def test_one_repeat_has_no_interval_and_calls_nothing_apart():
     one = _measured("one", [2.0])
     many = _measured("many", [9.0, 9.1, 9.2])
-    assert one.time.n == 1 and time_order(one, many) == TIE
+    assert one.time.n == 1 and not one.judged
+    chosen = choose([one, many])
+    assert chosen.unjudged == ("many",) and chosen.tied == () and not chosen.judged_on_time
 
 
 def test_lighter_only_beyond_the_repeats_spread_and_one_percent():
@@ -60,22 +76,48 @@ def test_the_choice_is_the_fastest_and_the_sentence_says_why_with_figures():
         _measured("zerocopy", [3.00, 3.07, 3.10]),
     ]
     choice = choose(cands)
-    assert choice.best.strategy == "pipelined" and choice.ties == []
-    assert choice.sentence.startswith("pipelined (2.63 s; 1.31x ceiling, 95% CI 1.")
-    assert "is faster than builder (3.87 s; 1.93x ceiling, 95% CI" in choice.sentence
-    assert "do not overlap" in choice.sentence
+    assert choice.pick == "pipelined" and choice.tied == ()
+    said = why(choice)
+    assert said.startswith("pipelined (2.63 s; 1.31x ceiling, 95% CI 1.")
+    assert "is faster than builder (3.87 s; 1.93x ceiling, 95% CI" in said
+    assert "do not overlap" in said
 
 
 def test_a_tie_goes_to_the_lighter_and_as_light_goes_to_the_fastest():
     fast = _measured("hostcast", [1.15, 1.17, 1.19], peak=349 * (1 << 20))
     light = _measured("pipelined", [1.16, 1.20, 1.24], peak=316 * (1 << 20))
     choice = choose([fast, light])
-    assert choice.best.strategy == "pipelined" and [t.strategy for t in choice.ties] == ["hostcast"]
-    assert "pipelined is lighter (316 MiB against 349 MiB" in choice.sentence
+    assert choice.pick == "pipelined" and choice.tied == ("hostcast",)
+    assert "pipelined is the lightest (316 MiB against 349 MiB), beyond their repeat" in why(choice)
     same = _measured("pipelined", [1.16, 1.20, 1.24], peak=349 * (1 << 20) + 4096)
     choice = choose([fast, same])
-    assert choice.best.strategy == "hostcast" and choice.by_peak is False
-    assert "so the fastest is named" in choice.sentence
+    assert choice.pick == "hostcast" and choice.lighter_beyond is False
+    assert choice.lightest == ("hostcast", "pipelined")
+    assert "hostcast is the fastest of the lightest (hostcast 349 MiB, pipelined 349 MiB" in (
+        why(choice)
+    )
+
+
+def test_the_heaviest_of_ties_is_never_picked():
+    """Issue 54's gpt2 run: mmap-put (1.25 GiB, fastest) ties on time with pipelined (758 MiB)
+    and zerocopy (757 MiB), which are as light as each other within their spreads. The old rule,
+    finding no one lighter than every other, fell back to the fastest and named mmap-put, the
+    heaviest; the judge names the fastest of the lightest, and the sentence says so."""
+    MiB = 1 << 20
+    mmap_put = _measured("mmap-put", [1.00, 1.02, 1.04], peak=1.25 * GiB, spread=8 * MiB)
+    pipelined = _measured("pipelined", [1.01, 1.04, 1.07], peak=758 * MiB, spread=6 * MiB)
+    zerocopy = _measured("zerocopy", [1.02, 1.05, 1.08], peak=757 * MiB, spread=6 * MiB)
+    eager = _measured("eager", [1.00, 1.03, 1.06], peak=1.78 * GiB, spread=8 * MiB)
+    for group in ([mmap_put, pipelined, zerocopy], [mmap_put, pipelined, zerocopy, eager]):
+        chosen = choose(group)
+        assert chosen.pick == "pipelined", chosen
+        assert chosen.lightest == ("pipelined", "zerocopy") and not chosen.lighter_beyond
+        said = why(chosen)
+        assert "pipelined is the fastest of the lightest (pipelined 758 MiB, zerocopy 757 MiB" in (
+            said
+        )
+        assert ": within their repeat spreads; heavier: mmap-put 1.25 GiB" in said
+        assert not said.startswith("mmap-put") and not said.startswith("eager")
 
 
 def test_an_unstable_time_says_why():
@@ -129,15 +171,15 @@ def test_predictions_tie_when_their_intervals_overlap():
         [],
     )
     assert rec.recommended == "fast"
-    assert [s.strategy for s in close_to_recommended(rec)] == ["near"]
     adv = _advice(rec)
     (said,) = [s for s in sentences(adv) if "ties on time" in s]
-    assert said.startswith("fast (10.00 s, 95% CI 9.50-10.50 s) ties on time with near (10.30 s")
-    assert "slow" not in said and "too-big" not in said
+    assert said.startswith("use fast (1.00 GiB peak) on 64.0 GiB (ranked by predicted time")
+    assert "fast (10.00 s, 95% CI 9.50-10.50 s) ties on time with near (10.30 s" in said
+    assert "slow (20" not in said and "too-big" not in said
     out = to_json(adv)
     assert out["ties"] == ["near"] == out["too_close_to_call"]
-    assert out["choice"]["best"]["strategy"] == "fast" and out["choice"]["sentence"] == said
-    assert [t["strategy"] for t in out["choice"]["ties"]] == ["near"]
+    assert out["decision"]["pick"] == "fast" and out["decision"]["sentence"] + "." == said
+    assert out["decision"]["tied"] == ["near"]
 
 
 def test_a_prediction_tie_goes_to_the_lighter():
@@ -153,8 +195,8 @@ def test_a_prediction_tie_goes_to_the_lighter():
     assert rec.recommended == "pipelined"
     assert [s.strategy for s in rec.strategies][:2] == ["pipelined", "hostcast"]
     (said,) = [s for s in sentences(_advice(rec)) if "ties on time" in s]
-    assert "pipelined is lighter (316 MiB against 349 MiB" in said
-    assert sentences(_advice(rec))[0].startswith("Recommended: pipelined")
+    assert "pipelined is the lightest (316 MiB against 349 MiB)" in said
+    assert sentences(_advice(rec))[0].startswith("use pipelined (316 MiB peak) on 64.0")
 
 
 def test_nothing_is_said_when_every_other_time_is_called_apart():
@@ -165,7 +207,8 @@ def test_nothing_is_said_when_every_other_time_is_called_apart():
 
 def test_a_fit_of_one_run_per_shape_set_ties_with_everything():
     rec = rank([_pred("a", 10.0, 0.0, repeats=1), _pred("b", 20.0, 0.0, repeats=1)], [])
-    assert [s.strategy for s in close_to_recommended(rec)] == ["b"]
+    out = to_json(_advice(rec))
+    assert out["too_close_to_call"] == ["b"] == out["not_judged_on_time"] and out["ties"] == []
 
 
 def test_the_ranking_holds_on_the_pairs_called_apart_and_lists_the_rest():

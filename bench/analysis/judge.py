@@ -1,0 +1,505 @@
+"""The one judge: from a set of candidates and a target host, which strategy to use and why, as
+one frozen record (`Decision`) that every surface renders: the bench summary, `bench run --json`,
+`recommend` (text and `--json`), the dashboard's Overview and Target host pages and the report.
+`bench.analysis.decision_words` words it; nothing here does.
+
+The rule, stated once:
+
+- **Candidates.** Every strategy that loaded ok, loadbench's own and peers alike (another
+  project's loader, `loader.vocabulary.PEER`), whose peak fits the host's RAM with
+  `TIGHT_FRACTION` (10%) to spare (`verdict`); the reference line never. Measured rows are judged
+  one device count at a time (`judge` refuses a mix; the record says which count).
+- **The measure ranked** (one, named in the record): the paired ratio (`PAIRED`: wall over a bare
+  copy of the checkpoint timed beside each repeat) where every candidate carries one, else the
+  wall time (`WALL`, t on the log walls); a prediction's predicted time (`PREDICTED`).
+- **Ties** (`_tied`): two candidates tie when their 95% intervals of the measure overlap. A
+  candidate of one run has no interval: it is not judged on time against any other
+  (`Decision.unjudged`), never said to tie.
+- **The pick.** The fastest by the measure, with those tied with it or not judged against it,
+  form the group. One is lighter than another (`lighter`) when its peak is lower by more than
+  either's repeat spread and `PEAK_TIE_FRACTION` of its peak. The group's lightest
+  (`Decision.lightest`: those no other one of the group is lighter than) stay, and the fastest
+  of them is picked: never one that another tied is lighter than. `lighter_beyond`: the pick is
+  lighter than every other of the group (else several are as light within their spreads, and
+  the record says which). Where a peer is picked, `own` holds the same judgement over
+  loadbench's own.
+- **Reasons** beside the pick: the candidates whose time is unstable, one run, a partial run,
+  and the limits the rows ran under (`--cpus`, `--host-ram`, a disk read cap).
+
+No jax.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pandas as pd
+
+from bench.analysis.predictions import StrategyPrediction
+from bench.errors import BenchError
+from bench.intervals import Interval
+from bench.records.results import Results, partial_runs
+from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT
+from loader.vocabulary import PEER, REFERENCE
+
+#: Room a host must leave beside a peak for it to fit (a tighter fit is `TIGHT`).
+TIGHT_FRACTION = 0.10
+#: Peaks nearer than this fraction of the lighter are as light, whatever their repeats show.
+PEAK_TIE_FRACTION = 0.01
+#: The measures a decision can rank by (`Decision.measure`).
+PAIRED, WALL, PREDICTED = "paired ratio", "wall time", "predicted time"
+#: The reasons a decision carries beside its pick (`Decision.reasons`).
+UNSTABLE, ONE_RUN_REASON, PARTIAL, CONFIGURATION = "unstable", "one run", "partial", "configuration"
+
+
+def verdict(peak: int, host_ram: int) -> str:
+    """`fits`, `tight` (under 10% of `host_ram` to spare) or `does not fit`, for a peak RSS."""
+    headroom = host_ram - peak
+    if headroom < 0:
+        return DOES_NOT_FIT
+    return TIGHT if headroom < TIGHT_FRACTION * host_ram else FITS
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One strategy as the judge sees it.
+
+    `seconds` is its time (a measured median, or a prediction); `time` the 95% interval of the
+    measure ranked (a paired ratio, or seconds), None or of one repeat where there is none;
+    `peak_bytes` its median peak RSS and `peak_spread_bytes` its repeats' max - min;
+    `device_peak_bytes` its device memory peak where measured or predicted; `unstable` why its
+    time is not to be trusted (None: it is); `peer`: another project's loader.
+    """
+
+    strategy: str
+    seconds: float
+    time: Interval | None
+    peak_bytes: float
+    peak_spread_bytes: float = 0.0
+    unstable: str | None = None
+    device_peak_bytes: float | None = None
+    peer: bool = False
+
+    @property
+    def judged(self) -> bool:
+        """Its time has an interval (2 or more repeats): it can be judged on time."""
+        return self.time is not None and self.time.n >= 2
+
+    @property
+    def centre(self) -> float:
+        """What it is ranked by: the measure's estimate (its seconds without an interval)."""
+        return self.time.estimate if self.time is not None else self.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of a candidate: `unstable` is true or false, never null."""
+        judged = self.judged and self.time is not None
+        return {
+            "strategy": self.strategy,
+            "peer": self.peer,
+            "seconds": self.seconds,
+            "estimate": self.centre,
+            "low": self.time.low if judged and self.time else None,
+            "high": self.time.high if judged and self.time else None,
+            "repeats": self.time.n if self.time else 0,
+            "judged_on_time": self.judged,
+            "peak_bytes": self.peak_bytes,
+            "peak_spread_bytes": self.peak_spread_bytes,
+            "device_peak_bytes": self.device_peak_bytes,
+            "unstable": self.unstable is not None,
+            "unstable_why": self.unstable,
+        }
+
+
+def _tied(a: Candidate, b: Candidate) -> bool:
+    """The one rule for "different?" on time, as the judge asks it: `a` and `b` (both judged)
+    tie where their 95% intervals of the measure overlap. The only place the judge asks it, so
+    that it can be pointed at the rule `compare` and `history` use (`bench.analysis.difference`)
+    without touching anything else here."""
+    assert a.time is not None and b.time is not None
+    return a.time.low <= b.time.high and b.time.low <= a.time.high
+
+
+def lighter(a: Candidate, b: Candidate) -> bool:
+    """`a`'s peak is lower than `b`'s by more than either's repeat spread and more than
+    `PEAK_TIE_FRACTION` of `a`'s."""
+    margin = max(a.peak_spread_bytes, b.peak_spread_bytes, PEAK_TIE_FRACTION * a.peak_bytes)
+    return a.peak_bytes + margin < b.peak_bytes
+
+
+@dataclass(frozen=True)
+class TargetHost:
+    """The host a decision is for: its RAM (None: unknown) and the device count judged."""
+
+    ram_bytes: int | None
+    devices: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Which strategy to use on a host, and why: the record every surface renders.
+
+    `candidates` are those that fit, ranked by `measure` (the fastest first); `pick` the one to
+    use (None: none fits, or none loaded ok: `loaded_ok`); `tied` those tied with it on time,
+    `unjudged` those not judged against it (one run), `runner_up` the next one called apart from
+    it (where nothing ties); `lightest` the pick and those of the group as light as it within
+    their repeat spreads (none of the group lighter beyond them); `lighter_beyond`: the pick is
+    lighter than every other of the group beyond their spreads. `own` is the same
+    judgement over loadbench's own strategies where a peer is picked. `limits` are the limits the
+    rows ran under (`("--cpus 1",)`), `partial` the runs that lost strategies. No words of a
+    sentence: `bench.analysis.decision_words` gives those.
+    """
+
+    host: TargetHost
+    measure: str
+    candidates: tuple[Candidate, ...] = ()
+    pick: str | None = None
+    tied: tuple[str, ...] = ()
+    unjudged: tuple[str, ...] = ()
+    runner_up: str | None = None
+    lightest: tuple[str, ...] = ()
+    lighter_beyond: bool = False
+    own: Decision | None = None
+    not_fitting: tuple[str, ...] = ()
+    loaded_ok: bool = True
+    limits: tuple[str, ...] = ()
+    partial: tuple[str, ...] = ()
+
+    def candidate(self, name: str | None) -> Candidate | None:
+        """The candidate of that name (None: not among those that fit)."""
+        return next((c for c in self.candidates if c.strategy == name), None)
+
+    @property
+    def picked(self) -> Candidate | None:
+        """The picked candidate (None: none)."""
+        return self.candidate(self.pick)
+
+    @property
+    def weighed(self) -> tuple[Candidate, ...]:
+        """The pick and those it was weighed against on memory (tied, or not judged on time)."""
+        names = {self.pick, *self.tied, *self.unjudged}
+        return tuple(c for c in self.candidates if c.strategy in names)
+
+    @property
+    def unstable(self) -> tuple[str, ...]:
+        """The candidates whose time is unstable, in rank order."""
+        return tuple(c.strategy for c in self.candidates if c.unstable)
+
+    @property
+    def judged_on_time(self) -> bool:
+        """Every candidate weighed against the pick has an interval (2+ repeats)."""
+        return not self.unjudged and all(c.judged for c in self.weighed)
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why the pick may not hold: `UNSTABLE`, `ONE_RUN_REASON`, `PARTIAL`, `CONFIGURATION`."""
+        said = [
+            (UNSTABLE, bool(self.unstable)),
+            (ONE_RUN_REASON, self.pick is not None and not self.judged_on_time),
+            (PARTIAL, bool(self.partial)),
+            (CONFIGURATION, bool(self.limits)),
+        ]
+        return tuple(reason for reason, present in said if present)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON (`recommend --json`'s and `bench run --json`'s `decision`)."""
+        return {
+            "host_ram_bytes": self.host.ram_bytes,
+            "devices": self.host.devices,
+            "measure": self.measure,
+            "pick": self.pick,
+            "peer_picked": bool(self.picked and self.picked.peer),
+            "tied": list(self.tied),
+            "not_judged_on_time": list(self.unjudged),
+            "judged_on_time": self.judged_on_time,
+            "runner_up": self.runner_up,
+            "lightest": list(self.lightest),
+            "lighter_beyond_spreads": self.lighter_beyond,
+            "candidates": [c.to_json() for c in self.candidates],
+            "not_fitting": list(self.not_fitting),
+            "loaded_ok": self.loaded_ok,
+            "unstable": list(self.unstable),
+            "limits": list(self.limits),
+            "partial": list(self.partial),
+            "reasons": list(self.reasons),
+            "own": self.own.to_json() if self.own is not None else None,
+        }
+
+
+def decide(
+    candidates: Sequence[Candidate],
+    host: TargetHost,
+    measure: str,
+    *,
+    not_fitting: Sequence[str] = (),
+    limits: Sequence[str] = (),
+    partial: Sequence[str] = (),
+) -> Decision:
+    """The decision among `candidates` (those that fit, of one configuration, on one measure).
+
+    Example:
+        >>> decide([pipelined, zerocopy, mmap_put], TargetHost(16 << 30, 1), PAIRED).pick
+        'zerocopy'
+    """
+    ranked = tuple(sorted(candidates, key=lambda c: (c.centre, c.strategy)))
+    empty = Decision(
+        host,
+        measure,
+        ranked,
+        not_fitting=tuple(not_fitting),
+        limits=tuple(limits),
+        partial=tuple(partial),
+    )
+    if not ranked:
+        return empty
+    fastest = ranked[0]
+    group = [
+        c for c in ranked if c is fastest or not (c.judged and fastest.judged) or _tied(c, fastest)
+    ]
+    light = [c for c in group if not any(lighter(o, c) for o in group if o is not c)]
+    best = light[0]  # the fastest of the lightest (`ranked` is fastest first)
+    others = [c for c in group if c is not best]
+    rest = [c for c in ranked if c not in group]
+    decision = replace(
+        empty,
+        pick=best.strategy,
+        tied=tuple(c.strategy for c in others if c.judged and best.judged),
+        unjudged=tuple(c.strategy for c in others if not (c.judged and best.judged)),
+        runner_up=rest[0].strategy if rest and not others else None,
+        lightest=tuple(c.strategy for c in light) if others else (),
+        lighter_beyond=bool(others) and all(lighter(best, o) for o in others),
+    )
+    if not best.peer:
+        return decision
+    own = decide([c for c in ranked if not c.peer], host, measure)
+    return replace(decision, own=own if own.pick else None)
+
+
+# -- measured rows ---------------------------------------------------------------------------------
+
+
+def _number(row: pd.Series, key: str) -> float | None:
+    value = row.get(key)
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def row_candidate(row: pd.Series, measure: str) -> Candidate:
+    """A summary row (`bench.records.results.summarize`) as a candidate on `measure`: its paired
+    ratio's interval (`PAIRED`), else its wall time's."""
+    wall = float(row["wall_s"])
+    time: Interval | None
+    if measure == PAIRED:
+        paired = _number(row, "paired_ratio") or wall
+        n = int(_number(row, "paired_n") or 1)
+        low, high = _number(row, "paired_low"), _number(row, "paired_high")
+    else:
+        paired = wall
+        low, high = _number(row, "wall_low"), _number(row, "wall_high")
+        n = int(_number(row, "ok_repeats") or 1) if low is not None else 1
+    time = Interval(paired, low or paired, high or paired, n if low is not None else 1)
+    peak = float(row["peak_rss_bytes"])
+    spread = (_number(row, "peak_rss_max") or peak) - (_number(row, "peak_rss_min") or peak)
+    unstable = row.get("unstable")
+    return Candidate(
+        strategy=str(row["strategy"]),
+        seconds=wall,
+        time=time,
+        peak_bytes=peak,
+        peak_spread_bytes=spread,
+        unstable=unstable if isinstance(unstable, str) and unstable else None,
+        device_peak_bytes=_number(row, "device_peak_bytes"),
+        peer=row.get("kind") == PEER,
+    )
+
+
+def loaded(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows that loaded a model ok (a median wall and peak), the reference line left out."""
+    if rows.empty:
+        return rows
+    wall, peak = pd.to_numeric(rows["wall_s"]), pd.to_numeric(rows["peak_rss_bytes"])
+    return rows[(rows["kind"] != REFERENCE) & wall.notna() & peak.notna()]
+
+
+#: Row fields that say a limit the children ran under, and how each is said.
+LIMITS = (
+    ("cpus", lambda v: f"--cpus {v:g}"),
+    ("host_ram_bytes", lambda v: f"--host-ram {v / (1 << 30):.2f}GiB"),
+    ("disk_read_bytes_per_s", lambda v: f"--disk-read-speed {v / 1e6:.0f}MB/s"),
+)
+
+
+def limits_of(results: Results, run_ids: Collection[str]) -> tuple[str, ...]:
+    """The limits the runs `run_ids` ran their children under (`("--cpus 1",)`), each said
+    once; () for none."""
+    phases = results.phases[results.phases["run_id"].isin(set(run_ids))]
+    said = []
+    for column, text in LIMITS:
+        if column not in phases:
+            continue
+        for value in sorted(set(pd.to_numeric(phases[column]).dropna())):
+            said.append(text(float(value)))
+    return tuple(said)
+
+
+def judge(rows: pd.DataFrame, host: TargetHost, results: Results | None = None) -> Decision:
+    """The decision over measured summary rows (`bench.records.results.summarize`) of one
+    configuration, one device count, on `host`: the candidates that fit its RAM, ranked by the
+    paired ratio where every one carries it, else by wall time. With the `results` the rows were
+    summarized from, the record carries the limits their runs ran under and the lines of those
+    runs that lost strategies (`partial_runs`).
+
+    Example:
+        >>> sentence(judge(summarize(results.phases), TargetHost(16 << 30), results))
+        'use zerocopy on 16.0 GiB, 1 device (ranked by x ceiling (...), ...): ...'
+
+    Raises:
+        BenchError: the rows mix device counts (judge each count's rows apart).
+    """
+    counts = sorted({int(d) for d in rows["devices"].dropna()}) if "devices" in rows else []
+    if len(counts) > 1:
+        raise BenchError(
+            f"rows of {', '.join(map(str, counts))} devices: a decision is for one device count; "
+            "judge each count's rows apart"
+        )
+    host = TargetHost(host.ram_bytes, counts[0] if counts else host.devices)
+    runs = set(rows["run_id"]) if "run_id" in rows else set()
+    limits = limits_of(results, runs) if results is not None else ()
+    partial = partial_of(results, runs) if results is not None else ()
+    ok = loaded(rows)
+    if ok.empty or host.ram_bytes is None:
+        return Decision(host, WALL, loaded_ok=not ok.empty, limits=limits, partial=partial)
+    ram = host.ram_bytes
+    fits = [verdict(int(p), ram) == FITS for p in pd.to_numeric(ok["peak_rss_bytes"])]
+    fitting = ok[pd.Series(fits, index=ok.index, dtype=bool)]
+    paired = pd.to_numeric(fitting.get("paired_n", pd.Series(0, index=fitting.index)))
+    measure = PAIRED if len(fitting) and bool((paired.fillna(0) > 0).all()) else WALL
+    return decide(
+        [row_candidate(r, measure) for _, r in fitting.iterrows()],
+        host,
+        measure,
+        not_fitting=[str(s) for s in ok.loc[~ok.index.isin(fitting.index), "strategy"]],
+        limits=limits,
+        partial=partial,
+    )
+
+
+def default_devices(rows: pd.DataFrame) -> int | None:
+    """The device count judged where none is asked: the one with the most strategies measured,
+    the fewer devices among equals (None: no rows)."""
+    if rows.empty:
+        return None
+    counts = rows.groupby("devices")["strategy"].nunique()
+    most = {int(d): int(n) for d, n in zip(counts.index.to_numpy(), counts, strict=True)}
+    return min(most, key=lambda d: (-most[d], d))
+
+
+# -- predictions ----------------------------------------------------------------------------------
+
+
+def prediction_candidate(s: StrategyPrediction, peers: Collection[str] = ()) -> Candidate:
+    """A prediction as a candidate: its predicted seconds with the interval its fit measured on
+    its largest shape set (relative), unstable where that interval is wider than +-5%."""
+    m, wall = s.model, s.predicted_wall_s
+    time = Interval(
+        wall, wall * m.wall_interval_low, wall * m.wall_interval_high, m.wall_interval_repeats
+    )
+    unsettled = time.n >= 2 and not time.settled
+    why = (
+        f"unstable: 95% CI ±{time.half_width:.0%} after {time.n} repeats of its largest shape "
+        "set (wanted ±5%)"
+        if unsettled
+        else None
+    )
+    device = float(s.device.device_peak_bytes) if s.device else None
+    return Candidate(
+        s.strategy,
+        wall,
+        time,
+        float(s.predicted_peak_bytes),
+        unstable=why,
+        device_peak_bytes=device,
+        peer=s.strategy in peers,
+    )
+
+
+def judge_predictions(
+    predictions: Sequence[StrategyPrediction],
+    host: TargetHost,
+    peers: Collection[str] = (),
+    *,
+    partial: Sequence[str] = (),
+) -> Decision:
+    """The decision over predictions on `host`: those whose verdict fits, ranked by their
+    predicted time (`PREDICTED`)."""
+    fits = [s for s in predictions if s.verdict == FITS]
+    return decide(
+        [prediction_candidate(s, peers) for s in fits],
+        host,
+        PREDICTED,
+        not_fitting=[s.strategy for s in predictions if s.verdict != FITS],
+        partial=partial,
+    )
+
+
+@dataclass(frozen=True)
+class RankingCheck:
+    """Pairs (faster, slower) as predicted: those called apart, and those too close to call;
+    `reversed`: the called pairs whose measured times came out the other way round."""
+
+    called: list[tuple[str, str]]
+    too_close: list[tuple[str, str]]
+    reversed: list[tuple[str, str]]
+
+    @property
+    def held(self) -> bool:
+        """Every pair the prediction called apart was measured in its predicted order."""
+        return not self.reversed
+
+
+def check_ranking(
+    predictions: list[StrategyPrediction], measured_wall_s: Mapping[str, float]
+) -> RankingCheck:
+    """Hold the measured times against each pair of predictions (strategies measured only):
+    a pair is called apart where the judge's `_tied` does not tie it."""
+    timed = sorted(
+        (s for s in predictions if s.strategy in measured_wall_s),
+        key=lambda s: s.predicted_wall_s,
+    )
+    called, close, wrong = [], [], []
+    for fast, slow in itertools.combinations(timed, 2):
+        pair = (fast.strategy, slow.strategy)
+        a, b = prediction_candidate(fast), prediction_candidate(slow)
+        if not (a.judged and b.judged) or _tied(a, b):
+            close.append(pair)
+            continue
+        called.append(pair)
+        if measured_wall_s[fast.strategy] > measured_wall_s[slow.strategy]:
+            wrong.append(pair)
+    return RankingCheck(called, close, wrong)
+
+
+def partial_of(results: Results, run_ids: Collection[str]) -> tuple[str, ...]:
+    """The lines of `partial_runs` for the runs `run_ids` (those behind a decision's rows)."""
+    runs = results.runs[results.runs["run_id"].isin(set(run_ids))]
+    return tuple(partial_runs(replace(results, runs=runs)))
+
+
+def host_ram(results: Results, run_ids: Collection[str]) -> int | None:
+    """The RAM the runs' children had: their `--host-ram` limit where set, else the machine's
+    (None: no run record)."""
+    runs = results.runs[results.runs["run_id"].isin(set(run_ids))]
+    if runs.empty:
+        return None
+    limits = pd.to_numeric(runs["host_ram_bytes"]).dropna()
+    if len(limits):
+        return int(limits.min())
+    return int(pd.to_numeric(runs["ram_bytes"]).min())

@@ -1,0 +1,104 @@
+"""One answer (issue 54): the same recorded folders give the same strategy in the same sentence,
+byte for byte, on every surface that states a choice: the bench summary (`bench run`'s last
+line per block), `bench run --json`'s `decisions`, `recommend` (text and `--json`), the
+dashboard's Overview and Target host pages, and the report's top and its Target host section.
+
+The folders (`tests.records.write_decision_folders`): ties (a peer fastest and heaviest, two as
+light within their spreads), a peer winning, an unstable time, one run each, a `--cpus 1` run, a
+truncated run (a strategy asked for and never run, a line cut short), and two device counts.
+Each is one gpt2 run on a 16 GiB machine, so every surface answers for the same host."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+
+from bench.analysis.summary import json_decisions, tables
+from bench.cli import main
+from bench.records.results import read_results
+from dashboard.report import build
+from tests.records import HOST_RAM, write_decision_folders
+
+#: folder -> (the pick on 1 device, words its sentence must hold)
+EXPECTED = {
+    "ties": ("pipelined", "pipelined is the fastest of the lightest (pipelined 858 MiB, zerocopy"),
+    "peer-wins": ("runai", "runai, a peer (another project's loader), is the pick"),
+    "unstable": ("pipelined", "; unstable: pipelined ("),
+    "one-run": ("pipelined", "one run: not judged on time"),
+    "cpus-1": ("pipelined", "measured under --cpus 1, not on an unconstrained host"),
+    "truncated": ("pipelined", "answered from part of a run (run r1: it is interrupted; 1 of"),
+    "two-devices": ("pipelined", "on 16.0 GiB, 1 device ("),
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    return write_decision_folders(tmp_path_factory.mktemp("decisions"))
+
+
+def _summary_sentences(folder) -> dict[int, str]:
+    """Device count -> the last line of its block in the bench summary."""
+    out = {}
+    for block in tables(read_results(folder)).strip().split("\n\n"):
+        lines = block.splitlines()
+        devices = int(lines[0].split("devices ")[1].split(",")[0])
+        out[devices] = lines[-1]
+    return out
+
+
+def _recommend(folder, capsys, devices: int, *json_flag: str) -> str:
+    argv = ["recommend", "--results", str(folder), "--shapes", "gpt2", "--host-ram", "16GiB"]
+    capsys.readouterr()
+    assert main([*argv, "--allow-partial", "--devices", str(devices), *json_flag]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_every_cli_surface_says_the_same_sentence(folders, capsys, name):
+    folder = folders[name]
+    said = _summary_sentences(folder)
+    pick, words = EXPECTED[name]
+    assert words in said[1], said[1]
+    assert said[1].startswith((f"use {pick} (", f"{pick}, a peer"))
+    results = read_results(folder)
+    as_json = {d["devices"]: d for d in json_decisions(results)}  # `bench run --json`
+    assert {n: d["sentence"] for n, d in as_json.items()} == said
+    assert as_json[1]["pick"] == pick
+    report = build(results, str(folder), ram=HOST_RAM)
+    for devices, sentence in said.items():
+        text = _recommend(folder, capsys, devices)
+        assert f"{sentence}." in text.splitlines(), (devices, text)
+        out = json.loads(_recommend(folder, capsys, devices, "--json"))
+        assert out["decision"]["sentence"] == sentence and out["recommended"] == pick
+        for candidate in out["decision"]["candidates"]:
+            assert candidate["unstable"] in (True, False), candidate  # never null
+        assert report.count(html.escape(sentence)) == (2 if devices == 1 else 1), devices
+
+
+def test_unstable_is_said_in_json_per_candidate(folders, capsys):
+    out = json.loads(_recommend(folders["unstable"], capsys, 1, "--json"))
+    flags = {c["strategy"]: c["unstable"] for c in out["decision"]["candidates"]}
+    assert flags == {"pipelined": True, "zerocopy": False, "eager": False}
+    assert out["decision"]["unstable"] == ["pipelined"]
+    assert "unstable" in out["decision"]["reasons"]
+    (why,) = [c["unstable_why"] for c in out["decision"]["candidates"] if c["unstable"]]
+    assert why.startswith("unstable: 95% CI")
+
+
+def test_the_dashboard_pages_say_the_same_sentence(app, folders):
+    for name, folder in folders.items():
+        sentence = _summary_sentences(folder)[1]
+        at = app(folder=folder)
+        boxes = [b.value for b in [*at.success, *at.error] if "`gpt2`" in b.value]
+        assert len(boxes) == 1 and f"{sentence}." in boxes[0], (name, boxes)
+        if name == "two-devices":  # the headline follows the configuration picked
+            at.selectbox(key="overview_config_gpt2").set_value("native, 2 device(s), model spec")
+            at.run()
+            two = _summary_sentences(folder)[2]
+            boxes = [b.value for b in [*at.success, *at.error] if "`gpt2`" in b.value]
+            assert len(boxes) == 1 and f"{two}." in boxes[0], boxes
+        at.switch_page("views/target_host.py").run()
+        first = (at.success or at.error)[0].value
+        assert first == f"{sentence}.", (name, first)
