@@ -22,6 +22,9 @@ the walk, "entries" how often it enters each one.
     .venv/bin/python scripts/tensor_walk.py --staging  # through the staging ring
     .venv/bin/python scripts/tensor_walk.py --sharded  # strategy="sharded" (docs/design.md's walk)
 
+    .venv/bin/python scripts/tensor_walk.py --remote http  # a URL: nginx on 127.0.0.1
+    .venv/bin/python scripts/tensor_walk.py --remote gs    # gs://, fake-gcs-server on 127.0.0.1
+
 With `--sharded` the read is the read-ahead's `os.preadv` and the put the first `jax.device_put`
 of a host array (a region of the tensor: the sharding rule may split it over the devices).
 `--check N` makes it a test: exit 1, saying why, if the walk passes more than N files, enters
@@ -32,12 +35,13 @@ and `--sharded`, stops anywhere but where `docs/design.md`'s table of that walk 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -48,6 +52,8 @@ SHAPE = (64, 64)  # the one tensor's shape
 DESIGN = ROOT / "docs" / "design.md"
 #: The section of `docs/design.md` whose table gives each walk (the other walks have none).
 SECTIONS = {"pipelined": "## One tensor, from", "sharded": "## The sharded engine"}
+#: Where a remote read's own files are: the walk through the checkpoint-bytes layer.
+REMOTE_LAYER = ("loader/remote/", "loader/pipeline/sources/")
 
 
 def _loader_files(frame: FrameType | None) -> list[str]:
@@ -99,17 +105,22 @@ class Walk:
             if code.co_name == "device_put" and code.co_filename.endswith("jax/_src/api.py"):
                 if self.is_put(frame.f_locals.get("x")):  # the tensor's
                     self._keep("put", frame)
-            elif code.co_name == "__init__" and type(owner).__name__ == "Step":
-                self._keep("plan", frame.f_back)
+            elif code.co_name == "__init__" and type(owner).__name__ in ("Step", "Store"):
+                self._keep("plan" if type(owner).__name__ == "Step" else "open", frame.f_back)
+            elif code.co_name == "_fill" and type(owner).__name__.endswith("Transport"):
+                if threading.current_thread().name.startswith("loader-"):  # a tensor's body
+                    self._keep("read", frame)
             elif code.co_name == "start" and isinstance(owner, threading.Thread):
                 with self.lock:
                     self.origins.setdefault(owner.name, _loader_files(frame.f_back))
 
-    def entries(self) -> list[str]:
-        """The files the walk enters, in order (see the module docstring)."""
+    def entries(self, within: tuple[str, ...] = ("loader/",)) -> list[str]:
+        """The files the walk enters, in order (see the module docstring), counting only the
+        files under `within` (`REMOTE_LAYER`: a remote read's own walk)."""
         walked: list[str] = []
         previous: list[str] = []
         for stack in self.stops.values():
+            stack = [f for f in stack if f.startswith(within)]
             shared = 0
             while shared < min(len(stack), len(previous)) and stack[shared] == previous[shared]:
                 shared += 1
@@ -133,6 +144,19 @@ def _checkpoint(folder: Path) -> tuple[Any, Path]:
     return build, path
 
 
+@contextlib.contextmanager
+def _served(path: Path, remote: str | None) -> Iterator[str]:
+    """`path` as loaded: itself, or its URL on a server on 127.0.0.1 (`--remote`)."""
+    if remote is None:
+        yield str(path)
+        return
+    from bench.link.serve import serving
+
+    source = {"http": "http", "gs": "gcs"}[remote]
+    with serving(str(path), source, None, "walk") as url:
+        yield url
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cast", action="store_true", help="load into a bf16 model")
@@ -145,13 +169,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILES",
         help="exit 1 if the walk passes more than FILES files or enters one more than twice",
     )
+    parser.add_argument("--remote", choices=("http", "gs"), help="load it from a URL")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))  # bench.link serves `--remote`
     import jax.numpy as jnp
 
     import loader
 
     with tempfile.TemporaryDirectory() as tmp:
         build, path = _checkpoint(Path(tmp))
+        served = _served(path, args.remote)
+        url = served.__enter__()
         dtype = jnp.bfloat16 if args.cast else jnp.float32
         walk = Walk(_host_region if args.sharded else _same_shape)
         threading.setprofile(walk)
@@ -161,21 +189,28 @@ def main(argv: list[str] | None = None) -> int:
             if args.sharded:
                 options["strategy"] = "sharded"
             target = lambda: build(dtype)  # noqa: E731
-            loader.load_model(target, path, casts="allow", strict=args.strict, **options)
+            loader.load_model(target, url, casts="allow", strict=args.strict, **options)
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
+            served.__exit__(None, None, None)
     for stop, stack in walk.stops.items():
         print(f"{stop:5} {' -> '.join(stack)}")
     entries = Counter(walk.entries())
-    print(f"files: {len(entries)}; most entries of one file: {max(entries.values())}")
-    for name, n in sorted(entries.items(), key=lambda kv: (-kv[1], kv[0])):
-        print(f"  {n}  {name}")
+    _count("", entries)
+    if args.remote:
+        _count("the remote read's own ", Counter(walk.entries(REMOTE_LAYER)))
     if args.check is None:
         return 0
-    plain = not (args.cast or args.strict or args.staging)
+    plain = not (args.cast or args.strict or args.staging or args.remote)
     section = SECTIONS["sharded" if args.sharded else "pipelined"] if plain else None
     return _checked(walk, entries, args.check, section)
+
+
+def _count(what: str, entries: Counter[str]) -> None:
+    print(f"{what}files: {len(entries)}; most entries of one file: {max(entries.values())}")
+    for name, n in sorted(entries.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {n}  {name}")
 
 
 def documented(section: str, text: str | None = None) -> dict[str, list[str]]:
