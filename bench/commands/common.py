@@ -74,8 +74,7 @@ def read_whole(folders: list[str], *, allow_partial: bool, given_as: str = "--re
     """The results of `folders` read as one (`read_stated`), refused where a run there holds part
     of what it was asked (a truncated file, a killed run): an answer from part of a run is an
     answer about what is left, not about what was measured. With `allow_partial`, each loss is
-    said on stderr instead, and the results are read as they are. (`recommend`'s own
-    `read_whole` is this with its argument names.)
+    said on stderr instead, and the results are read as they are.
 
     Raises:
         BenchError: naming each loss and the two ways on (run again, or `--allow-partial`).

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict, replace
 
 import pandas as pd
@@ -62,11 +61,12 @@ from bench.analysis.recommend import (
     rank,
     spec_summary,
 )
-from bench.commands.common import add_cache, add_json, add_results, example, read_stated
+from bench.commands import common
+from bench.commands.common import add_cache, add_json, add_results, example
 from bench.errors import BenchError, NoResultsError
 from bench.machine.accelerator import NONE
 from bench.machine.record import ProbeRecord
-from bench.records.results import Results, partial_runs
+from bench.records.results import Results
 from bench.units import format_bytes, format_rate, parse_size, parse_speed
 from bench.vocabulary import COLD, OK, WARM
 from loader.vocabulary import REFERENCE, TOTAL
@@ -292,21 +292,10 @@ def link_answer(args: argparse.Namespace) -> int:
 
 
 def read_whole(args: argparse.Namespace) -> Results:
-    """The results folder, each file or line skipped said in one line; refused (unless
-    `--allow-partial`) where a run lost strategies or rows: an answer from part of a run would
-    name the best of what is left, not of what was measured."""
-    results = read_stated([args.results])
-    lost = partial_runs(results)
-    if results.errors:
-        lost.append(f"{len(results.errors)} file(s) or line(s) could not be read (said above)")
-    if lost and not args.allow_partial:
-        raise BenchError(
-            f"{args.results} holds part of a run only: {'; '.join(lost)}. Run the bench again, "
-            "or answer from what is there with --allow-partial"
-        )
-    for line in lost:
-        print(f"loadbench: answering from part of a run (--allow-partial): {line}", file=sys.stderr)
-    return results
+    """The results folder, refused (unless `--allow-partial`) where a run lost strategies or
+    rows: an answer from part of a run would name the best of what is left, not of what was
+    measured (`bench.commands.common.read_whole`)."""
+    return common.read_whole([args.results], allow_partial=args.allow_partial)
 
 
 def run_cli(args: argparse.Namespace) -> int:
