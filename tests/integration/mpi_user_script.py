@@ -62,4 +62,6 @@ if __name__ == "__main__":
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # skip the exit-time barrier: a failed rank must not hang the others
+    if code == 0:  # wait for every rank: the first to leave would take the coordinator with it,
+        jax.distributed.shutdown()  # and a rank still finishing would abort ("Socket closed")
+    os._exit(code)  # a failed rank skips that barrier: it must not hang the others
