@@ -185,9 +185,11 @@ class Pipeline:
 
     def _start_sender(self) -> None:
         """The one thread that sends the chunks going straight from mapped file pages: there is
-        nothing to read for them, and one thread issuing the transfers in file order keeps the
-        link as busy as several do, without handing the interpreter's lock back and forth
-        between threads for every chunk (which cost 3.5x the transfers' time on a TPU host)."""
+        nothing to read for them, and one thread issuing them in file order keeps the link busy
+        (asynchronous puts) while reusing its file's mapped window. On a TPU host the 684 puts of
+        sa3 summed 0.27 s from one thread against 1.6 s over four readers (each waiting for the
+        interpreter's lock); not the main thread, which must go on finishing jobs (a host copy's
+        budget is given back only then)."""
         sender = threading.Thread(
             target=self._serve,
             args=(self._mapped, np.empty(0, np.uint8)),

@@ -241,8 +241,7 @@ def test_a_window_of_the_file_is_mapped_for_many_chunks_sent_by_one_thread(
 ):
     """Mapped chunks are views of a window of their file mapped once for all the chunks in it
     (an `mmap` per chunk cost as much as the chunk's transfer inside gVisor), and one thread
-    starts all their transfers (several handing the interpreter's lock back and forth cost 3.5x
-    the transfers' time there)."""
+    starts all their transfers, in file order (the window is reused)."""
     path = shapes.synthesize(OVERSIZE, tmp_path)
     maps, senders = [], set()
     real_map, real_send = mmap.mmap, ring.RingSender.send
