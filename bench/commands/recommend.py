@@ -295,7 +295,8 @@ def read_whole(args: argparse.Namespace) -> Results:
     """The results folder, refused (unless `--allow-partial`) where a run lost strategies or
     rows: an answer from part of a run would name the best of what is left, not of what was
     measured (`bench.commands.common.read_whole`)."""
-    return common.read_whole([args.results], allow_partial=args.allow_partial)
+    allow_partial = getattr(args, "allow_partial", False)  # a caller's Namespace may lack it
+    return common.read_whole([args.results], allow_partial=allow_partial)
 
 
 def run_cli(args: argparse.Namespace) -> int:
