@@ -58,6 +58,7 @@ from loader.pipeline.jobs import (
     is_adoptable,
     job_view,
 )
+from loader.pipeline.mapped_send import MappedPart, batches, mapped_part, send_batch
 from loader.pipeline.options import PipelineOptions
 from loader.pipeline.order import coalesce, file_order, part_order
 from loader.pipeline.regions import Bytes, MemoryBytes
@@ -65,7 +66,6 @@ from loader.pipeline.ring import RingSender, Transfer, uses_ring
 from loader.pipeline.ring_job import (
     RingJob,
     model_bytes_per_device,
-    sent_from_mapped_pages,
     waits_for_program,
     warm_programs,
 )
@@ -117,7 +117,6 @@ class Pipeline:
         self._transfer = transfer
         self._lock = threading.Lock()
         self._work: queue.Queue[Work | None] = queue.Queue()  # for the reader threads
-        self._mapped: queue.Queue[Work | None] = queue.Queue()  # for the mapped pages' sender
         self._pending: Counter[Job[Any]] = Counter()  # parts still to read, per job
         self._done: queue.Queue[Job[Any] | CheckpointError] = queue.Queue()
         self._cancelled = threading.Event()
@@ -166,12 +165,12 @@ class Pipeline:
         source, speculation, sizing, _ = self._started()
         scratch = aligned((sizing.scratch_bytes,), np.uint8)
         speculation.run(lambda info: source.tensor_bytes(info.name))
-        self._serve(self._work, scratch)
+        self._serve(scratch)
 
-    def _serve(self, works: queue.Queue[Work | None], scratch: np.ndarray) -> None:
-        """Read (or send) what comes off `works` until a None; a failure stops the load."""
+    def _serve(self, scratch: np.ndarray) -> None:
+        """Read what comes off the work queue until a None; a failure stops the load."""
         _, _, _, budget = self._started()
-        while (work := works.get()) is not None:
+        while (work := self._work.get()) is not None:
             if self._cancelled.is_set():
                 continue
             try:
@@ -183,19 +182,45 @@ class Pipeline:
                 continue
             self._parts_done(work, seconds)
 
-    def _start_sender(self) -> None:
-        """The one thread that sends the chunks going straight from mapped file pages: there is
-        nothing to read for them, and one thread issuing them in file order keeps the link busy
-        (asynchronous puts) while reusing its file's mapped window. On a TPU host the 684 puts of
-        sa3 summed 0.27 s from one thread against 1.6 s over four readers (each waiting for the
-        interpreter's lock); not the main thread, which must go on finishing jobs (a host copy's
+    def _send_mapped(self, parts: list[MappedPart]) -> None:
+        """Send the chunks that go straight from mapped file pages, a batch per `jax.device_put`
+        (`loader.pipeline.mapped_send`); a failure is raised as the tensor's `CheckpointError`."""
+        sender = self._sender
+        assert sender is not None, "Pipeline: mapped chunks without a ring sender"
+        unfolded: dict[RingJob, None] = {}  # jobs with chunks arrived but not in their shard
+        for batch in batches(parts, sender.chunk_bytes):
+            if self._cancelled.is_set():
+                return
+            try:
+                seconds = send_batch(batch, sender)
+                # what completed meanwhile goes into its shard now, not when the leaf is finished
+                # (after the last batch, on this thread): device memory holds the shards being
+                # assembled and the chunks in flight, not every chunk sent since
+                unfolded.update(dict.fromkeys(part.job for part in batch))
+                unfolded = {job: None for job in unfolded if not job.fold_arrived()}
+            except BaseException as exc:  # noqa: BLE001 - named for the main thread
+                where = batch[0].work.where
+                if len(batch) > 1:
+                    where = f"{where} (or one of the {len(batch) - 1} chunks after it)"
+                raise reader_error(where, exc) from exc
+            for part in batch:
+                self._parts_done(part.work, seconds / len(batch))
+
+    def _start_sender(self, parts: list[MappedPart]) -> None:
+        """The one thread that sends the mapped chunks beside the reader threads (a load whose
+        other parts are read): not the main thread, which must go on finishing jobs (a host copy's
         budget is given back only then)."""
-        sender = threading.Thread(
-            target=self._serve,
-            args=(self._mapped, np.empty(0, np.uint8)),
-            name="loader-pipeline-mapped",
-            daemon=True,
-        )
+
+        def send() -> None:
+            try:
+                self._send_mapped(parts)
+            except CheckpointError as err:
+                self._cancelled.set()
+                if self.budget is not None:
+                    self.budget.cancel()
+                self._done.put(err)
+
+        sender = threading.Thread(target=send, name="loader-pipeline-mapped", daemon=True)
         self._workers.append(sender)
         sender.start()
 
@@ -233,11 +258,21 @@ class Pipeline:
         queued: list[Work] = sorted([*runs, *fused, *part_order(rest)], key=waits_for_program)
         self._pending = Counter(job for work in queued for job in work.jobs)
         ready = [job for job in jobs if not self._pending[job]]
-        to_sender = [sent_from_mapped_pages(work) for work in queued]
-        if any(to_sender):
-            self._start_sender()
-        for work, mapped in zip(queued, to_sender, strict=True):
-            (self._mapped if mapped else self._work).put(work)
+        mapped: list[MappedPart] = []
+        for work in queued:
+            part = mapped_part(work)
+            if part is None:
+                self._work.put(work)
+            else:
+                mapped.append(part)
+        if mapped and len(mapped) < len(queued):
+            self._start_sender(mapped)
+        elif mapped:  # nothing to read: this thread sends them all, then finishes the leaves
+            try:
+                self._send_mapped(mapped)
+            except CheckpointError:
+                self.close()
+                raise
         placed_s = sum(self._finish(job, plan) for job in ready)
         for _ in range(len(jobs) - len(ready)):
             done = self._done.get()
@@ -314,7 +349,6 @@ class Pipeline:
             self.budget.cancel()
         for _ in self._workers:
             self._work.put(None)
-            self._mapped.put(None)
         for t in self._workers:
             t.join()
         self._workers.clear()

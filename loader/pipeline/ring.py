@@ -283,6 +283,32 @@ class RingSender:
         self.count(self.received_bytes, piece.device, chunk.nbytes)
         return handle
 
+    def send_many(self, chunks: list[tuple[np.ndarray, DevicePiece, str, bool]]) -> list[object]:
+        """Start the transfers of (chunk, piece, where, whole) with one `jax.device_put` of the
+        list onto an accelerator (the Python cost of a put is paid once for the batch, see
+        `loader.pipeline.mapped_send`); one `send` each on the CPU backend or with a test's
+        transfer. The transfers' handles, in order."""
+        if self.transfer is not pageable_transfer or any(
+            host_memory(piece.device) for _, piece, _, _ in chunks
+        ):
+            return [self.send(c, piece, where, whole=whole) for c, piece, where, whole in chunks]
+        t0 = time.perf_counter()
+        try:
+            handles: list[object] = jax.device_put(
+                [c for c, _, _, _ in chunks], [piece.device for _, piece, _, _ in chunks]
+            )
+        except Exception as exc:
+            if device_shards.is_out_of_memory(exc):
+                where = chunks[0][2] if len(chunks) == 1 else f"{chunks[0][2]} to {chunks[-1][2]}"
+                nbytes = sum(c.nbytes for c, *_ in chunks)
+                raise device_shards.oom_error(where, chunks[0][1].device, nbytes) from exc
+            raise
+        with self._lock:
+            self.transfer_s += time.perf_counter() - t0
+        for c, piece, _, _ in chunks:
+            self.count(self.received_bytes, piece.device, c.nbytes)
+        return handles
+
     def report(self, report: LoadReport) -> None:
         """Say in the load's report how it staged and what each device received."""
         report.staging_memory = PAGEABLE if self._ring is not None else MAPPED

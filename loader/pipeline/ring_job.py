@@ -34,7 +34,7 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.pipeline import device_shards
 from loader.pipeline.cast import cast_into
-from loader.pipeline.jobs import JobPart, Work, device_regions, tensor_where
+from loader.pipeline.jobs import Work, device_regions, tensor_where
 from loader.pipeline.regions import (
     Bytes,
     fill_region,
@@ -151,18 +151,16 @@ class RingJob:
         return list(self.shared) if self.shared else list(self.chunks)
 
     def read(self, part: Chunk | SharedChunks, scratch: np.ndarray) -> float:
-        """Fill a slot with the chunk, start its transfer; the seconds spent reading (for
-        `SharedChunks`: fetch their rows once into `scratch`, then send every chunk of them)."""
+        """Start the chunk's transfer: straight from mapped pages where it can, else through a
+        ring slot it is read into; the seconds spent reading (or mapping). For `SharedChunks`:
+        fetch their rows once into `scratch`, then send every chunk of them."""
         source = self.source
         assert source is not None, f"{self.where}: read after the job was finished"
         if isinstance(part, SharedChunks):
             return self._read_shared(source, part, scratch)
-
-        def fill(chunk: np.ndarray) -> None:
-            shape, dtype = self.stored_shape, self.info.np_dtype
-            fill_region(source, shape, dtype, part.region, chunk, scratch, self._offset)
-
-        return self._send(part, fill)
+        mapped = self.mapped_chunk(part)
+        seconds = self._send_mapped(part, *mapped) if mapped is not None else None
+        return seconds if seconds is not None else self.through_ring(part, scratch)
 
     def _read_shared(self, source: Bytes, part: SharedChunks, scratch: np.ndarray) -> float:
         """Fetch the part's rows into `scratch` once, then send every chunk cut from them."""
@@ -177,16 +175,12 @@ class RingJob:
         for chunk in part.chunks:
             r = chunk.region
             box = rows[(slice(r[0].start - first, r[0].stop - first), *r[1:])]
-            seconds += self._send(chunk, _copy_of(box))
+            seconds += self._through_slot(chunk, _copy_of(box))
         return seconds
 
-    def _send(self, part: Chunk, fill: Callable[[np.ndarray], None]) -> float:
-        """Start the chunk's transfer: straight from mapped pages where it can, else through a
-        ring slot filled by `fill`; the seconds spent reading (or mapping)."""
-        mapped = self.mapped_chunk(part)
-        seconds = self._send_mapped(part, *mapped) if mapped is not None else None
-        if seconds is not None:
-            return seconds
+    def _through_slot(self, part: Chunk, fill: Callable[[np.ndarray], None]) -> float:
+        """Take a ring slot, `fill` it with the chunk, start its transfer and give the slot back
+        with it; the seconds spent filling."""
         piece, ring = part.piece, self.sender.ring
         slot = ring.take()
         handle = token = None
@@ -214,12 +208,25 @@ class RingJob:
         return self._offset + first * itemsize, nbytes
 
     def _send_mapped(self, part: Chunk, offset: int, nbytes: int) -> float | None:
-        """Map the chunk's pages, start their transfer (no host copy); the mapping holds its bytes
-        of the budget until the transfer completes (`MappedFlight`). The seconds spent mapping;
+        """Map the chunk's pages, start their transfer (no host copy); the seconds spent mapping;
         None where the source declines to map this range (then it goes through the ring)."""
+        t0 = time.perf_counter()
+        chunk = self.map_chunk(part, offset, nbytes)
+        if chunk is None:
+            return None
+        t1 = time.perf_counter()
+        handle, _, _ = self._hand_over(part, chunk[0])
+        self.sender.flight.launched(handle, nbytes, chunk[1])
+        return t1 - t0
+
+    def map_chunk(
+        self, part: Chunk, offset: int, nbytes: int
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(the chunk, its mapped bytes) as a view of the source's mapped pages, its `nbytes`
+        admitted to the sender's `MappedFlight` (held until its transfer completes, given back
+        here where the source declines to map the range: None)."""
         assert self.source is not None, f"{self.where}: read after the job was finished"
         flight = self.sender.flight
-        t0 = time.perf_counter()
         flight.admit(nbytes)
         try:
             raw = mapped_range(self.source, offset, nbytes)
@@ -229,23 +236,52 @@ class RingJob:
         if raw is None:
             flight.withdraw(nbytes)
             return None
-        chunk = raw.view(self.info.np_dtype).reshape(region_shape(part.region))
-        t1 = time.perf_counter()
-        handle, _, _ = self._hand_over(part, chunk)
-        flight.launched(handle, nbytes, raw)
-        return t1 - t0
+        return raw.view(self.info.np_dtype).reshape(region_shape(part.region)), raw
+
+    def through_ring(self, part: Chunk, scratch: np.ndarray) -> float:
+        """Fill a ring slot with the chunk and start its transfer (a chunk whose mapping the
+        source declined); the seconds spent reading."""
+        source = self.source
+        assert source is not None, f"{self.where}: read after the job was finished"
+
+        def fill(chunk: np.ndarray) -> None:
+            shape, dtype = self.stored_shape, self.info.np_dtype
+            fill_region(source, shape, dtype, part.region, chunk, scratch, self._offset)
+
+        return self._through_slot(part, fill)
 
     def _hand_over(self, part: Chunk, chunk: np.ndarray) -> tuple[object, object | None, bool]:
         """Start the chunk's transfer and fold what has arrived into the shard: (the transfer,
         the token of the last update made, whether this chunk was folded)."""
         piece = part.piece
-        whole = part.region == piece.source_region and not piece.transposes
-        handle = self.sender.send(chunk, piece, self.where, whole=whole)
+        handle = self.sender.send(chunk, piece, self.where, whole=self.is_whole(part))
+        return (handle, *self.arrived(part, handle))
+
+    def is_whole(self, part: Chunk) -> bool:
+        """Whether the chunk is its device's whole shard, as stored (its array is the shard)."""
+        piece = part.piece
+        return part.region == piece.source_region and not piece.transposes
+
+    def arrived(self, part: Chunk, handle: object) -> tuple[object | None, bool]:
+        """Record the chunk's transfer and fold what has arrived into the shard: (the token of the
+        last update made, whether this chunk was folded)."""
+        piece = part.piece
         with piece.lock:
             piece.pending.append((handle, part.region))
             token = device_shards.fold(piece, self.where, self.sender.programs, ready_only=True)
             folded = all(h is not handle for h, _ in piece.pending)
-        return handle, token, folded
+        return token, folded
+
+    def fold_arrived(self) -> bool:
+        """Fold every chunk whose transfer has completed into its shard (so a chunk does not stay
+        on the device beside the shard it was copied into); whether none is left pending."""
+        left = False
+        for piece in self.pieces:
+            with piece.lock:
+                if piece.pending:
+                    device_shards.fold(piece, self.where, self.sender.programs, ready_only=True)
+                    left = left or bool(piece.pending)
+        return not left
 
     def finish(self, plan: LoadPlan) -> None:
         """Assemble each device's shard and give the leaf its value."""
@@ -274,17 +310,6 @@ class RingJob:
 def _copy_of(box: np.ndarray) -> Callable[[np.ndarray], None]:
     """Fill a slot's chunk with `box` (cast into the leaf's dtype)."""
     return lambda chunk: cast_into(chunk, box)
-
-
-def sent_from_mapped_pages(work: Work) -> bool:
-    """Whether a queued part is a chunk that goes straight from mapped file pages (nothing to
-    read: the pipeline's one sender thread starts its transfer)."""
-    return (
-        isinstance(work, JobPart)
-        and isinstance(work.job, RingJob)
-        and isinstance(work.part, Chunk)
-        and work.job.mapped_chunk(work.part) is not None
-    )
 
 
 def waits_for_program(work: Work) -> bool:

@@ -1,0 +1,102 @@
+"""The chunks that go straight from mapped file pages, sent a batch at a time by one thread.
+
+A mapped chunk has nothing to read (`loader.pipeline.ring`'s mapped route): what it costs is the
+Python around its `jax.device_put`. Measured on a TPU v5e host (gVisor, sa3's 684 chunks, see
+docs/results.md): one put per chunk from a sender thread, beside the main thread finishing leaves,
+took 0.37-0.40 s of puts (0.55 ms each: the two threads hand the interpreter's lock back and forth);
+the model zoos' one put per leaf on the main thread 0.18 s; one `jax.device_put` of a list of the
+685 views 0.10 s. So:
+
+- the chunks go in batches (`batches`): consecutive chunks in file order, each batch mapped (its
+  chunks admitted to the `MappedFlight` and viewed in their file's window) and then handed to one
+  `jax.device_put` (`RingSender.send_many`);
+- where every part of a load is a mapped chunk (a local file, no cast: the usual load onto an
+  accelerator), the main thread sends them all before it finishes any leaf; where reader threads
+  read other parts, one sender thread sends them beside the readers (the main thread must go on
+  finishing jobs there: a host copy's budget is given back only then).
+
+A batch holds at most `BATCH_CHUNKS` chunks and at most `limit_bytes` (the sender's largest mapped
+chunk): its chunks are admitted before its one call, so a batch must fit what the budget lets be
+in flight once everything launched earlier has landed, as a single chunk did.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from loader.pipeline.jobs import JobPart, Work
+from loader.pipeline.ring import RingSender
+from loader.pipeline.ring_chunks import Chunk
+from loader.pipeline.ring_job import RingJob
+
+BATCH_CHUNKS = 256  # chunks per `jax.device_put` call at most
+
+
+@dataclass(frozen=True)
+class MappedPart:
+    """A queued part that goes straight from mapped pages: a ring job's chunk, at `offset` in its
+    source, `nbytes` long (`loader.pipeline.ring_job.mapped_part`)."""
+
+    work: JobPart[Chunk]
+    offset: int
+    nbytes: int
+
+    @property
+    def job(self) -> RingJob:
+        job = self.work.job
+        assert isinstance(job, RingJob), f"{self.work.where}: a mapped part of a {type(job)}"
+        return job
+
+    @property
+    def chunk(self) -> Chunk:
+        return self.work.part
+
+
+def mapped_part(work: Work) -> MappedPart | None:
+    """A queued part as a `MappedPart` where it is a ring job's chunk that goes straight from
+    mapped file pages (no cast, a source that maps, one run of bytes); else None."""
+    if isinstance(work, JobPart) and isinstance(work.job, RingJob) and isinstance(work.part, Chunk):
+        at = work.job.mapped_chunk(work.part)
+        if at is not None:
+            return MappedPart(work, *at)
+    return None
+
+
+def batches(parts: Iterable[MappedPart], limit_bytes: int) -> Iterator[list[MappedPart]]:
+    """Consecutive parts, at most `BATCH_CHUNKS` and `limit_bytes` a batch (a larger part alone)."""
+    batch: list[MappedPart] = []
+    size = 0
+    for part in parts:
+        if batch and (len(batch) >= BATCH_CHUNKS or size + part.nbytes > limit_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append(part)
+        size += part.nbytes
+    if batch:
+        yield batch
+
+
+def send_batch(batch: list[MappedPart], sender: RingSender) -> float:
+    """Map the batch's chunks and start their transfers with one call; the seconds spent mapping.
+    A chunk whose range its source declines to map goes through a ring slot instead."""
+    t0 = time.perf_counter()
+    mapped: list[tuple[MappedPart, np.ndarray, np.ndarray]] = []
+    ring_s = 0.0
+    for part in batch:
+        got = part.job.map_chunk(part.chunk, part.offset, part.nbytes)
+        if got is None:
+            ring_s += part.job.through_ring(part.chunk, np.empty(0, np.uint8))
+        else:
+            mapped.append((part, *got))
+    mapping_s = time.perf_counter() - t0 - ring_s
+    handles = sender.send_many(
+        [(chunk, p.chunk.piece, p.job.where, p.job.is_whole(p.chunk)) for p, chunk, _ in mapped]
+    )
+    for (part, _, raw), handle in zip(mapped, handles, strict=True):
+        part.job.arrived(part.chunk, handle)
+        sender.flight.launched(handle, part.nbytes, raw)
+    return mapping_s + ring_s
