@@ -6,8 +6,9 @@ a staging copy: it must live until its transfer has completed, and no longer. Tw
 
 - **Mapped** (a local file, no cast): the chunk's bytes are a read-only view of the file's mapped
   pages (a window of them, `loader.pipeline.file_pages`), handed to `jax.device_put` as they
-  are, with no host copy, by the pipeline's one sender thread; the view holds its bytes of the
-  budget until the transfer completes, then goes (`MappedFlight`). A host whose
+  are, with no host copy, a batch of them per call (`loader.pipeline.mapped_send`,
+  `RingSender.send_many`); the view holds its bytes of the budget until the transfer completes,
+  then goes (`MappedFlight`). A host whose
   first touch of fresh anonymous memory is slow (a sandbox such as gVisor faults each page in
   through its own kernel) copies nothing this way, and several transfers in flight keep the link
   busy (one `device_put` at a time carries about half of what several do on a TPU v5e host; see
