@@ -67,7 +67,7 @@ mpi-deps: ## install Debian's Open MPI (mpirun) for the tests under a real launc
 	  else echo "mpi-deps: mpirun missing and not root; the mpirun tests will be skipped"; fi; }
 
 test: $(STAMP) browser-deps remote-deps mpi-deps ## run the test suite (CPU, 8 simulated devices)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 lint: $(STAMP) ## ruff (with the complexity rules) and format check, then mypy (config in pyproject.toml)
 	$(VENV)/bin/ruff check loader bench shapes dashboard tests scripts
