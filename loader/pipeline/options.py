@@ -17,6 +17,7 @@ from numbers import Integral
 from typing import Any
 
 from loader.errors import CheckpointError
+from loader.options import check_budget
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
 from loader.vocabulary import AUTO, CACHE_POLICIES
 
@@ -66,11 +67,7 @@ class PipelineOptions:
         return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
 
     def __post_init__(self) -> None:
-        if isinstance(self.budget, bool) or not isinstance(self.budget, Integral):
-            raise CheckpointError(f"budget={self.budget!r}: give a whole number of bytes")
-        if self.budget <= 0:
-            raise CheckpointError(f"budget={self.budget!r}: give a positive number of bytes")
-        object.__setattr__(self, "budget", int(self.budget))
+        object.__setattr__(self, "budget", check_budget(self.budget, DEFAULT_BUDGET_BYTES))
         if self.staging is not None and not isinstance(self.staging, bool):
             raise CheckpointError(f"staging={self.staging!r}: give True, False or None")
         if self.threads is not None and (
