@@ -202,7 +202,7 @@ class Pipeline:
                 where = batch[0].work.where
                 if len(batch) > 1:
                     where = f"{where} (or one of the {len(batch) - 1} chunks after it)"
-                raise reader_error(where, exc) from exc
+                raise reader_error(where, exc)  # noqa: B904 - it names its cause where it wraps one
             for part in batch:
                 self._parts_done(part.work, seconds / len(batch))
 
