@@ -426,3 +426,20 @@ def test_arrived_chunks_go_into_their_shards_while_later_batches_are_sent(
     assert report.device_programs  # shards assembled from chunks
     last = {".".join(map(str, j.step.leaf.key)) for j in last_batch}
     assert pending_at_finish and pending_at_finish[0] <= last, (pending_at_finish, last)
+
+
+def test_a_batch_that_runs_out_of_device_memory_names_its_tensors(tmp_path, poison, monkeypatch):
+    """One `jax.device_put` of a batch failing for device memory: one error naming the batch's
+    first and last tensors, the device and its free memory; every loader thread joined."""
+    path = shapes.synthesize(MANY_SHAPES, tmp_path)
+    monkeypatch.setattr(ring, "host_memory", lambda device: False)
+
+    def full(x, *a, **k):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4096 bytes")
+
+    monkeypatch.setattr(ring.jax, "device_put", full)
+    with pytest.raises(DeviceOutOfMemoryError) as caught:
+        load(MANY_SHAPES, path, poison)
+    text = str(caught.value)
+    assert "tensor 'l0.weight'" in text and " to " in text and "ran out of memory" in text, text
+    assert [t for t in threading.enumerate() if t.name.startswith("loader-pipeline")] == []
