@@ -195,7 +195,7 @@ def test_timeline_overlays_several_results(app):
     at = app("views/timeline.py")
     widget = at.multiselect(key="timeline_results")
     wanted = [
-        o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"] and "2 dev" not in o
+        o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r1"] and "2 dev" not in o
     ]
     assert len(wanted) == 4  # floor, eager, stream, pipelined (on 8 devices)
     widget.set_value(wanted).run()
