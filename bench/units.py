@@ -13,7 +13,9 @@ from bench.errors import BenchError
 
 # the one formatter of sizes, rates and seconds (`shapes.sizes`): the bench's callers import it here
 from shapes.sizes import (  # noqa: F401
+    column_unit,
     format_bytes,
+    format_bytes_in,
     format_gib,
     format_rate,
     format_seconds,

@@ -21,7 +21,7 @@ from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.decision_words import MEASURE_NAMES, sentence
 from bench.analysis.judge import Decision, TargetHost, judge
 from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
-from bench.records.results import LOCAL, ROUTE, Results
+from bench.records.results import LOCAL, MEANINGS, ROUTE, X_CEILING, X_FLOOR, Results, x_ceiling
 from bench.vocabulary import DOES_NOT_FIT, FITS, OK, TIGHT
 from dashboard import frames, style
 from loader.vocabulary import PEER, REFERENCE, STRATEGY
@@ -253,7 +253,7 @@ def small_checkpoint_note(checkpoint_bytes: float) -> str | None:
         return None
     return (
         f"checkpoint under {style.size(MIN_FIT_BYTES)}: its peaks are mostly per-process "
-        "overhead, so the × checkpoint figures say little"
+        "overhead, so the x checkpoint figures say little"
     )
 
 
@@ -264,14 +264,16 @@ COLUMNS = {  # the table's columns, in order: name -> header
     "needs": "needs RAM",
     "wall": "wall (median)",
     "ready": "ready (compiled)",
-    "ratio": "× checkpoint",
+    "ratio": "x checkpoint",
     "over": "peak over baseline",
-    "floor": "× floor",
-    "ceiling": "× ceiling",
+    "floor": "x floor",
+    "ceiling": "x ceiling",
     "throughput": "throughput",
     "received": "bytes received",
     "reason": "why here",
 }
+#: The cost table's legend: its ratios, each in the one definition every surface uses.
+LEGEND = f"{X_CEILING}: {MEANINGS[X_CEILING]}. {X_FLOOR}: {MEANINGS[X_FLOOR]}."
 RECOMMENDED_MARK = "★ "  # before the recommended strategy's name in the table
 
 
@@ -279,7 +281,9 @@ def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
     """The table that leads with the answer (`answer.ranked`): the recommended row first and
     marked, then those that fit by time, then those that do not, skipped and failed rows last
     with their reason; the absolute peak (the headline's number) and the RAM it needs beside the
-    peak over baseline. Columns empty on every row are left out. The report prints it too."""
+    peak over baseline, each column of sizes in one unit (`style.sizes`); `x ceiling` and `x floor`
+    as every surface defines them (`bench.records.results.x_ceiling`, `LEGEND`). Columns empty on
+    every row are left out. The report prints it too."""
     rows = ranked(shown, ram)
     nan = pd.Series(float("nan"), index=rows.index)
     peak = pd.to_numeric(rows["peak_rss_bytes"])
@@ -289,16 +293,16 @@ def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
                 ~rows["recommended"], RECOMMENDED_MARK + rows["strategy"]
             ),
             "fits": rows["fits"].where((rows["status"] == OK) & (rows["kind"] != REFERENCE), "–"),
-            "peak": peak.map(style.size),
-            "needs": peak.map(lambda p: style.size(minimum_ram(int(p))) if pd.notna(p) else "–"),
+            "peak": style.sizes(peak),
+            "needs": style.sizes(peak.map(lambda p: minimum_ram(int(p)) if pd.notna(p) else None)),
             "wall": rows["wall_s"].map(style.seconds),
             "ready": rows.get("ready_s", nan).map(style.seconds),
             "ratio": rows["peak_ratio"].map(style.ratio),
-            "over": rows["peak_over_baseline_bytes"].map(style.size),
+            "over": style.sizes(rows["peak_over_baseline_bytes"]),
             "floor": rows.get("floor_ratio", nan).map(style.ratio),
-            "ceiling": rows.get("ceiling_ratio", nan).map(style.ratio),
+            "ceiling": x_ceiling(rows).map(style.ratio),
             "throughput": rows["throughput_bytes_per_s"].map(style.rate),
-            "received": rows.get("bytes_received", nan).map(style.size),
+            "received": style.sizes(rows.get("bytes_received", nan)),
             "reason": rows["reason"],
         }
     )

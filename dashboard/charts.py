@@ -42,7 +42,7 @@ def phase_peak_bars(med: pd.DataFrame) -> alt.Chart:
         "phase",
         alt.Tooltip("peak_over_baseline_bytes_u:Q", format=fmt, title=f"high-water ({unit})"),
         alt.Tooltip("adds_bytes_u:Q", format=fmt, title=f"above the RSS it began at ({unit})"),
-        alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="× checkpoint"),
+        alt.Tooltip("phase_peak_ratio:Q", format=".2f", title="x checkpoint"),
     ]
     y = alt.Y(
         "peak_over_baseline_bytes_u:Q",
@@ -240,10 +240,10 @@ def compare_bars(ratios: pd.DataFrame) -> alt.LayerChart:
 
 
 HISTORY_METRICS = {  # what the History page and the report plot, and their y titles
-    history.TIME: "time / reference beside it (×, judged)",
+    history.TIME: "time / reference beside it (x, judged)",
     history.PEAK: "peak over baseline (GiB, judged)",
     history.WALL: "wall time (s, follows the machine)",
-    history.FLOOR: "time / floor line (×, compares machines)",
+    history.FLOOR: "time / floor line (x, compares machines)",
 }
 BOUNDARY_COLOR = "#6d4c41"
 

@@ -82,7 +82,7 @@ def flag(name: str) -> Param[bool]:
 
 def choice(name: str, words: Mapping[str, str]) -> Param[str]:
     """One of a few options, each written as a short word (`peak=checkpoint` for the option
-    "× checkpoint")."""
+    "x checkpoint")."""
     options = {word: option for option, word in words.items()}
     return Param(name, options.__getitem__, words.__getitem__)
 

@@ -32,7 +32,7 @@ from bench.analysis import history
 from bench.errors import BenchError
 from bench.records.results import Results, read_results
 from bench.units import parse_size
-from dashboard import charts, comparison, style
+from dashboard import answer, charts, comparison, style
 from dashboard.sections import ReportFrames, report_frames
 from shapes.sizes import format_bytes
 
@@ -90,6 +90,7 @@ def _render(report: ReportFrames, source: str) -> str:
             if chart is not None:
                 doc.chart(chart)
             doc.table(cost.table)
+            doc.add("p", answer.LEGEND, "legend")
         if figures.phases:
             doc.add("h3", PHASES_TITLE)
             for chart in figures.phases:

@@ -315,7 +315,7 @@ class HostLine:
 
 def host_line(shown: pd.DataFrame, ram: int, as_ratio: bool, divisor: float) -> HostLine:
     """The host's RAM and the headline's margin (the host RAM less 10%) on the chart's axis: as
-    they are on the absolute axis; less the median baseline on the × checkpoint axis."""
+    they are on the absolute axis; less the median baseline on the x checkpoint axis."""
     margin = answer.margin_bytes(ram)
     said = f"fits with 10% to spare: peak ≤ {style.size(margin)}"
     if not as_ratio:

@@ -100,7 +100,7 @@ EVERY_RUN = {
     "strategy": "strategy",
     "repeat": "repeat",
     "status": "status",
-    "peak_ratio": "× checkpoint",
+    "peak_ratio": "x checkpoint",
     "wall_s": "wall",
     "error": "error",
 }
@@ -261,6 +261,7 @@ def _every_run(phases: pd.DataFrame) -> pd.DataFrame:
     totals = frames.route_labelled(frames.whole_run(phases))
     totals = totals[totals["phase"] == TOTAL].sort_values(["shapes", "strategy", "repeat"])
     table = totals.assign(
+        repeat=totals["repeat"].map(style.repeat_number),
         peak_ratio=totals["peak_ratio"].map(style.ratio),
         wall_s=totals["wall_s"].map(style.seconds),
         error=totals["error"].fillna(""),

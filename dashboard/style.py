@@ -6,8 +6,11 @@ registry order, any other name (an extra or a peer) a slot chosen from a hash of
 use a different, paler palette, so a phase is never mistaken for a strategy. A chart's legend lists
 only what it draws (`strategy_scale(shown)`), with those fixed colours.
 
-Numbers: sizes, rates and seconds through `shapes.sizes`, the one formatter the CLI prints with
-too (binary units, rates in GiB/s, three significant digits); an unknown figure reads "–".
+Numbers: sizes, rates and seconds through `shapes.sizes`, the one formatter the CLI prints with too
+(binary units, rates in GiB/s, three significant digits); an unknown figure reads "–". A repeat is
+counted from 1, as the CLI counts it (`repeat_number`); a table's column of sizes is in one unit
+(`sizes`), and a multiple is written `1.01x`, with the letter x the CLI and the judge's sentence
+use.
 Imports neither jax nor streamlit (the static report uses it too).
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import zlib
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -36,7 +40,7 @@ from loader.vocabulary import (
     TOTAL,
     TRANSFER,
 )
-from shapes.sizes import format_bytes, format_rate, format_seconds
+from shapes.sizes import column_unit, format_bytes, format_bytes_in, format_rate, format_seconds
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -193,14 +197,34 @@ def size(n: float | None) -> str:
     return UNKNOWN if n is None or pd.isna(n) else format_bytes(float(n))
 
 
+def sizes(column: pd.Series) -> pd.Series:
+    """A table's column of sizes in one unit, the one its largest value reaches (`column_unit`):
+    `0.838 GiB` beside `1.35 GiB`, never `858 MiB` beside `1.35 GiB`; `–` where unknown.
+
+    Example:
+        >>> sizes(pd.Series([858 << 20, 1.35 * 2**30, None])).tolist()
+        ['0.838 GiB', '1.35 GiB', '–']
+    """
+    values = pd.to_numeric(column, errors="coerce")
+    unit = column_unit(values.dropna().tolist())
+    return values.map(lambda n: UNKNOWN if pd.isna(n) else format_bytes_in(float(n), unit))
+
+
+def repeat_number(stored: Any) -> int:
+    """A repeat as a user reads it, counted from 1 as `bench run` prints it (`repeat 1`): the
+    stored `repeat` field counts from 0 and keeps doing so."""
+    return int(stored) + 1
+
+
 def seconds(s: float | None) -> str:
     """Seconds as `1.90 s`, `0.000541 s` (`shapes.sizes.format_seconds`; `–` when unknown)."""
     return UNKNOWN if s is None or pd.isna(s) else format_seconds(float(s))
 
 
 def ratio(r: float | None) -> str:
-    """A multiple of the checkpoint: `1.01×` (`–` when unknown)."""
-    return UNKNOWN if r is None or pd.isna(r) else f"{float(r):.2f}×"
+    """A multiple: `1.01x`, the letter x as the CLI and the judge's sentence write it (`–` when
+    unknown)."""
+    return UNKNOWN if r is None or pd.isna(r) else f"{float(r):.2f}x"
 
 
 def rate(bytes_per_s: float | None) -> str:

@@ -157,8 +157,8 @@ def remote_figures(rows: pd.DataFrame) -> None:
             "link ceiling": figures["ceiling_s"].map(style.seconds),
             "wall ÷ ceiling": figures["ceiling_ratio"].map(style.ratio),
             "bytes received": figures["bytes_received"].map(style.size),
-            "× checkpoint": (figures["bytes_received"] / figures["checkpoint_bytes"]).map(
-                lambda r: "–" if pd.isna(r) else f"{r:.3f}×"
+            "x checkpoint": (figures["bytes_received"] / figures["checkpoint_bytes"]).map(
+                lambda r: "–" if pd.isna(r) else f"{r:.3f}x"
             ),
             "requests": figures["requests"].map(lambda n: "–" if pd.isna(n) else f"{n:,.0f}"),
         }
@@ -198,7 +198,7 @@ def pick_cache(phases: pd.DataFrame, *, key: str) -> pd.DataFrame:
     return phases
 
 
-Format = str | Callable[[float], str]  # `"{:.2f}×"`, or a function such as `style.seconds`
+Format = str | Callable[[float], str]  # `"{:.2f}x"`, or a function such as `style.seconds`
 
 
 def number_table(table: pd.DataFrame, formats: dict[str, Format], labels: dict[str, str]) -> Any:
@@ -217,6 +217,7 @@ def status_table(phases: pd.DataFrame) -> None:
     totals = totals[totals["phase"] == TOTAL]
     cols = ["strategy", "repeat", "dtype", "devices", "status", "peak_ratio", "wall_s", "error"]
     table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)
+    table["repeat"] = table["repeat"].map(style.repeat_number)  # from 1, as `bench run` says
     table["error"] = table["error"].where(table["error"].map(lambda e: isinstance(e, str)), "")
     for number in ("peak_ratio", "wall_s"):  # a failed run's None reads "–", never "None"
         table[number] = pd.to_numeric(table[number], errors="coerce")
@@ -224,8 +225,8 @@ def status_table(phases: pd.DataFrame) -> None:
     st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))
     styler, config = number_table(
         table,
-        {"peak_ratio": "{:.2f}×", "wall_s": style.seconds},
-        {"peak_ratio": "× checkpoint", "wall_s": "wall"},
+        {"peak_ratio": "{:.2f}x", "wall_s": style.seconds},
+        {"peak_ratio": "x checkpoint", "wall_s": "wall"},
     )
     st.dataframe(
         styler.apply(_status_style, axis=1), hide_index=True, width="stretch", column_config=config

@@ -10,6 +10,7 @@ same everywhere. No jax, no numpy: `bench`, `dashboard` and `shapes` import it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 MISSING = "-"  # what an unknown figure (None or NaN) prints as
 DIGITS = 3  # significant digits of a size or a rate
@@ -47,6 +48,33 @@ def format_bytes(n: float | None) -> str:
         if abs(n) >= size:
             return f"{significant(n / size)} {unit}"
     return f"{int(n)} B"
+
+
+def column_unit(values: Iterable[float | None]) -> tuple[str, int]:
+    """The one unit for a column of sizes: the largest binary unit its largest known value
+    reaches (`("GiB", 2**30)`; `("B", 1)` for none), so that a column never mixes units.
+
+    Example:
+        >>> column_unit([900 << 20, 3 << 30, None])
+        ('GiB', 1073741824)
+    """
+    known = [abs(float(v)) for v in values if v is not None and v == v]
+    largest = max(known, default=0.0)
+    return next(((unit, size) for unit, size in UNITS if largest >= size), ("B", 1))
+
+
+def format_bytes_in(n: float | None, unit: tuple[str, int]) -> str:
+    """A size in `unit` (from `column_unit`), three significant digits: `0.838 GiB`; `-` for None
+    or NaN.
+
+    Example:
+        >>> format_bytes_in(858 << 20, ("GiB", 1 << 30))
+        '0.838 GiB'
+    """
+    if n is None or n != n:
+        return MISSING
+    name, size = unit
+    return f"{int(n)} B" if size == 1 else f"{significant(float(n) / size)} {name}"
 
 
 def format_gib(n: float | None) -> str:

@@ -50,7 +50,7 @@ from bench.analysis.shares import process_label
 from bench.errors import NoResultsError
 from bench.link import FILE_SOURCE
 from bench.records.results import Results, summarize
-from bench.units import as_read, format_bytes
+from bench.units import as_read, column_unit, format_bytes, format_bytes_in
 from bench.vocabulary import SPEC, WARM
 from loader.vocabulary import PEER, REFERENCE
 
@@ -377,18 +377,24 @@ def fit_error_text(model: FitModel) -> str:
 def table_rows(advice: Advice) -> list[dict[str, Any]]:
     """One row per predicted strategy, in the recommendation's order (the recommended first, then
     fits, then faster); with `--accelerator`, the host peak's basis and the device's peak and
-    verdict too."""
+    verdict too. Each column of sizes is in one unit (`column_unit`)."""
     rows = []
-    for s in advice.rec.strategies:
+    strategies = advice.rec.strategies
+    peaks = column_unit(s.predicted_peak_bytes for s in strategies)
+    headrooms = column_unit(s.headroom_bytes for s in strategies)
+    devices = column_unit(s.device.device_peak_bytes for s in strategies if s.device)
+    for s in strategies:
         row: dict[str, Any] = {
             "strategy": s.strategy,
             "verdict": s.verdict,
-            "host peak" if s.device else "predicted peak": format_bytes(s.predicted_peak_bytes),
-            "headroom": format_bytes(s.headroom_bytes),
+            "host peak" if s.device else "predicted peak": format_bytes_in(
+                s.predicted_peak_bytes, peaks
+            ),
+            "headroom": format_bytes_in(s.headroom_bytes, headrooms),
         }
         if s.device is not None:
             row["host peak from"] = s.device.host_basis
-            row["device peak"] = format_bytes(s.device.device_peak_bytes)
+            row["device peak"] = format_bytes_in(s.device.device_peak_bytes, devices)
             row["device verdict"] = s.device.device_verdict or "give --device-ram"
         row |= {
             "predicted time": f"{s.predicted_wall_s:.2f} s",

@@ -1,5 +1,5 @@
-"""Is NEW different from BASE? The one rule `compare` and `history` use (and the judge, once it
-adopts it), so that "faster", "slower", "lighter", "heavier" and "same" mean one thing.
+"""Is NEW different from BASE? The one module that says so, for `compare`, `history` and the judge,
+so that "faster", "slower", "lighter", "heavier", "same" and "ties" mean one thing.
 
 Two samples of a positive measure (times as paired ratios or seconds, peaks as bytes) are compared
 by the ratio of their geometric means, NEW over BASE, with its confidence interval: Welch's t test
@@ -16,7 +16,16 @@ a side there is no interval, and no call (`judged` is False, `direction` UNDECID
 
 How large a difference must be to matter is a separate question, asked of the same record:
 `beyond(factor)` says whether the whole interval lies beyond `factor` (a CI gate's
-`--max-regression 5%` is `beyond(1.05)`; a history step of 10% is `beyond(1.10)`). No jax.
+`--max-regression 5%` is `beyond(1.05)`; a history step of 10% is `beyond(1.10)`).
+
+The judge (`bench.analysis.judge`) asks the same question of candidates it holds as summaries, not
+samples: a summary row keeps each strategy's 95% interval of the measure
+(`bench.intervals.Interval`, t on the logarithms of its repeats) and not the repeats behind it, and
+a prediction has only the interval its fit measured. `intervals_tie` is the test it asks there: two
+such intervals tie where they overlap. It lives here, beside `difference`, so that the rule for
+"different?" is stated in one module; where the repeats are at hand, `difference` is the sharper
+test (an overlap of two 95% intervals is stricter than Welch's 95% interval of their ratio leaving
+out 1). No jax.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from typing import Any
 
 from scipy.stats import norm, ttest_ind
 
+from bench.intervals import Interval
 from bench.vocabulary import FASTER, HEAVIER, LIGHTER, SAME, SLOWER, UNDECIDED
 
 TIME_MEASURE, MEMORY_MEASURE = "time", "memory"  # what is compared: its direction words
@@ -171,3 +181,23 @@ def _welch_half_width(
         test = ttest_ind(a, b, equal_var=False)
         ci = test.confidence_interval(confidence_level=confidence)
     return (float(ci.high) - float(ci.low)) / 2, float(test.pvalue)
+
+
+def intervals_tie(a: Interval, b: Interval) -> bool:
+    """Two 95% intervals of one measure (each of 2 or more repeats) tie on it: they share a value,
+    so neither is called faster. The judge's test for "different?" over summaries (the module doc).
+
+    Example:
+        >>> intervals_tie(Interval(2.0, 1.9, 2.1, 3), Interval(2.15, 2.05, 2.25, 3))
+        True
+
+    Raises:
+        ValueError: an interval of fewer than 2 repeats (it says nothing of its spread).
+    """
+    for side in (a, b):
+        if side.n < 2:
+            raise ValueError(
+                f"interval {side.text()}: a tie needs 2 or more repeats a side; "
+                "a candidate of one run is not judged on time"
+            )
+    return a.overlaps(b)

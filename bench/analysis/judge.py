@@ -12,7 +12,8 @@ The rule, stated once:
 - **The measure ranked** (one, named in the record): the paired ratio (`PAIRED`: wall over a bare
   copy of the checkpoint timed beside each repeat) where every candidate carries one, else the
   wall time (`WALL`, t on the log walls); a prediction's predicted time (`PREDICTED`).
-- **Ties** (`_tied`): two candidates tie when their 95% intervals of the measure overlap. A
+- **Ties** (`_tied`, by `bench.analysis.difference.intervals_tie`, the module that holds the one
+  rule for "different?"): two candidates tie when their 95% intervals of the measure overlap. A
   candidate of one run has no interval: it is not judged on time against any other
   (`Decision.unjudged`), never said to tie.
 - **The pick.** The fastest by the measure, with those tied with it or not judged against it,
@@ -39,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.analysis import difference
 from bench.analysis.predictions import StrategyPrediction
 from bench.errors import BenchError
 from bench.intervals import Interval
@@ -115,12 +117,11 @@ class Candidate:
 
 
 def _tied(a: Candidate, b: Candidate) -> bool:
-    """The one rule for "different?" on time, as the judge asks it: `a` and `b` (both judged)
-    tie where their 95% intervals of the measure overlap. The only place the judge asks it, so
-    that it can be pointed at the rule `compare` and `history` use (`bench.analysis.difference`)
-    without touching anything else here."""
+    """`a` and `b` (both judged) tie on time by the rule `bench.analysis.difference` states for
+    summaries (`intervals_tie`: their 95% intervals of the measure overlap); the rows the judge
+    sees keep each strategy's interval, not the repeats behind it."""
     assert a.time is not None and b.time is not None
-    return a.time.low <= b.time.high and b.time.low <= a.time.high
+    return difference.intervals_tie(a.time, b.time)
 
 
 def lighter(a: Candidate, b: Candidate) -> bool:

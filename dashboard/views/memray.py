@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
-from dashboard import data, frames, link, paths, widgets
+from dashboard import data, frames, link, paths, style, widgets
 
 
 def _captures(results) -> pd.DataFrame:
@@ -23,7 +23,8 @@ def _captures(results) -> pd.DataFrame:
     )
     labels = data.run_labels(results.runs, results.phases)
     rows["label"] = [
-        f"{r.strategy} · {r.shapes} · r{r.repeat} — {labels.get(str(r.run_id), str(r.run_id))}"
+        f"{r.strategy} · {r.shapes} · r{style.repeat_number(r.repeat)} — "
+        + labels.get(str(r.run_id), str(r.run_id))
         for r in rows.itertuples()
     ]
     return rows.sort_values("label").reset_index(drop=True)

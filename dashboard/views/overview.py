@@ -111,9 +111,10 @@ def _table(shown: pd.DataFrame, ram: int) -> None:
         subset=figures, **{"white-space": "nowrap"}
     )
     st.table(styler)
+    st.caption(answer.LEGEND)
 
 
-PEAK_AXES = ("peak RSS", "× checkpoint")  # the chart's y: absolute (the headline's), or a ratio
+PEAK_AXES = ("peak RSS", "x checkpoint")  # the chart's y: absolute (the headline's), or a ratio
 PEAK = link.choice("peak", dict(zip(PEAK_AXES, ("rss", "checkpoint"), strict=True)))  # in the URL
 
 
@@ -125,7 +126,7 @@ def _chart(shown: pd.DataFrame, view: dict, ceiling: scatter.CeilingLine | None)
     unit, divisor = style.byte_unit(peak.max())
     shown = shown.assign(peak_unit=peak / divisor)
     y, title, fmt = (
-        ("peak_ratio", "peak over baseline (× checkpoint)", ".2f")
+        ("peak_ratio", "peak over baseline (x checkpoint)", ".2f")
         if as_ratio
         else ("peak_unit", f"peak RSS ({unit})", style.number_format(unit))
     )

@@ -80,7 +80,7 @@ def _format(column: str) -> widgets.Format:
     if column.endswith("_s"):
         return style.seconds
     if column.endswith("ratio"):
-        return "{:.2f}×"
+        return "{:.2f}x"
     return style.size if column.endswith("_bytes") else "{:,.0f}"
 
 

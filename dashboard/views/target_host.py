@@ -385,7 +385,7 @@ def _links(results: Any, summary: dict | None, name: str) -> None:
             "concurrency": p.concurrency,
             "wall (median)": style.seconds(p.wall_s),
             "wall (min–max)": f"{style.seconds(p.wall_s_min)} – {style.seconds(p.wall_s_max)}",
-            "× ceiling": style.ratio(p.ceiling_ratio),
+            "x ceiling": style.ratio(p.ceiling_ratio),
             "runs": p.runs,
         }
         for c in curves
@@ -422,7 +422,7 @@ def _prediction_table(predictions: list[LinkPrediction]) -> pd.DataFrame:
                 + (" (at least)" if p.lower_bound else ""),
                 "host peak": style.size(p.predicted_peak_bytes),
                 "from link": f"{p.basis_link} at concurrency {p.basis_concurrency}",
-                "× ceiling there": style.ratio(p.basis_ceiling_ratio),
+                "x ceiling there": style.ratio(p.basis_ceiling_ratio),
             }
             for p in predictions
         ]

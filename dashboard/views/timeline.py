@@ -12,19 +12,19 @@ import streamlit as st
 
 from bench.records.results import ROUTE
 from bench.vocabulary import OK
-from dashboard import data, frames, link, timeline, widgets
+from dashboard import data, frames, link, style, timeline, widgets
 from loader.vocabulary import DEFAULT_STRATEGY, TOTAL
 
 
 def _result_labels(phases: pd.DataFrame) -> dict[str, str]:
     """result_id -> 'strategy · shapes · r<repeat> · status' for the whole-run rows, a remote
-    load's strategy with its route ('pipelined · s3 · 1Gbit · c16 · gpt2 · r0 · ok')."""
+    load's strategy with its route ('pipelined · s3 · 1Gbit · c16 · gpt2 · r1 · ok')."""
     totals = frames.route_labelled(data.whole_run(phases))
     totals = totals[totals["phase"] == TOTAL]
     totals = totals.sort_values(["shapes", "strategy", "devices", "repeat"])
     several = totals["devices"].nunique() > 1
     return {
-        str(r.result_id): f"{r.strategy} · {r.shapes} · r{r.repeat} · "
+        str(r.result_id): f"{r.strategy} · {r.shapes} · r{style.repeat_number(r.repeat)} · "
         + (f"{r.devices} dev · " if several else "")
         + str(r.status)
         for r in totals.itertuples()
@@ -118,7 +118,7 @@ def _draw(results, phases, chosen: list[str], labels: dict, absolute: bool, spli
     )
     st.altair_chart(chart, width="content")
     st.caption(
-        f"A pause in sampling longer than {timeline.GAP_FACTOR:g}× the usual interval is left "
+        f"A pause in sampling longer than {timeline.GAP_FACTOR:g}x the usual interval is left "
         "as a gap: nothing was measured there. Phase bands sit at their recorded times; phases "
         "that ran at the same time overlap, each on a lane of its own."
     )

@@ -88,7 +88,7 @@ def scenarios(fx: UrlFixture) -> dict[str, Scenario]:
                 ("number_input", "overview_ram_gib", 3.5),
                 ("selectbox", "overview_config_gpt2", two_devices),
                 ("multiselect", "overview_strategies", ["eager", "floor", "stream"]),
-                ("radio", "overview_unit", "× checkpoint"),
+                ("radio", "overview_unit", "x checkpoint"),
                 ("toggle", "overview_log", False),
             ],
             {"overview_shapes": "gpt2 is the one shape set measured in two configurations"},
@@ -109,7 +109,7 @@ def scenarios(fx: UrlFixture) -> dict[str, Scenario]:
             "views/timeline.py",
             [
                 ("selectbox", "timeline_run", beta),
-                ("multiselect", "timeline_results", [stream], ["stream · gpt2 · r1 · 8 dev · ok"]),
+                ("multiselect", "timeline_results", [stream], ["stream · gpt2 · r2 · 8 dev · ok"]),
                 ("toggle", "timeline_absolute", True),
                 ("toggle", "timeline_stack", True),
             ],

@@ -149,7 +149,7 @@ def _y_ticks(spec: dict) -> list[float]:
 def test_the_axes_cover_the_points_and_each_line_keeps_its_label_beside_it(sa3_results, ratio):
     """sa3 at 2.5 GiB (issue 43): nine points between 2.3 and 2.9 GiB and eager at 6.9 are
     ticked where they sit (not from 3.00 up), and the host line, the margin and the floor line
-    each have their label just above or below them, in GiB and in × checkpoint alike."""
+    each have their label just above or below them, in GiB and in x checkpoint alike."""
     rows = _sa3_rows(sa3_results)
     rows = rows.assign(peak_unit=rows["peak_rss_bytes"] / GIB)
     y = "peak_ratio" if ratio else "peak_unit"

@@ -137,11 +137,11 @@ def test_peak_unit_switch_changes_the_axis(app):
     assert "peak RSS (GiB, log scale)" in _spec_text(_charts(at)[0])  # gpt2: eager ~1.7 GiB
     at.selectbox(key="overview_shapes").set_value("tiny-gpt2").run()
     assert "peak RSS (MiB, log scale)" in _spec_text(_charts(at)[0])  # tiny-gpt2: ~300 MiB
-    at.radio(key="overview_unit").set_value("× checkpoint").run()
-    assert "peak over baseline (× checkpoint, log scale)" in _spec_text(_charts(at)[0])
+    at.radio(key="overview_unit").set_value("x checkpoint").run()
+    assert "peak over baseline (x checkpoint, log scale)" in _spec_text(_charts(at)[0])
     at.toggle(key="overview_log").set_value(False).run()
     spec = _spec_text(_charts(at)[0])
-    assert "peak over baseline (× checkpoint)" in spec and '"type": "log"' not in spec
+    assert "peak over baseline (x checkpoint)" in spec and '"type": "log"' not in spec
 
 
 def _verdicts(at) -> dict[str, str]:
@@ -195,7 +195,7 @@ def test_timeline_overlays_several_results(app):
     at = app("views/timeline.py")
     widget = at.multiselect(key="timeline_results")
     wanted = [
-        o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r0"] and "2 dev" not in o
+        o for o in widget.options if o.split(" · ")[1:3] == ["gpt2", "r1"] and "2 dev" not in o
     ]
     assert len(wanted) == 4  # floor, eager, stream, pipelined (on 8 devices)
     widget.set_value(wanted).run()

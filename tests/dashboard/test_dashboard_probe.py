@@ -198,7 +198,7 @@ def test_the_overview_shows_the_ceiling_of_the_rows(app, probe_results, fixture_
     label = f"ceiling {BIG_WARM_CEILING:.2f} s (warm copy, probe {HERE.probe_id})"
     assert label.encode() in big
     table = at.table[0].value
-    assert table["× ceiling"].tolist() == [f"{3.75 / P / BIG_WARM_CEILING:.2f}×"]
+    assert table["x ceiling"].tolist() == [f"{3.75 / P / BIG_WARM_CEILING:.2f}x"]
     shapes = at.selectbox(key="overview_shapes")
     shapes.set_value(shapes.options[1]).run()
     (small,) = _drawn(at)

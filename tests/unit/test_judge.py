@@ -44,6 +44,25 @@ def test_overlapping_intervals_tie_and_apart_ones_are_called():
     assert not _tied(a, c) and not _tied(c, a)
 
 
+def test_the_judge_asks_the_rule_difference_states(monkeypatch: pytest.MonkeyPatch):
+    """One module holds the rule for "different?" (issue 54): the judge's ties, and the pairs
+    `check_ranking` calls apart, are whatever `bench.analysis.difference.intervals_tie` says."""
+    from bench.analysis import difference
+
+    a = _measured("a", [2.30, 2.36, 2.42])
+    b = _measured("b", [2.40, 2.45, 2.50])  # overlaps a's interval
+    assert difference.intervals_tie(a.time, b.time) and choose([a, b]).tied == ("b",)
+    monkeypatch.setattr(difference, "intervals_tie", lambda x, y: False)
+    assert choose([a, b]).tied == () and choose([a, b]).runner_up == "b"
+
+
+def test_a_tie_of_one_repeat_is_refused_with_the_reason():
+    from bench.analysis.difference import intervals_tie
+
+    with pytest.raises(ValueError, match="2 or more repeats a side"):
+        intervals_tie(interval([2.0]), interval([2.0, 2.1]))
+
+
 def test_one_repeat_has_no_interval_and_calls_nothing_apart():
     one = _measured("one", [2.0])
     many = _measured("many", [9.0, 9.1, 9.2])
