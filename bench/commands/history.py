@@ -43,7 +43,7 @@ SHOWN = (TIME, PEAK, WALL, FLOOR)
 
 
 def _step_text(step: Step) -> str:
-    """`x reference (95% CI) 2.14x -> 3.00x: 1.40x slower (95% CI 1.31-1.50)`: the values on
+    """`x ceiling (95% CI) 2.14x -> 3.00x: 1.40x slower (95% CI 1.31-1.50)`: the values on
     either side of the step, and the move in the words of the one rule for "different?"."""
     words = f": {step.words}" if step.words else ""
     return (

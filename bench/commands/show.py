@@ -26,7 +26,7 @@ from bench.commands.common import (
 )
 from bench.errors import BenchError
 from bench.records.configuration import limits_text
-from bench.records.results import Results
+from bench.records.results import X_CEILING, Results
 from shapes.sizes import MISSING, format_gib, format_seconds
 
 #: The columns of `--format markdown|csv`: (header, `bench run --json` key).
@@ -39,10 +39,10 @@ COLUMNS = (
     ("ok repeats", "ok_repeats"),
     ("repeats", "repeats"),
     ("wall s", "wall_s"),
-    ("x reference", "paired_ratio"),
-    ("x reference low", "paired_low"),
-    ("x reference high", "paired_high"),
-    ("x ceiling", "ceiling_ratio"),
+    (X_CEILING, "paired_ratio"),  # the one definition (`bench.records.results.MEANINGS`)
+    (f"{X_CEILING} low", "paired_low"),
+    (f"{X_CEILING} high", "paired_high"),
+    ("wall / probe read", "ceiling_ratio"),  # the older yardstick, under its own name
     ("peak RSS", "peak_rss_bytes"),
     ("baseline RSS", "baseline_rss_bytes"),
     ("unstable", "unstable"),
