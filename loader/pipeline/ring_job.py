@@ -3,15 +3,16 @@
 For a backend that does not adopt host buffers (`loader.pipeline.ring`), or with `staging=True`.
 Each addressable device's index region of the leaf is cut into chunks of one shape
 (`loader.pipeline.ring_chunks.even_chunks`). Without a cast, from a source that maps its bytes (a
-local file), a chunk goes straight from its mapped pages to the device (`RingSender.flight`, no
-host copy). Otherwise a reader thread fills a ring slot with one chunk (cast on the host into the
-model's dtype), starts its transfer to the device at once (`RingSender.send`) and returns the slot
-to the ring, which reuses it only once that transfer has completed (and, where the chunk is folded
-into a larger shard, once that update has run: `loader.pipeline.device_shards`, whose programs
-`loader.pipeline.programs` compiles once per shape, ahead). Where the bytes share rows
-(`Bytes.shares_rows`: a remote source's), rows that several devices hold (a kernel split by
-columns, a replicated leaf) are fetched once, a block of them in the reader's scratch, and every
-device's chunks cut from it (`SharedChunks`): each byte crosses the link once.
+local file), a chunk goes straight from its mapped pages to the device, a batch per put
+(`loader.pipeline.mapped_send`: `map_chunk`, then `arrived`; no host copy). Otherwise a reader
+thread fills a ring slot with one chunk (cast on the host into the model's dtype), starts its
+transfer to the device at once (`RingSender.send`) and returns the slot to the ring, which reuses it
+only once that transfer has completed (and, where the chunk is folded into a larger shard, once that
+update has run: `loader.pipeline.device_shards`, whose programs `loader.pipeline.programs` compiles
+once per shape, ahead). Where the bytes share rows (`Bytes.shares_rows`: a remote source's), rows
+that several devices hold (a kernel split by columns, a replicated leaf) are fetched once, a block
+of them in the reader's scratch, and every device's chunks cut from it (`SharedChunks`): each byte
+crosses the link once.
 
 A leaf with a declared transform that is a transpose of one contiguous block of the file tensor
 (`loader.Transpose`, alone or with a `Reshape` or a leading `Slice`: `View.permuted_block`) travels
@@ -151,16 +152,15 @@ class RingJob:
         return list(self.shared) if self.shared else list(self.chunks)
 
     def read(self, part: Chunk | SharedChunks, scratch: np.ndarray) -> float:
-        """Start the chunk's transfer: straight from mapped pages where it can, else through a
-        ring slot it is read into; the seconds spent reading (or mapping). For `SharedChunks`:
-        fetch their rows once into `scratch`, then send every chunk of them."""
+        """Read the chunk into a ring slot and start its transfer; the seconds spent reading. For
+        `SharedChunks`: fetch their rows once into `scratch`, then send every chunk of them. (A
+        chunk that can go from mapped pages is never read: `loader.pipeline.mapped_send` sends
+        it.)"""
         source = self.source
         assert source is not None, f"{self.where}: read after the job was finished"
         if isinstance(part, SharedChunks):
             return self._read_shared(source, part, scratch)
-        mapped = self.mapped_chunk(part)
-        seconds = self._send_mapped(part, *mapped) if mapped is not None else None
-        return seconds if seconds is not None else self.through_ring(part, scratch)
+        return self.through_ring(part, scratch)
 
     def _read_shared(self, source: Bytes, part: SharedChunks, scratch: np.ndarray) -> float:
         """Fetch the part's rows into `scratch` once, then send every chunk cut from them."""
@@ -206,18 +206,6 @@ class RingJob:
         first = sum(int(s.start) * int(k) for s, k in zip(part.region, strides))
         nbytes = math.prod(region_shape(part.region)) * itemsize
         return self._offset + first * itemsize, nbytes
-
-    def _send_mapped(self, part: Chunk, offset: int, nbytes: int) -> float | None:
-        """Map the chunk's pages, start their transfer (no host copy); the seconds spent mapping;
-        None where the source declines to map this range (then it goes through the ring)."""
-        t0 = time.perf_counter()
-        chunk = self.map_chunk(part, offset, nbytes)
-        if chunk is None:
-            return None
-        t1 = time.perf_counter()
-        handle, _, _ = self._hand_over(part, chunk[0])
-        self.sender.flight.launched(handle, nbytes, chunk[1])
-        return t1 - t0
 
     def map_chunk(
         self, part: Chunk, offset: int, nbytes: int
