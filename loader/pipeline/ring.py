@@ -37,10 +37,11 @@ device the bytes transferred to it and the bytes of its regions (`received_bytes
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import jax
@@ -270,17 +271,10 @@ class RingSender:
     def send(self, chunk: np.ndarray, piece: DevicePiece, where: str, *, whole: bool) -> object:
         """Start the chunk's transfer to the piece's device; the transfer's handle. A `whole`
         chunk is the shard itself, so its array must own its bytes (`owned_chunk`)."""
-        t0 = time.perf_counter()
-        try:
+        with self._starting(where, piece.device, chunk.nbytes):
             handle = self.transfer(
                 owned_chunk(chunk, piece.device) if whole else chunk, piece.device
             )
-        except Exception as exc:
-            if device_shards.is_out_of_memory(exc):
-                raise device_shards.oom_error(where, piece.device, chunk.nbytes) from exc
-            raise
-        with self._lock:
-            self.transfer_s += time.perf_counter() - t0
         self.count(self.received_bytes, piece.device, chunk.nbytes)
         return handle
 
@@ -289,26 +283,35 @@ class RingSender:
         list onto an accelerator (the Python cost of a put is paid once for the batch, see
         `loader.pipeline.mapped_send`); one `send` each on the CPU backend or with a test's
         transfer. The transfers' handles, in order."""
+        if not chunks:
+            return []
         if self.transfer is not pageable_transfer or any(
             host_memory(piece.device) for _, piece, _, _ in chunks
         ):
             return [self.send(c, piece, where, whole=whole) for c, piece, where, whole in chunks]
-        t0 = time.perf_counter()
-        try:
+        where = chunks[0][2] if len(chunks) == 1 else f"{chunks[0][2]} to {chunks[-1][2]}"
+        nbytes = sum(c.nbytes for c, *_ in chunks)
+        with self._starting(where, chunks[0][1].device, nbytes):
             handles: list[object] = jax.device_put(
                 [c for c, _, _, _ in chunks], [piece.device for _, piece, _, _ in chunks]
             )
-        except Exception as exc:
-            if device_shards.is_out_of_memory(exc):
-                where = chunks[0][2] if len(chunks) == 1 else f"{chunks[0][2]} to {chunks[-1][2]}"
-                nbytes = sum(c.nbytes for c, *_ in chunks)
-                raise device_shards.oom_error(where, chunks[0][1].device, nbytes) from exc
-            raise
-        with self._lock:
-            self.transfer_s += time.perf_counter() - t0
         for c, piece, _, _ in chunks:
             self.count(self.received_bytes, piece.device, c.nbytes)
         return handles
+
+    @contextlib.contextmanager
+    def _starting(self, where: str, device: object, nbytes: int) -> Iterator[None]:
+        """Around the start of transfers of `nbytes` to `device`: their seconds counted into
+        `transfer_s`; a device out of memory raised as one error naming `where` and the device."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        except Exception as exc:
+            if device_shards.is_out_of_memory(exc):
+                raise device_shards.oom_error(where, device, nbytes) from exc
+            raise
+        with self._lock:
+            self.transfer_s += time.perf_counter() - t0
 
     def report(self, report: LoadReport) -> None:
         """Say in the load's report how it staged and what each device received."""
@@ -383,9 +386,8 @@ class MappedFlight:
 
     def launched(self, transfer: object, nbytes: int, mapping: object) -> None:
         """Record a transfer started from `mapping` (kept until it has completed); land the
-        oldest ones that have completed
-        (transfers complete in about the order they start: asking only the oldest keeps this
-        constant time with hundreds of small chunks in flight)."""
+        oldest ones that have completed (transfers complete in about the order they start: asking
+        only the oldest keeps this constant time with hundreds of small chunks in flight)."""
         with self._lock:
             self._flight.append((transfer, nbytes, mapping))
         while True:
