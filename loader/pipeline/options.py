@@ -11,10 +11,8 @@ the staging ring (`loader.pipeline.ring`), `cache_policy` is the local files' pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from numbers import Integral
-from typing import Any
 
 from loader.errors import CheckpointError
 from loader.options import check_budget
@@ -55,16 +53,6 @@ class PipelineOptions:
     staging: bool | None = None
     threads: int | None = None
     cache_policy: str = AUTO
-
-    @classmethod
-    def of(cls, options: Mapping[str, Any]) -> PipelineOptions:
-        """The group of these options among a strategy's `options` (the others left out).
-
-        Example:
-            >>> PipelineOptions.of({"budget": 64 << 20, "concurrency": 8}).budget
-            67108864
-        """
-        return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "budget", check_budget(self.budget, DEFAULT_BUDGET_BYTES))

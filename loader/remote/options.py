@@ -1,11 +1,11 @@
 """A URL's options, as one group checked once: `RemoteOptions`.
 
-`concurrency=` and `cache_dir=` say how a URL is read; `digest=`, `unvalidated=`,
-`idle_timeout=` and `timeout=` say what a remote load must check and how long it waits
-(`loader.remote.ranges`). Every strategy that loads a URL takes them under `loader.load_model`'s
-names and makes this group from what it was given (`RemoteOptions.of`), so a bad value is refused
-in one line however the strategy reads, and none is given for a local path, where it would do
-nothing (`refuse_local`).
+`concurrency=` and `cache_dir=` say how a URL is read; `digest=`, `unvalidated=`, `idle_timeout=`
+and `timeout=` say what a remote load must check and how long it waits (`loader.remote.ranges`).
+Every strategy that loads a URL takes them under `loader.load_model`'s names and makes this group
+from what it was given (`loader.strategies._engine_options`), so a bad value is refused in one line
+however the strategy reads, and none is given for a local path, where it would do nothing
+(`refuse_local`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
 
 from loader.errors import CheckpointError, RemoteError
 from loader.remote.digest import parse_digest
@@ -97,7 +96,7 @@ class RemoteOptions:
         RemoteError: a value out of its range (named, with what is expected).
 
     Example:
-        >>> RemoteOptions.of({"concurrency": 32, "budget": 1 << 20}).requests
+        >>> RemoteOptions(concurrency=32).requests
         32
     """
 
@@ -125,11 +124,6 @@ class RemoteOptions:
         elif self.digest is not None:
             parse_digest(self.digest, where="digest")
         check_max_over_read(self.max_over_read)
-
-    @classmethod
-    def of(cls, options: Mapping[str, Any]) -> RemoteOptions:
-        """The group of the remote options among a strategy's `options` (the others left out)."""
-        return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
 
     @property
     def requests(self) -> int:
