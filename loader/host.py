@@ -29,13 +29,16 @@ Example:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import math
 import mmap
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from loader.format.libc import libc_function
 
 __all__ = [
     "affinity_cpus",
@@ -237,17 +240,25 @@ def available_bytes(
 
 
 # -- the page cache -------------------------------------------------------------------------------
-def _libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        c_int, c_long = ctypes.c_int, ctypes.c_long
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, c_int, c_int, c_int, c_long]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    except (OSError, AttributeError):  # no C library, or one without mincore
+@dataclass(frozen=True)
+class _PageCalls:
+    """The C library's `mmap`, `munmap` and `mincore`, typed (`loader.format.libc`)."""
+
+    mmap: Any
+    munmap: Any
+    mincore: Any
+
+
+def _libc() -> _PageCalls | None:
+    mmap_call, munmap, mincore = (libc_function(n) for n in ("mmap", "munmap", "mincore"))
+    if mmap_call is None or munmap is None or mincore is None:  # e.g. a libc without mincore
         return None
-    return libc
+    c_int, c_long = ctypes.c_int, ctypes.c_long
+    mmap_call.restype = ctypes.c_void_p
+    mmap_call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, c_int, c_int, c_int, c_long]
+    munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    return _PageCalls(mmap_call, munmap, mincore)
 
 
 _LIBC = _libc()

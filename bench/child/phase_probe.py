@@ -42,7 +42,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import mmap
 import os
@@ -55,6 +54,7 @@ from typing import TypedDict
 from bench.child import device_memory
 from bench.child.device_memory import DeviceMemory, Reading, jax_device_memory_by_device
 from bench.records.wire import Measurement, PhaseMeasure, Sample
+from loader.format.libc import libc_function
 from loader.vocabulary import STREAM, TOTAL
 
 PEAK_SOURCE_ENV = "LOADBENCH_PEAK_SOURCE"
@@ -115,10 +115,8 @@ def reset_hwm() -> bool:
 
 def trim_heap() -> bool:
     """Return the C heap's free pages to the kernel (glibc `malloc_trim(0)`); False elsewhere."""
-    try:
-        return bool(ctypes.CDLL(None).malloc_trim(0))  # the process's own symbols include libc
-    except (OSError, AttributeError):
-        return False
+    malloc_trim = libc_function("malloc_trim")
+    return malloc_trim is not None and bool(malloc_trim(0))
 
 
 def hwm_reset_works(probe_bytes: int = 32 << 20) -> bool:

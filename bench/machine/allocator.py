@@ -16,8 +16,9 @@ child measures what was retained (`heap_free_bytes`, glibc's `mallinfo2`, over e
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from collections.abc import Iterable
+
+from loader.format.libc import libc_function
 
 #: glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit (4 MiB * sizeof(long)): the dynamic threshold's cap
 MMAP_THRESHOLD_MAX = 32 << 20
@@ -48,9 +49,8 @@ class _MallInfo2(ctypes.Structure):
 
 def _mallinfo2():  # type: ignore[no-untyped-def]
     """glibc's `mallinfo2` (2.33+), or None (musl, macOS, an older glibc)."""
-    try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
-    except (OSError, AttributeError):
+    fn = libc_function("mallinfo2")
+    if fn is None:
         return None
     fn.restype, fn.argtypes = _MallInfo2, []
     return fn

@@ -18,12 +18,13 @@ pages are faulted in by `prefault` or the read itself.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
+
+from loader.format.libc import libc_function
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python's mmap module names it only from 3.13
 
@@ -39,14 +40,13 @@ def host_buffer(shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
 
 
 def _madvise() -> Callable[[int, int, int], int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        fn = libc.madvise
-    except (OSError, AttributeError):
+    fn = libc_function("madvise")
+    if fn is None:
         return None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     fn.restype = ctypes.c_int
-    return fn
+    madvise: Callable[[int, int, int], int] = fn
+    return madvise
 
 
 _MADVISE = _madvise()

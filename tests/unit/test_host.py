@@ -4,6 +4,8 @@ the loader and the bench alike (a fake cgroup hierarchy under tmp_path; a real f
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -146,3 +148,22 @@ def test_the_loader_and_the_bench_read_the_host_alike(monkeypatch):
     assert facts.cpu_limit() == 0.5
     monkeypatch.setattr(pagecache, "resident_pages", lambda fd: (3, 4))
     assert pagecache.resident_fraction([__file__]) == 0.75
+
+
+def test_the_c_library_is_opened_without_a_subprocess():
+    """Importing the modules that call the C library runs no `ldconfig`
+    (`ctypes.util.find_library` does: tens of milliseconds of a load's start in a sandbox), and
+    every function they need is found."""
+    code = (
+        "import sys\n"
+        "spawned = []\n"
+        "sys.addaudithook(lambda event, args: event == 'subprocess.Popen' and spawned.append(args))\n"
+        "import loader.host, loader.format.buffers, bench.machine.allocator\n"
+        "from bench.child import phase_probe\n"
+        "assert spawned == [], spawned\n"
+        "assert loader.host._LIBC is not None and loader.format.buffers._MADVISE is not None\n"
+        "phase_probe.trim_heap()\n"
+        "assert spawned == [], spawned\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
