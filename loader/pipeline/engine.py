@@ -7,6 +7,8 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
    budget's reserve); then reader threads begin at once, needing only the headers, and read
    speculatively while the model is built (`loader.pipeline.speculation`: whole tensors in file
    order, interleaved across shard files, within the budget; with `strict=True`, nothing read).
+   On the staging ring nothing is read before the plan, so its readers start in `fill`, and only
+   where a part must be read (a chunk sent from mapped pages needs none).
 2. `fill(plan, source, probe)`: speculation stops; the byte source is told the plan
    (`ByteSource.plan_reads`: a local one decides its page-cache drops); each step becomes a job
    (`loader.pipeline.jobs.Job`), by the way its leaf travels:
@@ -150,6 +152,12 @@ class Pipeline:
         order = file_order(infos, source.file_of)
         # the ring path: no read before the device check
         self._spec = Speculation([] if staged else order, self.budget, strict=self.strict)
+        if not staged:  # on the ring path the readers start in `fill`, and only if needed
+            self._start_readers()
+
+    def _start_readers(self) -> None:
+        """Start the reader threads (`sizing.threads` of them)."""
+        _, _, sizing, _ = self._started()
         for i in range(sizing.threads):
             t = threading.Thread(target=self._run, name=f"loader-pipeline-{i}", daemon=True)
             self._workers.append(t)
@@ -258,13 +266,7 @@ class Pipeline:
         queued: list[Work] = sorted([*runs, *fused, *part_order(rest)], key=waits_for_program)
         self._pending = Counter(job for work in queued for job in work.jobs)
         ready = [job for job in jobs if not self._pending[job]]
-        mapped: list[MappedPart] = []
-        for work in queued:
-            part = mapped_part(work)
-            if part is None:
-                self._work.put(work)
-            else:
-                mapped.append(part)
+        mapped = self._queue_reads(queued)
         if mapped and len(mapped) < len(queued):
             self._start_sender(mapped)
         elif mapped:  # nothing to read: this thread sends them all, then finishes the leaves
@@ -281,6 +283,20 @@ class Pipeline:
                 raise done
             placed_s += self._finish(done, plan)
         self._report_times(plan, probe, placed_s)
+
+    def _queue_reads(self, queued: list[Work]) -> list[MappedPart]:
+        """Queue for the reader threads the parts that must be read (starting the readers if
+        none runs yet); the chunks that go straight from mapped pages are returned instead."""
+        mapped: list[MappedPart] = []
+        for work in queued:
+            part = mapped_part(work)
+            if part is None:
+                self._work.put(work)
+            else:
+                mapped.append(part)
+        if len(mapped) < len(queued) and not self._workers:
+            self._start_readers()
+        return mapped
 
     def _job(self, step: Step) -> Job[Any]:
         """The job of one step, by the way its leaf travels; reusing (or reading from) its

@@ -284,7 +284,11 @@ class RingJob:
                 )
             arrays.append(piece.array)
         sharding: Any = step.sharding
-        value = jax.make_array_from_single_device_arrays(step.leaf.shape, sharding, arrays)
+        whole = arrays[0] if len(arrays) == 1 else None
+        if whole is not None and is_leaf_as_placed(whole, step.leaf.shape, sharding):
+            value = whole  # one shard that is the leaf: nothing to assemble
+        else:
+            value = jax.make_array_from_single_device_arrays(step.leaf.shape, sharding, arrays)
         assign(step.leaf, value)
         self.pieces.clear()
         self.chunks.clear()
@@ -304,6 +308,15 @@ def waits_for_program(work: Work) -> bool:
     """Whether a queued part waits for a device program (assembling or transposing on the
     device): such parts are read after the others, while their programs compile."""
     return any(isinstance(job, RingJob) and job.needs_programs for job in work.jobs)
+
+
+def is_leaf_as_placed(array: Any, shape: tuple[int, ...], sharding: Any) -> bool:
+    """Whether a device array already is the leaf: its shape, placed as the leaf's sharding says."""
+    return (
+        sharding is not None
+        and tuple(array.shape) == tuple(shape)
+        and array.sharding.is_equivalent_to(sharding, len(shape))
+    )
 
 
 def warm_programs(sender: RingSender, infos: list[TensorInfo]) -> None:

@@ -283,6 +283,33 @@ def test_a_window_of_the_file_is_mapped_for_many_chunks_sent_by_one_thread(
     assert senders == {"MainThread"}
 
 
+def test_with_every_part_mapped_no_reader_thread_starts(tmp_path, poison, monkeypatch):
+    """Nothing to read (every chunk goes from mapped pages): no reader thread is started (each
+    costs a thread's start inside a sandbox); the leaf of one shard on one device is that shard,
+    handed over as it is (no `make_array_from_single_device_arrays` per leaf)."""
+    path = shapes.synthesize(OVERSIZE, tmp_path)
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        started.append(self.name)
+        real_start(self)
+
+    assembled = []
+    real_assemble = jax.make_array_from_single_device_arrays
+    monkeypatch.setattr(threading.Thread, "start", start)
+    monkeypatch.setattr(
+        jax,
+        "make_array_from_single_device_arrays",
+        lambda *a, **k: assembled.append(a[0]) or real_assemble(*a, **k),
+    )
+    model, report = load(OVERSIZE, path, poison)
+    verify(model, path)
+    assert report.staging_memory == "mapped"
+    assert [name for name in started if re.fullmatch(r"loader-pipeline-\d+", name)] == []
+    assert assembled == []
+
+
 #: Stored in two dtypes: into a bfloat16 model the BF16 leaves go from mapped pages, the F32 ones
 #: are read into slots and cast.
 MIXED = spec_of(
