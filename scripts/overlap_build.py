@@ -9,8 +9,11 @@ pattern), are put onto the first device:
 
 - `build-only`: the build alone;
 - `seq`: the build, then one `jax.device_put` per tensor; `seq-list`: then one put of the list;
+- `before`: one put per tensor, then the build (do the transfers go on while it runs?);
+  `before-list`: one put of the list, then the build;
 - `thread`: one put per tensor from a thread started before the build; `thread-list`: one put of
-  the list from that thread.
+  the list from that thread; `thread-fast`, `thread-list-fast`: the same with the interpreter's
+  switch interval at 0.1 ms (`sys.setswitchinterval`) while both run.
 
 Prints one JSON line: the build's seconds, the puts' seconds (as their thread saw them) and the
 wall until every transfer has completed. Run each mode in its own process (a second build in one
@@ -35,7 +38,18 @@ from loader.format.header import read_header
 from loader.target.abstract import abstract_build
 from shapes.catalog import load_spec
 
-MODES = ("build-only", "seq", "seq-list", "thread", "thread-list")
+MODES = (
+    "build-only",
+    "seq",
+    "seq-list",
+    "before",
+    "before-list",
+    "thread",
+    "thread-list",
+    "thread-fast",
+    "thread-list-fast",
+)
+FAST_SWITCH_S = 1e-4
 
 
 def mapped_tensors(path: str) -> list[np.ndarray]:
@@ -66,22 +80,28 @@ def main(argv: list[str]) -> None:
 
     def put() -> None:
         began = time.perf_counter()
-        if mode.endswith("list"):
+        if "list" in mode:
             arrays.extend(jax.device_put(views, [device] * len(views)))
         else:
             arrays.extend(jax.device_put(view, device) for view in views)
         result["puts_s"] = round(time.perf_counter() - began, 3)
 
+    switch = sys.getswitchinterval()
+    if mode.endswith("fast"):
+        sys.setswitchinterval(FAST_SWITCH_S)
     sender = threading.Thread(target=put) if mode.startswith("thread") else None
     if sender is not None:
         sender.start()
+    elif mode.startswith("before"):
+        put()
     began = time.perf_counter()
     abstract_build(build)
     result["build_s"] = round(time.perf_counter() - began, 3)
     if sender is not None:
         sender.join()
-    elif mode != "build-only":
+    elif mode.startswith("seq"):
         put()
+    sys.setswitchinterval(switch)
     jax.block_until_ready(arrays)
     result["wall_s"] = round(time.perf_counter() - t0, 3)
     print(json.dumps(result), flush=True)
