@@ -177,16 +177,13 @@ class Pipeline:
 
     def _serve(self, scratch: np.ndarray) -> None:
         """Read what comes off the work queue until a None; a failure stops the load."""
-        _, _, _, budget = self._started()
         while (work := self._work.get()) is not None:
             if self._cancelled.is_set():
                 continue
             try:
                 seconds = work.read(scratch)
             except BaseException as exc:  # noqa: BLE001 - every failure goes to the main thread
-                self._cancelled.set()
-                budget.cancel()
-                self._done.put(reader_error(work.where, exc))
+                self._fail(reader_error(work.where, exc))
                 continue
             self._parts_done(work, seconds)
 
@@ -223,14 +220,19 @@ class Pipeline:
             try:
                 self._send_mapped(parts)
             except CheckpointError as err:
-                self._cancelled.set()
-                if self.budget is not None:
-                    self.budget.cancel()
-                self._done.put(err)
+                self._fail(err)
 
         sender = threading.Thread(target=send, name="loader-pipeline-mapped", daemon=True)
         self._workers.append(sender)
         sender.start()
+
+    def _fail(self, err: CheckpointError) -> None:
+        """Stop the load from a worker thread: nothing more is read or admitted, and `err` goes to
+        the main thread, which raises it."""
+        self._cancelled.set()
+        if self.budget is not None:
+            self.budget.cancel()
+        self._done.put(err)
 
     def _parts_done(self, work: Work, seconds: float) -> None:
         """Count a read's (or cast's) time; a job whose last part it was goes to the main thread."""

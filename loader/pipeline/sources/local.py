@@ -184,7 +184,9 @@ class LocalFiles(CheckpointSource):
         return FileBytes(fd, self.file_offset(key), where, drop=drop, pages=lambda: self._pages(f))
 
     def _pages(self, f: Path) -> FilePages | None:
-        """The load's one mapping of file `f`, made on first use; None where it cannot be mapped."""
+        """The load's window mapper of file `f` (`FilePages`), made on first use; None where its
+        size cannot be read (`fstat` failed). A window the file system refuses to map fails later,
+        in `FileBytes.mapped`, which then sends the chunk through the ring."""
         with self._pages_lock:
             if f not in self._mapped:
                 fd = self._readers[f]
