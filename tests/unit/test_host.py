@@ -157,7 +157,7 @@ def test_the_c_library_is_opened_without_a_subprocess():
     code = (
         "import sys\n"
         "spawned = []\n"
-        "sys.addaudithook(lambda event, args: event == 'subprocess.Popen' and spawned.append(args))\n"
+        "sys.addaudithook(lambda ev, args: ev == 'subprocess.Popen' and spawned.append(args))\n"
         "import loader.host, loader.format.buffers, bench.machine.allocator\n"
         "from bench.child import phase_probe\n"
         "assert spawned == [], spawned\n"
