@@ -19,7 +19,7 @@ import pandas as pd
 from bench.analysis.advice import Cost, minimum_ram, needs_text
 from bench.analysis.backend import backend_sentence, backends
 from bench.analysis.decision_words import MEASURE_NAMES, sentence
-from bench.analysis.judge import Decision, TargetHost, judge
+from bench.analysis.judge import Decision, TargetHost, judge, time_difference
 from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
 from bench.records.results import LOCAL, MEANINGS, ROUTE, X_CEILING, X_FLOOR, Results, x_ceiling
 from bench.vocabulary import DOES_NOT_FIT, FITS, OK, TIGHT
@@ -209,8 +209,9 @@ def ranked(rows: pd.DataFrame, host_ram_bytes: int) -> pd.DataFrame:
 
 def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tuple[int, str]:
     """(the row's group in `ranked`, the reason it stands there): a row that fits is tied with
-    the pick on time (their 95% intervals overlap), not judged on time against it (one run), or
-    called apart from it on the measure ranked (`bench.analysis.judge`)."""
+    the pick on time (the 95% interval of their ratio holds 1: `judge.time_difference`, said in
+    its own words), not judged on time against it (one run), or called apart from it on the
+    measure ranked (`bench.analysis.judge`)."""
     recommended = head.recommended
     decision = head.decision
     if not measured:
@@ -227,8 +228,10 @@ def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tupl
         return RECOMMENDED, f"picked: {how}{peer}"
     if said == FITS:
         slower = ""
-        if decision is not None and row["strategy"] in decision.tied:
-            slower = f"; ties on time with {recommended} (their 95% intervals overlap)"
+        this = decision.candidate(row["strategy"]) if decision is not None else None
+        if decision is not None and decision.picked and this and this.strategy in decision.tied:
+            same = time_difference(decision.picked, this).text()
+            slower = f"; ties on time with {recommended}: {same}"
         elif decision is not None and row["strategy"] in decision.unjudged:
             slower = f"; one run: not judged on time against {recommended}"
         elif decision is not None and recommended:

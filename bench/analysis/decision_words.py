@@ -3,18 +3,28 @@ surface prints of it, the bench summary's `use X` line, `recommend`'s answer (te
 `bench run --json`, the dashboard's Overview and Target host pages and the report.
 
 The sentence names the pick and the host, the measure ranked, how many fit, and why: called
-apart from the runner-up, or tied on time (their 95% intervals overlap) and then the lightest of
-the tied (beyond their repeat spreads, or by median only: it says which); "one run: not judged
-on time" for a candidate without an interval; a peer (another project's loader) that wins with
-what it costs, then the best of loadbench's own; and last the reasons the pick may not hold: the
-unstable candidates, the limits the rows ran under, a partial run. No jax.
+apart from the runner-up (`1.47x faster (95% CI 1.44-1.50)`: the one rule for "different?",
+`bench.analysis.difference`, in its own words), or tied on time (the 95% interval of their
+ratio holds 1) and then the lightest of the tied (beyond their repeat spreads, or by median
+only: it says which); "one run: not judged on time" for a candidate without an interval; a peer
+(another project's loader) that wins with what it costs, then the best of loadbench's own; and
+last the reasons the pick may not hold: the unstable candidates, the limits the rows ran under,
+a partial run. No jax.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.analysis.judge import PAIRED, PREDICTED, TIGHT_FRACTION, WALL, Candidate, Decision
+from bench.analysis.judge import (
+    PAIRED,
+    PREDICTED,
+    TIGHT_FRACTION,
+    WALL,
+    Candidate,
+    Decision,
+    time_difference,
+)
 from shapes.sizes import format_bytes
 
 ONE_RUN = "one run: not judged on time"
@@ -72,15 +82,13 @@ def why(d: Decision, own: bool = False) -> str:
         runner = d.candidate(d.runner_up)
         if runner is None:
             return f"{head} is the only one{' of them' if own else ''} that fits"
-        return (
-            f"{head} is faster than {_named(runner, d.measure)}: their 95% intervals do not overlap"
-        )
+        apart = time_difference(runner, best).text()
+        return f"{head} is faster than {_named(runner, d.measure)}: {apart}"
     said = []
     tied = [c for c in others if c.strategy in d.tied]
     unjudged = [c for c in others if c.strategy in d.unjudged]
     if tied:
-        names = ", ".join(_named(c, d.measure) for c in tied)
-        said.append(f"ties on time with {names}: their 95% intervals overlap")
+        said.append(_ties(best, tied, d.measure))
     if unjudged:
         names = ", ".join(_named(c, d.measure) for c in unjudged)
         said.append(f"against {names}: {ONE_RUN}")
@@ -94,6 +102,18 @@ def why(d: Decision, own: bool = False) -> str:
     else:
         light = _lightest(d)
     return f"{head} " + "; ".join([*said, light])
+
+
+def _ties(best: Candidate, tied: list[Candidate], measure: str) -> str:
+    """`ties on time with hostcast (...): the 95% interval of their ratio holds 1 (hostcast
+    0.98x, 95% CI 0.93-1.03)`: each tied one's time over the pick's, by the one rule."""
+    names = ", ".join(_named(c, measure) for c in tied)
+    ratios = []
+    for c in tied:
+        found = time_difference(best, c)
+        ratios.append(f"{c.strategy} {found.ratio:.2f}x, 95% CI {found.low:.2f}-{found.high:.2f}")
+    which = "the 95% interval of their ratio" if len(tied) == 1 else "each ratio's 95% interval"
+    return f"ties on time with {names}: {which} holds 1 ({'; '.join(ratios)})"
 
 
 def _lightest(d: Decision) -> str:

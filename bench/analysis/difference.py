@@ -1,13 +1,14 @@
-"""Is NEW different from BASE? The one module that says so, for `compare`, `history` and the judge,
-so that "faster", "slower", "lighter", "heavier", "same" and "ties" mean one thing.
+"""Is NEW different from BASE? The one rule, for `compare`, `history` and the judge, so that
+"faster", "slower", "lighter", "heavier", "same" and "ties" mean one thing.
 
 Two samples of a positive measure (times as paired ratios or seconds, peaks as bytes) are compared
-by the ratio of their geometric means, NEW over BASE, with its confidence interval: Welch's t test
-on the logarithms (`scipy.stats.ttest_ind(..., equal_var=False)`), since load times are positive
-and their noise multiplies, and the two sides may spread differently. Where several runs stand
-behind each side, whole runs stray from each other more than one run's repeats do (a run shares
-its machine's state); the caller says how much as `run_scatter`, the standard deviation that this
-adds to log(NEW / BASE), and the interval widens by it (its normal quantile, added in quadrature).
+by the ratio of their geometric means, NEW over BASE, with its confidence interval: Welch's t on
+the logarithms (each side's log mean and the standard error of that mean; the degrees of freedom
+by Welch-Satterthwaite), since load times are positive and their noise multiplies, and the two
+sides may spread differently. Where several runs stand behind each side, whole runs stray from
+each other more than one run's repeats do (a run shares its machine's state); the caller says how
+much as `run_scatter`, the standard deviation that this adds to log(NEW / BASE), and the interval
+widens by it (its normal quantile, added in quadrature).
 
 NEW is `different` from BASE when that interval leaves out 1: then it is faster or slower (a time),
 lighter or heavier (a peak). Where it holds 1, the two are the `same` as far as these repeats can
@@ -18,27 +19,35 @@ How large a difference must be to matter is a separate question, asked of the sa
 `beyond(factor)` says whether the whole interval lies beyond `factor` (a CI gate's
 `--max-regression 5%` is `beyond(1.05)`; a history step of 10% is `beyond(1.10)`).
 
-The judge (`bench.analysis.judge`) asks the same question of candidates it holds as summaries, not
-samples: a summary row keeps each strategy's 95% interval of the measure
-(`bench.intervals.Interval`, t on the logarithms of its repeats) and not the repeats behind it, and
-a prediction has only the interval its fit measured. `intervals_tie` is the test it asks there: two
-such intervals tie where they overlap. It lives here, beside `difference`, so that the rule for
-"different?" is stated in one module; where the repeats are at hand, `difference` is the sharper
-test (an overlap of two 95% intervals is stricter than Welch's 95% interval of their ratio leaving
-out 1). No jax.
+Two ways in, one test (`_welch`): `difference` takes each side's repeats (`compare`, `history`);
+`difference_of_summaries` takes each side's `bench.intervals.Interval`, for the judge
+(`bench.analysis.judge`), whose candidates are summary rows that keep each strategy's 95% interval
+of the measure and not the repeats behind it. That interval (Student's t on the logarithms of its
+n repeats) keeps all that Welch's test reads of them: the log mean is log(estimate), the standard
+error of that mean is the interval's half-width on the log scale over t(0.975, n - 1), and n gives
+the degrees of freedom. So both ways give one record for the same repeats, and a tie is never
+decided by whether two intervals overlap (a test stricter than this one: two 95% intervals can
+overlap while the interval of their ratio leaves out 1).
+
+A prediction (`judge.prediction_candidate`) carries the 95% interval its fit measured on its
+largest shape set (n repeats, the same t on the logarithms), moved onto its predicted seconds; it
+is judged the same way with that n, and so on those repeats' noise only: the fit's own error in
+extrapolating to the target is not in the interval (`recommend` states it beside, as the fit's
+error). No jax.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scipy.stats import norm, ttest_ind
+from scipy.stats import norm
+from scipy.stats import t as student_t
 
+from bench import intervals
 from bench.intervals import Interval
 from bench.vocabulary import FASTER, HEAVIER, LIGHTER, SAME, SLOWER, UNDECIDED
 
@@ -120,8 +129,58 @@ class Difference:
         return {k: None if v != v else v for k, v in asdict(self).items()}
 
 
+@dataclass(frozen=True)
+class _LogMean:
+    """One side on the log scale, as Welch's test reads it: the mean of its `n` logarithms and
+    the variance of that mean (its standard error, squared)."""
+
+    mean: float
+    variance: float
+    n: int
+
+    @classmethod
+    def of_repeats(cls, logs: list[float]) -> _LogMean:
+        """From the logarithms themselves (two or more)."""
+        return cls(statistics.fmean(logs), statistics.variance(logs) / len(logs), len(logs))
+
+    @classmethod
+    def of_interval(cls, iv: Interval, side: str) -> _LogMean:
+        """From a 95% interval of two or more repeats (`bench.intervals.interval`: t on their
+        logarithms, around their geometric mean, the estimate): the log mean is log(estimate),
+        its standard error the half-width on the log scale over t(0.975, n - 1). An interval
+        that is not symmetric on the log scale about its estimate (one rounded on its way
+        through a file, one written by hand, an estimate a hair outside it from rounding) is
+        read by its wider side, so its standard error is never understated.
+
+        Raises:
+            ValueError: the interval is not finite and 0 < low <= high, 0 < estimate.
+        """
+        values = (iv.low, iv.estimate, iv.high)
+        if not (
+            all(math.isfinite(v) for v in values) and 0 < iv.low <= iv.high and iv.estimate > 0
+        ):
+            raise ValueError(
+                f"{side} interval {iv}: expected finite 0 < low <= high and estimate > 0, as "
+                "bench.intervals.interval builds from positive repeats; build it with that "
+                "function, or give one repeat (n=1) where there is no interval"
+            )
+        centre = math.log(iv.estimate)
+        half = max(math.log(iv.high) - centre, centre - math.log(iv.low))
+        quantile = float(student_t.ppf((1 + intervals.CONFIDENCE) / 2, iv.n - 1))
+        return cls(centre, (half / quantile) ** 2, iv.n)
+
+
+def _check_measure(measure: str) -> None:
+    if measure not in _WORDS:
+        raise ValueError(f"measure {measure!r}: give {TIME_MEASURE!r} or {MEMORY_MEASURE!r}")
+
+
 def _logs(values: Sequence[float]) -> list[float]:
     return [math.log(v) for v in values if v > 0 and math.isfinite(v)]
+
+
+def _positive(value: float) -> bool:
+    return value > 0 and math.isfinite(value)
 
 
 def difference(
@@ -146,18 +205,79 @@ def difference(
         >>> d.direction, d.different, round(d.ratio, 2)
         ('faster', True, 0.76)
     """
-    if measure not in _WORDS:
-        raise ValueError(f"measure {measure!r}: give {TIME_MEASURE!r} or {MEMORY_MEASURE!r}")
+    _check_measure(measure)
     a, b = _logs(new), _logs(base)
     nan = float("nan")
     if not a or not b:
         return Difference(nan, nan, nan, False, UNDECIDED, nan, len(b), len(a), measure, confidence)
-    shift = statistics.fmean(a) - statistics.fmean(b)
     if len(a) < 2 or len(b) < 2:  # a ratio, but one repeat says nothing of the noise
+        ratio = math.exp(statistics.fmean(a) - statistics.fmean(b))
         return Difference(
-            math.exp(shift), nan, nan, False, UNDECIDED, nan, len(b), len(a), measure, confidence
+            ratio, nan, nan, False, UNDECIDED, nan, len(b), len(a), measure, confidence
         )
-    half, p = _welch_half_width(a, b, shift, confidence)
+    return _welch(_LogMean.of_repeats(b), _LogMean.of_repeats(a), measure, run_scatter, confidence)
+
+
+def difference_of_summaries(
+    base: Interval,
+    new: Interval,
+    *,
+    measure: str = TIME_MEASURE,
+    run_scatter: float = 0.0,
+    confidence: float = CONFIDENCE,
+) -> Difference:
+    """NEW against BASE where each side is kept as its 95% interval (`bench.intervals.interval`
+    of its repeats) and not the repeats: the record `difference` gives for those repeats (the
+    module doc says why the interval is enough). The judge's test for "tied?" on time.
+
+    Args:
+        base, new: each side's estimate and 95% interval over its `n` repeats; an interval of
+            one repeat (n=1) has no spread, and the record is no call (UNDECIDED).
+        measure, run_scatter, confidence: as `difference`'s.
+
+    Example:
+        >>> base, new = interval([2.30, 2.36, 2.42]), interval([2.50, 2.56, 2.62])
+        >>> base.overlaps(new), difference_of_summaries(base, new).text()
+        (True, '1.08x slower (95% CI 1.03-1.15)')
+
+    Raises:
+        ValueError: an interval of two or more repeats that is not 0 < low <= high (the module's
+            `_LogMean.of_interval` says what it reads).
+    """
+    _check_measure(measure)
+    nan = float("nan")
+    n_base = base.n if _positive(base.estimate) else 0
+    n_new = new.n if _positive(new.estimate) else 0
+    if not n_base or not n_new:
+        return Difference(nan, nan, nan, False, UNDECIDED, nan, n_base, n_new, measure, confidence)
+    if n_base < 2 or n_new < 2:
+        ratio = new.estimate / base.estimate
+        return Difference(
+            ratio, nan, nan, False, UNDECIDED, nan, n_base, n_new, measure, confidence
+        )
+    return _welch(
+        _LogMean.of_interval(base, "base"),
+        _LogMean.of_interval(new, "new"),
+        measure,
+        run_scatter,
+        confidence,
+    )
+
+
+def _welch(
+    base: _LogMean, new: _LogMean, measure: str, run_scatter: float, confidence: float
+) -> Difference:
+    """The one test: Welch's interval of log(NEW) - log(BASE), the Welch-Satterthwaite degrees
+    of freedom, and its two-sided p; widened by `run_scatter`. Where neither side varies, the
+    difference is exact: no width, and p 0 (apart) or 1 (equal)."""
+    shift = new.mean - base.mean
+    variance = base.variance + new.variance
+    if variance == 0:
+        half, p = 0.0, (0.0 if shift != 0 else 1.0)
+    else:
+        df = variance**2 / (base.variance**2 / (base.n - 1) + new.variance**2 / (new.n - 1))
+        half = float(student_t.ppf((1 + confidence) / 2, df)) * math.sqrt(variance)
+        p = float(2 * student_t.sf(abs(shift) / math.sqrt(variance), df))
     if run_scatter > 0:
         half = math.hypot(half, float(norm.ppf((1 + confidence) / 2)) * run_scatter)
     low, high = math.exp(shift - half), math.exp(shift + half)
@@ -165,39 +285,5 @@ def difference(
     smaller, larger = _WORDS[measure]
     direction = (larger if shift > 0 else smaller) if different else SAME
     return Difference(
-        math.exp(shift), low, high, different, direction, p, len(b), len(a), measure, confidence
+        math.exp(shift), low, high, different, direction, p, base.n, new.n, measure, confidence
     )
-
-
-def _welch_half_width(
-    a: list[float], b: list[float], shift: float, confidence: float
-) -> tuple[float, float]:
-    """Half the width of Welch's interval of mean(a) - mean(b) and its two-sided p. Where neither
-    side varies, the difference is exact: no width, and p 0 (apart) or 1 (equal)."""
-    if statistics.variance(a) == 0 and statistics.variance(b) == 0:
-        return 0.0, (0.0 if shift != 0 else 1.0)
-    with warnings.catch_warnings():  # scipy warns of "precision loss" for a side whose values
-        warnings.simplefilter("ignore", RuntimeWarning)  # are all equal: its variance is 0
-        test = ttest_ind(a, b, equal_var=False)
-        ci = test.confidence_interval(confidence_level=confidence)
-    return (float(ci.high) - float(ci.low)) / 2, float(test.pvalue)
-
-
-def intervals_tie(a: Interval, b: Interval) -> bool:
-    """Two 95% intervals of one measure (each of 2 or more repeats) tie on it: they share a value,
-    so neither is called faster. The judge's test for "different?" over summaries (the module doc).
-
-    Example:
-        >>> intervals_tie(Interval(2.0, 1.9, 2.1, 3), Interval(2.15, 2.05, 2.25, 3))
-        True
-
-    Raises:
-        ValueError: an interval of fewer than 2 repeats (it says nothing of its spread).
-    """
-    for side in (a, b):
-        if side.n < 2:
-            raise ValueError(
-                f"interval {side.text()}: a tie needs 2 or more repeats a side; "
-                "a candidate of one run is not judged on time"
-            )
-    return a.overlaps(b)

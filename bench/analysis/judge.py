@@ -12,9 +12,14 @@ The rule, stated once:
 - **The measure ranked** (one, named in the record): the paired ratio (`PAIRED`: wall over a bare
   copy of the checkpoint timed beside each repeat) where every candidate carries one, else the
   wall time (`WALL`, t on the log walls); a prediction's predicted time (`PREDICTED`).
-- **Ties** (`_tied`, by `bench.analysis.difference.intervals_tie`, the module that holds the one
-  rule for "different?"): two candidates tie when their 95% intervals of the measure overlap. A
-  candidate of one run has no interval: it is not judged on time against any other
+- **Ties** (`_tied`): two candidates tie on time where they are not different by the one rule
+  for "different?" that `compare` and `history` use too (`bench.analysis.difference`: Welch's
+  95% interval of the ratio of their times holds 1), asked of the 95% interval each candidate
+  keeps of the measure (`time_difference`, by `difference_of_summaries`: the rows keep the
+  interval, not the repeats, and it holds all that the test reads of them). Two intervals that
+  overlap are not a tie where that ratio's interval leaves out 1. A prediction is judged the same
+  way on the repeats its fit's interval was measured on (that module's doc says what that leaves
+  out). A candidate of one run has no interval: it is not judged on time against any other
   (`Decision.unjudged`), never said to tie.
 - **The pick.** The fastest by the measure, with those tied with it or not judged against it,
   form the group. One is lighter than another (`lighter`) when its peak is lower by more than
@@ -41,6 +46,7 @@ from typing import Any
 import pandas as pd
 
 from bench.analysis import difference
+from bench.analysis.difference import Difference
 from bench.analysis.predictions import StrategyPrediction
 from bench.errors import BenchError
 from bench.intervals import Interval
@@ -116,12 +122,38 @@ class Candidate:
         }
 
 
+def time_difference(base: Candidate, new: Candidate) -> Difference:
+    """NEW's time against BASE's by the one rule for "different?" (`bench.analysis.difference`),
+    from the interval each keeps of the measure: no call (UNDECIDED) where either has one run.
+
+    Example:
+        >>> a = Candidate("a", 2.36, interval([2.30, 2.36, 2.42]), peak_bytes=1 << 30)
+        >>> b = Candidate("b", 2.56, interval([2.50, 2.56, 2.62]), peak_bytes=1 << 30)
+        >>> time_difference(a, b).text()  # their 95% intervals overlap; the ratio's does not hold 1
+        '1.08x slower (95% CI 1.03-1.15)'
+    """
+    return difference.difference_of_summaries(_time_of(base), _time_of(new))
+
+
+def _time_of(c: Candidate) -> Interval:
+    """The candidate's interval of the measure; one repeat of its seconds where it keeps none."""
+    return c.time if c.time is not None else Interval(c.seconds, c.seconds, c.seconds, 1)
+
+
 def _tied(a: Candidate, b: Candidate) -> bool:
-    """`a` and `b` (both judged) tie on time by the rule `bench.analysis.difference` states for
-    summaries (`intervals_tie`: their 95% intervals of the measure overlap); the rows the judge
-    sees keep each strategy's interval, not the repeats behind it."""
-    assert a.time is not None and b.time is not None
-    return difference.intervals_tie(a.time, b.time)
+    """`a` and `b` tie on time: not different by the one rule (`time_difference`: Welch's 95%
+    interval of the ratio of their times holds 1).
+
+    Raises:
+        ValueError: either has one run (no interval): it is not judged on time, never tied.
+    """
+    for side in (a, b):
+        if not side.judged:
+            raise ValueError(
+                f"{side.strategy} ({_time_of(side).text()}): a tie needs 2 or more repeats a "
+                "side; a candidate of one run is not judged on time (`Decision.unjudged`)"
+            )
+    return not time_difference(a, b).different
 
 
 def lighter(a: Candidate, b: Candidate) -> bool:
@@ -295,18 +327,20 @@ def _number(row: pd.Series, key: str) -> float | None:
 
 def row_candidate(row: pd.Series, measure: str) -> Candidate:
     """A summary row (`bench.records.results.summarize`) as a candidate on `measure`: its paired
-    ratio's interval (`PAIRED`), else its wall time's."""
+    ratio's interval (`PAIRED`), else its wall time's. Either interval is t on the logarithms of
+    the repeats, around their geometric mean: that mean is the estimate ranked and tested
+    (`time_difference`), as `compare` tests the repeats; for the walls it is the interval's
+    centre on the log scale, since the row's `wall_s` is the median (its `seconds`)."""
     wall = float(row["wall_s"])
-    time: Interval | None
     if measure == PAIRED:
-        paired = _number(row, "paired_ratio") or wall
+        estimate = _number(row, "paired_ratio") or wall
         n = int(_number(row, "paired_n") or 1)
         low, high = _number(row, "paired_low"), _number(row, "paired_high")
     else:
-        paired = wall
         low, high = _number(row, "wall_low"), _number(row, "wall_high")
+        estimate = math.sqrt(low * high) if low is not None and high is not None else wall
         n = int(_number(row, "ok_repeats") or 1) if low is not None else 1
-    time = Interval(paired, low or paired, high or paired, n if low is not None else 1)
+    time = Interval(estimate, low or estimate, high or estimate, n if low is not None else 1)
     peak = float(row["peak_rss_bytes"])
     spread = (_number(row, "peak_rss_max") or peak) - (_number(row, "peak_rss_min") or peak)
     unstable = row.get("unstable")
@@ -408,7 +442,9 @@ def default_devices(rows: pd.DataFrame) -> int | None:
 
 def prediction_candidate(s: StrategyPrediction, peers: Collection[str] = ()) -> Candidate:
     """A prediction as a candidate: its predicted seconds with the interval its fit measured on
-    its largest shape set (relative), unstable where that interval is wider than +-5%."""
+    its largest shape set (relative), unstable where that interval is wider than +-5%. The
+    interval keeps those repeats' count, so a tie between predictions is Welch's test on their
+    noise (n - 1 degrees of freedom each side); the fit's error in extrapolating is not in it."""
     m, wall = s.model, s.predicted_wall_s
     time = Interval(
         wall, wall * m.wall_interval_low, wall * m.wall_interval_high, m.wall_interval_repeats
@@ -470,7 +506,8 @@ def check_ranking(
     predictions: list[StrategyPrediction], measured_wall_s: Mapping[str, float]
 ) -> RankingCheck:
     """Hold the measured times against each pair of predictions (strategies measured only):
-    a pair is called apart where the judge's `_tied` does not tie it."""
+    a pair is called apart where the judge's `_tied` does not tie it (the one rule for
+    "different?"); a pair with a prediction of one run is too close to call."""
     timed = sorted(
         (s for s in predictions if s.strategy in measured_wall_s),
         key=lambda s: s.predicted_wall_s,

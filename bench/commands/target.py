@@ -124,5 +124,6 @@ def _ranking(adv: Advice, walls: dict[str, float]) -> bool:
     word = "held" if got.held else f"DID NOT HOLD (measured the other way: {_pairs(got.reversed)})"
     print(f"ranking by time: predicted {predicted}, measured {fastest} ({strict} order)")
     print(f"  pairs called apart: {_pairs(got.called)}: {word}")
-    print(f"  too close to call (95% intervals overlap): {_pairs(got.too_close)}")
+    close = _pairs(got.too_close)
+    print(f"  too close to call (the 95% interval of their ratio holds 1, or one run): {close}")
     return got.held

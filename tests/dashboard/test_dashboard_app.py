@@ -57,9 +57,11 @@ def test_overview_is_the_landing_page_and_draws_each_shape_set(app, fixture_resu
     shapes = at.selectbox(key="overview_shapes")
     assert (shapes.value, shapes.options) == ("gpt2", ["gpt2", "tiny-gpt2"])  # largest first
     assert len(_charts(at)) == 1
-    # eager and pipelined are too close to call on time (their 95% intervals overlap, three
-    # repeats each): the lighter, pipelined, is the answer (`bench.analysis.judge.decide`)
-    assert _table_strategies(at) == ["★ pipelined", "eager", "stream", "floor"]
+    # eager is faster than pipelined and stream, three repeats each a 3% step apart: their 95%
+    # intervals overlap, but Welch's interval of each ratio leaves out 1 (the one rule for
+    # "different?", `bench.analysis.difference`), so eager, the fastest, is the answer
+    # (`bench.analysis.judge.decide`); then those that fit, by their median wall
+    assert _table_strategies(at) == ["★ eager", "pipelined", "stream", "floor"]
     shapes.set_value("tiny-gpt2").run()
     _no_exception(at)
     assert len(_charts(at)) == 1 and _table_strategies(at)[0] == "★ pipelined"
@@ -78,14 +80,17 @@ def test_overview_headline_names_the_strategy_that_fits(app, fixture_results):
     at = app()
     at.selectbox(key="overview_run").set_value(fixture_results.run_ids["alpha"]).run()
     gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
-    # 24 GiB (alpha's RAM): eager, the fastest, and pipelined fit and are too close to call on
-    # time, so the lighter is the answer, in bytes, with the least RAM that fits, named by the
-    # fastest strategy there (pipelined, the lightest)
-    assert re.search(r"use pipelined \([\d.]+ MiB peak\) on 24\.0 GiB, 8 devices", gpt2)
+    # 24 GiB (alpha's RAM): eager, the fastest, fits and is called apart from the next (their
+    # 95% intervals overlap; the interval of their ratio leaves out 1), so it is the answer, in
+    # bytes, with the least RAM that fits, named by the fastest strategy there (pipelined, the
+    # lightest)
+    assert re.search(r"use eager \([\d.]+ [MG]iB peak\) on 24\.0 GiB, 8 devices", gpt2), gpt2
     # the judge's one sentence (`bench.analysis.decision_words`), as the summary and recommend
     # print it
-    assert re.search(r"pipelined \([\d.]+ s[;,] .*\) ties on time with eager \(", gpt2), gpt2
-    assert "; pipelined is the lightest (" in gpt2, gpt2
+    assert re.search(
+        r"eager \([\d.]+ s[;,] .*\) is faster than pipelined \(.*\): 1\.\d\dx faster \(95% CI ",
+        gpt2,
+    ), gpt2
     assert re.search(r"Least RAM that fits: [\d.]+ MiB \(pipelined\)", gpt2), gpt2
     at.number_input(key="overview_ram_gib").set_value(1.5).run()
     gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)

@@ -1,12 +1,17 @@
-"""The one rule for "is it different?": an interval that leaves out 1 is a difference, named."""
+"""The one rule for "is it different?": an interval that leaves out 1 is a difference, named;
+the same record from the repeats (`difference`) and from their 95% intervals
+(`difference_of_summaries`, the judge's way in)."""
 
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
+from scipy.stats import ttest_ind
 
-from bench.analysis.difference import MEMORY_MEASURE, difference
+from bench.analysis.difference import MEMORY_MEASURE, difference, difference_of_summaries
+from bench.intervals import Interval, interval
 
 
 def test_an_interval_below_one_is_faster_never_same():
@@ -61,3 +66,82 @@ def test_constant_sides_are_exact():
 def test_non_positive_values_are_left_out():
     d = difference([0.0, -1.0], [1.0, 1.0])
     assert d.ratio != d.ratio and d.text() == "-" and d.to_dict()["ratio"] is None
+
+
+def _lognormal(seed: int, n: int, centre: float, spread: float) -> list[float]:
+    draw = random.Random(seed)
+    return [centre * math.exp(draw.gauss(0.0, spread)) for _ in range(n)]
+
+
+#: (base, new) repeats: the issue's "0.83x" pair, a pair whose 95% intervals overlap while their
+#: ratio's leaves out 1, unequal counts and spreads, a side that does not vary, a tie, and
+#: lognormal draws of the size the bench takes (3 to 10 repeats).
+SAMPLES = [
+    ([1.00, 1.10, 0.92, 1.05], [0.80, 0.90, 0.78, 0.86]),
+    ([2.30, 2.36, 2.42], [2.50, 2.56, 2.62]),
+    ([1.31, 1.29, 1.35, 1.30, 1.33, 1.28], [1.40, 1.52, 1.37]),
+    ([2.0, 2.0, 2.0], [2.1, 2.3, 2.2, 2.25]),
+    ([1.0, 1.05, 0.95], [1.02, 0.97, 1.04]),
+    (_lognormal(1, 3, 2.4, 0.05), _lognormal(2, 10, 2.5, 0.12)),
+    (_lognormal(3, 8, 0.7, 0.30), _lognormal(4, 5, 0.9, 0.02)),
+]
+
+
+@pytest.mark.parametrize("measure", ["time", MEMORY_MEASURE])
+@pytest.mark.parametrize("run_scatter", [0.0, 0.04])
+@pytest.mark.parametrize(("base", "new"), SAMPLES)
+def test_the_intervals_of_the_repeats_give_the_repeats_own_record(base, new, run_scatter, measure):
+    """The judge keeps each side's 95% interval (`bench.intervals.interval`), not its repeats:
+    from the intervals, Welch's test gives the record the repeats give, to rounding."""
+    kw = {"measure": measure, "run_scatter": run_scatter}
+    of_repeats = difference(base, new, **kw)
+    of_summaries = difference_of_summaries(interval(base), interval(new), **kw)
+    assert of_summaries.judged
+    for field in ("ratio", "low", "high", "p"):
+        assert getattr(of_summaries, field) == pytest.approx(getattr(of_repeats, field), rel=1e-9)
+    same = ("different", "direction", "n_base", "n_new", "measure", "confidence")
+    assert [getattr(of_summaries, f) for f in same] == [getattr(of_repeats, f) for f in same]
+
+
+@pytest.mark.parametrize(("base", "new"), [s for s in SAMPLES if len(set(s[0])) > 1])
+def test_the_repeats_record_is_welchs_t_as_scipy_computes_it(base, new):
+    logs_base, logs_new = [math.log(v) for v in base], [math.log(v) for v in new]
+    test = ttest_ind(logs_new, logs_base, equal_var=False)
+    ci = test.confidence_interval(confidence_level=0.95)
+    d = difference(base, new)
+    assert (d.low, d.high, d.p) == pytest.approx(
+        (math.exp(ci.low), math.exp(ci.high), test.pvalue), rel=1e-9
+    )
+
+
+def test_overlapping_intervals_can_differ():
+    """The judge's old test (two 95% intervals overlap) tied this pair; the one rule does not."""
+    base, new = interval([2.30, 2.36, 2.42]), interval([2.50, 2.56, 2.62])
+    assert base.overlaps(new)
+    d = difference_of_summaries(base, new)
+    assert d.different and d.text() == "1.08x slower (95% CI 1.03-1.15)"
+
+
+def test_a_summary_of_one_repeat_is_no_call_as_the_repeat_is():
+    d = difference_of_summaries(interval([1.0]), interval([1.5, 1.6]))
+    of_repeats = difference([1.0], [1.5, 1.6]).to_dict()
+    assert d.to_dict() == {**of_repeats, "ratio": pytest.approx(of_repeats["ratio"], rel=1e-12)}
+    assert not d.judged and d.text() == f"{d.ratio:.2f}x slower (too few repeats)"
+
+
+def test_an_interval_lopsided_on_the_log_scale_is_read_by_its_wider_side():
+    """An interval rounded or written by hand: the standard error is taken from the wider side,
+    never understated."""
+    base = interval([2.30, 2.36, 2.42])
+    lopsided = Interval(base.estimate, base.low, base.high * 1.05, base.n)
+    wider = Interval(base.estimate, base.low / 1.05, base.high * 1.05, base.n)
+    new = interval([2.50, 2.56, 2.62])
+    assert difference_of_summaries(lopsided, new) == difference_of_summaries(wider, new)
+    assert difference_of_summaries(wider, new).high > difference_of_summaries(base, new).high
+
+
+def test_an_interval_that_is_no_interval_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="base interval .*expected finite 0 < low <= high"):
+        difference_of_summaries(Interval(2.0, 2.2, 2.1, 3), interval([1.0, 1.1]))
+    with pytest.raises(ValueError, match="new interval .*build it with that function"):
+        difference_of_summaries(interval([1.0, 1.1]), Interval(2.0, 0.0, 2.1, 3))

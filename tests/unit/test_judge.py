@@ -1,12 +1,17 @@
-"""The one judge (`bench.analysis.judge`): intervals that overlap tie, a lighter peak only beyond
-the repeats' spread, the lightest of the tied picked (never a heavier one), one sentence with the
-figures (`bench.analysis.decision_words`); and `recommend`'s use of it."""
+"""The one judge (`bench.analysis.judge`): two times tie where Welch's 95% interval of their
+ratio holds 1 (the one rule for "different?" that `compare` and `history` use,
+`bench.analysis.difference`), a lighter peak only beyond the repeats' spread, the lightest of the
+tied picked (never a heavier one), one sentence with the figures
+(`bench.analysis.decision_words`); and `recommend`'s use of it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from bench.analysis.advice import Advice, AdviceInputs, sentences, to_json
+from bench.analysis.compare import compare
 from bench.analysis.decision_words import why
 from bench.analysis.fit import FitModel
 from bench.analysis.judge import (
@@ -17,12 +22,17 @@ from bench.analysis.judge import (
     _tied,
     check_ranking,
     decide,
+    judge,
     lighter,
+    time_difference,
 )
 from bench.analysis.recommend import Recommendation, StrategyPrediction, TargetCheckpoint, rank
 from bench.commands import target as target_command
 from bench.intervals import Interval, instability, interval
+from bench.records.results import read_results, summarize
+from bench.records.schema import to_json_line
 from bench.vocabulary import DOES_NOT_FIT, FITS
+from tests.records import run_record, total_row
 
 GiB = 1 << 30
 
@@ -36,31 +46,78 @@ def choose(candidates: list[Candidate]) -> Decision:
     return decide(candidates, TargetHost(64 * GiB, 1), PAIRED)
 
 
-def test_overlapping_intervals_tie_and_apart_ones_are_called():
+def test_a_ratio_whose_interval_holds_one_ties_and_others_are_called():
     a = _measured("a", [2.30, 2.36, 2.42])
-    b = _measured("b", [2.40, 2.45, 2.50])  # overlaps a's interval
+    b = _measured("b", [2.40, 2.45, 2.50])  # b over a: 1.04x, 95% CI 0.98-1.09
     c = _measured("c", [3.40, 3.45, 3.50])
     assert _tied(a, b) and _tied(b, a)
     assert not _tied(a, c) and not _tied(c, a)
 
 
+def test_overlapping_intervals_whose_ratio_leaves_out_one_are_called_apart(tmp_path: Path):
+    """One rule for "different?" (issue 54): the two 95% intervals, 2.22-2.51 and 2.41-2.71,
+    overlap, but Welch's 95% interval of their ratio, 1.03-1.15x, leaves out 1. The judge calls
+    them apart, as `compare` does the same repeats; the judge's old rule (the intervals overlap)
+    tied them, and this test fails with it."""
+    fast_walls, slow_walls = [2.30, 2.36, 2.42], [2.50, 2.56, 2.62]
+    fast, slow = _measured("fast", fast_walls), _measured("slow", slow_walls)
+    assert fast.time.overlaps(slow.time)
+    assert not _tied(fast, slow) and not _tied(slow, fast)
+    chosen = choose([slow, fast])
+    assert chosen.pick == "fast" and chosen.tied == () and chosen.runner_up == "slow"
+    assert why(chosen).endswith(": 1.08x faster (95% CI 1.03-1.15)")
+    found = time_difference(fast, slow)
+    assert (found.direction, found.text()) == ("slower", "1.08x slower (95% CI 1.03-1.15)")
+
+    def rows(run: str, strategy: str, walls: list[float]) -> list:
+        return [
+            total_row(run_id=run, strategy=strategy, repeat=i, wall_s=w, peak_rss_bytes=GiB)
+            for i, w in enumerate(walls)
+        ]
+
+    def results(name: str, records: list):
+        path = tmp_path / f"{name}.jsonl"
+        lines = [run_record(run_id=records[0].run_id, ram_bytes=64 * GiB), *records]
+        path.write_text("".join(to_json_line(r) + "\n" for r in lines))
+        return read_results(path)
+
+    # compare's path: the same repeats as one strategy's in a BASE and a NEW run
+    base = results("base", rows("b", "x", fast_walls)).phases
+    new = results("new", rows("n", "x", slow_walls)).phases
+    (row,) = compare(base, new, 0.05).itertuples()
+    assert (row.wall_basis, row.wall_verdict) == ("wall", "slower")
+    assert (row.wall_ratio, row.wall_ratio_lo, row.wall_ratio_hi) == pytest.approx(
+        (found.ratio, found.low, found.high), rel=1e-9
+    )
+    # the judge over the summary rows of one run holding both
+    one = results("one", rows("r", "fast", fast_walls) + rows("r", "slow", slow_walls))
+    measured = judge(summarize(one.phases), TargetHost(64 * GiB), one)
+    assert measured.pick == "fast" and measured.tied == () and measured.runner_up == "slow"
+
+
 def test_the_judge_asks_the_rule_difference_states(monkeypatch: pytest.MonkeyPatch):
     """One module holds the rule for "different?" (issue 54): the judge's ties, and the pairs
-    `check_ranking` calls apart, are whatever `bench.analysis.difference.intervals_tie` says."""
+    `check_ranking` calls apart, are whatever `bench.analysis.difference` says of the two
+    summaries (`difference_of_summaries`)."""
     from bench.analysis import difference
 
     a = _measured("a", [2.30, 2.36, 2.42])
-    b = _measured("b", [2.40, 2.45, 2.50])  # overlaps a's interval
-    assert difference.intervals_tie(a.time, b.time) and choose([a, b]).tied == ("b",)
-    monkeypatch.setattr(difference, "intervals_tie", lambda x, y: False)
+    b = _measured("b", [2.40, 2.45, 2.50])  # b over a: 1.04x, 95% CI 0.98-1.09
+    assert not difference.difference_of_summaries(a.time, b.time).different
+    assert choose([a, b]).tied == ("b",)
+    apart = difference.difference([1.0, 1.0], [2.0, 2.0])
+    monkeypatch.setattr(difference, "difference_of_summaries", lambda x, y: apart)
     assert choose([a, b]).tied == () and choose([a, b]).runner_up == "b"
+    assert check_ranking([_pred("a", 10.0), _pred("b", 10.2)], {"a": 1.0, "b": 2.0}).called == [
+        ("a", "b")
+    ]
 
 
 def test_a_tie_of_one_repeat_is_refused_with_the_reason():
-    from bench.analysis.difference import intervals_tie
-
-    with pytest.raises(ValueError, match="2 or more repeats a side"):
-        intervals_tie(interval([2.0]), interval([2.0, 2.1]))
+    one, two = _measured("one", [2.0]), _measured("two", [2.0, 2.1])
+    with pytest.raises(ValueError, match="one .*: a tie needs 2 or more repeats a side; a cand"):
+        _tied(one, two)
+    assert not time_difference(one, two).judged  # no call: one run says nothing of its noise
 
 
 def test_one_repeat_has_no_interval_and_calls_nothing_apart():
@@ -99,7 +156,7 @@ def test_the_choice_is_the_fastest_and_the_sentence_says_why_with_figures():
     said = why(choice)
     assert said.startswith("pipelined (2.63 s; 1.31x ceiling, 95% CI 1.")
     assert "is faster than builder (3.87 s; 1.93x ceiling, 95% CI" in said
-    assert "do not overlap" in said
+    assert said.endswith("): 1.47x faster (95% CI 1.44-1.51)")
 
 
 def test_a_tie_goes_to_the_lighter_and_as_light_goes_to_the_fastest():
@@ -179,7 +236,7 @@ def _pred(name, wall, half=0.03, repeats=3, verdict=FITS, peak=GiB):
     return StrategyPrediction(name, peak, wall, model, verdict, GiB)
 
 
-def test_predictions_tie_when_their_intervals_overlap():
+def test_predictions_tie_where_the_interval_of_their_ratio_holds_one():
     rec = rank(
         [
             _pred("fast", 10.0, 0.05),
@@ -247,7 +304,7 @@ def test_the_check_prints_each_pair_and_the_strict_order(capsys):
     out = capsys.readouterr().out
     assert "measured ['b', 'a', 'c'] (not the same order)" in out
     assert "pairs called apart: a < c, b < c: held" in out
-    assert "too close to call (95% intervals overlap): a < b" in out
+    assert "too close to call (the 95% interval of their ratio holds 1, or one run): a < b" in out
     assert not target_command._ranking(_advice(rec), {"a": 16.0, "b": 9.0, "c": 15.0})
     assert "DID NOT HOLD (measured the other way: a < c)" in capsys.readouterr().out
 

@@ -6,7 +6,8 @@ and `--json`).
   (the lighter beyond the noise), and the sentence says time was not judged.
 - Peers are candidates everywhere (issue 54): a peer that wins is named first, with its host RAM
   peak (and device peak where measured), then the best of loadbench's own.
-- Several repeats each: the tie rule, word for word.
+- Several repeats each: the tie rule (the one rule for "different?", Welch's interval of the
+  ratio: `bench.analysis.difference`), word for word.
 """
 
 from __future__ import annotations
@@ -80,13 +81,17 @@ def test_several_runs_keep_todays_tie_rule():
     assert chosen.tied == ("hostcast",)
     assert said.startswith("pipelined (2.40 s; 1.20x ceiling, 95% CI")
     assert "ties on time with hostcast (2.34 s; " in said
-    assert "their 95% intervals overlap; pipelined is the lightest (316 MiB against 349 MiB)" in (
-        said
-    )
+    assert (
+        ": the 95% interval of their ratio holds 1 (hostcast 0.98x, 95% CI 0.91-1.05); pipelined "
+        "is the lightest (316 MiB against 349 MiB)"
+    ) in said
     assert ONE_RUN not in said and "on memory" not in said
     apart = choose([_measured("a", [1.0, 1.01, 1.02]), _measured("b", [3.0, 3.01, 3.02])])
     assert apart.judged_on_time and "is faster than b (" in why(apart)
-    assert "do not overlap" in why(apart)
+    assert why(apart).endswith(
+        "is faster than b (3.01 s; 1.50x ceiling, 95% CI 1.49-1.52x): "
+        "2.98x faster (95% CI 2.92-3.05)"
+    )
 
 
 # -- the bench summary's `use X` line ------------------------------------------------------------
@@ -218,7 +223,7 @@ def test_recommend_names_a_faster_peer_with_its_cost_then_loadbenchs_best():
     assert peer.startswith("mmap-put, a peer (another project's loader), is the pick on 45.0 GiB")
     assert (
         "mmap-put (1.04 s, 95% CI 1.02-1.06 s) is faster than builder (2.60 s, 95% CI 2.55-2.65 s):"
-        " their 95% intervals do not overlap; it costs 2.60 GiB host RAM peak; of loadbench's own "
+        " 2.50x faster (95% CI 2.45-2.55); it costs 2.60 GiB host RAM peak; of loadbench's own "
         "strategies, use builder (410 MiB peak): builder (2.60 s, "
     ) in peer
     out = to_json(adv)
