@@ -5,7 +5,9 @@ the checkpoint and each repeat runs two fresh processes in alternating order: `p
 the URL plain, and the same with `digest="sha256:..."` (`loader.remote.digest`). Each child
 times its own `load_model` call (wall and its own CPU-seconds, every thread) and reports its peak
 RSS; the table gives the medians, the range, and the median of the paired ratios (digest over
-plain within one repeat), which is what the machine's drift between repeats does not move.
+plain within one repeat), which is what the machine's drift between repeats does not move, and
+what the check fetched again and held (`RemoteStats.digest_refetched_bytes`, and
+`digest_held_peak_bytes` where the loader reports it: n/a on a tree before issue 55's change).
 
     .venv/bin/python scripts/remote_checks_cost.py CHECKPOINT --shapes sa3 \
         --links unshaped,1Gbit,10Gbit --repeats 3
@@ -20,6 +22,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 CHILD = """
 import json, resource, sys, time
@@ -30,7 +33,10 @@ cpu0, t0 = time.process_time(), time.perf_counter()
 model, report = loader.load_model(builder, url, digest=digest, strict=True)
 wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"wall": wall, "cpu": cpu, "peak": peak, "digest": report.remote.digest}))
+stats = report.remote
+held = getattr(stats, "digest_held_peak_bytes", None)  # absent before issue 55's change
+print(json.dumps({"wall": wall, "cpu": cpu, "peak": peak, "digest": stats.digest,
+                  "refetched": stats.digest_refetched_bytes, "held": held}))
 """
 
 
@@ -42,7 +48,7 @@ def _sha256(path: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def _child(url: str, spec: str, digest: str) -> dict[str, float]:
+def _child(url: str, spec: str, digest: str) -> dict[str, Any]:
     run = subprocess.run(
         [sys.executable, "-c", CHILD, url, spec, digest],
         capture_output=True,
@@ -52,6 +58,13 @@ def _child(url: str, spec: str, digest: str) -> dict[str, float]:
     if run.returncode:
         raise SystemExit(f"child failed: {run.stderr[-2000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _most_mb(rows: list[dict[str, Any]], key: str) -> str:
+    """The largest of the rows' `key` in MB (10^6 bytes), or n/a where the loader lacks it."""
+    values = [row[key] for row in rows]
+    known = [v for v in values if v is not None]
+    return f"{max(known) / 1e6:.1f}" if known and len(known) == len(values) else "n/a"
 
 
 def main() -> int:
@@ -67,12 +80,12 @@ def main() -> int:
     size = args.checkpoint.stat().st_size
     print(
         "| link | load | wall s, median (range) | CPU-s, median (range) | peak GiB | "
-        "digest/plain, paired median (range) |"
+        "digest/plain, paired median (range) | refetched MB, max | held MB, max |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for link in args.links.split(","):
         shaped = None if link == "unshaped" else link
-        runs: dict[str, list[dict[str, float]]] = {"plain": [], "digest": []}
+        runs: dict[str, list[dict[str, Any]]] = {"plain": [], "digest": []}
         with serving(str(args.checkpoint), "http", shaped, args.shapes) as url:
             for r in range(args.repeats):
                 order = ("plain", "digest") if r % 2 == 0 else ("digest", "plain")
@@ -95,7 +108,8 @@ def main() -> int:
             print(
                 f"| {link} | {kind} | {statistics.median(walls):.2f} ({min(walls):.2f}-"
                 f"{max(walls):.2f}) | {statistics.median(cpus):.2f} ({min(cpus):.2f}-"
-                f"{max(cpus):.2f}) | {peak:.2f} | {paired} |",
+                f"{max(cpus):.2f}) | {peak:.2f} | {paired} | {_most_mb(rows, 'refetched')} | "
+                f"{_most_mb(rows, 'held')} |",
                 flush=True,
             )
     print(f"\n{args.checkpoint.name}: {size / 2**30:.2f} GiB; {args.repeats} repeats per load")

@@ -21,7 +21,9 @@ Modules, in the order a load meets them:
   does not adopt host buffers, or `staging=True`); `ring_chunks`: how a device's region is cut
   into slot-sized chunks; `ring`: the staging ring itself and `RingSender`, the transfers;
   `device_shards`: a device's shard assembled on the device, and a device out of memory named;
-- `order`: file order, files in turn; runs of small adjacent tensors read at once into one arena;
+- `order`: file order, files in turn (strictly by offset, a request at a time, where the source
+  takes its bytes in file order: a digest-checked URL); runs of small adjacent tensors read at
+  once into one arena;
   `fused`: the leaves cut from one stored tensor, its rows read once for all of them;
 - `regions` (a tensor's index region into a buffer, in chunks), `views` (a declared key_map
   transform's strided view into a buffer, in chunks), `cast` (bit-exact chunk casts that release

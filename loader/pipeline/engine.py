@@ -6,9 +6,10 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
    source (`loader.pipeline.sizing.Sizing`: threads, scratch, requests, the staging ring, the
    budget's reserve); then reader threads begin at once, needing only the headers, and read
    speculatively while the model is built (`loader.pipeline.speculation`: whole tensors in file
-   order, interleaved across shard files, within the budget; with `strict=True`, nothing read).
-   On the staging ring nothing is read before the plan, so its readers start in `fill`, and only
-   where a part must be read (a chunk sent from mapped pages needs none).
+   order, interleaved across shard files, within the budget, a request at a time where the
+   source takes its bytes in file order; with `strict=True`, nothing read). On the staging ring
+   nothing is read before the plan, so its readers start in `fill`, and only where a part must
+   be read (a chunk sent from mapped pages needs none).
 2. `fill(plan, source, probe)`: speculation stops; the byte source is told the plan
    (`ByteSource.plan_reads`: a local one decides its page-cache drops); each step becomes a job
    (`loader.pipeline.jobs.Job`), by the way its leaf travels:
@@ -25,9 +26,11 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
      (`loader.pipeline.ring_job`).
    The jobs' parts are queued in file order (`loader.pipeline.order`, which also merges runs of
    small adjacent tensors into one read; where the source shares rows, the leaves cut from one
-   fused tensor read its rows once for all of them, `loader.pipeline.fused`) and read by the
-   threads; the main thread finishes each job (places and assigns its leaf) as soon as its parts
-   are done.
+   fused tensor read its rows once for all of them, `loader.pipeline.fused`; where the source
+   takes each file's bytes in file order, `ByteSource.in_file_order`, every piece of work is one
+   request, `Sizing.max_part_bytes`, queued strictly by offset, `order.by_offset`) and read by
+   the threads; the main thread finishes each job (places and assigns its leaf) as soon as its
+   parts are done.
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 The engine reads every byte through its `loader.pipeline.sources.ByteSource` and never asks which
@@ -62,7 +65,7 @@ from loader.pipeline.jobs import (
 )
 from loader.pipeline.mapped_send import MappedPart, batches, mapped_part, send_batch
 from loader.pipeline.options import PipelineOptions
-from loader.pipeline.order import coalesce, file_order, part_order
+from loader.pipeline.order import by_offset, coalesce, file_order, part_order
 from loader.pipeline.regions import Bytes, MemoryBytes
 from loader.pipeline.ring import RingSender, Transfer, uses_ring
 from loader.pipeline.ring_job import (
@@ -150,8 +153,12 @@ class Pipeline:
         source.begin(sizing.request_bytes)
         self._source = source
         order = file_order(infos, source.file_of)
-        # the ring path: no read before the device check
-        self._spec = Speculation([] if staged else order, self.budget, strict=self.strict)
+        self._spec = Speculation(
+            [] if staged else order,  # the ring path: no read before the device check
+            self.budget,
+            strict=self.strict,
+            max_piece_bytes=sizing.max_part_bytes,  # one request, where bytes go in file order
+        )
         if not staged:  # on the ring path the readers start in `fill`, and only if needed
             self._start_readers()
 
@@ -259,13 +266,7 @@ class Pipeline:
         if self._sender is not None:  # before a byte is read: does the model fit its devices?
             self._sender.fit(model_bytes_per_device(plan.steps))
         jobs = [self._job(step) for step in plan.steps]
-        runs, rest = coalesce(jobs, source)
-        self.stats.coalesced = sum(len(r.jobs) for r in runs)
-        fused: list[Work] = []
-        if source.shares_rows:  # (rows read again from a page cache are hits: not grouped)
-            fused, rest = fuse(rest, sizing.scratch_bytes)
-        # parts that wait for a device program (compiling meanwhile) after those that do not
-        queued: list[Work] = sorted([*runs, *fused, *part_order(rest)], key=waits_for_program)
+        queued = self._queue_order(jobs, source, sizing)
         self._pending = Counter(job for work in queued for job in work.jobs)
         ready = [job for job in jobs if not self._pending[job]]
         mapped = self._queue_reads(queued)
@@ -300,6 +301,21 @@ class Pipeline:
             self._start_readers()
         return mapped
 
+    def _queue_order(self, jobs: list[Job[Any]], source: ByteSource, sizing: Sizing) -> list[Work]:
+        """The jobs as the work the readers take, in the order they take it: runs of small
+        adjacent tensors, fused rows, every other job's parts (`loader.pipeline.order`); strictly
+        by offset where the source takes its bytes in file order; parts that wait for a device
+        program (compiling meanwhile) after those that do not."""
+        runs, rest = coalesce(jobs, source, sizing.max_part_bytes)
+        self.stats.coalesced = sum(len(r.jobs) for r in runs)
+        fused: list[Work] = []
+        if source.shares_rows:  # (rows read again from a page cache are hits: not grouped)
+            fused, rest = fuse(rest, sizing.scratch_bytes, sizing.max_part_bytes)
+        work: list[Work] = [*runs, *fused, *part_order(rest)]
+        if source.in_file_order:  # the runs between the large tensors, not before them
+            work = by_offset(work, source)
+        return sorted(work, key=waits_for_program)
+
     def _job(self, step: Step) -> Job[Any]:
         """The job of one step, by the way its leaf travels; reusing (or reading from) its
         speculative buffer if there is one."""
@@ -317,9 +333,12 @@ class Pipeline:
         view = job_view(step, info)
         if not is_adoptable(step, view):
             return HostCopyJob.start(step, info, data, file, budget, spec=spec)
+        adopt: AdoptJob
         if step.layer is not None:  # a layer of a stacked leaf, into its slices of the leaf
             stack = self._stack_buffers(step.layer.group)
-            return LayerJob.of_layer(step, info, data, file, budget, stack, view=view, spec=spec)
+            adopt = LayerJob.of_layer(step, info, data, file, budget, stack, view=view, spec=spec)
+            adopt.max_part_bytes = sizing.max_part_bytes
+            return adopt
         if self._sender is not None:  # the ring path (nothing speculated on it)
             block = view.permuted_block() if view is not None else None
             if view is None or block is not None:  # a transposed block: on the device
@@ -332,7 +351,9 @@ class Pipeline:
                     block=block,
                     scratch_bytes=sizing.scratch_bytes,
                 )
-        return AdoptJob.start(step, info, data, file, budget, view=view, spec=spec)
+        adopt = AdoptJob.start(step, info, data, file, budget, view=view, spec=spec)
+        adopt.max_part_bytes = sizing.max_part_bytes  # one request, where bytes go in file order
+        return adopt
 
     def _stack_buffers(self, group: Stacked) -> StackBuffers:
         """The buffers of a stacked leaf, allocated for its first layer's job."""

@@ -167,12 +167,15 @@ def _overlap(groups: list[list[RowTarget]]) -> bool:
     return any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
 
 
-def fuse(jobs: list[Job[Any]], scratch_bytes: int) -> tuple[list[Work], list[Job[Any]]]:
+def fuse(
+    jobs: list[Job[Any]], scratch_bytes: int, max_part_bytes: float = math.inf
+) -> tuple[list[Work], list[Job[Any]]]:
     """(the reads shared by leaves cut from one stored tensor, every other job).
 
     Adopt jobs reading one tensor through views whose index along their outer axis is a stored
     row are grouped when two of them hold a row in common and a row fits `scratch_bytes`; each
-    group's rows are cut into `FusedRows` of about `PART_BYTES` of the file. Where one of the
+    group's rows are cut into `FusedRows` of about `PART_BYTES` of the file (at most
+    `max_part_bytes`, a whole row at least: `Sizing.max_part_bytes`). Where one of the
     jobs has the tensor read already (speculatively, before the plan), every job of the tensor
     reads from that buffer: as `FusedRows`, or else together (`FromMemory`), so the buffer's
     budget is held until the last of them is read.
@@ -198,7 +201,9 @@ def fuse(jobs: list[Job[Any]], scratch_bytes: int) -> tuple[list[Work], list[Job
         found = [t for t in targets if t is not None]
         fits = row * info.np_dtype.itemsize <= scratch_bytes
         if fits and len(found) == len(group) and _overlap(found):
-            fused += _parts(group, [t for ts in found for t in ts], row * info.np_dtype.itemsize)
+            row_bytes = row * info.np_dtype.itemsize
+            part_bytes = min(PART_BYTES, max_part_bytes)
+            fused += _parts(group, [t for ts in found for t in ts], row_bytes, part_bytes)
         elif memory is not None:
             fused.append(FromMemory(tuple(group)))
         else:
@@ -206,11 +211,14 @@ def fuse(jobs: list[Job[Any]], scratch_bytes: int) -> tuple[list[Work], list[Job
     return fused, rest
 
 
-def _parts(jobs: list[AdoptJob], targets: list[RowTarget], row_bytes: int) -> list[FusedRows]:
-    """The group's stored rows cut into `FusedRows` of about `PART_BYTES` each."""
+def _parts(
+    jobs: list[AdoptJob], targets: list[RowTarget], row_bytes: int, part_bytes: float
+) -> list[FusedRows]:
+    """The group's stored rows cut into `FusedRows` of about `part_bytes` each (a row at
+    least)."""
     first = min(t.first for t in targets)
     last = max(t.rows.stop for t in targets)
-    per = max(1, PART_BYTES // max(row_bytes, 1))
+    per = max(1, int(part_bytes // max(row_bytes, 1)))
     return [
         FusedRows(tuple(jobs), jobs[0].info, tuple(targets), slice(b, min(last, b + per)))
         for b in range(first, last, per)

@@ -335,6 +335,9 @@ class AdoptJob:
     held_bytes: int = 0  # a speculative source's budget, released at finish
     read_already: bool = False  # the speculative buffer is the filled destination: no parts
     from_speculation: bool = False  # its source is a speculative read's buffer, in memory
+    #: its parts read at most this (`Sizing.max_part_bytes`: one request, where the source takes
+    #: its bytes in file order); they are about `PART_BYTES` where that is less
+    max_part_bytes: float = math.inf
 
     @classmethod
     def start(
@@ -381,16 +384,18 @@ class AdoptJob:
         return len(self.pieces) > 1 and leaf_axes and shares
 
     def parts(self) -> list[Part] | list[SharedRows]:
+        """The parts to read, in row order, of about `PART_BYTES` (at most `max_part_bytes`)."""
         if self.read_already:
             return []
+        part_bytes = min(PART_BYTES, self.max_part_bytes)
         if self.reads_rows_once:
             itemsize, view = self.info.np_dtype.itemsize, self.view
             if view is None:
                 row_bytes = math.prod(self.info.shape[1:]) * itemsize
-                return shared_parts(self.pieces, row_bytes, PART_BYTES)
+                return shared_parts(self.pieces, row_bytes, part_bytes)
             k = outer_axis(view)
-            return shared_parts(self.pieces, view.strides[k] * itemsize, PART_BYTES, k)
-        return cut_parts(self.pieces, PART_BYTES, self.view)
+            return shared_parts(self.pieces, view.strides[k] * itemsize, part_bytes, k)
+        return cut_parts(self.pieces, part_bytes, self.view)
 
     def read(self, part: Part | SharedRows, scratch: np.ndarray) -> float:
         assert self.source is not None, f"{self.where}: read after the job was finished"

@@ -3,6 +3,15 @@
 Reading in file order keeps each reader sequential (the kernel's read-ahead helps); taking the
 files of a sharded checkpoint in turn reads them concurrently.
 
+Where the byte source takes each file's bytes in file order as they arrive
+(`ByteSource.in_file_order`: a remote file whose sha256 is checked on the way,
+`loader.remote.digest`), every piece of work is one request (`Sizing.max_part_bytes`: the jobs'
+parts, the runs and the fused rows are cut to it) and `by_offset` queues them strictly by offset:
+the runs of small tensors with the large tensors around them, not before them. The requests in
+flight are then the next ones of the file, so the hash only ever waits for a request in flight,
+what comes back early is held only until the requests before it are in, and no gap is fetched
+again.
+
 Runs of small tensors that sit next to each other in a file are read at once, into one arena, as
 views. A checkpoint such as gpt2 holds many small tensors (biases, norms) between its large ones.
 Each tensor read alone costs a buffer (one mapping), a prefault, a `preadv` and a queue round trip,
@@ -21,6 +30,7 @@ leaves is alive.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +40,7 @@ import numpy as np
 
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.pipeline.jobs import AdoptJob, Job, JobPart
+from loader.pipeline.jobs import AdoptJob, Job, JobPart, Work
 from loader.pipeline.regions import full_region
 
 if TYPE_CHECKING:
@@ -71,6 +81,29 @@ def part_order(jobs: list[Job[Any]]) -> list[JobPart[Any]]:
         if not job.holds_budget:
             by_file.setdefault(job.file, []).extend(JobPart(job, p) for p in job.parts())
     return holding + round_robin(list(by_file.values()))
+
+
+def by_offset(work: list[Work], source: ByteSource) -> list[Work]:
+    """`work` strictly in file order, for a source that takes its bytes so
+    (`ByteSource.in_file_order`): each file's by the offset of the first tensor it reads (a
+    tensor's parts keep their row order: the sort is stable), files in turn. Work whose jobs hold
+    budgeted bytes stays first, as `part_order` puts it (it reads memory, not the file).
+
+    Example:
+        >>> queued = by_offset([*runs, *fused, *part_order(rest)], source)
+    """
+    holding = [w for w in work if any(job.holds_budget for job in w.jobs)]
+    by_file: dict[str, list[Work]] = {}
+    for w in work:
+        if not any(job.holds_budget for job in w.jobs):
+            by_file.setdefault(str(source.file_of(_first_key(w))), []).append(w)
+    ordered = [sorted(v, key=lambda w: source.file_offset(_first_key(w))) for v in by_file.values()]
+    return holding + round_robin(ordered)
+
+
+def _first_key(work: Work) -> str:
+    """The stored tensor whose bytes `work` reads first (a run's jobs follow each other)."""
+    return work.jobs[0].step.file_key
 
 
 @dataclass
@@ -123,25 +156,30 @@ def _eligible(job: Job[Any]) -> TypeGuard[AdoptJob]:
     )
 
 
-def _follows(run: list[AdoptJob], job: AdoptJob, source: ByteSource) -> bool:
-    """`job`'s tensor starts where the run's last ends, in the same file, and the run has room."""
+def _follows(run: list[AdoptJob], job: AdoptJob, source: ByteSource, run_bytes: float) -> bool:
+    """`job`'s tensor starts where the run's last ends, in the same file, and the run has room
+    (`run_bytes` at most)."""
     last, key = run[-1].info, job.info.name
     return (
         source.file_of(key) == source.file_of(last.name)
         and source.file_offset(key) == source.file_offset(last.name) + last.nbytes
         and len(run) < MAX_RUN
-        and sum(j.info.nbytes for j in run) + job.info.nbytes <= RUN_BYTES
+        and sum(j.info.nbytes for j in run) + job.info.nbytes <= run_bytes
     )
 
 
-def coalesce(jobs: list[Job[Any]], source: ByteSource) -> tuple[list[Run], list[Job[Any]]]:
-    """(the runs of two or more adjacent small jobs, every other job), in file order."""
+def coalesce(
+    jobs: list[Job[Any]], source: ByteSource, max_part_bytes: float = math.inf
+) -> tuple[list[Run], list[Job[Any]]]:
+    """(the runs of two or more adjacent small jobs, every other job), in file order; a run
+    reads at most `RUN_BYTES` and `max_part_bytes` (`Sizing.max_part_bytes`)."""
+    run_bytes = min(RUN_BYTES, max_part_bytes)
     groups: list[list[AdoptJob]] = []
     rest: list[Job[Any]] = []
     for job in jobs:
         if not _eligible(job):
             rest.append(job)
-        elif groups and groups[-1] and _follows(groups[-1], job, source):
+        elif groups and groups[-1] and _follows(groups[-1], job, source, run_bytes):
             groups[-1].append(job)
         else:
             groups.append([job])

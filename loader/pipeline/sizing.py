@@ -7,6 +7,10 @@ thread starts, and used by everything after: `Sizing`.
   the threads, at most `MAX_SCRATCH_BYTES`, and off the staging ring at most `SCRATCH_SHARE` of
   the checkpoint over the threads (at least `MIN_SCRATCH_BYTES`);
 - what each reader holds of a request in flight (`ByteSource.request_bytes`: a URL's answer);
+- the most one piece of queued work reads (`max_part_bytes`): one request where the source takes
+  each file's bytes in file order (`ByteSource.in_file_order`: a URL whose sha256 is checked as
+  its bytes arrive), so the readers' requests in flight are the next ones of the file; otherwise
+  no bound beyond the jobs' own parts (`loader.pipeline.jobs.PART_BYTES`) and runs;
 - on the staged path (`staged_layout`): the largest chunk sent straight from mapped file pages
   (`chunk_bytes`: a quarter of what the scratch leaves, at most `MAX_CHUNK_BYTES`, so that several
   transfers are in flight at once), and the staging ring for chunks that need a host copy (casts,
@@ -24,6 +28,7 @@ have started.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,6 +66,9 @@ class Sizing:
         ring_slots: slots of the staging ring (0: the load is not staged).
         slot_bytes: bytes a slot.
         chunk_bytes: the largest chunk a staged load sends straight from mapped pages.
+        max_part_bytes: the most one piece of queued work (a part of a job, a run, fused rows)
+            reads: `request_bytes` where the source takes its bytes in file order, else
+            `math.inf` (the jobs' own part sizes).
 
     Example:
         >>> sizing = Sizing.of(PipelineOptions(threads=2), source, staged=False)
@@ -74,6 +82,7 @@ class Sizing:
     ring_slots: int = 0
     slot_bytes: int = 0
     chunk_bytes: int = 0
+    max_part_bytes: float = math.inf
 
     @property
     def staged(self) -> bool:
@@ -107,7 +116,8 @@ class Sizing:
             slots, slot_bytes, chunk = 0, 0, 0
             scratch = scratch_bytes(limit, threads, source.total_bytes)
         request = source.request_bytes(limit, threads)
-        return cls(limit, threads, scratch, request, slots, slot_bytes, chunk)
+        max_part = request if source.in_file_order and request else math.inf
+        return cls(limit, threads, scratch, request, slots, slot_bytes, chunk, max_part)
 
 
 def check_budget(limit: int, threads: int) -> int:

@@ -6,6 +6,13 @@ become the model's own). Speculation stops at the first tensor that does not fit
 is known (`stop`). With `strict=True` no tensor is read before the plan check: the threads only
 allocate and prefault the buffers. A failed read is kept and raised only if the tensor is used.
 
+Where the byte source takes its bytes in file order (`ByteSource.in_file_order`: a URL whose
+sha256 is checked as they arrive), a tensor is read in pieces of one request (`max_piece_bytes`,
+the load's `Sizing.max_part_bytes`), each claimed in file order by whichever thread is free, so
+the threads' requests in flight are the next ones of the file (not a tensor each, read chunk by
+chunk, the later ones held until the first is in). A tensor begun is read to its end even after
+`stop`; it counts once every piece is in.
+
 Why the cap is the budget (and not a looser rule): bytes read into a file-dtype buffer that is
 later adopted were never beyond the model's own, so speculating past the budget and accounting
 afterwards would be allowed when the model keeps the file's dtype; but before the build ends the
@@ -18,6 +25,7 @@ plain rule: stop at the first tensor that does not fit.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +47,18 @@ class Speculated:
     filled: bool
 
 
+@dataclass(eq=False)
+class _Reading:
+    """A tensor claimed for a speculative read: its buffer, the byte ranges of it still to
+    claim, and how many claimed ones are not read yet."""
+
+    info: TensorInfo
+    buffer: np.ndarray
+    unclaimed: list[tuple[int, int]]
+    reading: int = 0
+    error: BaseException | None = None
+
+
 class Speculation:
     """The speculative reads of one load, shared by the reader threads.
 
@@ -46,13 +66,24 @@ class Speculation:
         order: the tensors, in the order to read them (`loader.pipeline.order.file_order`).
         budget: the load's budget; each buffer holds its bytes until adopted or released.
         strict: allocate and prefault only; read nothing.
+        max_piece_bytes: the most one read takes of a tensor (the module docstring: one
+            request, where the source takes its bytes in file order); a tensor whole if inf.
     """
 
-    def __init__(self, order: list[TensorInfo], budget: ByteBudget, *, strict: bool) -> None:
+    def __init__(
+        self,
+        order: list[TensorInfo],
+        budget: ByteBudget,
+        *,
+        strict: bool,
+        max_piece_bytes: float = math.inf,
+    ) -> None:
         self._order = order
         self._next = 0
         self._budget = budget
         self._strict = strict
+        self._piece_bytes = math.inf if strict else max_piece_bytes
+        self._current: _Reading | None = None  # the tensor whose pieces are being claimed
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._finished = threading.Semaphore(0)
@@ -60,39 +91,65 @@ class Speculation:
         self.errors: dict[str, BaseException] = {}
         self.bytes = 0
 
-    def _claim(self) -> TensorInfo | None:
+    def _claim(self) -> tuple[_Reading, int, int] | None:
+        """The next piece to read: of the tensor begun (even after `stop`), else of the next
+        tensor whose bytes fit in the budget (none once stopped)."""
         with self._lock:
-            if self._next >= len(self._order) or self._stopped.is_set():
-                return None
-            info = self._order[self._next]
-            if not self._budget.try_acquire(info.nbytes):
-                self._next = len(self._order)  # the budget is full: stop here
-                return None
-            self._next += 1
-            return info
+            current = self._current
+            if current is None or not current.unclaimed:
+                current = self._current = self._begin_next()
+                if current is None:
+                    return None
+            start, end = current.unclaimed.pop(0)
+            current.reading += 1
+            return current, start, end
+
+    def _begin_next(self) -> _Reading | None:
+        """The next tensor in order, its budget taken (the lock held); None where none is left,
+        the budget is full or the plan is known."""
+        if self._next >= len(self._order) or self._stopped.is_set():
+            return None
+        info = self._order[self._next]
+        if not self._budget.try_acquire(info.nbytes):
+            self._next = len(self._order)  # the budget is full: stop here
+            return None
+        self._next += 1
+        step = max(1, int(min(info.nbytes, self._piece_bytes)))
+        pieces = [(a, min(info.nbytes, a + step)) for a in range(0, info.nbytes, step)]
+        return _Reading(info, aligned(info.shape, info.np_dtype), pieces or [(0, 0)])
 
     def run(self, file_bytes: Callable[[TensorInfo], Bytes]) -> None:
         """Read tensors until none is left, the budget is full or the plan is known (per thread)."""
         try:
-            while (info := self._claim()) is not None:
-                self._read(info, file_bytes)
+            while (claimed := self._claim()) is not None:
+                self._read(*claimed, file_bytes)
         finally:
             self._finished.release()
 
-    def _read(self, info: TensorInfo, file_bytes: Callable[[TensorInfo], Bytes]) -> None:
-        buffer = aligned(info.shape, info.np_dtype)
+    def _read(
+        self, reading: _Reading, start: int, end: int, file_bytes: Callable[[TensorInfo], Bytes]
+    ) -> None:
+        """Read one piece of a tensor; the last piece in makes it a speculative buffer (or, if
+        any piece failed, an error kept for `fill`)."""
+        info, raw = reading.info, reading.buffer.reshape(-1).view(np.uint8)
         try:
-            prefault(buffer)
-            if not self._strict and info.nbytes:
-                file_bytes(info).read(0, buffer.reshape(-1).view(np.uint8))
+            prefault(raw[start:end])
+            if not self._strict and end > start:
+                file_bytes(info).read(start, raw[start:end])
         except BaseException as exc:  # noqa: BLE001 - raised in fill if the tensor is used
-            self._budget.release(info.nbytes)
             with self._lock:
-                self.errors[info.name] = exc
-            return
+                reading.error = reading.error or exc
         with self._lock:
-            self.buffers[info.name] = Speculated(info, buffer, filled=not self._strict)
-            self.bytes += info.nbytes
+            reading.reading -= 1
+            if reading.unclaimed or reading.reading:
+                return  # other pieces still to come
+            if reading.error is not None:
+                self.errors[info.name] = reading.error
+            else:
+                self.buffers[info.name] = Speculated(info, reading.buffer, filled=not self._strict)
+                self.bytes += info.nbytes
+        if reading.error is not None:
+            self._budget.release(info.nbytes)
 
     def stop(self, threads: int = 0) -> None:
         """Claim nothing more; then wait until `threads` threads have left `run`."""

@@ -117,6 +117,9 @@ class RemoteStats:
     digest: str = ""
     #: bytes fetched again only to complete a digest (ranges received out of turn and not held)
     digest_refetched_bytes: int = 0
+    #: the most bytes the digest held at once (copies of ranges received ahead of their turn),
+    #: summed over files: host memory the check took beyond the load's own
+    digest_held_peak_bytes: int = 0
     #: a `sharded` load's read plan (`loader.sharded.read_plan`; None and 0 for a load without
     #: one): the bound on bytes read over bytes needed it ran under, the requests it planned, the
     #: bytes they read (gaps read through included) and the bytes of the share among them

@@ -253,6 +253,7 @@ class RemoteSource(ShardHeaders[str]):
             validator=validator,
             digest=self._digest_note or ("pending" if self.reader.digests else "not known"),
             digest_refetched_bytes=sum(d.refetched for d in self.reader.digests.values()),
+            digest_held_peak_bytes=sum(d.held_peak for d in self.reader.digests.values()),
         )
 
     def _digests_known(self) -> bool:

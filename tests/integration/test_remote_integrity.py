@@ -12,6 +12,7 @@ in any message, report, warning, `details` or traceback.
 from __future__ import annotations
 
 import http.server
+import shutil
 import sys
 import threading
 import time
@@ -189,6 +190,88 @@ def test_a_mixed_download_is_never_kept_in_the_cache(proxied, nginx, checkpoints
         loader.load_model(
             shapes.model_builder(FILE_SPEC), url, cache_dir=cache, unvalidated="allow"
         )
+
+
+# -- the digest in the pipeline's order -----------------------------------------------------------
+#: Large tensors (2 MiB: too large to join a run) with runs of small ones between them: a load
+#: that reads the runs first, or a large tensor whole on one reader while the others go on, makes
+#: the hash hold what came early.
+LARGE_BYTES = 2 << 20
+INTERLEAVED = shapes.ShapeSpec(
+    "interleaved",
+    "",
+    ("model.safetensors",),
+    tuple(
+        spec
+        for i in range(4)
+        for spec in (
+            shapes.TensorSpec(f"big{i}.weight", "F32", (512, 1024), "model.safetensors"),
+            *(
+                shapes.TensorSpec(f"small{i}.b{j}", "F32", (64,), "model.safetensors")
+                for j in range(5)
+            ),
+        )
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory):
+    """(URL, path) of the `INTERLEAVED` checkpoint, served by nginx on 127.0.0.1."""
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        pytest.skip("nginx is not installed (apt-get install nginx; .ci/run installs it)")
+    from bench.link.servers import start_nginx
+
+    root = tmp_path_factory.mktemp("interleaved")
+    ckpt = shapes.synthesize(INTERLEAVED, root)
+    with start_nginx(root) as server:
+        yield f"{server.url}/{ckpt.name}", ckpt
+
+
+def digest_checked_load(interleaved, poison, *, concurrency: int, budget: int, strict: bool):
+    """A load of the `INTERLEAVED` checkpoint with its digest (poisoned first, checked bit for
+    bit after); its remote statistics."""
+    url, ckpt = interleaved
+
+    def build():  # a builder: the readers start (speculating unless strict) while it runs
+        model = shapes.model_builder(INTERLEAVED)()
+        poison(model)
+        return model
+
+    model, report = loader.load_model(
+        build, url, digest=_sha256(ckpt), budget=budget, concurrency=concurrency, strict=strict
+    )
+    assert verify(model, ckpt) == len(INTERLEAVED.tensors)
+    stats = report.remote
+    assert stats.digest == "checked"
+    assert stats.digest_refetched_bytes == 0 and stats.refetched_bytes == 0  # nothing twice
+    return stats
+
+
+def test_one_reader_of_a_digest_checked_file_reads_it_in_file_order(interleaved, poison):
+    """Issue 55: with a digest the pipeline reads the file in order, the runs of small tensors
+    where they lie between the large ones (not first): every range comes in its turn, so the
+    hash holds nothing."""
+    stats = digest_checked_load(interleaved, poison, concurrency=1, budget=1 << 20, strict=True)
+    assert stats.digest_held_peak_bytes == 0
+
+
+def test_readers_of_a_digest_checked_file_hold_no_large_tensor(interleaved, poison):
+    """Four readers, a request of 64 KiB each (1 MiB of budget over 4 threads), taken in file
+    order: a range that comes back ahead of a request in flight waits in its reader's buffer,
+    hashed there. A copy is held only where a reader had taken a request and not yet sent it (a
+    few requests); never a large tensor read whole ahead of the hash."""
+    stats = digest_checked_load(interleaved, poison, concurrency=4, budget=1 << 20, strict=True)
+    assert stats.chunk_bytes == 64 << 10
+    assert stats.digest_held_peak_bytes < LARGE_BYTES, stats.digest_held_peak_bytes
+
+
+def test_a_digest_checked_load_speculating_a_request_at_a_time_is_exact(interleaved, poison):
+    """With 16 MiB the readers read tensors while the model is built, in pieces of one request
+    (1 MiB) claimed in file order (`loader.pipeline.speculation`), and the rest after the plan:
+    the digest is checked over both, nothing fetched twice, every tensor exact."""
+    stats = digest_checked_load(interleaved, poison, concurrency=4, budget=16 << 20, strict=False)
+    assert stats.chunk_bytes == 1 << 20
 
 
 # -- time limits that say what happened -----------------------------------------------------------

@@ -2,8 +2,9 @@
 
 A checkpoint held in memory (`MemoryCheckpoint`, one module and nothing else) loads through the
 pipelined engine exactly, also with rows read once for every device that holds them (the path a
-URL takes, here without a link), and the sizes of a load are worked out once from the options and
-the source (`Sizing`). Targets are poisoned, and every tensor is checked bit for bit against the
+URL takes, here without a link), and in file order where the source asks for it (the path a
+digest-checked URL takes); the sizes of a load are worked out once from the options and the
+source (`Sizing`). Targets are poisoned, and every tensor is checked bit for bit against the
 synthetic checkpoint, so a source that reads nothing fails.
 """
 
@@ -103,6 +104,46 @@ def test_rows_several_devices_hold_load_exactly_read_once_or_per_device(
     assert verify(model, ckpt) == len(SPEC.tensors)
     assert {s.data.shape for s in model.big.weight.get_value().addressable_shards} == {(256, 32)}
     assert sum(read) == big if shares_rows else sum(read) == 8 * big
+
+
+#: Large tensors (too large to join a run) with runs of small ones between them.
+INTERLEAVED = shapes.ShapeSpec(
+    "interleaved",
+    "",
+    ("model.safetensors",),
+    tuple(
+        spec
+        for i in range(3)
+        for spec in (
+            shapes.TensorSpec(f"big{i}.weight", "F32", (384, 1024), "model.safetensors"),
+            shapes.TensorSpec(f"small{i}.a", "F32", (16,), "model.safetensors"),
+            shapes.TensorSpec(f"small{i}.b", "F32", (16,), "model.safetensors"),
+        )
+    ),
+)
+
+
+def test_a_source_that_takes_its_bytes_in_file_order_is_read_in_file_order(
+    tmp_path, poison, monkeypatch
+):
+    """One reader, so the reads come in the queue's order: with `in_file_order` (a URL whose
+    sha256 is checked as its bytes arrive) every byte is read after those before it, the runs of
+    small tensors between the large ones where they lie."""
+    ckpt = shapes.synthesize(INTERLEAVED, tmp_path)
+    blob = ckpt.read_bytes()
+    starts: list[int] = []
+    real = MemoryBytes.read
+
+    def recorded(self, offset, out):
+        starts.append(int(self.raw.__array_interface__["data"][0]) + offset)
+        real(self, offset, out)
+
+    monkeypatch.setattr(MemoryBytes, "read", recorded)
+    model = shapes.model_builder(INTERLEAVED)()
+    poison(model)
+    model, _ = memory_load(model, blob, strict=True, threads=1, in_file_order=True)
+    assert verify(model, ckpt) == len(INTERLEAVED.tensors)
+    assert len(starts) >= len(INTERLEAVED.tensors) and starts == sorted(starts)
 
 
 def test_the_sizes_are_worked_out_once_from_the_options_and_the_source(ckpt):

@@ -71,3 +71,43 @@ def test_a_digest_is_sha256_and_64_hex_digits():
     assert parse_digest("SHA256:" + "A" * 64, where="x") == "a" * 64
     with pytest.raises(RemoteError, match="not a sha256 digest"):
         parse_digest("sha256:abc", where="x")
+
+
+def test_an_early_range_behind_a_request_in_flight_waits_in_its_own_buffer():
+    """A load's reader (it passes `fill`) whose range comes back while the range before it is
+    still in flight waits, and its bytes are hashed from its own buffer when their turn comes:
+    nothing is copied, nothing fetched."""
+    digest = FileDigest(EXPECTED, DATA.nbytes)
+    chunks = _chunks(4096)
+    digest.expect(0, 4096)  # another reader has the first range in flight
+    hashed = threading.Event()
+
+    def early_reader() -> None:
+        digest.feed(*chunks[1], fill=lambda a, b: pytest.fail("fetched a gap in flight"))
+        hashed.set()
+
+    reader = threading.Thread(target=early_reader)
+    reader.start()
+    assert not hashed.wait(0.2)  # waiting for the range before it
+    digest.feed(*chunks[0])
+    digest.settle(0)
+    reader.join(5)
+    assert hashed.is_set()
+    for start, piece in chunks[2:]:
+        digest.feed(start, piece)
+    assert digest.finish(lambda a, b: DATA[a:b], 4096)
+    assert digest.held_peak == 0 and digest.refetched == 0
+
+
+def test_a_range_behind_a_gap_nobody_has_asked_for_is_held_not_waited_for():
+    """One reader reading a large tensor chunk by chunk has asked for its first chunk only: a
+    range after its later chunks does not wait for them (they are not on their way yet); it is
+    held, a copy, and the reader goes on."""
+    digest = FileDigest(EXPECTED, DATA.nbytes)
+    chunks = _chunks(4096)
+    digest.expect(0, 4096)
+    digest.feed(*chunks[2], fill=lambda a, b: pytest.fail("fetched a gap within the hold"))
+    assert digest.held_peak == 4096
+    for start, piece in [chunks[0], chunks[1], *chunks[3:]]:
+        digest.feed(start, piece)
+    assert digest.finish(lambda a, b: DATA[a:b], 4096) and digest.refetched == 0

@@ -11,6 +11,8 @@ where its bytes live:
   neighbouring tensors read at once (`read_run`);
 - whether a row several devices hold is read once for all of them (`shares_rows`: where each byte
   read again is a request over a link) or per device (a page-cache hit);
+- whether each file's bytes must come in file order (`in_file_order`: a remote file whose sha256
+  is checked as its bytes arrive), so the load reads them so, a request at a time;
 - the page cache (a local file: the read-ahead hint, and which tensors to drop once read);
 - its statistics (`remote_stats`: a URL's requests and bytes, for `LoadReport.remote`).
 
@@ -60,6 +62,15 @@ class ByteSource(Source, Protocol):
     def shares_rows(self) -> bool:
         """Rows that several devices (or several leaves cut from one tensor) hold are read once
         for all of them: each byte read again would cost a request again."""
+        ...
+
+    @property
+    def in_file_order(self) -> bool:
+        """Each file's bytes are taken in file order as they arrive (a remote file whose sha256
+        is checked on the way, `loader.remote.digest`, which holds or fetches again what comes
+        after a gap): the load reads each file's work in offset order, a request at a time
+        (`Sizing.max_part_bytes`), so that the hash waits only for requests in flight and
+        nothing is fetched twice."""
         ...
 
     def reader_threads(self, budget_bytes: int, *, staged: bool) -> int:

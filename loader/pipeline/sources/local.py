@@ -147,6 +147,7 @@ class LocalFiles(CheckpointSource):
     """
 
     shares_rows = False  # a row read again is a page-cache hit
+    in_file_order = False  # nothing checks the bytes as they arrive
 
     def __init__(self, path: str | os.PathLike[str], cache_policy: str = AUTO) -> None:
         super().__init__(path)

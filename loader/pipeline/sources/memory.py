@@ -3,9 +3,10 @@
 The bytes of a whole checkpoint file (what `safetensors.numpy.save` returns, or a file's
 `read_bytes()`), its header validated as any file's (`loader.format.parse_header`), and its
 tensors read by copying from that buffer: a load through the pipelined engine with no file, no
-disk and no server. The knobs a test wants to turn are arguments: the reader threads, and whether
-rows are read once for all the devices that hold them (`shares_rows`, as a URL's are), so the
-paths a remote load takes run without a link.
+disk and no server. The knobs a test wants to turn are arguments: the reader threads, whether
+rows are read once for all the devices that hold them (`shares_rows`, as a URL's are), and whether
+the bytes are read in file order (`in_file_order`, as a digest-checked URL's are), so the paths a
+remote load takes run without a link.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class MemoryCheckpoint(ShardHeaders[str]):
         name: what errors and the report call it.
         threads: the reader threads it asks for.
         shares_rows: read a row several devices hold once for all of them (as over a URL).
+        in_file_order: read each file's work in offset order (as a digest-checked URL's).
 
     Example:
         >>> blob = safetensors.numpy.save({"w": np.ones((4, 4), np.float32)})
@@ -42,11 +44,13 @@ class MemoryCheckpoint(ShardHeaders[str]):
         name: str = "memory.safetensors",
         threads: int = 2,
         shares_rows: bool = False,
+        in_file_order: bool = False,
     ) -> None:
         super().__init__()
         self.path = name
         self.files = [name]
         self.threads, self.shares_rows = threads, shares_rows
+        self.in_file_order = in_file_order
         self._raw = np.frombuffer(data, np.uint8)
         n = header_length(data[:8], source=name, file_size=len(data))
         header = parse_header(data[8 : 8 + n], source=name, data_size=len(data) - 8 - n)

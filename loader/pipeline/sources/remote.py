@@ -8,8 +8,12 @@ a chunk is at most what the budget leaves each reader (`request_bytes`), at leas
 `MIN_REQUEST_BYTES`. Every byte read again is a request over the link again, so rows that several
 devices hold, and the rows of a fused tensor several leaves are cut from, are fetched once for
 all of them (`shares_rows`). A run of small neighbouring tensors is one request per chunk of
-their joint range (`read_run`). There is no page cache to mind, and the requests and bytes are
-counted for the report (`remote_stats`, `loader.remote.RemoteStats`).
+their joint range (`read_run`). Where a file's sha256 is checked (`digest=`, or the Hub's LFS
+sha256: `loader.remote.digest`), its bytes are hashed in file order as they arrive, so the load
+reads them in that order, a request at a time (`in_file_order`): the hash waits only for the
+requests in flight, what comes back ahead of them waits in its reader's buffer, and nothing is
+fetched twice. There is no page cache to mind, and the requests and bytes are counted for the
+report (`remote_stats`, `loader.remote.RemoteStats`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ class RemoteFiles(RemoteSource):
     """
 
     shares_rows = True  # a row read again is a request over the link again
+
+    @property
+    def in_file_order(self) -> bool:
+        """A file's sha256 is checked as its bytes arrive (`loader.remote.digest`)."""
+        return bool(self.reader.digests)
 
     def reader_threads(self, budget_bytes: int, *, staged: bool) -> int:
         return self.concurrency  # one reader a request in flight
