@@ -27,6 +27,7 @@ import pytest
 import loader
 import shapes
 from loader.errors import RemoteChangedError, RemoteError
+from tests.interleaved import interleaved
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from faultproxy import Fault, FaultProxy  # noqa: E402
@@ -197,22 +198,7 @@ def test_a_mixed_download_is_never_kept_in_the_cache(proxied, nginx, checkpoints
 #: that reads the runs first, or a large tensor whole on one reader while the others go on, makes
 #: the hash hold what came early.
 LARGE_BYTES = 2 << 20
-INTERLEAVED = shapes.ShapeSpec(
-    "interleaved",
-    "",
-    ("model.safetensors",),
-    tuple(
-        spec
-        for i in range(4)
-        for spec in (
-            shapes.TensorSpec(f"big{i}.weight", "F32", (512, 1024), "model.safetensors"),
-            *(
-                shapes.TensorSpec(f"small{i}.b{j}", "F32", (64,), "model.safetensors")
-                for j in range(5)
-            ),
-        )
-    ),
-)
+INTERLEAVED = interleaved(4, (512, 1024), 5, (64,))
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from loader.placement.leaves import iter_variables
 from loader.planning.policy import LoadPolicy
 from loader.sequence import LoadArgs, Recipe, run_load
 from loader.sharded.rule import AXIS
+from tests.interleaved import interleaved
 
 SPEC = shapes.ShapeSpec(
     "test",
@@ -107,20 +108,7 @@ def test_rows_several_devices_hold_load_exactly_read_once_or_per_device(
 
 
 #: Large tensors (too large to join a run) with runs of small ones between them.
-INTERLEAVED = shapes.ShapeSpec(
-    "interleaved",
-    "",
-    ("model.safetensors",),
-    tuple(
-        spec
-        for i in range(3)
-        for spec in (
-            shapes.TensorSpec(f"big{i}.weight", "F32", (384, 1024), "model.safetensors"),
-            shapes.TensorSpec(f"small{i}.a", "F32", (16,), "model.safetensors"),
-            shapes.TensorSpec(f"small{i}.b", "F32", (16,), "model.safetensors"),
-        )
-    ),
-)
+INTERLEAVED = interleaved(3, (384, 1024), 2, (16,))
 
 
 def test_a_source_that_takes_its_bytes_in_file_order_is_read_in_file_order(
