@@ -152,10 +152,10 @@ def _cost(row: pd.Series) -> Cost:
 
 
 def fits_column(rows: pd.DataFrame, host_ram_bytes: int) -> pd.Series:
-    """Each row's verdict on a host of `host_ram_bytes` (fits, tight, does not fit; "–" unknown),
+    """Each row's verdict on a host of `host_ram_bytes` (fits, tight, does not fit; "-" unknown),
     by `bench.analysis.recommend.verdict` on its measured peak RSS."""
     return rows["peak_rss_bytes"].map(
-        lambda p: "–" if pd.isna(p) else verdict(int(p), host_ram_bytes)
+        lambda p: style.UNKNOWN if pd.isna(p) else verdict(int(p), host_ram_bytes)
     )
 
 
@@ -295,7 +295,9 @@ def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
             "strategy": rows["strategy"].where(
                 ~rows["recommended"], RECOMMENDED_MARK + rows["strategy"]
             ),
-            "fits": rows["fits"].where((rows["status"] == OK) & (rows["kind"] != REFERENCE), "–"),
+            "fits": rows["fits"].where(
+                (rows["status"] == OK) & (rows["kind"] != REFERENCE), style.UNKNOWN
+            ),
             "peak": style.sizes(peak),
             "needs": style.sizes(peak.map(lambda p: minimum_ram(int(p)) if pd.notna(p) else None)),
             "wall": rows["wall_s"].map(style.seconds),
@@ -309,6 +311,8 @@ def cost_table(shown: pd.DataFrame, ram: int) -> pd.DataFrame:
             "reason": rows["reason"],
         }
     )
-    empty = [c for c in table if c not in ("strategy", "reason") and (table[c] == "–").all()]
+    empty = [
+        c for c in table if c not in ("strategy", "reason") and (table[c] == style.UNKNOWN).all()
+    ]
     table = table.drop(columns=empty)
     return table.rename(columns={**COLUMNS, "fits": f"fits {style.size(ram)}?"})

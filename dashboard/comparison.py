@@ -41,7 +41,7 @@ ERROR, WARNING, INFO, SUCCESS = "error", "warning", "info", "success"  # how a s
 
 
 def _fact(name: str, value: Any) -> str:
-    """One fact as text: sizes in GiB, a missing one as "–"."""
+    """One fact as text: sizes in GiB, a missing one as "-"."""
     if value is None or (isinstance(value, float) and pd.isna(value)) or value == "":
         return style.UNKNOWN
     return style.size(value) if name == "ram_bytes" else str(value)

@@ -57,7 +57,7 @@ class _Doc:
         self.parts.append(f"<{tag}{attr}>{html.escape(text)}</{tag}>")
 
     def table(self, df: pd.DataFrame) -> None:
-        self.parts.append(df.to_html(index=False, na_rep="–", border=0, escape=True))
+        self.parts.append(df.to_html(index=False, na_rep=style.UNKNOWN, border=0, escape=True))
 
     def chart(self, chart: alt.TopLevelMixin) -> None:
         with alt.data_transformers.disable_max_rows():

@@ -7,10 +7,10 @@ use a different, paler palette, so a phase is never mistaken for a strategy. A c
 only what it draws (`strategy_scale(shown)`), with those fixed colours.
 
 Numbers: sizes, rates and seconds through `shapes.sizes`, the one formatter the CLI prints with too
-(binary units, rates in GiB/s, three significant digits); an unknown figure reads "–". A repeat is
-counted from 1, as the CLI counts it (`repeat_number`); a table's column of sizes is in one unit
-(`sizes`), and a multiple is written `1.01x`, with the letter x the CLI and the judge's sentence
-use.
+(binary units, rates in GiB/s, three significant digits); an unknown figure reads "-", as in the
+CLI. A repeat is counted from 1, as the CLI counts it (`repeat_number`); a table's column of
+sizes is in one unit (`sizes`), and a multiple is written `1.01x`, with the letter x the CLI and
+the judge's sentence use.
 Imports neither jax nor streamlit (the static report uses it too).
 """
 
@@ -40,7 +40,14 @@ from loader.vocabulary import (
     TOTAL,
     TRANSFER,
 )
-from shapes.sizes import column_unit, format_bytes, format_bytes_in, format_rate, format_seconds
+from shapes.sizes import (
+    MISSING,
+    column_unit,
+    format_bytes,
+    format_bytes_in,
+    format_rate,
+    format_seconds,
+)
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -189,21 +196,21 @@ def number_format(unit: str) -> str:
     return ",.2f" if unit == "GiB" else ",.1f"
 
 
-UNKNOWN = "–"  # an unknown figure in a table or a sentence of the dashboard and the report
+UNKNOWN = MISSING  # an unknown figure, as the CLI writes it (`shapes.sizes.MISSING`)
 
 
 def size(n: float | None) -> str:
-    """Bytes as `1.23 GiB` or `457 MiB` (`shapes.sizes.format_bytes`; `–` when unknown)."""
+    """Bytes as `1.23 GiB` or `457 MiB` (`shapes.sizes.format_bytes`; `-` when unknown)."""
     return UNKNOWN if n is None or pd.isna(n) else format_bytes(float(n))
 
 
 def sizes(column: pd.Series) -> pd.Series:
     """A table's column of sizes in one unit, the one its largest value reaches (`column_unit`):
-    `0.838 GiB` beside `1.35 GiB`, never `858 MiB` beside `1.35 GiB`; `–` where unknown.
+    `0.838 GiB` beside `1.35 GiB`, never `858 MiB` beside `1.35 GiB`; `-` where unknown.
 
     Example:
         >>> sizes(pd.Series([858 << 20, 1.35 * 2**30, None])).tolist()
-        ['0.838 GiB', '1.35 GiB', '–']
+        ['0.838 GiB', '1.35 GiB', '-']
     """
     values = pd.to_numeric(column, errors="coerce")
     unit = column_unit(values.dropna().tolist())
@@ -217,18 +224,18 @@ def repeat_number(stored: Any) -> int:
 
 
 def seconds(s: float | None) -> str:
-    """Seconds as `1.90 s`, `0.000541 s` (`shapes.sizes.format_seconds`; `–` when unknown)."""
+    """Seconds as `1.90 s`, `0.000541 s` (`shapes.sizes.format_seconds`; `-` when unknown)."""
     return UNKNOWN if s is None or pd.isna(s) else format_seconds(float(s))
 
 
 def ratio(r: float | None) -> str:
-    """A multiple: `1.01x`, the letter x as the CLI and the judge's sentence write it (`–` when
+    """A multiple: `1.01x`, the letter x as the CLI and the judge's sentence write it (`-` when
     unknown)."""
     return UNKNOWN if r is None or pd.isna(r) else f"{float(r):.2f}x"
 
 
 def rate(bytes_per_s: float | None) -> str:
-    """Throughput as `1.88 GiB/s`, `0.00284 GiB/s` (`shapes.sizes.format_rate`; `–` when
+    """Throughput as `1.88 GiB/s`, `0.00284 GiB/s` (`shapes.sizes.format_rate`; `-` when
     unknown)."""
     return (
         UNKNOWN if bytes_per_s is None or pd.isna(bytes_per_s) else format_rate(float(bytes_per_s))

@@ -158,9 +158,11 @@ def remote_figures(rows: pd.DataFrame) -> None:
             "wall ÷ ceiling": figures["ceiling_ratio"].map(style.ratio),
             "bytes received": figures["bytes_received"].map(style.size),
             "x checkpoint": (figures["bytes_received"] / figures["checkpoint_bytes"]).map(
-                lambda r: "–" if pd.isna(r) else f"{r:.3f}x"
+                lambda r: style.UNKNOWN if pd.isna(r) else f"{r:.3f}x"
             ),
-            "requests": figures["requests"].map(lambda n: "–" if pd.isna(n) else f"{n:,.0f}"),
+            "requests": figures["requests"].map(
+                lambda n: style.UNKNOWN if pd.isna(n) else f"{n:,.0f}"
+            ),
         }
     )
     st.markdown(
@@ -203,7 +205,7 @@ Format = str | Callable[[float], str]  # `"{:.2f}x"`, or a function such as `sty
 
 def number_table(table: pd.DataFrame, formats: dict[str, Format], labels: dict[str, str]) -> Any:
     """`table` as a Styler whose numbers use `formats` (`str.format` style, or a function of
-    `style`) and whose missing values (a failed run has no peak or time) read as "–", not a grey
+    `style`) and whose missing values (a failed run has no peak or time) read as "-", not a grey
     "None"; `labels` renames columns. The formats live in the Styler: a column_config format
     would override na_rep."""
     by_column: dict[Any, Any] = dict(formats)
@@ -219,7 +221,7 @@ def status_table(phases: pd.DataFrame) -> None:
     table = totals[cols].sort_values(["strategy", "repeat"]).reset_index(drop=True)
     table["repeat"] = table["repeat"].map(style.repeat_number)  # from 1, as `bench run` says
     table["error"] = table["error"].where(table["error"].map(lambda e: isinstance(e, str)), "")
-    for number in ("peak_ratio", "wall_s"):  # a failed run's None reads "–", never "None"
+    for number in ("peak_ratio", "wall_s"):  # a failed run's None reads "-", never "None"
         table[number] = pd.to_numeric(table[number], errors="coerce")
     counts = table["status"].value_counts()
     st.markdown(" · ".join(f"**{s}**: {int(counts[s])}" for s in STATUSES if s in counts))

@@ -13,6 +13,7 @@ from bench.records.results import headline
 from bench.units import format_bytes
 from bench.vocabulary import OK
 from loader.vocabulary import TOTAL
+from shapes.sizes import MISSING
 
 
 def device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -72,13 +73,13 @@ def device_peak(row: pd.Series, size: Callable[[float], str] = format_bytes) -> 
     got more than its shards, '+over' if it went above the model by more than the budget."""
     peak, copied = _value(row, "device_peak_bytes"), _value(row, "device_overreceived")
     flag = (" +copy" if copied else "") + (" +over" if _value(row, "device_over_budget") else "")
-    return (size(float(peak)) if isinstance(peak, int | float) else "-") + flag
+    return (size(float(peak)) if isinstance(peak, int | float) else MISSING) + flag
 
 
 def device_headroom(row: pd.Series, size: Callable[[float], str] = format_bytes) -> str:
     """The device memory the peak left free (bytes_limit - peak; '-' where unknown)."""
     free = _value(row, "device_headroom_bytes")
-    return size(float(free)) if isinstance(free, int | float) else "-"
+    return size(float(free)) if isinstance(free, int | float) else MISSING
 
 
 def over_budget_lines(rows: pd.DataFrame, size: Callable[[float], str] = format_bytes) -> list[str]:

@@ -66,6 +66,7 @@ from bench.records.results import (
 )
 from bench.vocabulary import OK
 from loader.vocabulary import REFERENCE, TOTAL
+from shapes.sizes import MISSING
 
 PEAK = "peak_over_baseline_bytes"
 TIME = "time_ratio"
@@ -532,7 +533,7 @@ METRIC_WORDS = {
 def metric_text(metric: str, value: float) -> str:
     """A metric's value as history shows it: `0.586 GiB` (a peak), `1.23 s`, `2.00x`; `-` NaN."""
     if value != value:
-        return "-"
+        return MISSING
     if metric == PEAK:
         return f"{value / (1 << 30):.3f} GiB"
     return f"{value:.2f} s" if metric == WALL else f"{value:.2f}x"

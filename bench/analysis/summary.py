@@ -38,6 +38,7 @@ from bench.records.results import GROUP_KEYS, Results, headline, summarize, with
 from bench.vocabulary import COLD, NATIVE, OK
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import DEFAULT_STRATEGY, REFERENCE, TOTAL
+from shapes.sizes import MISSING
 
 #: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
 EXTRA_KEYS = (
@@ -298,7 +299,7 @@ def gib(n: float | None) -> str:
     """One unit family for the summary: `1.23 GiB` (sizes), whatever their size; `-` for None.
     Below 0.01 GiB, three significant digits (`0.000347 GiB`, never in exponent form): a tiny
     checkpoint's sizes never print as zero."""
-    return "-" if n is None or n != n else f"{_in_gib(float(n))} GiB"
+    return MISSING if n is None or n != n else f"{_in_gib(float(n))} GiB"
 
 
 def _in_gib(n: float) -> str:
@@ -316,7 +317,7 @@ def _inflight(row: pd.Series) -> str:
     """`0.24 GiB / 0.25 GiB`: the high-water mark of bytes in flight over the budget."""
     peak = _num(row.get("inflight_peak_bytes"))
     if peak is None:
-        return "-"
+        return MISSING
     budget = _num(row.get("budget_bytes"))
     return f"{gib(peak)} / {gib(budget) if budget else 'its default'}"
 
@@ -327,21 +328,21 @@ def _anon_file(row: pd.Series) -> str:
     `-` for a row that measured nothing."""
     anon, file = _num(row.get("peak_anon_rss_bytes")), _num(row.get("peak_file_rss_bytes"))
     if anon is None or file is None:
-        return "n/a" if _num(row.get("peak_rss_bytes")) is not None else "-"
+        return "n/a" if _num(row.get("peak_rss_bytes")) is not None else MISSING
     return f"{_in_gib(anon)} / {gib(file)}"
 
 
 def _device_ceiling(row: pd.Series) -> str:
     """`1.42x`: the median wall over the device ceiling (a load onto an accelerator); `-` else."""
     ratio = _num(row.get("device_ceiling_ratio"))
-    return f"{ratio:.2f}x" if ratio is not None else "-"
+    return f"{ratio:.2f}x" if ratio is not None else MISSING
 
 
 def _cpu(row: pd.Series) -> str:
     """`1.71` CPU-seconds of the load, `1.71 (1.02)` beside the C ceiling's for its bytes."""
     cpu, ceiling = _num(row.get("cpu_s")), _num(row.get("ceiling_cpu_s"))
     if cpu is None:
-        return "-"
+        return MISSING
     return _fixed(cpu) + (f" ({_fixed(ceiling)})" if ceiling is not None else "")
 
 
@@ -368,7 +369,7 @@ def paired_text(row: pd.Series) -> str:
     paired, n = _num(row.get("paired_ratio")), _int(row.get("paired_n")) or 0
     if paired is None:
         ceiling = _num(row.get("ceiling_ratio"))
-        return f"{ceiling:.2f}x" if ceiling is not None else "-"
+        return f"{ceiling:.2f}x" if ceiling is not None else MISSING
     if n < 2:
         return f"{paired:.2f}x (n=1)"
     low, high = _num(row.get("paired_low")), _num(row.get("paired_high"))
@@ -385,15 +386,15 @@ def _cells(row: pd.Series, answer: Decision) -> list[str]:
     return [
         _name(row, answer),
         gib(_num(row["peak_rss_bytes"])),
-        f"{ratio:.2f}x" if ratio is not None else "-",
+        f"{ratio:.2f}x" if ratio is not None else MISSING,
         _anon_file(row),
         device_peak(row, gib),
         device_headroom(row, gib),
-        f"{wall:.2f}{spread}" if wall is not None else "-",
+        f"{wall:.2f}{spread}" if wall is not None else MISSING,
         _cpu(row),
-        f"{_in_gib(tput)} GiB/s" if tput is not None else "-",
-        f"{_in_gib(received)} GiB/s" if received is not None else "-",
-        f"{floor:.2f}x" if floor is not None else "-",
+        f"{_in_gib(tput)} GiB/s" if tput is not None else MISSING,
+        f"{_in_gib(received)} GiB/s" if received is not None else MISSING,
+        f"{floor:.2f}x" if floor is not None else MISSING,
         paired_text(row),
         _device_ceiling(row),
         _inflight(row),
@@ -579,7 +580,7 @@ def _block(group: pd.DataFrame, answer: Decision, shares: dict[Any, list[str]]) 
     ordered = group.loc[rows_order]
     cells = [_cells(r, answer) for _, r in ordered.iterrows()]
     always = ("strategy", "status")
-    keep = [i for i, h in enumerate(HEADER) if h in always or any(c[i] != "-" for c in cells)]
+    keep = [i for i, h in enumerate(HEADER) if h in always or any(c[i] != MISSING for c in cells)]
     rows = [[HEADER[i] for i in keep]] + [[c[i] for i in keep] for c in cells]
     widths = [max(len(r[i]) for r in rows) for i in range(len(keep))]
     ceiling = _ceiling(group)

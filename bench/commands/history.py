@@ -37,6 +37,7 @@ from bench.analysis.history import steps as history_steps
 from bench.commands.common import add_allow_partial, add_json, example, read_whole
 from bench.errors import BenchError
 from bench.records.results import MEANINGS, ROUTE, X_CEILING, X_FLOOR, routed
+from shapes.sizes import MISSING
 
 NAMES = {PEAK: "peak - base", TIME: f"{X_CEILING} (95% CI)", WALL: "wall s", FLOOR: X_FLOOR}
 SHOWN = (TIME, PEAK, WALL, FLOOR)
@@ -65,7 +66,7 @@ def _table(series: pd.DataFrame, marks: dict[str, list[str]]) -> list[str]:
     rows = [head]
     for _, p in series.iterrows():
         versions = [
-            str(p[k]) if isinstance(p[k], str) else "-"
+            str(p[k]) if isinstance(p[k], str) else MISSING
             for k in ("jax_version", "flax_version", "safetensors_version")
         ]
         metrics = [_time_cell(p), *(metric_text(m, float(p[m])) for m in SHOWN[1:])]

@@ -53,7 +53,7 @@ def _series(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The points shown, one per (series, run), each figure with its unit (– where none)."""
+    """The points shown, one per (series, run), each figure with its unit (- where none)."""
     named = frames.route_labelled(rows)
     return pd.DataFrame(
         {
@@ -64,7 +64,7 @@ def runs_table(rows: pd.DataFrame) -> pd.DataFrame:
             "repeats": rows["repeats"],
             "peak over baseline": rows[history.PEAK].map(style.size),
             "time / reference": [
-                f"{style.ratio(t)} ({style.ratio(lo)}–{style.ratio(hi)})"
+                f"{style.ratio(t)} ({style.ratio(lo)}-{style.ratio(hi)})"
                 if pd.notna(lo)
                 else style.ratio(t)
                 for t, lo, hi in zip(rows[history.TIME], rows["time_low"], rows["time_high"])

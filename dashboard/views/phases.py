@@ -68,7 +68,7 @@ def _substeps(rows: pd.DataFrame) -> None:
         return
     steps = pd.DataFrame([dict(s or {}) for s in stream["substeps_s"]], index=stream.index)
     steps.insert(0, "strategy", stream["strategy"])
-    st.markdown("**Inside `stream`**: median seconds spent per sub-step (– where none was timed)")
+    st.markdown("**Inside `stream`**: median seconds spent per sub-step (- where none was timed)")
     med = steps.groupby("strategy").median().reset_index()
     seconds: dict[str, widgets.Format] = {c: style.seconds for c in med.columns[1:]}
     styler, config = widgets.number_table(med, seconds, {})
@@ -88,7 +88,7 @@ def _numbers(med: pd.DataFrame) -> None:
     with st.expander("The numbers"):
         formats = {c: _format(c) for c in med.columns if med[c].dtype.kind in "fi"}
         table = med.sort_values(["strategy", "phase_order"])
-        styler, config = widgets.number_table(table, formats, {})  # a missing value reads "–"
+        styler, config = widgets.number_table(table, formats, {})  # a missing value reads "-"
         st.dataframe(styler, hide_index=True, column_config=config)
 
 

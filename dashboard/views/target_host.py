@@ -384,7 +384,7 @@ def _links(results: Any, summary: dict | None, name: str) -> None:
             "strategy": c.label,  # `sharded (2 processes)`: each process count its own curve
             "concurrency": p.concurrency,
             "wall (median)": style.seconds(p.wall_s),
-            "wall (min–max)": f"{style.seconds(p.wall_s_min)} – {style.seconds(p.wall_s_max)}",
+            "wall (min-max)": f"{style.seconds(p.wall_s_min)} - {style.seconds(p.wall_s_max)}",
             "x ceiling": style.ratio(p.ceiling_ratio),
             "runs": p.runs,
         }

@@ -105,7 +105,7 @@ def test_the_table_leads_with_the_answer(sa3_results):
     tight = answer.cost_table(rows, int(2.5 * GIB))
     assert not tight["strategy"].iloc[0].startswith("★")  # nothing fits: nothing marked
     some = answer.cost_table(rows, 3 * GIB)  # fits first, then tight or over, then the rest
-    verdicts = [v for v in some[f"fits {style.size(3 * GIB)}?"] if v != "–"]
+    verdicts = [v for v in some[f"fits {style.size(3 * GIB)}?"] if v != style.UNKNOWN]
     fitting = verdicts.count("fits")
     assert 1 <= fitting < len(verdicts) and set(verdicts[:fitting]) == {"fits"}
     assert answer.margin_bytes(int(2.5 * GIB)) == int(2.25 * GIB)

@@ -14,6 +14,7 @@ from conftest import APP, PAGES
 
 from bench.cli import main
 from dashboard.target_words import page_words
+from shapes.sizes import MISSING
 from tests.commands import loadbench
 
 GIB = 1 << 30
@@ -384,7 +385,7 @@ def test_a_failed_runs_missing_figures_read_as_a_dash_not_none(app, fixture_resu
     crashed = table.value.index[table.value["status"] == "crashed"][0]
     columns = list(table.value.columns)
     for name in ("peak_ratio", "wall_s"):
-        assert shown.iloc[crashed, columns.index(name)] == "–"
+        assert shown.iloc[crashed, columns.index(name)] == MISSING  # the CLI's mark
     ok = table.value.index[table.value["status"] == "ok"][0]
     assert shown.iloc[ok, columns.index("wall_s")].endswith(" s")
 

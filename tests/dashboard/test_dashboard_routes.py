@@ -125,7 +125,7 @@ def test_phases_are_one_route_named_with_it_and_against_the_link(page, remote):
     pipelined = link[link["strategy"] == f"pipelined · {C64}"].iloc[0]
     assert pipelined["wall ÷ ceiling"] == f"{_median(remote, 'pipelined', 64) / CEILING_S:.2f}x"
     assert pipelined["link ceiling"] == f"{CEILING_S:.2f} s"
-    assert pipelined["bytes received"] != "–"
+    assert pipelined["bytes received"] != "-"
     assert f"pipelined · {C1}" not in _drawn(at)
 
 

@@ -16,11 +16,12 @@ import re
 import pandas as pd
 import pytest
 
-from bench.analysis.summary import json_decisions
+from bench.analysis.summary import json_decisions, tables
 from bench.cli import main
 from bench.records.results import MEANINGS, X_CEILING, read_results, summarize
-from dashboard import answer, sections
+from dashboard import answer, sections, style
 from dashboard.report import build
+from shapes.sizes import MISSING
 from tests.records import HOST_RAM, write_decision_folders
 
 
@@ -56,7 +57,7 @@ def test_a_multiple_is_written_with_the_letter_x_everywhere(report):
 def test_a_column_of_sizes_is_in_one_unit(ties, capsys):
     table = _cost_table(ties)
     for column in ("peak RSS", "needs RAM", "peak over baseline"):
-        units = {_unit(c) for c in table[column] if c != "–"}
+        units = {_unit(c) for c in table[column] if c != style.UNKNOWN}
         assert units == {"GiB"}, (column, table[column].tolist())
     assert (
         main(["recommend", "--results", str(ties), "--shapes", "gpt2", "--host-ram", "16GiB"]) == 0
@@ -91,5 +92,14 @@ def test_sizes_in_one_unit_roll_at_1024():
     from dashboard.style import sizes
 
     column = pd.Series([1023 << 20, 1 << 30, None])
-    assert sizes(column).tolist() == ["0.999 GiB", "1.00 GiB", "–"]
+    assert sizes(column).tolist() == ["0.999 GiB", "1.00 GiB", "-"]
     assert sizes(pd.Series([1000 << 20, 5 << 20])).tolist() == ["1000 MiB", "5.00 MiB"]
+
+
+def test_an_unknown_figure_reads_as_the_cli_writes_it(ties, report, capsys):
+    """A missing figure is one mark on every surface: the CLI's `-` (`shapes.sizes.MISSING`),
+    never the dashboard's and report's own en dash."""
+    assert style.UNKNOWN == MISSING == "-"
+    assert "–" not in re.sub(r"<script.*?</script>", "", report, flags=re.S)  # (vega's own JS)
+    cli = tables(read_results(ties))
+    assert f" {MISSING} " in cli and "–" not in cli  # the folder has cells with no figure
