@@ -47,6 +47,12 @@ SHARED_LIMIT = 0.25
 FASTEST_PLAUSIBLE = 0.95
 
 
+def spread_text(half_width: float) -> str:
+    """An interval's half width as a percentage, `±13%`; with one decimal below 10% (`±5.3%`), so
+    that a spread just past the +-5% a settled time needs never reads as `±5%`."""
+    return f"±{half_width:.1%}" if half_width < 0.1 else f"±{half_width:.0%}"
+
+
 @dataclass(frozen=True)
 class Interval:
     """A ratio's estimate and its 95% confidence interval over `n` repeats (`low` = `high` =
@@ -159,7 +165,7 @@ def instability(
         return None
     reasons = []
     if iv.n >= 2 and not iv.settled:
-        reasons.append(f"95% CI ±{iv.half_width:.0%} after {iv.n} repeats (wanted ±5%)")
+        reasons.append(f"95% CI {spread_text(iv.half_width)} after {iv.n} repeats (wanted ±5%)")
     for i in outliers(ratios):
         rest = statistics.median(v for j, v in enumerate(ratios) if j != i)
         reasons.append(f"repeat {i + 1} took {ratios[i] / rest:.2f}x the others' median")

@@ -49,7 +49,7 @@ from bench.analysis import difference
 from bench.analysis.difference import Difference
 from bench.analysis.predictions import StrategyPrediction
 from bench.errors import BenchError
-from bench.intervals import Interval
+from bench.intervals import Interval, spread_text
 from bench.records.results import Results, partial_runs
 from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT
 from loader.vocabulary import PEER, REFERENCE
@@ -451,8 +451,8 @@ def prediction_candidate(s: StrategyPrediction, peers: Collection[str] = ()) -> 
     )
     unsettled = time.n >= 2 and not time.settled
     why = (
-        f"unstable: 95% CI ±{time.half_width:.0%} after {time.n} repeats of its largest shape "
-        "set (wanted ±5%)"
+        f"unstable: 95% CI {spread_text(time.half_width)} after {time.n} repeats of its largest "
+        "shape set (wanted ±5%)"
         if unsettled
         else None
     )

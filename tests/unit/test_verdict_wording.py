@@ -20,7 +20,7 @@ from bench.analysis.fit import FitModel
 from bench.analysis.judge import PAIRED, Candidate, Decision, TargetHost, decide
 from bench.analysis.recommend import StrategyPrediction, TargetCheckpoint, rank
 from bench.analysis.summary import tables
-from bench.intervals import interval
+from bench.intervals import instability, interval, spread_text
 from bench.records.results import read_results
 from bench.records.schema import to_json_line
 from bench.vocabulary import FITS
@@ -275,3 +275,14 @@ def test_advise_takes_the_peers_from_the_rows_kind(tmp_path):
     out = to_json(adv)
     assert out["fastest_peer"]["strategy"] == "mmap-put" and out["best_own"] == "builder"
     assert any("of loadbench's own strategies, use builder" in s for s in out["notes"])
+
+
+def test_a_spread_just_past_five_percent_never_reads_as_five_percent():
+    """`unstable: 95% CI ±5% (wanted ±5%)` said nothing: below 10% the spread has one decimal."""
+    ratios = [1.793, 1.859, 1.928, 2.0, 2.074, 2.151, 2.231, 1.887, 2.12, 2.0]  # ±5.1%
+    half = interval(ratios).half_width
+    assert 0.05 < half < 0.055
+    why = instability(ratios)
+    assert why is not None
+    assert f"95% CI ±{half:.1%} after 10 repeats (wanted ±5%)" in str(why), why
+    assert spread_text(0.134) == "±13%"
