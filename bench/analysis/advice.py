@@ -129,6 +129,28 @@ def decision(advice: Advice) -> Decision:
     return judge_predictions(advice.rec.strategies, host, advice.peers, partial=advice.partial)
 
 
+#: What a checkpoint's headers may add to its tensors' bytes, per tensor (its JSON entry: name,
+#: dtype, shape, offsets) and once (the length prefixes, padding, `__metadata__`, an index file).
+HEADER_BYTES_PER_TENSOR = 1 << 10
+HEADER_BYTES_ONCE = 1 << 20
+
+
+def of_checkpoint(phases: pd.DataFrame, target: TargetCheckpoint) -> pd.Series:
+    """The rows that measured `target`'s very checkpoint: the same number of tensors, the same
+    largest one, and its bytes. The rows count the files' bytes, headers included; a target made
+    from a shape set (`--shapes`) counts its tensors' bytes alone, one from a file
+    (`--checkpoint`) the files' as the rows do: so a row may hold at most a header's worth more
+    than the target (`HEADER_BYTES_PER_TENSOR` each, `HEADER_BYTES_ONCE`), never less."""
+    extra = pd.to_numeric(phases["checkpoint_bytes"]) - target.checkpoint_bytes
+    headers = HEADER_BYTES_ONCE + HEADER_BYTES_PER_TENSOR * target.tensors
+    return (
+        (extra >= 0)
+        & (extra <= headers)
+        & (pd.to_numeric(phases["largest_tensor_bytes"]) == target.largest_tensor_bytes)
+        & (pd.to_numeric(phases["tensors"]) == target.tensors)
+    )
+
+
 def measured_decision(
     results: Results, target: TargetCheckpoint, host_ram: int, devices: int | None, cache: str
 ) -> Decision | None:
@@ -138,12 +160,7 @@ def measured_decision(
     devices where measured, else the count with the most strategies (`judge.default_devices`),
     on a host of `host_ram`. None where no run measured it."""
     phases = results.phases
-    same = (
-        (pd.to_numeric(phases["checkpoint_bytes"]) == target.checkpoint_bytes)
-        & (pd.to_numeric(phases["largest_tensor_bytes"]) == target.largest_tensor_bytes)
-        & (pd.to_numeric(phases["tensors"]) == target.tensors)
-    )
-    mine = phases[same]
+    mine = phases[of_checkpoint(phases, target)]
     if mine.empty:
         return None
     runs = results.runs[results.runs["run_id"].isin(set(mine["run_id"]))]

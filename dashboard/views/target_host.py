@@ -270,7 +270,14 @@ def _for_devices(results: Any, devices: int) -> tuple[Any, list[str]]:
     out = sorted(set(phases["strategy"]) & splitting - on_one)
     if not out:
         return results, []
-    kept = replace(results, phases=phases[~phases["strategy"].isin(out)])
+    asked = results.runs["strategies"].map(  # the runs no longer ask for them either: a run
+        lambda names: [n for n in names if n not in out] if isinstance(names, list) else names
+    )  # is not called partial for what the page leaves out
+    kept = replace(
+        results,
+        phases=phases[~phases["strategy"].isin(out)],
+        runs=results.runs.assign(strategies=asked),
+    )
     return kept, [
         f"Not listed: {', '.join(out)} (they split tensors across devices, and one device has "
         "nothing to split; measured only on more)."
