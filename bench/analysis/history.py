@@ -197,7 +197,7 @@ def _shared(others: list[float | None]) -> bool:
 
 def _label(started: Any, commit: Any, limits: Sequence[str] = ()) -> str:
     """`2026-12-03 18:40 · 1a2b3c4`: when a run started and what code it ran, then the limits its
-    children ran under where it had any (`· 1 CPUs`)."""
+    children ran under where it had any (`· 1 CPU`)."""
     when = str(started)[:16].replace("T", " ") if isinstance(started, str) else "?"
     said = f"{when} · {commit}" if isinstance(commit, str) and commit else when
     return "".join([said, *(f" · {limit}" for limit in limits)])

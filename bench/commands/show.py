@@ -70,7 +70,7 @@ def find_run(run: str, results: str) -> Path:
 
 def run_header(results: Results) -> str:
     """`run 20261203T184000Z-1a2b3c · here · 2026-12-03 18:40 · commit 1a2b3c4 · complete ·
-    1 CPUs`: one line per run in the results, with the limits its children ran under."""
+    1 CPU`: one line per run in the results, with the limits its children ran under."""
     lines = []
     for run in results.runs.to_dict("records"):
         rows = results.phases[results.phases["run_id"] == run["run_id"]]

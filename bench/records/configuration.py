@@ -96,7 +96,7 @@ def run_limits(run: Mapping[Any, Any], rows: pd.DataFrame | None = None) -> list
 
     Example:
         >>> run_limits({"cpu_limit": 1.0, "host_ram_bytes": 4 << 30})
-        ['memory limit 4.00 GiB', '1 CPUs']
+        ['memory limit 4.00 GiB', '1 CPU']
     """
     out = []
     ram = _run_value(run, rows, "host_ram_bytes")
@@ -108,7 +108,7 @@ def run_limits(run: Mapping[Any, Any], rows: pd.DataFrame | None = None) -> list
     asked: Any = run.get("cpu_limit")
     cpus = float(asked) if known(asked) else _row_value(rows, "cpus")
     if cpus is not None:
-        out.append(f"{cpus:g} CPUs")
+        out.append(f"{cpus:g} CPU" if cpus == 1 else f"{cpus:g} CPUs")
     budget: Any = run.get("budget_bytes")  # the run's `--budget`; rows carry a strategy's default
     if known(budget):
         out.append(f"budget {format_bytes(float(budget))}")
@@ -118,5 +118,5 @@ def run_limits(run: Mapping[Any, Any], rows: pd.DataFrame | None = None) -> list
 
 
 def limits_text(run: Mapping[Any, Any], rows: pd.DataFrame | None = None) -> str:
-    """`1 CPUs, budget 32.0 MiB`, or `unconstrained`."""
+    """`1 CPU, budget 32.0 MiB`, or `unconstrained`."""
     return ", ".join(run_limits(run, rows)) or UNCONSTRAINED

@@ -73,7 +73,7 @@ def test_a_probe_predicts_the_time_on_its_host(app, probe_results):
     assert "Times extrapolated to target" in said and "P=1.50" in said
     # the RAM is the probe's: its memory.max, 8 GiB, not its 16 GiB of RAM, and no input for it
     assert "target_ram_gib" not in [n.key for n in at.number_input]
-    assert any("8.00 GiB RAM" in m.value and "1 CPUs" in m.value for m in at.markdown)
+    assert any("8.00 GiB RAM" in m.value and "1 CPU" in m.value for m in at.markdown)
     assert any("on 8.00 GiB" in s.value and "pipelined (6.90 s" in s.value for s in at.success)
     assert any("--probe target.json --cache warm" in c.value for c in at.caption)
 

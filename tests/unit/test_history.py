@@ -384,4 +384,4 @@ def test_a_cpus_1_run_is_labelled_with_its_limit_and_is_a_boundary(tmp_path):
     assert steps(results) == []
     (boundary,) = boundaries(results)
     assert boundary.run_id == "r3" and "CPU limit - -> 1" in boundary.change
-    assert list(points(results)["label"])[-1] == "2026-01-03 00:00 · 1 CPUs"
+    assert list(points(results)["label"])[-1] == "2026-01-03 00:00 · 1 CPU"

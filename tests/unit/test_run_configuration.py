@@ -19,7 +19,7 @@ def test_a_cpus_1_run_records_its_cpu_limit():
     assert asked["cpu_limit"] == 1.0
     assert (asked["budget_bytes"], asked["devices"]) == (32 * MiB, 2)
     record = run_record(**{k: v for k, v in asked.items() if k != "status"})
-    assert run_limits(record.__dict__) == ["1 CPUs", "budget 32.0 MiB"]
+    assert run_limits(record.__dict__) == ["1 CPU", "budget 32.0 MiB"]
 
 
 def test_a_run_without_limits_is_unconstrained():
@@ -33,6 +33,6 @@ def test_an_older_cpus_1_record_is_read_from_its_rows():
     """Files written before the fix: the run record says null, the rows `cpus: 1`."""
     rows = pd.DataFrame([total_row(cpus=1, cpu_limit="cgroup-v2").__dict__])
     old = run_record(cpu_limit=None).__dict__
-    assert run_limits(old, rows) == ["1 CPUs"]
+    assert run_limits(old, rows) == ["1 CPU"]
     facts = frames.run_facts(pd.DataFrame([old]), rows.assign(run_id=old["run_id"]))
-    assert not facts["usual"].iloc[0] and "1 CPUs" in facts["label"].iloc[0]
+    assert not facts["usual"].iloc[0] and "1 CPU" in facts["label"].iloc[0]

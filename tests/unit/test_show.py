@@ -43,7 +43,7 @@ def test_show_reprints_the_summary_under_a_header_naming_the_run(tmp_path, capsy
     assert main(["show", RUN[:16], "--results", folder]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"run {RUN} · here · 2026-01-01 00:00 · commit abc1234 · complete · ")
-    assert "1 CPUs" in out.splitlines()[0] and "pipelined" in out and "eager" in out
+    assert "1 CPU" in out.splitlines()[0] and "pipelined" in out and "eager" in out
 
 
 def test_show_json_is_bench_runs_object(tmp_path, capsys):
