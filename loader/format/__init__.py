@@ -9,7 +9,9 @@
 - `header_json`: the header's JSON decoded as strictly as safetensors' own parser (serde_json).
 - `atomic`: crash-safe writes (temp file, fsync, `os.replace`); `stale_temps`: its temporaries'
   naming pattern, liveness lock and the removal of those a killed writer left.
-- `buffers`: page-aligned host buffers that the CPU backend adopts without a copy.
+- `buffers`: page-aligned host buffers that the CPU backend adopts without a copy; `libc`: the C
+  library's functions Python's own modules lack, opened once.
+- `file_order`: tensors in the order their bytes lie, files taken in turn.
 
 Nothing here imports jax.
 """

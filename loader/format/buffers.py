@@ -26,6 +26,8 @@ import numpy.typing as npt
 
 from loader.format.libc import libc_function
 
+#: The page a budget and a staging chunk count in (the x86-64 and most arm64 kernels' size).
+PAGE_BYTES = 4096
 MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python's mmap module names it only from 3.13
 
 

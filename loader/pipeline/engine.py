@@ -51,6 +51,7 @@ import numpy as np
 
 from loader.errors import CheckpointError
 from loader.format.buffers import aligned
+from loader.format.file_order import file_order
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
 from loader.pipeline.budget import ByteBudget
 from loader.pipeline.fused import fuse
@@ -65,7 +66,7 @@ from loader.pipeline.jobs import (
 )
 from loader.pipeline.mapped_send import MappedPart, batches, mapped_part, send_batch
 from loader.pipeline.options import PipelineOptions
-from loader.pipeline.order import by_offset, coalesce, file_order, part_order
+from loader.pipeline.order import by_offset, coalesce, part_order
 from loader.pipeline.regions import Bytes, MemoryBytes
 from loader.pipeline.ring import RingSender, Transfer, uses_ring
 from loader.pipeline.ring_job import (

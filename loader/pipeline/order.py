@@ -32,41 +32,23 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
-from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
+from loader.format.file_order import round_robin
 from loader.pipeline.jobs import AdoptJob, Job, JobPart, Work
 from loader.pipeline.regions import full_region
 
 if TYPE_CHECKING:
     from loader.pipeline.sources import ByteSource
 
-T = TypeVar("T")
 SMALL_BYTES = 1 << 20  # a tensor up to this size may join a run
 RUN_BYTES = 16 << 20  # a run reads at most this many bytes
 MAX_RUN = 512  # tensors in one run (one iovec each; IOV_MAX is 1024)
 ALIGN = 64
-
-
-def round_robin(lists: list[list[T]]) -> list[T]:
-    """The first item of each list, then the second of each, and so on."""
-    out: list[T] = []
-    for i in range(max((len(x) for x in lists), default=0)):
-        out += [x[i] for x in lists if i < len(x)]
-    return out
-
-
-def file_order(infos: list[TensorInfo], file_of: Callable[[str], object]) -> list[TensorInfo]:
-    """Tensors in file-offset order within each file, files taken in turn."""
-    by_file: dict[str, list[TensorInfo]] = {}
-    for info in infos:
-        by_file.setdefault(str(file_of(info.name)), []).append(info)
-    return round_robin([sorted(v, key=lambda i: i.begin) for v in by_file.values()])
 
 
 def part_order(jobs: list[Job[Any]]) -> list[JobPart[Any]]:

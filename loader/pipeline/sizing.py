@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loader.errors import CheckpointError
+from loader.format.buffers import PAGE_BYTES
 from loader.pipeline.options import PipelineOptions
 
 if TYPE_CHECKING:
     from loader.pipeline.sources import ByteSource
 
-PAGE_BYTES = 4096
 MIN_SLOT_BYTES = PAGE_BYTES  # one staging chunk: a page
 #: A ring slot (a chunk that needs a host copy: a cast, a remote read) holds at most this: sa3's
 #: largest tensor cast to bf16 goes whole, and a few slots fill side by side.

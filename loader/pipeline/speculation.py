@@ -63,7 +63,7 @@ class Speculation:
     """The speculative reads of one load, shared by the reader threads.
 
     Args:
-        order: the tensors, in the order to read them (`loader.pipeline.order.file_order`).
+        order: the tensors, in the order to read them (`loader.format.file_order.file_order`).
         budget: the load's budget; each buffer holds its bytes until adopted or released.
         strict: allocate and prefault only; read nothing.
         max_piece_bytes: the most one read takes of a tensor (the module docstring: one

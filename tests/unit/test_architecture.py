@@ -282,12 +282,14 @@ def test_the_loader_cycle_check_can_fail():
 
 
 # -- folders layer: no circle between a package's folders -------------------------------------
-def _folder(name: str) -> str:
-    """The node `name` stands for in its package's folder graph: the folder under the package
-    that holds it (`loader.pipeline` for `loader.pipeline.sources.local`), or itself for a module
-    at the package's root (`loader.report`)."""
+def _folder(name: str, package: str | None = None) -> str:
+    """The node `name` stands for in `package`'s folder graph (default: its top package's): the
+    folder right under the package that holds it (`loader.pipeline` for
+    `loader.pipeline.sources.local` in `loader`, `loader.pipeline.sources` in `loader.pipeline`),
+    or itself for a module at the package's root (`loader.report`, `loader.pipeline.order`)."""
+    depth = (package or _package(name)).count(".") + 2  # the parts of a node under the package
     parts = name.split(".")
-    return ".".join(parts[:2]) if len(parts) > 2 or MODULES[name].is_package else name
+    return ".".join(parts[:depth]) if len(parts) > depth or MODULES[name].is_package else name
 
 
 def _folder_graph(package: str) -> dict[str, dict[str, str]]:
@@ -295,16 +297,27 @@ def _folder_graph(package: str) -> dict[str, dict[str, str]]:
     that shows it (`module -> module`), every kind of import counted."""
     graph: dict[str, dict[str, str]] = {}
     for name, mod in sorted(MODULES.items()):
-        if _package(name) != package:
+        if not _under(name, package) or name == package:
             continue
-        here = graph.setdefault(_folder(name), {})
+        here = graph.setdefault(_folder(name, package), {})
         for dep in sorted(mod.top | mod.typing | mod.deferred):
-            if dep in MODULES and _package(dep) == package and _folder(dep) != _folder(name):
-                here.setdefault(_folder(dep), f"{name} -> {dep}")
+            if dep in MODULES and _under(dep, package) and dep != package:
+                node = _folder(dep, package)
+                if node != _folder(name, package):
+                    here.setdefault(node, f"{name} -> {dep}")
     return graph
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+#: Every package, and every folder of one that holds folders itself (`loader.pipeline`, whose
+#: `sources/` must not import back what imports it).
+NESTED = sorted(
+    {".".join(name.split(".")[:-1]) for name, mod in MODULES.items() if mod.is_package}
+    - {""}
+    - set(PACKAGES)
+)
+
+
+@pytest.mark.parametrize("package", [*PACKAGES, *NESTED])
 def test_no_folder_circles(package):
     graph = _folder_graph(package)
     cycle = _cycle({node: sorted(deps) for node, deps in graph.items()})
@@ -324,6 +337,15 @@ def test_the_folder_circle_check_can_fail():
     assert _cycle(graph) is not None
     assert _folder("loader.pipeline.sources.local") == "loader.pipeline"
     assert _folder("loader.report") == "loader.report"
+    # one level down: `pipeline/sources/` importing the queue order again (what `local.py` did
+    # for `file_order`) is a circle: `order` reads the sources' types
+    nested = {node: sorted(deps) for node, deps in _folder_graph("loader.pipeline").items()}
+    assert "loader.pipeline.sources" in nested["loader.pipeline.order"]
+    sources = "loader.pipeline.sources"
+    nested[sources] = [*nested[sources], "loader.pipeline.order"]
+    assert _cycle(nested) is not None
+    assert _folder("loader.pipeline.sources.local", "loader.pipeline") == "loader.pipeline.sources"
+    assert "loader.pipeline" in NESTED
 
 
 # -- nobody asks a byte source which kind it is ------------------------------------------------

@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from loader.errors import CheckpointError
+from loader.format.buffers import PAGE_BYTES
+from loader.format.file_order import file_order
 from loader.format.source import CheckpointSource
 from loader.host import busy_cpus, cached_fraction, usable_cpus
 from loader.pipeline import cache_fit
 from loader.pipeline.file_pages import FilePages
-from loader.pipeline.order import file_order
-from loader.pipeline.sizing import PAGE_BYTES
 from loader.vocabulary import AUTO, DONTNEED
 
 MAX_WARM_THREADS = 8  # memory bandwidth, not cores, bounds a copy beyond this
