@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from loader.errors import CheckpointError
+from loader.format import TensorInfo
 from loader.format.buffers import aligned
 from loader.format.file_order import file_order
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
@@ -82,6 +83,7 @@ from loader.pipeline.stacked import LayerJob, StackBuffers
 from loader.pipeline.stats import PipelineStats
 from loader.placement.casts import CastValueError
 from loader.planning.plan import LoadPlan, Stacked, Step
+from loader.transforms import View
 
 __all__ = ["Pipeline", "PipelineStats", "reader_error"]
 
@@ -338,23 +340,29 @@ class Pipeline:
         if step.layer is not None:  # a layer of a stacked leaf, into its slices of the leaf
             stack = self._stack_buffers(step.layer.group)
             adopt = LayerJob.of_layer(step, info, data, file, budget, stack, view=view, spec=spec)
-            adopt.max_part_bytes = sizing.max_part_bytes
-            return adopt
-        if self._sender is not None:  # the ring path (nothing speculated on it)
-            block = view.permuted_block() if view is not None else None
-            if view is None or block is not None:  # a transposed block: on the device
-                return RingJob.start(
-                    step,
-                    info,
-                    data,
-                    file,
-                    self._sender,
-                    block=block,
-                    scratch_bytes=sizing.scratch_bytes,
-                )
-        adopt = AdoptJob.start(step, info, data, file, budget, view=view, spec=spec)
+        else:
+            ring = self._ring_job(step, info, data, file, view)
+            if ring is not None:
+                return ring
+            adopt = AdoptJob.start(step, info, data, file, budget, view=view, spec=spec)
         adopt.max_part_bytes = sizing.max_part_bytes  # one request, where bytes go in file order
         return adopt
+
+    def _ring_job(
+        self, step: Step, info: TensorInfo, data: Bytes, file: str, view: View | None
+    ) -> RingJob | None:
+        """The step's job on the ring path (nothing speculated on it): the leaf as stored, or a
+        transposed block of it (transposed on the device); None off that path, or for a view
+        the device cannot take as one block (it is adopted through its view instead)."""
+        if self._sender is None:
+            return None
+        block = view.permuted_block() if view is not None else None
+        if view is not None and block is None:
+            return None
+        _, _, sizing, _ = self._started()
+        return RingJob.start(
+            step, info, data, file, self._sender, block=block, scratch_bytes=sizing.scratch_bytes
+        )
 
     def _stack_buffers(self, group: Stacked) -> StackBuffers:
         """The buffers of a stacked leaf, allocated for its first layer's job."""
