@@ -176,7 +176,7 @@ def _check_measure(measure: str) -> None:
 
 
 def _logs(values: Sequence[float]) -> list[float]:
-    return [math.log(v) for v in values if v > 0 and math.isfinite(v)]
+    return [math.log(v) for v in values if _positive(v)]
 
 
 def _positive(value: float) -> bool:
