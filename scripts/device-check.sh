@@ -26,9 +26,10 @@
 # The matrix (one bench run per table, interleaved repeats, one shared results folder so the
 # bench's own machine probe runs once), each step under `timeout`, planned against
 # DEVICE_CHECK_SECONDS (540) from an estimate per child process (DEVICE_CHECK_CHILD_SECONDS:
-# tpu 55 (seen on 2026-12-05: the bench's passes are slow in gVisor), cuda 15, cpu 6, then what
-# the small set's runs really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 70, cuda 30, cpu 8); what does not fit runs fewer repeats, down to two (one run is not judged
-# on time), then without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,
+# tpu 20 (seen on 2026-12-06: 16-17 s a sa3 row, 7 s of it opening the chip; `bench run`'s
+# progress lines split each row's seconds), cuda 15, cpu 6, then what the small set's runs
+# really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 40, cuda 30, cpu 8); what does not fit runs
+# fewer repeats, down to two (one run is not judged on time), then without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,
 # orbax-safetensors), then once, then not at all, and the log and summary.md say so:
 #   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3): DEVICE_CHECK_STRATEGIES (tpu: pipelined,mmap-put,
 #      builder,hostcast,zerocopy,orbax-safetensors; else pipelined,zerocopy,hostcast,eager,runai,
@@ -44,8 +45,8 @@
 # while the probe runs (its figures are then taken beside one busy core: the log says so).
 #
 # Other environment (defaults): OUT (./device-check-out), DEVICE_CHECK_SMALL (sa3),
-# DEVICE_CHECK_LARGE (llama3-8b), DEVICE_CHECK_WHEEL_LIST (that list), DEVICE_CHECK_PROBE_MIB
-# (1024), DEVICE_CHECK_HOST_PROBE (1, tpu 0: also run `loadbench probe --quick`), PYTHON
+# DEVICE_CHECK_LARGE (llama3-8b), DEVICE_CHECK_WHEEL_LIST (that list), DEVICE_CHECK_PROBE_SECONDS
+# (240: the bench's probe, `loadbench probe --results`, sized for the larger set, up to 2 GiB), PYTHON
 # (python3), LOADBENCH_CACHE (/tmp/loadbench-cache: the synthetic checkpoints).
 # Files under $OUT (at most 8, as the device tool brings back): device-check.log, machine.txt,
 # probe.json, summary.md, summary-<set>.txt, results-<set>.jsonl (the bf16 runs go with SMALL's).
@@ -274,6 +275,14 @@ fit_matrix() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW -> "RE
     echo "$repeats $strategies"
 }
 
+probe_bytes() {  # PYTHON SHAPES... -> the probe file size `bench run` takes for the largest set
+    "$1" -c 'import sys
+from bench.run.ceiling import MAX_PROBE_BYTES, MIN_PROBE_BYTES
+from shapes import load_spec
+largest = max(load_spec(name).total_bytes for name in sys.argv[1:])
+print(max(MIN_PROBE_BYTES, min(MAX_PROBE_BYTES, largest)) >> 20 << 20)' "${@:2}"
+}
+
 platform_default() {  # PLATFORM TPU_VALUE CUDA_VALUE CPU_VALUE
     case "$1" in tpu) echo "$2" ;; cuda) echo "$3" ;; *) echo "$4" ;; esac
 }
@@ -376,8 +385,8 @@ main() {
         printf -v "$var" '%s' "$kept"
     done
     local cost large_cost slow
-    cost=${DEVICE_CHECK_CHILD_SECONDS:-$(platform_default "$PLATFORM" 55 15 6)}
-    large_cost=${DEVICE_CHECK_LARGE_CHILD_SECONDS:-$(platform_default "$PLATFORM" 70 30 8)}
+    cost=${DEVICE_CHECK_CHILD_SECONDS:-$(platform_default "$PLATFORM" 20 15 6)}
+    large_cost=${DEVICE_CHECK_LARGE_CHILD_SECONDS:-$(platform_default "$PLATFORM" 40 30 8)}
     slow=${DEVICE_CHECK_SLOW:-eager,builder,hostcast,orbax-safetensors}
     [ -e /proc/sys/vm/drop_caches ] || note "cold page cache: /proc/sys/vm/drop_caches does not exist on this host, so the page cache cannot be dropped; every row here is warm (no cold table)"
 
@@ -388,24 +397,23 @@ main() {
     step "synthesize $SMALL"
     synth "$SMALL" || { cat "$WORK/ck-$SMALL"; fail "cannot synthesize $SMALL"; }
     cat "$WORK/ck-$SMALL"
-    local small_file large_pid=""
-    small_file=$(cut -d' ' -f1 "$WORK/ck-$SMALL")
-    [ -d "$small_file" ] && small_file=$(compgen -G "$small_file/*.safetensors" | sort | head -1)
+    local large_pid=""
     if [ "$LARGE" != "$SMALL" ]; then
         step "synthesize $LARGE (in the background, while the probe runs)"
         synth "$LARGE" &
         large_pid=$!
     fi
 
-    # 5. probe host -> device bandwidth (per piece size, pinned and pageable) and the disk
-    step "probe"
-    local machine_probe=""
+    # 5. the bench's own probe (host -> device by piece size, pinned and pageable; the page
+    # cache into fresh and into reused memory; the disk), kept in the results folder so that
+    # every bench run below holds its rows against it instead of probing again
+    RESULTS=$WORK/results
+    local probe_size
+    probe_size=$(probe_bytes "$PY" "$SMALL" "$LARGE")
+    step "probe ($probe_size bytes: the bench's ceilings for $SMALL and $LARGE)"
     [ -z "$large_pid" ] || note "the probe ran while $LARGE was being synthesized (one core writing): its figures may be low"
-    if [ "${DEVICE_CHECK_HOST_PROBE:-$(platform_default "$PLATFORM" 0 1 1)}" = 1 ] && "${LB[@]}" probe --help > /dev/null 2>&1; then
-        timeout --kill-after=10 90 "${LB[@]}" probe --quick --out "$WORK/machine-probe.json" && machine_probe=$WORK/machine-probe.json
-    fi
-    timeout --kill-after=10 90 "$PY" scripts/device_check_probe.py "$OUT/probe.json" "$small_file" \
-        "${DEVICE_CHECK_PROBE_MIB:-1024}" ${machine_probe:+"$machine_probe"} || echo "probe failed (kept going)"
+    timeout --kill-after=10 "${DEVICE_CHECK_PROBE_SECONDS:-240}" "${LB[@]}" probe --size "${probe_size}B" \
+        --results "$RESULTS" --out "$OUT/probe.json" || note "the probe failed or ran out of time: the rows go without a ceiling"
     if [ -n "$large_pid" ]; then
         step "synthesize $LARGE: waiting for it"
         wait "$large_pid" || { cat "$WORK/ck-$LARGE"; fail "cannot synthesize $LARGE"; }
@@ -413,7 +421,6 @@ main() {
     fi
 
     # 6. the benches, planned against the time left: the reserved later steps first
-    RESULTS=$WORK/results
     local dtype=${DEVICE_CHECK_MODEL_DTYPE-bfloat16} dtype_repeats=${DEVICE_CHECK_DTYPE_REPEATS:-2}
     local large_repeats=${DEVICE_CHECK_LARGE_REPEATS:-1} large_max=3
     local small_ports large_ports reserve plan repeats chosen secs

@@ -170,12 +170,21 @@ def _verify(
     return (OK if error is None else WRONG), error, checked
 
 
-def measure(task: ChildTask) -> ChildResult:
-    """Run the task's strategy under the probe and verify every loaded tensor."""
+#: The child's steps, timed in order from `main`'s start: the backend started (jax imported,
+#: the distributed run joined, the devices listed: about 15-20 s on a TPU host, which opens the
+#: chip), the target built, the load measured (its phases are the rows), every tensor verified.
+STEPS = ("backend", "target", "load", "verify")
+
+
+def measure(task: ChildTask, started: float | None = None) -> ChildResult:
+    """Run the task's strategy under the probe and verify every loaded tensor; `started` is
+    `time.perf_counter()` at the child's start (default: now), where `steps_s` counts from."""
     import shapes
     from bench import strategies
 
+    clock = _StepClock(time.perf_counter() if started is None else started)
     backend = init_backend()
+    clock.ended("backend")
     if task.compile_cache:
         from bench.child.compile import use_cache
 
@@ -183,6 +192,7 @@ def measure(task: ChildTask) -> ChildResult:
     info = strategies.get(task.strategy)
     spec = shapes.load_spec(task.shapes)
     target = _target(task, info, spec)
+    clock.ended("target")
     capture = task.memray_bin and task.memray_bin.replace(
         "{process_index}", str(backend.process_index)
     )
@@ -190,9 +200,10 @@ def measure(task: ChildTask) -> ChildResult:
     probe, traffic, heap_before = MemoryProbe(), DeviceTraffic(), heap_free_bytes()
     with tracking(capture or None), probe.measure(), traffic.watching():
         model, report, timing = _load(task, info, target, probe)
+    clock.ended("load")
     retained = _retained(heap_before, heap_free_bytes())
-    started = time.perf_counter()
     status, error, checked = _verify(model, info, task, spec, target[1])
+    clock.ended("verify")
     compile_error = timing.pop("error", None)
     if status == OK and compile_error:
         status, error = ERROR, compile_error
@@ -206,9 +217,21 @@ def measure(task: ChildTask) -> ChildResult:
             **timing,
         ),
         tensors_verified=checked,
-        verify_s=time.perf_counter() - started,
+        steps_s=clock.steps_s,
     )
     return _with_memray_report(result, capture) if capture else result
+
+
+@dataclasses.dataclass
+class _StepClock:
+    """Seconds of each step since the previous one ended (the first: since `started`)."""
+
+    last: float
+    steps_s: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def ended(self, step: str) -> None:
+        now = time.perf_counter()
+        self.steps_s[step], self.last = now - self.last, now
 
 
 def _retained(before: int | None, after: int | None) -> int | None:
@@ -301,10 +324,10 @@ def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:
     return dataclasses.replace(result, memray=files)
 
 
-def run(task: ChildTask) -> ChildResult:
+def run(task: ChildTask, started: float | None = None) -> ChildResult:
     """`measure`, with any exception turned into a "crashed" result naming it."""
     try:
-        return measure(task)
+        return measure(task, started)
     except DeviceOutOfMemoryError as exc:  # one line: the tensor, the device, its free memory
         return ChildResult(OOM, str(exc), oom_kind=DEVICE)
     except StrategyError as exc:  # one line: a strategy refused (an option it does not take)
@@ -315,6 +338,7 @@ def run(task: ChildTask) -> ChildResult:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
     from loader.format.atomic import atomic_write_text
 
     parser = argparse.ArgumentParser(prog="python -m bench.child.worker", description=__doc__)
@@ -326,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - an unreadable task is this child's result too
         result = ChildResult(CRASHED, f"cannot read the task: {exc}")
     else:
-        result = run(task)
+        result = run(task, started)
     atomic_write_text(args.out, to_json(result))
     return 0
 

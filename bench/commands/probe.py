@@ -134,6 +134,11 @@ def _options(args: argparse.Namespace):
         if args.no_disk:
             raise BenchError("--disk-read-speed caps the disk, and --no-disk probes none")
         speed = parse_speed(args.disk_read_speed, what="--disk-read-speed")
+    if args.results and args.no_disk:
+        raise BenchError(
+            "--results keeps the probe for `bench run`, whose ceilings need a disk's figures; "
+            "--no-disk probes none: drop one of them"
+        )
     disk = None if args.no_disk else (args.disk or str(cache_dir() / "checkpoints"))
     if disk is not None and args.disk is None:
         Path(disk).mkdir(parents=True, exist_ok=True)
@@ -147,10 +152,17 @@ def cmd_probe(args: argparse.Namespace) -> int:
     """`loadbench probe`: probe, print, and write the record if `--out` is given."""
     from bench.machine.record import write_probe
     from bench.machine.run import probe_host
+    from bench.run.config import cache_dir
 
-    record = probe_host(_options(args))
+    options = _options(args)
+    record = probe_host(options)
     if args.out:
         write_probe(record, args.out)
+    if args.results:
+        from bench.run.ceiling import probe_file
+
+        disk = Path(options.plan.disk or cache_dir() / "checkpoints")
+        write_probe(record, probe_file(Path(args.results), args.cpus, disk, record.probe_id))
     print(record.to_json() if args.json else format_probe(record), end="\n" if args.json else "")
     return 0
 
@@ -168,6 +180,13 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--disk", help="a folder on the disk to probe (default: the checkpoint cache)")
     p.add_argument("--no-disk", action="store_true", help="no cold read figure (warm only)")
     p.add_argument("--out", help="write the probe record here (FILE.json)")
+    p.add_argument(
+        "--results",
+        metavar="DIR",
+        help="also keep the record in this results folder, where `bench run --out DIR` reuses "
+        "it for its ceilings instead of probing (probe the checkpoint cache's disk with a "
+        "--size at least the checkpoint's, up to 2GiB)",
+    )
     add_json(p, "the probe record as JSON")
     p.add_argument("--quick", action="store_true", help="a smaller probe file, fewer repeats")
     p.add_argument("--size", help="probe file size (default 1GiB, --quick 256MiB)")

@@ -213,6 +213,10 @@ class PhaseRecord:
     # -- how the reference passes faulted fresh pages in (bench/run/reference.py): "populate"
     # (MADV_POPULATE_WRITE) | "touch" (one byte per page, where the kernel refuses populating) --
     reference_prefault: str | None = None
+    # -- what the reference passes read into (bench/run/reference.py): "fresh" (fresh private
+    # memory, as a load into host RAM does) | "reused" (reused, already-touched buffers: rows
+    # loaded onto an accelerator, whose bytes go from the page cache to the device) --
+    reference_pass: str | None = None
     # -- the device ceiling (bench/run/ceiling.py), where the probe saw an accelerator and the row
     # loaded onto one: the larger of the read limit and the host -> device transfer limit for the
     # checkpoint's bytes, and wall_s over it --

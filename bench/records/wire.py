@@ -27,9 +27,10 @@ from bench.errors import ChildResultError
 from bench.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = 7  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
+CHILD_RESULT_VERSION = 8  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
 # 5: the highest anonymous and file-backed RSS of each phase; 6: `sharded`'s share mode; 7: anon /
-# file None where the host cannot tell, each device's memory limit and its share of the model
+# file None where the host cannot tell, each device's memory limit and its share of the model;
+# 8: the child's own steps (`ChildResult.steps_s`) in place of its verification time alone
 VERSION_KEY = "child_result_version"
 CHILD_STATUSES = (OK, WRONG, CRASHED, OOM, ERROR)  # what a child says (oom: a device's)
 
@@ -156,7 +157,9 @@ class ChildResult:
     backend: Backend | None = None
     measurement: Measurement | None = None
     tensors_verified: int = 0
-    verify_s: float = 0.0
+    # seconds of the child's steps, in order (`bench.child.worker.STEPS`): where a child's time
+    # went beyond the load itself (on a TPU host, starting the backend can outlast the load)
+    steps_s: dict[str, float] = field(default_factory=dict)
     memray: MemrayFiles | None = None
     oom_kind: str | None = None  # status "oom" said by the child itself: "device"
 

@@ -55,26 +55,27 @@ from bench.vocabulary import COLD
 MIN_PROBE_BYTES, MAX_PROBE_BYTES = 32 << 20, 2 << 30
 
 
-def probe_stem(config: RunConfig, disk: Path) -> Path:
-    """`<out>/<machine>/probe-<MAJ-MIN>[-cpusN]`: what every probe of `disk` (inside
-    `config.cpus`) on this machine is named after."""
+def probe_stem(out: Path, cpus: int | None, disk: Path) -> Path:
+    """`<out>/<machine>/probe-<MAJ-MIN>[-cpusN]`: what every probe of `disk` (inside `cpus`
+    CPUs) on this machine is named after, in the results folder `out`."""
     device = whole_disk(os.stat(disk).st_dev) or "nodisk"
-    cpus = f"-cpus{config.cpus}" if config.cpus is not None else ""
-    return Path(config.out) / machine_id() / f"probe-{device.replace(':', '-')}{cpus}"
+    limit = f"-cpus{cpus}" if cpus is not None else ""
+    return Path(out) / machine_id() / f"probe-{device.replace(':', '-')}{limit}"
 
 
-def probe_file(config: RunConfig, disk: Path, probe_id: str) -> Path:
-    """Where one probe of `disk` is kept: named by machine, disk, CPU limit and its own id, so
-    results folders merged by hand (two runs' folders copied into one) never overwrite one
-    another's probe."""
-    stem = probe_stem(config, disk)
+def probe_file(out: Path, cpus: int | None, disk: Path, probe_id: str) -> Path:
+    """Where one probe of `disk` is kept in the results folder `out`: named by machine, disk,
+    CPU limit and its own id, so results folders merged by hand (two runs' folders copied into
+    one) never overwrite one another's probe. `bench run --out` reuses the newest
+    (`loadbench probe --results` writes one there)."""
+    stem = probe_stem(out, cpus, disk)
     return stem.with_name(f"{stem.name}-{probe_id}.json")
 
 
-def cached_probes(config: RunConfig, disk: Path) -> list[Path]:
+def cached_probes(out: Path, cpus: int | None, disk: Path) -> list[Path]:
     """The probes of `disk` kept for this machine, newest last (files of older loadbench were
     named without their id: `probe-<MAJ-MIN>[-cpusN].json`)."""
-    stem = probe_stem(config, disk)
+    stem = probe_stem(out, cpus, disk)
     legacy = stem.with_suffix(".json")
     found = [
         p
@@ -101,7 +102,7 @@ class Ceiling:
             return self.record
         disk = cache_dir() / "checkpoints"
         disk.mkdir(parents=True, exist_ok=True)
-        cached_paths = cached_probes(self.config, disk)
+        cached_paths = cached_probes(self.config.out, self.config.cpus, disk)
         if not (self.config.reprobe and not self.probed) and cached_paths:
             try:
                 cached = read_probe(cached_paths[-1])
@@ -112,6 +113,14 @@ class Ceiling:
                     self.record = cached
                     return cached
         return self._take(disk, size)
+
+    @property
+    def onto_device(self) -> bool:
+        """Whether the children load onto an accelerator: the probe saw one, and the run does
+        not keep jax on the CPU (`JAX_PLATFORMS=cpu`)."""
+        if self.record is None or self.record.accelerator == NONE:
+            return False
+        return os.environ.get("JAX_PLATFORMS", "").strip().lower() != "cpu"
 
     def fields(self, checkpoint_bytes: int, cache: str, resident: float | None = None) -> dict:
         """The row fields of the ceiling for a checkpoint loaded from `cache` (probing first if
@@ -130,7 +139,8 @@ class Ceiling:
         plan = ProbePlan(disk=str(disk), file_bytes=size)
         try:
             self.record = probe_host(ProbeOptions(plan, cpus=self.config.cpus))
-            write_probe(self.record, probe_file(self.config, disk, self.record.probe_id))
+            path = probe_file(self.config.out, self.config.cpus, disk, self.record.probe_id)
+            write_probe(self.record, path)
         except BenchError as exc:
             print(f"loadbench: no ceiling for these rows: {exc}", file=sys.stderr)
             return self.record

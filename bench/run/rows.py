@@ -53,6 +53,7 @@ class RowContext:
     others_cpu_fraction: float | None = None
     reference_passes: dict[str, float] | None = None
     reference_prefault: str | None = None  # how the reference passes faulted pages in
+    reference_pass: str | None = None  # what they read into: fresh | reused
     device_ceiling_s: float | None = None  # the device ceiling (bench.run.ceiling), its parts
     device_read_s: float | None = None
     device_transfer_s: float | None = None
@@ -110,6 +111,7 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         others_cpu_fraction=ctx.others_cpu_fraction,
         reference_passes=dict(ctx.reference_passes or {}),
         reference_prefault=ctx.reference_prefault,
+        reference_pass=None if link is not None else ctx.reference_pass,
         device_ceiling_s=None if link is not None else ctx.device_ceiling_s,
         device_read_s=None if link is not None else ctx.device_read_s,
         device_transfer_s=None if link is not None else ctx.device_transfer_s,

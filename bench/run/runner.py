@@ -50,6 +50,7 @@ from bench.run.ranks import Leader, ranked_processes
 from bench.run.reference import MomentReference
 from bench.run.repeats import Tallies
 from bench.run.rows import RowContext, failed_row, result_records
+from bench.run.task_times import CHILDREN, PAGE_CACHE, PREPARE, PROBE, REFERENCE, TaskTimes
 from bench.run.user_checkpoint import open_checkpoint
 from bench.vocabulary import COLD, COMPLETE, FAILED, INTERRUPTED, OK, RUNNING, SKIPPED
 from loader.launcher import detect
@@ -128,15 +129,22 @@ def _open_limits(
 
 
 def _run_task(
-    task: Task, config: RunConfig, work: Path, leader: Leader | None = None
+    task: Task,
+    config: RunConfig,
+    work: Path,
+    leader: Leader | None = None,
+    times: TaskTimes | None = None,
 ) -> tuple[list[ChildOutcome], Situation]:
     """Run the task's child group (under the memory and read limits, if any, and the memory
     budget), or, when `leader` takes it, one worker on each of the launcher's ranks: its
-    outcomes and the situation it ran in."""
+    outcomes and the situation it ran in. `times` gets the page cache's and the children's
+    seconds."""
+    times = times if times is not None else TaskTimes()
     budget = config.budget_bytes()
     files = pagecache.checkpoint_files(task.load_path)
-    cache = pagecache.set_cache(files, task.cache)
-    with contextlib.ExitStack() as stack:
+    with times.timing(PAGE_CACHE):
+        cache = pagecache.set_cache(files, task.cache)
+    with contextlib.ExitStack() as stack, times.timing(CHILDREN):
         limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
             budget = min(budget, limit.limit_bytes)
@@ -162,7 +170,8 @@ def _run_task(
         memory = limit.outcome() if limit is not None else None
         disk_read = throttle.outcome() if throttle is not None else None
         cpus = cpu.outcome() if cpu is not None else None
-    situation = Situation(pagecache.with_growth(cache, files), memory, disk_read, cpus)
+    with times.timing(PAGE_CACHE):
+        situation = Situation(pagecache.with_growth(cache, files), memory, disk_read, cpus)
     if notes := situation.notes():
         outcomes = [replace(o, error="\n".join(filter(None, [o.error, *notes]))) for o in outcomes]
     return outcomes, situation
@@ -200,27 +209,33 @@ class _Execution:
     def folder(self) -> Path:
         return self.writer.path.parent
 
-    def run(self, task: Task) -> tuple[float | None, float | None, bool]:
+    def run(self, task: Task, times: TaskTimes) -> tuple[float | None, float | None, bool, dict]:
         """Prepare and run one task; write its rows (a memray capture writes none). Returns its
-        headline row's paired ratio and reference drift (None where unknown), and whether it
-        was ok."""
-        prepared: PreparedTask = prepare_task(task, self.config)
+        headline row's paired ratio and reference drift (None where unknown), whether it was ok,
+        and its first child's own steps (`ChildResult.steps_s`); `times` gets the runner's."""
+        with times.timing(PREPARE):
+            prepared: PreparedTask = prepare_task(task, self.config)
         if not prepared.ok:
             ctx = _context(self.run_id, task, self.memray, _unrun(task))
             self.writer.write(failed_row(ctx, prepared.status, prepared.error))
-            return None, None, False
+            return None, None, False, {}
         work = self.folder / self.run_id / "work"
         remote = task.url is not None  # its ceiling is the link's (bench.run.rows), not the disk's
         nbytes = task.checkpoint.checkpoint_bytes
         if not remote:
-            self.ceiling.probe(nbytes)  # before the child: quiet machine
+            with times.timing(PROBE):
+                self.ceiling.probe(nbytes)  # before the child: quiet machine
         if task.memray_bin is not None:  # a capture: no row, so no reference either
-            outcomes, _ = _run_task(prepared.task, self.config, work, self.leader)
+            outcomes, _ = _run_task(prepared.task, self.config, work, self.leader, times)
             _note_memray(task, outcomes, self.memray, self.folder)
-            return None, None, True
-        before = self.reference.before(nbytes, task.cache)
-        outcomes, situation = _run_task(prepared.task, self.config, work, self.leader)
-        reading = self.reference.after(before, nbytes, task.cache)
+            return None, None, True, _child_steps(outcomes)
+        with times.timing(REFERENCE):
+            before = self.reference.before(
+                nbytes, task.cache, not remote and self.ceiling.onto_device
+            )
+        outcomes, situation = _run_task(prepared.task, self.config, work, self.leader, times)
+        with times.timing(REFERENCE):
+            reading = self.reference.after(before, nbytes, task.cache)
         resident = situation.cache.resident_fraction
         limit = (
             {}
@@ -231,7 +246,13 @@ class _Execution:
         ctx = replace(_context(self.run_id, task, self.memray, situation), **limit, **moment)
         records = result_records(ctx, outcomes)
         self.writer.write_many(records)
-        return _headline(records)
+        return (*_headline(records), _child_steps(outcomes))
+
+
+def _child_steps(outcomes: list[ChildOutcome]) -> dict[str, float]:
+    """The first child's own steps (rank 0's, where several ran), or {} where it wrote none."""
+    results = [o.result for o in outcomes if o.result is not None]
+    return dict(results[0].steps_s) if results else {}
 
 
 def configuration(task: Task) -> tuple:
@@ -312,13 +333,15 @@ class _Progress:
     def starting(self, task: Task) -> None:
         self.bar.set_postfix_str(_named(task))
 
-    def ended(self, task: Task, ok: bool, seconds: float) -> None:
+    def ended(self, task: Task, ok: bool, seconds: float, split: str = "") -> None:
+        """One task done; `split` says where its seconds went (`TaskTimes.text`)."""
         self.done += 1
         self.bar.update()
         if self.lines:
             how = "ok" if ok else "not ok (its row says why)"
             print(
-                f"loadbench: [{self.done}/{self.total}] {_named(task)}: {how}, {seconds:.1f} s",
+                f"loadbench: [{self.done}/{self.total}] {_named(task)}: {how}, {seconds:.1f} s"
+                + (f": {split}" if split else ""),
                 file=sys.stderr,
                 flush=True,
             )
@@ -335,12 +358,12 @@ def _tallied(
 ) -> None:
     """Run one task, and count it in its configuration's tally (a memray capture is no repeat)."""
     progress.starting(task)
-    started = time.perf_counter()
-    ratio, drift, ok = execution.run(task)
+    started, times = time.perf_counter(), TaskTimes()
+    ratio, drift, ok, child_steps = execution.run(task, times)
     seconds = time.perf_counter() - started
     if task.memray_bin is None:
         tallies.of(configuration(task)).add(ratio, drift, ok, seconds)
-    progress.ended(task, ok, seconds)
+    progress.ended(task, ok, seconds, times.text(child_steps))
 
 
 def _checkpoints(config: RunConfig) -> Iterator[Checkpoint]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -146,6 +147,10 @@ def test_bench_run_cli_on_tiny_gpt2(bench_env, tmp_path):
         assert all({"wall_s", "peak_ratio"} <= set(p) for p in row["phases"].values())
     assert "\r" not in proc.stderr  # a progress bar only on a terminal, never into a file
     assert "loadbench: [1/" in proc.stderr  # ... and there, a line per child run instead
+    # each line says where the run's seconds went: the child's own steps, timed by the child
+    assert re.search(
+        r"\[1/\d+\] .*: ok, [\d.]+ s: .*child [\d.]+ s \(start [\d.]+, backend", proc.stderr
+    )
     results = read_results(tmp_path / "results")
     phases = results.phases
     assert set(summarize(phases).strategy) == set(model)

@@ -22,6 +22,7 @@ from bench.records.results import read_results
 from bench.records.schema import to_json_line
 from bench.records.wire import Backend, ChildResult, Measurement, PhaseMeasure
 from bench.run import ceiling
+from bench.run import reference as reference_module
 from bench.run.children import ChildOutcome
 from bench.run.config import RunConfig
 from bench.run.reference import MomentReference
@@ -98,6 +99,41 @@ def test_the_reference_pass_touches_where_populate_is_refused(tmp_path, refused,
     fields = reading.fields(32 * MIB)
     assert fields["reference_s"] > 0 and fields["reference_prefault"] == "touch"
     assert "touched one byte per page" in capsys.readouterr().err
+
+
+def test_a_load_onto_a_device_is_paired_with_a_read_into_reused_buffers(tmp_path, monkeypatch):
+    reused = []
+    real = reference_module.reused_read_pass
+    monkeypatch.setattr(
+        reference_module,
+        "reused_read_pass",
+        lambda path, threads, **kw: reused.append(threads) or real(path, threads, **kw),
+    )
+    reference = MomentReference(tmp_path / "reference", threads=2)
+    before = reference.before(16 * MIB, WARM, onto_device=True)
+    assert before is not None, reference.failed
+    reading = reference.after(before, 16 * MIB, WARM)
+    assert reading is not None
+    fields = reading.fields(32 * MIB)
+    assert fields["reference_pass"] == "reused" and fields["reference_prefault"] is None
+    assert reused == [1, 2, 1, 2]  # one thread, then every thread, before and after
+    # a cold child's passes read the disk into fresh memory, wherever it loads
+    cold = reference.before(16 * MIB, COLD, onto_device=True)
+    assert cold is not None and cold.kind == "fresh" and len(reused) == 4
+
+
+def test_the_runner_pairs_device_loads_only_where_the_probe_saw_an_accelerator(
+    tmp_path, monkeypatch
+):
+    checked = ceiling.Ceiling(RunConfig(shapes=["gpt2"], out=tmp_path))
+    assert not checked.onto_device  # no probe yet
+    checked.record = hand_probe()
+    assert not checked.onto_device  # a CPU host's probe
+    checked.record = dataclasses.replace(hand_probe(), accelerator="tpu")
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    assert checked.onto_device
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the run keeps jax on the CPU
+    assert not checked.onto_device
 
 
 # -- anon / file where the host cannot tell ----------------------------------------------------

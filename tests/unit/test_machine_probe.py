@@ -60,8 +60,11 @@ def test_a_slow_disk_is_read_cold_in_a_prefix_of_whole_chunks(tmp_path):
 
 
 def test_thread_counts_and_the_cpus_a_quota_leaves():
-    assert child.thread_counts(2) == ([1, 2, 3, 4], [1, 2, 4])
-    assert child.thread_counts(4) == ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 4, 8])
+    assert child.thread_counts(1) == ([1, 2], [1, 2, 4])
+    assert child.thread_counts(2) == ([1, 2, 4], [1, 2, 4])
+    assert child.thread_counts(4) == ([1, 2, 4, 8], [1, 2, 4, 8])
+    # a TPU v5e host: the cores and twice them, not all 26 counts (224 s of probe there)
+    assert child.thread_counts(13) == ([1, 2, 4, 8, 13, 16, 26], [1, 2, 4, 8, 16])
     assert KernelLimits(8, 1.5, None, {}).effective_cpus == 2
     assert KernelLimits(2, None, None, {}).effective_cpus == 2
 
@@ -79,7 +82,7 @@ def test_the_probe_writes_a_versioned_record_with_the_contract_keys(tmp_path):
     assert data["probe_version"] == PROBE_VERSION and all(k in data for k in CONTRACT)
     assert record.warm_copy[str(record.warm_copy_threads)] == record.warm_copy_bytes_per_s
     assert record.warm_copy_bytes_per_s == max(record.warm_copy.values())
-    assert len(record.warm_copy) == 2 * record.effective_cpus
+    assert [int(n) for n in record.warm_copy] == child.thread_counts(record.effective_cpus)[0]
     if record.cold_read_method is not None:  # tmp_path on a disk: a cold figure
         assert record.cold_read_bytes_per_s == max(record.cold_read.values())
     assert record.host["cpu_count"] == os.cpu_count() and record.accelerator == "none"
@@ -164,3 +167,35 @@ def test_a_probe_child_past_its_time_is_killed_and_named_in_one_line(tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "did not finish within 0 s (killed)" in err[0]
     assert not out.exists() and not list(tmp_path.glob(".loadbench-probe-*"))
+
+
+def test_first_touch_times_the_probe_file_repeatedly_and_larger_sizes_once(monkeypatch):
+    timed: list[tuple[int, int]] = []
+    monkeypatch.setattr(bandwidth, "first_touch", lambda n, r: timed.append((n, r)) or 1.0)
+    assert bandwidth.first_touch_by_size([1 << 20, 8 << 20], repeats=3) == {
+        1 << 20: 1.0,
+        8 << 20: 1.0,
+    }
+    assert timed == [(1 << 20, 3), (8 << 20, 1)]
+
+
+def test_a_probe_kept_in_a_results_folder_is_the_one_bench_run_holds_rows_against(
+    tmp_path, monkeypatch
+):
+    from bench.run import ceiling
+    from bench.run.config import RunConfig
+
+    monkeypatch.setenv("LOADBENCH_CACHE", str(tmp_path / "cache"))
+    results = tmp_path / "results"
+    size = ["--quick", "--size", "32MiB"]  # the smallest probe `bench run` takes (MIN_PROBE_BYTES)
+    assert main(["probe", *size, "--results", str(results), "--out", str(tmp_path / "p.json")]) == 0
+    kept = read_probe(tmp_path / "p.json")
+
+    def no_second_probe(options):
+        raise AssertionError("bench run probed again")
+
+    monkeypatch.setattr(ceiling, "probe_host", no_second_probe)
+    reused = ceiling.Ceiling(RunConfig(shapes=["gpt2"], out=results)).probe(ceiling.MIN_PROBE_BYTES)
+    assert reused is not None and reused.probe_id == kept.probe_id
+    # --results keeps a disk's figures: without a disk it is refused before anything is measured
+    assert main(["probe", *SMALL, "--no-disk", "--results", str(results)]) == 2

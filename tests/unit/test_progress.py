@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from bench.run.runner import _Progress
+from bench.run.task_times import CHILDREN, PAGE_CACHE, PROBE, REFERENCE, TaskTimes
 
 
 def _task(repeat: int) -> SimpleNamespace:
@@ -34,3 +35,29 @@ def test_no_progress_asked_prints_nothing(capsys):
     with _Progress(False, 1) as progress:
         progress.ended(_task(0), True, 1.0)
     assert capsys.readouterr().err == ""
+
+
+def test_a_line_says_where_the_seconds_went(capsys):
+    """Issue 53: on a TPU host a row took 241 s, 224 of them the machine probe; now it says so."""
+    times = TaskTimes()
+    times.add(PROBE, 224.1)
+    times.add(REFERENCE, 0.9)
+    times.add(PAGE_CACHE, 0.01)  # under SHOWN_FROM_S: left out
+    times.add(CHILDREN, 15.6)
+    steps = {"backend": 7.1, "target": 2.4, "load": 1.3, "verify": 2.2}
+    with _Progress(True, 1) as progress:
+        progress.ended(_task(0), True, 241.5, times.text(steps))
+    assert capsys.readouterr().err.splitlines() == [
+        "loadbench: [1/1] gpt2 pipelined repeat 1: ok, 241.5 s: probe 224.1 s; references 0.9 s;"
+        " child 15.6 s (start 2.6, backend 7.1, target 2.4, load 1.3, verify 2.2)"
+    ]
+    assert times.text() == "probe 224.1 s; references 0.9 s; child 15.6 s"  # no child steps
+
+
+def test_a_step_timed_twice_adds_up():
+    times = TaskTimes()
+    for _ in range(2):
+        with times.timing(REFERENCE):
+            pass
+    times.add(REFERENCE, 0.5)
+    assert times.seconds[REFERENCE] >= 0.5 and list(times.seconds) == [REFERENCE]
