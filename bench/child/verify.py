@@ -19,22 +19,47 @@ COMPARE_CHUNK_BYTES = 64 << 20
 def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
     """Whether `want`, cast to `got`'s dtype, equals `got` bit for bit (so NaNs compare by their
     bits, and -0.0 differs from 0.0); `want` may be any strided view. Compared in chunks of about
-    `COMPARE_CHUNK_BYTES` along the first axis."""
+    `COMPARE_CHUNK_BYTES` along the first axis; where `want` is laid out otherwise than `got` (a
+    port's transposed weight), in square tiles of the last two axes, which both fit in the CPU's
+    cache (a row-order pass over a transposed view read 0.28 GB/s: a Llama-3-8B port's check took
+    99 s on a TPU host, its plain check 27 s)."""
     if got.shape != want.shape:
         return False
     if got.ndim == 0 or got.size == 0:
         return got.tobytes() == np.asarray(want).astype(got.dtype).tobytes()
+    if got.ndim >= 2 and not want.flags.c_contiguous:
+        return _same_tiles(got, want)
     row_bytes = max(1, got[0].nbytes)
     step = max(1, COMPARE_CHUNK_BYTES // row_bytes)
-    for start in range(0, got.shape[0], step):
-        a, b = got[start : start + step], want[start : start + step].astype(got.dtype, copy=False)
-        if got.dtype.itemsize in (1, 2, 4, 8):
-            bits = np.dtype(f"u{got.dtype.itemsize}")
-            if not np.array_equal(a.view(bits), b.view(bits)):
-                return False
-        elif a.tobytes() != np.ascontiguousarray(b).tobytes():
-            return False
+    return all(
+        _same_block(got[start : start + step], want[start : start + step])
+        for start in range(0, got.shape[0], step)
+    )
+
+
+#: the side of a tile `_same_tiles` compares (elements): 256 x 256 x 4 bytes = 256 KiB per side
+TILE = 256
+
+
+def _same_tiles(got: np.ndarray, want: np.ndarray) -> bool:
+    """`same_bits`, tile by tile over the last two axes (each leading index in turn)."""
+    rows, cols = got.shape[-2:]
+    for lead in np.ndindex(*got.shape[:-2]):
+        a, b = got[lead], want[lead]
+        for i in range(0, rows, TILE):
+            for j in range(0, cols, TILE):
+                if not _same_block(a[i : i + TILE, j : j + TILE], b[i : i + TILE, j : j + TILE]):
+                    return False
     return True
+
+
+def _same_block(a: np.ndarray, b: np.ndarray) -> bool:
+    """One block of `same_bits`: `b` cast to `a`'s dtype, compared by bits."""
+    b = b.astype(a.dtype, copy=False)
+    if a.dtype.itemsize in (1, 2, 4, 8):
+        bits = np.dtype(f"u{a.dtype.itemsize}")
+        return bool(np.array_equal(a.view(bits), b.view(bits)))
+    return a.tobytes() == np.ascontiguousarray(b).tobytes()
 
 
 def flat_leaves(model) -> dict[str, object]:

@@ -343,3 +343,20 @@ def test_a_pinned_route_that_jax_refuses_is_a_reason_not_a_crash():
     assert fill is not None and fill > 0 and rate is None and route is None
     assert reason is not None and "Memory kind mismatch" in reason
     assert reason.count("Memory kind mismatch") == 3  # every way tried, each named
+
+
+def test_a_reused_read_is_timed_at_its_faster_pass_where_threads_cost_more_than_they_bring():
+    """The TPU host's figures: 128 MiB in 13 ms on one thread, 31-37 ms on 13 (thread starts)."""
+    pass_bytes = 128 * MIB
+    before = reference_module.Pass(0.013, 0.01, 0.037, 0.05, kind="reused")
+    after = reference_module.Pass(0.013, 0.01, 0.031, 0.05, kind="reused")
+    reused = reference_module.Reading(before, after, pass_bytes, 13, WARM)
+    assert reused.seconds_for(pass_bytes) == pytest.approx(0.013)
+    fresh = reference_module.Reading(
+        dataclasses.replace(before, kind="fresh"),
+        dataclasses.replace(after, kind="fresh"),
+        pass_bytes,
+        13,
+        WARM,
+    )
+    assert fresh.seconds_for(pass_bytes) == pytest.approx(2 / (1 / 0.037 + 1 / 0.031))

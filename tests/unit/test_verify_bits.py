@@ -43,3 +43,19 @@ def test_shapes_scalars_and_empty():
     assert not verify.same_bits(np.zeros((2, 3)), np.zeros((3, 2)))
     assert verify.same_bits(np.array(1.5), np.array(1.5))
     assert verify.same_bits(np.zeros((0, 4)), np.zeros((0, 4)))
+
+
+def test_a_transposed_view_is_compared_in_tiles_that_each_see_their_difference(monkeypatch):
+    monkeypatch.setattr(verify, "TILE", 4)
+    blocks = []
+    real = verify._same_block
+    monkeypatch.setattr(verify, "_same_block", lambda a, b: blocks.append(a.shape) or real(a, b))
+    src = np.arange(3 * 10 * 9, dtype=np.float32).reshape(3, 10, 9)
+    want = src.transpose(0, 2, 1)  # a port's transposed weights, stacked
+    got = np.ascontiguousarray(want)
+    assert verify.same_bits(got, want)
+    assert len(blocks) == 3 * 3 * 3 and max(blocks) == (4, 4)  # 9x10 in 4x4 tiles, 3 layers
+    for where in [(0, 0, 0), (2, 8, 9), (1, 4, 5)]:  # first, last and a middle tile
+        bad = got.copy()
+        bad[where] += 1
+        assert not verify.same_bits(bad, want), where
