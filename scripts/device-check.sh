@@ -29,8 +29,8 @@
 # tpu 20 (seen on 2026-12-06: 16-17 s a sa3 row, 7 s of it opening the chip; `bench run`'s
 # progress lines split each row's seconds), cuda 15, cpu 6, then what the small set's runs
 # really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 50 (43-47 s a llama3-8b row, 27 s of it
-verifying), cuda 30, cpu 8); what does not fit runs
-# fewer repeats, down to two (one run is not judged on time), then without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,
+# verifying), cuda 30, cpu 8); what does not fit runs fewer repeats, down to two (one run is not
+# judged on time), then without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,
 # orbax-safetensors), then once, then not at all, and the log and summary.md say so:
 #   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3): DEVICE_CHECK_STRATEGIES (tpu: pipelined,mmap-put,
 #      builder,hostcast,zerocopy,orbax-safetensors; else pipelined,zerocopy,hostcast,eager,runai,
