@@ -170,12 +170,6 @@ def _verify(
     return (OK if error is None else WRONG), error, checked
 
 
-#: The child's steps, timed in order from `main`'s start: the backend started (jax imported,
-#: the distributed run joined, the devices listed: about 15-20 s on a TPU host, which opens the
-#: chip), the target built, the load measured (its phases are the rows), every tensor verified.
-STEPS = ("backend", "target", "load", "verify")
-
-
 def measure(task: ChildTask, started: float | None = None) -> ChildResult:
     """Run the task's strategy under the probe and verify every loaded tensor; `started` is
     `time.perf_counter()` at the child's start (default: now), where `steps_s` counts from."""
@@ -224,7 +218,10 @@ def measure(task: ChildTask, started: float | None = None) -> ChildResult:
 
 @dataclasses.dataclass
 class _StepClock:
-    """Seconds of each step since the previous one ended (the first: since `started`)."""
+    """Seconds of each step since the previous one ended (the first: since `started`). The
+    child's steps, in order: `backend` (jax imported, the distributed run joined, the devices
+    listed: 7-8 s on a TPU host, which opens the chip), `target` (the model to load into),
+    `load` (the measured load: its phases are the rows), `verify` (every tensor checked)."""
 
     last: float
     steps_s: dict[str, float] = dataclasses.field(default_factory=dict)

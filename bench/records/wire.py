@@ -157,8 +157,8 @@ class ChildResult:
     backend: Backend | None = None
     measurement: Measurement | None = None
     tensors_verified: int = 0
-    # seconds of the child's steps, in order (`bench.child.worker.STEPS`): where a child's time
-    # went beyond the load itself (on a TPU host, starting the backend can outlast the load)
+    # seconds of the child's steps, in order (`bench.child.worker._StepClock`): where a child's
+    # time went beyond the load itself (on a TPU host, opening the chip outlasts the load)
     steps_s: dict[str, float] = field(default_factory=dict)
     memray: MemrayFiles | None = None
     oom_kind: str | None = None  # status "oom" said by the child itself: "device"

@@ -3,10 +3,11 @@
 A row's `wall_s` is the load alone; a task costs more: preparing its checkpoint's format, the
 machine probe (once per disk and size), the moment reference's passes before and after, setting
 the page cache, and the child, whose interpreter starts, imports jax and opens the devices before
-it loads and verifies after. On a CPU host the load is most of it; on a TPU host opening the chip
-takes 15-20 s in every fresh child, which decides how many rows fit in a slot of time
-(`scripts/device-check.sh` plans by it). `bench run` prints the split on each task's progress
-line, so that a slow bench says which step is slow. Never imports jax.
+it loads and verifies after. On a CPU host the load is a good part of it; on a TPU host every
+fresh child spends seconds opening the chip and more verifying a large model than loading it,
+which decides how many rows fit in a slot of time (`scripts/device-check.sh` plans by it). `bench
+run` prints the split on each task's progress line, so that a slow bench says which step is
+slow. Never imports jax.
 """
 
 from __future__ import annotations
