@@ -66,10 +66,24 @@ def test_the_bench_gcs_server_serves_a_checkpoint_loaded_bit_exactly(checkpoint,
     assert os.environ.get("STORAGE_EMULATOR_HOST") == before  # restored
 
 
-def test_the_server_leaves_nothing_behind(checkpoint):
+def test_the_server_takes_its_objects_in_before_it_serves_and_leaves_nothing_behind(
+    checkpoint, monkeypatch
+):
+    from bench.link import serve
     from bench.link.serve import start_fake_gcs
 
+    asked, real = [], serve.wait_ingested
+    monkeypatch.setattr(
+        serve,
+        "wait_ingested",
+        lambda url, objects, log: asked.append(objects) or real(url, objects, log),
+    )
     with start_fake_gcs({"loadbench/x/model.safetensors": checkpoint}) as server:
+        assert asked == [{"loadbench/x/model.safetensors": checkpoint}]
         assert (server.workdir / "data" / "loadbench" / "x" / "model.safetensors").is_file()
+        # taken in before the server is handed over (it ingests on its first request: a
+        # bench's first repeat paid 38 s of it on sa3), so its store holds the object's bytes
+        stored = sum(p.stat().st_size for p in (server.workdir / "store").rglob("*") if p.is_file())
+        assert stored >= checkpoint.stat().st_size
     assert not server.workdir.exists() and server.process.poll() is not None
     assert checkpoint.is_file()  # the checkpoint itself is only linked, never moved
