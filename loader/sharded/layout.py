@@ -240,6 +240,10 @@ def _check_tiling(manifest: Path, key: str, shape: tuple[int, ...], slices: list
 class LayoutSource:
     """What `plan_load` asks of a source (keys, info, metadata), answered from a layout."""
 
+    #: whether the bytes come over a link, where each read is a request (`share="auto"` weighs
+    #: the requests then): False for local files, True for `loader.sharded.remote`'s source
+    over_a_link: bool = False
+
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self.path: Path | str = layout.path

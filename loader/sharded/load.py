@@ -183,15 +183,6 @@ def planned_in(
     return ModePlan(readings, reads)
 
 
-def reads_over_a_link(source: LayoutSource) -> bool:
-    """Whether the source's bytes come over a link (what `auto` asks before it weighs requests).
-
-    The seam for the bytes layer (issue 55, item 1): asked here alone, from the source's remote
-    statistics, until the source says its kind itself.
-    """
-    return source.remote_stats() is not None
-
-
 @dataclass
 class Slices:
     """An `Executor` (see `loader.sequence`): each leaf from this process's index ranges (or, in
@@ -225,7 +216,7 @@ class Slices:
             mode, reason = mode_of(
                 self.share,
                 processes=jax.process_count(),
-                remote=reads_over_a_link(source),
+                remote=source.over_a_link,
                 figures=lambda: ProcessFigures.of(
                     planned(Share.REGIONS).reads,
                     planned(Share.BYTES).reads,

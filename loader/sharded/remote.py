@@ -114,6 +114,8 @@ class RemoteSliceFile:
 class RemoteLayoutSource(LayoutSource):
     """A `LayoutSource` whose slices are read from a `RemoteSource` (see the module docstring)."""
 
+    over_a_link = True
+
     def __init__(self, source: RemoteSource, max_over_read: float | None = None) -> None:
         super().__init__(remote_layout(source))
         self.path = source.path

@@ -215,3 +215,25 @@ def test_a_process_share_is_few_requests_within_the_over_read(served, processes,
     rows = saved["fc.kernel"].shape[0]
     assert stats.requests < rows  # read run by run, `fc.kernel` alone took one per row
     assert str(stats).count("\n") == 0 and "planned" in str(stats)
+
+
+def test_auto_is_told_the_bytes_come_over_a_link_by_the_source_itself(
+    served, mesh, monkeypatch, tmp_path
+):
+    """`share="auto"` weighs requests only over a link; the layout source says which it is
+    (`LayoutSource.over_a_link`), not a guess from its statistics."""
+    from loader.sharded import load as sharded_load
+
+    told = []
+    real = sharded_load.mode_of
+    monkeypatch.setattr(
+        sharded_load, "mode_of", lambda *a, **kw: told.append(kw["remote"]) or real(*a, **kw)
+    )
+    url, saved, _ = served
+    with jax.set_mesh(mesh):
+        local = tmp_path / "model.safetensors"
+        loader.save_model(ColumnSplit(nnx.Rngs(0)), local)  # the served file, saved here too
+        for path in (url, local):
+            model, _ = loader.load_model(lambda: ColumnSplit(nnx.Rngs(1)), path, strategy="sharded")
+            assert np.array_equal(np.asarray(model.fc.kernel.get_value()), saved["fc.kernel"])
+    assert told == [True, False]
