@@ -149,7 +149,8 @@ def _options(args: argparse.Namespace):
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    """`loadbench probe`: probe, print, and write the record if `--out` is given."""
+    """`loadbench probe`: probe, print, and write the record to `--out` and into the results
+    folder `--results`, where given."""
     from bench.machine.record import write_probe
     from bench.machine.run import probe_host
     from bench.run.config import cache_dir

@@ -233,7 +233,7 @@ class MomentReference:
         elif not self._cached(path, nbytes):
             copy_pass(path, self.threads, nbytes=nbytes)
         cpu = _cpu_s()
-        if kind == REUSED and cache != COLD:
+        if kind == REUSED:  # warm only (`passes`)
             seconds = reused_read_pass(path, threads, nbytes=nbytes)
         else:
             seconds = copy_pass(path, threads, direct=direct, nbytes=nbytes)
