@@ -255,7 +255,7 @@ def test_repeats_continue_until_the_interval_settles_or_a_cap(bench_env, tmp_pat
     from bench.run import reference
 
     still = reference.Pass(0.1, 0.1, 0.05, 0.1)
-    monkeypatch.setattr(reference.MomentReference, "passes", lambda self, n, cache: still)
+    monkeypatch.setattr(reference.MomentReference, "passes", lambda self, n, cache, kind: still)
     names = ["fake-jitter", "fake-raise"]
     added = ",".join([*FAKE_NAMES, "fake_jitter"])
     monkeypatch.setenv("LOADBENCH_EXTRA_STRATEGIES", added)

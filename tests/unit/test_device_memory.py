@@ -155,7 +155,7 @@ def test_summary_shows_the_device_peak_beside_the_host_peak_and_the_copy(tmp_pat
 def test_a_device_oom_is_an_oom_row_of_kind_device(monkeypatch):
     from bench.child import worker
 
-    def full(task):
+    def full(task, started=None):
         raise loader.errors.DeviceOutOfMemoryError(
             "m.safetensors: tensor 'w': device cuda:0 ran out of memory receiving 8 bytes (0 free)"
         )
