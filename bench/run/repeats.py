@@ -5,7 +5,8 @@ interleaved with the others (A B C A B C), as before. Then further rounds, inter
 way, run only the configurations whose paired ratio (`bench.intervals`) is not yet
 settled, a 95% confidence interval within +-5%, until each is settled, has run
 `--max-repeats` times, or has spent its `--repeat-budget` of wall time (its children, their
-reference passes and their start-up, added up): a slow strategy such as `eager` stops at the
+reference passes and their start-up, added up; not the machine probe or a checkpoint's format,
+which whichever task comes first runs for all): a slow strategy such as `eager` stops at the
 minimum, where a one-second one can afford ten. A configuration that failed a repeat (crashed,
 out of memory, wrong) is never repeated further: a failure is not noise to average away. The
 defaults come from measurements on this project's 2-core development VM (`docs/bench.md`,

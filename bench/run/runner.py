@@ -356,13 +356,14 @@ def _named(task: Task) -> str:
 def _tallied(
     execution: _Execution, task: Task, tallies: Tallies[tuple], progress: _Progress
 ) -> None:
-    """Run one task, and count it in its configuration's tally (a memray capture is no repeat)."""
+    """Run one task, and count it in its configuration's tally (a memray capture is no repeat;
+    the probe or format it ran first for every configuration is not its own time)."""
     progress.starting(task)
     started, times = time.perf_counter(), TaskTimes()
     ratio, drift, ok, child_steps = execution.run(task, times)
     seconds = time.perf_counter() - started
     if task.memray_bin is None:
-        tallies.of(configuration(task)).add(ratio, drift, ok, seconds)
+        tallies.of(configuration(task)).add(ratio, drift, ok, times.own_s(seconds))
     progress.ended(task, ok, seconds, times.text(child_steps))
 
 

@@ -24,6 +24,9 @@ PREPARE, PROBE, REFERENCE, PAGE_CACHE, CHILDREN = (
     "page cache",
     "child",
 )
+#: steps a task pays for others too (the checkpoint's format, the machine probe: once per run),
+#: which a configuration's `--repeat-budget` does not count
+SHARED = (PREPARE, PROBE)
 #: what the child's start is called where the child did not time its own steps
 CHILD_START = "start"
 #: below this a step is left out of the line (it says nothing about where the time went)
@@ -47,6 +50,11 @@ class TaskTimes:
 
     def add(self, step: str, seconds: float) -> None:
         self.seconds[step] = self.seconds.get(step, 0.0) + seconds
+
+    def own_s(self, total_s: float) -> float:
+        """Of `total_s` (the task's seconds), those that were this configuration's own: less the
+        `SHARED` steps it happened to run first."""
+        return total_s - sum(self.seconds.get(step, 0.0) for step in SHARED)
 
     def text(self, child_steps: Mapping[str, float] | None = None) -> str:
         """`child 20.1 s (start 16.0, backend ..., load 0.6, verify 3.4); references 0.6 s`: the

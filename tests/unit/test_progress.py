@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 from bench.run.runner import _Progress
@@ -14,6 +15,9 @@ def _task(repeat: int) -> SimpleNamespace:
         entry=SimpleNamespace(name="pipelined"),
         repeat=repeat,
         memray_bin=None,
+        **dict.fromkeys(
+            ("model", "processes", "devices", "cache", "source", "link", "concurrency")
+        ),
     )
 
 
@@ -61,3 +65,29 @@ def test_a_step_timed_twice_adds_up():
             pass
     times.add(REFERENCE, 0.5)
     assert times.seconds[REFERENCE] >= 0.5 and list(times.seconds) == [REFERENCE]
+
+
+def test_the_probe_a_first_repeat_ran_is_not_its_configurations_repeat_budget():
+    """A fresh machine's first task runs the machine probe (75 s on the VM): charged to the first
+    configuration, it spent that configuration's `--repeat-budget`, which then stopped at two
+    unsettled repeats while the others were extended."""
+    from bench.run.repeats import RepeatPolicy, Tallies
+    from bench.run.runner import _tallied
+
+    class Execution:
+        calls = 0
+
+        def run(self, task, times):
+            Execution.calls += 1
+            if Execution.calls == 1:
+                with times.timing(PROBE):
+                    time.sleep(0.4)
+            return (1.0 if Execution.calls % 2 else 2.0), None, True, None
+
+    tallies: Tallies[tuple] = Tallies(RepeatPolicy(min_repeats=2, max_repeats=5, budget_s=0.3))
+    with _Progress(False, 2) as progress:
+        for repeat in range(2):
+            _tallied(Execution(), _task(repeat), tallies, progress)  # type: ignore[arg-type]
+    (tally,) = tallies.by_key.values()
+    assert tally.elapsed_s < 0.3, "the probe's seconds were counted as the configuration's own"
+    assert tallies.wanting(list(tallies.by_key)) == list(tallies.by_key)
