@@ -131,8 +131,9 @@ def is_down(url: str) -> bool:
     return not _healthy(url)
 
 
-def settle(page, charts: int = 0) -> None:
-    """Wait until Streamlit stops running the script and `charts` charts have drawn."""
+def settle(page, charts: int = 0, drawing_ms: int = 800) -> None:
+    """Wait until Streamlit stops running the script and `charts` charts have drawn, then
+    `drawing_ms` more for the vega renderers (0 where only widgets are read)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
     page.wait_for_timeout(500)
     page.wait_for_function(
@@ -148,7 +149,8 @@ def settle(page, charts: int = 0) -> None:
     page.wait_for_function(  # elements of an earlier run, faded until this one replaces them
         "!document.querySelector('[data-stale=\"true\"]')", timeout=60_000
     )
-    page.wait_for_timeout(800)  # let the vega renderers finish drawing
+    if drawing_ms:
+        page.wait_for_timeout(drawing_ms)  # let the vega renderers finish drawing
 
 
 def open_page(page, url: str, name: str, charts: int = 0) -> None:

@@ -66,16 +66,17 @@ def widgets(page) -> dict[str, Any]:
 
 def steady(page, tries: int = 20) -> tuple[dict[str, Any], str]:
     """The widgets and the address once the page stopped changing: no run in progress, no stale
-    element left from an earlier run, the same widgets and address a second apart."""
+    element left from an earlier run, the same widgets and address in two looks at least a second
+    apart (each look waits for the script's run to end first)."""
     before = None
     for _ in range(tries):
-        settle(page)
+        settle(page, drawing_ms=0)
         page.wait_for_function("!document.querySelector('[data-stale=\"true\"]')")
         now = (widgets(page), page.url)
         if now == before:
             return now
         before = now
-        page.wait_for_timeout(1000)
+        page.wait_for_timeout(500)
     raise AssertionError(f"the page kept changing: {before}")
 
 
@@ -97,11 +98,11 @@ def _chips(page, key: str, wanted: list[str]) -> None:
     for chip in widgets(page)[key]:
         if chip not in wanted:
             _box(page, key).locator(f'[aria-label="Remove {chip}"]').first.click()
-            settle(page)
+            settle(page, drawing_ms=0)
     for chip in wanted:
         if chip not in widgets(page)[key]:
             _choose(page, key, chip)
-            settle(page)
+            settle(page, drawing_ms=0)
             page.keyboard.press("Escape")
 
 
@@ -123,7 +124,7 @@ def _set(page, change: tuple[Any, ...]) -> None:
             box.locator("label").first.click()
     elif kind == "radio":
         box.locator("label", has_text=str(text)).first.click()
-    settle(page)
+    settle(page, drawing_ms=0)
 
 
 def _open(page, url: str) -> None:
