@@ -278,10 +278,9 @@ fit_matrix() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW -> "RE
 
 probe_bytes() {  # PYTHON SHAPES... -> the probe file size `bench run` takes for the largest set
     "$1" -c 'import sys
-from bench.run.ceiling import MAX_PROBE_BYTES, MIN_PROBE_BYTES
+from bench.run.ceiling import probe_bytes_for
 from shapes import load_spec
-largest = max(load_spec(name).total_bytes for name in sys.argv[1:])
-print(max(MIN_PROBE_BYTES, min(MAX_PROBE_BYTES, largest)) >> 20 << 20)' "${@:2}"
+print(probe_bytes_for(max(load_spec(name).total_bytes for name in sys.argv[1:])) >> 20 << 20)' "${@:2}"
 }
 
 platform_default() {  # PLATFORM TPU_VALUE CUDA_VALUE CPU_VALUE

@@ -121,7 +121,7 @@ def _num(item: tuple[str, float]) -> int:
 def _options(args: argparse.Namespace):
     from bench.machine.child import ProbePlan
     from bench.machine.run import ProbeOptions
-    from bench.run.config import cache_dir
+    from bench.run.config import checkpoints_dir
     from bench.units import parse_size, parse_speed
 
     size = parse_size(args.size, what="--size") if args.size else None
@@ -139,7 +139,7 @@ def _options(args: argparse.Namespace):
             "--results keeps the probe for `bench run`, whose ceilings need a disk's figures; "
             "--no-disk probes none: drop one of them"
         )
-    disk = None if args.no_disk else (args.disk or str(cache_dir() / "checkpoints"))
+    disk = None if args.no_disk else (args.disk or str(checkpoints_dir()))
     if disk is not None and args.disk is None:
         Path(disk).mkdir(parents=True, exist_ok=True)
     plan = ProbePlan(
@@ -153,7 +153,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
     folder `--results`, where given."""
     from bench.machine.record import write_probe
     from bench.machine.run import probe_host
-    from bench.run.config import cache_dir
 
     options = _options(args)
     record = probe_host(options)
@@ -162,8 +161,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.results:
         from bench.run.ceiling import probe_file
 
-        disk = Path(options.plan.disk or cache_dir() / "checkpoints")
-        write_probe(record, probe_file(Path(args.results), args.cpus, disk, record.probe_id))
+        disk = options.plan.disk
+        assert disk is not None, "_options refuses --results with --no-disk"
+        write_probe(record, probe_file(Path(args.results), args.cpus, Path(disk), record.probe_id))
     print(record.to_json() if args.json else format_probe(record), end="\n" if args.json else "")
     return 0
 

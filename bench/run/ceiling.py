@@ -49,10 +49,16 @@ from bench.machine.child import ProbePlan
 from bench.machine.facts import machine_id
 from bench.machine.record import ProbeRecord, read_probe, write_probe
 from bench.machine.run import ProbeOptions, probe_host
-from bench.run.config import RunConfig, cache_dir
+from bench.run.config import RunConfig, checkpoints_dir
 from bench.vocabulary import COLD
 
 MIN_PROBE_BYTES, MAX_PROBE_BYTES = 32 << 20, 2 << 30
+
+
+def probe_bytes_for(checkpoint_bytes: int) -> int:
+    """The probe file a checkpoint's ceiling wants: its size, within `MIN_PROBE_BYTES` and
+    `MAX_PROBE_BYTES` (a kept probe with a file at least that large serves it)."""
+    return max(MIN_PROBE_BYTES, min(MAX_PROBE_BYTES, checkpoint_bytes))
 
 
 def probe_stem(out: Path, cpus: int | None, disk: Path) -> Path:
@@ -97,10 +103,10 @@ class Ceiling:
 
     def probe(self, checkpoint_bytes: int) -> ProbeRecord | None:
         """The probe for a checkpoint of `checkpoint_bytes` (cached, or taken now)."""
-        size = max(MIN_PROBE_BYTES, min(MAX_PROBE_BYTES, checkpoint_bytes))
+        size = probe_bytes_for(checkpoint_bytes)
         if self.record is not None and (self.probed or self.record.probe_file_bytes >= size):
             return self.record
-        disk = cache_dir() / "checkpoints"
+        disk = checkpoints_dir()
         disk.mkdir(parents=True, exist_ok=True)
         cached_paths = cached_probes(self.config.out, self.config.cpus, disk)
         if not (self.config.reprobe and not self.probed) and cached_paths:

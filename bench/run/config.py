@@ -35,6 +35,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or ".cache/loadbench")
 
 
+def checkpoints_dir() -> Path:
+    """The folder of `cache_dir()` that holds the checkpoints: the disk the machine probe reads
+    cold unless told another (`bench run`'s ceilings, `loadbench probe`)."""
+    return cache_dir() / "checkpoints"
+
+
 @dataclass
 class RunConfig:
     """One `bench run`: what to run and under which limits."""

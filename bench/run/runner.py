@@ -132,14 +132,13 @@ def _run_task(
     task: Task,
     config: RunConfig,
     work: Path,
-    leader: Leader | None = None,
-    times: TaskTimes | None = None,
+    leader: Leader | None,
+    times: TaskTimes,
 ) -> tuple[list[ChildOutcome], Situation]:
     """Run the task's child group (under the memory and read limits, if any, and the memory
     budget), or, when `leader` takes it, one worker on each of the launcher's ranks: its
     outcomes and the situation it ran in. `times` gets the page cache's and the children's
     seconds."""
-    times = times if times is not None else TaskTimes()
     budget = config.budget_bytes()
     files = pagecache.checkpoint_files(task.load_path)
     with times.timing(PAGE_CACHE):
