@@ -82,7 +82,7 @@ def test_a_probe_that_touched_gives_rows_a_ceiling_and_the_run_says_touch(
     tmp_path, monkeypatch, capsys
 ):
     record = hand_probe(prefault="touch")
-    monkeypatch.setattr(ceiling, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(ceiling, "checkpoints_dir", lambda: tmp_path / "checkpoints")
     monkeypatch.setattr(ceiling, "probe_host", lambda options: record)
     config = RunConfig(shapes=["gpt2"], out=tmp_path / "results", reprobe=True)
     fields = ceiling.Ceiling(config).fields(2 * 10**9, WARM)
