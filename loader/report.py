@@ -216,6 +216,10 @@ class LoadReport:
         device_transposed: of those, the ones whose file bytes travelled contiguously through the
             staging ring and were transposed on their device (a staged load of a `Transpose`,
             alone or with a `Reshape` or a leading `Slice`): the host made no transposing copy.
+        transfer_transposed: of those, the ones sent to their device as strided views of the
+            file's mapped pages, which the device runtime transposed while copying them (a staged
+            load of such a transpose from a local file without a cast): no transposing copy by
+            the loader and no program on the device.
         staged: parameters whose transform is an opaque callable (or a declared one that is no
             strided view), applied to the whole tensor staged on the host. Neither is a problem.
         stacked: parameters filled from N file keys through a `loader.Stack` (each layer through
@@ -258,6 +262,7 @@ class LoadReport:
     sharding_changes: list[ShardingChange] = field(default_factory=list)
     transformed: list[str] = field(default_factory=list)
     device_transposed: list[str] = field(default_factory=list)
+    transfer_transposed: list[str] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)
     stacked: list[str] = field(default_factory=list)
     inflight_peak_bytes: int | None = None

@@ -1,11 +1,12 @@
 """A device's shard of a leaf, assembled on the device from the chunks the staging ring sent it.
 
-A device region of one chunk is the transferred array itself (transposed by one program where the
-leaf is transposed on the device); a larger one is assembled on its device by in-place updates of
-one buffer (`dynamic_update_slice` with the buffer donated), so the device holds the shard and the
-chunks in flight, never a second copy of the shard. A chunk of a leaf transposed on the device is
-transposed by its update (a transpose in device memory runs near the speed of a plain device
-copy). The programs are `loader.pipeline.programs.DevicePrograms`', compiled ahead, once per
+A device region of one chunk is the transferred array itself; a larger one is assembled on its
+device by in-place updates of one buffer (`dynamic_update_slice` with the buffer donated), so the
+device holds the shard and the chunks in flight, never a second copy of the shard. A chunk of a
+leaf that a port transposes arrives transposed where it was sent as a strided view of mapped pages
+(the device runtime arranges the bytes while it copies them: no program for it); one that came
+through a ring slot is transposed on the device, by one program for a whole shard or by its
+update. The programs are `loader.pipeline.programs.DevicePrograms`', compiled ahead, once per
 shape (`ask_programs`). `fold` moves the
 transfers that have completed into the shard; the token it returns is ready once the update has
 run, so the ring reuses a slot a device array borrows (the CPU backend) only after that.
@@ -35,12 +36,12 @@ def fold(
     """Move transferred chunks into the piece's device array (lock held); the token of the last
     update made (ready once it, and every update before it on that buffer, has run)."""
     keep, token = [], None
-    for handle, region in piece.pending:
+    for handle, region, on_host in piece.pending:
         if ready_only and not _is_ready(handle):
-            keep.append((handle, region))
+            keep.append((handle, region, on_host))
             continue
         array = _as_array(handle)
-        target, perm = piece.placement(region)
+        target, perm = piece.placement(region, on_host=on_host)
         if target == piece.region:  # the whole shard in one chunk
             if perm:
                 shape = region_shape(region)
@@ -50,8 +51,9 @@ def fold(
             continue
         if piece.array is None:
             allocate(piece, where, programs)
+        arriving = piece.arriving_shape(region, on_host=on_host)
         update = programs.update(
-            region_shape(piece.region), region_shape(region), piece.dtype, piece.device, perm
+            region_shape(piece.region), arriving, piece.dtype, piece.device, perm
         )
         starts = tuple(np.int32(r.start - p.start) for r, p in zip(target, piece.region))
         piece.array, token = run_update(update.result(), piece.array, array, starts)
@@ -66,22 +68,26 @@ def run_update(program: Any, buffer: Any, chunk: Any, starts: tuple[Any, ...]) -
     return updated
 
 
-def ask_programs(piece: DevicePiece, chunks: list[Region], programs: DevicePrograms) -> bool:
+def ask_programs(
+    piece: DevicePiece, chunks: list[Region], programs: DevicePrograms, *, on_host: bool
+) -> bool:
     """Start compiling, in the background, what assembling the piece from `chunks` needs: none
-    for a shard sent whole, a transpose for a whole shard transposed on the device, else its
-    allocation and one update per chunk shape (one, from `even_chunks`). Whether it needs any."""
+    for a shard sent whole (transposed by its transfer where `on_host`), a transpose for a whole
+    shard transposed on the device, else its allocation and one update per chunk shape (one,
+    from `even_chunks`). Whether it needs any."""
     if not chunks:
         return False
     shard = region_shape(piece.region)
-    if len(chunks) == 1 and piece.placement(chunks[0])[0] == piece.region:
-        _, perm = piece.placement(chunks[0])
+    target, perm = piece.placement(chunks[0], on_host=on_host)
+    if len(chunks) == 1 and target == piece.region:
         if perm:
             programs.transpose(region_shape(chunks[0]), piece.dtype, piece.device, perm)
         return bool(perm)
     programs.allocation(shard, piece.dtype, piece.device)
     for region in {region_shape(r): r for r in chunks}.values():
-        _, perm = piece.placement(region)
-        programs.update(shard, region_shape(region), piece.dtype, piece.device, perm)
+        _, perm = piece.placement(region, on_host=on_host)
+        arriving = piece.arriving_shape(region, on_host=on_host)
+        programs.update(shard, arriving, piece.dtype, piece.device, perm)
     return True
 
 

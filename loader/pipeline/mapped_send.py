@@ -94,9 +94,12 @@ def send_batch(batch: list[MappedPart], sender: RingSender) -> float:
             mapped.append((part, *got))
     mapping_s = time.perf_counter() - t0 - ring_s
     handles = sender.send_many(
-        [(chunk, p.chunk.piece, p.job.where, p.job.is_whole(p.chunk)) for p, chunk, _ in mapped]
+        [
+            (chunk, p.chunk.piece, p.job.where, p.job.is_whole(p.chunk, on_host=True))
+            for p, chunk, _ in mapped
+        ]
     )
     for (part, _, raw), handle in zip(mapped, handles, strict=True):
-        part.job.arrived(part.chunk, handle)
+        part.job.arrived(part.chunk, handle, on_host=True)
         sender.flight.launched(handle, part.nbytes, raw)
     return mapping_s + ring_s

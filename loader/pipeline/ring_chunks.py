@@ -69,13 +69,9 @@ def even_chunks(region: Region, itemsize: int, limit: int) -> list[Region]:
 def contiguous_bytes(region: Region, shape: tuple[int, ...]) -> bool:
     """Whether `region` of a C-ordered tensor of `shape` is one run of bytes (whole trailing
     axes: blocks of whole rows, or one row's part where every later axis is whole)."""
-    for axis, s in enumerate(region):
-        if s.start != 0 or s.stop != shape[axis]:
-            whole_after = all(
-                t.start == 0 and t.stop == n for t, n in zip(region[axis + 1 :], shape[axis + 1 :])
-            )
-            return whole_after and all(t.stop - t.start == 1 for t in region[:axis])
-    return True
+    axis = next((a for a, s in enumerate(region) if s.stop - s.start != 1), len(region))
+    # one index on each axis before `axis`, any run on `axis`, whole axes after it
+    return all(t.start == 0 and t.stop == n for t, n in zip(region[axis + 1 :], shape[axis + 1 :]))
 
 
 @dataclass
@@ -83,7 +79,8 @@ class DevicePiece:
     """One device's region of the leaf, and what has reached the device of it so far.
 
     With a `block` (a leaf transposed on the device), chunks are regions of the block, in the
-    file's layout, and each is transposed into its place by its update.
+    file's layout, and each is transposed into its place: by its transfer, where it went as a
+    strided view of mapped pages (`on_host`), else by its update on the device.
     """
 
     device: object
@@ -91,7 +88,9 @@ class DevicePiece:
     dtype: np.dtype
     block: PermutedBlock | None = None
     array: Any = None  # the device shard (or its buffer being assembled)
-    pending: list[tuple[object, Region]] = field(default_factory=list)  # transfers not folded yet
+    #: transfers not folded yet: (transfer, its region of the block, whether it was transposed
+    #: on its way by the transfer itself: `placement`'s `on_host`)
+    pending: list[tuple[object, Region, bool]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -103,13 +102,25 @@ class DevicePiece:
         """The region as it is stored: of the block for a leaf transposed on the device."""
         return self.block.block_region(self.region) if self.block is not None else self.region
 
-    def placement(self, region: Region) -> tuple[Region, tuple[int, ...]]:
+    def placement(self, region: Region, *, on_host: bool) -> tuple[Region, tuple[int, ...]]:
         """Where a chunk (a `source_region` box) goes in the shard: its leaf region, and the
-        axes to transpose it by on the device (none: as stored)."""
+        axes to transpose it by on the device (none: as stored, or already transposed by its
+        transfer, `on_host`)."""
         if not self.transposes:
             return region, ()
         assert self.block is not None
-        return self.block.leaf_region(region), self.block.perm
+        return self.block.leaf_region(region), () if on_host else self.block.perm
+
+    def arriving_shape(self, region: Region, *, on_host: bool) -> tuple[int, ...]:
+        """The shape of a chunk's array on the device: the box's, or its leaf region's where its
+        transfer transposed it (`on_host`)."""
+        target, _ = self.placement(region, on_host=on_host)
+        return region_shape(target if on_host else region)
+
+    def as_sent(self, box: np.ndarray) -> np.ndarray:
+        """A box of the block as it is sent transposed on the host: a strided view in the leaf's
+        axis order (no copy; the transfer arranges the bytes while it copies them)."""
+        return box.transpose(self.block.perm) if self.block is not None and self.transposes else box
 
 
 @dataclass(frozen=True)

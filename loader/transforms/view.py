@@ -4,8 +4,8 @@
 `reshape_strides` (numpy's no-copy reshape rule: the strides of a new shape over the same
 elements, or None when the merged axes are not contiguous). `View.permuted_block` says when a view
 is a transpose of one contiguous block of the file (a `Transpose`, alone or with a `Reshape` or a
-leading `Slice`): such a leaf can travel as the file's contiguous bytes and be transposed on its
-device (`loader.pipeline.ring_job`).
+leading `Slice`): such a leaf can travel as the file's contiguous bytes, transposed by its
+transfer (a strided view of mapped pages) or on its device (`loader.pipeline.ring_job`).
 """
 
 from __future__ import annotations

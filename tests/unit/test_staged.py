@@ -22,7 +22,7 @@ import pytest
 
 import loader
 import shapes
-from loader.pipeline import device_shards, ring
+from loader.pipeline import device_shards, ring, ring_job
 from loader.pipeline.ring import Slot, StagingRing
 from loader.pipeline.ring_chunks import chunk_regions
 from loader.pipeline.sizing import check_staging_budget, min_staging_budget
@@ -163,8 +163,11 @@ def test_staged_load_is_bit_exact_and_within_the_budget(ckpt, poison, dtype):
     with pytest.warns(loader.LoadWarning) if dtype else _nothing():
         model, report = staged(model, ckpt)
     assert verify(model, ckpt) == len(SPEC.tensors)
-    assert report.staging_memory == "pageable"
     assert 0 < report.inflight_peak_bytes <= BUDGET
+    if dtype is None:  # no cast: every chunk straight from the file's pages, no slot
+        assert report.staging_memory == "mapped" and report.staging_slots == 0
+        return
+    assert report.staging_memory == "pageable"
     slots, _, _ = check_staging_budget(BUDGET, THREADS)
     assert 0 < report.staging_slots <= slots
 
@@ -188,10 +191,12 @@ def test_the_late_transfer_catches_a_ring_that_does_not_wait(ckpt, late, monkeyp
         verify(model, ckpt)
 
 
+@pytest.mark.filterwarnings("ignore:.*cast from file dtype")
 def test_live_staging_buffers_never_exceed_the_budget(ckpt, late, monkeypatch):
     counter = SlotCounter(monkeypatch)
     slots, slot_bytes, _ = check_staging_budget(BUDGET, THREADS)
-    model, report = staged(shapes.model_builder(SPEC), ckpt)
+    # all float32: half.weight (BF16) is cast in ring slots, the rest goes from mapped pages
+    model, report = staged(shapes.model_builder(SPEC, dtype="float32"), ckpt)
     assert verify(model, ckpt) == len(SPEC.tensors)
     assert 0 < counter.max_live <= slots and counter.max_live * slot_bytes <= BUDGET
     # transfers in flight: the ring's slots and mapped chunks, within the budget together
@@ -242,7 +247,7 @@ class _LateToken(_Late):
         self.view = self.snapshot = None
 
 
-def test_a_borrowed_slot_is_reused_only_after_its_update_ran(ckpt, monkeypatch):
+def test_a_borrowed_slot_is_reused_only_after_its_update_ran(ckpt, monkeypatch, through_the_ring):
     """On the CPU backend the chunk's device array is the slot (no copy): the ring must wait for
     the update that copied it into the shard, not only for the transfer."""
     slow = SlowUpdates(monkeypatch)
@@ -251,7 +256,9 @@ def test_a_borrowed_slot_is_reused_only_after_its_update_ran(ckpt, monkeypatch):
     assert verify(model, ckpt) == len(SPEC.tensors)
 
 
-def test_the_slow_updates_catch_a_ring_that_frees_a_borrowed_slot_early(ckpt, monkeypatch):
+def test_the_slow_updates_catch_a_ring_that_frees_a_borrowed_slot_early(
+    ckpt, monkeypatch, through_the_ring
+):
     """Meta: a ring that waits for no token reuses slots whose updates have not run (and the
     chunk arrays do borrow their slots: a copy would never change). The late tokens are checked
     on timer threads 10-30 ms after their update, so the count is read once they all have fired
@@ -443,7 +450,20 @@ PORT_MAP = {
     "inner.kernel": ("inner.weight", (loader.Slice(1, 0, 48), FLIP)),
     "half.kernel": ("half.weight", FLIP),
 }
+#: the leaves transposed without a transposing copy by the loader: by their transfer (strided views
+#: of mapped pages), or on the device where they come through a ring slot (a cast: half.kernel)
 ON_DEVICE = {k for k in PORT_MAP if k != "inner.kernel"}
+CAST = {"half.kernel"}  # a BF16 file tensor into the F32 model: cast in a ring slot
+#: split along their first axis on a mesh (`_sharded_port`): a device's rows of the leaf are
+#: columns of the file tensor, no run of bytes to map, so they come through ring slots
+SPLIT = ("proj.kernel", "wide.kernel", "q.kernel")
+
+
+@pytest.fixture
+def through_the_ring(monkeypatch):
+    """Every chunk through a ring slot (the file's pages declined), so every transpose of a
+    block runs on the device."""
+    monkeypatch.setattr(ring_job, "mapped_range", lambda src, offset, nbytes: None)
 
 
 def _port_spec() -> shapes.ShapeSpec:
@@ -483,7 +503,7 @@ def _sharded_port(devices: int):
 
     mesh = jax.make_mesh((devices,), (AXIS,), devices=jax.devices()[:devices])
     built = shapes.model_builder(_port_spec())()
-    for key in ("proj.kernel", "wide.kernel", "q.kernel"):
+    for key in SPLIT:
         leaf = built
         for part in key.split("."):
             leaf = getattr(leaf, part)
@@ -514,16 +534,25 @@ class HostViewCopies:
 
 
 @pytest.mark.filterwarnings("ignore:.*cast from file dtype")
+@pytest.mark.parametrize("route", ["mapped", "ring"])
 @pytest.mark.parametrize("devices", [1, 8])
-def test_transposes_run_on_the_device_bit_exact_against_the_host(
-    torch_ckpt, poison, monkeypatch, devices
+def test_transposes_in_flight_are_bit_exact_against_the_host(
+    torch_ckpt, poison, monkeypatch, request, devices, route
 ):
+    """Mapped chunks are transposed by their transfer (strided views), ring chunks by their
+    update on the device: either way the bits of a host-transposed load, and no host copy."""
+    if route == "ring":
+        request.getfixturevalue("through_the_ring")
     host_copies = HostViewCopies(monkeypatch)
     mesh, built = _sharded_port(devices)
     with jax.set_mesh(mesh):
         poison(built)
         model, report = staged(built, torch_ckpt, key_map=PORT_MAP, strict=False)
-    assert set(report.device_transposed) == ON_DEVICE  # the report names them
+    on_device = ON_DEVICE  # the report names each by its route
+    if route == "mapped":
+        on_device = CAST | (set(SPLIT) if devices > 1 else set())
+    assert set(report.device_transposed) == on_device
+    assert set(report.transfer_transposed) == ON_DEVICE - on_device
     # no host transposing copy for any of them (inner.weight's strided slice is the only one)
     assert set(host_copies.by_tensor) == {"inner.weight"}
     got, want = _leaves(model), _expected(torch_ckpt)
@@ -551,13 +580,13 @@ def test_the_host_copy_counter_sees_transposes_done_on_the_host(torch_ckpt, monk
     monkeypatch.setattr(View, "permuted_block", lambda self: None)  # no block on the device
     host_copies = HostViewCopies(monkeypatch)
     model, report = staged(shapes.model_builder(_port_spec()), torch_ckpt, key_map=PORT_MAP)
-    assert report.device_transposed == []
+    assert report.device_transposed == [] and report.transfer_transposed == []
     assert set(host_copies.by_tensor) == {f for f, _ in PORT_MAP.values()}
 
 
 @pytest.mark.filterwarnings("ignore:.*cast from file dtype")
 def test_device_transposed_slots_wait_for_their_transfers_and_updates(
-    torch_ckpt, late, monkeypatch
+    torch_ckpt, late, monkeypatch, through_the_ring
 ):
     counter = SlotCounter(monkeypatch)
     slow = SlowUpdates(monkeypatch)
@@ -571,7 +600,9 @@ def test_device_transposed_slots_wait_for_their_transfers_and_updates(
 
 
 @pytest.mark.filterwarnings("ignore:.*cast from file dtype")
-def test_a_ring_that_does_not_wait_corrupts_device_transposed_leaves(torch_ckpt, late, monkeypatch):
+def test_a_ring_that_does_not_wait_corrupts_device_transposed_leaves(
+    torch_ckpt, late, monkeypatch, through_the_ring
+):
     """Meta: the same hooks catch a slot reused before its transfer completed."""
     monkeypatch.setattr(ring, "_ready", lambda t: True)
     monkeypatch.setattr(ring, "_wait", lambda t: None)

@@ -24,7 +24,7 @@ import loader
 import shapes
 from loader.errors import DeviceOutOfMemoryError
 from loader.pipeline import device_shards, engine, file_pages, mapped_send, programs, ring, ring_job
-from loader.pipeline.ring_chunks import even_chunks
+from loader.pipeline.ring_chunks import contiguous_bytes, even_chunks
 from loader.pipeline.sources import local
 from loader.placement.leaves import iter_variables
 
@@ -102,6 +102,40 @@ def test_leaves_of_many_shapes_compile_no_program(tmp_path, poison, fresh_progra
     assert report.device_programs == 0 and compiles.count == 0
 
 
+def transposed(spec: shapes.ShapeSpec) -> tuple[shapes.ShapeSpec, dict[str, object]]:
+    """A port of `spec`: each 2-D leaf the transpose of its file tensor (key_map), the model's
+    shapes flipped to match; other leaves as stored."""
+    flip = loader.Transpose((1, 0))
+    key_map = {f"{t.name}.t": (t.name, flip) for t in spec.tensors if len(t.shape) == 2}
+    leaves = [
+        (f"{t.name}.t", t.dtype, t.shape[::-1]) if len(t.shape) == 2 else (t.name, t.dtype, t.shape)
+        for t in spec.tensors
+    ]
+    return spec_of(*leaves), key_map
+
+
+def test_transposed_leaves_are_transposed_by_their_transfer_without_programs(
+    tmp_path, poison, fresh_programs
+):
+    """A port's transposed leaves go as strided views of the file's pages: nothing compiled for
+    the ones that fit a chunk, and only the plain assembly (an allocation and one update per
+    shape, no transpose) for the ones larger than a chunk."""
+    for spec, oversize in ((MANY_SHAPES, 0), (OVERSIZE, 2)):
+        path = shapes.synthesize(spec, tmp_path / f"shapes-{oversize}")
+        port, key_map = transposed(spec)
+        model = poisoned(port, poison)
+        with Compiles() as compiles:
+            model, report = load(port, path, poison, model=model, key_map=key_map)
+        leaves = {
+            ".".join(map(str, k)): np.asarray(v.get_value()) for k, v in iter_variables(model)
+        }
+        for key, (name, _) in key_map.items():
+            shapes.verify_tensor(path, name, leaves[key].T)
+        assert set(report.transfer_transposed) == set(key_map) and not report.device_transposed
+        # OVERSIZE: (1000, 64) twice and (64, 900) flipped: two shapes, an allocation and an update
+        assert report.device_programs == compiles.count == 2 * oversize
+
+
 def test_an_assembled_shard_compiles_once_per_shape(tmp_path, poison, fresh_programs):
     path = shapes.synthesize(OVERSIZE, tmp_path)
     model = poisoned(OVERSIZE, poison)
@@ -116,6 +150,19 @@ def test_an_assembled_shard_compiles_once_per_shape(tmp_path, poison, fresh_prog
         model, report = load(OVERSIZE, path, poison, model=model)
     verify(model, path)
     assert again.count == 0 and report.device_programs == 0
+
+
+def test_contiguous_bytes_says_which_regions_are_one_run_of_bytes():
+    """Every box of a (3, 4, 5) tensor against numpy: one run where its elements are consecutive
+    (a part of one row counts; it was sent through the ring before)."""
+    shape = (3, 4, 5)
+    flat = np.arange(60).reshape(shape)
+    runs = [[slice(i, j) for i in range(n) for j in range(i + 1, n + 1)] for n in shape]
+    for a in runs[0]:
+        for b in runs[1]:
+            for c in runs[2]:
+                consecutive = bool(np.all(np.diff(flat[a, b, c].ravel()) == 1))
+                assert contiguous_bytes((a, b, c), shape) == consecutive, (a, b, c)
 
 
 def test_chunks_of_an_assembled_shard_have_one_shape():
