@@ -184,6 +184,8 @@ def measure(task: ChildTask, started: float | None = None) -> ChildResult:
 
         use_cache(task.compile_cache)
     info = strategies.get(task.strategy)
+    if info.available():  # its modules imported before the clock, as a program's imports are
+        info.strategy()  # (one that is not: the load's own error, as before)
     spec = shapes.load_spec(task.shapes)
     target = _target(task, info, spec)
     clock.ended("target")
@@ -220,7 +222,8 @@ def measure(task: ChildTask, started: float | None = None) -> ChildResult:
 class _StepClock:
     """Seconds of each step since the previous one ended (the first: since `started`). The
     child's steps, in order: `backend` (jax imported, the distributed run joined, the devices
-    listed: 7-8 s on a TPU host, which opens the chip), `target` (the model to load into),
+    listed: 7-8 s on a TPU host, which opens the chip), `target` (the strategy's modules
+    imported and the model to load into),
     `load` (the measured load: its phases are the rows), `verify` (every tensor checked)."""
 
     last: float

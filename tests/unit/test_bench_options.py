@@ -123,3 +123,24 @@ def test_without_processes_the_multi_process_peer_runs_as_one_and_sharded_as_two
     tasks, _ = plan(ck, [strategies.get(n) for n in names], config, tmp_path)
     layouts = {(t.entry.name, t.processes, t.devices) for t in tasks}
     assert layouts == {("orbax-safetensors", 1, 4), ("sharded", 2, 4)}
+
+
+def test_the_strategys_modules_are_imported_before_the_clock(monkeypatch):
+    """A lazy import inside the timed load would be counted as loading (0.06 s of sa3's load
+    for pipelined's modules on the CPU VM): the child imports them in its `target` step."""
+    events: list[str] = []
+    real_import = strategies.StrategyInfo._import
+
+    def counted_import(self):
+        events.append("import")
+        return real_import(self)
+
+    def no_load(task, info, target, probe):
+        events.append("load")
+        raise RuntimeError("the clock would start here")
+
+    monkeypatch.setattr(strategies.StrategyInfo, "_import", counted_import)
+    monkeypatch.setattr(worker, "_load", no_load)
+    result = worker.run(ChildTask("pipelined", "tiny-gpt2", "/nowhere", "/nowhere"))
+    assert result.status == CRASHED and "the clock would start here" in (result.error or "")
+    assert events[:2] == ["import", "load"]
