@@ -497,19 +497,40 @@ def _expected(ckpt) -> dict[str, np.ndarray]:
     }
 
 
-def _sharded_port(devices: int):
-    """The port's model on a mesh of `devices`, its 2-D leaves split along their first axis."""
+def _sharded_port(devices: int, keys: tuple[str, ...] = SPLIT, *, axis: int = 0):
+    """The port's model on a mesh of `devices`, the leaves `keys` split along `axis`."""
     from jax.sharding import NamedSharding, PartitionSpec
 
     mesh = jax.make_mesh((devices,), (AXIS,), devices=jax.devices()[:devices])
     built = shapes.model_builder(_port_spec())()
-    for key in SPLIT:
+    for key in keys:
         leaf = built
         for part in key.split("."):
             leaf = getattr(leaf, part)
-        sharding = NamedSharding(mesh, PartitionSpec(AXIS, None))
+        sharding = NamedSharding(
+            mesh, PartitionSpec(*(AXIS if a == axis else None for a in (0, 1)))
+        )
         leaf.set_value(jax.device_put(leaf.get_value(), sharding))
     return mesh, built
+
+
+@pytest.mark.filterwarnings("ignore:.*cast from file dtype")
+def test_leaves_split_by_columns_are_rows_of_the_file_transposed_by_their_transfer(
+    torch_ckpt, poison
+):
+    """A transposed leaf split along its last axis: each device's columns are contiguous rows of
+    the file tensor, sent from mapped pages as strided views; only its own rows reach each."""
+    mesh, built = _sharded_port(8, ("proj.kernel", "q.kernel"), axis=1)
+    with jax.set_mesh(mesh):
+        poison(built)
+        model, report = staged(built, torch_ckpt, key_map=PORT_MAP, strict=False)
+    assert set(report.transfer_transposed) == ON_DEVICE - CAST
+    got, want = _leaves(model), _expected(torch_ckpt)
+    assert all(np.array_equal(got[k], want[k]) for k in PORT_MAP)
+    assert report.device_received_bytes == report.device_expected_bytes
+    assert {s.data.shape for s in model.proj.kernel.get_value().addressable_shards} == {
+        (512, 96 // 8)
+    }
 
 
 def _leaves(model) -> dict[str, np.ndarray]:
