@@ -34,6 +34,11 @@ MEASURE_WORDS = {
     WALL: "median wall time",
     PREDICTED: "predicted time",
 }
+#: Said after the wall-time measure where the rows' paired ratios were the wider measure.
+PAIRED_WIDER = (
+    " (not x ceiling: its intervals were wider, the bare copy timed beside each repeat moved more "
+    "than the loads)"
+)
 #: Each measure's short name, as a table's reason names it.
 MEASURE_NAMES = {PAIRED: "x ceiling", WALL: "median wall time", PREDICTED: "predicted time"}
 #: What to do about an unstable time, said with the names of the candidates that are.
@@ -140,8 +145,9 @@ def _host(d: Decision) -> str:
 
 def _basis(d: Decision) -> str:
     n = len(d.candidates)
+    why = PAIRED_WIDER if d.paired_wider else ""
     return (
-        f"ranked by {MEASURE_WORDS[d.measure]}; {n} "
+        f"ranked by {MEASURE_WORDS[d.measure]}{why}; {n} "
         f"fit{'s' if n == 1 else ''} with {TIGHT_FRACTION:.0%} to spare"
     )
 

@@ -10,8 +10,10 @@ The rule, stated once:
   `TIGHT_FRACTION` (10%) to spare (`verdict`); the reference line never. Measured rows are judged
   one device count at a time (`judge` refuses a mix; the record says which count).
 - **The measure ranked** (one, named in the record): the paired ratio (`PAIRED`: wall over a bare
-  copy of the checkpoint timed beside each repeat) where every candidate carries one, else the
-  wall time (`WALL`, t on the log walls); a prediction's predicted time (`PREDICTED`).
+  copy of the checkpoint timed beside each repeat) where every candidate carries one and its
+  intervals are no wider than the wall times' (`paired_is_tighter`), else the wall time (`WALL`,
+  t on the log walls; `Decision.paired_wider` says when paired ratios were there but wider); a
+  prediction's predicted time (`PREDICTED`).
 - **Ties** (`_tied`): two candidates tie on time where they are not different by the one rule
   for "different?" that `compare` and `history` use too (`bench.analysis.difference`: Welch's
   95% interval of the ratio of their times holds 1), asked of the 95% interval each candidate
@@ -200,6 +202,7 @@ class Decision:
     loaded_ok: bool = True
     limits: tuple[str, ...] = ()
     partial: tuple[str, ...] = ()
+    paired_wider: bool = False  # ranked by WALL: the rows' paired ratios were the wider measure
 
     def candidate(self, name: str | None) -> Candidate | None:
         """The candidate of that name (None: not among those that fit)."""
@@ -243,6 +246,7 @@ class Decision:
             "host_ram_bytes": self.host.ram_bytes,
             "devices": self.host.devices,
             "measure": self.measure,
+            "paired_wider": self.paired_wider,
             "pick": self.pick,
             "peer_picked": bool(self.picked and self.picked.peer),
             "tied": list(self.tied),
@@ -416,8 +420,9 @@ def judge(rows: pd.DataFrame, host: TargetHost, results: Results | None = None) 
     fits = [verdict(int(p), ram) == FITS for p in pd.to_numeric(ok["peak_rss_bytes"])]
     fitting = ok[pd.Series(fits, index=ok.index, dtype=bool)]
     paired = pd.to_numeric(fitting.get("paired_n", pd.Series(0, index=fitting.index)))
-    measure = PAIRED if len(fitting) and bool((paired.fillna(0) > 0).all()) else WALL
-    return decide(
+    all_paired = len(fitting) > 0 and bool((paired.fillna(0) > 0).all())
+    measure = PAIRED if all_paired and paired_is_tighter(fitting) else WALL
+    decision = decide(
         [row_candidate(r, measure) for _, r in fitting.iterrows()],
         host,
         measure,
@@ -425,6 +430,36 @@ def judge(rows: pd.DataFrame, host: TargetHost, results: Results | None = None) 
         limits=limits,
         partial=partial,
     )
+    return replace(decision, paired_wider=all_paired and measure == WALL)
+
+
+def paired_is_tighter(rows: pd.DataFrame) -> bool:
+    """Whether the rows' paired ratios are at least as tight a measure as their wall times: the
+    median, over the rows with an interval of both, of each interval's width on the log scale.
+    Pairing each repeat with a bare copy timed beside it takes the machine's drift out of the
+    comparison; where that copy moved more than the loads did (on a TPU host: a 0.2-0.3 s
+    reference beside 1-7 s loads, whose walls repeated within 1%), it puts noise in instead, and
+    the interleaved walls are the better measure. True where no row has both intervals."""
+    paired, walls = [], []
+    for _, row in rows.iterrows():
+        p = _log_width(_number(row, "paired_low"), _number(row, "paired_high"))
+        w = _log_width(_number(row, "wall_low"), _number(row, "wall_high"))
+        if p is not None and w is not None:
+            paired.append(p)
+            walls.append(w)
+    return not paired or _median(paired) <= _median(walls)
+
+
+def _log_width(low: float | None, high: float | None) -> float | None:
+    if low is None or high is None or low <= 0 or high <= 0:
+        return None
+    return math.log(high / low)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def default_devices(rows: pd.DataFrame) -> int | None:

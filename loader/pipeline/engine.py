@@ -118,9 +118,11 @@ class Pipeline:
         *,
         strict: bool = False,
         transfer: Transfer | None = None,
+        key_map: object = None,
     ) -> None:
         self.options = options or PipelineOptions()
         self.strict = strict
+        self.key_map = key_map  # only to guess, before the build, which programs to compile
         self.stats = PipelineStats(budget_bytes=self.options.budget)
         self._transfer = transfer
         self._lock = threading.Lock()
@@ -152,7 +154,7 @@ class Pipeline:
             self._sender = RingSender(layout, sizing.chunk_bytes, self.budget, self._transfer)
         infos = [source.info(k) for k in source.keys()]
         if self._sender is not None:  # compiled while the model is built: what its largest
-            warm_programs(self._sender, infos)  # tensors are likely to need
+            warm_programs(self._sender, infos, self.key_map)  # tensors are likely to need
         source.begin(sizing.request_bytes)
         self._source = source
         order = file_order(infos, source.file_of)

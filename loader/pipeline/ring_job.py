@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,7 @@ from loader.pipeline.ring_chunks import (
 )
 from loader.placement.materialize import assign
 from loader.planning.plan import LoadPlan, Step
+from loader.transforms.declared import Chain, as_chain
 from loader.transforms.view import PermutedBlock
 
 
@@ -327,22 +328,50 @@ def is_leaf_as_placed(array: Any, shape: tuple[int, ...], sharding: Any) -> bool
     )
 
 
-def warm_programs(sender: RingSender, infos: list[TensorInfo]) -> None:
+def warm_programs(sender: RingSender, infos: list[TensorInfo], key_map: object = None) -> None:
     """Start compiling, while the model is built, the programs that the tensors larger than a
     mapped chunk will need if the model takes them as stored (same dtype, unsharded, on the one
-    local device): the usual case of a model on one accelerator. Where the model differs, the
-    programs it needs are asked for later, and these go unused."""
+    local device), or as the `key_map` declares where its entry is a transpose of the whole
+    tensor (a port's kernels, whose chunks arrive transposed: `likely_blocks`): the usual case
+    of a model on one accelerator. Where the model differs, the programs it needs are asked for
+    later, and these go unused."""
     devices = jax.local_devices()
     if len(devices) != 1:
         return
+    blocks = likely_blocks(key_map, {info.name: info for info in infos})
     for info in infos:
         dtype = info.np_dtype
         if math.prod(info.shape) * dtype.itemsize <= sender.chunk_bytes:
             continue
-        region = full_region(info.shape)
-        piece = DevicePiece(devices[0], region, dtype)
-        chunks = even_chunks(region, dtype.itemsize, sender.chunk_bytes)
-        device_shards.ask_programs(piece, chunks, sender.programs, on_host=True)
+        for block in blocks.get(info.name, [None]):
+            shape = info.shape if block is None else block.leaf_shape
+            piece = DevicePiece(devices[0], full_region(shape), dtype, block)
+            chunks = even_chunks(piece.source_region, dtype.itemsize, sender.chunk_bytes)
+            device_shards.ask_programs(piece, chunks, sender.programs, on_host=True)
+
+
+def likely_blocks(key_map: object, infos: dict[str, TensorInfo]) -> dict[str, list[PermutedBlock]]:
+    """File tensor -> the transposes of the whole tensor that a `key_map` (a mapping) declares of
+    it: entries `(file_key, transform)` whose declared transform is one. A callable key_map, or
+    any other entry, declares none here (its leaves' programs are asked for when their jobs are
+    made)."""
+    blocks: dict[str, list[PermutedBlock]] = {}
+    if not isinstance(key_map, Mapping):
+        return blocks
+    for key, entry in key_map.items():
+        if not (isinstance(entry, tuple) and len(entry) == 2 and entry[0] in infos):
+            continue
+        stored = infos[entry[0]].shape
+        try:
+            chain = as_chain(entry[1], str(key))
+            view = chain.view(stored) if isinstance(chain, Chain) else None
+        except Exception:  # noqa: BLE001 - a bad entry is the plan's to report, not a warm-up's
+            continue
+        block = view.permuted_block() if view is not None else None
+        whole = block is not None and block.offset == 0 and block.block_shape == tuple(stored)
+        if block is not None and whole and block.transposes:
+            blocks.setdefault(entry[0], []).append(block)
+    return blocks
 
 
 def model_bytes_per_device(steps: list[Step]) -> dict[object, int]:

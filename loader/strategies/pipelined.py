@@ -64,7 +64,7 @@ def load_with(
         )
     local = partial(LocalFiles, cache_policy=pipeline.cache_policy)
     recipe = Recipe[ByteSource](
-        lambda: Pipeline(pipeline, strict=request.args.strict),
+        lambda: Pipeline(pipeline, strict=request.args.strict, key_map=request.args.key_map),
         open_source=local,
         open_remote=remote_opener(remote, RemoteFiles, local),
     )

@@ -69,6 +69,11 @@ class PermutedBlock:
         by_block_axis = sorted(range(len(self.perm)), key=lambda a: self.perm[a])
         return tuple(region[a] for a in by_block_axis)
 
+    @property
+    def leaf_shape(self) -> tuple[int, ...]:
+        """The leaf's shape: the block's axes in the leaf's order."""
+        return tuple(self.block_shape[b] for b in self.perm)
+
     def leaf_region(self, block_region: tuple[slice, ...]) -> tuple[slice, ...]:
         """The leaf's region a region of the block becomes."""
         return tuple(block_region[b] for b in self.perm)

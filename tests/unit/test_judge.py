@@ -332,3 +332,50 @@ def test_the_interval_is_students_t_on_the_logarithms(n):
     half = t.ppf(0.975, n - 1) * sd / n**0.5
     assert math.log(iv.high) - math.log(iv.estimate) == pytest.approx(half)
     assert isinstance(iv, Interval) and iv.n == n
+
+
+def _summary(strategy: str, walls: tuple[float, float], paired: tuple[float, float], kind: str):
+    """A summary row as `summarize` writes it: two repeats' wall interval and paired interval."""
+    import math
+
+    return {
+        "strategy": strategy,
+        "kind": kind,
+        "devices": 1,
+        "wall_s": sum(walls) / 2,
+        "wall_low": walls[0],
+        "wall_high": walls[1],
+        "ok_repeats": 2,
+        "paired_ratio": math.sqrt(paired[0] * paired[1]),
+        "paired_low": paired[0],
+        "paired_high": paired[1],
+        "paired_n": 2,
+        "peak_rss_bytes": GiB,
+    }
+
+
+def test_walls_are_ranked_where_the_paired_ratios_are_the_wider_measure():
+    """A TPU host's sa3 rows (2026-12-06): walls repeating within 1%, a 0.2-0.3 s reference that
+    moved more, so every paired interval held every other; ranked by x ceiling, the 3x slower
+    zerocopy was named for a tie. Ranked by the walls, the fastest is called apart, and the
+    sentence says why the walls. With tighter paired intervals, x ceiling is ranked as before."""
+    import pandas as pd
+
+    from bench.analysis.decision_words import PAIRED_WIDER, sentence
+    from bench.analysis.judge import WALL
+
+    rows = pd.DataFrame(
+        [
+            _summary("pipelined", (1.130, 1.144), (0.48, 33.2), "loader"),
+            _summary("mmap-put", (0.985, 1.001), (2.93, 5.96), "peer"),
+            _summary("zerocopy", (3.47, 3.50), (15.25, 15.71), "loader"),
+        ]
+    )
+    decision = judge(rows, TargetHost(45 * GiB, 1))
+    assert decision.measure == WALL and decision.paired_wider
+    assert decision.pick == "mmap-put" and "zerocopy" not in decision.tied
+    assert decision.own is not None and decision.own.pick == "pipelined"
+    assert PAIRED_WIDER in sentence(decision) and decision.to_json()["paired_wider"] is True
+    tight = rows.assign(paired_low=rows["paired_ratio"] * 0.999, paired_high=rows["paired_ratio"])
+    again = judge(tight, TargetHost(45 * GiB, 1))
+    assert again.measure == PAIRED and not again.paired_wider

@@ -136,6 +136,28 @@ def test_transposed_leaves_are_transposed_by_their_transfer_without_programs(
         assert report.device_programs == compiles.count == 2 * oversize
 
 
+@pytest.mark.parametrize("port", [False, True])
+def test_the_programs_a_load_compiles_are_asked_for_before_the_build_ends(
+    tmp_path, poison, fresh_programs, monkeypatch, port
+):
+    """On one device (an accelerator's usual case) the programs of the tensors larger than a
+    chunk compile while the model is built: as stored, or, for a port's key_map transposes, in
+    the transposed layout the chunks arrive in (the stored layout's would go unused)."""
+    monkeypatch.setattr(ring_job.jax, "local_devices", lambda: jax.devices()[:1])
+    path = shapes.synthesize(OVERSIZE, tmp_path)
+    spec, key_map = transposed(OVERSIZE) if port else (OVERSIZE, None)
+    asked_by_then: list[set[object]] = []
+
+    def built(model) -> None:
+        asked_by_then.append(set(programs._COMPILED))
+
+    model = poisoned(spec, poison)
+    kw = {"key_map": key_map} if port else {}
+    model, report = load(spec, path, poison, model=model, on_built=built, **kw)
+    assert report.device_programs == 4 and asked_by_then
+    assert asked_by_then[0] == set(programs._COMPILED)  # nothing asked for after the build
+
+
 def test_an_assembled_shard_compiles_once_per_shape(tmp_path, poison, fresh_programs):
     path = shapes.synthesize(OVERSIZE, tmp_path)
     model = poisoned(OVERSIZE, poison)
