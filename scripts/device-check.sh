@@ -41,7 +41,7 @@
 #   3. LARGE (llama3-8b) x DEVICE_CHECK_LARGE_REPEATS (1; up to 3 if time allows):
 #      DEVICE_CHECK_LARGE_STRATEGIES (tpu: pipelined,mmap-put; else the small set's without eager),
 #      then its ports (DEVICE_CHECK_LARGE_MODELS, spec,port: the real Llama port) with the port
-#      strategies.
+#      strategies; where both do not fit, the plain rows take the ports' time (`plan_large`).
 # Time left for 2 and 3 is reserved before 1 is planned. LARGE is synthesized in the background
 # while the probe runs (its figures are then taken beside one busy core: the log says so).
 #
@@ -276,6 +276,36 @@ fit_matrix() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW -> "RE
     echo "$repeats $strategies"
 }
 
+plan_large() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW PORT_RUNS
+    # -> "REPEATS STRATEGIES PORTS" (PORTS 1: the ports keep their time after these rows; 0: the
+    # plain rows took it). The plain rows come first, as the table the ports are read against:
+    # up to 3 repeats where the ports still fit after them, else the repeats asked with the ports
+    # kept, else with the ports' time too, else the first strategy (the default) alone. What was
+    # cut: stderr.
+    local left=$1 cost=$2 want=$3 strategies=$4 slow=$5 port_runs=$6 plan first
+    plan=$(fit_matrix $((left - cost * port_runs * want)) "$cost" 3 "$strategies" "$slow" 2> /dev/null)
+    if [ "${plan%% *}" -gt "$want" ]; then
+        echo "$plan 1"
+        return
+    fi
+    plan=$(fit_matrix $((left - cost * port_runs)) "$cost" "$want" "$strategies" "$slow" 2> /dev/null)
+    if [ "${plan%% *}" -ge 1 ]; then
+        fit_matrix $((left - cost * port_runs)) "$cost" "$want" "$strategies" "$slow" > /dev/null
+        echo "$plan 1"
+        return
+    fi
+    [ "$port_runs" -gt 0 ] && echo "the ports left out: the plain rows take their time" >&2
+    plan=$(fit_matrix "$left" "$cost" "$want" "$strategies" "$slow" 2> /dev/null)
+    first=${strategies%%,*}
+    if [ "${plan%% *}" -lt 1 ] && [ "$first" != "$strategies" ]; then
+        echo "only $first (the default): ${left}s left, ${cost}s per run" >&2
+        plan=$(fit_matrix "$left" "$cost" "$want" "$first" "")
+    else
+        fit_matrix "$left" "$cost" "$want" "$strategies" "$slow" > /dev/null
+    fi
+    echo "$plan 0"
+}
+
 probe_bytes() {  # PYTHON SHAPES... -> the probe file size `bench run` takes for the largest set
     "$1" -c 'import sys
 from bench.run.ceiling import probe_bytes_for
@@ -422,7 +452,7 @@ main() {
 
     # 6. the benches, planned against the time left: the reserved later steps first
     local dtype=${DEVICE_CHECK_MODEL_DTYPE-bfloat16} dtype_repeats=${DEVICE_CHECK_DTYPE_REPEATS:-2}
-    local large_repeats=${DEVICE_CHECK_LARGE_REPEATS:-1} large_max=3
+    local large_repeats=${DEVICE_CHECK_LARGE_REPEATS:-1}
     local small_ports large_ports reserve plan repeats chosen secs
     small_ports=$(without "$small_models" spec)
     large_ports=$(without "$large_models" spec)
@@ -457,18 +487,16 @@ main() {
     fi
     if [ -n "$large_strategies" ]; then
         # more repeats of the large set where the time allows (up to 3), its ports kept in view
-        local port_runs
+        local port_runs ports_kept
         port_runs=$(( $(count "$large_ports") * $(count "$port_strategies") ))
-        plan=$(fit_matrix $(( $(left) - large_cost * port_runs * large_repeats )) "$large_cost" \
-            "$large_max" "$large_strategies" "$slow" 2> "$WORK/cut")
-        [ "${plan%% *}" -gt "$large_repeats" ] || plan=$(fit_matrix $(( $(left) - large_cost * port_runs )) "$large_cost" \
-            "$large_repeats" "$large_strategies" "$slow" 2> "$WORK/cut")
+        plan=$(plan_large "$(left)" "$large_cost" "$large_repeats" "$large_strategies" "$slow" "$port_runs" 2> "$WORK/cut")
         while read -r reasons; do [ -z "$reasons" ] || note "$LARGE: $reasons"; done < "$WORK/cut"
+        ports_kept=${plan##* } plan=${plan% *}
         repeats=${plan%% *}
         if [ "$repeats" -ge 1 ]; then
             bench "$LARGE" "$LARGE" "$repeats" "${plan#* }" spec $(( repeats * large_cost * $(count "${plan#* }") + 60 ))
         fi
-        if [ -n "$large_ports" ] && [ -n "$port_strategies" ]; then
+        if [ "$ports_kept" = 1 ] && [ -n "$large_ports" ] && [ -n "$port_strategies" ]; then
             plan=$(fit_matrix "$(left)" "$large_cost" "$((repeats > 0 ? repeats : 1))" "$port_strategies" "" 2> /dev/null)
             if [ "${plan%% *}" -ge 1 ]; then
                 bench "$LARGE ports" "$LARGE" "${plan%% *}" "${plan#* }" "$large_ports" \

@@ -236,6 +236,23 @@ def test_one_repeat_asked_is_not_cut_for_judging():
     assert out("fit_matrix 60 35 1 pipelined,mmap-put mmap-put") == "1 pipelined"
 
 
+@pytest.mark.parametrize(
+    ("left", "want", "said"),
+    [
+        (400, "3 pipelined,mmap-put 1", ""),  # more repeats, the port still after them
+        (160, "1 pipelined,mmap-put 1", ""),
+        # the fifth TPU session's case: 99 s left for 100 s of plain rows and a 50 s port row; the
+        # port ran and the plain table was lost. Now the plain rows come first, then the default
+        (99, "1 pipelined 0", "the ports left out"),
+        (49, "0 0", "no run fits"),
+    ],
+)
+def test_the_large_sets_plain_rows_come_before_its_ports(left, want, said):
+    proc = sh(f"plan_large {left} 50 1 pipelined,mmap-put eager 1")
+    assert proc.returncode == 0 and " ".join(proc.stdout.split()) == want
+    assert said in proc.stderr and (said or proc.stderr == "")
+
+
 def test_small_helpers():
     assert out("count ''") == "0" and out("count a,b,c") == "3"
     assert out("without pipelined,eager,zerocopy eager") == "pipelined,zerocopy"
