@@ -18,11 +18,14 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
 import loader
 import shapes
+from loader import strategies
 from shapes.catalog import load_spec
 
 
@@ -34,13 +37,11 @@ def rss_mib() -> int:
     return 0
 
 
-def main(argv: list[str]) -> None:
-    warnings.simplefilter("ignore")
-    name, checkpoint, model = argv[0], argv[1], argv[2]
-    budget = int(argv[3]) << 20 if len(argv) > 3 else None
+def load_target(name: str, model: str) -> tuple[Callable[[], Any], dict[str, Any], str]:
+    """(builder, load_model keywords, strategy) of MODEL for the shape set `name`, with the
+    strategy's modules imported (before the clock, as the bench's child does)."""
     spec = load_spec(name)
-    jax.devices()  # the backend starts before the clock does
-    kw: dict[str, object] = {}
+    kw: dict[str, Any] = {}
     strategy = "mmap-put" if model == "mmap-put" else "pipelined"
     if model == "port":
         from shapes.architectures.port import port_for
@@ -51,6 +52,16 @@ def main(argv: list[str]) -> None:
         build, kw = shapes.model_builder(spec, dtype="bfloat16"), {"casts": "allow"}
     else:
         build = shapes.model_builder(spec)
+    strategies.get(strategy).strategy()
+    return build, kw, strategy
+
+
+def main(argv: list[str]) -> None:
+    warnings.simplefilter("ignore")
+    name, checkpoint, model = argv[0], argv[1], argv[2]
+    budget = int(argv[3]) << 20 if len(argv) > 3 else None
+    jax.devices()  # the backend starts before the clock does
+    build, kw, strategy = load_target(name, model)
     if budget and strategy == "pipelined":
         kw["budget"] = budget
     peak, stop = [0], threading.Event()
@@ -82,6 +93,7 @@ def main(argv: list[str]) -> None:
                 "inflight_peak_mib": (report.inflight_peak_bytes or 0) >> 20,
                 "loaded": len(report.loaded),
                 "device_transposed": len(report.device_transposed),
+                "transfer_transposed": len(report.transfer_transposed),
             }
         ),
         flush=True,

@@ -3,8 +3,8 @@ seconds of a load onto an accelerator go (docs/results.md, "The staged path on a
 
     python scripts/trace_load.py SHAPES CHECKPOINT MODEL
 
-MODEL: `spec` (the default strategy into the shape set's model), `bf16` (the same model in
-bfloat16, cast on load) or `mmap-put` (the zoos' pattern). Prints one JSON line: the wall and CPU
+MODEL: as `scripts/one_load.py` takes it (`spec`, `bf16`, `port`, `mmap-put`; its `load_target`,
+the strategy's modules imported before the clock). Prints one JSON line: the wall and CPU
 seconds of the load, each loader thread's CPU seconds, and per counted function its calls, seconds
 summed over every thread, and when its first call started and its last ended (seconds from the
 load's start). No RSS sampler runs beside it (one costs the sampled process time in gVisor:
@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+from one_load import load_target  # this folder: the same targets, built the same way
 
 import loader
 import loader.sequence
-import shapes
 from loader.pipeline import device_shards, engine, file_pages, mapped_send, ring, ring_job
 from loader.strategies import mmap_put
-from shapes.catalog import load_spec
 
 #: (owner, attribute) of each function counted.
 COUNTED: tuple[tuple[Any, str], ...] = (
@@ -122,15 +121,12 @@ def thread_cpu_seconds(counter: dict[str, float]) -> None:
 def main(argv: list[str]) -> None:
     warnings.simplefilter("ignore")
     name, checkpoint, model = argv[0], argv[1], argv[2]
-    spec = load_spec(name)
     jax.devices()  # the backend starts before the clock does
+    build, kw, strategy = load_target(name, model)
     counter, threads = Counter(), dict[str, float]()
     for owner, attribute in COUNTED:
         counter.wrap(owner, attribute)
     thread_cpu_seconds(threads)
-    kw: dict[str, Any] = {"casts": "allow"} if model == "bf16" else {}
-    build = shapes.model_builder(spec, dtype="bfloat16" if model == "bf16" else None)
-    strategy = "mmap-put" if model == "mmap-put" else "pipelined"
     cpu0 = time.process_time()
     counter.start = time.perf_counter()
     loaded, report = loader.load_model(build, checkpoint, strategy=strategy, **kw)
