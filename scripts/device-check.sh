@@ -282,28 +282,27 @@ plan_large() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW PORT_R
     # up to 3 repeats where the ports still fit after them, else the repeats asked with the ports
     # kept, else with the ports' time too, else the first strategy (the default) alone. What was
     # cut: stderr.
-    local left=$1 cost=$2 want=$3 strategies=$4 slow=$5 port_runs=$6 plan first
+    local left=$1 cost=$2 want=$3 strategies=$4 slow=$5 port_runs=$6 plan first said kept=1
     plan=$(fit_matrix $((left - cost * port_runs * want)) "$cost" 3 "$strategies" "$slow" 2> /dev/null)
     if [ "${plan%% *}" -gt "$want" ]; then
         echo "$plan 1"
         return
     fi
-    plan=$(fit_matrix $((left - cost * port_runs)) "$cost" "$want" "$strategies" "$slow" 2> /dev/null)
-    if [ "${plan%% *}" -ge 1 ]; then
-        fit_matrix $((left - cost * port_runs)) "$cost" "$want" "$strategies" "$slow" > /dev/null
-        echo "$plan 1"
-        return
+    said=$(mktemp)  # what the attempt taken cut
+    plan=$(fit_matrix $((left - cost * port_runs)) "$cost" "$want" "$strategies" "$slow" 2> "$said")
+    if [ "${plan%% *}" -lt 1 ]; then
+        kept=0
+        [ "$port_runs" -gt 0 ] && echo "the ports left out: the plain rows take their time" >&2
+        plan=$(fit_matrix "$left" "$cost" "$want" "$strategies" "$slow" 2> "$said")
+        first=${strategies%%,*}
+        if [ "${plan%% *}" -lt 1 ] && [ "$first" != "$strategies" ]; then
+            echo "only $first (the default): ${left}s left, ${cost}s per run" > "$said"
+            plan=$(fit_matrix "$left" "$cost" "$want" "$first" "" 2>> "$said")
+        fi
     fi
-    [ "$port_runs" -gt 0 ] && echo "the ports left out: the plain rows take their time" >&2
-    plan=$(fit_matrix "$left" "$cost" "$want" "$strategies" "$slow" 2> /dev/null)
-    first=${strategies%%,*}
-    if [ "${plan%% *}" -lt 1 ] && [ "$first" != "$strategies" ]; then
-        echo "only $first (the default): ${left}s left, ${cost}s per run" >&2
-        plan=$(fit_matrix "$left" "$cost" "$want" "$first" "")
-    else
-        fit_matrix "$left" "$cost" "$want" "$strategies" "$slow" > /dev/null
-    fi
-    echo "$plan 0"
+    cat "$said" >&2
+    rm -f "$said"
+    echo "$plan $kept"
 }
 
 probe_bytes() {  # PYTHON SHAPES... -> the probe file size `bench run` takes for the largest set

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -447,19 +448,13 @@ def paired_is_tighter(rows: pd.DataFrame) -> bool:
         if p is not None and w is not None:
             paired.append(p)
             walls.append(w)
-    return not paired or _median(paired) <= _median(walls)
+    return not paired or statistics.median(paired) <= statistics.median(walls)
 
 
 def _log_width(low: float | None, high: float | None) -> float | None:
     if low is None or high is None or low <= 0 or high <= 0:
         return None
     return math.log(high / low)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def default_devices(rows: pd.DataFrame) -> int | None:

@@ -57,8 +57,9 @@ from loader.pipeline.ring_chunks import (
     shared_chunks,
 )
 from loader.placement.materialize import assign
+from loader.planning.keys import look_up
 from loader.planning.plan import LoadPlan, Step
-from loader.transforms.declared import Chain, as_chain
+from loader.transforms.declared import Chain
 from loader.transforms.view import PermutedBlock
 
 
@@ -116,8 +117,9 @@ class RingJob:
                 chunks = even_chunks(piece.source_region, dtype.itemsize, limit)
             else:
                 chunks = []
-            job.chunks += [Chunk(piece, r) for r in chunks]
-            on_host = all(job.mapped_chunk(Chunk(piece, r)) is not None for r in chunks)
+            made = [Chunk(piece, r) for r in chunks]
+            job.chunks += made
+            on_host = all(job.mapped_chunk(c) is not None for c in made)  # all from mapped pages
             if device_shards.ask_programs(piece, chunks, sender.programs, on_host=on_host):
                 job.needs_programs = True
         return job
@@ -245,10 +247,11 @@ class RingJob:
         """Start the chunk's transfer and fold what has arrived into the shard: (the transfer,
         the token of the last update made, whether this chunk was folded)."""
         piece = part.piece
-        handle = self.sender.send(chunk, piece, self.where, whole=self.is_whole(part))
+        whole = self.is_whole(part, on_host=False)
+        handle = self.sender.send(chunk, piece, self.where, whole=whole)
         return (handle, *self.arrived(part, handle, on_host=False))
 
-    def is_whole(self, part: Chunk, *, on_host: bool = False) -> bool:
+    def is_whole(self, part: Chunk, *, on_host: bool) -> bool:
         """Whether the chunk is its device's whole shard as it arrives (its array is the shard):
         as stored, or transposed by its transfer (`on_host`: sent as a strided view)."""
         piece = part.piece
@@ -358,19 +361,17 @@ def likely_blocks(key_map: object, infos: dict[str, TensorInfo]) -> dict[str, li
     blocks: dict[str, list[PermutedBlock]] = {}
     if not isinstance(key_map, Mapping):
         return blocks
-    for key, entry in key_map.items():
-        if not (isinstance(entry, tuple) and len(entry) == 2 and entry[0] in infos):
-            continue
-        stored = infos[entry[0]].shape
+    for key in key_map:
         try:
-            chain = as_chain(entry[1], str(key))
+            found = look_up(str(key), set(infos), key_map)
+            chain = found.transform if found.file_key in infos else None
+            stored = infos[found.file_key].shape if chain is not None else ()
             view = chain.view(stored) if isinstance(chain, Chain) else None
         except Exception:  # noqa: BLE001 - a bad entry is the plan's to report, not a warm-up's
             continue
         block = view.permuted_block() if view is not None else None
-        whole = block is not None and block.offset == 0 and block.block_shape == tuple(stored)
-        if block is not None and whole and block.transposes:
-            blocks.setdefault(entry[0], []).append(block)
+        if block and block.transposes and block.offset == 0 and block.block_shape == stored:
+            blocks.setdefault(found.file_key, []).append(block)
     return blocks
 
 
