@@ -86,7 +86,10 @@ def why(d: Decision, own: bool = False) -> str:
     if not others:
         runner = d.candidate(d.runner_up)
         if runner is None:
-            return f"{head} is the only one{' of them' if own else ''} that fits"
+            of_them = " of them" if own else ""
+            if not d.not_fitting:  # nothing else ran: it did not fit against anything
+                return f"{head} is the only one{of_them} in these results"
+            return f"{head} is the only one{of_them} that fits"
         apart = time_difference(runner, best).text()
         return f"{head} is faster than {_named(runner, d.measure)}: {apart}"
     said = []

@@ -227,3 +227,13 @@ def test_the_report_is_one_straight_line_with_small_multiples(sa3_results):
     assert set(sharded["trace"]) == {"process 0 (its own RSS)", "all 2 processes (sum)"}
     anon = charts.anon_file_bars(sa3.medians).to_dict()
     assert anon["resolve"]["axis"]["x"] == "independent"
+
+
+def test_a_strategy_alone_in_the_results_is_picked_as_the_only_one_there(sa3_results):
+    """The table's reason says what the summary's verdict says: one strategy run alone is the
+    only one in these results, not "the fastest that fits" (nothing else was weighed)."""
+    rows = _sa3_rows(sa3_results)
+    alone = answer.ranked(rows[rows["strategy"] == "pipelined"], 16 * GIB)
+    assert list(alone["reason"]) == ["picked: the only one in these results"]
+    every = answer.ranked(rows, 16 * GIB)
+    assert every["reason"].iloc[0] != "picked: the only one in these results"

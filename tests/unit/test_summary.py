@@ -192,7 +192,40 @@ def test_a_faster_peer_is_picked_and_named_with_its_cost_then_our_best(tmp_path)
     last = text.splitlines()[-1]
     assert last.startswith("runai, a peer (another project's loader), is the pick on 16.0 GiB")
     assert "it costs 1.00 GiB host RAM peak; of loadbench's own strategies, use pipelined (" in last
-    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them that fits")
+    assert last.endswith(
+        "pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them in these results"
+    )
+
+
+def _last_line_of_run(tmp_path, strategies, ram_bytes):
+    """The summary's verdict line for a run of `strategies` ((name, wall, peak) each, three
+    repeats) on a host of `ram_bytes`."""
+    rows = [
+        total_row(run_id="r1", strategy=name, wall_s=w, peak_rss_bytes=peak)
+        for name, base, peak in strategies
+        for w in (base, base + 0.01, base + 0.02)
+    ]
+    path = tmp_path / "run.jsonl"
+    lines = [to_json_line(run_record(run_id="r1", ram_bytes=ram_bytes)), *map(to_json_line, rows)]
+    path.write_text("".join(x + "\n" for x in lines))
+    return tables(read_results(path)).rstrip("\n").splitlines()[-1]
+
+
+def test_a_strategy_run_alone_is_not_said_to_be_the_only_one_that_fits(tmp_path):
+    """One strategy in the results (a port's run has only the default): nothing else was
+    weighed, so the verdict says it is the only one in these results, not that others failed to
+    fit (seen on the TPU host's device check, 2026-12-06)."""
+    last = _last_line_of_run(tmp_path, [("pipelined", 1.0, 1 << 30)], 16 << 30)
+    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one in these results")
+    assert "that fits" not in last
+
+
+def test_the_only_strategy_that_fits_is_said_so_where_another_does_not(tmp_path):
+    GIB = 1 << 30
+    last = _last_line_of_run(
+        tmp_path, [("pipelined", 1.0, GIB), ("builder", 0.5, 15 * GIB)], 16 << 30
+    )
+    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one that fits")
 
 
 def test_a_run_of_the_floor_line_alone_names_no_strategy(tmp_path):
