@@ -52,13 +52,24 @@ def _model(s: dict) -> str:
     return f"{s['model']} -> {s['model_dtype']}" if s.get("model_dtype") else s["model"]
 
 
+def _x_ceiling(s: dict) -> float | None:
+    """The row's `x ceiling` as every surface defines it (`bench.records.results.x_ceiling`: the
+    paired ratio, else the probe's), so this table and `bench run`'s print one figure."""
+    import pandas as pd
+
+    from bench.records.results import x_ceiling
+
+    value = x_ceiling(pd.DataFrame([s])).iloc[0]
+    return None if pd.isna(value) else float(value)
+
+
 def _row(s: dict) -> str:
     over = None if s["peak_rss_bytes"] is None else s["peak_rss_bytes"] - s["baseline_rss_bytes"]
     dev = s.get("device_peak_bytes")
     ratio = "-" if dev is None else f"{dev / model_bytes(s):.3f}x"
     tput = s["throughput_bytes_per_s"]
     flag = " +copy" if s.get("device_overreceived") else ""
-    ceiling, device = s.get("ceiling_ratio"), s.get("device_ceiling_ratio")
+    ceiling, device = _x_ceiling(s), s.get("device_ceiling_ratio")
     return (
         f"| {s['shapes']} | {_model(s)} | {s['strategy']} | {s['status']} "
         f"({s['ok_repeats']}/{s['repeats']}) "

@@ -53,3 +53,14 @@ def test_the_table_shows_the_device_ceiling_and_the_verdict_holds_it_to_1_3x():
     cpu = _summary("pipelined", 1.0, None)
     assert report._row(cpu).endswith("| 0.60x | - | mapped |")
     assert not any("device ceiling" in x for x in report._verdicts([cpu]))
+
+
+def test_x_ceiling_is_the_one_every_surface_prints():
+    """The paired ratio where the rows have one (as `bench run`'s table and the dashboard print
+    it), else the probe's: on the TPU host this table said 0.16x where `bench run` said 0.75x
+    for the same row (2026-12-06)."""
+    report = _report()
+    paired = {**_summary("pipelined", 1.88, 1.52), "ceiling_ratio": 0.16, "paired_ratio": 0.75}
+    assert report._row(paired).endswith("| 0.75x | 1.52x | mapped |")
+    probe_only = {**paired, "paired_ratio": None}
+    assert report._row(probe_only).endswith("| 0.16x | 1.52x | mapped |")
