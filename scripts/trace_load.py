@@ -9,7 +9,9 @@ seconds of the load, each loader thread's CPU seconds, and per counted function 
 summed over every thread, and when its first call started and its last ended (seconds from the
 load's start). No RSS sampler runs beside it (one costs the sampled process time in gVisor:
 `scripts/one_load.py` takes the peaks). The functions are wrapped by name, so a renamed one is
-reported as missing rather than silently not counted.
+reported as missing rather than silently not counted; a function another module imports by name
+is wrapped in the module that calls it (`engine.warm_programs`, `engine.send_batch`), else its
+calls go uncounted.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from one_load import load_target  # this folder: the same targets, built the sam
 
 import loader
 import loader.sequence
-from loader.pipeline import device_shards, engine, file_pages, mapped_send, ring, ring_job
+from loader.pipeline import device_shards, engine, file_pages, ring, ring_job
+from loader.pipeline.sources.local import LocalFiles
 from loader.strategies import mmap_put
 
 #: (owner, attribute) of each function counted.
@@ -42,7 +45,7 @@ COUNTED: tuple[tuple[Any, str], ...] = (
     (engine.Pipeline, "close"),
     (jax, "device_put"),
     (jax, "make_array_from_single_device_arrays"),
-    (mapped_send, "send_batch"),
+    (engine, "send_batch"),
     (ring_job.RingJob, "map_chunk"),
     (ring_job.RingJob, "arrived"),
     (ring_job.RingJob, "fold_arrived"),
@@ -53,7 +56,8 @@ COUNTED: tuple[tuple[Any, str], ...] = (
     (ring.MappedFlight, "launched"),
     (file_pages.FilePages, "view"),
     (device_shards, "fold"),
-    (ring_job, "warm_programs"),
+    (engine, "warm_programs"),  # where the engine calls it (imported there by name)
+    (LocalFiles, "begin"),
     (mmap_put, "to_device"),
 )
 
