@@ -33,6 +33,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from one_load import rss_mib  # this folder: the same RSS reading
 
 import shapes
 from loader.format.header import read_header
@@ -45,14 +46,6 @@ ANON_BYTES = 256 << 20
 PIECE_BYTES = 16 << 20
 ROUNDS = 4
 SAMPLE_EVERY = 37  # every 37th tensor is read back and compared
-
-
-def rss_mib() -> int:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) >> 10
-    return 0
 
 
 def address(buffer: mmap.mmap) -> int:
