@@ -224,10 +224,9 @@ def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tupl
     peer = " (a peer: another project's loader)" if row["kind"] == PEER else ""
     if row["strategy"] == recommended and decision is not None:
         tied = decision.tied or decision.unjudged
-        alone = len(decision.candidates) == 1 and not decision.not_fitting
         how = (
-            "the only one in these results"
-            if alone
+            "the only one measured"
+            if decision.alone
             else "the lightest of the tied"
             if tied
             else "the fastest that fits"

@@ -87,9 +87,7 @@ def why(d: Decision, own: bool = False) -> str:
         runner = d.candidate(d.runner_up)
         if runner is None:
             of_them = " of them" if own else ""
-            if not d.not_fitting:  # nothing else ran: it did not fit against anything
-                return f"{head} is the only one{of_them} in these results"
-            return f"{head} is the only one{of_them} that fits"
+            return f"{head} is the only one{of_them} {'measured' if d.alone else 'that fits'}"
         apart = time_difference(runner, best).text()
         return f"{head} is faster than {_named(runner, d.measure)}: {apart}"
     said = []

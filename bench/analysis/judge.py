@@ -226,6 +226,12 @@ class Decision:
         return tuple(c.strategy for c in self.candidates if c.unstable)
 
     @property
+    def alone(self) -> bool:
+        """The pick is the only strategy measured here: no other fits, none is left out for
+        not fitting (a run of one strategy, or the others failed)."""
+        return len(self.candidates) == 1 and not self.not_fitting
+
+    @property
     def judged_on_time(self) -> bool:
         """Every candidate weighed against the pick has an interval (2+ repeats)."""
         return not self.unjudged and all(c.judged for c in self.weighed)

@@ -229,11 +229,11 @@ def test_the_report_is_one_straight_line_with_small_multiples(sa3_results):
     assert anon["resolve"]["axis"]["x"] == "independent"
 
 
-def test_a_strategy_alone_in_the_results_is_picked_as_the_only_one_there(sa3_results):
+def test_a_strategy_alone_in_the_results_is_picked_as_the_only_one_measured(sa3_results):
     """The table's reason says what the summary's verdict says: one strategy run alone is the
-    only one in these results, not "the fastest that fits" (nothing else was weighed)."""
+    only one measured, not "the fastest that fits" (nothing else was weighed)."""
     rows = _sa3_rows(sa3_results)
     alone = answer.ranked(rows[rows["strategy"] == "pipelined"], 16 * GIB)
-    assert list(alone["reason"]) == ["picked: the only one in these results"]
+    assert list(alone["reason"]) == ["picked: the only one measured"]
     every = answer.ranked(rows, 16 * GIB)
-    assert every["reason"].iloc[0] != "picked: the only one in these results"
+    assert every["reason"].iloc[0] != "picked: the only one measured"

@@ -192,9 +192,7 @@ def test_a_faster_peer_is_picked_and_named_with_its_cost_then_our_best(tmp_path)
     last = text.splitlines()[-1]
     assert last.startswith("runai, a peer (another project's loader), is the pick on 16.0 GiB")
     assert "it costs 1.00 GiB host RAM peak; of loadbench's own strategies, use pipelined (" in last
-    assert last.endswith(
-        "pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them in these results"
-    )
+    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them measured")
 
 
 def _last_line_of_run(tmp_path, strategies, ram_bytes):
@@ -213,10 +211,10 @@ def _last_line_of_run(tmp_path, strategies, ram_bytes):
 
 def test_a_strategy_run_alone_is_not_said_to_be_the_only_one_that_fits(tmp_path):
     """One strategy in the results (a port's run has only the default): nothing else was
-    weighed, so the verdict says it is the only one in these results, not that others failed to
+    weighed, so the verdict says it is the only one measured, not that others failed to
     fit (seen on the TPU host's device check, 2026-12-06)."""
     last = _last_line_of_run(tmp_path, [("pipelined", 1.0, 1 << 30)], 16 << 30)
-    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one in these results")
+    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one measured")
     assert "that fits" not in last
 
 
