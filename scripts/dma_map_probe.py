@@ -13,6 +13,11 @@ is tried where the mode says so:
   wait for the transfers: whether the puts go on while the build runs, and the floor of a load
   that builds abstractly, with no host bound (the whole file is mapped: RSS grows by it);
 - `dma-file`: `dma_map` of the whole mapping, then as `list` (the error, where it is refused);
+- `build`: the model's abstract build alone (the baseline of `thread`);
+- `thread`: a thread puts every tensor of at most `CHUNK_BYTES` (those a staged load would send
+  whole, as their leaves), one put each in file order, while the main thread builds the model:
+  whether puts of that size return at once there and keep the link busy beside the build, and
+  what the thread costs the build (put returns are summarised by size);
 - `anon`, `dma-anon`: `ROUNDS` rounds of (read `ANON_BYTES` of the file into the buffer with
   `os.preadv`, put it in `PIECE_BYTES` pieces as one list, wait), without and with `dma_map` of the
   buffer: whether a registered, reused staging buffer puts faster or returns sooner.
@@ -27,6 +32,7 @@ import json
 import mmap
 import os
 import sys
+import threading
 import time
 import warnings
 from typing import Any
@@ -40,11 +46,12 @@ from loader.format.header import read_header
 from loader.target.abstract import abstract_build
 from shapes.catalog import load_spec
 
-MODES = ("list", "before", "dma-file", "anon", "dma-anon")
+MODES = ("list", "before", "dma-file", "build", "thread", "anon", "dma-anon")
 PAGE = mmap.PAGESIZE
 ANON_BYTES = 256 << 20
 PIECE_BYTES = 16 << 20
 ROUNDS = 4
+CHUNK_BYTES = 64 << 20  # the staged path's largest chunk sent straight from mapped pages
 SAMPLE_EVERY = 37  # every 37th tensor is read back and compared
 
 
@@ -103,6 +110,48 @@ def from_file(name: str, path: str, mode: str, device: Any, result: dict[str, An
         device.client.dma_unmap(address(pages))
 
 
+def size_class(nbytes: int) -> str:
+    """`<1MiB`, else the power of two of MiB it is at most: `<=32MiB`."""
+    if nbytes < 1 << 20:
+        return "<1MiB"
+    return f"<={(1 << (nbytes - 1).bit_length()) >> 20}MiB"
+
+
+def during_build(name: str, path: str, mode: str, device: Any, result: dict[str, Any]) -> None:
+    """`build` and `thread` (see the module docstring)."""
+    with open(path, "rb") as fh:
+        pages = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+    views = [v for v in tensor_views(pages, path) if v.nbytes <= CHUNK_BYTES]
+    arrays: list[Any] = []
+    returns: dict[str, list[float]] = {}
+
+    def send() -> None:
+        for view in views:
+            began = time.perf_counter()
+            arrays.append(jax.device_put(view, device))
+            returns.setdefault(size_class(view.nbytes), []).append(time.perf_counter() - began)
+
+    build = shapes.model_builder(load_spec(name))
+    sender = threading.Thread(target=send) if mode == "thread" else None
+    began = time.perf_counter()
+    if sender is not None:
+        sender.start()
+    abstract_build(build)
+    result["build_s"] = round(time.perf_counter() - began, 4)
+    if sender is not None:
+        sender.join()
+        result["sent_s"] = round(time.perf_counter() - began, 4)
+        jax.block_until_ready(arrays)
+        result["tensors"] = len(views)
+        result["bytes"] = sum(v.nbytes for v in views)
+        result["put_return_ms"] = {
+            size: {"n": len(t), "median": round(1e3 * sorted(t)[len(t) // 2], 3)}
+            for size, t in sorted(returns.items())
+        }
+        result.update(mismatched(views, arrays))
+    result["wall_s"] = round(time.perf_counter() - began, 4)
+
+
 def from_anonymous(path: str, mode: str, device: Any, result: dict[str, Any]) -> None:
     staging = mmap.mmap(-1, ANON_BYTES)  # anonymous, page-aligned, reused every round
     if mode == "dma-anon" and not dma_map(device.client, staging, result):
@@ -146,6 +195,8 @@ def main(argv: list[str]) -> None:
     before = rss_mib()
     if mode in ("anon", "dma-anon"):
         from_anonymous(path, mode, device, result)
+    elif mode in ("build", "thread"):
+        during_build(name, path, mode, device, result)
     else:
         from_file(name, path, mode, device, result)
     result["rss_growth_mib"] = rss_mib() - before
