@@ -47,7 +47,6 @@ from loader.target.abstract import abstract_build
 from shapes.catalog import load_spec
 
 MODES = ("list", "before", "dma-file", "build", "thread", "anon", "dma-anon")
-PAGE = mmap.PAGESIZE
 ANON_BYTES = 256 << 20
 PIECE_BYTES = 16 << 20
 ROUNDS = 4
