@@ -81,8 +81,9 @@ def _file_key(file: Path) -> str:
 
 def file_digests(file: Path) -> dict[str, dict]:
     """name -> {blake3, dtype, shape} of every tensor of one file, as safetensors reads it."""
-    import blake3
     from safetensors import safe_open
+
+    from shapes.synth import tensor_digest
 
     out = {}
     with safe_open(str(file), framework="np") as fh:
@@ -90,7 +91,7 @@ def file_digests(file: Path) -> dict[str, dict]:
         for name in fh.keys():  # noqa: SIM118 - safe_open is not a mapping
             arr = np.ascontiguousarray(fh.get_tensor(name))
             out[name] = {
-                "blake3": blake3.blake3(arr.reshape(-1).view(np.uint8).data).hexdigest(),
+                "blake3": tensor_digest(arr.reshape(-1).view(np.uint8).data),
                 "dtype": dtypes[name],
                 "shape": list(arr.shape),
                 "file": file.name,
