@@ -40,9 +40,9 @@ from typing import Any
 import jax
 import numpy as np
 from one_load import rss_mib  # this folder: the same RSS reading
+from overlap_build import tensor_views  # and the same views of a mapped file
 
 import shapes
-from loader.format.header import read_header
 from loader.target.abstract import abstract_build
 from shapes.catalog import load_spec
 
@@ -56,16 +56,6 @@ SAMPLE_EVERY = 37  # every 37th tensor is read back and compared
 
 def address(buffer: mmap.mmap) -> int:
     return int(np.frombuffer(buffer, np.uint8).ctypes.data)
-
-
-def tensor_views(pages: mmap.mmap, path: str) -> list[np.ndarray]:
-    header = read_header(path)
-    return [
-        np.frombuffer(
-            pages, dtype=info.np_dtype, count=info.numel, offset=header.data_start + info.begin
-        ).reshape(info.shape)
-        for info in sorted(header.tensors.values(), key=lambda info: info.begin)
-    ]
 
 
 def mismatched(hosts: list[np.ndarray], arrays: list[Any]) -> dict[str, int]:

@@ -54,16 +54,21 @@ FAST_SWITCH_S = 1e-4
 
 def mapped_tensors(path: str) -> list[np.ndarray]:
     """Every tensor of a `.safetensors` file as a view of the file mapped whole, in file order."""
-    header = read_header(path)
     with open(path, "rb") as fh:
         pages = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
-    views = []
-    for info in sorted(header.tensors.values(), key=lambda info: info.begin):
-        flat = np.frombuffer(
+    return tensor_views(pages, path)
+
+
+def tensor_views(pages: mmap.mmap, path: str) -> list[np.ndarray]:
+    """Every tensor of the `.safetensors` file at `path` as a view of `pages` (the file mapped
+    whole), in file order."""
+    header = read_header(path)
+    return [
+        np.frombuffer(
             pages, dtype=info.np_dtype, count=info.numel, offset=header.data_start + info.begin
-        )
-        views.append(flat.reshape(info.shape))
-    return views
+        ).reshape(info.shape)
+        for info in sorted(header.tensors.values(), key=lambda info: info.begin)
+    ]
 
 
 def main(argv: list[str]) -> None:
