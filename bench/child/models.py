@@ -10,8 +10,9 @@
 - `zoo`: a model zoo's own class (tunix's `Llama3`, `bench.child.zoo`), through a key map built
   from tunix's own mapping; strategy `tunix` loads it with tunix's own loader.
 
-A port or transposed model is verified leaf by leaf: the file tensor (read again, outside the
-measured phases), through the key map's transform, cast to the leaf's dtype, bit for bit.
+A port or transposed model is verified leaf by leaf: the file tensor (its mapped pages, outside the
+measured phases), through the key map's transform, cast to the leaf's dtype, bit for bit, a few
+leaves side by side (`bench.child.verify.checked_in_order`).
 Worker side: imports jax and flax.
 """
 
@@ -85,6 +86,17 @@ def _check(key: str, array, want: np.ndarray) -> None:
             )
 
 
+def _file_tensor(source, key: str) -> np.ndarray:
+    """A file tensor as a read-only view of its mapped pages (the page cache's own: a read into
+    fresh memory cost a TPU v5e host 1 s a GB, most of a port's check there)."""
+    info = source.info(key)
+    if info.nbytes == 0:
+        return np.empty(info.shape, info.np_dtype)
+    return np.memmap(
+        source.file_of(key), info.np_dtype, "r", source.file_offset(key), tuple(info.shape)
+    )
+
+
 def _expected(source, key: str, entry: Any) -> np.ndarray:
     """The leaf `entry` makes of the file: a tensor through its transform, or a Stack's layers
     stacked with numpy (outside the measured phases)."""
@@ -92,29 +104,26 @@ def _expected(source, key: str, entry: Any) -> np.ndarray:
 
     stack = as_stack(entry)
     if stack is not None:
-        return stack([source.read(k) for k in stack.keys])
+        return stack([_file_tensor(source, k) for k in stack.keys])
     file_key, raw = entry if isinstance(entry, tuple) else (entry, None)
     transform: Any = as_chain(raw, key)
-    host = source.read(file_key)
+    host = _file_tensor(source, file_key)
     return host if transform is None else np.asarray(transform(host))
 
 
 def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int, str | None]:
     """Check every key-mapped leaf against its file tensor. Returns (checked, first error)."""
-    import shapes
-    from bench.child.verify import flat_leaves
+    from bench.child.verify import checked_in_order, flat_leaves
     from loader.format.source import CheckpointSource
 
     leaves = flat_leaves(model)
     missing = [k for k in key_map if k not in leaves]
     if missing:
         return 0, f"{len(missing)} key-mapped leaves not in the loaded model, e.g. {missing[:3]}"
-    checked = 0
     with CheckpointSource(checkpoint) as source:
-        for key, entry in key_map.items():
-            try:
-                _check(key, leaves[key], _expected(source, key, entry))
-            except shapes.ShapesError as exc:
-                return checked, str(exc)
-            checked += 1
-    return checked, None
+        checked, error = checked_in_order(
+            list(key_map),
+            lambda key: _check(key, leaves[key], _expected(source, key, key_map[key])),
+            lambda key: int(getattr(leaves[key], "nbytes", 0)),
+        )
+    return checked, None if error is None else str(error)

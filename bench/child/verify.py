@@ -6,14 +6,71 @@ sharded across processes shard by shard against the regenerated slice. A spec te
 model does not hold is an error too. Values are compared chunk by chunk (`same_bits`), so a check
 never holds more than a slice of a tensor beyond the model: a whole-tensor `tobytes()` pair costs
 twice the largest tensor (Llama-3-8B's 1 GB embedding pushed a port's check past the memory budget
-after a 1.00x load). Worker side: imports jax and flax.
+after a 1.00x load). Leaves are checked on a few threads (`checked_in_order`): on an accelerator
+the device -> host copy of each leaf is most of a check, and copies of several leaves go side by
+side (on a TPU v5e host, Llama-3-8B's first 4 GiB: 6.5 s one leaf at a time, 3.2 s on six threads).
+Worker side: imports jax and flax.
 """
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
 import numpy as np
 
 COMPARE_CHUNK_BYTES = 64 << 20
+#: leaves checked side by side at most (fewer on a host with fewer CPUs)
+CHECK_THREADS = 6
+#: bytes of leaves handed to the threads beyond the oldest one not yet checked (at least one leaf)
+CHECK_AHEAD_BYTES = 2 << 30
+
+Item = TypeVar("Item")
+
+
+def checked_in_order(
+    items: Iterable[Item], check: Callable[[Item], None], nbytes: Callable[[Item], int]
+) -> tuple[int, Exception | None]:
+    """Run `check` on every item, on up to `CHECK_THREADS` threads with at most
+    `CHECK_AHEAD_BYTES` of items (by `nbytes`) started beyond the oldest unfinished one; stops at
+    the first item, in the given order, whose check raises a `shapes.ShapesError`.
+
+    Returns (items checked before it, that error or None): the same answer as one thread gives.
+    """
+    import shapes
+
+    threads = max(1, min(CHECK_THREADS, os.cpu_count() or 1))
+    pending: deque[tuple[Future[None], int]] = deque()
+    ahead, checked = 0, 0
+    with ThreadPoolExecutor(threads, thread_name_prefix="verify") as pool:
+
+        def finish_oldest() -> Exception | None:
+            nonlocal ahead, checked
+            future, size = pending.popleft()
+            ahead -= size
+            try:
+                future.result()
+            except shapes.ShapesError as exc:
+                for later, _ in pending:
+                    later.cancel()
+                return exc
+            checked += 1
+            return None
+
+        for item in items:
+            size = nbytes(item)
+            while pending and ahead + size > CHECK_AHEAD_BYTES:
+                if (error := finish_oldest()) is not None:
+                    return checked, error
+            pending.append((pool.submit(check, item), size))
+            ahead += size
+        while pending:
+            if (error := finish_oldest()) is not None:
+                return checked, error
+    return checked, None
 
 
 def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
@@ -104,18 +161,22 @@ def verify_model(
     missing = [t.name for t in spec.tensors if t.name not in leaves]
     if missing:
         return 0, f"{len(missing)} spec tensor(s) not in the loaded model, e.g. {missing[:3]}"
-    checked = 0
-    for tensor in spec.tensors:
-        array = leaves[tensor.name]
-        try:
-            if getattr(array, "is_fully_addressable", True):
-                shapes.verify_tensor(checkpoint, tensor.name, np.asarray(array))
-            else:
-                _verify_shards(spec, tensor.name, array, dtype=dtype, seed=seed)
-        except shapes.ShapesError as exc:
-            return checked, str(exc)
-        checked += 1
-    return checked, None
+
+    def check(name: str) -> None:
+        array = leaves[name]
+        if getattr(array, "is_fully_addressable", True):
+            shapes.verify_tensor(checkpoint, name, np.asarray(array))
+        else:
+            _verify_shards(spec, name, array, dtype=dtype, seed=seed)
+
+    checked, error = checked_in_order(
+        [t.name for t in spec.tensors], check, lambda name: _nbytes(leaves[name])
+    )
+    return checked, None if error is None else str(error)
+
+
+def _nbytes(array: object) -> int:
+    return int(getattr(array, "nbytes", 0))
 
 
 def _safetensors_reading(folder: str, entry: dict, name: str) -> np.ndarray:
@@ -165,8 +226,6 @@ def verify_user_model(model, digests_file: str, folder: str) -> tuple[int, str |
     """
     import json
 
-    import shapes
-
     if model is None:
         return 0, "the strategy returned no model (only reference strategies may)"
     with open(digests_file, encoding="utf-8") as fh:
@@ -175,9 +234,9 @@ def verify_user_model(model, digests_file: str, folder: str) -> tuple[int, str |
     missing = [n for n in tensors if n not in leaves]
     if missing:
         return 0, f"{len(missing)} checkpoint tensor(s) not in the loaded model, e.g. {missing[:3]}"
-    for checked, (name, entry) in enumerate(tensors.items()):
-        try:
-            _check_user_tensor(name, leaves[name], entry, folder)
-        except shapes.ShapesError as exc:
-            return checked, str(exc)
-    return len(tensors), None
+    checked, error = checked_in_order(
+        list(tensors),
+        lambda name: _check_user_tensor(name, leaves[name], tensors[name], folder),
+        lambda name: _nbytes(leaves[name]),
+    )
+    return checked, None if error is None else str(error)

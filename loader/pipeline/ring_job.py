@@ -62,6 +62,11 @@ from loader.planning.plan import LoadPlan, Step
 from loader.transforms.declared import Chain
 from loader.transforms.view import PermutedBlock
 
+#: A chunk of a leaf whose transfer transposes it (a strided view of mapped pages, in the leaf's
+#: axis order) is at most this: the device runtime transposes each such transfer on one host thread,
+#: so what the load carries is the number of them in flight within the budget.
+TRANSPOSED_CHUNK_BYTES = 32 << 20
+
 
 @dataclass(eq=False)
 class RingJob:
@@ -103,6 +108,8 @@ class RingJob:
         dtype = np.dtype(step.leaf.dtype)
         # straight from mapped pages: chunks up to `chunk_bytes`; through a ring slot: one slot
         limit = sender.chunk_bytes if job.maps_pages else sender.slot_bytes
+        if job.maps_pages and block is not None and block.transposes:
+            limit = min(limit, TRANSPOSED_CHUNK_BYTES)
         for device, region in device_regions(step):
             job.pieces.append(DevicePiece(device, region, dtype, block))
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
