@@ -106,10 +106,8 @@ class RingJob:
         block of them at a time in the reader's scratch (`scratch_bytes`; `SharedChunks`)."""
         job = cls(step, info, source, file, sender, block)
         dtype = np.dtype(step.leaf.dtype)
-        # straight from mapped pages: chunks up to `chunk_bytes`; through a ring slot: one slot
-        limit = sender.chunk_bytes if job.maps_pages else sender.slot_bytes
-        if job.maps_pages and block is not None and block.transposes:
-            limit = min(limit, TRANSPOSED_CHUNK_BYTES)
+        # straight from mapped pages: chunks up to `mapped_chunk_bytes`; through a ring slot: one
+        limit = mapped_chunk_bytes(sender, block) if job.maps_pages else sender.slot_bytes
         for device, region in device_regions(step):
             job.pieces.append(DevicePiece(device, region, dtype, block))
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
@@ -338,6 +336,14 @@ def is_leaf_as_placed(array: Any, shape: tuple[int, ...], sharding: Any) -> bool
     )
 
 
+def mapped_chunk_bytes(sender: RingSender, block: PermutedBlock | None) -> int:
+    """The largest chunk of a leaf sent straight from mapped pages: the sender's `chunk_bytes`, at
+    most `TRANSPOSED_CHUNK_BYTES` where its transfer transposes it (a `block` that transposes)."""
+    if block is not None and block.transposes:
+        return min(sender.chunk_bytes, TRANSPOSED_CHUNK_BYTES)
+    return sender.chunk_bytes
+
+
 def warm_programs(sender: RingSender, infos: list[TensorInfo], key_map: object = None) -> None:
     """Start compiling, while the model is built, the programs that the tensors larger than a
     mapped chunk will need if the model takes them as stored (same dtype, unsharded, on the one
@@ -351,12 +357,13 @@ def warm_programs(sender: RingSender, infos: list[TensorInfo], key_map: object =
     blocks = likely_blocks(key_map, {info.name: info for info in infos})
     for info in infos:
         dtype = info.np_dtype
-        if math.prod(info.shape) * dtype.itemsize <= sender.chunk_bytes:
-            continue
         for block in blocks.get(info.name, [None]):
+            limit = mapped_chunk_bytes(sender, block)
+            if math.prod(info.shape) * dtype.itemsize <= limit:
+                continue  # sent whole: its array is the leaf
             shape = info.shape if block is None else block.leaf_shape
             piece = DevicePiece(devices[0], full_region(shape), dtype, block)
-            chunks = even_chunks(piece.source_region, dtype.itemsize, sender.chunk_bytes)
+            chunks = even_chunks(piece.source_region, dtype.itemsize, limit)
             device_shards.ask_programs(piece, chunks, sender.programs, on_host=True)
 
 

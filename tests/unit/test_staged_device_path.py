@@ -136,14 +136,19 @@ def test_transposed_leaves_are_transposed_by_their_transfer_without_programs(
         assert report.device_programs == compiles.count == 2 * oversize
 
 
-@pytest.mark.parametrize("port", [False, True])
+@pytest.mark.parametrize(
+    ("port", "transposed_chunk"), [(False, None), (True, None), (True, 24 << 10)]
+)
 def test_the_programs_a_load_compiles_are_asked_for_before_the_build_ends(
-    tmp_path, poison, fresh_programs, monkeypatch, port
+    tmp_path, poison, fresh_programs, monkeypatch, port, transposed_chunk
 ):
     """On one device (an accelerator's usual case) the programs of the tensors larger than a
     chunk compile while the model is built: as stored, or, for a port's key_map transposes, in
-    the transposed layout the chunks arrive in (the stored layout's would go unused)."""
+    the transposed layout the chunks arrive in (the stored layout's would go unused), cut as a
+    transposing transfer's chunks are (`TRANSPOSED_CHUNK_BYTES`, here below a mapped chunk)."""
     monkeypatch.setattr(ring_job.jax, "local_devices", lambda: jax.devices()[:1])
+    if transposed_chunk is not None:
+        monkeypatch.setattr(ring_job, "TRANSPOSED_CHUNK_BYTES", transposed_chunk)
     path = shapes.synthesize(OVERSIZE, tmp_path)
     spec, key_map = transposed(OVERSIZE) if port else (OVERSIZE, None)
     asked_by_then: list[set[object]] = []
@@ -156,6 +161,9 @@ def test_the_programs_a_load_compiles_are_asked_for_before_the_build_ends(
     model, report = load(spec, path, poison, model=model, on_built=built, **kw)
     assert report.device_programs == 4 and asked_by_then
     assert asked_by_then[0] == set(programs._COMPILED)  # nothing asked for after the build
+    leaves = {".".join(map(str, k)): np.asarray(v.get_value()) for k, v in iter_variables(model)}
+    for key, (name, _) in (key_map or {}).items():
+        shapes.verify_tensor(path, name, leaves[key].T)
 
 
 def test_an_assembled_shard_compiles_once_per_shape(tmp_path, poison, fresh_programs):
