@@ -258,6 +258,7 @@ def _measurement(
         device_programs=getattr(report, "device_programs", None),
         device_received_bytes=traffic.received,
         device_expected_bytes=traffic_expected(model) if traffic.received else {},
+        device_resent_bytes=getattr(report, "device_resent_bytes", None) or {},
         remote=_remote(report),
         share_mode=None if share is None else share.mode.value,
         exchanged_bytes=None if share is None else share.exchanged_bytes,

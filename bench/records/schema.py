@@ -198,6 +198,7 @@ class PhaseRecord:
     device_peak_bytes: int | None = None  # whole run: the highest device's allocator peak
     device_received_bytes: dict[str, int] = field(default_factory=dict)  # via jax.device_put
     device_expected_bytes: dict[str, int] = field(default_factory=dict)  # its shards of the model
+    device_resent_bytes: dict[str, int] = field(default_factory=dict)  # of those, sent twice
     device_overreceived: list[str] = field(default_factory=list)  # received > expected: a copy
     staging_memory: str | None = (
         None  # pipelined staged: "mapped" | "pageable" (older: "pinned_host")

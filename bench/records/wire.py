@@ -117,6 +117,7 @@ class Measurement:
     device_programs: int | None = None  # programs a staged load compiled (LoadReport)
     device_received_bytes: dict[str, int] = field(default_factory=dict)  # bench.child.traffic
     device_expected_bytes: dict[str, int] = field(default_factory=dict)
+    device_resent_bytes: dict[str, int] = field(default_factory=dict)  # LoadReport's, by design
     budget_bytes: int | None = None  # the budget in effect (the strategy's default if none given)
     heap_retained_bytes: int | None = None  # free bytes left in glibc's heaps (host.allocator)
     remote: dict[str, int] | None = None  # a remote load's requests and bytes (LoadReport.remote)

@@ -234,9 +234,12 @@ def _measured_row(row: PhaseRecord, measured: Measurement, phase: PhaseMeasure) 
 
 def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
     """The per-device row fields: memory at the phase end, the run's device peak, the bytes each
-    device received against its shards (and which received more), the staging memory."""
+    device received against its shards (and which received more, beyond the rows the loader
+    says it sent twice by design: a leaf's last chunk overlapping the one before), the staging
+    memory."""
     peaks = measured.total.device_peak_bytes_by_device
     received, expected = measured.device_received_bytes, measured.device_expected_bytes
+    resent = measured.device_resent_bytes
     return {
         "phase_device_bytes_in_use_by_device": dict(phase.device_bytes_in_use_by_device),
         "phase_device_peak_bytes_by_device": dict(phase.device_peak_bytes_by_device),
@@ -245,7 +248,10 @@ def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
         else measured.total.device_peak_bytes_in_use,
         "device_received_bytes": dict(received),
         "device_expected_bytes": dict(expected),
-        "device_overreceived": sorted(d for d, n in received.items() if n > expected.get(d, 0)),
+        "device_resent_bytes": dict(resent),
+        "device_overreceived": sorted(
+            d for d, n in received.items() if n - resent.get(d, 0) > expected.get(d, 0)
+        ),
         "staging_memory": measured.staging_memory,
         "device_programs": measured.device_programs,
     }

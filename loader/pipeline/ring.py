@@ -32,7 +32,9 @@ adopts aligned host buffers (a destination buffer is then the model's own memory
 `loader.pipeline.ring_job.RingJob` is a leaf that travels this way; `RingSender` is what the ring
 jobs of one load share: the routes, the device programs (`loader.pipeline.programs`), and per
 device the bytes transferred to it and the bytes of its regions (`received_bytes` /
-`expected_bytes`: equal unless something sent a device more than its shard).
+`expected_bytes`: equal unless something sent a device more than its shard), and of the former
+the rows sent twice by design (`resent_bytes`: the last chunk of a leaf overlaps the one before
+it, `loader.pipeline.ring_chunks.even_chunks`).
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ class RingSender:
         self.programs = DevicePrograms()
         self.received_bytes: dict[str, int] = {}
         self.expected_bytes: dict[str, int] = {}
+        self.resent_bytes: dict[str, int] = {}
         self.transfer_s = 0.0
         self._lock = threading.Lock()
         self._ring_lock = threading.Lock()
@@ -319,6 +322,7 @@ class RingSender:
         report.staging_slots = self._ring.high_water_slots if self._ring is not None else 0
         report.device_received_bytes = dict(self.received_bytes)
         report.device_expected_bytes = dict(self.expected_bytes)
+        report.device_resent_bytes = dict(self.resent_bytes)
         report.device_programs = self.programs.compiled
 
     def drain(self) -> None:

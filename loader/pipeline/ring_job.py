@@ -123,6 +123,10 @@ class RingJob:
             else:
                 chunks = []
             made = [Chunk(piece, r) for r in chunks]
+            sent = sum(math.prod(region_shape(r)) for r in chunks) * dtype.itemsize
+            overlap = sent - math.prod(region_shape(piece.region)) * dtype.itemsize
+            if overlap > 0:
+                sender.count(sender.resent_bytes, piece.device, overlap)
             job.chunks += made
             on_host = all(job.mapped_chunk(c) is not None for c in made)  # all from mapped pages
             if device_shards.ask_programs(piece, chunks, sender.programs, on_host=on_host):

@@ -133,6 +133,19 @@ def test_rows_carry_the_device_peak_and_flag_a_device_that_received_more():
     assert total.device_received_bytes == {"cuda:0": 2 * GIB, "cuda:1": GIB}
 
 
+def test_rows_do_not_flag_the_rows_a_loader_sent_twice_by_design():
+    """A staged load's last chunk of a leaf overlaps the one before (`device_resent_bytes`): a
+    device that received its shards plus those rows got no copy; one more byte is one."""
+    shards = {"cuda:0": GIB, "cuda:1": GIB}
+    for extra, flagged in ((4096, []), (4097, ["cuda:0"])):
+        result = _result({"cuda:0": GIB + extra, "cuda:1": GIB}, shards)
+        measured = dataclasses.replace(result.measurement, device_resent_bytes={"cuda:0": 4096})
+        outcome = ChildOutcome("ok", None, dataclasses.replace(result, measurement=measured))
+        rows = [r for r in result_records(CTX, [outcome]) if hasattr(r, "phase")]
+        assert rows[-1].device_overreceived == flagged
+        assert rows[-1].device_resent_bytes == {"cuda:0": 4096}
+
+
 def test_summary_shows_the_device_peak_beside_the_host_peak_and_the_copy(tmp_path):
     from bench.analysis.summary import json_summary, tables
     from bench.records.results import read_results

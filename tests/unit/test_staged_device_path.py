@@ -166,6 +166,19 @@ def test_the_programs_a_load_compiles_are_asked_for_before_the_build_ends(
         shapes.verify_tensor(path, name, leaves[key].T)
 
 
+def test_the_rows_a_last_chunk_sends_again_are_reported(tmp_path, poison):
+    """Chunks of one shape: 1001 rows of 256 bytes in 56 KiB chunks go as five of 201 rows, the
+    last overlapping the one before by four rows, which the device receives twice."""
+    spec = spec_of(("a.weight", "F32", (1001, 64)))
+    path = shapes.synthesize(spec, tmp_path)
+    model, report = load(spec, path, poison)
+    verify(model, path)
+    device = str(jax.devices()[0])
+    assert report.device_resent_bytes == {device: 4 * 64 * 4}
+    received, expected = report.device_received_bytes, report.device_expected_bytes
+    assert received[device] == expected[device] + 4 * 64 * 4
+
+
 def test_an_assembled_shard_compiles_once_per_shape(tmp_path, poison, fresh_programs):
     path = shapes.synthesize(OVERSIZE, tmp_path)
     model = poisoned(OVERSIZE, poison)
