@@ -26,10 +26,12 @@
 # The matrix (one bench run per table, interleaved repeats, one shared results folder so the
 # bench's own machine probe runs once), each step under `timeout`, planned against
 # DEVICE_CHECK_SECONDS (540) from an estimate per child process (DEVICE_CHECK_CHILD_SECONDS:
-# tpu 20 (seen on 2026-12-06: 16-17 s a sa3 row, 7 s of it opening the chip; `bench run`'s
+# tpu 18 (seen on 2026-12-06: 15-17 s a sa3 row, 8-9 s of it opening the chip; `bench run`'s
 # progress lines split each row's seconds), cuda 15, cpu 6, then what the small set's runs
-# really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 50 (43-47 s a llama3-8b row, 27 s of it
-# verifying), cuda 30, cpu 8); what does not fit runs fewer repeats, down to two (one run is not
+# really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 33 (29-32 s a llama3-8b row, 12 s of it
+# verifying), cuda 30, cpu 8; DEVICE_CHECK_PORT_CHILD_SECONDS, a large port's row, whose check
+# compares transposed tiles: tpu 70 (59-68 s), cuda 40, cpu 10); what does not fit runs fewer
+# repeats, down to two (one run is not
 # judged on time), then without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,
 # orbax-safetensors), then once, then not at all, and the log and summary.md say so:
 #   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3): DEVICE_CHECK_STRATEGIES (tpu: pipelined,mmap-put,
@@ -276,20 +278,20 @@ fit_matrix() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW -> "RE
     echo "$repeats $strategies"
 }
 
-plan_large() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW PORT_RUNS
+plan_large() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW PORT_RUNS [PORT_SECONDS]
     # -> "REPEATS STRATEGIES PORTS" (PORTS 1: the ports keep their time after these rows; 0: the
     # plain rows took it). The plain rows come first, as the table the ports are read against:
     # up to 3 repeats where the ports still fit after them, else the repeats asked with the ports
-    # kept, else with the ports' time too, else the first strategy (the default) alone. What was
-    # cut: stderr.
-    local left=$1 cost=$2 want=$3 strategies=$4 slow=$5 port_runs=$6 plan first said kept=1
-    plan=$(fit_matrix $((left - cost * port_runs * want)) "$cost" 3 "$strategies" "$slow" 2> /dev/null)
+    # kept, else with the ports' time too, else the first strategy (the default) alone. A port's
+    # run costs PORT_SECONDS (default CHILD_SECONDS: its check is slower). What was cut: stderr.
+    local left=$1 cost=$2 want=$3 strategies=$4 slow=$5 port_runs=$6 port_cost=${7:-$2} plan first said kept=1
+    plan=$(fit_matrix $((left - port_cost * port_runs * want)) "$cost" 3 "$strategies" "$slow" 2> /dev/null)
     if [ "${plan%% *}" -gt "$want" ]; then
         echo "$plan 1"
         return
     fi
     said=$(mktemp)  # what the attempt taken cut
-    plan=$(fit_matrix $((left - cost * port_runs)) "$cost" "$want" "$strategies" "$slow" 2> "$said")
+    plan=$(fit_matrix $((left - port_cost * port_runs)) "$cost" "$want" "$strategies" "$slow" 2> "$said")
     if [ "${plan%% *}" -lt 1 ]; then
         kept=0
         [ "$port_runs" -gt 0 ] && echo "the ports left out: the plain rows take their time" >&2
@@ -413,9 +415,10 @@ main() {
         while read -r reasons; do [ -z "$reasons" ] || note "$reasons"; done < <(sort -u "$WORK/skipped")
         printf -v "$var" '%s' "$kept"
     done
-    local cost large_cost slow
-    cost=${DEVICE_CHECK_CHILD_SECONDS:-$(platform_default "$PLATFORM" 20 15 6)}
-    large_cost=${DEVICE_CHECK_LARGE_CHILD_SECONDS:-$(platform_default "$PLATFORM" 50 30 8)}
+    local cost large_cost port_cost slow
+    cost=${DEVICE_CHECK_CHILD_SECONDS:-$(platform_default "$PLATFORM" 18 15 6)}
+    large_cost=${DEVICE_CHECK_LARGE_CHILD_SECONDS:-$(platform_default "$PLATFORM" 33 30 8)}
+    port_cost=${DEVICE_CHECK_PORT_CHILD_SECONDS:-$(platform_default "$PLATFORM" 70 40 10)}
     slow=${DEVICE_CHECK_SLOW:-eager,builder,hostcast,orbax-safetensors}
     [ -e /proc/sys/vm/drop_caches ] || note "cold page cache: /proc/sys/vm/drop_caches does not exist on this host, so the page cache cannot be dropped; every row here is warm (no cold table)"
 
@@ -457,7 +460,7 @@ main() {
     large_ports=$(without "$large_models" spec)
     [ -z "$dtype" ] && dtype_strategies=""
     reserve=$(( cost * dtype_repeats * $(count "$dtype_strategies") \
-        + large_cost * large_repeats * ($(count "$large_strategies") + $(count "$large_ports") * $(count "$port_strategies")) ))
+        + large_repeats * (large_cost * $(count "$large_strategies") + port_cost * $(count "$large_ports") * $(count "$port_strategies")) ))
     plan=$(fit_matrix $(( $(left) - reserve )) "$cost" "${DEVICE_CHECK_REPEATS:-3}" "$strategies" "$slow" 2> "$WORK/cut")
     while read -r reasons; do [ -z "$reasons" ] || note "$SMALL: $reasons (${reserve}s kept for the steps after it)"; done < "$WORK/cut"
     repeats=${plan%% *} chosen=${plan#* }
@@ -476,7 +479,7 @@ main() {
         fi
     fi
     if [ -n "$dtype_strategies" ]; then
-        reserve=$(( large_cost * large_repeats * ($(count "$large_strategies") + $(count "$large_ports") * $(count "$port_strategies")) ))
+        reserve=$(( large_repeats * (large_cost * $(count "$large_strategies") + port_cost * $(count "$large_ports") * $(count "$port_strategies")) ))
         plan=$(fit_matrix $(( $(left) - reserve )) "$cost" "$dtype_repeats" "$dtype_strategies" "" 2> "$WORK/cut")
         while read -r reasons; do [ -z "$reasons" ] || note "$SMALL into $dtype: $reasons"; done < "$WORK/cut"
         if [ "${plan%% *}" -ge 1 ]; then
@@ -488,7 +491,7 @@ main() {
         # more repeats of the large set where the time allows (up to 3), its ports kept in view
         local port_runs ports_kept
         port_runs=$(( $(count "$large_ports") * $(count "$port_strategies") ))
-        plan=$(plan_large "$(left)" "$large_cost" "$large_repeats" "$large_strategies" "$slow" "$port_runs" 2> "$WORK/cut")
+        plan=$(plan_large "$(left)" "$large_cost" "$large_repeats" "$large_strategies" "$slow" "$port_runs" "$port_cost" 2> "$WORK/cut")
         while read -r reasons; do [ -z "$reasons" ] || note "$LARGE: $reasons"; done < "$WORK/cut"
         ports_kept=${plan##* } plan=${plan% *}
         repeats=${plan%% *}
@@ -496,12 +499,12 @@ main() {
             bench "$LARGE" "$LARGE" "$repeats" "${plan#* }" spec $(( repeats * large_cost * $(count "${plan#* }") + 60 ))
         fi
         if [ "$ports_kept" = 1 ] && [ -n "$large_ports" ] && [ -n "$port_strategies" ]; then
-            plan=$(fit_matrix "$(left)" "$large_cost" "$((repeats > 0 ? repeats : 1))" "$port_strategies" "" 2> /dev/null)
+            plan=$(fit_matrix "$(left)" "$port_cost" "$((repeats > 0 ? repeats : 1))" "$port_strategies" "" 2> /dev/null)
             if [ "${plan%% *}" -ge 1 ]; then
                 bench "$LARGE ports" "$LARGE" "${plan%% *}" "${plan#* }" "$large_ports" \
-                    $(( ${plan%% *} * large_cost * port_runs + 60 ))
+                    $(( ${plan%% *} * port_cost * port_runs + 60 ))
             else
-                note "$LARGE: the ports ($large_ports) left out: $(left)s left, ${large_cost}s per run"
+                note "$LARGE: the ports ($large_ports) left out: $(left)s left, ${port_cost}s per run"
             fi
         fi
     fi
