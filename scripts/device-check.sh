@@ -34,7 +34,7 @@
 # repeats, down to two (one run is not
 # judged on time), then without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,
 # orbax-safetensors), then once, then not at all, and the log and summary.md say so:
-#   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3): DEVICE_CHECK_STRATEGIES (tpu: pipelined,mmap-put,
+#   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3; 0 leaves it out): DEVICE_CHECK_STRATEGIES (tpu: pipelined,mmap-put,
 #      builder,hostcast,zerocopy,orbax-safetensors; else pipelined,zerocopy,hostcast,eager,runai,
 #      fastsafetensors,instanttensor) with the models of DEVICE_CHECK_SMALL_MODELS (tpu: spec;
 #      else spec,transposed: a port's runs use DEVICE_CHECK_PORT_STRATEGIES, pipelined);
@@ -252,6 +252,11 @@ fit_matrix() {  # SECONDS_LEFT CHILD_SECONDS WANT_REPEATS STRATEGIES SLOW -> "RE
     # not judged on time), the slow ones are dropped one by one, in SLOW's order, until two do
     # (or one, when no more can go); "0 " when not even one run fits. What was cut: stderr.
     local left=$1 cost=$2 want=$3 strategies=$4 slow=$5 n repeats s judged=2
+    if [ "$want" -le 0 ]; then  # a set left out on purpose (DEVICE_CHECK_REPEATS=0)
+        echo "left out: 0 repeats asked" >&2
+        echo "0 "
+        return
+    fi
     [ "$want" -lt "$judged" ] && judged=$want
     n=$(count "$strategies")
     if [ "$n" -le 0 ] || [ "$cost" -le 0 ]; then

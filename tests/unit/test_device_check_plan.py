@@ -231,6 +231,11 @@ def test_the_matrix_is_cut_to_the_time_left(left, want):
         assert "builder left out: " in proc.stderr
 
 
+def test_no_repeat_asked_leaves_the_set_out_and_says_so():
+    proc = sh("fit_matrix 500 20 0 pipelined,mmap-put builder")
+    assert proc.stdout.strip() == "0" and proc.stderr.strip() == "left out: 0 repeats asked"
+
+
 def test_one_repeat_asked_is_not_cut_for_judging():
     assert out("fit_matrix 100 35 1 pipelined,mmap-put builder") == "1 pipelined,mmap-put"
     assert out("fit_matrix 60 35 1 pipelined,mmap-put mmap-put") == "1 pipelined"
