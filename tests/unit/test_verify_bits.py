@@ -59,3 +59,28 @@ def test_a_transposed_view_is_compared_in_tiles_that_each_see_their_difference(m
         bad = got.copy()
         bad[where] += 1
         assert not verify.same_bits(bad, want), where
+
+
+@pytest.mark.parametrize(
+    ("file_shape", "leaf_shape"),
+    [((12, 8), (8, 3, 4)), ((8, 12), (3, 4, 8))],  # a q/k/v kernel split by heads; an o kernel
+)
+def test_a_split_transposed_kernel_is_tiled_as_the_matrix_it_was(
+    monkeypatch, file_shape, leaf_shape
+):
+    """A port's attention kernel (the file's matrix transposed, then an axis split by heads) is
+    compared in tiles of that matrix, not in one small tile per leading index."""
+    monkeypatch.setattr(verify, "TILE", 4)
+    blocks = []
+    real = verify._same_block
+    monkeypatch.setattr(verify, "_same_block", lambda a, b: blocks.append(a.shape) or real(a, b))
+    src = np.arange(96, dtype=np.float32).reshape(file_shape)
+    want = np.reshape(src.T, leaf_shape)
+    assert not want.flags.c_contiguous and np.shares_memory(want, src)  # a view, as a port's
+    got = np.ascontiguousarray(want)
+    assert verify.same_bits(got, want)
+    assert len(blocks) == 2 * 3 and set(blocks) == {(4, 4)}  # the 8x12 matrix in 4x4 tiles
+    for where in np.ndindex(*leaf_shape):
+        bad = got.copy()
+        bad[where] += 1
+        assert not verify.same_bits(bad, want), where
