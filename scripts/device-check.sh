@@ -31,13 +31,14 @@
 # really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 33 (29-32 s a llama3-8b row, 12 s of it
 # verifying), cuda 30, cpu 8; DEVICE_CHECK_PORT_CHILD_SECONDS, a large port's row, whose check
 # compares transposed tiles: tpu 70 (59-68 s), cuda 40, cpu 10); what does not fit runs fewer
-# repeats, down to two (one run is not
-# judged on time), then without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,
-# orbax-safetensors), then once, then not at all, and the log and summary.md say so:
-#   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3; 0 leaves it out): DEVICE_CHECK_STRATEGIES (tpu: pipelined,mmap-put,
-#      builder,hostcast,zerocopy,orbax-safetensors; else pipelined,zerocopy,hostcast,eager,runai,
-#      fastsafetensors,instanttensor) with the models of DEVICE_CHECK_SMALL_MODELS (tpu: spec;
-#      else spec,transposed: a port's runs use DEVICE_CHECK_PORT_STRATEGIES, pipelined);
+# repeats, down to two (one run is not judged on time), then without its slow strategies
+# (DEVICE_CHECK_SLOW: eager,builder,hostcast,orbax-safetensors), then once, then not at all, and
+# the log and summary.md say so:
+#   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3; 0 leaves it out): DEVICE_CHECK_STRATEGIES (tpu:
+#      pipelined,mmap-put,builder,hostcast,zerocopy,orbax-safetensors; else pipelined,zerocopy,
+#      hostcast,eager,runai,fastsafetensors,instanttensor) with the models of
+#      DEVICE_CHECK_SMALL_MODELS (tpu: spec; else spec,transposed: a port's runs use
+#      DEVICE_CHECK_PORT_STRATEGIES, pipelined);
 #   2. SMALL into a DEVICE_CHECK_MODEL_DTYPE (bfloat16) model, DEVICE_CHECK_DTYPE_STRATEGIES
 #      (pipelined) x DEVICE_CHECK_DTYPE_REPEATS (2) (empty DEVICE_CHECK_MODEL_DTYPE: not run);
 #   3. LARGE (llama3-8b) x DEVICE_CHECK_LARGE_REPEATS (1; up to 3 if time allows):
@@ -460,12 +461,13 @@ main() {
     # 6. the benches, planned against the time left: the reserved later steps first
     local dtype=${DEVICE_CHECK_MODEL_DTYPE-bfloat16} dtype_repeats=${DEVICE_CHECK_DTYPE_REPEATS:-2}
     local large_repeats=${DEVICE_CHECK_LARGE_REPEATS:-1}
-    local small_ports large_ports reserve plan repeats chosen secs
+    local small_ports large_ports large_reserve reserve plan repeats chosen secs
     small_ports=$(without "$small_models" spec)
     large_ports=$(without "$large_models" spec)
     [ -z "$dtype" ] && dtype_strategies=""
-    reserve=$(( cost * dtype_repeats * $(count "$dtype_strategies") \
-        + large_repeats * (large_cost * $(count "$large_strategies") + port_cost * $(count "$large_ports") * $(count "$port_strategies")) ))
+    large_reserve=$(( large_repeats * (large_cost * $(count "$large_strategies") \
+        + port_cost * $(count "$large_ports") * $(count "$port_strategies")) ))
+    reserve=$(( cost * dtype_repeats * $(count "$dtype_strategies") + large_reserve ))
     plan=$(fit_matrix $(( $(left) - reserve )) "$cost" "${DEVICE_CHECK_REPEATS:-3}" "$strategies" "$slow" 2> "$WORK/cut")
     while read -r reasons; do [ -z "$reasons" ] || note "$SMALL: $reasons (${reserve}s kept for the steps after it)"; done < "$WORK/cut"
     repeats=${plan%% *} chosen=${plan#* }
@@ -484,8 +486,7 @@ main() {
         fi
     fi
     if [ -n "$dtype_strategies" ]; then
-        reserve=$(( large_repeats * (large_cost * $(count "$large_strategies") + port_cost * $(count "$large_ports") * $(count "$port_strategies")) ))
-        plan=$(fit_matrix $(( $(left) - reserve )) "$cost" "$dtype_repeats" "$dtype_strategies" "" 2> "$WORK/cut")
+        plan=$(fit_matrix $(( $(left) - large_reserve )) "$cost" "$dtype_repeats" "$dtype_strategies" "" 2> "$WORK/cut")
         while read -r reasons; do [ -z "$reasons" ] || note "$SMALL into $dtype: $reasons"; done < "$WORK/cut"
         if [ "${plan%% *}" -ge 1 ]; then
             bench "$SMALL into $dtype" "$SMALL" "${plan%% *}" "${plan#* }" spec \

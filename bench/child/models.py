@@ -113,7 +113,7 @@ def _expected(source, key: str, entry: Any) -> np.ndarray:
 
 def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int, str | None]:
     """Check every key-mapped leaf against its file tensor. Returns (checked, first error)."""
-    from bench.child.verify import checked_in_order, flat_leaves
+    from bench.child.verify import checked_in_order, flat_leaves, leaf_nbytes
     from loader.format.source import CheckpointSource
 
     leaves = flat_leaves(model)
@@ -124,6 +124,6 @@ def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int,
         checked, error = checked_in_order(
             list(key_map),
             lambda key: _check(key, leaves[key], _expected(source, key, key_map[key])),
-            lambda key: int(getattr(leaves[key], "nbytes", 0)),
+            lambda key: leaf_nbytes(leaves[key]),
         )
     return checked, None if error is None else str(error)

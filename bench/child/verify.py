@@ -181,12 +181,14 @@ def verify_model(
             _verify_shards(spec, name, array, dtype=dtype, seed=seed)
 
     checked, error = checked_in_order(
-        [t.name for t in spec.tensors], check, lambda name: _nbytes(leaves[name])
+        [t.name for t in spec.tensors], check, lambda name: leaf_nbytes(leaves[name])
     )
     return checked, None if error is None else str(error)
 
 
-def _nbytes(array: object) -> int:
+def leaf_nbytes(array: object) -> int:
+    """A leaf's bytes (its global size for an array sharded across processes), as
+    `checked_in_order` bounds the leaves ahead by them."""
     return int(getattr(array, "nbytes", 0))
 
 
@@ -248,6 +250,6 @@ def verify_user_model(model, digests_file: str, folder: str) -> tuple[int, str |
     checked, error = checked_in_order(
         list(tensors),
         lambda name: _check_user_tensor(name, leaves[name], tensors[name], folder),
-        lambda name: _nbytes(leaves[name]),
+        lambda name: leaf_nbytes(leaves[name]),
     )
     return checked, None if error is None else str(error)
