@@ -73,7 +73,7 @@ from loader.pipeline.ring import RingSender, Transfer, uses_ring
 from loader.pipeline.ring_job import (
     RingJob,
     model_bytes_per_device,
-    waits_for_program,
+    programs_before_tail,
     warm_programs,
 )
 from loader.pipeline.sizing import Sizing
@@ -310,7 +310,8 @@ class Pipeline:
         """The jobs as the work the readers take, in the order they take it: runs of small
         adjacent tensors, fused rows, every other job's parts (`loader.pipeline.order`); strictly
         by offset where the source takes its bytes in file order; parts that wait for a device
-        program (compiling meanwhile) after those that do not."""
+        program (compiling meanwhile) after those that do not, but before a tail of them, so that
+        the device's peak stays at the model (`programs_before_tail`)."""
         runs, rest = coalesce(jobs, source, sizing.max_part_bytes)
         self.stats.coalesced = sum(len(r.jobs) for r in runs)
         fused: list[Work] = []
@@ -319,7 +320,8 @@ class Pipeline:
         work: list[Work] = [*runs, *fused, *part_order(rest)]
         if source.in_file_order:  # the runs between the large tensors, not before them
             work = by_offset(work, source)
-        return sorted(work, key=waits_for_program)
+        # twice the budget: the chunks in flight, and as many landed since the last fold
+        return programs_before_tail(work, 2 * sizing.budget_bytes)
 
     def _job(self, step: Step) -> Job[Any]:
         """The job of one step, by the way its leaf travels; reusing (or reading from) its

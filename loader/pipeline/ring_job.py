@@ -332,6 +332,36 @@ def waits_for_program(work: Work) -> bool:
     return any(isinstance(job, RingJob) and job.needs_programs for job in work.jobs)
 
 
+def programs_before_tail(work: list[Work], tail_bytes: int) -> list[Work]:
+    """The queue with the parts that wait for a device program after the others (read while
+    their programs compile), but before the last `tail_bytes` or more of the others.
+
+    A chunk of a leaf assembled on its device holds device memory beyond the model from its
+    transfer until its update has run: with such chunks last, they are in flight when nearly
+    all of the model is already on the device, and the device's peak is the model plus the bytes
+    in flight (llama3-8b on a TPU v5e host: 1.018x the model). With plain chunks (each its leaf's
+    whole shard, so nothing beyond the model) of at least `tail_bytes` after them, the assembled
+    chunks travel while the device still lacks at least that much of the model. The parts keep
+    their order within each group.
+    """
+    plain = [w for w in work if not waits_for_program(w)]
+    assembled = [w for w in work if waits_for_program(w)]
+    cut, tail = len(plain), 0
+    while cut > 0 and tail < tail_bytes:
+        cut -= 1
+        tail += device_bytes(plain[cut])
+    return [*plain[:cut], *assembled, *plain[cut:]]
+
+
+def device_bytes(work: Work) -> int:
+    """The bytes a queued part puts on its devices: its ring chunks' (0 for other work)."""
+    part = getattr(work, "part", None)
+    if not isinstance(part, (Chunk, SharedChunks)):
+        return 0
+    chunks = part.chunks if isinstance(part, SharedChunks) else (part,)
+    return sum(math.prod(region_shape(c.region)) * c.piece.dtype.itemsize for c in chunks)
+
+
 def is_leaf_as_placed(array: Any, shape: tuple[int, ...], sharding: Any) -> bool:
     """Whether a device array already is the leaf: its shape, placed as the leaf's sharding says."""
     return (
