@@ -30,10 +30,10 @@
 # progress lines split each row's seconds), cuda 15, cpu 6, then what the small set's runs
 # really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 33 (29-32 s a llama3-8b row, 12 s of it
 # verifying), cuda 30, cpu 8; DEVICE_CHECK_PORT_CHILD_SECONDS, a large port's row, whose check
-# compares transposed tiles: tpu 70 (59-68 s), cuda 40, cpu 10); what does not fit runs fewer
-# repeats, down to two (one run is not judged on time), then without its slow strategies
-# (DEVICE_CHECK_SLOW: eager,builder,hostcast,orbax-safetensors), then once, then not at all, and
-# the log and summary.md say so:
+# compares transposed tiles: tpu 45 (38.6 s on 2026-12-07, 18 s of it verifying), cuda 40, cpu
+# 10); what does not fit runs fewer repeats, down to two (one run is not judged on time), then
+# without its slow strategies (DEVICE_CHECK_SLOW: eager,builder,hostcast,orbax-safetensors), then
+# once, then not at all, and the log and summary.md say so:
 #   1. SMALL (sa3) x DEVICE_CHECK_REPEATS (3; 0 leaves it out): DEVICE_CHECK_STRATEGIES (tpu:
 #      pipelined,mmap-put,builder,hostcast,zerocopy,orbax-safetensors; else pipelined,zerocopy,
 #      hostcast,eager,runai,fastsafetensors,instanttensor) with the models of
@@ -424,7 +424,7 @@ main() {
     local cost large_cost port_cost slow
     cost=${DEVICE_CHECK_CHILD_SECONDS:-$(platform_default "$PLATFORM" 18 15 6)}
     large_cost=${DEVICE_CHECK_LARGE_CHILD_SECONDS:-$(platform_default "$PLATFORM" 33 30 8)}
-    port_cost=${DEVICE_CHECK_PORT_CHILD_SECONDS:-$(platform_default "$PLATFORM" 70 40 10)}
+    port_cost=${DEVICE_CHECK_PORT_CHILD_SECONDS:-$(platform_default "$PLATFORM" 45 40 10)}
     slow=${DEVICE_CHECK_SLOW:-eager,builder,hostcast,orbax-safetensors}
     [ -e /proc/sys/vm/drop_caches ] || note "cold page cache: /proc/sys/vm/drop_caches does not exist on this host, so the page cache cannot be dropped; every row here is warm (no cold table)"
 
