@@ -328,7 +328,8 @@ def _copy_of(box: np.ndarray) -> Callable[[np.ndarray], None]:
 
 def waits_for_program(work: Work) -> bool:
     """Whether a queued part waits for a device program (assembling or transposing on the
-    device): such parts are read after the others, while their programs compile."""
+    device): such parts are read after most others, while their programs compile
+    (`programs_before_tail`)."""
     return any(isinstance(job, RingJob) and job.needs_programs for job in work.jobs)
 
 
