@@ -342,8 +342,9 @@ def programs_before_tail(work: list[Work], tail_bytes: int) -> list[Work]:
     all of the model is already on the device, and the device's peak is the model plus the bytes
     in flight (llama3-8b on a TPU v5e host: 1.018x the model). With plain chunks (each its leaf's
     whole shard, so nothing beyond the model) of at least `tail_bytes` after them, the assembled
-    chunks travel while the device still lacks at least that much of the model. The parts keep
-    their order within each group.
+    chunks travel while the device still lacks at least that much of the model (there: 1.000x,
+    in the same time; docs/results.md, "Ninth session"). The parts keep their order within each
+    group.
     """
     plain = [w for w in work if not waits_for_program(w)]
     assembled = [w for w in work if waits_for_program(w)]

@@ -5,7 +5,9 @@
 - no device program is compiled per tensor shape: leaves that fit one chunk compile nothing, and
   a shard assembled from chunks compiles one allocation and one update per shape
   (`loader.pipeline.programs`), counted by jax's own compile events;
-- the device-fit check runs before any byte is read, and names both figures.
+- the device-fit check runs before any byte is read, and names both figures;
+- the chunks of leaves assembled on the device travel before a tail of plain chunks, and land
+  before it (the device's peak stays at the model, the host's where it was).
 """
 
 from __future__ import annotations
@@ -634,3 +636,26 @@ def test_the_read_ahead_hint_is_given_before_programs_start_compiling(
     model, _ = load(OVERSIZE, path, poison)
     verify(model, path)
     assert calls == ["begin", "warm_programs"]
+
+
+def test_the_assembled_transfers_land_before_the_plain_tail(tmp_path, poison, monkeypatch):
+    """Every transfer in flight lands before the tail's first batch (a tail overlapping the last
+    assembled transfers raised llama3-8b's host peak on a TPU by 0.1 GiB), and only there."""
+    path = shapes.synthesize(ASSEMBLED_AND_PLAIN, tmp_path)
+    events: list[str] = []
+    real_send, real_drain = mapped_send.send_batch, ring.MappedFlight.drain
+
+    def send_batch(batch, sender):
+        events.append("A" if any(p.job.needs_programs for p in batch) else "P")
+        return real_send(batch, sender)
+
+    def drain(self):
+        events.append("land")
+        return real_drain(self)
+
+    monkeypatch.setattr(engine, "send_batch", send_batch)
+    monkeypatch.setattr(ring.MappedFlight, "drain", drain)
+    model, _ = load(ASSEMBLED_AND_PLAIN, path, poison)
+    verify(model, path)
+    sends = "".join(events).removesuffix("land")  # (the sender lands what is left when it closes)
+    assert re.fullmatch(r"P+A+landP+", sends), sends
