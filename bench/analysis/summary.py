@@ -631,12 +631,24 @@ def _blocks(results: Results) -> list[tuple[pd.DataFrame, pd.DataFrame, Decision
 
 
 def json_decisions(results: Results) -> list[dict[str, Any]]:
-    """`bench run --json`'s `decisions`: per configuration its shape set and the judge's record
-    with its sentence (`decision_words.decision_json`), as the text summary ends each block."""
+    """`bench run --json`'s `decisions`: per configuration its shape set, model and model dtype
+    (None where the rows do not say) and the judge's record with its sentence
+    (`decision_words.decision_json`), as the text summary ends each block."""
     return [
-        {"shapes": str(group["shapes"].iloc[0]), **decision_json(answer)}
+        {
+            "shapes": str(group["shapes"].iloc[0]),
+            **{key: _first(group, key) for key in ("model", "model_dtype")},
+            **decision_json(answer),
+        }
         for group, _, answer in _blocks(results)
     ]
+
+
+def _first(group: pd.DataFrame, key: str) -> str | None:
+    """The configuration's `key` as text; None where its rows lack it."""
+    if key not in group.columns or pd.isna(value := group[key].iloc[0]):
+        return None
+    return str(value)
 
 
 def tables(results: Results) -> str:

@@ -1,7 +1,8 @@
 """One answer (issue 54): the same recorded folders give the same strategy in the same sentence,
 byte for byte, on every surface that states a choice: the bench summary (`bench run`'s last
 line per block), `bench run --json`'s `decisions`, `recommend` (text and `--json`), the
-dashboard's Overview and Target host pages, and the report's top and its Target host section.
+dashboard's Overview and Target host pages, the report's top and its Target host section, and the
+device check's summary (`scripts/device_check_report.py`).
 
 The folders (`tests.records.write_decision_folders`): ties (a peer fastest and heaviest, two as
 light within their spreads), a peer winning, an unstable time, one run each, a `--cpus 1` run, a
@@ -102,3 +103,29 @@ def test_the_dashboard_pages_say_the_same_sentence(app, folders):
         at.switch_page("views/target_host.py").run()
         first = (at.success or at.error)[0].value
         assert first == f"{sentence}.", (name, first)
+
+
+def test_the_device_checks_summary_says_the_judges_sentence(folders, tmp_path, capsys):
+    """`scripts/device_check_report.py` (the device check's summary.md) checks its targets on
+    medians and then gives the judge's own sentence per table, as `bench run` printed it: on a
+    TPU host its "1.64x faster on medians" stood beside the judge's "ties on time" for the same
+    rows (2026-12-07), so both must be on the page."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "device_check_report.py"
+    spec = importlib.util.spec_from_file_location("device_check_report", script)
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    sys.modules["device_check_report"] = report
+    spec.loader.exec_module(report)
+    for name in ("ties", "peer-wins", "one-run"):
+        out = tmp_path / f"{name}.md"
+        assert report.main([str(out), str(folders[name])]) == 0
+        text = out.read_text(encoding="utf-8")
+        decisions = json_decisions(read_results(folders[name]))
+        assert decisions and all(d["model"] == "spec" for d in decisions), decisions
+        for d in decisions:
+            assert f"- gpt2 (spec): {d['sentence']}" in text.splitlines(), (name, text)
+    capsys.readouterr()
