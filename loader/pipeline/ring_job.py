@@ -344,15 +344,18 @@ def programs_before_tail(work: list[Work], tail_bytes: int) -> list[Work]:
     whole shard, so nothing beyond the model) of at least `tail_bytes` after them, the assembled
     chunks travel while the device still lacks at least that much of the model (there: 1.000x,
     in the same time; docs/results.md, "Ninth session"). The parts keep their order within each
-    group.
+    group, and the parts of jobs that hold budgeted bytes stay first, as
+    `loader.pipeline.order.part_order` put them (so a wait for budget always ends).
     """
-    plain = [w for w in work if not waits_for_program(w)]
-    assembled = [w for w in work if waits_for_program(w)]
+    holding = [w for w in work if any(job.holds_budget for job in w.jobs)]
+    rest = [w for w in work if not any(job.holds_budget for job in w.jobs)]
+    plain = [w for w in rest if not waits_for_program(w)]
+    assembled = [w for w in rest if waits_for_program(w)]
     cut, tail = len(plain), 0
     while cut > 0 and tail < tail_bytes:
         cut -= 1
         tail += device_bytes(plain[cut])
-    return [*plain[:cut], *assembled, *plain[cut:]]
+    return [*holding, *plain[:cut], *assembled, *plain[cut:]]
 
 
 def device_bytes(work: Work) -> int:

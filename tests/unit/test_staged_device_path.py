@@ -598,20 +598,23 @@ def test_assembled_chunks_travel_before_a_tail_of_plain_ones(tmp_path, poison, m
 
 def test_programs_before_tail_keeps_each_group_in_order():
     """The parts that wait for a program go after the plain ones except the last plain ones of
-    at least `tail_bytes`; with fewer plain bytes than that, before every plain part."""
+    at least `tail_bytes`; with fewer plain bytes than that, before every plain part, but never
+    before the parts of jobs that hold budgeted bytes."""
 
-    def part(name: str, assembled: bool, nbytes: int) -> object:
-        return types.SimpleNamespace(name=name, assembled=assembled, nbytes=nbytes)
+    def part(name: str, assembled: bool, nbytes: int, holds: bool = False) -> object:
+        job = types.SimpleNamespace(holds_budget=holds)
+        return types.SimpleNamespace(name=name, assembled=assembled, nbytes=nbytes, jobs=(job,))
 
-    work = [part("p0", False, 4), part("a0", True, 8), part("p1", False, 4), part("p2", False, 2)]
-    work += [part("a1", True, 8), part("p3", False, 3)]
+    work = [part("h0", False, 0, holds=True), part("p0", False, 4), part("a0", True, 8)]
+    work += [part("p1", False, 4), part("p2", False, 2), part("a1", True, 8), part("p3", False, 3)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ring_job, "waits_for_program", lambda w: w.assembled)
         mp.setattr(ring_job, "device_bytes", lambda w: w.nbytes)
         names = lambda tail: [w.name for w in ring_job.programs_before_tail(work, tail)]  # noqa: E731
-        assert names(0) == ["p0", "p1", "p2", "p3", "a0", "a1"]
-        assert names(5) == ["p0", "p1", "a0", "a1", "p2", "p3"]  # 2 + 3 bytes last
-        assert names(100) == ["a0", "a1", "p0", "p1", "p2", "p3"]
+        assert names(0) == ["h0", "p0", "p1", "p2", "p3", "a0", "a1"]
+        assert names(5) == ["h0", "p0", "p1", "a0", "a1", "p2", "p3"]  # 2 + 3 bytes last
+        # a part holding budget stays first whatever the tail (a wait for budget must end)
+        assert names(100) == ["h0", "a0", "a1", "p0", "p1", "p2", "p3"]
 
 
 def test_the_read_ahead_hint_is_given_before_programs_start_compiling(
