@@ -56,6 +56,8 @@ COUNTED: tuple[tuple[Any, str], ...] = (
     (ring.MappedFlight, "launched"),
     (file_pages.FilePages, "view"),
     (device_shards, "fold"),
+    (device_shards, "run_update"),  # a fold's program calls: updates, and allocations below
+    (device_shards, "allocate"),
     (engine, "warm_programs"),  # where the engine calls it (imported there by name)
     (LocalFiles, "begin"),
     (mmap_put, "to_device"),
