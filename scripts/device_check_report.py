@@ -194,13 +194,14 @@ def main(argv: list[str]) -> int:
     from bench.records.results import read_results
 
     out, files = Path(argv[0]), argv[1:]
-    summary = [s for f in files for s in json_summary(read_results(Path(f)))]
+    results = [read_results(Path(f)) for f in files]
+    summary = [s for r in results for s in json_summary(r)]
     head = [
         "| shapes | model | strategy | status | host peak - baseline | device peak (x model) "
         "| GB/s | wall s | x ceiling | x device ceiling | staging |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    answers = [a for f in files for a in _answers(json_decisions(read_results(Path(f))))]
+    answers = _answers([d for r in results for d in json_decisions(r)])
     text = "\n".join([*head, *map(_row, summary), "", *_verdicts(summary), "", *answers])
     out.write_text(text, encoding="utf-8")
     print(text)

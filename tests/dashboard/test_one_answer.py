@@ -128,4 +128,7 @@ def test_the_device_checks_summary_says_the_judges_sentence(folders, tmp_path, c
         assert decisions and all(d["model"] == "spec" for d in decisions), decisions
         for d in decisions:
             assert f"- gpt2 (spec): {d['sentence']}" in text.splitlines(), (name, text)
+    both = tmp_path / "both.md"  # one results file per shape set, as the device check gives them
+    assert report.main([str(both), str(folders["ties"]), str(folders["peer-wins"])]) == 0
+    assert both.read_text(encoding="utf-8").count("## The bench's answer per table") == 1
     capsys.readouterr()
