@@ -74,6 +74,7 @@ from loader.pipeline.ring_job import (
     RingJob,
     model_bytes_per_device,
     programs_before_tail,
+    waits_for_program,
     warm_programs,
 )
 from loader.pipeline.sizing import Sizing
@@ -214,7 +215,7 @@ class Pipeline:
                 return
             try:
                 was_assembling = assembling
-                assembling = any(part.job.needs_programs for part in batch)
+                assembling = any(waits_for_program(part.work) for part in batch)
                 if was_assembling and not assembling:  # the plain tail (`programs_before_tail`):
                     # the assembled chunks land first (folded after the tail's first batch, as
                     # usual); a tail overlapping them raised llama3-8b's host peak on a TPU v5e
