@@ -237,9 +237,10 @@ class LoadReport:
             devices (once per shape; none for leaves sent whole: `loader.pipeline.programs`).
         device_received_bytes / device_expected_bytes: per device (its `str`), bytes transferred
             to it and the bytes of its regions of the model (a staged load).
-        device_resent_bytes: per device, the bytes of `device_received_bytes` sent twice by
-            design: the rows where a leaf's last chunk overlaps the one before it (chunks of one
-            shape need one assembling program, `loader.pipeline.ring_chunks.even_chunks`).
+        device_resent_bytes: per device, the bytes of `device_received_bytes` beyond its regions
+            by design: the rows where a leaf's last chunk overlaps the one before it (chunks of
+            one shape need one assembling program, `loader.pipeline.ring_chunks.even_chunks`),
+            and the assembling updates' offsets (int32 scalars, `loader.pipeline.programs`).
         remote: a remote load's requests, bytes and concurrency (`loader.remote`); else None.
         share_bytes: a `sharded` or `sharded-dir` load: the bytes of this process's distinct
             index ranges, which it read (its share of the checkpoint); in `bytes` mode

@@ -8,8 +8,9 @@ leaf that a port transposes arrives transposed where it was sent as a strided vi
 through a ring slot is transposed on the device, by one program for a whole shard or by its
 update. The programs are `loader.pipeline.programs.DevicePrograms`', compiled ahead, once per
 shape (`ask_programs`). `fold` moves the
-transfers that have completed into the shard; the token it returns is ready once the update has
-run, so the ring reuses a slot a device array borrows (the CPU backend) only after that.
+transfers that have completed into the shard (where the device has room, not yet those whose
+programs are still compiling); the token it returns is ready once the update has run, so the ring
+reuses a slot a device array borrows (the CPU backend) only after that.
 
 A device that runs out of memory mid-load raises one error naming the tensor, the device and its
 free memory (`oom_error`, `DeviceOutOfMemoryError`; the bench records it as an `oom` row of kind
@@ -22,7 +23,6 @@ import math
 from typing import Any
 
 import jax
-import numpy as np
 
 from loader.errors import DeviceOutOfMemoryError
 from loader.pipeline.programs import DevicePrograms
@@ -31,34 +31,68 @@ from loader.pipeline.ring_chunks import DevicePiece
 
 
 def fold(
-    piece: DevicePiece, where: str, programs: DevicePrograms, *, ready_only: bool
+    piece: DevicePiece,
+    where: str,
+    programs: DevicePrograms,
+    *,
+    ready_only: bool,
+    defer_bytes: int = 0,
 ) -> object | None:
     """Move transferred chunks into the piece's device array (lock held); the token of the last
-    update made (ready once it, and every update before it on that buffer, has run)."""
+    update made (ready once it, and every update before it on that buffer, has run).
+
+    With `ready_only`, only the chunks whose transfers have completed; and of a shard of at most
+    `defer_bytes` (`RingSender.defer_bytes`: what its device can hold beside the whole model and
+    the chunks in flight), only those whose programs have compiled: the others stay pending, on
+    the device, for a later fold, so the thread that sends goes on meanwhile rather than waiting
+    for the compiler (on a TPU v5e host llama3-8b's first assembled chunks land before their
+    programs have compiled; docs/results.md, "Tenth session"). A larger shard waits for them:
+    folded only once every other part of the model is on the device, its buffer and its chunks
+    together could pass the device's memory.
+    """
+    defer = ready_only and 0 < shard_bytes(piece) <= defer_bytes
     keep, token = [], None
-    for handle, region, on_host in piece.pending:
+    for entry in piece.pending:
+        handle, region, on_host = entry
         if ready_only and not _is_ready(handle):
-            keep.append((handle, region, on_host))
+            keep.append(entry)
             continue
-        array = _as_array(handle)
         target, perm = piece.placement(region, on_host=on_host)
         if target == piece.region:  # the whole shard in one chunk
+            array = _as_array(handle)
             if perm:
                 shape = region_shape(region)
                 transpose = programs.transpose(shape, piece.dtype, piece.device, perm)
+                if defer and not transpose.done():
+                    keep.append(entry)
+                    continue
                 array = transpose.result()(array)
             piece.array = array
             continue
+        arriving = piece.arriving_shape(region, on_host=on_host)
+        shard = region_shape(piece.region)
+        update = programs.update(shard, arriving, piece.dtype, piece.device, perm)
+        if defer and not (update.done() and _has_buffer(piece, programs)):
+            keep.append(entry)
+            continue
         if piece.array is None:
             allocate(piece, where, programs)
-        arriving = piece.arriving_shape(region, on_host=on_host)
-        update = programs.update(
-            region_shape(piece.region), arriving, piece.dtype, piece.device, perm
-        )
-        starts = tuple(np.int32(r.start - p.start) for r, p in zip(target, piece.region))
-        piece.array, token = run_update(update.result(), piece.array, array, starts)
+        starts = programs.offsets(_starts(target, piece.region), piece.device)
+        piece.array, token = run_update(update.result(), piece.array, _as_array(handle), starts)
     piece.pending = keep
     return token
+
+
+def _starts(target: Region, shard: Region) -> tuple[int, ...]:
+    """Where a chunk's leaf region `target` starts in its `shard`."""
+    return tuple(int(t.start - s.start) for t, s in zip(target, shard))
+
+
+def _has_buffer(piece: DevicePiece, programs: DevicePrograms) -> bool:
+    """Whether the piece has its buffer, or the program that makes it has compiled."""
+    if piece.array is not None:
+        return True
+    return programs.allocation(region_shape(piece.region), piece.dtype, piece.device).done()
 
 
 def run_update(program: Any, buffer: Any, chunk: Any, starts: tuple[Any, ...]) -> tuple[Any, Any]:
@@ -74,7 +108,7 @@ def ask_programs(
     """Start compiling, in the background, what assembling the piece from `chunks` needs: none
     for a shard sent whole (transposed by its transfer where `on_host`), a transpose for a whole
     shard transposed on the device, else its allocation and one update per chunk shape (one,
-    from `even_chunks`). Whether it needs any."""
+    from `even_chunks`), with the chunks' offsets put on the device. Whether it needs any."""
     if not chunks:
         return False
     shard = region_shape(piece.region)
@@ -88,6 +122,9 @@ def ask_programs(
         _, perm = piece.placement(region, on_host=on_host)
         arriving = piece.arriving_shape(region, on_host=on_host)
         programs.update(shard, arriving, piece.dtype, piece.device, perm)
+    # their offsets go to the device now, before the chunks do
+    targets = [piece.placement(region, on_host=on_host)[0] for region in chunks]
+    programs.put_offsets([_starts(target, piece.region) for target in targets], piece.device)
     return True
 
 
@@ -100,11 +137,12 @@ def allocate(piece: DevicePiece, where: str, programs: DevicePrograms) -> None:
         ).result()()
     except Exception as exc:
         if is_out_of_memory(exc):
-            raise oom_error(where, piece.device, _nbytes(piece)) from exc
+            raise oom_error(where, piece.device, shard_bytes(piece)) from exc
         raise
 
 
-def _nbytes(piece: DevicePiece) -> int:
+def shard_bytes(piece: DevicePiece) -> int:
+    """The bytes of the piece's shard on its device."""
     return math.prod(region_shape(piece.region)) * piece.dtype.itemsize
 
 

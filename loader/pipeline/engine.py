@@ -333,7 +333,8 @@ class Pipeline:
         if source.in_file_order:  # the runs between the large tensors, not before them
             work = by_offset(work, source)
         # twice the budget: the chunks in flight, and as many landed since the last fold
-        return programs_before_tail(work, 2 * sizing.budget_bytes)
+        defer_bytes = self._sender.defer_bytes if self._sender is not None else 0
+        return programs_before_tail(work, 2 * sizing.budget_bytes, defer_bytes)
 
     def _job(self, step: Step) -> Job[Any]:
         """The job of one step, by the way its leaf travels; reusing (or reading from) its

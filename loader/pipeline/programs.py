@@ -9,6 +9,10 @@ ahead of time: `DevicePrograms` compiles on a few background threads as soon as 
 while the readers already move leaves that need no program, so a compile (about 0.1 to 0.6 s on a
 TPU, each) overlaps the transfers instead of standing before them. `compiled` counts the programs
 a load compiled (`LoadReport.device_programs`); a test holds it to the shapes that need one.
+
+An update's start offsets are device scalars, put once per load and offset (`offsets`), when the
+programs are asked for: a NumPy scalar is a host transfer at every call, and on a TPU v5e host a
+call with NumPy offsets waited behind the chunks in flight (docs/results.md, "Tenth session").
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ def _update(shard: Shape, chunk: Shape, dtype: np.dtype, device: object, perm: S
         placed = jax.numpy.transpose(part, perm) if perm else part
         return jax.lax.dynamic_update_slice(buffer, placed, starts), token
 
-    index = jax.ShapeDtypeStruct((), np.int32)
+    index = jax.ShapeDtypeStruct((), np.int32, sharding=SingleDeviceSharding(device))
     starts = tuple(index for _ in shard)
     specs = (_spec(shard, dtype, device), _spec(chunk, dtype, device), starts)
     return jax.jit(update, donate_argnums=0).lower(*specs).compile()
@@ -97,6 +101,9 @@ class DevicePrograms:
     def __init__(self, threads: int = COMPILE_THREADS) -> None:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="loader-compile")
         self.compiled = 0  # programs this load compiled (not found compiled already)
+        self._offsets: dict[tuple[Shape, str], tuple[Any, ...]] = {}
+        self.offset_bytes: dict[str, int] = {}  # per device: the offsets put there, in bytes
+        self._offsets_lock = threading.Lock()
 
     def _get(self, key: tuple[object, ...], make: Callable[[], Any]) -> Future[Any]:
         with _COMPILED_LOCK:
@@ -130,5 +137,36 @@ class DevicePrograms:
         key = ("transpose", shape, dtype.str, str(device), perm)
         return self._get(key, lambda: _transpose(shape, dtype, device, perm))
 
+    def offsets(self, starts: Shape, device: object) -> tuple[Any, ...]:
+        """`starts` (an update's offsets into its shard) as int32 scalars on `device`: put there
+        the first time this load asks (`put_offsets`), the same arrays after."""
+        key = (starts, str(device))
+        with self._offsets_lock:
+            known = self._offsets.get(key)
+        if known is None:
+            self.put_offsets([starts], device)
+            with self._offsets_lock:
+                known = self._offsets[key]
+        return known
+
+    def put_offsets(self, all_starts: list[Shape], device: object) -> None:
+        """Put on `device` the offsets of `all_starts` it lacks, with one `jax.device_put` (each
+        call is a few milliseconds on a TPU host, so a leaf's chunks go together)."""
+        with self._offsets_lock:
+            known = self._offsets
+            new = list(dict.fromkeys(s for s in all_starts if (s, str(device)) not in known))
+        if not new:
+            return
+        scalars = [np.int32(start) for starts in new for start in starts]
+        arrays = iter(jax.device_put(scalars, device))
+        with self._offsets_lock:
+            for starts in new:
+                put = tuple(next(arrays) for _ in starts)
+                self._offsets.setdefault((starts, str(device)), put)
+            nbytes = len(scalars) * np.dtype(np.int32).itemsize
+            self.offset_bytes[str(device)] = self.offset_bytes.get(str(device), 0) + nbytes
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._offsets_lock:
+            self._offsets.clear()

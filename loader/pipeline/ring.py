@@ -227,6 +227,11 @@ class RingSender:
         self.transfer: Transfer = transfer or pageable_transfer
         self.flight = MappedFlight(budget)
         self.programs = DevicePrograms()
+        #: a shard of at most this many bytes may leave its chunks pending on its device while
+        #: the programs that assemble it compile (`device_shards.fold`): what `fit` finds the
+        #: device holds beside the model and the chunks in flight; 0 where it does not say, or
+        #: its arrays borrow host memory
+        self.defer_bytes = 0
         self.received_bytes: dict[str, int] = {}
         self.expected_bytes: dict[str, int] = {}
         self.resent_bytes: dict[str, int] = {}
@@ -253,7 +258,8 @@ class RingSender:
         """Before a byte is read: check that each device has the memory for its share of the model
         (`need`, bytes per device), raising one `DeviceOutOfMemoryError` naming both figures where
         not; and keep what is in flight on a device within half of what the model leaves free
-        there (mapped chunks smaller, and fewer at once, where that is little)."""
+        there (mapped chunks smaller, and fewer at once, where that is little); the other half
+        is what a shard may hold of it beside its own chunks, folded late (`defer_bytes`)."""
         headroom = None
         for device, nbytes in need.items():
             free = device_shards.free_bytes(device)
@@ -266,6 +272,9 @@ class RingSender:
             cap = max(PAGE, headroom // 2)
             self.chunk_bytes = min(self.chunk_bytes, max(PAGE, cap // 4 // PAGE * PAGE))
             self.flight.device_cap = cap
+            # (on the CPU backend a chunk may borrow a ring slot, reused once it is folded)
+            if not any(host_memory(device) for device in need):
+                self.defer_bytes = max(0, headroom - cap)
 
     def count(self, table: dict[str, int], device: object, nbytes: int) -> None:
         with self._lock:
@@ -320,9 +329,10 @@ class RingSender:
         """Say in the load's report how it staged and what each device received."""
         report.staging_memory = PAGEABLE if self._ring is not None else MAPPED
         report.staging_slots = self._ring.high_water_slots if self._ring is not None else 0
-        report.device_received_bytes = dict(self.received_bytes)
+        offsets = self.programs.offset_bytes  # sent beside the chunks, by design too
+        report.device_received_bytes = _added(self.received_bytes, offsets)
         report.device_expected_bytes = dict(self.expected_bytes)
-        report.device_resent_bytes = dict(self.resent_bytes)
+        report.device_resent_bytes = _added(self.resent_bytes, offsets)
         report.device_programs = self.programs.compiled
 
     def drain(self) -> None:
@@ -331,6 +341,11 @@ class RingSender:
             self._ring.drain()
         self.flight.drain()
         self.programs.close()
+
+
+def _added(first: dict[str, int], second: dict[str, int]) -> dict[str, int]:
+    """Bytes per device of both."""
+    return {d: first.get(d, 0) + second.get(d, 0) for d in {**first, **second}}
 
 
 class MappedFlight:

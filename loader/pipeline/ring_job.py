@@ -276,9 +276,16 @@ class RingJob:
             self.transposed_by.add("transfer" if on_host else "device")
         with piece.lock:
             piece.pending.append((handle, part.region, on_host))
-            token = device_shards.fold(piece, self.where, self.sender.programs, ready_only=True)
+            token = self._fold(piece)
             folded = all(h is not handle for h, _, _ in piece.pending)
         return token, folded
+
+    def _fold(self, piece: DevicePiece) -> object | None:
+        """Fold what has arrived of the piece and may be folded now (`device_shards.fold`)."""
+        sender = self.sender
+        return device_shards.fold(
+            piece, self.where, sender.programs, ready_only=True, defer_bytes=sender.defer_bytes
+        )
 
     def fold_arrived(self) -> bool:
         """Fold every chunk whose transfer has completed into its shard (so a chunk does not stay
@@ -287,7 +294,7 @@ class RingJob:
         for piece in self.pieces:
             with piece.lock:
                 if piece.pending:
-                    device_shards.fold(piece, self.where, self.sender.programs, ready_only=True)
+                    self._fold(piece)
                     left = left or bool(piece.pending)
         return not left
 
@@ -333,7 +340,7 @@ def waits_for_program(work: Work) -> bool:
     return any(isinstance(job, RingJob) and job.needs_programs for job in work.jobs)
 
 
-def programs_before_tail(work: list[Work], tail_bytes: int) -> list[Work]:
+def programs_before_tail(work: list[Work], tail_bytes: int, defer_bytes: int = 0) -> list[Work]:
     """The queue with the parts that wait for a device program after the others (read while
     their programs compile), but before the last `tail_bytes` or more of the others.
 
@@ -345,17 +352,34 @@ def programs_before_tail(work: list[Work], tail_bytes: int) -> list[Work]:
     chunks travel while the device still lacks at least that much of the model (there: 1.000x,
     in the same time; docs/results.md, "Ninth session"). The parts keep their order within each
     group, and the parts of jobs that hold budgeted bytes stay first, as
-    `loader.pipeline.order.part_order` put them (so a wait for budget always ends).
+    `loader.pipeline.order.part_order` put them (so a wait for budget always ends). Of the parts
+    that wait for a program, those of shards larger than `defer_bytes` go last: such a shard is
+    folded as its chunks land, compiled or not (`device_shards.fold`), and the smaller ones before
+    it give its programs time to compile.
     """
     holding = [w for w in work if any(job.holds_budget for job in w.jobs)]
     rest = [w for w in work if not any(job.holds_budget for job in w.jobs)]
     plain = [w for w in rest if not waits_for_program(w)]
     assembled = [w for w in rest if waits_for_program(w)]
+    assembled.sort(key=lambda w: shard_bytes(w) > defer_bytes)  # stable: in order within each
     cut, tail = len(plain), 0
     while cut > 0 and tail < tail_bytes:
         cut -= 1
         tail += device_bytes(plain[cut])
     return [*holding, *plain[:cut], *assembled, *plain[cut:]]
+
+
+def shard_bytes(work: Work) -> int:
+    """The bytes of the largest device shard of a queued part's leaves."""
+    return max(
+        (
+            device_shards.shard_bytes(piece)
+            for job in work.jobs
+            if isinstance(job, RingJob)
+            for piece in job.pieces
+        ),
+        default=0,
+    )
 
 
 def device_bytes(work: Work) -> int:

@@ -7,7 +7,9 @@
   (`loader.pipeline.programs`), counted by jax's own compile events;
 - the device-fit check runs before any byte is read, and names both figures;
 - the chunks of leaves assembled on the device travel before a tail of plain chunks, and land
-  before it (the device's peak stays at the model, the host's where it was).
+  before it (the device's peak stays at the model, the host's where it was);
+- a chunk whose programs are still compiling waits on its device, where the device has room for
+  its shard beside it, while the sender goes on; an update's offsets are device arrays, put once.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 import threading
 import types
+from concurrent.futures import Future
 
 import jax
 import numpy as np
@@ -26,7 +29,8 @@ import loader
 import shapes
 from loader.errors import DeviceOutOfMemoryError
 from loader.pipeline import device_shards, engine, file_pages, mapped_send, programs, ring, ring_job
-from loader.pipeline.ring_chunks import contiguous_bytes, even_chunks
+from loader.pipeline.regions import full_region
+from loader.pipeline.ring_chunks import DevicePiece, contiguous_bytes, even_chunks
 from loader.pipeline.sources import local
 from loader.placement.leaves import iter_variables
 
@@ -170,15 +174,17 @@ def test_the_programs_a_load_compiles_are_asked_for_before_the_build_ends(
 
 def test_the_rows_a_last_chunk_sends_again_are_reported(tmp_path, poison):
     """Chunks of one shape: 1001 rows of 256 bytes in 56 KiB chunks go as five of 201 rows, the
-    last overlapping the one before by four rows, which the device receives twice."""
+    last overlapping the one before by four rows, which the device receives twice; beside them,
+    the five chunks' offsets into the shard (two int32 each), put once."""
     spec = spec_of(("a.weight", "F32", (1001, 64)))
     path = shapes.synthesize(spec, tmp_path)
     model, report = load(spec, path, poison)
     verify(model, path)
     device = str(jax.devices()[0])
-    assert report.device_resent_bytes == {device: 4 * 64 * 4}
+    beyond = 4 * 64 * 4 + 5 * 2 * 4
+    assert report.device_resent_bytes == {device: beyond}
     received, expected = report.device_received_bytes, report.device_expected_bytes
-    assert received[device] == expected[device] + 4 * 64 * 4
+    assert received[device] == expected[device] + beyond
 
 
 def test_an_assembled_shard_compiles_once_per_shape(tmp_path, poison, fresh_programs):
@@ -615,6 +621,136 @@ def test_programs_before_tail_keeps_each_group_in_order():
         assert names(5) == ["h0", "p0", "p1", "a0", "a1", "p2", "p3"]  # 2 + 3 bytes last
         # a part holding budget stays first whatever the tail (a wait for budget must end)
         assert names(100) == ["h0", "a0", "a1", "p0", "p1", "p2", "p3"]
+
+
+def test_shards_too_large_to_fold_late_go_last_among_the_assembled():
+    """A shard larger than `defer_bytes` is folded as its chunks land, compiled or not: its
+    parts go after the other assembled ones (in order within each), giving its programs time."""
+
+    def part(name: str, shard: int) -> object:
+        job = types.SimpleNamespace(holds_budget=False)
+        return types.SimpleNamespace(name=name, shard=shard, jobs=(job,))
+
+    work = [part("big0", 9), part("a0", 4), part("big1", 9), part("a1", 4), part("p0", 0)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ring_job, "waits_for_program", lambda w: w.shard > 0)
+        mp.setattr(ring_job, "device_bytes", lambda w: 1)
+        mp.setattr(ring_job, "shard_bytes", lambda w: w.shard)
+        names = lambda defer: [  # noqa: E731
+            w.name for w in ring_job.programs_before_tail(work, 0, defer)
+        ]
+        assert names(4) == ["p0", "a0", "a1", "big0", "big1"]
+        assert names(0) == ["p0", "big0", "a0", "big1", "a1"]  # none folds late: as queued
+        assert names(9) == ["p0", "big0", "a0", "big1", "a1"]
+
+
+class LaterPrograms:
+    """`DevicePrograms` whose compiles end when the test says (`compile_all`)."""
+
+    def __init__(self) -> None:
+        self.real = programs.DevicePrograms()
+        self.futures: dict[tuple[object, ...], tuple[Future, Future]] = {}
+
+    def _later(self, key: tuple[object, ...], real: Future) -> Future:
+        later, _ = self.futures.setdefault(key, (Future(), real))
+        return later
+
+    def allocation(self, *args):
+        return self._later(("allocation", *map(str, args)), self.real.allocation(*args))
+
+    def update(self, *args):
+        return self._later(("update", *map(str, args)), self.real.update(*args))
+
+    def offsets(self, starts, device):
+        return self.real.offsets(starts, device)
+
+    def compile_all(self) -> None:
+        for later, real in self.futures.values():
+            if not later.done():
+                later.set_result(real.result())
+
+
+def test_a_chunk_waits_on_its_device_for_its_programs_only_where_its_shard_fits_beside_it(
+    fresh_programs,
+):
+    """`fold` leaves an arrived chunk pending while its programs compile where the device has
+    room for the shard beside it (`defer_bytes`), and waits for them where it has not; either way
+    the shard ends bit-exact."""
+    device = jax.devices()[0]
+    values = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    piece = DevicePiece(device, full_region((8, 4)), np.dtype(np.float32))
+    shard = values.nbytes
+    later = LaterPrograms()
+    top, bottom = full_region((4, 4)), (slice(4, 8), slice(0, 4))
+    piece.pending.append((jax.device_put(values[:4], device), top, False))
+    unblock = threading.Timer(5, later.compile_all)  # a fold that waits fails, after 5 s
+    unblock.start()
+    assert device_shards.fold(piece, "w", later, ready_only=True, defer_bytes=shard) is None
+    unblock.cancel()
+    assert len(piece.pending) == 1 and piece.array is None  # left on the device, not waited for
+
+    piece.pending.append((jax.device_put(values[4:], device), bottom, False))
+    threading.Timer(0.2, later.compile_all).start()
+    token = device_shards.fold(piece, "w", later, ready_only=True, defer_bytes=shard - 1)
+    assert token is not None and piece.pending == []  # too large to wait: folded once compiled
+    np.testing.assert_array_equal(np.asarray(piece.array), values)
+    later.real.close()
+
+
+def test_the_sender_goes_on_while_the_programs_of_assembled_chunks_compile(
+    tmp_path, poison, monkeypatch, fresh_programs
+):
+    """Where its device has room (`RingSender.defer_bytes`), an assembled chunk whose programs
+    have not compiled waits there and the sender sends on: here the allocations compile only
+    once the plain tail's first batch is sent (a sender that waited for them would never send it,
+    and they would compile at the timeout instead). On a TPU v5e host llama3-8b's sender waited
+    0.4 s for its first allocation's compile."""
+    path = shapes.synthesize(ASSEMBLED_AND_PLAIN, tmp_path)
+    real_fit, real_send = ring.RingSender.fit, mapped_send.send_batch
+    real_allocation = programs._allocation
+    tail_sent, compiled_after_tail = threading.Event(), []
+
+    def fit(self, need):
+        real_fit(self, need)
+        self.defer_bytes = 1 << 30  # a device with room for any of these shards beside them
+
+    def send_batch(batch, sender):
+        seconds = real_send(batch, sender)
+        if not any(p.job.needs_programs for p in batch) and sent_assembled:
+            tail_sent.set()
+        sent_assembled.extend(p for p in batch if p.job.needs_programs)
+        return seconds
+
+    def allocation(*args):
+        compiled_after_tail.append(tail_sent.wait(timeout=10))
+        return real_allocation(*args)
+
+    sent_assembled: list[object] = []
+    monkeypatch.setattr(ring.RingSender, "fit", fit)
+    monkeypatch.setattr(engine, "send_batch", send_batch)
+    monkeypatch.setattr(programs, "_allocation", allocation)
+    model, report = load(ASSEMBLED_AND_PLAIN, path, poison)
+    verify(model, path)
+    assert report.device_programs == 4 and sent_assembled
+    assert compiled_after_tail and all(compiled_after_tail), compiled_after_tail
+
+
+def test_an_updates_offsets_are_device_arrays_put_once(tmp_path, poison, monkeypatch):
+    """A NumPy offset is a host transfer at every call (on a TPU host each update then waited
+    behind the chunks in flight): the offsets go to the device once per load and value."""
+    path = shapes.synthesize(OVERSIZE, tmp_path)
+    seen: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
+    real = device_shards.run_update
+
+    def run_update(program, buffer, chunk, starts):
+        assert all(isinstance(s, jax.Array) for s in starts), starts
+        seen.setdefault(tuple(int(s) for s in starts), set()).add(tuple(map(id, starts)))
+        return real(program, buffer, chunk, starts)
+
+    monkeypatch.setattr(device_shards, "run_update", run_update)
+    model, _ = load(OVERSIZE, path, poison)
+    verify(model, path)
+    assert len(seen) > 2 and all(len(arrays) == 1 for arrays in seen.values()), seen
 
 
 def test_the_read_ahead_hint_is_given_before_programs_start_compiling(
