@@ -31,7 +31,7 @@ from one_load import load_target  # this folder: the same targets, built the sam
 
 import loader
 import loader.sequence
-from loader.pipeline import device_shards, engine, file_pages, ring, ring_job
+from loader.pipeline import device_shards, engine, file_pages, programs, ring, ring_job
 from loader.pipeline.sources.local import LocalFiles
 from loader.strategies import mmap_put
 
@@ -58,6 +58,7 @@ COUNTED: tuple[tuple[Any, str], ...] = (
     (device_shards, "fold"),
     (device_shards, "run_update"),  # a fold's program calls: updates, and allocations below
     (device_shards, "allocate"),
+    (programs.DevicePrograms, "put_offsets"),  # the updates' offsets, put when programs are asked
     (engine, "warm_programs"),  # where the engine calls it (imported there by name)
     (LocalFiles, "begin"),
     (mmap_put, "to_device"),
