@@ -319,7 +319,9 @@ def test_retry_after_is_honoured(proxied, checkpoints, poison):
 )
 def test_what_a_retry_cannot_fix_fails_at_once(proxied, kind, said):
     proxy, url = proxied
-    proxy.fault = Fault(kind, nth=3)
+    # the first tensor range after the header: the third range GET was the last of three, and a
+    # load that read its tensors in fewer requests made no third (once in CI: no error raised)
+    proxy.fault = Fault(kind, nth=2)
     with pytest.raises(RemoteError) as e:
         loader.load_model(shapes.model_builder(FILE_SPEC), url, concurrency=1)
     message = one_line(e.value, url)
