@@ -1,7 +1,9 @@
 """The summary's device columns: the device allocator's peak beside the host's, the flag of a
 device that received more than its shards (`bench.child.traffic`: a transient full copy), the
-headroom the peak left on the device (its `bytes_limit` minus the peak), and the flag of a peak
-above the model by more than the load's budget (`bench.run.rows.device_memory_fields`)."""
+headroom the peak left on the device (its `bytes_limit` minus the peak), the flag of a peak
+above the model by more than the load's budget (`bench.run.rows.device_memory_fields`), and the
+part of a host peak that is the compiler's first use in the process, where the load compiled
+device programs (`first_compile_lines`)."""
 
 from __future__ import annotations
 
@@ -26,14 +28,14 @@ def device_columns(phases: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         device_peak_bytes=pd.to_numeric(ok["device_peak_bytes"]),
         device_overreceived=over,
         staging_memory=ok["staging_memory"] if "staging_memory" in ok else None,
-        **{k: _numbers(ok, k) for k in MEMORY_FIGURES},
+        **{k: _numbers(ok, k) for k in MEMORY_FIGURES + COMPILE_FIGURES},
         device_over_budget=_flags(ok, "device_over_budget"),
     )
     return frame.groupby(keys, sort=False, dropna=False).agg(
         device_peak_bytes=("device_peak_bytes", "median"),
         device_overreceived=("device_overreceived", "any"),
         staging_memory=("staging_memory", "first"),
-        **{k: (k, "median") for k in MEMORY_FIGURES},
+        **{k: (k, "median") for k in MEMORY_FIGURES + COMPILE_FIGURES},
         device_over_budget=("device_over_budget", "any"),
     )
 
@@ -45,6 +47,10 @@ MEMORY_FIGURES = (
     "device_model_bytes",
     "device_over_model_bytes",
 )
+
+#: what a row compiled on its device (`device_programs`) and the probe's host bytes of the
+#: compiler's first use in a process (`first_compile_host_bytes`), for `first_compile_lines`
+COMPILE_FIGURES = ("device_programs", "first_compile_host_bytes")
 
 
 def _numbers(rows: pd.DataFrame, key: str) -> pd.Series:
@@ -98,6 +104,27 @@ def over_budget_lines(rows: pd.DataFrame, size: Callable[[float], str] = format_
         lines.append(
             f"{row['strategy']}: device peak {size(peak)} is {size(over)} above "
             f"the model's {size(model)} on the device, beyond {bound}"
+        )
+    return lines
+
+
+def first_compile_lines(
+    rows: pd.DataFrame, size: Callable[[float], str] = format_bytes
+) -> list[str]:
+    """One line per strategy whose load compiled device programs on a machine whose probe
+    measured the compiler's first use: that much of its host peak is the compiler's, not the
+    load's bytes (paid once a process; a process that compiled before the load has paid it)."""
+    if "first_compile_host_bytes" not in rows or "device_programs" not in rows:
+        return []
+    lines = []
+    for _, row in rows.iterrows():
+        grew, programs = _number(row, "first_compile_host_bytes"), _number(row, "device_programs")
+        if grew is None or not programs:
+            continue
+        lines.append(
+            f"{row['strategy']}: compiled {int(programs)} device programs; its host peak holds "
+            f"the compiler's first use in the process, {size(grew)} on this machine (the probe's "
+            "first program)"
         )
     return lines
 

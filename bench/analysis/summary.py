@@ -28,6 +28,7 @@ from bench.analysis.device_summary import (
     device_columns,
     device_headroom,
     device_peak,
+    first_compile_lines,
     over_budget_lines,
 )
 from bench.analysis.judge import Decision, TargetHost, host_ram, judge, loaded
@@ -598,7 +599,7 @@ def _block(group: pd.DataFrame, answer: Decision, shares: dict[Any, list[str]]) 
         lines.append("bytes per process, against its share (its own ranges) + headers:")
     note = cold_spread_note(group)
     lines += said_shares + ready_lines(ordered) + ([note] if note else [])
-    lines += over_budget_lines(ordered, gib)
+    lines += over_budget_lines(ordered, gib) + first_compile_lines(ordered, gib)
     lines += unstable_lines(ordered)
     return "\n".join([*lines, sentence(answer)])
 

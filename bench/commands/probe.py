@@ -87,8 +87,8 @@ def _prefault_line(r: ProbeRecord) -> list[str]:
 
 
 def _h2d_lines(r: ProbeRecord) -> list[str]:
-    """Host -> device rates by piece size, one line per in-flight mode, the best, the pinned
-    route."""
+    """Host -> device rates by piece size, one line per in-flight mode, the best, the
+    compiler's first use, the pinned route."""
     if not r.h2d:
         return []
     out = []
@@ -104,6 +104,12 @@ def _h2d_lines(r: ProbeRecord) -> list[str]:
         out.append(
             f"    best         {_rate(r.h2d_best_bytes_per_s)} "
             f"({format_bytes(r.h2d_best_piece_bytes)} pieces, {how})"
+        )
+    if r.first_compile_s is not None:
+        grew = r.first_compile_host_bytes
+        out.append(
+            f"    compiler     first program {r.first_compile_s:.2f} s, host "
+            f"+{format_bytes(grew) if grew is not None else '–'} (once a process, kept)"
         )
     if r.h2d_pinned_fill_bytes_per_s is not None:
         route = r.h2d_pinned_route or "refused (see the note)"

@@ -18,6 +18,13 @@ v5e host it runs at about 1 GB/s, so it is no route for a loader), then `pinned_
 tried the ways jax may accept (a sharding of memory kind "device", the device itself, its default
 sharding); the first that works gives `h2d_pinned_bytes_per_s` and `h2d_pinned_route`, else
 `h2d_pinned_reason` says why each failed ("Memory kind mismatch ..."): never an exception.
+
+And the compiler's first use (`first_compile_s`, `first_compile_host_bytes`): one tiny program
+compiled before anything else, its seconds and the host memory the process grew by. A load that
+compiles device programs (`LoadReport.device_programs`: shards assembled or transposed on the
+device) pays that first use in its process, once, and keeps the memory: on a TPU v5e host about
+0.5 s and 0.2 GiB, a part of such a row's host peak that no budget bounds (docs/results.md,
+"Eleventh session"). It is measured first, so that nothing compiled earlier hides it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import psutil
 
 NONE = "none"
 PIECES = (4 << 20, 16 << 20, 64 << 20, 256 << 20)
@@ -55,6 +63,8 @@ class AcceleratorFacts:
     h2d_pinned_fill_bytes_per_s: float | None = None
     h2d_pinned_route: str | None = None
     h2d_pinned_reason: str | None = None
+    first_compile_s: float | None = None
+    first_compile_host_bytes: int | None = None
     note: str = ""
 
 
@@ -169,7 +179,9 @@ def pinned_route(
 
 
 def facts_for(jax: Any, device: Any, count: int, nbytes: int, repeats: int) -> AcceleratorFacts:
-    """The accelerator facts of `device` (one of `count`), its transfers measured."""
+    """The accelerator facts of `device` (one of `count`), its compiler's first use and its
+    transfers measured."""
+    compile_s, compile_bytes = first_compile(jax)
     stats = device.memory_stats() or {}
     host = np.ones(nbytes, np.uint8)
     pageable = _put_rate(lambda: jax.device_put(host, device), nbytes, repeats)
@@ -191,8 +203,21 @@ def facts_for(jax: Any, device: Any, count: int, nbytes: int, repeats: int) -> A
         h2d_pinned_fill_bytes_per_s=fill,
         h2d_pinned_route=route,
         h2d_pinned_reason=reason,
+        first_compile_s=compile_s,
+        first_compile_host_bytes=compile_bytes,
         note=note,
     )
+
+
+def first_compile(jax: Any) -> tuple[float, int]:
+    """Seconds to compile one tiny program (`x + 1` on 8 floats) on jax's default backend, and
+    the bytes this process's resident memory grew by meanwhile (0 where it did not): the
+    compiler's first use where nothing was compiled before in the process."""
+    before = psutil.Process().memory_info().rss
+    start = time.perf_counter()
+    jax.jit(lambda x: x + 1).lower(jax.ShapeDtypeStruct((8,), np.float32)).compile()
+    seconds = time.perf_counter() - start
+    return seconds, max(0, psutil.Process().memory_info().rss - before)
 
 
 def probe(nbytes: int = 256 << 20, repeats: int = 3) -> AcceleratorFacts:

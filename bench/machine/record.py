@@ -100,6 +100,11 @@ class ProbeRecord:
     h2d_pinned_fill_bytes_per_s: float | None = None
     h2d_pinned_route: str | None = None
     h2d_pinned_reason: str | None = None
+    # the compiler's first use in the probe's process, where jax sees an accelerator: seconds to
+    # compile one tiny program and the host bytes the process grew by (a load that compiles
+    # device programs pays it once, in its host peak); absent in older probes
+    first_compile_s: float | None = None
+    first_compile_host_bytes: int | None = None
     notes: list[str] = field(default_factory=list)
     probe_version: int = PROBE_VERSION
 

@@ -225,6 +225,9 @@ class PhaseRecord:
     device_read_s: float | None = None  # the checkpoint at the probe's read speed (reused buffers)
     device_transfer_s: float | None = None  # ... at its best host -> device rate of any piece size
     device_ceiling_ratio: float | None = None  # wall_s / device_ceiling_s
+    # the host bytes the probe's process grew by compiling its first program (bench/machine/
+    # accelerator.py): a row whose load compiled device programs holds as much in its host peak
+    first_compile_host_bytes: int | None = None
     # -- device memory against its limit and the model (bench/run/rows.py; None on CPU) --
     device_bytes_limit: int | None = None  # the device's memory (bytes_limit; the smallest device)
     device_headroom_bytes: int | None = None  # bytes_limit - the run's peak (the tightest device)

@@ -28,6 +28,9 @@ transfer limit (`device_transfer_s`: its bytes at the best host -> device rate o
 `ProbeRecord.h2d_best_bytes_per_s`): a load onto the device can overlap its reads and its
 transfers, never beat the slower of the two. `bench.run.rows.with_ratios` keeps it, with
 `device_ceiling_ratio` = wall_s / device_ceiling_s, on rows loaded onto an accelerator only.
+Beside it, the host memory of the compiler's first use in a process, as the probe measured it
+(`first_compile_host_bytes`): not a time limit but a host cost no budget bounds, which a row that
+compiled device programs carries in its host peak (the summary says so under its table).
 
 The probe's copy passes fault their fresh pages in with `MADV_POPULATE_WRITE`, or, where the
 kernel refuses it (gVisor, older kernels), by touching one byte per page; the probe records which
@@ -134,8 +137,10 @@ class Ceiling:
         `--disk-read-speed` is held against the cap where slower."""
         cap = self.config.disk_read_bytes_per_s if cache == COLD else None
         probe = self.probe(checkpoint_bytes)
-        return ceiling_fields(probe, checkpoint_bytes, cache, cap, resident) | (
-            device_ceiling_fields(probe, checkpoint_bytes, cache, cap, resident)
+        return (
+            ceiling_fields(probe, checkpoint_bytes, cache, cap, resident)
+            | device_ceiling_fields(probe, checkpoint_bytes, cache, cap, resident)
+            | first_compile_fields(probe)
         )
 
     def _take(self, disk: Path, size: int) -> ProbeRecord | None:
@@ -206,6 +211,14 @@ def device_read_rate(probe: ProbeRecord, cache: str, cap: int | None) -> float |
     if cache != COLD:
         return probe.warm_read_reused_bytes_per_s or probe.warm_copy_bytes_per_s
     return bandwidth(probe, cache, cap)
+
+
+def first_compile_fields(probe: ProbeRecord | None) -> dict:
+    """The row field `first_compile_host_bytes`: the host bytes the probe's process grew by
+    compiling its first program, where the probe saw an accelerator and measured it."""
+    if probe is None or probe.accelerator == NONE or probe.first_compile_host_bytes is None:
+        return {}
+    return {"first_compile_host_bytes": probe.first_compile_host_bytes}
 
 
 def device_ceiling_fields(

@@ -57,6 +57,7 @@ class RowContext:
     device_ceiling_s: float | None = None  # the device ceiling (bench.run.ceiling), its parts
     device_read_s: float | None = None
     device_transfer_s: float | None = None
+    first_compile_host_bytes: int | None = None  # the compiler's first use, per the probe
 
 
 #: the fields a result without measurements leaves empty
@@ -115,6 +116,7 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         device_ceiling_s=None if link is not None else ctx.device_ceiling_s,
         device_read_s=None if link is not None else ctx.device_read_s,
         device_transfer_s=None if link is not None else ctx.device_transfer_s,
+        first_compile_host_bytes=ctx.first_compile_host_bytes,
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
@@ -412,18 +414,31 @@ def _process_index(outcome: ChildOutcome, position: int) -> int:
     return backend.process_index if backend else position
 
 
+def _onto_accelerator_only(record: PhaseRecord) -> PhaseRecord:
+    """The row without the device ceiling and the probe's first-compile bytes unless it loaded
+    onto an accelerator: both hold only such a load (a failed row's backend: unknown)."""
+    if record.backend not in (None, CPU):
+        return record
+    return replace(
+        record,
+        device_ceiling_s=None,
+        device_read_s=None,
+        device_transfer_s=None,
+        first_compile_host_bytes=None,
+    )
+
+
 def with_ratios(record: Record) -> Record:
     """A phase row with `ceiling_ratio` = wall_s / ceiling_s and `paired_ratio` = wall_s /
     reference_s where it has both, and a remote
     load's `received_bytes_per_s` = bytes_received / wall_s (the summed row: every process's
     bytes over the slowest one's wall, the aggregate throughput); a read plan's `over_read` =
     planned_bytes / needed_bytes; `device_ceiling_ratio` = wall_s / device_ceiling_s on a row
-    loaded onto an accelerator (the device ceiling is dropped from rows on the CPU backend)."""
+    loaded onto an accelerator (the device ceiling, and the probe's `first_compile_host_bytes`,
+    are dropped from rows on the CPU backend)."""
     if not isinstance(record, PhaseRecord):
         return record
-    if record.backend in (None, CPU) and record.device_ceiling_s is not None:
-        # the device ceiling holds only a load onto an accelerator (a failed row: unknown)
-        record = replace(record, device_ceiling_s=None, device_read_s=None, device_transfer_s=None)
+    record = _onto_accelerator_only(record)
     if record.planned_bytes is not None and record.needed_bytes:
         record = replace(record, over_read=record.planned_bytes / record.needed_bytes)
     if not record.wall_s:

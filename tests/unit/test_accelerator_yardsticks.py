@@ -6,6 +6,10 @@ model."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 import types
 import uuid
 
@@ -16,6 +20,7 @@ import pytest
 from bench.analysis.summary import json_summary, tables
 from bench.child import phase_probe
 from bench.child.phase_probe import MemoryProbe, parse_status
+from bench.commands.probe import format_probe
 from bench.machine import accelerator, bandwidth, child
 from bench.machine.child import ProbePlan
 from bench.records.results import read_results
@@ -360,3 +365,71 @@ def test_a_reused_read_is_timed_at_its_faster_pass_where_threads_cost_more_than_
         WARM,
     )
     assert fresh.seconds_for(pass_bytes) == pytest.approx(2 / (1 / 0.037 + 1 / 0.031))
+
+
+# -- the compiler's first use --------------------------------------------------------------------
+
+
+def test_the_first_compile_in_a_process_is_timed_with_the_host_memory_it_keeps():
+    """In a fresh process (nothing compiled before): the first program takes time and grows the
+    resident memory; a second one, compiled after it, grows it by less (the first use is paid
+    once a process, which is what a row's host peak carries)."""
+    code = (
+        "import json, jax\n"
+        "from bench.machine import accelerator\n"
+        "print(json.dumps([accelerator.first_compile(jax), accelerator.first_compile(jax)]))\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (first_s, first_bytes), (_, second_bytes) = json.loads(done.stdout.splitlines()[-1])
+    assert first_s > 0 and first_bytes > 0
+    assert second_bytes < first_bytes
+
+
+def test_the_probe_prints_the_compilers_first_use():
+    tpu = hand_probe(
+        accelerator="tpu",
+        device_count=1,
+        device_kind="TPU v5 lite",
+        h2d={"1": {str(64 * MIB): 12 * GB}},
+        h2d_best_bytes_per_s=12 * GB,
+        h2d_best_piece_bytes=64 * MIB,
+        h2d_best_in_flight="1",
+        first_compile_s=0.53,
+        first_compile_host_bytes=207 * MIB,
+    )
+    text = format_probe(tpu)
+    assert "compiler     first program 0.53 s, host +207 MiB (once a process, kept)" in text
+    assert "compiler" not in format_probe(hand_probe())  # a CPU-only host: no such line
+
+
+def test_a_row_that_compiled_device_programs_says_its_host_peak_holds_the_compiler(tmp_path):
+    """The probe's first-compile bytes reach the rows of a run onto an accelerator (never a
+    CPU row), and the summary names the strategies whose loads compiled device programs."""
+    tpu = hand_probe(accelerator="tpu", first_compile_host_bytes=207 * MIB)
+    assert ceiling.first_compile_fields(tpu) == {"first_compile_host_bytes": 207 * MIB}
+    assert ceiling.first_compile_fields(hand_probe()) == {}  # a CPU-only host
+    ctx = _ctx(**ceiling.first_compile_fields(tpu))
+    lines = []
+    for strategy, programs in (("pipelined", 6), ("eager", None)):
+        outcome = _outcome("tpu", 2 * GIB, anon=None)
+        assert outcome.result is not None and outcome.result.measurement is not None
+        measured = dataclasses.replace(outcome.result.measurement, device_programs=programs)
+        outcome = ChildOutcome(
+            "ok", None, dataclasses.replace(outcome.result, measurement=measured)
+        )
+        records = result_records(dataclasses.replace(ctx, task=_ctx(strategy).task), [outcome])
+        lines += [to_json_line(r) for r in records if hasattr(r, "phase")]
+    path = tmp_path / "run.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    text = tables(read_results(path))
+    assert (
+        "pipelined: compiled 6 device programs; its host peak holds the compiler's first use in "
+        "the process, 0.20 GiB on this machine (the probe's first program)" in text
+    )
+    assert "eager: compiled" not in text
+    on_cpu = result_records(ctx, [_outcome("cpu", None, anon=GIB)])
+    assert all(getattr(r, "first_compile_host_bytes", None) is None for r in on_cpu)
