@@ -172,6 +172,19 @@ def test_the_programs_a_load_compiles_are_asked_for_before_the_build_ends(
         shapes.verify_tensor(path, name, leaves[key].T)
 
 
+def test_compiling_threads_leave_a_cpu_to_the_sender(monkeypatch):
+    """Up to four compiling threads, one fewer than the CPUs the load may use, at least one: on
+    two CPUs two compiling threads slowed a staged load's sender (docs/results.md)."""
+    cpus = (1, 1.5, 2, 3, 5, 13)
+    assert [programs.compile_threads(c) for c in cpus] == [1, 1, 1, 2, 4, 4]
+    monkeypatch.setattr(programs, "usable_cpus", lambda: 2.0)
+    made = programs.DevicePrograms()
+    try:
+        assert made.threads == 1
+    finally:
+        made.close()
+
+
 def test_the_rows_a_last_chunk_sends_again_are_reported(tmp_path, poison):
     """Chunks of one shape: 1001 rows of 256 bytes in 56 KiB chunks go as five of 201 rows, the
     last overlapping the one before by four rows, which the device receives twice; beside them,
