@@ -213,11 +213,12 @@ def first_compile(jax: Any) -> tuple[float, int]:
     """Seconds to compile one tiny program (`x + 1` on 8 floats) on jax's default backend, and
     the bytes this process's resident memory grew by meanwhile (0 where it did not): the
     compiler's first use where nothing was compiled before in the process."""
-    before = psutil.Process().memory_info().rss
+    process = psutil.Process()
+    before = process.memory_info().rss
     start = time.perf_counter()
     jax.jit(lambda x: x + 1).lower(jax.ShapeDtypeStruct((8,), np.float32)).compile()
     seconds = time.perf_counter() - start
-    return seconds, max(0, psutil.Process().memory_info().rss - before)
+    return seconds, max(0, process.memory_info().rss - before)
 
 
 def probe(nbytes: int = 256 << 20, repeats: int = 3) -> AcceleratorFacts:

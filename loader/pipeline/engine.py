@@ -152,7 +152,9 @@ class Pipeline:
         self.budget = ByteBudget(sizing.budget_bytes, reserved_bytes=sizing.reserved_bytes)
         if sizing.staged:
             layout = (sizing.ring_slots, sizing.slot_bytes)
-            self._sender = RingSender(layout, sizing.chunk_bytes, self.budget, self._transfer)
+            self._sender = RingSender(
+                layout, sizing.chunk_bytes, self.budget, self._transfer, sizing.compile_threads
+            )
         infos = [source.info(k) for k in source.keys()]
         # the read-ahead hint first: its system calls, made while the compile threads below lower
         # their programs in Python, waited for the interpreter's lock (llama3-8b's four files on a

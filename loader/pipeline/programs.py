@@ -28,19 +28,19 @@ import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from loader.host import busy_cpus, usable_cpus
+from loader.host import busy_cpus
 
-#: Compiling threads at most: an XLA compile releases the GIL, and a few run side by side on a
-#: host with CPUs to spare; more would take CPUs from the reads (`compile_threads`).
+#: Compiling threads at most (`compile_threads`): an XLA compile releases the GIL, and a few run
+#: side by side on a host with CPUs to spare; more would take CPUs from the reads.
 COMPILE_THREADS = 4
 
 
 def compile_threads(cpus: float) -> int:
-    """The compiling threads of a load on `cpus` usable CPUs: up to `COMPILE_THREADS`, leaving
-    one CPU to the thread that sends the chunks, and at least one. On the 2-CPU development VM a
-    staged tinyllama-1.1b load (two programs) took 1.43-1.82 s with one against 1.64-2.34 s with
-    two (11 interleaved pairs, median ratio 0.93; docs/results.md "Eleventh session"); a TPU v5e
-    host's 13 CPUs keep four."""
+    """The threads compiling a staged load's device programs on `cpus` usable CPUs: up to
+    `COMPILE_THREADS`, leaving one CPU to the thread that sends the chunks, and at least one. On
+    the 2-CPU development VM a staged tinyllama-1.1b load (two programs) took 1.43-1.82 s with one
+    against 1.64-2.34 s with two (11 interleaved pairs, median ratio 0.93; docs/results.md
+    "Eleventh session"); a TPU v5e host's 13 CPUs keep four."""
     return max(1, min(COMPILE_THREADS, busy_cpus(cpus) - 1))
 
 
@@ -110,10 +110,8 @@ class DevicePrograms:
     waits for it, and only it). `close()` waits for every compile this load started.
     """
 
-    def __init__(self, threads: int | None = None) -> None:
-        #: compiling threads (`compile_threads` of the usable CPUs where not given)
-        self.threads = threads if threads is not None else compile_threads(usable_cpus())
-        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="loader-compile")
+    def __init__(self, threads: int = COMPILE_THREADS) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="loader-compile")
         self.compiled = 0  # programs this load compiled (not found compiled already)
         self._offsets: dict[tuple[Shape, str], tuple[Any, ...]] = {}
         self.offset_bytes: dict[str, int] = {}  # per device: the offsets put there, in bytes

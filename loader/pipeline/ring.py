@@ -52,7 +52,7 @@ import numpy as np
 from loader.format.buffers import aligned, host_buffer  # slots: `aligned` (tests count its calls)
 from loader.pipeline import device_shards
 from loader.pipeline.budget import ByteBudget
-from loader.pipeline.programs import DevicePrograms
+from loader.pipeline.programs import COMPILE_THREADS, DevicePrograms
 from loader.pipeline.ring_chunks import DevicePiece
 from loader.report import LoadReport
 
@@ -214,6 +214,7 @@ class RingSender:
         chunk_bytes: the largest chunk sent straight from mapped pages (`Sizing.chunk_bytes`).
         budget: the load's budget (mapped chunks hold their bytes of it while in flight).
         transfer: the host -> device copy of one chunk (`loader.pipeline.ring.Transfer`).
+        compile_threads: the threads compiling the device programs (`Sizing.compile_threads`).
     """
 
     def __init__(
@@ -222,11 +223,12 @@ class RingSender:
         chunk_bytes: int,
         budget: ByteBudget,
         transfer: Transfer | None = None,
+        compile_threads: int = COMPILE_THREADS,
     ) -> None:
         self.layout, self.chunk_bytes, self.budget = layout, chunk_bytes, budget
         self.transfer: Transfer = transfer or pageable_transfer
         self.flight = MappedFlight(budget)
-        self.programs = DevicePrograms()
+        self.programs = DevicePrograms(compile_threads)
         #: a shard of at most this many bytes may leave its chunks pending on its device while
         #: the programs that assemble it compile (`device_shards.fold`): what `fit` finds the
         #: device holds beside the model and the chunks in flight; 0 where it does not say, or

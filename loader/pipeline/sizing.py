@@ -16,6 +16,9 @@ thread starts, and used by everything after: `Sizing`.
   transfers are in flight at once), and the staging ring for chunks that need a host copy (casts,
   remote reads): half of what the scratch leaves, in slots of at most `MAX_SLOT_BYTES` (at least
   two, at most `2 * threads`); the ring's bytes are taken from the budget when it is first used;
+- on the staged path, the threads that compile its device programs
+  (`loader.pipeline.programs.compile_threads`: up to four, one fewer than the usable CPUs, at
+  least one);
 - what is reserved of the budget for good: the scratch and the requests (`reserved_bytes`); the
   rest is counted as it comes (`ByteBudget.acquire`: speculative reads, host copies, the ring,
   mapped chunks in flight).
@@ -34,7 +37,9 @@ from typing import TYPE_CHECKING
 
 from loader.errors import CheckpointError
 from loader.format.buffers import PAGE_BYTES
+from loader.host import usable_cpus
 from loader.pipeline.options import PipelineOptions
+from loader.pipeline.programs import compile_threads
 
 if TYPE_CHECKING:
     from loader.pipeline.sources import ByteSource
@@ -69,6 +74,7 @@ class Sizing:
         max_part_bytes: the most one piece of queued work (a part of a job, a run, fused rows)
             reads: `request_bytes` where the source takes its bytes in file order, else
             `math.inf` (the jobs' own part sizes).
+        compile_threads: the threads compiling a staged load's device programs (0: not staged).
 
     Example:
         >>> sizing = Sizing.of(PipelineOptions(threads=2), source, staged=False)
@@ -83,6 +89,7 @@ class Sizing:
     slot_bytes: int = 0
     chunk_bytes: int = 0
     max_part_bytes: float = math.inf
+    compile_threads: int = 0
 
     @property
     def staged(self) -> bool:
@@ -117,7 +124,8 @@ class Sizing:
             scratch = scratch_bytes(limit, threads, source.total_bytes)
         request = source.request_bytes(limit, threads)
         max_part = request if source.in_file_order and request else math.inf
-        return cls(limit, threads, scratch, request, slots, slot_bytes, chunk, max_part)
+        compiling = compile_threads(usable_cpus()) if staged else 0
+        return cls(limit, threads, scratch, request, slots, slot_bytes, chunk, max_part, compiling)
 
 
 def check_budget(limit: int, threads: int) -> int:

@@ -28,7 +28,16 @@ import pytest
 import loader
 import shapes
 from loader.errors import DeviceOutOfMemoryError
-from loader.pipeline import device_shards, engine, file_pages, mapped_send, programs, ring, ring_job
+from loader.pipeline import (
+    device_shards,
+    engine,
+    file_pages,
+    mapped_send,
+    programs,
+    ring,
+    ring_job,
+    sizing,
+)
 from loader.pipeline.regions import full_region
 from loader.pipeline.ring_chunks import DevicePiece, contiguous_bytes, even_chunks
 from loader.pipeline.sources import local
@@ -172,17 +181,25 @@ def test_the_programs_a_load_compiles_are_asked_for_before_the_build_ends(
         shapes.verify_tensor(path, name, leaves[key].T)
 
 
-def test_compiling_threads_leave_a_cpu_to_the_sender(monkeypatch):
+def test_compiling_threads_leave_a_cpu_to_the_sender(tmp_path, poison, monkeypatch):
     """Up to four compiling threads, one fewer than the CPUs the load may use, at least one: on
-    two CPUs two compiling threads slowed a staged load's sender (docs/results.md)."""
+    two CPUs two compiling threads slowed a staged load's sender (docs/results.md). The count is
+    one of the load's sizes (`Sizing.compile_threads`), and its programs compile on that many."""
     cpus = (1, 1.5, 2, 3, 5, 13)
     assert [programs.compile_threads(c) for c in cpus] == [1, 1, 1, 2, 4, 4]
-    monkeypatch.setattr(programs, "usable_cpus", lambda: 2.0)
-    made = programs.DevicePrograms()
-    try:
-        assert made.threads == 1
-    finally:
-        made.close()
+    monkeypatch.setattr(sizing, "usable_cpus", lambda: 2.0)
+    made: list[int] = []
+    real_init = programs.DevicePrograms.__init__
+
+    def init(self, threads=programs.COMPILE_THREADS):
+        made.append(threads)
+        real_init(self, threads)
+
+    monkeypatch.setattr(programs.DevicePrograms, "__init__", init)
+    path = shapes.synthesize(OVERSIZE, tmp_path)
+    model, report = load(OVERSIZE, path, poison)
+    verify(model, path)
+    assert report.device_programs and made == [1]
 
 
 def test_the_rows_a_last_chunk_sends_again_are_reported(tmp_path, poison):
