@@ -40,7 +40,9 @@ def compile_threads(cpus: float) -> int:
     `COMPILE_THREADS`, leaving one CPU to the thread that sends the chunks, and at least one. On
     the 2-CPU development VM a staged tinyllama-1.1b load (two programs) took 1.43-1.82 s with one
     against 1.64-2.34 s with two (11 interleaved pairs, median ratio 0.93; docs/results.md
-    "Eleventh session"); a TPU v5e host's 13 CPUs keep four."""
+    "Eleventh session"); a TPU v5e host's 13 CPUs keep four: there llama3-8b took 1.81-1.91 s
+    with four, 1.82-1.88 s with two and 1.95-2.05 s with one, whose slower compiles left chunks
+    waiting on the device (its peak 1.05x the model against 1.000x; "Twelfth session")."""
     return max(1, min(COMPILE_THREADS, busy_cpus(cpus) - 1))
 
 
