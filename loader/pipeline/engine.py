@@ -153,7 +153,11 @@ class Pipeline:
         if sizing.staged:
             layout = (sizing.ring_slots, sizing.slot_bytes)
             self._sender = RingSender(
-                layout, sizing.chunk_bytes, self.budget, self._transfer, sizing.compile_threads
+                layout,
+                sizing.chunk_bytes,
+                self.budget,
+                self._transfer,
+                compile_threads=sizing.compile_threads,
             )
         infos = [source.info(k) for k in source.keys()]
         # the read-ahead hint first: its system calls, made while the compile threads below lower

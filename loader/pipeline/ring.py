@@ -52,7 +52,7 @@ import numpy as np
 from loader.format.buffers import aligned, host_buffer  # slots: `aligned` (tests count its calls)
 from loader.pipeline import device_shards
 from loader.pipeline.budget import ByteBudget
-from loader.pipeline.programs import COMPILE_THREADS, DevicePrograms
+from loader.pipeline.programs import DevicePrograms
 from loader.pipeline.ring_chunks import DevicePiece
 from loader.report import LoadReport
 
@@ -223,7 +223,8 @@ class RingSender:
         chunk_bytes: int,
         budget: ByteBudget,
         transfer: Transfer | None = None,
-        compile_threads: int = COMPILE_THREADS,
+        *,
+        compile_threads: int,
     ) -> None:
         self.layout, self.chunk_bytes, self.budget = layout, chunk_bytes, budget
         self.transfer: Transfer = transfer or pageable_transfer
