@@ -53,7 +53,7 @@ COUNTED: tuple[tuple[Any, str], ...] = (
     (ring.RingSender, "send"),
     (ring.RingSender, "send_many"),
     (ring.MappedFlight, "admit"),
-    (ring.MappedFlight, "launched"),
+    (ring.MappedFlight, "launched_many"),
     (file_pages.FilePages, "view"),
     (device_shards, "fold"),
     (device_shards, "run_update"),  # a fold's program calls: updates, and allocations below

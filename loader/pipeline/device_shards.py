@@ -41,7 +41,8 @@ def fold(
     """Move transferred chunks into the piece's device array (lock held); the token of the last
     update made (ready once it, and every update before it on that buffer, has run).
 
-    With `ready_only`, only the chunks whose transfers have completed; and of a shard of at most
+    With `ready_only`, only the chunks whose transfers have completed (a device array that is the
+    whole shard as stored is taken as it is, landed or not); and of a shard of at most
     `defer_bytes` (`RingSender.defer_bytes`: what its device can hold beside the whole model and
     the chunks in flight), only those whose programs have compiled: the others stay pending, on
     the device, for a later fold, so the thread that sends goes on meanwhile rather than waiting
@@ -54,10 +55,13 @@ def fold(
     keep, token = [], None
     for entry in piece.pending:
         handle, region, on_host = entry
-        if ready_only and not _is_ready(handle):
+        target, perm = piece.placement(region, on_host=on_host)
+        # a device array that is the whole shard as it arrives is the shard at once, landed or
+        # not (jax orders every later use of it after its transfer): no second look per batch
+        as_is = target == piece.region and not perm and isinstance(handle, jax.Array)
+        if ready_only and not as_is and not _is_ready(handle):
             keep.append(entry)
             continue
-        target, perm = piece.placement(region, on_host=on_host)
         if target == piece.region:  # the whole shard in one chunk
             array = _as_array(handle)
             if perm:

@@ -33,6 +33,7 @@ one job (`JobPart`), or a run of small whole jobs read at once (`loader.pipeline
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -192,12 +193,20 @@ def is_adoptable(step: Step, view: View | None = None) -> bool:
 
 def device_regions(step: Step) -> list[tuple[object, Region]]:
     """(device, index region) for each addressable device the leaf lives on."""
-    shape = step.leaf.shape
+    return list(_device_regions(step.placement(), step.leaf.shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _device_regions(
+    sharding: Sharding, shape: tuple[int, ...]
+) -> tuple[tuple[object, Region], ...]:
+    """`device_regions` per (sharding, shape): a load asks it of each step several times (its
+    job, the host bytes, the device-fit check), and a model's leaves share a few of each."""
     regions = []
-    for device, index in step.placement().addressable_devices_indices_map(shape).items():
-        assert index is not None, f"{step.leaf.where}: jax gave device {device} no index"
+    for device, index in sharding.addressable_devices_indices_map(shape).items():
+        assert index is not None, f"jax gave device {device} no index of {shape} by {sharding}"
         regions.append((device, normalize(index, shape)))
-    return regions
+    return tuple(regions)
 
 
 def _leaf_bytes(leaf: Leaf) -> int:

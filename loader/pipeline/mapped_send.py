@@ -82,24 +82,35 @@ def batches(parts: Iterable[MappedPart], limit_bytes: int) -> Iterator[list[Mapp
 
 def send_batch(batch: list[MappedPart], sender: RingSender) -> float:
     """Map the batch's chunks and start their transfers with one call; the seconds spent mapping.
-    A chunk whose range its source declines to map goes through a ring slot instead."""
+    The batch's bytes are admitted to the sender's `MappedFlight` at once (held until each
+    transfer completes); a chunk whose range its source declines to map gives its bytes back and
+    goes through a ring slot instead."""
     t0 = time.perf_counter()
+    flight = sender.flight
+    unsent = sum(part.nbytes for part in batch)
+    flight.admit(unsent)
     mapped: list[tuple[MappedPart, np.ndarray, np.ndarray]] = []
     ring_s = 0.0
-    for part in batch:
-        got = part.job.map_chunk(part.chunk, part.offset, part.nbytes)
-        if got is None:
-            ring_s += part.job.through_ring(part.chunk, np.empty(0, np.uint8))
-        else:
-            mapped.append((part, *got))
-    mapping_s = time.perf_counter() - t0 - ring_s
-    handles = sender.send_many(
-        [
-            (chunk, p.chunk.piece, p.job.where, p.job.is_whole(p.chunk, on_host=True))
-            for p, chunk, _ in mapped
-        ]
-    )
-    for (part, _, raw), handle in zip(mapped, handles, strict=True):
+    try:
+        for part in batch:
+            got = part.job.map_chunk(part.chunk, part.offset, part.nbytes)
+            if got is None:
+                flight.withdraw(part.nbytes)
+                unsent -= part.nbytes
+                ring_s += part.job.through_ring(part.chunk, np.empty(0, np.uint8))
+            else:
+                mapped.append((part, *got))
+        mapping_s = time.perf_counter() - t0 - ring_s
+        handles = sender.send_many(
+            [
+                (chunk, p.chunk.piece, p.job.where, p.job.is_whole(p.chunk, on_host=True))
+                for p, chunk, _ in mapped
+            ]
+        )
+    except BaseException:
+        flight.withdraw(unsent)  # admitted, never in flight
+        raise
+    flight.launched_many([(h, p.nbytes, raw) for (p, _, raw), h in zip(mapped, handles)])
+    for (part, _, _), handle in zip(mapped, handles, strict=True):
         part.job.arrived(part.chunk, handle, on_host=True)
-        sender.flight.launched(handle, part.nbytes, raw)
     return mapping_s + ring_s

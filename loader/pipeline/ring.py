@@ -357,7 +357,8 @@ class MappedFlight:
     window of the file with its last view, `loader.pipeline.file_pages`), so the host holds about
     the budget of file pages at a time.
 
-    `admit(n)` waits for the oldest transfers until `n` bytes fit; `launched` records one.
+    `admit(n)` waits for the oldest transfers until `n` bytes fit; `launched_many` records those
+    a batch started.
     """
 
     def __init__(self, budget: ByteBudget, device_cap: int | None = None) -> None:
@@ -406,18 +407,19 @@ class MappedFlight:
             self._land(oldest)
         return oldest is not None
 
-    def launched(self, transfer: object, nbytes: int, mapping: object) -> None:
-        """Record a transfer started from `mapping` (kept until it has completed); land the
-        oldest ones that have completed (transfers complete in about the order they start: asking
-        only the oldest keeps this constant time with hundreds of small chunks in flight)."""
+    def launched_many(self, started: list[tuple[object, int, object]]) -> None:
+        """Record transfers started, each (transfer, bytes, mapping) in the order they started;
+        then land, together, the oldest ones that have completed (transfers complete in about the
+        order they start: asking only the oldest, once per batch, keeps this cheap with hundreds
+        of small chunks in flight)."""
         with self._lock:
-            self._flight.append((transfer, nbytes, mapping))
-        while True:
-            with self._lock:
-                if not self._flight or not _ready(self._flight[0][0]):
-                    return
-                oldest = self._flight.popleft()
-            self._land(oldest)
+            self._flight.extend(started)
+            landed = 0
+            while self._flight and _ready(self._flight[0][0]):
+                landed += self._flight.popleft()[1]  # its mapped view goes with it
+            self._bytes -= landed
+        if landed:
+            self.budget.release(landed)
 
     def _land(self, flight: tuple[object, int, object]) -> None:
         transfer, nbytes, _ = flight

@@ -108,7 +108,8 @@ class RingJob:
         job = cls(step, info, source, file, sender, block)
         dtype = np.dtype(step.leaf.dtype)
         # straight from mapped pages: chunks up to `mapped_chunk_bytes`; through a ring slot: one
-        limit = mapped_chunk_bytes(sender, block) if job.maps_pages else sender.slot_bytes
+        maps = job.maps_pages
+        limit = mapped_chunk_bytes(sender, block) if maps else sender.slot_bytes
         for device, region in device_regions(step):
             job.pieces.append(DevicePiece(device, region, dtype, block))
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
@@ -129,7 +130,8 @@ class RingJob:
             if overlap > 0:
                 sender.count(sender.resent_bytes, piece.device, overlap)
             job.chunks += made
-            on_host = all(job.mapped_chunk(c) is not None for c in made)  # all from mapped pages
+            # all from mapped pages (`mapped_chunk`'s test, without working out where they are)
+            on_host = maps and all(contiguous_bytes(c.region, job.stored_shape) for c in made)
             if device_shards.ask_programs(piece, chunks, sender.programs, on_host=on_host):
                 job.needs_programs = True
         return job
@@ -216,27 +218,21 @@ class RingJob:
         if not self.maps_pages or not contiguous_bytes(part.region, self.stored_shape):
             return None
         itemsize = self.info.np_dtype.itemsize
-        strides = np.cumprod((1, *self.stored_shape[:0:-1]))[::-1]
-        first = sum(int(s.start) * int(k) for s, k in zip(part.region, strides))
+        first = 0  # the box's first element, in C order (Horner's rule over the axes)
+        for s, n in zip(part.region, self.stored_shape):
+            first = first * n + s.start
         nbytes = math.prod(region_shape(part.region)) * itemsize
         return self._offset + first * itemsize, nbytes
 
     def map_chunk(
         self, part: Chunk, offset: int, nbytes: int
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """(the chunk, its mapped bytes) as a view of the source's mapped pages, its `nbytes`
-        admitted to the sender's `MappedFlight` (held until its transfer completes, given back
-        here where the source declines to map the range: None)."""
+        """(the chunk, its mapped bytes) as a view of the source's mapped pages; None where the
+        source declines to map the range. Its bytes of the budget are the caller's to admit
+        (`loader.pipeline.mapped_send.send_batch` admits a batch's at once)."""
         assert self.source is not None, f"{self.where}: read after the job was finished"
-        flight = self.sender.flight
-        flight.admit(nbytes)
-        try:
-            raw = mapped_range(self.source, offset, nbytes)
-        except BaseException:
-            flight.withdraw(nbytes)
-            raise
+        raw = mapped_range(self.source, offset, nbytes)
         if raw is None:
-            flight.withdraw(nbytes)
             return None
         box = raw.view(self.info.np_dtype).reshape(region_shape(part.region))
         return part.piece.as_sent(box), raw

@@ -38,6 +38,7 @@ from loader.pipeline import (
     ring_job,
     sizing,
 )
+from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import full_region
 from loader.pipeline.ring_chunks import DevicePiece, contiguous_bytes, even_chunks
 from loader.pipeline.sources import local
@@ -400,9 +401,11 @@ def test_a_window_of_the_file_is_mapped_for_many_chunks_sent_by_one_thread(
     monkeypatch.setattr(file_pages, "mmap", counting)
     monkeypatch.setattr(ring.RingSender, "send", send)
     sent = []
-    real_launched = ring.MappedFlight.launched
+    real_launched = ring.MappedFlight.launched_many
     monkeypatch.setattr(
-        ring.MappedFlight, "launched", lambda self, *a: sent.append(a) or real_launched(self, *a)
+        ring.MappedFlight,
+        "launched_many",
+        lambda self, started: sent.extend(started) or real_launched(self, started),
     )
     model, report = load(OVERSIZE, path, poison)
     verify(model, path)
@@ -725,6 +728,55 @@ def test_a_chunk_waits_on_its_device_for_its_programs_only_where_its_shard_fits_
     assert token is not None and piece.pending == []  # too large to wait: folded once compiled
     np.testing.assert_array_equal(np.asarray(piece.array), values)
     later.real.close()
+
+
+def test_a_whole_shard_is_its_array_at_once_and_a_part_waits_until_it_has_landed(monkeypatch):
+    """`fold` takes a device array that is its whole shard as it is, landed or not (no second
+    look after each batch); a chunk of a larger shard stays pending until its transfer has landed
+    (its update then reads landed bytes)."""
+    device = jax.devices()[0]
+    values = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    monkeypatch.setattr(device_shards, "_is_ready", lambda handle: False)  # nothing landed yet
+    whole = DevicePiece(device, full_region((8, 4)), np.dtype(np.float32))
+    sent = jax.device_put(values, device)
+    whole.pending.append((sent, full_region((8, 4)), True))
+    assert device_shards.fold(whole, "w", programs.DevicePrograms(1), ready_only=True) is None
+    assert whole.pending == [] and whole.array is sent
+
+    part = DevicePiece(device, full_region((8, 4)), np.dtype(np.float32))
+    part.pending.append((jax.device_put(values[:4], device), full_region((4, 4)), True))
+    device_shards.fold(part, "w", programs.DevicePrograms(1), ready_only=True)
+    assert len(part.pending) == 1 and part.array is None
+
+
+class _Transfer:
+    def __init__(self, ready: bool) -> None:
+        self.ready = ready
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+    def block_until_ready(self) -> _Transfer:
+        return self
+
+
+def test_a_batch_lands_the_oldest_transfers_that_completed_and_gives_their_budget_back():
+    """`MappedFlight.launched_many` lands, in the order they started, the transfers that have
+    completed, up to the first that has not (later ones wait behind it), and gives their bytes
+    of the budget back at once; `drain` lands the rest."""
+    budget = ByteBudget(1000)
+    flight = ring.MappedFlight(budget)
+    flight.admit(100)
+    first, second, third = _Transfer(True), _Transfer(False), _Transfer(True)
+    flight.launched_many([(first, 30, "view"), (second, 30, "view"), (third, 40, "view")])
+    assert budget.in_flight_bytes == 70  # the first landed; the third waits behind the second
+    second.ready = True
+    flight.launched_many([])
+    assert budget.in_flight_bytes == 0
+    flight.admit(50)
+    flight.launched_many([(_Transfer(False), 50, "view")])
+    flight.drain()
+    assert budget.in_flight_bytes == 0
 
 
 def test_the_sender_goes_on_while_the_programs_of_assembled_chunks_compile(
