@@ -588,9 +588,18 @@ def test_arrived_chunks_go_into_their_shards_while_later_batches_are_sent(
 
 def test_a_batch_that_runs_out_of_device_memory_names_its_tensors(tmp_path, poison, monkeypatch):
     """One `jax.device_put` of a batch failing for device memory: one error naming the batch's
-    first and last tensors, the device and its free memory; every loader thread joined."""
+    first and last tensors, the device and its free memory; every loader thread joined, and the
+    batch's bytes given back to the budget (admitted, never in flight)."""
     path = shapes.synthesize(MANY_SHAPES, tmp_path)
     monkeypatch.setattr(ring, "host_memory", lambda device: False)
+    flights: list[ring.MappedFlight] = []
+    real_init = ring.MappedFlight.__init__
+
+    def init(self, *a, **k):
+        flights.append(self)
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(ring.MappedFlight, "__init__", init)
 
     def full(x, *a, **k):
         raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4096 bytes")
@@ -601,6 +610,8 @@ def test_a_batch_that_runs_out_of_device_memory_names_its_tensors(tmp_path, pois
     text = str(caught.value)
     assert "tensor 'l0.weight'" in text and " to " in text and "ran out of memory" in text, text
     assert [t for t in threading.enumerate() if t.name.startswith("loader-pipeline")] == []
+    [flight] = flights
+    assert flight.budget.in_flight_bytes == flight.budget.reserved_bytes
 
 
 #: OVERSIZE's assembled leaves beside twelve plain ones (51 KiB each, one chunk: 600 KiB).
