@@ -748,16 +748,19 @@ def test_a_whole_shard_is_its_array_at_once_and_a_part_waits_until_it_has_landed
     device = jax.devices()[0]
     values = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
     monkeypatch.setattr(device_shards, "_is_ready", lambda handle: False)  # nothing landed yet
+    compiler = programs.DevicePrograms(1)  # asked for nothing here: neither case needs a program
     whole = DevicePiece(device, full_region((8, 4)), np.dtype(np.float32))
     sent = jax.device_put(values, device)
     whole.pending.append((sent, full_region((8, 4)), True))
-    assert device_shards.fold(whole, "w", programs.DevicePrograms(1), ready_only=True) is None
+    assert device_shards.fold(whole, "w", compiler, ready_only=True) is None
     assert whole.pending == [] and whole.array is sent
 
     part = DevicePiece(device, full_region((8, 4)), np.dtype(np.float32))
     part.pending.append((jax.device_put(values[:4], device), full_region((4, 4)), True))
-    device_shards.fold(part, "w", programs.DevicePrograms(1), ready_only=True)
+    device_shards.fold(part, "w", compiler, ready_only=True)
     assert len(part.pending) == 1 and part.array is None
+    assert compiler.compiled == 0
+    compiler.close()
 
 
 class _Transfer:
