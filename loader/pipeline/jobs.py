@@ -191,9 +191,10 @@ def is_adoptable(step: Step, view: View | None = None) -> bool:
     return step.leaf.kind is LeafKind.ARRAY and plain and step.sharding is not None
 
 
-def device_regions(step: Step) -> list[tuple[object, Region]]:
-    """(device, index region) for each addressable device the leaf lives on."""
-    return list(_device_regions(step.placement(), step.leaf.shape))
+def device_regions(step: Step) -> tuple[tuple[object, Region], ...]:
+    """(device, index region) for each addressable device the leaf lives on (shared: not to be
+    changed by the caller)."""
+    return _device_regions(step.placement(), step.leaf.shape)
 
 
 @functools.lru_cache(maxsize=1024)
