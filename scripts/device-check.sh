@@ -26,8 +26,9 @@
 # The matrix (one bench run per table, interleaved repeats, one shared results folder so the
 # bench's own machine probe runs once), each step under `timeout`, planned against
 # DEVICE_CHECK_SECONDS (540) from an estimate per child process (DEVICE_CHECK_CHILD_SECONDS:
-# tpu 18 (seen on 2026-12-06: 15-17 s a sa3 row, 8-9 s of it opening the chip; `bench run`'s
-# progress lines split each row's seconds), cuda 15, cpu 6, then what the small set's runs
+# tpu 24 (seen on 2026-12-07: 17-29 s a sa3 row, 24 s a run with the bench's own passes, 8-12 s
+# of it opening the chip; 15-17 s on 2026-12-06's machine; `bench run`'s progress lines split
+# each row's seconds), cuda 15, cpu 6, then what the small set's runs
 # really took; DEVICE_CHECK_LARGE_CHILD_SECONDS: tpu 33 (29-32 s a llama3-8b row, 12 s of it
 # verifying), cuda 30, cpu 8; DEVICE_CHECK_PORT_CHILD_SECONDS, a large port's row, whose check
 # compares transposed tiles: tpu 45 (38.6 s on 2026-12-07, 18 s of it verifying), cuda 40, cpu
@@ -422,7 +423,7 @@ main() {
         printf -v "$var" '%s' "$kept"
     done
     local cost large_cost port_cost slow
-    cost=${DEVICE_CHECK_CHILD_SECONDS:-$(platform_default "$PLATFORM" 18 15 6)}
+    cost=${DEVICE_CHECK_CHILD_SECONDS:-$(platform_default "$PLATFORM" 24 15 6)}
     large_cost=${DEVICE_CHECK_LARGE_CHILD_SECONDS:-$(platform_default "$PLATFORM" 33 30 8)}
     port_cost=${DEVICE_CHECK_PORT_CHILD_SECONDS:-$(platform_default "$PLATFORM" 45 40 10)}
     slow=${DEVICE_CHECK_SLOW:-eager,builder,hostcast,orbax-safetensors}
