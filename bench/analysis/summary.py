@@ -256,6 +256,10 @@ def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> d
         ),
         "device_ceiling_s": _num(row.get("device_ceiling_s")),
         "device_ceiling_ratio": _num(row.get("device_ceiling_ratio")),
+        # programs the load compiled on the device, and the host bytes the probe's process grew
+        # by at its first compile (`bench.analysis.device_summary.first_compile_lines`)
+        "device_programs": _int(row.get("device_programs")),
+        "first_compile_host_bytes": _int(row.get("first_compile_host_bytes")),
         "peak_anon_rss_bytes": _int(row.get("peak_anon_rss_bytes")),
         "peak_file_rss_bytes": _int(row.get("peak_file_rss_bytes")),
         "cpu_s": _num(row.get("cpu_s")),

@@ -64,3 +64,26 @@ def test_x_ceiling_is_the_one_every_surface_prints():
     assert report._row(paired).endswith("| 0.75x | 1.52x | mapped |")
     probe_only = {**paired, "paired_ratio": None}
     assert report._row(probe_only).endswith("| 0.16x | 1.52x | mapped |")
+
+
+def test_the_host_verdict_names_the_compilers_share_where_the_load_compiled():
+    """llama3-8b on the TPU host: 0.67 GiB over baseline against 0.50, of which 0.20 GiB the
+    compiler's first use (2026-12-07): the line says both, and says nothing where nothing was
+    compiled or the probe did not measure it."""
+    report = _report()
+    compiled = {
+        **_summary("pipelined", 1.79, 1.43),
+        "peak_rss_bytes": 14 * GIB + int(0.67 * GIB),
+        "baseline_rss_bytes": 14 * GIB,
+        "device_programs": 6,
+        "first_compile_host_bytes": int(0.20 * GIB),
+    }
+    line = next(x for x in report._verdicts([compiled]) if "host peak" in x)
+    assert "0.67 GiB > budget + 0.25 GiB (0.50 GiB)" in line
+    assert "0.20 GiB of it the compiler's first use in the process (6 device programs" in line
+    assert line.endswith("0.47 GiB without it")
+    nothing_compiled = {**compiled, "device_programs": 0}
+    not_measured = {**compiled, "first_compile_host_bytes": None}
+    for quiet in (nothing_compiled, not_measured):
+        line = next(x for x in report._verdicts([quiet]) if "host peak" in x)
+        assert line.endswith("(0.50 GiB)")
