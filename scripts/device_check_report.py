@@ -123,8 +123,9 @@ def _compiler_share(row: dict, over: int) -> str:
     if not grew or not programs:
         return ""
     return (
-        f"; {_gib(grew)} of it the compiler's first use in the process ({programs} device "
-        f"programs compiled), {_gib(max(0, over - grew))} without it"
+        f"; about {_gib(grew)} of it the compiler's first use in the process (the probe's first "
+        f"compile grew its process by that; this load compiled {programs} device programs), "
+        f"{_gib(max(0, over - grew))} without it"
     )
 
 
