@@ -1,22 +1,21 @@
 """The device check's table: per shape set and strategy, host peak, device peak, GB/s, verdicts.
 
-`python scripts/device_check_report.py OUT.md RESULTS.jsonl...` reads the runs with the bench's
-own reader and summary (`bench.analysis.summary.json_summary`), so the figures are the ones
-`bench run` printed, and writes a Markdown table plus the targets of issues 23 and 53 checked
-against them: host peak over baseline <= budget + 0.25 GiB (where the load compiled device
-programs, with the part of it that is the compiler's first use in the process, as the probe
-measured it); device peak <= 1.02x the model as
-built (a bf16 model from an F32 file: half the file; llama3-8b: 1.01x); the default's time on the
-shape sets with a target (`TIME_TARGETS`); `pipelined` >= 1.2x faster than each peer that ran in
-the same configuration; each port (`--model transposed`, `port`) within 1.1x of the plain load's
-time; `pipelined` within 1.3x of its device ceiling (`x device ceiling`: the larger of the read
-and the transfer time of the checkpoint's bytes at the probe's rates; a model's build is not in
-it). Times of one run are printed but not judged ("one run: not judged on time"). A row built
-into another dtype (`--model-dtype`) shows it in the model column (`spec -> bfloat16`). Nothing in
-it was measured once and kept. The targets are checked on medians (as issue 53 states them); the
-page ends with the bench's own answer per table (its judge's sentence, as `bench run` printed it,
-`bench.analysis.summary.json_decisions`), which tests the repeats and may call a pair tied that
-the medians put 1.6x apart: both are on the page, each saying what it computed.
+`python scripts/device_check_report.py OUT.md RESULTS.jsonl...` reads the runs with the bench's own
+reader and summary (`bench.analysis.summary.json_summary`), so the figures are the ones `bench run`
+printed, and writes a Markdown table plus the targets of issues 23 and 53 checked against them:
+host peak over baseline <= budget + 0.25 GiB (where the load compiled device programs, with the
+part of it that is the compiler's first use in the process, as the probe measured it); device peak
+<= 1.02x the model as built (a bf16 model from an F32 file: half the file; llama3-8b: 1.01x); the
+default's time on the shape sets with a target (`TIME_TARGETS`); `pipelined` >= 1.2x faster than
+each peer that ran in the same configuration; each port (`--model transposed`, `port`) within 1.1x
+of the plain load's time; `pipelined` within 1.3x of its device ceiling (`x device ceiling`: the
+larger of the read and the transfer time of the checkpoint's bytes at the probe's rates; a model's
+build is not in it). Times of one run are printed but not judged ("one run: not judged on time"). A
+row built into another dtype (`--model-dtype`) shows it in the model column (`spec -> bfloat16`).
+Nothing in it was measured once and kept. The targets are checked on medians (as issue 53 states
+them); the page ends with the bench's own answer per table (its judge's sentence, as `bench run`
+printed it, `bench.analysis.summary.json_decisions`), which tests the repeats and may call a pair
+tied that the medians put 1.6x apart: both are on the page, each saying what it computed.
 """
 
 from __future__ import annotations
