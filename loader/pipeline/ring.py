@@ -387,6 +387,10 @@ class MappedFlight:
 
     def withdraw(self, nbytes: int) -> None:
         """Give back what `admit(nbytes)` took, for a chunk that was not sent after all."""
+        self._give_back(nbytes)
+
+    def _give_back(self, nbytes: int) -> None:
+        """`nbytes` no longer in flight: out of the count, back to the budget."""
         with self._lock:
             self._bytes -= nbytes
         self.budget.release(nbytes)
@@ -417,16 +421,13 @@ class MappedFlight:
             landed = 0
             while self._flight and _ready(self._flight[0][0]):
                 landed += self._flight.popleft()[1]  # its mapped view goes with it
-            self._bytes -= landed
         if landed:
-            self.budget.release(landed)
+            self._give_back(landed)
 
     def _land(self, flight: tuple[object, int, object]) -> None:
         transfer, nbytes, _ = flight
         _wait(transfer)
-        with self._lock:
-            self._bytes -= nbytes
-        self.budget.release(nbytes)  # the mapped view goes with `flight`
+        self._give_back(nbytes)  # the mapped view goes with `flight`
 
     def drain(self) -> None:
         while self._land_oldest():

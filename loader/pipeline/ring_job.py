@@ -41,6 +41,7 @@ from loader.pipeline.cast import cast_into
 from loader.pipeline.jobs import Work, device_regions, tensor_where
 from loader.pipeline.regions import (
     Bytes,
+    Region,
     fill_region,
     full_region,
     mapped_range,
@@ -108,8 +109,7 @@ class RingJob:
         job = cls(step, info, source, file, sender, block)
         dtype = np.dtype(step.leaf.dtype)
         # straight from mapped pages: chunks up to `mapped_chunk_bytes`; through a ring slot: one
-        maps = job.maps_pages
-        limit = mapped_chunk_bytes(sender, block) if maps else sender.slot_bytes
+        limit = mapped_chunk_bytes(sender, block) if job.maps_pages else sender.slot_bytes
         for device, region in device_regions(step):
             job.pieces.append(DevicePiece(device, region, dtype, block))
             nbytes = math.prod(region_shape(region)) * dtype.itemsize
@@ -130,8 +130,7 @@ class RingJob:
             if overlap > 0:
                 sender.count(sender.resent_bytes, piece.device, overlap)
             job.chunks += made
-            # all from mapped pages (`mapped_chunk`'s test, without working out where they are)
-            on_host = maps and all(contiguous_bytes(c.region, job.stored_shape) for c in made)
+            on_host = all(job.goes_mapped(c.region) for c in made)  # all from mapped pages
             if device_shards.ask_programs(piece, chunks, sender.programs, on_host=on_host):
                 job.needs_programs = True
         return job
@@ -212,10 +211,15 @@ class RingJob:
             ring.give_back(slot, token if token is not None and folded else handle)
         return t1 - t0
 
+    def goes_mapped(self, region: Region) -> bool:
+        """Whether a chunk of `region` goes straight from mapped pages: no cast, a source that
+        maps, and a region that is one run of bytes of the stored tensor."""
+        return self.maps_pages and contiguous_bytes(region, self.stored_shape)
+
     def mapped_chunk(self, part: Chunk) -> tuple[int, int] | None:
-        """(offset, bytes) of the chunk in the source where it can go from mapped pages: no cast,
-        a source that maps, and a region that is one run of bytes of the stored tensor."""
-        if not self.maps_pages or not contiguous_bytes(part.region, self.stored_shape):
+        """(offset, bytes) of the chunk in the source where it can go from mapped pages
+        (`goes_mapped`), else None."""
+        if not self.goes_mapped(part.region):
             return None
         itemsize = self.info.np_dtype.itemsize
         first = 0  # the box's first element, in C order (Horner's rule over the axes)
