@@ -8,10 +8,12 @@ a window of `WINDOW_BYTES` (or the chunk, if larger), mapped once and shared by 
 fall in it: the sender goes through the file in order, so a window serves many chunks.
 
 Memory: a window is unmapped when the last view of it goes (a chunk's view lives until its
-transfer has completed, `MappedFlight`), so the host holds the chunks in flight plus at most one
-window per file beyond them. (Mapping the whole file once and dropping landed pages with
-`MADV_DONTNEED` kept the host's RSS at the whole file inside gVisor: only `munmap` gives pages
-back there.)
+transfer has completed, `MappedFlight`), and a window is at most `WINDOW_BYTES` (or one chunk),
+so the pages mapped beyond the chunks in flight (counted in the budget) are at most the current
+window of each file and the one before it: a fixed allowance, whatever the budget
+(`tests/unit/test_staged_budget.py` counts what is mapped at once). (Mapping the whole file once
+and dropping landed pages with `MADV_DONTNEED` kept the host's RSS at the whole file inside
+gVisor: only `munmap` gives pages back there.)
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-WINDOW_BYTES = 64 << 20  # mapped at once; chunks are at most `Sizing.chunk_bytes` (64 MiB)
+#: Mapped at once (a larger chunk is mapped alone): small enough that the pages mapped beyond the
+#: chunks in flight stay a fixed allowance beside the budget, large enough that an `mmap` (about a
+#: third of a millisecond inside gVisor) costs a few percent of the window's transfer.
+WINDOW_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
