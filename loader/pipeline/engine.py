@@ -158,6 +158,7 @@ class Pipeline:
                 self.budget,
                 self._transfer,
                 compile_threads=sizing.compile_threads,
+                flight_bytes=sizing.flight_bytes,
             )
         infos = [source.info(k) for k in source.keys()]
         # the read-ahead hint first: its system calls, made while the compile threads below lower
@@ -338,9 +339,9 @@ class Pipeline:
         work: list[Work] = [*runs, *fused, *part_order(rest)]
         if source.in_file_order:  # the runs between the large tensors, not before them
             work = by_offset(work, source)
-        # twice the budget: the chunks in flight, and as many landed since the last fold
+        # twice the bytes in flight: the chunks in flight, and as many landed since the last fold
         defer_bytes = self._sender.defer_bytes if self._sender is not None else 0
-        return programs_before_tail(work, 2 * sizing.budget_bytes, defer_bytes)
+        return programs_before_tail(work, 2 * sizing.flight_bytes, defer_bytes)
 
     def _job(self, step: Step) -> Job[Any]:
         """The job of one step, by the way its leaf travels; reusing (or reading from) its

@@ -211,8 +211,11 @@ class RingSender:
             made, and its bytes taken from `budget` for good, when a chunk first needs a slot (a
             cast, a remote read, a region that is not one run of bytes): a load whose chunks all go
             straight from mapped pages never allocates it.
-        chunk_bytes: the largest chunk sent straight from mapped pages (`Sizing.chunk_bytes`).
+        chunk_bytes: the largest piece, sent straight from mapped pages or through a ring slot
+            (`Sizing.chunk_bytes`).
         budget: the load's budget (mapped chunks hold their bytes of it while in flight).
+        flight_bytes: the most bytes of mapped chunks in flight at once (`Sizing.flight_bytes`;
+            None: as many as the budget holds).
         transfer: the host -> device copy of one chunk (`loader.pipeline.ring.Transfer`).
         compile_threads: the threads compiling the device programs (`Sizing.compile_threads`).
     """
@@ -225,10 +228,11 @@ class RingSender:
         transfer: Transfer | None = None,
         *,
         compile_threads: int,
+        flight_bytes: int | None = None,
     ) -> None:
         self.layout, self.chunk_bytes, self.budget = layout, chunk_bytes, budget
         self.transfer: Transfer = transfer or pageable_transfer
-        self.flight = MappedFlight(budget)
+        self.flight = MappedFlight(budget, flight_bytes or None)
         self.programs = DevicePrograms(compile_threads)
         #: a shard of at most this many bytes may leave its chunks pending on its device while
         #: the programs that assemble it compile (`device_shards.fold`): what `fit` finds the
@@ -245,14 +249,15 @@ class RingSender:
 
     @property
     def slot_bytes(self) -> int:
-        return self.layout[1]
+        """A ring slot's bytes: one piece (smaller where the device has little room, `fit`)."""
+        return min(self.layout[1], self.chunk_bytes)
 
     @property
     def ring(self) -> StagingRing:
         """The staging ring, made on first use (its bytes taken from the budget for good)."""
         with self._ring_lock:
             if self._ring is None:
-                slots, slot_bytes = self.layout
+                slots, slot_bytes = self.layout[0], self.slot_bytes
                 self.flight.take_budget(slots * slot_bytes)
                 self._ring = StagingRing(slots, slot_bytes)
             return self._ring
@@ -274,7 +279,7 @@ class RingSender:
         if headroom is not None:
             cap = max(PAGE, headroom // 2)
             self.chunk_bytes = min(self.chunk_bytes, max(PAGE, cap // 4 // PAGE * PAGE))
-            self.flight.device_cap = cap
+            self.flight.device_cap = min(cap, self.flight.device_cap or cap)
             # (on the CPU backend a chunk may borrow a ring slot, reused once it is folded)
             if not any(host_memory(device) for device in need):
                 self.defer_bytes = max(0, headroom - cap)
@@ -357,8 +362,9 @@ class MappedFlight:
     window of the file with its last view, `loader.pipeline.file_pages`), so the host holds about
     the budget of file pages at a time.
 
-    `admit(n)` waits for the oldest transfers until `n` bytes fit; `launched_many` records those
-    a batch started.
+    `admit(n)` waits for the oldest transfers until `n` bytes fit, in the budget and within
+    `device_cap` (the bytes the link needs in flight, `Sizing.flight_bytes`, or less where the
+    device has little room: `RingSender.fit`); `launched_many` records those a batch started.
     """
 
     def __init__(self, budget: ByteBudget, device_cap: int | None = None) -> None:

@@ -11,11 +11,15 @@ thread starts, and used by everything after: `Sizing`.
   each file's bytes in file order (`ByteSource.in_file_order`: a URL whose sha256 is checked as
   its bytes arrive), so the readers' requests in flight are the next ones of the file; otherwise
   no bound beyond the jobs' own parts (`loader.pipeline.jobs.PART_BYTES`) and runs;
-- on the staged path (`staged_layout`): the largest chunk sent straight from mapped file pages
-  (`chunk_bytes`: a quarter of what the scratch leaves, at most `MAX_CHUNK_BYTES`, so that several
-  transfers are in flight at once), and the staging ring for chunks that need a host copy (casts,
-  remote reads): half of what the scratch leaves, in slots of at most `MAX_SLOT_BYTES` (at least
-  two, at most `2 * threads`); the ring's bytes are taken from the budget when it is first used;
+- on the staged path (`staged_layout`): the piece (`chunk_bytes`: a quarter of what the scratch
+  leaves, at most `MAX_CHUNK_BYTES`, so that several transfers are in flight at once), both for
+  chunks sent straight from mapped file pages and for the staging ring's slots (chunks that need
+  a host copy: casts, remote reads), so that a cast leaf goes in the pieces a plain one does and
+  its device needs no program a plain load would not compile; the ring: half of what the scratch
+  leaves, in slots of one piece (at least two, at most `2 * threads`), its bytes taken from the
+  budget when it is first used; and the bytes in flight (`flight_bytes`: the budget, at most
+  `MAX_FLIGHT_BYTES`): a larger budget never makes a piece larger, nor more bytes in flight than
+  keep the link busy;
 - on the staged path, the threads that compile its device programs
   (`loader.pipeline.programs.compile_threads`: up to four, one fewer than the usable CPUs, at
   least one);
@@ -45,12 +49,14 @@ if TYPE_CHECKING:
     from loader.pipeline.sources import ByteSource
 
 MIN_SLOT_BYTES = PAGE_BYTES  # one staging chunk: a page
-#: A ring slot (a chunk that needs a host copy: a cast, a remote read) holds at most this: sa3's
-#: largest tensor cast to bf16 goes whole, and a few slots fill side by side.
-MAX_SLOT_BYTES = 16 << 20
-#: A chunk sent straight from mapped pages is at most this: a TPU v5e host carried 12-13.5 GB/s
-#: with four puts of 16-64 MiB in flight, and less with larger pieces (docs/results.md).
+#: A piece (a chunk sent straight from mapped pages, or a ring slot's) is at most this: a TPU v5e
+#: host carried 12-13.5 GB/s with four puts of 16-64 MiB in flight, and less with larger pieces
+#: (docs/results.md).
 MAX_CHUNK_BYTES = 64 << 20
+#: Bytes in flight to the devices at most, whatever the budget: four of the largest pieces keep
+#: the link busy, and more only wait (on a TPU v5e host llama3-8b loaded 2.4x slower at a 1 GiB
+#: budget than at 256 MiB; docs/results.md).
+MAX_FLIGHT_BYTES = 256 << 20
 MAX_SCRATCH_BYTES = 8 << 20
 #: A thread's scratch (touched only by casts and transforms) is at most this share of the
 #: checkpoint, and at least `MIN_SCRATCH_BYTES`: on a small checkpoint a fixed scratch per thread
@@ -70,7 +76,9 @@ class Sizing:
         request_bytes: what each reader holds of a request in flight (0: reads land in place).
         ring_slots: slots of the staging ring (0: the load is not staged).
         slot_bytes: bytes a slot.
-        chunk_bytes: the largest chunk a staged load sends straight from mapped pages.
+        chunk_bytes: the largest piece a staged load sends: straight from mapped pages, or
+            through a ring slot (`slot_bytes` is the same).
+        flight_bytes: the most bytes a staged load has in flight to its devices (0: not staged).
         max_part_bytes: the most one piece of queued work (a part of a job, a run, fused rows)
             reads: `request_bytes` where the source takes its bytes in file order, else
             `math.inf` (the jobs' own part sizes).
@@ -90,6 +98,7 @@ class Sizing:
     chunk_bytes: int = 0
     max_part_bytes: float = math.inf
     compile_threads: int = 0
+    flight_bytes: int = 0
 
     @property
     def staged(self) -> bool:
@@ -125,7 +134,10 @@ class Sizing:
         request = source.request_bytes(limit, threads)
         max_part = request if source.in_file_order and request else math.inf
         compiling = compile_threads(usable_cpus()) if staged else 0
-        return cls(limit, threads, scratch, request, slots, slot_bytes, chunk, max_part, compiling)
+        flight = min(limit, MAX_FLIGHT_BYTES) if staged else 0
+        return cls(
+            limit, threads, scratch, request, slots, slot_bytes, chunk, max_part, compiling, flight
+        )
 
 
 def check_budget(limit: int, threads: int) -> int:
@@ -159,14 +171,14 @@ def _pages(n: int) -> int:
 
 def staged_layout(limit: int, threads: int) -> tuple[int, int, int]:
     """(ring slots, slot bytes, chunk bytes) of a staged load with a budget of `limit` bytes:
-    of what the scratch leaves, half for the ring (slots of at most `MAX_SLOT_BYTES`, at least
-    two, at most two a reader) and a quarter for the largest mapped chunk (at most
-    `MAX_CHUNK_BYTES`), so that the ring and a few mapped chunks in flight fit together."""
+    the piece is a quarter of what the scratch leaves (at most `MAX_CHUNK_BYTES`), sent straight
+    from mapped pages or through a slot of the ring; the ring is half of what the scratch leaves
+    (at least two slots, at most two a reader), so that it and a few mapped chunks in flight fit
+    together."""
     left = limit - staged_scratch_bytes(limit, threads) * threads
-    ring = max(0, left // 2)
-    slot = _pages(min(MAX_SLOT_BYTES, ring // 2))
-    slots = max(2, min(2 * threads, ring // slot)) if slot else 2
-    return slots, slot, _pages(min(MAX_CHUNK_BYTES, max(0, left // 4)))
+    piece = _pages(min(MAX_CHUNK_BYTES, max(0, left // 4)))
+    slots = max(2, min(2 * threads, left // 2 // piece)) if piece else 2
+    return slots, piece, piece
 
 
 def min_staging_budget(threads: int) -> int:

@@ -141,8 +141,8 @@ def test_the_sizes_are_worked_out_once_from_the_options_and_the_source(ckpt):
     assert sizing.scratch_bytes == scratch_bytes(64 << 20, 3, source.total_bytes)
     assert sizing.reserved_bytes == 3 * sizing.scratch_bytes and sizing.ring_slots == 0
     staged = Sizing.of(PipelineOptions(budget=64 << 20, threads=2), source, staged=True)
-    # the ring (half of what the scratch leaves, slots of at most 16 MiB, two at least) is taken
-    # from the budget when first used; a mapped chunk is a quarter of what the scratch leaves
+    # the ring (half of what the scratch leaves, slots of one piece, two at least) is taken from
+    # the budget when first used; a piece is a quarter of what the scratch leaves
     assert staged.threads == 2 and staged.ring_slots == 2 and staged.slot_bytes == 15 << 20
     assert staged.reserved_bytes == 2 * staged.scratch_bytes
     assert staged.reserved_bytes + staged.ring_bytes + staged.chunk_bytes <= 64 << 20

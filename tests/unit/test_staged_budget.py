@@ -25,8 +25,13 @@ import pytest
 
 import loader
 import shapes
-from loader.pipeline import file_pages, ring
+from loader.pipeline import file_pages, programs, ring, sizing
+from loader.pipeline.options import PipelineOptions
+from loader.pipeline.sizing import Sizing
+from loader.pipeline.sources.memory import MemoryCheckpoint
 from loader.placement.leaves import iter_variables
+from tests.unit.test_staged import LateTransfer
+from tests.unit.test_staged_device_path import Compiles
 
 F = "model.safetensors"
 MIB = 1 << 20
@@ -93,6 +98,12 @@ def alive(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def fresh_programs(monkeypatch):
+    """No program compiled by an earlier test counts as already there."""
+    monkeypatch.setattr(programs, "_COMPILED", {})
+
+
 def verify(model, path) -> None:
     for key, var in iter_variables(model):
         shapes.verify_tensor(path, ".".join(map(str, key)), np.asarray(var.get_value()))
@@ -111,3 +122,66 @@ def test_host_bytes_alive_stay_within_the_budget_at_16_mib(large, poison, alive,
     assert 0 < alive.peak <= BUDGET + ALLOWANCE, alive.peak / MIB  # what was alive at once
     gc.collect()
     assert alive.now == 0  # nothing left mapped or allocated once the load is done
+
+
+#: Three leaves of three shapes, each 16-18 MiB as bfloat16: one piece at `CAST_BUDGET` (a ring
+#: slot no smaller than a mapped chunk), so neither a plain nor a cast load assembles them.
+ONE_PIECE = shapes.ShapeSpec(
+    "one-piece",
+    "",
+    (F,),
+    (
+        shapes.TensorSpec("a.weight", "F32", (2100, 4096), F),
+        shapes.TensorSpec("b.weight", "F32", (4096, 2200), F),
+        shapes.TensorSpec("c.weight", "F32", (3000, 3000), F),
+        *(shapes.TensorSpec(f"s{i}.weight", "F32", (8 + i, 24 + 2 * i), F) for i in range(8)),
+    ),
+)
+CAST_BUDGET = 80 * MIB  # with 2 threads: pieces of 18.75 MiB
+
+
+def test_a_cast_compiles_no_device_program_per_tensor_shape(tmp_path, poison, fresh_programs):
+    """F32 -> BF16 on the staged path: leaves of many shapes, each one piece in the model's
+    dtype, go whole (cast on the host into a slot of one piece) and compile nothing, as a plain
+    load of one-piece leaves does; counted by jax's own compile events."""
+    path = shapes.synthesize(ONE_PIECE, tmp_path)
+    model = shapes.model_builder(ONE_PIECE, dtype="bfloat16")()
+    poison(model)  # (building and poisoning compile: not counted)
+    with Compiles() as compiles, warnings.catch_warnings():
+        warnings.simplefilter("ignore", loader.LoadWarning)  # the cast, expected
+        model, report = loader.load_model(
+            model, path, staging=True, budget=CAST_BUDGET, threads=2, casts="allow"
+        )
+    verify(model, path)
+    assert report.staging_memory == "pageable"
+    assert report.device_programs == 0 and compiles.count == 0, compiles.count
+
+
+def test_a_larger_budget_never_makes_a_piece_larger_nor_puts_more_in_flight_than_the_link_needs(
+    large,
+):
+    source = MemoryCheckpoint(large.read_bytes(), threads=8)
+    budgets = [b * MIB for b in (16, 64, 256, 1024, 4096)]
+    sized = [Sizing.of(PipelineOptions(budget=b), source, staged=True) for b in budgets]
+    pieces = [s.chunk_bytes for s in sized]
+    assert pieces == sorted(pieces) and pieces[-1] == sizing.MAX_CHUNK_BYTES
+    assert all(s.slot_bytes == s.chunk_bytes for s in sized)  # a cast goes in the same pieces
+    assert [s.flight_bytes for s in sized] == [min(b, sizing.MAX_FLIGHT_BYTES) for b in budgets]
+    assert all(s.reserved_bytes + s.ring_bytes + s.chunk_bytes <= s.budget_bytes for s in sized)
+
+
+def test_the_bytes_in_flight_stop_at_what_the_link_needs_whatever_the_budget(
+    large, poison, monkeypatch
+):
+    """With a budget far above `MAX_FLIGHT_BYTES` (made small here), the mapped chunks in flight
+    at once (a transfer that completes late counts them) stay within it."""
+    fake = LateTransfer(delay=0.01)
+    monkeypatch.setattr(ring, "pageable_transfer", fake)
+    monkeypatch.setattr(sizing, "MAX_CHUNK_BYTES", 4 * MIB)
+    monkeypatch.setattr(sizing, "MAX_FLIGHT_BYTES", 12 * MIB)  # three pieces
+    model = shapes.model_builder(LARGE)()
+    poison(model)
+    model, report = loader.load_model(model, large, staging=True, budget=1 << 30, threads=2)
+    verify(model, large)
+    assert report.staging_memory == "mapped"
+    assert 4 * MIB < fake.max_live_bytes <= 12 * MIB, fake.max_live_bytes / MIB
