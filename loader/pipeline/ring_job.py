@@ -5,14 +5,15 @@ Each addressable device's index region of the leaf is cut into chunks of one sha
 (`loader.pipeline.ring_chunks.even_chunks`). Without a cast, from a source that maps its bytes (a
 local file), a chunk goes straight from its mapped pages to the device, a batch per put
 (`loader.pipeline.mapped_send`: `map_chunk`, then `arrived`; no host copy). Otherwise a reader
-thread fills a ring slot with one chunk (cast on the host into the model's dtype), starts its
-transfer to the device at once (`RingSender.send`) and returns the slot to the ring, which reuses it
-only once that transfer has completed (and, where the chunk is folded into a larger shard, once that
-update has run: `loader.pipeline.device_shards`, whose programs `loader.pipeline.programs` compiles
-once per shape, ahead). Where the bytes share rows (`Bytes.shares_rows`: a remote source's), rows
-that several devices hold (a kernel split by columns, a replicated leaf) are fetched once, a block
-of them in the reader's scratch, and every device's chunks cut from it (`SharedChunks`): each byte
-crosses the link once.
+thread fills a ring slot with one chunk (cast on the host into the model's dtype; a cast from a
+local file by several readers side by side, a `SlotShare` each: `slot_shares`), starts
+its transfer to the device at once (`RingSender.send`) and returns the slot to the ring, which
+reuses it only once that transfer has completed (and, where the chunk is folded into a larger
+shard, once that update has run: `loader.pipeline.device_shards`, whose programs
+`loader.pipeline.programs` compiles once per shape, ahead). Where the bytes share rows
+(`Bytes.shares_rows`: a remote source's), rows that several devices hold (a kernel split by
+columns, a replicated leaf) are fetched once, a block of them in the reader's scratch, and every
+device's chunks cut from it (`SharedChunks`): each byte crosses the link once.
 
 A leaf with a declared transform that is a transpose of one contiguous block of the file tensor
 (`loader.Transpose`, alone or with a `Reshape` or a leading `Slice`: `View.permuted_block`) travels
@@ -27,6 +28,7 @@ that writes it into the shard transposes it on the device (`LoadReport.device_tr
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,7 +50,7 @@ from loader.pipeline.regions import (
     maps_ranges,
     region_shape,
 )
-from loader.pipeline.ring import RingSender
+from loader.pipeline.ring import RingSender, Slot
 from loader.pipeline.ring_chunks import (
     Chunk,
     DevicePiece,
@@ -68,6 +70,58 @@ from loader.transforms.view import PermutedBlock
 #: plain chunks: the Llama-3-8B port on a TPU v5e host, interleaved, 64 MiB 2.69 s, 32 MiB 2.13 s
 #: (16 and 8 MiB slower again; docs/results.md, "Eighth session").
 TRANSPOSED_CHUNK_BYTES = 32 << 20
+#: A reader's share of a slot it fills with others (`slot_shares`) is about this: a slot of one
+#: 64 MiB piece is sixteen shares, enough for every reader of a host.
+SHARE_BYTES = 4 << 20
+
+
+@dataclass(eq=False)
+class SlotFill:
+    """A chunk cast on the host into its ring slot (a cast from a local file) by several readers
+    side by side (a `SlotShare` each), so that a slot of one piece (as large as a mapped chunk: a
+    cast leaf needs no device program a plain one would not) fills at the speed of all the
+    readers, not one. The first share to start takes the slot; the last to finish starts the
+    transfer (or, where one of them failed, gives the slot back unsent)."""
+
+    chunk: Chunk
+    left: int  # shares not finished yet
+    slot: Slot | None = None
+    failed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class SlotShare:
+    """A part of a `RingJob`: rows of one chunk (a box of the stored block, `region`), at `index`
+    in the chunk's slot view."""
+
+    fill: SlotFill
+    region: Region
+    index: tuple[slice, ...]
+
+
+def slot_shares(chunk: Chunk, itemsize: int, share_bytes: int | None = None) -> list[SlotShare]:
+    """The chunk cut into blocks of about `share_bytes` (default `SHARE_BYTES`) along its first
+    axis longer than one (the axes before it hold one index, those after it are whole within the
+    chunk, so each block is one run of the slot); one share where it is no larger."""
+    share_bytes = share_bytes or SHARE_BYTES
+    shape = region_shape(chunk.region)
+    axis = next((a for a, n in enumerate(shape) if n > 1), None)
+    nbytes = math.prod(shape) * itemsize
+    count = 1 if axis is None else min(shape[axis], max(1, -(-nbytes // share_bytes)))
+    fill = SlotFill(chunk, count)
+    if count == 1 or axis is None:
+        return [SlotShare(fill, chunk.region, tuple(slice(0, n) for n in shape))]
+    per = -(-shape[axis] // count)
+    first = chunk.region[axis].start
+    shares = []
+    for a in range(0, shape[axis], per):
+        b = min(shape[axis], a + per)
+        region = (*chunk.region[:axis], slice(first + a, first + b), *chunk.region[axis + 1 :])
+        index = (*(slice(0, n) for n in shape[:axis]), slice(a, b))
+        shares.append(SlotShare(fill, region, index))
+    fill.left = len(shares)
+    return shares
 
 
 @dataclass(eq=False)
@@ -88,6 +142,7 @@ class RingJob:
     pieces: list[DevicePiece] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     shared: list[SharedChunks] = field(default_factory=list)  # its parts, if rows are shared
+    shares: list[SlotShare] = field(default_factory=list)  # its parts, if readers share slots
     needs_programs: bool = False  # a shard of it is assembled or transposed on its device
     transposed_by: set[str] = field(default_factory=set)  # "transfer", "device": who transposed
 
@@ -133,6 +188,8 @@ class RingJob:
             on_host = all(job.goes_mapped(c.region) for c in made)  # all from mapped pages
             if device_shards.ask_programs(piece, chunks, sender.programs, on_host=on_host):
                 job.needs_programs = True
+        if job.casts and maps_ranges(source) and not job.shared:  # cast by readers side by side
+            job.shares = [s for c in job.chunks for s in slot_shares(c, dtype.itemsize)]
         return job
 
     @property
@@ -163,19 +220,64 @@ class RingJob:
     def holds_budget(self) -> bool:
         return False  # its slots are the ring's, reserved up front
 
-    def parts(self) -> list[Chunk] | list[SharedChunks]:
+    def parts(self) -> list[Chunk] | list[SharedChunks] | list[SlotShare]:
+        if self.shares:
+            return list(self.shares)
         return list(self.shared) if self.shared else list(self.chunks)
 
-    def read(self, part: Chunk | SharedChunks, scratch: np.ndarray) -> float:
+    def read(self, part: Chunk | SharedChunks | SlotShare, scratch: np.ndarray) -> float:
         """Read the chunk into a ring slot and start its transfer; the seconds spent reading. For
-        `SharedChunks`: fetch their rows once into `scratch`, then send every chunk of them. (A
-        chunk that can go from mapped pages is never read: `loader.pipeline.mapped_send` sends
-        it.)"""
+        `SharedChunks`: fetch their rows once into `scratch`, then send every chunk of them; for
+        a `SlotShare`: fill its rows of its chunk's slot (`fill_share`). (A chunk that can go
+        from mapped pages is never read: `loader.pipeline.mapped_send` sends it.)"""
         source = self.source
         assert source is not None, f"{self.where}: read after the job was finished"
         if isinstance(part, SharedChunks):
             return self._read_shared(source, part, scratch)
+        if isinstance(part, SlotShare):
+            return self.fill_share(source, part, scratch)
         return self.through_ring(part, scratch)
+
+    def fill_share(self, source: Bytes, share: SlotShare, scratch: np.ndarray) -> float:
+        """Cast the share's rows into its chunk's slot (taken by the first share to start); the
+        last share to finish starts the chunk's transfer and gives the slot back with it. The
+        seconds spent filling."""
+        fill, ring = share.fill, self.sender.ring
+        with fill.lock:  # the other shares of this chunk wait for the slot, and only they
+            if fill.slot is None:
+                fill.slot = ring.take()
+            slot = fill.slot
+        chunk = slot.view(region_shape(fill.chunk.region), fill.chunk.piece.dtype)
+        t0 = time.perf_counter()
+        shape, dtype = self.stored_shape, self.info.np_dtype
+        try:
+            fill_region(
+                source, shape, dtype, share.region, chunk[share.index], scratch, self._offset
+            )
+        except BaseException:
+            fill.failed = True
+            raise
+        finally:
+            seconds = time.perf_counter() - t0
+            with fill.lock:
+                fill.left -= 1
+                last = fill.left == 0
+            if last and fill.failed:
+                ring.give_back(slot, None)
+        if last and not fill.failed:
+            self._send_slot(fill.chunk, slot, chunk)
+        return seconds
+
+    def _send_slot(self, part: Chunk, slot: Slot, chunk: np.ndarray) -> None:
+        """Start the transfer of the chunk filled in `slot`, and give the slot back with it."""
+        handle = token = None
+        folded = False
+        try:
+            handle, token, folded = self._hand_over(part, chunk)
+        finally:
+            # reused once its transfer completed and, if its chunk was folded into the shard's
+            # buffer just now, once that update ran (so chunks awaiting updates stay bounded too)
+            self.sender.ring.give_back(slot, token if token is not None and folded else handle)
 
     def _read_shared(self, source: Bytes, part: SharedChunks, scratch: np.ndarray) -> float:
         """Fetch the part's rows into `scratch` once, then send every chunk cut from them."""
@@ -196,19 +298,17 @@ class RingJob:
     def _through_slot(self, part: Chunk, fill: Callable[[np.ndarray], None]) -> float:
         """Take a ring slot, `fill` it with the chunk, start its transfer and give the slot back
         with it; the seconds spent filling."""
-        piece, ring = part.piece, self.sender.ring
+        ring = self.sender.ring
         slot = ring.take()
-        handle = token = None
+        chunk = slot.view(region_shape(part.region), part.piece.dtype)
+        t0 = time.perf_counter()
         try:
-            chunk = slot.view(region_shape(part.region), piece.dtype)
-            t0 = time.perf_counter()
             fill(chunk)
-            t1 = time.perf_counter()
-            handle, token, folded = self._hand_over(part, chunk)
-        finally:
-            # reused once its transfer completed and, if its chunk was folded into the shard's
-            # buffer just now, once that update ran (so chunks awaiting updates stay bounded too)
-            ring.give_back(slot, token if token is not None and folded else handle)
+        except BaseException:
+            ring.give_back(slot, None)
+            raise
+        t1 = time.perf_counter()
+        self._send_slot(part, slot, chunk)
         return t1 - t0
 
     def goes_mapped(self, region: Region) -> bool:
@@ -320,6 +420,7 @@ class RingJob:
         self.pieces.clear()
         self.chunks.clear()
         self.shared.clear()
+        self.shares.clear()
         self.source = None
         plan.report.loaded.append(step.leaf.key)
         if "device" in self.transposed_by:
@@ -385,6 +486,8 @@ def shard_bytes(work: Work) -> int:
 def device_bytes(work: Work) -> int:
     """The bytes a queued part puts on its devices: its ring chunks' (0 for other work)."""
     part = getattr(work, "part", None)
+    if isinstance(part, SlotShare):
+        return math.prod(region_shape(part.region)) * part.fill.chunk.piece.dtype.itemsize
     if not isinstance(part, (Chunk, SharedChunks)):
         return 0
     chunks = part.chunks if isinstance(part, SharedChunks) else (part,)

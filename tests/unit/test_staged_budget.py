@@ -25,7 +25,7 @@ import pytest
 
 import loader
 import shapes
-from loader.pipeline import file_pages, programs, ring, sizing
+from loader.pipeline import file_pages, programs, ring, ring_job, sizing
 from loader.pipeline.options import PipelineOptions
 from loader.pipeline.sizing import Sizing
 from loader.pipeline.sources.memory import MemoryCheckpoint
@@ -185,3 +185,60 @@ def test_the_bytes_in_flight_stop_at_what_the_link_needs_whatever_the_budget(
     verify(model, large)
     assert report.staging_memory == "mapped"
     assert 4 * MIB < fake.max_live_bytes <= 12 * MIB, fake.max_live_bytes / MIB
+
+
+def casts_spec(dtype: str) -> shapes.ShapeSpec:
+    """Leaves of `dtype` (a safetensors name) to cast: one of many pieces, each of many shares; one
+    whose row is larger than a piece; odd shapes."""
+    return shapes.ShapeSpec(
+        "casts",
+        "",
+        (F,),
+        (
+            shapes.TensorSpec("big.weight", dtype, (300, 256), F),
+            shapes.TensorSpec("wide.weight", dtype, (3, 70000), F),
+            shapes.TensorSpec("odd.weight", dtype, (37, 3, 29), F),
+            shapes.TensorSpec("vec.bias", dtype, (5001,), F),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("file_dtype", "model_dtype"),
+    [("F32", "bfloat16"), ("BF16", "float32"), ("F16", "bfloat16")],
+)
+def test_casts_filled_by_readers_side_by_side_are_bit_exact(
+    tmp_path, poison, monkeypatch, file_dtype, model_dtype
+):
+    """Each piece of a cast is filled into its slot by several readers (a share each, made small
+    here), the last of them starting the transfer: the values are those of numpy / ml_dtypes'
+    own `astype` (`shapes.verify_tensor`), and a transfer that reads its slot late sees no slot
+    reused under it."""
+    spec = casts_spec(file_dtype)
+    path = shapes.synthesize(spec, tmp_path)
+    monkeypatch.setattr(ring_job, "SHARE_BYTES", 8 << 10)
+    fake = LateTransfer(delay=0.005)
+    monkeypatch.setattr(ring, "pageable_transfer", fake)
+    shares = []
+    real_fill = ring_job.RingJob.fill_share
+    monkeypatch.setattr(
+        ring_job.RingJob,
+        "fill_share",
+        lambda self, source, share, scratch: (
+            shares.append(share) or real_fill(self, source, share, scratch)
+        ),
+    )
+    model = shapes.model_builder(spec, dtype=model_dtype)()
+    poison(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", loader.LoadWarning)  # the cast, expected
+        model, report = loader.load_model(
+            model, path, staging=True, budget=1 << 20, threads=3, casts="allow"
+        )
+    verify(model, path)
+    assert all(
+        np.dtype(v.get_value().dtype) == np.dtype(model_dtype) for _, v in iter_variables(model)
+    )
+    assert report.staging_memory == "pageable" and fake.corrupted == 0
+    chunks = {id(share.fill) for share in shares}
+    assert len(shares) > 2 * len(chunks) > 0  # several readers' shares a slot

@@ -458,7 +458,7 @@ def test_beside_reader_threads_one_sender_thread_starts_the_mapped_transfers(
     their own, never the main thread (it finishes jobs meanwhile) nor a reader."""
     path = shapes.synthesize(MIXED, tmp_path)
     mapped_by, slots_by = set(), set()
-    real_map, real_slot = ring_job.RingJob.map_chunk, ring_job.RingJob._through_slot
+    real_map, real_slot = ring_job.RingJob.map_chunk, ring_job.RingJob._send_slot
 
     def map_chunk(self, *a, **k):
         mapped_by.add(threading.current_thread().name)
@@ -469,7 +469,7 @@ def test_beside_reader_threads_one_sender_thread_starts_the_mapped_transfers(
         return real_slot(self, *a, **k)
 
     monkeypatch.setattr(ring_job.RingJob, "map_chunk", map_chunk)
-    monkeypatch.setattr(ring_job.RingJob, "_through_slot", through_slot)
+    monkeypatch.setattr(ring_job.RingJob, "_send_slot", through_slot)
     model, report = load(MIXED, path, poison, dtype="bfloat16")
     verify(model, path)
     assert mapped_by == {"loader-pipeline-mapped"}
