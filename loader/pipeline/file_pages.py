@@ -13,13 +13,15 @@ so the pages mapped beyond the chunks in flight (counted in the budget) are at m
 window of each file and the one before it: a fixed allowance, whatever the budget
 (`tests/unit/test_staged_budget.py` counts what is mapped at once). (Mapping the whole file once
 and dropping landed pages with `MADV_DONTNEED` kept the host's RSS at the whole file inside
-gVisor: only `munmap` gives pages back there.)
+gVisor: only `munmap` gives pages back there.) `MAPPED` counts the bytes mapped at once in this
+process, and their high-water mark: what a load held of its files' pages beside the budget.
 """
 
 from __future__ import annotations
 
 import mmap
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +30,37 @@ import numpy as np
 #: chunks in flight stay a fixed allowance beside the budget, large enough that an `mmap` (about a
 #: third of a millisecond inside gVisor) costs a few percent of the window's transfer.
 WINDOW_BYTES = 16 << 20
+
+
+class MappedBytes:
+    """The bytes of file windows mapped now in this process, and the most at once since `reset`.
+
+    Example:
+        >>> MAPPED.reset(); load_model(model, path, staging=True); MAPPED.peak_bytes
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now_bytes = self.peak_bytes = 0
+
+    def mapped(self, pages: mmap.mmap, nbytes: int) -> None:
+        """Count `pages` (`nbytes` long) until it is unmapped (with its last view)."""
+        with self._lock:
+            self.now_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.now_bytes)
+        weakref.finalize(pages, self._unmapped, nbytes)
+
+    def _unmapped(self, nbytes: int) -> None:
+        with self._lock:
+            self.now_bytes -= nbytes
+
+    def reset(self) -> None:
+        """Start a new high-water mark from what is mapped now."""
+        with self._lock:
+            self.peak_bytes = self.now_bytes
+
+
+MAPPED = MappedBytes()
 
 
 @dataclass(frozen=True)
@@ -57,6 +90,7 @@ class FilePages:
                 base = at - at % mmap.ALLOCATIONGRANULARITY
                 stop = min(self.size, max(base + WINDOW_BYTES, at + nbytes))
                 pages = mmap.mmap(self.fd, stop - base, prot=mmap.PROT_READ, offset=base)
+                MAPPED.mapped(pages, stop - base)
                 window = self._window = _Window(base, stop, pages)
         return np.frombuffer(window.pages, np.uint8, count=nbytes, offset=at - window.start)
 
