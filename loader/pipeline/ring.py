@@ -14,11 +14,12 @@ a staging copy: it must live until its transfer has completed, and no longer. Tw
   busy (one `device_put` at a time carries about half of what several do on a TPU v5e host; see
   docs/results.md).
 - **The ring** (casts, remote reads, regions that are not one run of bytes): a fixed number of
-  equal slots, allocated on first use (their bytes taken from the budget for good); a reader
-  takes a slot, fills it with one chunk (cast on the host), starts the transfer and hands the slot
-  back with the transfer. The slot is given out again only once that transfer `is_ready()` (or
-  after `block_until_ready()`, when every slot is in flight): a reused slot never changes bytes a
-  transfer is still reading.
+  equal slots of one piece each, allocated on first use (their bytes taken from the budget for
+  good); a reader takes a slot, fills it with one chunk (cast on the host; a cast from a local file
+  by several readers side by side, `loader.pipeline.ring_job.SlotShare`), starts the transfer and
+  hands the slot back with the transfer. The slot is given out again only once that transfer
+  `is_ready()` (or after `block_until_ready()`, when every slot is in flight): a reused slot never
+  changes bytes a transfer is still reading.
 
 Memory: the slots are pageable. JAX's `pinned_host` memory is no faster route: filling it from
 numpy goes through `jax.device_put`, a second copy that ran at about 1 GB/s on a TPU v5e host
