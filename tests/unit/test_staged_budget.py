@@ -8,7 +8,9 @@ The checkpoint's leaves are several times the budget, so a path that maps a shar
 (a large window kept alive by a chunk in flight, a whole leaf mapped) fails here.
 
 A cast onto the devices compiles no device program per tensor shape: its leaves go in the same
-pieces as a plain load's, so it compiles what the plain load compiles, no more.
+pieces as a plain load's, so it compiles what the plain load compiles, no more; each piece is cast
+into its slot by several readers side by side, bit-exact. A larger budget never makes a piece
+larger, nor puts more bytes in flight than `MAX_FLIGHT_BYTES`.
 """
 
 from __future__ import annotations
