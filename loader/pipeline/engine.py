@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
+from loader.budget import ByteBudget
 from loader.errors import CheckpointError
 from loader.format import TensorInfo
 from loader.format.buffers import aligned
 from loader.format.file_order import file_order
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.fused import fuse
 from loader.pipeline.jobs import (
     AdoptJob,

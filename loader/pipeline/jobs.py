@@ -44,9 +44,9 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
+from loader.budget import ByteBudget
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import (
     Bytes,
     Region,

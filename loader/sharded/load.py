@@ -35,9 +35,9 @@ from typing import Any
 
 import jax
 
+from loader.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.errors import CheckpointError
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.placement.place import describe_sharding

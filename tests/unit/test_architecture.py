@@ -42,6 +42,8 @@ import ast
 import io
 import os
 import re
+import subprocess
+import sys
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -453,3 +455,63 @@ def test_fmt_skip_is_rare_and_only_on_data_tables():
     off_table = [f"{name}:{line}" for name, marks in found.items() for line, ok in marks if not ok]
     assert len(markers) <= MAX_FMT_SKIPS, f"{len(markers)} formatter bypasses: {markers}"
     assert not off_table, f"formatter bypasses outside a literal data table: {off_table}"
+
+
+# -- no engine imports another ------------------------------------------------------------------
+#: The sharded engine: its folder and the strategies that run it.
+SHARDED = ("loader.sharded", "loader.strategies.sharded", "loader.strategies.sharded_dir")
+
+
+def _pipeline_imports(modules: dict[str, Module]) -> list[str]:
+    """`module -> loader.pipeline...` for each import of the pipelined engine by the sharded one,
+    every kind of import counted (module level, type-only, inside a function)."""
+    return sorted(
+        f"{name} -> {dep}"
+        for name, mod in modules.items()
+        if any(_under(name, sharded) for sharded in SHARDED)
+        for dep in mod.top | mod.typing | mod.deferred
+        if _under(dep, "loader.pipeline")
+    )
+
+
+def test_the_sharded_engine_imports_nothing_of_the_pipelined_one():
+    wrong = _pipeline_imports(MODULES)
+    assert not wrong, "the sharded engine imports loader.pipeline: " + "; ".join(wrong)
+
+
+def test_the_engine_import_check_can_fail():
+    planted = {"loader.sharded.load": Module("loader.sharded.load", False)}
+    planted["loader.sharded.load"].deferred.add("loader.pipeline.budget")
+    assert _pipeline_imports(planted) == ["loader.sharded.load -> loader.pipeline.budget"]
+
+
+#: A sharded load in a fresh process: the modules of `loader.pipeline` it ran, and whether every
+#: value came from the file (the model is built from another seed than the one saved).
+SHARDED_LOAD = """
+import sys, tempfile
+from pathlib import Path
+import numpy as np
+from flax import nnx
+import loader
+build = lambda seed: nnx.Linear(8, 8, use_bias=False, rngs=nnx.Rngs(seed))
+with tempfile.TemporaryDirectory() as tmp:
+    path = Path(tmp) / "tiny.safetensors"
+    loader.save_model(build(0), path)
+    model, _ = loader.load_model(lambda: build(1), path, strategy="sharded")
+saved = np.asarray(build(0).kernel.get_value())
+exact = np.array_equal(np.asarray(model.kernel.get_value()), saved)
+print(exact, sorted(n for n in sys.modules if n.split(".")[:2] == ["loader", "pipeline"]))
+"""
+
+
+def test_a_sharded_load_runs_no_file_of_the_pipelined_engine():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", SHARDED_LOAD],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "[]"], done.stdout

@@ -1,6 +1,6 @@
 """`sharded`'s `budget=` (issue 55): the bytes it reads ahead of the tensor being placed stay
 within the budget, counted as the pipelined engine counts its bytes in flight
-(`loader.pipeline.budget.ByteBudget`; the high-water mark is `LoadReport.inflight_peak_bytes`).
+(`loader.budget.ByteBudget`; the high-water mark is `LoadReport.inflight_peak_bytes`).
 
 What is measured is the host bytes the read-ahead holds, not the process's RSS: the budget's own
 count, which a read-ahead that ignored the budget would push past it.

@@ -27,6 +27,7 @@ import pytest
 
 import loader
 import shapes
+from loader.budget import ByteBudget
 from loader.errors import DeviceOutOfMemoryError
 from loader.pipeline import (
     device_shards,
@@ -38,7 +39,6 @@ from loader.pipeline import (
     ring_job,
     sizing,
 )
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import full_region
 from loader.pipeline.ring_chunks import DevicePiece, contiguous_bytes, even_chunks
 from loader.pipeline.sources import local
