@@ -34,8 +34,12 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 The engine reads every byte through its `loader.pipeline.sources.ByteSource` and never asks which
-kind it is. An exception in a reader thread stops the load: it is raised on the main thread as
-`CheckpointError` naming the file and tensor, after every thread has been joined.
+kind it is; nor does it ask a job its kind: what differs between kinds (which parts go straight
+from mapped pages, chosen once when a `RingJob` is made; the bytes a part puts on its devices;
+whether a run or fused rows may read a job) is a member of `Job` or `Work` that each kind
+answers (`tests/unit/test_architecture.py` fails on an `isinstance` of a job, part or work kind
+outside the job types). An exception in a reader thread stops the load: it is raised on the
+main thread as `CheckpointError` naming the file and tensor, after every thread has been joined.
 """
 
 from __future__ import annotations
@@ -60,12 +64,14 @@ from loader.pipeline.jobs import (
     AdoptJob,
     HostCopyJob,
     Job,
+    MappedPart,
+    MapsChunks,
     Work,
     host_bytes,
     is_adoptable,
     job_view,
 )
-from loader.pipeline.mapped_send import MappedPart, batches, mapped_part, send_batch
+from loader.pipeline.mapped_send import batches, send_batch
 from loader.pipeline.options import PipelineOptions
 from loader.pipeline.order import by_offset, coalesce, part_order
 from loader.pipeline.regions import Bytes, MemoryBytes
@@ -214,7 +220,7 @@ class Pipeline:
         (`loader.pipeline.mapped_send`); a failure is raised as the tensor's `CheckpointError`."""
         sender = self._sender
         assert sender is not None, "Pipeline: mapped chunks without a ring sender"
-        unfolded: dict[RingJob, None] = {}  # jobs with chunks arrived but not in their shard
+        unfolded: dict[MapsChunks, None] = {}  # jobs with chunks arrived but not in their shard
         assembling = False  # the last batch held chunks of leaves assembled on their devices
         for batch in batches(parts, sender.chunk_bytes):
             if self._cancelled.is_set():
@@ -315,7 +321,7 @@ class Pipeline:
         none runs yet); the chunks that go straight from mapped pages are returned instead."""
         mapped: list[MappedPart] = []
         for work in queued:
-            part = mapped_part(work)
+            part = work.mapped()
             if part is None:
                 self._work.put(work)
             else:

@@ -515,3 +515,72 @@ def test_a_sharded_load_runs_no_file_of_the_pipelined_engine():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "[]"], done.stdout
+
+
+# -- the engine asks no job its kind -----------------------------------------------------------
+#: The modules that define the jobs, their parts and the work the readers take.
+JOB_MODULES = (
+    "loader.pipeline.jobs",
+    "loader.pipeline.ring_job",
+    "loader.pipeline.ring_chunks",
+    "loader.pipeline.stacked",
+    "loader.pipeline.order",
+    "loader.pipeline.fused",
+)
+
+
+def _classes(module: str) -> list[ast.ClassDef]:
+    tree = ast.parse(_path(module).read_text(encoding="utf-8"))
+    return [n for n in tree.body if isinstance(n, ast.ClassDef)]
+
+
+def _job_kinds() -> tuple[set[str], set[str]]:
+    """(every class of the job modules: jobs, parts, work; the job types among them, the
+    classes that finish a leaf, which may tell their own parts apart)."""
+    classes = [c for module in JOB_MODULES for c in _classes(module)]
+    finishes = {
+        c.name
+        for c in classes
+        if any(isinstance(f, ast.FunctionDef) and f.name == "finish" for f in c.body)
+    }
+    return {c.name for c in classes}, finishes - {"Job"}
+
+
+def _pipeline_kind_questions(tree: ast.AST, kinds: set[str], own: set[str]) -> list[int]:
+    """The lines of `isinstance(x, K)` with K one of `kinds`, outside the classes `own`."""
+    inside = {
+        id(node)
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef) and cls.name in own
+        for node in ast.walk(cls)
+    }
+    return [line for line in _kind_questions(tree, kinds) if not _at_line_in(tree, line, inside)]
+
+
+def _at_line_in(tree: ast.AST, line: int, inside: set[int]) -> bool:
+    return any(
+        isinstance(n, ast.Call) and n.lineno == line and id(n) in inside for n in ast.walk(tree)
+    )
+
+
+def test_the_engine_asks_no_job_its_kind():
+    kinds, own = _job_kinds()
+    assert {"AdoptJob", "HostCopyJob", "RingJob", "JobPart", "Chunk"} <= kinds
+    assert {"AdoptJob", "HostCopyJob", "RingJob"} <= own
+    found = [
+        f"{name}:{line}"
+        for name in sorted(MODULES)
+        if _under(name, "loader.pipeline")
+        for line in _pipeline_kind_questions(
+            ast.parse(_path(name).read_text(encoding="utf-8")), kinds, own
+        )
+    ]
+    assert not found, f"isinstance of a job, part or work kind outside the job types: {found}"
+
+
+def test_the_job_kind_check_can_fail():
+    kinds, own = _job_kinds()
+    asked = "def f(work):\n    return isinstance(work.job, RingJob)\n"
+    assert _pipeline_kind_questions(ast.parse(asked), kinds, own) == [2]
+    inside = "class RingJob:\n    def read(self, part):\n        return isinstance(part, Chunk)\n"
+    assert _pipeline_kind_questions(ast.parse(inside), kinds, own) == []
