@@ -15,6 +15,7 @@ Modules, in the order a load meets them:
   with it too);
 - `speculation`: whole tensors read while the model is built;
 - `cache_fit`: which tensors `cache_policy=` drops from the page cache once read;
+- `job_types`: each step's job type, chosen once when its job is made (`JobTypes`);
 - `jobs`: the `Job` protocol and the ways a leaf travels: `AdoptJob` (into buffers its devices
   adopt), `HostCopyJob` (whole into a host buffer, then made its value); `stacked`: `LayerJob`
   (a layer of a stacked leaf, into its slices of the leaf's buffers);

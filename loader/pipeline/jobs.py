@@ -45,6 +45,7 @@ import numpy as np
 from jax.sharding import Sharding
 
 from loader.budget import ByteBudget
+from loader.errors import CheckpointError
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
 from loader.pipeline.regions import (
@@ -62,12 +63,25 @@ from loader.pipeline.ring import host_memory
 from loader.pipeline.ring_chunks import Chunk
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.views import fill_view, fill_views, outer_axis
+from loader.placement.casts import CastValueError
 from loader.placement.leaves import Leaf, LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.planning.plan import LoadPlan, Step
 from loader.transforms import Chain, View
 
 PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads
+
+
+def reader_error(where: str, exc: BaseException) -> CheckpointError:
+    """The error to raise on the main thread for a failure in a reader thread."""
+    if isinstance(exc, CastValueError):  # a value check in the cast: name the tensor
+        return exc.at(where)
+    if isinstance(exc, CheckpointError):  # already names the file and tensor (the byte source)
+        return exc
+    err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")
+    err.__cause__ = exc
+    return err
+
 
 P = TypeVar("P")
 
@@ -315,6 +329,19 @@ def host_bytes(step: Step) -> int:
         if host_memory(device)
     )
     return nbytes * on_host // size
+
+
+def model_bytes_per_device(steps: list[Step]) -> dict[object, int]:
+    """The bytes each device will hold of the planned leaves (their regions, in the model's
+    dtypes)."""
+    need: dict[object, int] = {}
+    for step in steps:
+        if step.sharding is None:  # a Python scalar: no device memory
+            continue
+        itemsize = np.dtype(step.leaf.dtype).itemsize
+        for device, region in device_regions(step):
+            need[device] = need.get(device, 0) + math.prod(region_shape(region)) * itemsize
+    return need
 
 
 def tensor_where(file: str, step: Step) -> str:

@@ -456,16 +456,3 @@ def likely_blocks(key_map: object, infos: dict[str, TensorInfo]) -> dict[str, li
         if block and block.transposes and block.offset == 0 and block.block_shape == stored:
             blocks.setdefault(found.file_key, []).append(block)
     return blocks
-
-
-def model_bytes_per_device(steps: list[Step]) -> dict[object, int]:
-    """The bytes each device will hold of the planned leaves (their regions, in the model's
-    dtypes)."""
-    need: dict[object, int] = {}
-    for step in steps:
-        if step.sharding is None:  # a Python scalar: no device memory
-            continue
-        itemsize = np.dtype(step.leaf.dtype).itemsize
-        for device, region in device_regions(step):
-            need[device] = need.get(device, 0) + math.prod(region_shape(region)) * itemsize
-    return need
