@@ -25,6 +25,13 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
 - Outside the modules that define the byte sources, no code in `loader` asks a source which kind
   it is (`isinstance` of a source or bytes class): a question about where bytes come from is a
   method or property of `loader.pipeline.sources.ByteSource` (or of the `Bytes` it makes).
+- No engine imports another: nothing under `loader/sharded/` (nor the strategies that run it)
+  imports `loader.pipeline`, by any kind of import (the byte budget both count with is
+  `loader.budget`), and a sharded load in a fresh process runs no module of `loader.pipeline`.
+- The pipelined engine asks no job its kind: in `loader.pipeline`, an `isinstance` of a job, part
+  or work class (those of `JOB_MODULES`) appears only inside a job type's own methods (a class
+  that finishes a leaf, telling its own parts apart); and no `getattr` / `hasattr` probes a job,
+  a piece of work or a tensor's `Bytes` for a member of their protocols.
 - In `loader`, not even a type-only cycle: the imports under `if TYPE_CHECKING:` count too. Such a
   block never runs, but two modules that need each other's types are one role split in the wrong
   place (the plan's types live in `loader.planning.plan`, below the planner and the executors).
@@ -584,3 +591,46 @@ def test_the_job_kind_check_can_fail():
     assert _pipeline_kind_questions(ast.parse(asked), kinds, own) == [2]
     inside = "class RingJob:\n    def read(self, part):\n        return isinstance(part, Chunk)\n"
     assert _pipeline_kind_questions(ast.parse(inside), kinds, own) == []
+
+
+def _protocol_members(module: str, names: set[str]) -> set[str]:
+    """The members (methods, properties, attributes) of the protocols `names` of `module`."""
+    members: set[str] = set()
+    for cls in _classes(module):
+        if cls.name in names:
+            members |= {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+            members |= {
+                n.target.id
+                for n in cls.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+    return members
+
+
+def _probes(tree: ast.AST, members: set[str]) -> list[int]:
+    """The lines of `getattr(x, "m", ...)` / `hasattr(x, "m")` with `m` one of `members`."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", "") in ("getattr", "hasattr")
+        and len(node.args) > 1
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value in members
+    ]
+
+
+def test_no_code_probes_a_job_or_its_bytes_for_a_capability():
+    """What a job, a piece of work or a tensor's bytes can do is on their protocols (`Job`,
+    `Work`, `Bytes`): read it there, never by `getattr` (as `maps` and `mapped` once were)."""
+    members = _protocol_members("loader.pipeline.jobs", {"Job", "Work", "MapsChunks"})
+    members |= _protocol_members("loader.pipeline.regions", {"Bytes"})
+    assert {"maps", "mapped", "parts", "device_bytes", "shares_rows"} <= members
+    found = [
+        f"{name}:{line}"
+        for name in sorted(MODULES)
+        if _under(name, "loader.pipeline")
+        for line in _probes(ast.parse(_path(name).read_text(encoding="utf-8")), members)
+    ]
+    assert not found, f"getattr of a job's or bytes' capability: {found}"
+    assert _probes(ast.parse('getattr(src, "maps", False)'), members) == [1]
