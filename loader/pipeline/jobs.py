@@ -27,8 +27,14 @@ buffers and its budget). Each way a leaf travels is one class, carrying its own 
 A job's bytes come from a `loader.pipeline.regions.Bytes` (made by the load's byte source,
 `loader.pipeline.sources`, or a speculative read made before the plan); whether rows several devices
 hold are read once for all of them is the `Bytes`' to say (`shares_rows`). A new kind of source is a
-new `ByteSource`, a new way for a leaf to travel a new `Job`. The engine queues `Work`: one part of
-one job (`JobPart`), or a run of small whole jobs read at once (`loader.pipeline.order.Run`).
+new `ByteSource`, a new way for a leaf to travel a new `Job` (its type chosen once, when the job is
+made: `loader.pipeline.job_types`). What differs between the ways is a member each answers, so
+that nothing outside them asks a job its kind: whether its parts wait for device programs
+(`needs_programs`), the bytes a part puts on its devices (`device_bytes`), whether a part goes
+straight from mapped pages (`mapped`: a `MappedPart`, chosen when a `RingJob` is made), and
+whether a run or fused rows may read it (`joins_run`, `fusable`: itself, an `AdoptJob`). The
+engine queues `Work`: one part of one job (`JobPart`), or a run of small whole jobs read at once
+(`loader.pipeline.order.Run`).
 """
 
 from __future__ import annotations
