@@ -229,6 +229,10 @@ class LoadReport:
         inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
             strategies that bound them (`pipelined`; `sharded`: the bytes read ahead); None
             otherwise.
+        over_budget: the tensors a `sharded` load read ahead whole in one region larger than
+            `budget=` (each alone, nothing else held; a region is not read in parts), so
+            `inflight_peak_bytes` is over the budget; the load warns once, naming the budget
+            that would hold them. Empty where the budget held (and for other strategies).
         staging_memory: a staged load's host staging memory (`pipelined` on a backend that does
             not adopt host buffers, or `staging=True`): "mapped" where every chunk went straight
             from the file's mapped pages, "pageable" where some went through the staging ring.
@@ -270,6 +274,7 @@ class LoadReport:
     staged: list[str] = field(default_factory=list)
     stacked: list[str] = field(default_factory=list)
     inflight_peak_bytes: int | None = None
+    over_budget: list[str] = field(default_factory=list)
     staging_memory: str | None = None
     staging_slots: int | None = None
     device_programs: int | None = None

@@ -28,8 +28,9 @@ the walk, "entries" how often it enters each one.
 With `--sharded` the read is the read-ahead's `os.preadv` and the put the first `jax.device_put`
 of a host array (a region of the tensor: the sharding rule may split it over the devices).
 `--check N` makes it a test: exit 1, saying why, if the walk passes more than N files, enters
-one more than twice (the bound `docs/design.md` states for each walk), or, for the default load
-and `--sharded`, stops anywhere but where `docs/design.md`'s table of that walk says.
+one more than twice (the bound `docs/design.md` states for each walk), or, where
+`docs/design.md` tells this walk (a table after a "Counted from a real load" paragraph naming
+this command: `documented`), stops anywhere but where its table says, or at other stops.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
+import shlex
 import sys
 import tempfile
 import threading
@@ -50,8 +53,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LOADER = str(ROOT / "loader") + os.sep
 SHAPE = (64, 64)  # the one tensor's shape
 DESIGN = ROOT / "docs" / "design.md"
-#: The section of `docs/design.md` whose table gives each walk (the other walks have none).
-SECTIONS = {"pipelined": "## One tensor, from", "sharded": "## The sharded engine"}
+#: What opens a walk's paragraph in `docs/design.md`; its table follows (`documented`).
+COUNTED = "**Counted from a real load**"
+STOPS = ("open", "read", "plan", "put")
 #: Where a remote read's own files are: the walk through the checkpoint-bytes layer.
 REMOTE_LAYER = ("loader/remote/", "loader/pipeline/sources/")
 
@@ -202,9 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         _count("the remote read's own ", Counter(walk.entries(REMOTE_LAYER)))
     if args.check is None:
         return 0
-    plain = not (args.cast or args.strict or args.staging or args.remote)
-    section = SECTIONS["sharded" if args.sharded else "pipelined"] if plain else None
-    return _checked(walk, entries, args.check, section)
+    told = documented().get(walk_args(argv if argv is not None else sys.argv[1:]))
+    return _checked(walk, entries, args.check, told)
 
 
 def _count(what: str, entries: Counter[str]) -> None:
@@ -213,36 +216,66 @@ def _count(what: str, entries: Counter[str]) -> None:
         print(f"  {n}  {name}")
 
 
-def documented(section: str, text: str | None = None) -> dict[str, list[str]]:
-    """The walk `docs/design.md` tells under the heading starting `section`: each stop's files,
-    outermost first (`loader/` left out, as the table writes them).
+def walk_args(argv: list[str]) -> tuple[str, ...]:
+    """A walk's options as `docs/design.md` names it: in order, without `--check N`.
 
     Example:
-        >>> documented("## S", "## S\n| read | `load.py` > `x/y.py` |\n## T\n")
-        {'read': ['load.py', 'x/y.py']}
+        >>> walk_args(["--sharded", "--check", "8"])
+        ('--sharded',)
+    """
+    args = list(argv)
+    if "--check" in args:
+        at = args.index("--check")
+        del args[at : at + 2]
+    return tuple(args)
+
+
+def documented(text: str | None = None) -> dict[tuple[str, ...], dict[str, list[str]]]:
+    """Every walk `docs/design.md` tells: its options (`walk_args` of the first
+    `python scripts/tensor_walk.py ...` of a paragraph that opens with `COUNTED`) -> the table
+    after that paragraph: each stop's files, outermost first (`loader/` left out, as the table
+    writes them).
+
+    Example:
+        >>> documented(f"{COUNTED} (`python scripts/tensor_walk.py --sharded`):\n\n"
+        ...            "| read | `load.py` > `x/y.py` |\n")
+        {('--sharded',): {'read': ['load.py', 'x/y.py']}}
     """
     text = DESIGN.read_text(encoding="utf-8") if text is None else text
-    body = text[text.index(section) :]
-    body = body[: body.find("\n## ", 1) if "\n## " in body[1:] else len(body)]
-    walk = {}
-    for line in body.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[0] in ("plan", "read", "put"):
-            walk[cells[0]] = [f.strip().strip("`") for f in cells[1].split(">")]
-    return walk
+    walks: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    for block in text.split(COUNTED)[1:]:
+        command = re.search(r"`python scripts/tensor_walk\.py([^`]*)`", block)
+        if command is None:
+            continue
+        table: dict[str, list[str]] = {}
+        rows = block[block.index("\n|") :] if "\n|" in block else ""
+        for line in rows.splitlines()[1:]:
+            if not line.startswith("|"):
+                break
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 2 and cells[0] in STOPS:
+                table[cells[0]] = [f.strip().strip("`") for f in cells[1].split(">")]
+        walks[walk_args(shlex.split(command.group(1)))] = table
+    return walks
 
 
-def _checked(walk: Walk, entries: Counter[str], most_files: int, section: str | None) -> int:
-    """0 if the walk reached all three stops within `most_files` files, none entered more than
-    twice, each stop where `section`'s table says (when given); else 1, after a line saying what
-    went past."""
-    wrong = [f"no {stop} stop" for stop in ("plan", "read", "put") if stop not in walk.stops]
-    if section is not None:
-        for stop, files in documented(section).items():
+def _checked(
+    walk: Walk, entries: Counter[str], most_files: int, told: dict[str, list[str]] | None = None
+) -> int:
+    """0 if the walk reached its stops (those `told`, the walk's table in `docs/design.md`, else
+    plan, read and put) within `most_files` files, none entered more than twice, and each stop
+    where `told` says; else 1, after a line saying what went past."""
+    wanted = list(told) if told is not None else ["plan", "read", "put"]
+    wrong = [f"no {stop} stop" for stop in wanted if stop not in walk.stops]
+    if told is not None:
+        wrong += [
+            f"a {stop} stop docs/design.md does not tell" for stop in walk.stops if stop not in told
+        ]
+        for stop, files in told.items():
             found = [f.removeprefix("loader/") for f in walk.stops.get(stop, [])]
-            if found != files:
-                told = " > ".join(files)
-                wrong.append(f"{stop}: {' > '.join(found)}, docs/design.md says {told}")
+            if stop in walk.stops and found != files:
+                said = " > ".join(files)
+                wrong.append(f"{stop}: {' > '.join(found)}, docs/design.md says {said}")
     if len(entries) > most_files:
         wrong.append(f"{len(entries)} files, more than {most_files}")
     wrong += [f"{name} entered {n} times" for name, n in entries.items() if n > 2]

@@ -10,10 +10,12 @@ Modules, in the order a load meets them:
 - `sources`: the byte source the load reads through (`ByteSource`: `local`, `remote`, `memory`),
   which owns its reader threads, requests, page cache and statistics;
 - `sizing`: the load's sizes, worked out once before any thread starts (`Sizing`: threads,
-  scratch, requests, the staging ring, the budget's reserve); `budget`: the bound on host bytes
-  in flight, counted as they come (`ByteBudget`);
+  scratch, requests, the staging ring, the budget's reserve); the bound on host bytes in flight,
+  counted as they come, is `loader.budget.ByteBudget` (outside this package: `sharded` counts
+  with it too);
 - `speculation`: whole tensors read while the model is built;
 - `cache_fit`: which tensors `cache_policy=` drops from the page cache once read;
+- `job_types`: each step's job type, chosen once when its job is made (`JobTypes`);
 - `jobs`: the `Job` protocol and the ways a leaf travels: `AdoptJob` (into buffers its devices
   adopt), `HostCopyJob` (whole into a host buffer, then made its value); `stacked`: `LayerJob`
   (a layer of a stacked leaf, into its slices of the leaf's buffers);
@@ -32,7 +34,7 @@ Modules, in the order a load meets them:
 The aligned, prefaulted buffers the reads go into are `loader.format.buffers`'s.
 """
 
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
+from loader.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.pipeline.engine import Pipeline
 from loader.pipeline.options import PipelineOptions
 from loader.pipeline.sizing import Sizing

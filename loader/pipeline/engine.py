@@ -34,8 +34,12 @@ Life of a load (`start` before the model is built, `fill` after the plan check, 
 3. `close()`: cancels what is left and joins every thread, error or not.
 
 The engine reads every byte through its `loader.pipeline.sources.ByteSource` and never asks which
-kind it is. An exception in a reader thread stops the load: it is raised on the main thread as
-`CheckpointError` naming the file and tensor, after every thread has been joined.
+kind it is; nor does it ask a job its kind: what differs between kinds (which parts go straight
+from mapped pages, chosen once when a `RingJob` is made; the bytes a part puts on its devices;
+whether a run or fused rows may read a job) is a member of `Job` or `Work` that each kind
+answers (`tests/unit/test_architecture.py` fails on an `isinstance` of a job, part or work kind
+outside the job types). An exception in a reader thread stops the load: it is raised on the
+main thread as `CheckpointError` naming the file and tensor, after every thread has been joined.
 """
 
 from __future__ import annotations
@@ -49,30 +53,27 @@ from typing import Any
 
 import numpy as np
 
+from loader.budget import ByteBudget
 from loader.errors import CheckpointError
-from loader.format import TensorInfo
 from loader.format.buffers import aligned
 from loader.format.file_order import file_order
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.fused import fuse
+from loader.pipeline.job_types import JobTypes
 from loader.pipeline.jobs import (
-    AdoptJob,
-    HostCopyJob,
     Job,
+    MappedPart,
+    MapsChunks,
     Work,
     host_bytes,
-    is_adoptable,
-    job_view,
+    model_bytes_per_device,
+    reader_error,
 )
-from loader.pipeline.mapped_send import MappedPart, batches, mapped_part, send_batch
+from loader.pipeline.mapped_send import batches, send_batch
 from loader.pipeline.options import PipelineOptions
 from loader.pipeline.order import by_offset, coalesce, part_order
-from loader.pipeline.regions import Bytes, MemoryBytes
 from loader.pipeline.ring import RingSender, Transfer, uses_ring
 from loader.pipeline.ring_job import (
-    RingJob,
-    model_bytes_per_device,
     programs_before_tail,
     waits_for_program,
     warm_programs,
@@ -80,24 +81,10 @@ from loader.pipeline.ring_job import (
 from loader.pipeline.sizing import Sizing
 from loader.pipeline.sources import ByteSource
 from loader.pipeline.speculation import Speculation
-from loader.pipeline.stacked import LayerJob, StackBuffers
 from loader.pipeline.stats import PipelineStats
-from loader.placement.casts import CastValueError
-from loader.planning.plan import LoadPlan, Stacked, Step
-from loader.transforms import View
+from loader.planning.plan import LoadPlan
 
 __all__ = ["Pipeline", "PipelineStats", "reader_error"]
-
-
-def reader_error(where: str, exc: BaseException) -> CheckpointError:
-    """The error to raise on the main thread for a failure in a reader thread."""
-    if isinstance(exc, CastValueError):  # a value check in the cast: name the tensor
-        return exc.at(where)
-    if isinstance(exc, CheckpointError):  # already names the file and tensor (the byte source)
-        return exc
-    err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")
-    err.__cause__ = exc
-    return err
 
 
 class Pipeline:
@@ -132,7 +119,6 @@ class Pipeline:
         self._done: queue.Queue[Job[Any] | CheckpointError] = queue.Queue()
         self._cancelled = threading.Event()
         self._workers: list[threading.Thread] = []
-        self._stacks: dict[int, StackBuffers] = {}  # id(Stacked) -> its buffers
         self._phase = contextlib.ExitStack()
         # set by `start`, from the source and the sizes worked out there
         self.sizing: Sizing | None = None
@@ -215,7 +201,7 @@ class Pipeline:
         (`loader.pipeline.mapped_send`); a failure is raised as the tensor's `CheckpointError`."""
         sender = self._sender
         assert sender is not None, "Pipeline: mapped chunks without a ring sender"
-        unfolded: dict[RingJob, None] = {}  # jobs with chunks arrived but not in their shard
+        unfolded: dict[MapsChunks, None] = {}  # jobs with chunks arrived but not in their shard
         assembling = False  # the last batch held chunks of leaves assembled on their devices
         for batch in batches(parts, sender.chunk_bytes):
             if self._cancelled.is_set():
@@ -280,7 +266,7 @@ class Pipeline:
     # -- fill: after the plan check -------------------------------------------------------------
     def fill(self, plan: LoadPlan, source: ByteSource, probe: Probe) -> None:
         """Read what the plan needs and give every planned leaf its value."""
-        _, speculation, sizing, _ = self._started()
+        _, speculation, sizing, budget = self._started()
         speculation.stop(len(self._workers))
         source.plan_reads(
             {step.file_key for step in plan.steps},
@@ -289,7 +275,8 @@ class Pipeline:
         )
         if self._sender is not None:  # before a byte is read: does the model fit its devices?
             self._sender.fit(model_bytes_per_device(plan.steps))
-        jobs = [self._job(step) for step in plan.steps]
+        types = JobTypes(source, speculation, sizing, budget, self._sender)
+        jobs = [types.job(step) for step in plan.steps]
         queued = self._queue_order(jobs, source, sizing)
         self._pending = Counter(job for work in queued for job in work.jobs)
         ready = [job for job in jobs if not self._pending[job]]
@@ -316,7 +303,7 @@ class Pipeline:
         none runs yet); the chunks that go straight from mapped pages are returned instead."""
         mapped: list[MappedPart] = []
         for work in queued:
-            part = mapped_part(work)
+            part = work.mapped()
             if part is None:
                 self._work.put(work)
             else:
@@ -342,57 +329,6 @@ class Pipeline:
         # twice the bytes in flight: the chunks in flight, and as many landed since the last fold
         defer_bytes = self._sender.defer_bytes if self._sender is not None else 0
         return programs_before_tail(work, 2 * sizing.flight_bytes, defer_bytes)
-
-    def _job(self, step: Step) -> Job[Any]:
-        """The job of one step, by the way its leaf travels; reusing (or reading from) its
-        speculative buffer if there is one."""
-        source, speculation, sizing, budget = self._started()
-        info = source.info(step.file_key)
-        file = str(source.file_of(info.name))
-        if step.file_key in speculation.errors:
-            raise reader_error(f"{file}: tensor {info.name!r}", speculation.errors[step.file_key])
-        spec = speculation.take(step.file_key)
-        data: Bytes
-        if spec is not None and spec.filled:
-            data = MemoryBytes(spec.buffer)
-        else:
-            data = source.tensor_bytes(info.name)
-        view = job_view(step, info)
-        if not is_adoptable(step, view):
-            return HostCopyJob.start(step, info, data, file, budget, spec=spec)
-        adopt: AdoptJob
-        if step.layer is not None:  # a layer of a stacked leaf, into its slices of the leaf
-            stack = self._stack_buffers(step.layer.group)
-            adopt = LayerJob.of_layer(step, info, data, file, budget, stack, view=view, spec=spec)
-        else:
-            ring = self._ring_job(step, info, data, file, view)
-            if ring is not None:
-                return ring
-            adopt = AdoptJob.start(step, info, data, file, budget, view=view, spec=spec)
-        adopt.max_part_bytes = sizing.max_part_bytes  # one request, where bytes go in file order
-        return adopt
-
-    def _ring_job(
-        self, step: Step, info: TensorInfo, data: Bytes, file: str, view: View | None
-    ) -> RingJob | None:
-        """The step's job on the ring path (nothing speculated on it): the leaf as stored, or a
-        transposed block of it (transposed on the device); None off that path, or for a view
-        the device cannot take as one block (it is adopted through its view instead)."""
-        if self._sender is None:
-            return None
-        block = view.permuted_block() if view is not None else None
-        if view is not None and block is None:
-            return None
-        _, _, sizing, _ = self._started()
-        return RingJob.start(
-            step, info, data, file, self._sender, block=block, scratch_bytes=sizing.scratch_bytes
-        )
-
-    def _stack_buffers(self, group: Stacked) -> StackBuffers:
-        """The buffers of a stacked leaf, allocated for its first layer's job."""
-        if id(group) not in self._stacks:
-            self._stacks[id(group)] = StackBuffers.allocate(group)
-        return self._stacks[id(group)]
 
     def _finish(self, job: Job[Any], plan: LoadPlan) -> float:
         t0 = time.perf_counter()

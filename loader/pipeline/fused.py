@@ -29,7 +29,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from loader.format import TensorInfo
 from loader.format.buffers import prefault
-from loader.pipeline.jobs import PART_BYTES, AdoptJob, Job, Work
+from loader.pipeline.jobs import PART_BYTES, AdoptJob, Job, MappedPart, Work
 from loader.pipeline.regions import Bytes
 from loader.pipeline.views import copy_strided, row_axis, stretch
 from loader.transforms import View
@@ -109,6 +109,11 @@ class OneTensorWork:
     def casts(self) -> bool:
         return any(job.casts for job in self.jobs)
 
+    device_bytes = 0  # into buffers the devices adopt
+
+    def mapped(self) -> MappedPart | None:
+        return None  # read by a reader thread
+
 
 @dataclass(eq=False)
 class FusedRows(OneTensorWork):
@@ -183,8 +188,8 @@ def fuse(
     by_tensor: dict[tuple[str, str], list[AdoptJob]] = {}
     rest: list[Job[Any]] = []
     for job in jobs:
-        if isinstance(job, AdoptJob) and job.view is not None and job.source is not None:
-            by_tensor.setdefault((job.file, job.info.name), []).append(job)
+        if (adopt := job.fusable) is not None:
+            by_tensor.setdefault((adopt.file, adopt.info.name), []).append(adopt)
         else:
             rest.append(job)
     fused: list[Work] = []

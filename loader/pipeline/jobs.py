@@ -27,8 +27,14 @@ buffers and its budget). Each way a leaf travels is one class, carrying its own 
 A job's bytes come from a `loader.pipeline.regions.Bytes` (made by the load's byte source,
 `loader.pipeline.sources`, or a speculative read made before the plan); whether rows several devices
 hold are read once for all of them is the `Bytes`' to say (`shares_rows`). A new kind of source is a
-new `ByteSource`, a new way for a leaf to travel a new `Job`. The engine queues `Work`: one part of
-one job (`JobPart`), or a run of small whole jobs read at once (`loader.pipeline.order.Run`).
+new `ByteSource`, a new way for a leaf to travel a new `Job` (its type chosen once, when the job is
+made: `loader.pipeline.job_types`). What differs between the ways is a member each answers, so
+that nothing outside them asks a job its kind: whether its parts wait for device programs
+(`needs_programs`), the bytes a part puts on its devices (`device_bytes`), whether a part goes
+straight from mapped pages (`mapped`: a `MappedPart`, chosen when a `RingJob` is made), and
+whether a run or fused rows may read it (`joins_run`, `fusable`: itself, an `AdoptJob`). The
+engine queues `Work`: one part of one job (`JobPart`), or a run of small whole jobs read at once
+(`loader.pipeline.order.Run`).
 """
 
 from __future__ import annotations
@@ -44,9 +50,10 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
+from loader.budget import ByteBudget
+from loader.errors import CheckpointError
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import (
     Bytes,
     Region,
@@ -59,14 +66,28 @@ from loader.pipeline.regions import (
     region_shape,
 )
 from loader.pipeline.ring import host_memory
+from loader.pipeline.ring_chunks import Chunk
 from loader.pipeline.speculation import Speculated
 from loader.pipeline.views import fill_view, fill_views, outer_axis
+from loader.placement.casts import CastValueError
 from loader.placement.leaves import Leaf, LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.planning.plan import LoadPlan, Step
 from loader.transforms import Chain, View
 
 PART_BYTES = 32 << 20  # a piece is split into parts of about this size, read by different threads
+
+
+def reader_error(where: str, exc: BaseException) -> CheckpointError:
+    """The error to raise on the main thread for a failure in a reader thread."""
+    if isinstance(exc, CastValueError):  # a value check in the cast: name the tensor
+        return exc.at(where)
+    if isinstance(exc, CheckpointError):  # already names the file and tensor (the byte source)
+        return exc
+    err = CheckpointError(f"{where}: reading failed ({type(exc).__name__}: {exc})")
+    err.__cause__ = exc
+    return err
+
 
 P = TypeVar("P")
 
@@ -97,8 +118,41 @@ class Job(Protocol[P]):
     @property
     def holds_budget(self) -> bool: ...
 
+    @property
+    def needs_programs(self) -> bool:
+        """A shard of it is assembled or transposed on its device by a compiled program (the
+        staged path's `RingJob`): its parts are queued after most others, while they compile."""
+        ...
+
+    @property
+    def shard_bytes(self) -> int:
+        """The bytes of its largest device shard sent through the staged path (else 0)."""
+        ...
+
+    @property
+    def fusable(self) -> AdoptJob | None:
+        """Itself, where it reads one stored tensor through a view into buffers its devices
+        adopt, so that leaves cut from the same tensor may read its rows once together
+        (`loader.pipeline.fused`); else None."""
+        ...
+
+    def joins_run(self, small_bytes: int) -> AdoptJob | None:
+        """Itself, where it reads one whole tensor of at most `small_bytes` in the file's dtype
+        into one buffer its device adopts, so that a run of adjacent ones is read at once
+        (`loader.pipeline.order.coalesce`); else None."""
+        ...
+
     def parts(self) -> Sequence[P]:
         """The parts still to read (none: the job is ready to finish)."""
+        ...
+
+    def device_bytes(self, part: P) -> int:
+        """The bytes `part` puts on its devices through the staged path (else 0)."""
+        ...
+
+    def mapped(self, work: JobPart[P]) -> MappedPart | None:
+        """`work` (one of its parts) as planned to go straight from mapped file pages to its
+        device, sent by `loader.pipeline.mapped_send`; None: a reader thread reads it."""
         ...
 
     def read(self, part: P, scratch: np.ndarray) -> float:
@@ -123,7 +177,50 @@ class Work(Protocol):
     @property
     def casts(self) -> bool: ...
 
+    @property
+    def device_bytes(self) -> int:
+        """The bytes it puts on devices through the staged path (0 for other work)."""
+        ...
+
+    def mapped(self) -> MappedPart | None:
+        """Itself as a part that goes straight from mapped pages (no reader reads it), or None."""
+        ...
+
     def read(self, scratch: np.ndarray) -> float: ...
+
+
+class MapsChunks(Protocol):
+    """A job whose chunks may go straight from mapped file pages to their devices (the staged
+    path's `loader.pipeline.ring_job.RingJob`): what `loader.pipeline.mapped_send` asks of it."""
+
+    @property
+    def where(self) -> str: ...
+
+    def map_chunk(
+        self, part: Chunk, offset: int, nbytes: int
+    ) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+    def through_ring(self, part: Chunk, scratch: np.ndarray) -> float: ...
+
+    def is_whole(self, part: Chunk, *, on_host: bool) -> bool: ...
+
+    def arrived(
+        self, part: Chunk, handle: object, *, on_host: bool
+    ) -> tuple[object | None, bool]: ...
+
+    def fold_arrived(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class MappedPart:
+    """A queued part planned to go straight from mapped pages: a chunk of `job`, at `offset` in
+    its source, `nbytes` long (`Work.mapped`)."""
+
+    work: Work
+    job: MapsChunks
+    chunk: Chunk
+    offset: int
+    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -144,6 +241,13 @@ class JobPart(Generic[P]):
     @property
     def casts(self) -> bool:
         return self.job.casts
+
+    @property
+    def device_bytes(self) -> int:
+        return self.job.device_bytes(self.part)
+
+    def mapped(self) -> MappedPart | None:
+        return self.job.mapped(self)
 
     def read(self, scratch: np.ndarray) -> float:
         return self.job.read(self.part, scratch)
@@ -231,6 +335,19 @@ def host_bytes(step: Step) -> int:
         if host_memory(device)
     )
     return nbytes * on_host // size
+
+
+def model_bytes_per_device(steps: list[Step]) -> dict[object, int]:
+    """The bytes each device will hold of the planned leaves (their regions, in the model's
+    dtypes)."""
+    need: dict[object, int] = {}
+    for step in steps:
+        if step.sharding is None:  # a Python scalar: no device memory
+            continue
+        itemsize = np.dtype(step.leaf.dtype).itemsize
+        for device, region in device_regions(step):
+            need[device] = need.get(device, 0) + math.prod(region_shape(region)) * itemsize
+    return need
 
 
 def tensor_where(file: str, step: Step) -> str:
@@ -325,8 +442,22 @@ def read_view_rows(
     return dest
 
 
+class OffTheStagedPath:
+    """What a job whose buffers stay host memory answers about the staged path (`RingJob`'s):
+    no device program, no bytes through the ring, no part from mapped pages."""
+
+    needs_programs = False
+    shard_bytes = 0
+
+    def device_bytes(self, part: object) -> int:
+        return 0
+
+    def mapped(self, work: JobPart[Any]) -> MappedPart | None:
+        return None
+
+
 @dataclass(eq=False)
-class AdoptJob:
+class AdoptJob(OffTheStagedPath):
     """A leaf read into one buffer per addressable device, in its dtype, that the device adopts.
 
     A speculative buffer (the whole tensor in the file's dtype, read before the plan) becomes the
@@ -383,6 +514,29 @@ class AdoptJob:
     @property
     def holds_budget(self) -> bool:
         return self.held_bytes > 0
+
+    @property
+    def fusable(self) -> AdoptJob | None:
+        return self if self.view is not None and self.source is not None else None
+
+    def joins_run(self, small_bytes: int) -> AdoptJob | None:
+        """Itself where it is read whole from the file in its own dtype onto one device, in one
+        part, at most `small_bytes` (not a layer of a stacked leaf: its destination is a slice
+        of the leaf, not a run's arena). Such a job reads from the byte source: a speculative
+        buffer it would read from instead holds budget (`holds_budget`) or is its destination
+        already (`read_already`)."""
+        if self.view is not None or self.read_already:
+            return None
+        if self.step.layer is not None or len(self.pieces) != 1:
+            return None
+        piece = self.pieces[0]
+        alone = (
+            piece.region == full_region(self.info.shape)
+            and piece.dest.dtype == self.info.np_dtype
+            and 0 < self.info.nbytes <= small_bytes
+            and not self.holds_budget
+        )
+        return self if alone else None
 
     @property
     def reads_rows_once(self) -> bool:
@@ -454,7 +608,7 @@ def _adopt_pieces(step: Step, spec: np.ndarray | None) -> tuple[list[Piece], boo
 
 
 @dataclass(eq=False)
-class HostCopyJob:
+class HostCopyJob(OffTheStagedPath):
     """A leaf whose whole stored tensor is copied into one host buffer (in the file's dtype),
     then made its value on the main thread (`loader.placement.materialize`: a transform by a
     callable, a PRNG key, a Python scalar). The buffer is counted in the budget until the job is
@@ -501,6 +655,11 @@ class HostCopyJob:
     @property
     def holds_budget(self) -> bool:
         return self.held_bytes > 0
+
+    fusable = None  # the whole tensor, into its own host buffer
+
+    def joins_run(self, small_bytes: int) -> AdoptJob | None:
+        return None
 
     def parts(self) -> list[Part]:
         if self.read_already or self.buffer is None:

@@ -24,46 +24,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
-from loader.pipeline.jobs import JobPart, Work
+from loader.pipeline.jobs import MappedPart
 from loader.pipeline.ring import RingSender
-from loader.pipeline.ring_chunks import Chunk
-from loader.pipeline.ring_job import RingJob
 
 BATCH_CHUNKS = 256  # chunks per `jax.device_put` call at most
-
-
-@dataclass(frozen=True)
-class MappedPart:
-    """A queued part that goes straight from mapped pages: a ring job's chunk, at `offset` in its
-    source, `nbytes` long (`loader.pipeline.ring_job.mapped_part`)."""
-
-    work: JobPart[Chunk]
-    offset: int
-    nbytes: int
-
-    @property
-    def job(self) -> RingJob:
-        job = self.work.job
-        assert isinstance(job, RingJob), f"{self.work.where}: a mapped part of a {type(job)}"
-        return job
-
-    @property
-    def chunk(self) -> Chunk:
-        return self.work.part
-
-
-def mapped_part(work: Work) -> MappedPart | None:
-    """A queued part as a `MappedPart` where it is a ring job's chunk that goes straight from
-    mapped file pages (no cast, a source that maps, one run of bytes); else None."""
-    if isinstance(work, JobPart) and isinstance(work.job, RingJob) and isinstance(work.part, Chunk):
-        at = work.job.mapped_chunk(work.part)
-        if at is not None:
-            return MappedPart(work, *at)
-    return None
 
 
 def batches(parts: Iterable[MappedPart], limit_bytes: int) -> Iterator[list[MappedPart]]:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from numbers import Integral
 
+from loader.budget import DEFAULT_BUDGET_BYTES
 from loader.errors import CheckpointError
 from loader.options import check_budget
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
 from loader.vocabulary import AUTO, CACHE_POLICIES
 
 __all__ = ["PipelineOptions"]
@@ -31,7 +31,7 @@ class PipelineOptions:
     Attributes:
         budget: bound in bytes on the host memory in flight beyond the model's own: the
             readers' scratch, speculative reads, host copies of transformed leaves and the
-            staging ring (`loader.pipeline.budget`; default `DEFAULT_BUDGET_BYTES`, 256 MiB).
+            staging ring (`loader.budget`; default `DEFAULT_BUDGET_BYTES`, 256 MiB).
         staging: read through the staging ring onto the devices (`loader.pipeline.ring_job`):
             None (default) where the backend does not adopt host buffers (a GPU, a TPU); True
             forces it on the CPU backend (where it is tested); False never.

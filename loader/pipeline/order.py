@@ -33,14 +33,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from loader.format.buffers import aligned, prefault
 from loader.format.file_order import round_robin
-from loader.pipeline.jobs import AdoptJob, Job, JobPart, Work
-from loader.pipeline.regions import full_region
+from loader.pipeline.jobs import AdoptJob, Job, JobPart, MappedPart, Work
 
 if TYPE_CHECKING:
     from loader.pipeline.sources import ByteSource
@@ -105,6 +104,11 @@ class Run:
     def casts(self) -> bool:
         return False  # each tensor in its file's dtype
 
+    device_bytes = 0  # into buffers the devices adopt
+
+    def mapped(self) -> MappedPart | None:
+        return None  # read by a reader thread
+
     @property
     def nbytes(self) -> int:
         return sum(j.info.nbytes for j in self.jobs)
@@ -117,25 +121,6 @@ class Run:
         views = [j.pieces[0].dest.reshape(-1).view(np.uint8) for j in self.jobs]
         self.source.read_run([j.info.name for j in self.jobs], views)
         return time.perf_counter() - t0
-
-
-def _eligible(job: Job[Any]) -> TypeGuard[AdoptJob]:
-    """A plain adopt job read whole from the file in its own dtype onto one device, in one part
-    (not a layer of a stacked leaf: its destination is a slice of the leaf, not an arena's).
-
-    Such a job reads from the byte source: a speculative buffer it would read from instead
-    holds budget (`holds_budget`) or is its destination already (`read_already`)."""
-    if not isinstance(job, AdoptJob) or job.view is not None or job.read_already:
-        return False
-    if job.step.layer is not None or len(job.pieces) != 1:
-        return False
-    piece = job.pieces[0]
-    return (
-        piece.region == full_region(job.info.shape)
-        and piece.dest.dtype == job.info.np_dtype
-        and 0 < job.info.nbytes <= SMALL_BYTES
-        and not job.holds_budget
-    )
 
 
 def _follows(run: list[AdoptJob], job: AdoptJob, source: ByteSource, run_bytes: float) -> bool:
@@ -159,12 +144,13 @@ def coalesce(
     groups: list[list[AdoptJob]] = []
     rest: list[Job[Any]] = []
     for job in jobs:
-        if not _eligible(job):
+        small = job.joins_run(SMALL_BYTES)
+        if small is None:
             rest.append(job)
-        elif groups and groups[-1] and _follows(groups[-1], job, source, run_bytes):
-            groups[-1].append(job)
+        elif groups and groups[-1] and _follows(groups[-1], small, source, run_bytes):
+            groups[-1].append(small)
         else:
-            groups.append([job])
+            groups.append([small])
     runs = []
     for group in groups:
         if len(group) > 1:

@@ -32,12 +32,23 @@ class Bytes(Protocol):
     Attributes:
         shares_rows: rows that several destinations hold are read once for all of them
             (`fill_regions`), not per destination: each byte read again costs a request.
+        maps: `mapped` hands out ranges as memory, with no copy (a local file's mapped pages, a
+            buffer already read): the staged path sends such a range to its device as it is.
+            False where every answer would be None (a URL's bytes; pages to be dropped from the
+            page cache).
     """
 
     shares_rows: bool
 
+    @property
+    def maps(self) -> bool: ...
+
     def read(self, offset: int, out: np.ndarray) -> None:
         """Fill the uint8 array `out` with the bytes at `offset` (relative to the tensor)."""
+
+    def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
+        """The uint8 bytes at `offset` (relative to the tensor), `nbytes` long, as memory with
+        no copy; None for a range it cannot hand out so (always None where not `maps`)."""
 
 
 class MemoryBytes:
@@ -54,31 +65,6 @@ class MemoryBytes:
 
     def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
         return self.raw[offset : offset + nbytes]
-
-
-class Mappable(Protocol):
-    """`Bytes` whose range can be handed out as memory, with no copy (a local file's mapped
-    pages, a buffer already read): the staged path sends such a range to its device as it is.
-    `maps` is False where every answer would be None (pages to be dropped from the page cache);
-    `mapped` may still answer None for a range it cannot hand out so."""
-
-    @property
-    def maps(self) -> bool:
-        """Whether `mapped` hands out ranges at all."""
-
-    def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
-        """The uint8 bytes at `offset` (relative to the tensor), `nbytes` long; or None."""
-
-
-def maps_ranges(src: Bytes) -> bool:
-    """Whether `src` hands out its ranges as memory (`Mappable` and `maps`)."""
-    return bool(getattr(src, "maps", False))
-
-
-def mapped_range(src: Bytes, offset: int, nbytes: int) -> np.ndarray | None:
-    """`src.mapped(offset, nbytes)` where `src` can hand out memory (`Mappable`), else None."""
-    mapped = getattr(src, "mapped", None)
-    return mapped(offset, nbytes) if mapped is not None else None
 
 
 def full_region(shape: tuple[int, ...]) -> Region:

@@ -50,9 +50,9 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
+from loader.budget import ByteBudget
 from loader.format.buffers import aligned, host_buffer  # slots: `aligned` (tests count its calls)
 from loader.pipeline import device_shards
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.programs import DevicePrograms
 from loader.pipeline.ring_chunks import DevicePiece
 from loader.report import LoadReport

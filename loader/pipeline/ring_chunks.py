@@ -131,6 +131,11 @@ class Chunk:
     piece: DevicePiece
     region: Region
 
+    @property
+    def device_bytes(self) -> int:
+        """The bytes it puts on its device (in the model's dtype)."""
+        return math.prod(region_shape(self.region)) * self.piece.dtype.itemsize
+
 
 @dataclass(frozen=True)
 class SharedChunks:
@@ -140,6 +145,11 @@ class SharedChunks:
 
     rows: slice
     chunks: tuple[Chunk, ...]
+
+    @property
+    def device_bytes(self) -> int:
+        """The bytes its chunks put on their devices."""
+        return sum(chunk.device_bytes for chunk in self.chunks)
 
 
 def shared_chunks(

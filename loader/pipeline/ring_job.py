@@ -4,9 +4,10 @@ For a backend that does not adopt host buffers (`loader.pipeline.ring`), or with
 Each addressable device's index region of the leaf is cut into chunks of one shape
 (`loader.pipeline.ring_chunks.even_chunks`). Without a cast, from a source that maps its bytes (a
 local file), a chunk goes straight from its mapped pages to the device, a batch per put
-(`loader.pipeline.mapped_send`: `map_chunk`, then `arrived`; no host copy). Otherwise a reader
-thread fills a ring slot with one chunk (cast on the host into the model's dtype; a cast from a
-local file by several readers side by side, a `SlotShare` each: `slot_shares`), starts
+(`loader.pipeline.mapped_send`: `map_chunk`, then `arrived`; no host copy): which chunks do is
+chosen once, when the job is made (`RingJob.mapped` answers it for a queued part). Otherwise a
+reader thread fills a ring slot with one chunk (cast on the host into the model's dtype; a cast
+from a local file by several readers side by side, a `SlotShare` each: `slot_shares`), starts
 its transfer to the device at once (`RingSender.send`) and returns the slot to the ring, which
 reuses it only once that transfer has completed (and, where the chunk is folded into a larger
 shard, once that update has run: `loader.pipeline.device_shards`, whose programs
@@ -40,14 +41,12 @@ import numpy as np
 from loader.format import TensorInfo
 from loader.pipeline import device_shards
 from loader.pipeline.cast import cast_into
-from loader.pipeline.jobs import Work, device_regions, tensor_where
+from loader.pipeline.jobs import AdoptJob, JobPart, MappedPart, Work, device_regions, tensor_where
 from loader.pipeline.regions import (
     Bytes,
     Region,
     fill_region,
     full_region,
-    mapped_range,
-    maps_ranges,
     region_shape,
 )
 from loader.pipeline.ring import RingSender, Slot
@@ -99,6 +98,11 @@ class SlotShare:
     region: Region
     index: tuple[slice, ...]
 
+    @property
+    def device_bytes(self) -> int:
+        """The bytes of its rows on the device (in the model's dtype)."""
+        return math.prod(region_shape(self.region)) * self.fill.chunk.piece.dtype.itemsize
+
 
 def slot_shares(chunk: Chunk, itemsize: int, share_bytes: int | None = None) -> list[SlotShare]:
     """The chunk cut into blocks of about `share_bytes` (default `SHARE_BYTES`) along its first
@@ -145,6 +149,10 @@ class RingJob:
     shares: list[SlotShare] = field(default_factory=list)  # its parts, if readers share slots
     needs_programs: bool = False  # a shard of it is assembled or transposed on its device
     transposed_by: set[str] = field(default_factory=set)  # "transfer", "device": who transposed
+    #: id(chunk) -> (the chunk, its offset and bytes in the source) for each chunk that goes
+    #: straight from mapped pages: chosen once, when the job is made (`mapped`)
+    _from_pages: dict[int, tuple[Chunk, int, int]] = field(default_factory=dict, repr=False)
+    fusable = None  # its chunks are its own: no rows read with other leaves
 
     @classmethod
     def start(
@@ -179,24 +187,33 @@ class RingJob:
                 chunks = even_chunks(piece.source_region, dtype.itemsize, limit)
             else:
                 chunks = []
-            made = [Chunk(piece, r) for r in chunks]
-            sent = sum(math.prod(region_shape(r)) for r in chunks) * dtype.itemsize
-            overlap = sent - math.prod(region_shape(piece.region)) * dtype.itemsize
-            if overlap > 0:
-                sender.count(sender.resent_bytes, piece.device, overlap)
-            job.chunks += made
-            on_host = all(job.goes_mapped(c.region) for c in made)  # all from mapped pages
-            if device_shards.ask_programs(piece, chunks, sender.programs, on_host=on_host):
-                job.needs_programs = True
-        if job.casts and maps_ranges(source) and not job.shared:  # cast by readers side by side
+            job._add_chunks(piece, chunks)
+        if job.casts and source.maps and not job.shared:  # cast by readers side by side
             job.shares = [s for c in job.chunks for s in slot_shares(c, dtype.itemsize)]
         return job
+
+    def _add_chunks(self, piece: DevicePiece, regions: list[Region]) -> None:
+        """The piece's chunks (boxes `regions`): which go straight from mapped pages, chosen now,
+        and whether its shard needs a device program."""
+        sender, itemsize = self.sender, piece.dtype.itemsize
+        made = [Chunk(piece, r) for r in regions]
+        sent = sum(math.prod(region_shape(r)) for r in regions) * itemsize
+        overlap = sent - math.prod(region_shape(piece.region)) * itemsize
+        if overlap > 0:
+            sender.count(sender.resent_bytes, piece.device, overlap)
+        self.chunks += made
+        for chunk in made:
+            if (at := self.mapped_chunk(chunk)) is not None:
+                self._from_pages[id(chunk)] = (chunk, *at)
+        on_host = all(id(c) in self._from_pages for c in made)  # all from mapped pages
+        if device_shards.ask_programs(piece, regions, sender.programs, on_host=on_host):
+            self.needs_programs = True
 
     @property
     def maps_pages(self) -> bool:
         """Whether its chunks may go straight from mapped file pages: no cast, and a source that
-        hands out memory (`loader.pipeline.regions.Mappable`: a local file)."""
-        return not self.casts and self.source is not None and maps_ranges(self.source)
+        hands out memory (`loader.pipeline.regions.Bytes.maps`: a local file)."""
+        return not self.casts and self.source is not None and self.source.maps
 
     @property
     def stored_shape(self) -> tuple[int, ...]:
@@ -220,10 +237,25 @@ class RingJob:
     def holds_budget(self) -> bool:
         return False  # its slots are the ring's, reserved up front
 
+    @property
+    def shard_bytes(self) -> int:
+        return max((device_shards.shard_bytes(piece) for piece in self.pieces), default=0)
+
+    def joins_run(self, small_bytes: int) -> AdoptJob | None:
+        return None  # through the ring, not into an arena
+
     def parts(self) -> list[Chunk] | list[SharedChunks] | list[SlotShare]:
         if self.shares:
             return list(self.shares)
         return list(self.shared) if self.shared else list(self.chunks)
+
+    def device_bytes(self, part: Chunk | SharedChunks | SlotShare) -> int:
+        return part.device_bytes
+
+    def mapped(self, work: JobPart[Chunk | SharedChunks | SlotShare]) -> MappedPart | None:
+        """The part as a `MappedPart` where it is a chunk planned to go from mapped pages."""
+        found = self._from_pages.get(id(work.part))
+        return None if found is None else MappedPart(work, self, *found)
 
     def read(self, part: Chunk | SharedChunks | SlotShare, scratch: np.ndarray) -> float:
         """Read the chunk into a ring slot and start its transfer; the seconds spent reading. For
@@ -335,7 +367,7 @@ class RingJob:
         source declines to map the range. Its bytes of the budget are the caller's to admit
         (`loader.pipeline.mapped_send.send_batch` admits a batch's at once)."""
         assert self.source is not None, f"{self.where}: read after the job was finished"
-        raw = mapped_range(self.source, offset, nbytes)
+        raw = self.source.mapped(offset, nbytes)
         if raw is None:
             return None
         box = raw.view(self.info.np_dtype).reshape(region_shape(part.region))
@@ -438,7 +470,7 @@ def waits_for_program(work: Work) -> bool:
     """Whether a queued part waits for a device program (assembling or transposing on the
     device): such parts are read after most others, while their programs compile
     (`programs_before_tail`)."""
-    return any(isinstance(job, RingJob) and job.needs_programs for job in work.jobs)
+    return any(job.needs_programs for job in work.jobs)
 
 
 def programs_before_tail(work: list[Work], tail_bytes: int, defer_bytes: int = 0) -> list[Work]:
@@ -466,32 +498,13 @@ def programs_before_tail(work: list[Work], tail_bytes: int, defer_bytes: int = 0
     cut, tail = len(plain), 0
     while cut > 0 and tail < tail_bytes:
         cut -= 1
-        tail += device_bytes(plain[cut])
+        tail += plain[cut].device_bytes
     return [*holding, *plain[:cut], *assembled, *plain[cut:]]
 
 
 def shard_bytes(work: Work) -> int:
     """The bytes of the largest device shard of a queued part's leaves."""
-    return max(
-        (
-            device_shards.shard_bytes(piece)
-            for job in work.jobs
-            if isinstance(job, RingJob)
-            for piece in job.pieces
-        ),
-        default=0,
-    )
-
-
-def device_bytes(work: Work) -> int:
-    """The bytes a queued part puts on its devices: its ring chunks' (0 for other work)."""
-    part = getattr(work, "part", None)
-    if isinstance(part, SlotShare):
-        return math.prod(region_shape(part.region)) * part.fill.chunk.piece.dtype.itemsize
-    if not isinstance(part, (Chunk, SharedChunks)):
-        return 0
-    chunks = part.chunks if isinstance(part, SharedChunks) else (part,)
-    return sum(math.prod(region_shape(c.region)) * c.piece.dtype.itemsize for c in chunks)
+    return max((job.shard_bytes for job in work.jobs), default=0)
 
 
 def is_leaf_as_placed(array: Any, shape: tuple[int, ...], sharding: Any) -> bool:
@@ -554,16 +567,3 @@ def likely_blocks(key_map: object, infos: dict[str, TensorInfo]) -> dict[str, li
         if block and block.transposes and block.offset == 0 and block.block_shape == stored:
             blocks.setdefault(found.file_key, []).append(block)
     return blocks
-
-
-def model_bytes_per_device(steps: list[Step]) -> dict[object, int]:
-    """The bytes each device will hold of the planned leaves (their regions, in the model's
-    dtypes)."""
-    need: dict[object, int] = {}
-    for step in steps:
-        if step.sharding is None:  # a Python scalar: no device memory
-            continue
-        itemsize = np.dtype(step.leaf.dtype).itemsize
-        for device, region in device_regions(step):
-            need[device] = need.get(device, 0) + math.prod(region_shape(region)) * itemsize
-    return need

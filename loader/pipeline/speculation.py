@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loader.budget import ByteBudget
 from loader.format import TensorInfo
 from loader.format.buffers import aligned, prefault
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import Bytes
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loader.budget import ByteBudget
 from loader.format import TensorInfo
 from loader.format.buffers import aligned
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.jobs import AdoptJob, Piece, placed
 from loader.pipeline.regions import Bytes, normalize, region_shape
 from loader.pipeline.speculation import Speculated

@@ -446,6 +446,7 @@ class RemoteBytes:
     """A tensor's bytes in a remote file (`loader.pipeline.regions.Bytes`), fetched in chunks."""
 
     shares_rows = True  # a row read again is a request over the link again: read it once
+    maps = False  # bytes over a link are never memory to hand out
 
     def __init__(self, reader: RangeReader, obj: RemoteObject, start: int, where: str) -> None:
         self.reader, self.obj, self.start, self.where = reader, obj, start, where
@@ -454,3 +455,6 @@ class RemoteBytes:
         self.reader.fetch(
             self.obj, self.start + offset, out.reshape(-1).view(np.uint8), what=self.where
         )
+
+    def mapped(self, offset: int, nbytes: int) -> np.ndarray | None:
+        return None  # `maps` is False

@@ -29,21 +29,22 @@ bytes exchanged.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 
+from loader.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.errors import CheckpointError
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.placement.place import describe_sharding
 from loader.planning.plan import LoadPlan, Step
 from loader.remote.options import RemoteOptions
-from loader.report import ShareStats
+from loader.report import LoadReport, LoadWarning, ShareStats, caller_stacklevel
 from loader.sequence import Recipe
 from loader.sharded.blocks import Block, assembled_from_block, plan_block
 from loader.sharded.layout import (
@@ -232,6 +233,7 @@ class Slices:
                 ahead.close()
         plan.report.share_bytes = reader.read_bytes
         plan.report.inflight_peak_bytes = budget.high_water_bytes
+        _report_over_budget(plan.report, ahead.over_budget, budget)
         if self.share is None:
             return
         plan.report.share = ShareStats(
@@ -287,6 +289,24 @@ def _fill_steps(
 
 #: A directory written by `save_sharded` / `convert_to_sharded`.
 DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_rule)
+
+
+def _report_over_budget(report: LoadReport, over: list[PlannedRead], budget: ByteBudget) -> None:
+    """Name the regions read whole beyond `budget=` in the report (`LoadReport.over_budget`), and
+    warn once: the high-water mark is over the budget, and by how much."""
+    report.over_budget = sorted({read.key for read in over})
+    if not over:
+        return
+    largest = max(over, key=lambda read: read.nbytes)
+    warnings.warn(
+        f"{report.path}: budget={budget.limit_bytes} bytes was exceeded: "
+        f"{budget.high_water_bytes} bytes were read ahead at the peak, since "
+        f"{len(report.over_budget)} tensor(s) have a region larger than the budget, read whole "
+        f"(the largest: {largest.key!r}, {largest.nbytes} bytes); give budget= at least "
+        f"{largest.nbytes} to stay within it",
+        LoadWarning,
+        stacklevel=caller_stacklevel(),
+    )
 
 
 def file_recipe(

@@ -17,11 +17,12 @@ process's link idles through all of that, and a small tensor's one range request
 whole round trip alone. Told the load's planned reads (`ReadAhead.plan`: every range the
 executor will ask for, in its order; the slice reader is told them too), `ReadAhead` reads them on
 `workers` threads of its own ahead of the one the executor asks for (`read_region`), so the link
-stays busy while the executor places, compiles and exchanges. Host memory is bound the way the
-pipelined engine binds it (`loader.pipeline.budget`): a read ahead takes its bytes from the load's
+stays busy while the executor places, compiles and exchanges. Host memory is bound by the
+byte budget both engines count with (`loader.budget`): a read ahead takes its bytes from the load's
 `ByteBudget` (`budget=`, 256 MiB by default, as `pipelined`'s) when it starts and gives them back
 when the executor takes it, and one read larger than the budget is let through only when nothing
-else is held; the budget's high-water mark is the load's `LoadReport.inflight_peak_bytes`. A read
+else is held (`ReadAhead.over_budget`: the load names those tensors in `LoadReport.over_budget`
+and warns); the budget's high-water mark is the load's `LoadReport.inflight_peak_bytes`. A read
 nobody planned (a tensor that falls back to regions) is read at once, on the executor's thread,
 beside what is held.
 """
@@ -38,12 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
+from loader.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.errors import CheckpointError
 from loader.format import DTYPES, encode_header
 from loader.format.atomic import atomic_open
 from loader.format.buffers import host_buffer
 from loader.format.source import pread_exact
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.sharded.files import LocalSliceFile, SliceFile
 from loader.sharded.layout import Layout, Region, Slice, extents, intersect
 from loader.sharded.read_plan import ByteRun, PlanFigures
@@ -210,6 +211,9 @@ class ReadAhead:
         self._waiting: collections.deque[PlannedRead] = collections.deque()
         self._reading: collections.deque[tuple[PlannedRead, concurrent.futures.Future[np.ndarray]]]
         self._reading = collections.deque()
+        #: the reads larger than what the budget allows, each read alone (nothing else held):
+        #: the budget's high-water mark is over its limit by the largest of them
+        self.over_budget: list[PlannedRead] = []
 
     def plan(self, reads: Sequence[PlannedRead], max_over_read: float | None = None) -> None:
         """The reads `read_region` will be asked for, in that order: told to the slice reader,
@@ -225,6 +229,8 @@ class ReadAhead:
                 if self._reading:
                     return  # the budget is full: the next read starts when one is taken
                 self.budget.acquire(read.nbytes)  # nothing held: one read larger than it goes
+                if read.nbytes > self.budget.limit_bytes:
+                    self.over_budget.append(read)
             self._waiting.popleft()
             future = self._pool.submit(self._reader.read_region, read.key, read.region)
             self._reading.append((read, future))

@@ -9,11 +9,14 @@ strategies that take those groups make them here, so no strategy spells an optio
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from loader.options import LoadOptions
-from loader.pipeline.options import PipelineOptions
 from loader.remote import is_url
 from loader.remote.options import RemoteOptions
+
+if TYPE_CHECKING:  # imported where it is made: `sharded` runs no file of `loader.pipeline`
+    from loader.pipeline.options import PipelineOptions
 
 
 def pipeline_options(options: LoadOptions) -> PipelineOptions:
@@ -23,6 +26,8 @@ def pipeline_options(options: LoadOptions) -> PipelineOptions:
         >>> pipeline_options(LoadOptions.of(budget=64 << 20)).budget
         67108864
     """
+    from loader.pipeline.options import PipelineOptions
+
     return PipelineOptions(**options.reading.given(), **options.placement.given())
 
 

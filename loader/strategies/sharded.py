@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loader.budget import DEFAULT_BUDGET_BYTES
 from loader.options import check_budget
-from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
 from loader.report import LoadReport
 from loader.sequence import LoadRequest
 from loader.sharded.load import file_recipe

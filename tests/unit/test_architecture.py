@@ -25,6 +25,13 @@ The four packages stack as loader < shapes < bench, dashboard; only the command-
 - Outside the modules that define the byte sources, no code in `loader` asks a source which kind
   it is (`isinstance` of a source or bytes class): a question about where bytes come from is a
   method or property of `loader.pipeline.sources.ByteSource` (or of the `Bytes` it makes).
+- No engine imports another: nothing under `loader/sharded/` (nor the strategies that run it)
+  imports `loader.pipeline`, by any kind of import (the byte budget both count with is
+  `loader.budget`), and a sharded load in a fresh process runs no module of `loader.pipeline`.
+- The pipelined engine asks no job its kind: in `loader.pipeline`, an `isinstance` of a job, part
+  or work class (those of `JOB_MODULES`) appears only inside a job type's own methods (a class
+  that finishes a leaf, telling its own parts apart); and no `getattr` / `hasattr` probes a job,
+  a piece of work or a tensor's `Bytes` for a member of their protocols.
 - In `loader`, not even a type-only cycle: the imports under `if TYPE_CHECKING:` count too. Such a
   block never runs, but two modules that need each other's types are one role split in the wrong
   place (the plan's types live in `loader.planning.plan`, below the planner and the executors).
@@ -42,6 +49,8 @@ import ast
 import io
 import os
 import re
+import subprocess
+import sys
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -453,3 +462,175 @@ def test_fmt_skip_is_rare_and_only_on_data_tables():
     off_table = [f"{name}:{line}" for name, marks in found.items() for line, ok in marks if not ok]
     assert len(markers) <= MAX_FMT_SKIPS, f"{len(markers)} formatter bypasses: {markers}"
     assert not off_table, f"formatter bypasses outside a literal data table: {off_table}"
+
+
+# -- no engine imports another ------------------------------------------------------------------
+#: The sharded engine: its folder and the strategies that run it.
+SHARDED = ("loader.sharded", "loader.strategies.sharded", "loader.strategies.sharded_dir")
+
+
+def _pipeline_imports(modules: dict[str, Module]) -> list[str]:
+    """`module -> loader.pipeline...` for each import of the pipelined engine by the sharded one,
+    every kind of import counted (module level, type-only, inside a function)."""
+    return sorted(
+        f"{name} -> {dep}"
+        for name, mod in modules.items()
+        if any(_under(name, sharded) for sharded in SHARDED)
+        for dep in mod.top | mod.typing | mod.deferred
+        if _under(dep, "loader.pipeline")
+    )
+
+
+def test_the_sharded_engine_imports_nothing_of_the_pipelined_one():
+    wrong = _pipeline_imports(MODULES)
+    assert not wrong, "the sharded engine imports loader.pipeline: " + "; ".join(wrong)
+
+
+def test_the_engine_import_check_can_fail():
+    planted = {"loader.sharded.load": Module("loader.sharded.load", False)}
+    planted["loader.sharded.load"].deferred.add("loader.pipeline.budget")
+    assert _pipeline_imports(planted) == ["loader.sharded.load -> loader.pipeline.budget"]
+
+
+#: A sharded load in a fresh process: the modules of `loader.pipeline` it ran, and whether every
+#: value came from the file (the model is built from another seed than the one saved).
+SHARDED_LOAD = """
+import sys, tempfile
+from pathlib import Path
+import numpy as np
+from flax import nnx
+import loader
+build = lambda seed: nnx.Linear(8, 8, use_bias=False, rngs=nnx.Rngs(seed))
+with tempfile.TemporaryDirectory() as tmp:
+    path = Path(tmp) / "tiny.safetensors"
+    loader.save_model(build(0), path)
+    model, _ = loader.load_model(lambda: build(1), path, strategy="sharded")
+saved = np.asarray(build(0).kernel.get_value())
+exact = np.array_equal(np.asarray(model.kernel.get_value()), saved)
+print(exact, sorted(n for n in sys.modules if n.split(".")[:2] == ["loader", "pipeline"]))
+"""
+
+
+def test_a_sharded_load_runs_no_file_of_the_pipelined_engine():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", SHARDED_LOAD],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "[]"], done.stdout
+
+
+# -- the engine asks no job its kind -----------------------------------------------------------
+#: The modules that define the jobs, their parts and the work the readers take.
+JOB_MODULES = (
+    "loader.pipeline.jobs",
+    "loader.pipeline.ring_job",
+    "loader.pipeline.ring_chunks",
+    "loader.pipeline.stacked",
+    "loader.pipeline.order",
+    "loader.pipeline.fused",
+)
+
+
+def _classes(module: str) -> list[ast.ClassDef]:
+    tree = ast.parse(_path(module).read_text(encoding="utf-8"))
+    return [n for n in tree.body if isinstance(n, ast.ClassDef)]
+
+
+def _job_kinds() -> tuple[set[str], set[str]]:
+    """(every class of the job modules: jobs, parts, work; the job types among them, the
+    classes that finish a leaf, which may tell their own parts apart)."""
+    classes = [c for module in JOB_MODULES for c in _classes(module)]
+    finishes = {
+        c.name
+        for c in classes
+        if any(isinstance(f, ast.FunctionDef) and f.name == "finish" for f in c.body)
+    }
+    return {c.name for c in classes}, finishes - {"Job"}
+
+
+def _pipeline_kind_questions(tree: ast.AST, kinds: set[str], own: set[str]) -> list[int]:
+    """The lines of `isinstance(x, K)` with K one of `kinds`, outside the classes `own`."""
+    inside = {
+        id(node)
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef) and cls.name in own
+        for node in ast.walk(cls)
+    }
+    return [line for line in _kind_questions(tree, kinds) if not _at_line_in(tree, line, inside)]
+
+
+def _at_line_in(tree: ast.AST, line: int, inside: set[int]) -> bool:
+    return any(
+        isinstance(n, ast.Call) and n.lineno == line and id(n) in inside for n in ast.walk(tree)
+    )
+
+
+def test_the_engine_asks_no_job_its_kind():
+    kinds, own = _job_kinds()
+    assert {"AdoptJob", "HostCopyJob", "RingJob", "JobPart", "Chunk"} <= kinds
+    assert {"AdoptJob", "HostCopyJob", "RingJob"} <= own
+    found = [
+        f"{name}:{line}"
+        for name in sorted(MODULES)
+        if _under(name, "loader.pipeline")
+        for line in _pipeline_kind_questions(
+            ast.parse(_path(name).read_text(encoding="utf-8")), kinds, own
+        )
+    ]
+    assert not found, f"isinstance of a job, part or work kind outside the job types: {found}"
+
+
+def test_the_job_kind_check_can_fail():
+    kinds, own = _job_kinds()
+    asked = "def f(work):\n    return isinstance(work.job, RingJob)\n"
+    assert _pipeline_kind_questions(ast.parse(asked), kinds, own) == [2]
+    inside = "class RingJob:\n    def read(self, part):\n        return isinstance(part, Chunk)\n"
+    assert _pipeline_kind_questions(ast.parse(inside), kinds, own) == []
+
+
+def _protocol_members(module: str, names: set[str]) -> set[str]:
+    """The members (methods, properties, attributes) of the protocols `names` of `module`."""
+    members: set[str] = set()
+    for cls in _classes(module):
+        if cls.name in names:
+            members |= {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+            members |= {
+                n.target.id
+                for n in cls.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+    return members
+
+
+def _probes(tree: ast.AST, members: set[str]) -> list[int]:
+    """The lines of `getattr(x, "m", ...)` / `hasattr(x, "m")` with `m` one of `members`."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", "") in ("getattr", "hasattr")
+        and len(node.args) > 1
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value in members
+    ]
+
+
+def test_no_code_probes_a_job_or_its_bytes_for_a_capability():
+    """What a job, a piece of work or a tensor's bytes can do is on their protocols (`Job`,
+    `Work`, `Bytes`): read it there, never by `getattr` (as `maps` and `mapped` once were)."""
+    members = _protocol_members("loader.pipeline.jobs", {"Job", "Work", "MapsChunks"})
+    members |= _protocol_members("loader.pipeline.regions", {"Bytes"})
+    assert {"maps", "mapped", "parts", "device_bytes", "shares_rows"} <= members
+    found = [
+        f"{name}:{line}"
+        for name in sorted(MODULES)
+        if _under(name, "loader.pipeline")
+        for line in _probes(ast.parse(_path(name).read_text(encoding="utf-8")), members)
+    ]
+    assert not found, f"getattr of a job's or bytes' capability: {found}"
+    assert _probes(ast.parse('getattr(src, "maps", False)'), members) == [1]

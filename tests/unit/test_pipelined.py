@@ -19,7 +19,7 @@ import pytest
 import loader
 import shapes
 from loader import strategies
-from loader.pipeline.budget import ByteBudget
+from loader.budget import ByteBudget
 from loader.pipeline.cast import cast_into
 from loader.placement.leaves import iter_variables
 from loader.sharded.rule import AXIS

@@ -1,5 +1,5 @@
 """`loader.sharded.slices.ReadAhead`: the planned reads, in order, at most the budget ahead (a
-`loader.pipeline.budget.ByteBudget`, as the pipelined engine counts its bytes in flight)."""
+`loader.budget.ByteBudget`, as the pipelined engine counts its bytes in flight)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from loader.pipeline.budget import ByteBudget
+from loader.budget import ByteBudget
 from loader.sharded.layout import Region
 from loader.sharded.reads import PlannedRead
 from loader.sharded.slices import ReadAhead

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from loader.budget import ByteBudget
 from loader.format import TensorInfo
-from loader.pipeline.budget import ByteBudget
 from loader.pipeline.regions import Bytes
 from loader.pipeline.speculation import Speculation
 

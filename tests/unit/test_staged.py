@@ -22,10 +22,11 @@ import pytest
 
 import loader
 import shapes
-from loader.pipeline import device_shards, ring, ring_job
+from loader.pipeline import device_shards, ring
 from loader.pipeline.ring import Slot, StagingRing
 from loader.pipeline.ring_chunks import chunk_regions
 from loader.pipeline.sizing import check_staging_budget, min_staging_budget
+from loader.pipeline.sources.local import FileBytes
 from loader.placement.leaves import iter_variables
 from loader.sharded.rule import AXIS
 from tests.staged_reports import regions_received
@@ -464,7 +465,7 @@ SPLIT = ("proj.kernel", "wide.kernel", "q.kernel")
 def through_the_ring(monkeypatch):
     """Every chunk through a ring slot (the file's pages declined), so every transpose of a
     block runs on the device."""
-    monkeypatch.setattr(ring_job, "mapped_range", lambda src, offset, nbytes: None)
+    monkeypatch.setattr(FileBytes, "mapped", lambda self, offset, nbytes: None)
 
 
 def _port_spec() -> shapes.ShapeSpec:

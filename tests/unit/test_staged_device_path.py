@@ -27,6 +27,7 @@ import pytest
 
 import loader
 import shapes
+from loader.budget import ByteBudget
 from loader.errors import DeviceOutOfMemoryError
 from loader.pipeline import (
     device_shards,
@@ -38,7 +39,7 @@ from loader.pipeline import (
     ring_job,
     sizing,
 )
-from loader.pipeline.budget import ByteBudget
+from loader.pipeline.jobs import MappedPart
 from loader.pipeline.regions import full_region
 from loader.pipeline.ring_chunks import DevicePiece, contiguous_bytes, even_chunks
 from loader.pipeline.sources import local
@@ -266,7 +267,7 @@ class Events:
     def __init__(self, monkeypatch) -> None:
         self.by_thread: dict[int, list[str]] = {}
         self.lock = threading.Lock()
-        real_fill, real_mapped = ring_job.fill_region, ring_job.mapped_range
+        real_fill, real_mapped = ring_job.fill_region, local.FileBytes.mapped
         real_send = ring.RingSender.send
 
         def fill(*a, **kw):
@@ -283,7 +284,7 @@ class Events:
             return real_send(sender, *a, **kw)
 
         monkeypatch.setattr(ring_job, "fill_region", fill)
-        monkeypatch.setattr(ring_job, "mapped_range", mapped)
+        monkeypatch.setattr(local.FileBytes, "mapped", mapped)
         monkeypatch.setattr(ring.RingSender, "send", send)
 
     def add(self, kind: str) -> None:
@@ -500,7 +501,7 @@ def test_on_an_accelerator_a_batch_of_mapped_chunks_is_one_device_put(
 
 def test_batches_hold_at_most_their_bytes_and_chunks(monkeypatch):
     monkeypatch.setattr(mapped_send, "BATCH_CHUNKS", 3)
-    parts = [mapped_send.MappedPart(None, 0, n) for n in (10, 10, 10, 10, 50, 5, 5)]  # type: ignore[arg-type]
+    parts = [MappedPart(None, None, None, 0, n) for n in (10, 10, 10, 10, 50, 5, 5)]  # type: ignore[arg-type]
     got = [[p.nbytes for p in b] for b in mapped_send.batches(parts, limit_bytes=30)]
     assert got == [[10, 10, 10], [10], [50], [5, 5]]  # a part larger than the limit goes alone
 
@@ -652,14 +653,15 @@ def test_programs_before_tail_keeps_each_group_in_order():
     before the parts of jobs that hold budgeted bytes."""
 
     def part(name: str, assembled: bool, nbytes: int, holds: bool = False) -> object:
-        job = types.SimpleNamespace(holds_budget=holds)
-        return types.SimpleNamespace(name=name, assembled=assembled, nbytes=nbytes, jobs=(job,))
+        job = types.SimpleNamespace(holds_budget=holds, shard_bytes=0)
+        return types.SimpleNamespace(
+            name=name, assembled=assembled, device_bytes=nbytes, jobs=(job,)
+        )
 
     work = [part("h0", False, 0, holds=True), part("p0", False, 4), part("a0", True, 8)]
     work += [part("p1", False, 4), part("p2", False, 2), part("a1", True, 8), part("p3", False, 3)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ring_job, "waits_for_program", lambda w: w.assembled)
-        mp.setattr(ring_job, "device_bytes", lambda w: w.nbytes)
         names = lambda tail: [w.name for w in ring_job.programs_before_tail(work, tail)]  # noqa: E731
         assert names(0) == ["h0", "p0", "p1", "p2", "p3", "a0", "a1"]
         assert names(5) == ["h0", "p0", "p1", "a0", "a1", "p2", "p3"]  # 2 + 3 bytes last
@@ -673,12 +675,11 @@ def test_shards_too_large_to_fold_late_go_last_among_the_assembled():
 
     def part(name: str, shard: int) -> object:
         job = types.SimpleNamespace(holds_budget=False)
-        return types.SimpleNamespace(name=name, shard=shard, jobs=(job,))
+        return types.SimpleNamespace(name=name, shard=shard, device_bytes=1, jobs=(job,))
 
     work = [part("big0", 9), part("a0", 4), part("big1", 9), part("a1", 4), part("p0", 0)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ring_job, "waits_for_program", lambda w: w.shard > 0)
-        mp.setattr(ring_job, "device_bytes", lambda w: 1)
         mp.setattr(ring_job, "shard_bytes", lambda w: w.shard)
         names = lambda defer: [  # noqa: E731
             w.name for w in ring_job.programs_before_tail(work, 0, defer)

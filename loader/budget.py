@@ -1,11 +1,12 @@
-"""The budget: a bound on the host bytes in flight beyond the model's own, and how it is counted.
+"""The byte budget: a bound on the host bytes in flight beyond the model's own, and its count.
 
-What counts: each reader thread's scratch and what it holds of a request in flight, and the
-staging ring's slots (all reserved once, up front: `loader.pipeline.sizing.Sizing` says how much),
-speculative reads made before the plan is known, and the host copy of a leaf that is transformed
-or rebuilt before it is placed (`loader.pipeline.jobs.HostCopyJob`). What does not: a destination
-buffer the device adopts (same dtype, or a cast destination), which is the model's own memory from
-the moment it is allocated.
+Both engines count with it, and neither imports the other for it: `pipelined`
+(`loader.pipeline`) sets aside its readers' scratch and its staging ring up front
+(`reserved_bytes`, `loader.pipeline.sizing.Sizing`) and takes from it each speculative read and
+each host copy of a leaf that is transformed before it is placed; `sharded`
+(`loader.sharded.slices.ReadAhead`) takes from it each range it reads ahead of the tensor being
+placed. A destination buffer the device adopts is the model's own memory, never counted.
+`DEFAULT_BUDGET_BYTES` is the bound when `budget=` says none.
 """
 
 from __future__ import annotations
