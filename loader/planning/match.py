@@ -23,7 +23,8 @@ import numpy as np
 from jax.sharding import Sharding
 
 from loader.errors import CheckpointError
-from loader.format import dtype_name, numpy_dtype
+from loader.format import TensorMeta, dtype_name, numpy_dtype
+from loader.format.dtypes import refuse_packed
 from loader.placement.casts import cast_kind
 from loader.placement.leaves import META_PRNG, META_SHARDINGS, Leaf, LeafKind, model_leaves
 from loader.placement.place import concrete_sharding, describe_sharding
@@ -100,6 +101,7 @@ def _check_leaf(
     """Check one leaf against its file tensor, append its entry; False: not to be read."""
     report, file_key, transform = plan.report, lookup.file_key, lookup.transform
     info = source.info(file_key)
+    _refuse_packed(leaf, info)
     want_shape, want_dtype = leaf.stored_shape_dtype()
     try:
         got = _stored(info.shape, info.np_dtype, transform)
@@ -147,6 +149,12 @@ def _check_leaf(
     else:
         plan.entries.append(entry(TRANSFORM if transform is not None else LOAD))
     return True
+
+
+def _refuse_packed(leaf: Leaf, info: TensorMeta) -> None:
+    """A packed F4 / F6 tensor cannot be a leaf as stored: refused by name, before any read."""
+    if info.packed:
+        raise CheckpointError(f"{leaf.where}: {refuse_packed(info.dtype, f'tensor {info.name!r}')}")
 
 
 def _judged_cast(path: str, got: np.dtype, want: np.dtype, policy: LoadPolicy) -> DtypeCast:
@@ -207,6 +215,7 @@ def _plan_stack(
     for key in stack.keys:
         if key in source:
             _claim(used, leaf, key, stack.transform)
+            _refuse_packed(leaf, source.info(key))
     shape, dtype = leaf.stored_shape_dtype()
     first = stack.keys[0] if stack.keys else ""
     info = source.info(first) if first in source else None
