@@ -19,11 +19,10 @@ from loader.format import read_header
 from loader.format.dtypes import ALL_DTYPES, DTYPES, PACKED, dtype_name, storage_bytes
 
 #: the reference's dtype list (safetensors 0.8.0's error message for an unknown one names it)
-REFERENCE_DTYPES = {
-    "BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-    "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64",
-    "F64", "I64", "U64",
-}  # fmt: skip
+REFERENCE_DTYPES = set(
+    "BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2 F8_E4M3 F8_E8M0 F8_E4M3FNUZ F8_E5M2FNUZ I16 U16 F16 "
+    "BF16 I32 U32 F32 C64 F64 I64 U64".split()
+)
 
 #: the fp8 dtypes a leaf holds as stored, beyond F8_E4M3 / F8_E5M2
 NEW_FP8 = {
