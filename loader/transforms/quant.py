@@ -118,7 +118,8 @@ class Quantized:
 
     def host(self, arrays: Mapping[str, np.ndarray], dtype: np.dtype) -> np.ndarray:
         """The leaf from the file tensors by role, with numpy (`then` applied)."""
-        out = self.dequantize(arrays, np.dtype(dtype))
+        with np.errstate(over="ignore", invalid="ignore"):  # to inf and NaN, as IEEE says
+            out = self.dequantize(arrays, np.dtype(dtype))
         return out if self.then is None else np.ascontiguousarray(self.then(out))
 
     def dequantize(self, arrays: Mapping[str, np.ndarray], dtype: np.dtype) -> np.ndarray:
@@ -506,9 +507,8 @@ class DequantizeMXFP4(Quantized):
         values = np.stack([FP4_VALUES[blocks & 15], FP4_VALUES[blocks >> 4]], axis=-1)
         values = values.reshape(*blocks.shape[:-1], 32)
         scale = e8m0_to_float32(exps)[..., None]
-        with np.errstate(invalid="ignore", over="ignore"):  # 0 * 2**128 is NaN, as in torch
-            out: np.ndarray = (values * scale).reshape(*blocks.shape[:-2], -1).astype(dtype)
-        return out
+        out: np.ndarray = (values * scale).reshape(*blocks.shape[:-2], -1).astype(dtype)
+        return out  # 0 * 2**128 is NaN, as in torch
 
 
 def e8m0_to_float32(exps: np.ndarray) -> np.ndarray:
