@@ -112,3 +112,11 @@ def test_a_packed_leaf_dtype_is_refused_by_name_at_save(tmp_path):
         dtype_name(ml_dtypes.float4_e2m1fn)
     assert dtype_name(ml_dtypes.float8_e8m0fnu) == "F8_E8M0"
     assert all(dtype_name(dt) == n for n, dt in DTYPES.items())
+
+
+def test_eager_refuses_a_dtype_its_numpy_bridge_lacks_by_name(tmp_path):
+    src = _One(np.dtype(ml_dtypes.float8_e4m3fn))
+    path = tmp_path / "m.safetensors"
+    loader.save_model(src, path)
+    with pytest.raises(CheckpointError, match="safetensors.numpy cannot read it.*pipelined"):
+        loader.load_model(_One(np.dtype(ml_dtypes.float8_e4m3fn)), path, strategy="eager")
