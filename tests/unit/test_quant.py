@@ -287,6 +287,15 @@ def test_mxfp4_experts_with_a_transpose(tmp_path, strategy, options):
     _same_bits(loaded.experts.get_value(), np.transpose(want, (0, 2, 1)))
 
 
+def test_mxfp4_blocks_typed_f4_are_refused_by_name(tmp_path):
+    header, _ = encode_header({"b": ("F4", (3, 32)), "s": ("U8", (3,))}, None)
+    path = tmp_path / "f4.safetensors"
+    path.write_bytes(header + bytes(48) + bytes(3))
+    key_map = {"x": DequantizeMXFP4("b", "s")}
+    with pytest.raises(MismatchError, match=r"tensor 'b' \(F4 \[3, 32\]\): F4 blocks: store"):
+        loader.load_model(Leaves({"x": (96,)}), path, key_map=key_map, strict=True)
+
+
 def test_a_mismatched_scale_is_refused_by_name(tmp_path):
     tensors = {"l.weight": _fp8((8, 16)), "l.weight_scale": _scales((6, 1), np.float32)}
     path = write(tmp_path / "m.safetensors", tensors)
