@@ -240,15 +240,7 @@ def _plan_stack(
     )
     report, casts = plan.report, len(plan.report.casts)
     if not check_stack(leaf, stack, source, report):
-        plan.skipped.append(leaf)
-        if report.missing[-1:] == [leaf.key]:  # no key of the stack is in the file
-            pattern = policy.ignores_missing(leaf.key)
-            if pattern is not None:
-                report.missing.pop()
-                report.ignored.append(leaf.key)
-            plan.entries.append(entry(MISSING if pattern is None else IGNORED))
-        else:
-            plan.entries.append(entry(SHAPE_MISMATCH))
+        _turned_down(plan, leaf, entry, policy, "")
         return
     if len(report.casts) > casts:  # judge the stack's cast by the policy, as any other
         cast = report.casts.pop()
@@ -264,6 +256,23 @@ def _plan_stack(
         plan.steps.append(Step(part, key, stack.transform, host, layer))
     plan.stacked.append(group)
     plan.report.stacked.append(leaf.key)
+
+
+def _turned_down(
+    plan: LoadPlan, leaf: Leaf, entry: partial[PlanEntry], policy: LoadPolicy, why: str
+) -> None:
+    """A leaf of several file tensors its checks turned down: missing (none of its keys is in
+    the file; or ignored, where a pattern says so), else a shape mismatch (`why`)."""
+    report = plan.report
+    plan.skipped.append(leaf)
+    if report.missing[-1:] != [leaf.key]:
+        plan.entries.append(entry(SHAPE_MISMATCH, why))
+        return
+    pattern = policy.ignores_missing(leaf.key)
+    if pattern is not None:
+        report.missing.pop()
+        report.ignored.append(leaf.key)
+    plan.entries.append(entry(MISSING if pattern is None else IGNORED))
 
 
 def _plan_quantized(
@@ -294,15 +303,8 @@ def _plan_quantized(
     )
     report = plan.report
     if not check_quantized(leaf, q, source, report):
-        plan.skipped.append(leaf)
-        if report.missing[-1:] == [leaf.key]:
-            pattern = policy.ignores_missing(leaf.key)
-            if pattern is not None:
-                report.missing.pop()
-                report.ignored.append(leaf.key)
-            plan.entries.append(entry(MISSING if pattern is None else IGNORED))
-        else:
-            plan.entries.append(entry(SHAPE_MISMATCH, report.shape_mismatches[-1].result))
+        mismatches = report.shape_mismatches
+        _turned_down(plan, leaf, entry, policy, mismatches[-1].result if mismatches else "")
         return
     infos = {role: source.info(key) for role, key in q.keys.items()}
     group = QuantGroup(leaf, q, concrete_sharding(leaf.sharding, leaf.where), infos)

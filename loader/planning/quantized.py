@@ -57,6 +57,9 @@ def make_leaf(group: QuantGroup) -> None:
         if group.on_device:
             from loader.transforms.device_quant import dequantize
 
+            checked = [role for role in group.layout.CHECKED_VALUES if role in values]
+            small = {role: np.asarray(values[role]) for role in checked}  # a few bytes each
+            group.layout.check_values(cast(Any, {**values, **small}))
             value: Any = dequantize(group.layout, cast(Any, values), dtype, group.sharding)
         else:
             arrays = {role: np.asarray(v) for role, v in values.items()}

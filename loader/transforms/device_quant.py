@@ -89,10 +89,7 @@ def _fp8(q: Dequantize, a: Mapping[str, jax.Array], dtype: np.dtype) -> jax.Arra
 
 def _int4(q: Unpack, a: Mapping[str, jax.Array], dtype: np.dtype) -> jax.Array:
     weight, scale = a["weight"], a["scale"]
-    per = weight.dtype.itemsize * 2
-    shape = list(weight.shape)
-    shape[q.weight_packing.axis] *= per
-    out_shape = q.shape or (shape[0], shape[1])
+    out_shape = q.unpacked_shape(tuple(weight.shape), np.dtype(weight.dtype))
     axis = q.input_axis
     values = _unpack(weight, q.weight_packing, out_shape[q.weight_packing.axis])
     values = values[: out_shape[0], : out_shape[1]] - q.weight_offset

@@ -36,6 +36,7 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -116,8 +117,16 @@ class Quantized:
         shape = self.dequantized_shape(infos)
         return shape if self.then is None else self.then.out_shape(shape)
 
+    #: the roles whose values (not only shapes) must be checked: small tensors, read on the host
+    CHECKED_VALUES: ClassVar[tuple[str, ...]] = ()
+
+    def check_values(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Check what the header cannot say (`CHECKED_VALUES`' values): `QuantError` naming the
+        tensor."""
+
     def host(self, arrays: Mapping[str, np.ndarray], dtype: np.dtype) -> np.ndarray:
         """The leaf from the file tensors by role, with numpy (`then` applied)."""
+        self.check_values(arrays)
         with np.errstate(over="ignore", invalid="ignore"):  # to inf and NaN, as IEEE says
             out = self.dequantize(arrays, np.dtype(dtype))
         return out if self.then is None else np.ascontiguousarray(self.then(out))
@@ -237,10 +246,6 @@ class Packing:
 
     axis: int  # the axis of the unpacked tensor the values were packed along
     order: tuple[int, ...] = SEQUENTIAL  # position p of a run takes the nibble at order[p]
-
-
-def _per(container: str) -> int:
-    return {"I32": 8, "U8": 2}[container]
 
 
 def _run(order: tuple[int, ...], per: int) -> tuple[int, ...]:
@@ -372,23 +377,20 @@ class Unpack(Quantized):
     def program_key(self) -> tuple[object, ...]:
         return (*super().program_key(), self.shape, tuple(sorted(self.keys)))
 
-    def _unpacked_shape(self, weight: TensorMeta) -> tuple[int, int]:
-        per = _per(weight.dtype)
-        shape = list(weight.shape)
-        shape[self.weight_packing.axis] *= per
-        if self.shape is None:
-            return (shape[0], shape[1])
-        axis, declared = self.weight_packing.axis, self.shape
-        fits = all(declared[a] == shape[a] for a in (0, 1) if a != axis) and (
-            shape[axis] - per < declared[axis] <= shape[axis]
+    def _checked_shape(self, weight: TensorMeta) -> tuple[int, int]:
+        """`unpacked_shape`, where the packed tensor holds it: the declared shape differs from
+        the packed one only by the padding of the last container along the packed axis."""
+        per, axis = weight.np_dtype.itemsize * 2, self.weight_packing.axis
+        full = list(weight.shape)
+        full[axis] *= per
+        declared = self.unpacked_shape(weight.shape, weight.np_dtype)
+        fits = all(declared[a] == full[a] for a in (0, 1) if a != axis) and (
+            full[axis] - per < declared[axis] <= full[axis]
         )
         if not fits:
             how = f"{per} int4 values a {weight.dtype} along axis {axis}"
             raise _refuse(weight, f"does not unpack to the declared shape {list(declared)} ({how})")
         return declared
-
-    def groups(self, size: int) -> int:
-        return math.ceil(size / self.group_size)
 
     def dequantized_shape(self, infos: Infos) -> tuple[int, ...]:
         weight, scale = infos["weight"], infos["scale"]
@@ -396,9 +398,9 @@ class Unpack(Quantized):
         _want_dtype(scale, _FLOAT_SCALES, "scale")
         if len(weight.shape) != 2:
             raise _refuse(weight, "a packed int4 weight must be 2-d")
-        shape = self._unpacked_shape(weight)
+        shape = self._checked_shape(weight)
         inputs, outputs = shape[self.input_axis], shape[1 - self.input_axis]
-        groups = self.groups(inputs)
+        groups = math.ceil(inputs / self.group_size)
         want = [0, 0]
         want[self.input_axis], want[1 - self.input_axis] = groups, outputs
         if "g_idx" in infos:
@@ -430,38 +432,43 @@ class Unpack(Quantized):
             return arrays["g_idx"].astype(np.int64)
         return np.arange(inputs) // self.group_size
 
+    CHECKED_VALUES = ("shape", "g_idx")
+
+    def unpacked_shape(self, packed: tuple[int, ...], container: np.dtype) -> tuple[int, int]:
+        """The dequantized shape: the declared one, or the packed one unpacked."""
+        shape = list(packed)
+        shape[self.weight_packing.axis] *= container.itemsize * 2
+        return self.shape or (shape[0], shape[1])
+
+    def check_values(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """`weight_shape` must hold the planned shape; `g_idx` only groups the scale has."""
+        shape = self.unpacked_shape(arrays["weight"].shape, arrays["weight"].dtype)
+        if "shape" in arrays and tuple(int(v) for v in arrays["shape"]) != shape:
+            raise QuantError(
+                f"tensor {self.keys['shape']!r} holds {arrays['shape'].tolist()}, not the shape "
+                f"{list(shape)} the layout was planned with"
+            )
+        groups = arrays["scale"].shape[self.input_axis]
+        g = arrays.get("g_idx")
+        if g is not None and g.size and (g.min() < 0 or g.max() >= groups):
+            raise QuantError(
+                f"tensor {self.keys['g_idx']!r}: group indices run {g.min()}..{g.max()}, "
+                f"outside the {groups} groups of {self.keys['scale']!r}"
+            )
+
     def dequantize(self, arrays: Mapping[str, np.ndarray], dtype: np.dtype) -> np.ndarray:
         weight, scale = arrays["weight"], arrays["scale"]
-        shape = self.check_shape_values(arrays)
+        shape = self.unpacked_shape(weight.shape, weight.dtype)
         axis = self.input_axis
         q = unpack_host(weight, self.weight_packing, shape[self.weight_packing.axis])
         q = q[: shape[0], : shape[1]] - self.weight_offset
         g = self.group_index(arrays, shape[axis])
-        if g.size and (g.min() < 0 or g.max() >= scale.shape[axis]):
-            raise QuantError(
-                f"tensor {self.keys.get('g_idx')!r}: group indices run {g.min()}..{g.max()}, "
-                f"outside the {scale.shape[axis]} groups of {self.keys['scale']!r}"
-            )
         if "zero" in arrays:
             zsize = scale.shape[self.zero_packing.axis]
             zeros = unpack_host(arrays["zero"], self.zero_packing, zsize) + self.zero_offset
             q = q - np.take(zeros, g, axis=axis)
         full = np.take(scale.astype(np.float32), g, axis=axis)
         return finish_host(q.astype(np.float32) * full, scale.dtype, dtype)
-
-    def check_shape_values(self, arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
-        """The unpacked shape; the `weight_shape` tensor's values, where read, must say it."""
-        weight = arrays["weight"]
-        per = weight.dtype.itemsize * 2
-        shape = list(weight.shape)
-        shape[self.weight_packing.axis] *= per
-        declared = self.shape or (shape[0], shape[1])
-        if "shape" in arrays and tuple(int(v) for v in arrays["shape"]) != tuple(declared):
-            raise QuantError(
-                f"tensor {self.keys['shape']!r} holds {arrays['shape'].tolist()}, not the shape "
-                f"{list(declared)} the layout was planned with"
-            )
-        return declared
 
 
 # -- MXFP4 -----------------------------------------------------------------------------------------

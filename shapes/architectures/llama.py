@@ -187,18 +187,20 @@ class Layer(nnx.Module):
         self.input_layernorm = RMSNorm(d, eps=c.rms_norm_eps, param_dtype=dtype)
         self.self_attn = Attention(c, dtype, rngs)
         self.post_attention_layernorm = RMSNorm(d, eps=c.rms_norm_eps, param_dtype=dtype)
+        projections: dict[str, nnx.Module]
         if fp8_mlp:
-            self.mlp = nnx.Dict(
-                gate_proj=FP8Linear(d, i, dtype),
-                up_proj=FP8Linear(d, i, dtype),
-                down_proj=FP8Linear(i, d, dtype),
-            )
-            return
-        self.mlp = nnx.Dict(
-            gate_proj=nnx.Linear(d, i, **kw),
-            up_proj=nnx.Linear(d, i, **kw),
-            down_proj=nnx.Linear(i, d, **kw),
-        )
+            projections = {
+                "gate_proj": FP8Linear(d, i, dtype),
+                "up_proj": FP8Linear(d, i, dtype),
+                "down_proj": FP8Linear(i, d, dtype),
+            }
+        else:
+            projections = {
+                "gate_proj": nnx.Linear(d, i, **kw),
+                "up_proj": nnx.Linear(d, i, **kw),
+                "down_proj": nnx.Linear(i, d, **kw),
+            }
+        self.mlp = nnx.Dict(projections)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = x + self.self_attn(self.input_layernorm(x))

@@ -335,8 +335,25 @@ def test_weight_shape_values_are_checked(tmp_path):
     }
     path = write(tmp_path / "m.safetensors", tensors)
     key_map = {"w": Unpack.compressed_tensors("l", shape=(8, 32), group_size=128)}
-    with pytest.raises(loader.CheckpointError, match=r"'l.weight_shape' holds \[8, 31\]"):
-        loader.load_model(Leaves({"w": (8, 32)}), path, key_map=key_map, strategy="pread")
+    for options in ({"strategy": "pread"}, {}, {"staging": True}):
+        with pytest.raises(loader.CheckpointError, match=r"'l.weight_shape' holds \[8, 31\]"):
+            loader.load_model(Leaves({"w": (8, 32)}), path, key_map=key_map, **options)
+
+
+@pytest.mark.parametrize(("strategy", "options"), LOADS, ids=LOAD_IDS)
+def test_a_g_idx_beyond_the_groups_is_refused_by_name(tmp_path, strategy, options):
+    tensors = {
+        "l.qweight": _words((2, 8)),
+        "l.qzeros": _words((2, 1)),
+        "l.scales": _scales((2, 8), np.float16),
+        "l.g_idx": np.array([0] * 15 + [2], np.int32),  # group 2 of 2
+    }
+    path = write(tmp_path / "m.safetensors", tensors)
+    key_map = {"w": Unpack.gptq("l", group_size=8, g_idx=True)}
+    with pytest.raises(loader.CheckpointError, match=r"'l.g_idx': group indices run 0..2"):
+        loader.load_model(
+            Leaves({"w": (16, 8)}), path, key_map=key_map, strategy=strategy, **options
+        )
 
 
 def _layers(tmp_path, n: int, rows: int = 16) -> tuple[Path, dict, dict, dict]:
