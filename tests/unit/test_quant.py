@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
 from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
 import loader
 from loader.errors import MismatchError
@@ -418,3 +420,27 @@ def test_plan_shows_the_layout_and_the_bytes_it_moves(tmp_path):
     moved = 10 * 20 + 3 * 3 * 4
     assert f"moves {moved} B for a {math.prod(want.shape) * 2} B leaf" in entry.note
     assert "fp8 block 4x8" in str(table)
+
+
+class ShardedKernel(nnx.Module):
+    """A (32, 16) kernel sharded over 4 devices along its first axis."""
+
+    def __init__(self):
+        init = nnx.with_partitioning(nnx.initializers.zeros_init(), ("x", None))
+        self.kernel = nnx.Param(init(jax.random.key(0), (32, 16), jnp.bfloat16))
+
+
+@pytest.mark.parametrize(("strategy", "options"), LOADS, ids=LOAD_IDS)
+def test_a_sharded_leaf_is_dequantized_into_its_sharding(tmp_path, strategy, options):
+    weight, scale = _fp8((16, 32)), _scales((16, 1), np.float32)
+    path = write(tmp_path / "m.safetensors", {"w": weight, "s": scale})
+    key_map = {"kernel": (Dequantize("w", "s"), Transpose((1, 0)))}
+    with jax.set_mesh(jax.make_mesh((4,), ("x",), devices=jax.devices()[:4])):
+        model, report = loader.load_model(
+            ShardedKernel(), path, key_map=key_map, strict=True, strategy=strategy, **options
+        )
+    value = model.kernel.get_value()
+    assert report.ok and isinstance(value.sharding, NamedSharding)
+    assert value.sharding.spec == PartitionSpec("x", None) and len(value.sharding.device_set) == 4
+    assert {s.data.shape for s in value.addressable_shards} == {(8, 16)}
+    _same_bits(value, ref_fp8(weight, scale, None, BF16).T)
