@@ -7,8 +7,9 @@ dtype. The sub-byte ones (`PACKED`: F4, F6_E2M3, F6_E3M2) are stored packed, as 
 sizes them: a tensor of n elements holds n * bits / 8 bytes and is refused when that is not a
 whole number (`storage_bytes`); two F4 values share a byte, four F6 values three bytes. jax holds
 one F4 or F6 element per byte (`ml_dtypes.float4_e2m1fn`; no XLA type for F6 at all), so no leaf
-takes them as stored: a direct load refuses them by name (`refuse_packed`), and a quantized layout
-reads their bytes through a transform (`loader.transforms.quant`).
+takes them as stored: a load refuses them by name (`refuse_packed`), pointing to the layout that
+reads MXFP4's FP4 pairs as the U8 bytes gpt-oss stores (`loader.DequantizeMXFP4`). Their bytes
+still read (as uint8, `storage_dtype`), which is how the differential fuzz compares them.
 """
 
 from __future__ import annotations
