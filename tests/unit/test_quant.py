@@ -66,12 +66,14 @@ def ref_fp8(weight, scale, block, dtype):
 
 
 def ref_ct_int4(packed, scale, shape, group, zero, dtype):
-    """compressed-tensors: value j of row r is nibble j % 8 of word j // 8, stored q + 8."""
+    """compressed-tensors: value j of row r is nibble j % n of container j // n (n = 8 in an
+    I32, 2 in a U8), stored q + 8."""
     rows, cols = shape
+    per = packed.dtype.itemsize * 2
     out = np.empty(shape, dtype)
     for r in range(rows):
         for c in range(cols):
-            q = _nibble(packed[r, c // 8], c % 8) - 8
+            q = _nibble(packed[r, c // per], c % per) - 8
             z = 0 if zero is None else _nibble(zero[r // 8, c // group], r % 8) - 8
             out[r, c] = _round((q - z) * float(scale[r, c // group]), scale.dtype, dtype)
     return out
@@ -173,6 +175,15 @@ CASES = {
             "shape": np.array([8, 60], np.int32),
         },
         lambda a, dt: ref_ct_int4(a["weight"], a["scale"], (8, 60), 16, None, dt),
+    ),
+    "int4-u8": lambda: (
+        Unpack.compressed_tensors("l", shape=(6, 20), group_size=8),
+        {
+            "weight": RNG.integers(0, 256, (6, 10), dtype=np.uint8),
+            "scale": _scales((6, 3), np.float32),
+            "shape": np.array([6, 20], np.int32),
+        },
+        lambda a, dt: ref_ct_int4(a["weight"], a["scale"], (6, 20), 8, None, dt),
     ),
     "int4-compressed-tensors-zero": lambda: (
         Unpack.compressed_tensors("l", shape=(16, 32), group_size=16, zero_point=True),
