@@ -188,6 +188,18 @@ class Dequantize(Quantized):
         object.__setattr__(self, "then", _then(then, f"Dequantize({weight!r})"))
         object.__setattr__(self, "block", None if block is None else tuple(map(int, block)))
 
+    @classmethod
+    def compressed_tensors(cls, prefix: str, then: object = None) -> Dequantize:
+        """compressed-tensors' float-quantized layer: `prefix.weight`, `prefix.weight_scale`."""
+        return cls(f"{prefix}.weight", f"{prefix}.weight_scale", then=then)
+
+    @classmethod
+    def deepseek(
+        cls, prefix: str, block: tuple[int, int] = (128, 128), then: object = None
+    ) -> Dequantize:
+        """DeepSeek-V3's block-FP8 layer: `prefix.weight`, `prefix.weight_scale_inv`."""
+        return cls(f"{prefix}.weight", f"{prefix}.weight_scale_inv", block=block, then=then)
+
     @property
     def layout(self) -> str:
         return "fp8" if self.block is None else f"fp8 block {self.block[0]}x{self.block[1]}"
@@ -490,6 +502,12 @@ class DequantizeMXFP4(Quantized):
     def __init__(self, blocks: str, scales: str, then: object = None) -> None:
         object.__setattr__(self, "keys", {"blocks": blocks, "scales": scales})
         object.__setattr__(self, "then", _then(then, f"DequantizeMXFP4({blocks!r})"))
+
+    @classmethod
+    def gpt_oss(cls, prefix: str, then: object = None) -> DequantizeMXFP4:
+        """gpt-oss's experts: `prefix_blocks`, `prefix_scales` (`prefix` e.g.
+        `model.layers.0.mlp.experts.gate_up_proj`)."""
+        return cls(f"{prefix}_blocks", f"{prefix}_scales", then=then)
 
     @property
     def layout(self) -> str:

@@ -270,7 +270,7 @@ def _projection(prefix: str, shape: tuple[int, int], quant: str | None) -> objec
     if quant is None:
         return f"{prefix}.weight"
     if quant == "fp8":
-        return Dequantize(f"{prefix}.weight", f"{prefix}.weight_scale")
+        return Dequantize.compressed_tensors(prefix)
     if quant == "int4":
         return Unpack.compressed_tensors(prefix, shape=shape, group_size=128)
     raise ValueError(f"quant={quant!r}: expected None or one of {QUANT}")

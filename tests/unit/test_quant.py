@@ -455,3 +455,25 @@ def test_a_sharded_leaf_is_dequantized_into_its_sharding(tmp_path, strategy, opt
     assert value.sharding.spec == PartitionSpec("x", None) and len(value.sharding.device_set) == 4
     assert {s.data.shape for s in value.addressable_shards} == {(8, 16)}
     _same_bits(value, ref_fp8(weight, scale, None, BF16).T)
+
+
+def test_the_checkpoint_conventions_name_their_tensors():
+    assert Dequantize.compressed_tensors("p").keys == {
+        "weight": "p.weight",
+        "scale": "p.weight_scale",
+    }
+    deepseek = Dequantize.deepseek("p")
+    assert deepseek.keys["scale"] == "p.weight_scale_inv" and deepseek.block == (128, 128)
+    experts = DequantizeMXFP4.gpt_oss("m.experts.gate_up_proj")
+    assert experts.file_keys == ("m.experts.gate_up_proj_blocks", "m.experts.gate_up_proj_scales")
+    assert Unpack.compressed_tensors("p").file_keys == (
+        "p.weight_packed",
+        "p.weight_scale",
+        "p.weight_shape",
+    )
+    assert Unpack.gptq("p", g_idx=True).file_keys == (
+        "p.qweight",
+        "p.qzeros",
+        "p.scales",
+        "p.g_idx",
+    )
