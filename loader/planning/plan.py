@@ -174,6 +174,8 @@ class QuantGroup:
         infos: each role's file tensor (`weight`, `scale`, ...).
         on_device: dequantize on the device the parts were sent to (`pipelined`), not the host.
         values: the parts read so far, by role (dropped once the leaf is made).
+        unchecked: after a device dequantization, what the end of the load checks of the parts'
+            values (`loader.planning.quantized.check_device_values`).
         placed: True once the leaf holds its value.
     """
 
@@ -183,6 +185,7 @@ class QuantGroup:
     infos: dict[str, TensorMeta]
     on_device: bool = False
     values: dict[str, object] = field(default_factory=dict)
+    unchecked: dict[str, object] = field(default_factory=dict)
     placed: bool = False
 
     @property

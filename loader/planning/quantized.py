@@ -20,6 +20,8 @@ a dequantized shape the leaf does not have.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, cast
 
 import jax
@@ -53,22 +55,49 @@ def make_leaf(group: QuantGroup) -> None:
     """Dequantize a whole group into its leaf (host or device) and drop its parts."""
     leaf, values = group.leaf, group.values
     dtype = np.dtype(leaf.dtype)
-    try:
+    with _named(group):
         if group.on_device:
             from loader.transforms.device_quant import dequantize
 
-            checked = [role for role in group.layout.CHECKED_VALUES if role in values]
-            small = {role: np.asarray(values[role]) for role in checked}  # a few bytes each
-            group.layout.check_values(cast(Any, {**values, **small}))
+            # what the values must say is checked at the end of the load, not here: reading a
+            # device array back waits for it, and would stall the transfers behind it
+            if group.layout.CHECKED_VALUES:
+                group.unchecked = {role: _unchecked(role, v, group) for role, v in values.items()}
             value: Any = dequantize(group.layout, cast(Any, values), dtype, group.sharding)
         else:
             arrays = {role: np.asarray(v) for role, v in values.items()}
             value = place(group.layout.host(arrays, dtype), group.sharding)
-    except QuantError as exc:
-        raise CheckpointError(f"{leaf.where}: {group.layout}: {exc}") from None
     group.values = {}
     leaf.variable.set_value(value)
     group.placed = True
+
+
+@contextlib.contextmanager
+def _named(group: QuantGroup) -> Iterator[None]:
+    """A `QuantError` (from the values) as a `CheckpointError` naming the parameter."""
+    try:
+        yield
+    except QuantError as exc:
+        raise CheckpointError(f"{group.leaf.where}: {group.layout}: {exc}") from None
+
+
+def _unchecked(role: str, value: Any, group: QuantGroup) -> Any:
+    """What the end-of-load check keeps of a part: a small one whole, a large one its shape."""
+    if role in group.layout.CHECKED_VALUES:
+        return value
+    return jax.ShapeDtypeStruct(value.shape, value.dtype)
+
+
+def check_device_values(group: QuantGroup) -> None:
+    """The values a group dequantized on the device must hold (`Quantized.check_values`), read
+    back now that every transfer is done."""
+    if not group.unchecked:
+        return
+    roles = group.layout.CHECKED_VALUES
+    arrays = {role: np.asarray(v) if role in roles else v for role, v in group.unchecked.items()}
+    group.unchecked = {}
+    with _named(group):
+        group.layout.check_values(cast(Any, arrays))
 
 
 def _mismatch(leaf: Leaf, q: Quantized, info: TensorMeta, result: str) -> ShapeMismatch:
@@ -162,6 +191,7 @@ def finish_quantized(plan: LoadPlan) -> None:
     plan.skipped = [leaf for leaf in plan.skipped if leaf.key not in part_keys]
     for group in plan.quantized:
         group.values = {}
+        check_device_values(group)
         if group.placed:
             plan.report.loaded.append(group.leaf.key)
         else:
