@@ -230,6 +230,7 @@ class Llama(nnx.Module):
     def __init__(
         self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs, fp8_mlp: bool = False
     ) -> None:
+        # (a BODY other than `Body`, the scanned one, has no fp8_mlp: it is not passed unasked)
         self.model = self.BODY(c, dtype, rngs, fp8_mlp) if fp8_mlp else self.BODY(c, dtype, rngs)
         if not c.tie_word_embeddings:
             kw: dict[str, Any] = {
