@@ -15,6 +15,8 @@ Public API:
         |delta| per output (needs the `ports` extra: torch and transformers)
     Transpose(axes), Reshape(shape), Slice(axis, start, stop): declared key_map transforms
     Stack(keys, axis=0, transform=None): one leaf from N file tensors along a new axis
+    Dequantize(weight, scale, block=None), Unpack.compressed_tensors / gptq / awq(prefix),
+        DequantizeMXFP4(blocks, scales): one float leaf from a quantized layout's tensors
 
 Importing `loader` (or `loader.format`, `loader.errors`, `loader.sharded.rule`, `loader.strategies`)
 does not import jax: the jax-free parts (the header reader, the registry) stay light. The names
@@ -26,7 +28,15 @@ from typing import TYPE_CHECKING
 
 from loader.errors import CheckpointError, HeaderError, IncompleteCheckpointError, MismatchError
 from loader.report import LoadReport, LoadWarning
-from loader.transforms import Reshape, Slice, Stack, Transpose
+from loader.transforms import (
+    Dequantize,
+    DequantizeMXFP4,
+    Reshape,
+    Slice,
+    Stack,
+    Transpose,
+    Unpack,
+)
 
 if TYPE_CHECKING:  # the lazy names' types, for the type checker; nothing is imported at run time
     from loader import strategies
@@ -48,6 +58,8 @@ _LAZY = {
 
 __all__ = [
     "CheckpointError",
+    "Dequantize",
+    "DequantizeMXFP4",
     "HeaderError",
     "IncompleteCheckpointError",
     "LoadReport",
@@ -57,6 +69,7 @@ __all__ = [
     "Slice",
     "Stack",
     "Transpose",
+    "Unpack",
     "compare_to_transformers",
     "convert_to_sharded",
     "load_model",

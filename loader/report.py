@@ -226,6 +226,9 @@ class LoadReport:
             its per-layer transform, if any): read straight into slices of the leaf by
             `pipelined`, assembled on the host by the other strategies. Not a problem either;
             all N file keys count as used.
+        dequantized: parameters made from a quantized layout (`loader.Dequantize`,
+            `loader.Unpack`, `loader.DequantizeMXFP4`): their file tensors sent as stored and
+            dequantized on the device by `pipelined`, on the host by the other strategies.
         inflight_peak_bytes: high-water mark of host bytes in flight beyond the model's own, for
             strategies that bound them (`pipelined`; `sharded`: the bytes read ahead); None
             otherwise.
@@ -273,6 +276,7 @@ class LoadReport:
     transfer_transposed: list[str] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)
     stacked: list[str] = field(default_factory=list)
+    dequantized: list[str] = field(default_factory=list)
     inflight_peak_bytes: int | None = None
     over_budget: list[str] = field(default_factory=list)
     staging_memory: str | None = None

@@ -13,7 +13,8 @@
    is warned at the caller's line,
 6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps;
    then each stacked leaf (`loader.Stack`) the executor assembled on the host is placed
-   (`loader.planning.stacking.finish_stacked`; `pipelined` places its own),
+   (`loader.planning.stacking.finish_stacked`; `pipelined` places its own), and the report
+   says which leaves were made from quantized layouts (`loader.planning.quantized`),
 7. `executor.close()`, always (it stops any thread it started),
 8. give what was not loaded zeros (an abstract model only; already reported),
 9. late check: a shape a `key_map` transform got wrong is known only after the read; report it.
@@ -44,6 +45,7 @@ from loader.planning.keys import KeyMap
 from loader.planning.match import plan_load
 from loader.planning.plan import LoadPlan, Source
 from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
+from loader.planning.quantized import finish_quantized
 from loader.planning.stacking import finish_stacked
 from loader.remote import is_url
 from loader.remote.urls import shown
@@ -231,6 +233,7 @@ def run_load(
             checked = len(plan.report.shape_mismatches)
             executor.fill(plan, source, probe)
             finish_stacked(plan)
+            finish_quantized(plan)
             source.finish_reads()
         finally:
             executor.close()

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from loader.errors import HeaderError
 from loader.format import header_json
-from loader.format.dtypes import DTYPES, numpy_dtype
+from loader.format.dtypes import ALL_DTYPES, bits, storage_bytes
 from loader.format.foreign import SNIFF_BYTES, sniff_foreign
 from loader.format.records import Header, TensorInfo
 
@@ -124,19 +124,19 @@ def _parse_metadata(value: object, source: str) -> dict[str, str]:
 _MAX_DIM = 2**63 - 1  # numpy and jax index with signed 64-bit integers
 
 
-def _tensor_bytes(shape: list[int], itemsize: int) -> int | None:
-    """Byte size of a tensor, or None where the reference overflows (u64 checked product) or
+def _tensor_bits(shape: list[int], nbits: int) -> int | None:
+    """Bit size of a tensor, or None where the reference overflows (u64 checked product) or
     numpy could not allocate it (a dimension, or the product of the non-zero dimensions in bytes,
     beyond 2**63 - 1)."""
-    count, nonzero = 1, itemsize
+    count, nonzero = 1, max(nbits // 8, 1)
     for d in shape:
         count *= d
         nonzero *= d or 1
         if count > header_json.U64_MAX or d > _MAX_DIM:
             return None
-    if count * itemsize > header_json.U64_MAX or nonzero > _MAX_DIM:
+    if count * nbits > header_json.U64_MAX or nonzero > _MAX_DIM:
         return None
-    return count * itemsize
+    return count * nbits
 
 
 def _parse_entry(name: str, entry: object, source: str) -> TensorInfo:
@@ -144,8 +144,10 @@ def _parse_entry(name: str, entry: object, source: str) -> TensorInfo:
     if not isinstance(entry, dict):
         raise _fail(source, f"{where}: entry must be an object with dtype, shape, data_offsets")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise _fail(source, f"{where}: unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")
+    if not isinstance(dtype, str) or dtype not in ALL_DTYPES:
+        raise _fail(
+            source, f"{where}: unknown dtype {dtype!r}; expected one of {sorted(ALL_DTYPES)}"
+        )
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise _fail(source, f"{where}: shape {shape!r} must be a list of non-negative integers")
     if (
@@ -157,13 +159,20 @@ def _parse_entry(name: str, entry: object, source: str) -> TensorInfo:
         raise _fail(
             source, f"{where}: data_offsets {offsets!r} must be [begin, end] with 0 <= begin <= end"
         )
-    expected = _tensor_bytes(shape, DTYPES[dtype].itemsize)
-    if expected is None:
+    nbits = _tensor_bits(shape, bits(dtype))
+    if nbits is None:
         raise _fail(
             source,
             f"{where}: shape {shape} of {dtype} cannot be held in memory (its element count or "
             f"byte size overflows 64 bits, or a dimension exceeds {_MAX_DIM})",
         )
+    if nbits % 8:
+        raise _fail(
+            source,
+            f"{where}: shape {shape} of {dtype} ({bits(dtype)} bits an element) holds {nbits} "
+            "bits, which do not end on a byte boundary; the shape or the dtype is wrong",
+        )
+    expected = nbits // 8
     if offsets[1] - offsets[0] != expected:
         raise _fail(
             source,
@@ -264,7 +273,11 @@ def encode_header(
     offsets: dict[str, tuple[int, int]] = {}
     cursor = 0
     for name, (dtype, shape) in entries.items():
-        nbytes = math.prod(shape) * numpy_dtype(dtype).itemsize
+        nbytes = storage_bytes(dtype, tuple(shape))
+        if nbytes is None:
+            raise HeaderError(
+                f"tensor {name!r}: {math.prod(shape)} {dtype} elements do not fill whole bytes"
+            )
         offsets[name] = (cursor, cursor + nbytes)
         obj[name] = {
             "dtype": dtype,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loader.format.dtypes import DTYPES
+from loader.format.dtypes import PACKED, storage_bytes, storage_dtype
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,25 @@ class TensorMeta:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * DTYPES[self.dtype].itemsize
+        """The bytes it takes in a file (a packed dtype's elements share bytes)."""
+        nbytes = storage_bytes(self.dtype, self.shape)
+        assert nbytes is not None, f"{self.name}: {self.dtype} {self.shape} is not whole bytes"
+        return nbytes
 
     @property
     def np_dtype(self) -> np.dtype:
-        return DTYPES[self.dtype]
+        """The numpy dtype its bytes are read as: its own, or uint8 for a packed one (F4, F6)."""
+        return storage_dtype(self.dtype)
+
+    @property
+    def packed(self) -> bool:
+        """Whether its elements are packed below a byte each (F4, F6_E2M3, F6_E3M2)."""
+        return self.dtype in PACKED
+
+    @property
+    def storage_shape(self) -> tuple[int, ...]:
+        """The shape its bytes read into as `np_dtype`: its own, or (bytes,) for a packed one."""
+        return (self.nbytes,) if self.packed else self.shape
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ class CheckpointSource(ShardHeaders[Path]):
                 f"{f}: buffer of {raw.nbytes} bytes for tensor {key!r} of {info.nbytes}"
             )
         pread_exact(self._fds[f], raw, self.file_offset(key), where=f"{f}: tensor {key!r}")
-        return raw.view(info.np_dtype).reshape(info.shape)
+        return raw.view(info.np_dtype).reshape(info.storage_shape)
 
     def close(self) -> None:
         for fd in self._fds.values():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from loader.errors import CheckpointError
-from loader.format.dtypes import DTYPES
+from loader.format.dtypes import ML_FLOATS
 from loader.report import CastKind
 
 
@@ -44,12 +44,8 @@ def cast_kind(file_dtype: np.dtype, model_dtype: np.dtype) -> CastKind:
     return CastKind.KIND
 
 
-#: ml_dtypes' floats (bfloat16, float8_*) are numpy kind "V", not "f": named here.
-_ML_FLOATS = frozenset(DTYPES[n] for n in ("BF16", "F8_E4M3", "F8_E5M2"))
-
-
 def _is_float(dtype: np.dtype) -> bool:
-    return dtype.kind == "f" or dtype in _ML_FLOATS
+    return dtype.kind == "f" or dtype in ML_FLOATS  # ml_dtypes' floats are numpy kind "V"
 
 
 def _is_int(dtype: np.dtype) -> bool:

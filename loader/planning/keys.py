@@ -14,6 +14,7 @@ import numpy as np
 
 from loader.placement.paths import Path, key_of, path_str
 from loader.transforms import Stack, as_chain, as_stack
+from loader.transforms.quant import Quantized, as_quantized
 
 __all__ = [
     "KeyMap",
@@ -25,6 +26,7 @@ __all__ = [
     "look_up",
     "path_str",
     "resolve_file_key",
+    "resolve_quantized",
     "resolve_stack",
 ]
 Transform = Callable[[np.ndarray], np.ndarray]
@@ -34,8 +36,10 @@ Transform = Callable[[np.ndarray], np.ndarray]
 #: `loader.Stack(keys, axis)` / `(loader.Stack(keys, axis), transform)`: the leaf stacks N file
 #: tensors along a new axis, the (declared) transform applied to each file tensor before
 #: stacking (`leaf[(slice(None),) * axis + (i,)] == transform(file[keys[i]])`; see
-#: `loader.transforms.stack`); or a callable taking the model key and returning any of these (or
-#: None to keep the model key).
+#: `loader.transforms.stack`); or a quantized layout (`loader.Dequantize`, `loader.Unpack`,
+#: `loader.DequantizeMXFP4`, alone or `(layout, transform)`: `loader.transforms.quant`) that
+#: makes the leaf from a weight and its scales; or a callable taking the model key and
+#: returning any of these (or None to keep the model key).
 KeyMap = Mapping[str, str | tuple[str, Transform]] | Callable[[str], object]
 
 
@@ -53,6 +57,11 @@ def _mapped(model_key: str, key_map: KeyMap | None) -> object:
 def resolve_stack(model_key: str, key_map: KeyMap | None) -> Stack | None:
     """The `loader.Stack` that fills `model_key` (its per-layer transform folded in), or None."""
     return as_stack(_mapped(model_key, key_map))
+
+
+def resolve_quantized(model_key: str, key_map: KeyMap | None) -> Quantized | None:
+    """The quantized layout (`loader.Dequantize`, ...) that makes `model_key`, or None."""
+    return as_quantized(_mapped(model_key, key_map))
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,22 @@ import numpy as np
 from jax.sharding import Sharding
 
 from loader.errors import CheckpointError
-from loader.format import dtype_name, numpy_dtype
+from loader.format import TensorMeta, dtype_name, numpy_dtype
+from loader.format.dtypes import refuse_packed
 from loader.placement.casts import cast_kind
 from loader.placement.leaves import META_PRNG, META_SHARDINGS, Leaf, LeafKind, model_leaves
 from loader.placement.place import concrete_sharding, describe_sharding
-from loader.planning.keys import KeyMap, Lookup, Transform, look_up, resolve_stack
-from loader.planning.plan import LoadPlan, PlanEntry, Source, Stacked, Step
+from loader.planning.keys import (
+    KeyMap,
+    Lookup,
+    Transform,
+    look_up,
+    resolve_quantized,
+    resolve_stack,
+)
+from loader.planning.plan import LoadPlan, PlanEntry, QuantGroup, Source, Stacked, Step
 from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
+from loader.planning.quantized import check_quantized, host_sharding, part_leaves
 from loader.planning.stacking import check_stack, layer_leaves
 from loader.report import (
     LEFT_AT_INIT,
@@ -45,6 +54,7 @@ from loader.report import (
     UnusedEntry,
 )
 from loader.transforms import Chain, Stack, TransformError
+from loader.transforms.quant import Quantized
 from loader.vocabulary import (
     ALLOW,
     CAST_VERDICT,
@@ -100,6 +110,7 @@ def _check_leaf(
     """Check one leaf against its file tensor, append its entry; False: not to be read."""
     report, file_key, transform = plan.report, lookup.file_key, lookup.transform
     info = source.info(file_key)
+    _refuse_packed(leaf, info)
     want_shape, want_dtype = leaf.stored_shape_dtype()
     try:
         got = _stored(info.shape, info.np_dtype, transform)
@@ -147,6 +158,12 @@ def _check_leaf(
     else:
         plan.entries.append(entry(TRANSFORM if transform is not None else LOAD))
     return True
+
+
+def _refuse_packed(leaf: Leaf, info: TensorMeta) -> None:
+    """A packed F4 / F6 tensor cannot be a leaf as stored: refused by name, before any read."""
+    if info.packed:
+        raise CheckpointError(f"{leaf.where}: {refuse_packed(info.dtype, f'tensor {info.name!r}')}")
 
 
 def _judged_cast(path: str, got: np.dtype, want: np.dtype, policy: LoadPolicy) -> DtypeCast:
@@ -207,6 +224,7 @@ def _plan_stack(
     for key in stack.keys:
         if key in source:
             _claim(used, leaf, key, stack.transform)
+            _refuse_packed(leaf, source.info(key))
     shape, dtype = leaf.stored_shape_dtype()
     first = stack.keys[0] if stack.keys else ""
     info = source.info(first) if first in source else None
@@ -222,15 +240,7 @@ def _plan_stack(
     )
     report, casts = plan.report, len(plan.report.casts)
     if not check_stack(leaf, stack, source, report):
-        plan.skipped.append(leaf)
-        if report.missing[-1:] == [leaf.key]:  # no key of the stack is in the file
-            pattern = policy.ignores_missing(leaf.key)
-            if pattern is not None:
-                report.missing.pop()
-                report.ignored.append(leaf.key)
-            plan.entries.append(entry(MISSING if pattern is None else IGNORED))
-        else:
-            plan.entries.append(entry(SHAPE_MISMATCH))
+        _turned_down(plan, leaf, entry, policy, "")
         return
     if len(report.casts) > casts:  # judge the stack's cast by the policy, as any other
         cast = report.casts.pop()
@@ -246,6 +256,94 @@ def _plan_stack(
         plan.steps.append(Step(part, key, stack.transform, host, layer))
     plan.stacked.append(group)
     plan.report.stacked.append(leaf.key)
+
+
+def _turned_down(
+    plan: LoadPlan, leaf: Leaf, entry: partial[PlanEntry], policy: LoadPolicy, why: str
+) -> None:
+    """A leaf of several file tensors its checks turned down: missing (none of its keys is in
+    the file; or ignored, where a pattern says so), else a shape mismatch (`why`)."""
+    report = plan.report
+    plan.skipped.append(leaf)
+    if report.missing[-1:] != [leaf.key]:
+        plan.entries.append(entry(SHAPE_MISMATCH, why))
+        return
+    pattern = policy.ignores_missing(leaf.key)
+    if pattern is not None:
+        report.missing.pop()
+        report.ignored.append(leaf.key)
+    plan.entries.append(entry(MISSING if pattern is None else IGNORED))
+
+
+def _plan_quantized(
+    plan: LoadPlan,
+    leaf: Leaf,
+    q: Quantized,
+    source: Source,
+    used: dict[str, tuple[str, bool]],
+    policy: LoadPolicy,
+) -> None:
+    """A leaf made from a quantized layout: checked from the headers, then one step per file
+    tensor it reads (`loader.planning.quantized`)."""
+    for key in q.file_keys:
+        if key in source:
+            _claim(used, leaf, key, None)
+    shape, dtype = leaf.stored_shape_dtype()
+    first = q.file_keys[0]
+    info = source.info(first) if first in source else None
+    entry = partial(
+        PlanEntry,
+        leaf.key,
+        shape,
+        _dtype_str(dtype),
+        " + ".join(q.file_keys),
+        () if info is None else info.shape,
+        "" if info is None else info.dtype,
+        str(q),
+    )
+    report = plan.report
+    if not check_quantized(leaf, q, source, report):
+        mismatches = report.shape_mismatches
+        _turned_down(plan, leaf, entry, policy, mismatches[-1].result if mismatches else "")
+        return
+    infos = {role: source.info(key) for role, key in q.keys.items()}
+    group = QuantGroup(leaf, q, concrete_sharding(leaf.sharding, leaf.where), infos)
+    leaf_bytes = leaf.stored_shape_dtype()[1].itemsize * int(np.prod(shape))
+    note = f"{q.layout}: moves {group.file_bytes} B for a {leaf_bytes} B leaf"
+    plan.entries.append(entry(TRANSFORM, note))
+    host = host_sharding()
+    for key, part in part_leaves(group, host):
+        plan.steps.append(Step(part, key, None, host))
+    plan.quantized.append(group)
+    report.dequantized.append(leaf.key)
+
+
+def _plan_many(  # noqa: PLR0913  the planner's state, passed through
+    plan: LoadPlan,
+    leaf: Leaf,
+    source: Source,
+    key_map: KeyMap | None,
+    used: dict[str, tuple[str, bool]],
+    lookups: dict[str, Lookup],
+    saved_shardings: dict[str, str],
+    policy: LoadPolicy,
+) -> bool:
+    """Plan a leaf made from several file tensors (a quantized layout, a Stack); False: it is
+    not one."""
+    quantized = resolve_quantized(leaf.key, key_map)
+    stack = resolve_stack(leaf.key, key_map) if quantized is None else None
+    if quantized is not None:
+        _plan_quantized(plan, leaf, quantized, source, used, policy)
+        first, entry = quantized.file_keys[0], f"{leaf.key!r} -> {quantized}"
+    elif stack is not None:
+        _plan_stack(plan, leaf, stack, source, used, saved_shardings, policy)
+        first = stack.keys[0] if stack.keys else leaf.key
+        entry = f"{leaf.key!r} -> {stack}"
+    else:
+        return False
+    if plan.report.missing[-1:] == [leaf.key]:
+        lookups[leaf.key] = Lookup(first, None, entry)
+    return True
 
 
 _DIGITS = re.compile(r"\d+")
@@ -391,12 +489,7 @@ def plan_load(
     ignored_missing: set[str] = set()
     leaves = model_leaves(model, metadata)
     for leaf in leaves:
-        stack = resolve_stack(leaf.key, key_map)
-        if stack is not None:
-            _plan_stack(plan, leaf, stack, source, used, saved_shardings, policy)
-            if plan.report.missing[-1:] == [leaf.key]:
-                first = stack.keys[0] if stack.keys else leaf.key
-                lookups[leaf.key] = Lookup(first, None, f"{leaf.key!r} -> {stack}")
+        if _plan_many(plan, leaf, source, key_map, used, lookups, saved_shardings, policy):
             continue
         lookup = look_up(leaf.key, file_keys, key_map)
         file_key, transform = lookup.file_key, lookup.transform

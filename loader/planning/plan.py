@@ -22,6 +22,7 @@ from loader.placement.leaves import Leaf
 from loader.planning.keys import Transform
 from loader.report import LoadReport
 from loader.transforms import Stack
+from loader.transforms.quant import Quantized
 
 if TYPE_CHECKING:
     from loader.remote.ranges import RemoteStats
@@ -83,12 +84,14 @@ class Step:
 class LoadPlan:
     """What to read, in file order, and what to leave alone (reported).
 
-    `stacked` holds the stacked leaves; each has one step per layer in `steps`. `entries` says,
-    per model path (in model order) then per unused file key, what the load does with it.
+    `stacked` holds the stacked leaves; each has one step per layer in `steps`; `quantized` the
+    leaves made from a quantized layout, each with one step per file tensor it reads. `entries`
+    says, per model path (in model order) then per unused file key, what the load does with it.
     """
 
     steps: list[Step] = field(default_factory=list)
     stacked: list[Stacked] = field(default_factory=list)
+    quantized: list[QuantGroup] = field(default_factory=list)
     skipped: list[Leaf] = field(default_factory=list)
     report: LoadReport = field(default_factory=LoadReport)
     entries: list[PlanEntry] = field(default_factory=list)
@@ -157,3 +160,40 @@ class StackLayer:
 
     group: Stacked
     index: int
+
+
+@dataclass
+class QuantGroup:
+    """One leaf made from a quantized layout (`loader.transforms.quant`): its file tensors are
+    read as parts (one step each, of the tensor's own shape and dtype), then dequantized.
+
+    Attributes:
+        leaf: the model's leaf.
+        layout: its key_map entry (`Dequantize`, `Unpack`, `DequantizeMXFP4`).
+        sharding: the concrete sharding the leaf is placed with.
+        infos: each role's file tensor (`weight`, `scale`, ...).
+        on_device: dequantize on the device the parts were sent to (`pipelined`), not the host.
+        values: the parts read so far, by role (dropped once the leaf is made).
+        unchecked: after a device dequantization, what the end of the load checks of the parts'
+            values (`loader.planning.quantized.check_device_values`).
+        placed: True once the leaf holds its value.
+    """
+
+    leaf: Leaf
+    layout: Quantized
+    sharding: Sharding
+    infos: dict[str, TensorMeta]
+    on_device: bool = False
+    values: dict[str, object] = field(default_factory=dict)
+    unchecked: dict[str, object] = field(default_factory=dict)
+    placed: bool = False
+
+    @property
+    def part_keys(self) -> list[str]:
+        """The part leaves' keys (what the executors report loaded in its stead)."""
+        return [f"{self.leaf.key}<{role}>" for role in self.infos]
+
+    @property
+    def file_bytes(self) -> int:
+        """The bytes it moves: its file tensors as stored."""
+        return sum(info.nbytes for info in self.infos.values())

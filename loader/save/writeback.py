@@ -26,7 +26,15 @@ import numpy as np
 from loader.errors import CheckpointError
 from loader.format.records import TensorInfo
 from loader.format.source import CheckpointSource
-from loader.planning.keys import KeyMap, Path, key_of, path_str, resolve_file_key, resolve_stack
+from loader.planning.keys import (
+    KeyMap,
+    Path,
+    key_of,
+    path_str,
+    resolve_file_key,
+    resolve_quantized,
+    resolve_stack,
+)
 from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
 from loader.transforms import Chain, Part, Region, Stack, TransformError, tile_check
 
@@ -150,6 +158,13 @@ def _by_file_key(
         model_key = key_of(leaf.path)
         if policy.ignores_missing(model_key):
             continue
+        quantized = resolve_quantized(model_key, key_map)
+        if quantized is not None:
+            raise CheckpointError(
+                f"save_model: {leaf.where}: its key_map entry {quantized} dequantizes on load, "
+                "and save_model does not quantize: save without that key_map (the float "
+                "layout), or keep the layer quantized in the model to write it as stored"
+            )
         stack = resolve_stack(model_key, key_map)
         if stack is not None:
             for file_key, layer in _unstacked(leaf, stack):

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from safetensors.numpy import load_file
 
+from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import to_device
@@ -24,7 +25,13 @@ from loader.strategies._phased import Phased
 def _read_whole_files(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.ndarray]:
     tensors: dict[str, np.ndarray] = {}
     for f in source.files:
-        tensors.update(load_file(str(f), backend="pread"))
+        try:
+            tensors.update(load_file(str(f), backend="pread"))
+        except AttributeError as exc:  # safetensors' numpy bridge has no ml_dtypes (fp8, F4)
+            raise CheckpointError(
+                f"{f}: safetensors.numpy cannot read it ({exc}): a dtype numpy lacks (an F8_* "
+                "or packed one); load it with a strategy that reads its bytes (pipelined, pread)"
+            ) from None
     return tensors
 
 

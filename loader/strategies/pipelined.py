@@ -13,6 +13,9 @@ On a backend that does not adopt host buffers (a GPU, a TPU) the reads go throug
 of host staging buffers straight onto each device's region (`loader.pipeline.ring_job`), so host
 memory stays within the budget while the model lands on the devices; `staging=True` forces that
 path on the CPU backend (where it is tested), `staging=False` keeps the adopting path.
+
+A leaf made from a quantized layout (`loader.Dequantize`, ...) travels as its file tensors, as
+stored, and is dequantized on its device (`loader.planning.quantized.dequantize_on_device`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from loader.pipeline import Pipeline, PipelineOptions
 from loader.pipeline.sources import ByteSource
 from loader.pipeline.sources.local import LocalFiles
 from loader.pipeline.sources.remote import RemoteFiles
+from loader.planning.quantized import dequantize_on_device
 from loader.remote import RemoteOptions, is_url, remote_opener
 from loader.report import LoadReport
 from loader.sequence import LoadRequest, Recipe
@@ -67,5 +71,6 @@ def load_with(
         lambda: Pipeline(pipeline, strict=request.args.strict, key_map=request.args.key_map),
         open_source=local,
         open_remote=remote_opener(remote, RemoteFiles, local),
+        adjust_plan=dequantize_on_device,
     )
     return recipe.run(request)

@@ -5,7 +5,8 @@ and `Stack(keys, axis, transform)` (one leaf from N file tensors).
 file tensor each one's result is (what `pipelined`'s reader threads fill in place); `stack` the
 stacking of per-layer file tensors into one leaf (each layer through its own `Chain`); `part`
 the block of the file tensor a leaf goes back to (what `save_model` writes the source layout
-from).
+from); `quant` the quantized layouts (`Dequantize`, `Unpack`, `DequantizeMXFP4`: one leaf from a
+weight and its scales), whose device side is `device_quant` (imported where jax is).
 """
 
 from loader.transforms.declared import (
@@ -19,14 +20,28 @@ from loader.transforms.declared import (
     as_chain,
 )
 from loader.transforms.part import Part, Region, tile_check
+from loader.transforms.quant import (
+    QUANTIZED,
+    Dequantize,
+    DequantizeMXFP4,
+    QuantError,
+    Quantized,
+    Unpack,
+    as_quantized,
+)
 from loader.transforms.stack import Stack, StackError, as_stack
 from loader.transforms.view import View, c_strides, reshape_strides
 
 __all__ = [
     "DECLARED",
+    "QUANTIZED",
     "Chain",
     "Declared",
+    "Dequantize",
+    "DequantizeMXFP4",
     "Part",
+    "QuantError",
+    "Quantized",
     "Region",
     "Reshape",
     "Slice",
@@ -34,8 +49,10 @@ __all__ = [
     "StackError",
     "TransformError",
     "Transpose",
+    "Unpack",
     "View",
     "as_chain",
+    "as_quantized",
     "as_stack",
     "c_strides",
     "reshape_strides",

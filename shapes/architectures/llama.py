@@ -11,6 +11,14 @@ has it. With `tie_word_embeddings` the LM head is the embedding (`nnx.Embed.atte
     >>> config = Config.from_hf(json.load(open("config.json")))
     >>> model, report = loader.load_model(lambda: Llama(config, rngs=nnx.Rngs(0)),
     ...     "model.safetensors", key_map=key_map(config), strict=True)
+
+Quantized checkpoints (compressed-tensors, as llm-compressor writes them) load through the same
+map: `key_map(config, quant="fp8")` dequantizes each projection's F8_E4M3 `weight` by its
+per-channel `weight_scale` (`loader.Dequantize`), `quant="int4"` unpacks its pack-quantized
+`weight_packed` / `weight_scale` / `weight_shape` in groups of 128 (`loader.Unpack`), into the
+model's float dtype (on the device for `pipelined`). `Llama(config, fp8_mlp=True)` keeps the MLP
+quantized instead: its projections are `FP8Linear`s, whose F8_E4M3 weight and float32 scale are
+leaves of their own, loaded as stored (`key_map(config, quant="fp8", fp8_mlp=True)`).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from loader.transforms import Reshape, Transpose
+from loader.transforms import Dequantize, Reshape, Transpose, Unpack
 from shapes.architectures.layers import RMSNorm, attention
 
 PRESET_CONFIGS = {  # meta-llama/Llama-3.1-8B-Instruct's config.json
@@ -156,18 +164,43 @@ class Attention(nnx.Module):
         return self.o_proj(attention(q, k, self.v_proj(x), causal=True))
 
 
+class FP8Linear(nnx.Module):
+    """A projection kept as compressed-tensors stores it: an F8_E4M3 `weight` `(out, in)` and a
+    float32 per-channel `weight_scale` `(out, 1)`, dequantized in the forward."""
+
+    def __init__(self, d_in: int, d_out: int, dtype: Any) -> None:
+        self.weight = nnx.Param(jnp.zeros((d_out, d_in), jnp.float8_e4m3fn))
+        self.weight_scale = nnx.Param(jnp.ones((d_out, 1), jnp.float32))
+        self.dtype = dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        w = (self.weight.get_value().astype(jnp.float32) * self.weight_scale.get_value()).astype(
+            self.dtype
+        )
+        return x @ w.T
+
+
 class Layer(nnx.Module):
-    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs) -> None:
+    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs, fp8_mlp: bool = False) -> None:
         kw: dict[str, Any] = {"use_bias": False, "dtype": dtype, "param_dtype": dtype, "rngs": rngs}
         d, i = c.hidden_size, c.intermediate_size
         self.input_layernorm = RMSNorm(d, eps=c.rms_norm_eps, param_dtype=dtype)
         self.self_attn = Attention(c, dtype, rngs)
         self.post_attention_layernorm = RMSNorm(d, eps=c.rms_norm_eps, param_dtype=dtype)
-        self.mlp = nnx.Dict(
-            gate_proj=nnx.Linear(d, i, **kw),
-            up_proj=nnx.Linear(d, i, **kw),
-            down_proj=nnx.Linear(i, d, **kw),
-        )
+        projections: dict[str, nnx.Module]
+        if fp8_mlp:
+            projections = {
+                "gate_proj": FP8Linear(d, i, dtype),
+                "up_proj": FP8Linear(d, i, dtype),
+                "down_proj": FP8Linear(i, d, dtype),
+            }
+        else:
+            projections = {
+                "gate_proj": nnx.Linear(d, i, **kw),
+                "up_proj": nnx.Linear(d, i, **kw),
+                "down_proj": nnx.Linear(i, d, **kw),
+            }
+        self.mlp = nnx.Dict(projections)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = x + self.self_attn(self.input_layernorm(x))
@@ -177,11 +210,11 @@ class Layer(nnx.Module):
 
 
 class Body(nnx.Module):
-    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs) -> None:
+    def __init__(self, c: Config, dtype: Any, rngs: nnx.Rngs, fp8_mlp: bool = False) -> None:
         self.embed_tokens = nnx.Embed(
             c.vocab_size, c.hidden_size, dtype=dtype, param_dtype=dtype, rngs=rngs
         )
-        self.layers = nnx.List([Layer(c, dtype, rngs) for _ in range(c.num_hidden_layers)])
+        self.layers = nnx.List([Layer(c, dtype, rngs, fp8_mlp) for _ in range(c.num_hidden_layers)])
         self.norm = RMSNorm(c.hidden_size, eps=c.rms_norm_eps, param_dtype=dtype)
 
 
@@ -192,10 +225,13 @@ class Llama(nnx.Module):
     changes both (layers stacked by `nnx.vmap`, run by `nnx.scan`) and keeps the rest.
     """
 
-    BODY: Callable[[Config, Any, nnx.Rngs], Any] = Body
+    BODY: Callable[..., Any] = Body
 
-    def __init__(self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs) -> None:
-        self.model = self.BODY(c, dtype, rngs)
+    def __init__(
+        self, c: Config, *, dtype: Any = jnp.float32, rngs: nnx.Rngs, fp8_mlp: bool = False
+    ) -> None:
+        # (a BODY other than `Body`, the scanned one, has no fp8_mlp: it is not passed unasked)
+        self.model = self.BODY(c, dtype, rngs, fp8_mlp) if fp8_mlp else self.BODY(c, dtype, rngs)
         if not c.tie_word_embeddings:
             kw: dict[str, Any] = {
                 "use_bias": False,
@@ -226,9 +262,31 @@ def config_for(hf: dict, file_keys: Iterable[str] = ()) -> Config:
     return Config.from_hf(hf)
 
 
-def key_map(c: Config) -> dict[str, object]:
-    """Model state path -> HF key (and transform), for every leaf of `Llama(c)`."""
-    d, dh = c.hidden_size, c.head_dim
+#: The quantized checkpoint layouts `key_map` takes (compressed-tensors' names).
+QUANT = ("fp8", "int4")
+
+
+def _projection(prefix: str, shape: tuple[int, int], quant: str | None) -> object:
+    """What a projection `(out, in)` is read from: its `weight`, or its quantized layout."""
+    if quant is None:
+        return f"{prefix}.weight"
+    if quant == "fp8":
+        return Dequantize.compressed_tensors(prefix)
+    if quant == "int4":
+        return Unpack.compressed_tensors(prefix, shape=shape, group_size=128)
+    raise ValueError(f"quant={quant!r}: expected None or one of {QUANT}")
+
+
+def key_map(c: Config, quant: str | None = None, fp8_mlp: bool = False) -> dict[str, object]:
+    """Model state path -> HF key (and transform), for every leaf of `Llama(c)`.
+
+    `quant` ("fp8", "int4"): the projections are read from compressed-tensors' quantized layout
+    and dequantized into the model's dtype; with `fp8_mlp` (and `quant="fp8"`) the MLP's weights
+    and scales load as stored into `Llama(c, fp8_mlp=True)`'s `FP8Linear` leaves.
+    """
+    if fp8_mlp and quant != "fp8":
+        raise ValueError("fp8_mlp=True keeps an FP8 checkpoint's MLP: give quant='fp8'")
+    d, dh, inter = c.hidden_size, c.head_dim, c.intermediate_size
     heads, kv = (c.num_attention_heads, dh), (c.num_key_value_heads, dh)
     out: dict[str, object] = {"model.embed_tokens.embedding": "model.embed_tokens.weight"}
     out["model.norm.weight"] = "model.norm.weight"
@@ -239,16 +297,21 @@ def key_map(c: Config) -> dict[str, object]:
         for norm in ("input_layernorm", "post_attention_layernorm"):
             out[f"{m}{norm}.weight"] = f"{m}{norm}.weight"
         for name, shape in (("q_proj", heads), ("k_proj", kv), ("v_proj", kv)):
-            out[f"{m}self_attn.{name}.kernel"] = (
-                f"{m}self_attn.{name}.weight",
-                (T, Reshape((d, *shape))),
-            )
-        out[f"{m}self_attn.o_proj.kernel"] = (
-            f"{m}self_attn.o_proj.weight",
-            (T, Reshape((*heads, d))),
-        )
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            out[f"{m}mlp.{name}.kernel"] = (f"{m}mlp.{name}.weight", T)
+            weight = _projection(f"{m}self_attn.{name}", (math.prod(shape), d), quant)
+            out[f"{m}self_attn.{name}.kernel"] = (weight, (T, Reshape((d, *shape))))
+        weight = _projection(f"{m}self_attn.o_proj", (d, math.prod(heads)), quant)
+        out[f"{m}self_attn.o_proj.kernel"] = (weight, (T, Reshape((*heads, d))))
+        for name, shape in (
+            ("gate_proj", (inter, d)),
+            ("up_proj", (inter, d)),
+            ("down_proj", (d, inter)),
+        ):
+            p = f"{m}mlp.{name}"
+            if fp8_mlp:
+                out[f"{p}.weight"] = f"{p}.weight"
+                out[f"{p}.weight_scale"] = f"{p}.weight_scale"
+            else:
+                out[f"{p}.kernel"] = (_projection(p, shape, quant), T)
     return out
 
 

@@ -43,6 +43,8 @@ INTERESTING: tuple[str, ...] = (
     '"F8_E4M3"',
     '"F8_E8M0"',
     '"F4"',
+    '"F6_E3M2"',
+    '"F8_E4M3FNUZ"',
     '"C64"',
     '"BOOL"',
     '"f32"',
