@@ -175,6 +175,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         model_dtype=args.model_dtype,
         load_budget_bytes=_size(args.budget, "--budget"),
         model=args.model,
+        key_map=args.key_map,
         compile=args.compile,
         compile_cache=args.compile_cache,
         staging=True if args.staging else None,

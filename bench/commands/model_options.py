@@ -1,6 +1,7 @@
 """`bench run`'s options on the model loaded and its compile: `--model spec|port|port-scanned|
-transposed|zoo`
-(several, comma-separated, run interleaved in one run), `--compile`, `--compile-cache DIR`."""
+transposed|zoo|MODULE:FACTORY` (several, comma-separated, run interleaved in one run), `--key-map
+MODULE:NAME` (a factory's key map, as `loadbench plan` takes them: `bench.user_model`),
+`--compile`, `--compile-cache DIR`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 
 from bench.commands.common import csv
 from bench.errors import BenchError
+from bench.user_model import check, is_named
 from bench.vocabulary import MODELS, PORT, PORT_SCANNED, PORTS, SPEC, ZOO
 
 
@@ -27,17 +29,41 @@ def _check_zoo(shapes: str | None) -> None:
         )
 
 
+def _check_named(models: list[str], key_map: str | None) -> None:
+    """Each `MODULE:NAME` model's form and module (not run here: the children import it), and
+    `--key-map` only beside one such model."""
+    named = [m for m in models if is_named(m)]
+    for model in named:
+        check(model, "--model")
+    if key_map is None:
+        return
+    if len(named) != 1:
+        raise BenchError(
+            f"--key-map {key_map} maps the file's keys to your own model's paths: give one "
+            "--model MODULE:NAME beside it (a port brings its own key map)"
+        )
+    check(key_map, "--key-map")
+
+
 def check_model(args: argparse.Namespace) -> None:
     """`--model port` only on shape sets with a real architecture (`port-scanned`: with a scanned
     variant); `--compile` only of a port."""
     from shapes.architectures import port_names, scanned_port_names
 
     models = csv(args.model)
-    unknown = [m for m in models if m not in MODELS]
+    unknown = [m for m in models if m not in MODELS and not is_named(m)]
     if unknown or not models:
-        raise BenchError(f"--model {args.model}: expected one or more of {', '.join(MODELS)}")
-    if models != [SPEC] and args.checkpoint:
-        raise BenchError(f"--model {args.model} needs --shapes (a preset), not --checkpoint")
+        raise BenchError(
+            f"--model {args.model}: expected one or more of {', '.join(MODELS)}, or your own "
+            "model's factory as MODULE:NAME (e.g. mypkg.models:build)"
+        )
+    _check_named(models, args.key_map)
+    presets = [m for m in models if m != SPEC and not is_named(m)]
+    if presets and args.checkpoint:
+        raise BenchError(
+            f"--model {','.join(presets)} needs --shapes (a preset), not --checkpoint; your own "
+            "model loads --checkpoint as --model MODULE:NAME"
+        )
     for model, names, what in (
         (PORT, port_names(), "real architecture"),
         (PORT_SCANNED, scanned_port_names(), "scanned-layer architecture"),
@@ -66,7 +92,15 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "leaf per parameter, through loader.Stack); transposed: every 2-D tensor transposed "
         "(loader.Transpose); zoo: tunix's own Llama3 class through a key map built from "
         "tunix's mapping (llama3-8b, tinyllama-1.1b; `make zoo`); several (spec,port) run "
-        "interleaved in one run",
+        "interleaved in one run; MODULE:NAME: your own model, a zero-argument factory of an "
+        "NNX module (as `loadbench plan --model` takes it), imported by each child from the "
+        "folder you run in",
+    )
+    p.add_argument(
+        "--key-map",
+        metavar="MODULE:NAME",
+        help="your own model's key map (model path -> file key, or (file key, transform)), as "
+        "`loadbench plan --key-map` takes it; with --model MODULE:NAME",
     )
     p.add_argument(
         "--compile",
