@@ -128,8 +128,9 @@ def newest_label(runs: pd.DataFrame, phases: pd.DataFrame) -> str:
     for shapes, run_id in default_runs(runs, phases).items():
         fact = facts.loc[run_id]
         if not fact["usual"]:
-            status = [fact["status"]] if fact["status"] != COMPLETE else []
-            notes.append(f"{shapes}: {', '.join([*status, *fact['limits']])}")
+            status = str(fact["status"])
+            said = [status] if status != COMPLETE else []
+            notes.append(f"{shapes}: {', '.join([*said, *fact['limits']])}")
     return f"Newest run of each shape set ({'; '.join(notes)})" if notes else NEWEST_LABEL
 
 
