@@ -157,13 +157,9 @@ def verify_planned(model, checkpoint: str, key_map: Any) -> tuple[int, str | Non
         planned = plan_load(model, source, key_map=key_map)
     problems = planned.report.problems()
     if problems:
-        shown = "; ".join(problems[:3]) + (
-            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
-        )
-        return (
-            0,
-            f"the load of {checkpoint} into this model has {len(problems)} problem(s): {shown}",
-        )
+        more = len(problems) - 3
+        shown = "; ".join(problems[:3]) + (f"; and {more} more" if more > 0 else "")
+        return 0, f"{len(problems)} problem(s) in the load: {shown}"
     filled: dict[str, Any] = {s.leaf.key: (s.file_key, s.transform) for s in planned.steps}
     filled |= {s.leaf.key: s.stack for s in planned.stacked}
     return verify_mapped(model, checkpoint, filled)

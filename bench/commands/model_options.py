@@ -1,11 +1,16 @@
 """`bench run`'s options on the model loaded and its compile: `--model spec|port|port-scanned|
 transposed|zoo|MODULE:FACTORY` (several, comma-separated, run interleaved in one run), `--key-map
 MODULE:NAME` (a factory's key map, as `loadbench plan` takes them: `bench.user_model`),
-`--compile`, `--compile-cache DIR`."""
+`--compile`, `--compile-cache DIR`. A factory is planned against each `--checkpoint` before
+anything is measured (`loadbench plan`, in a child: this process imports no jax), and a load a
+strict load would refuse is refused here, its problems named."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 
 from bench.commands.common import csv
 from bench.errors import BenchError
@@ -45,9 +50,38 @@ def _check_named(models: list[str], key_map: str | None) -> None:
     check(key_map, "--key-map")
 
 
+#: How long planning a factory against a checkpoint may take (jax's import, the abstract build).
+PLAN_TIMEOUT_S = 300
+SHOWN_PROBLEMS = 3
+
+
+def _planned(model: str, key_map: str | None, checkpoint: str) -> None:
+    """`loadbench plan CHECKPOINT --model MODEL [--key-map KEY_MAP]` in a child; `BenchError`
+    naming the first problems where a strict load would fail, or the child's own error."""
+    mapped = ["--key-map", key_map] if key_map else []
+    argv = [sys.executable, "-m", "bench.cli", "plan", checkpoint, "--model", model, *mapped]
+    proc = subprocess.run(
+        [*argv, "--json"], capture_output=True, text=True, timeout=PLAN_TIMEOUT_S, check=False
+    )
+    if proc.returncode == 0:
+        return
+    asked = " ".join(["--model", model, *mapped])
+    if proc.returncode == 1:
+        problems = json.loads(proc.stdout)["problems"]
+        more = len(problems) - SHOWN_PROBLEMS
+        shown = "; ".join(problems[:SHOWN_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+        raise BenchError(
+            f"{asked}: a load of {checkpoint} would not fill the model: {shown}; `loadbench plan "
+            f"{checkpoint} {asked}` shows every path and key"
+        )
+    said = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    raise BenchError(said.removeprefix("loadbench: error: "))
+
+
 def check_model(args: argparse.Namespace) -> None:
     """`--model port` only on shape sets with a real architecture (`port-scanned`: with a scanned
-    variant); `--compile` only of a port."""
+    variant); `--compile` only of a port; your own model (`MODULE:NAME`) found, and planned
+    against each `--checkpoint` (module docstring)."""
     from shapes.architectures import port_names, scanned_port_names
 
     models = csv(args.model)
@@ -80,6 +114,9 @@ def check_model(args: argparse.Namespace) -> None:
         raise BenchError("--compile compiles a real forward: add --model port")
     if args.compile_cache and not args.compile:
         raise BenchError("--compile-cache is the compile's cache: add --compile (and --model port)")
+    for model in filter(is_named, models):
+        for checkpoint in args.checkpoint or []:
+            _planned(model, args.key_map, checkpoint)
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:

@@ -1,6 +1,7 @@
 """`bench run --model MODULE:FACTORY --key-map MODULE:NAME --checkpoint FILE`: the user's own
 NNX model, from a module in the folder the run starts in, imported by each child, verified
-against the file; a key map that gets the file wrong is reported by name."""
+against the file; a key map that gets the file wrong is refused by name before anything runs
+(the children's own check of such a load: `tests/unit/test_user_model.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from safetensors.numpy import save_file
 
 from bench.cli import main
 from bench.records.results import read_results
-from bench.vocabulary import OK, WRONG
+from bench.vocabulary import OK
 from loader.vocabulary import TOTAL
 
 MODULE = "own_model_for_bench"  # a name no other test imports
@@ -80,9 +81,13 @@ def test_own_model_runs_verified_and_a_wrong_key_map_is_named(own_model, capsys)
     assert {s["model"] for s in out["strategies"] if s["strategy"] == "pipelined"} == {
         f"{MODULE}:build"
     }
-    _, wrong = _bench(own_model, "WRONG_KEY_MAP", capsys)
-    assert set(wrong["status"]) == {WRONG}
-    assert all("dense.kernel" in e and "w1" in e for e in wrong["error"]), list(wrong["error"])
+    wrong = ["--model", f"{MODULE}:build", "--key-map", f"{MODULE}:WRONG_KEY_MAP"]
+    argv = ["bench", "run", "--checkpoint", str(own_model / "model.safetensors"), *wrong]
+    assert main([*argv, "--out", str(own_model / "refused")]) == 2  # before anything runs
+    err = capsys.readouterr().err.strip()
+    assert "would not fill the model: dense.kernel: model expects shape (4, 3)" in err, err
+    assert "loadbench plan" in err and len(err.splitlines()) == 1
+    assert not (own_model / "refused").exists()
 
 
 @pytest.mark.parametrize(
