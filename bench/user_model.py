@@ -20,6 +20,9 @@ from typing import Any
 
 from bench.errors import BenchError
 
+#: The problems of a load into the model that a message names (the rest counted).
+SHOWN_PROBLEMS = 3
+
 
 def is_named(model: str) -> bool:
     """Whether `model` names a user's object (`MODULE:NAME`) rather than a preset model.
@@ -29,6 +32,18 @@ def is_named(model: str) -> bool:
         (True, False)
     """
     return ":" in model
+
+
+def problems_text(problems: list[str]) -> str:
+    """The first problems of a load into the model (`loader.LoadReport.problems`), the rest
+    counted: what a refusal and a `wrong` row say.
+
+    Example:
+        >>> problems_text(["a: missing", "b: missing", "c: missing", "d: missing"])
+        'a: missing; b: missing; c: missing; and 1 more'
+    """
+    more = len(problems) - SHOWN_PROBLEMS
+    return "; ".join(problems[:SHOWN_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
 
 
 def _parts(spec: str, option: str) -> tuple[str, str]:

@@ -157,9 +157,7 @@ def verify_planned(model, checkpoint: str, key_map: Any) -> tuple[int, str | Non
         planned = plan_load(model, source, key_map=key_map)
     problems = planned.report.problems()
     if problems:
-        more = len(problems) - 3
-        shown = "; ".join(problems[:3]) + (f"; and {more} more" if more > 0 else "")
-        return 0, f"{len(problems)} problem(s) in the load: {shown}"
+        return 0, f"{len(problems)} problem(s) in the load: {user_model.problems_text(problems)}"
     filled: dict[str, Any] = {s.leaf.key: (s.file_key, s.transform) for s in planned.steps}
     filled |= {s.leaf.key: s.stack for s in planned.stacked}
     return verify_mapped(model, checkpoint, filled)

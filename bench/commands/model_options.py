@@ -14,7 +14,7 @@ import sys
 
 from bench.commands.common import csv
 from bench.errors import BenchError
-from bench.user_model import check, is_named
+from bench.user_model import check, is_named, problems_text
 from bench.vocabulary import MODELS, PORT, PORT_SCANNED, PORTS, SPEC, ZOO
 
 
@@ -52,14 +52,16 @@ def _check_named(models: list[str], key_map: str | None) -> None:
 
 #: How long planning a factory against a checkpoint may take (jax's import, the abstract build).
 PLAN_TIMEOUT_S = 300
-SHOWN_PROBLEMS = 3
 
 
 def _planned(model: str, key_map: str | None, checkpoint: str) -> None:
     """`loadbench plan CHECKPOINT --model MODEL [--key-map KEY_MAP]` in a child; `BenchError`
     naming the first problems where a strict load would fail, or the child's own error."""
+    from bench.run.user_checkpoint import open_checkpoint
+
     mapped = ["--key-map", key_map] if key_map else []
-    argv = [sys.executable, "-m", "bench.cli", "plan", checkpoint, "--model", model, *mapped]
+    path = str(open_checkpoint(checkpoint).load_path)  # a file or a folder (an index's)
+    argv = [sys.executable, "-m", "bench.cli", "plan", path, "--model", model, *mapped]
     proc = subprocess.run(
         [*argv, "--json"], capture_output=True, text=True, timeout=PLAN_TIMEOUT_S, check=False
     )
@@ -67,12 +69,10 @@ def _planned(model: str, key_map: str | None, checkpoint: str) -> None:
         return
     asked = " ".join(["--model", model, *mapped])
     if proc.returncode == 1:
-        problems = json.loads(proc.stdout)["problems"]
-        more = len(problems) - SHOWN_PROBLEMS
-        shown = "; ".join(problems[:SHOWN_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+        shown = problems_text(json.loads(proc.stdout)["problems"])
         raise BenchError(
             f"{asked}: a load of {checkpoint} would not fill the model: {shown}; `loadbench plan "
-            f"{checkpoint} {asked}` shows every path and key"
+            f"{path} {asked}` shows every path and key"
         )
     said = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
     raise BenchError(said.removeprefix("loadbench: error: "))
