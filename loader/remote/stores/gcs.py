@@ -152,7 +152,7 @@ def _emulator_lister(
                     details=str(e),
                 ) from None
             names += [item["name"] for item in page.get("items", [])]
-            token = page.get("nextPageToken")
+            token = page.get("nextPageToken") or None
         return tuple(names)
 
     return list_names
