@@ -114,6 +114,26 @@ def default_runs(runs: pd.DataFrame, phases: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def newest_label(runs: pd.DataFrame, phases: pd.DataFrame) -> str:
+    """The label of the run pickers' first choice (`NEWEST`): `NEWEST_LABEL` where each shape
+    set's default run is complete and unconstrained; else what the defaults ran under, by shape
+    set, for where none was (`Newest run of each shape set (gpt2: 1 CPU, budget 32.0 MiB)`).
+
+    Example:
+        >>> newest_label(results.runs, results.phases)
+        'Newest complete, unconstrained run of each shape set'
+    """
+    facts = run_facts(runs, phases)
+    notes = []
+    for shapes, run_id in default_runs(runs, phases).items():
+        fact = facts.loc[run_id]
+        if not fact["usual"]:
+            status = str(fact["status"])
+            said = [status] if status != COMPLETE else []
+            notes.append(f"{shapes}: {', '.join([*said, *fact['limits']])}")
+    return f"Newest run of each shape set ({'; '.join(notes)})" if notes else NEWEST_LABEL
+
+
 def default_phases(runs: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
     """The phase rows of each shape set's default run (`default_runs`)."""
     chosen = default_runs(runs, phases)

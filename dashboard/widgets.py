@@ -81,7 +81,7 @@ def pick_run(
         ids, index, labels = (
             [frames.NEWEST, *ids],
             0,
-            {frames.NEWEST: frames.NEWEST_LABEL, **labels},
+            {frames.NEWEST: frames.newest_label(results.runs, results.phases), **labels},
         )
     return link.bound(
         key,

@@ -9,10 +9,15 @@
   through `loader.Transpose((1, 0))`: what a port of torch `nn.Linear` weights does to every byte.
 - `zoo`: a model zoo's own class (tunix's `Llama3`, `bench.child.zoo`), through a key map built
   from tunix's own mapping; strategy `tunix` loads it with tunix's own loader.
+- `MODULE:NAME`: the user's own model factory, with its `--key-map MODULE:NAME` if given,
+  imported here in the child (`bench.user_model`).
 
 A port or transposed model is verified leaf by leaf: the file tensor (its mapped pages, outside the
 measured phases), through the key map's transform, cast to the leaf's dtype, bit for bit, a few
-leaves side by side (`bench.child.verify.checked_in_order`).
+leaves side by side (`bench.child.verify.checked_in_order`). A user's model is planned again
+against the file once loaded (`loader.plan`'s matching, headers only): a path the file lacks, a
+key nothing asks for, a shape or dtype the key map gets wrong makes it `wrong`, naming them; else
+every leaf the plan fills is checked the same way, whether the key map named it or not.
 Worker side: imports jax and flax.
 """
 
@@ -24,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import user_model
 from bench.records.wire import ChildTask
 from bench.vocabulary import PORT_SCANNED, PORTS, TRANSPOSED, ZOO
 
@@ -45,6 +51,9 @@ def target(task: ChildTask, spec) -> tuple[Builder, dict[str, Any] | None, Any]:
     from loader.transforms import Transpose
 
     dtype = task.model_dtype or task.dtype
+    if user_model.is_named(task.model):
+        named = None if task.key_map is None else user_model.resolve(task.key_map, "--key-map")
+        return user_model.builder(task.model), named, None
     if task.model in PORTS:
         from shapes.architectures.port import port_for
 
@@ -127,3 +136,28 @@ def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int,
             lambda key: leaf_nbytes(leaves[key]),
         )
     return checked, None if error is None else str(error)
+
+
+def verify_planned(model, checkpoint: str, key_map: Any) -> tuple[int, str | None]:
+    """A user's model (`--model MODULE:NAME`), once loaded: the load planned again against the
+    file's headers; its problems, by name, where it has any (a strict load would have raised);
+    else every leaf the plan fills checked against its file tensor (`verify_mapped`). Returns
+    (leaves checked, first error or None).
+
+    Example:
+        >>> verify_planned(model, "model.safetensors", {"dense.kernel": "w"})
+        (2, None)
+    """
+    from loader.format.source import CheckpointSource
+    from loader.planning.match import plan_load
+
+    if model is None:
+        return 0, "the strategy returned no model (only reference strategies may)"
+    with CheckpointSource(checkpoint) as source:
+        planned = plan_load(model, source, key_map=key_map)
+    problems = planned.report.problems()
+    if problems:
+        return 0, f"{len(problems)} problem(s) in the load: {user_model.problems_text(problems)}"
+    filled: dict[str, Any] = {s.leaf.key: (s.file_key, s.transform) for s in planned.steps}
+    filled |= {s.leaf.key: s.stack for s in planned.stacked}
+    return verify_mapped(model, checkpoint, filled)

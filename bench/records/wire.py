@@ -52,7 +52,8 @@ class ChildTask:
     checkpoint_folder: str | None = None  # a user's checkpoint: the folder its files are in
     model_dtype: str | None = None  # build the model in this dtype (None: as `dtype`)
     budget_bytes: int | None = None  # `budget=` for a strategy whose `load` takes one
-    model: str = "spec"  # bench.vocabulary.MODELS: what model the checkpoint is loaded into
+    model: str = "spec"  # bench.vocabulary.MODELS, or a user's MODULE:NAME: what is loaded into
+    key_map: str | None = None  # a user's model's key map, MODULE:NAME (`bench.user_model`)
     compile: bool = False  # lower and compile the port's forward (phase `compile`)
     compile_cache: str | None = None  # JAX's persistent compilation cache folder
     staging: bool | None = None  # `staging=` (`bench run --staging`), likewise

@@ -75,6 +75,7 @@ class RunConfig:
     checkpoints: list[str] = field(default_factory=list)  # users' own checkpoints (--checkpoint)
     check: bool = False  # made by `recommend --check` (its run record says so)
     model: str = "spec"  # `--model`: one of bench.vocabulary.MODELS, or several: "spec,port"
+    key_map: str | None = None  # `--key-map MODULE:NAME`: a `--model MODULE:NAME`'s key map
     compile: bool = False  # `--compile`: add the `compile` phase (a port's forward)
     compile_cache: str | None = None  # `--compile-cache DIR`: JAX's persistent cache
     source: str = "file"  # `--source`: file, http, s3 or hf (bench.link serves the checkpoint)

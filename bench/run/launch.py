@@ -99,6 +99,7 @@ def write_child_task(task: Task, work: Path, tag: str) -> Path:
         model_dtype=task.model_dtype,
         budget_bytes=task.budget_bytes,
         model=task.model,
+        key_map=task.key_map,
         compile=task.compile,
         compile_cache=task.compile_cache,
         staging=task.staging,

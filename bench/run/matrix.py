@@ -31,6 +31,7 @@ from bench.machine.allocator import small_tensor_bytes
 from bench.records.results import read_results
 from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
+from bench.user_model import is_named
 from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORTS, WARM
 from loader.remote.ranges import DEFAULT_CONCURRENCY
 from loader.strategies import StrategyInfo
@@ -141,7 +142,8 @@ class Task:
     cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
     share: str | None = None  # `share=` (`--share`), likewise
     cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
-    model: str = "spec"  # bench.vocabulary.MODELS
+    model: str = "spec"  # bench.vocabulary.MODELS, or a user's MODULE:NAME (`bench.user_model`)
+    key_map: str | None = None  # a user's model's `--key-map MODULE:NAME`
     compile: bool = False  # also lower and compile the port's forward
     compile_cache: str | None = None  # JAX's persistent compilation cache folder
     concurrency: int | None = None  # a URL's range requests in flight (`--remote-concurrency`)
@@ -296,6 +298,7 @@ def _task(
         model_dtype=config.model_dtype,
         budget_bytes=config.load_budget_bytes if "budget" in takes else None,
         model=model,
+        key_map=config.key_map if is_named(model) else None,
         compile=config.compile and model in PORTS,
         compile_cache=config.compile_cache,
         staging=config.staging if "staging" in takes else None,

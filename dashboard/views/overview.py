@@ -70,6 +70,17 @@ def _config_key(shapes: str) -> str:
     return f"overview_config_{shapes}"
 
 
+def _linked_config(shapes: str, labels: list[str]) -> str | None:
+    """The configuration the picker will show, read before it is drawn (the headline stands
+    above it): seeded from the URL the first time, as the picker itself would be, so that a link
+    to the 2-device configuration heads its table with the 2-device answer."""
+    if len(labels) < 2:
+        return None
+    key = _config_key(shapes)
+    link.seed(key, link.CONFIG, labels[0], valid=labels.__contains__)
+    return st.session_state[key]
+
+
 def _headlines(
     results: Any, summary: pd.DataFrame, ram: int, first: str, route: str | None
 ) -> None:
@@ -83,7 +94,7 @@ def _headlines(
             mine = mine[mine[ROUTE] == route]
         configs = answer.configurations(mine)
         labels = [answer.config_label(c) for _, c in configs.iterrows()]
-        picked = st.session_state.get(_config_key(shapes)) if shapes == first else None
+        picked = _linked_config(shapes, labels) if shapes == first else None
         config = configs.iloc[labels.index(picked) if picked in labels else 0]
         head = answer.headline(answer.shape_set_rows(summary, shapes, config), ram, results)
         small = answer.small_checkpoint_note(order[shapes])

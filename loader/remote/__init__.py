@@ -10,8 +10,9 @@
   limits, the minimum rate) and a tensor's bytes (`RemoteBytes`): the one range reader both
   engines read through (`loader.pipeline.sources.remote`, `loader.sharded.remote`);
 - `source`: `RemoteSource`, a checkpoint behind a URL with the face of a local `CheckpointSource`;
-- `transport`: one range request over `http.client` (HTTP, the Hub, and S3 on URLs `obstore`
-  presigns) or `obstore`'s own client (GCS; a bucket it cannot sign for), each body read into
+- `transport`: one range request over `http.client` (HTTP, the Hub, S3 on URLs `obstore`
+  presigns, a GCS emulator's JSON API) or `obstore`'s own client (GCS; a bucket it cannot sign
+  for), each body read into
   its destination as it arrives, its failure classified (`TransportKind`, retry or not, the
   server's `Retry-After`);
 - `digest`: a file's sha256 over the bytes a load receives, checked before the model is returned;

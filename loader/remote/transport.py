@@ -17,7 +17,9 @@ for the idle timeout ever to fire.
   timeout is the idle timeout: no byte for that long and the request fails ("stalled").
   With `locate` it reads S3 the same way, on URLs `obstore` presigns (`SignedURLs`): obstore
   keeps what it earns its place for (SigV4 signing, the credential chain, listing) and the bodies
-  skip its copy (measured: docs/results.md, "The remote reader's CPU per byte").
+  skip its copy (measured: docs/results.md, "The remote reader's CPU per byte"). A GCS emulator's
+  JSON API media path is read the same way (`loader.remote.stores.gcs`), its generation taken
+  from the answer's header (`version_header`).
 - `ObstoreTransport` (`gs://`; `s3://` where the store cannot sign: no credentials, a public
   bucket): `obstore` (Rust's `object_store`); its own retries off, its `read_timeout` the idle
   timeout, a body copied into its destination piece by piece as obstore receives it. A pinned
@@ -262,6 +264,8 @@ class HTTPTransport:
             presigned URL, `SignedURLs`); None: `base` + the path.
         tls: the TLS context of `https` connections (None: Python's default, the system's
             certificate authorities).
+        version_header: the answer's header that holds the object's generation (GCS's JSON
+            API: `X-Goog-Generation`), returned as `Answer.version`; None: no generations.
 
     Example:
         >>> t = HTTPTransport("http://127.0.0.1:8080", limits=TimeLimits(idle_s=30))
@@ -276,6 +280,7 @@ class HTTPTransport:
         limits: TimeLimits = TimeLimits(),
         locate: Callable[[str], str] | None = None,
         tls: ssl.SSLContext | None = None,
+        version_header: str | None = None,
     ) -> None:
         split = urllib.parse.urlsplit(base)
         self._origin = (split.scheme, split.netloc)
@@ -283,7 +288,7 @@ class HTTPTransport:
         self._headers = dict(headers or {})
         self.limits = limits
         self.connect_timeout, self.idle_timeout = limits.connect_s, limits.idle_s
-        self._locate, self._tls = locate, tls
+        self._locate, self._tls, self._version_header = locate, tls, version_header
         self._local = threading.local()
 
     def _target(self, path: str) -> tuple[tuple[str, str], str]:
@@ -446,7 +451,8 @@ class HTTPTransport:
             )
         self._fill(origin, response, out[: end_ - start_], deadline)
         etag = strong_etag(response.getheader("ETag"))
-        return Answer(start_, end_, size, etag, response.getheader("Last-Modified"))
+        version = response.getheader(self._version_header) if self._version_header else None
+        return Answer(start_, end_, size, etag, response.getheader("Last-Modified"), version)
 
     def _fill(
         self,

@@ -77,3 +77,25 @@ def test_a_page_reopened_from_its_url_keeps_every_widget(name, url_results, monk
     reopened = _open(url_results.root, scenario.page, query)
     assert widgets(reopened) == shown, query
     assert dict(reopened.query_params) == query  # and it writes back the same link
+
+
+def _gpt2_headline(at) -> str:
+    """The Overview's gpt2 answer (a success or an error box)."""
+    boxes = [b.value for b in [*at.success, *at.error] if "**`gpt2`**" in b.value]
+    assert len(boxes) == 1, boxes
+    return boxes[0]
+
+
+def test_the_overview_from_its_link_answers_the_configuration_in_it(url_results, monkeypatch):
+    """A link to the 2-device configuration opens with the 2-device headline over its table, as
+    picking it on screen gives, not the first configuration's."""
+    monkeypatch.setenv("LOADBENCH_RESULTS", str(url_results.root))
+    beta = url_results.run_ids["beta"]
+    at = _open(url_results.root, "views/overview.py", {"run": beta})
+    first = _gpt2_headline(at)
+    _set(at, "selectbox", "overview_config_gpt2", "native, 2 device(s), model spec")
+    picked = _gpt2_headline(at)
+    assert picked != first  # the two configurations answer differently
+    linked = _open(url_results.root, "views/overview.py", dict(at.query_params))
+    assert linked.selectbox(key="overview_config_gpt2").value == "native, 2 device(s), model spec"
+    assert _gpt2_headline(linked) == picked

@@ -87,3 +87,27 @@ def test_the_server_takes_its_objects_in_before_it_serves_and_leaves_nothing_beh
         assert stored >= checkpoint.stat().st_size
     assert not server.workdir.exists() and server.process.poll() is not None
     assert checkpoint.is_file()  # the checkpoint itself is only linked, never moved
+
+
+def test_an_emulator_started_with_its_default_flags_is_read(checkpoint, poison, monkeypatch):
+    """fake-gcs-server as CI starts it (no `-public-host`) serves the JSON API only: obstore's
+    XML paths answered every read "not found". Read by the media path: a file, its folder
+    (listed), a missing object named (an object replaced mid-load: `test_remote.py`'s gs case,
+    through the same transport)."""
+    import urllib.request
+
+    from bench.link.serve import start_fake_gcs
+    from loader.errors import RemoteError
+
+    objects = {"loadbench/one/model.safetensors": checkpoint}
+    with start_fake_gcs(objects, public_host=False) as server:
+        xml = f"{server.url}/loadbench/one/model.safetensors"
+        with pytest.raises(OSError, match="404"):  # what obstore asks: not served here
+            urllib.request.urlopen(xml, timeout=10)  # noqa: S310 - the local emulator
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+        _load_exactly("gs://loadbench/one/model.safetensors", checkpoint, poison, "pipelined")
+        _load_exactly("gs://loadbench/one/", checkpoint, poison, "sharded")
+        with pytest.raises(RemoteError, match="not found; check the URL"):
+            loader.load_model(lambda: None, "gs://loadbench/one/nokey.safetensors")
+        with pytest.raises(RemoteError, match="no \\*.safetensors file"):
+            loader.load_model(lambda: None, "gs://loadbench/empty/")

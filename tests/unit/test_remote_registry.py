@@ -187,13 +187,20 @@ def test_a_url_reaches_its_store_through_the_registry():
 
 
 def test_the_gcs_store_follows_the_emulator_variable(monkeypatch):
+    """`STORAGE_EMULATOR_HOST`: the JSON API's media path (what fake-gcs-server serves with its
+    default flags), not obstore's XML paths; without it, obstore's client."""
+    import sys
+
     from loader.remote.transport import ObstoreTransport
 
+    gcs = sys.modules[registry.BY_SCHEME["gs"].open.__module__]  # reached through the registry
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:9")
     url = registry.parse_url("gs://bucket/dir/")
     store = registry.open_store(url)
-    assert isinstance(store.transport, ObstoreTransport) and store.list_names is not None
+    assert isinstance(store.transport, gcs.EmulatorTransport) and store.list_names is not None
     assert store.transport.limits == TimeLimits()
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    assert isinstance(registry.open_store(url).transport, ObstoreTransport)
 
 
 # -- the minimum rate ----------------------------------------------------------------------------
@@ -226,7 +233,6 @@ def test_the_minimum_rate_lets_a_steady_body_through(monkeypatch):
 @pytest.mark.parametrize(
     ("variable", "adc", "vm", "expected"),
     [
-        ("STORAGE_EMULATOR_HOST", False, False, {"base_url", "skip_signature"}),
         ("GOOGLE_APPLICATION_CREDENTIALS", False, False, set()),  # the chain, obstore's own
         (None, True, False, set()),  # gcloud's login
         (None, False, True, set()),  # a Google Cloud VM: its metadata server
@@ -250,4 +256,3 @@ def test_gcs_credentials_come_from_the_usual_chain_else_none(
     monkeypatch.setattr(gcs, "PRODUCT_NAME", tmp_path / "product")
     chosen = gcs._credentials()
     assert set(chosen) == expected
-    assert chosen.get("base_url") in (None, "http://127.0.0.1:4443")

@@ -10,6 +10,8 @@ import json
 import pytest
 
 from bench.cli import main
+from bench.commands.show import run_json
+from bench.records.results import read_results
 from bench.records.writer import ResultsWriter
 from tests.records import run_record, total_row
 
@@ -53,6 +55,28 @@ def test_show_json_is_bench_runs_object(tmp_path, capsys):
     assert out["results_file"].endswith(f"{RUN}.jsonl")
     walls = {s["strategy"]: s["wall_s"] for s in out["strategies"]}
     assert walls == {"pipelined": pytest.approx(0.505), "eager": pytest.approx(0.909)}
+    path = tmp_path / "here" / f"{RUN}.jsonl"  # the object `bench run --json` printed, whole
+    assert out == json.loads(json.dumps(run_json(path, read_results(path))))
+    assert out["decisions"] and out["decisions"][0]["shapes"] == "gpt2"
+
+
+def test_show_takes_the_folder_bench_run_wrote(tmp_path, capsys):
+    folder = _stored(tmp_path)
+    assert main(["show", folder]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"run {RUN} · ") and not captured.err
+    newer = "20260102T000000Z-def456"
+    (tmp_path / "here" / f"{newer}.jsonl").write_text(
+        (tmp_path / "here" / f"{RUN}.jsonl").read_text().replace(RUN, newer)
+    )
+    assert main(["show", folder, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["results_file"].endswith(f"{newer}.jsonl")
+    assert f"holds 2 runs; showing the newest, {newer}" in captured.err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["show", str(empty)]) == 2
+    assert "no runs here" in capsys.readouterr().err
 
 
 def test_show_markdown_and_csv(tmp_path, capsys):
