@@ -286,6 +286,13 @@ def _over(s: dict) -> int:
     return s["peak_rss_bytes"] - s["baseline_rss_bytes"]
 
 
+def _failed(s: dict) -> str | None:
+    """`error: <its first line>` for a row that did not load (a budget refused, a crash)."""
+    if s["status"] == "ok" and s["peak_rss_bytes"] is not None:
+        return None
+    return f"{s['status']}: {(s.get('error') or '').splitlines()[0] if s.get('error') else '-'}"
+
+
 def _device_cell(s: dict) -> str:
     dev = s.get("device_peak_bytes")
     return "-" if dev is None else f"{_gib(dev)} ({dev / model_bytes(s):.3f}x)"
@@ -303,19 +310,23 @@ def sweep_table(sweep: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     rows = sorted(sweep, key=lambda s: (s["shapes"], s["budget_bytes"] or 0))
+    loaded = [s for s in rows if not _failed(s)]
     for s in rows:
         budget = s["budget_bytes"] or DEFAULT_BUDGET
+        if failed := _failed(s):
+            lines.append(f"| {s['shapes']} | {budget / MIB:,.0f} MiB | {failed} | | | | |")
+            continue
         lines.append(
             f"| {s['shapes']} | {budget / MIB:,.0f} MiB | {_runs_s(s)} | {_gib(_over(s))} "
             f"| {_gib(_over(s) - _compiler_bytes(s))} | {_gib(budget + HOST_SLACK)} "
             f"| {_device_cell(s)} |"
         )
     verdicts = [
-        host_line(f"{s['shapes']} at {(s['budget_bytes'] or 0) / MIB:,.0f} MiB", s) for s in rows
+        host_line(f"{s['shapes']} at {(s['budget_bytes'] or 0) / MIB:,.0f} MiB", s) for s in loaded
     ]
-    for shapes in dict.fromkeys(s["shapes"] for s in rows):
+    for shapes in dict.fromkeys(s["shapes"] for s in loaded):
         steps = [
-            s for s in rows if s["shapes"] == shapes and (s["budget_bytes"] or 0) >= SWEEP_FROM
+            s for s in loaded if s["shapes"] == shapes and (s["budget_bytes"] or 0) >= SWEEP_FROM
         ]
         for smaller, larger in zip(steps, steps[1:]):
             if not smaller["wall_s"] or not larger["wall_s"]:
@@ -345,6 +356,9 @@ def cast_table(casts: list[dict], main: list[dict]) -> list[str]:
     verdicts = []
     for s in casts:
         cast = f"{s['file_dtype']} -> {s.get('model_dtype') or s['file_dtype']}"
+        if failed := _failed(s):
+            lines.append(f"| {s['shapes']} | {cast} | {failed} | | | |")
+            continue
         base = plain.get(s["shapes"])
         ratio = s["wall_s"] / base["wall_s"] if base and base["wall_s"] and s["wall_s"] else None
         lines.append(

@@ -149,6 +149,10 @@ def test_the_budget_sweep_and_the_cast_table():
     )
     assert "- sa3: 1,024 MiB 1.60x the time at 64 MiB (> 1.05x)" in text
     assert "16 MiB" not in text.split("the time at")[1]  # the step from 16 MiB is not judged
+    refused = {**sweep[0], "status": "error", "error": "budget too small\nmore", "wall_s": None}
+    refused["peak_rss_bytes"] = None
+    text = "\n".join(report.sweep_table([refused, *sweep[1:]]))
+    assert "| sa3 | 16 MiB | error: budget too small |" in text and "at 16 MiB" not in text
     plain = _summary("pipelined", 0.9, None)
     cast = {
         **_summary("pipelined", 1.9, None),
