@@ -39,13 +39,16 @@ forced, and summary.md says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("small", "large", "budgets", "all")
@@ -171,6 +174,23 @@ def restrict(table: Table, platform: str, plan: Plan) -> Table | None:
     return replace(table, strategies=kept) if kept else None
 
 
+def bounded(argv: list[str], seconds: float, **kw: Any) -> int | None:
+    """Run `argv` in a process group of its own for at most `seconds`: its exit status, or None
+    where it ran out of time (the group, the bench's children included, then stopped: SIGTERM,
+    SIGKILL 15 s later)."""
+    child = subprocess.Popen(argv, start_new_session=True, **kw)
+    try:
+        return child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, None)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=grace)
+                break
+        return None
+
+
 def _step(started: float, text: str) -> None:
     print(f"== [{time.monotonic() - started:.0f}s] {text}", flush=True)
 
@@ -209,12 +229,7 @@ class Check:
         _step(self.started, f"probe ({size} bytes: the bench's ceilings for {', '.join(sets)})")
         argv = [*self.py, "-m", "bench.cli", "probe", "--size", f"{size}B"]
         argv += ["--results", str(self.results), "--out", str(self.out / "probe.json")]
-        try:
-            done = subprocess.run(argv, timeout=self.args.probe_seconds, check=False)
-            ok = done.returncode == 0
-        except subprocess.TimeoutExpired:
-            ok = False
-        if not ok:
+        if bounded(argv, self.args.probe_seconds) != 0:
             self.plan.notes.append("the probe failed or ran out of time: no ceilings")
 
     def bench(self, table: Table, repeats: int) -> None:
@@ -234,13 +249,9 @@ class Check:
         before = set(self.results.glob("*/*.jsonl"))
         began = time.monotonic()
         with open(self.out / "bench.txt", "a", encoding="utf-8") as log:
-            try:
-                rc = subprocess.run(
-                    argv, stdout=log, stderr=subprocess.STDOUT, timeout=secs
-                ).returncode
-            except subprocess.TimeoutExpired:
-                rc = None
-                self.plan.notes.append(f"{table.label}: stopped at its {secs:.0f}s limit: partial")
+            rc = bounded(argv, secs, stdout=log, stderr=subprocess.STDOUT)
+        if rc is None:
+            self.plan.notes.append(f"{table.label}: stopped at its {secs:.0f}s limit: partial")
         took = (time.monotonic() - began) / (repeats * table.runs)
         self.plan.costs[table.cost] = math.ceil(took)
         print(f"   exit {rc} ({took:.0f}s a run)", flush=True)

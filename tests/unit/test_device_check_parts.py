@@ -5,6 +5,7 @@ platform skips and why, and how a table is cut to the time left while later tabl
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -91,3 +92,14 @@ def test_the_cuda_only_peers_are_left_out_on_a_tpu_with_their_reason(dc):
     assert kept == ("pipelined", "mmap-put", "orbax-safetensors")
     assert "instanttensor: skipped, it loads onto cuda devices only (here: tpu)" in said
     assert any(s.startswith("runai: skipped, needs ") for s in said), said
+
+
+def test_a_step_past_its_time_is_stopped_with_its_children(dc, tmp_path):
+    """A `bench run` that outlives its slot is stopped whole: its children (the loads) too."""
+    pid_file = tmp_path / "grandchild"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    assert dc.bounded(["bash", "-c", script], 1) is None
+    grandchild = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)
+    assert dc.bounded(["true"], 5) == 0
