@@ -85,17 +85,24 @@ def _x_ceiling(s: dict) -> float | None:
     return None if pd.isna(value) else float(value)
 
 
-def _row(s: dict) -> str:
-    over = None if s["peak_rss_bytes"] is None else s["peak_rss_bytes"] - s["baseline_rss_bytes"]
+def _over(s: dict) -> int:
+    return s["peak_rss_bytes"] - s["baseline_rss_bytes"]
+
+
+def _device_cell(s: dict) -> str:
     dev = s.get("device_peak_bytes")
-    ratio = "-" if dev is None else f"{dev / model_bytes(s):.3f}x"
+    return "-" if dev is None else f"{_gib(dev)} ({dev / model_bytes(s):.3f}x)"
+
+
+def _row(s: dict) -> str:
+    over = None if s["peak_rss_bytes"] is None else _over(s)
     tput = s["throughput_bytes_per_s"]
     flag = " +copy" if s.get("device_overreceived") else ""
     ceiling, device = _x_ceiling(s), s.get("device_ceiling_ratio")
     return (
         f"| {s['shapes']} | {_model(s)} | {s['strategy']} | {s['status']} "
         f"({s['ok_repeats']}/{s['repeats']}) "
-        f"| {_gib(over)} | {_gib(dev)} ({ratio}){flag} | "
+        f"| {_gib(over)} | {_device_cell(s)}{flag} | "
         f"{'-' if tput is None else f'{tput / 1e9:.2f}'} | {s['wall_s'] or float('nan'):.2f} "
         f"| {'-' if ceiling is None else f'{ceiling:.2f}x'} "
         f"| {'-' if device is None else f'{device:.2f}x'} | {s.get('staging_memory') or '-'} |"
@@ -130,8 +137,7 @@ def _bound(bound: int) -> str:
 def host_line(name: str, s: dict) -> str:
     """The host bound over the post-compiler baseline, with the figure over the baseline itself
     and the compiler's share where there is one."""
-    over = s["peak_rss_bytes"] - s["baseline_rss_bytes"]
-    grew = _compiler_bytes(s)
+    over, grew = _over(s), _compiler_bytes(s)
     bound = (s.get("budget_bytes") or DEFAULT_BUDGET) + HOST_SLACK
     sign = "<=" if over - grew <= bound else ">"
     if not grew:
@@ -185,7 +191,7 @@ def tie_or_better_line(name: str, p: dict, q: dict, walls: dict) -> str:
         )
     else:
         time = "one run: not judged on time"
-    mine, theirs = (s["peak_rss_bytes"] - s["baseline_rss_bytes"] for s in (p, q))
+    mine, theirs = _over(p), _over(q)
     light = mine <= share * theirs
     return (
         f"- {name}: pipelined {p['wall_s']:.2f} s vs {q['strategy']} {q['wall_s']:.2f} s: {time}; "
@@ -282,20 +288,11 @@ def _runs_s(s: dict) -> str:
     return f"{s['wall_s']:.2f} ({runs} run{'s' if runs != 1 else ''})" if s["wall_s"] else "-"
 
 
-def _over(s: dict) -> int:
-    return s["peak_rss_bytes"] - s["baseline_rss_bytes"]
-
-
 def _failed(s: dict) -> str | None:
     """`error: <its first line>` for a row that did not load (a budget refused, a crash)."""
     if s["status"] == "ok" and s["peak_rss_bytes"] is not None:
         return None
     return f"{s['status']}: {(s.get('error') or '').splitlines()[0] if s.get('error') else '-'}"
-
-
-def _device_cell(s: dict) -> str:
-    dev = s.get("device_peak_bytes")
-    return "-" if dev is None else f"{_gib(dev)} ({dev / model_bytes(s):.3f}x)"
 
 
 def sweep_table(sweep: list[dict]) -> list[str]:
