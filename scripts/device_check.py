@@ -5,7 +5,7 @@ facts, then runs this with the platform it found:
 
     python scripts/device_check.py --platform tpu --part small --out OUT
 
-It synthesizes the part's checkpoints (the large one beside the probe), takes the bench's own
+It synthesizes the part's checkpoints (the larger ones beside the probe), takes the bench's own
 probe once (kept in the results folder, so every `bench run` below holds its rows against it
 instead of probing again), runs the part's tables as `bench run`s (each interleaved, each run in a
 fresh process, under `timeout`), and writes summary.md (`scripts/device_check_report.py`).
@@ -259,34 +259,44 @@ class Check:
             for new in sorted(set(self.results.glob("*/*.jsonl")) - before):
                 rows.write(new.read_text(encoding="utf-8"))
 
+    def prepare(self, sets: list[str]) -> bool:
+        """The checkpoints (the smallest in the foreground, the others beside the probe), then
+        the probe; False where one cannot be synthesized."""
+        from shapes import load_spec
+
+        sets = sorted(sets, key=lambda s: load_spec(s).total_bytes)
+        _step(self.started, f"synthesize {sets[0]}")
+        children = {sets[0]: self.synth(sets[0])}
+        if children[sets[0]].wait() == 0:
+            for shapes in sets[1:]:
+                _step(self.started, f"synthesize {shapes} (in the background, beside the probe)")
+                self.plan.notes.append(
+                    f"the probe ran while {shapes} was synthesized: it may be low"
+                )
+                children[shapes] = self.synth(shapes)
+            self.probe(sets)
+        failed = [s for s, child in children.items() if child.wait() != 0]
+        for shapes in failed:
+            print(f"device-check: error: cannot synthesize {shapes}")
+        return not failed
+
     def run(self) -> int:
-        args, out = self.args, self.out
-        out.mkdir(parents=True, exist_ok=True)
+        args = self.args
+        self.out.mkdir(parents=True, exist_ok=True)
         wanted = tables(args.part, args.small, args.large, tuple(args.strategies.split(",")))
-        cap = args.repeats
-        if cap is not None:
-            wanted = [replace(t, repeats=min(t.repeats, cap)) for t in wanted]
+        if args.repeats is not None:
+            wanted = [replace(t, repeats=min(t.repeats, args.repeats)) for t in wanted]
         todo = [t for t in (restrict(t, args.platform, self.plan) for t in wanted) if t]
-        sets = list(dict.fromkeys(t.shapes for t in todo))
         if not os.path.exists("/proc/sys/vm/drop_caches"):
             self.plan.notes.append(
                 "cold page cache: /proc/sys/vm/drop_caches does not exist on this host, so the "
                 "page cache cannot be dropped; every row here is warm (no cold table)"
             )
-        for shapes in sets[:1]:
-            _step(self.started, f"synthesize {shapes}")
-            if self.synth(shapes).wait() != 0:
-                print(f"device-check: error: cannot synthesize {shapes}")
-                return 2
-        background = {s: self.synth(s) for s in sets[1:]}
-        for shapes in background:
-            _step(self.started, f"synthesize {shapes} (in the background, beside the probe)")
-            self.plan.notes.append(f"the probe ran while {shapes} was synthesized: it may be low")
-        self.probe(sets)
-        for shapes, child in background.items():
-            if child.wait() != 0:
-                print(f"device-check: error: cannot synthesize {shapes}")
-                return 2
+        if not todo:
+            self.plan.notes.append(f"part {args.part}: none of its strategies runs here")
+            return self.summary()
+        if not self.prepare(list(dict.fromkeys(t.shapes for t in todo))):
+            return 2
         for i, table in enumerate(todo):
             repeats = self.plan.fit(table, self.left() - self.plan.reserve(todo[i + 1 :]))
             if repeats:
