@@ -28,16 +28,16 @@ from loader.vocabulary import COMPILE
 OVERLAPPING = ("pipelined",)  # strategies whose reads the compile runs beside
 
 
-def strategy_cache(folder: str | None, strategy: str) -> str | None:
-    """The strategy's own cache in `--compile-cache` `folder` (None: no cache): each strategy has
-    a first start of its own (a cold cache) and later starts (warm), so neither condition depends
-    on which strategy happened to run first.
+def strategy_cache(folder: str, strategy: str) -> str:
+    """The strategy's own cache in `--compile-cache` `folder`: each strategy has a first start of
+    its own (a cold cache) and later starts (warm), so neither condition depends on which strategy
+    happened to run first.
 
     Example:
         >>> strategy_cache("/tmp/xla", "pipelined")
         '/tmp/xla/pipelined'
     """
-    return None if folder is None else str(Path(folder) / strategy)
+    return str(Path(folder) / strategy)
 
 
 def use_cache(folder: str) -> None:

@@ -121,7 +121,7 @@ def _load(
         options["policy"] = LoadPolicy.of(
             ignore_unexpected=port.ignore_unexpected, ignore_missing=port.ignore_missing
         )
-    cache = strategy_cache(task.compile_cache, task.strategy)
+    cache = strategy_cache(task.compile_cache, task.strategy) if task.compile_cache else None
     compiling = Compile(port, probe, cache) if task.compile and port else None
     if compiling and info.name in OVERLAPPING:
         options["on_built"] = compiling.start_from
