@@ -10,7 +10,7 @@ PORT ?= 8501
 export XLA_PYTHON_CLIENT_PREALLOCATE = false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint sizes bench dashboard screenshots fuzz browser-deps remote-deps mpi-deps peers ports ports-deps zoo clean
+.PHONY: help install test lint sizes device-check device-wheels bench dashboard screenshots fuzz browser-deps remote-deps mpi-deps peers ports ports-deps zoo clean
 PEERS_TORCH ?= torch==2.13.0
 TUNIX ?= google-tunix==0.1.7
 
@@ -76,6 +76,14 @@ lint: $(STAMP) ## ruff (with the complexity rules) and format check, then mypy (
 
 sizes: ## report module, folder and function sizes (a report to read, never a check)
 	$(PYTHON) scripts/sizes.py
+
+PART ?= small
+device-check: ## on an accelerator machine, with its own python: one part of the device check (PART=small|large|budgets)
+	bash scripts/device-check.sh --part $(PART)
+
+DEVICE_PLATFORM ?= tpu
+device-wheels: ## download the device check's pinned wheels for a device machine (.whl-tpu; DEVICE_PLATFORM=cuda: .whl)
+	bash scripts/fetch-device-wheels.sh $(if $(filter tpu,$(DEVICE_PLATFORM)),.whl-tpu,.whl) $(DEVICE_PLATFORM)
 
 bench: $(STAMP) ## run every strategy on SHAPES (default sa3), each in a fresh process, 3+ repeats until its time is clear
 	@case "$(BENCH_ARGS)" in *--source*) $(MAKE) --no-print-directory remote-deps ;; esac

@@ -39,6 +39,11 @@ ZOO: Final = "zoo"  # a model zoo's own class (tunix's Llama3), through a key ma
 MODELS: Final = (SPEC, PORT, PORT_SCANNED, TRANSPOSED, ZOO)
 HIT: Final = "hit"  # `--compile-cache`: the forward came from the persistent compilation cache
 MISS: Final = "miss"
+#: The two conditions a compile cache makes, as a table's title names them: never one median.
+COMPILE_CACHE_WORDS: Final = {
+    MISS: "compile cache cold (first start)",
+    HIT: "compile cache warm (later starts)",
+}
 
 # -- a bench run as a whole: how it ended (the run record's `status`) ------------------------------
 RUNNING: Final = "running"  # written at the start; read as INTERRUPTED once its writer is gone

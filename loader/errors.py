@@ -32,7 +32,7 @@ class DeviceOutOfMemoryError(CheckpointError):
 
 
 class RemoteError(CheckpointError):
-    """A remote checkpoint (`https://`, `s3://`, `hf://`) cannot be found, reached or read.
+    """A remote checkpoint (`https://`, `s3://`, `hf://`, `gs://`) cannot be found, reached or read.
 
     The message is one line: what failed, the URL (never a credential), the tensor and byte
     range where one was being read, and what to do. `details` holds the client's or server's

@@ -57,8 +57,9 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             abstractly (`nnx.eval_shape` semantics) so that no random model ever exists.
         path: a `.safetensors` file, or a folder of shards (with or without an index); or a URL:
             `https://host/path/model.safetensors`, `s3://bucket/key`,
-            `hf://org/repo[@revision][/file-or-folder]` (a file, a folder or a
-            `*.safetensors.index.json`; `loader.remote`), read by range requests.
+            `hf://org/repo[@revision][/file-or-folder]`, `gs://bucket/key` (a file, a folder or
+            a `*.safetensors.index.json`; the stores of `loader.remote.registry`), read by range
+            requests.
         strict: raise `loader.CheckpointError` listing every mismatch instead of warning.
         key_map: model key -> file key (or (file key, transform)), or a callable doing the same.
             An entry whose model key is no model path is reported (an error under strict).

@@ -36,7 +36,7 @@ from bench.analysis.shares import process_label, process_shares, share_lines
 from bench.intervals import ADVICE
 from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import GROUP_KEYS, Results, headline, summarize, with_floor_ratio
-from bench.vocabulary import COLD, NATIVE, OK
+from bench.vocabulary import COLD, COMPILE_CACHE_WORDS, NATIVE, OK
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import DEFAULT_STRATEGY, REFERENCE, TOTAL
 from shapes.sizes import MISSING
@@ -50,6 +50,7 @@ EXTRA_KEYS = (
     "source",
     "link",
     "concurrency",
+    "compile_cache",  # a cold and a warm compile cache: two conditions, never one median
 )
 
 
@@ -211,6 +212,7 @@ def _json_row(row: pd.Series, phase_names: list[str], shares: pd.DataFrame) -> d
         "dtype": row["dtype"],
         "model": _str(row.get("model")) or "spec",
         **{k: _num(row.get(k)) for k in ("load_s", "ready_s")},
+        "compile_cache": _str(row.get("compile_cache")),  # hit | miss: two conditions
         "file_dtype": file_dtype(row["shapes"], row["dtype"]),
         "model_dtype": _model_dtype(row),
         "cache": _str(row.get("cache")),
@@ -496,11 +498,13 @@ def _title(first: pd.Series, ceiling: float | None) -> str:
     cache_state = _str(first.get("cache"))
     speed = _num(first.get("disk_read_bytes_per_s"))
     model = _str(first.get("model"))
+    compiled = COMPILE_CACHE_WORDS.get(_str(first.get("compile_cache")) or "")
     return (
         f"{first['shapes']}: checkpoint {gib(first['checkpoint_bytes'])}, "
         + (f"model {model}, " if model and model != "spec" else "")
         + f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
+        + (f", {compiled}" if compiled else "")
         + remote_label(first)
         + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
         + (f", ceiling {ceiling:.2f} s" if ceiling else "")
@@ -636,13 +640,13 @@ def _blocks(results: Results) -> list[tuple[pd.DataFrame, pd.DataFrame, Decision
 
 
 def json_decisions(results: Results) -> list[dict[str, Any]]:
-    """`bench run --json`'s `decisions`: per configuration its shape set, model and model dtype
-    (None where the rows do not say) and the judge's record with its sentence
-    (`decision_words.decision_json`), as the text summary ends each block."""
+    """`bench run --json`'s `decisions`: per configuration its shape set, model, model dtype and
+    compile cache (`hit`, `miss`; None where the rows do not say) and the judge's record with its
+    sentence (`decision_words.decision_json`), as the text summary ends each block."""
     return [
         {
             "shapes": str(group["shapes"].iloc[0]),
-            **{key: _first(group, key) for key in ("model", "model_dtype")},
+            **{key: _first(group, key) for key in ("model", "model_dtype", "compile_cache")},
             **decision_json(answer),
         }
         for group, _, answer in _blocks(results)

@@ -5,11 +5,12 @@ abstract model (shapes only: it needs no byte of the checkpoint).
 built (`load_model(..., on_built=)`), `Compile.start_from` compiles from those shapes on a thread
 while the readers run, and `finish` joins it; so the forward is not built a second time, beside
 the loader's own build, on the same GIL. Other strategies compile after the load, from a build of
-their own (`finish` runs it then). Either
-way it is the probe's `compile` phase (its own wall time and RSS peak). With a cache folder, JAX's
-persistent compilation cache is used (every entry kept, however small or quick), and the result
-says `hit` when the compile wrote no new entry there, else `miss`. A compile that fails is kept
-as its exception's first line (the load's figures stand; the row's status is `error`).
+their own (`finish` runs it then). Either way it is the probe's `compile` phase (its own wall time
+and RSS peak). With a cache folder, JAX's persistent compilation cache is used (a folder per
+strategy in it, `strategy_cache`; every entry kept, however small or quick), and the result says
+`hit` when the compile wrote no new entry there, else `miss`: a strategy's first start and its
+later starts, two conditions the summary keeps apart. A compile that fails is kept as its
+exception's first line (the load's figures stand; the row's status is `error`).
 Worker side: imports jax and flax.
 """
 
@@ -25,6 +26,18 @@ from loader.phases import Probe
 from loader.vocabulary import COMPILE
 
 OVERLAPPING = ("pipelined",)  # strategies whose reads the compile runs beside
+
+
+def strategy_cache(folder: str, strategy: str) -> str:
+    """The strategy's own cache in `--compile-cache` `folder`: each strategy has a first start of
+    its own (a cold cache) and later starts (warm), so neither condition depends on which strategy
+    happened to run first.
+
+    Example:
+        >>> strategy_cache("/tmp/xla", "pipelined")
+        '/tmp/xla/pipelined'
+    """
+    return str(Path(folder) / strategy)
 
 
 def use_cache(folder: str) -> None:

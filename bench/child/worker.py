@@ -111,7 +111,7 @@ def _load(
     task: ChildTask, info: StrategyInfo, target: tuple[Any, Any, Any], probe: MemoryProbe
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Load (and, with `--compile`, compile beside or after it): model, report, timing fields."""
-    from bench.child.compile import OVERLAPPING, Compile
+    from bench.child.compile import OVERLAPPING, Compile, strategy_cache
 
     builder, key_map, port = target
     options = load_options(task) | ({"key_map": key_map} if key_map else {})
@@ -121,7 +121,8 @@ def _load(
         options["policy"] = LoadPolicy.of(
             ignore_unexpected=port.ignore_unexpected, ignore_missing=port.ignore_missing
         )
-    compiling = Compile(port, probe, task.compile_cache) if task.compile and port else None
+    cache = strategy_cache(task.compile_cache, task.strategy) if task.compile_cache else None
+    compiling = Compile(port, probe, cache) if task.compile and port else None
     if compiling and info.name in OVERLAPPING:
         options["on_built"] = compiling.start_from
     t0 = time.perf_counter()
@@ -185,9 +186,9 @@ def measure(task: ChildTask, started: float | None = None) -> ChildResult:
     backend = init_backend()
     clock.ended("backend")
     if task.compile_cache:
-        from bench.child.compile import use_cache
+        from bench.child.compile import strategy_cache, use_cache
 
-        use_cache(task.compile_cache)
+        use_cache(strategy_cache(task.compile_cache, task.strategy))
     info = strategies.get(task.strategy)
     if info.available():  # its modules imported before the clock, as a program's imports are
         info.strategy()  # (one that is not: the load's own error, as before)

@@ -145,4 +145,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="also lower and compile the port's forward (batch 1 x 128 tokens; ViT 1x224x224x3): "
         "phase compile, ready_s",
     )
-    p.add_argument("--compile-cache", help="JAX's persistent compilation cache folder")
+    p.add_argument(
+        "--compile-cache",
+        help="JAX's persistent compilation cache folder (one per strategy in it): a cold first "
+        "start and warm later starts, reported apart",
+    )

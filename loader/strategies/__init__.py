@@ -11,7 +11,7 @@ constants, read from its source with `ast` (so listing strategies imports neithe
     CHECKPOINT = FILE         # what `path` must be: FILE (one .safetensors file or a folder of
                               # shards), SHARDED_DIR or ORBAX (converted once by `prepare`)
     MULTIPROCESS = False      # True if it runs as several cooperating jax.distributed processes
-    REMOTE = False            # True if it also loads a URL (https://, s3://, hf://; loader.remote)
+    REMOTE = False            # True if it also loads a URL (loader.remote.registry's stores)
     REQUIRES = ("torch",)     # import names it needs beyond loadbench's own dependencies
     INSTALL_HINT = "make peers"   # how to install them
     PLATFORMS = ("cuda",)     # the jax platforms it can load onto (default: any); elsewhere it

@@ -5,7 +5,7 @@ Each tensor is placed with the model's sharding, or, where the model declares no
 `sharded-dir` places it (`loader.sharded.rule.apply_rule`), and read by the same slice reader
 (`loader.sharded.slices.SliceReader`) over the file seen as a layout of whole-tensor slices;
 identical slices (replicated tensors) are read once per process. A local file is read with
-`os.preadv`; a URL (`https://`, `s3://`, `hf://`) by checked, retried range requests of this
+`os.preadv`; a URL (`loader.remote`'s stores) by checked, retried range requests of this
 process's own ranges only, planned into few large requests that read at most `max_over_read` times
 the share (`loader.sharded.read_plan`), `concurrency` in flight (`loader.sharded.remote`), and the
 report gives the bytes received and the plan (`LoadReport.remote`) beside this process's share

@@ -39,13 +39,15 @@ def test_port_with_compile_records_the_phase_ready_s_and_the_cache(bench_env, tm
     totals = rows[rows["phase"] == TOTAL].set_index("strategy")
     assert (totals["ready_s"] >= totals["load_s"]).all()
     assert (totals["compile_start_rss_bytes"] > 0).all()
-    assert set(totals["compile_cache"]) == {"miss", "hit"}  # the second compile found the first's
+    # each strategy's first start compiles into its own cache (a cold start each), ...
+    assert set(totals["compile_cache"]) == {"miss"}
+    assert {p.name for p in (tmp_path / "xla-cache").iterdir()} == {"pipelined", "hostcast"}
     compiled = rows[rows["phase"] == COMPILE].set_index("strategy")
     assert (compiled["phase_wall_s"] > 0).all()
     assert "stream" in compiled.loc["pipelined", "phase_overlaps"]  # beside the reads
     assert "stream" not in compiled.loc["hostcast", "phase_overlaps"]  # after the load
     again = _run(tmp_path, model="port", compile=True, compile_cache=cache)
-    assert set(again[again["phase"] == TOTAL]["compile_cache"]) == {"hit"}
+    assert set(again[again["phase"] == TOTAL]["compile_cache"]) == {"hit"}  # ... later ones warm
 
 
 def test_transposed_loads_and_verifies_through_loader_transpose(bench_env, tmp_path):

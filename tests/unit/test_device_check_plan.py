@@ -1,12 +1,11 @@
 """`scripts/device-check.sh`'s decisions, one function at a time (the script sourced, nothing run):
 which platform jax sees, where each missing package comes from (the host's own index first, the
-carried wheels otherwise), which strategies and packages a platform skips and why, and how the
-matrix is cut to the time left. No jax, no device, no network."""
+carried wheels otherwise), and which packages a platform skips and why. No jax, no device, no
+network. The tables it then runs are `scripts/device_check.py`'s (test_device_check_parts.py)."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -187,91 +186,7 @@ def test_a_module_missing_is_installed_from_the_index_with_pip(tmp_path):
     assert not (site / "numpy").exists()
 
 
-def test_the_cuda_only_peers_are_left_out_on_a_tpu_with_their_reason():
-    proc = sh(
-        f'keep_strategies "{sys.executable}" tpu '
-        "pipelined,mmap-put,instanttensor,runai,fastsafetensors,orbax-safetensors"
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "pipelined,mmap-put,orbax-safetensors"
-    assert "instanttensor: skipped, it loads onto cuda devices only (this host: tpu)" in (
-        proc.stderr
-    )
-    # each said why: what it needs that is missing here (torch on the TPU host; with torch
-    # installed, as under .ci/run, the peer's own package)
-    for peer in ("runai", "fastsafetensors"):
-        assert re.search(rf"^{peer}: skipped, needs \w+", proc.stderr, re.MULTILINE), proc.stderr
-
-
-ALL = "pipelined,mmap-put,builder,hostcast,zerocopy,orbax-safetensors"
-SLOW = "eager,builder,hostcast,orbax-safetensors"
-
-
-@pytest.mark.parametrize(
-    ("left", "want"),
-    [
-        (1000, f"3 {ALL}"),
-        (300, f"2 {ALL}"),
-        # under two runs each (not judged on time): the slow ones go first, in order, until two fit
-        (132, "2 pipelined,mmap-put,zerocopy"),
-        (250, "2 pipelined,mmap-put,hostcast,zerocopy,orbax-safetensors"),
-        (100, "1 pipelined,mmap-put,zerocopy"),  # none left to drop: one run
-        (10, "0"),
-        (-50, "0"),
-    ],
-)
-def test_the_matrix_is_cut_to_the_time_left(left, want):
-    proc = sh(f"fit_matrix {left} 22 3 {ALL} {SLOW}")
-    assert proc.returncode == 0 and proc.stdout.strip() == want
-    if want.startswith("3"):
-        assert proc.stderr == ""
-    else:  # what was cut is said
-        assert proc.stderr.strip()
-    if "," in want and "builder" not in want:
-        assert "builder left out: " in proc.stderr
-
-
-def test_no_repeat_asked_leaves_the_set_out_and_says_so():
-    proc = sh("fit_matrix 500 20 0 pipelined,mmap-put builder")
-    assert proc.stdout.strip() == "0" and proc.stderr.strip() == "left out: 0 repeats asked"
-
-
-def test_one_repeat_asked_is_not_cut_for_judging():
-    assert out("fit_matrix 100 35 1 pipelined,mmap-put builder") == "1 pipelined,mmap-put"
-    assert out("fit_matrix 60 35 1 pipelined,mmap-put mmap-put") == "1 pipelined"
-
-
-@pytest.mark.parametrize(
-    ("left", "want", "said"),
-    [
-        (400, "3 pipelined,mmap-put 1", ""),  # more repeats, the port still after them
-        (160, "1 pipelined,mmap-put 1", ""),
-        # the fifth TPU session's case: 99 s left for 100 s of plain rows and a 50 s port row; the
-        # port ran and the plain table was lost. Now the plain rows come first, then the default
-        (99, "1 pipelined 0", "the ports left out"),
-        (49, "0 0", "no run fits"),
-    ],
-)
-def test_the_large_sets_plain_rows_come_before_its_ports(left, want, said):
-    proc = sh(f"plan_large {left} 50 1 pipelined,mmap-put eager 1")
-    assert proc.returncode == 0 and " ".join(proc.stdout.split()) == want
-    assert said in proc.stderr and (said or proc.stderr == "")
-
-
-def test_a_port_row_is_planned_at_its_own_cost():
-    """A large port's row checks transposed tiles, about twice a plain row's time: with 250 s
-    left, 3 repeats of the plain rows leave a 33 s port its run, not a 70 s one."""
-    assert out("plan_large 250 33 3 pipelined,mmap-put eager 1") == "3 pipelined,mmap-put 1"
-    proc = sh("plan_large 250 33 3 pipelined,mmap-put eager 1 70")
-    assert " ".join(proc.stdout.split()) == "2 pipelined,mmap-put 1"
-
-
 def test_small_helpers():
-    assert out("count ''") == "0" and out("count a,b,c") == "3"
-    assert out("without pipelined,eager,zerocopy eager") == "pipelined,zerocopy"
-    assert out(
-        "platform_default tpu A B C; platform_default cuda A B C; platform_default cpu A B C"
-    ) == ("A\nB\nC")
     assert out("skipped_on cuda tpu && echo skip") == "skip"
     assert out("skipped_on '' tpu || echo kept") == "kept"
     assert out("skipped_on cuda,rocm cuda || echo kept") == "kept"
