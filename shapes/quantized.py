@@ -1,0 +1,153 @@
+"""The tensors of a quantized checkpoint by their role, and what synthesis writes into each.
+
+A quantized layout stores a weight together with the tensors it is read with, named after it:
+
+- compressed-tensors FP8 ("float-quantized"): `x.weight` F8_E4M3 + `x.weight_scale` (+
+  `x.input_scale` for static activations);
+- compressed-tensors int4 ("pack-quantized"): `x.weight_packed` I32 (eight nibbles to a word) +
+  `x.weight_scale` (one per group of 128) + `x.weight_shape` I32 `[out, in]`;
+- DeepSeek-V3 block FP8: `x.weight` F8_E4M3 + `x.weight_scale_inv` F32, one per 128x128 block;
+- gpt-oss MXFP4: `x_blocks` U8 (two FP4 values to a byte) + `x_scales` U8 (E8M0 exponents, one
+  per 32 values).
+
+`role` names each such tensor from its name and dtype, and `fill` says what `shapes synth` writes
+into it so that the synthetic file dequantizes to plausible weights: a scale positive and of the
+size a quantizer gives (the weight's amax over the format's largest value), an E8M0 exponent near
+the bias (127), `weight_shape` the true shape, an FP8 weight any finite E4M3 value (up to 448, the
+amax its scale maps to). Packed ints and FP4 blocks keep all their random bits (every pattern is a
+valid value). `dequantized_bytes`
+is the size of the model once every quantized weight is dequantized.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from loader.format import DTYPES
+from shapes.spec import ShapeSpec
+
+#: float dtypes a scale is stored in
+SCALE_DTYPES = frozenset({"F32", "F16", "BF16"})
+#: dequantized values per stored element of a packed tensor (I32: eight int4; U8: two FP4)
+VALUES_PER_ELEMENT = {"I32": 8, "U8": 2}
+#: (AND mask, OR bits) that keep any byte a finite E4M3FN value: its one NaN pattern per sign,
+#: S.1111.111, becomes S.1111.110 (448), so a quantized weight spans the format's whole range
+E4M3_FINITE = (0xFE, 0x00)
+#: the exponent the synthetic E8M0 scales of an MXFP4 block take: 2**(e - 127), e in this range
+E8M0_RANGE = (120, 123)
+
+
+class Role(enum.Enum):
+    """What a tensor of a quantized layout is (a tensor with none is a plain weight)."""
+
+    FP8_WEIGHT = "fp8 weight"  # F8 values with a scale beside them
+    WEIGHT_SCALE = "fp8 weight scale"  # per tensor, channel or 128x128 block; amax / 448
+    INPUT_SCALE = "input scale"  # a static activation scale
+    GROUP_SCALE = "int4 group scale"  # a pack-quantized weight's scale per group; amax / 7
+    PACKED = "packed int4"
+    WEIGHT_SHAPE = "weight shape"  # the true [out, in] of a packed weight
+    FP4_BLOCKS = "fp4 blocks"
+    E8M0_SCALES = "e8m0 scales"
+
+
+#: Each scale role's binary exponent: the synthetic scale lies in [2**e, 2**(e + 1)), so the
+#: dequantized weights reach an amax of 448 x that (FP8: 0.11 to 0.22), 7 x that (int4: 0.05 to
+#: 0.11), and activations 448 x that (7 to 14).
+SCALE_EXPONENT = {Role.WEIGHT_SCALE: -12, Role.GROUP_SCALE: -7, Role.INPUT_SCALE: -6}
+
+
+def _stem(name: str, suffix: str) -> str | None:
+    return name[: -len(suffix)] if name.endswith(suffix) else None
+
+
+def role(name: str, dtype: str, has: Callable[[str], bool]) -> Role | None:
+    """The role of tensor `name` stored as `dtype` in a checkpoint whose other names `has` answers.
+
+    Example:
+        >>> names = {"l.weight", "l.weight_scale"}
+        >>> role("l.weight_scale", "F32", names.__contains__)
+        <Role.WEIGHT_SCALE: 'fp8 weight scale'>
+    """
+    for suffix in (".weight_scale", ".weight_scale_inv"):
+        stem = _stem(name, suffix)
+        if stem is not None and dtype in SCALE_DTYPES:
+            packed = has(f"{stem}.weight_packed")
+            return Role.GROUP_SCALE if packed else Role.WEIGHT_SCALE
+    if name.endswith(".input_scale") and dtype in SCALE_DTYPES:
+        return Role.INPUT_SCALE
+    if name.endswith(".weight_packed") and dtype in VALUES_PER_ELEMENT:
+        return Role.PACKED
+    stem = _stem(name, ".weight_shape")
+    if stem is not None and dtype in ("I32", "I64") and has(f"{stem}.weight_packed"):
+        return Role.WEIGHT_SHAPE
+    if dtype == "U8" and name.endswith("_blocks"):
+        return Role.FP4_BLOCKS
+    if dtype == "U8" and name.endswith("_scales") and has(name[: -len("_scales")] + "_blocks"):
+        return Role.E8M0_SCALES
+    if dtype.startswith("F8_") and (has(f"{name}_scale") or has(f"{name}_scale_inv")):
+        return Role.FP8_WEIGHT
+    return None
+
+
+def scale_bits(dtype: str, exponent: int) -> tuple[int, int]:
+    """(AND mask, OR bits) that make random bits of a float `dtype` a positive value in
+    [2**exponent, 2**(exponent + 1)): sign cleared, exponent fixed, mantissa random.
+
+    Example:
+        >>> [hex(b) for b in scale_bits("F32", -12)]
+        ['0x7fffff', '0x39800000']
+    """
+    mantissa, bias = {"F32": (23, 127), "BF16": (7, 127), "F16": (10, 15)}[dtype]
+    return (1 << mantissa) - 1, (bias + exponent) << mantissa
+
+
+def e8m0_bits() -> tuple[int, int]:
+    """(AND mask, OR bits) that make a random byte an exponent in `E8M0_RANGE`."""
+    low, high = E8M0_RANGE
+    assert high - low == 3 and low % 4 == 0, "the range must be one aligned 2-bit span"
+    return 0x03, low
+
+
+def true_shape(name: str, shape_of: Callable[[str], tuple[int, ...] | None]) -> tuple[int, ...]:
+    """The dequantized `[out, in]` of the packed weight whose `weight_shape` is `name`.
+
+    Example:
+        >>> true_shape("l.weight_shape", {"l.weight_packed": (4, 2)}.get)
+        (4, 16)
+    """
+    stem = name[: -len(".weight_shape")]
+    packed = shape_of(f"{stem}.weight_packed")
+    if packed is None or len(packed) != 2:
+        raise ValueError(f"{name}: no 2-D {stem}.weight_packed beside it to take its shape from")
+    return packed[0], packed[1] * VALUES_PER_ELEMENT["I32"]
+
+
+def dequantized_bytes(spec: ShapeSpec, itemsize: int = 2, dtype: str | None = None) -> int | None:
+    """The bytes of `spec`'s model once every quantized weight is dequantized to `itemsize` bytes
+    a value (bfloat16 by default): scales, shapes and exponents fold into their weights, other
+    tensors keep their stored size. None where no tensor is quantized.
+
+    Args:
+        spec: the shape spec.
+        itemsize: bytes of one dequantized value.
+        dtype: the float override the checkpoint was synthesised under (`shapes synth --dtype`),
+            which stores FP8 weights as that float: they are then no longer quantized.
+
+    Example:
+        >>> from shapes import load_spec
+        >>> dequantized_bytes(load_spec("tiny-gpt2")) is None
+        True
+    """
+    from shapes.content import effective_dtype  # content imports this module for its fills
+
+    stored = {t.name: effective_dtype(t.dtype, dtype) for t in spec.tensors}
+    total, quantized = 0, False
+    for t in spec.tensors:
+        kind = role(t.name, stored[t.name], stored.__contains__)
+        if kind in (Role.FP8_WEIGHT, Role.PACKED, Role.FP4_BLOCKS):
+            per = VALUES_PER_ELEMENT.get(stored[t.name], 1)
+            total, quantized = total + t.numel * per * itemsize, True
+        elif kind is None:
+            total += t.numel * DTYPES[stored[t.name]].itemsize
+    return total if quantized else None
