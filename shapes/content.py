@@ -105,6 +105,12 @@ def effective_dtype(stored: str, override: str | None) -> str:
     return override if override is not None and stored in FLOAT_DTYPES else stored
 
 
+def stored_dtypes(spec: ShapeSpec, dtype: object = None) -> dict[str, str]:
+    """Each tensor's dtype in the file `spec` is synthesised into under the `dtype` override."""
+    override = None if dtype is None else normalize_dtype(dtype)
+    return {t.name: effective_dtype(t.dtype, override) for t in spec.tensors}
+
+
 def stored_sizes(spec: ShapeSpec, dtype: object = None) -> list[int]:
     """Each tensor's bytes in the file `spec` is synthesised into under the `dtype` override."""
     override = None if dtype is None else normalize_dtype(dtype)

@@ -22,7 +22,7 @@ is the size of the model once every quantized weight is dequantized.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from loader.format import DTYPES
 from shapes.spec import ShapeSpec
@@ -123,31 +123,32 @@ def true_shape(name: str, shape_of: Callable[[str], tuple[int, ...] | None]) -> 
     return packed[0], packed[1] * VALUES_PER_ELEMENT["I32"]
 
 
-def dequantized_bytes(spec: ShapeSpec, itemsize: int = 2, dtype: str | None = None) -> int | None:
+def dequantized_bytes(
+    spec: ShapeSpec, stored: Mapping[str, str] | None = None, itemsize: int = 2
+) -> int | None:
     """The bytes of `spec`'s model once every quantized weight is dequantized to `itemsize` bytes
     a value (bfloat16 by default): scales, shapes and exponents fold into their weights, other
     tensors keep their stored size. None where no tensor is quantized.
 
     Args:
         spec: the shape spec.
+        stored: each tensor's dtype in the file where a synthesis override changed it
+            (`shapes.content.stored_dtypes`): an FP8 weight stored as a float is not quantized.
         itemsize: bytes of one dequantized value.
-        dtype: the float override the checkpoint was synthesised under (`shapes synth --dtype`),
-            which stores FP8 weights as that float: they are then no longer quantized.
 
     Example:
         >>> from shapes import load_spec
         >>> dequantized_bytes(load_spec("tiny-gpt2")) is None
         True
     """
-    from shapes.content import effective_dtype  # content imports this module for its fills
-
-    stored = {t.name: effective_dtype(t.dtype, dtype) for t in spec.tensors}
+    dtypes = {t.name: t.dtype for t in spec.tensors} | dict(stored or {})
     total, quantized = 0, False
     for t in spec.tensors:
-        kind = role(t.name, stored[t.name], stored.__contains__)
+        dtype = dtypes[t.name]
+        kind = role(t.name, dtype, dtypes.__contains__)
         if kind in (Role.FP8_WEIGHT, Role.PACKED, Role.FP4_BLOCKS):
-            per = VALUES_PER_ELEMENT.get(stored[t.name], 1)
+            per = VALUES_PER_ELEMENT.get(dtype, 1)
             total, quantized = total + t.numel * per * itemsize, True
         elif kind is None:
-            total += t.numel * DTYPES[stored[t.name]].itemsize
+            total += t.numel * DTYPES[dtype].itemsize
     return total if quantized else None

@@ -36,7 +36,7 @@ from loader.remote.ranges import DEFAULT_CONCURRENCY
 from loader.strategies import StrategyInfo
 from loader.vocabulary import PEER, URL
 from shapes import is_synthesized, load_spec
-from shapes.content import stored_sizes
+from shapes.content import stored_dtypes, stored_sizes
 from shapes.quantized import dequantized_bytes
 
 DEFAULT_PEAK_RATIO = 3.5  # the naive path measures ~3.2x; unknown strategies are assumed as bad
@@ -125,7 +125,7 @@ class Checkpoint:
             s["largest_tensor_bytes"],
             s["tensors"],
             small_tensor_bytes=small,
-            dequantized_bytes=dequantized_bytes(spec, dtype=dtype),
+            dequantized_bytes=dequantized_bytes(spec, stored_dtypes(spec, dtype)),
         )
 
 
