@@ -49,8 +49,7 @@ _MASKS: dict[str, tuple[type[np.unsignedinteger], int, int]] = {
     "I64": (np.uint64, 0x7FFF_FFFF, 0x00),
     "U64": (np.uint64, 0x7FFF_FFFF, 0x00),
 }
-
-
+# a scale's float dtype -> the unsigned view its bits are masked through
 _UNSIGNED: dict[str, type[np.unsignedinteger]] = {
     "F32": np.uint32,
     "BF16": np.uint16,
@@ -150,9 +149,8 @@ def chunks(
     """The tensor's bytes as a sequence of buffers (the block repeated, then a partial tail)."""
     if nbytes == 0:
         return
-    data = block(
-        name, dtype, nbytes, seed, how
-    ).data  # memoryview: numpy types it a buffer from 3.12
+    # memoryview: numpy types it a buffer from 3.12
+    data = block(name, dtype, nbytes, seed, how).data
     full, tail = divmod(nbytes, len(data))
     for _ in range(full):
         yield data

@@ -10,13 +10,13 @@ A quantized layout stores a weight together with the tensors it is read with, na
 - gpt-oss MXFP4: `x_blocks` U8 (two FP4 values to a byte) + `x_scales` U8 (E8M0 exponents, one
   per 32 values).
 
-`role` names each such tensor from its name and dtype, and `fill` says what `shapes synth` writes
-into it so that the synthetic file dequantizes to plausible weights: a scale positive and of the
-size a quantizer gives (the weight's amax over the format's largest value), an E8M0 exponent near
-the bias (127), `weight_shape` the true shape, an FP8 weight any finite E4M3 value (up to 448, the
-amax its scale maps to). Packed ints and FP4 blocks keep all their random bits (every pattern is a
-valid value). `dequantized_bytes`
-is the size of the model once every quantized weight is dequantized.
+`role` names each such tensor from its name, its dtype and the names beside it, and
+`shapes.content.fill` says what `shapes synth` writes into it so that the synthetic file
+dequantizes to plausible weights: a scale positive and of the size a quantizer gives (the weight's
+amax over the format's largest value), an E8M0 exponent near the bias (127), `weight_shape` the
+true shape, an FP8 weight any finite E4M3 value (up to 448, the amax its scale maps to). Packed
+ints and FP4 blocks keep all their random bits (every pattern is a valid value).
+`dequantized_bytes` is the size of the model once every quantized weight is dequantized.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import enum
 from collections.abc import Callable, Mapping
 
 from loader.format import DTYPES
+from shapes.errors import ShapesError
 from shapes.spec import ShapeSpec
 
 #: float dtypes a scale is stored in
@@ -69,22 +70,34 @@ def role(name: str, dtype: str, has: Callable[[str], bool]) -> Role | None:
         >>> role("l.weight_scale", "F32", names.__contains__)
         <Role.WEIGHT_SCALE: 'fp8 weight scale'>
     """
+    return _scale_role(name, has) if dtype in SCALE_DTYPES else _stored_role(name, dtype, has)
+
+
+def _scale_role(name: str, has: Callable[[str], bool]) -> Role | None:
     for suffix in (".weight_scale", ".weight_scale_inv"):
         stem = _stem(name, suffix)
-        if stem is not None and dtype in SCALE_DTYPES:
-            packed = has(f"{stem}.weight_packed")
-            return Role.GROUP_SCALE if packed else Role.WEIGHT_SCALE
-    if name.endswith(".input_scale") and dtype in SCALE_DTYPES:
-        return Role.INPUT_SCALE
-    if name.endswith(".weight_packed") and dtype in VALUES_PER_ELEMENT:
-        return Role.PACKED
-    stem = _stem(name, ".weight_shape")
-    if stem is not None and dtype in ("I32", "I64") and has(f"{stem}.weight_packed"):
-        return Role.WEIGHT_SHAPE
-    if dtype == "U8" and name.endswith("_blocks"):
-        return Role.FP4_BLOCKS
-    if dtype == "U8" and name.endswith("_scales") and has(name[: -len("_scales")] + "_blocks"):
-        return Role.E8M0_SCALES
+        if stem is not None:
+            if has(f"{stem}.weight_packed"):
+                return Role.GROUP_SCALE
+            return Role.WEIGHT_SCALE if has(f"{stem}.weight") else None
+    stem = _stem(name, ".input_scale")
+    return Role.INPUT_SCALE if stem is not None and has(f"{stem}.weight") else None
+
+
+#: (suffix, the dtypes it is stored in, the tensor beside it: the stem + this suffix, its role)
+_BESIDE = (
+    (".weight_packed", frozenset(VALUES_PER_ELEMENT), ".weight_scale", Role.PACKED),
+    (".weight_shape", frozenset({"I32", "I64"}), ".weight_packed", Role.WEIGHT_SHAPE),
+    ("_blocks", frozenset({"U8"}), "_scales", Role.FP4_BLOCKS),
+    ("_scales", frozenset({"U8"}), "_blocks", Role.E8M0_SCALES),
+)
+
+
+def _stored_role(name: str, dtype: str, has: Callable[[str], bool]) -> Role | None:
+    for suffix, dtypes, beside, kind in _BESIDE:
+        stem = _stem(name, suffix)
+        if stem is not None and dtype in dtypes and has(stem + beside):
+            return kind
     if dtype.startswith("F8_") and (has(f"{name}_scale") or has(f"{name}_scale_inv")):
         return Role.FP8_WEIGHT
     return None
@@ -119,7 +132,7 @@ def true_shape(name: str, shape_of: Callable[[str], tuple[int, ...] | None]) -> 
     stem = name[: -len(".weight_shape")]
     packed = shape_of(f"{stem}.weight_packed")
     if packed is None or len(packed) != 2:
-        raise ValueError(f"{name}: no 2-D {stem}.weight_packed beside it to take its shape from")
+        raise ShapesError(f"{name}: no 2-D {stem}.weight_packed beside it to take its shape from")
     return packed[0], packed[1] * VALUES_PER_ELEMENT["I32"]
 
 

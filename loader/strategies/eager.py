@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from safetensors.numpy import load_file
 
-from loader.errors import HeaderError
+from loader.errors import CheckpointError
 from loader.format.source import CheckpointSource
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import to_device
@@ -29,7 +29,7 @@ def _read_whole_files(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.
             tensors.update(load_file(str(f), backend="pread"))
         except AttributeError as exc:  # its numpy backend names a dtype this numpy lacks (fp8)
             dtypes = sorted({source.info(k).dtype for k in source.keys() if source.file_of(k) == f})
-            raise HeaderError(
+            raise CheckpointError(
                 f"{f}: eager reads whole files with safetensors.numpy.load_file, which cannot "
                 f"read this file's dtypes ({', '.join(dtypes)}) with numpy {np.__version__} "
                 f"({exc}); load it with a strategy that reads through loader.format"
