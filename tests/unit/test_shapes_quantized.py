@@ -113,3 +113,12 @@ def test_dequantized_bytes_is_the_bfloat16_model():
     scales = sum(t.nbytes for t in gpt_oss.tensors if t.name.endswith("_scales"))
     expected = gpt_oss.total_bytes - blocks - scales + blocks * 2 * 2  # two FP4 a byte, to bf16
     assert quantized.dequantized_bytes(gpt_oss) == expected
+
+
+def test_shapes_show_says_the_dequantized_size(capsys):
+    from shapes.cli import main
+
+    assert main(["shapes", "show", "llama3-8b-fp8"]) == 0
+    assert "dequantized   16,060,522,496 (15.0 GiB in bfloat16)" in capsys.readouterr().out
+    assert main(["shapes", "show", "llama3-8b", "--json"]) == 0
+    assert '"dequantized_bytes": null' in capsys.readouterr().out
