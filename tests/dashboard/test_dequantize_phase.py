@@ -23,10 +23,15 @@ PLAN = [
 ]
 
 
+MOVED = 540_000_000
+
+
 def _phases(monkeypatch, tmp_path) -> pd.DataFrame:
     """The rows of one run of a strategy with that plan, as the dashboard reads them back."""
     monkeypatch.setitem(fixture_results.PLANS, "quantized", PLAN)
     rows, _ = fixture_results._result_rows("beta", "gpt2", "quantized", 1, None)
+    for row in rows:  # the file's bytes sent as stored; the bf16 model twice their size
+        row.update(device_bytes_moved=MOVED, dequantized_bytes=2 * MOVED)
     records = [fixture_results._run_record("beta"), *rows]
     lines = [json.dumps(fixture_results._stamp(r, SCHEMA_VERSION)) for r in records]
     (tmp_path / "beta.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -49,3 +54,27 @@ def test_phase_charts_draw_the_dequantize_phase(monkeypatch, tmp_path):
     assert scale["range"][3] == style.PHASE_COLORS[DEQUANTIZE]
     bars = charts.phase_peak_bars(med).to_dict()
     assert bars["encoding"]["x"]["sort"][3] == DEQUANTIZE
+
+
+def test_quantized_loads_say_what_moved_and_the_dequantized_size(monkeypatch, tmp_path):
+    loads = frames.quantized_loads(_phases(monkeypatch, tmp_path)).set_index("strategy")
+    row = loads.loc["quantized"]
+    assert (row["device_bytes_moved"], row["dequantized_bytes"]) == (MOVED, 2 * MOVED)
+    assert row["dequantize_s"] > 0 and row["wall_s"] > row["dequantize_s"]
+    assert frames.quantized_loads(_plain_phases()).empty  # no quantized checkpoint
+
+
+def _plain_phases() -> pd.DataFrame:
+    rows, _ = fixture_results._result_rows("beta", "gpt2", "eager", 1, None)
+    return pd.DataFrame([fixture_results._stamp(r, SCHEMA_VERSION) for r in rows])
+
+
+def test_the_phases_page_shows_the_quantized_table(app, monkeypatch, tmp_path):
+    _phases(monkeypatch, tmp_path)
+    at = app("views/phases.py", folder=tmp_path)
+    assert not at.exception
+    tables = [d.value for d in at.dataframe if "device_bytes_moved" in d.value.columns]
+    assert tables and tables[0].set_index("strategy").loc["quantized", "dequantized_bytes"] == (
+        2 * MOVED
+    )
+    assert any("A quantized checkpoint" in m.value for m in at.markdown)
