@@ -25,7 +25,7 @@ from bench.link.shaping import Link
 from bench.records.configuration import run_limits
 from bench.records.results import LOCAL, ROUTE, headline, routed, with_route
 from bench.vocabulary import COMPLETE, OK
-from loader.vocabulary import TOTAL
+from loader.vocabulary import DEQUANTIZE, TOTAL
 
 NEWEST = "newest"  # the run pickers' first choice: the default run of each shape set
 NEWEST_LABEL = "Newest complete, unconstrained run of each shape set"
@@ -144,6 +144,47 @@ def default_phases(runs: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
 def whole_run(phases: pd.DataFrame) -> pd.DataFrame:
     """The rows that describe a whole run: single-process rows and the summed multi-process row."""
     return phases if phases.empty else headline(phases)
+
+
+#: the columns of `quantized_loads`, in the order the Phases page shows them
+QUANTIZED_COLUMNS = [
+    "strategy",
+    "checkpoint_bytes",
+    "device_bytes_moved",
+    "dequantized_bytes",
+    "dequantize_s",
+    "wall_s",
+]
+
+
+def quantized_loads(phases: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy, medians over the ok whole-run loads of a quantized checkpoint (one whose rows
+    carry `dequantized_bytes`): the file's bytes, the bytes moved to the devices, the dequantized
+    model's, the `dequantize` phase's seconds (NaN where the load had none) and the whole wall.
+    Empty where no row is of a quantized checkpoint (or the file predates the fields).
+
+    Example:
+        >>> quantized_loads(pd.DataFrame()).empty
+        True
+    """
+    if "dequantized_bytes" not in phases.columns:
+        return pd.DataFrame(columns=QUANTIZED_COLUMNS)
+    rows = whole_run(phases)
+    rows = rows[(rows["status"] == OK) & rows["dequantized_bytes"].notna()]
+    totals = rows[rows["phase"] == TOTAL]
+    if totals.empty:
+        return pd.DataFrame(columns=QUANTIZED_COLUMNS)
+    numbers = ["checkpoint_bytes", "device_bytes_moved", "dequantized_bytes", "wall_s"]
+    out = totals[["strategy", *numbers]].assign(
+        **{c: pd.to_numeric(totals[c], errors="coerce") for c in numbers}
+    )
+    med = out.groupby("strategy", as_index=False)[numbers].median()
+    dequantize = rows[rows["phase"] == DEQUANTIZE]
+    seconds = pd.to_numeric(dequantize["phase_wall_s"], errors="coerce").groupby(
+        dequantize["strategy"]
+    )
+    med["dequantize_s"] = med["strategy"].map(seconds.median())
+    return med[QUANTIZED_COLUMNS]
 
 
 def ceiling_rows(phases: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:

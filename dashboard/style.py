@@ -29,6 +29,7 @@ from loader.vocabulary import (
     BUILD,
     CAST,
     COMPILE,
+    DEQUANTIZE,
     DOWNLOAD,
     KINDS,
     PEER,
@@ -83,6 +84,7 @@ PHASE_COLORS = {
     READ: "#fdb462",
     CAST: "#fb8072",
     TRANSFER: "#b3de69",
+    DEQUANTIZE: "#fccde5",  # a quantized weight made a float leaf (on the host or the device)
     ASSEMBLE: "#bebada",
     STREAM: "#ffed6f",
     COMPILE: "#8dd3c7",  # `bench run --compile`: the forward lowered and compiled

@@ -13,12 +13,13 @@ import time
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-from loader.vocabulary import ASSEMBLE, BUILD, CAST, PHASES, READ, STREAM, TRANSFER
+from loader.vocabulary import ASSEMBLE, BUILD, CAST, DEQUANTIZE, PHASES, READ, STREAM, TRANSFER
 
 __all__ = [
     "ASSEMBLE",
     "BUILD",
     "CAST",
+    "DEQUANTIZE",
     "NULL_PROBE",
     "PHASES",
     "READ",

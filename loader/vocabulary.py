@@ -15,10 +15,11 @@ BUILD: Final = "build"  # construct the target: a random init, or an abstract (s
 READ: Final = "read"  # bytes from the file into host memory
 CAST: Final = "cast"  # dtype conversion
 TRANSFER: Final = "transfer"  # host -> device placement (jax.device_put / make_array_*)
+DEQUANTIZE: Final = "dequantize"  # a quantized weight and its scales made the model's float leaf
 ASSEMBLE: Final = "assemble"  # put the arrays into the model (nnx.update / merge)
 STREAM: Final = "stream"  # read + cast + transfer interleaved per tensor
 COMPILE: Final = "compile"  # lower + compile the model's forward (`bench run --compile`)
-PHASES: Final = (DOWNLOAD, BUILD, READ, CAST, TRANSFER, ASSEMBLE, STREAM, COMPILE)
+PHASES: Final = (DOWNLOAD, BUILD, READ, CAST, TRANSFER, DEQUANTIZE, ASSEMBLE, STREAM, COMPILE)
 TOTAL: Final = "total"  # the row that spans a whole load (not a phase a strategy enters)
 PHASE_ORDER: Final = (*PHASES, TOTAL)
 

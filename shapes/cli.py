@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from loader.errors import CheckpointError
 from shapes.catalog import fetched_names, load_spec, preset_names, user_presets_dir
+from shapes.quantized import dequantized_bytes
 from shapes.sizes import format_bytes, format_rate
 from shapes.spec import ShapeSpec
 
@@ -37,6 +38,7 @@ def summary(spec: ShapeSpec) -> dict:
         "largest_numel": largest.numel if largest else 0,
         "median_numel": spec.median_numel,
         "files": spec.file_count,
+        "dequantized_bytes": dequantized_bytes(spec),  # None: no quantized layout
     }
 
 
@@ -57,6 +59,9 @@ def _print_summary(spec: ShapeSpec, as_json: bool) -> None:
         ("median numel", f"{s['median_numel']:,}"),
         ("files", f"{s['files']}"),
     ]
+    if s["dequantized_bytes"] is not None:
+        n = s["dequantized_bytes"]
+        rows.append(("dequantized", f"{n:,} ({format_bytes(n)} in bfloat16)"))
     for key, value in rows:
         print(f"  {key:<14}{value}")
 

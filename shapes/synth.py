@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -67,7 +68,13 @@ def tensor_digest(parts: list[memoryview] | memoryview) -> str:
 
 
 def _write_file(
-    path: Path, rel: str, entries: dict, metadata: dict, seed: int, pool: ThreadPoolExecutor
+    path: Path,
+    rel: str,
+    entries: dict,
+    metadata: dict,
+    seed: int,
+    pool: ThreadPoolExecutor,
+    shape_of: Callable[[str], tuple[int, ...] | None],
 ) -> dict:
     """Write one file; a second thread hashes each tensor's buffers while this one writes them."""
     header, offsets = encode_header(entries, metadata or None)
@@ -76,7 +83,8 @@ def _write_file(
         fh.write(header)
         for name, (dtype, _) in entries.items():
             begin, end = offsets[name]
-            parts = list(content.chunks(name, dtype, end - begin, seed))
+            how = content.fill(name, dtype, shape_of)
+            parts = list(content.chunks(name, dtype, end - begin, seed, how))
             pending[name] = pool.submit(tensor_digest, parts)
             for p in parts:
                 fh.write(p)
@@ -164,10 +172,13 @@ def _write_checkpoint(
     withdraw(out / DIGESTS_FILE)
     tensors: dict[str, dict] = {}
     sizes: dict[str, int] = {}
+    layout = _layout(spec, override)
+    shapes = {n: shape for entries in layout.values() for n, (_, shape) in entries.items()}
     with ThreadPoolExecutor(1) as pool:
-        for src, entries in _layout(spec, override).items():
+        for src, entries in layout.items():
             path = out / names[src]
-            tensors.update(_write_file(path, names[src], entries, dict(spec.metadata), seed, pool))
+            meta = dict(spec.metadata)
+            tensors.update(_write_file(path, names[src], entries, meta, seed, pool, shapes.get))
             sizes[names[src]] = path.stat().st_size
     if len(names) > 1:
         _write_index(out, spec, override, tensors)
@@ -194,7 +205,9 @@ def tensor_values(
     spec = load_spec(spec)
     t = spec[name]
     override = None if dtype is None else content.normalize_dtype(dtype)
-    return content.values(name, content.effective_dtype(t.dtype, override), t.shape, seed)
+    stored = content.effective_dtype(t.dtype, override)
+    how = content.fill(name, stored, lambda n: spec.by_name[n].shape if n in spec.by_name else None)
+    return content.values(name, stored, t.shape, seed, how)
 
 
 @lru_cache(maxsize=8)
@@ -242,9 +255,12 @@ def verify_tensor(checkpoint_path: str | os.PathLike, name: str, array: object) 
     flat = arr.reshape(-1)
     if arr.dtype == stored and tensor_digest(flat.view(np.uint8).data) == entry["blake3"]:
         return
-    expected = (
-        content.values(name, entry["dtype"], shape, record["seed"]).astype(arr.dtype).reshape(-1)
+    recorded = record["tensors"]
+    how = content.fill(
+        name, entry["dtype"], lambda n: tuple(recorded[n]["shape"]) if n in recorded else None
     )
+    stored_values = content.values(name, entry["dtype"], shape, record["seed"], how)
+    expected = stored_values.astype(arr.dtype).reshape(-1)
     bad = (
         expected != flat if arr.dtype != stored else expected.view(np.uint8) != flat.view(np.uint8)
     )

@@ -236,6 +236,10 @@ class PhaseRecord:
         None  # the peak above the model's share (the worst device)
     )
     device_over_budget: bool | None = None  # that excess beyond the budget (+ 1% of the model)
+    # -- what a load moved, and a quantized checkpoint's dequantized size (None: unknown) --
+    device_bytes_moved: int | None = None  # bytes placed on the devices (device_received summed)
+    dequantized_bytes: int | None = None  # the model dequantized to bfloat16 (shapes.quantized;
+    # None where the file holds no quantized layout)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ from loader.remote.ranges import DEFAULT_CONCURRENCY
 from loader.strategies import StrategyInfo
 from loader.vocabulary import PEER, URL
 from shapes import is_synthesized, load_spec
-from shapes.content import stored_sizes
+from shapes.content import stored_dtypes, stored_sizes
+from shapes.quantized import dequantized_bytes
 
 DEFAULT_PEAK_RATIO = 3.5  # the naive path measures ~3.2x; unknown strategies are assumed as bad
 BASELINE_GUESS_BYTES = 1 << 30
@@ -57,6 +58,9 @@ class Checkpoint:
     digests: str | None = None  # a user's checkpoint: the cached digests to verify against
     work_root: str | None = None  # a user's checkpoint: where converted copies go (never beside it)
     small_tensor_bytes: int | None = None  # under glibc's mmap threshold (bench.machine.allocator)
+    # the model's bytes once every quantized weight is dequantized to bfloat16 (None: the file
+    # holds no quantized layout; shapes.quantized.dequantized_bytes)
+    dequantized_bytes: int | None = None
 
     @property
     def folder(self) -> Path:
@@ -110,8 +114,9 @@ class Checkpoint:
                 raise BenchError(f"cannot synthesise shape set {shapes!r} into {folder}: {tail[0]}")
         s = json.loads(marker.read_text(encoding="utf-8"))
         small = s.get("small_tensor_bytes")  # absent from markers older than the field
+        spec = load_spec(shapes)
         if small is None:
-            small = small_tensor_bytes(stored_sizes(load_spec(shapes), dtype))
+            small = small_tensor_bytes(stored_sizes(spec, dtype))
         return cls(
             shapes,
             dtype,
@@ -121,6 +126,7 @@ class Checkpoint:
             s["largest_tensor_bytes"],
             s["tensors"],
             small_tensor_bytes=small,
+            dequantized_bytes=dequantized_bytes(spec, stored_dtypes(spec, dtype)),
         )
 
 

@@ -97,6 +97,7 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         largest_tensor_bytes=ck.largest_tensor_bytes,
         tensors=ck.tensors,
         small_tensor_bytes=ck.small_tensor_bytes,
+        dequantized_bytes=ck.dequantized_bytes,
         phase=TOTAL,
         phase_order=0,
         **UNMEASURED,
@@ -238,7 +239,8 @@ def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
     """The per-device row fields: memory at the phase end, the run's device peak, the bytes each
     device received against its shards (and which received more, beyond the rows the loader
     says it sent twice by design: a leaf's last chunk overlapping the one before), the staging
-    memory."""
+    memory. `device_bytes_moved` adds up what every device received: a quantized file's own
+    bytes where it is dequantized on the device, the dequantized bytes where on the host."""
     peaks = measured.total.device_peak_bytes_by_device
     received, expected = measured.device_received_bytes, measured.device_expected_bytes
     resent = measured.device_resent_bytes
@@ -249,6 +251,7 @@ def device_fields(measured: Measurement, phase: PhaseMeasure) -> dict[str, Any]:
         if peaks
         else measured.total.device_peak_bytes_in_use,
         "device_received_bytes": dict(received),
+        "device_bytes_moved": sum(received.values()) if received else None,
         "device_expected_bytes": dict(expected),
         "device_resent_bytes": dict(resent),
         "device_overreceived": sorted(
@@ -387,6 +390,7 @@ def summed_rows(ctx: RowContext, per_process: list[list[PhaseRecord]]) -> list[P
                 planned_bytes=_sum([r.planned_bytes for r in rows]),
                 needed_bytes=_sum([r.needed_bytes for r in rows]),
                 exchanged_bytes=_sum([r.exchanged_bytes for r in rows]),
+                device_bytes_moved=_sum([r.device_bytes_moved for r in rows]),
             )
         )
     return out

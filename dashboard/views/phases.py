@@ -1,11 +1,13 @@
 """Phases: where the memory and the time of a load go, phase by phase, per strategy.
 
-Answers: each phase's (build, read, cast, transfer, assemble, stream) own high-water mark over the
-baseline, how much of what it keeps is anonymous vs file-backed memory, and when it ran. Phases
-that ran at the same time (pipelined builds while it streams) are never subtracted from each
-other nor stacked: each keeps its own peak and its own start and end. One route at a time: a
-local load and one over s3 at concurrency 16 are never one median; a remote route's strategies
-are named with it, and its figures against the link are shown.
+Answers: each phase's (build, read, cast, transfer, dequantize, assemble, stream) own high-water
+mark over the baseline, how much of what it keeps is anonymous vs file-backed memory, and when it
+ran. Phases that ran at the same time (pipelined builds while it streams) are never subtracted
+from each other nor stacked: each keeps its own peak and its own start and end. One route at a
+time: a local load and one over s3 at concurrency 16 are never one median; a remote route's
+strategies are named with it, and its figures against the link are shown. A quantized
+checkpoint's loads also show the bytes each moved to the device against the file's and the
+dequantized model's.
 """
 
 from __future__ import annotations
@@ -92,6 +94,21 @@ def _numbers(med: pd.DataFrame) -> None:
         st.dataframe(styler, hide_index=True, column_config=config)
 
 
+def _quantized(rows: pd.DataFrame) -> None:
+    """A quantized checkpoint: what each strategy moved to the device, the dequantized size."""
+    loads = frames.quantized_loads(rows)
+    if loads.empty:
+        return
+    st.markdown(
+        "**A quantized checkpoint**: the bytes each load moved to the device (the file's own "
+        "where it dequantizes on the device, the dequantized model's where on the host), and "
+        "its `dequantize` phase (- where it had none)"
+    )
+    formats = {c: _format(c) for c in frames.QUANTIZED_COLUMNS[1:]}
+    styler, config = widgets.number_table(loads, formats, {})
+    st.dataframe(styler, hide_index=True, width="content", column_config=config)
+
+
 def _overlaps(rows: pd.DataFrame) -> None:
     overlaps = data.overlapping_phases(rows)
     if overlaps:
@@ -126,6 +143,7 @@ def main() -> None:
     st.altair_chart(charts.phase_time_bars(med), width="stretch")
     _overlaps(rows[rows["strategy"].isin(chosen)])
     _substeps(rows[rows["strategy"].isin(chosen)])
+    _quantized(rows[rows["strategy"].isin(chosen)])
     widgets.remote_figures(rows[rows["strategy"].isin(chosen)])
     _numbers(med)
 

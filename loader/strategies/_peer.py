@@ -89,7 +89,15 @@ class PeerStream:
                         f"{source.path}: {self.name} finished without yielding tensor {key!r}"
                     ) from None
                 held[name] = tensor
-            return to_jax(held.pop(key))
+            tensor = held.pop(key)
+            try:
+                return to_jax(tensor)
+            except (BufferError, RuntimeError, TypeError) as exc:  # a dtype DLPack cannot carry
+                raise CheckpointError(
+                    f"{source.path}: {self.name} yields tensor {key!r} as torch "
+                    f"{getattr(tensor, 'dtype', '?')}, which does not cross DLPack into jax "
+                    f"({exc}); load this checkpoint with a strategy that reads it itself"
+                ) from None
 
         return read
 

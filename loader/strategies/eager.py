@@ -27,10 +27,13 @@ def _read_whole_files(source: CheckpointSource, plan: LoadPlan) -> dict[str, np.
     for f in source.files:
         try:
             tensors.update(load_file(str(f), backend="pread"))
-        except AttributeError as exc:  # safetensors' numpy bridge has no ml_dtypes (fp8, F4)
+        except AttributeError as exc:  # its numpy backend names a dtype this numpy lacks (fp8)
+            dtypes = sorted({source.info(k).dtype for k in source.keys() if source.file_of(k) == f})
             raise CheckpointError(
-                f"{f}: safetensors.numpy cannot read it ({exc}): a dtype numpy lacks (an F8_* "
-                "or packed one); load it with a strategy that reads its bytes (pipelined, pread)"
+                f"{f}: eager reads whole files with safetensors.numpy.load_file, and "
+                f"safetensors.numpy cannot read it: this file's dtypes ({', '.join(dtypes)}) "
+                f"with numpy {np.__version__} ({exc}); load it with a strategy that reads its "
+                "bytes through loader.format (pipelined, pread)"
             ) from None
     return tensors
 

@@ -107,3 +107,26 @@ def test_instanttensor_is_a_cuda_only_peer_listed_with_its_reason(monkeypatch):
     assert not info.available()
     with pytest.raises(strategies.StrategyError, match="instanttensor.*cuda"):
         info.load(shapes.model_builder(_spec()), "unused.safetensors")
+
+
+def test_a_tensor_dlpack_cannot_carry_is_refused_with_its_name_and_dtype():
+    """torch cannot export float8 through DLPack: the peer's row names the tensor and its dtype
+    instead of a traceback (a fake tensor: no torch needed)."""
+    from types import SimpleNamespace
+
+    from loader.errors import CheckpointError
+    from loader.strategies._peer import PeerStream
+
+    class Float8Tensor:
+        dtype = "torch.float8_e4m3fn"
+
+        def detach(self):
+            raise RuntimeError("float8 types are not supported by dlpack")
+
+    def open_peer(files, wanted):
+        return iter([("layer.weight", Float8Tensor())]), lambda: None
+
+    source = SimpleNamespace(files=["m.safetensors"], path="m.safetensors")
+    read = PeerStream(open_peer, "fakepeer")._reader(source, {"layer.weight"})
+    with pytest.raises(CheckpointError, match=r"fakepeer yields tensor 'layer.weight' as torch"):
+        read("layer.weight")

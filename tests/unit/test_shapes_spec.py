@@ -26,6 +26,16 @@ EXPECTED = {
     "tinyllama-1.1b": (201, 1_100_048_384, 2_200_096_768, 1),  # derived from its config.json
     "vit-base": (200, 86_567_656, 346_270_624, 1),
     "huge-tensor": (1, 1_073_741_824, 4_294_967_296, 1),  # synthetic: one tensor over any budget
+    # quantized layouts (shapes/presets/README.md): derived from each repo's config and
+    # quantization_config; their data bytes are what the published checkpoints weigh
+    "llama3-8b-fp8": (515, 8_031_637_504, 9_086_705_664, 2),
+    "llama3-8b-int4": (739, 1_977_881_024, 5_700_593_408, 2),
+    "deepseek-v3-fp8-layers": (1621, 15_111_910_880, 16_969_604_992, 4),
+    "gpt-oss-20b-mxfp4": (459, 11_956_805_184, 13_761_264_768, 3),
+    "tiny-llama-fp8": (35, 1_447_168, 1_722_880, 1),
+    "tiny-llama-int4": (49, 420_124, 1_135_216, 1),
+    "tiny-deepseek-fp8": (69, 1_375_056, 1_640_256, 1),
+    "tiny-gpt-oss-mxfp4": (41, 1_501_968, 2_168_352, 1),
 }
 
 
