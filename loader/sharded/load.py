@@ -36,13 +36,13 @@ from typing import Any
 import jax
 
 from loader.errors import CheckpointError
+from loader.options import NO_OPTIONS, LoadOptions
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
 from loader.pipeline.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.placement.place import describe_sharding
 from loader.planning.plan import LoadPlan, Step
-from loader.remote.options import RemoteOptions
 from loader.report import ShareStats
 from loader.sequence import Recipe
 from loader.sharded.blocks import Block, assembled_from_block, plan_block
@@ -60,7 +60,6 @@ from loader.sharded.reads import PlannedRead, RegionReader
 from loader.sharded.rule import apply_rule
 from loader.sharded.share import (
     BYTES_MAX_OVER_READ,
-    DEFAULT_SHARE,
     ProcessFigures,
     Share,
     Way,
@@ -289,20 +288,23 @@ def _fill_steps(
 DIRECTORY_RECIPE = Recipe(Slices, open_source=open_manifest, adjust_plan=apply_rule)
 
 
-def file_recipe(
-    remote: RemoteOptions | None = None,
-    share: Share = DEFAULT_SHARE,
-    budget: int = DEFAULT_BUDGET_BYTES,
-) -> Recipe[LayoutSource]:
+def file_recipe(options: LoadOptions = NO_OPTIONS) -> Recipe[LayoutSource]:
     """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each process
-    reading its share of it as `share` says (`loader.sharded.share`), at most `budget` bytes
-    read ahead; a URL's ranges by range requests, as `remote` says (`concurrency` in flight,
-    digest, time limits: `loader.sharded.remote`)."""
+    reading its share of it as `options.sharing` says (`loader.sharded.share`), at most
+    `options.reading`'s `budget` bytes read ahead; a URL's ranges by range requests, as
+    `options.remote` and `options.checking` say (`concurrency` in flight, digest, time limits:
+    `loader.sharded.remote`)."""
     from loader.sharded.remote import open_remote_layout
 
+    share, budget = Share(options.sharing.value("share")), options.reading.value("budget")
     return Recipe(
         functools.partial(Slices, share, budget),
         open_source=file_layout_source,
         adjust_plan=apply_rule,
-        open_remote=functools.partial(open_remote_layout, options=remote),
+        open_remote=functools.partial(
+            open_remote_layout,
+            remote=options.remote,
+            checking=options.checking,
+            sharing=options.sharing,
+        ),
     )

@@ -96,8 +96,8 @@ class Strategy(Protocol):
       ignores and cast `policy`) is what every strategy takes; `run_load` applies it.
     - `request.options` (`loader.options.LoadOptions`) gives values only in the groups the
       module's `OPTIONS` declares (none given: None): the registry refuses any other before the
-      call. A strategy checks their values once (e.g. `pipelined`'s
-      `loader.pipeline.PipelineOptions`, made by `LoadOptions.pipeline_options`).
+      call. Each value was checked when its group was made (`loader.options.TABLE`); a strategy
+      passes its engines the groups as they are.
     - A `REFERENCE` strategy loads no model and returns `(None, None)`.
 
     Every model strategy runs `loader.sequence.run_load`, so these hold by construction.
@@ -177,7 +177,7 @@ class StrategyInfo:
         **keywords: Any,
     ) -> tuple[Any, LoadReport | None]:
         """Run the strategy's `load` (see `Strategy`) with `loader.load_model`'s keywords,
-        importing its module on first use.
+        through the one entry every load takes (`loader.load.load_request`).
 
         Args:
             keywords: those every strategy takes (the fields of `loader.sequence.LoadArgs`) and
@@ -191,13 +191,29 @@ class StrategyInfo:
         Example:
             >>> strategies.get("pipelined").load(builder, "model.safetensors", threads=2)
         """
+        from loader.load import load_request
         from loader.sequence import UNIVERSAL, LoadArgs, LoadRequest
 
         given = {k: v for k, v in keywords.items() if k not in UNIVERSAL and v is not None}
         self.check_options(given)
         args = LoadArgs(**{k: v for k, v in keywords.items() if k in UNIVERSAL})
         options = LoadOptions.of(**given)
-        return self.strategy(options)(LoadRequest(target, path, probe, args, options))
+        return load_request(self, LoadRequest(target, path, probe, args, options))
+
+    def why_not_url(self, where: str) -> str | None:
+        """Why this strategy loads no URL (`where`: the URL, or how it was asked for), or None
+        where it loads one (`REMOTE = True`): the one rule `loader.load.load_request` refuses by
+        and the bench skips a remote run's strategy by.
+
+        Example:
+            >>> strategies.get("eager").why_not_url("--source http")
+            'reads local files only (--source http)'
+        """
+        if self.remote:
+            return None
+        return f"reads local files only ({where})" + (
+            f": {self.why_not_remote}" if self.why_not_remote else ""
+        )
 
     def strategy(self, options: LoadOptions = NO_OPTIONS) -> Strategy:
         """The module's `load` (see `Strategy`), to be called with a `LoadRequest` carrying

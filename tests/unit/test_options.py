@@ -3,17 +3,18 @@ group, each group is a strategy's declared unit, and the keywords users pass sta
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
 
 import loader
-from loader.options import GROUPS, LoadOptions, Reading, Sharing, option_names
+from loader.options import GROUPS, TABLE, LoadOptions, Reading, Sharing, option_names
 from loader.sequence import UNIVERSAL
 
 #: `load_model`'s keywords that are no strategy option: `LoadArgs`' fields and what makes its
 #: `policy` (`ignore_unexpected`, `ignore_missing`, `casts`), and the strategy's name.
-NOT_OPTIONS = {*UNIVERSAL, "ignore_unexpected", "ignore_missing", "casts", "strategy"}
+NOT_OPTIONS = {*UNIVERSAL, "ignore_unexpected", "ignore_missing", "casts", "strategy", "options"}
 
 
 def test_every_load_model_option_is_in_exactly_one_group():
@@ -42,3 +43,41 @@ def test_a_declaration_names_groups_or_one_field_of_a_group():
     for wrong in ("budget", "reading.share", "readings"):
         with pytest.raises(ValueError, match=wrong):
             option_names((wrong,))
+
+
+def test_each_group_field_is_one_table_row_of_that_group():
+    rows = {(o.group, o.name) for o in TABLE}
+    assert len(rows) == len(TABLE)
+    fields = {(g, f.name) for g, group in GROUPS.items() for f in dataclasses.fields(group)}
+    assert fields == rows
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"budget": 0}, r"budget=0: give a whole number of bytes"),
+        ({"threads": True}, r"threads=True: give a whole number"),
+        ({"cache_policy": "lru"}, r"cache_policy='lru': give one of"),
+        ({"share": "rows"}, r"share='rows': give one of"),
+        ({"concurrency": 0}, r"concurrency=0"),
+        ({"timeout": -1}, r"timeout=-1: give a number of seconds"),
+        ({"staging": "yes"}, r"staging='yes'"),
+    ],
+)
+def test_a_group_refuses_a_bad_value_in_one_line_when_made(given, message):
+    with pytest.raises(loader.CheckpointError, match=message) as caught:
+        LoadOptions.of(**given)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_value_not_given_is_the_rows_default():
+    assert Reading().value("cache_policy") == "auto"
+    assert Reading().value("budget") == 256 << 20
+    assert Sharing(share="bytes").value("share") == "bytes"
+
+
+def test_load_model_takes_the_groups_or_the_keywords_not_both(tmp_path):
+    with pytest.raises(TypeError, match="options= or the keywords budget, not both"):
+        loader.load_model(
+            object(), tmp_path / "x.safetensors", options=LoadOptions(), budget=1 << 20
+        )
