@@ -406,6 +406,15 @@ class LoadOptions:
         """
         return LoadOptions.of(**{k: v for k, v in self.given().items() if k in names})
 
+    def with_values(self, **keywords: Any) -> LoadOptions:
+        """These options with `keywords` given too (in place of any given before).
+
+        Example:
+            >>> LoadOptions.of(budget=1 << 20).with_values(threads=2).given()
+            {'budget': 1048576, 'threads': 2}
+        """
+        return LoadOptions.of(**{**self.given(), **keywords})
+
     def refuse_remote(self, path: str | os.PathLike[str]) -> None:
         """Refuse, in one line, an option that only a URL uses (`remote`, `checking`,
         `max_over_read`) given for a local `path`, where it would do nothing.

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bench.vocabulary import CACHE_STATES, WARM
+from loader.options import TABLE, LoadOptions
 from loader.vocabulary import REFERENCE, STRATEGY
 
 SCHEMA_VERSION = 2
@@ -68,7 +69,7 @@ class RunRecord:
     # -- what code ran (added to v2 with a default: None in older files) --
     git_commit: str | None = None  # loadbench's `git describe --always --dirty`, if a checkout
     # -- the rest of what the children ran under (added to v2 with defaults: None in older files) --
-    budget_bytes: int | None = None  # `--budget`: host bytes in flight, strategies that take one
+    budget_bytes: int | None = None  # `--budget`: a load option's column (`loader.options.TABLE`)
     devices: int | None = None  # `--devices`: devices each child loaded onto
 
 
@@ -258,6 +259,18 @@ RECORD_TYPES: dict[str, type] = {c.RECORD: c for c in (RunRecord, PhaseRecord, S
 def field_names(record_type: type) -> list[str]:
     """The stored fields of a record type, in schema order (without schema_version/record)."""
     return [f.name for f in dataclasses.fields(record_type)]
+
+
+def option_columns(options: LoadOptions, record_type: type) -> dict[str, Any]:
+    """The columns of `record_type` that record load options (`loader.options.TABLE`'s `column`),
+    each the option's value as given (None: not given).
+
+    Example:
+        >>> option_columns(LoadOptions.of(budget=1 << 20), RunRecord)
+        {'budget_bytes': 1048576}
+    """
+    given, names = options.given(), set(field_names(record_type))
+    return {o.column: given.get(o.name) for o in TABLE if o.column in names}
 
 
 def to_dict(record: RunRecord | PhaseRecord | SampleRecord) -> dict[str, Any]:

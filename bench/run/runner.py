@@ -37,7 +37,7 @@ from bench.link import FILE_SOURCE
 from bench.link.serve import serving
 from bench.machine.facts import cpu_limit, machine_id, new_run_id, run_record, utc_now
 from bench.records.results import export_parquet
-from bench.records.schema import PhaseRecord, RunRecord
+from bench.records.schema import PhaseRecord, RunRecord, option_columns
 from bench.records.wire import MemrayFiles
 from bench.records.writer import ResultsWriter
 from bench.run.ceiling import Ceiling
@@ -139,7 +139,7 @@ def _run_task(
     budget), or, when `leader` takes it, one worker on each of the launcher's ranks: its
     outcomes and the situation it ran in. `times` gets the page cache's and the children's
     seconds."""
-    budget = config.budget_bytes()
+    budget = config.memory_budget()
     files = pagecache.checkpoint_files(task.load_path)
     with times.timing(PAGE_CACHE):
         cache = pagecache.set_cache(files, task.cache)
@@ -265,7 +265,7 @@ def configuration(task: Task) -> tuple:
         task.cache,
         task.source,
         task.link,
-        task.concurrency,
+        task.options,
     )
 
 
@@ -387,7 +387,7 @@ def _asked(config: RunConfig, selected: list[StrategyInfo]) -> dict:
         "repeats": config.repeats,
         "max_repeats": config.repeat_policy().max_repeats,
         "repeat_budget_s": config.repeat_policy().budget_s,
-        "budget_bytes": config.load_budget_bytes,
+        **option_columns(config.options, RunRecord),
         "devices": config.devices,
     }
 
