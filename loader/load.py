@@ -8,10 +8,10 @@ for a local path and an option the strategy does not take are each refused there
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Unpack
 
 from loader import strategies
-from loader.options import OPTIONS_BY_NAME, Digests, LoadOptions, Share
+from loader.options import LoadOptions, OptionKeywords
 from loader.planning.keys import KeyMap
 from loader.planning.policy import LoadPolicy, Patterns
 from loader.remote import is_url
@@ -32,20 +32,9 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     ignore_missing: Patterns = (),
     casts: str = REPORT,
     strategy: str | None = None,
-    options: LoadOptions | None = None,
-    budget: int | None = None,
-    staging: bool | None = None,
-    threads: int | None = None,
-    cache_policy: str | None = None,
     on_built: OnBuilt | None = None,
-    concurrency: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    digest: Digests | None = None,
-    unvalidated: str | None = None,
-    idle_timeout: float | None = None,
-    timeout: float | None = None,
-    max_over_read: float | None = None,
-    share: Share | str | None = None,
+    options: LoadOptions | None = None,
+    **keywords: Unpack[OptionKeywords],
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
@@ -53,8 +42,9 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     every strategy (`loader.sequence.LoadArgs`). A strategy's own options come as `options`, a
     `loader.options.LoadOptions` of the groups by role (reading, placement, remote, sharing,
     checking; a strategy's `OPTIONS` names the groups it takes), each value checked when the
-    groups are made. The keywords after `options` (`budget` to `share`) are a shim that builds
-    the same `LoadOptions` (give one or the other, not both); None means not given. An option the
+    groups are made. The options' own keywords (`budget` to `share` below, typed by
+    `loader.options.OptionKeywords`) are a shim that builds the same `LoadOptions` (give one or
+    the other, not both); None means not given. An option the
     chosen strategy does not take is refused (`StrategyError`, naming it), never dropped in
     silence.
 
@@ -136,11 +126,10 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
         >>> model, report = loader.load_model(builder, "model.safetensors",
         ...     options=LoadOptions(reading=Reading(budget=64 << 20, threads=4)))
     """
-    shim = dict(locals())  # the keywords after `options`, by name (`loader.options.TABLE`)
-    keywords = {k: v for k, v in shim.items() if k in OPTIONS_BY_NAME and v is not None}
-    if options is not None and keywords:
+    given = {k: v for k, v in keywords.items() if v is not None}
+    if options is not None and given:
         raise TypeError(
-            f"load_model: give options= or the keywords {', '.join(keywords)}, not both "
+            f"load_model: give options= or the keywords {', '.join(given)}, not both "
             "(put them in the options' groups: loader.options)"
         )
     policy = LoadPolicy.of(
@@ -148,8 +137,8 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     )
     info = strategies.get(strategy or DEFAULT_STRATEGY)
     args = LoadArgs(strict=strict, key_map=key_map, on_built=on_built, policy=policy)
-    given = options if options is not None else LoadOptions.of(**keywords)
-    model, report = load_request(info, LoadRequest(target, path, args=args, options=given))
+    grouped = options if options is not None else LoadOptions.of(**given)
+    model, report = load_request(info, LoadRequest(target, path, args=args, options=grouped))
     return model, _model_report(info, report)
 
 

@@ -40,7 +40,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from numbers import Integral
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from loader.errors import CheckpointError, RemoteError
 from loader.vocabulary import AUTO, BYTES, CACHE_POLICIES, REGIONS, SHARE_CHOICES
@@ -391,7 +391,13 @@ class LoadOptions:
         unknown = sorted(set(keywords) - set(OPTIONS_BY_NAME))
         if unknown:
             raise TypeError(f"no option group takes {', '.join(unknown)}")
-        return cls(**{g: _group_of(group, keywords) for g, group in GROUPS.items()})
+        return cls(
+            reading=_group_of(Reading, keywords),
+            placement=_group_of(Placement, keywords),
+            remote=_group_of(Remote, keywords),
+            sharing=_group_of(Sharing, keywords),
+            checking=_group_of(Checking, keywords),
+        )
 
     def given(self) -> dict[str, Any]:
         """Every option given (not None), by its `load_model` keyword."""
@@ -442,6 +448,24 @@ G = TypeVar("G", bound=_Group)
 def _group_of(group: type[G], keywords: Mapping[str, Any]) -> G:
     """`group` made of those of `keywords` that are its fields."""
     return group(**{name: keywords[name] for name in _field_names(group) if name in keywords})
+
+
+class OptionKeywords(TypedDict, total=False):
+    """`load_model`'s keywords for the options (its shim for `options=`): each row of `TABLE`
+    by its name, typed as its group's field (tests/unit/test_options.py holds them equal)."""
+
+    budget: int | None
+    threads: int | None
+    cache_policy: str | None
+    staging: bool | None
+    concurrency: int | None
+    cache_dir: str | os.PathLike[str] | None
+    share: Share | str | None
+    max_over_read: float | None
+    digest: Digests | None
+    unvalidated: str | None
+    idle_timeout: float | None
+    timeout: float | None
 
 
 #: No option given (what a strategy that declares none is passed).

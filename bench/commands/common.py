@@ -137,7 +137,7 @@ def _counts(text: str) -> list[int]:
 
 
 #: How each kind of option flag is read (`loader.options.Option.cli`), as `add_argument` keywords.
-_READ = {
+_READ: dict[str, dict[str, Any]] = {
     SIZE: {"metavar": "SIZE"},
     COUNT: {"type": _count},
     COUNTS: {"type": _counts, "metavar": "N[,N...]"},
@@ -156,7 +156,7 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     to the strategies that take them: `bench.run.matrix`)."""
     for option in flagged():
         choices = {"choices": option.choices} if option.cli == CHOICE else {}
-        read = {**_READ[option.cli], **choices}
+        read: dict[str, Any] = {**_READ[option.cli], **choices}
         p.add_argument(str(option.flag), dest=option.name, help=option.help, **read)
 
 

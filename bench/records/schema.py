@@ -273,6 +273,35 @@ def option_columns(options: LoadOptions, record_type: type) -> dict[str, Any]:
     return {o.column: given.get(o.name) for o in TABLE if o.column in names}
 
 
+#: The lines around SCHEMA.md's load-option section (`option_section`; a test holds them equal).
+OPTION_SECTION_START = "<!-- load options: made by bench.records.schema.option_section -->"
+OPTION_SECTION_END = "<!-- end of load options -->"
+
+
+def option_section() -> str:
+    """SCHEMA.md's section on the load options' columns, made from `loader.options.TABLE`:
+    one table row per option a results column records (tests/unit/test_option_table.py checks
+    that SCHEMA.md holds it as made here).
+
+    Example:
+        >>> print(option_section().splitlines()[2])
+        | column | option | `bench run` flag | type | unit | what (null: not asked) |
+    """
+    lines = [
+        OPTION_SECTION_START,
+        "",
+        "| column | option | `bench run` flag | type | unit | what (null: not asked) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in (o for o in TABLE if o.column):
+        choices = f" ({' / '.join(o.choices)})" if o.choices else ""
+        lines.append(
+            f"| {o.column} | `{o.name}=` | `{o.flag or '-'}` | {o.type}{choices} | "
+            f"{o.unit or '-'} | {o.help} |"
+        )
+    return "\n".join([*lines, "", OPTION_SECTION_END])
+
+
 def to_dict(record: RunRecord | PhaseRecord | SampleRecord) -> dict[str, Any]:
     """The JSON object of one record: `schema_version`, `record`, then the fields."""
     return {"schema_version": SCHEMA_VERSION, "record": record.RECORD, **dataclasses.asdict(record)}

@@ -141,7 +141,7 @@ def prepare_task(task: Task, config: RunConfig) -> PreparedTask:
     if not marker.is_file():
         argvs, envs, outs = _group(task, _convert_argv(task, folder), folder.parent / ".work", name)
         outcomes = run_group(
-            argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=config.memory_budget()
+            argvs, envs, outs, timeout_s=config.timeout_s, memory_bytes=config.memory_budget()
         )
         bad = next((o for o in outcomes if o.status != OK), None)
         if bad is not None or not marker.is_file():

@@ -139,20 +139,20 @@ def _run_task(
     budget), or, when `leader` takes it, one worker on each of the launcher's ranks: its
     outcomes and the situation it ran in. `times` gets the page cache's and the children's
     seconds."""
-    budget = config.memory_budget()
+    group_bytes = config.memory_budget()
     files = pagecache.checkpoint_files(task.load_path)
     with times.timing(PAGE_CACHE):
         cache = pagecache.set_cache(files, task.cache)
     with contextlib.ExitStack() as stack, times.timing(CHILDREN):
         limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
-            budget = min(budget, limit.limit_bytes)
+            group_bytes = min(group_bytes, limit.limit_bytes)
         if leader is not None and leader.takes(task):
             outcomes = leader.run(
                 task,
                 work,
                 timeout_s=config.timeout_s,
-                budget_bytes=config.memory_budget_bytes,
+                memory_bytes=config.memory_budget_bytes,
                 limit=limit,
                 throttle=throttle,
                 cpu=cpu,
@@ -161,7 +161,7 @@ def _run_task(
             outcomes = run_group(
                 *task_argvs(task, work),
                 timeout_s=config.timeout_s,
-                budget_bytes=budget,
+                memory_bytes=group_bytes,
                 limit=limit,
                 throttle=throttle,
                 cpu=cpu,

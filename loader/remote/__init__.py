@@ -40,8 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
-from loader.options import NO_OPTIONS, Checking, LoadOptions, Remote
-from loader.remote.ranges import CHUNK_BYTES, DEFAULT_CONCURRENCY, RemoteStats
+from loader.options import DEFAULT_CONCURRENCY, NO_OPTIONS, Checking, LoadOptions, Remote
+from loader.remote.ranges import CHUNK_BYTES, RemoteStats
 from loader.remote.urls import RemoteURL, is_url, parse_url
 
 if TYPE_CHECKING:

@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loader.errors import RemoteChangedError, RemoteError
-from loader.options import DEFAULT_CONCURRENCY  # `concurrency=`'s default (loader.remote's doc)
+from loader.options import DEFAULT_CONCURRENCY, DEFAULT_IDLE_TIMEOUT_S  # (`loader.remote`'s doc)
 from loader.remote.digest import FileDigest
 from loader.remote.transport import (
     CONNECT_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MIN_RATE_BPS,
     Answer,
     Conditions,
@@ -50,6 +49,7 @@ RETRY_AFTER_CAP_S = 60.0  # a server's Retry-After is honoured up to this
 CHUNK_BYTES = 8 << 20  # one request fetches at most this much (a large tensor: several)
 __all__ = [
     "CONNECT_TIMEOUT_S",
+    "DEFAULT_CONCURRENCY",
     "DEFAULT_IDLE_TIMEOUT_S",
     "DEFAULT_MIN_RATE_BPS",
     "RangeReader",

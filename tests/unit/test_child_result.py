@@ -83,7 +83,7 @@ def test_a_child_of_another_version_becomes_a_crashed_row(tmp_path):
     stale = json.loads(to_json(_result()))
     stale[VERSION_KEY] = CHILD_RESULT_VERSION + 1
     argvs = [_write_and_exit(good, to_json(_result())), _write_and_exit(bad, json.dumps(stale))]
-    outcomes = run_group(argvs, [{}, {}], [good, bad], timeout_s=60, budget_bytes=8 * GiB)
+    outcomes = run_group(argvs, [{}, {}], [good, bad], timeout_s=60, memory_bytes=8 * GiB)
     assert [o.status for o in outcomes] == ["ok", "crashed"]
     assert outcomes[0].result == _result()
     assert (

@@ -9,7 +9,15 @@ import inspect
 import pytest
 
 import loader
-from loader.options import GROUPS, TABLE, LoadOptions, Reading, Sharing, option_names
+from loader.options import (
+    GROUPS,
+    TABLE,
+    LoadOptions,
+    OptionKeywords,
+    Reading,
+    Sharing,
+    option_names,
+)
 from loader.sequence import UNIVERSAL
 
 #: `load_model`'s keywords that are no strategy option: `LoadArgs`' fields and what makes its
@@ -18,14 +26,22 @@ NOT_OPTIONS = {*UNIVERSAL, "ignore_unexpected", "ignore_missing", "casts", "stra
 
 
 def test_every_load_model_option_is_in_exactly_one_group():
+    """`load_model`'s own keywords are those every strategy takes; the options' keywords (its
+    shim for `options=`) are `OptionKeywords`, each a group's field of the same type."""
     keywords = [
         p.name
         for p in inspect.signature(loader.load_model).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in NOT_OPTIONS
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
     ]
+    assert set(keywords) == NOT_OPTIONS - {"policy"}  # `policy`: made of ignores and casts
     fields = [name for group in GROUPS for name in option_names((group,))]
-    assert sorted(fields) == sorted(keywords)
+    assert sorted(fields) == sorted(OptionKeywords.__annotations__)
     assert len(set(fields)) == len(fields)
+    typed = {f.name: f.type for g in GROUPS.values() for f in dataclasses.fields(g)}
+    assert {k: typed[k] for k in OptionKeywords.__annotations__} == {
+        k: v.__forward_arg__ if hasattr(v, "__forward_arg__") else v
+        for k, v in OptionKeywords.__annotations__.items()
+    }
 
 
 def test_keywords_go_to_their_groups_and_none_is_not_given():
