@@ -1,8 +1,9 @@
 """`load_model`: a `.safetensors` checkpoint into an NNX model, never random weights in silence.
 
-`load_request` is the one way into a strategy: `load_model`, `StrategyInfo.load` and the bench's
-child all take it, so a URL given to a strategy that reads local files only, a URL's option given
-for a local path and an option the strategy does not take are each refused there, once.
+It enters its strategy by `loader.strategies.StrategyInfo.run`, the one way in that
+`StrategyInfo.load` and the bench's child take too, so a URL given to a strategy that reads local
+files only, a URL's option given for a local path and an option the strategy does not take are
+each refused there, once.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from loader import strategies
 from loader.options import LoadOptions, OptionKeywords
 from loader.planning.keys import KeyMap
 from loader.planning.policy import LoadPolicy, Patterns
-from loader.remote import is_url
-from loader.remote.urls import shown
 from loader.report import LoadReport
 from loader.sequence import LoadArgs, LoadRequest, OnBuilt
-from loader.strategies import StrategyError, StrategyInfo
+from loader.strategies import StrategyError
 from loader.vocabulary import DEFAULT_STRATEGY, REPORT
 
 
@@ -138,33 +137,8 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     info = strategies.get(strategy or DEFAULT_STRATEGY)
     args = LoadArgs(strict=strict, key_map=key_map, on_built=on_built, policy=policy)
     grouped = options if options is not None else LoadOptions.of(**given)
-    model, report = load_request(info, LoadRequest(target, path, args=args, options=grouped))
+    model, report = info.run(LoadRequest(target, path, args=args, options=grouped))
     return model, _model_report(info, report)
-
-
-def load_request(info: StrategyInfo, request: LoadRequest) -> tuple[Any, LoadReport | None]:
-    """Run `info`'s strategy on `request`, after the checks every load passes, once: a URL only
-    to a strategy that loads one, a URL's options only with a URL, and only the options the
-    strategy takes (`StrategyInfo.strategy`). A `REFERENCE` strategy returns `(None, None)`.
-
-    Raises:
-        StrategyError: a URL given to a strategy that reads local files only, or an option it
-            does not take.
-        CheckpointError: a URL's option given with a local path (it would do nothing).
-
-    Example:
-        >>> model, report = load_request(strategies.get("pipelined"), LoadRequest(build, path))
-    """
-    path, url = request.path, is_url(request.path)
-    why = info.why_not_url(shown(str(path))) if url else None
-    if why is not None:
-        raise StrategyError(
-            f"strategy {info.name!r} {why}; use one of {', '.join(strategies.remote_names())}"
-        )
-    strategy = info.strategy(request.options)
-    if not url:
-        request.options.refuse_remote(path)
-    return strategy(request)
 
 
 def _model_report(info: strategies.StrategyInfo, report: LoadReport | None) -> LoadReport:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from numbers import Integral
@@ -45,6 +46,9 @@ from typing import Any, TypedDict, TypeVar
 from loader.errors import CheckpointError, RemoteError
 from loader.vocabulary import AUTO, BYTES, CACHE_POLICIES, REGIONS, SHARE_CHOICES
 
+#: Host bytes in flight beyond the model's own when `budget=` is not given (256 MiB:
+#: `loader.pipeline.budget`, `bench run --budget`).
+DEFAULT_BUDGET_BYTES = 256 << 20
 #: Range requests in flight to a URL when `concurrency=` is not given.
 DEFAULT_CONCURRENCY = 16
 #: Seconds without a byte before a range request fails, when `idle_timeout=` is not given.
@@ -130,9 +134,27 @@ def _max_over_read(value: Any) -> float:
     return float(value)
 
 
-def _digest(value: Any) -> Digests:
-    from loader.remote.digest import parse_digest
+def parse_digest(value: str, *, where: str) -> str:
+    """The 64 hex digits of `sha256:<hex>` (lower-cased), or a one-line `RemoteError`.
 
+    Example:
+        >>> parse_digest("sha256:" + "AB" * 32, where="digest")[:4]
+        'abab'
+    """
+    text = value.strip().lower() if isinstance(value, str) else ""
+    found = _SHA256.match(text)
+    if found is None:
+        raise RemoteError(
+            f"{where}: digest={value!r} is not a sha256 digest; give 'sha256:' and its 64 hex "
+            "digits (`sha256sum model.safetensors` prints them)"
+        )
+    return found[1]
+
+
+_SHA256 = re.compile(r"^sha256:([0-9a-f]{64})$")
+
+
+def _digest(value: Any) -> Digests:
     if isinstance(value, Mapping):
         for name, one in value.items():
             parse_digest(one, where=f"digest[{name!r}]")
@@ -151,13 +173,6 @@ def _seconds(name: str) -> Callable[[Any], float]:
     return check
 
 
-def _default_budget() -> int:
-    """`DEFAULT_BUDGET_BYTES`, imported when asked: `loader.pipeline`'s package imports jax."""
-    from loader.pipeline.budget import DEFAULT_BUDGET_BYTES
-
-    return DEFAULT_BUDGET_BYTES
-
-
 # -- the table ------------------------------------------------------------------------------------
 #: How `bench run` reads an option's flag (`bench.commands.common.add_load_options`).
 SIZE, COUNT, COUNTS, CHOICE, SWITCH = "size", "count", "counts", "choice", "switch"
@@ -174,7 +189,7 @@ class Option:
         unit: what its number counts (`"bytes"`, `"s"`), or "" where it is no number.
         check: the given value (never None) -> the value checked (a one-line `CheckpointError`).
         default: what a load runs with where it is not given (None: decided by the load, see
-            `help`); a callable is called (a default that lives in a module with heavy imports).
+            `help`).
         help: one line on what it does (the flag's help and SCHEMA.md's).
         flag: `bench run`'s flag, or None; `cli` says how the flag is read (`SIZE`: `256MiB`,
             `COUNT`: a whole number, `COUNTS`: `1,4,16`, one configuration each, `CHOICE`,
@@ -201,54 +216,147 @@ class Option:
     label: str | None = None
     choices: tuple[str, ...] = ()
 
-    def default_value(self) -> Any:
-        """The value a load runs with where this option is not given."""
-        return self.default() if callable(self.default) else self.default
 
-
-# fmt: off
 TABLE: tuple[Option, ...] = (
-    Option("budget", "reading", "int", "bytes", _budget, _default_budget,
-           "host bytes in flight beyond the model's own (pipelined, sharded, download; "
-           "default 256MiB)", flag="--budget", cli=SIZE, column="budget_bytes", label="budget"),
-    Option("threads", "reading", "int", "threads", _threads, None,
-           "pipelined's reader threads (default: from the usable CPUs and the page cache)",
-           flag="--threads", cli=COUNT, column="threads", label="threads"),
-    Option("cache_policy", "reading", "str", "", _one_of("cache_policy", CACHE_POLICIES), AUTO,
-           "pipelined's page cache: auto (default: drop the file's pages behind the readers "
-           "only where file and model do not fit in memory together), keep, or dontneed",
-           flag="--cache-policy", cli=CHOICE, column="cache_policy", label="cache policy",
-           choices=CACHE_POLICIES),
-    Option("staging", "placement", "bool", "", _staging, None,
-           "pipelined: read through a bounded ring of host staging buffers onto the devices "
-           "(default: where the backend does not adopt host buffers, a GPU or a TPU)",
-           flag="--staging", cli=SWITCH),
-    Option("concurrency", "remote", "int", "requests", _concurrency, DEFAULT_CONCURRENCY,
-           "a URL's range requests in flight (default 16); the bench runs one configuration "
-           "per value", flag="--remote-concurrency", cli=COUNTS, column="concurrency"),
-    Option("cache_dir", "remote", "path", "", _path, None,
-           "download a URL's files there once, then load them locally (default: write no file)"),
-    Option("share", "sharing", "str", "", _one_of("share", SHARE_CHOICES, _SHARE_SAYS), AUTO,
-           "sharded: how its processes split the checkpoint: regions (each its devices' index "
-           "ranges), bytes (a leading-axis block each, resharded over the interconnect), or "
-           "auto (default: bytes over a URL where regions would send too many requests)",
-           flag="--share", cli=CHOICE, column="share", choices=SHARE_CHOICES),
-    Option("max_over_read", "sharing", "float", "ratio", _max_over_read, DEFAULT_MAX_OVER_READ,
-           "sharded over a URL: the most its read plan reads over its share's bytes (default "
-           "1.5)"),
-    Option("digest", "checking", "str | dict", "", _digest, None,
-           "a URL's file as sha256:<hex> (several files: each file's name to its digest)"),
-    Option("unvalidated", "checking", "str", "", _one_of("unvalidated", UNVALIDATED_CHOICES,
-           error=RemoteError), "refuse",
-           "allow: load from a server that sends neither ETag nor Last-Modified, no digest "
-           "known", choices=UNVALIDATED_CHOICES),
-    Option("idle_timeout", "checking", "float", "s", _seconds("idle_timeout"),
-           DEFAULT_IDLE_TIMEOUT_S, "seconds without a byte before a range request fails "
-           "(default 30)"),
-    Option("timeout", "checking", "float", "s", _seconds("timeout"), None,
-           "seconds a remote load may take in all (default: no bound)"),
+    Option(
+        name="budget",
+        group="reading",
+        type="int",
+        unit="bytes",
+        check=_budget,
+        default=DEFAULT_BUDGET_BYTES,
+        help="host bytes in flight beyond the model's own (pipelined, sharded, download; "
+        "default 256MiB)",
+        flag="--budget",
+        cli=SIZE,
+        column="budget_bytes",
+        label="budget",
+    ),
+    Option(
+        name="threads",
+        group="reading",
+        type="int",
+        unit="threads",
+        check=_threads,
+        default=None,
+        help="pipelined's reader threads (default: from the usable CPUs and the page cache)",
+        flag="--threads",
+        cli=COUNT,
+        column="threads",
+        label="threads",
+    ),
+    Option(
+        name="cache_policy",
+        group="reading",
+        type="str",
+        unit="",
+        check=_one_of("cache_policy", CACHE_POLICIES),
+        default=AUTO,
+        help="pipelined's page cache: auto (default: drop the file's pages behind the readers "
+        "only where file and model do not fit in memory together), keep, or dontneed",
+        flag="--cache-policy",
+        cli=CHOICE,
+        column="cache_policy",
+        label="cache policy",
+        choices=CACHE_POLICIES,
+    ),
+    Option(
+        name="staging",
+        group="placement",
+        type="bool",
+        unit="",
+        check=_staging,
+        default=None,
+        help="pipelined: read through a bounded ring of host staging buffers onto the devices "
+        "(default: where the backend does not adopt host buffers, a GPU or a TPU)",
+        flag="--staging",
+        cli=SWITCH,
+    ),
+    Option(
+        name="concurrency",
+        group="remote",
+        type="int",
+        unit="requests",
+        check=_concurrency,
+        default=DEFAULT_CONCURRENCY,
+        help="a URL's range requests in flight (default 16); the bench runs one configuration "
+        "per value",
+        flag="--remote-concurrency",
+        cli=COUNTS,
+        column="concurrency",
+    ),
+    Option(
+        name="cache_dir",
+        group="remote",
+        type="path",
+        unit="",
+        check=_path,
+        default=None,
+        help="download a URL's files there once, then load them locally (default: write no file)",
+    ),
+    Option(
+        name="share",
+        group="sharing",
+        type="str",
+        unit="",
+        check=_one_of("share", SHARE_CHOICES, _SHARE_SAYS),
+        default=AUTO,
+        help="sharded: how its processes split the checkpoint: regions (each its devices' index "
+        "ranges), bytes (a leading-axis block each, resharded over the interconnect), or "
+        "auto (default: bytes over a URL where regions would send too many requests)",
+        flag="--share",
+        cli=CHOICE,
+        column="share",
+        choices=SHARE_CHOICES,
+    ),
+    Option(
+        name="max_over_read",
+        group="sharing",
+        type="float",
+        unit="ratio",
+        check=_max_over_read,
+        default=DEFAULT_MAX_OVER_READ,
+        help="sharded over a URL: the most its read plan reads over its share's bytes "
+        "(default 1.5)",
+    ),
+    Option(
+        name="digest",
+        group="checking",
+        type="str | dict",
+        unit="",
+        check=_digest,
+        default=None,
+        help="a URL's file as sha256:<hex> (several files: each file's name to its digest)",
+    ),
+    Option(
+        name="unvalidated",
+        group="checking",
+        type="str",
+        unit="",
+        check=_one_of("unvalidated", UNVALIDATED_CHOICES, error=RemoteError),
+        default="refuse",
+        help="allow: load from a server that sends neither ETag nor Last-Modified, no digest known",
+        choices=UNVALIDATED_CHOICES,
+    ),
+    Option(
+        name="idle_timeout",
+        group="checking",
+        type="float",
+        unit="s",
+        check=_seconds("idle_timeout"),
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        help="seconds without a byte before a range request fails (default 30)",
+    ),
+    Option(
+        name="timeout",
+        group="checking",
+        type="float",
+        unit="s",
+        check=_seconds("timeout"),
+        default=None,
+        help="seconds a remote load may take in all (default: no bound)",
+    ),
 )
-# fmt: on
 #: Each row by its name.
 OPTIONS_BY_NAME: dict[str, Option] = {option.name: option for option in TABLE}
 
@@ -283,7 +391,7 @@ class _Group:
             'auto'
         """
         given = getattr(self, name)
-        return OPTIONS_BY_NAME[name].default_value() if given is None else given
+        return OPTIONS_BY_NAME[name].default if given is None else given
 
 
 @dataclass(frozen=True)
@@ -420,26 +528,6 @@ class LoadOptions:
             {'budget': 1048576, 'threads': 2}
         """
         return LoadOptions.of(**{**self.given(), **keywords})
-
-    def refuse_remote(self, path: str | os.PathLike[str]) -> None:
-        """Refuse, in one line, an option that only a URL uses (`remote`, `checking`,
-        `max_over_read`) given for a local `path`, where it would do nothing.
-
-        Example:
-            >>> LoadOptions.of(concurrency=8).refuse_remote("model.safetensors")
-            Traceback (most recent call last):
-            CheckpointError: concurrency= applies to a remote checkpoint (https://, ...) only; ...
-        """
-        from loader.remote.registry import schemes_text
-
-        url_only = {**self.remote.given(), **self.checking.given()}
-        if self.sharing.max_over_read is not None:
-            url_only["max_over_read"] = self.sharing.max_over_read
-        for name in url_only:
-            raise CheckpointError(
-                f"{name}= applies to a remote checkpoint ({schemes_text()}) only; "
-                f"{os.fspath(path)} is local: drop it"
-            )
 
 
 G = TypeVar("G", bound=_Group)

@@ -112,10 +112,9 @@ def _load(
     task: ChildTask, info: StrategyInfo, target: tuple[Any, Any, Any], probe: MemoryProbe
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Load (and, with `--compile`, compile beside or after it): model, report, timing fields.
-    The load goes through `loader.load.load_request`, the entry `loader.load_model` takes, so
-    every check a user's load passes runs here too, once."""
+    The load goes through `StrategyInfo.run`, the entry `loader.load_model` takes, so every
+    check a user's load passes runs here too, once."""
     from bench.child.compile import OVERLAPPING, Compile
-    from loader.load import load_request
     from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
     from loader.sequence import LoadArgs, LoadRequest
 
@@ -130,7 +129,7 @@ def _load(
     args = LoadArgs(strict=False, key_map=key_map or None, on_built=on_built, policy=policy)
     request = LoadRequest(builder, task.checkpoint, probe, args, load_options(task))
     t0 = time.perf_counter()
-    model, report = load_request(info, request)
+    model, report = info.run(request)
     until_ready(model)
     if compiling is None:
         return model, report, {}

@@ -313,7 +313,7 @@ def _per_swept(task: Task, config: RunConfig) -> list[Task]:
     remote = config.source != FILE_SOURCE
     tasks = [task]
     for option in (o for o in TABLE if o.cli == COUNTS and (remote or o.group != "remote")):
-        default = [option.default_value()] if option.group == "remote" else []
+        default = [option.default] if option.group == "remote" else []
         values = config.swept.get(option.name) or default
         tasks = [
             replace(t, options=t.options.with_values(**{option.name: v}))

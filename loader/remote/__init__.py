@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
+from loader.errors import CheckpointError
 from loader.options import DEFAULT_CONCURRENCY, NO_OPTIONS, Checking, LoadOptions, Remote
 from loader.remote.ranges import CHUNK_BYTES, RemoteStats
 from loader.remote.urls import RemoteURL, is_url, parse_url
@@ -64,6 +65,7 @@ __all__ = [
     "is_url",
     "open_checkpoint",
     "parse_url",
+    "refuse_local",
     "remote_opener",
 ]
 
@@ -92,12 +94,33 @@ def open_checkpoint(
     from loader.remote.source import RemoteSource
 
     if not is_url(path):
-        LoadOptions(remote=remote, checking=checking).refuse_remote(path)
+        refuse_local(LoadOptions(remote=remote, checking=checking), path)
         return CheckpointSource(path)
     opener: Callable[[str], FileSource] = remote_opener(
         remote, checking, RemoteSource, CheckpointSource
     )
     return opener(str(path))
+
+
+def refuse_local(options: LoadOptions, path: str | os.PathLike[str]) -> None:
+    """Refuse, in one line, an option that only a URL uses (`remote`, `checking`,
+    `max_over_read`) given for a local `path`, where it would do nothing.
+
+    Example:
+        >>> refuse_local(LoadOptions.of(concurrency=8), "model.safetensors")
+        Traceback (most recent call last):
+        CheckpointError: concurrency= applies to a remote checkpoint (https://, ...) only; ...
+    """
+    from loader.remote.registry import schemes_text
+
+    url_only = {**options.remote.given(), **options.checking.given()}
+    if options.sharing.max_over_read is not None:
+        url_only["max_over_read"] = options.sharing.max_over_read
+    for name in url_only:
+        raise CheckpointError(
+            f"{name}= applies to a remote checkpoint ({schemes_text()}) only; "
+            f"{os.fspath(path)} is local: drop it"
+        )
 
 
 def remote_opener(

@@ -28,8 +28,8 @@ from loader.errors import RemoteChangedError, RemoteError
 from loader.format import parse_header
 from loader.format.header import check_header_start, header_length
 from loader.format.source import ShardHeaders
-from loader.options import NO_OPTIONS, Checking, Remote
-from loader.remote.digest import FileDigest, parse_digest
+from loader.options import NO_OPTIONS, Checking, Remote, parse_digest
+from loader.remote.digest import FileDigest
 from loader.remote.ranges import (
     CHUNK_BYTES,
     RangeReader,

@@ -177,7 +177,7 @@ class StrategyInfo:
         **keywords: Any,
     ) -> tuple[Any, LoadReport | None]:
         """Run the strategy's `load` (see `Strategy`) with `loader.load_model`'s keywords,
-        through the one entry every load takes (`loader.load.load_request`).
+        through the one entry every load takes (`run`).
 
         Args:
             keywords: those every strategy takes (the fields of `loader.sequence.LoadArgs`) and
@@ -191,19 +191,46 @@ class StrategyInfo:
         Example:
             >>> strategies.get("pipelined").load(builder, "model.safetensors", threads=2)
         """
-        from loader.load import load_request
         from loader.sequence import UNIVERSAL, LoadArgs, LoadRequest
 
         given = {k: v for k, v in keywords.items() if k not in UNIVERSAL and v is not None}
         self.check_options(given)
         args = LoadArgs(**{k: v for k, v in keywords.items() if k in UNIVERSAL})
         options = LoadOptions.of(**given)
-        return load_request(self, LoadRequest(target, path, probe, args, options))
+        return self.run(LoadRequest(target, path, probe, args, options))
+
+    def run(self, request: LoadRequest) -> tuple[Any, LoadReport | None]:
+        """Run the strategy on `request`, after the checks every load passes, once: a URL only
+        to a strategy that loads one, a URL's options only with a URL, and only the options the
+        strategy takes (`strategy`). The one way in: `loader.load_model`, `load` and the bench's
+        child all take it. A `REFERENCE` strategy returns `(None, None)`.
+
+        Raises:
+            StrategyError: a URL given to a strategy that reads local files only, or an option
+                it does not take.
+            CheckpointError: a URL's option given with a local path (it would do nothing).
+
+        Example:
+            >>> model, report = strategies.get("pipelined").run(LoadRequest(build, path))
+        """
+        from loader.remote import is_url, refuse_local
+        from loader.remote.urls import shown
+
+        url = is_url(request.path)
+        why = self.why_not_url(shown(str(request.path))) if url else None
+        if why is not None:
+            raise StrategyError(
+                f"strategy {self.name!r} {why}; use one of {', '.join(remote_names())}"
+            )
+        strategy = self.strategy(request.options)
+        if not url:
+            refuse_local(request.options, request.path)
+        return strategy(request)
 
     def why_not_url(self, where: str) -> str | None:
         """Why this strategy loads no URL (`where`: the URL, or how it was asked for), or None
-        where it loads one (`REMOTE = True`): the one rule `loader.load.load_request` refuses by
-        and the bench skips a remote run's strategy by.
+        where it loads one (`REMOTE = True`): the one rule `run` refuses by and the bench skips a
+        remote run's strategy by.
 
         Example:
             >>> strategies.get("eager").why_not_url("--source http")

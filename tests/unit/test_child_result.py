@@ -147,10 +147,9 @@ def test_each_limit_writes_its_own_fields_into_every_row():
 def test_a_port_is_loaded_with_its_architectures_declared_ignores(monkeypatch):
     """`bench run --model port`: the keys the architecture declares its files hold beyond the
     port (GPT-2's stored lm_head, say) are ignored as declared, not warned about on every row;
-    the load goes through `load_model`'s own entry (`loader.load.load_request`)."""
+    the load goes through `load_model`'s own entry (`StrategyInfo.run`)."""
     from types import SimpleNamespace
 
-    import loader.load
     from bench.child import worker
     from bench.records.wire import ChildTask
     from loader import strategies
@@ -158,11 +157,11 @@ def test_a_port_is_loaded_with_its_architectures_declared_ignores(monkeypatch):
 
     given: list = []
 
-    def recording(info, request):
+    def recording(self, request):
         given.append(request)
         return "model", "report"
 
-    monkeypatch.setattr(loader.load, "load_request", recording)
+    monkeypatch.setattr(strategies.StrategyInfo, "run", recording)
     port = SimpleNamespace(ignore_unexpected=("lm_head.weight",), ignore_missing=())
     task = ChildTask("hostcast", "tiny-gpt2", "ck.safetensors", "ck.safetensors")
     info = strategies.get("hostcast")
