@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
+import numpy as np
 import pytest
 
 import loader
+import shapes
 from loader.options import (
     GROUPS,
     TABLE,
@@ -18,6 +20,7 @@ from loader.options import (
     Sharing,
     option_names,
 )
+from loader.placement.leaves import iter_variables
 from loader.sequence import UNIVERSAL
 
 #: `load_model`'s keywords that are no strategy option: `LoadArgs`' fields and what makes its
@@ -97,3 +100,29 @@ def test_load_model_takes_the_groups_or_the_keywords_not_both(tmp_path):
         loader.load_model(
             object(), tmp_path / "x.safetensors", options=LoadOptions(), budget=1 << 20
         )
+
+
+SPEC = shapes.ShapeSpec(
+    "options",
+    "",
+    ("model.safetensors",),
+    tuple(
+        shapes.TensorSpec(f"l{i}.weight", "F32", (64, 48), "model.safetensors") for i in range(3)
+    ),
+)
+
+
+def test_the_groups_reach_the_engine_as_the_keywords_do(tmp_path):
+    """`options=` and the keywords build one `LoadOptions`: a builder (no value but the file's)
+    loads the same through both, and a budget too small for its readers is refused by both."""
+    folder = shapes.synthesize(SPEC, tmp_path)
+    path = folder / "model.safetensors" if folder.is_dir() else folder
+    grouped = LoadOptions(reading=Reading(threads=2, cache_policy="keep"))
+    model, report = loader.load_model(shapes.model_builder(SPEC), path, options=grouped)
+    for leaf, var in iter_variables(model):
+        shapes.verify_tensor(path, ".".join(map(str, leaf)), np.asarray(var.get_value()))
+    assert not report.missing
+    tiny = LoadOptions(reading=Reading(budget=4096, threads=2))
+    for route in ({"options": tiny}, tiny.given()):
+        with pytest.raises(loader.CheckpointError, match="budget"):
+            loader.load_model(shapes.model_builder(SPEC), path, **route)
