@@ -1,9 +1,9 @@
 """`load_model`: a `.safetensors` checkpoint into an NNX model, never random weights in silence.
 
-It enters its strategy by `loader.strategies.StrategyInfo.run`, the one way in that
-`StrategyInfo.load` and the bench's child take too, so a URL given to a strategy that reads local
-files only, a URL's option given for a local path and an option the strategy does not take are
-each refused there, once.
+It enters its strategy as `loader.strategies.StrategyInfo.run` does, the one way in that
+`StrategyInfo.load` and the bench's child take too (`StrategyInfo.checked`), so a URL given to a
+strategy that reads local files only, a URL's option given for a local path and an option the
+strategy does not take are each refused there, once.
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     info = strategies.get(strategy or DEFAULT_STRATEGY)
     args = LoadArgs(strict=strict, key_map=key_map, on_built=on_built, policy=policy)
     grouped = options if options is not None else LoadOptions.of(**given)
-    model, report = info.run(LoadRequest(target, path, args=args, options=grouped))
+    request = LoadRequest(target, path, args=args, options=grouped)
+    model, report = info.checked(request)(request)  # `StrategyInfo.run`, its walk one file less
     return model, _model_report(info, report)
 
 

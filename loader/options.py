@@ -27,9 +27,12 @@ default). A strategy says which groups it takes in its `OPTIONS`: a group by nam
 or one field of a group (`"reading.budget"`); `loader.strategies` refuses any other option given,
 in one line, before anything is imported or read (`option_names`).
 
-Adding an option: a row here (its check beside it), the field of its group, and the `OPTIONS` of
-the strategies that take it. This module imports nothing heavy: the strategy registry and the
-bench's parent read it without jax.
+Adding an option (a quantized checkpoint's dequantization policy, say): here, a row (its check
+beside it), the field of its group and its `OptionKeywords` key (`load_model`'s keyword); the
+`OPTIONS` of the strategies that take it (none where they take its group whole); and, where the
+row names a results column, that field of `bench.records.schema.PhaseRecord` (SCHEMA.md's table
+is made from the row). Its flag, task field and label follow from the row. This module imports
+nothing heavy: the strategy registry and the bench's parent read it without jax.
 """
 
 from __future__ import annotations

@@ -200,10 +200,19 @@ class StrategyInfo:
         return self.run(LoadRequest(target, path, probe, args, options))
 
     def run(self, request: LoadRequest) -> tuple[Any, LoadReport | None]:
-        """Run the strategy on `request`, after the checks every load passes, once: a URL only
-        to a strategy that loads one, a URL's options only with a URL, and only the options the
-        strategy takes (`strategy`). The one way in: `loader.load_model`, `load` and the bench's
-        child all take it. A `REFERENCE` strategy returns `(None, None)`.
+        """Run the strategy on `request`, after the checks every load passes (`checked`): the
+        one way in, that `loader.load_model`, `load` and the bench's child all take. A
+        `REFERENCE` strategy returns `(None, None)`.
+
+        Example:
+            >>> model, report = strategies.get("pipelined").run(LoadRequest(build, path))
+        """
+        return self.checked(request)(request)
+
+    def checked(self, request: LoadRequest) -> Strategy:
+        """The module's `load`, once `request` passed the checks every load passes, once: a URL
+        only to a strategy that loads one, a URL's options only with a URL, and only the options
+        the strategy takes (`strategy`).
 
         Raises:
             StrategyError: a URL given to a strategy that reads local files only, or an option
@@ -211,7 +220,7 @@ class StrategyInfo:
             CheckpointError: a URL's option given with a local path (it would do nothing).
 
         Example:
-            >>> model, report = strategies.get("pipelined").run(LoadRequest(build, path))
+            >>> load = strategies.get("pipelined").checked(request)
         """
         from loader.remote import is_url, refuse_local
         from loader.remote.urls import shown
@@ -225,12 +234,12 @@ class StrategyInfo:
         strategy = self.strategy(request.options)
         if not url:
             refuse_local(request.options, request.path)
-        return strategy(request)
+        return strategy
 
     def why_not_url(self, where: str) -> str | None:
         """Why this strategy loads no URL (`where`: the URL, or how it was asked for), or None
-        where it loads one (`REMOTE = True`): the one rule `run` refuses by and the bench skips a
-        remote run's strategy by.
+        where it loads one (`REMOTE = True`): the one rule `checked` refuses by and the bench
+        skips a remote run's strategy by.
 
         Example:
             >>> strategies.get("eager").why_not_url("--source http")
