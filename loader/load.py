@@ -43,9 +43,8 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     checking; a strategy's `OPTIONS` names the groups it takes), each value checked when the
     groups are made. The options' own keywords (`budget` to `share` below, typed by
     `loader.options.OptionKeywords`) are a shim that builds the same `LoadOptions` (give one or
-    the other, not both); None means not given. An option the
-    chosen strategy does not take is refused (`StrategyError`, naming it), never dropped in
-    silence.
+    the other, not both); None means not given. An option the chosen strategy does not take is
+    refused (`StrategyError`, naming it), never dropped in silence.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
