@@ -4,8 +4,11 @@ Public API:
     save_model(model_or_state, path, *, metadata=None, key_map=None, reference=None,
                ignore_unexpected=(), ignore_missing=())   (a key_map: the source layout back)
     load_model(target, path, *, strict=False, key_map=None, ignore_unexpected=(),
-               ignore_missing=(), casts="report", strategy=None, budget=None)
+               ignore_missing=(), casts="report", strategy=None, options=None)
         -> (model, LoadReport)
+    LoadOptions(reading=Reading(...), placement=Placement(...), remote=Remote(...),
+                sharing=Sharing(...), checking=Checking(...)): a strategy's own options, by
+        role (`loader.options`; load_model's keywords `budget=`, `threads=`, ... build the same)
     plan(target, path, *, key_map=None, ignore_unexpected=(), ignore_missing=(), casts="report")
         -> PlanTable: the dry run (headers only, no tensor read)
     save_sharded(model, folder) / load_sharded(target, folder, ...)
@@ -27,6 +30,7 @@ it then.
 from typing import TYPE_CHECKING
 
 from loader.errors import CheckpointError, HeaderError, IncompleteCheckpointError, MismatchError
+from loader.options import Checking, LoadOptions, Placement, Reading, Remote, Sharing
 from loader.report import LoadReport, LoadWarning
 from loader.transforms import (
     Dequantize,
@@ -58,14 +62,20 @@ _LAZY = {
 
 __all__ = [
     "CheckpointError",
+    "Checking",
     "Dequantize",
     "DequantizeMXFP4",
     "HeaderError",
     "IncompleteCheckpointError",
+    "LoadOptions",
     "LoadReport",
     "LoadWarning",
     "MismatchError",
+    "Placement",
+    "Reading",
+    "Remote",
     "Reshape",
+    "Sharing",
     "Slice",
     "Stack",
     "Transpose",

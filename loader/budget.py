@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import threading
 
-DEFAULT_BUDGET_BYTES = 256 << 20  # 256 MiB: `load_model(..., budget=None)` and `bench run --budget`
+from loader.options import DEFAULT_BUDGET_BYTES  # `budget=`'s default (its `loader.options` row)
+
+__all__ = ["DEFAULT_BUDGET_BYTES", "ByteBudget", "Cancelled"]
 
 
 class Cancelled(Exception):

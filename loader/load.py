@@ -1,17 +1,20 @@
-"""`load_model`: a `.safetensors` checkpoint into an NNX model, never random weights in silence."""
+"""`load_model`: a `.safetensors` checkpoint into an NNX model, never random weights in silence.
+
+It enters its strategy as `loader.strategies.StrategyInfo.run` does, the one way in that
+`StrategyInfo.load` and the bench's child take too (`StrategyInfo.checked`), so a URL given to a
+strategy that reads local files only, a URL's option given for a local path and an option the
+strategy does not take are each refused there, once.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Unpack
 
 from loader import strategies
-from loader.options import Checking, LoadOptions, Placement, Reading, Remote, Sharing
+from loader.options import LoadOptions, OptionKeywords
 from loader.planning.keys import KeyMap
 from loader.planning.policy import LoadPolicy, Patterns
-from loader.remote import is_url
-from loader.remote.options import Digests
-from loader.remote.urls import shown
 from loader.report import LoadReport
 from loader.sequence import LoadArgs, LoadRequest, OnBuilt
 from loader.strategies import StrategyError
@@ -28,29 +31,20 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
     ignore_missing: Patterns = (),
     casts: str = REPORT,
     strategy: str | None = None,
-    budget: int | None = None,
-    staging: bool | None = None,
-    threads: int | None = None,
-    cache_policy: str | None = None,
     on_built: OnBuilt | None = None,
-    concurrency: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    digest: Digests | None = None,
-    unvalidated: str | None = None,
-    idle_timeout: float | None = None,
-    timeout: float | None = None,
-    max_over_read: float | None = None,
-    share: str | None = None,
+    options: LoadOptions | None = None,
+    **keywords: Unpack[OptionKeywords],
 ) -> tuple[Any, LoadReport]:
     """Load a checkpoint into an NNX model.
 
     `strict`, `key_map`, `ignore_unexpected`, `ignore_missing`, `casts` and `on_built` apply to
-    every strategy (`loader.sequence.LoadArgs`). `budget`, `staging`, `threads`, `cache_policy`,
-    `concurrency`, `cache_dir`, `max_over_read`, `share`, `digest`, `unvalidated`,
-    `idle_timeout` and `timeout` are options of the strategies that declare them, grouped by
-    role (`loader.options`: reading, placement, remote, sharing, checking; a strategy's
-    `OPTIONS` names the groups it takes); None means not given. An option the chosen strategy
-    does not take is refused (`StrategyError`, naming it), never dropped in silence.
+    every strategy (`loader.sequence.LoadArgs`). A strategy's own options come as `options`, a
+    `loader.options.LoadOptions` of the groups by role (reading, placement, remote, sharing,
+    checking; a strategy's `OPTIONS` names the groups it takes), each value checked when the
+    groups are made. The options' own keywords (`budget` to `share` below, typed by
+    `loader.options.OptionKeywords`) are a shim that builds the same `LoadOptions` (give one or
+    the other, not both); None means not given. An option the chosen strategy does not take is
+    refused (`StrategyError`, naming it), never dropped in silence.
 
     Args:
         target: an `nnx.Module` instance (filled in place), or a zero-argument builder, built
@@ -74,6 +68,8 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
             value by value and never a mismatch; integer <-> float or bool stays one.
         strategy: a registered name (`loader.strategies.names()`); default `pipelined`, which
             reads on several threads while the model is built and casts in chunks.
+        options: the strategy's options, grouped (`loader.options.LoadOptions`); None: those the
+            keywords below give, if any.
         budget: host bytes in flight beyond the model's own (`pipelined`; `sharded`: the bytes
             read ahead of the tensor being placed; default 256 MiB).
         staging: whether `pipelined` streams leaves onto the devices through its ring of host
@@ -120,32 +116,29 @@ def load_model(  # noqa: PLR0913  the public keywords are contracts, each keywor
         MismatchError: `strict=True` and the file and the model disagree.
         StrategyError: an unknown strategy, one that loads no model, or an option it does not take
             (`load_model(..., strategy="hostcast", budget=1 << 20)`).
+        TypeError: `options` and one of the keywords that build it, both given.
 
     Example:
         >>> model, report = loader.load_model(lambda: MLP(rngs=nnx.Rngs(0)), "mlp.safetensors")
         >>> model, report = loader.load_model(builder, "vit/model.safetensors", strict=True,
         ...     key_map=vit.key_map(config), ignore_unexpected=("vit.pooler.*",), casts="allow")
+        >>> model, report = loader.load_model(builder, "model.safetensors",
+        ...     options=LoadOptions(reading=Reading(budget=64 << 20, threads=4)))
     """
+    given = {k: v for k, v in keywords.items() if v is not None}
+    if options is not None and given:
+        raise TypeError(
+            f"load_model: give options= or the keywords {', '.join(given)}, not both "
+            "(put them in the options' groups: loader.options)"
+        )
     policy = LoadPolicy.of(
         ignore_unexpected=ignore_unexpected, ignore_missing=ignore_missing, casts=casts
     )
     info = strategies.get(strategy or DEFAULT_STRATEGY)
-    if is_url(path) and not info.remote:
-        raise StrategyError(
-            f"strategy {info.name!r} reads local files only; to load {shown(str(path))} use one of "
-            f"{', '.join(strategies.remote_names())}"
-        )
     args = LoadArgs(strict=strict, key_map=key_map, on_built=on_built, policy=policy)
-    options = LoadOptions(
-        reading=Reading(budget=budget, threads=threads, cache_policy=cache_policy),
-        placement=Placement(staging=staging),
-        remote=Remote(concurrency=concurrency, cache_dir=cache_dir),
-        sharing=Sharing(share=share, max_over_read=max_over_read),
-        checking=Checking(
-            digest=digest, unvalidated=unvalidated, idle_timeout=idle_timeout, timeout=timeout
-        ),
-    )
-    model, report = info.strategy(options)(LoadRequest(target, path, args=args, options=options))
+    grouped = options if options is not None else LoadOptions.of(**given)
+    request = LoadRequest(target, path, args=args, options=grouped)
+    model, report = info.checked(request)(request)  # `StrategyInfo.run`, its walk one file less
     return model, _model_report(info, report)
 
 

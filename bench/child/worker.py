@@ -46,6 +46,7 @@ from bench.records.wire import (
 )
 from bench.vocabulary import CRASHED, DEVICE, ERROR, OK, OOM, RANKED_ENV, TEST_KILL_ENV, WRONG
 from loader.errors import DeviceOutOfMemoryError
+from loader.options import LoadOptions
 from loader.strategies import StrategyError, StrategyInfo
 from loader.vocabulary import REFERENCE
 
@@ -110,23 +111,26 @@ def _target(task: ChildTask, info: StrategyInfo, spec: Any) -> tuple[Any, Any, A
 def _load(
     task: ChildTask, info: StrategyInfo, target: tuple[Any, Any, Any], probe: MemoryProbe
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Load (and, with `--compile`, compile beside or after it): model, report, timing fields."""
+    """Load (and, with `--compile`, compile beside or after it): model, report, timing fields.
+    The load goes through `StrategyInfo.run`, the entry `loader.load_model` takes, so every
+    check a user's load passes runs here too, once."""
     from bench.child.compile import OVERLAPPING, Compile, strategy_cache
+    from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
+    from loader.sequence import LoadArgs, LoadRequest
 
     builder, key_map, port = target
-    options = load_options(task) | ({"key_map": key_map} if key_map else {})
+    policy = DEFAULT_POLICY
     if port is not None:  # what the architecture declares its files hold beyond the port
-        from loader.planning.policy import LoadPolicy
-
-        options["policy"] = LoadPolicy.of(
+        policy = LoadPolicy.of(
             ignore_unexpected=port.ignore_unexpected, ignore_missing=port.ignore_missing
         )
     cache = strategy_cache(task.compile_cache, task.strategy) if task.compile_cache else None
     compiling = Compile(port, probe, cache) if task.compile and port else None
-    if compiling and info.name in OVERLAPPING:
-        options["on_built"] = compiling.start_from
+    on_built = compiling.start_from if compiling and info.name in OVERLAPPING else None
+    args = LoadArgs(strict=False, key_map=key_map or None, on_built=on_built, policy=policy)
+    request = LoadRequest(builder, task.checkpoint, probe, args, load_options(task))
     t0 = time.perf_counter()
-    model, report = info.load(builder, task.checkpoint, probe, strict=False, **options)
+    model, report = info.run(request)
     until_ready(model)
     if compiling is None:
         return model, report, {}
@@ -296,31 +300,17 @@ def _remote(report: Any) -> dict[str, int] | None:
 
 
 def budget_in_effect(info: StrategyInfo, task: ChildTask) -> int | None:
-    """The bound on bytes in flight the strategy loaded under: `--budget`, else its default
+    """The bound on bytes in flight the strategy loaded under: the one asked, else its default
     (None for a strategy that takes no budget)."""
-    if "budget" not in info.options:
-        return None
-    if task.budget_bytes is not None:
-        return task.budget_bytes
-    from loader.pipeline import DEFAULT_BUDGET_BYTES
-
-    return DEFAULT_BUDGET_BYTES
+    reading = load_options(task).reading
+    return reading.value("budget") if "budget" in info.options else None
 
 
-def load_options(task: ChildTask) -> dict[str, Any]:
-    """`budget=` (`bench run --budget`), `staging=` (`--staging`), `threads=` (`--threads`),
-    `cache_policy=` (`--cache-policy`) and `share=` (`--share`) as the task carries them: the
-    runner gave the task only those its strategy declares (`bench.run.matrix`); any other is
-    refused by the strategy in one line (`StrategyError`), a crashed row, not a crashed run."""
-    asked: dict[str, Any] = {
-        "budget": task.budget_bytes,
-        "staging": task.staging,
-        "threads": task.threads,
-        "cache_policy": task.cache_policy,
-        "share": task.share,
-        "concurrency": task.concurrency,
-    }
-    return {k: v for k, v in asked.items() if v is not None}
+def load_options(task: ChildTask) -> LoadOptions:
+    """The task's load options, each checked by its `loader.options.TABLE` row: the runner gave
+    the task only those its strategy declares (`bench.run.matrix`); any other is refused by the
+    strategy in one line (`StrategyError`), a crashed row, not a crashed run."""
+    return LoadOptions.of(**task.options)
 
 
 def _with_memray_report(result: ChildResult, bin_path: str) -> ChildResult:

@@ -8,17 +8,17 @@ import dataclasses
 import json
 import re
 import signal
-import sys
 from pathlib import Path
 
 from bench.commands.common import (
     add_cache,
     add_json,
+    add_load_options,
     add_out,
-    add_pipelined,
-    add_sharded,
     csv,
     example,
+    load_options,
+    size_flag,
 )
 from bench.commands.model_options import add_model_options, check_model
 from bench.errors import BenchError
@@ -50,7 +50,8 @@ def _unavailable(info: StrategyInfo) -> str:
 
 
 def add_remote(p: argparse.ArgumentParser) -> None:
-    """`--source`, `--link`, `--remote-concurrency`: load from a server this run starts."""
+    """`--source`, `--link`: load from a server this run starts (`--remote-concurrency`, the
+    requests in flight, is a load option: `add_load_options`)."""
     from bench.link.serve import SOURCE_SERVERS, SOURCES
 
     served = ", ".join(s.help for s in SOURCE_SERVERS.values())
@@ -66,12 +67,6 @@ def add_remote(p: argparse.ArgumentParser) -> None:
         default=None,
         help="serve --source from its own network namespace behind a veth pair shaped with tc "
         "tbf, e.g. 1Gbit or 10Gbit (root; a /LATENCY needs netem); rows get ceiling_s",
-    )
-    p.add_argument(
-        "--remote-concurrency",
-        default=None,
-        help="range requests in flight, each value its own configuration, e.g. 1,4,16,64 "
-        "(default: the loader's own, 16, given to every strategy, peers too)",
     )
 
 
@@ -122,18 +117,6 @@ def _cpus(cpus: int | None) -> int | None:
     return cpus
 
 
-def _size(text: str | None, flag: str) -> int | None:
-    """`text` in bytes, taken as written; a decimal size's reading is said ("4GB = 3.73 GiB")."""
-    from bench.units import as_read, parse_size
-
-    if not text:
-        return None
-    size = parse_size(text, what=flag)
-    if "=" in (said := as_read(text, size)):
-        print(f"{flag} {said}", file=sys.stderr)
-    return size
-
-
 def _seconds(text: str | None, flag: str) -> float | None:
     """`45s`, `2min` or `45` (seconds) as seconds; a negative or unreadable one is refused."""
     if text is None:
@@ -151,11 +134,12 @@ def run_config(args: argparse.Namespace) -> RunConfig:
             "give --shapes (shape sets) or --checkpoint (your own checkpoint), or both"
         )
     check_model(args)
+    options, swept = load_options(args)
     return RunConfig(
         shapes=csv(args.shapes or ""),
         checkpoints=list(args.checkpoint or []),
         cache=args.cache,
-        host_ram_bytes=_size(args.host_ram, "--host-ram"),
+        host_ram_bytes=size_flag(args.host_ram, "--host-ram"),
         cpus=_cpus(args.cpus),
         reprobe=args.probe,
         disk_read_bytes_per_s=_disk_speed(args),
@@ -171,20 +155,16 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         memray=args.memray,
         out=Path(args.out),
         timeout_s=args.timeout,
-        memory_budget_bytes=_size(args.memory_budget, "--memory-budget"),
+        memory_budget_bytes=size_flag(args.memory_budget, "--memory-budget"),
         model_dtype=args.model_dtype,
-        load_budget_bytes=_size(args.budget, "--budget"),
         model=args.model,
         key_map=args.key_map,
         compile=args.compile,
         compile_cache=args.compile_cache,
-        staging=True if args.staging else None,
-        threads=args.threads,
-        cache_policy=args.cache_policy,
-        share=args.share,
         link=_link(args),  # checked before the source's server: a bad --link is said first
         source=_source(args),
-        remote_concurrency=_concurrencies(args.remote_concurrency),
+        options=options,
+        swept=swept,
         argv=["loadbench", *args.argv],
     )
 
@@ -218,18 +198,6 @@ def _link(args: argparse.Namespace) -> str | None:
         raise BenchError(why)
     check_latency(link)
     return link.text
-
-
-def _concurrencies(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        values = [int(v) for v in csv(text)]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise BenchError(f"--remote-concurrency {text!r}: give whole numbers >= 1, e.g. 1,4,16,64")
-    return values
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -348,8 +316,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         "a real cast",
     )
     add_model_options(p)
-    add_pipelined(p)
-    add_sharded(p)
+    add_load_options(p)
     add_remote(p)
     p.add_argument("--devices", type=int, default=1, help="simulated host devices (XLA_FLAGS)")
     p.add_argument(

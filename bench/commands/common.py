@@ -1,5 +1,6 @@
 """The options several `loadbench` commands share, each defined once: `--json`, `--results`,
-`--out`, `--cache`, `pipelined`'s knobs, and the comma-separated lists they take."""
+`--out`, `--cache`, the strategies' own options (made from `loader.options.TABLE`), and the
+comma-separated lists they take."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 from bench.errors import BenchError
 from bench.records.results import Results, partial_runs, read_folders
 from bench.vocabulary import CACHE_CHOICES, CACHE_STATES, WARM
-from loader.vocabulary import CACHE_POLICIES, SHARE_CHOICES
+from loader.errors import CheckpointError
+from loader.options import CHOICE, COUNT, COUNTS, SIZE, SWITCH, TABLE, LoadOptions, Option
 
 RESULTS_DEFAULT = "results"
 
@@ -107,49 +109,76 @@ def add_cache(p: argparse.ArgumentParser, *, both: bool, help: str) -> None:
     p.add_argument("--cache", choices=choices, default=WARM, help=help)
 
 
-def _positive_int(text: str) -> int:
-    """`--threads`: a whole number >= 1 (argparse reports anything else in one line)."""
+def size_flag(text: str | None, flag: str) -> int | None:
+    """`text` in bytes, taken as written; a decimal size's reading is said ("4GB = 3.73 GiB")."""
+    from bench.units import as_read, parse_size
+
+    if not text:
+        return None
+    size = parse_size(text, what=flag)
+    if "=" in (said := as_read(text, size)):
+        print(f"{flag} {said}", file=sys.stderr)
+    return size
+
+
+def _count(text: str) -> int:
+    """A whole number >= 1 (argparse reports anything else in one line)."""
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of threads, >= 1")
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number, >= 1")
     return int(text)
 
 
-def add_pipelined(p: argparse.ArgumentParser) -> None:
-    """`pipelined`'s own knobs (passed only to strategies whose `load` takes them)."""
-    p.add_argument(
-        "--budget",
-        default=None,
-        help="host bytes in flight beyond the model's own, for strategies that take a budget "
-        "(pipelined; default there 256MiB), e.g. 256MiB",
-    )
-    p.add_argument(
-        "--staging",
-        action="store_true",
-        help="pipelined: read through a bounded ring of host staging buffers onto the devices "
-        "(what it does on a GPU/TPU; forced here on the CPU backend)",
-    )
-    p.add_argument(
-        "--threads",
-        type=_positive_int,
-        default=None,
-        help="pipelined: reader threads (default: from the usable CPUs and the page cache)",
-    )
-    p.add_argument(
-        "--cache-policy",
-        choices=CACHE_POLICIES,
-        default=None,
-        help="pipelined: auto (default: drop the file's pages behind the readers only where file "
-        "and model do not fit in memory together), keep, or dontneed (drop them all)",
-    )
+def _counts(text: str) -> list[int]:
+    """`1,4,16`: whole numbers >= 1, each its own configuration."""
+    values = [v for v in csv(text) if v.isdigit() and int(v) >= 1]
+    if not values or len(values) != len(csv(text)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers >= 1, e.g. 1,4,16,64")
+    return [int(v) for v in values]
 
 
-def add_sharded(p: argparse.ArgumentParser) -> None:
-    """`sharded`'s own knob (passed only to strategies whose `load` takes it)."""
-    p.add_argument(
-        "--share",
-        choices=SHARE_CHOICES,
-        default=None,
-        help="sharded: how its processes split the checkpoint: regions (each its devices' index "
-        "ranges), bytes (a leading-axis block each, resharded over the interconnect), or auto "
-        "(default: bytes over a URL where regions would send too many requests)",
-    )
+#: How each kind of option flag is read (`loader.options.Option.cli`), as `add_argument` keywords.
+_READ: dict[str, dict[str, Any]] = {
+    SIZE: {"metavar": "SIZE"},
+    COUNT: {"type": _count},
+    COUNTS: {"type": _counts, "metavar": "N[,N...]"},
+    CHOICE: {},
+    SWITCH: {"action": "store_true", "default": None},
+}
+
+
+def flagged() -> list[Option]:
+    """The load options `bench run` takes a flag for (`loader.options.TABLE`), in its order."""
+    return [option for option in TABLE if option.flag]
+
+
+def add_load_options(p: argparse.ArgumentParser) -> None:
+    """The strategies' own options, one flag each, made from `loader.options.TABLE` (passed only
+    to the strategies that take them: `bench.run.matrix`)."""
+    for option in flagged():
+        choices = {"choices": option.choices} if option.cli == CHOICE else {}
+        read: dict[str, Any] = {**_READ[option.cli], **choices}
+        p.add_argument(str(option.flag), dest=option.name, help=option.help, **read)
+
+
+def load_options(args: argparse.Namespace) -> tuple[LoadOptions, dict[str, list[Any]]]:
+    """The load options `bench run` was given (`add_load_options`): those of one value, as
+    `LoadOptions` (each checked by its row), and those swept (`COUNTS`: one configuration per
+    value) by name.
+
+    Raises:
+        BenchError: a value its row refuses (naming the flag).
+    """
+    one: dict[str, Any] = {}
+    swept: dict[str, list[Any]] = {}
+    for option in flagged():
+        value = getattr(args, option.name, None)
+        if option.cli == SIZE:
+            value = size_flag(value, str(option.flag))
+        if value is not None and option.cli == COUNTS:
+            swept[option.name] = value
+        elif value is not None:
+            one[option.name] = value
+    try:
+        return LoadOptions.of(**one), swept
+    except CheckpointError as exc:
+        raise BenchError(str(exc)) from None

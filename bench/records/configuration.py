@@ -16,21 +16,21 @@ from typing import Any
 
 import pandas as pd
 
+from loader.options import SIZE, TABLE
 from shapes.sizes import format_bytes, format_rate
 
 UNCONSTRAINED = "unconstrained"
 #: A row's configuration beyond what names its strategy and layout: column -> what it is called.
+#: The load options' (`loader.options.TABLE`: each row with a `label`) come from the table.
 ROW_CONFIGURATION = {
     "cpus": "CPU limit",
     "host_ram_bytes": "host RAM limit",
     "disk_read_bytes_per_s": "disk read cap",
-    "budget_bytes": "budget",
-    "threads": "threads",
-    "cache_policy": "cache policy",
+    **{str(o.column): o.label for o in TABLE if o.column and o.label},
     "staging_memory": "staging",
     "model_dtype": "model dtype",
 }
-SIZES = {"budget_bytes", "host_ram_bytes", "ram_bytes"}
+SIZES = {"host_ram_bytes", "ram_bytes", *(str(o.column) for o in TABLE if o.cli == SIZE)}
 RATES = {"disk_read_bytes_per_s"}
 
 
@@ -109,9 +109,10 @@ def run_limits(run: Mapping[Any, Any], rows: pd.DataFrame | None = None) -> list
     cpus = float(asked) if known(asked) else _row_value(rows, "cpus")
     if cpus is not None:
         out.append(f"{cpus:g} CPU" if cpus == 1 else f"{cpus:g} CPUs")
-    budget: Any = run.get("budget_bytes")  # the run's `--budget`; rows carry a strategy's default
-    if known(budget):
-        out.append(f"budget {format_bytes(float(budget))}")
+    for option in (o for o in TABLE if o.column and o.label):  # those the run record holds
+        value = run.get(option.column)  # (`--budget`: its rows carry a strategy's default too)
+        if known(value):
+            out.append(f"{option.label} {value_text(str(option.column), value)}")
     if known(run.get("check")) and bool(run.get("check")):
         out.append("recommend --check")
     return out

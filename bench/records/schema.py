@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bench.vocabulary import CACHE_STATES, WARM
+from loader.options import TABLE, LoadOptions
 from loader.vocabulary import REFERENCE, STRATEGY
 
 SCHEMA_VERSION = 2
@@ -68,7 +69,7 @@ class RunRecord:
     # -- what code ran (added to v2 with a default: None in older files) --
     git_commit: str | None = None  # loadbench's `git describe --always --dirty`, if a checkout
     # -- the rest of what the children ran under (added to v2 with defaults: None in older files) --
-    budget_bytes: int | None = None  # `--budget`: host bytes in flight, strategies that take one
+    budget_bytes: int | None = None  # `--budget`: a load option's column (`loader.options.TABLE`)
     devices: int | None = None  # `--devices`: devices each child loaded onto
 
 
@@ -262,6 +263,47 @@ RECORD_TYPES: dict[str, type] = {c.RECORD: c for c in (RunRecord, PhaseRecord, S
 def field_names(record_type: type) -> list[str]:
     """The stored fields of a record type, in schema order (without schema_version/record)."""
     return [f.name for f in dataclasses.fields(record_type)]
+
+
+def option_columns(options: LoadOptions, record_type: type) -> dict[str, Any]:
+    """The columns of `record_type` that record load options (`loader.options.TABLE`'s `column`),
+    each the option's value as given (None: not given).
+
+    Example:
+        >>> option_columns(LoadOptions.of(budget=1 << 20), RunRecord)
+        {'budget_bytes': 1048576}
+    """
+    given, names = options.given(), set(field_names(record_type))
+    return {o.column: given.get(o.name) for o in TABLE if o.column in names}
+
+
+#: The lines around SCHEMA.md's load-option section (`option_section`; a test holds them equal).
+OPTION_SECTION_START = "<!-- load options: made by bench.records.schema.option_section -->"
+OPTION_SECTION_END = "<!-- end of load options -->"
+
+
+def option_section() -> str:
+    """SCHEMA.md's section on the load options' columns, made from `loader.options.TABLE`:
+    one table row per option a results column records (tests/unit/test_option_table.py checks
+    that SCHEMA.md holds it as made here).
+
+    Example:
+        >>> print(option_section().splitlines()[2])
+        | column | option | `bench run` flag | type | unit | what (null: not asked) |
+    """
+    lines = [
+        OPTION_SECTION_START,
+        "",
+        "| column | option | `bench run` flag | type | unit | what (null: not asked) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in (o for o in TABLE if o.column):
+        choices = f" ({' / '.join(o.choices)})" if o.choices else ""
+        lines.append(
+            f"| {o.column} | `{o.name}=` | `{o.flag or '-'}` | {o.type}{choices} | "
+            f"{o.unit or '-'} | {o.help} |"
+        )
+    return "\n".join([*lines, "", OPTION_SECTION_END])
 
 
 def to_dict(record: RunRecord | PhaseRecord | SampleRecord) -> dict[str, Any]:

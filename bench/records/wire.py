@@ -27,10 +27,11 @@ from bench.errors import ChildResultError
 from bench.vocabulary import CRASHED, ERROR, OK, OOM, WRONG
 
 #: Bump when a field of these records changes; a child of another version gives a clear row.
-CHILD_RESULT_VERSION = 8  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
+CHILD_RESULT_VERSION = 9  # 2: overlaps, budget; 3: device memory, user checkpoints; 4: compile;
 # 5: the highest anonymous and file-backed RSS of each phase; 6: `sharded`'s share mode; 7: anon /
 # file None where the host cannot tell, each device's memory limit and its share of the model;
-# 8: the child's own steps (`ChildResult.steps_s`) in place of its verification time alone
+# 8: the child's own steps (`ChildResult.steps_s`) in place of its verification time alone;
+# 9: a task's load options as one `options` object (`loader.options.TABLE`'s names)
 VERSION_KEY = "child_result_version"
 CHILD_STATUSES = (OK, WRONG, CRASHED, OOM, ERROR)  # what a child says (oom: a device's)
 
@@ -51,16 +52,13 @@ class ChildTask:
     )
     checkpoint_folder: str | None = None  # a user's checkpoint: the folder its files are in
     model_dtype: str | None = None  # build the model in this dtype (None: as `dtype`)
-    budget_bytes: int | None = None  # `budget=` for a strategy whose `load` takes one
     model: str = "spec"  # bench.vocabulary.MODELS, or a user's MODULE:NAME: what is loaded into
     key_map: str | None = None  # a user's model's key map, MODULE:NAME (`bench.user_model`)
     compile: bool = False  # lower and compile the port's forward (phase `compile`)
     compile_cache: str | None = None  # JAX's persistent compilation cache folder
-    staging: bool | None = None  # `staging=` (`bench run --staging`), likewise
-    threads: int | None = None  # `threads=` (`--threads`), likewise
-    cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
-    share: str | None = None  # `share=` (`--share`), likewise
-    concurrency: int | None = None  # `concurrency=` (`--remote-concurrency`): a URL's requests
+    # the load options given, by `loader.options.TABLE` name (only those the strategy takes:
+    # `bench.run.matrix`), each checked by its row when the child makes its `LoadOptions`
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -206,7 +204,10 @@ def from_json(record_type: type[Record], text: str, *, source: str) -> Record:
 
 
 def _decode(tp: Any, value: Any, where: str) -> Any:
-    """`value` (parsed JSON) as type `tp`: a dataclass, `X | None`, tuple, dict or a scalar."""
+    """`value` (parsed JSON) as type `tp`: a dataclass, `X | None`, tuple, dict, a scalar, or
+    `Any` (as it is: a load option, which its `loader.options` row checks where it is used)."""
+    if tp is Any:
+        return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_dataclass(tp, value, where)
     origin, args = typing.get_origin(tp), typing.get_args(tp)

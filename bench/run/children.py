@@ -167,7 +167,7 @@ def run_group(  # noqa: PLR0913  keyword-only: a timeout, a budget and three opt
     outs: list[Path],
     *,
     timeout_s: float,
-    budget_bytes: int,
+    memory_bytes: int,
     poll_s: float = 0.02,
     limit: MemoryLimit | None = None,
     throttle: ReadThrottle | None = None,
@@ -181,7 +181,7 @@ def run_group(  # noqa: PLR0913  keyword-only: a timeout, a budget and three opt
         envs: each child's full environment.
         outs: where each child writes its `ChildResult` JSON (its stderr goes beside, `.stderr`).
         timeout_s: wall-clock limit for the whole group.
-        budget_bytes: the group's summed RSS limit.
+        memory_bytes: the group's summed RSS limit.
         limit: an open `bench.limits.memory.MemoryLimit`: each child is started inside it (its PID,
             and only it, goes in at once); one killed by it becomes "oom". throttle: an open
             `bench.limits.disk_read.ReadThrottle`, joined the same way, as is cpu: an open
@@ -195,7 +195,7 @@ def run_group(  # noqa: PLR0913  keyword-only: a timeout, a budget and three opt
             for cgroup in (limit, throttle, cpu):
                 if cgroup is not None:
                     cgroup.attach(children[-1].proc.pid)
-        _watch(children, timeout_s, budget_bytes, poll_s, peer_failed)
+        _watch(children, timeout_s, memory_bytes, poll_s, peer_failed)
     except BaseException:
         _kill(children, CRASHED, "interrupted")
         raise

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from bench.run.repeats import DEFAULT_REPEAT_BUDGET_S, RepeatPolicy
 from bench.vocabulary import WARM
+from loader.options import NO_OPTIONS, LoadOptions
 
 DEFAULT_TIMEOUT_S = 900.0
 BUDGET_FRACTION = 0.75
@@ -57,11 +59,11 @@ class RunConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     memory_budget_bytes: int | None = None
     model_dtype: str | None = None  # build the model in this dtype (the checkpoint keeps its own)
-    load_budget_bytes: int | None = None  # `--budget`: passed to strategies that take `budget=`
-    staging: bool | None = None  # `--staging`: `staging=True` for strategies that take it
-    threads: int | None = None  # `--threads`: `threads=` for strategies that take it
-    cache_policy: str | None = None  # `--cache-policy`: `cache_policy=`, likewise
-    share: str | None = None  # `--share`: `share=` (`sharded`), likewise
+    # the load options asked (their flags: `loader.options.TABLE`), each passed only to the
+    # strategies that take it (`bench.run.matrix`): those of one value, and those swept (one
+    # configuration per value, by option name: `--remote-concurrency 1,4,16`)
+    options: LoadOptions = NO_OPTIONS
+    swept: dict[str, list[Any]] = field(default_factory=dict)
     seed: int = 0
     progress: bool = True
     argv: list[str] = field(default_factory=list)
@@ -80,7 +82,6 @@ class RunConfig:
     compile_cache: str | None = None  # `--compile-cache DIR`: JAX's persistent cache
     source: str = "file"  # `--source`: file, http, s3 or hf (bench.link serves the checkpoint)
     link: str | None = None  # `--link BANDWIDTH`: the shaped link (None: unshaped loopback)
-    remote_concurrency: list[int] | None = None  # `--remote-concurrency 1,4,16`: one config each
     max_repeats: int | None = None  # `--max-repeats`: repeats stop there even if a time is not
     # settled (None: at `repeats`, no repeat added; `bench run` gives its own default)
     repeat_budget_s: float | None = None  # `--repeat-budget`: wall seconds per configuration
@@ -97,19 +98,6 @@ class RunConfig:
         """The models each strategy is run with (`--model a,b`: interleaved, in one run)."""
         return [m.strip() for m in self.model.split(",") if m.strip()]
 
-    def load_options(self) -> dict[str, object]:
-        """The strategy options asked for, by `loader.load_model` keyword (those not given left
-        out): `--budget`, `--staging`, `--threads`, `--cache-policy`, `--share`. Each strategy is
-        passed only those its `OPTIONS` declares (`bench.run.matrix`)."""
-        asked = {
-            "budget": self.load_budget_bytes,
-            "staging": self.staging,
-            "threads": self.threads,
-            "cache_policy": self.cache_policy,
-            "share": self.share,
-        }
-        return {k: v for k, v in asked.items() if v is not None}
-
-    def budget_bytes(self) -> int:
+    def memory_budget(self) -> int:
         """The memory budget of each child group: the one asked for, else `default_budget()`."""
         return self.memory_budget_bytes or default_budget()

@@ -97,16 +97,11 @@ def write_child_task(task: Task, work: Path, tag: str) -> Path:
         digests=task.checkpoint.digests,
         checkpoint_folder=str(task.checkpoint.files_folder) if task.checkpoint.digests else None,
         model_dtype=task.model_dtype,
-        budget_bytes=task.budget_bytes,
         model=task.model,
         key_map=task.key_map,
         compile=task.compile,
         compile_cache=task.compile_cache,
-        staging=task.staging,
-        threads=task.threads,
-        cache_policy=task.cache_policy,
-        share=task.share,
-        concurrency=task.concurrency,
+        options=task.options.given(),
     )
     work.mkdir(parents=True, exist_ok=True)
     task_file = work / f"{tag}.task.json"
@@ -147,7 +142,7 @@ def prepare_task(task: Task, config: RunConfig) -> PreparedTask:
     if not marker.is_file():
         argvs, envs, outs = _group(task, _convert_argv(task, folder), folder.parent / ".work", name)
         outcomes = run_group(
-            argvs, envs, outs, timeout_s=config.timeout_s, budget_bytes=config.budget_bytes()
+            argvs, envs, outs, timeout_s=config.timeout_s, memory_bytes=config.memory_budget()
         )
         bad = next((o for o in outcomes if o.status != OK), None)
         if bad is not None or not marker.is_file():

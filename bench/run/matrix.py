@@ -10,7 +10,7 @@ local files only, and, for each `--processes` count above 1, a one-process strat
 has a multi-process mode the bench cannot run (`WHY_NOT_MULTIPROCESS`): each a row saying why.
 How each task's children are started is `bench.run.launch`.
 
-Each task carries only the options (`--budget`, `--staging`, `--threads`, `--cache-policy`) its
+Each task carries only the load options asked (their flags: `loader.options.TABLE`) that its
 strategy declares (`OPTIONS`): a strategy that takes none runs, and is recorded, without them
 (`untaken_options` says so once, before the run), never with an option it ignores.
 """
@@ -33,7 +33,7 @@ from bench.run.config import DEFAULT_PROCESSES, RunConfig
 from bench.units import format_bytes
 from bench.user_model import is_named
 from bench.vocabulary import BOTH, CACHE_STATES, NATIVE, PORTS, WARM
-from loader.remote.ranges import DEFAULT_CONCURRENCY
+from loader.options import COUNTS, NO_OPTIONS, OPTIONS_BY_NAME, TABLE, LoadOptions
 from loader.strategies import StrategyInfo
 from loader.vocabulary import PEER, URL
 from shapes import is_synthesized, load_spec
@@ -142,17 +142,12 @@ class Task:
     memray_bin: Path | None = None
     path: str | None = None  # what the strategy loads (the converted copy, or the checkpoint)
     model_dtype: str | None = None  # the model's dtype, if not the checkpoint's
-    budget_bytes: int | None = None  # bound on host bytes in flight, for strategies that take one
-    staging: bool | None = None  # `staging=` for strategies that take it (`--staging`)
-    threads: int | None = None  # `threads=` (`--threads`), likewise
-    cache_policy: str | None = None  # `cache_policy=` (`--cache-policy`), likewise
-    share: str | None = None  # `share=` (`--share`), likewise
+    options: LoadOptions = NO_OPTIONS  # the load options asked that the strategy takes
     cache: str = WARM  # "cold": the files are evicted from the page cache before it runs
     model: str = "spec"  # bench.vocabulary.MODELS, or a user's MODULE:NAME (`bench.user_model`)
     key_map: str | None = None  # a user's model's `--key-map MODULE:NAME`
     compile: bool = False  # also lower and compile the port's forward
     compile_cache: str | None = None  # JAX's persistent compilation cache folder
-    concurrency: int | None = None  # a URL's range requests in flight (`--remote-concurrency`)
     source: str = "file"  # where the strategy reads from: file, http, s3, hf (`--source`)
     link: str | None = None  # the shaped link's text, "unshaped" over loopback, None: a file
     url: str | None = None  # what the child loads instead of `load_path` (`bench.link.serve`)
@@ -181,21 +176,22 @@ def _devices(procs: int, config: RunConfig) -> int:
     return max(1, config.devices // procs) * procs
 
 
-def _predicted_peaks(out: Path, ck: Checkpoint, budget: int) -> dict[str, int]:
+def _predicted_peaks(out: Path, ck: Checkpoint, memory: int) -> dict[str, int]:
     """Each strategy's predicted peak on `ck` from earlier results in `out`
     (`bench.analysis.recommend`)."""
     target = TargetCheckpoint(
         ck.checkpoint_bytes, ck.largest_tensor_bytes, ck.tensors, ck.small_tensor_bytes
     )
     try:
-        rec = recommend(read_results(out), target, budget)
+        rec = recommend(read_results(out), target, memory)
     except NoResultsError:
         return {}
     return {s.strategy: s.predicted_peak_bytes for s in rec.strategies}
 
 
-def _skip_reason(task: Task, known: dict[str, int], config: RunConfig, budget: int) -> str | None:
-    """Why `task`'s strategy is not run here (not installed, predicted over budget), or None."""
+def _skip_reason(task: Task, known: dict[str, int], config: RunConfig, memory: int) -> str | None:
+    """Why `task`'s strategy is not run here (not installed, predicted over the memory budget
+    `memory`), or None."""
     entry = task.entry
     unavailable = entry.unavailable_reason()
     if unavailable is not None:
@@ -207,10 +203,10 @@ def _skip_reason(task: Task, known: dict[str, int], config: RunConfig, budget: i
         + DEFAULT_PEAK_RATIO * task.checkpoint.checkpoint_bytes
     )
     predicted = known.get(entry.name, guess)
-    if config.strategies is None and predicted > budget:
+    if config.strategies is None and predicted > memory:
         return (
             f"predicted peak {format_bytes(predicted)} exceeds the memory budget "
-            f"{format_bytes(budget)}"
+            f"{format_bytes(memory)}"
         )
     return None
 
@@ -233,31 +229,23 @@ def _interleaved(run: list[Task], config: RunConfig, run_folder: Path) -> list[T
     return tasks
 
 
-#: each strategy option's `bench run` flag
-OPTION_FLAGS = {
-    "budget": "--budget",
-    "staging": "--staging",
-    "threads": "--threads",
-    "cache_policy": "--cache-policy",
-    "share": "--share",
-}
-
-
 def untaken_options(config: RunConfig, entries: list[StrategyInfo]) -> list[str]:
     """One line per option asked for that some of `entries` do not take (they run without it).
 
     Example:
-        >>> untaken_options(RunConfig(["gpt2"], load_budget_bytes=1 << 20), [pipelined, hostcast])
+        >>> config = RunConfig(["gpt2"], options=LoadOptions.of(budget=1 << 20))
+        >>> untaken_options(config, [pipelined, hostcast])
         ['--budget: taken by pipelined only; hostcast runs without it']
     """
     lines = []
-    for option in config.load_options():
+    for option in [*config.options.given(), *config.swept]:
         without = [e.name for e in entries if option not in e.options]
         if without:
             takers = [e.name for e in entries if option in e.options]
             taken = f"taken by {', '.join(takers)} only" if takers else "taken by none of them"
             verb = "runs" if len(without) == 1 else "run"
-            lines.append(f"{OPTION_FLAGS[option]}: {taken}; {', '.join(without)} {verb} without it")
+            flag = OPTIONS_BY_NAME[option].flag
+            lines.append(f"{flag}: {taken}; {', '.join(without)} {verb} without it")
     return lines
 
 
@@ -265,8 +253,8 @@ def plan(
     ck: Checkpoint, entries: list[StrategyInfo], config: RunConfig, run_folder: Path
 ) -> tuple[list[Task], list[tuple[Task, str]]]:
     """The interleaved tasks of one shape set, and (task, reason) for each skipped strategy."""
-    budget = config.budget_bytes()
-    known = _predicted_peaks(Path(config.out), ck, budget) if config.strategies is None else {}
+    memory = config.memory_budget()
+    known = _predicted_peaks(Path(config.out), ck, memory) if config.strategies is None else {}
     run: list[Task] = []
     skipped: list[tuple[Task, str]] = []
     configurations = (
@@ -274,15 +262,14 @@ def plan(
     )
     for entry, model, (procs, devices) in configurations:
         task = _task(ck, entry, model, procs, devices, config)
-        reason = _skip_reason(task, known, config, budget)
-        if reason is None and config.source != FILE_SOURCE and not entry.remote:
-            why = f": {entry.why_not_remote}" if entry.why_not_remote else ""
-            reason = f"reads local files only (--source {config.source}){why}"
+        reason = _skip_reason(task, known, config, memory)
+        if reason is None and config.source != FILE_SOURCE:
+            reason = entry.why_not_url(f"--source {config.source}")  # as `load_model` refuses
         elif reason is None and config.source == FILE_SOURCE and entry.checkpoint == URL:
             reason = "loads a URL only: run with --source http, s3 or hf"
         # a remote run's skipped rows are its configurations' too: one per concurrency, so each
         # block of the summary lists what it skipped and why
-        per = _per_concurrency(task, config)
+        per = _per_swept(task, config)
         if reason is None:
             run += per
         else:
@@ -294,7 +281,6 @@ def _task(
     ck: Checkpoint, entry: StrategyInfo, model: str, procs: int, devices: int, config: RunConfig
 ) -> Task:
     """The first repeat of one configuration, with only the options `entry` takes."""
-    takes = entry.options  # the options it is passed; the others it runs without
     return Task(
         ck,
         entry,
@@ -302,15 +288,11 @@ def _task(
         processes=procs,
         devices=devices,
         model_dtype=config.model_dtype,
-        budget_bytes=config.load_budget_bytes if "budget" in takes else None,
+        options=config.options.only(entry.options),  # the others it runs without
         model=model,
         key_map=config.key_map if is_named(model) else None,
         compile=config.compile and model in PORTS,
         compile_cache=config.compile_cache,
-        staging=config.staging if "staging" in takes else None,
-        threads=config.threads if "threads" in takes else None,
-        cache_policy=config.cache_policy if "cache_policy" in takes else None,
-        share=config.share if "share" in takes else None,
     )
 
 
@@ -327,17 +309,26 @@ def _one_process_only(
     for entry in (e for e in runs_here if e.why_not_multiprocess and not e.multiprocess):
         for model, procs in ((m, n) for m in config.models() for n in counts):
             task = _task(ck, entry, model, procs, _devices(procs, config), config)
-            skipped += [(t, entry.why_not_multiprocess) for t in _per_concurrency(task, config)]
+            skipped += [(t, entry.why_not_multiprocess) for t in _per_swept(task, config)]
     return skipped
 
 
-def _per_concurrency(task: Task, config: RunConfig) -> list[Task]:
-    """A remote task once per `--remote-concurrency` value (each its own configuration); without
-    one, the loader's default (`DEFAULT_CONCURRENCY`), given to every strategy that takes
-    `concurrency` (a peer too: runai's S3 streamer would otherwise run its own 8 clients), so the
-    strategies of a configuration are compared at the same requests in flight, in one block."""
-    if config.source == FILE_SOURCE:
-        return [task]
-    link = config.link or UNSHAPED
-    values = config.remote_concurrency or [DEFAULT_CONCURRENCY]
-    return [replace(task, source=config.source, link=link, concurrency=c) for c in values]
+def _per_swept(task: Task, config: RunConfig) -> list[Task]:
+    """`task` once per value of each swept option (`COUNTS` in `loader.options.TABLE`:
+    `--remote-concurrency 1,4,16`), each its own configuration. A URL's option (group `remote`)
+    is swept in a remote run only, and without values there the loader's default is given to
+    every strategy (a peer too: runai's S3 streamer would otherwise run its own 8 clients), so the
+    strategies of a configuration are compared at the same value, in one block."""
+    remote = config.source != FILE_SOURCE
+    tasks = [task]
+    for option in (o for o in TABLE if o.cli == COUNTS and (remote or o.group != "remote")):
+        default = [option.default] if option.group == "remote" else []
+        values = config.swept.get(option.name) or default
+        tasks = [
+            replace(t, options=t.options.with_values(**{option.name: v}))
+            for t in tasks
+            for v in values
+        ] or tasks
+    if not remote:
+        return tasks
+    return [replace(t, source=config.source, link=config.link or UNSHAPED) for t in tasks]

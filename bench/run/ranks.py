@@ -77,7 +77,7 @@ class Ticket:
     outs: list[str]
     devices_per_process: int
     timeout_s: float
-    budget_bytes: int | None  # `--memory-budget`; None: each rank's own default
+    memory_bytes: int | None  # `--memory-budget`; None: each rank's own default
 
 
 def _ticket_path(folder: Path, seq: int) -> Path:
@@ -124,7 +124,7 @@ def _run_worker(
         [env],
         [out],
         timeout_s=ticket.timeout_s,
-        budget_bytes=ticket.budget_bytes or default_budget(),
+        memory_bytes=ticket.memory_bytes or default_budget(),
         peer_failed=lambda: _peer_failure(folder, ticket.seq, rank, launcher),
         **limits,
     )
@@ -182,7 +182,7 @@ class Leader:
         work: Path,
         *,
         timeout_s: float,
-        budget_bytes: int | None,
+        memory_bytes: int | None,
         limit: MemoryLimit | None = None,
         throttle: ReadThrottle | None = None,
         cpu: CpuLimit | None = None,
@@ -197,7 +197,7 @@ class Leader:
             outs,
             task.devices // task.processes,
             timeout_s,
-            budget_bytes,
+            memory_bytes,
         )
         self._seq += 1
         started = time.monotonic()

@@ -22,7 +22,7 @@ from typing import Any
 from bench.limits.situation import Situation
 from bench.link import UNSHAPED
 from bench.link.shaping import Link
-from bench.records.schema import PhaseRecord, SampleRecord
+from bench.records.schema import PhaseRecord, SampleRecord, option_columns
 from bench.records.wire import Measurement, PhaseMeasure
 from bench.run.children import ChildOutcome
 from bench.run.matrix import Task
@@ -119,14 +119,10 @@ def _bare_row(ctx: RowContext, index: int, status: str, error: str | None) -> Ph
         device_transfer_s=None if link is not None else ctx.device_transfer_s,
         first_compile_host_bytes=ctx.first_compile_host_bytes,
         model_dtype=task.model_dtype,
-        budget_bytes=task.budget_bytes,
         model=task.model,
-        threads=task.threads,
-        cache_policy=task.cache_policy,
-        share=task.share,
         source=task.source,
         link=task.link,
-        concurrency=task.concurrency,
+        **option_columns(task.options, PhaseRecord),  # as asked (`loader.options.TABLE`)
     )
 
 

@@ -37,7 +37,7 @@ from bench.link import FILE_SOURCE
 from bench.link.serve import serving
 from bench.machine.facts import cpu_limit, machine_id, new_run_id, run_record, utc_now
 from bench.records.results import export_parquet
-from bench.records.schema import PhaseRecord, RunRecord
+from bench.records.schema import PhaseRecord, RunRecord, option_columns
 from bench.records.wire import MemrayFiles
 from bench.records.writer import ResultsWriter
 from bench.run.ceiling import Ceiling
@@ -139,20 +139,20 @@ def _run_task(
     budget), or, when `leader` takes it, one worker on each of the launcher's ranks: its
     outcomes and the situation it ran in. `times` gets the page cache's and the children's
     seconds."""
-    budget = config.budget_bytes()
+    group_bytes = config.memory_budget()
     files = pagecache.checkpoint_files(task.load_path)
     with times.timing(PAGE_CACHE):
         cache = pagecache.set_cache(files, task.cache)
     with contextlib.ExitStack() as stack, times.timing(CHILDREN):
         limit, throttle, cpu = _open_limits(stack, task, config)
         if limit is not None and limit.mechanism == WATCHDOG:
-            budget = min(budget, limit.limit_bytes)
+            group_bytes = min(group_bytes, limit.limit_bytes)
         if leader is not None and leader.takes(task):
             outcomes = leader.run(
                 task,
                 work,
                 timeout_s=config.timeout_s,
-                budget_bytes=config.memory_budget_bytes,
+                memory_bytes=config.memory_budget_bytes,
                 limit=limit,
                 throttle=throttle,
                 cpu=cpu,
@@ -161,7 +161,7 @@ def _run_task(
             outcomes = run_group(
                 *task_argvs(task, work),
                 timeout_s=config.timeout_s,
-                budget_bytes=budget,
+                memory_bytes=group_bytes,
                 limit=limit,
                 throttle=throttle,
                 cpu=cpu,
@@ -265,7 +265,7 @@ def configuration(task: Task) -> tuple:
         task.cache,
         task.source,
         task.link,
-        task.concurrency,
+        task.options,
     )
 
 
@@ -387,7 +387,7 @@ def _asked(config: RunConfig, selected: list[StrategyInfo]) -> dict:
         "repeats": config.repeats,
         "max_repeats": config.repeat_policy().max_repeats,
         "repeat_budget_s": config.repeat_policy().budget_s,
-        "budget_bytes": config.load_budget_bytes,
+        **option_columns(config.options, RunRecord),
         "devices": config.devices,
     }
 

@@ -2,11 +2,11 @@
 
 `Pipeline` is an executor with three hooks — `start(source, probe)` before the build, `fill(plan,
 source, probe)` after the plan check, `close()` always — that the `pipelined` strategy runs, with
-its options in one `PipelineOptions` (checked once). The host bytes alive beyond the final model's
-own stay within a budget (`DEFAULT_BUDGET_BYTES`, 256 MiB, unless `budget=` says otherwise).
+the option groups it takes (`loader.options`: `Reading`, `Placement`, checked when made). The
+host bytes alive beyond the final model's own stay within a budget (`DEFAULT_BUDGET_BYTES`,
+256 MiB, unless `budget=` says otherwise).
 
 Modules, in the order a load meets them:
-- `options`: `PipelineOptions`, the options checked once;
 - `sources`: the byte source the load reads through (`ByteSource`: `local`, `remote`, `memory`),
   which owns its reader threads, requests, page cache and statistics;
 - `sizing`: the load's sizes, worked out once before any thread starts (`Sizing`: threads,
@@ -36,7 +36,6 @@ The aligned, prefaulted buffers the reads go into are `loader.format.buffers`'s.
 
 from loader.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.pipeline.engine import Pipeline
-from loader.pipeline.options import PipelineOptions
 from loader.pipeline.sizing import Sizing
 from loader.pipeline.stats import PipelineStats
 
@@ -44,7 +43,6 @@ __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "ByteBudget",
     "Pipeline",
-    "PipelineOptions",
     "PipelineStats",
     "Sizing",
 ]

@@ -57,6 +57,7 @@ from loader.budget import ByteBudget
 from loader.errors import CheckpointError
 from loader.format.buffers import aligned
 from loader.format.file_order import file_order
+from loader.options import NO_OPTIONS, Placement, Reading
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe
 from loader.pipeline.fused import fuse
 from loader.pipeline.job_types import JobTypes
@@ -70,7 +71,6 @@ from loader.pipeline.jobs import (
     reader_error,
 )
 from loader.pipeline.mapped_send import batches, send_batch
-from loader.pipeline.options import PipelineOptions
 from loader.pipeline.order import by_offset, coalesce, part_order
 from loader.pipeline.ring import RingSender, Transfer, uses_ring
 from loader.pipeline.ring_job import (
@@ -91,27 +91,29 @@ class Pipeline:
     """Executor of a load: `start` before the build, `fill` after the plan check, then `close`.
 
     Args:
-        options: the budget, the staging ring, reader threads and page-cache policy
-            (`loader.pipeline.options.PipelineOptions`, checked when made).
+        reading: the budget, reader threads and page-cache policy (`loader.options.Reading`,
+            checked when made).
+        placement: the staging ring (`loader.options.Placement`).
         strict: read nothing before `fill` (the plan check has passed by then).
         transfer: the host -> device copy of a ring chunk (default: `loader.pipeline.ring`'s own).
 
     Example:
-        >>> recipe = Recipe(lambda: Pipeline(PipelineOptions(threads=2)), open_source=LocalFiles)
+        >>> recipe = Recipe(lambda: Pipeline(Reading(threads=2)), open_source=LocalFiles)
     """
 
     def __init__(
         self,
-        options: PipelineOptions | None = None,
+        reading: Reading = NO_OPTIONS.reading,
+        placement: Placement = NO_OPTIONS.placement,
         *,
         strict: bool = False,
         transfer: Transfer | None = None,
         key_map: object = None,
     ) -> None:
-        self.options = options or PipelineOptions()
+        self.reading, self.placement = reading, placement
         self.strict = strict
         self.key_map = key_map  # only to guess, before the build, which programs to compile
-        self.stats = PipelineStats(budget_bytes=self.options.budget)
+        self.stats = PipelineStats(budget_bytes=reading.value("budget"))
         self._transfer = transfer
         self._lock = threading.Lock()
         self._work: queue.Queue[Work | None] = queue.Queue()  # for the reader threads
@@ -132,8 +134,8 @@ class Pipeline:
         """Size the load once, then start the reader threads (speculating while the model is
         built)."""
         self._phase.enter_context(probe.phase(STREAM))
-        staged = uses_ring(self.options.staging)
-        self.sizing = sizing = Sizing.of(self.options, source, staged=staged)
+        staged = uses_ring(self.placement.staging)
+        self.sizing = sizing = Sizing.of(self.reading, source, staged=staged)
         self.stats.threads = sizing.threads
         self.budget = ByteBudget(sizing.budget_bytes, reserved_bytes=sizing.reserved_bytes)
         if sizing.staged:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from loader.errors import CheckpointError
 from loader.format.buffers import PAGE_BYTES
 from loader.host import usable_cpus
-from loader.pipeline.options import PipelineOptions
+from loader.options import Reading
 from loader.pipeline.programs import compile_threads
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class Sizing:
         compile_threads: the threads compiling a staged load's device programs (0: not staged).
 
     Example:
-        >>> sizing = Sizing.of(PipelineOptions(threads=2), source, staged=False)
+        >>> sizing = Sizing.of(Reading(threads=2), source, staged=False)
         >>> ByteBudget(sizing.budget_bytes, reserved_bytes=sizing.reserved_bytes)
     """
 
@@ -115,15 +115,16 @@ class Sizing:
         return (self.scratch_bytes + self.request_bytes) * self.threads
 
     @classmethod
-    def of(cls, options: PipelineOptions, source: ByteSource, *, staged: bool) -> Sizing:
-        """The sizes of a load of `source` with `options` (`staged`: through the staging ring).
+    def of(cls, reading: Reading, source: ByteSource, *, staged: bool) -> Sizing:
+        """The sizes of a load of `source` as `reading` says (`loader.options.Reading`: its
+        budget and threads; `staged`: through the staging ring).
 
         Raises:
             CheckpointError: the budget cannot hold two pages a reader, or one staging chunk a
                 slot (naming the least budget that can).
         """
-        limit = options.budget
-        threads = options.threads or source.reader_threads(limit, staged=staged)
+        limit: int = reading.value("budget")
+        threads = reading.threads or source.reader_threads(limit, staged=staged)
         check_budget(limit, threads)
         if staged:
             slots, slot_bytes, chunk = check_staging_budget(limit, threads)

@@ -16,9 +16,8 @@
   its destination as it arrives, its failure classified (`TransportKind`, retry or not, the
   server's `Retry-After`);
 - `digest`: a file's sha256 over the bytes a load receives, checked before the model is returned;
-- `options`: `RemoteOptions`, a URL's options (`concurrency`, `cache_dir`, `digest`,
-  `unvalidated`, `idle_timeout`, `timeout`, and `sharded`'s `max_over_read`, its read plan's
-  bound: `loader.sharded.read_plan`) checked once;
+- a URL's options are `loader.options`' groups `Remote` (how it is read) and `Checking` (what
+  its bytes are checked against, how long a load waits), each value checked when they are made;
 - `cache`: `cache_dir=`: the files downloaded once (same client, checked ranges), then read
   locally; the only way a remote load writes a file.
 
@@ -40,10 +39,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
-from loader.remote.options import RemoteOptions
-from loader.remote.ranges import CHUNK_BYTES, DEFAULT_CONCURRENCY, RemoteStats
+from loader.errors import CheckpointError
+from loader.options import DEFAULT_CONCURRENCY, NO_OPTIONS, Checking, LoadOptions, Remote
+from loader.remote.ranges import CHUNK_BYTES, RemoteStats
 from loader.remote.urls import RemoteURL, is_url, parse_url
 
 if TYPE_CHECKING:
@@ -56,81 +56,96 @@ FileSource: TypeAlias = "CheckpointSource | RemoteSource"
 #: `local`).
 R = TypeVar("R")
 L = TypeVar("L")
-#: The `load_model` options that say what a URL's bytes are checked against and how long a load
-#: waits (`RemoteOptions`): every strategy that takes a URL takes them.
-INTEGRITY_OPTIONS = ("digest", "unvalidated", "idle_timeout", "timeout")
 
 __all__ = [
     "CHUNK_BYTES",
     "DEFAULT_CONCURRENCY",
     "FileSource",
-    "INTEGRITY_OPTIONS",
-    "RemoteOptions",
     "RemoteStats",
     "RemoteURL",
     "is_url",
     "open_checkpoint",
     "parse_url",
+    "refuse_local",
     "remote_opener",
 ]
 
 
 def open_checkpoint(
     path: str | os.PathLike[str],
-    *,
-    concurrency: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    **integrity: Any,
+    remote: Remote = NO_OPTIONS.remote,
+    checking: Checking = NO_OPTIONS.checking,
 ) -> FileSource:
     """The source of a checkpoint: a local file or folder, or a remote URL.
 
     Args:
         path: a local `.safetensors` file or folder, or a URL (`loader.remote.urls`).
-        concurrency: a URL's range requests in flight (default `DEFAULT_CONCURRENCY`).
-        cache_dir: download a URL's files here once (reused while their validators and
-            digests hold) and read them locally; without it a remote load writes no file.
-        integrity: `digest`, `unvalidated`, `idle_timeout`, `timeout` (`RemoteOptions`).
+        remote: how a URL is read (`loader.options.Remote`: `concurrency`, `cache_dir`).
+        checking: what a URL's bytes are checked against (`loader.options.Checking`).
 
     Raises:
-        CheckpointError: `concurrency` or `cache_dir` given with a local path (they would do
+        CheckpointError: an option of either group given with a local path (it would do
             nothing), or the checkpoint cannot be opened (`RemoteError` for a URL).
 
     Example:
-        >>> with open_checkpoint("s3://bucket/model.safetensors", concurrency=32) as src:
+        >>> with open_checkpoint("s3://bucket/model.safetensors", Remote(concurrency=32)) as src:
         ...     print(src.keys())
     """
     from loader.format.source import CheckpointSource
     from loader.remote.source import RemoteSource
 
-    options = RemoteOptions(concurrency, cache_dir, **integrity)
     if not is_url(path):
-        options.refuse_local(path)
+        refuse_local(LoadOptions(remote=remote, checking=checking), path)
         return CheckpointSource(path)
-    opener: Callable[[str], FileSource] = remote_opener(options, RemoteSource, CheckpointSource)
+    opener: Callable[[str], FileSource] = remote_opener(
+        remote, checking, RemoteSource, CheckpointSource
+    )
     return opener(str(path))
 
 
+def refuse_local(options: LoadOptions, path: str | os.PathLike[str]) -> None:
+    """Refuse, in one line, an option that only a URL uses (`remote`, `checking`,
+    `max_over_read`) given for a local `path`, where it would do nothing.
+
+    Example:
+        >>> refuse_local(LoadOptions.of(concurrency=8), "model.safetensors")
+        Traceback (most recent call last):
+        CheckpointError: concurrency= applies to a remote checkpoint (https://, ...) only; ...
+    """
+    from loader.remote.registry import schemes_text
+
+    url_only = {**options.remote.given(), **options.checking.given()}
+    if options.sharing.max_over_read is not None:
+        url_only["max_over_read"] = options.sharing.max_over_read
+    for name in url_only:
+        raise CheckpointError(
+            f"{name}= applies to a remote checkpoint ({schemes_text()}) only; "
+            f"{os.fspath(path)} is local: drop it"
+        )
+
+
 def remote_opener(
-    options: RemoteOptions,
-    remote: Callable[[str, RemoteOptions], R],
+    remote: Remote,
+    checking: Checking,
+    open_url: Callable[[str, Remote, Checking], R],
     local: Callable[[Path], L],
 ) -> Callable[[str], R | L]:
     """What a strategy that takes URLs passes `Recipe.open_remote`: a URL opened as
-    `remote(url, options)`; with `cache_dir`, its files downloaded there first (through a
-    `RemoteSource`, `loader.remote.cache`, checked as a streaming load checks) and the copy
-    opened as `local(folder)`.
+    `open_url(url, remote, checking)`; with `remote.cache_dir`, its files downloaded there first
+    (through a `RemoteSource`, `loader.remote.cache`, checked as a streaming load checks) and
+    the copy opened as `local(folder)`.
 
     Example:
-        >>> opener = remote_opener(RemoteOptions(concurrency=8), RemoteSource, CheckpointSource)
+        >>> opener = remote_opener(Remote(8), Checking(), RemoteSource, CheckpointSource)
     """
 
     def open_remote(url: str) -> R | L:
-        if options.cache_dir is None:
-            return remote(url, options)
+        if remote.cache_dir is None:
+            return open_url(url, remote, checking)
         from loader.remote.cache import cached_copy
         from loader.remote.source import RemoteSource
 
-        with RemoteSource(url, options) as source:
-            return local(cached_copy(source, options.cache_dir))
+        with RemoteSource(url, remote, checking) as source:
+            return local(cached_copy(source, remote.cache_dir))
 
     return open_remote

@@ -29,14 +29,14 @@ range received again after its bytes were hashed (a load that reads a byte twice
 can set the time on a fast link: docs/results.md), at most `hold_bytes` of host RAM, and
 requests again only for gaps.
 
-`parse_digest` reads what a user gives (`digest="sha256:<64 hex>"`); the Hub's LFS files carry
-their sha256 in their metadata (`X-Linked-Etag`), which `loader.remote.source` passes here.
+`loader.options.parse_digest` reads what a user gives (`digest="sha256:<64 hex>"`); the Hub's
+LFS files carry their sha256 in their metadata (`X-Linked-Etag`), which `loader.remote.source`
+passes here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -44,9 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.errors import RemoteError
+from loader.options import parse_digest
 
-_SHA256 = re.compile(r"^sha256:([0-9a-f]{64})$")
+__all__ = ["FileDigest", "parse_digest"]
+
 #: Early ranges of one file kept for hashing, at most: what 16 requests of 8 MiB hold in flight.
 DEFAULT_HOLD_BYTES = 128 << 20
 #: A gap nobody asked for is fetched at most this much at a time.
@@ -55,18 +56,6 @@ GAP_CHUNK_BYTES = 8 << 20
 GAP_WAIT_S = 30.0
 #: A waiting reader looks again at least this often (a request in flight may fail, unannounced).
 _RECHECK_S = 0.5
-
-
-def parse_digest(value: str, *, where: str) -> str:
-    """The 64 hex digits of `sha256:<hex>` (lower-cased), or a one-line `RemoteError`."""
-    text = value.strip().lower() if isinstance(value, str) else ""
-    found = _SHA256.match(text)
-    if found is None:
-        raise RemoteError(
-            f"{where}: digest={value!r} is not a sha256 digest; give 'sha256:' and its 64 hex "
-            "digits (`sha256sum model.safetensors` prints them)"
-        )
-    return found[1]
 
 
 @dataclass(frozen=True)

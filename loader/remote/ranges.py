@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loader.errors import RemoteChangedError, RemoteError
+from loader.options import DEFAULT_CONCURRENCY, DEFAULT_IDLE_TIMEOUT_S  # (`loader.remote`'s doc)
 from loader.remote.digest import FileDigest
 from loader.remote.transport import (
     CONNECT_TIMEOUT_S,
-    DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MIN_RATE_BPS,
     Answer,
     Conditions,
@@ -47,9 +47,9 @@ RETRIES = 3  # a failed range is retried this many times (then one error)
 BACKOFF_S = 0.2  # the first pause between attempts (times 0.5-1, jitter); doubles each time
 RETRY_AFTER_CAP_S = 60.0  # a server's Retry-After is honoured up to this
 CHUNK_BYTES = 8 << 20  # one request fetches at most this much (a large tensor: several)
-DEFAULT_CONCURRENCY = 16  # range requests in flight (see loader.remote's docstring)
 __all__ = [
     "CONNECT_TIMEOUT_S",
+    "DEFAULT_CONCURRENCY",
     "DEFAULT_IDLE_TIMEOUT_S",
     "DEFAULT_MIN_RATE_BPS",
     "RangeReader",

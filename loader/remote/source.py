@@ -28,14 +28,15 @@ from loader.errors import RemoteChangedError, RemoteError
 from loader.format import parse_header
 from loader.format.header import check_header_start, header_length
 from loader.format.source import ShardHeaders
-from loader.remote.digest import FileDigest, parse_digest
-from loader.remote.options import RemoteOptions
+from loader.options import NO_OPTIONS, Checking, Remote, parse_digest
+from loader.remote.digest import FileDigest
 from loader.remote.ranges import (
     CHUNK_BYTES,
     RangeReader,
     RemoteBytes,
     RemoteObject,
     RemoteStats,
+    TimeLimits,
 )
 from loader.remote.registry import open_store, parse_url
 from loader.remote.store import INDEX_SUFFIX, Store, pick_in_folder, shard_paths
@@ -48,8 +49,10 @@ class RemoteSource(ShardHeaders[str]):
 
     Args:
         url: a URL of a registered store (`loader.remote.registry`: `https://`, `s3://`, ...).
-        options: the URL's options (`loader.remote.options.RemoteOptions`: concurrency,
-            digest, unvalidated, time limits); or give `concurrency` alone.
+        remote: how the URL is read (`loader.options.Remote`: `concurrency`, its requests in
+            flight).
+        checking: what its bytes are checked against and how long it waits
+            (`loader.options.Checking`: digest, unvalidated, time limits).
         chunk_bytes: the most one request fetches (a larger tensor takes several).
 
     Example:
@@ -60,24 +63,25 @@ class RemoteSource(ShardHeaders[str]):
     def __init__(
         self,
         url: str,
-        options: RemoteOptions | None = None,
+        remote: Remote = NO_OPTIONS.remote,
+        checking: Checking = NO_OPTIONS.checking,
         *,
-        concurrency: int | None = None,
         chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         super().__init__()
-        self.options = options if options is not None else RemoteOptions(concurrency)
+        self.checking = checking
         self.url = parse_url(url)
         self.path = str(self.url)
-        self.concurrency = self.options.requests
-        self._store: Store = open_store(self.url, self.options.limits)
+        self.concurrency: int = remote.value("concurrency")
+        limits = TimeLimits(idle_s=checking.value("idle_timeout"), deadline_s=checking.timeout)
+        self._store: Store = open_store(self.url, limits)
         self.reader = RangeReader(
             self._store.transport,
             url=self.path,
             concurrency=self.concurrency,
             chunk_bytes=chunk_bytes,
             secret=self._store.secret,
-            limits=self.options.limits,
+            limits=limits,
         )
         self.objects: dict[str, RemoteObject] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -123,7 +127,7 @@ class RemoteSource(ShardHeaders[str]):
     def _given_digests(self, paths: list[str]) -> dict[str, str]:
         """The `digest=` option as {file path: sha256 hex}; a name it gives that is no file of
         the checkpoint, or one digest for several files, is refused."""
-        given = self.options.digest
+        given = self.checking.digest
         if given is None:
             return {}
         if isinstance(given, str):
@@ -166,7 +170,8 @@ class RemoteSource(ShardHeaders[str]):
         raise failure
 
     def _refuse_unvalidated(self, obj: RemoteObject) -> None:
-        if obj.validator == "none" and obj.sha256 is None and not self.options.allow_unvalidated:
+        allowed = self.checking.value("unvalidated") == "allow"
+        if obj.validator == "none" and obj.sha256 is None and not allowed:
             raise RemoteError(
                 f"{obj.url}: the server sends neither ETag nor Last-Modified, so a file "
                 "replaced during the load would go unseen; give digest='sha256:...' "

@@ -44,13 +44,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loader.options import DEFAULT_IDLE_TIMEOUT_S
+
 if TYPE_CHECKING:
     from obstore import GetOptions
 
-#: No byte for this long and a request fails as stalled (not retried). Its default (30 s, as a
-#: browser's) is far above a healthy request's gaps: an 8 MiB answer over a 10 Mbit/s link
-#: arrives in 7 s.
-DEFAULT_IDLE_TIMEOUT_S = 30.0
+#: No byte for this long and a request fails as stalled (not retried): `idle_timeout=`'s default
+#: (`loader.options`; 30 s, as a browser's) is far above a healthy request's gaps: an 8 MiB
+#: answer over a 10 Mbit/s link arrives in 7 s.
 CONNECT_TIMEOUT_S = 5.0
 #: The minimum rate (curl's `--speed-limit`, over `--speed-time` = the idle timeout): a body
 #: that brings fewer bytes a second than this, measured over each idle timeout, fails as too

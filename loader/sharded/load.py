@@ -38,12 +38,12 @@ import jax
 
 from loader.budget import DEFAULT_BUDGET_BYTES, ByteBudget
 from loader.errors import CheckpointError
+from loader.options import NO_OPTIONS, LoadOptions
 from loader.phases import CAST, READ, STREAM, TRANSFER, Probe, substep
 from loader.placement.leaves import LeafKind
 from loader.placement.materialize import apply_transform, assign, host_cast, to_device
 from loader.placement.place import describe_sharding
 from loader.planning.plan import LoadPlan, Step
-from loader.remote.options import RemoteOptions
 from loader.report import LoadReport, LoadWarning, ShareStats, caller_stacklevel
 from loader.sequence import Recipe
 from loader.sharded.blocks import Block, assembled_from_block, plan_block
@@ -61,7 +61,6 @@ from loader.sharded.reads import PlannedRead, RegionReader
 from loader.sharded.rule import apply_rule
 from loader.sharded.share import (
     BYTES_MAX_OVER_READ,
-    DEFAULT_SHARE,
     ProcessFigures,
     Share,
     Way,
@@ -309,20 +308,23 @@ def _report_over_budget(report: LoadReport, over: list[PlannedRead], budget: Byt
     )
 
 
-def file_recipe(
-    remote: RemoteOptions | None = None,
-    share: Share = DEFAULT_SHARE,
-    budget: int = DEFAULT_BUDGET_BYTES,
-) -> Recipe[LayoutSource]:
+def file_recipe(options: LoadOptions = NO_OPTIONS) -> Recipe[LayoutSource]:
     """A plain `.safetensors` checkpoint (a file, a folder of shards, or a URL's), each process
-    reading its share of it as `share` says (`loader.sharded.share`), at most `budget` bytes
-    read ahead; a URL's ranges by range requests, as `remote` says (`concurrency` in flight,
-    digest, time limits: `loader.sharded.remote`)."""
+    reading its share of it as `options.sharing` says (`loader.sharded.share`), at most
+    `options.reading`'s `budget` bytes read ahead; a URL's ranges by range requests, as
+    `options.remote` and `options.checking` say (`concurrency` in flight, digest, time limits:
+    `loader.sharded.remote`)."""
     from loader.sharded.remote import open_remote_layout
 
+    share, budget = Share(options.sharing.value("share")), options.reading.value("budget")
     return Recipe(
         functools.partial(Slices, share, budget),
         open_source=file_layout_source,
         adjust_plan=apply_rule,
-        open_remote=functools.partial(open_remote_layout, options=remote),
+        open_remote=functools.partial(
+            open_remote_layout,
+            remote=options.remote,
+            checking=options.checking,
+            sharing=options.sharing,
+        ),
     )

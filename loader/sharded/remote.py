@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loader.remote.options import RemoteOptions, check_max_over_read
+from loader.options import DEFAULT_MAX_OVER_READ, NO_OPTIONS, Checking, Remote, Sharing
 from loader.remote.ranges import RemoteStats
 from loader.remote.source import RemoteSource
 from loader.sharded.files import SliceFile
@@ -116,11 +116,11 @@ class RemoteLayoutSource(LayoutSource):
 
     over_a_link = True
 
-    def __init__(self, source: RemoteSource, max_over_read: float | None = None) -> None:
+    def __init__(self, source: RemoteSource, max_over_read: float = DEFAULT_MAX_OVER_READ) -> None:
         super().__init__(remote_layout(source))
         self.path = source.path
         self.remote = source
-        self.max_over_read = check_max_over_read(max_over_read)
+        self.max_over_read = max_over_read  # checked by `loader.options.Sharing`
         self._planned = PlanFigures()
         self._bound = self.max_over_read  # the bound the plans ran under (lower in bytes mode)
         self._pool = (
@@ -169,13 +169,17 @@ class RemoteLayoutSource(LayoutSource):
         self.remote.close()
 
 
-def open_remote_layout(url: str, options: RemoteOptions | None = None) -> RemoteLayoutSource:
-    """The source of a remote checkpoint (a registered store's URL) for the `sharded` strategy.
+def open_remote_layout(
+    url: str,
+    remote: Remote = NO_OPTIONS.remote,
+    checking: Checking = NO_OPTIONS.checking,
+    sharing: Sharing = NO_OPTIONS.sharing,
+) -> RemoteLayoutSource:
+    """The source of a remote checkpoint (a registered store's URL) for the `sharded` strategy:
+    read as `remote` and `checking` say, its read plan bound by `sharing`'s `max_over_read`.
 
     Example:
-        >>> with open_remote_layout("s3://bucket/model.safetensors", RemoteOptions(8)) as source:
+        >>> with open_remote_layout("s3://bucket/model.safetensors", Remote(8)) as source:
         ...     print(source.keys())
     """
-    options = options or RemoteOptions()
-    max_over_read = check_max_over_read(options.max_over_read)  # refused before any request
-    return RemoteLayoutSource(RemoteSource(url, options), max_over_read)
+    return RemoteLayoutSource(RemoteSource(url, remote, checking), sharing.value("max_over_read"))

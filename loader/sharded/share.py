@@ -37,13 +37,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.errors import CheckpointError
-from loader.options import Share
+from loader.options import Share, Sharing
 from loader.report import ShareStats
 from loader.sharded.layout import Region, extents, intersect
 from loader.sharded.read_plan import PlanFigures
 from loader.sharded.reads import PlannedRead, total_bytes
-from loader.vocabulary import SHARE_CHOICES
 
 __all__ = ["DEFAULT_SHARE", "Share", "ShareStats", "check_share", "choose", "mode_of"]
 
@@ -73,17 +71,7 @@ def check_share(value: str | Share | None) -> Share:
         >>> check_share(None)
         <Share.AUTO: 'auto'>
     """
-    if value is None:
-        return DEFAULT_SHARE
-    if isinstance(value, Share):
-        return value
-    if isinstance(value, str) and value in SHARE_CHOICES:
-        return Share(value)
-    raise CheckpointError(
-        f"share={value!r}: give one of {', '.join(map(repr, SHARE_CHOICES))} ('regions': each "
-        "process reads its own index ranges; 'bytes': a contiguous block each, resharded over the "
-        "interconnect; 'auto': chosen per load)"
-    )
+    return Share(Sharing(share=value).value("share"))
 
 
 class Way(enum.Enum):

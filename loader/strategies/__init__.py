@@ -96,8 +96,8 @@ class Strategy(Protocol):
       ignores and cast `policy`) is what every strategy takes; `run_load` applies it.
     - `request.options` (`loader.options.LoadOptions`) gives values only in the groups the
       module's `OPTIONS` declares (none given: None): the registry refuses any other before the
-      call. A strategy checks their values once (e.g. `pipelined`'s
-      `loader.pipeline.PipelineOptions`, made by `LoadOptions.pipeline_options`).
+      call. Each value was checked when its group was made (`loader.options.TABLE`); a strategy
+      passes its engines the groups as they are.
     - A `REFERENCE` strategy loads no model and returns `(None, None)`.
 
     Every model strategy runs `loader.sequence.run_load`, so these hold by construction.
@@ -177,7 +177,7 @@ class StrategyInfo:
         **keywords: Any,
     ) -> tuple[Any, LoadReport | None]:
         """Run the strategy's `load` (see `Strategy`) with `loader.load_model`'s keywords,
-        importing its module on first use.
+        through the one entry every load takes (`run`).
 
         Args:
             keywords: those every strategy takes (the fields of `loader.sequence.LoadArgs`) and
@@ -197,7 +197,59 @@ class StrategyInfo:
         self.check_options(given)
         args = LoadArgs(**{k: v for k, v in keywords.items() if k in UNIVERSAL})
         options = LoadOptions.of(**given)
-        return self.strategy(options)(LoadRequest(target, path, probe, args, options))
+        return self.run(LoadRequest(target, path, probe, args, options))
+
+    def run(self, request: LoadRequest) -> tuple[Any, LoadReport | None]:
+        """Run the strategy on `request`, after the checks every load passes (`checked`): the
+        one way in, that `loader.load_model`, `load` and the bench's child all take. A
+        `REFERENCE` strategy returns `(None, None)`.
+
+        Example:
+            >>> model, report = strategies.get("pipelined").run(LoadRequest(build, path))
+        """
+        return self.checked(request)(request)
+
+    def checked(self, request: LoadRequest) -> Strategy:
+        """The module's `load`, once `request` passed the checks every load passes, once: a URL
+        only to a strategy that loads one, a URL's options only with a URL, and only the options
+        the strategy takes (`strategy`).
+
+        Raises:
+            StrategyError: a URL given to a strategy that reads local files only, or an option
+                it does not take.
+            CheckpointError: a URL's option given with a local path (it would do nothing).
+
+        Example:
+            >>> load = strategies.get("pipelined").checked(request)
+        """
+        from loader.remote import is_url, refuse_local
+        from loader.remote.urls import shown
+
+        url = is_url(request.path)
+        why = self.why_not_url(shown(str(request.path))) if url else None
+        if why is not None:
+            raise StrategyError(
+                f"strategy {self.name!r} {why}; use one of {', '.join(remote_names())}"
+            )
+        strategy = self.strategy(request.options)
+        if not url:
+            refuse_local(request.options, request.path)
+        return strategy
+
+    def why_not_url(self, where: str) -> str | None:
+        """Why this strategy loads no URL (`where`: the URL, or how it was asked for), or None
+        where it loads one (`REMOTE = True`): the one rule `checked` refuses by and the bench
+        skips a remote run's strategy by.
+
+        Example:
+            >>> strategies.get("eager").why_not_url("--source http")
+            'reads local files only (--source http)'
+        """
+        if self.remote:
+            return None
+        return f"reads local files only ({where})" + (
+            f": {self.why_not_remote}" if self.why_not_remote else ""
+        )
 
     def strategy(self, options: LoadOptions = NO_OPTIONS) -> Strategy:
         """The module's `load` (see `Strategy`), to be called with a `LoadRequest` carrying

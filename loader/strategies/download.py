@@ -15,10 +15,10 @@ import tempfile
 from typing import Any
 
 from loader.errors import CheckpointError
-from loader.remote import RemoteOptions, is_url
+from loader.options import LoadOptions
+from loader.remote import is_url
 from loader.report import LoadReport
 from loader.sequence import LoadRequest
-from loader.strategies._engine_options import pipeline_options, remote_options
 from loader.vocabulary import DOWNLOAD, URL
 
 CHECKPOINT = URL
@@ -45,14 +45,14 @@ def load(request: LoadRequest) -> tuple[Any, LoadReport]:
         raise CheckpointError(
             f"{path}: `download` loads a URL ({schemes_text()}); for a local file use pipelined"
         )
-    remote = remote_options(request.options)
-    pipeline = pipeline_options(request.options)  # its budget: the pipelined load's
+    options = request.options
     folder = os.environ.get("LOADBENCH_DOWNLOAD_DIR") or None
     with tempfile.TemporaryDirectory(prefix="loadbench-download-", dir=folder) as tmp:
-        with request.probe.phase(DOWNLOAD), RemoteSource(str(path), remote) as source:
+        source = RemoteSource(str(path), options.remote, options.checking)
+        with request.probe.phase(DOWNLOAD), source:
             local = cached_copy(source, tmp)
             stats = source.stats()
         there = dataclasses.replace(request, path=local)
-        model, report = pipelined.load_with(there, pipeline, RemoteOptions())
+        model, report = pipelined.load_with(there, LoadOptions(reading=options.reading))
     report.remote = stats
     return model, report

@@ -15,7 +15,6 @@ from loader.remote import remote_opener
 from loader.remote.source import RemoteSource
 from loader.report import LoadReport
 from loader.sequence import LoadRequest, Recipe
-from loader.strategies._engine_options import remote_options
 from loader.stream import Stream
 
 #: For a URL only (`loader.options`): range requests in flight and a folder to download the
@@ -27,6 +26,6 @@ RECIPE = Recipe(Stream)  # the default reader and host cast
 
 def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     """`run_load(RECIPE, ...)`; a URL read through `loader.remote` (`concurrency`, `cache_dir`)."""
-    remote = remote_options(request.options, request.path)
-    opener = remote_opener(remote, RemoteSource, CheckpointSource)
+    options = request.options
+    opener = remote_opener(options.remote, options.checking, RemoteSource, CheckpointSource)
     return dataclasses.replace(RECIPE, open_remote=opener).run(request)

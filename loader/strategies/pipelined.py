@@ -24,20 +24,20 @@ from functools import partial
 from typing import Any
 
 from loader.errors import CheckpointError
-from loader.pipeline import Pipeline, PipelineOptions
+from loader.options import LoadOptions
+from loader.pipeline import Pipeline
 from loader.pipeline.sources import ByteSource
 from loader.pipeline.sources.local import LocalFiles
 from loader.pipeline.sources.remote import RemoteFiles
 from loader.planning.quantized import dequantize_on_device
-from loader.remote import RemoteOptions, is_url, remote_opener
+from loader.remote import is_url, remote_opener
 from loader.report import LoadReport
 from loader.sequence import LoadRequest, Recipe
-from loader.strategies._engine_options import pipeline_options, remote_options
 
-#: The option groups this strategy takes (`loader.options`): `reading` and `placement` (its
-#: `PipelineOptions`), and for a URL `remote` (`concurrency`: range requests in flight, one
-#: reader thread each; `cache_dir`: download the files there first, then read them locally) and
-#: `checking` (what the bytes are checked against and how long a load waits).
+#: The option groups this strategy takes (`loader.options`): `reading` and `placement`, and for
+#: a URL `remote` (`concurrency`: range requests in flight, one reader thread each; `cache_dir`:
+#: download the files there first, then read them locally) and `checking` (what the bytes are
+#: checked against and how long a load waits).
 OPTIONS = ("reading", "placement", "remote", "checking")
 REMOTE = True
 
@@ -45,32 +45,31 @@ REMOTE = True
 def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     """Build the target abstractly while reader threads fill host buffers; then place every leaf.
 
-    `request.options`: `reading` and `placement` make its `PipelineOptions` (`budget`,
-    `staging`, `threads`, `cache_policy`), `remote` and `checking` its `RemoteOptions`
-    (`loader.strategies._engine_options`), each
-    checked once when it is made; `request.args.on_built` gets the abstract model while the
-    readers run (start compiling the forward there).
+    `request.options`: the groups it declares, as they are: `reading` and `placement` for the
+    engine (`Pipeline`), `reading` for a local file's readers (`LocalFiles`), `remote` and
+    `checking` for a URL's (each value checked when the groups were made);
+    `request.args.on_built` gets the abstract model while the readers run (start compiling the
+    forward there).
     """
-    options = request.options
-    return load_with(request, pipeline_options(options), remote_options(options, request.path))
+    return load_with(request, request.options)
 
 
-def load_with(
-    request: LoadRequest, pipeline: PipelineOptions, remote: RemoteOptions
-) -> tuple[Any, LoadReport]:
-    """`load` with its engine's options made: the byte source chosen here, once (a local
-    checkpoint: `LocalFiles`; a URL: `RemoteFiles`, one reader thread a request in flight, or
-    with `cache_dir` the downloaded copy as `LocalFiles`)."""
-    if is_url(request.path) and remote.cache_dir is None and pipeline.threads is not None:
+def load_with(request: LoadRequest, options: LoadOptions) -> tuple[Any, LoadReport]:
+    """`load` with `options` (`download` passes its own): the byte source chosen here, once (a
+    local checkpoint: `LocalFiles`; a URL: `RemoteFiles`, one reader thread a request in flight,
+    or with `cache_dir` the downloaded copy as `LocalFiles`)."""
+    reading, remote = options.reading, options.remote
+    if is_url(request.path) and remote.cache_dir is None and reading.threads is not None:
         raise CheckpointError(
-            f"threads={pipeline.threads!r} with a URL: give concurrency= (requests in "
+            f"threads={reading.threads!r} with a URL: give concurrency= (requests in "
             "flight; one reader thread each) instead"
         )
-    local = partial(LocalFiles, cache_policy=pipeline.cache_policy)
+    local = partial(LocalFiles, reading=reading)
+    args = request.args
     recipe = Recipe[ByteSource](
-        lambda: Pipeline(pipeline, strict=request.args.strict, key_map=request.args.key_map),
+        lambda: Pipeline(reading, options.placement, strict=args.strict, key_map=args.key_map),
         open_source=local,
-        open_remote=remote_opener(remote, RemoteFiles, local),
+        open_remote=remote_opener(remote, options.checking, RemoteFiles, local),
         adjust_plan=dequantize_on_device,
     )
     return recipe.run(request)

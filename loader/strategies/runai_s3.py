@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from loader.options import Remote
 from loader.remote import FileSource
-from loader.remote.options import check_concurrency
 from loader.remote.source import RemoteSource
 from loader.report import LoadReport
 from loader.sequence import LoadRequest, Recipe
@@ -83,13 +83,13 @@ def load(request: LoadRequest) -> tuple[Any, LoadReport]:
         >>> model, report = loader.load_model(
         ...     builder, "s3://bucket/model.safetensors", strategy="runai-s3", concurrency=8)
     """
-    asked = request.options.remote.concurrency
-    if asked is None:
-        asked = int(os.environ.get(_CONCURRENCY_VAR) or RUNAI_S3_CONCURRENCY)
-    concurrency = check_concurrency(asked)
+    given = request.options.remote
+    if given.concurrency is None:
+        given = Remote(int(os.environ.get(_CONCURRENCY_VAR) or RUNAI_S3_CONCURRENCY))
+    concurrency: int = given.value("concurrency")
 
     def remote(url: str) -> FileSource:
-        return RemoteSource(url, concurrency=concurrency)  # the report's: runai's concurrency
+        return RemoteSource(url, given)  # the report's concurrency: runai's
 
     recipe = Recipe[FileSource](
         lambda: PeerStream(_open, "runai-model-streamer (S3)"), open_remote=remote

@@ -23,13 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loader.budget import DEFAULT_BUDGET_BYTES
-from loader.options import check_budget
 from loader.report import LoadReport
 from loader.sequence import LoadRequest
 from loader.sharded.load import file_recipe
-from loader.sharded.share import check_share
-from loader.strategies._engine_options import remote_options
 
 MULTIPROCESS = True
 REMOTE = True
@@ -45,12 +41,7 @@ OPTIONS = ("reading.budget", "remote.concurrency", "sharing", "checking")
 def load(request: LoadRequest) -> tuple[Any, LoadReport]:
     """Fill the target from this process's index ranges of the checkpoint (a path or a URL).
 
-    `request.options`: `budget` (`loader.options.check_budget`), `share`
-    (`loader.sharded.share.check_share`) and a URL's `RemoteOptions` (refused in one line for
-    a local path), each checked before anything is read.
+    `request.options`: the groups it declares, as they are (`loader.sharded.load.file_recipe`;
+    each value checked when the groups were made).
     """
-    options = request.options
-    share = check_share(options.sharing.share)
-    budget = check_budget(options.reading.budget, DEFAULT_BUDGET_BYTES)
-    remote = remote_options(options, request.path)
-    return file_recipe(remote, share, budget).run(request)
+    return file_recipe(request.options).run(request)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loader.remote.options import DEFAULT_MAX_OVER_READ
+from loader.options import DEFAULT_MAX_OVER_READ
 from loader.remote.ranges import CHUNK_BYTES
 from tests.multiprocess import launch
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loader.remote.options import DEFAULT_MAX_OVER_READ
+from loader.options import DEFAULT_MAX_OVER_READ
 from loader.sharded.share import request_bound
 from tests.multiprocess import launch
 

@@ -22,7 +22,7 @@ from safetensors.numpy import save_file
 
 import loader
 from loader import Transpose
-from loader.remote.options import DEFAULT_MAX_OVER_READ, RemoteOptions
+from loader.options import DEFAULT_MAX_OVER_READ, Remote, Sharing
 from loader.remote.ranges import CHUNK_BYTES
 from loader.sharded.remote import open_remote_layout
 from loader.sharded.rule import shard_axis
@@ -195,8 +195,8 @@ def test_a_process_share_is_few_requests_within_the_over_read(served, processes,
     `max_over_read` x the share plus the headers, and every value the file's."""
     url, saved, _ = served
     bound = max_over_read or DEFAULT_MAX_OVER_READ
-    options = RemoteOptions(concurrency=4, max_over_read=max_over_read)
-    with open_remote_layout(url, options) as source:
+    sharing = Sharing(max_over_read=max_over_read)
+    with open_remote_layout(url, Remote(concurrency=4), sharing=sharing) as source:
         reads = process_share(source.layout, processes, 0)
         with SliceReader(source.layout, source.open_file) as reader:
             reader.plan([reader.planned(key, region) for key, region in reads])

@@ -26,6 +26,7 @@ from bench.limits import memory as memlimit
 from bench.records.results import read_results
 from bench.run.config import RunConfig
 from bench.run.runner import run_bench
+from loader.options import LoadOptions
 from tests.commands import loadbench
 from tests.records import total_row
 
@@ -285,8 +286,7 @@ def test_a_cold_row_records_what_the_load_left_in_the_page_cache(bench_env, tmp_
         strategies=["pipelined"],
         repeats=1,
         cache="cold",
-        threads=3,
-        cache_policy=policy,
+        options=LoadOptions.of(threads=3, cache_policy=policy),
         out=tmp_path / "results",
         progress=False,
     )

@@ -10,16 +10,14 @@ from bench.run.config import RunConfig
 from bench.run.matrix import Checkpoint, plan, untaken_options
 from bench.vocabulary import CRASHED
 from loader import strategies
+from loader.options import LoadOptions
 
 
 def test_each_task_carries_only_the_options_its_strategy_takes(tmp_path):
     config = RunConfig(
         ["tiny-gpt2"],
         strategies=["pipelined", "hostcast"],
-        load_budget_bytes=1 << 20,
-        staging=True,
-        threads=2,
-        cache_policy="keep",
+        options=LoadOptions.of(budget=1 << 20, staging=True, threads=2, cache_policy="keep"),
         out=tmp_path,
         memory_budget_bytes=1 << 40,
     )
@@ -28,13 +26,11 @@ def test_each_task_carries_only_the_options_its_strategy_takes(tmp_path):
     tasks, skipped = plan(ck, entries, config, tmp_path)
     by_name = {t.entry.name: t for t in tasks}
     assert not skipped and set(by_name) == {"pipelined", "hostcast"}
-    given = (1 << 20, True, 2, "keep")
-    options = lambda t: (t.budget_bytes, t.staging, t.threads, t.cache_policy)  # noqa: E731
-    assert options(by_name["pipelined"]) == given
-    assert options(by_name["hostcast"]) == (None, None, None, None)
+    assert by_name["pipelined"].options == config.options
+    assert by_name["hostcast"].options.given() == {}
     assert untaken_options(config, entries) == [
         f"{flag}: taken by pipelined only; hostcast runs without it"
-        for flag in ("--budget", "--staging", "--threads", "--cache-policy")
+        for flag in ("--budget", "--threads", "--cache-policy", "--staging")
     ]
     assert untaken_options(config, entries[:1]) == []
 
@@ -43,21 +39,24 @@ def test_share_reaches_the_sharded_task_only(tmp_path):
     config = RunConfig(
         ["tiny-gpt2"],
         strategies=["sharded", "pipelined"],
-        share="bytes",
+        options=LoadOptions.of(share="bytes"),
         out=tmp_path,
         memory_budget_bytes=1 << 40,
     )
     entries = [strategies.get("sharded"), strategies.get("pipelined")]
     ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
     tasks, _ = plan(ck, entries, config, tmp_path)
-    assert {t.entry.name: t.share for t in tasks} == {"sharded": "bytes", "pipelined": None}
+    shares = {t.entry.name: t.options.sharing.share for t in tasks}
+    assert shares == {"sharded": "bytes", "pipelined": None}
     assert untaken_options(config, entries) == [
         "--share: taken by sharded only; pipelined runs without it"
     ]
 
 
 def test_a_task_with_an_option_its_strategy_does_not_take_is_a_one_line_row():
-    task = ChildTask("hostcast", "tiny-gpt2", "/nowhere", "/nowhere", None, budget_bytes=1 << 20)
+    task = ChildTask(
+        "hostcast", "tiny-gpt2", "/nowhere", "/nowhere", None, options={"budget": 1 << 20}
+    )
     result = worker.run(task)
     assert result.status == CRASHED
     assert result.error is not None and "\n" not in result.error
@@ -75,12 +74,11 @@ def test_a_remote_run_without_a_concurrency_gives_every_strategy_the_loaders_def
     ck = Checkpoint("tiny-gpt2", None, 0, str(tmp_path / "model.safetensors"), 1, 1, 1)
     tasks, _ = plan(ck, entries, config, tmp_path)
     assert {t.entry.name for t in tasks} >= {"pipelined"}
-    assert {t.concurrency for t in tasks} == {DEFAULT_CONCURRENCY}
-    config = RunConfig(
-        ["tiny-gpt2"], strategies=names, source="s3", out=tmp_path, remote_concurrency=[1, 64]
-    )
+    assert {t.options.remote.concurrency for t in tasks} == {DEFAULT_CONCURRENCY}
+    swept = {"concurrency": [1, 64]}
+    config = RunConfig(["tiny-gpt2"], strategies=names, source="s3", out=tmp_path, swept=swept)
     tasks, _ = plan(ck, entries, config, tmp_path)
-    assert sorted({t.concurrency for t in tasks}) == [1, 64]
+    assert sorted({t.options.remote.concurrency for t in tasks}) == [1, 64]
 
 
 def test_a_one_process_peer_gets_a_skipped_row_per_process_count_saying_why(tmp_path):

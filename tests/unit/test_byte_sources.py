@@ -16,8 +16,9 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
 import shapes
+from loader.options import Reading
 from loader.phases import NULL_PROBE
-from loader.pipeline import Pipeline, PipelineOptions
+from loader.pipeline import Pipeline
 from loader.pipeline.regions import MemoryBytes
 from loader.pipeline.sizing import Sizing, scratch_bytes
 from loader.pipeline.sources.memory import MemoryCheckpoint
@@ -49,7 +50,7 @@ def ckpt(tmp_path_factory):
 
 def memory_load(target, blob: bytes, *, options=None, strict=False, **source):
     recipe = Recipe[MemoryCheckpoint](
-        lambda: Pipeline(options or PipelineOptions(), strict=strict),
+        lambda: Pipeline(options or Reading(), strict=strict),
         open_source=lambda _path: MemoryCheckpoint(blob, **source),
     )
     args = LoadArgs(strict=strict, policy=LoadPolicy.of(casts="allow"))
@@ -97,7 +98,7 @@ def test_rows_several_devices_hold_load_exactly_read_once_or_per_device(
         kernel.set_value(
             jax.device_put(kernel.get_value(), NamedSharding(mesh, PartitionSpec(None, AXIS)))
         )
-        options = PipelineOptions(budget=1 << 20)  # strict: no speculative read of it
+        options = Reading(budget=1 << 20)  # strict: no speculative read of it
         model, report = memory_load(
             built, ckpt.read_bytes(), options=options, strict=True, shares_rows=shares_rows
         )
@@ -136,11 +137,11 @@ def test_a_source_that_takes_its_bytes_in_file_order_is_read_in_file_order(
 
 def test_the_sizes_are_worked_out_once_from_the_options_and_the_source(ckpt):
     source = MemoryCheckpoint(ckpt.read_bytes(), threads=3)
-    sizing = Sizing.of(PipelineOptions(budget=64 << 20), source, staged=False)
+    sizing = Sizing.of(Reading(budget=64 << 20), source, staged=False)
     assert sizing.threads == 3  # the source's own count, `threads=` not given
     assert sizing.scratch_bytes == scratch_bytes(64 << 20, 3, source.total_bytes)
     assert sizing.reserved_bytes == 3 * sizing.scratch_bytes and sizing.ring_slots == 0
-    staged = Sizing.of(PipelineOptions(budget=64 << 20, threads=2), source, staged=True)
+    staged = Sizing.of(Reading(budget=64 << 20, threads=2), source, staged=True)
     # the ring (half of what the scratch leaves, slots of one piece, two at least) is taken from
     # the budget when first used; a piece is a quarter of what the scratch leaves
     assert staged.threads == 2 and staged.ring_slots == 2 and staged.slot_bytes == 15 << 20
@@ -149,7 +150,7 @@ def test_the_sizes_are_worked_out_once_from_the_options_and_the_source(ckpt):
 
 
 def test_the_engine_reserves_what_the_sizing_says_before_any_thread_starts(ckpt):
-    pipeline = Pipeline(PipelineOptions(budget=8 << 20))
+    pipeline = Pipeline(Reading(budget=8 << 20))
     with MemoryCheckpoint(ckpt.read_bytes(), threads=2) as source:
         try:
             pipeline.start(source, NULL_PROBE)

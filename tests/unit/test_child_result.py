@@ -83,7 +83,7 @@ def test_a_child_of_another_version_becomes_a_crashed_row(tmp_path):
     stale = json.loads(to_json(_result()))
     stale[VERSION_KEY] = CHILD_RESULT_VERSION + 1
     argvs = [_write_and_exit(good, to_json(_result())), _write_and_exit(bad, json.dumps(stale))]
-    outcomes = run_group(argvs, [{}, {}], [good, bad], timeout_s=60, budget_bytes=8 * GiB)
+    outcomes = run_group(argvs, [{}, {}], [good, bad], timeout_s=60, memory_bytes=8 * GiB)
     assert [o.status for o in outcomes] == ["ok", "crashed"]
     assert outcomes[0].result == _result()
     assert (
@@ -144,26 +144,28 @@ def test_each_limit_writes_its_own_fields_into_every_row():
     assert rows[1].phase_wall_s == 0.5 and rows[2].peak_rss_bytes == 3 * GiB
 
 
-def test_a_port_is_loaded_with_its_architectures_declared_ignores():
+def test_a_port_is_loaded_with_its_architectures_declared_ignores(monkeypatch):
     """`bench run --model port`: the keys the architecture declares its files hold beyond the
-    port (GPT-2's stored lm_head, say) are ignored as declared, not warned about on every row."""
+    port (GPT-2's stored lm_head, say) are ignored as declared, not warned about on every row;
+    the load goes through `load_model`'s own entry (`StrategyInfo.run`)."""
     from types import SimpleNamespace
 
     from bench.child import worker
     from bench.records.wire import ChildTask
+    from loader import strategies
     from loader.planning.policy import LoadPolicy
 
-    given: dict = {}
+    given: list = []
 
-    class Recording:
-        name = "hostcast"
+    def recording(self, request):
+        given.append(request)
+        return "model", "report"
 
-        def load(self, builder, checkpoint, probe, **arguments):
-            given.update(arguments)
-            return "model", "report"
-
+    monkeypatch.setattr(strategies.StrategyInfo, "run", recording)
     port = SimpleNamespace(ignore_unexpected=("lm_head.weight",), ignore_missing=())
     task = ChildTask("hostcast", "tiny-gpt2", "ck.safetensors", "ck.safetensors")
-    worker._load(task, Recording(), (object(), {"a": "b"}, port), probe=None)
-    assert given["policy"] == LoadPolicy.of(ignore_unexpected=("lm_head.weight",))
-    assert given["key_map"] == {"a": "b"} and given["strict"] is False
+    info = strategies.get("hostcast")
+    worker._load(task, info, (object(), {"a": "b"}, port), probe=None)
+    (request,) = given
+    assert request.args.policy == LoadPolicy.of(ignore_unexpected=("lm_head.weight",))
+    assert request.args.key_map == {"a": "b"} and request.args.strict is False

@@ -56,7 +56,7 @@ def _group_status(outcomes) -> str:
 def test_the_partner_of_a_process_killed_for_memory_is_oom_not_crashed(tmp_path, limit):
     outs = [tmp_path / "0.json", tmp_path / "1.json"]
     outcomes = run_group(
-        [WAITS, KILLED], [{}, {}], outs, timeout_s=60, budget_bytes=8 * GiB, limit=limit
+        [WAITS, KILLED], [{}, {}], outs, timeout_s=60, memory_bytes=8 * GiB, limit=limit
     )
     assert [o.status for o in outcomes] == [OOM, OOM], [o.error for o in outcomes]
     assert "process 1 of the group was killed for memory" in outcomes[0].error
@@ -66,14 +66,14 @@ def test_the_partner_of_a_process_killed_for_memory_is_oom_not_crashed(tmp_path,
 def test_a_partner_of_a_plain_crash_is_still_crashed(tmp_path):
     fails = [sys.executable, "-c", "import time; time.sleep(0.3); raise SystemExit(3)"]
     outs = [tmp_path / "0.json", tmp_path / "1.json"]
-    outcomes = run_group([WAITS, fails], [{}, {}], outs, timeout_s=60, budget_bytes=8 * GiB)
+    outcomes = run_group([WAITS, fails], [{}, {}], outs, timeout_s=60, memory_bytes=8 * GiB)
     assert [o.status for o in outcomes] == [CRASHED, CRASHED]
     assert _group_status(outcomes) == CRASHED
 
 
 def test_the_watchdog_kill_is_oom_for_the_whole_group(tmp_path):
     outs = [tmp_path / "0.json", tmp_path / "1.json"]
-    outcomes = run_group([WAITS, GROWS], [{}, {}], outs, timeout_s=60, budget_bytes=200 << 20)
+    outcomes = run_group([WAITS, GROWS], [{}, {}], outs, timeout_s=60, memory_bytes=200 << 20)
     assert [o.status for o in outcomes] == [OOM, OOM]
     assert _group_status(outcomes) == OOM
 

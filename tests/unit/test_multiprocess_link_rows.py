@@ -21,12 +21,15 @@ from bench.run.checks import parse_processes
 from bench.run.children import ChildOutcome
 from bench.run.matrix import Checkpoint, Task
 from bench.run.rows import RowContext, needed_bytes, result_records
+from loader.options import LoadOptions
 from tests.records import run_record, total_row
 
 GiB, MiB = 1 << 30, 1 << 20
 HEADER = 64 << 10
 CHECKPOINT = 2 * GiB
 LINK = Link.parse("1Gbit")
+
+SIXTEEN = LoadOptions.of(concurrency=16)  # a URL's requests in flight
 
 
 def _process(index: int, processes: int, share: int, wall: float) -> ChildOutcome:
@@ -58,7 +61,7 @@ def _phase_rows(processes: int, walls: list[float]) -> list[PhaseRecord]:
         devices=4,
         source="http",
         link="1Gbit",
-        concurrency=16,
+        options=LoadOptions.of(concurrency=16),
     )
     ctx = RowContext("run", "rid", task, Situation(CacheOutcome("warm")))
     share = CHECKPOINT // processes
@@ -187,7 +190,7 @@ def test_a_peers_row_keeps_its_concurrency_but_not_our_header_reads_as_its_traff
     rows = {}
     for name in ("runai-s3", "pipelined"):
         entry = strategies.catalog()[name]
-        task = Task(checkpoint, entry, 0, 1, 1, source="s3", link="1Gbit", concurrency=16)
+        task = Task(checkpoint, entry, 0, 1, 1, source="s3", link="1Gbit", options=SIXTEEN)
         ctx = RowContext("run", "rid", task, Situation(CacheOutcome("warm")))
         records = result_records(ctx, [_process(0, 1, CHECKPOINT, 20.0)])
         rows[name] = next(r for r in records if isinstance(r, PhaseRecord))

@@ -17,7 +17,8 @@ import loader
 import shapes
 from loader import strategies
 from loader.format.source import CheckpointSource
-from loader.pipeline import cache_fit, engine, options
+from loader.options import Reading
+from loader.pipeline import cache_fit, engine
 from loader.pipeline.order import ALIGN
 from loader.pipeline.sources import local
 from loader.pipeline.sources.local import LocalFiles
@@ -216,7 +217,7 @@ def test_the_engine_sizes_its_scratch_from_the_checkpoint(ckpt):
     from loader.phases import NULL_PROBE
     from loader.pipeline.sizing import scratch_bytes
 
-    pipeline = engine.Pipeline(options.PipelineOptions(threads=2))
+    pipeline = engine.Pipeline(Reading(threads=2))
     with LocalFiles(ckpt) as source:
         try:
             pipeline.start(source, NULL_PROBE)

@@ -306,7 +306,7 @@ def test_the_budget_in_effect_is_recorded_even_when_none_was_given():
     catalog = strategies.catalog()
     task = ChildTask("pipelined", "gpt2", "/c/m.safetensors", "/c/m.safetensors", None)
     assert budget_in_effect(catalog["pipelined"], task) == DEFAULT_BUDGET_BYTES
-    given = dataclasses.replace(task, budget_bytes=64 << 20)
+    given = dataclasses.replace(task, options={"budget": 64 << 20})
     assert budget_in_effect(catalog["pipelined"], given) == 64 << 20
     assert budget_in_effect(catalog["eager"], task) is None  # takes no budget
 

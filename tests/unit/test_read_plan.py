@@ -16,7 +16,7 @@ import pytest
 
 import loader
 from loader.errors import RemoteError
-from loader.remote.options import DEFAULT_MAX_OVER_READ, RemoteOptions, check_max_over_read
+from loader.options import DEFAULT_MAX_OVER_READ, Sharing
 from loader.sharded.read_plan import (
     ByteRun,
     PlanFigures,
@@ -173,15 +173,13 @@ def test_request_bytes_follow_the_bound():
 @pytest.mark.parametrize("bad", [0.5, 0, -1, "1.5", True, float("nan"), float("inf")])
 def test_a_bad_max_over_read_is_refused_in_one_line(bad):
     with pytest.raises(RemoteError, match=r"^max_over_read=.*: give a ratio .* >= 1") as caught:
-        check_max_over_read(bad)
+        Sharing(max_over_read=bad)
     assert "\n" not in str(caught.value)
-    with pytest.raises(RemoteError, match="max_over_read="):
-        RemoteOptions(max_over_read=bad)
 
 
 def test_max_over_read_is_a_sharded_option_for_a_url_only(tmp_path):
-    assert check_max_over_read(None) == DEFAULT_MAX_OVER_READ == 1.5
-    assert check_max_over_read(2) == 2.0
+    assert Sharing().value("max_over_read") == DEFAULT_MAX_OVER_READ == 1.5
+    assert Sharing(max_over_read=2).max_over_read == 2.0
     with pytest.raises(loader.CheckpointError, match="max_over_read= applies to a remote"):
         loader.load_model(
             lambda: None, tmp_path / "m.safetensors", strategy="sharded", max_over_read=2.0

@@ -8,6 +8,7 @@ from bench.records.configuration import UNCONSTRAINED, limits_text, run_limits
 from bench.run.config import RunConfig
 from bench.run.runner import _asked
 from dashboard import frames
+from loader.options import LoadOptions
 from tests.records import run_record, total_row
 
 MiB = 1 << 20
@@ -15,7 +16,8 @@ MiB = 1 << 20
 
 def test_a_cpus_1_run_records_its_cpu_limit():
     """Issue 54: a `--cpus 1` run stored `cpu_limit: null`, so it counted as unconstrained."""
-    asked = _asked(RunConfig(["gpt2"], cpus=1, load_budget_bytes=32 * MiB, devices=2), [])
+    budget = LoadOptions.of(budget=32 * MiB)
+    asked = _asked(RunConfig(["gpt2"], cpus=1, options=budget, devices=2), [])
     assert asked["cpu_limit"] == 1.0
     assert (asked["budget_bytes"], asked["devices"]) == (32 * MiB, 2)
     record = run_record(**{k: v for k, v in asked.items() if k != "status"})

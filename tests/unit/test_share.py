@@ -18,7 +18,6 @@ import loader
 from loader.errors import CheckpointError
 from loader.sharded.blocks import reshard_program, source_mesh, source_sharding
 from loader.sharded.share import (
-    SHARE_CHOICES,
     ProcessFigures,
     Share,
     ShareStats,
@@ -28,6 +27,7 @@ from loader.sharded.share import (
     leading_block,
     request_bound,
 )
+from loader.vocabulary import SHARE_CHOICES
 
 
 @pytest.mark.parametrize("value", ["Bytes", "", 1, "rows"])

@@ -27,8 +27,8 @@ import pytest
 
 import loader
 import shapes
+from loader.options import Reading
 from loader.pipeline import file_pages, programs, ring, ring_job, sizing
-from loader.pipeline.options import PipelineOptions
 from loader.pipeline.sizing import Sizing
 from loader.pipeline.sources.memory import MemoryCheckpoint
 from loader.placement.leaves import iter_variables
@@ -167,7 +167,7 @@ def test_a_larger_budget_never_makes_a_piece_larger_nor_puts_more_in_flight_than
 ):
     source = MemoryCheckpoint(large.read_bytes(), threads=8)
     budgets = [b * MIB for b in (16, 64, 256, 1024, 4096)]
-    sized = [Sizing.of(PipelineOptions(budget=b), source, staged=True) for b in budgets]
+    sized = [Sizing.of(Reading(budget=b), source, staged=True) for b in budgets]
     pieces = [s.chunk_bytes for s in sized]
     assert pieces == sorted(pieces) and pieces[-1] == sizing.MAX_CHUNK_BYTES
     assert all(s.slot_bytes == s.chunk_bytes for s in sized)  # a cast goes in the same pieces

@@ -114,17 +114,17 @@ def test_an_option_the_strategy_does_not_take_is_refused_in_one_line_naming_it(t
 
 
 def test_the_declared_options_are_what_the_strategies_take():
-    """pipelined declares `PipelineOptions`' fields and the remote ones, the other strategies
-    that load a URL only the remote ones (and `download` the budget of its pipelined load), the
-    runai S3 peer its clients in flight, `sharded` also how its processes share the file and the
-    budget of what it reads ahead; none is one every strategy takes. (Declared by role since
-    issue 55: `loader.options`' groups, so the names come in the groups' order.)"""
-    from loader.pipeline import PipelineOptions
-    from loader.remote import INTEGRITY_OPTIONS
+    """pipelined declares the `reading` and `placement` groups' fields and the remote ones, the
+    other strategies that load a URL only the remote ones (and `download` the budget of its
+    pipelined load), the runai S3 peer its clients in flight, `sharded` also how its processes
+    share the file and the budget of what it reads ahead; none is one every strategy takes.
+    (Declared by role since issue 55: `loader.options`' groups, so the names come in the groups'
+    order.)"""
+    from loader.options import Checking, Placement, Reading
 
     declared = {name: info.options for name, info in strategies.catalog().items() if info.options}
-    pipeline = tuple(f.name for f in dataclasses.fields(PipelineOptions))
-    checks = INTEGRITY_OPTIONS  # what a URL's bytes are checked against, how long a load waits
+    pipeline = tuple(f.name for g in (Reading, Placement) for f in dataclasses.fields(g))
+    checks = tuple(f.name for f in dataclasses.fields(Checking))  # a URL's bytes checked, waits
     assert sorted(declared["pipelined"][:4]) == sorted(pipeline)
     assert declared == {
         "pipelined": ("budget", "threads", "cache_policy", "staging", "concurrency", "cache_dir")

@@ -38,6 +38,7 @@ from loader.format.buffers import PAGE_BYTES
 from loader.format.file_order import file_order
 from loader.format.source import CheckpointSource
 from loader.host import busy_cpus, cached_fraction, usable_cpus
+from loader.options import NO_OPTIONS, Reading
 from loader.pipeline import cache_fit
 from loader.pipeline.file_pages import FilePages
 from loader.vocabulary import AUTO, DONTNEED
@@ -134,27 +135,28 @@ class FileBytes:
 
 class LocalFiles(CheckpointSource):
     """A local checkpoint as a `loader.pipeline.sources.ByteSource`: its files opened for the
-    reader threads, its page cache minded as `cache_policy` says (see the module docstring).
+    reader threads, its page cache minded as `reading`'s `cache_policy` says (see the module
+    docstring).
 
     Args:
         path: a `.safetensors` file, or a folder of shards.
-        cache_policy: `"auto"` (default), `"keep"` or `"dontneed"` (checked by
-            `loader.pipeline.options.PipelineOptions`).
+        reading: the load's `loader.options.Reading` (its page-cache policy: `"auto"` by
+            default, `"keep"` or `"dontneed"`; checked when the group was made).
 
     Example:
-        >>> with LocalFiles("model.safetensors", cache_policy="keep") as source:
+        >>> with LocalFiles("model.safetensors", Reading(cache_policy="keep")) as source:
         ...     source.tensor_bytes("layers.0.kernel").read(0, out)
     """
 
     shares_rows = False  # a row read again is a page-cache hit
     in_file_order = False  # nothing checks the bytes as they arrive
 
-    def __init__(self, path: str | os.PathLike[str], cache_policy: str = AUTO) -> None:
+    def __init__(self, path: str | os.PathLike[str], reading: Reading = NO_OPTIONS.reading) -> None:
         super().__init__(path)
-        self.cache_policy = cache_policy
+        self.cache_policy: str = reading.value("cache_policy")
         self._readers: dict[Path, int] = {f: os.open(f, os.O_RDONLY) for f in self.files}
         # the tensors dropped from the page cache once read: all of them, or (auto) from the plan
-        self._dropped: set[str] = set(self.keys()) if cache_policy == DONTNEED else set()
+        self._dropped: set[str] = set(self.keys()) if self.cache_policy == DONTNEED else set()
         self._mapped: dict[Path, FilePages | None] = {}  # each file's mapping (`mapped` chunks)
         self._pages_lock = threading.Lock()
 

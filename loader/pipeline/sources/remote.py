@@ -33,11 +33,11 @@ class RemoteFiles(RemoteSource):
 
     Args:
         url: a URL of a registered store (`loader.remote.registry`).
-        concurrency: range requests in flight, one reader thread each (default
-            `loader.remote.DEFAULT_CONCURRENCY`).
+        remote: `loader.options.Remote`: its `concurrency`, range requests in flight, one reader
+            thread each (default `loader.remote.DEFAULT_CONCURRENCY`).
 
     Example:
-        >>> with RemoteFiles("s3://bucket/model.safetensors", concurrency=32) as source:
+        >>> with RemoteFiles("s3://bucket/model.safetensors", Remote(concurrency=32)) as source:
         ...     source.tensor_bytes("layers.0.kernel").read(0, out)
     """
 
