@@ -76,10 +76,6 @@ class Interval:
         """The interval lies within +-`TARGET_HALF_WIDTH` of the estimate."""
         return self.half_width <= TARGET_HALF_WIDTH
 
-    def overlaps(self, other: Interval) -> bool:
-        """The two intervals share a value: too close to call."""
-        return self.low <= other.high and other.low <= self.high
-
     def scaled(self, factor: float) -> Interval:
         """The same interval times `factor` (a ratio as seconds at a reference speed)."""
         return Interval(self.estimate * factor, self.low * factor, self.high * factor, self.n)

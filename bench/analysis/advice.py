@@ -21,7 +21,7 @@ dashboard's Overview do; else it weighs the predictions. No jax.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -37,6 +37,8 @@ from bench.analysis.judge import (
     default_devices,
     judge,
     judge_predictions,
+    limits_of,
+    lost_of,
     partial_of,
 )
 from bench.analysis.recommend import (
@@ -109,6 +111,8 @@ class Advice:
     # predictions then)
     measured: Decision | None = None
     partial: tuple[str, ...] = ()  # the runs fitted on that lost strategies (`partial_runs`)
+    lost: tuple[str, ...] = ()  # what they lost, a few words each (`judge.lost_of`)
+    limits: tuple[str, ...] = ()  # the limits the runs fitted on ran under (`judge.limits_of`)
 
 
 def repeats_text(model: FitModel) -> str:
@@ -126,7 +130,14 @@ def decision(advice: Advice) -> Decision:
     if advice.measured is not None:
         return advice.measured
     host = TargetHost(advice.inputs.host_ram_bytes, advice.inputs.devices)
-    return judge_predictions(advice.rec.strategies, host, advice.peers, partial=advice.partial)
+    return judge_predictions(
+        advice.rec.strategies,
+        host,
+        advice.peers,
+        partial=advice.partial,
+        lost=advice.lost,
+        limits=advice.limits,
+    )
 
 
 #: What a checkpoint's headers may add to its tensors' bytes, per tensor (its JSON entry: name,
@@ -177,7 +188,8 @@ def measured_decision(
     count = devices if devices in set(rows["devices"]) else default_devices(rows)
     rows = rows[rows["devices"] == count]
     labels = [process_label(str(s), int(p)) for s, p in zip(rows["strategy"], rows["processes"])]
-    return judge(rows.assign(strategy=labels), TargetHost(host_ram, count), results)
+    decision = judge(rows.assign(strategy=labels), TargetHost(host_ram, count), results)
+    return replace(decision, devices_asked=devices) if devices != count else decision
 
 
 def minimum_ram(peak_bytes: int) -> int:
@@ -280,6 +292,8 @@ def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoe
         sorted({str(s) for s in rows.loc[rows["kind"] == PEER, "strategy"]}),
         measured,
         partial_of(results, set(rows["run_id"])),
+        lost_of(results, set(rows["run_id"])),
+        limits_of(results, set(rows["run_id"])),
     )
 
 
@@ -299,6 +313,8 @@ def _devices_sentence(advice: Advice) -> str | None:
     """One short sentence where the device count changes the answer, else None."""
     wanted = advice.inputs.devices
     used, measured = _measured_counts(advice)
+    if not used:  # nothing fitted (the runs here ran under limits): the decision says the rest
+        return None
     if wanted is None:
         if "," not in measured:
             return None

@@ -54,6 +54,7 @@ import pandas as pd
 
 from bench.analysis.accelerator import Accelerator
 from bench.analysis.advice import Advice, advise, to_json, to_text
+from bench.analysis.judge import limits_of
 from bench.analysis.recommend import (
     Recommendation,
     TargetCheckpoint,
@@ -229,15 +230,27 @@ def _advice(
     except NoResultsError as e:
         if not ok_runs(results, cache=cache, disk_speed=capped).empty:
             raise
-        raise BenchError(
-            f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
-            f'RESULTS={args.results} BENCH_ARGS="--cache {cache}"` (or sa3) first'
-        ) from e
+        raise BenchError(_nothing_to_fit(args.results, results, cache)) from e
     adv = replace(adv, inputs=replace(adv.inputs, host_ram_text=args.host_ram))
     if speed:  # the times of another disk: the judge weighs the predictions
         rec = cold_adjust(adv.rec, target.checkpoint_bytes, speed)
         adv = replace(adv, rec=rec, measured=None)
     return adv, speed, capped
+
+
+def _nothing_to_fit(folder: str, results: Results, cache: str) -> str:
+    """Why no run here can be fitted on, and the one command that gives runs that can: where
+    the runs ran under limits (`--host-ram`, `--cpus`: left out of a prediction, since a limit
+    changes the peak and time), it says which and that the command runs without them."""
+    limits = limits_of(results, set(results.runs["run_id"])) if not results.runs.empty else ()
+    run = f"loadbench bench run --shapes gpt2 --cache {cache} --out {folder}"
+    if limits:
+        return (
+            f"no ok {cache} run in {folder}/ to predict from: its runs ran under "
+            f"{', '.join(limits)}, which a prediction leaves out (a limit changes the peak and the "
+            f"time); run `{run}` (no limits) first, then this command again"
+        )
+    return f"no ok {cache} run in {folder}/ to predict from; run `{run}` (or sa3) first"
 
 
 #: The options `--link` answers without (each refused beside it in one line, never dropped).
