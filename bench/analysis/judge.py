@@ -59,7 +59,6 @@ from bench.intervals import Interval, spread_text
 from bench.records.results import Results, partial_runs
 from bench.vocabulary import DOES_NOT_FIT, FITS, LIGHTER, OK, TIGHT
 from loader.vocabulary import DEFAULT_STRATEGY, PEER, REFERENCE
-from shapes.sizes import format_bytes
 
 #: Room a host must leave beside a peak for it to fit (a tighter fit is `TIGHT`).
 TIGHT_FRACTION = 0.10
@@ -230,10 +229,11 @@ def preference(name: str) -> tuple[int, int, str]:
         >>> sorted(["zerocopy", "builder", "pipelined"], key=preference)
         ['pipelined', 'zerocopy', 'builder']
     """
+    base = name.split(" (")[0]  # `sharded (2 processes)` is sharded's
     design = len(HOST_BYTES_BY_DESIGN)
-    if name in HOST_BYTES_BY_DESIGN:
-        design = HOST_BYTES_BY_DESIGN.index(name)
-    return (name != DEFAULT_STRATEGY, design, name)
+    if base in HOST_BYTES_BY_DESIGN:
+        design = HOST_BYTES_BY_DESIGN.index(base)
+    return (base != DEFAULT_STRATEGY, design, name)
 
 
 @dataclass(frozen=True)
@@ -461,12 +461,26 @@ def loaded(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows["kind"] != REFERENCE) & wall.notna() & peak.notna()]
 
 
+def flag_size(n: float) -> str:
+    """A size as its flag is written: `64MiB`, `1.5GiB`, `4GiB` (three significant digits).
+
+    Example:
+        >>> flag_size(64 << 20), flag_size(3 << 29)
+        ('64MiB', '1.5GiB')
+    """
+    unit, size = next(
+        ((u, s) for u, s in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)) if n >= s),
+        ("B", 1),
+    )
+    return f"{n / size:.3g}{unit}"
+
+
 #: Row fields that say a limit the children ran under, and how each is said.
 LIMITS = (
     ("cpus", lambda v: f"--cpus {v:g}"),
-    ("host_ram_bytes", lambda v: f"--host-ram {v / (1 << 30):.2f}GiB"),
+    ("host_ram_bytes", lambda v: f"--host-ram {flag_size(v)}"),
     ("disk_read_bytes_per_s", lambda v: f"--disk-read-speed {v / 1e6:.0f}MB/s"),
-    ("budget_bytes", lambda v: f"--budget {format_bytes(v).replace(' ', '')}"),
+    ("budget_bytes", lambda v: f"--budget {flag_size(v)}"),
 )
 
 

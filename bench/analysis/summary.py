@@ -39,7 +39,7 @@ from bench.records.results import GROUP_KEYS, Results, headline, summarize, with
 from bench.vocabulary import COLD, NATIVE, OK
 from loader.format.dtypes import DTYPES
 from loader.vocabulary import DEFAULT_STRATEGY, REFERENCE, TOTAL
-from shapes.sizes import MISSING
+from shapes.sizes import MISSING, format_gib, significant
 
 #: Row fields that split a configuration beyond `bench.records.results.GROUP_KEYS`, where present.
 EXTRA_KEYS = (
@@ -300,22 +300,17 @@ def _same_configuration(shares: pd.DataFrame, row: pd.Series) -> pd.DataFrame:
     return shares
 
 
-def gib(n: float | None) -> str:
-    """One unit family for the summary: `1.23 GiB` (sizes), whatever their size; `-` for None.
-    Below 0.01 GiB, three significant digits (`0.000347 GiB`, never in exponent form): a tiny
-    checkpoint's sizes never print as zero."""
-    return MISSING if n is None or n != n else f"{_in_gib(float(n))} GiB"
-
-
-def _in_gib(n: float) -> str:
-    return _fixed(n / (1 << 30))
-
-
 def _fixed(value: float) -> str:
-    """`1.23`; below 0.01, three significant digits (`0.000347`), never in exponent form."""
+    """`1.23` (seconds, a ratio); below 0.01, three significant digits (`0.000347`), never in
+    exponent form."""
     if value >= 0.01 or value <= 0:
         return f"{value:.2f}"
     return f"{value:.{2 - math.floor(math.log10(value))}f}"
+
+
+def _in_gib(n: float) -> str:
+    """`1.23` (GiB, no unit): three significant digits, as `format_gib` says a size."""
+    return significant(n / (1 << 30))
 
 
 def _inflight(row: pd.Series) -> str:
@@ -324,7 +319,7 @@ def _inflight(row: pd.Series) -> str:
     if peak is None:
         return MISSING
     budget = _num(row.get("budget_bytes"))
-    return f"{gib(peak)} / {gib(budget) if budget else 'its default'}"
+    return f"{format_gib(peak)} / {format_gib(budget) if budget else 'its default'}"
 
 
 def _anon_file(row: pd.Series) -> str:
@@ -334,7 +329,7 @@ def _anon_file(row: pd.Series) -> str:
     anon, file = _num(row.get("peak_anon_rss_bytes")), _num(row.get("peak_file_rss_bytes"))
     if anon is None or file is None:
         return "n/a" if _num(row.get("peak_rss_bytes")) is not None else MISSING
-    return f"{_in_gib(anon)} / {gib(file)}"
+    return f"{_in_gib(anon)} / {format_gib(file)}"
 
 
 def _device_ceiling(row: pd.Series) -> str:
@@ -390,11 +385,11 @@ def _cells(row: pd.Series, answer: Decision) -> list[str]:
     floor = _num(row.get("floor_ratio"))
     return [
         _name(row, answer),
-        gib(_num(row["peak_rss_bytes"])),
+        format_gib(_num(row["peak_rss_bytes"])),
         f"{ratio:.2f}x" if ratio is not None else MISSING,
         _anon_file(row),
-        device_peak(row, gib),
-        device_headroom(row, gib),
+        device_peak(row, format_gib),
+        device_headroom(row, format_gib),
         f"{wall:.2f}{spread}" if wall is not None else MISSING,
         _cpu(row),
         f"{_in_gib(tput)} GiB/s" if tput is not None else MISSING,
@@ -497,7 +492,7 @@ def _title(first: pd.Series, ceiling: float | None) -> str:
     speed = _num(first.get("disk_read_bytes_per_s"))
     model = _str(first.get("model"))
     return (
-        f"{first['shapes']}: checkpoint {gib(first['checkpoint_bytes'])}, "
+        f"{first['shapes']}: checkpoint {format_gib(first['checkpoint_bytes'])}, "
         + (f"model {model}, " if model and model != "spec" else "")
         + f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
@@ -603,7 +598,7 @@ def _block(group: pd.DataFrame, answer: Decision, shares: dict[Any, list[str]]) 
         lines.append("bytes per process, against its share (its own ranges) + headers:")
     note = cold_spread_note(group)
     lines += said_shares + ready_lines(ordered) + ([note] if note else [])
-    lines += over_budget_lines(ordered, gib) + first_compile_lines(ordered, gib)
+    lines += over_budget_lines(ordered, format_gib) + first_compile_lines(ordered, format_gib)
     lines += unstable_lines(ordered)
     return "\n".join([*lines, sentence(answer)])
 

@@ -46,8 +46,8 @@ def test_table_has_a_block_per_model_dtype_and_shows_the_budget(results):
     assert "dtype F32, devices 1" in same.splitlines()[0]
     assert "F32 file → bfloat16 model" in cast.splitlines()[0]
     assert "in flight / budget" in same
-    assert "0.20 GiB / its default" in same and "1.10 (1.00-1.20)" in same  # medians per block
-    assert "0.06 GiB / 0.06 GiB" in cast and "3.10 (3.00-3.20)" in cast
+    assert "0.195 GiB / its default" in same and "1.10 (1.00-1.20)" in same  # medians per block
+    assert "0.0586 GiB / 0.0625 GiB" in cast and "3.10 (3.00-3.20)" in cast
     zerocopy = next(line for line in same.splitlines() if line.lstrip("* ").startswith("zerocopy"))
     assert " - " in zerocopy  # no in-flight figure for a strategy that does not report one
 
@@ -340,9 +340,12 @@ def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_fixed_order(tmp_pat
 
 
 def test_a_tiny_checkpoints_sizes_never_print_as_zero():
-    from bench.analysis.summary import gib
+    """The summary says sizes with the one GiB formatter (`shapes.sizes.format_gib`)."""
+    from bench.analysis import summary
+    from shapes.sizes import format_gib as gib
 
+    assert not hasattr(summary, "gib")  # no second formatter of its own
     assert gib(1.5 * (1 << 30)) == "1.50 GiB"
     assert gib(443_520) == "0.000413 GiB"  # tiny-gpt2's checkpoint, three significant digits
     assert gib(35_000) == "0.0000326 GiB"  # never in exponent form
-    assert gib(0) == "0.00 GiB" and gib(None) == "-"
+    assert gib(0) == "0 GiB" and gib(None) == "-"
