@@ -127,7 +127,7 @@ def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
     with pytest.raises(NoResultsError):
         recommend(empty, TARGET, host_ram_bytes=GiB)
     args = _args(tmp_path, json=True)
-    with pytest.raises(BenchError, match="make bench SHAPES="):
+    with pytest.raises(BenchError, match="run `loadbench bench run --shapes gpt2 --cache warm --out "):
         run_cli(args)
 
 
@@ -230,7 +230,7 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
 
 def test_disk_read_speed_adds_the_read_time_of_the_target_disk(tmp_path):
     res = _results(tmp_path)
-    from bench.commands.recommend import cold_adjust
+    from bench.analysis.recommend import cold_adjust
 
     rec = recommend(res, TARGET, 64 * GiB)
     before = {s.strategy: s.predicted_wall_s for s in rec.strategies}
