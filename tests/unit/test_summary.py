@@ -93,7 +93,7 @@ def test_a_read_cap_is_in_the_title_and_one_not_enforced_says_so(tmp_path):
     path = tmp_path / "run.jsonl"
     path.write_text("".join(to_json_line(r) + "\n" for r in cold(True)))
     title = tables(read_results(path)).splitlines()[0]
-    assert title.endswith("cache cold, disk reads capped at 250 MB/s")
+    assert title.endswith("cache cold, disk reads capped at 0.233 GiB/s")  # 250 MB/s
     path.write_text("".join(to_json_line(r) + "\n" for r in cold(False)))
     assert "NOT enforced" in tables(read_results(path)).splitlines()[0]
 

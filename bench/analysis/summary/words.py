@@ -34,7 +34,7 @@ from bench.link import FILE_SOURCE, UNSHAPED
 from bench.records.results import Results
 from bench.vocabulary import COLD, OK
 from loader.vocabulary import DEFAULT_STRATEGY, REFERENCE
-from shapes.sizes import MISSING, format_gib, significant
+from shapes.sizes import MISSING, format_gib, format_rate, significant
 
 
 def _ready_line(
@@ -262,7 +262,7 @@ def _title(first: pd.Series, ceiling: float | None) -> str:
         + f"{int(first['tensors'])} tensors, {dtype_label(first)}, devices {int(first['devices'])}"
         + (f", cache {cache_state}" if cache_state else "")
         + remote_label(first)
-        + (f", disk reads capped at {speed / 1e6:.0f} MB/s" if speed else "")
+        + (f", disk reads capped at {format_rate(speed)}" if speed else "")
         + (f", ceiling {ceiling:.2f} s" if ceiling else "")
         + (
             " (NOT enforced: see the rows' error)"
