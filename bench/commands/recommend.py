@@ -51,7 +51,8 @@ import json
 from dataclasses import replace
 
 from bench.analysis.accelerator import Accelerator
-from bench.analysis.advice import Advice, advise, to_json, to_text
+from bench.analysis.advice import Advice, advise, decision, to_json, to_text
+from bench.analysis.decision_words import details
 from bench.analysis.judge import limits_of
 from bench.analysis.recommend import (
     TargetCheckpoint,
@@ -292,7 +293,9 @@ def run_cli(args: argparse.Namespace) -> int:
             json.dumps({**out, **({"device_peaks": devices} if args.device_ram else {})}, indent=1)
         )
     else:
-        print(to_text(adv) + "".join(n + "\n" for n in notes), end="")
+        said = details(decision(adv)) if getattr(args, "verbose", False) else None
+        verbose = [f"Details: {said}."] if said else []
+        print(to_text(adv) + "".join(n + "\n" for n in [*notes, *verbose]), end="")
     held = True
     if args.check and there is not None:
         held = target.check_target(adv, args, there)
@@ -349,6 +352,12 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--allow-partial",
         action="store_true",
         help="answer although a run in --results lost strategies or lines (each is still said)",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the details behind the answer too: each candidate's interval, the measure "
+        "ranked, the ratios of the tied, the runner-up (as --json's decision.details)",
     )
     add_cache(p, both=False, help="predict a load from a warm (default) or cold page cache")
     p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")

@@ -533,3 +533,34 @@ def test_recommend_for_a_device_count_no_run_used_says_so_in_the_sentence(tmp_pa
     assert decision["devices_asked"] == 2 and decision["devices"] == 1
     code, out, _ = _recommend_out(capsys, folders["two-devices"], *argv)
     assert "no run here on" not in out and "on 16.0 GiB, 2 devices: " in out
+
+
+def test_verbose_prints_the_details_behind_the_sentence(tmp_path, capsys):
+    """The sentence is short; `--verbose` adds the intervals, the measure and the runner-up."""
+    from tests.records import write_decision_folders
+
+    folders = write_decision_folders(tmp_path)
+    argv = ["--shapes", "gpt2", "--host-ram", "16GiB", "--devices", "1"]
+    code, out, _ = _recommend_out(capsys, folders["ties"], *argv)
+    assert code == 0 and "Details:" not in out and "95% CI" not in out.split("\n\n")[-1]
+    code, out, _ = _recommend_out(capsys, folders["ties"], *argv, "--verbose")
+    (said,) = [line for line in out.splitlines() if line.startswith("Details: ")]
+    assert "ranked by x ceiling" in said and "95% CI" in said and "ties on time with" in said
+
+
+def test_the_readmes_recommend_after_its_bench_line_says_exactly_what_to_run(tmp_path, capsys):
+    """The README runs `bench run --shapes gpt2 --cache both --host-ram 4GiB`, then `recommend
+    --shapes sa3-medium --host-ram 4GiB`: on a fresh clone that told the user to bench gpt2,
+    which they just had. A prediction leaves runs under a memory limit out; the error says so,
+    and the one command that gives runs it can fit on."""
+    rows = [
+        total_row(run_id="r", strategy=s, repeat=i, wall_s=1.0 + i / 100, host_ram_bytes=4 << 30)
+        for s in ("pipelined", "zerocopy")
+        for i in range(3)
+    ]
+    with ResultsWriter(tmp_path / "results" / "m" / "r.jsonl") as w:
+        w.write_many([run_record(run_id="r", host_ram_bytes=4 << 30), *rows])
+    folder = tmp_path / "results"
+    code, _, err = _recommend_out(capsys, folder, "--shapes", "sa3-medium", "--host-ram", "4GiB")
+    assert code == 2 and "its runs ran under --host-ram 4GiB, which a prediction leaves out" in err
+    assert f"run `loadbench bench run --shapes gpt2 --cache warm --out {folder}` (no limits)" in err
