@@ -293,8 +293,7 @@ def run_cli(args: argparse.Namespace) -> int:
             json.dumps({**out, **({"device_peaks": devices} if args.device_ram else {})}, indent=1)
         )
     else:
-        said = details(decision(adv)) if getattr(args, "verbose", False) else None
-        verbose = [f"Details: {said}."] if said else []
+        verbose = [f"Details: {details(decision(adv))}."] if getattr(args, "verbose", False) else []
         print(to_text(adv) + "".join(n + "\n" for n in [*notes, *verbose]), end="")
     held = True
     if args.check and there is not None:
