@@ -8,9 +8,9 @@ The sentence is written for a person, in two parts and at most `MAX_SENTENCE` (3
   16.0 GiB, 1 device: 758 MiB peak, 0.37 s` (a peer that wins: it first, then loadbench's best).
 - **How sure**, in plain words: `1.47x faster than builder`; `ties with zerocopy and builder on
   time and peak; loadbench's default wins ties` (`judge.preference`); `zerocopy: one run, not
-  judged on time`;
-  `this machine was busy: no time verdict`; then every option or input that changed the answer:
-  the limits the rows ran under (`--cpus 1`, `--budget 32MiB`, `--host-ram`), part of a run lost.
+  judged on time`; `this machine was busy: no time verdict`; then every option or input that
+  changed the answer: the limits the rows ran under (`--cpus 1`, `--budget 32MiB`,
+  `--host-ram 4GiB`), a device count asked that no run used, part of a run lost.
 
 Its figures never contradict each other: the seconds shown are the pick's median wall, and the
 factor against the runner-up is the measure ranked, named in the details. Those details (each
@@ -166,23 +166,23 @@ def _lightest(d: Decision) -> str:
     return text + how
 
 
-def _order(d: Decision) -> str:
-    """Why the fixed order (`judge.preference`) named the pick, in a few words."""
+def _deciding(d: Decision) -> str:
+    """Which rule of the fixed order (`judge.preference`) named the pick among those tied on
+    time and peak: `loadbench's default`, `fewest host bytes by design` or `name`."""
     if d.pick == DEFAULT_STRATEGY:
-        return "the fixed order (loadbench's default first)"
-    if d.pick in HOST_BYTES_BY_DESIGN:
-        return "the fixed order (fewest host bytes by design)"
-    return "the fixed order (by name)"
+        return "loadbench's default"
+    base = (d.pick or "").split(" (")[0]
+    return "fewest host bytes by design" if base in HOST_BYTES_BY_DESIGN else "name"
+
+
+def _order(d: Decision) -> str:
+    """`the fixed order (loadbench's default first)`: the details' words for `_deciding`."""
+    return f"the fixed order ({_deciding(d)} first)"
 
 
 def wins(d: Decision) -> str:
-    """Which rule of the fixed order (`judge.preference`) named the pick, as the sentence says
-    it: `loadbench's default wins ties`."""
-    if d.pick == DEFAULT_STRATEGY:
-        return "loadbench's default wins ties"
-    if d.pick in HOST_BYTES_BY_DESIGN:
-        return "fewest host bytes by design wins ties"
-    return "named first by name among ties"
+    """`loadbench's default wins ties`: the sentence's and the table's words for `_deciding`."""
+    return f"{_deciding(d)} wins ties"
 
 
 def _host(d: Decision) -> str:
