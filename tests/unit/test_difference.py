@@ -156,3 +156,11 @@ def test_peaks_a_few_pages_apart_that_never_vary_are_the_same():
     assert (d.different, d.direction) == (False, "same")
     assert d.text() == "same (1.00x, 95% CI 1.00-1.00)"
     assert difference(base, [v * 1.02 for v in base], measure="memory").direction == "heavier"
+
+
+def test_the_interval_keeps_no_rule_of_its_own_for_different():
+    """One rule for "different?" (issue 72): `bench.analysis.difference`; an interval keeps its
+    figures and no second test (`overlaps` went, and `scaled` with it: no product code used them)."""
+    from bench.intervals import Interval
+
+    assert not hasattr(Interval, "overlaps") and not hasattr(Interval, "scaled")
