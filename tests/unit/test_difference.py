@@ -160,7 +160,7 @@ def test_peaks_a_few_pages_apart_that_never_vary_are_the_same():
 
 def test_the_interval_keeps_no_rule_of_its_own_for_different():
     """One rule for "different?" (issue 72): `bench.analysis.difference`; an interval keeps its
-    figures and no second test (`overlaps` went, and `scaled` with it: no product code used them)."""
+    figures and no second test (`overlaps` went, and `scaled`: no product code used them)."""
     from bench.intervals import Interval
 
     assert not hasattr(Interval, "overlaps") and not hasattr(Interval, "scaled")
