@@ -301,7 +301,7 @@ def sentence(d: Decision) -> str:
         return _bounded("no strategy loaded a model ok here, so none is named", conditions)
     best = d.picked
     if best is None:
-        first = f"no strategy fits {_host(d)} with {TIGHT_FRACTION:.0%} to spare"
+        first = f"no strategy fits {_host(d)}, with {TIGHT_FRACTION:.0%} to spare"
         return _bounded(first, conditions)
     busy = [b] if (b := _busy(d)) else []
     if not best.peer:
