@@ -43,7 +43,7 @@ and that change of reference is a boundary too. No jax.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -512,20 +512,32 @@ def all_steps(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list
     """Every step of every series, by machine, shape set, strategy, metric, then run order; only
     between runs of one configuration (`boundaries` says where it changed); the unstable ones
     (`Step.unstable`) among them."""
-    reps = repeats(results)
     out: list[Step] = []
+    for labels, series, stretches in _judged_together(results):
+        for alike in stretches:
+            for metric in metrics:
+                out += _steps_of(series, alike, metric, labels) if alike else []
+    return out
+
+
+def _judged_together(
+    results: Results,
+) -> Iterator[tuple[dict[str, Any], pd.DataFrame, list[list[str]]]]:
+    """Per series (its labels, its repeats in start order): the stretches of its runs judged
+    together, one configuration and one sharing of the machine each (quiet, then shared)."""
+    reps = repeats(results)
     if reps.empty:
-        return out
+        return
     reps = _with_config_key(reps.sort_values(["started_utc", "run_id"], kind="stable"))
     for key, series in reps.groupby(SERIES_KEYS, dropna=False, sort=True):
-        labels = dict(zip(SERIES_KEYS, key, strict=True))
         runs = list(dict.fromkeys(series["run_id"]))
         shared = series.drop_duplicates("run_id").set_index("run_id")[SHARED]
-        for part in _segments(series, runs):
-            for alike in ([r for r in part if not shared[r]], [r for r in part if shared[r]]):
-                for metric in metrics:
-                    out += _steps_of(series, alike, metric, labels) if alike else []
-    return out
+        stretches = [
+            alike
+            for part in _segments(series, runs)
+            for alike in ([r for r in part if not shared[r]], [r for r in part if shared[r]])
+        ]
+        yield dict(zip(SERIES_KEYS, key, strict=True)), series, stretches
 
 
 def _steps_of(
@@ -606,20 +618,8 @@ def reach(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Rea
         >>> [(r.strategy, r.metric, round(r.factor, 2)) for r in reach(results)]
         [('pipelined', 'peak_over_baseline_bytes', 1.05), ('pipelined', 'time_ratio', 1.12)]
     """
-    reps = repeats(results)
     out: list[Reach] = []
-    if reps.empty:
-        return out
-    reps = _with_config_key(reps.sort_values(["started_utc", "run_id"], kind="stable"))
-    for key, series in reps.groupby(SERIES_KEYS, dropna=False, sort=True):
-        labels = dict(zip(SERIES_KEYS, key, strict=True))
-        runs = list(dict.fromkeys(series["run_id"]))
-        shared = series.drop_duplicates("run_id").set_index("run_id")[SHARED]
-        stretches = [
-            alike
-            for part in _segments(series, runs)
-            for alike in ([r for r in part if not shared[r]], [r for r in part if shared[r]])
-        ]
+    for labels, series, stretches in _judged_together(results):
         longest = max(stretches, key=len)
         for metric in metrics:
             samples = [
@@ -640,7 +640,7 @@ def reach(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Rea
 
 
 def _samples(run: pd.DataFrame, metric: str) -> list[Any]:
-    """One run's repeats of `metric`: values of a peak; `Timed` pairs of a time."""
+    """One run's repeats of `metric`: values of a peak; `Timed` triples of a time."""
     if metric != TIME:
         return run[metric].dropna().tolist()
     known = run[run[TIME].notna()]
