@@ -705,7 +705,8 @@ def lost_of(results: Results, run_ids: Collection[str]) -> tuple[str, ...]:
 
 def lost_repeats(results: Results, runs: pd.DataFrame) -> list[tuple[str, str, int, int]]:
     """(run, strategy, repeats kept, repeats asked) for each strategy of these `runs` with fewer
-    repeats recorded than its run asked (`RunRecord.repeats`): a line lost, or a child killed.
+    repeats recorded than its run asked (`RunRecord.repeats`), every one of them ok: a line
+    lost, or the run stopped between repeats (a strategy that failed says so in its rows).
 
     Example:
         >>> lost_repeats(results, results.runs)
@@ -721,10 +722,10 @@ def lost_repeats(results: Results, runs: pd.DataFrame) -> list[tuple[str, str, i
             continue
         mine = phases[(phases["run_id"] == run["run_id"]) & (phases["kind"] != REFERENCE)]
         keys = [k for k in ("shapes", "strategy", "devices", "cache") if k in mine]
-        kept = mine.groupby(keys, dropna=False)["result_id"].nunique()
-        for key, n in kept.items():
-            strategy = str(dict(zip(keys, key, strict=True))["strategy"])
-            if n < asked:
+        for key, rows in mine.groupby(keys, dropna=False):
+            n = rows["result_id"].nunique()
+            if n < asked and (rows["status"] == OK).all():  # a failure is said as one
+                strategy = str(dict(zip(keys, key, strict=True))["strategy"])
                 found.append((str(run["run_id"]), strategy, int(n), int(asked)))
     return found
 
