@@ -210,15 +210,21 @@ class Cost:
 SAME_MINIMUM = 0.02  # peaks within 2% of the lightest's share its minimum RAM
 
 
-def at_minimum(costs: list[Cost]) -> tuple[int, Cost] | None:
-    """About the least host RAM in which some strategy fits, and the fastest strategy that fits
-    there: peaks within `SAME_MINIMUM` of the lightest count as the same minimum, and the RAM
-    given is the one the named strategy needs."""
+def at_minimum(costs: list[Cost], pick: str | None = None) -> tuple[int, Cost] | None:
+    """About the least host RAM in which some strategy fits, and the strategy that fits there:
+    the `pick` where it is one of them (the answer beside it never names another for the same
+    RAM), else the fastest. Peaks within `SAME_MINIMUM` of the lightest count as the same
+    minimum, and the RAM given is the one the named strategy needs.
+
+    Example:
+        >>> at_minimum([Cost("a", 1 << 30, 1.0), Cost("b", (1 << 30) + 4096, 2.0)], "b")[1].strategy
+        'b'
+    """
     if not costs:
         return None
     lightest = min(c.peak_bytes for c in costs)
     there = [c for c in costs if c.peak_bytes <= lightest * (1 + SAME_MINIMUM)]
-    best = min(there, key=lambda c: c.wall_s)
+    best = min(there, key=lambda c: (c.strategy != pick, c.wall_s))
     return minimum_ram(best.peak_bytes), best
 
 
@@ -227,7 +233,7 @@ def needs_text(host_ram_bytes: int, costs: list[Cost], naive: Cost | None, pick:
     needs E and does not fit." `costs` are every candidate's, `naive` the path a user writes
     first (eager), said where measured, not the `pick`, and too big for the host; empty where
     there is nothing to say."""
-    least = at_minimum(costs)
+    least = at_minimum(costs, pick)
     said = [f"Least RAM that fits: {format_bytes(least[0])} ({least[1].strategy})"] if least else []
     if naive is not None and naive.strategy != pick:
         naive_need = minimum_ram(naive.peak_bytes)
@@ -271,7 +277,7 @@ def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoe
         staged = ok_runs(results, devices, cache, disk_speed, staged=True)
         rec = on_accelerator(rec, results, staged, target, host_ram_bytes, device_ram)
     costs = [Cost(s.strategy, s.predicted_peak_bytes, s.predicted_wall_s) for s in rec.strategies]
-    least = at_minimum(costs)
+    least = at_minimum(costs, rec.recommended)
     inputs = AdviceInputs(
         shapes=shapes,
         host_ram_bytes=int(host_ram_bytes),

@@ -489,3 +489,15 @@ def test_identical_peaks_are_as_light_never_a_hair_heavier():
     )
     assert not lighter(a, b) and not lighter(b, a)
     assert choose([a, b]).pick == "pipelined"
+
+
+def test_least_ram_that_fits_names_the_pick_where_it_is_as_light():
+    """Issue 71: "Least RAM that fits" named another strategy in the paragraph that named the
+    pick; where the pick's peak is within the same minimum, it is the one named."""
+    from bench.analysis.advice import Cost, needs_text
+
+    MiB = 1 << 20
+    costs = [Cost("zerocopy", 745 * MiB, 0.98), Cost("pipelined", 746 * MiB, 1.02)]
+    said = needs_text(16 * GiB, costs, None, "pipelined")
+    assert said.startswith("Least RAM that fits: ") and said.endswith(" (pipelined).")
+    assert needs_text(16 * GiB, costs, None, None).endswith(" (zerocopy).")  # else the fastest
