@@ -76,14 +76,6 @@ class Interval:
         """The interval lies within +-`TARGET_HALF_WIDTH` of the estimate."""
         return self.half_width <= TARGET_HALF_WIDTH
 
-    def overlaps(self, other: Interval) -> bool:
-        """The two intervals share a value: too close to call."""
-        return self.low <= other.high and other.low <= self.high
-
-    def scaled(self, factor: float) -> Interval:
-        """The same interval times `factor` (a ratio as seconds at a reference speed)."""
-        return Interval(self.estimate * factor, self.low * factor, self.high * factor, self.n)
-
     def text(self, unit: str = "x", digits: int = 2) -> str:
         """`2.36x (95% CI 2.28-2.45x)`, or `2.36x (1 repeat)`."""
         value = f"{self.estimate:.{digits}f}{_sep(unit)}"

@@ -101,8 +101,11 @@ SLOWER: Final = "slower"
 LIGHTER: Final = "lighter"
 HEAVIER: Final = "heavier"
 UNDECIDED: Final = "too few repeats"  # fewer than `compare.MIN_REPEATS` ok repeats on a side
+#: Slower on the wall where other processes held the CPUs and the CPU ratio did not move: not a
+#: verdict (`bench.analysis.compare.contended`); `compare --strict` fails on it.
+UNSTABLE: Final = "unstable"
 COMPARE_FAILURES: Final = (REGRESSED, BROKEN)  # verdicts that make `compare` exit 1
-# ... and MISSING too, unless `compare --allow-missing`
+# ... and MISSING too, unless `compare --allow-missing`; UNSTABLE too under `compare --strict`
 
 # -- the environment the runner gives a worker that is one rank of a launcher's job ---------------
 RANKED_ENV: Final = "LOADBENCH_RANKED"  # "1": join the launcher's run (`loader.launcher.join`)

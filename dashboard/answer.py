@@ -18,7 +18,7 @@ import pandas as pd
 
 from bench.analysis.advice import Cost, minimum_ram, needs_text
 from bench.analysis.backend import backend_sentence, backends
-from bench.analysis.decision_words import MEASURE_NAMES, sentence
+from bench.analysis.decision_words import MEASURE_NAMES, sentence, wins
 from bench.analysis.judge import Decision, TargetHost, judge, time_difference
 from bench.analysis.recommend import MIN_FIT_BYTES, TIGHT_FRACTION, verdict
 from bench.records.results import LOCAL, MEANINGS, ROUTE, X_CEILING, X_FLOOR, Results, x_ceiling
@@ -223,15 +223,7 @@ def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tupl
     need = style.size(minimum_ram(int(row["peak_rss_bytes"])))
     peer = " (a peer: another project's loader)" if row["kind"] == PEER else ""
     if row["strategy"] == recommended and decision is not None:
-        tied = decision.tied or decision.unjudged
-        how = (
-            "the only one measured"
-            if decision.alone
-            else "the lightest of the tied"
-            if tied
-            else "the fastest that fits"
-        )
-        return RECOMMENDED, f"picked: {how}{peer}"
+        return RECOMMENDED, f"picked: {picked_how(decision)}{peer}"
     if said == FITS:
         slower = ""
         this = decision.candidate(row["strategy"]) if decision is not None else None
@@ -246,6 +238,21 @@ def _standing(row: pd.Series, measured: bool, said: str, head: Headline) -> tupl
     if said == TIGHT:
         return DOES_NOT, f"tight: under {TIGHT_FRACTION:.0%} to spare; needs {need}{peer}"
     return DOES_NOT, f"{DOES_NOT_FIT}: needs {need}{peer}"
+
+
+def picked_how(decision: Decision) -> str:
+    """Why the pick stands first, in the table's few words: the only one, the fastest, the
+    lightest of those tied on time, or the fixed order among those tied on time and peak
+    (`judge.preference`), never "the lightest" of several as light."""
+    if decision.alone:
+        return "the only one measured"
+    if not (decision.tied or decision.unjudged):
+        return "the fastest that fits"
+    if decision.lighter_beyond:
+        return "the lightest of the tied"
+    if not decision.judged_on_time and not decision.tied:
+        return "the fastest of the as light; one run: time not judged"
+    return f"tied on time and peak: {wins(decision)}"
 
 
 def _ready(row: pd.Series) -> str:

@@ -21,7 +21,7 @@ dashboard's Overview do; else it weighs the predictions. No jax.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -37,6 +37,8 @@ from bench.analysis.judge import (
     default_devices,
     judge,
     judge_predictions,
+    limits_of,
+    lost_of,
     partial_of,
 )
 from bench.analysis.recommend import (
@@ -109,6 +111,8 @@ class Advice:
     # predictions then)
     measured: Decision | None = None
     partial: tuple[str, ...] = ()  # the runs fitted on that lost strategies (`partial_runs`)
+    lost: tuple[str, ...] = ()  # what they lost, a few words each (`judge.lost_of`)
+    limits: tuple[str, ...] = ()  # the limits the runs fitted on ran under (`judge.limits_of`)
 
 
 def repeats_text(model: FitModel) -> str:
@@ -126,7 +130,14 @@ def decision(advice: Advice) -> Decision:
     if advice.measured is not None:
         return advice.measured
     host = TargetHost(advice.inputs.host_ram_bytes, advice.inputs.devices)
-    return judge_predictions(advice.rec.strategies, host, advice.peers, partial=advice.partial)
+    return judge_predictions(
+        advice.rec.strategies,
+        host,
+        advice.peers,
+        partial=advice.partial,
+        lost=advice.lost,
+        limits=advice.limits,
+    )
 
 
 #: What a checkpoint's headers may add to its tensors' bytes, per tensor (its JSON entry: name,
@@ -177,7 +188,8 @@ def measured_decision(
     count = devices if devices in set(rows["devices"]) else default_devices(rows)
     rows = rows[rows["devices"] == count]
     labels = [process_label(str(s), int(p)) for s, p in zip(rows["strategy"], rows["processes"])]
-    return judge(rows.assign(strategy=labels), TargetHost(host_ram, count), results)
+    decision = judge(rows.assign(strategy=labels), TargetHost(host_ram, count), results)
+    return replace(decision, devices_asked=devices) if devices != count else decision
 
 
 def minimum_ram(peak_bytes: int) -> int:
@@ -198,15 +210,21 @@ class Cost:
 SAME_MINIMUM = 0.02  # peaks within 2% of the lightest's share its minimum RAM
 
 
-def at_minimum(costs: list[Cost]) -> tuple[int, Cost] | None:
-    """About the least host RAM in which some strategy fits, and the fastest strategy that fits
-    there: peaks within `SAME_MINIMUM` of the lightest count as the same minimum, and the RAM
-    given is the one the named strategy needs."""
+def at_minimum(costs: list[Cost], pick: str | None = None) -> tuple[int, Cost] | None:
+    """About the least host RAM in which some strategy fits, and the strategy that fits there:
+    the `pick` where it is one of them (the answer beside it never names another for the same
+    RAM), else the fastest. Peaks within `SAME_MINIMUM` of the lightest count as the same
+    minimum, and the RAM given is the one the named strategy needs.
+
+    Example:
+        >>> at_minimum([Cost("a", 1 << 30, 1.0), Cost("b", (1 << 30) + 4096, 2.0)], "b")[1].strategy
+        'b'
+    """
     if not costs:
         return None
     lightest = min(c.peak_bytes for c in costs)
     there = [c for c in costs if c.peak_bytes <= lightest * (1 + SAME_MINIMUM)]
-    best = min(there, key=lambda c: c.wall_s)
+    best = min(there, key=lambda c: (c.strategy != pick, c.wall_s))
     return minimum_ram(best.peak_bytes), best
 
 
@@ -215,7 +233,7 @@ def needs_text(host_ram_bytes: int, costs: list[Cost], naive: Cost | None, pick:
     needs E and does not fit." `costs` are every candidate's, `naive` the path a user writes
     first (eager), said where measured, not the `pick`, and too big for the host; empty where
     there is nothing to say."""
-    least = at_minimum(costs)
+    least = at_minimum(costs, pick)
     said = [f"Least RAM that fits: {format_bytes(least[0])} ({least[1].strategy})"] if least else []
     if naive is not None and naive.strategy != pick:
         naive_need = minimum_ram(naive.peak_bytes)
@@ -259,7 +277,7 @@ def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoe
         staged = ok_runs(results, devices, cache, disk_speed, staged=True)
         rec = on_accelerator(rec, results, staged, target, host_ram_bytes, device_ram)
     costs = [Cost(s.strategy, s.predicted_peak_bytes, s.predicted_wall_s) for s in rec.strategies]
-    least = at_minimum(costs)
+    least = at_minimum(costs, rec.recommended)
     inputs = AdviceInputs(
         shapes=shapes,
         host_ram_bytes=int(host_ram_bytes),
@@ -280,6 +298,8 @@ def advise(  # noqa: PLR0913 - each keyword is an input `recommend --json` echoe
         sorted({str(s) for s in rows.loc[rows["kind"] == PEER, "strategy"]}),
         measured,
         partial_of(results, set(rows["run_id"])),
+        lost_of(results, set(rows["run_id"])),
+        limits_of(results, set(rows["run_id"])),
     )
 
 
@@ -299,6 +319,8 @@ def _devices_sentence(advice: Advice) -> str | None:
     """One short sentence where the device count changes the answer, else None."""
     wanted = advice.inputs.devices
     used, measured = _measured_counts(advice)
+    if not used:  # nothing fitted (the runs here ran under limits): the decision says the rest
+        return None
     if wanted is None:
         if "," not in measured:
             return None

@@ -20,6 +20,12 @@ and its 95% interval, Welch's t on the logarithms):
 
 A metric whose interval leaves out 1 is `faster` or `slower`, `lighter` or `heavier` (`m_verdict`);
 one slower or heavier with its whole interval above 1 + threshold has `regressed`; else `same`.
+One rule for contention, as the judge and `history` keep it: a time judged on the wall or the
+paired ratios that would have `regressed` where other processes held the CPUs on either side
+(over `SHARED_LIMIT` of them, `bench.intervals.contention`) and whose CPU ratio did not move
+beyond the threshold is `unstable`, not a verdict (`contended`; the CPU ratio's own words in
+`cpu_difference`): a neighbour slows a strategy by its threads, which the code did not do. The
+CLI exits 0 on it, 1 under `--strict`.
 `wall_p`, `peak_p` are the one-sided p that NEW is greater (`_p_less`: smaller). With fewer than
 `MIN_REPEATS` ok repeats on a side no call is made: `too few repeats`.
 
@@ -52,7 +58,7 @@ from bench.analysis.difference import (
     difference,
 )
 from bench.errors import BenchError
-from bench.intervals import CPU_BASIS, PAIRED_BASIS, WALL_BASIS, basis
+from bench.intervals import CPU_BASIS, PAIRED_BASIS, SHARED_LIMIT, WALL_BASIS, basis, contention
 from bench.records.configuration import key_change, key_text, row_key
 from bench.records.results import (
     ROUTE,
@@ -76,6 +82,7 @@ from bench.vocabulary import (
     SKIPPED,
     SLOWER,
     UNDECIDED,
+    UNSTABLE,
 )
 from loader.vocabulary import TOTAL
 from shapes.sizes import MISSING as MISSING_CELL
@@ -211,8 +218,42 @@ def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> Non
         found.append(difference(base, new, measure=TIME_MEASURE))
         bases.append(basis)
     both["wall_base"], both["wall_new"] = both["wall_s_median_base"], both["wall_s_median_new"]
-    _record(both, "wall", found, [_judge(d, threshold, e) for d, e in zip(found, enough)])
+    verdicts = [_judge(d, threshold, e) for d, e in zip(found, enough)]
+    cpu = [_cpu_difference(r) for _, r in both.iterrows()]
+    verdicts = [
+        UNSTABLE if contended(v, b, r, c, threshold) else v
+        for v, b, (_, r), c in zip(verdicts, bases, both.iterrows(), cpu)
+    ]
+    _record(both, "wall", found, verdicts)
     both["wall_basis"] = bases
+    both["cpu_difference"] = [c.text() if c is not None else MISSING_CELL for c in cpu]
+
+
+def _cpu_difference(r: pd.Series) -> Difference | None:
+    """NEW's CPU ratios against BASE's (each repeat's CPU seconds over its reference's), where
+    every ok repeat of both sides carries one; None where not."""
+    base, new = _values(r[f"{CPU}_list_base"]), _values(r[f"{CPU}_list_new"])
+    if not base or len(base) != r["ok_repeats_base"] or len(new) != r["ok_repeats_new"]:
+        return None
+    return difference(base, new, measure=TIME_MEASURE)
+
+
+def contended(
+    verdict: str, basis_: str, r: pd.Series, cpu: Difference | None, threshold: float
+) -> bool:
+    """A wall regression that is no verdict: judged on the wall or the paired ratios, where other
+    processes held over `SHARED_LIMIT` of the CPUs on either side, while the CPU ratio did not
+    move beyond `threshold` (`cpu`: its difference; None, unknown: the regression stands).
+
+    Example:
+        >>> contended(REGRESSED, PAIRED_BASIS, row, difference([1.69] * 3, [1.79] * 3), 0.05)
+        True
+    """
+    if verdict != REGRESSED or basis_ == CPU_BASIS or cpu is None or not cpu.judged:
+        return False
+    shares = [contention(_cell_list(r[f"{OTHERS}_list_{side}"])) for side in ("base", "new")]
+    shared = any(s is not None and s > SHARED_LIMIT for s in shares)
+    return shared and not (cpu.direction == SLOWER and cpu.beyond(1 + threshold))
 
 
 def _basis(r: pd.Series) -> str:
@@ -258,6 +299,7 @@ def _overall(both: pd.DataFrame) -> pd.Series:
     ]
     out = pd.Series(moved, index=both.index, dtype=object)
     out[(verdicts == UNDECIDED).any(axis=1)] = UNDECIDED
+    out[(verdicts == UNSTABLE).any(axis=1)] = UNSTABLE
     out[(verdicts == REGRESSED).any(axis=1)] = REGRESSED
     out[(both["ok_repeats_base"] > 0) & (both["ok_repeats_new"] == 0)] = BROKEN
     neither = (both["ok_repeats_base"] == 0) & (both["ok_repeats_new"] == 0)
@@ -345,10 +387,11 @@ def absent(table: pd.DataFrame, verdict: str) -> dict[str, list[Any]]:
     }
 
 
-def failures(table: pd.DataFrame, *, allow_missing: bool) -> pd.DataFrame:
-    """The rows that make the gate fail: regressed, broken, and missing unless allowed."""
+def failures(table: pd.DataFrame, *, allow_missing: bool, strict: bool = False) -> pd.DataFrame:
+    """The rows that make the gate fail: regressed, broken, missing unless allowed, and
+    unstable (`contended`) where `strict`."""
     bad = [REGRESSED, BROKEN] + ([] if allow_missing else [MISSING])
-    return table[table["verdict"].isin(bad)]
+    return table[table["verdict"].isin(bad + ([UNSTABLE] if strict else []))]
 
 
 def ratio_text(row: pd.Series, m: str) -> str:
@@ -395,5 +438,6 @@ def rule_text(threshold: float) -> str:
         "reference timed beside it, or CPU ratios where one side's machine was shared more); "
         f"a regression is slower or heavier with that interval wholly over {threshold:.0%} "
         f"({1 + threshold:.2f}x); it needs {MIN_REPEATS} ok repeats a side, and one "
-        "configuration on both"
+        "configuration on both; a wall regression where other processes held the CPUs and the "
+        "CPU ratio did not move is unstable, not a verdict"
     )

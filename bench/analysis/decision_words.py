@@ -2,14 +2,20 @@
 surface prints of it, the bench summary's `use X` line, `recommend`'s answer (text and `--json`),
 `bench run --json`, the dashboard's Overview and Target host pages and the report.
 
-The sentence names the pick and the host, the measure ranked, how many fit, and why: called
-apart from the runner-up (`1.47x faster (95% CI 1.44-1.50)`: the one rule for "different?",
-`bench.analysis.difference`, in its own words), or tied on time (the 95% interval of their
-ratio holds 1) and then the lightest of the tied (beyond their repeat spreads, or by median
-only: it says which); "one run: not judged on time" for a candidate without an interval; a peer
-(another project's loader) that wins with what it costs, then the best of loadbench's own; and
-last the reasons the pick may not hold: the unstable candidates, the limits the rows ran under,
-a partial run. No jax.
+The sentence is written for a person, in two parts and at most `MAX_SENTENCE` (300) characters:
+
+- **What to use and what it costs**, at most `MAX_FIRST` (120) characters: `use pipelined on
+  16.0 GiB, 1 device: 758 MiB peak, 0.37 s` (a peer that wins: it first, then loadbench's best).
+- **How sure**, in plain words: `1.47x faster than builder`; `ties with zerocopy and builder on
+  time and peak; loadbench's default wins ties` (`judge.preference`); `zerocopy: one run, not
+  judged on time`; `this machine was busy: no time verdict`; then every option or input that
+  changed the answer: the limits the rows ran under (`--cpus 1`, `--budget 32MiB`,
+  `--host-ram 4GiB`), a device count asked that no run used, part of a run lost.
+
+Its figures never contradict each other: the seconds shown are the pick's median wall, and the
+factor against the runner-up is the measure ranked, named in the details. Those details (each
+candidate's interval, the measure ranked, the ratios of the tied, the runner-up with its
+figures) are `details`: `--json`'s `details`, the tables beside. No jax.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.analysis.judge import (
+    HOST_BYTES_BY_DESIGN,
     PAIRED,
     PREDICTED,
     TIGHT_FRACTION,
@@ -25,10 +32,18 @@ from bench.analysis.judge import (
     Decision,
     time_difference,
 )
+from loader.vocabulary import DEFAULT_STRATEGY
 from shapes.sizes import format_bytes
 
+#: The most characters of the sentence's first part (what to use, what it costs) and of it all.
+MAX_FIRST, MAX_SENTENCE = 120, 300
+#: The most names a list in the sentence says before `and N more`.
+MAX_NAMED = 2
+#: What an unstable time's reason says where other processes took the CPUs
+#: (`bench.intervals.instability`).
+SHARED_WORDS = "other processes took"
+
 ONE_RUN = "one run: not judged on time"
-PEER_TEXT = "a peer (another project's loader)"
 MEASURE_WORDS = {
     PAIRED: "x ceiling, the wall over a bare copy timed beside each repeat",
     WALL: "median wall time",
@@ -58,27 +73,35 @@ def time_text(c: Candidate, measure: str) -> str:
     return f"{c.seconds:.2f} s, 95% CI {c.time.low:.2f}-{c.time.high:.2f} s"
 
 
-def costs_text(c: Candidate) -> str:
-    """`2.29 GiB host RAM peak and 2.12 GiB device peak` (the device's where known)."""
-    device = c.device_peak_bytes
-    also = f" and {format_bytes(device)} device peak" if device is not None else ""
-    return f"{format_bytes(c.peak_bytes)} host RAM peak{also}"
-
-
 def _use(c: Candidate) -> str:
-    """`use pipelined (858 MiB peak)`, with its device peak where known."""
+    """`use pipelined (858 MiB peak)`, with its device peak where known (the details' form)."""
     device = c.device_peak_bytes
     also = f", {format_bytes(device)} device peak" if device is not None else ""
     return f"use {c.strategy} ({format_bytes(c.peak_bytes)} peak{also})"
+
+
+def _cost(c: Candidate) -> str:
+    """`758 MiB peak, 0.37 s` (its device peak beside where known): what the pick costs."""
+    device = c.device_peak_bytes
+    also = f", {format_bytes(device)} on the device" if device is not None else ""
+    return f"{format_bytes(c.peak_bytes)} peak{also}, {c.seconds:.2f} s"
 
 
 def _named(c: Candidate, measure: str) -> str:
     return f"{c.strategy} ({time_text(c, measure)})"
 
 
+def _names(names: list[str]) -> str:
+    """`zerocopy`, `zerocopy and builder`, `a, b and 3 more`: at most `MAX_NAMED` named."""
+    if len(names) > MAX_NAMED:
+        return f"{', '.join(names[:MAX_NAMED])} and {len(names) - MAX_NAMED} more"
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def why(d: Decision, own: bool = False) -> str:
-    """Why the pick, with its figures: called apart from the runner-up, or tied (or not judged
-    on time) and then the lightest of them; `own`: `d` weighs loadbench's own strategies only."""
+    """Why the pick, with its figures (the details): called apart from the runner-up, or tied
+    (or not judged on time) and then the lightest of them, with the fixed order where several
+    are as light; `own`: `d` weighs loadbench's own strategies only."""
     best = d.picked
     assert best is not None
     head = _named(best, d.measure)
@@ -103,7 +126,7 @@ def why(d: Decision, own: bool = False) -> str:
         peaks = ", ".join(format_bytes(c.peak_bytes) for c in others)
         light = (
             f"{best.strategy} is the lightest ({format_bytes(best.peak_bytes)} against {peaks}), "
-            f"beyond their repeat spreads{how}"
+            f"by the 95% interval of their peaks' ratio{how}"
         )
     else:
         light = _lightest(d)
@@ -123,19 +146,43 @@ def _ties(best: Candidate, tied: list[Candidate], measure: str) -> str:
 
 
 def _lightest(d: Decision) -> str:
-    """`pipelined is the fastest of the lightest (pipelined 758 MiB, zerocopy 757 MiB: within
-    their repeat spreads; heavier: mmap-put 1.25 GiB)`: no one peak is lighter than all the
-    others beyond the spreads."""
+    """`as light: pipelined 758 MiB, zerocopy 757 MiB, so a fixed order names pipelined
+    (loadbench's default); heavier: mmap-put 1.25 GiB`: no one peak is lighter than all the
+    others, and `judge.preference` decides among the as light."""
     light = [c for c in d.weighed if c.strategy in d.lightest]
     heavy = [c for c in d.weighed if c.strategy not in d.lightest]
     named = ", ".join(f"{c.strategy} {format_bytes(c.peak_bytes)}" for c in light)
-    text = f"{d.pick} is the fastest of the lightest ({named}: within their repeat spreads"
+    by = (
+        f"{_order(d)} names {d.pick}"
+        if any(s in d.tied for s in d.lightest)
+        else f"the fastest of them is named, {d.pick}"
+    )
+    text = f"as light: {named}, so {by}"
     if heavy:
         text += "; heavier: " + ", ".join(
             f"{c.strategy} {format_bytes(c.peak_bytes)}" for c in heavy
         )
-    how = "" if d.judged_on_time else "; time was not judged"
-    return text + how + ")"
+    how = "" if d.judged_on_time else " (time was not judged)"
+    return text + how
+
+
+def _deciding(d: Decision) -> str:
+    """Which rule of the fixed order (`judge.preference`) named the pick among those tied on
+    time and peak: `loadbench's default`, `fewest host bytes by design` or `name`."""
+    if d.pick == DEFAULT_STRATEGY:
+        return "loadbench's default"
+    base = (d.pick or "").split(" (")[0]
+    return "fewest host bytes by design" if base in HOST_BYTES_BY_DESIGN else "name"
+
+
+def _order(d: Decision) -> str:
+    """`the fixed order (loadbench's default first)`: the details' words for `_deciding`."""
+    return f"the fixed order ({_deciding(d)} first)"
+
+
+def wins(d: Decision) -> str:
+    """`loadbench's default wins ties`: the sentence's and the table's words for `_deciding`."""
+    return f"{_deciding(d)} wins ties"
 
 
 def _host(d: Decision) -> str:
@@ -164,32 +211,110 @@ def _caveats(d: Decision) -> str:
     return said
 
 
+def details(d: Decision) -> str:
+    """Everything behind the sentence: the measure ranked, how many fit, each weighed
+    candidate's figures and interval, the ratios of the tied, the runner-up, the caveats at
+    length (`--json`'s `details`).
+
+    Example:
+        >>> details(decision)
+        'use zerocopy (757 MiB peak) on 16.0 GiB, 1 device (ranked by x ceiling, ...): ...'
+    """
+    best = d.picked
+    if best is None:
+        return sentence(d)
+    text = f"{_use(best)} on {_host(d)} ({_basis(d)}): {why(d)}"
+    own = d.own.picked if d.own is not None else None
+    if best.peer and d.own is not None and own is not None:
+        text += f"; of loadbench's own strategies, {_use(own)}: {why(d.own, own=True)}"
+    return text + _caveats(d)
+
+
+def _sure(d: Decision) -> list[str]:
+    """How sure the pick is, in plain words: called apart, tied (and with whom), one run."""
+    best = d.picked
+    assert best is not None
+    others = [c for c in d.weighed if c is not best]
+    if not others:
+        runner = d.candidate(d.runner_up)
+        if runner is None:
+            return ["the only one measured" if d.alone else "the only one that fits"]
+        apart = time_difference(runner, best)
+        return [f"{apart.factor:.2f}x faster than {runner.strategy}"]
+    said = []
+    as_light = [s for s in d.lightest if s != d.pick and s in d.tied]
+    heavier = [s for s in d.tied if s not in as_light]
+    if as_light:
+        said.append(f"ties with {_names(as_light)} on time and peak; {wins(d)}")
+    if heavier:
+        said.append(f"ties on time with {_names(heavier)}, and is lighter")
+    if d.unjudged:
+        said.append(f"{_names(list(d.unjudged))}: one run, not judged on time")
+    return said
+
+
+def _busy(d: Decision) -> str | None:
+    """`this machine was busy: no time verdict` where a candidate's time is unstable."""
+    if not d.unstable:
+        return None
+    shared = any(c.unstable and SHARED_WORDS in c.unstable for c in d.candidates)
+    return f"{'this machine was busy' if shared else 'times unstable'}: no time verdict"
+
+
+def _conditions(d: Decision) -> list[str]:
+    """Every option or input that changed the answer: the limits, part of a run lost."""
+    said = [f"measured under {' '.join(d.limits)}"] if d.limits else []
+    if d.devices_asked is not None:
+        n = d.devices_asked
+        said.insert(
+            0, f"no run here on {n} device{'' if n == 1 else 's'}: bench with --devices {n}"
+        )
+    if d.partial:
+        said.append(f"partial input, lost: {_names(list(d.lost))}" if d.lost else "partial input")
+    return said
+
+
+def _bounded(first: str, rest: list[str]) -> str:
+    """`first; rest...`, cut to `MAX_SENTENCE` characters: a part that does not fit is left to
+    the details, and the sentence says so."""
+    text = first
+    for i, part in enumerate(rest):
+        more = f"{text}; {part}"
+        tail = "; more in the details" if i < len(rest) - 1 else ""
+        if len(more) + len(tail) > MAX_SENTENCE:
+            return f"{text}; more in the details"
+        text = more
+    return text
+
+
 def sentence(d: Decision) -> str:
-    """The one sentence every surface prints of `d`.
+    """The one sentence every surface prints of `d` (the module doc says its parts).
 
     Example:
         >>> sentence(decision)
-        'use zerocopy on 16.0 GiB, 1 device (ranked by x ceiling (...), among the 3 ...): ...'
+        'use pipelined on 16.0 GiB, 1 device: 758 MiB peak, 0.37 s; ties with zerocopy on ...'
     """
+    conditions = _conditions(d)
     if d.host.ram_bytes is None:
-        return "no run record: this host's RAM is unknown, so no strategy is named" + _caveats(d)
+        return _bounded("no run record: this host's RAM is unknown, so none is named", conditions)
     if not d.loaded_ok:
-        return "no strategy loaded a model ok here, so none is named" + _caveats(d)
+        return _bounded("no strategy loaded a model ok here, so none is named", conditions)
     best = d.picked
     if best is None:
-        return f"no strategy fits {_host(d)}, with {TIGHT_FRACTION:.0%} to spare" + _caveats(d)
+        first = f"no strategy fits {_host(d)}, with {TIGHT_FRACTION:.0%} to spare"
+        return _bounded(first, conditions)
+    busy = [b] if (b := _busy(d)) else []
     if not best.peer:
-        return f"{_use(best)} on {_host(d)} ({_basis(d)}): {why(d)}{_caveats(d)}"
-    text = (
-        f"{best.strategy}, {PEER_TEXT}, is the pick on {_host(d)} ({_basis(d)}): {why(d)}; "
-        f"it costs {costs_text(best)}"
-    )
+        first = f"use {best.strategy} on {_host(d)}: {_cost(best)}"
+        return _bounded(first, [*_sure(d), *busy, *conditions])
+    first = f"{best.strategy} (a peer) is the pick on {_host(d)}: {_cost(best)}"
     own = d.own.picked if d.own is not None else None
-    if d.own is None or own is None:
-        return f"{text}; none of loadbench's own strategies fits{_caveats(d)}"
-    return (
-        f"{text}; of loadbench's own strategies, {_use(own)}: {why(d.own, own=True)}{_caveats(d)}"
+    mine = (
+        f"of loadbench's own, use {own.strategy}: {_cost(own)}"
+        if own is not None
+        else "none of loadbench's own fits"
     )
+    return _bounded(first, [*_sure(d), mine, *busy, *conditions])
 
 
 def to_use(d: Decision) -> str | None:
@@ -201,5 +326,6 @@ def to_use(d: Decision) -> str | None:
 
 
 def decision_json(d: Decision) -> dict[str, Any]:
-    """`d.to_json()` with its sentence (`sentence`), as the JSON surfaces print it."""
-    return {**d.to_json(), "sentence": sentence(d)}
+    """`d.to_json()` with its sentence (`sentence`) and `details`, as the JSON surfaces print
+    it."""
+    return {**d.to_json(), "sentence": sentence(d), "details": details(d)}

@@ -10,9 +10,12 @@ each other more than one run's repeats do (a run shares its machine's state); th
 much as `run_scatter`, the standard deviation that this adds to log(NEW / BASE), and the interval
 widens by it (its normal quantile, added in quadrature).
 
-NEW is `different` from BASE when that interval leaves out 1: then it is faster or slower (a time),
-lighter or heavier (a peak). Where it holds 1, the two are the `same` as far as these repeats can
-tell: "0.83x (95% CI 0.72-0.96)" is faster, never the same. With fewer than two positive values on
+NEW is `different` from BASE when that interval leaves out 1 and reaches beyond `RESOLUTION`
+(0.5%) of it: then it is faster or slower (a time), lighter or heavier (a peak). Where it holds
+1, the two are the `same` as far as these repeats can tell: "0.83x (95% CI 0.72-0.96)" is
+faster, never the same. Two peaks a few pages apart, each the same in every repeat, have an
+interval of no width just off 1: "1.00x heavier (95% CI 1.00-1.00)" says nothing a reader can
+use, so that is `same` too. With fewer than two positive values on
 a side there is no interval, and no call (`judged` is False, `direction` UNDECIDED).
 
 How large a difference must be to matter is a separate question, asked of the same record:
@@ -54,6 +57,9 @@ from bench.vocabulary import FASTER, HEAVIER, LIGHTER, SAME, SLOWER, UNDECIDED
 TIME_MEASURE, MEMORY_MEASURE = "time", "memory"  # what is compared: its direction words
 _WORDS = {TIME_MEASURE: (FASTER, SLOWER), MEMORY_MEASURE: (LIGHTER, HEAVIER)}
 CONFIDENCE = 0.95
+#: A move whose whole interval lies within this of 1 either way (it reads `1.00-1.00` at two
+#: digits) is the SAME: no measure here resolves it, and "1.00x heavier" would say nothing.
+RESOLUTION = 0.005
 
 
 @dataclass(frozen=True)
@@ -237,8 +243,8 @@ def difference_of_summaries(
 
     Example:
         >>> base, new = interval([2.30, 2.36, 2.42]), interval([2.50, 2.56, 2.62])
-        >>> base.overlaps(new), difference_of_summaries(base, new).text()
-        (True, '1.08x slower (95% CI 1.03-1.15)')
+        >>> difference_of_summaries(base, new).text()  # the two intervals overlap; still apart
+        '1.08x slower (95% CI 1.03-1.15)'
 
     Raises:
         ValueError: an interval of two or more repeats that is not 0 < low <= high (the module's
@@ -281,7 +287,8 @@ def _welch(
     if run_scatter > 0:
         half = math.hypot(half, float(norm.ppf((1 + confidence) / 2)) * run_scatter)
     low, high = math.exp(shift - half), math.exp(shift + half)
-    different = low > 1 or high < 1
+    resolved = low > 1 + RESOLUTION or high < 1 / (1 + RESOLUTION)
+    different = (low > 1 or high < 1) and resolved
     smaller, larger = _WORDS[measure]
     direction = (larger if shift > 0 else smaller) if different else SAME
     return Difference(

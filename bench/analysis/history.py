@@ -29,7 +29,13 @@ run-to-run scatter can explain. Repeats of one run share its machine's state, so
 alone would call a machine drifting a few percent per run a step wherever it is cut.
 
 The candidate with the largest move is a step, and each side is searched again. A step is
-reported at the first run after it, with the values before and after (within its segments).
+reported at the first run after it, with the values of the last run before it and of the first
+run after it, as their rows show them, and the move between the segments either side in the
+rule's words. A time step among runs beside other processes whose CPU ratio did not move beyond
+`MIN_STEP` is `unstable`, not a verdict (`Step.unstable`; the rule `compare` keeps): the
+neighbour moved it, not the code. Where no step is found, `reach` says the smallest step each
+series' runs could have shown: (1 + `MIN_STEP`) times the half-width of the tightest split's
+interval, so "no steps" is never read as "nothing moved" where the runs could not tell.
 Rows of older files carry no reference: their time is their wall over the same run's floor line,
 and that change of reference is a boundary too. No jax.
 """
@@ -37,13 +43,13 @@ and that change of reference is a boundary too. No jax.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pandas as pd
 
-from bench.analysis.difference import MEMORY_MEASURE, TIME_MEASURE, difference
+from bench.analysis.difference import MEMORY_MEASURE, TIME_MEASURE, Difference, difference
 from bench.intervals import (
     PAIRED_BASIS,
     SHARED_LIMIT,
@@ -119,6 +125,7 @@ class Step:
     high: float | None = None
     basis: str | None = None  # a time's: paired (wall over the reference beside each repeat)
     words: str = ""  # the move as `bench.analysis.difference` says it: `1.40x slower (95% CI ...)`
+    unstable: bool = False  # a time step beside other processes with the CPU ratio unmoved
 
     @property
     def change(self) -> float:
@@ -287,10 +294,12 @@ class _Move:
     high: float | None = None
     basis: str | None = None
     words: str = ""
+    unstable: bool = False
 
 
-#: One repeat of a time: its paired ratio, and the share of the CPUs others took meanwhile.
-Timed = tuple[float, float | None]
+#: One repeat of a time: its paired ratio, the share of the CPUs others took meanwhile, and its
+#: CPU ratio (None: not recorded).
+Timed = tuple[float, float | None, float | None]
 
 
 def run_scatter(samples: list[list[float]]) -> float:
@@ -354,15 +363,43 @@ def _time_move(
     30% down while the wall rose, the code unchanged)."""
     if not _shared_alike(before, after):
         return None
-    found = difference(
+    found = _time_difference(before, after, scatter)
+    if not found.beyond(1 + MIN_STEP[TIME]):
+        return None
+    move = _Move(abs(found.ratio - 1), found.p, found.low, found.high, PAIRED_BASIS, found.text())
+    cpu = _cpu_difference(before, after)
+    if cpu is None or not _beside_others(before + after) or cpu.beyond(1 + MIN_STEP[TIME]):
+        return move
+    said = f"{found.text()} beside other processes, CPU ratio {cpu.text()}: not a verdict"
+    return replace(move, unstable=True, words=said)
+
+
+def _time_difference(
+    before: list[list[Timed]], after: list[list[Timed]], scatter: dict[str, float]
+) -> Difference:
+    """After against before on the paired ratios, widened by the run-to-run scatter."""
+    return difference(
         [t[0] for r in before for t in r],
         [t[0] for r in after for t in r],
         measure=TIME_MEASURE,
         run_scatter=_between(scatter[TIME], before, after),
     )
-    if not found.beyond(1 + MIN_STEP[TIME]):
+
+
+def _cpu_difference(before: list[list[Timed]], after: list[list[Timed]]) -> Difference | None:
+    """After against before on the CPU ratios, where every repeat carries one (else None)."""
+    sides = [[t[2] for r in side for t in r] for side in (before, after)]
+    if any(v is None for side in sides for v in side):
         return None
-    return _Move(abs(found.ratio - 1), found.p, found.low, found.high, PAIRED_BASIS, found.text())
+    return difference(
+        [float(v) for v in sides[0] if v is not None], [float(v) for v in sides[1] if v is not None]
+    )
+
+
+def _beside_others(runs: list[list[Timed]]) -> bool:
+    """Other processes held over `SHARED_LIMIT` of the CPUs during these runs' repeats."""
+    taken = contention([t[1] for r in runs for t in r])
+    return taken is not None and taken > SHARED_LIMIT
 
 
 def _split(
@@ -401,10 +438,13 @@ def _segment(
     cut = lo + k
     left = _segment(samples, metric, lo, cut, scatter)
     right = _segment(samples, metric, cut, hi, scatter)
-    # the values of the segments adjoining the step, once both sides are split further
-    start = max([s[0] for s in left], default=lo)
-    end = min([s[0] for s in right], default=hi)
-    step = (cut, move, _centre(samples[start:cut], metric), _centre(samples[cut:end], metric))
+    # the values of the runs either side, as their rows show them
+    step = (
+        cut,
+        move,
+        _centre(samples[cut - 1 : cut], metric),
+        _centre(samples[cut : cut + 1], metric),
+    )
     return sorted([*left, step, *right], key=lambda t: t[0])
 
 
@@ -464,22 +504,40 @@ def boundaries(results: Results) -> list[Boundary]:
 
 
 def steps(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Step]:
+    """Every step of every series (`all_steps`) that is a verdict: not `unstable`."""
+    return [s for s in all_steps(results, metrics) if not s.unstable]
+
+
+def all_steps(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Step]:
     """Every step of every series, by machine, shape set, strategy, metric, then run order; only
-    between runs of one configuration (`boundaries` says where it changed)."""
-    reps = repeats(results)
+    between runs of one configuration (`boundaries` says where it changed); the unstable ones
+    (`Step.unstable`) among them."""
     out: list[Step] = []
+    for labels, series, stretches in _judged_together(results):
+        for alike in stretches:
+            for metric in metrics:
+                out += _steps_of(series, alike, metric, labels) if alike else []
+    return out
+
+
+def _judged_together(
+    results: Results,
+) -> Iterator[tuple[dict[str, Any], pd.DataFrame, list[list[str]]]]:
+    """Per series (its labels, its repeats in start order): the stretches of its runs judged
+    together, one configuration and one sharing of the machine each (quiet, then shared)."""
+    reps = repeats(results)
     if reps.empty:
-        return out
+        return
     reps = _with_config_key(reps.sort_values(["started_utc", "run_id"], kind="stable"))
     for key, series in reps.groupby(SERIES_KEYS, dropna=False, sort=True):
-        labels = dict(zip(SERIES_KEYS, key, strict=True))
         runs = list(dict.fromkeys(series["run_id"]))
         shared = series.drop_duplicates("run_id").set_index("run_id")[SHARED]
-        for part in _segments(series, runs):
-            for alike in ([r for r in part if not shared[r]], [r for r in part if shared[r]]):
-                for metric in metrics:
-                    out += _steps_of(series, alike, metric, labels) if alike else []
-    return out
+        stretches = [
+            alike
+            for part in _segments(series, runs)
+            for alike in ([r for r in part if not shared[r]], [r for r in part if shared[r]])
+        ]
+        yield dict(zip(SERIES_KEYS, key, strict=True)), series, stretches
 
 
 def _steps_of(
@@ -506,19 +564,89 @@ def _steps_of(
             high=move.high,
             basis=move.basis,
             words=move.words,
+            unstable=move.unstable,
         )
         for cut, move, before, after in _segment(samples, metric, 0, len(samples), scatter)
     ]
 
 
+@dataclass(frozen=True)
+class Reach:
+    """The smallest step one metric of one series could have shown: `factor` (1.25: a move of
+    25% either way), over the runs of one configuration and one sharing (`runs` of them); NaN
+    with fewer than two runs with repeats."""
+
+    machine: str
+    shapes: str
+    strategy: str
+    route: str
+    metric: str
+    factor: float
+    runs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """`history --json`'s object under `smallest_steps`."""
+        return {k: None if isinstance(v, float) and v != v else v for k, v in asdict(self).items()}
+
+
+def _smallest(samples: list[list[Any]], metric: str) -> float:
+    """The least move a step between these runs must make to be found: over every split, the
+    rule's interval (widened by the run-to-run scatter) must lie wholly beyond `MIN_STEP`, so a
+    true move of r is found where r / e^half > 1 + `MIN_STEP`; the tightest split's (NaN: no
+    split with an interval)."""
+    values = [[t[0] for t in run] for run in samples] if metric == TIME else samples
+    scatter = run_scatter(values)
+    widths = []
+    for k in range(1, len(values)):
+        before, after = values[:k], values[k:]
+        found = difference(
+            [v for r in before for v in r],
+            [v for r in after for v in r],
+            measure=TIME_MEASURE if metric == TIME else MEMORY_MEASURE,
+            run_scatter=_between(scatter, before, after),
+        )
+        if found.judged:
+            widths.append(math.sqrt(found.high / found.low))
+    return (1 + MIN_STEP[metric]) * min(widths) if widths else float("nan")
+
+
+def reach(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Reach]:
+    """The smallest step each series could have shown, per metric, over its longest stretch of
+    runs judged together (one configuration, one sharing of the machine: as `all_steps` judges).
+
+    Example:
+        >>> [(r.strategy, r.metric, round(r.factor, 2)) for r in reach(results)]
+        [('pipelined', 'peak_over_baseline_bytes', 1.05), ('pipelined', 'time_ratio', 1.12)]
+    """
+    out: list[Reach] = []
+    for labels, series, stretches in _judged_together(results):
+        longest = max(stretches, key=len)
+        for metric in metrics:
+            samples = [
+                v for v in (_samples(series[series["run_id"] == r], metric) for r in longest) if v
+            ]
+            out.append(
+                Reach(
+                    machine=str(labels["machine"]),
+                    shapes=str(labels["shapes"]),
+                    strategy=str(labels["strategy"]),
+                    route=str(labels[ROUTE]),
+                    metric=metric,
+                    factor=_smallest(samples, metric),
+                    runs=len(samples),
+                )
+            )
+    return out
+
+
 def _samples(run: pd.DataFrame, metric: str) -> list[Any]:
-    """One run's repeats of `metric`: values of a peak; `Timed` pairs of a time."""
+    """One run's repeats of `metric`: values of a peak; `Timed` triples of a time."""
     if metric != TIME:
         return run[metric].dropna().tolist()
     known = run[run[TIME].notna()]
     return [
-        (float(t), None if o != o else float(o))
-        for t, o in zip(known[TIME], known[OTHERS], strict=True)
+        (float(t), None if o != o else float(o), None if c != c else float(c))
+        for t, o, c in zip(known[TIME], known[OTHERS], known[CPU_RATIO], strict=True)
     ]
 
 

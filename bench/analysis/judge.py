@@ -24,13 +24,16 @@ The rule, stated once:
   out). A candidate of one run has no interval: it is not judged on time against any other
   (`Decision.unjudged`), never said to tie.
 - **The pick.** The fastest by the measure, with those tied with it or not judged against it,
-  form the group. One is lighter than another (`lighter`) when its peak is lower by more than
-  either's repeat spread and `PEAK_TIE_FRACTION` of its peak. The group's lightest
-  (`Decision.lightest`: those no other one of the group is lighter than) stay, and the fastest
-  of them is picked: never one that another tied is lighter than. `lighter_beyond`: the pick is
-  lighter than every other of the group (else several are as light within their spreads, and
-  the record says which). Where a peer is picked, `own` holds the same judgement over
-  loadbench's own.
+  form the group. One is lighter than another (`lighter`) by the same rule asked of the peaks
+  (`peak_difference`: the 95% interval of the ratio of their peaks leaves out 1) and by more
+  than `PEAK_TIE_FRACTION` (1%) of it. The group's lightest (`Decision.lightest`: those no other
+  one of the group is lighter than) stay; they tie on time and on peak, so the order their
+  medians came out in is noise, and a fixed order decides (`preference`: loadbench's default
+  first, then the fewer host bytes its design holds, `HOST_BYTES_BY_DESIGN`, then the name).
+  Where none of them is judged on time (one run), the fastest of them is named on memory.
+  Never one that another tied is lighter than. `lighter_beyond`: the pick is lighter than every
+  other of the group. Where a peer is picked, `own` holds the same judgement over loadbench's
+  own.
 - **Reasons** beside the pick: the candidates whose time is unstable, one run, a partial run,
   and the limits the rows ran under (`--cpus`, `--host-ram`, a disk read cap).
 
@@ -49,18 +52,34 @@ from typing import Any
 import pandas as pd
 
 from bench.analysis import difference
-from bench.analysis.difference import Difference
+from bench.analysis.difference import MEMORY_MEASURE, Difference
 from bench.analysis.predictions import StrategyPrediction
 from bench.errors import BenchError
 from bench.intervals import Interval, spread_text
 from bench.records.results import Results, partial_runs
-from bench.vocabulary import DOES_NOT_FIT, FITS, TIGHT
-from loader.vocabulary import PEER, REFERENCE
+from bench.vocabulary import DOES_NOT_FIT, FITS, LIGHTER, OK, TIGHT
+from loader.vocabulary import DEFAULT_STRATEGY, PEER, REFERENCE
 
 #: Room a host must leave beside a peak for it to fit (a tighter fit is `TIGHT`).
 TIGHT_FRACTION = 0.10
 #: Peaks nearer than this fraction of the lighter are as light, whatever their repeats show.
 PEAK_TIE_FRACTION = 0.01
+#: Loadbench's strategies by the host bytes each holds by design, the fewest first: a bounded
+#: budget in flight (pipelined; sharded's slices), one buffer a tensor that the device adopts
+#: (zerocopy), a tensor at a time (builder, hostcast), a whole random model beside the reads
+#: (pread, mmap), the whole file and model at once (eager). Where candidates tie on time and on
+#: peak, this order decides after the default (`preference`); one not named here comes after.
+HOST_BYTES_BY_DESIGN = (
+    "pipelined",
+    "sharded",
+    "sharded-dir",
+    "zerocopy",
+    "builder",
+    "hostcast",
+    "pread",
+    "mmap",
+    "eager",
+)
 #: The measures a decision can rank by (`Decision.measure`).
 PAIRED, WALL, PREDICTED = "paired ratio", "wall time", "predicted time"
 #: The reasons a decision carries beside its pick (`Decision.reasons`).
@@ -81,7 +100,8 @@ class Candidate:
 
     `seconds` is its time (a measured median, or a prediction); `time` the 95% interval of the
     measure ranked (a paired ratio, or seconds), None or of one repeat where there is none;
-    `peak_bytes` its median peak RSS and `peak_spread_bytes` its repeats' max - min;
+    `peak_bytes` its median peak RSS and `peak_spread_bytes` its repeats' max - min, `peak` the
+    95% interval of its peaks (None: read from the spread, or exact: a prediction's);
     `device_peak_bytes` its device memory peak where measured or predicted; `unstable` why its
     time is not to be trusted (None: it is); `peer`: another project's loader.
     """
@@ -94,6 +114,7 @@ class Candidate:
     unstable: str | None = None
     device_peak_bytes: float | None = None
     peer: bool = False
+    peak: Interval | None = None
 
     @property
     def judged(self) -> bool:
@@ -159,11 +180,60 @@ def _tied(a: Candidate, b: Candidate) -> bool:
     return not time_difference(a, b).different
 
 
+#: Where a candidate keeps no interval of its peak (rows of older files), its repeats' range
+#: either side of its median is read as a 95% interval of this many repeats (near normal).
+_RANGE_AS_REPEATS = 1000
+
+
+def _peak_of(c: Candidate) -> Interval:
+    """The candidate's interval of its peak; else its repeats' range either side of its median
+    read as one (`_RANGE_AS_REPEATS`); an exact one (no width) where it has no spread either: a
+    predicted peak has no repeats to spread."""
+    if c.peak is not None and c.peak.n >= 2:
+        return c.peak
+    p, spread = c.peak_bytes, c.peak_spread_bytes
+    if spread > 0 and p > spread:
+        return Interval(p, p - spread, p + spread, _RANGE_AS_REPEATS)
+    return Interval(p, p, p, 2)
+
+
+def peak_difference(base: Candidate, new: Candidate) -> Difference:
+    """NEW's peak against BASE's by the one rule for "different?" (`bench.analysis.difference`,
+    as `compare` and `history` judge peaks).
+
+    Example:
+        >>> peak_difference(zerocopy, pipelined).text()
+        'same (1.00x, 95% CI 0.99-1.01)'
+    """
+    return difference.difference_of_summaries(_peak_of(base), _peak_of(new), measure=MEMORY_MEASURE)
+
+
 def lighter(a: Candidate, b: Candidate) -> bool:
-    """`a`'s peak is lower than `b`'s by more than either's repeat spread and more than
-    `PEAK_TIE_FRACTION` of `a`'s."""
-    margin = max(a.peak_spread_bytes, b.peak_spread_bytes, PEAK_TIE_FRACTION * a.peak_bytes)
-    return a.peak_bytes + margin < b.peak_bytes
+    """`a`'s peak is lighter than `b`'s by the one rule (`peak_difference`), and by more than
+    `PEAK_TIE_FRACTION` of it: the whole interval of a / b lies below 1 / 1.01.
+
+    Example:
+        >>> lighter(Candidate("a", 1.0, None, 700 << 20), Candidate("b", 1.0, None, 800 << 20))
+        True
+    """
+    found = peak_difference(b, a)
+    return found.direction == LIGHTER and found.beyond(1 + PEAK_TIE_FRACTION)
+
+
+def preference(name: str) -> tuple[int, int, str]:
+    """The fixed order that decides among candidates tied on time and on peak: loadbench's
+    default (`DEFAULT_STRATEGY`) first, then the fewer host bytes by design
+    (`HOST_BYTES_BY_DESIGN`), then the name; never whichever median came out ahead.
+
+    Example:
+        >>> sorted(["zerocopy", "builder", "pipelined"], key=preference)
+        ['pipelined', 'zerocopy', 'builder']
+    """
+    base = name.split(" (")[0]  # `sharded (2 processes)` is sharded's
+    design = len(HOST_BYTES_BY_DESIGN)
+    if base in HOST_BYTES_BY_DESIGN:
+        design = HOST_BYTES_BY_DESIGN.index(base)
+    return (base != DEFAULT_STRATEGY, design, name)
 
 
 @dataclass(frozen=True)
@@ -181,11 +251,12 @@ class Decision:
     `candidates` are those that fit, ranked by `measure` (the fastest first); `pick` the one to
     use (None: none fits, or none loaded ok: `loaded_ok`); `tied` those tied with it on time,
     `unjudged` those not judged against it (one run), `runner_up` the next one called apart from
-    it (where nothing ties); `lightest` the pick and those of the group as light as it within
-    their repeat spreads (none of the group lighter beyond them); `lighter_beyond`: the pick is
-    lighter than every other of the group beyond their spreads. `own` is the same
+    it (where nothing ties); `lightest` the pick and those of the group as light as it (none of
+    the group lighter by `lighter`), of which `preference` named the pick; `lighter_beyond`: the
+    pick is lighter than every other of the group. `own` is the same
     judgement over loadbench's own strategies where a peer is picked. `limits` are the limits the
-    rows ran under (`("--cpus 1",)`), `partial` the runs that lost strategies. No words of a
+    rows ran under (`("--cpus 1",)`), `partial` the runs that lost strategies or repeats, `lost`
+    what they lost in a few words each (`hostcast`, `a repeat of zerocopy`). No words of a
     sentence: `bench.analysis.decision_words` gives those.
     """
 
@@ -203,7 +274,9 @@ class Decision:
     loaded_ok: bool = True
     limits: tuple[str, ...] = ()
     partial: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()
     paired_wider: bool = False  # ranked by WALL: the rows' paired ratios were the wider measure
+    devices_asked: int | None = None  # the count asked where no row here used it (`host.devices`)
 
     def candidate(self, name: str | None) -> Candidate | None:
         """The candidate of that name (None: not among those that fit)."""
@@ -268,6 +341,8 @@ class Decision:
             "unstable": list(self.unstable),
             "limits": list(self.limits),
             "partial": list(self.partial),
+            "lost": list(self.lost),
+            "devices_asked": self.devices_asked,
             "reasons": list(self.reasons),
             "own": self.own.to_json() if self.own is not None else None,
         }
@@ -281,6 +356,7 @@ def decide(
     not_fitting: Sequence[str] = (),
     limits: Sequence[str] = (),
     partial: Sequence[str] = (),
+    lost: Sequence[str] = (),
 ) -> Decision:
     """The decision among `candidates` (those that fit, of one configuration, on one measure).
 
@@ -296,6 +372,7 @@ def decide(
         not_fitting=tuple(not_fitting),
         limits=tuple(limits),
         partial=tuple(partial),
+        lost=tuple(lost),
     )
     if not ranked:
         return empty
@@ -304,7 +381,8 @@ def decide(
         c for c in ranked if c is fastest or not (c.judged and fastest.judged) or _tied(c, fastest)
     ]
     light = [c for c in group if not any(lighter(o, c) for o in group if o is not c)]
-    best = light[0]  # the fastest of the lightest (`ranked` is fastest first)
+    tied = [c for c in light if c.judged and fastest.judged]  # on time and on peak
+    best = min(tied, key=lambda c: preference(c.strategy)) if tied else light[0]
     others = [c for c in group if c is not best]
     rest = [c for c in ranked if c not in group]
     decision = replace(
@@ -354,6 +432,13 @@ def row_candidate(row: pd.Series, measure: str) -> Candidate:
     time = Interval(estimate, low or estimate, high or estimate, n if low is not None else 1)
     peak = float(row["peak_rss_bytes"])
     spread = (_number(row, "peak_rss_max") or peak) - (_number(row, "peak_rss_min") or peak)
+    peak_low, peak_high = _number(row, "peak_low"), _number(row, "peak_high")
+    peaks = int(_number(row, "ok_repeats") or 1)
+    peak_iv = (
+        Interval(math.sqrt(peak_low * peak_high), peak_low, peak_high, peaks)
+        if peak_low is not None and peak_high is not None and peaks >= 2
+        else None
+    )
     unstable = row.get("unstable")
     return Candidate(
         strategy=str(row["strategy"]),
@@ -364,6 +449,7 @@ def row_candidate(row: pd.Series, measure: str) -> Candidate:
         unstable=unstable if isinstance(unstable, str) and unstable else None,
         device_peak_bytes=_number(row, "device_peak_bytes"),
         peer=row.get("kind") == PEER,
+        peak=peak_iv,
     )
 
 
@@ -375,11 +461,26 @@ def loaded(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows["kind"] != REFERENCE) & wall.notna() & peak.notna()]
 
 
+def flag_size(n: float) -> str:
+    """A size as its flag is written: `64MiB`, `1.5GiB`, `4GiB` (three significant digits).
+
+    Example:
+        >>> flag_size(64 << 20), flag_size(3 << 29)
+        ('64MiB', '1.5GiB')
+    """
+    unit, size = next(
+        ((u, s) for u, s in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)) if n >= s),
+        ("B", 1),
+    )
+    return f"{n / size:.3g}{unit}"
+
+
 #: Row fields that say a limit the children ran under, and how each is said.
 LIMITS = (
     ("cpus", lambda v: f"--cpus {v:g}"),
-    ("host_ram_bytes", lambda v: f"--host-ram {v / (1 << 30):.2f}GiB"),
+    ("host_ram_bytes", lambda v: f"--host-ram {flag_size(v)}"),
     ("disk_read_bytes_per_s", lambda v: f"--disk-read-speed {v / 1e6:.0f}MB/s"),
+    ("budget_bytes", lambda v: f"--budget {flag_size(v)}"),
 )
 
 
@@ -420,9 +521,12 @@ def judge(rows: pd.DataFrame, host: TargetHost, results: Results | None = None) 
     runs = set(rows["run_id"]) if "run_id" in rows else set()
     limits = limits_of(results, runs) if results is not None else ()
     partial = partial_of(results, runs) if results is not None else ()
+    lost = lost_of(results, runs) if results is not None else ()
     ok = loaded(rows)
     if ok.empty or host.ram_bytes is None:
-        return Decision(host, WALL, loaded_ok=not ok.empty, limits=limits, partial=partial)
+        return Decision(
+            host, WALL, loaded_ok=not ok.empty, limits=limits, partial=partial, lost=lost
+        )
     ram = host.ram_bytes
     fits = [verdict(int(p), ram) == FITS for p in pd.to_numeric(ok["peak_rss_bytes"])]
     fitting = ok[pd.Series(fits, index=ok.index, dtype=bool)]
@@ -436,6 +540,7 @@ def judge(rows: pd.DataFrame, host: TargetHost, results: Results | None = None) 
         not_fitting=[str(s) for s in ok.loc[~ok.index.isin(fitting.index), "strategy"]],
         limits=limits,
         partial=partial,
+        lost=lost,
     )
     return replace(decision, paired_wider=all_paired and measure == WALL)
 
@@ -510,9 +615,12 @@ def judge_predictions(
     peers: Collection[str] = (),
     *,
     partial: Sequence[str] = (),
+    lost: Sequence[str] = (),
+    limits: Sequence[str] = (),
 ) -> Decision:
     """The decision over predictions on `host`: those whose verdict fits, ranked by their
-    predicted time (`PREDICTED`)."""
+    predicted time (`PREDICTED`); `partial`, `lost` and `limits` say of the runs fitted on what
+    `judge` says of measured ones."""
     fits = [s for s in predictions if s.verdict == FITS]
     return decide(
         [prediction_candidate(s, peers) for s in fits],
@@ -520,6 +628,8 @@ def judge_predictions(
         PREDICTED,
         not_fitting=[s.strategy for s in predictions if s.verdict != FITS],
         partial=partial,
+        lost=lost,
+        limits=limits,
     )
 
 
@@ -562,9 +672,62 @@ def check_ranking(
 
 
 def partial_of(results: Results, run_ids: Collection[str]) -> tuple[str, ...]:
-    """The lines of `partial_runs` for the runs `run_ids` (those behind a decision's rows)."""
+    """The lines of `partial_runs` for the runs `run_ids` (those behind a decision's rows), then
+    one per strategy that kept fewer repeats than its run asked (`lost_repeats`)."""
     runs = results.runs[results.runs["run_id"].isin(set(run_ids))]
-    return tuple(partial_runs(replace(results, runs=runs)))
+    short = [
+        f"run {run}: {strategy} kept {kept} of {asked} repeats"
+        for run, strategy, kept, asked in lost_repeats(results, runs)
+    ]
+    return (*partial_runs(replace(results, runs=runs)), *short)
+
+
+def lost_of(results: Results, run_ids: Collection[str]) -> tuple[str, ...]:
+    """What the runs `run_ids` lost, a few words each, as the sentence names it: a strategy no
+    run measured (`hostcast`), or `a repeat of zerocopy`.
+
+    Example:
+        >>> lost_of(results, {"r1"})
+        ('hostcast', 'a repeat of zerocopy')
+    """
+    runs = results.runs[results.runs["run_id"].isin(set(run_ids))]
+    phases = results.phases
+    names: list[str] = []
+    for _, run in runs.iterrows():
+        asked = run["strategies"] if isinstance(run.get("strategies"), list) else []
+        mine = phases["run_id"] == run["run_id"]
+        gone = set(asked) - set(phases.loc[mine, "strategy"])
+        gone -= set(phases.loc[~mine & (phases["status"] == OK), "strategy"])
+        names += sorted(gone)
+    names += [f"a repeat of {strategy}" for _, strategy, _, _ in lost_repeats(results, runs)]
+    return tuple(dict.fromkeys(names))
+
+
+def lost_repeats(results: Results, runs: pd.DataFrame) -> list[tuple[str, str, int, int]]:
+    """(run, strategy, repeats kept, repeats asked) for each strategy of these `runs` with fewer
+    repeats recorded than its run asked (`RunRecord.repeats`), every one of them ok: a line
+    lost, or the run stopped between repeats (a strategy that failed says so in its rows).
+
+    Example:
+        >>> lost_repeats(results, results.runs)
+        [('r1', 'zerocopy', 2, 3)]
+    """
+    found: list[tuple[str, str, int, int]] = []
+    phases = results.phases
+    if phases.empty or "repeats" not in runs:
+        return found
+    for _, run in runs.iterrows():
+        asked = _number(run, "repeats")
+        if asked is None:
+            continue
+        mine = phases[(phases["run_id"] == run["run_id"]) & (phases["kind"] != REFERENCE)]
+        keys = [k for k in ("shapes", "strategy", "devices", "cache") if k in mine]
+        for key, rows in mine.groupby(keys, dropna=False):
+            n = rows["result_id"].nunique()
+            if n < asked and (rows["status"] == OK).all():  # a failure is said as one
+                strategy = str(dict(zip(keys, key, strict=True))["strategy"])
+                found.append((str(run["run_id"]), strategy, int(n), int(asked)))
+    return found
 
 
 def host_ram(results: Results, run_ids: Collection[str]) -> int | None:

@@ -29,6 +29,8 @@ implementation for the CLI and the dashboard; no jax.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from bench.analysis.fit import fit
@@ -45,6 +47,7 @@ from bench.machine.allocator import small_tensor_bytes
 from bench.records.results import Results, headline
 from bench.units import format_bytes
 from bench.vocabulary import (  # the verdicts: the dashboard reads them here
+    COLD,
     DOES_NOT_FIT,
     FITS,
     OK,
@@ -217,3 +220,39 @@ def spec_summary(name: str) -> TargetCheckpoint:
         tensors=len(sizes),
         small_tensor_bytes=small_tensor_bytes(sizes),
     )
+
+
+def cold_adjust(rec: Recommendation, ckpt: int, speed: float) -> Recommendation:
+    """`rec` with cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
+    cold = [
+        replace(
+            s,
+            predicted_wall_s=s.predicted_wall_s + ckpt / speed,
+            model=replace(s.model, disk_read_bytes_per_s=speed),
+        )
+        for s in rec.strategies
+    ]
+    return rank(cold, rec.unmeasured)
+
+
+def measured_cold_speed(results: Results) -> float | None:
+    """This machine's cold read speed: checkpoint bytes / median cold wall of the reference line
+    (`floor` reads every byte and loads nothing), on the largest checkpoint it read cold."""
+    cold = ok_runs(results, cache=COLD)
+    cold = cold[cold["kind"] == REFERENCE]
+    if cold.empty:
+        return None
+    biggest = cold[cold["checkpoint_bytes"] == cold["checkpoint_bytes"].max()]
+    wall = pd.to_numeric(biggest["wall_s"]).median()
+    return float(biggest["checkpoint_bytes"].iloc[0]) / wall if wall > 0 else None
+
+
+def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
+    """Predicted device peak per strategy (median device-peak / checkpoint ratio); None: no data."""
+    phases = results.phases
+    rows = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
+    rows = rows[rows["phase_device_peak_bytes"].notna()]
+    if rows.empty:
+        return None
+    ratio = pd.to_numeric(rows["phase_device_peak_bytes"]) / pd.to_numeric(rows["checkpoint_bytes"])
+    return {str(k): int(v * ckpt) for k, v in ratio.groupby(rows["strategy"]).median().items()}

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 
@@ -127,6 +127,22 @@ class ConcurrencyCurve:
         ranked = sorted(self.points, key=lambda p: (p.wall_s, p.concurrency))
         at = [i for i, p in enumerate(ranked) if p.concurrency == DEFAULT_CONCURRENCY]
         return at[0] + 1 if at else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """`recommend --link --json`'s object under `concurrency`: the curve, what it wants, and
+        its sentence."""
+        return {
+            "source": self.source,
+            "link": self.link,
+            "shapes": self.shapes,
+            "strategy": self.strategy,
+            "processes": self.processes,
+            "wanted": self.wanted.concurrency,
+            "too_close": self.too_close,
+            "default_rank": self.default_rank,
+            "points": [asdict(p) for p in self.points],
+            "sentence": self.sentence(),
+        }
 
     def sentence(self) -> str:
         """`over http at 1Gbit (gpt2), pipelined wants concurrency 16: ...; the default ...`."""
@@ -247,6 +263,20 @@ def _link_bytes(rows: pd.DataFrame, checkpoint_bytes: int) -> int:
 def _closest(links: list[str], link: Link) -> str:
     """The measured link nearest `link` in bandwidth by ratio (1Gbit: as near 100Mbit as 10Gbit)."""
     return min(links, key=lambda t: abs(math.log(Link.parse(t).bits_per_s / link.bits_per_s)))
+
+
+def link_prediction(
+    results: Results, link: Link, checkpoint_bytes: int | None = None
+) -> tuple[list[LinkPrediction], list[ConcurrencyCurve]]:
+    """`recommend --link`'s answer: each strategy's prediction over `link` (`predict_link`), and
+    the concurrency curves of the sources and measured links those predictions stand on.
+
+    Example:
+        >>> predictions, curves = link_prediction(results, Link.parse("1Gbit"))  # doctest: +SKIP
+    """
+    predictions = predict_link(results, link, checkpoint_bytes)
+    bases = {(p.source, p.basis_link) for p in predictions}
+    return predictions, [c for c in concurrency_curves(results) if (c.source, c.link) in bases]
 
 
 def predict_link(

@@ -30,7 +30,15 @@ from bench.commands.common import add_allow_partial, add_json, example, read_who
 from bench.errors import BenchError
 from bench.records.configuration import limits_text
 from bench.records.results import MEANINGS, Results, routed
-from bench.vocabulary import BROKEN, MISSING, NEW_ONLY, NOT_COMPARABLE, REGRESSED, UNDECIDED
+from bench.vocabulary import (
+    BROKEN,
+    MISSING,
+    NEW_ONLY,
+    NOT_COMPARABLE,
+    REGRESSED,
+    UNDECIDED,
+    UNSTABLE,
+)
 
 
 def _json_value(v: Any) -> Any:
@@ -153,6 +161,18 @@ def _apart(table: pd.DataFrame) -> list[str]:
     ]
 
 
+def _unstable(table: pd.DataFrame, strict: bool) -> list[str]:
+    """One line per combination whose wall regression is no verdict (`compare.contended`)."""
+    rows = table[table["verdict"] == UNSTABLE]
+    gate = "--strict fails on it" if strict else "not a failure (--strict fails on it)"
+    return [
+        f"unstable: {routed(r.strategy, r.route)} on {r.shapes}: wall {r.wall_difference}, but "
+        f"other processes held the CPUs and its CPU ratio did not move ({r.cpu_difference}): "
+        f"not a verdict; {gate}; rerun on a quieter machine"
+        for r in rows.itertuples()
+    ]
+
+
 def _headline(args: argparse.Namespace, sides: dict[str, Results]) -> list[str]:
     """`base PATH: commit 1a2b3c4 · 2026-12-03 18:40 · unconstrained`, and new's."""
     return [f"{name} {getattr(args, name)}: {side_text(sides[name])}" for name in ("base", "new")]
@@ -162,7 +182,7 @@ def to_markdown(
     table: pd.DataFrame, args: argparse.Namespace, threshold: float, sides: dict[str, Results]
 ) -> str:
     """A GitHub-flavoured Markdown table and the gate's verdict, for a PR comment."""
-    bad = failures(table, allow_missing=args.allow_missing)
+    bad = failures(table, allow_missing=args.allow_missing, strict=args.strict)
     verdict = (
         "**no regression**"
         if bad.empty
@@ -187,11 +207,13 @@ def to_markdown(
             ratio_text(r, "peak"),
             values_text(r, "wall"),
             ratio_text(r, "wall"),
-            f"**{r['verdict']}**" if r["verdict"] in (REGRESSED, BROKEN, MISSING) else r["verdict"],
+            f"**{r['verdict']}**"
+            if r["verdict"] in (REGRESSED, BROKEN, MISSING, UNSTABLE)
+            else r["verdict"],
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lacks = _lacks(absent(table, MISSING), "new") + _lacks(absent(table, NEW_ONLY), "base")
-    lacks += _apart(table)
+    lacks += _apart(table) + _unstable(table, args.strict)
     return "\n".join(lines + ([""] + [f"- {line}" for line in lacks] if lacks else [])) + "\n"
 
 
@@ -205,14 +227,14 @@ def to_text(
     lines += _table_lines(table) + [""]
     lines.append("legend: " + "; ".join(f"{name}: {MEANINGS[name]}" for name in MEANINGS))
     lines += _lacks(absent(table, MISSING), "new") + _lacks(absent(table, NEW_ONLY), "base")
-    lines += _apart(table)
+    lines += _apart(table) + _unstable(table, args.strict)
     few = table[table["verdict"] == UNDECIDED]
     if len(few):
         lines.append(
             f"too few repeats to call a regression (fewer than {MIN_REPEATS} ok a side): "
             + _named(few)
         )
-    bad = failures(table, allow_missing=args.allow_missing)
+    bad = failures(table, allow_missing=args.allow_missing, strict=args.strict)
     if bad.empty:
         lines.append(
             "no regression" + (" (missing strategies allowed)" if args.allow_missing else "")
@@ -228,6 +250,8 @@ def _failure(row: Any) -> str:
         return f"{where} (missing in new)"
     if row.verdict == BROKEN:
         return f"{where} (no ok repeat in new)"
+    if row.verdict == UNSTABLE:
+        return f"{where} (wall unstable: no verdict, --strict)"
     what = " and ".join(m for m in ("peak", "wall") if getattr(row, f"{m}_verdict") == REGRESSED)
     return f"{where} ({what} regressed)"
 
@@ -235,7 +259,7 @@ def _failure(row: Any) -> str:
 def _json(
     table: pd.DataFrame, args: argparse.Namespace, threshold: float, sides: dict[str, Results]
 ) -> str:
-    bad = failures(table, allow_missing=args.allow_missing)
+    bad = failures(table, allow_missing=args.allow_missing, strict=args.strict)
     few = table[table["verdict"] == UNDECIDED]
     out = {
         "base": str(args.base),
@@ -245,6 +269,7 @@ def _json(
         "confidence": CONFIDENCE,
         "allow_missing": bool(args.allow_missing),
         "allow_partial": bool(args.allow_partial),
+        "strict": bool(args.strict),
         "base_runs": side_text(sides["base"]),
         "new_runs": side_text(sides["new"]),
         "not_comparable": [
@@ -255,6 +280,10 @@ def _json(
         "failed": [{k: _json_value(v) for k, v in r.items()} for r in bad[KEYS].to_dict("records")],
         "missing_in_new": absent(table, MISSING),
         "missing_in_base": absent(table, NEW_ONLY),
+        "unstable": [
+            {**{k: _json_value(r[k]) for k in KEYS}, "cpu_difference": r["cpu_difference"]}
+            for r in table[table["verdict"] == UNSTABLE].to_dict("records")
+        ],
         "too_few_repeats": [
             {k: _json_value(v) for k, v in r.items()} for r in few[KEYS].to_dict("records")
         ],
@@ -281,7 +310,7 @@ def run_cli(args: argparse.Namespace) -> int:
         print(to_markdown(table, args, threshold, sides), end="")
     else:
         print(to_text(table, args, threshold, sides), end="")
-    return 0 if failures(table, allow_missing=args.allow_missing).empty else 1
+    return 0 if failures(table, allow_missing=args.allow_missing, strict=args.strict).empty else 1
 
 
 _DESCRIPTION = (
@@ -290,7 +319,9 @@ _DESCRIPTION = (
     "time) differs where the 95% interval of NEW / BASE leaves out 1 (faster or slower, lighter "
     "or heavier), and has regressed where it is slower or heavier with that interval wholly over "
     f"the threshold; with fewer than {MIN_REPEATS} ok repeats a side no call is made (and that "
-    "is said). A combination whose sides ran under different limits or options is not "
+    "is said). A wall regression where other processes held the CPUs and the CPU ratio did not "
+    "move is unstable, not a verdict: exit 0 for it, 1 under --strict. "
+    "A combination whose sides ran under different limits or options is not "
     "comparable and not judged; where none is, compare refuses. A folder holding part of a run "
     "is refused unless --allow-partial. Exit 1 when anything regressed, broke, or is in BASE and "
     "missing in NEW (unless --allow-missing), 0 if not, 2 on bad input."
@@ -324,6 +355,12 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--allow-missing",
         action="store_true",
         help="pass although a strategy or shape set of BASE is missing in NEW (still listed)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on an unstable wall regression too (other processes held the CPUs and the CPU "
+        "ratio did not move), which is no verdict by default",
     )
     add_allow_partial(p)
     add_json(p)

@@ -48,17 +48,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, replace
-
-import pandas as pd
+from dataclasses import replace
 
 from bench.analysis.accelerator import Accelerator
-from bench.analysis.advice import Advice, advise, to_json, to_text
+from bench.analysis.advice import Advice, advise, decision, to_json, to_text
+from bench.analysis.decision_words import details
+from bench.analysis.judge import limits_of
 from bench.analysis.recommend import (
-    Recommendation,
     TargetCheckpoint,
+    cold_adjust,
+    device_peaks,
+    measured_cold_speed,
     ok_runs,
-    rank,
     spec_summary,
 )
 from bench.commands import common
@@ -68,44 +69,7 @@ from bench.machine.accelerator import NONE
 from bench.machine.record import ProbeRecord
 from bench.records.results import Results
 from bench.units import format_bytes, format_rate, parse_size, parse_speed
-from bench.vocabulary import COLD, OK, WARM
-from loader.vocabulary import REFERENCE, TOTAL
-
-
-def cold_adjust(rec: Recommendation, ckpt: int, speed: float) -> Recommendation:
-    """`rec` with cold times for a disk of `speed` bytes/s: warm time + checkpoint / speed."""
-    cold = [
-        replace(
-            s,
-            predicted_wall_s=s.predicted_wall_s + ckpt / speed,
-            model=replace(s.model, disk_read_bytes_per_s=speed),
-        )
-        for s in rec.strategies
-    ]
-    return rank(cold, rec.unmeasured)
-
-
-def measured_cold_speed(results: Results) -> float | None:
-    """This machine's cold read speed: checkpoint bytes / median cold wall of the reference line
-    (`floor` reads every byte and loads nothing), on the largest checkpoint it read cold."""
-    cold = ok_runs(results, cache=COLD)
-    cold = cold[cold["kind"] == REFERENCE]
-    if cold.empty:
-        return None
-    biggest = cold[cold["checkpoint_bytes"] == cold["checkpoint_bytes"].max()]
-    wall = pd.to_numeric(biggest["wall_s"]).median()
-    return float(biggest["checkpoint_bytes"].iloc[0]) / wall if wall > 0 else None
-
-
-def device_peaks(results: Results, ckpt: int) -> dict[str, int] | None:
-    """Predicted device peak per strategy (median device-peak / checkpoint ratio); None: no data."""
-    phases = results.phases
-    rows = phases[(phases["phase"] == TOTAL) & (phases["status"] == OK)]
-    rows = rows[rows["phase_device_peak_bytes"].notna()]
-    if rows.empty:
-        return None
-    ratio = pd.to_numeric(rows["phase_device_peak_bytes"]) / pd.to_numeric(rows["checkpoint_bytes"])
-    return {str(k): int(v * ckpt) for k, v in ratio.groupby(rows["strategy"]).median().items()}
+from bench.vocabulary import COLD, WARM
 
 
 def _notes(args, results: Results, speed: float | None, capped: int | None) -> list[str]:
@@ -229,15 +193,27 @@ def _advice(
     except NoResultsError as e:
         if not ok_runs(results, cache=cache, disk_speed=capped).empty:
             raise
-        raise BenchError(
-            f"no ok {cache} runs in {args.results}/ to predict from; run `make bench SHAPES=gpt2 "
-            f'RESULTS={args.results} BENCH_ARGS="--cache {cache}"` (or sa3) first'
-        ) from e
+        raise BenchError(_nothing_to_fit(args.results, results, cache)) from e
     adv = replace(adv, inputs=replace(adv.inputs, host_ram_text=args.host_ram))
     if speed:  # the times of another disk: the judge weighs the predictions
         rec = cold_adjust(adv.rec, target.checkpoint_bytes, speed)
         adv = replace(adv, rec=rec, measured=None)
     return adv, speed, capped
+
+
+def _nothing_to_fit(folder: str, results: Results, cache: str) -> str:
+    """Why no run here can be fitted on, and the one command that gives runs that can: where
+    the runs ran under limits (`--host-ram`, `--cpus`: left out of a prediction, since a limit
+    changes the peak and time), it says which and that the command runs without them."""
+    limits = limits_of(results, set(results.runs["run_id"])) if not results.runs.empty else ()
+    run = f"loadbench bench run --shapes gpt2 --cache {cache} --out {folder}"
+    if limits:
+        return (
+            f"no ok {cache} run in {folder}/ to predict from: its runs ran under "
+            f"{', '.join(limits)}, which a prediction leaves out (a limit changes the peak and the "
+            f"time); run `{run}` (no limits) first, then this command again"
+        )
+    return f"no ok {cache} run in {folder}/ to predict from; run `{run}` (or sa3) first"
 
 
 #: The options `--link` answers without (each refused beside it in one line, never dropped).
@@ -247,7 +223,7 @@ LINK_REFUSES = ("probe", "check", "accelerator", "disk_read_speed", "device_ram"
 def link_answer(args: argparse.Namespace) -> int:
     """`recommend --link BW`: each strategy's predicted time and host peak over that link, from
     which runs, and the concurrency each measured link wants (`bench.analysis.remote`)."""
-    from bench.analysis.remote import concurrency_curves, predict_link, prediction_lines
+    from bench.analysis.remote import link_prediction, prediction_lines
     from bench.link.shaping import Link
 
     for name in LINK_REFUSES:
@@ -260,29 +236,15 @@ def link_answer(args: argparse.Namespace) -> int:
     named = named_target(args)
     host_ram = parse_size(args.host_ram, what="--host-ram") if args.host_ram else None
     results = read_whole(args)
-    predictions = predict_link(results, link, named[1].checkpoint_bytes if named else None)
-    bases = {(p.source, p.basis_link) for p in predictions}
-    curves = [c for c in concurrency_curves(results) if (c.source, c.link) in bases]
+    predictions, curves = link_prediction(
+        results, link, named[1].checkpoint_bytes if named else None
+    )
     if args.json:
         out = {
             "link": link.text,
             "predictions": [p.to_dict() for p in predictions],
             "basis": prediction_lines(predictions)[-1],
-            "concurrency": [
-                {
-                    "source": c.source,
-                    "link": c.link,
-                    "shapes": c.shapes,
-                    "strategy": c.strategy,
-                    "processes": c.processes,
-                    "wanted": c.wanted.concurrency,
-                    "too_close": c.too_close,
-                    "default_rank": c.default_rank,
-                    "points": [asdict(p) for p in c.points],
-                    "sentence": c.sentence(),
-                }
-                for c in curves
-            ],
+            "concurrency": [c.to_dict() for c in curves],
         }
         print(json.dumps(out, indent=1))
     else:
@@ -331,7 +293,8 @@ def run_cli(args: argparse.Namespace) -> int:
             json.dumps({**out, **({"device_peaks": devices} if args.device_ram else {})}, indent=1)
         )
     else:
-        print(to_text(adv) + "".join(n + "\n" for n in notes), end="")
+        verbose = [f"Details: {details(decision(adv))}."] if getattr(args, "verbose", False) else []
+        print(to_text(adv) + "".join(n + "\n" for n in [*notes, *verbose]), end="")
     held = True
     if args.check and there is not None:
         held = target.check_target(adv, args, there)
@@ -388,6 +351,12 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--allow-partial",
         action="store_true",
         help="answer although a run in --results lost strategies or lines (each is still said)",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the details behind the answer too: each candidate's interval, the measure "
+        "ranked, the ratios of the tied, the runner-up (as --json's decision.details)",
     )
     add_cache(p, both=False, help="predict a load from a warm (default) or cold page cache")
     p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")

@@ -327,6 +327,7 @@ def _paired(ok: pd.DataFrame) -> dict[str, Any]:
     iv = interval(ratios.tolist())
     walls = interval(pd.to_numeric(ordered["wall_s"]).dropna().tolist())
     peaks = pd.to_numeric(ok["peak_rss_bytes"])
+    peak_iv = interval(peaks.dropna().tolist())
     why = instability(
         ratios.tolist(),
         [None if d != d else float(d) for d in drifts],
@@ -342,6 +343,8 @@ def _paired(ok: pd.DataFrame) -> dict[str, Any]:
         "reference_s": _median(ok, "reference_s"),
         "peak_rss_min": peaks.min(),
         "peak_rss_max": peaks.max(),
+        "peak_low": peak_iv.low if peak_iv and peak_iv.n > 1 else float("nan"),  # t on logs
+        "peak_high": peak_iv.high if peak_iv and peak_iv.n > 1 else float("nan"),
         "unstable": why.text if why else None,
     }
 

@@ -87,7 +87,7 @@ def test_the_table_leads_with_the_answer(sa3_results):
     head = answer.headline(rows, 16 * GIB)
     assert head.recommended == "pipelined"
     peak = re.escape(table["peak RSS"].iloc[0])
-    assert re.search(rf"use pipelined \({peak} peak\) on 16\.0 GiB", head.text)
+    assert re.search(rf"use pipelined on 16\.0 GiB, \d devices?: {peak} peak", head.text)
     fits = table[table[f"fits {style.size(16 * GIB)}?"] == "fits"]
     walls = [float(w.split()[0]) for w in fits["wall (median)"]]
     assert walls == sorted(walls)  # then those that fit, by time
@@ -237,3 +237,14 @@ def test_a_strategy_alone_in_the_results_is_picked_as_the_only_one_measured(sa3_
     assert list(alone["reason"]) == ["picked: the only one measured"]
     every = answer.ranked(rows, 16 * GIB)
     assert every["reason"].iloc[0] != "picked: the only one measured"
+
+
+def test_the_picked_rows_reason_never_calls_one_of_several_as_light_the_lightest(sa3_results):
+    """Issue 71: the row said "picked: the lightest of the tied" for the heaviest of three tied
+    on time and peak; where several are as light, it names the fixed order that picked."""
+    rows = _sa3_rows(sa3_results)
+    head = answer.headline(rows, 16 * GIB)
+    assert head.decision is not None and not head.decision.lighter_beyond
+    assert len(head.decision.lightest) > 1
+    (reason,) = answer.cost_table(rows, 16 * GIB)["why here"].iloc[:1]
+    assert reason == "picked: tied on time and peak: loadbench's default wins ties"

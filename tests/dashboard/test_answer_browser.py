@@ -116,11 +116,11 @@ def test_the_first_screen_holds_the_answer(browser_page, sa3_results, tmp_path):
             box = part.bounding_box()
             assert box and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], box
         text = headline.inner_text()
-        peak = re.search(r"use pipelined \(([\d.]+ GiB) peak", text)
+        peak = re.search(r"use pipelined on [^:]+: ([\d.]+ GiB) peak", text)
         assert peak, text
         cells = _table_rows(page)[0]
         assert cells[0] == "★ pipelined" and peak.group(1) in cells, cells
-        assert cells[-1].startswith("picked: the lightest of the tied"), cells
+        assert cells[-1].startswith("picked: tied on time and peak: loadbench's default"), cells
         wide = page.evaluate(
             """() => [document.documentElement, ...document.querySelectorAll(
                  '[data-testid="stMain"], [data-testid="stTable"], [data-testid="stTable"] *')]

@@ -85,17 +85,14 @@ def test_overview_headline_names_the_strategy_that_fits(app, fixture_results):
     # 95% intervals overlap; the interval of their ratio leaves out 1), so it is the answer, in
     # bytes, with the least RAM that fits, named by the fastest strategy there (pipelined, the
     # lightest)
-    assert re.search(r"use eager \([\d.]+ [MG]iB peak\) on 24\.0 GiB, 8 devices", gpt2), gpt2
+    assert re.search(r"use eager on 24\.0 GiB, 8 devices: [\d.]+ [MG]iB peak", gpt2), gpt2
     # the judge's one sentence (`bench.analysis.decision_words`), as the summary and recommend
     # print it
-    assert re.search(
-        r"eager \([\d.]+ s[;,] .*\) is faster than pipelined \(.*\): 1\.\d\dx faster \(95% CI ",
-        gpt2,
-    ), gpt2
+    assert re.search(r"; 1\.\d\dx faster than pipelined", gpt2), gpt2
     assert re.search(r"Least RAM that fits: [\d.]+ MiB \(pipelined\)", gpt2), gpt2
     at.number_input(key="overview_ram_gib").set_value(1.5).run()
     gpt2 = next(s.value for s in at.success if "`gpt2`" in s.value)
-    assert re.search(r"use pipelined \(.*\) on 1\.50 GiB, 8 devices", gpt2), gpt2
+    assert re.search(r"use pipelined on 1\.50 GiB, 8 devices: ", gpt2), gpt2
     assert re.search(r"eager needs [\d.]+ GiB and does not fit", gpt2), gpt2  # 1.5 GiB: too small
     at.switch_page("views/target_host.py").run()
     assert at.number_input(key="target_ram_gib").value == 1.5  # kept across pages

@@ -74,7 +74,7 @@ def test_a_probe_predicts_the_time_on_its_host(app, probe_results):
     # the RAM is the probe's: its memory.max, 8 GiB, not its 16 GiB of RAM, and no input for it
     assert "target_ram_gib" not in [n.key for n in at.number_input]
     assert any("8.00 GiB RAM" in m.value and "1 CPU" in m.value for m in at.markdown)
-    assert any("on 8.00 GiB" in s.value and "pipelined (6.90 s" in s.value for s in at.success)
+    assert any("use pipelined on 8.00 GiB" in s.value and ", 6.90 s" in s.value for s in at.success)
     assert any("--probe target.json --cache warm" in c.value for c in at.caption)
 
 

@@ -24,13 +24,13 @@ from tests.records import HOST_RAM, write_decision_folders
 
 #: folder -> (the pick on 1 device, words its sentence must hold)
 EXPECTED = {
-    "ties": ("pipelined", "pipelined is the fastest of the lightest (pipelined 858 MiB, zerocopy"),
-    "peer-wins": ("runai", "runai, a peer (another project's loader), is the pick"),
-    "unstable": ("pipelined", "; unstable: pipelined ("),
-    "one-run": ("pipelined", "one run: not judged on time"),
-    "cpus-1": ("pipelined", "measured under --cpus 1, not on an unconstrained host"),
-    "truncated": ("pipelined", "answered from part of a run (run r1: it is interrupted; 1 of"),
-    "two-devices": ("pipelined", "on 16.0 GiB, 1 device ("),
+    "ties": ("pipelined", "ties with zerocopy on time and peak; loadbench's default wins ties"),
+    "peer-wins": ("runai", "runai (a peer) is the pick on 16.0 GiB"),
+    "unstable": ("pipelined", "; times unstable: no time verdict"),
+    "one-run": ("pipelined", "zerocopy and eager: one run, not judged on time"),
+    "cpus-1": ("pipelined", "; measured under --cpus 1"),
+    "truncated": ("pipelined", "; partial input, lost: hostcast"),
+    "two-devices": ("pipelined", "on 16.0 GiB, 1 device: "),
 }
 
 
@@ -62,7 +62,9 @@ def test_every_cli_surface_says_the_same_sentence(folders, capsys, name):
     said = _summary_sentences(folder)
     pick, words = EXPECTED[name]
     assert words in said[1], said[1]
-    assert said[1].startswith((f"use {pick} (", f"{pick}, a peer"))
+    assert said[1].startswith((f"use {pick} on ", f"{pick} (a peer)"))
+    for sentence in said.values():  # one a person reads, on every surface (issue 71)
+        assert len(sentence) <= 300 and len(sentence.split("; ")[0]) <= 120, sentence
     results = read_results(folder)
     as_json = {d["devices"]: d for d in json_decisions(results)}  # `bench run --json`
     assert {n: d["sentence"] for n, d in as_json.items()} == said

@@ -48,8 +48,8 @@ def _unit(cell: str) -> str:
 
 
 def test_a_multiple_is_written_with_the_letter_x_everywhere(report):
-    """The report holds the judge's sentence (`1.86x ceiling`) beside its tables: one sign."""
-    assert "1.86x ceiling" in report
+    """The report holds the judge's figures (`1.86x`, its `x ceiling`) in its tables: one sign."""
+    assert "<td>1.86x</td>" in report
     assert "×" not in re.sub(r"<script.*?</script>", "", report, flags=re.S)
     assert re.search(r"<td>\d+\.\d\dx</td>", report)  # the table's `x checkpoint` cells
 
@@ -83,8 +83,8 @@ def test_x_ceiling_is_the_one_the_sentence_ranks_by(ties, report):
         name = candidate["strategy"]
         row = table.loc[answer.RECOMMENDED_MARK + name if name == decision["pick"] else name]
         assert row[X_CEILING] == f"{candidate['estimate']:.2f}x", (name, row[X_CEILING])
-        if name in (decision["pick"], *decision["tied"]):  # those the sentence names
-            assert f"{candidate['estimate']:.2f}x ceiling" in decision["sentence"]
+        if name in (decision["pick"], *decision["tied"]):  # those the details name
+            assert f"{candidate['estimate']:.2f}x ceiling" in decision["details"]
     assert MEANINGS[X_CEILING] in answer.LEGEND and html.escape(answer.LEGEND) in report
 
 

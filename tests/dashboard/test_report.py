@@ -17,7 +17,7 @@ def test_report_is_one_offline_file(fixture_results, tmp_path, capsys):
     )
     assert "function" in text and "vegaEmbed(" in text  # the bundle is inlined, then called
     # the newest run's (beta) answer for gpt2, as the Overview says: in GiB, with the minimum
-    assert re.search(r"use eager \([\d.]+ GiB peak\) on 64\.0 GiB, 8 devices", text)
+    assert re.search(r"use eager on 64\.0 GiB, 8 devices: [\d.]+ GiB peak", text)
     assert re.search(r"Least RAM that fits: [\d.]+ MiB \(pipelined\)", text)
     assert "CPU backend: the weights live in host RAM." in text  # the backend its runs were on
     assert "★ eager" in text and "picked: the fastest that fits" in text

@@ -101,7 +101,7 @@ def test_the_recommend_command_runs_as_printed(app, sa3_results, capsys):
     said = (at.success or at.error)[0].value  # the judge's sentence, as the CLI prints it
     out = capsys.readouterr().out.splitlines()
     verdict = next(line for line in out if line.startswith(("use ", "no strategy")))
-    assert verdict.split("(")[0] == said.split("(")[0]  # the same strategy
+    assert verdict.split(":")[0] == said.split(":")[0]  # the same strategy, on the same host
 
 
 def test_the_link_figures_carry_their_units(app, tmp_path):

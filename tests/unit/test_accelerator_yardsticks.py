@@ -281,7 +281,7 @@ def test_the_summary_shows_na_headroom_the_flag_and_x_device_ceiling(tmp_path):
     text = tables(read_results(path))
     assert "x device ceiling" in text and "4.00x" in text
     assert "n/a" in text and "0.00 / 0.00" not in text
-    assert "device free" in text and "12.00 GiB" in text  # 16 GiB - eager's 4 GiB peak
+    assert "device free" in text and "12.0 GiB" in text  # 16 GiB - eager's 4 GiB peak
     rows = [line for line in text.splitlines() if line.startswith(("  pipelined", "  eager"))]
     assert [("+over" in r) for r in rows] == [("eager" in r) for r in rows]
     assert "eager: device peak 4.00 GiB is 2.00 GiB above" in text
@@ -428,7 +428,7 @@ def test_a_row_that_compiled_device_programs_says_its_host_peak_holds_the_compil
     text = tables(read_results(path))
     assert (
         "pipelined: compiled 6 device programs; its host peak holds the compiler's first use in "
-        "the process, 0.20 GiB on this machine (the probe's first program)" in text
+        "the process, 0.202 GiB on this machine (the probe's first program)" in text
     )
     assert "eager: compiled" not in text
     on_cpu = result_records(ctx, [_outcome("cpu", None, anon=GIB)])

@@ -264,4 +264,4 @@ def test_bench_run_prints_the_answer_last(tmp_path, capsys, monkeypatch):
     lines = capsys.readouterr().out.rstrip("\n").splitlines()
     assert lines[0].startswith(f"results: {path}")
     assert lines[1] == "run r1 · here · 2026-01-01 00:00 · commit ? · complete · unconstrained"
-    assert lines[-1].startswith("use pipelined (")  # the judge's decision (issue 54)
+    assert lines[-1].startswith("use pipelined on ")  # the judge's decision (issue 54)

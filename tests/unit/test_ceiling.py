@@ -92,7 +92,7 @@ def test_a_run_probes_once_caches_the_probe_and_reprobes_when_asked(tmp_path, mo
 
 
 def test_a_blocks_title_gives_its_ceiling_though_its_first_row_was_skipped():
-    from bench.analysis import summary
+    from bench.analysis.summary import words as summary
 
     rows = pd.DataFrame({"ceiling_s": [float("nan"), 0.42, 0.42], "strategy": ["a", "b", "c"]})
     assert summary._ceiling(rows) == "0.42 s"

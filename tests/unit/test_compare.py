@@ -412,3 +412,48 @@ def test_a_partial_folder_is_refused_unless_allowed(tmp_path, base, capsys):
     captured = capsys.readouterr()
     assert "answering from part of a run (--allow-partial): 1 file(s) or line(s)" in captured.err
     assert "no regression" in captured.out
+
+
+def test_a_wall_regression_beside_a_busy_neighbour_with_cpu_unmoved_is_unstable(tmp_path, capsys):
+    """Issue 71: two runs of identical code, both beside other processes (40% and 45% of the
+    CPUs), stream's wall 1.28x on NEW while its CPU ratio did not move: "not a verdict
+    (unstable)", exit 0; exit 1 under --strict; said in the text, markdown and JSON."""
+    base = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.40, {})
+    new = _neighbour(_rows("n", [1.01, 0.99, 1.0], [1, 1, 1], {}), 0.45, {"stream": 1.28})
+    a, b = _write(tmp_path / "b.jsonl", base), _write(tmp_path / "n.jsonl", new)
+    assert main(["compare", a, b, "--max-regression", "5%", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["strategy"]: r for r in out["rows"]}
+    assert rows["stream"]["wall_basis"] == "paired" and rows["stream"]["verdict"] == "unstable"
+    assert rows["stream"]["cpu_difference"].startswith("same (1.00x")
+    assert [r["strategy"] for r in out["unstable"]] == ["stream"] and out["failed"] == []
+    assert main(["compare", a, b, "--max-regression", "5%"]) == 0
+    text = capsys.readouterr().out
+    assert "unstable: stream on gpt2: wall 1.28x slower" in text and "no regression" in text
+    assert main(["compare", a, b, "--format", "markdown"]) == 0
+    assert "**unstable**" in capsys.readouterr().out
+    assert main(["compare", a, b, "--strict", "--json"]) == 1
+    assert [r["strategy"] for r in json.loads(capsys.readouterr().out)["failed"]] == ["stream"]
+    # the same move in quiet runs is a regression, as before
+    quiet = _neighbour(_rows("q", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, {"stream": 1.28})
+    q = _write(tmp_path / "q.jsonl", quiet)
+    calm = _write(
+        tmp_path / "c.jsonl", _neighbour(_rows("c", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, {})
+    )
+    assert main(["compare", calm, q, "--json"]) == 1
+
+
+def test_identical_runs_pass_and_a_planted_1_4x_slowdown_fails(tmp_path, capsys):
+    """A copy of a quiet run passes against it; the copy with stream 1.4x slower in wall and CPU
+    time fails, beside a neighbour or not."""
+    rows = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, {})
+    a = _write(tmp_path / "a" / "m" / "b.jsonl", rows)
+    b = _write(tmp_path / "b" / "m" / "b.jsonl", rows)
+    assert main(["compare", a, b, "--max-regression", "5%"]) == 0
+    capsys.readouterr()
+    planted = _neighbour(
+        _rows("p", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, {"stream": 1.4}, {"stream": 1.4}
+    )
+    p = _write(tmp_path / "p.jsonl", planted)
+    assert main(["compare", a, p, "--max-regression", "5%", "--json"]) == 1
+    assert [r["strategy"] for r in json.loads(capsys.readouterr().out)["failed"]] == ["stream"]

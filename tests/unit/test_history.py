@@ -7,7 +7,16 @@ import re
 
 import pytest
 
-from bench.analysis.history import FLOOR, PEAK, TIME, WALL, boundaries, points, steps
+from bench.analysis.history import (
+    FLOOR,
+    PEAK,
+    TIME,
+    WALL,
+    all_steps,
+    boundaries,
+    points,
+    steps,
+)
 from bench.cli import main
 from bench.records.results import read_results
 from bench.records.writer import ResultsWriter
@@ -346,7 +355,8 @@ def test_reruns_all_beside_other_jobs_step_only_where_planted(tmp_path):
     """Issue 54's runA-C: one commit three times, every run beside another job, shared
     differently (30%, 35%, 60% of the CPUs): stream's CPU ratio fell 30% in the third while its
     wall rose. No step (judged on CPU time, it was one). A fourth run, shared as the first two,
-    with pread's times planted 1.4x slower: found, and only it."""
+    with pread's times planted 1.4x slower (wall and CPU): found, and only it; with its wall
+    alone 1.4x (the neighbour, not the code: CPU unmoved), unstable, not a step (issue 71)."""
     for i, (others, work) in enumerate(((0.30, 1.0), (0.35, 1.0), (0.60, 0.7)), start=1):
         _shared(tmp_path, f"r{i}", i, others, work)
     assert steps(read_results(tmp_path)) == []
@@ -354,16 +364,24 @@ def test_reruns_all_beside_other_jobs_step_only_where_planted(tmp_path):
     (step,) = steps(read_results(tmp_path))
     assert (step.strategy, step.metric, step.run_id) == ("pread", TIME, "r4")
     assert step.change == pytest.approx(0.4, abs=0.04)
+    _shared(tmp_path, "r4", 4, 0.30, 1.0, planted=1.4, planted_cpu=1.0)
+    results = read_results(tmp_path)
+    assert steps(results) == []
+    (unstable,) = all_steps(results)
+    assert unstable.unstable and (unstable.strategy, unstable.run_id) == ("pread", "r4")
+    assert "beside other processes, CPU ratio same (" in unstable.words
 
 
-def _shared(folder, run_id, day, others, stream_work, planted=1.0):
+def _shared(folder, run_id, day, others, stream_work, planted=1.0, planted_cpu=None):
     """A run of pread and stream beside another job taking `others` of the CPUs: stream's CPU
-    ratio times `stream_work` (its wall up 5% where that falls), pread's wall times `planted`."""
+    ratio times `stream_work` (its wall up 5% where that falls), pread's wall times `planted`
+    and its CPU ratio times `planted_cpu` (`planted` where not given: slower code)."""
+    cpu_work = planted if planted_cpu is None else planted_cpu
 
     def figures(strategy, d):
         slower = (1.05 if stream_work < 1 else 1.0) if strategy == "stream" else 1.0
         wall = (planted if strategy == "pread" else 1.0) * (1 + d) * slower
-        cpu = 1.2 * (1 + d / 2) * (stream_work if strategy == "stream" else 1.0)
+        cpu = 1.2 * (1 + d / 2) * (stream_work if strategy == "stream" else cpu_work)
         return wall, 0.5 * (1 - d), cpu
 
     _timed_run(folder, run_id, f"2026-01-0{day}T00:00:00Z", others, figures)
@@ -385,3 +403,76 @@ def test_a_cpus_1_run_is_labelled_with_its_limit_and_is_a_boundary(tmp_path):
     (boundary,) = boundaries(results)
     assert boundary.run_id == "r3" and "CPU limit - -> 1" in boundary.change
     assert list(points(results)["label"])[-1] == "2026-01-03 00:00 · 1 CPU"
+
+
+# -- issue 71: figures from the rows, unstable said, configuration per run, the smallest step ----
+
+
+def test_a_steps_figures_are_the_rows_either_side(tmp_path, capsys):
+    """History said "1.79x -> 2.44x" where 2.44x was in no row: a step's before and after are
+    the values of the last run before it and the first run after, as their rows show them."""
+    _reruns(tmp_path)
+    _neighboured(tmp_path, "r6", "2026-01-06T00:00:00Z", False, slower={"stream": 1.4}, jitter=0.99)
+    results = read_results(tmp_path)
+    (step,) = steps(results)
+    rows = points(results)
+    rows = rows[rows["strategy"] == "stream"].set_index("run_id")[TIME]
+    assert (step.before, step.after) == pytest.approx((rows["r3"], rows["r6"]), rel=1e-12)
+    assert main(["history", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert f"x ceiling (95% CI) {rows['r3']:.2f}x -> {rows['r6']:.2f}x: 1." in text
+
+
+def test_four_reruns_two_beside_a_hog_and_a_planted_copy_of_a_quiet_one(tmp_path, capsys):
+    """Issue 71's target: two quiet reruns, two beside a CPU hog, then a copy of a quiet run
+    with stream 1.4x slower in wall and CPU time: found by history, and only it."""
+    for i, (busy, jitter) in enumerate(((False, 1.0), (False, 1.02), (True, 1), (True, 1))):
+        _neighboured(tmp_path, f"r{i + 1}", f"2026-01-0{i + 1}T00:00:00Z", busy, jitter=jitter)
+    assert steps(read_results(tmp_path)) == []
+    planted = {"stream": 1.4}
+    _neighboured(tmp_path, "r5", "2026-01-05T00:00:00Z", False, planted, planted, jitter=1.02)
+    (step,) = steps(read_results(tmp_path))
+    assert (step.strategy, step.metric, step.run_id) == ("stream", TIME, "r5")
+
+
+def test_unstable_moves_and_the_smallest_step_are_said_in_text_and_json(tmp_path, capsys):
+    """Runs all beside other jobs, pread's wall alone 1.4x in the last (its CPU ratio unmoved):
+    no step, "unstable (not a verdict)" in the text and `unstable` in the JSON; "no steps" says
+    the smallest step the runs could have shown."""
+    for i, others in enumerate((0.30, 0.35, 0.32), start=1):
+        _shared(tmp_path, f"r{i}", i, others, 1.0)
+    _shared(tmp_path, "r4", 4, 0.30, 1.0, planted=1.4, planted_cpu=1.0)
+    assert main(["history", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "unstable (not a verdict): x ceiling (95% CI)" in text
+    assert "unstable: here gpt2 pread: " in text and "rerun on a quieter machine" in text
+    (no_steps,) = [line for line in text.splitlines() if line.startswith("no steps")]
+    assert re.search(
+        r"the smallest step these runs could have shown: x ceiling \(95% CI\) 1\.\d\dx", no_steps
+    )
+    assert "smallest step its runs could show: x ceiling (95% CI) 1." in text
+    assert main(["history", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == [] and [s["strategy"] for s in out["unstable"]] == ["pread"]
+    smallest = {(r["strategy"], r["metric"]): r["factor"] for r in out["smallest_steps"]}
+    assert smallest[("pread", TIME)] > 1.1 and smallest[("stream", PEAK)] >= 1.05
+
+
+def test_a_series_header_shows_each_runs_configuration_where_they_differ(tmp_path, capsys):
+    """A series header named one run's configuration ("CPU limit 1") over runs of which most
+    ran unconstrained: each row says its own where they differ."""
+    for i, cpus in enumerate((None, None, 1), start=1):
+        rows = [
+            total_row(run_id=f"r{i}", strategy="pipelined", repeat=k, wall_s=w, cpus=cpus)
+            for k, w in enumerate((1.0, 1.01, 0.99))
+        ]
+        record = run_record(run_id=f"r{i}", started_utc=f"2026-01-0{i}T00:00:00Z", cpu_limit=cpus)
+        with ResultsWriter(tmp_path / "here" / f"r{i}.jsonl") as w:
+            w.write_many([record, *rows])
+    assert main(["history", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (header,) = [line for line in lines if line.startswith("  configuration: ")]
+    assert "differs by run" in header and "CPU limit 1" not in header
+    table = [line for line in lines if line.startswith("  2026-01-0")]
+    assert table[0].endswith(" -") and table[1].endswith(" -"), table
+    assert "CPU limit 1" in table[2], table

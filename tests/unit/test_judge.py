@@ -12,7 +12,7 @@ import pytest
 
 from bench.analysis.advice import Advice, AdviceInputs, sentences, to_json
 from bench.analysis.compare import compare
-from bench.analysis.decision_words import why
+from bench.analysis.decision_words import details, sentence, why
 from bench.analysis.fit import FitModel
 from bench.analysis.judge import (
     PAIRED,
@@ -24,6 +24,7 @@ from bench.analysis.judge import (
     decide,
     judge,
     lighter,
+    preference,
     time_difference,
 )
 from bench.analysis.recommend import Recommendation, StrategyPrediction, TargetCheckpoint, rank
@@ -61,7 +62,7 @@ def test_overlapping_intervals_whose_ratio_leaves_out_one_are_called_apart(tmp_p
     tied them, and this test fails with it."""
     fast_walls, slow_walls = [2.30, 2.36, 2.42], [2.50, 2.56, 2.62]
     fast, slow = _measured("fast", fast_walls), _measured("slow", slow_walls)
-    assert fast.time.overlaps(slow.time)
+    assert fast.time.low <= slow.time.high and slow.time.low <= fast.time.high  # overlap
     assert not _tied(fast, slow) and not _tied(slow, fast)
     chosen = choose([slow, fast])
     assert chosen.pick == "fast" and chosen.tied == () and chosen.runner_up == "slow"
@@ -159,17 +160,17 @@ def test_the_choice_is_the_fastest_and_the_sentence_says_why_with_figures():
     assert said.endswith("): 1.47x faster (95% CI 1.44-1.51)")
 
 
-def test_a_tie_goes_to_the_lighter_and_as_light_goes_to_the_fastest():
+def test_a_tie_goes_to_the_lighter_and_as_light_goes_to_the_fixed_order():
     fast = _measured("hostcast", [1.15, 1.17, 1.19], peak=349 * (1 << 20))
     light = _measured("pipelined", [1.16, 1.20, 1.24], peak=316 * (1 << 20))
     choice = choose([fast, light])
     assert choice.pick == "pipelined" and choice.tied == ("hostcast",)
-    assert "pipelined is the lightest (316 MiB against 349 MiB), beyond their repeat" in why(choice)
+    assert "pipelined is the lightest (316 MiB against 349 MiB), by the 95% interval" in why(choice)
     same = _measured("pipelined", [1.16, 1.20, 1.24], peak=349 * (1 << 20) + 4096)
-    choice = choose([fast, same])
-    assert choice.pick == "hostcast" and choice.lighter_beyond is False
+    choice = choose([fast, same])  # tied on time and on peak: the default, not the faster median
+    assert choice.pick == "pipelined" and choice.lighter_beyond is False
     assert choice.lightest == ("hostcast", "pipelined")
-    assert "hostcast is the fastest of the lightest (hostcast 349 MiB, pipelined 349 MiB" in (
+    assert "as light: hostcast 349 MiB, pipelined 349 MiB, so the fixed order (loadbench's " in (
         why(choice)
     )
 
@@ -178,7 +179,7 @@ def test_the_heaviest_of_ties_is_never_picked():
     """Issue 54's gpt2 run: mmap-put (1.25 GiB, fastest) ties on time with pipelined (758 MiB)
     and zerocopy (757 MiB), which are as light as each other within their spreads. The old rule,
     finding no one lighter than every other, fell back to the fastest and named mmap-put, the
-    heaviest; the judge names the fastest of the lightest, and the sentence says so."""
+    heaviest; the judge names one of the lightest by its fixed order, and the sentence says so."""
     MiB = 1 << 20
     mmap_put = _measured("mmap-put", [1.00, 1.02, 1.04], peak=1.25 * GiB, spread=8 * MiB)
     pipelined = _measured("pipelined", [1.01, 1.04, 1.07], peak=758 * MiB, spread=6 * MiB)
@@ -189,10 +190,8 @@ def test_the_heaviest_of_ties_is_never_picked():
         assert chosen.pick == "pipelined", chosen
         assert chosen.lightest == ("pipelined", "zerocopy") and not chosen.lighter_beyond
         said = why(chosen)
-        assert "pipelined is the fastest of the lightest (pipelined 758 MiB, zerocopy 757 MiB" in (
-            said
-        )
-        assert ": within their repeat spreads; heavier: mmap-put 1.25 GiB" in said
+        assert "as light: pipelined 758 MiB, zerocopy 757 MiB, so the fixed order" in said
+        assert "names pipelined; heavier: mmap-put 1.25 GiB" in said
         assert not said.startswith("mmap-put") and not said.startswith("eager")
 
 
@@ -248,11 +247,13 @@ def test_predictions_tie_where_the_interval_of_their_ratio_holds_one():
     )
     assert rec.recommended == "fast"
     adv = _advice(rec)
-    (said,) = [s for s in sentences(adv) if "ties on time" in s]
-    assert said.startswith("use fast (1.00 GiB peak) on 64.0 GiB (ranked by predicted time")
-    assert "fast (10.00 s, 95% CI 9.50-10.50 s) ties on time with near (10.30 s" in said
-    assert "slow (20" not in said and "too-big" not in said
+    (said,) = [s for s in sentences(adv) if "ties with near" in s]
+    assert said.startswith("use fast on 64.0 GiB: 1.00 GiB peak, 10.00 s; ties with near on time")
     out = to_json(adv)
+    details = out["decision"]["details"]
+    assert details.startswith("use fast (1.00 GiB peak) on 64.0 GiB (ranked by predicted time")
+    assert "fast (10.00 s, 95% CI 9.50-10.50 s) ties on time with near (10.30 s" in details
+    assert "slow (20" not in details and "too-big" not in details
     assert out["ties"] == ["near"] == out["too_close_to_call"]
     assert out["decision"]["pick"] == "fast" and out["decision"]["sentence"] + "." == said
     assert out["decision"]["tied"] == ["near"]
@@ -271,8 +272,10 @@ def test_a_prediction_tie_goes_to_the_lighter():
     assert rec.recommended == "pipelined"
     assert [s.strategy for s in rec.strategies][:2] == ["pipelined", "hostcast"]
     (said,) = [s for s in sentences(_advice(rec)) if "ties on time" in s]
-    assert "pipelined is the lightest (316 MiB against 349 MiB)" in said
-    assert sentences(_advice(rec))[0].startswith("use pipelined (316 MiB peak) on 64.0")
+    assert "ties on time with hostcast, and is lighter" in said
+    assert said.startswith("use pipelined on 64.0 GiB: 316 MiB peak, 1.20 s")
+    details = to_json(_advice(rec))["decision"]["details"]
+    assert "pipelined is the lightest (316 MiB against 349 MiB)" in details
 
 
 def test_nothing_is_said_when_every_other_time_is_called_apart():
@@ -361,7 +364,7 @@ def test_walls_are_ranked_where_the_paired_ratios_are_the_wider_measure():
     sentence says why the walls. With tighter paired intervals, x ceiling is ranked as before."""
     import pandas as pd
 
-    from bench.analysis.decision_words import PAIRED_WIDER, sentence
+    from bench.analysis.decision_words import PAIRED_WIDER, details, sentence
     from bench.analysis.judge import WALL
 
     rows = pd.DataFrame(
@@ -375,7 +378,126 @@ def test_walls_are_ranked_where_the_paired_ratios_are_the_wider_measure():
     assert decision.measure == WALL and decision.paired_wider
     assert decision.pick == "mmap-put" and "zerocopy" not in decision.tied
     assert decision.own is not None and decision.own.pick == "pipelined"
-    assert PAIRED_WIDER in sentence(decision) and decision.to_json()["paired_wider"] is True
+    assert PAIRED_WIDER in details(decision) and decision.to_json()["paired_wider"] is True
+    assert len(sentence(decision)) <= 300
     tight = rows.assign(paired_low=rows["paired_ratio"] * 0.999, paired_high=rows["paired_ratio"])
     again = judge(tight, TargetHost(45 * GiB, 1))
     assert again.measure == PAIRED and not again.paired_wider
+
+
+# -- issue 71: a pick noise cannot flip, a sentence a person reads -------------------------------
+
+
+def _tied_run(tmp_path: Path, name: str, order: list[str], **fields) -> Path:
+    """A gpt2-sized run of pipelined, zerocopy and builder, tied on time and on peak, whose
+    medians come out in `order` (the fastest first): noise decides which median leads."""
+    MiB = 1 << 20
+    records = [run_record(run_id=name, ram_bytes=16 * GiB, repeats=3)]
+    for rank_, strategy in enumerate(order):
+        for i, w in enumerate((0.99, 1.01, 1.03)):
+            records.append(
+                total_row(
+                    run_id=name,
+                    strategy=strategy,
+                    repeat=i,
+                    wall_s=w + 0.005 * rank_,
+                    reference_s=0.5,
+                    paired_ratio=(w + 0.005 * rank_) / 0.5,
+                    peak_rss_bytes=int(845 * MiB + rank_ * 64 * 1024 + i * 4096),
+                    **fields,
+                )
+            )
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(to_json_line(r) + "\n" for r in records))
+    return path
+
+
+def test_three_identical_runs_with_shuffled_medians_give_one_pick(tmp_path: Path):
+    """Issue 71: three runs of one command on one commit said pipelined, zerocopy, builder:
+    all three tie on time and peak, so whichever median came out ahead decided. A fixed order
+    (loadbench's default first) decides now, and the sentence says they tie and names them."""
+    picks, sentences_ = set(), []
+    for name, order in (
+        ("a", ["pipelined", "zerocopy", "builder"]),
+        ("b", ["zerocopy", "builder", "pipelined"]),
+        ("c", ["builder", "pipelined", "zerocopy"]),
+    ):
+        results = read_results(_tied_run(tmp_path, name, order))
+        chosen = judge(summarize(results.phases), TargetHost(16 * GiB), results)
+        assert set(chosen.tied) | {chosen.pick} == {"pipelined", "zerocopy", "builder"}
+        picks.add(chosen.pick)
+        said = sentence(chosen)
+        assert "ties with " in said and " on time and peak; loadbench's default wins ties" in said
+        assert "zerocopy" in said and "builder" in said
+        sentences_.append(said)
+    assert picks == {"pipelined"}
+
+
+def test_the_order_that_decides_ties_is_default_then_host_bytes_then_name():
+    names = ["zzz", "eager", "zerocopy", "aaa", "pipelined", "builder"]
+    assert sorted(names, key=preference) == [
+        "pipelined",
+        "zerocopy",
+        "builder",
+        "eager",
+        "aaa",
+        "zzz",
+    ]
+
+
+def test_the_sentence_is_short_and_names_every_option_that_changed_it(tmp_path: Path):
+    """The first part (what to use, what it costs) within 120 characters, the whole within 300,
+    with many tied candidates, a budget, a CPU limit and a lost repeat named in it."""
+    order = ["zerocopy", "builder", "pipelined", "hostcast", "pread", "mmap", "sharded"]
+    path = _tied_run(tmp_path, "r", order, budget_bytes=32 << 20, cpus=1.0)
+    lines = path.read_text().splitlines()  # a repeat of zerocopy lost: 2 of the 3 asked kept
+    assert sum(map(_is_last_zerocopy, lines)) == 1
+    path.write_text("\n".join(line for line in lines if not _is_last_zerocopy(line)) + "\n")
+    results = read_results(path)
+    chosen = judge(summarize(results.phases), TargetHost(16 * GiB), results)
+    said = sentence(chosen)
+    first = said.split("; ")[0]
+    assert first == "use pipelined on 16.0 GiB, 1 device: " + first.split(": ", 1)[1]
+    assert len(first) <= 120 and len(said) <= 300, (len(first), len(said), said)
+    assert "and 4 more" in said
+    assert "measured under --cpus 1 --budget 32MiB" in said
+    assert "partial input, lost: a repeat of zerocopy" in said
+    assert "run r: zerocopy kept 2 of 3 repeats" in chosen.partial
+    assert "--budget 32MiB" in details(chosen)
+
+
+def _is_last_zerocopy(line: str) -> bool:
+    return '"strategy":"zerocopy"' in line and '"repeat":2,' in line
+
+
+def test_identical_peaks_are_as_light_never_a_hair_heavier():
+    """Peaks a few pages apart, the same in every repeat: the one rule says `same`, so neither
+    is lighter and the fixed order decides."""
+    a = Candidate(
+        "zerocopy",
+        1.0,
+        interval([1.0, 1.01, 0.99]),
+        745 << 20,
+        peak=Interval(745 << 20, 745 << 20, 745 << 20, 3),
+    )
+    b = Candidate(
+        "pipelined",
+        1.0,
+        interval([1.0, 1.01, 0.99]),
+        (745 << 20) + 8192,
+        peak=Interval((745 << 20) + 8192, (745 << 20) + 8192, (745 << 20) + 8192, 3),
+    )
+    assert not lighter(a, b) and not lighter(b, a)
+    assert choose([a, b]).pick == "pipelined"
+
+
+def test_least_ram_that_fits_names_the_pick_where_it_is_as_light():
+    """Issue 71: "Least RAM that fits" named another strategy in the paragraph that named the
+    pick; where the pick's peak is within the same minimum, it is the one named."""
+    from bench.analysis.advice import Cost, needs_text
+
+    MiB = 1 << 20
+    costs = [Cost("zerocopy", 745 * MiB, 0.98), Cost("pipelined", 746 * MiB, 1.02)]
+    said = needs_text(16 * GiB, costs, None, "pipelined")
+    assert said.startswith("Least RAM that fits: ") and said.endswith(" (pipelined).")
+    assert needs_text(16 * GiB, costs, None, None).endswith(" (zerocopy).")  # else the fastest

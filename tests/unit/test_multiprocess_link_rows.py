@@ -157,7 +157,7 @@ def test_the_summary_names_each_process_count_and_each_process_share(results):
     text = tables(results)
     assert text.count("sa3: checkpoint") == 1  # one configuration, both counts in it
     assert "sharded (2 processes)" in text and "sharded (4 processes)" in text
-    assert "use sharded (2 processes) (" in text  # the judge's decision (issue 54)
+    assert "use sharded (2 processes) on " in text  # the judge's decision (issue 54)
     assert "bytes per process, against its share (its own ranges) + headers:" in text
     assert "the 1Gbit link they share" in text
     assert "process 3: received 512 MiB against its share + headers 512 MiB (+0.00%)" in text

@@ -127,7 +127,7 @@ def test_no_runs_raise_and_the_cli_says_what_to_run(tmp_path, capsys):
     with pytest.raises(NoResultsError):
         recommend(empty, TARGET, host_ram_bytes=GiB)
     args = _args(tmp_path, json=True)
-    with pytest.raises(BenchError, match="make bench SHAPES="):
+    with pytest.raises(BenchError, match="run `loadbench bench run --shapes gpt2 --cache warm"):
         run_cli(args)
 
 
@@ -230,7 +230,7 @@ def test_cold_runs_are_fitted_apart_and_their_read_speed_reported(tmp_path, caps
 
 def test_disk_read_speed_adds_the_read_time_of_the_target_disk(tmp_path):
     res = _results(tmp_path)
-    from bench.commands.recommend import cold_adjust
+    from bench.analysis.recommend import cold_adjust
 
     rec = recommend(res, TARGET, 64 * GiB)
     before = {s.strategy: s.predicted_wall_s for s in rec.strategies}
@@ -450,11 +450,8 @@ def test_notes_are_short_sentences_and_a_column_the_same_on_every_row_is_one_lin
     assert "basis" not in header and "fit error" in header  # the same on every row, or not
     assert "  basis: 6 runs of big, mid, small (every row)" in table.splitlines()
     first, *notes = notes  # the judge's decision, as every surface says it (issue 54)
-    assert (
-        first.startswith("use lean (")
-        and "on 64.0 GiB (ranked by predicted time" in first
-        and first[-1] == "."
-    )
+    assert first.startswith("use lean on 64.0 GiB: ") and first[-1] == "."
+    assert len(first) <= 300 and len(first.split(";")[0]) <= 120
     for note in notes:
         assert len(note) <= 160 and note.endswith("."), note
         assert note.count(". ") == 0, note  # one sentence
@@ -486,5 +483,84 @@ def test_a_run_that_lost_strategies_or_lines_is_refused_unless_allowed(tmp_path,
     argv = ["recommend", "--results", str(tmp_path), "--shapes", "gpt2", "--allow-partial", *ram]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert "use lean (" in captured.out
+    assert "use lean on 64.0 GiB" in captured.out
+    assert "partial input, lost: gone" in captured.out  # the sentence names what was lost
     assert "answering from part of a run (--allow-partial): run r:" in captured.err
+
+
+# -- issue 71's edges: constrained runs, another device count, a fresh clone -----------------------
+
+
+def _recommend_out(capsys, folder, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        code = main(["recommend", "--results", str(folder), *argv])
+    except BenchError as e:  # main prints and returns 2; a direct raise says the same
+        return 2, "", str(e)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_recommend_over_cpu_limited_runs_says_the_limit_and_no_empty_device_line(tmp_path, capsys):
+    """`recommend` over `--cpus 1` runs printed "No run here used 1 device(s): the fits use runs
+    on ." (nothing was fitted: a prediction leaves limited runs out)."""
+    from tests.records import write_decision_folders
+
+    folders = write_decision_folders(tmp_path)
+    code, out, _ = _recommend_out(
+        capsys, folders["cpus-1"], "--shapes", "gpt2", "--host-ram", "16GiB", "--devices", "1"
+    )
+    assert code == 0 and "runs on ." not in out
+    assert "; measured under --cpus 1." in out
+    code, _, err = _recommend_out(
+        capsys, folders["cpus-1"], "--shapes", "sa3-medium", "--host-ram", "4GiB"
+    )
+    assert code == 2 and "its runs ran under --cpus 1, which a prediction leaves out" in err
+    assert f"run `loadbench bench run --shapes gpt2 --cache warm --out {folders['cpus-1']}`" in err
+
+
+def test_recommend_for_a_device_count_no_run_used_says_so_in_the_sentence(tmp_path, capsys):
+    """`--devices 2` over 1-device runs answered a 1-device sentence as if asked."""
+    from tests.records import write_decision_folders
+
+    folders = write_decision_folders(tmp_path)
+    argv = ["--shapes", "gpt2", "--host-ram", "16GiB", "--devices", "2"]
+    code, out, _ = _recommend_out(capsys, folders["ties"], *argv)
+    (said,) = [line for line in out.splitlines() if line.startswith("use ")]
+    assert code == 0 and "; no run here on 2 devices: bench with --devices 2" in said
+    code, out, _ = _recommend_out(capsys, folders["ties"], *argv, "--json")
+    decision = json.loads(out)["decision"]
+    assert decision["devices_asked"] == 2 and decision["devices"] == 1
+    code, out, _ = _recommend_out(capsys, folders["two-devices"], *argv)
+    assert "no run here on" not in out and "on 16.0 GiB, 2 devices: " in out
+
+
+def test_verbose_prints_the_details_behind_the_sentence(tmp_path, capsys):
+    """The sentence is short; `--verbose` adds the intervals, the measure and the runner-up."""
+    from tests.records import write_decision_folders
+
+    folders = write_decision_folders(tmp_path)
+    argv = ["--shapes", "gpt2", "--host-ram", "16GiB", "--devices", "1"]
+    code, out, _ = _recommend_out(capsys, folders["ties"], *argv)
+    assert code == 0 and "Details:" not in out and "95% CI" not in out.split("\n\n")[-1]
+    code, out, _ = _recommend_out(capsys, folders["ties"], *argv, "--verbose")
+    (said,) = [line for line in out.splitlines() if line.startswith("Details: ")]
+    assert "ranked by x ceiling" in said and "95% CI" in said and "ties on time with" in said
+
+
+def test_the_readmes_recommend_after_its_bench_line_says_exactly_what_to_run(tmp_path, capsys):
+    """The README runs `bench run --shapes gpt2 --cache both --host-ram 4GiB`, then `recommend
+    --shapes sa3-medium --host-ram 4GiB`: on a fresh clone that told the user to bench gpt2,
+    which they just had. A prediction leaves runs under a memory limit out; the error says so,
+    and the one command that gives runs it can fit on."""
+    rows = [
+        total_row(run_id="r", strategy=s, repeat=i, wall_s=1.0 + i / 100, host_ram_bytes=4 << 30)
+        for s in ("pipelined", "zerocopy")
+        for i in range(3)
+    ]
+    with ResultsWriter(tmp_path / "results" / "m" / "r.jsonl") as w:
+        w.write_many([run_record(run_id="r", host_ram_bytes=4 << 30), *rows])
+    folder = tmp_path / "results"
+    code, _, err = _recommend_out(capsys, folder, "--shapes", "sa3-medium", "--host-ram", "4GiB")
+    assert code == 2 and "its runs ran under --host-ram 4GiB, which a prediction leaves out" in err
+    assert f"run `loadbench bench run --shapes gpt2 --cache warm --out {folder}` (no limits)" in err

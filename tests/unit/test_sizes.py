@@ -79,9 +79,11 @@ def test_a_tiny_time_never_prints_as_zero_seconds():
 # to a unit in a format (`{n / (1 << 20):.1f} MiB`, `{n / 2**30:.1f}`). Typed inputs (`1.5GB/s`)
 # are not outputs.
 HAND_MADE = re.compile(r"(}|\d ) ?[GM]B/s|/ ?\(?(1 ?<< ?|2 ?\*\* ?)[123]0\)?:\.")
-# The views that print through the formatter (summary.py is switched to it separately).
+# The views that print through the formatter.
 VIEWS = [
     *sorted((ROOT / "dashboard").rglob("*.py")),
+    *sorted((ROOT / "bench" / "analysis" / "summary").glob("*.py")),
+    ROOT / "bench" / "analysis" / "decision_words.py",
     ROOT / "bench" / "analysis" / "shares.py",
     ROOT / "bench" / "analysis" / "target.py",
     ROOT / "bench" / "analysis" / "remote.py",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.analysis.summary import json_summary, tables
+from bench.analysis.summary import json_decisions, json_summary, tables
 from bench.records.results import read_results
 from bench.records.schema import to_json_line
 from tests.records import run_record, total_row
@@ -46,8 +46,8 @@ def test_table_has_a_block_per_model_dtype_and_shows_the_budget(results):
     assert "dtype F32, devices 1" in same.splitlines()[0]
     assert "F32 file → bfloat16 model" in cast.splitlines()[0]
     assert "in flight / budget" in same
-    assert "0.20 GiB / its default" in same and "1.10 (1.00-1.20)" in same  # medians per block
-    assert "0.06 GiB / 0.06 GiB" in cast and "3.10 (3.00-3.20)" in cast
+    assert "0.195 GiB / its default" in same and "1.10 (1.00-1.20)" in same  # medians per block
+    assert "0.0586 GiB / 0.0625 GiB" in cast and "3.10 (3.00-3.20)" in cast
     zerocopy = next(line for line in same.splitlines() if line.lstrip("* ").startswith("zerocopy"))
     assert " - " in zerocopy  # no in-flight figure for a strategy that does not report one
 
@@ -93,7 +93,7 @@ def test_a_read_cap_is_in_the_title_and_one_not_enforced_says_so(tmp_path):
     path = tmp_path / "run.jsonl"
     path.write_text("".join(to_json_line(r) + "\n" for r in cold(True)))
     title = tables(read_results(path)).splitlines()[0]
-    assert title.endswith("cache cold, disk reads capped at 250 MB/s")
+    assert title.endswith("cache cold, disk reads capped at 0.233 GiB/s")  # 250 MB/s
     path.write_text("".join(to_json_line(r) + "\n" for r in cold(False)))
     assert "NOT enforced" in tables(read_results(path)).splitlines()[0]
 
@@ -148,10 +148,14 @@ def test_the_summary_leads_with_the_answer_for_this_host(tmp_path):
     assert "GB/s" not in text and "MiB" not in text  # one unit family
     legend = next(x for x in lines if x.startswith("legend:"))
     assert "x ckpt: (peak - baseline) / checkpoint" in legend and "x floor: wall /" in legend
-    assert lines[-1].startswith(
+    assert lines[-1] == (
+        "use hostcast on 16.0 GiB, 1 device: 2.00 GiB peak, 1.02 s; 1.98x faster than pipelined"
+    )
+    details = _details(path)
+    assert details.startswith(
         "use hostcast (2.00 GiB peak) on 16.0 GiB, 1 device (ranked by median wall time"
     )
-    assert "hostcast (1.02 s, 95% CI 0.97-1.07 s) is faster than pipelined" in lines[-1]
+    assert "hostcast (1.02 s, 95% CI 0.97-1.07 s) is faster than pipelined" in details
 
 
 def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
@@ -165,11 +169,13 @@ def test_a_tie_on_measured_time_goes_to_the_lighter_in_the_summary(tmp_path):
     lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
     path.write_text("".join(x + "\n" for x in lines))
     text = tables(read_results(path)).rstrip("\n")
-    assert text.splitlines()[-1].startswith("use pipelined (1.00 GiB peak) on 16.0 GiB")
-    assert "ties on time with hostcast (1.10 s, 95% CI" in text
-    assert "pipelined is the lightest (1.00 GiB against 2.00 GiB), beyond their repeat spreads" in (
-        text
+    assert text.splitlines()[-1] == (
+        "use pipelined on 16.0 GiB, 1 device: 1.00 GiB peak, 1.15 s; ties on time with hostcast, "
+        "and is lighter"
     )
+    details = _details(path)
+    assert "ties on time with hostcast (1.10 s, 95% CI" in details
+    assert "pipelined is the lightest (1.00 GiB against 2.00 GiB), by the 95% interval" in details
 
 
 def test_a_faster_peer_is_picked_and_named_with_its_cost_then_our_best(tmp_path):
@@ -190,9 +196,15 @@ def test_a_faster_peer_is_picked_and_named_with_its_cost_then_our_best(tmp_path)
     path.write_text("".join(x + "\n" for x in lines))
     text = tables(read_results(path)).rstrip("\n")
     last = text.splitlines()[-1]
-    assert last.startswith("runai, a peer (another project's loader), is the pick on 16.0 GiB")
-    assert "it costs 1.00 GiB host RAM peak; of loadbench's own strategies, use pipelined (" in last
-    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them measured")
+    assert last == (
+        "runai (a peer) is the pick on 16.0 GiB, 1 device: 1.00 GiB peak, 0.51 s; 1.98x faster "
+        "than pipelined; of loadbench's own, use pipelined: 1.00 GiB peak, 1.01 s"
+    )
+    details = _details(path)
+    assert "; of loadbench's own strategies, use pipelined (" in details
+    assert details.endswith(
+        "pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one of them measured"
+    )
 
 
 def _last_line_of_run(tmp_path, strategies, ram_bytes):
@@ -209,12 +221,17 @@ def _last_line_of_run(tmp_path, strategies, ram_bytes):
     return tables(read_results(path)).rstrip("\n").splitlines()[-1]
 
 
+def _details(path) -> str:
+    """The details behind the first block's sentence (`bench run --json`'s)."""
+    return json_decisions(read_results(path))[0]["details"]
+
+
 def test_a_strategy_run_alone_is_not_said_to_be_the_only_one_that_fits(tmp_path):
     """One strategy in the results (a port's run has only the default): nothing else was
     weighed, so the verdict says it is the only one measured, not that others failed to
     fit (seen on the TPU host's device check, 2026-12-06)."""
     last = _last_line_of_run(tmp_path, [("pipelined", 1.0, 1 << 30)], 16 << 30)
-    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one measured")
+    assert last.endswith("1.00 GiB peak, 1.01 s; the only one measured")
     assert "that fits" not in last
 
 
@@ -223,7 +240,9 @@ def test_the_only_strategy_that_fits_is_said_so_where_another_does_not(tmp_path)
     last = _last_line_of_run(
         tmp_path, [("pipelined", 1.0, GIB), ("builder", 0.5, 15 * GIB)], 16 << 30
     )
-    assert last.endswith("pipelined (1.01 s, 95% CI 0.99-1.04 s) is the only one that fits")
+    assert last.endswith(
+        "pipelined on 16.0 GiB, 1 device: 1.00 GiB peak, 1.01 s; the only one that fits"
+    )
 
 
 def test_a_run_of_the_floor_line_alone_names_no_strategy(tmp_path):
@@ -299,10 +318,10 @@ def test_a_local_row_keeps_the_machines_ceiling_in_its_legend(tmp_path):
     assert json_summary(read_results(path))[0]["source"] == "file"
 
 
-def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_faster(tmp_path):
+def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_fixed_order(tmp_path):
     """Two strategies that hold the model and nothing else differ by allocator noise: a few KiB
-    lighter must not pick the slower of two times too close to call; both are the lightest
-    within their spreads, and the fastest of them is named."""
+    lighter must not pick the slower of two times too close to call; both are the lightest,
+    and the fixed order (loadbench's default first) names one, whichever median came ahead."""
     GIB = 1 << 30
     rows = [
         total_row(run_id="r1", strategy=name, wall_s=w + d, peak_rss_bytes=peak)
@@ -313,18 +332,20 @@ def test_peaks_within_one_percent_are_a_tie_that_goes_to_the_faster(tmp_path):
     lines = [to_json_line(run_record(run_id="r1", ram_bytes=16 << 30)), *map(to_json_line, rows)]
     path.write_text("".join(x + "\n" for x in lines))
     last = tables(read_results(path)).rstrip("\n").splitlines()[-1]
-    assert last.startswith("use pipelined (2.00 GiB peak) on 16.0 GiB")
-    assert "ties on time with zerocopy" in last
-    assert last.endswith(
-        "pipelined is the fastest of the lightest (pipelined 2.00 GiB, zerocopy 2.00 GiB: within "
-        "their repeat spreads)"
+    assert last == (
+        "use pipelined on 16.0 GiB, 1 device: 2.00 GiB peak, 2.40 s; ties with zerocopy on time "
+        "and peak; loadbench's default wins ties"
     )
+    assert "as light: pipelined 2.00 GiB, zerocopy 2.00 GiB, so the fixed order" in (_details(path))
 
 
 def test_a_tiny_checkpoints_sizes_never_print_as_zero():
-    from bench.analysis.summary import gib
+    """The summary says sizes with the one GiB formatter (`shapes.sizes.format_gib`)."""
+    from bench.analysis import summary
+    from shapes.sizes import format_gib as gib
 
+    assert not hasattr(summary, "gib")  # no second formatter of its own
     assert gib(1.5 * (1 << 30)) == "1.50 GiB"
     assert gib(443_520) == "0.000413 GiB"  # tiny-gpt2's checkpoint, three significant digits
     assert gib(35_000) == "0.0000326 GiB"  # never in exponent form
-    assert gib(0) == "0.00 GiB" and gib(None) == "-"
+    assert gib(0) == "0 GiB" and gib(None) == "-"

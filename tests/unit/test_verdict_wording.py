@@ -19,7 +19,7 @@ from bench.analysis.decision_words import ONE_RUN, why
 from bench.analysis.fit import FitModel
 from bench.analysis.judge import PAIRED, Candidate, Decision, TargetHost, decide
 from bench.analysis.recommend import StrategyPrediction, TargetCheckpoint, rank
-from bench.analysis.summary import tables
+from bench.analysis.summary import json_decisions, tables
 from bench.intervals import instability, interval, spread_text
 from bench.records.results import read_results
 from bench.records.schema import to_json_line
@@ -66,8 +66,8 @@ def test_one_run_with_no_lighter_peak_says_the_time_was_not_judged():
     b = _measured("b", [3.0], peak=GiB + 4096)  # as light: allocator noise
     said = why(choose([b, a]))
     assert said.startswith("a (2.00 s, 1 run) against b (3.00 s, 1 run): " + ONE_RUN)
-    assert "a is the fastest of the lightest (a 1.00 GiB, b 1.00 GiB" in said
-    assert said.endswith("time was not judged)")
+    assert "as light: a 1.00 GiB, b 1.00 GiB, so the fastest of them is named, a" in said
+    assert said.endswith("(time was not judged)")
     assert "ties" not in said
 
 
@@ -127,44 +127,58 @@ def _rows(repeats: int, peer_wall: float) -> list:
     return out
 
 
-def _use_line(tmp_path: Path, repeats: int, peer_wall: float) -> str:
+def _use_line(tmp_path: Path, repeats: int, peer_wall: float) -> tuple[str, str]:
+    """The summary's last line (the sentence), and the details behind it (`--json`'s)."""
     path = tmp_path / "run.jsonl"
     records = [run_record(run_id="r1", ram_bytes=45 * GiB), *_rows(repeats, peer_wall)]
     path.write_text("".join(to_json_line(r) + "\n" for r in records))
-    return tables(read_results(path)).rstrip("\n").splitlines()[-1]  # the decision, last
+    results = read_results(path)
+    (decision,) = json_decisions(results)
+    line = tables(results).rstrip("\n").splitlines()[-1]  # the decision, last
+    assert line == decision["sentence"]
+    return line, decision["details"]
 
 
 def test_the_summary_weighs_peers_and_with_one_run_names_the_lightest(tmp_path):
     """One run each: the peer mmap-put is a candidate like ours (issue 54); nothing is judged on
     time, so the lightest beyond the noise, builder, is named on memory."""
-    line = _use_line(tmp_path, repeats=1, peer_wall=1.04)
-    assert line.startswith(
-        "use builder (382 MiB peak, 2.12 GiB device peak) on 45.0 GiB, 1 device ("
+    line, details = _use_line(tmp_path, repeats=1, peer_wall=1.04)
+    assert line == (
+        "use builder on 45.0 GiB, 1 device: 382 MiB peak, 2.12 GiB on the device, 2.60 s; "
+        "mmap-put and pipelined: one run, not judged on time"
     )
     assert (
         "builder (2.60 s, 1 run) against mmap-put (1.04 s, 1 run), pipelined (5.67 s, 1 run)"
-        in (line)
+        in details
     )
-    assert ONE_RUN in line and "ties" not in line
-    assert line.endswith(
-        "builder is the lightest (382 MiB against 2.31 GiB, 710 MiB), beyond their repeat "
-        "spreads, so it is named on memory"
+    assert ONE_RUN in details and "ties" not in line + details
+    assert details.endswith(
+        "builder is the lightest (382 MiB against 2.31 GiB, 710 MiB), by the 95% interval of "
+        "their peaks' ratio, so it is named on memory"
     )
 
 
 def test_the_summary_names_a_winning_peer_with_its_costs_then_loadbenchs_best(tmp_path):
-    line = _use_line(tmp_path, repeats=3, peer_wall=9.0)  # a peer slower than ours
-    assert line.startswith("use builder (382 MiB peak, 2.12 GiB device peak) on 45.0")
-    assert "builder (2.61 s, 95% CI" in line and "is faster than pipelined" in line
-    assert "a peer" not in line and "left out" not in line and ONE_RUN not in line
-    faster = _use_line(tmp_path, repeats=3, peer_wall=1.04)
-    assert faster.startswith("mmap-put, a peer (another project's loader), is the pick on 45.0 GiB")
-    assert "mmap-put (1.05 s, 95% CI 1." in faster
-    peer = faster.index("it costs 2.31 GiB host RAM peak and 2.12 GiB device peak")
-    own = faster.index(
+    line, details = _use_line(tmp_path, repeats=3, peer_wall=9.0)  # a peer slower than ours
+    assert line == (
+        "use builder on 45.0 GiB, 1 device: 382 MiB peak, 2.12 GiB on the device, 2.61 s; "
+        "2.18x faster than pipelined"
+    )
+    assert "builder (2.61 s, 95% CI" in details and "is faster than pipelined" in details
+    assert "a peer" not in line and "left out" not in line and ONE_RUN not in details
+    faster, details = _use_line(tmp_path, repeats=3, peer_wall=1.04)
+    assert faster.startswith(
+        "mmap-put (a peer) is the pick on 45.0 GiB, 1 device: 2.31 GiB peak, 2.12 GiB on the "
+        "device, 1.05 s; 2.49x faster than builder"
+    )
+    assert faster.endswith(
+        "; of loadbench's own, use builder: 382 MiB peak, 2.12 GiB on the device, 2.61 s"
+    )
+    assert "mmap-put (1.05 s, 95% CI 1." in details
+    own = details.index(
         "; of loadbench's own strategies, use builder (382 MiB peak, 2.12 GiB device peak)"
     )
-    assert peer < own and "builder (2.61 s, 95% CI" in faster[own:]
+    assert "builder (2.61 s, 95% CI" in details[own:]
 
 
 # -- `recommend`: text and --json ----------------------------------------------------------------
@@ -196,10 +210,11 @@ def test_recommend_with_one_run_says_so_in_text_and_json():
         [],
     )
     said = sentences(adv)
-    (told,) = [s for s in said if ONE_RUN in s]
-    assert "pipelined (6.56 s, 1 run) against builder (25.43 s, 1 run): " + ONE_RUN in told
+    (told,) = [s for s in said if "builder: one run, not judged on time" in s]
     assert not [s for s in said if "ties" in s]
     out = to_json(adv)
+    details = out["decision"]["details"]
+    assert "pipelined (6.56 s, 1 run) against builder (25.43 s, 1 run): " + ONE_RUN in details
     assert out["recommended"] == "pipelined" and out["judged_on_time"] is False
     assert out["not_judged_on_time"] == ["builder"] and out["ties"] == []
     assert out["decision"]["judged_on_time"] is False
@@ -220,13 +235,16 @@ def test_recommend_names_a_faster_peer_with_its_cost_then_loadbenchs_best():
     said = sentences(adv)
     (peer,) = [s for s in said if "a peer" in s]
     assert peer == said[0]  # peers are candidates (issue 54)
-    assert peer.startswith("mmap-put, a peer (another project's loader), is the pick on 45.0 GiB")
+    assert peer == (
+        "mmap-put (a peer) is the pick on 45.0 GiB: 2.60 GiB peak, 1.04 s; 2.50x faster than "
+        "builder; of loadbench's own, use builder: 410 MiB peak, 2.60 s."
+    )
+    out = to_json(adv)
     assert (
         "mmap-put (1.04 s, 95% CI 1.02-1.06 s) is faster than builder (2.60 s, 95% CI 2.55-2.65 s):"
-        " 2.50x faster (95% CI 2.45-2.55); it costs 2.60 GiB host RAM peak; of loadbench's own "
+        " 2.50x faster (95% CI 2.45-2.55); of loadbench's own "
         "strategies, use builder (410 MiB peak): builder (2.60 s, "
-    ) in peer
-    out = to_json(adv)
+    ) in out["decision"]["details"]
     assert out["recommended"] == "mmap-put" and out["peers"] == ["mmap-put"]
     assert out["fastest_peer"]["strategy"] == "mmap-put"
     assert out["fastest_peer"]["peak_bytes"] == int(2.6 * GiB)
@@ -236,8 +254,8 @@ def test_recommend_names_a_faster_peer_with_its_cost_then_loadbenchs_best():
         ["mmap-put"],
     )
     first = sentences(mixed)[0]  # one run of builder: not judged on time; named on memory
-    assert first.startswith("use builder (1.00 GiB peak) on 45.0 GiB")
-    assert f"against mmap-put (1.04 s, 95% CI 1.02-1.06 s): {ONE_RUN}" in first
+    assert first.startswith("use builder on 45.0 GiB: 1.00 GiB peak, 2.60 s")
+    assert "mmap-put: one run, not judged on time" in first
     assert "a peer" not in first
     slower = _advice([_pred("mmap-put", 9.0, GiB), _pred("builder", 2.6, GiB)], ["mmap-put"])
     assert to_json(slower)["fastest_peer"] is None
@@ -274,7 +292,7 @@ def test_advise_takes_the_peers_from_the_rows_kind(tmp_path):
     assert adv.peers == ["mmap-put"] and adv.rec.recommended == "mmap-put"
     out = to_json(adv)
     assert out["fastest_peer"]["strategy"] == "mmap-put" and out["best_own"] == "builder"
-    assert any("of loadbench's own strategies, use builder" in s for s in out["notes"])
+    assert any("of loadbench's own, use builder" in s for s in out["notes"])
 
 
 def test_a_spread_just_past_five_percent_never_reads_as_five_percent():
