@@ -280,7 +280,20 @@ def _verdicts(summary: list[dict], walls: dict | None = None) -> list[str]:
 
 
 def _key(s: dict) -> tuple:
-    return (s["shapes"], s["model"], s["strategy"])
+    """A configuration's repeats are its own: a cast run (the file's dtype, the model's) is
+    never pooled with the plain load of the same strategy."""
+    return (
+        s["shapes"],
+        s["model"],
+        s["strategy"],
+        _text(s.get("dtype")),
+        _text(s.get("model_dtype")),
+    )
+
+
+def _text(value: Any) -> str | None:
+    """A cell as text, None where it is missing or NaN (pandas' empty cell)."""
+    return None if value is None or value != value else str(value)
 
 
 def _runs_s(s: dict) -> str:
@@ -397,14 +410,23 @@ def _subset(results: Any, run_ids: set[str]) -> Any:
 
 
 def _walls(results: Any) -> dict[tuple, list[float]]:
-    """Each (shapes, model, strategy)'s repeats: the wall seconds of its runs that went ok."""
+    """Each configuration's repeats (`_key`): the wall seconds of its runs that went ok."""
     from loader.vocabulary import TOTAL
 
     rows = results.phases
     rows = rows[(rows["phase"] == TOTAL) & (rows["status"] == "ok")]
     out: dict[tuple, list[float]] = {}
     for r in rows.itertuples():
-        out.setdefault((r.shapes, r.model or "spec", r.strategy), []).append(float(r.wall_s))
+        key = _key(
+            {
+                "shapes": r.shapes,
+                "model": r.model or "spec",
+                "strategy": r.strategy,
+                "dtype": getattr(r, "dtype", None),
+                "model_dtype": getattr(r, "model_dtype", None),
+            }
+        )
+        out.setdefault(key, []).append(float(r.wall_s))
     return out
 
 

@@ -488,11 +488,14 @@ def limits_of(results: Results, run_ids: Collection[str]) -> tuple[str, ...]:
     """The limits the runs `run_ids` ran their children under (`("--cpus 1",)`), each said
     once; () for none."""
     phases = results.phases[results.phases["run_id"].isin(set(run_ids))]
+    runs = results.runs[results.runs["run_id"].isin(set(run_ids))]
     said = []
     for column, text in LIMITS:
-        if column not in phases:
+        # a run record holds what was asked; its rows also carry a strategy's default budget
+        asked = runs if column in runs else phases
+        if column not in asked:
             continue
-        for value in sorted(set(pd.to_numeric(phases[column]).dropna())):
+        for value in sorted(set(pd.to_numeric(asked[column]).dropna())):
             said.append(text(float(value)))
     return tuple(said)
 
