@@ -86,7 +86,8 @@ def _check(key: str, array, want: np.ndarray) -> None:
         raise shapes.VerificationError(
             f"leaf {key!r}: shape {tuple(array.shape)}, expected {want.shape}"
         )
-    for shard in getattr(array, "addressable_shards", None) or [None]:
+    shards = getattr(array, "addressable_shards", None)  # none here: another process's to check
+    for shard in [None] if shards is None else shards:
         got = np.asarray(array if shard is None else shard.data)
         part = want if shard is None else want[shard.index]
         if not same_bits(got, part):

@@ -88,8 +88,8 @@ def quant_layout(spec: ShapeSpec) -> str | None:
         >>> quant_layout(load_spec("tiny-llama-int4"))
         'int4'
     """
-    roles = set(_roles(spec).values()) - {None}
-    layouts = {LAYOUT_OF.get(r) for r in roles if r in LAYOUT_OF}
+    roles = {r for r in _roles(spec).values() if r is not None}
+    layouts = {LAYOUT_OF[r] for r in roles if r in LAYOUT_OF}
     others = {r for r in roles if r in (Role.FP4_BLOCKS, Role.INPUT_SCALE)}
     if len(layouts) > 1 or others:
         found = ", ".join(sorted(r.value for r in roles))
