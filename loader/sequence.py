@@ -14,7 +14,8 @@
 6. `executor.fill(plan, source, probe)`: read, cast, transfer and assign the planned steps;
    then each stacked leaf (`loader.Stack`) the executor assembled on the host is placed
    (`loader.planning.stacking.finish_stacked`; `pipelined` places its own), and the report
-   says which leaves were made from quantized layouts (`loader.planning.quantized`),
+   says which leaves were made from quantized layouts (`loader.planning.quantized`; each made
+   inside the probe's `dequantize` phase, as its last part is read),
 7. `executor.close()`, always (it stops any thread it started),
 8. give what was not loaded zeros (an abstract model only; already reported),
 9. late check: a shape a `key_map` transform got wrong is known only after the read; report it.
@@ -45,7 +46,7 @@ from loader.planning.keys import KeyMap
 from loader.planning.match import plan_load
 from loader.planning.plan import LoadPlan, Source
 from loader.planning.policy import DEFAULT_POLICY, LoadPolicy
-from loader.planning.quantized import finish_quantized
+from loader.planning.quantized import finish_quantized, watch_quantized
 from loader.planning.stacking import finish_stacked
 from loader.remote import is_url
 from loader.remote.urls import shown
@@ -229,6 +230,7 @@ def run_load(
             )
             if recipe.adjust_plan is not None:
                 recipe.adjust_plan(plan, source)
+            watch_quantized(plan, probe)
             plan.report.raise_or_warn(strict=args.strict)
             checked = len(plan.report.shape_mismatches)
             executor.fill(plan, source, probe)

@@ -13,11 +13,12 @@
   imported here in the child (`bench.user_model`).
 
 A port or transposed model is verified leaf by leaf: the file tensor (its mapped pages, outside the
-measured phases), through the key map's transform, cast to the leaf's dtype, bit for bit, a few
-leaves side by side (`bench.child.verify.checked_in_order`). A user's model is planned again
-against the file once loaded (`loader.plan`'s matching, headers only): a path the file lacks, a
-key nothing asks for, a shape or dtype the key map gets wrong makes it `wrong`, naming them; else
-every leaf the plan fills is checked the same way, whether the key map named it or not.
+measured phases), through the key map's transform (a quantized layout's tensors dequantized by its
+numpy path, `Quantized.host`), cast to the leaf's dtype, bit for bit, a few leaves side by side
+(`bench.child.verify.checked_in_order`). A user's model is planned again against the file once
+loaded (`loader.plan`'s matching, headers only): a path the file lacks, a key nothing asks for, a
+shape or dtype the key map gets wrong makes it `wrong`, naming them; else every leaf the plan
+fills is checked the same way, whether the key map named it or not.
 Worker side: imports jax and flax.
 """
 
@@ -85,7 +86,8 @@ def _check(key: str, array, want: np.ndarray) -> None:
         raise shapes.VerificationError(
             f"leaf {key!r}: shape {tuple(array.shape)}, expected {want.shape}"
         )
-    for shard in getattr(array, "addressable_shards", None) or [None]:
+    shards = getattr(array, "addressable_shards", None)  # none here: another process's to check
+    for shard in [None] if shards is None else shards:
         got = np.asarray(array if shard is None else shard.data)
         part = want if shard is None else want[shard.index]
         if not same_bits(got, part):
@@ -106,18 +108,28 @@ def _file_tensor(source, key: str) -> np.ndarray:
     )
 
 
-def _expected(source, key: str, entry: Any) -> np.ndarray:
-    """The leaf `entry` makes of the file: a tensor through its transform, or a Stack's layers
-    stacked with numpy (outside the measured phases)."""
-    from loader.transforms import as_chain, as_stack
+def _expected(source, key: str, entry: Any, dtype: Any) -> np.ndarray:
+    """The leaf `entry` makes of the file: a tensor through its transform, a Stack's layers
+    stacked, or a quantized layout's tensors dequantized into the leaf's `dtype` by the layout's
+    numpy path (`Quantized.host`, the reference the device program is checked against), all with
+    numpy outside the measured phases."""
+    from loader.transforms import as_chain, as_quantized, as_stack
 
     stack = as_stack(entry)
     if stack is not None:
         return stack([_file_tensor(source, k) for k in stack.keys])
+    quantized = as_quantized(entry)
+    if quantized is not None:
+        tensors = {r: _file_tensor(source, k) for r, k in quantized.keys.items()}
+        return quantized.host(tensors, np.dtype(dtype))
     file_key, raw = entry if isinstance(entry, tuple) else (entry, None)
     transform: Any = as_chain(raw, key)
     host = _file_tensor(source, file_key)
     return host if transform is None else np.asarray(transform(host))
+
+
+def _check_leaf(source, key: str, array: Any, entry: Any) -> None:
+    _check(key, array, _expected(source, key, entry, array.dtype))
 
 
 def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int, str | None]:
@@ -132,7 +144,7 @@ def verify_mapped(model, checkpoint: str, key_map: dict[str, Any]) -> tuple[int,
     with CheckpointSource(checkpoint) as source:
         checked, error = checked_in_order(
             list(key_map),
-            lambda key: _check(key, leaves[key], _expected(source, key, key_map[key])),
+            lambda key: _check_leaf(source, key, leaves[key], key_map[key]),
             lambda key: leaf_nbytes(leaves[key]),
         )
     return checked, None if error is None else str(error)

@@ -72,4 +72,7 @@ def place(host: np.ndarray, sharding: Sharding) -> jax.Array:
     if sharding.is_fully_addressable:
         placed: jax.Array = jax.device_put(host, sharding)
         return placed
-    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+    # dtype given: a process that holds none of the shards cannot take it from a callback
+    return jax.make_array_from_callback(
+        host.shape, sharding, lambda index: host[index], dtype=host.dtype
+    )

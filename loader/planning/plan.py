@@ -18,6 +18,7 @@ import numpy as np
 from jax.sharding import Sharding
 
 from loader.format import TensorMeta
+from loader.phases import NULL_PROBE, Probe
 from loader.placement.leaves import Leaf
 from loader.planning.keys import Transform
 from loader.report import LoadReport
@@ -177,6 +178,7 @@ class QuantGroup:
         unchecked: after a device dequantization, what the end of the load checks of the parts'
             values (`loader.planning.quantized.check_device_values`).
         placed: True once the leaf holds its value.
+        probe: the load's probe, whose `dequantize` phase times each leaf made (`run_load`).
     """
 
     leaf: Leaf
@@ -187,6 +189,7 @@ class QuantGroup:
     values: dict[str, object] = field(default_factory=dict)
     unchecked: dict[str, object] = field(default_factory=dict)
     placed: bool = False
+    probe: Probe = NULL_PROBE
 
     @property
     def part_keys(self) -> list[str]:

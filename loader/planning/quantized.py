@@ -31,6 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSha
 from loader.errors import CheckpointError
 from loader.format import TensorMeta
 from loader.format.dtypes import ML_FLOATS
+from loader.phases import DEQUANTIZE, Probe
 from loader.placement.leaves import Leaf, LeafKind
 from loader.placement.place import place
 from loader.planning.plan import LoadPlan, QuantGroup, Source
@@ -52,10 +53,13 @@ class _PartVariable:
 
 
 def make_leaf(group: QuantGroup) -> None:
-    """Dequantize a whole group into its leaf (host or device) and drop its parts."""
+    """Dequantize a whole group into its leaf (host or device) and drop its parts, inside the
+    probe's `dequantize` phase: the host's arithmetic and placement, or the device program's
+    launch (its first call per shape compiles it; its run is asynchronous, behind the
+    transfers)."""
     leaf, values = group.leaf, group.values
     dtype = np.dtype(leaf.dtype)
-    with _named(group):
+    with group.probe.phase(DEQUANTIZE), _named(group):
         if group.on_device:
             from loader.transforms.device_quant import dequantize
 
@@ -179,6 +183,12 @@ def dequantize_on_device(plan: LoadPlan, source: Source) -> None:
         if group is not None:
             group.on_device = True
             step.sharding = part_sharding(group)
+
+
+def watch_quantized(plan: LoadPlan, probe: Probe) -> None:
+    """Time each quantized leaf made in `plan` as the `dequantize` phase of `probe`."""
+    for group in plan.quantized:
+        group.probe = probe
 
 
 def finish_quantized(plan: LoadPlan) -> None:

@@ -14,6 +14,9 @@ An architecture may also have a scanned variant (`SCANNED`: its layers stacked i
 parameter with `nnx.vmap` / `nnx.scan`, filled through `loader.Stack`), the same module interface
 in `shapes.architectures.<module>`: `port_for(preset, scanned=True)`, `bench run --model
 port-scanned`.
+
+A preset in a quantized layout (`QUANTIZED`) has its architecture's port in the file's unquantized
+float dtype: its key map (`key_map(config, quant=...)`) dequantizes each weight on load.
 """
 
 from __future__ import annotations
@@ -26,11 +29,18 @@ ARCHITECTURES = {
     "gpt2": "gpt2",
     "tiny-gpt2": "gpt2",
     "llama3-8b": "llama",
+    "llama3-8b-fp8": "llama",
+    "llama3-8b-int4": "llama",
+    "tiny-llama-fp8": "llama",
+    "tiny-llama-int4": "llama",
     "tinyllama-1.1b": "llama",
     "vit-base": "vit",
 }
 #: architecture module -> its scanned-layer variant's module
 SCANNED = {"llama": "llama_scanned"}
+#: presets stored in a quantized layout: their port dequantizes on load (`key_map(config,
+#: quant=)`, the layout read from the file's tensors); a scanned variant reads none of them
+QUANTIZED = frozenset({"llama3-8b-fp8", "llama3-8b-int4", "tiny-llama-fp8", "tiny-llama-int4"})
 
 
 def port_names() -> list[str]:
@@ -40,7 +50,7 @@ def port_names() -> list[str]:
 
 def scanned_port_names() -> list[str]:
     """The presets whose architecture has a scanned variant (`bench run --model port-scanned`)."""
-    return sorted(p for p, arch in ARCHITECTURES.items() if arch in SCANNED)
+    return sorted(p for p, arch in ARCHITECTURES.items() if arch in SCANNED and p not in QUANTIZED)
 
 
 def declared_for(patterns: Iterable[str], file_keys: Iterable[str]) -> tuple[str, ...]:

@@ -55,6 +55,17 @@ PRESET_CONFIGS = {  # meta-llama/Llama-3.1-8B-Instruct's config.json
         },
         "tie_word_embeddings": False,
     },
+    "tiny-llama-fp8": {  # llama3-8b's layout at test size (the preset's provenance)
+        "vocab_size": 512,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+    },
     "tinyllama-1.1b": {  # TinyLlama/TinyLlama-1.1B-Chat-v1.0's config.json
         "vocab_size": 32000,
         "hidden_size": 2048,
@@ -67,6 +78,10 @@ PRESET_CONFIGS = {  # meta-llama/Llama-3.1-8B-Instruct's config.json
         "tie_word_embeddings": False,
     },
 }
+# the quantized presets' config.json is their base model's (RedHatAI's FP8 and w4a16 exports of
+# Llama-3.1-8B-Instruct); their quantization_config is the file's layout, read from its tensors
+PRESET_CONFIGS["llama3-8b-fp8"] = PRESET_CONFIGS["llama3-8b-int4"] = PRESET_CONFIGS["llama3-8b"]
+PRESET_CONFIGS["tiny-llama-int4"] = PRESET_CONFIGS["tiny-llama-fp8"]
 
 #: File keys of Llama checkpoints that the port does not need (`load_model(ignore_unexpected=)`):
 #: the rotary inverse frequencies, computed from the config (older transformers saved them as

@@ -8,6 +8,11 @@ The architecture's declared ignores (`IGNORE_UNEXPECTED` / `IGNORE_MISSING`, glo
 every checkpoint of the family) are carried as far as they concern this preset: an
 `ignore_unexpected` pattern that matches none of the preset's keys is left out (a strict load
 reports a pattern that matches nothing).
+
+A preset in a quantized layout (compressed-tensors FP8 or pack-quantized int4) is built in the
+float dtype of its unquantized tensors (bfloat16 for Llama's) and its key map reads each weight
+through its layout (`key_map(config, quant=)`, `loader.Dequantize` / `loader.Unpack`), so the
+load dequantizes; the layout is read from the file's tensors (`quant_layout`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from shapes.architectures.layers import checked
 from shapes.catalog import load_spec
 from shapes.content import FLOAT_DTYPES, effective_dtype, normalize_dtype
 from shapes.errors import ShapesError
+from shapes.quantized import Role, role
 from shapes.spec import ShapeSpec
 
 
@@ -65,8 +71,39 @@ def architecture(preset: str, *, scanned: bool = False) -> ModuleType:
     return importlib.import_module(f"shapes.architectures.{SCANNED[arch] if scanned else arch}")
 
 
+#: the quantized layout of a weight's role -> the `quant=` of an architecture's `key_map`
+LAYOUT_OF = {Role.FP8_WEIGHT: "fp8", Role.PACKED: "int4"}
+
+
+def _roles(spec: ShapeSpec) -> dict[str, Role | None]:
+    names = {t.name for t in spec.tensors}
+    return {t.name: role(t.name, t.dtype, names.__contains__) for t in spec.tensors}
+
+
+def quant_layout(spec: ShapeSpec) -> str | None:
+    """The quantized layout of a shape set's weights (`key_map(config, quant=)`): "fp8", "int4",
+    or None for a plain checkpoint; `ShapesError` for a mix or a layout no port reads.
+
+    Example:
+        >>> quant_layout(load_spec("tiny-llama-int4"))
+        'int4'
+    """
+    roles = {r for r in _roles(spec).values() if r is not None}
+    layouts = {LAYOUT_OF[r] for r in roles if r in LAYOUT_OF}
+    others = {r for r in roles if r in (Role.FP4_BLOCKS, Role.INPUT_SCALE)}
+    if len(layouts) > 1 or others:
+        found = ", ".join(sorted(r.value for r in roles))
+        raise ShapesError(
+            f"shape set {spec.name!r} holds {found}: the ports read compressed-tensors FP8 "
+            "(weight + weight_scale) or pack-quantized int4, one layout a checkpoint"
+        )
+    return layouts.pop() if layouts else None
+
+
 def _float_dtype(spec: ShapeSpec) -> str:
-    floats = [t.dtype for t in spec.tensors if t.dtype in FLOAT_DTYPES]
+    """The checkpoint's float dtype: its plain tensors' most common (not a quantized layout's)."""
+    roles = _roles(spec)
+    floats = [t.dtype for t in spec.tensors if t.dtype in FLOAT_DTYPES and roles[t.name] is None]
     return max(set(floats), key=floats.count) if floats else "F32"
 
 
@@ -89,7 +126,9 @@ def port_for(
         return module.MODEL(config, dtype=model_dtype, rngs=nnx.Rngs(seed))
 
     arch = module.__name__.rsplit(".", 1)[-1]
-    key_map = checked(module.key_map(config), abstract_build(build), arch)
+    quant = quant_layout(spec)
+    raw_map = module.key_map(config) if quant is None else module.key_map(config, quant=quant)
+    key_map = checked(raw_map, abstract_build(build), arch)
     ignore_unexpected = declared_for(module.IGNORE_UNEXPECTED, (t.name for t in spec.tensors))
     return Port(
         preset,

@@ -61,8 +61,9 @@ def test_transposed_loads_and_verifies_through_loader_transpose(bench_env, tmp_p
     [
         (
             ["--shapes", "sa3,gpt2", "--model", "port"],
-            "sa3 have no real architecture; those that "
-            "have one: gpt2, llama3-8b, tiny-gpt2, tinyllama-1.1b, vit-base",
+            "sa3 have no real architecture; those that have one: gpt2, llama3-8b, "
+            "llama3-8b-fp8, llama3-8b-int4, tiny-gpt2, tiny-llama-fp8, tiny-llama-int4, "
+            "tinyllama-1.1b, vit-base",
         ),
         (
             ["--shapes", "gpt2", "--model", "port-scanned"],
