@@ -103,7 +103,9 @@ def test_every_page_in_chromium(browser_page, fixture_results, tmp_path):
         open_page(page, url, "overview", 1)  # the largest shape set (one at a time)
         _clean(page, "overview", tmp_path)
         headline = page.locator('[data-testid="stAlert"]').first.inner_text()
-        assert re.search(r"use \w+ on [\d.]+ GiB, \d+ devices?: [\d.]+ [GM]iB peak", headline), headline
+        assert re.search(r"use \w+ on [\d.]+ GiB, \d+ devices?: [\d.]+ [GM]iB peak", headline), (
+            headline
+        )
         assert re.search(r"Least RAM that fits: [\d.]+ [GM]iB \(\w+\)", headline), headline
         host = page.locator(".vega-embed svg text", has_text="host RAM")
         assert host.count() >= 1, "the host RAM is not drawn on the chart"
