@@ -67,20 +67,23 @@ def test_sa3_is_judged_tie_or_better_against_mmap_put_on_the_ratios_interval():
     for s in (ours, peer):
         s["baseline_rss_bytes"] = 14 * GIB
     tied = {
-        ("sa3", "spec", "pipelined"): [0.903, 0.934],
-        ("sa3", "spec", "mmap-put"): [0.896, 0.885],
+        report._key(ours): [0.903, 0.934],
+        report._key(peer): [0.896, 0.885],
     }
     line = next(x for x in report._verdicts([ours, peer], tied) if "vs mmap-put" in x)
     assert "ties or better (ok)" in line and "= 0.18x mmap-put's 2.13 GiB (<= 0.2x: ok)" in line
     slower = {
-        ("sa3", "spec", "pipelined"): [1.10, 1.11, 1.12],
-        ("sa3", "spec", "mmap-put"): [0.89, 0.90, 0.91],
+        report._key(ours): [1.10, 1.11, 1.12],
+        report._key(peer): [0.89, 0.90, 0.91],
     }
     line = next(x for x in report._verdicts([ours, peer], slower) if "vs mmap-put" in x)
     assert "slower (not met)" in line
+    # a cast's runs of the same strategy are their own configuration, never pooled with these
+    cast = {**ours, "model_dtype": "bfloat16"}
+    assert report._key(cast) != report._key(ours)
     faster = {
-        ("sa3", "spec", "pipelined"): [0.70, 0.71, 0.72],
-        ("sa3", "spec", "mmap-put"): [0.89, 0.90, 0.91],
+        report._key(ours): [0.70, 0.71, 0.72],
+        report._key(peer): [0.89, 0.90, 0.91],
     }
     assert "ties or better (ok)" in next(
         x for x in report._verdicts([ours, peer], faster) if "vs mmap-put" in x

@@ -388,11 +388,13 @@ def test_walls_are_ranked_where_the_paired_ratios_are_the_wider_measure():
 # -- issue 71: a pick noise cannot flip, a sentence a person reads -------------------------------
 
 
-def _tied_run(tmp_path: Path, name: str, order: list[str], **fields) -> Path:
+def _tied_run(tmp_path: Path, name: str, order: list[str], *, asked: bool = True, **fields) -> Path:
     """A gpt2-sized run of pipelined, zerocopy and builder, tied on time and on peak, whose
-    medians come out in `order` (the fastest first): noise decides which median leads."""
+    medians come out in `order` (the fastest first): noise decides which median leads. A
+    `budget_bytes` among `fields` is what its rows carry; `asked`: the run asked for it too."""
     MiB = 1 << 20
-    records = [run_record(run_id=name, ram_bytes=16 * GiB, repeats=3)]
+    budget = {"budget_bytes": fields["budget_bytes"]} if asked and "budget_bytes" in fields else {}
+    records = [run_record(run_id=name, ram_bytes=16 * GiB, repeats=3, **budget)]
     for rank_, strategy in enumerate(order):
         for i, w in enumerate((0.99, 1.01, 1.03)):
             records.append(
@@ -464,6 +466,16 @@ def test_the_sentence_is_short_and_names_every_option_that_changed_it(tmp_path: 
     assert "partial input, lost: a repeat of zerocopy" in said
     assert "run r: zerocopy kept 2 of 3 repeats" in chosen.partial
     assert "--budget 32MiB" in details(chosen)
+
+
+def test_a_default_budget_its_rows_carry_is_not_named(tmp_path: Path):
+    """Rows carry the budget in effect (a strategy's default too); the sentence names `--budget`
+    only where the run asked for one."""
+    order = ["zerocopy", "builder", "pipelined"]
+    path = _tied_run(tmp_path, "d", order, asked=False, budget_bytes=256 << 20)
+    results = read_results(path)
+    said = sentence(judge(summarize(results.phases), TargetHost(16 * GiB), results))
+    assert "--budget" not in said, said
 
 
 def _is_last_zerocopy(line: str) -> bool:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from bench.run.runner import _Progress
 from bench.run.task_times import CHILDREN, PAGE_CACHE, PROBE, REFERENCE, TaskTimes
+from loader.options import NO_OPTIONS
 
 
 def _task(repeat: int) -> SimpleNamespace:
@@ -18,6 +19,7 @@ def _task(repeat: int) -> SimpleNamespace:
         **dict.fromkeys(
             ("model", "processes", "devices", "cache", "source", "link", "concurrency")
         ),
+        options=NO_OPTIONS,
     )
 
 
