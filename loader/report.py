@@ -207,8 +207,11 @@ class LoadReport:
         unused_key_map: key_map entries whose model key is no path of the model.
         shape_mismatches: never applied; the parameter keeps its init (zeros for abstract targets).
         casts: parameters whose dtype differs from the model's (after any transform); cast on the
-            host. A reported problem unless `expected` (an exact integer cast, or a float cast
-            under `casts="allow"`).
+            host, or on the device (`device_cast`). A reported problem unless `expected` (an
+            exact integer cast, or a float cast under `casts="allow"`).
+        device_cast: of those, the ones whose file bytes were sent as stored and converted on
+            their device (a staged load of a float leaf of at least a mebibyte from a local file:
+            `loader.pipeline.ring_job.casts_on_device`).
         left_at: what a leaf that was not loaded holds (`LEFT_AT_ZEROS` on an abstract target).
         sharding_changes: parameters placed with a sharding other than the one they were saved with.
         transformed: parameters filled through a declared transform (`loader.Transpose`,
@@ -270,6 +273,7 @@ class LoadReport:
     unused_key_map: list[UnusedEntry] = field(default_factory=list)
     shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
     casts: list[DtypeCast] = field(default_factory=list)
+    device_cast: list[str] = field(default_factory=list)
     sharding_changes: list[ShardingChange] = field(default_factory=list)
     transformed: list[str] = field(default_factory=list)
     device_transposed: list[str] = field(default_factory=list)

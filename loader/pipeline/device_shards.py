@@ -6,8 +6,9 @@ device holds the shard and the chunks in flight, never a second copy of the shar
 leaf that a port transposes arrives transposed where it was sent as a strided view of mapped pages
 (the device runtime arranges the bytes while it copies them: no program for it); one that came
 through a ring slot is transposed on the device, by one program for a whole shard or by its
-update. The programs are `loader.pipeline.programs.DevicePrograms`', compiled ahead, once per
-shape (`ask_programs`). `fold` moves the
+update. A leaf cast on its device arrives in the file's dtype and is converted there, by the
+same programs (one per shape). The programs are `loader.pipeline.programs.DevicePrograms`',
+compiled ahead, once per shape (`ask_programs`). `fold` moves the
 transfers that have completed into the shard (where the device has room, not yet those whose
 programs are still compiling); the token it returns is ready once the update has run, so the ring
 reuses a slot a device array borrows (the CPU backend) only after that.
@@ -58,24 +59,27 @@ def fold(
         target, perm = piece.placement(region, on_host=on_host)
         # a device array that is the whole shard as it arrives is the shard at once, landed or
         # not (jax orders every later use of it after its transfer): no second look per batch
-        as_is = target == piece.region and not perm and isinstance(handle, jax.Array)
-        if ready_only and not as_is and not _is_ready(handle):
+        whole = target == piece.region and isinstance(handle, jax.Array)
+        as_is = whole and not perm and not piece.converts
+        if ready_only and not as_is and not _is_ready(handle) and not _converts_now(piece, whole):
             keep.append(entry)
             continue
         if target == piece.region:  # the whole shard in one chunk
             array = _as_array(handle)
-            if perm:
+            if perm or piece.converts:
                 shape = region_shape(region)
-                transpose = programs.transpose(shape, piece.dtype, piece.device, perm)
-                if defer and not transpose.done():
+                arrange = programs.arrange(shape, piece.arrives_as, piece.dtype, piece.device, perm)
+                if (defer or piece.converts) and ready_only and not arrange.done():
                     keep.append(entry)
                     continue
-                array = transpose.result()(array)
+                array = arrange.result()(array)
             piece.array = array
             continue
         arriving = piece.arriving_shape(region, on_host=on_host)
         shard = region_shape(piece.region)
-        update = programs.update(shard, arriving, piece.dtype, piece.device, perm)
+        update = programs.update(
+            shard, arriving, piece.dtype, piece.device, perm, sent=piece.arrives_as
+        )
         if defer and not (update.done() and _has_buffer(piece, programs)):
             keep.append(entry)
             continue
@@ -85,6 +89,13 @@ def fold(
         piece.array, token = run_update(update.result(), piece.array, _as_array(handle), starts)
     piece.pending = keep
     return token
+
+
+def _converts_now(piece: DevicePiece, whole: bool) -> bool:
+    """Whether a whole shard cast on its device is converted as soon as it is sent, landed or not
+    (jax runs the conversion after the transfer): the file's bytes then stay on the device no
+    longer than their transfer, which keeps the device's peak near the model's."""
+    return whole and piece.converts and not piece.transposes
 
 
 def _starts(target: Region, shard: Region) -> tuple[int, ...]:
@@ -118,14 +129,15 @@ def ask_programs(
     shard = region_shape(piece.region)
     target, perm = piece.placement(chunks[0], on_host=on_host)
     if len(chunks) == 1 and target == piece.region:
-        if perm:
-            programs.transpose(region_shape(chunks[0]), piece.dtype, piece.device, perm)
-        return bool(perm)
+        if perm or piece.converts:
+            shape = region_shape(chunks[0])
+            programs.arrange(shape, piece.arrives_as, piece.dtype, piece.device, perm)
+        return bool(perm) or piece.converts
     programs.allocation(shard, piece.dtype, piece.device)
     for region in {region_shape(r): r for r in chunks}.values():
         _, perm = piece.placement(region, on_host=on_host)
         arriving = piece.arriving_shape(region, on_host=on_host)
-        programs.update(shard, arriving, piece.dtype, piece.device, perm)
+        programs.update(shard, arriving, piece.dtype, piece.device, perm, sent=piece.arrives_as)
     # their offsets go to the device now, before the chunks do
     targets = [piece.placement(region, on_host=on_host)[0] for region in chunks]
     programs.put_offsets([_starts(target, piece.region) for target in targets], piece.device)

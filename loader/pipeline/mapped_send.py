@@ -47,6 +47,15 @@ def batches(parts: Iterable[MappedPart], limit_bytes: int) -> Iterator[list[Mapp
         yield batch
 
 
+def _cast_cap(batch: list[MappedPart], sender: RingSender) -> float | None:
+    """The bound on bytes in flight before the batch where it holds chunks cast on their device
+    into a narrower dtype (`RingSender.cast_cap`); None otherwise."""
+    pieces = [part.chunk.piece for part in batch]
+    ratio = max(p.arrives_as.itemsize / p.dtype.itemsize for p in pieces)
+    leaf_bytes = sum(part.chunk.device_bytes for part in batch)
+    return sender.cast_cap(leaf_bytes, ratio)
+
+
 def send_batch(batch: list[MappedPart], sender: RingSender) -> float:
     """Map the batch's chunks and start their transfers with one call; the seconds spent mapping.
     The batch's bytes are admitted to the sender's `MappedFlight` at once (held until each
@@ -55,7 +64,7 @@ def send_batch(batch: list[MappedPart], sender: RingSender) -> float:
     t0 = time.perf_counter()
     flight = sender.flight
     unsent = sum(part.nbytes for part in batch)
-    flight.admit(unsent)
+    flight.admit(unsent, _cast_cap(batch, sender))
     mapped: list[tuple[MappedPart, np.ndarray, np.ndarray]] = []
     ring_s = 0.0
     try:

@@ -2,13 +2,15 @@
 
 On an accelerator a leaf's bytes reach the device by `jax.device_put`, which runs no program. A
 program is needed only where the device must do work on what arrived: a shard larger than one
-chunk is assembled from its chunks (an allocation, then in-place updates of that buffer), and a
-leaf a port transposes is transposed there. Each such program is compiled once per shape, never
-per chunk (`loader.pipeline.ring_chunks.even_chunks` cuts a shard into chunks of one shape), and
-ahead of time: `DevicePrograms` compiles on a few background threads as soon as the jobs are made,
-while the readers already move leaves that need no program, so a compile (about 0.1 to 0.6 s on a
-TPU, each) overlaps the transfers instead of standing before them. `compiled` counts the programs
-a load compiled (`LoadReport.device_programs`); a test holds it to the shapes that need one.
+chunk is assembled from its chunks (an allocation, then in-place updates of that buffer), a leaf
+a port transposes is transposed there, and a leaf whose file dtype differs from the model's is
+converted there (`loader.pipeline.ring_job.casts_on_device`). Each such program is compiled
+once per shape, never per chunk (`loader.pipeline.ring_chunks.even_chunks` cuts a shard into
+chunks of one shape), and ahead of time: `DevicePrograms` compiles on a few background threads as
+soon as the jobs are made, while the readers already move leaves that need no program, so a
+compile (about 0.07 to 0.6 s on a TPU, each) overlaps the transfers instead of standing before
+them. `compiled` counts the programs a load compiled (`LoadReport.device_programs`); a test holds
+it to the shapes that need one.
 
 An update's start offsets are device scalars, put once per load and offset (`offsets`), when the
 programs are asked for: a NumPy scalar is a host transfer at every call, and on a TPU v5e host a
@@ -76,25 +78,32 @@ def _allocation(shape: Shape, dtype: np.dtype, device: object) -> Any:
     return jax.jit(lambda: jax.numpy.zeros(shape, dtype), out_shardings=sharding).lower().compile()
 
 
-def _update(shard: Shape, chunk: Shape, dtype: np.dtype, device: object, perm: Shape) -> Any:
+def _update(
+    shard: Shape, chunk: Shape, dtype: np.dtype, device: object, perm: Shape, sent: np.dtype
+) -> Any:
     """`buffer` (donated: updated in place) with `chunk` at `starts`, transposed by `perm` first
-    (on the device) if given; and a token (one element of the chunk) ready once it has run."""
+    (on the device) if given and converted from `sent` (the file's dtype, as the chunk arrived)
+    into the buffer's `dtype`; and a token (one element of the chunk) ready once it has run."""
 
     def update(buffer: Any, part: Any, starts: tuple[Any, ...]) -> tuple[Any, Any]:
         token = part[(0,) * part.ndim]
         placed = jax.numpy.transpose(part, perm) if perm else part
-        return jax.lax.dynamic_update_slice(buffer, placed, starts), token
+        return jax.lax.dynamic_update_slice(buffer, placed.astype(dtype), starts), token
 
     index = jax.ShapeDtypeStruct((), np.int32, sharding=SingleDeviceSharding(device))
     starts = tuple(index for _ in shard)
-    specs = (_spec(shard, dtype, device), _spec(chunk, dtype, device), starts)
+    specs = (_spec(shard, dtype, device), _spec(chunk, sent, device), starts)
     return jax.jit(update, donate_argnums=0).lower(*specs).compile()
 
 
-def _transpose(shape: Shape, dtype: np.dtype, device: object, perm: Shape) -> Any:
-    """A whole chunk transposed into its leaf's layout (the chunk's buffer is freed after)."""
-    program = jax.jit(lambda x: jax.numpy.transpose(x, perm))
-    return program.lower(_spec(shape, dtype, device)).compile()
+def _arrange(shape: Shape, sent: np.dtype, dtype: np.dtype, device: object, perm: Shape) -> Any:
+    """A whole chunk (of `shape`, as it arrived in `sent`) transposed by `perm` into its leaf's
+    layout and converted into the leaf's `dtype` (the chunk's buffer is freed after)."""
+
+    def arrange(x: Any) -> Any:
+        return (jax.numpy.transpose(x, perm) if perm else x).astype(dtype)
+
+    return jax.jit(arrange).lower(_spec(shape, sent, device)).compile()
 
 
 #: Every program compiled in this process, by what it does and its shapes: a second load of the
@@ -107,7 +116,7 @@ class DevicePrograms:
     """The programs of one load, each compiled once per process, on background threads, as soon
     as asked.
 
-    `allocation`, `update` and `transpose` return at once with a `Future` of the compiled program;
+    `allocation`, `update` and `arrange` return at once with a `Future` of the compiled program;
     its `result()` waits for the compile (a reader thread that needs a program not compiled yet
     waits for it, and only it). `close()` waits for every compile this load started.
     """
@@ -142,14 +151,25 @@ class DevicePrograms:
         return self._get(key, lambda: _allocation(shape, dtype, device))
 
     def update(
-        self, shard: Shape, chunk: Shape, dtype: np.dtype, device: object, perm: Shape = ()
+        self,
+        shard: Shape,
+        chunk: Shape,
+        dtype: np.dtype,
+        device: object,
+        perm: Shape = (),
+        sent: np.dtype | None = None,
     ) -> Future[Any]:
-        key = ("update", shard, chunk, dtype.str, str(device), perm)
-        return self._get(key, lambda: _update(shard, chunk, dtype, device, perm))
+        """Chunks of `chunk`'s shape (arrived in `sent`, default `dtype`) into a shard's buffer."""
+        sent = np.dtype(dtype if sent is None else sent)
+        key = ("update", shard, chunk, dtype.str, str(device), perm, sent.str)
+        return self._get(key, lambda: _update(shard, chunk, dtype, device, perm, sent))
 
-    def transpose(self, shape: Shape, dtype: np.dtype, device: object, perm: Shape) -> Future[Any]:
-        key = ("transpose", shape, dtype.str, str(device), perm)
-        return self._get(key, lambda: _transpose(shape, dtype, device, perm))
+    def arrange(
+        self, shape: Shape, sent: np.dtype, dtype: np.dtype, device: object, perm: Shape
+    ) -> Future[Any]:
+        """A whole shard that arrived in `sent`, transposed by `perm` and converted to `dtype`."""
+        key = ("arrange", shape, np.dtype(sent).str, np.dtype(dtype).str, str(device), perm)
+        return self._get(key, lambda: _arrange(shape, sent, dtype, device, perm))
 
     def offsets(self, starts: Shape, device: object) -> tuple[Any, ...]:
         """`starts` (an update's offsets into its shard) as int32 scalars on `device`: put there

@@ -13,12 +13,13 @@ a staging copy: it must live until its transfer has completed, and no longer. Tw
   through its own kernel) copies nothing this way, and several transfers in flight keep the link
   busy (one `device_put` at a time carries about half of what several do on a TPU v5e host; see
   docs/results.md).
-- **The ring** (casts, remote reads, regions that are not one run of bytes): a fixed number of
-  equal slots of one piece each, allocated on first use (their bytes taken from the budget for
-  good); a reader takes a slot, fills it with one chunk (cast on the host; a cast from a local file
+- **The ring** (casts, remote reads, regions that are not one run of bytes): one arena, allocated
+  on first use (its bytes taken from the budget for good), handed out as slots of the bytes each
+  chunk needs (a piece at most), so the arena bounds the bytes staged, not the number of chunks;
+  a reader takes a slot, fills it with one chunk (cast on the host; a cast from a local file
   by several readers side by side, `loader.pipeline.ring_job.SlotShare`), starts the transfer and
-  hands the slot back with the transfer. The slot is given out again only once that transfer
-  `is_ready()` (or after `block_until_ready()`, when every slot is in flight): a reused slot never
+  hands the slot back with the transfer. Its bytes are given out again only once that transfer
+  `is_ready()` (or after `block_until_ready()`, when the arena is full): a reused slot never
   changes bytes a transfer is still reading.
 
 Memory: the slots are pageable. JAX's `pinned_host` memory is no faster route: filling it from
@@ -41,6 +42,7 @@ it, `loader.pipeline.ring_chunks.even_chunks`).
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections import deque
@@ -61,6 +63,9 @@ from loader.report import LoadReport
 #: all of them straight from the file's mapped pages.
 PAGEABLE, MAPPED = "pageable", "mapped"
 PAGE = 4096  # the least a mapped chunk is cut to where a device has little room
+#: A load whose leaves are cast on their device keeps the device's peak within this share of the
+#: model's bytes over the model (`RingSender.cast_cap`).
+CAST_PEAK_SLACK = 0.01
 #: A transfer: (host chunk, device) -> a device array (or anything with `is_ready` and
 #: `block_until_ready`). Tests pass a fake that completes late.
 Transfer = Callable[[np.ndarray, object], object]
@@ -99,10 +104,10 @@ def owned_chunk(chunk: np.ndarray, device: object) -> np.ndarray:
 
 @dataclass
 class Slot:
-    """One staging buffer of the ring."""
+    """One staging buffer: `nbytes` of the ring's arena from `offset` on (page-aligned)."""
 
-    index: int
-    raw: np.ndarray  # uint8, `slot_bytes` long
+    offset: int
+    raw: np.ndarray  # uint8: the arena's bytes [offset, offset + its length)
     transfer: object | None = None  # the transfer reading it, until it has completed
 
     def view(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -110,66 +115,103 @@ class Slot:
         return self.raw[:n].view(dtype).reshape(shape)
 
 
+def _rounded(nbytes: int) -> int:
+    """`nbytes` up to whole pages (each slot starts page-aligned: the CPU backend adopts it)."""
+    return max(PAGE, -(-int(nbytes) // PAGE) * PAGE)
+
+
 class StagingRing:
-    """`slots` host buffers of `slot_bytes` each; `take()` blocks until one is free.
+    """One arena of `nbytes` host bytes, handed out as slots of the bytes each chunk needs;
+    `take(n)` blocks until a run of `n` is free. The arena bounds the bytes staged at once, not
+    how many chunks: a leaf of a few kilobytes takes a page, not a whole piece, so the small
+    tensors of a cast travel many at a time beside the large ones.
+
+    Free runs are kept in address order and merged when freed; a slot goes first-fit. A chunk is
+    at most `slot_bytes` (one piece), which an empty arena always holds.
 
     Attributes:
-        high_water_slots: most slots out at once (taken, or in flight), never above `slots`.
+        high_water_slots: most slots out at once (taken, or in flight).
+        high_water_bytes: most arena bytes out at once.
     """
 
     def __init__(self, slots: int, slot_bytes: int) -> None:
-        self.slot_bytes = int(slot_bytes)
-        self._all = [Slot(i, aligned((self.slot_bytes,), np.dtype(np.uint8))) for i in range(slots)]
-        self._free: deque[Slot] = deque(self._all)
+        self.slot_bytes = _rounded(slot_bytes) if slot_bytes else 0
+        self._arena = aligned((max(1, slots) * self.slot_bytes,), np.dtype(np.uint8))
+        self._runs: list[list[int]] = [[0, len(self._arena)]]  # free [start, end), by address
         self._flight: deque[Slot] = deque()  # oldest first
         self._cond = threading.Condition()
-        self._out = 0
-        self.high_water_slots = 0
-
-    @property
-    def slots(self) -> int:
-        return len(self._all)
+        self._out = self._out_bytes = 0
+        self.high_water_slots = self.high_water_bytes = 0
 
     @property
     def nbytes(self) -> int:
-        return self.slots * self.slot_bytes
+        return len(self._arena)
 
-    def take(self) -> Slot:
-        """A slot no transfer is reading: a free one, else the oldest in flight once it is done."""
+    def take(self, nbytes: int | None = None) -> Slot:
+        """A slot of `nbytes` (default one piece) no transfer is reading: free bytes, else those
+        of the oldest transfers in flight once they are done."""
+        need = _rounded(self.slot_bytes if nbytes is None else nbytes)
+        if need > self.nbytes:
+            raise ValueError(f"a staging slot of {need} bytes exceeds the ring's {self.nbytes}")
         while True:
             with self._cond:
                 self._reap()
-                if self._free:
-                    return self._hand_out(self._free.popleft())
-                if not self._flight:  # every slot is being filled by other readers
+                slot = self._carve(need)
+                if slot is not None:
+                    return slot
+                if not self._flight:  # the arena is being filled by other readers
                     self._cond.wait(0.05)
                     continue
-                slot = self._flight.popleft()
-                self._out -= 1  # it is handed out again below, once its transfer is done
-            _wait(slot.transfer)  # outside the lock: other readers may reap meanwhile
+                oldest = self._flight.popleft()
+            _wait(oldest.transfer)  # outside the lock: other readers may reap meanwhile
             with self._cond:
-                slot.transfer = None
-                return self._hand_out(slot)
+                oldest.transfer = None
+                self._free(oldest)
 
-    def _hand_out(self, slot: Slot) -> Slot:
-        self._out += 1
-        self.high_water_slots = max(self.high_water_slots, self._out)
-        return slot
+    def _carve(self, need: int) -> Slot | None:
+        """The first free run of `need` bytes, as a slot (lock held); None where none is."""
+        for run in self._runs:
+            start, end = run
+            if end - start >= need:
+                run[0] = start + need
+                if run[0] == end:
+                    self._runs.remove(run)
+                self._out += 1
+                self._out_bytes += need
+                self.high_water_slots = max(self.high_water_slots, self._out)
+                self.high_water_bytes = max(self.high_water_bytes, self._out_bytes)
+                return Slot(start, self._arena[start : start + need])
+        return None
+
+    def _free(self, slot: Slot) -> None:
+        """Its bytes back into the free runs, merged with their neighbours (lock held)."""
+        start, end = slot.offset, slot.offset + len(slot.raw)
+        self._out -= 1
+        self._out_bytes -= end - start
+        runs = self._runs
+        at = next((i for i, run in enumerate(runs) if run[0] >= end), len(runs))
+        if at < len(runs) and runs[at][0] == end:
+            runs[at][0] = start
+        else:
+            runs.insert(at, [start, end])
+        if at > 0 and runs[at - 1][1] == runs[at][0]:
+            runs[at - 1][1] = runs[at][1]
+            del runs[at]
+        self._cond.notify_all()
 
     def _reap(self) -> None:
-        """Slots whose transfers have completed go back to the free list (lock held)."""
+        """Slots whose transfers have completed go back to the free runs (lock held)."""
         for slot in [s for s in self._flight if _ready(s.transfer)]:
             self._flight.remove(slot)
             slot.transfer = None
-            self._free.append(slot)
-            self._out -= 1
+            self._free(slot)
 
     def give_back(self, slot: Slot, transfer: object | None) -> None:
-        """Return `slot`; with `transfer`, it is reused only once that transfer has completed."""
+        """Return `slot`; with `transfer`, its bytes are reused only once that transfer has
+        completed."""
         with self._cond:
             if transfer is None:
-                self._free.append(slot)
-                self._out -= 1
+                self._free(slot)
             else:
                 slot.transfer = transfer
                 self._flight.append(slot)
@@ -242,6 +284,8 @@ class RingSender:
         self.defer_bytes = 0
         self.received_bytes: dict[str, int] = {}
         self.expected_bytes: dict[str, int] = {}
+        #: the leaves' bytes (in the model's dtypes) the jobs will send, and those sent so far
+        self.leaf_bytes = self.sent_leaf_bytes = 0
         self.resent_bytes: dict[str, int] = {}
         self.transfer_s = 0.0
         self._lock = threading.Lock()
@@ -259,8 +303,8 @@ class RingSender:
         with self._ring_lock:
             if self._ring is None:
                 slots, slot_bytes = self.layout[0], self.slot_bytes
-                self.flight.take_budget(slots * slot_bytes)
                 self._ring = StagingRing(slots, slot_bytes)
+                self.flight.take_budget(self._ring.nbytes)
             return self._ring
 
     def fit(self, need: dict[object, int]) -> None:
@@ -285,6 +329,23 @@ class RingSender:
             if not any(host_memory(device) for device in need):
                 self.defer_bytes = max(0, headroom - cap)
 
+    def cast_cap(self, batch_leaf_bytes: int, ratio: float) -> float | None:
+        """The most bytes in flight before a batch of chunks cast on their device whose file
+        dtype is `ratio` times as wide as the leaf's (2 for float32 into bfloat16) and that
+        make `batch_leaf_bytes` of leaves; None: no bound (a cast that widens or keeps the size).
+
+        A chunk in flight holds its file bytes on the device until converted, beside the leaves
+        already there; so that the device's peak stays within `CAST_PEAK_SLACK` of the model's
+        (the leaves yet to come leave room for it early in the load, none at its end), the
+        bytes in flight `T` keep `T * (ratio - 1) / ratio <= left + slack`, with `left` the leaf
+        bytes not sent yet after this batch."""
+        if ratio <= 1:
+            return None
+        with self._lock:
+            left = max(0, self.leaf_bytes - self.sent_leaf_bytes - batch_leaf_bytes)
+            slack = CAST_PEAK_SLACK * self.leaf_bytes
+        return (left + slack) * ratio / (ratio - 1)
+
     def count(self, table: dict[str, int], device: object, nbytes: int) -> None:
         with self._lock:
             table[str(device)] = table.get(str(device), 0) + nbytes
@@ -297,7 +358,12 @@ class RingSender:
                 owned_chunk(chunk, piece.device) if whole else chunk, piece.device
             )
         self.count(self.received_bytes, piece.device, chunk.nbytes)
+        self._sent_leaf(chunk.size * piece.dtype.itemsize)
         return handle
+
+    def _sent_leaf(self, nbytes: int) -> None:
+        with self._lock:
+            self.sent_leaf_bytes += nbytes
 
     def send_many(self, chunks: list[tuple[np.ndarray, DevicePiece, str, bool]]) -> list[object]:
         """Start the transfers of (chunk, piece, where, whole) with one `jax.device_put` of the
@@ -318,6 +384,7 @@ class RingSender:
             )
         for c, piece, _, _ in chunks:
             self.count(self.received_bytes, piece.device, c.nbytes)
+            self._sent_leaf(c.size * piece.dtype.itemsize)
         return handles
 
     @contextlib.contextmanager
@@ -374,19 +441,18 @@ class MappedFlight:
         self._lock = threading.Lock()
         self._bytes = 0  # in flight now
 
-    def _device_full(self, nbytes: int) -> bool:
-        """Whether `nbytes` more would pass `device_cap` (never with nothing in flight)."""
+    def _device_full(self, nbytes: int, cap: float | None) -> bool:
+        """Whether `nbytes` more would pass `device_cap` or `cap` (never with nothing in
+        flight)."""
+        limit = min(self.device_cap or math.inf, math.inf if cap is None else cap)
         with self._lock:
-            return (
-                self.device_cap is not None
-                and 0 < self._bytes
-                and (self._bytes + nbytes > self.device_cap)
-            )
+            return 0 < self._bytes and self._bytes + nbytes > limit
 
-    def admit(self, nbytes: int) -> None:
+    def admit(self, nbytes: int, cap: float | None = None) -> None:
         """Take `nbytes` of the budget for a mapped chunk, landing the oldest transfers first
-        while they do not fit (in the budget, or in what the device has room for)."""
-        while self._device_full(nbytes) and self._land_oldest():
+        while they do not fit (in the budget, in what the device has room for, or in `cap`:
+        `RingSender.cast_cap`)."""
+        while self._device_full(nbytes, cap) and self._land_oldest():
             pass
         self.take_budget(nbytes)
         with self._lock:

@@ -80,13 +80,16 @@ class DevicePiece:
 
     With a `block` (a leaf transposed on the device), chunks are regions of the block, in the
     file's layout, and each is transposed into its place: by its transfer, where it went as a
-    strided view of mapped pages (`on_host`), else by its update on the device.
+    strided view of mapped pages (`on_host`), else by its update on the device. With `sent` (a
+    leaf cast on its device), chunks arrive in that dtype (the file's) and are converted into
+    `dtype` (the leaf's) there.
     """
 
     device: object
     region: Region
     dtype: np.dtype
     block: PermutedBlock | None = None
+    sent: np.dtype | None = None
     array: Any = None  # the device shard (or its buffer being assembled)
     #: transfers not folded yet: (transfer, its region of the block, whether it was transposed
     #: on its way by the transfer itself: `placement`'s `on_host`)
@@ -96,6 +99,16 @@ class DevicePiece:
     @property
     def transposes(self) -> bool:
         return self.block is not None and self.block.transposes
+
+    @property
+    def arrives_as(self) -> np.dtype:
+        """The dtype its chunks arrive in: the file's for a leaf cast on its device."""
+        return self.dtype if self.sent is None else self.sent
+
+    @property
+    def converts(self) -> bool:
+        """Whether its chunks are converted into the leaf's dtype on the device."""
+        return self.arrives_as != self.dtype
 
     @property
     def source_region(self) -> Region:

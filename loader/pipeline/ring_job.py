@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
+import ml_dtypes
 import numpy as np
 
 from loader.format import TensorInfo
@@ -50,6 +51,7 @@ from loader.pipeline.regions import (
     region_shape,
 )
 from loader.pipeline.ring import RingSender, Slot
+from loader.pipeline.ring import host_memory as device_is_host
 from loader.pipeline.ring_chunks import (
     Chunk,
     DevicePiece,
@@ -69,6 +71,16 @@ from loader.transforms.view import PermutedBlock
 #: plain chunks: the Llama-3-8B port on a TPU v5e host, interleaved, 64 MiB 2.69 s, 32 MiB 2.13 s
 #: (16 and 8 MiB slower again; docs/results.md, "Eighth session").
 TRANSPOSED_CHUNK_BYTES = 32 << 20
+#: A leaf whose file dtype and model dtype are both among these, and whose stored bytes are at
+#: least `DEVICE_CAST_MIN_BYTES`, is cast on its device (`casts_on_device`): its file bytes go
+#: straight from mapped pages, as for a plain load, and one program per shape converts them
+#: there. On a TPU v5e host the host's cast ran at about 4 GB/s of input with 4 to 8 threads
+#: (memory-bound: sa3 F32 -> bfloat16 1.6-1.8 s against 0.7 s for the plain load), while the
+#: link carried the file's bytes at 11 GB/s and a conversion program compiled in about 0.07 s.
+DEVICE_CASTS = frozenset(np.dtype(d) for d in (np.float32, np.float16, ml_dtypes.bfloat16))
+#: Smaller leaves are cast on the host, into ring slots: their cast costs less than compiling a
+#: program for their shape.
+DEVICE_CAST_MIN_BYTES = 1 << 20
 #: A reader's share of a slot it fills with others (`slot_shares`) is about this: a slot of one
 #: 64 MiB piece is sixteen shares, enough for every reader of a host.
 SHARE_BYTES = 4 << 20
@@ -152,6 +164,7 @@ class RingJob:
     #: id(chunk) -> (the chunk, its offset and bytes in the source) for each chunk that goes
     #: straight from mapped pages: chosen once, when the job is made (`mapped`)
     _from_pages: dict[int, tuple[Chunk, int, int]] = field(default_factory=dict, repr=False)
+    cast_on_device: bool = False  # its file bytes are converted on its devices (`start`)
     fusable = None  # its chunks are its own: no rows read with other leaves
 
     @classmethod
@@ -171,12 +184,17 @@ class RingJob:
         block of them at a time in the reader's scratch (`scratch_bytes`; `SharedChunks`)."""
         job = cls(step, info, source, file, sender, block)
         dtype = np.dtype(step.leaf.dtype)
+        regions = list(device_regions(step))
+        job.cast_on_device = job._casts_on_device([device for device, _ in regions])
+        sent = info.np_dtype if job.cast_on_device else None
         # straight from mapped pages: chunks up to `mapped_chunk_bytes`; through a ring slot: one
         limit = mapped_chunk_bytes(sender, block) if job.maps_pages else sender.slot_bytes
-        for device, region in device_regions(step):
-            job.pieces.append(DevicePiece(device, region, dtype, block))
-            nbytes = math.prod(region_shape(region)) * dtype.itemsize
+        for device, region in regions:
+            piece = DevicePiece(device, region, dtype, block, sent)
+            job.pieces.append(piece)
+            nbytes = math.prod(region_shape(region)) * piece.arrives_as.itemsize
             sender.count(sender.expected_bytes, device, nbytes)
+            sender.leaf_bytes += math.prod(region_shape(region)) * dtype.itemsize
         if source.shares_rows and len(job.pieces) > 1:
             shape, itemsize = job.stored_shape, info.np_dtype.itemsize
             job.shared = shared_chunks(job.pieces, shape, itemsize, scratch_bytes, limit)
@@ -184,18 +202,19 @@ class RingJob:
             if job.shared:
                 chunks = [c.region for part in job.shared for c in part.chunks if c.piece is piece]
             elif math.prod(region_shape(piece.region)):
-                chunks = even_chunks(piece.source_region, dtype.itemsize, limit)
+                chunks = even_chunks(piece.source_region, piece.arrives_as.itemsize, limit)
             else:
                 chunks = []
             job._add_chunks(piece, chunks)
-        if job.casts and source.maps and not job.shared:  # cast by readers side by side
+        if job.casts and not job.cast_on_device and source.maps and not job.shared:
+            # cast on the host by readers side by side
             job.shares = [s for c in job.chunks for s in slot_shares(c, dtype.itemsize)]
         return job
 
     def _add_chunks(self, piece: DevicePiece, regions: list[Region]) -> None:
         """The piece's chunks (boxes `regions`): which go straight from mapped pages, chosen now,
         and whether its shard needs a device program."""
-        sender, itemsize = self.sender, piece.dtype.itemsize
+        sender, itemsize = self.sender, piece.arrives_as.itemsize
         made = [Chunk(piece, r) for r in regions]
         sent = sum(math.prod(region_shape(r)) for r in regions) * itemsize
         overlap = sent - math.prod(region_shape(piece.region)) * itemsize
@@ -211,9 +230,28 @@ class RingJob:
 
     @property
     def maps_pages(self) -> bool:
-        """Whether its chunks may go straight from mapped file pages: no cast, and a source that
-        hands out memory (`loader.pipeline.regions.Bytes.maps`: a local file)."""
-        return not self.casts and self.source is not None and self.source.maps
+        """Whether its chunks may go straight from mapped file pages: no cast on the host, and a
+        source that hands out memory (`loader.pipeline.regions.Bytes.maps`: a local file)."""
+        host_cast = self.casts and not self.cast_on_device
+        return not host_cast and self.source is not None and self.source.maps
+
+    def _casts_on_device(self, devices: list[object]) -> bool:
+        """Whether its file bytes are sent as stored and converted on its devices
+        (`casts_on_device`): a float cast of a leaf from a local file onto accelerators, not
+        transposed on its way. (On the CPU backend the device is the host: a cast there goes
+        through the ring, whose slots bound what it holds.)"""
+        source = self.source
+        return (
+            self.casts
+            and source is not None
+            and source.maps
+            and not source.shares_rows
+            and (self.block is None or not self.block.transposes)
+            and not any(device_is_host(device) for device in devices)
+            and casts_on_device(
+                self.info.np_dtype, np.dtype(self.step.leaf.dtype), self.info.nbytes
+            )
+        )
 
     @property
     def stored_shape(self) -> tuple[int, ...]:
@@ -277,7 +315,7 @@ class RingJob:
         fill, ring = share.fill, self.sender.ring
         with fill.lock:  # the other shares of this chunk wait for the slot, and only they
             if fill.slot is None:
-                fill.slot = ring.take()
+                fill.slot = ring.take(fill.chunk.device_bytes)
             slot = fill.slot
         chunk = slot.view(region_shape(fill.chunk.region), fill.chunk.piece.dtype)
         t0 = time.perf_counter()
@@ -331,7 +369,7 @@ class RingJob:
         """Take a ring slot, `fill` it with the chunk, start its transfer and give the slot back
         with it; the seconds spent filling."""
         ring = self.sender.ring
-        slot = ring.take()
+        slot = ring.take(part.device_bytes)
         chunk = slot.view(region_shape(part.region), part.piece.dtype)
         t0 = time.perf_counter()
         try:
@@ -449,12 +487,15 @@ class RingJob:
         else:
             value = jax.make_array_from_single_device_arrays(step.leaf.shape, sharding, arrays)
         assign(step.leaf, value)
+        converted = any(piece.converts for piece in self.pieces)
         self.pieces.clear()
         self.chunks.clear()
         self.shared.clear()
         self.shares.clear()
         self.source = None
         plan.report.loaded.append(step.leaf.key)
+        if converted:
+            plan.report.device_cast.append(step.leaf.key)
         if "device" in self.transposed_by:
             plan.report.device_transposed.append(step.leaf.key)
         elif "transfer" in self.transposed_by:
@@ -514,6 +555,15 @@ def is_leaf_as_placed(array: Any, shape: tuple[int, ...], sharding: Any) -> bool
         and tuple(array.shape) == tuple(shape)
         and array.sharding.is_equivalent_to(sharding, len(shape))
     )
+
+
+def casts_on_device(stored: np.dtype, dtype: np.dtype, nbytes: int) -> bool:
+    """Whether a leaf stored as `stored` (`nbytes` in the file) is cast into `dtype` on its device
+    rather than on the host: both float dtypes of `DEVICE_CASTS`, and at least
+    `DEVICE_CAST_MIN_BYTES`. The device converts as `astype` does (round to nearest, ties to
+    even), bit for bit with the host's cast except where a device flushes subnormals (a TPU)."""
+    both = stored in DEVICE_CASTS and dtype in DEVICE_CASTS
+    return both and stored != dtype and nbytes >= DEVICE_CAST_MIN_BYTES
 
 
 def mapped_chunk_bytes(sender: RingSender, block: PermutedBlock | None) -> int:

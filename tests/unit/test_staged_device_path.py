@@ -345,9 +345,9 @@ def test_little_device_room_makes_mapped_chunks_smaller(tmp_path, poison, monkey
     seen: list[int] = []
     real = ring.MappedFlight.admit
 
-    def admit(flight, nbytes):
+    def admit(flight, nbytes, cap=None):
         seen.append(flight.device_cap)
-        return real(flight, nbytes)
+        return real(flight, nbytes, cap)
 
     monkeypatch.setattr(ring.MappedFlight, "admit", admit)
     model, _ = load(OVERSIZE, path, poison)
@@ -703,8 +703,9 @@ class LaterPrograms:
     def allocation(self, *args):
         return self._later(("allocation", *map(str, args)), self.real.allocation(*args))
 
-    def update(self, *args):
-        return self._later(("update", *map(str, args)), self.real.update(*args))
+    def update(self, *args, **kw):
+        key = ("update", *map(str, args), *map(str, kw.values()))
+        return self._later(key, self.real.update(*args, **kw))
 
     def offsets(self, starts, device):
         return self.real.offsets(starts, device)
