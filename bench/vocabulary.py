@@ -101,7 +101,7 @@ SLOWER: Final = "slower"
 LIGHTER: Final = "lighter"
 HEAVIER: Final = "heavier"
 UNDECIDED: Final = "too few repeats"  # fewer than `compare.MIN_REPEATS` ok repeats on a side
-#: Slower on the wall where other processes held the CPUs and the CPU ratio did not move: not a
+#: A time where other processes held over a quarter of the CPUs on either side: not a
 #: verdict (`bench.analysis.compare.contended`); `compare --strict` fails on it.
 UNSTABLE: Final = "unstable"
 COMPARE_FAILURES: Final = (REGRESSED, BROKEN)  # verdicts that make `compare` exit 1

@@ -20,12 +20,14 @@ and its 95% interval, Welch's t on the logarithms):
 
 A metric whose interval leaves out 1 is `faster` or `slower`, `lighter` or `heavier` (`m_verdict`);
 one slower or heavier with its whole interval above 1 + threshold has `regressed`; else `same`.
-One rule for contention, as the judge and `history` keep it: a time judged on the wall or the
-paired ratios that would have `regressed` where other processes held the CPUs on either side
-(over `SHARED_LIMIT` of them, `bench.intervals.contention`) and whose CPU ratio did not move
-beyond the threshold is `unstable`, not a verdict (`contended`; the CPU ratio's own words in
-`cpu_difference`): a neighbour slows a strategy by its threads, which the code did not do. The
-CLI exits 0 on it, 1 under `--strict`.
+One rule for contention, as `history` keeps it: a time where other processes held over
+`SHARED_LIMIT` of the CPUs on either side (the median of the combination's repeats'
+`others_cpu_fraction`, `bench.intervals.contention`) is `unstable`, not a verdict, whichever
+way it moved (`contended`; why in `wall_unstable_why`, each side's share in `others_base`,
+`others_new`): a neighbour slows each strategy by its threads, which its reference does not
+undo, and by how much changes from one run to the next, which the repeats of one run cannot
+show; nor does its CPU ratio hold still (`docs/bench.md`, "Beside other processes, no time
+verdict"). The peak is judged as ever. The CLI exits 0 on an unstable time, 1 under `--strict`.
 `wall_p`, `peak_p` are the one-sided p that NEW is greater (`_p_less`: smaller). With fewer than
 `MIN_REPEATS` ok repeats on a side no call is made: `too few repeats`.
 
@@ -209,7 +211,8 @@ def _record(both: pd.DataFrame, m: str, found: list[Difference], verdicts: list[
 def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> None:
     """Add the time's ratio, interval, p, basis and verdict to `both` (in place): on the paired
     ratios where both sides carry them and their machines were shared alike, on the CPU ratios
-    where they were not (`bench.intervals.basis`), else on the walls."""
+    where they were not (`bench.intervals.basis`), else on the walls; UNSTABLE where either
+    side's machine was shared (`contended`)."""
     found, bases = [], []
     for _, r in both.iterrows():
         basis = _basis(r)
@@ -219,13 +222,19 @@ def _time_metric(both: pd.DataFrame, threshold: float, enough: pd.Series) -> Non
         bases.append(basis)
     both["wall_base"], both["wall_new"] = both["wall_s_median_base"], both["wall_s_median_new"]
     verdicts = [_judge(d, threshold, e) for d, e in zip(found, enough)]
-    cpu = [_cpu_difference(r) for _, r in both.iterrows()]
-    verdicts = [
-        UNSTABLE if contended(v, b, r, c, threshold) else v
-        for v, b, (_, r), c in zip(verdicts, bases, both.iterrows(), cpu)
+    for side in ("base", "new"):
+        both[f"others_{side}"] = [
+            contention(_cell_list(cell)) for cell in both[f"{OTHERS}_list_{side}"]
+        ]
+    why = [
+        contended(v, r["others_base"], r["others_new"])
+        for v, (_, r) in zip(verdicts, both.iterrows())
     ]
+    verdicts = [UNSTABLE if w else v for v, w in zip(verdicts, why)]
     _record(both, "wall", found, verdicts)
     both["wall_basis"] = bases
+    both["wall_unstable_why"] = why
+    cpu = [_cpu_difference(r) for _, r in both.iterrows()]
     both["cpu_difference"] = [c.text() if c is not None else MISSING_CELL for c in cpu]
 
 
@@ -238,22 +247,24 @@ def _cpu_difference(r: pd.Series) -> Difference | None:
     return difference(base, new, measure=TIME_MEASURE)
 
 
-def contended(
-    verdict: str, basis_: str, r: pd.Series, cpu: Difference | None, threshold: float
-) -> bool:
-    """A wall regression that is no verdict: judged on the wall or the paired ratios, where other
-    processes held over `SHARED_LIMIT` of the CPUs on either side, while the CPU ratio did not
-    move beyond `threshold` (`cpu`: its difference; None, unknown: the regression stands).
+def contended(verdict: str, base: float | None, new: float | None) -> str:
+    """Why a time's `verdict` is no verdict: other processes held over `SHARED_LIMIT` of the
+    CPUs on either side (`base`, `new`: the median share of each side's repeats,
+    `intervals.contention`; None or NaN: unknown, taken as quiet); "" where it stands (both
+    sides quiet, or no call was made: too few repeats, no ratio).
 
     Example:
-        >>> contended(REGRESSED, PAIRED_BASIS, row, difference([1.69] * 3, [1.79] * 3), 0.05)
-        True
+        >>> contended(REGRESSED, 0.46, 0.47)
+        'other processes took 46% (base), 47% (new) of the CPUs (over 25% on a side)'
+        >>> contended(REGRESSED, 0.0, 0.01)
+        ''
     """
-    if verdict != REGRESSED or basis_ == CPU_BASIS or cpu is None or not cpu.judged:
-        return False
-    shares = [contention(_cell_list(r[f"{OTHERS}_list_{side}"])) for side in ("base", "new")]
-    shared = any(s is not None and s > SHARED_LIMIT for s in shares)
-    return shared and not (cpu.direction == SLOWER and cpu.beyond(1 + threshold))
+    shares = {"base": base, "new": new}
+    known = {k: v for k, v in shares.items() if v is not None and v == v}
+    if verdict in (UNDECIDED, MISSING_CELL) or not any(v > SHARED_LIMIT for v in known.values()):
+        return ""
+    took = ", ".join(f"{v:.0%} ({k})" for k, v in known.items())
+    return f"other processes took {took} of the CPUs (over {SHARED_LIMIT:.0%} on a side)"
 
 
 def _basis(r: pd.Series) -> str:
@@ -389,7 +400,7 @@ def absent(table: pd.DataFrame, verdict: str) -> dict[str, list[Any]]:
 
 def failures(table: pd.DataFrame, *, allow_missing: bool, strict: bool = False) -> pd.DataFrame:
     """The rows that make the gate fail: regressed, broken, missing unless allowed, and
-    unstable (`contended`) where `strict`."""
+    unstable (`contended`: a time beside other processes) where `strict`."""
     bad = [REGRESSED, BROKEN] + ([] if allow_missing else [MISSING])
     return table[table["verdict"].isin(bad + ([UNSTABLE] if strict else []))]
 
@@ -438,6 +449,6 @@ def rule_text(threshold: float) -> str:
         "reference timed beside it, or CPU ratios where one side's machine was shared more); "
         f"a regression is slower or heavier with that interval wholly over {threshold:.0%} "
         f"({1 + threshold:.2f}x); it needs {MIN_REPEATS} ok repeats a side, and one "
-        "configuration on both; a wall regression where other processes held the CPUs and the "
-        "CPU ratio did not move is unstable, not a verdict"
+        "configuration on both; a time where other processes held over "
+        f"{SHARED_LIMIT:.0%} of the CPUs on either side is unstable, not a verdict"
     )

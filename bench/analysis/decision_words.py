@@ -6,11 +6,13 @@ The sentence is written for a person, in two parts and at most `MAX_SENTENCE` (3
 
 - **What to use and what it costs**, at most `MAX_FIRST` (120) characters: `use pipelined on
   16.0 GiB, 1 device: 758 MiB peak, 0.37 s` (a peer that wins: it first, then loadbench's best).
-- **How sure**, in plain words: `1.47x faster than builder`; `ties with zerocopy and builder on
-  time and peak; loadbench's default wins ties` (`judge.preference`); `zerocopy: one run, not
-  judged on time`; `this machine was busy: no time verdict`; then every option or input that
-  changed the answer: the limits the rows ran under (`--cpus 1`, `--budget 32MiB`,
-  `--host-ram 4GiB`), a device count asked that no run used, part of a run lost.
+- **How sure**, in plain words: `1.47x faster than builder` (`ahead of builder as measured`
+  where either time is unstable: no speed ratio is claimed beside "no time verdict"); `ties with
+  zerocopy and builder on time and peak; loadbench's default wins ties` (`judge.preference`);
+  `zerocopy: one run, not judged on time`; `this machine was busy: no time verdict` (where a
+  time the pick rests on is unstable); then every option or input that changed the answer: the
+  limits the rows ran under (`--cpus 1`, `--budget 32MiB`, `--host-ram 4GiB`), a device count
+  asked that no run used, part of a run lost.
 
 Its figures never contradict each other: the seconds shown are the pick's median wall, and the
 factor against the runner-up is the measure ranked, named in the details. Those details (each
@@ -239,6 +241,8 @@ def _sure(d: Decision) -> list[str]:
         runner = d.candidate(d.runner_up)
         if runner is None:
             return ["the only one measured" if d.alone else "the only one that fits"]
+        if _shaky(d):
+            return [f"ahead of {runner.strategy} as measured"]
         apart = time_difference(runner, best)
         return [f"{apart.factor:.2f}x faster than {runner.strategy}"]
     said = []
@@ -253,11 +257,20 @@ def _sure(d: Decision) -> list[str]:
     return said
 
 
+def _shaky(d: Decision) -> tuple[Candidate, ...]:
+    """The candidates the time verdict rests on (the pick, the tied, the one-run, the runner-up)
+    whose time is unstable: the sentence claims no speed of them."""
+    names = {d.pick, d.runner_up, *d.tied, *d.unjudged}
+    return tuple(c for c in d.candidates if c.strategy in names and c.unstable)
+
+
 def _busy(d: Decision) -> str | None:
-    """`this machine was busy: no time verdict` where a candidate's time is unstable."""
-    if not d.unstable:
+    """`this machine was busy: no time verdict` where a time the pick rests on is unstable
+    (`_shaky`); an unstable candidate it was not weighed against changes nothing said."""
+    shaky = _shaky(d)
+    if not shaky:
         return None
-    shared = any(c.unstable and SHARED_WORDS in c.unstable for c in d.candidates)
+    shared = any(SHARED_WORDS in (c.unstable or "") for c in shaky)
     return f"{'this machine was busy' if shared else 'times unstable'}: no time verdict"
 
 

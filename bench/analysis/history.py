@@ -31,9 +31,10 @@ alone would call a machine drifting a few percent per run a step wherever it is 
 The candidate with the largest move is a step, and each side is searched again. A step is
 reported at the first run after it, with the values of the last run before it and of the first
 run after it, as their rows show them, and the move between the segments either side in the
-rule's words. A time step among runs beside other processes whose CPU ratio did not move beyond
-`MIN_STEP` is `unstable`, not a verdict (`Step.unstable`; the rule `compare` keeps): the
-neighbour moved it, not the code. Where no step is found, `reach` says the smallest step each
+rule's words. A time step among runs beside other processes is `unstable`, not a verdict
+(`Step.unstable`; the rule `compare` keeps): a neighbour slows each strategy by its threads, by
+another amount each run, and moves its CPU ratio too, so neither ratio tells the code's doing
+from the neighbour's. Where no step is found, `reach` says the smallest step each
 series' runs could have shown: (1 + `MIN_STEP`) times the half-width of the tightest split's
 interval, so "no steps" is never read as "nothing moved" where the runs could not tell.
 Rows of older files carry no reference: their time is their wall over the same run's floor line,
@@ -78,7 +79,6 @@ PEAK = "peak_over_baseline_bytes"
 TIME = "time_ratio"
 WALL = "wall_s"
 FLOOR = "floor_ratio"
-CPU_RATIO = "cpu_ratio"  # a repeat's CPU seconds over its reference's
 OTHERS = "others_cpu_fraction"  # the share of the CPUs other processes took meanwhile
 METRICS = (PEAK, TIME, WALL, FLOOR)
 #: What steps are judged on: the peak, and the time against its own moment's reference.
@@ -125,7 +125,7 @@ class Step:
     high: float | None = None
     basis: str | None = None  # a time's: paired (wall over the reference beside each repeat)
     words: str = ""  # the move as `bench.analysis.difference` says it: `1.40x slower (95% CI ...)`
-    unstable: bool = False  # a time step beside other processes with the CPU ratio unmoved
+    unstable: bool = False  # a time step among runs beside other processes: no verdict
 
     @property
     def change(self) -> float:
@@ -185,8 +185,7 @@ def repeats(results: Results) -> pd.DataFrame:
     out[TIME] = paired.where(paired.notna(), by_floor)
     out[FLOOR] = (paired / mine).where(paired.notna() & mine.notna(), by_floor)
     out["reference"] = [MOMENT if p == p else FLOOR_LINE for p in paired]
-    for name in (CPU_RATIO, OTHERS):
-        out[name] = pd.to_numeric(rows.get(name, pd.Series(index=rows.index, dtype=float)))
+    out[OTHERS] = pd.to_numeric(rows.get(OTHERS, pd.Series(index=rows.index, dtype=float)))
     for name in ROW_CONFIG:
         if name not in out:
             out[name] = None
@@ -297,9 +296,9 @@ class _Move:
     unstable: bool = False
 
 
-#: One repeat of a time: its paired ratio, the share of the CPUs others took meanwhile, and its
-#: CPU ratio (None: not recorded).
-Timed = tuple[float, float | None, float | None]
+#: One repeat of a time: its paired ratio and the share of the CPUs others took meanwhile (None:
+#: not recorded).
+Timed = tuple[float, float | None]
 
 
 def run_scatter(samples: list[list[float]]) -> float:
@@ -360,17 +359,18 @@ def _time_move(
     runs on each side), its whole interval beyond `MIN_STEP` either way; None where not, and
     where the sides' machines were shared differently: a neighbour slows each strategy by its
     threads, which neither the reference beside it nor CPU time undoes (measured: a CPU ratio
-    30% down while the wall rose, the code unchanged)."""
+    30% down while the wall rose, the code unchanged). A step among runs beside other processes
+    (over `SHARED_LIMIT` of the CPUs, the median of their repeats) is `unstable`."""
     if not _shared_alike(before, after):
         return None
     found = _time_difference(before, after, scatter)
     if not found.beyond(1 + MIN_STEP[TIME]):
         return None
     move = _Move(abs(found.ratio - 1), found.p, found.low, found.high, PAIRED_BASIS, found.text())
-    cpu = _cpu_difference(before, after)
-    if cpu is None or not _beside_others(before + after) or cpu.beyond(1 + MIN_STEP[TIME]):
+    taken = contention([t[1] for r in before + after for t in r])
+    if taken is None or taken <= SHARED_LIMIT:
         return move
-    said = f"{found.text()} beside other processes, CPU ratio {cpu.text()}: not a verdict"
+    said = f"{found.text()} beside other processes ({taken:.0%} of the CPUs): not a verdict"
     return replace(move, unstable=True, words=said)
 
 
@@ -384,22 +384,6 @@ def _time_difference(
         measure=TIME_MEASURE,
         run_scatter=_between(scatter[TIME], before, after),
     )
-
-
-def _cpu_difference(before: list[list[Timed]], after: list[list[Timed]]) -> Difference | None:
-    """After against before on the CPU ratios, where every repeat carries one (else None)."""
-    sides = [[t[2] for r in side for t in r] for side in (before, after)]
-    if any(v is None for side in sides for v in side):
-        return None
-    return difference(
-        [float(v) for v in sides[0] if v is not None], [float(v) for v in sides[1] if v is not None]
-    )
-
-
-def _beside_others(runs: list[list[Timed]]) -> bool:
-    """Other processes held over `SHARED_LIMIT` of the CPUs during these runs' repeats."""
-    taken = contention([t[1] for r in runs for t in r])
-    return taken is not None and taken > SHARED_LIMIT
 
 
 def _split(
@@ -640,13 +624,13 @@ def reach(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Rea
 
 
 def _samples(run: pd.DataFrame, metric: str) -> list[Any]:
-    """One run's repeats of `metric`: values of a peak; `Timed` triples of a time."""
+    """One run's repeats of `metric`: values of a peak; `Timed` pairs of a time."""
     if metric != TIME:
         return run[metric].dropna().tolist()
     known = run[run[TIME].notna()]
     return [
-        (float(t), None if o != o else float(o), None if c != c else float(c))
-        for t, o, c in zip(known[TIME], known[OTHERS], known[CPU_RATIO], strict=True)
+        (float(t), None if o != o else float(o))
+        for t, o in zip(known[TIME], known[OTHERS], strict=True)
     ]
 
 

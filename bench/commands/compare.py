@@ -162,14 +162,20 @@ def _apart(table: pd.DataFrame) -> list[str]:
 
 
 def _unstable(table: pd.DataFrame, strict: bool) -> list[str]:
-    """One line per combination whose wall regression is no verdict (`compare.contended`)."""
+    """One line per combination whose time is no verdict (`compare.contended`: other processes
+    held the CPUs on a side), with its figures, then what it means for the gate."""
     rows = table[table["verdict"] == UNSTABLE]
-    gate = "--strict fails on it" if strict else "not a failure (--strict fails on it)"
+    if rows.empty:
+        return []
+    gate = "--strict fails on them" if strict else "not a failure (--strict fails on them)"
     return [
-        f"unstable: {routed(r.strategy, r.route)} on {r.shapes}: wall {r.wall_difference}, but "
-        f"other processes held the CPUs and its CPU ratio did not move ({r.cpu_difference}): "
-        f"not a verdict; {gate}; rerun on a quieter machine"
-        for r in rows.itertuples()
+        *(
+            f"unstable: {routed(r['strategy'], r['route'])} on {r['shapes']}: time "
+            f"{ratio_text(r, 'wall')}; {r['wall_unstable_why']}"
+            for _, r in rows.iterrows()
+        ),
+        f"unstable times are no verdict: a neighbour slows each strategy by its threads, by "
+        f"another amount each run; {gate}; rerun on a quieter machine",
     ]
 
 
@@ -251,7 +257,7 @@ def _failure(row: Any) -> str:
     if row.verdict == BROKEN:
         return f"{where} (no ok repeat in new)"
     if row.verdict == UNSTABLE:
-        return f"{where} (wall unstable: no verdict, --strict)"
+        return f"{where} (time unstable: no verdict, --strict)"
     what = " and ".join(m for m in ("peak", "wall") if getattr(row, f"{m}_verdict") == REGRESSED)
     return f"{where} ({what} regressed)"
 
@@ -281,7 +287,14 @@ def _json(
         "missing_in_new": absent(table, MISSING),
         "missing_in_base": absent(table, NEW_ONLY),
         "unstable": [
-            {**{k: _json_value(r[k]) for k in KEYS}, "cpu_difference": r["cpu_difference"]}
+            {
+                **{k: _json_value(r[k]) for k in KEYS},
+                "why": r["wall_unstable_why"],
+                "wall_difference": r["wall_difference"],
+                "others_base": _json_value(r["others_base"]),
+                "others_new": _json_value(r["others_new"]),
+                "cpu_difference": r["cpu_difference"],
+            }
             for r in table[table["verdict"] == UNSTABLE].to_dict("records")
         ],
         "too_few_repeats": [
@@ -319,8 +332,8 @@ _DESCRIPTION = (
     "time) differs where the 95% interval of NEW / BASE leaves out 1 (faster or slower, lighter "
     "or heavier), and has regressed where it is slower or heavier with that interval wholly over "
     f"the threshold; with fewer than {MIN_REPEATS} ok repeats a side no call is made (and that "
-    "is said). A wall regression where other processes held the CPUs and the CPU ratio did not "
-    "move is unstable, not a verdict: exit 0 for it, 1 under --strict. "
+    "is said). A time where other processes held over a quarter of the CPUs on either side is "
+    "unstable, not a verdict: exit 0 for it, 1 under --strict. "
     "A combination whose sides ran under different limits or options is not "
     "comparable and not judged; where none is, compare refuses. A folder holding part of a run "
     "is refused unless --allow-partial. Exit 1 when anything regressed, broke, or is in BASE and "
@@ -359,8 +372,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="fail on an unstable wall regression too (other processes held the CPUs and the CPU "
-        "ratio did not move), which is no verdict by default",
+        help="fail on an unstable time too (other processes held over a quarter of the CPUs on "
+        "either side), which is no verdict by default",
     )
     add_allow_partial(p)
     add_json(p)

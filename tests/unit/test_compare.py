@@ -309,12 +309,13 @@ def _neighbour(rows, others: float, slowed: dict[str, float], cpu: dict[str, flo
     return out
 
 
-def test_a_cpu_heavy_neighbour_on_one_side_is_judged_on_cpu_time(tmp_path, capsys):
+def test_a_cpu_heavy_neighbour_on_one_side_shows_cpu_time_and_gives_no_verdict(tmp_path, capsys):
     """NEW ran beside `stress-ng --cpu 1` (others took 47% of the CPUs): the two-thread stream
     slowed 1.34x, the one-thread eager and floor not at all, and the all-thread reference 1.5x.
-    On paired walls eager would look 1.5x faster and stream 0.9x: no wall reference holds for
-    both. Judged on CPU time (which a neighbour does not move), nothing changed; a planted 1.3x
-    of CPU work in stream is found all the same."""
+    The ratio shown is the CPU ratio's (no wall reference holds for every strategy), but a
+    neighbour moves CPU time too (identical code, 1.23x apart beside a busy loop on a 2-core
+    VM), so no time on that side is a verdict: even 1.3x more CPU work in stream is `unstable`,
+    exit 0, and fails under --strict."""
     base = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.03, {})
     slowed = {"stream": 1.34}
     quiet, busy = tmp_path / "b.jsonl", tmp_path / "n.jsonl"
@@ -323,13 +324,18 @@ def test_a_cpu_heavy_neighbour_on_one_side_is_judged_on_cpu_time(tmp_path, capsy
     assert main(["compare", str(quiet), str(busy), "--json"]) == 0
     rows = {r["strategy"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     assert {r["wall_basis"] for r in rows.values()} == {"cpu"}
-    assert all(r["wall_verdict"] == "same" for r in rows.values())
+    assert all(r["wall_difference"].startswith("same") for r in rows.values())
+    assert {r["verdict"] for r in rows.values()} == {"unstable"}
     planted = tmp_path / "p.jsonl"
     more = _neighbour(_rows("p", [1.01, 0.99, 1.0], [1, 1, 1], {}), 0.47, slowed, {"stream": 1.3})
     _write(planted, more)
-    assert main(["compare", str(quiet), str(planted), "--json"]) == 1
+    assert main(["compare", str(quiet), str(planted), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [r["strategy"] for r in out["failed"]] == ["stream"]
+    stream = next(r for r in out["unstable"] if r["strategy"] == "stream")
+    assert stream["wall_difference"].startswith("1.30x slower") and out["failed"] == []
+    assert stream["others_base"] == pytest.approx(0.03) and stream["others_new"] == 0.47
+    assert main(["compare", str(quiet), str(planted), "--strict", "--json"]) == 1
+    assert "stream" in [r["strategy"] for r in json.loads(capsys.readouterr().out)["failed"]]
 
 
 def test_a_faster_time_is_named_faster_with_its_interval_never_same(tmp_path, base, capsys):
@@ -414,38 +420,48 @@ def test_a_partial_folder_is_refused_unless_allowed(tmp_path, base, capsys):
     assert "no regression" in captured.out
 
 
-def test_a_wall_regression_beside_a_busy_neighbour_with_cpu_unmoved_is_unstable(tmp_path, capsys):
-    """Issue 71: two runs of identical code, both beside other processes (40% and 45% of the
-    CPUs), stream's wall 1.28x on NEW while its CPU ratio did not move: "not a verdict
-    (unstable)", exit 0; exit 1 under --strict; said in the text, markdown and JSON."""
-    base = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.40, {})
-    new = _neighbour(_rows("n", [1.01, 0.99, 1.0], [1, 1, 1], {}), 0.45, {"stream": 1.28})
+def test_a_slowdown_between_two_runs_beside_a_neighbour_is_unstable_not_a_failure(tmp_path, capsys):
+    """Issue 71: two runs of identical code, both beside a CPU hog (46% and 47% of the CPUs),
+    orbax 1.23x slower on NEW in wall and in CPU time alike (its CPU ratio moved too, which
+    the old rule took for the code's doing): "unstable", no verdict, exit 0, with the shares
+    that made it so in the text, the markdown and the JSON; exit 1 under --strict."""
+    both = {"stream": 1.23}
+    base = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.46, {})
+    new = _neighbour(_rows("n", [1.01, 0.99, 1.0], [1, 1, 1], {}), 0.47, both, both)
     a, b = _write(tmp_path / "b.jsonl", base), _write(tmp_path / "n.jsonl", new)
     assert main(["compare", a, b, "--max-regression", "5%", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {r["strategy"]: r for r in out["rows"]}
     assert rows["stream"]["wall_basis"] == "paired" and rows["stream"]["verdict"] == "unstable"
-    assert rows["stream"]["cpu_difference"].startswith("same (1.00x")
-    assert [r["strategy"] for r in out["unstable"]] == ["stream"] and out["failed"] == []
+    assert rows["stream"]["cpu_difference"].startswith("1.23x slower")
+    assert out["failed"] == [] and not out["regressed"]
+    (stream,) = [r for r in out["unstable"] if r["strategy"] == "stream"]
+    assert (
+        stream["why"]
+        == "other processes took 46% (base), 47% (new) of the CPUs (over 25% on a side)"
+    )
     assert main(["compare", a, b, "--max-regression", "5%"]) == 0
     text = capsys.readouterr().out
-    assert "unstable: stream on gpt2: wall 1.28x slower" in text and "no regression" in text
+    assert "unstable: stream on gpt2: time 1.23x slower (95% CI" in text
+    assert "47% (new) of the CPUs" in text and "no regression" in text
     assert main(["compare", a, b, "--format", "markdown"]) == 0
-    assert "**unstable**" in capsys.readouterr().out
+    markdown = capsys.readouterr().out
+    assert "**unstable**" in markdown and "46% (base), 47% (new)" in markdown
     assert main(["compare", a, b, "--strict", "--json"]) == 1
-    assert [r["strategy"] for r in json.loads(capsys.readouterr().out)["failed"]] == ["stream"]
-    # the same move in quiet runs is a regression, as before
-    quiet = _neighbour(_rows("q", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, {"stream": 1.28})
+    assert "stream" in [r["strategy"] for r in json.loads(capsys.readouterr().out)["failed"]]
+    # the same move between quiet runs is a regression, as before
+    quiet = _neighbour(_rows("q", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, both, both)
     q = _write(tmp_path / "q.jsonl", quiet)
     calm = _write(
         tmp_path / "c.jsonl", _neighbour(_rows("c", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, {})
     )
     assert main(["compare", calm, q, "--json"]) == 1
+    assert [r["strategy"] for r in json.loads(capsys.readouterr().out)["failed"]] == ["stream"]
 
 
 def test_identical_runs_pass_and_a_planted_1_4x_slowdown_fails(tmp_path, capsys):
     """A copy of a quiet run passes against it; the copy with stream 1.4x slower in wall and CPU
-    time fails, beside a neighbour or not."""
+    time fails (the gate is as strict as ever where neither side was shared)."""
     rows = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.02, {})
     a = _write(tmp_path / "a" / "m" / "b.jsonl", rows)
     b = _write(tmp_path / "b" / "m" / "b.jsonl", rows)

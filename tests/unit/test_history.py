@@ -351,25 +351,27 @@ def test_a_planted_slowdown_among_reruns_is_found_and_only_it(tmp_path):
     assert re.fullmatch(r"1\.[34]\dx slower \(95% CI 1\.\d\d-1\.\d\d\)", step.words)
 
 
-def test_reruns_all_beside_other_jobs_step_only_where_planted(tmp_path):
+def test_reruns_all_beside_other_jobs_make_no_step_and_a_move_among_them_is_unstable(tmp_path):
     """Issue 54's runA-C: one commit three times, every run beside another job, shared
     differently (30%, 35%, 60% of the CPUs): stream's CPU ratio fell 30% in the third while its
-    wall rose. No step (judged on CPU time, it was one). A fourth run, shared as the first two,
-    with pread's times planted 1.4x slower (wall and CPU): found, and only it; with its wall
-    alone 1.4x (the neighbour, not the code: CPU unmoved), unstable, not a step (issue 71)."""
+    wall rose. No step. A fourth run, shared as the first two, with pread 1.4x slower: among
+    runs beside other processes a time step is `unstable`, not a verdict, whether its CPU ratio
+    moved with it or not (issue 71: a neighbour moved identical code's CPU ratio 1.23x; the
+    rule `compare` keeps)."""
     for i, (others, work) in enumerate(((0.30, 1.0), (0.35, 1.0), (0.60, 0.7)), start=1):
         _shared(tmp_path, f"r{i}", i, others, work)
     assert steps(read_results(tmp_path)) == []
-    _shared(tmp_path, "r4", 4, 0.30, 1.0, planted=1.4)
-    (step,) = steps(read_results(tmp_path))
-    assert (step.strategy, step.metric, step.run_id) == ("pread", TIME, "r4")
-    assert step.change == pytest.approx(0.4, abs=0.04)
-    _shared(tmp_path, "r4", 4, 0.30, 1.0, planted=1.4, planted_cpu=1.0)
-    results = read_results(tmp_path)
-    assert steps(results) == []
-    (unstable,) = all_steps(results)
-    assert unstable.unstable and (unstable.strategy, unstable.run_id) == ("pread", "r4")
-    assert "beside other processes, CPU ratio same (" in unstable.words
+    for cpu in (None, 1.0):  # CPU ratio 1.4x too; unmoved
+        _shared(tmp_path, "r4", 4, 0.30, 1.0, planted=1.4, planted_cpu=cpu)
+        results = read_results(tmp_path)
+        assert steps(results) == []
+        (unstable,) = all_steps(results)
+        assert unstable.unstable and (unstable.strategy, unstable.run_id) == ("pread", "r4")
+        assert unstable.change == pytest.approx(0.4, abs=0.04)
+        assert "x slower (95% CI" in unstable.words
+        assert re.search(
+            r"beside other processes \(3\d% of the CPUs\): not a verdict$", unstable.words
+        )
 
 
 def _shared(folder, run_id, day, others, stream_work, planted=1.0, planted_cpu=None):

@@ -12,10 +12,11 @@ and `--json`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from bench.analysis.advice import Advice, AdviceInputs, advise, sentences, to_json
-from bench.analysis.decision_words import ONE_RUN, why
+from bench.analysis.decision_words import ONE_RUN, details, sentence, why
 from bench.analysis.fit import FitModel
 from bench.analysis.judge import PAIRED, Candidate, Decision, TargetHost, decide
 from bench.analysis.recommend import StrategyPrediction, TargetCheckpoint, rank
@@ -304,3 +305,24 @@ def test_a_spread_just_past_five_percent_never_reads_as_five_percent():
     assert why is not None
     assert f"95% CI ±{half:.1%} after 10 repeats (wanted ±5%)" in str(why), why
     assert spread_text(0.134) == "±13%"
+
+
+def test_a_pick_called_apart_on_unstable_times_claims_no_speed_ratio():
+    """Issue 71: the 2-device sentence said "1.84x faster than sharded (2 processes); times
+    unstable: no time verdict": a speed claim and no verdict in one breath. Where the pick's or
+    the runner-up's time is unstable it says only that the pick came ahead as measured (the
+    ratio stays in the details); where both are stable and only a candidate not weighed against
+    the pick is unstable, the ratio stands and nothing says "no time verdict"."""
+    wide = "unstable: 95% CI ±11% after 6 repeats (wanted ±5%)"
+    dir_ = replace(_measured("sharded-dir", [0.43, 0.47, 0.56], 0.9 * GiB), unstable=wide)
+    sharded = replace(_measured("sharded", [0.80, 0.88, 1.11], 0.9 * GiB), unstable=wide)
+    chosen = choose([dir_, sharded])
+    assert (chosen.pick, chosen.runner_up) == ("sharded-dir", "sharded")
+    said = sentence(chosen)
+    assert said.endswith("; ahead of sharded as measured; times unstable: no time verdict")
+    assert "faster" not in said and len(said.split("; ")[0]) <= 120 and len(said) <= 300
+    assert "is faster than sharded" in details(chosen)
+    steady = _measured("sharded-dir", [0.46, 0.47, 0.48], 0.9 * GiB)
+    far = replace(_measured("eager", [2.0, 3.0, 4.0], 0.9 * GiB), unstable=wide)
+    said = sentence(choose([steady, _measured("sharded", [0.87, 0.88, 0.89], 0.9 * GiB), far]))
+    assert said.endswith("x faster than sharded") and "no time verdict" not in said
