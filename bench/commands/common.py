@@ -159,9 +159,8 @@ _READ: dict[str, dict[str, Any]] = {
 #: What a load option's flag does in each command that takes it, before the row's help.
 _DOES = {
     BENCH_RUN: "",
-    RECOMMEND: "answer from the runs made with it (a strategy that does not take it: as "
-    "measured): ",
-    PLAN: "plan a load with it: ",
+    RECOMMEND: "fit on the runs made with it: ",
+    PLAN: "said with the plan: ",
 }
 #: An example of each kind of flag's value, for the line that refuses one.
 _FORM = {SIZE: "256MiB", COUNT: "4"}
