@@ -203,7 +203,7 @@ class Option:
             configuration each, `CHOICE`, `SWITCH`: given means True).
         commands: the commands that take `flag` (`BENCH_RUN`, `RECOMMEND`, `PLAN`): `bench run`
             where the bench can load with it, `recommend` where its runs can be told apart by
-            `column`, `plan` where the plan says what it means for the load.
+            `column`, `plan` where a dry run of the load says it (`loader.plan`'s `options`).
         column: the results column (bench/SCHEMA.md) that records it, or None.
         label: its name in the dashboard's configuration text, or None.
         choices: the values it takes, where it is one of a few.

@@ -330,7 +330,7 @@ def _unmeasured(
     flag = typed[missing.option.name]
     if not missing.takers:
         names = sorted(takers(missing.option.name))
-        who = f"{', '.join(names)} {'takes' if len(names) == 1 else 'take'} it"
+        who = f"{', '.join(names)} {'does' if len(names) == 1 else 'do'}"
         return (
             f"no run in {args.results}/ was made with {flag}: no strategy measured there takes "
             f"it ({who}); measure them with `{run} --strategies {','.join(names)}`, then ask "

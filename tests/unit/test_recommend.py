@@ -594,7 +594,7 @@ def test_recommend_with_a_budget_no_run_used_says_so_and_names_the_runs_to_make(
     assert "its runs of pipelined there ran with 256 MiB" in err
     assert f"`loadbench bench run --shapes gpt2 --budget 16MiB --out {tmp_path}`" in err
     code, _, err = _recommend_out(capsys, tmp_path, *argv[:4], "--share", "bytes")
-    assert code == 2 and "no strategy measured there takes it (sharded takes it)" in err
+    assert code == 2 and "no strategy measured there takes it (sharded does)" in err
     assert "--share bytes --out" in err and "--strategies sharded`" in err
 
 
