@@ -1,6 +1,7 @@
-"""One declared table of load options (`loader.options.TABLE`, issue 72): the bench's flags, its
-child's task, the results' columns, SCHEMA.md's option section and the dashboard's labels are
-made from it, and nothing else spells an option's flag or column."""
+"""One declared table of load options (`loader.options.TABLE`, issue 72): the flags of `bench run`,
+`recommend` and `plan` (each the rows that name it), the bench child's task, the results'
+columns, SCHEMA.md's option section and the dashboard's labels are made from it, and nothing else
+spells an option's flag or column."""
 
 from __future__ import annotations
 
