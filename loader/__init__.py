@@ -9,8 +9,8 @@ Public API:
     LoadOptions(reading=Reading(...), placement=Placement(...), remote=Remote(...),
                 sharing=Sharing(...), checking=Checking(...)): a strategy's own options, by
         role (`loader.options`; load_model's keywords `budget=`, `threads=`, ... build the same)
-    plan(target, path, *, key_map=None, ignore_unexpected=(), ignore_missing=(), casts="report")
-        -> PlanTable: the dry run (headers only, no tensor read)
+    plan(target, path, *, key_map=None, ignore_unexpected=(), ignore_missing=(), casts="report",
+         options=None) -> PlanTable: the dry run (headers only, no tensor read)
     save_sharded(model, folder) / load_sharded(target, folder, ...)
     convert_to_sharded(src, folder)
     LoadReport, CheckpointError (and its subclasses), strategies (the registry)

@@ -2,11 +2,12 @@
 
 Every option is one `Option` row of `TABLE` (pyperf's `METADATA` habit): its name (the
 `load_model` keyword, the group's field, the bench's task field), its group, type, unit, check,
-default, `bench run` flag, help, results column and the dashboard's label for it. Everything
-else that names an option is made from the table: the bench's flags (`bench.commands.common`),
-its tasks and rows (`bench.run`, `bench.records`), the option section of bench/SCHEMA.md and the
-dashboard's configuration labels (`bench.records.configuration`); tests/unit/test_option_table.py
-fails where an option is spelled outside it.
+default, flag and the `loadbench` commands that take it (`bench run`, `recommend`, `plan`), help,
+results column and the dashboard's label for it. Everything else that names an option is made
+from the table: the commands' flags (`bench.commands.common`), the bench's tasks and rows
+(`bench.run`, `bench.records`), the option section of bench/SCHEMA.md and the dashboard's
+configuration labels (`bench.records.configuration`); tests/unit/test_option_table.py fails where
+an option is spelled outside it, or a command lacks a flag its rows give it.
 
 A load's options travel as one frozen `LoadOptions` of five groups, each a frozen dataclass whose
 fields are the table's rows of that group:
@@ -177,8 +178,11 @@ def _seconds(name: str) -> Callable[[Any], float]:
 
 
 # -- the table ------------------------------------------------------------------------------------
-#: How `bench run` reads an option's flag (`bench.commands.common.add_load_options`).
+#: How a command reads an option's flag (`bench.commands.common.add_load_options`).
 SIZE, COUNT, COUNTS, CHOICE, SWITCH = "size", "count", "counts", "choice", "switch"
+#: The `loadbench` commands that take an option's flag (`Option.commands`): `bench run` loads with
+#: it, `recommend` answers from the runs made with it, `plan` shows it in the plan.
+BENCH_RUN, RECOMMEND, PLAN = "bench run", "recommend", "plan"
 
 
 @dataclass(frozen=True)
@@ -194,9 +198,12 @@ class Option:
         default: what a load runs with where it is not given (None: decided by the load, see
             `help`).
         help: one line on what it does (the flag's help and SCHEMA.md's).
-        flag: `bench run`'s flag, or None; `cli` says how the flag is read (`SIZE`: `256MiB`,
-            `COUNT`: a whole number, `COUNTS`: `1,4,16`, one configuration each, `CHOICE`,
-            `SWITCH`: given means True).
+        flag: its flag in the `loadbench` commands that take one, or None; `cli` says how the
+            flag is read (`SIZE`: `256MiB`, `COUNT`: a whole number, `COUNTS`: `1,4,16`, one
+            configuration each, `CHOICE`, `SWITCH`: given means True).
+        commands: the commands that take `flag` (`BENCH_RUN`, `RECOMMEND`, `PLAN`): `bench run`
+            where the bench can load with it, `recommend` where its runs can be told apart by
+            `column`, `plan` where a dry run of the load says it (`loader.plan`'s `options`).
         column: the results column (bench/SCHEMA.md) that records it, or None.
         label: its name in the dashboard's configuration text, or None.
         choices: the values it takes, where it is one of a few.
@@ -215,6 +222,7 @@ class Option:
     help: str
     flag: str | None = None
     cli: str = ""
+    commands: tuple[str, ...] = ()
     column: str | None = None
     label: str | None = None
     choices: tuple[str, ...] = ()
@@ -232,6 +240,7 @@ TABLE: tuple[Option, ...] = (
         "default 256MiB)",
         flag="--budget",
         cli=SIZE,
+        commands=(BENCH_RUN, RECOMMEND, PLAN),
         column="budget_bytes",
         label="budget",
     ),
@@ -245,6 +254,7 @@ TABLE: tuple[Option, ...] = (
         help="pipelined's reader threads (default: from the usable CPUs and the page cache)",
         flag="--threads",
         cli=COUNT,
+        commands=(BENCH_RUN, RECOMMEND),
         column="threads",
         label="threads",
     ),
@@ -259,6 +269,7 @@ TABLE: tuple[Option, ...] = (
         "only where file and model do not fit in memory together), keep, or dontneed",
         flag="--cache-policy",
         cli=CHOICE,
+        commands=(BENCH_RUN, RECOMMEND),
         column="cache_policy",
         label="cache policy",
         choices=CACHE_POLICIES,
@@ -274,6 +285,7 @@ TABLE: tuple[Option, ...] = (
         "(default: where the backend does not adopt host buffers, a GPU or a TPU)",
         flag="--staging",
         cli=SWITCH,
+        commands=(BENCH_RUN,),
     ),
     Option(
         name="concurrency",
@@ -286,6 +298,7 @@ TABLE: tuple[Option, ...] = (
         "per value",
         flag="--remote-concurrency",
         cli=COUNTS,
+        commands=(BENCH_RUN,),
         column="concurrency",
     ),
     Option(
@@ -309,6 +322,7 @@ TABLE: tuple[Option, ...] = (
         "auto (default: bytes over a URL where regions would send too many requests)",
         flag="--share",
         cli=CHOICE,
+        commands=(BENCH_RUN, RECOMMEND),
         column="share",
         choices=SHARE_CHOICES,
     ),

@@ -22,6 +22,7 @@ from bench.run.config import RunConfig
 from bench.run.runner import run_bench
 from bench.units import format_bytes
 from bench.vocabulary import DOES_NOT_FIT, FITS, OK, OOM
+from loader.options import NO_OPTIONS, LoadOptions
 from loader.vocabulary import TOTAL
 
 CHECKS_FOLDER = "checks"  # under the results folder: `recommend --check`'s own runs
@@ -49,8 +50,11 @@ def _line(row, expected: str) -> tuple[bool, str]:
     )
 
 
-def check(rec: Recommendation, args: argparse.Namespace, host_ram: int) -> bool:
-    """Run the picks under the limit; print one line each; True when every verdict held."""
+def check(
+    rec: Recommendation, args: argparse.Namespace, host_ram: int, options: LoadOptions = NO_OPTIONS
+) -> bool:
+    """Run the picks under the limit, with the load `options` the answer was fitted for; print
+    one line each; True when every verdict held."""
     picks = _picks(rec)
     if not picks:
         print("check: no strategy to check (nothing recommended and nothing predicted not to fit)")
@@ -63,6 +67,7 @@ def check(rec: Recommendation, args: argparse.Namespace, host_ram: int) -> bool:
         host_ram_bytes=host_ram,
         out=Path(args.results) / CHECKS_FOLDER,
         argv=["recommend --check"],
+        options=options,
         check=True,
     )
     outcome = run_bench(config)

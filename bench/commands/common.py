@@ -13,7 +13,19 @@ from bench.errors import BenchError
 from bench.records.results import Results, partial_runs, read_folders
 from bench.vocabulary import CACHE_CHOICES, CACHE_STATES, WARM
 from loader.errors import CheckpointError
-from loader.options import CHOICE, COUNT, COUNTS, SIZE, SWITCH, TABLE, LoadOptions, Option
+from loader.options import (
+    BENCH_RUN,
+    CHOICE,
+    COUNT,
+    COUNTS,
+    PLAN,
+    RECOMMEND,
+    SIZE,
+    SWITCH,
+    TABLE,
+    LoadOptions,
+    Option,
+)
 
 RESULTS_DEFAULT = "results"
 
@@ -144,41 +156,90 @@ _READ: dict[str, dict[str, Any]] = {
     CHOICE: {},
     SWITCH: {"action": "store_true", "default": None},
 }
+#: What a load option's flag does in each command that takes it, before the row's help.
+_DOES = {
+    BENCH_RUN: "",
+    RECOMMEND: "fit on the runs made with it: ",
+    PLAN: "said with the plan: ",
+}
+#: An example of each kind of flag's value, for the line that refuses one.
+_FORM = {SIZE: "256MiB", COUNT: "4"}
 
 
-def flagged() -> list[Option]:
-    """The load options `bench run` takes a flag for (`loader.options.TABLE`), in its order."""
-    return [option for option in TABLE if option.flag]
+def flagged(command: str = BENCH_RUN) -> list[Option]:
+    """The load options `command` takes a flag for (`Option.commands` of `loader.options.TABLE`),
+    in the table's order.
+
+    Example:
+        >>> [o.name for o in flagged(PLAN)]
+        ['budget']
+    """
+    return [option for option in TABLE if option.flag and command in option.commands]
 
 
-def add_load_options(p: argparse.ArgumentParser) -> None:
-    """The strategies' own options, one flag each, made from `loader.options.TABLE` (passed only
-    to the strategies that take them: `bench.run.matrix`)."""
-    for option in flagged():
+def add_load_options(p: argparse.ArgumentParser, command: str = BENCH_RUN) -> None:
+    """The load options `command` takes, one flag each, made from `loader.options.TABLE` (`bench
+    run` passes each only to the strategies that take it: `bench.run.matrix`)."""
+    for option in flagged(command):
         choices = {"choices": option.choices} if option.cli == CHOICE else {}
         read: dict[str, Any] = {**_READ[option.cli], **choices}
-        p.add_argument(str(option.flag), dest=option.name, help=option.help, **read)
+        help = _DOES[command] + option.help
+        p.add_argument(str(option.flag), dest=option.name, help=help, **read)
 
 
-def load_options(args: argparse.Namespace) -> tuple[LoadOptions, dict[str, list[Any]]]:
-    """The load options `bench run` was given (`add_load_options`): those of one value, as
+def _checked(option: Option, value: Any, given: Any) -> Any:
+    """`value` checked by its row; else a one-line BenchError naming the flag and its form."""
+    try:
+        return option.check(value)
+    except CheckpointError as exc:
+        said = str(exc).removeprefix(f"{option.name}={value!r}: ")
+        form = f" (e.g. {option.flag} {_FORM[option.cli]})" if option.cli in _FORM else ""
+        raise BenchError(f"{option.flag} {given}: {said}{form}") from None
+
+
+def load_options(
+    args: argparse.Namespace, command: str = BENCH_RUN
+) -> tuple[LoadOptions, dict[str, list[Any]]]:
+    """The load options `command` was given (`add_load_options`): those of one value, as
     `LoadOptions` (each checked by its row), and those swept (`COUNTS`: one configuration per
     value) by name.
 
     Raises:
-        BenchError: a value its row refuses (naming the flag).
+        BenchError: a value its row refuses (naming the flag and the form it takes).
     """
     one: dict[str, Any] = {}
     swept: dict[str, list[Any]] = {}
-    for option in flagged():
-        value = getattr(args, option.name, None)
+    for option in flagged(command):
+        given = value = getattr(args, option.name, None)
         if option.cli == SIZE:
             value = size_flag(value, str(option.flag))
         if value is not None and option.cli == COUNTS:
-            swept[option.name] = value
+            swept[option.name] = [_checked(option, v, given) for v in value]
         elif value is not None:
-            one[option.name] = value
-    try:
-        return LoadOptions.of(**one), swept
-    except CheckpointError as exc:
-        raise BenchError(str(exc)) from None
+            one[option.name] = _checked(option, value, given)
+    return LoadOptions.of(**one), swept
+
+
+def asked_options(args: argparse.Namespace, command: str) -> LoadOptions:
+    """The load options of a command that answers for one load (`recommend`, `plan`): a swept
+    flag (`COUNTS`) is `bench run`'s alone (tests/unit/test_option_table.py holds the table so).
+    """
+    options, swept = load_options(args, command)
+    assert not swept, f"{command}: a swept option ({', '.join(swept)}) is `bench run`'s alone"
+    return options
+
+
+def given_flags(args: argparse.Namespace, command: str) -> dict[str, str]:
+    """Each load option `command` was given, by name, as it was typed (`--budget 16MiB`), for the
+    lines that name the runs to make.
+
+    Example:
+        >>> given_flags(argparse.Namespace(budget="16MiB"), PLAN)
+        {'budget': '--budget 16MiB'}
+    """
+    given = {o: getattr(args, o.name, None) for o in flagged(command)}
+    return {
+        o.name: str(o.flag) if o.cli == SWITCH else f"{o.flag} {value}"
+        for o, value in given.items()
+        if value is not None
+    }

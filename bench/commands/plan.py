@@ -5,7 +5,10 @@ module, built abstractly: no weights are allocated) or a shape set's port (`--po
 its key map and declared ignores). The table (`loader.plan`) lists every model path with its
 shape and dtype, the file key, the file's shape and dtype, the transform and a verdict, then the
 file keys no model path asks for; `--json` prints the same as one object. This is how a key map
-is written: plan with none, read the names, map them, plan again.
+is written: plan with none, read the names, map them, plan again. The load options a plan takes
+(`--budget`: the rows of `loader.options.TABLE` that name `plan`, their flags made by
+`bench.commands.common.add_load_options`) are checked as a load checks them and said with the
+plan (`options` in `--json`).
 
 It exits 1 when a strict load would raise (the table ends with those problems), so a script or CI
 can gate on it; 0 otherwise. `MODULE` is imported as `python -m` would (`bench.user_model`): the
@@ -18,8 +21,9 @@ import argparse
 import json
 from typing import Any
 
-from bench.commands.common import add_json
+from bench.commands.common import add_json, add_load_options, asked_options, given_flags
 from bench.user_model import builder, resolve
+from loader.options import PLAN
 from loader.vocabulary import (
     CAST_POLICIES,
     CAST_VERDICT,
@@ -52,6 +56,7 @@ def _target(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], tuple[
 def cmd_plan(args: argparse.Namespace) -> int:
     import loader
 
+    options = asked_options(args, PLAN)  # a bad value is said before the model is imported
     builder, key_map, unexpected, missing = _target(args)
     table = loader.plan(
         builder,
@@ -60,11 +65,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ignore_unexpected=unexpected,
         ignore_missing=missing,
         casts=args.casts,
+        options=options,
     )
     if args.json:
         print(json.dumps(table.to_dict(), indent=2))
     else:
-        print(plan_text(table, every_line=args.all))
+        print(plan_text(table, every_line=args.all, typed=given_flags(args, PLAN)))
     return 1 if table.report.problems() else 0
 
 
@@ -93,12 +99,15 @@ def nothing_matches(table: Any) -> str | None:
     )
 
 
-def plan_text(table: Any, *, every_line: bool) -> str:
-    """The plan's table (`loader.plan`), its counts first. Where nothing matches, the counts and
+def plan_text(table: Any, *, every_line: bool, typed: dict[str, str] | None = None) -> str:
+    """The plan's table (`loader.plan`), its counts first, then the load options it was planned
+    with as they were typed (`typed`: `--budget 16MiB`). Where nothing matches, the counts and
     that line only, unless `every_line`: a table of a thousand missing and unexpected names
     hides the one thing to say."""
     counts = ", ".join(f"{n} {v}" for v, n in table.counts().items())
     head = f"{table.path}: {counts}"
+    if typed:
+        head += f"\nplanned with {' '.join(typed.values())}"
     lost = nothing_matches(table)
     if lost is None:
         return f"{head}\n\n{table}"
@@ -162,6 +171,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help="print every model path and file key even where none matches (a wrong checkpoint)",
     )
+    add_load_options(p, PLAN)
     add_json(p, "the plan as one JSON object")
     p.set_defaults(func=cmd_plan)
     return p

@@ -39,6 +39,13 @@
   wall / ceiling times this link's ceiling), says from which links and runs in one sentence, and
   which concurrency each measured link wants (the fastest, and the default's place). Without
   remote runs over a shaped link it says so in one line (exit 2).
+- The load options that tell runs apart (`--budget`, `--threads`, `--cache-policy`, `--share`:
+  the rows of `loader.options.TABLE` that name `recommend`, their flags made by
+  `bench.commands.common.add_load_options`) answer for a load with them: a strategy that takes
+  one is fitted on its runs made with that value only, one that does not is kept as measured
+  (`bench.analysis.asked`), and a note says so. Where no run of a strategy that takes it was made
+  with it, the answer is one line saying what its runs there ran with and the `bench run` command
+  that makes them (exit 2), never an answer from runs that did not use it.
 - `--check` runs, on this machine under a real memory limit of `--host-ram` (`bench run
   --host-ram`), the recommended strategy and every one predicted not to fit, and says whether
   each verdict held (the recommended one must end ok, the others must be killed: oom rows).
@@ -49,9 +56,11 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
+from typing import Any
 
 from bench.analysis.accelerator import Accelerator
 from bench.analysis.advice import Advice, advise, decision, to_json, to_text
+from bench.analysis.asked import Unmeasured, made_with, takers
 from bench.analysis.decision_words import details
 from bench.analysis.judge import limits_of
 from bench.analysis.recommend import (
@@ -63,13 +72,22 @@ from bench.analysis.recommend import (
     spec_summary,
 )
 from bench.commands import common
-from bench.commands.common import add_cache, add_json, add_results, example
+from bench.commands.common import (
+    add_cache,
+    add_json,
+    add_load_options,
+    add_results,
+    asked_options,
+    example,
+    given_flags,
+)
 from bench.errors import BenchError, NoResultsError
 from bench.machine.accelerator import NONE
 from bench.machine.record import ProbeRecord
 from bench.records.results import Results
 from bench.units import format_bytes, format_rate, parse_size, parse_speed
 from bench.vocabulary import COLD, WARM
+from loader.options import COUNT, RECOMMEND, SIZE, LoadOptions, Option
 
 
 def _notes(args, results: Results, speed: float | None, capped: int | None) -> list[str]:
@@ -231,11 +249,12 @@ def link_answer(args: argparse.Namespace) -> int:
             flag = "--" + name.replace("_", "-")
             raise BenchError(f"{flag} is not taken with --link: predict over a link without it")
     link = Link.parse(args.link)
+    options = asked_options(args, RECOMMEND)  # a bad value is said before anything is read
     if args.shapes and getattr(args, "checkpoint", None):
         raise BenchError("give --shapes or --checkpoint, not both: they name the target")
     named = named_target(args)
     host_ram = parse_size(args.host_ram, what="--host-ram") if args.host_ram else None
-    results = read_whole(args)
+    results, asked = made_with_asked(args, read_whole(args), options)
     predictions, curves = link_prediction(
         results, link, named[1].checkpoint_bytes if named else None
     )
@@ -245,10 +264,11 @@ def link_answer(args: argparse.Namespace) -> int:
             "predictions": [p.to_dict() for p in predictions],
             "basis": prediction_lines(predictions)[-1],
             "concurrency": [c.to_dict() for c in curves],
+            **_asked_json(options),
         }
         print(json.dumps(out, indent=1))
     else:
-        lines = prediction_lines(predictions, host_ram) + [c.sentence() for c in curves]
+        lines = prediction_lines(predictions, host_ram) + [c.sentence() for c in curves] + asked
         print("\n".join(lines))
     return 0
 
@@ -261,6 +281,77 @@ def read_whole(args: argparse.Namespace) -> Results:
     return common.read_whole([args.results], allow_partial=allow_partial)
 
 
+def made_with_asked(
+    args: argparse.Namespace, results: Results, options: LoadOptions
+) -> tuple[Results, list[str]]:
+    """`results` narrowed to the runs made with the load `options` asked (`--budget 16MiB`, ...:
+    `bench.analysis.asked`), and a note saying so (none where none was asked).
+
+    Raises:
+        BenchError: an option that no run of a strategy taking it was made with, naming the
+            `bench run` command that makes them.
+    """
+    if not options.given():
+        return results, []
+    narrowed, unmeasured = made_with(results, options)
+    typed = given_flags(args, RECOMMEND)
+    if unmeasured:
+        raise BenchError(_unmeasured(args, results, unmeasured[0], typed))
+    return narrowed, [
+        f"Fitted on the runs made with {' '.join(typed.values())} (a strategy that does not "
+        "take it: as measured)."
+    ]
+
+
+def _asked_json(options: LoadOptions) -> dict[str, Any]:
+    """`--json`'s `options`: the load options asked, by name (where any was)."""
+    return {"options": options.given()} if options.given() else {}
+
+
+def _said(option: Option, value: Any) -> str:
+    """A value a run ran with, as the answers print it (None: the load chose)."""
+    if value is None:
+        return "the load's own choice"
+    if option.cli == SIZE:
+        return format_bytes(int(value))
+    return str(int(value)) if option.cli == COUNT else str(value)
+
+
+def _unmeasured(
+    args: argparse.Namespace, results: Results, missing: Unmeasured, typed: dict[str, str]
+) -> str:
+    """Why no answer for `missing`: what the runs there ran with, and the command that makes
+    runs with every option asked."""
+    if getattr(args, "checkpoint", None):
+        target = f"--checkpoint {args.checkpoint}"
+    else:
+        target = f"--shapes {args.shapes or _shapes_here(args, results)}"
+    run = f"loadbench bench run {target} {' '.join(typed.values())} --out {args.results}"
+    flag = typed[missing.option.name]
+    if not missing.takers:
+        names = sorted(takers(missing.option.name))
+        who = f"{', '.join(names)} {'does' if len(names) == 1 else 'do'}"
+        return (
+            f"no run in {args.results}/ was made with {flag}: no strategy measured there takes "
+            f"it ({who}); measure them with `{run} --strategies {','.join(names)}`, then ask "
+            "again"
+        )
+    values = ", ".join(_said(missing.option, v) for v in missing.measured)
+    return (
+        f"no run in {args.results}/ was made with {flag}: its runs of "
+        f"{', '.join(missing.takers)} there ran with {values}; measure them with `{run}`, then "
+        "ask again"
+    )
+
+
+def _shapes_here(args: argparse.Namespace, results: Results) -> str:
+    """The results' one shape set, or NAME where they hold several (`infer_shapes`)."""
+    try:
+        return infer_shapes(args, results)
+    except BenchError:
+        return "NAME"
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """`loadbench recommend`: exit 0 with a recommendation (and checks held), 1 otherwise."""
     from bench.commands import target
@@ -269,16 +360,17 @@ def run_cli(args: argparse.Namespace) -> int:
     if getattr(args, "link", None):
         return link_answer(args)
     positive(args.devices, "--devices", "8")
+    options = asked_options(args, RECOMMEND)  # a bad value is said before anything is read
     there = target.target_probe(args)
     host_ram = parse_size(target.host_ram(args, there), what="--host-ram")
     args.accelerator = getattr(args, "accelerator", False)
     if args.shapes and getattr(args, "checkpoint", None):
         raise BenchError("give --shapes or --checkpoint, not both: they name the target")
     named = named_target(args)  # a bad --shapes or --checkpoint is said first
-    results = read_whole(args)
+    results, asked = made_with_asked(args, read_whole(args), options)
     _take_probe_accelerator(args, there)
     adv, speed, capped = _advice(args, results, host_ram, named)
-    notes, devices, how = _notes(args, results, speed, capped), None, []
+    notes, devices, how = asked + _notes(args, results, speed, capped), None, []
     if there is not None:
         adv, _, said = target.on_target(args, results, adv, there)
         notes, how = said[:1] + notes, said[1:]  # how the times were scaled: a detail
@@ -289,19 +381,18 @@ def run_cli(args: argparse.Namespace) -> int:
         out = to_json(adv)
         out["notes"] += notes
         out["details"] += how
-        print(
-            json.dumps({**out, **({"device_peaks": devices} if args.device_ram else {})}, indent=1)
-        )
+        devices_json = {"device_peaks": devices} if args.device_ram else {}
+        print(json.dumps({**out, **_asked_json(options), **devices_json}, indent=1))
     else:
         verbose = [f"Details: {details(decision(adv))}."] if getattr(args, "verbose", False) else []
         print(to_text(adv) + "".join(n + "\n" for n in [*notes, *verbose]), end="")
     held = True
     if args.check and there is not None:
-        held = target.check_target(adv, args, there)
+        held = target.check_target(adv, args, there, options)
     elif args.check:
         from bench.commands.check import check
 
-        held = check(adv.rec, args, host_ram)
+        held = check(adv.rec, args, host_ram, options)
     return 0 if adv.rec.recommended and held else 1
 
 
@@ -359,6 +450,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "ranked, the ratios of the tied, the runner-up (as --json's decision.details)",
     )
     add_cache(p, both=False, help="predict a load from a warm (default) or cold page cache")
+    add_load_options(p, RECOMMEND)
     p.add_argument("--disk-read-speed", help="the target's disk, e.g. 1.5GB/s: predict cold loads")
     p.add_argument(
         "--device-ram",

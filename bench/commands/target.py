@@ -28,6 +28,7 @@ from bench.records.results import Results, read_results
 from bench.run.config import RunConfig
 from bench.units import format_bytes
 from bench.vocabulary import COLD, OK
+from loader.options import NO_OPTIONS, LoadOptions
 from loader.vocabulary import TOTAL
 
 CHECK_REPEATS = 3
@@ -61,7 +62,9 @@ def on_target(
     return target_times.on_target(results, args.results, adv, there, str(args.probe))
 
 
-def _config(args: argparse.Namespace, there: ProbeRecord, strategies: list[str]) -> RunConfig:
+def _config(
+    args: argparse.Namespace, there: ProbeRecord, strategies: list[str], options: LoadOptions
+) -> RunConfig:
     cold = args.cache == COLD
     return RunConfig(
         shapes=[args.shapes],
@@ -73,6 +76,7 @@ def _config(args: argparse.Namespace, there: ProbeRecord, strategies: list[str])
         host_ram_bytes=there.host_ram_bytes,
         out=Path(args.results),
         argv=["recommend --probe --check"],
+        options=options,
     )
 
 
@@ -84,14 +88,16 @@ def _measured(totals: pd.DataFrame, strategy: str) -> tuple[float, float] | None
     return float(statistics.median(walls)), float(statistics.median(peaks))
 
 
-def check_target(adv: Advice, args: argparse.Namespace, there: ProbeRecord) -> bool:
+def check_target(
+    adv: Advice, args: argparse.Namespace, there: ProbeRecord, options: LoadOptions = NO_OPTIONS
+) -> bool:
     """Run the predicted strategies inside the target's limits; print predicted vs measured."""
     from bench.run.runner import run_bench
 
     names = [s.strategy for s in adv.rec.strategies]
     limits = f"cpus {there.cpus or 'all'}, disk cap {there.disk_read_limit_bytes_per_s or 'none'}"
     print(f"\nsimulating the target here ({limits}, cache {args.cache}): {', '.join(names)}")
-    phases = read_results(run_bench(_config(args, there, names)).jsonl).phases
+    phases = read_results(run_bench(_config(args, there, names, options)).jsonl).phases
     totals = phases[(phases["phase"] == TOTAL) & (phases["process_index"] <= 0)]
     measured = {}
     for s in adv.rec.strategies:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loader.format.source import CheckpointSource
+from loader.options import NO_OPTIONS, OPTIONS_BY_NAME, LoadOptions
 from loader.placement.leaves import LeafKind
 from loader.planning.keys import KeyMap
 from loader.planning.match import plan_load
@@ -95,8 +96,9 @@ def untransposed(steps: Iterable[Step]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class PlanTable:
-    """The dry run of one load: its entries (model order, then unused file keys) and the report
-    the load would give (`report.problems()` is what a strict load would raise).
+    """The dry run of one load: its entries (model order, then unused file keys), the report
+    the load would give (`report.problems()` is what a strict load would raise) and the load
+    options it was planned with (`loader.options.LoadOptions`: said under the table).
 
     Example:
         >>> table = loader.plan(builder, "model.safetensors", key_map=key_map)
@@ -108,6 +110,7 @@ class PlanTable:
     entries: tuple[PlanEntry, ...]
     report: LoadReport
     suspects: tuple[str, ...] = ()  # model paths `untransposed` flags (their notes say why)
+    options: LoadOptions = NO_OPTIONS
 
     def counts(self) -> dict[str, int]:
         """Entries per verdict, in `VERDICTS` order (only the verdicts present)."""
@@ -122,6 +125,7 @@ class PlanTable:
             "entries": [asdict(e) for e in self.entries],
             "problems": self.report.problems(),
             "suspects": list(self.suspects),
+            "options": self.options.given(),
         }
 
     def __str__(self) -> str:
@@ -133,6 +137,8 @@ class PlanTable:
             )
         counts = ", ".join(f"{n} {v}" for v, n in self.counts().items())
         lines.append(f"{self.path}: {counts}")
+        if self.options.given():
+            lines.append(f"load options: {options_text(self.options)}")
         problems = self.report.problems()
         if problems:
             lines.append(f"{len(problems)} problem(s) a strict load would raise:")
@@ -141,6 +147,17 @@ class PlanTable:
             lines.append(f"{len(self.suspects)} suspect(s) a strict load cannot see:")
             lines += [f"  {p}" for p in self.suspects]
         return "\n".join(lines)
+
+
+def options_text(options: LoadOptions) -> str:
+    """The options given, each as `name=value` and its unit (`loader.options.TABLE`).
+
+    Example:
+        >>> options_text(LoadOptions.of(budget=16 << 20))
+        'budget=16777216 bytes'
+    """
+    given = options.given().items()
+    return ", ".join(f"{k}={v} {OPTIONS_BY_NAME[k].unit}".rstrip() for k, v in given)
 
 
 def _aligned(rows: list[tuple[str, ...]], under: list[tuple[str, ...]] | None = None) -> list[str]:
@@ -170,6 +187,7 @@ def plan(
     ignore_unexpected: Patterns = (),
     ignore_missing: Patterns = (),
     casts: str = REPORT,
+    options: LoadOptions | None = None,
 ) -> PlanTable:
     """Plan a load of `path` into `target` without reading any tensor's bytes.
 
@@ -177,6 +195,9 @@ def plan(
         target: an `nnx.Module`, or a zero-argument builder (built abstractly, as a load would).
         path: a `.safetensors` file or a folder of shards (only their headers are read).
         key_map / ignore_unexpected / ignore_missing / casts: as for `loader.load_model`.
+        options: the load's options (`loader.options.LoadOptions`, as for `loader.load_model`,
+            checked when made): said under the table and in `to_dict()["options"]` (the keys'
+            plan is the same under any of them).
 
     Returns:
         `PlanTable`: `str()` is an aligned table; `.report` the `LoadReport` the load would give
@@ -200,5 +221,9 @@ def plan(
         for e in planned.entries
     )
     return PlanTable(
-        str(path), entries, planned.report, tuple(f"{p}: {suspects[p]}" for p in suspects)
+        str(path),
+        entries,
+        planned.report,
+        tuple(f"{p}: {suspects[p]}" for p in suspects),
+        NO_OPTIONS if options is None else options,
     )

@@ -1,9 +1,11 @@
-"""One declared table of load options (`loader.options.TABLE`, issue 72): the bench's flags, its
-child's task, the results' columns, SCHEMA.md's option section and the dashboard's labels are
-made from it, and nothing else spells an option's flag or column."""
+"""One declared table of load options (`loader.options.TABLE`, issue 72): the flags of `bench run`,
+`recommend` and `plan` (each the rows that name it), the bench child's task, the results'
+columns, SCHEMA.md's option section and the dashboard's labels are made from it, and nothing else
+spells an option's flag or column."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import io
 import tokenize
@@ -15,7 +17,15 @@ from bench.cli import build_parser
 from bench.records.configuration import ROW_CONFIGURATION
 from bench.records.schema import PhaseRecord, RunRecord, option_columns, option_section
 from bench.records.wire import ChildTask, from_json, to_json
-from loader.options import OPTIONS_BY_NAME, TABLE, LoadOptions
+from loader.options import (
+    BENCH_RUN,
+    COUNTS,
+    OPTIONS_BY_NAME,
+    PLAN,
+    RECOMMEND,
+    TABLE,
+    LoadOptions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("loader", "bench", "dashboard", "shapes")
@@ -57,15 +67,61 @@ def _spelled(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def test_bench_runs_flags_are_the_tables_rows():
+COMMANDS = (BENCH_RUN, RECOMMEND, PLAN)
+
+
+def _command(name: str) -> argparse.ArgumentParser:
+    """The parser of `loadbench <name>` (`bench run`: its `run` under `bench`)."""
     parser = build_parser()
-    run = parser._subparsers._group_actions[0].choices["bench"]  # type: ignore[union-attr]
-    run = run._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
-    actions = {a.option_strings[0]: a for a in run._actions if a.option_strings}
-    for option in (o for o in TABLE if o.flag):
+    for word in name.split():
+        parser = parser._subparsers._group_actions[0].choices[word]  # type: ignore[union-attr]
+    return parser
+
+
+def test_each_row_with_a_flag_names_its_commands_and_each_command_is_told_how():
+    for option in TABLE:
+        assert bool(option.flag) == bool(option.commands), option.name
+        assert set(option.commands) <= set(COMMANDS), option.name
+        if option.cli == COUNTS:  # one configuration per value: a sweep only a run makes
+            assert option.commands == (BENCH_RUN,), option.name
+        if RECOMMEND in option.commands:  # runs made with it, told apart by its column
+            assert BENCH_RUN in option.commands and option.column, option.name
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_takes_exactly_the_flags_its_rows_name_as_the_table_makes_them(command):
+    """A flag a row gives `command` is there, made from the row (its name, help and choices);
+    one of a row that does not name `command` is not (a flag spelled by hand in a command is
+    also caught below, by its spelling)."""
+    actions = {s: a for a in _command(command)._actions for s in a.option_strings}
+    every = {str(o.flag) for o in TABLE if o.flag}
+    assert {f for f in every if f in actions} == {
+        str(o.flag) for o in TABLE if command in o.commands
+    }
+    for option in (o for o in TABLE if command in o.commands):
         action = actions[str(option.flag)]
-        assert (action.dest, action.help) == (option.name, option.help)
+        assert action.dest == option.name and action.help.endswith(option.help)
         assert tuple(action.choices or ()) == option.choices
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_bad_value_is_one_line_naming_the_flag_and_the_form(command, capsys):
+    from bench.cli import main
+
+    size = next(o for o in TABLE if command in o.commands and o.cli == "size")
+    argv = [*command.split(), str(size.flag), "0"]
+    assert main([*argv, *_REQUIRED[command]]) == 2
+    err = capsys.readouterr().err
+    assert f"{size.flag} '0'" in err and f"e.g. {size.flag} 4GiB" in err
+    assert len(err.splitlines()) == 1
+
+
+#: What each command needs besides the flag to reach reading it.
+_REQUIRED = {
+    BENCH_RUN: ["--shapes", "tiny-gpt2"],
+    RECOMMEND: ["--shapes", "tiny-gpt2", "--host-ram", "4GiB"],
+    PLAN: ["m.safetensors", "--model", "m:build"],
+}
 
 
 def test_no_product_module_but_the_table_spells_an_option_flag():
@@ -144,3 +200,16 @@ def test_each_flag_reaches_the_task_of_a_strategy_that_takes_it(option, tmp_path
     tasks, _ = plan(ck, entries, config, tmp_path)
     given = {t.options.given().get(option.name) for t in tasks}
     assert None not in given and given
+
+
+def test_a_value_the_rows_check_refuses_names_the_flag_and_the_form():
+    """What a flag's reader lets through (`--threads` read by a caller's Namespace) meets the
+    row's check, said with the flag, not the keyword."""
+    from bench.commands.common import load_options
+    from bench.errors import BenchError
+
+    with pytest.raises(BenchError) as raised:
+        load_options(argparse.Namespace(threads=0), RECOMMEND)
+    assert str(raised.value) == (
+        "--threads 0: give a whole number of reader threads, >= 1 (e.g. --threads 4)"
+    )

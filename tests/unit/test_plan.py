@@ -273,3 +273,17 @@ def test_a_wrong_checkpoint_is_said_first_not_after_every_name(tmp_path, models_
     assert main([*args, "--all"]) == 1
     every = capsys.readouterr().out
     assert "encoder.layer.39.weight" in every and every.rstrip().endswith(lines[1])
+
+
+def test_a_plan_with_a_budget_shows_it_as_typed_and_in_the_table_and_json(
+    tmp_path, models_module, capsys
+):
+    args = ["plan", str(_file(tmp_path)), "--model", f"{models_module}:build", "--budget", "16MiB"]
+    main(args)
+    text = capsys.readouterr().out
+    assert text.splitlines()[1] == "planned with --budget 16MiB"
+    assert "load options: budget=16777216 bytes" in text
+    main([*args, "--json"])
+    assert json.loads(capsys.readouterr().out)["options"] == {"budget": 16 << 20}
+    main(args[:4])
+    assert "planned with" not in (text := capsys.readouterr().out) and "load options" not in text

@@ -6,6 +6,7 @@ import argparse
 import json
 import subprocess
 import warnings
+from dataclasses import replace
 
 import pytest
 
@@ -564,3 +565,56 @@ def test_the_readmes_recommend_after_its_bench_line_says_exactly_what_to_run(tmp
     code, _, err = _recommend_out(capsys, folder, "--shapes", "sa3-medium", "--host-ram", "4GiB")
     assert code == 2 and "its runs ran under --host-ram 4GiB, which a prediction leaves out" in err
     assert f"run `loadbench bench run --shapes gpt2 --cache warm --out {folder}` (no limits)" in err
+
+
+# -- the load options asked (`loader.options.TABLE`'s rows that name `recommend`) ------------------
+
+
+def _budget_runs(folder, *budgets: int | None):
+    """mmap (takes no budget) and pipelined's runs at each of `budgets` (None: not asked, the
+    256 MiB default): a smaller budget, a lower peak and a longer load."""
+    rows = []
+    for shapes, ckpt, largest in SETS:
+        for i in range(2):
+            rows.append(_row("mmap", shapes, ckpt, largest, 2 * ckpt, ckpt / 1e8 + 1, i))
+            for j, budget in enumerate(budgets):
+                held = budget or 256 * MiB
+                wall = ckpt / 2e8 + 0.5 + (256 * MiB - held) / 1e8
+                row = _row("pipelined", shapes, ckpt, largest, ckpt + held, wall, 10 * j + i)
+                rows.append(replace(row, budget_bytes=budget))
+    return _write(folder, rows)
+
+
+def test_recommend_with_a_budget_no_run_used_says_so_and_names_the_runs_to_make(tmp_path, capsys):
+    _budget_runs(tmp_path, None)
+    argv = ["--shapes", "gpt2", "--host-ram", "64GiB", "--budget", "16MiB"]
+    code, _, err = _recommend_out(capsys, tmp_path, *argv)
+    assert code == 2
+    assert f"no run in {tmp_path}/ was made with --budget 16MiB" in err
+    assert "its runs of pipelined there ran with 256 MiB" in err
+    assert f"`loadbench bench run --shapes gpt2 --budget 16MiB --out {tmp_path}`" in err
+    code, _, err = _recommend_out(capsys, tmp_path, *argv[:4], "--share", "bytes")
+    assert code == 2 and "no strategy measured there takes it (sharded does)" in err
+    assert "--share bytes --out" in err and "--strategies sharded`" in err
+
+
+def test_recommend_with_a_budget_fits_the_runs_made_with_it_and_keeps_the_rest(tmp_path, capsys):
+    _budget_runs(tmp_path, None, 16 * MiB)
+    argv = ["--shapes", "gpt2", "--host-ram", "64GiB", "--json"]
+
+    def answer(*asked: str) -> dict:
+        code, out, _ = _recommend_out(capsys, tmp_path, *argv, *asked)
+        assert code == 0
+        return json.loads(out)
+
+    def peaks(out: dict) -> dict[str, int]:
+        return {s["strategy"]: s["predicted_peak_bytes"] for s in out["strategies"]}
+
+    every, small, default = answer(), answer("--budget", "16MiB"), answer("--budget", "256MiB")
+    assert "options" not in every and small["options"] == {"budget": 16 * MiB}
+    assert peaks(small)["mmap"] == peaks(default)["mmap"] == peaks(every)["mmap"]
+    # a default run (no budget asked: a null column) is a run at the default
+    assert peaks(small)["pipelined"] < peaks(every)["pipelined"] < peaks(default)["pipelined"]
+    fitted = {s["strategy"]: s["model"]["runs"] for s in small["strategies"]}
+    assert fitted == {"mmap": 6, "pipelined": 6}
+    assert "Fitted on the runs made with --budget 16MiB" in " ".join(small["notes"])
