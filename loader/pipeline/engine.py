@@ -283,7 +283,11 @@ class Pipeline:
         self._pending = Counter(job for work in queued for job in work.jobs)
         ready = [job for job in jobs if not self._pending[job]]
         mapped = self._queue_reads(queued)
-        if mapped and len(mapped) < len(queued):
+        # the main thread finishes leaves while the chunks are sent where others are read, and
+        # where a finished part makes a leaf of a quantized layout (its parts then leave the
+        # device: sent all first, llama3-8b's FP8 parts and its bfloat16 leaves passed a 16 GiB
+        # TPU v5e's memory together)
+        if mapped and (len(mapped) < len(queued) or plan.quantized):
             self._start_sender(mapped)
         elif mapped:  # nothing to read: this thread sends them all, then finishes the leaves
             try:

@@ -311,7 +311,7 @@ def _plan_quantized(
     leaf_bytes = leaf.stored_shape_dtype()[1].itemsize * int(np.prod(shape))
     note = f"{q.layout}: moves {group.file_bytes} B for a {leaf_bytes} B leaf"
     plan.entries.append(entry(TRANSFORM, note))
-    host = host_sharding()
+    host = host_sharding(group)
     for key, part in part_leaves(group, host):
         plan.steps.append(Step(part, key, None, host))
     plan.quantized.append(group)

@@ -208,6 +208,11 @@ def finish_quantized(plan: LoadPlan) -> None:
             plan.skipped.append(group.leaf)
 
 
-def host_sharding() -> Sharding:
-    """Where a non-staged executor places a part: the host's CPU device."""
-    return jax.sharding.SingleDeviceSharding(jax.local_devices(backend="cpu")[0])
+def host_sharding(group: QuantGroup) -> Sharding:
+    """Where a non-staged executor places a part: the host's CPU device; where this process has
+    no CPU backend (`JAX_PLATFORMS=tpu`), the part's own device (`part_sharding`)."""
+    try:
+        cpu = jax.local_devices(backend="cpu")[0]
+    except RuntimeError:  # "Unknown backend cpu": only the accelerator's is initialized
+        return part_sharding(group)
+    return jax.sharding.SingleDeviceSharding(cpu)
