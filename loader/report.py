@@ -211,7 +211,7 @@ class LoadReport:
             exact integer cast, or a float cast under `casts="allow"`).
         device_cast: of those, the ones whose file bytes were sent as stored and converted on
             their device (a staged load of a float leaf of at least a mebibyte from a local file:
-            `loader.pipeline.ring_job.casts_on_device`).
+            `loader.pipeline.ring_job.cast_shapes`).
         left_at: what a leaf that was not loaded holds (`LEFT_AT_ZEROS` on an abstract target).
         sharding_changes: parameters placed with a sharding other than the one they were saved with.
         transformed: parameters filled through a declared transform (`loader.Transpose`,

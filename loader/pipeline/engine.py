@@ -74,6 +74,7 @@ from loader.pipeline.mapped_send import batches, send_batch
 from loader.pipeline.order import by_offset, coalesce, part_order
 from loader.pipeline.ring import RingSender, Transfer, uses_ring
 from loader.pipeline.ring_job import (
+    cast_shapes,
     programs_before_tail,
     waits_for_program,
     warm_programs,
@@ -277,6 +278,7 @@ class Pipeline:
         )
         if self._sender is not None:  # before a byte is read: does the model fit its devices?
             self._sender.fit(model_bytes_per_device(plan.steps))
+            self._sender.cast_shapes = cast_shapes(plan.steps, source.info)
         types = JobTypes(source, speculation, sizing, budget, self._sender)
         jobs = [types.job(step) for step in plan.steps]
         queued = self._queue_order(jobs, source, sizing)

@@ -4,7 +4,7 @@ On an accelerator a leaf's bytes reach the device by `jax.device_put`, which run
 program is needed only where the device must do work on what arrived: a shard larger than one
 chunk is assembled from its chunks (an allocation, then in-place updates of that buffer), a leaf
 a port transposes is transposed there, and a leaf whose file dtype differs from the model's is
-converted there (`loader.pipeline.ring_job.casts_on_device`). Each such program is compiled
+converted there (`loader.pipeline.ring_job.cast_shapes`). Each such program is compiled
 once per shape, never per chunk (`loader.pipeline.ring_chunks.even_chunks` cuts a shard into
 chunks of one shape), and ahead of time: `DevicePrograms` compiles on a few background threads as
 soon as the jobs are made, while the readers already move leaves that need no program, so a

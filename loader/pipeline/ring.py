@@ -286,6 +286,9 @@ class RingSender:
         self.expected_bytes: dict[str, int] = {}
         #: the leaves' bytes (in the model's dtypes) the jobs will send, and those sent so far
         self.leaf_bytes = self.sent_leaf_bytes = 0
+        #: the casts done on the devices (`loader.pipeline.ring_job.cast_shapes`), set by the
+        #: engine before the jobs are made
+        self.cast_shapes: set[tuple[tuple[int, ...], str, str]] = set()
         self.resent_bytes: dict[str, int] = {}
         self.transfer_s = 0.0
         self._lock = threading.Lock()

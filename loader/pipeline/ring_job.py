@@ -71,16 +71,17 @@ from loader.transforms.view import PermutedBlock
 #: plain chunks: the Llama-3-8B port on a TPU v5e host, interleaved, 64 MiB 2.69 s, 32 MiB 2.13 s
 #: (16 and 8 MiB slower again; docs/results.md, "Eighth session").
 TRANSPOSED_CHUNK_BYTES = 32 << 20
-#: A leaf whose file dtype and model dtype are both among these, and whose stored bytes are at
-#: least `DEVICE_CAST_MIN_BYTES`, is cast on its device (`casts_on_device`): its file bytes go
-#: straight from mapped pages, as for a plain load, and one program per shape converts them
-#: there. On a TPU v5e host the host's cast ran at about 4 GB/s of input with 4 to 8 threads
-#: (memory-bound: sa3 F32 -> bfloat16 1.6-1.8 s against 0.7 s for the plain load), while the
-#: link carried the file's bytes at 11 GB/s and a conversion program compiled in about 0.07 s.
+#: A leaf whose file dtype and model dtype are both among these may be cast on its device
+#: (`cast_shapes`): its file bytes go straight from mapped pages, as for a plain load, and one
+#: program per shape converts them there.
 DEVICE_CASTS = frozenset(np.dtype(d) for d in (np.float32, np.float16, ml_dtypes.bfloat16))
-#: Smaller leaves are cast on the host, into ring slots: their cast costs less than compiling a
-#: program for their shape.
-DEVICE_CAST_MIN_BYTES = 1 << 20
+#: ... where the leaves of its shape (and dtypes) hold at least this many bytes in the file:
+#: enough to pay for the program. On a TPU v5e host the host's cast ran at about 4 GB/s of input
+#: with 4 to 8 readers (memory-bound), the link carried file bytes at 11 GB/s, a conversion
+#: program compiled in about 0.07 s, and the compiler's first use in a process took 0.5 s: sa3
+#: (16 shapes, the largest 0.6 GiB in F32) cast on its device in 2.14 s against about 2 s on the
+#: host, so its casts stay on the host; Llama-3-8B in F32 has five shapes of 1-14 GiB.
+DEVICE_CAST_SHAPE_BYTES = 1 << 30
 #: A reader's share of a slot it fills with others (`slot_shares`) is about this: a slot of one
 #: 64 MiB piece is sixteen shares, enough for every reader of a host.
 SHARE_BYTES = 4 << 20
@@ -236,10 +237,10 @@ class RingJob:
         return not host_cast and self.source is not None and self.source.maps
 
     def _casts_on_device(self, devices: list[object]) -> bool:
-        """Whether its file bytes are sent as stored and converted on its devices
-        (`casts_on_device`): a float cast of a leaf from a local file onto accelerators, not
-        transposed on its way. (On the CPU backend the device is the host: a cast there goes
-        through the ring, whose slots bound what it holds.)"""
+        """Whether its file bytes are sent as stored and converted on its devices: a float cast
+        of a shape that pays for its program (`cast_shapes`), from a local file onto
+        accelerators, not transposed on its way. (On the CPU backend the device is the host: a
+        cast there goes through the ring, whose slots bound what it holds.)"""
         source = self.source
         return (
             self.casts
@@ -248,9 +249,7 @@ class RingJob:
             and not source.shares_rows
             and (self.block is None or not self.block.transposes)
             and not any(device_is_host(device) for device in devices)
-            and casts_on_device(
-                self.info.np_dtype, np.dtype(self.step.leaf.dtype), self.info.nbytes
-            )
+            and cast_key(self.info, self.step) in self.sender.cast_shapes
         )
 
     @property
@@ -557,13 +556,26 @@ def is_leaf_as_placed(array: Any, shape: tuple[int, ...], sharding: Any) -> bool
     )
 
 
-def casts_on_device(stored: np.dtype, dtype: np.dtype, nbytes: int) -> bool:
-    """Whether a leaf stored as `stored` (`nbytes` in the file) is cast into `dtype` on its device
-    rather than on the host: both float dtypes of `DEVICE_CASTS`, and at least
-    `DEVICE_CAST_MIN_BYTES`. The device converts as `astype` does (round to nearest, ties to
-    even), bit for bit with the host's cast except where a device flushes subnormals (a TPU)."""
-    both = stored in DEVICE_CASTS and dtype in DEVICE_CASTS
-    return both and stored != dtype and nbytes >= DEVICE_CAST_MIN_BYTES
+CastKey = tuple[tuple[int, ...], str, str]
+
+
+def cast_key(info: TensorInfo, step: Step) -> CastKey:
+    """A leaf's shape as stored, its file dtype and its model dtype: what one program converts."""
+    return tuple(info.shape), info.np_dtype.str, np.dtype(step.leaf.dtype).str
+
+
+def cast_shapes(steps: list[Step], info: Callable[[str], TensorInfo]) -> set[CastKey]:
+    """The casts of a load done on the device (`cast_key`s): float leaves (`DEVICE_CASTS`) whose
+    shape holds at least `DEVICE_CAST_SHAPE_BYTES` of the file in all. The device converts as
+    `astype` does (round to nearest, ties to even), bit for bit with the host's cast except where
+    a device flushes subnormals (a TPU)."""
+    totals: dict[CastKey, int] = {}
+    for step in steps:
+        stored, dtype = info(step.file_key), np.dtype(step.leaf.dtype)
+        if stored.np_dtype != dtype and {stored.np_dtype, dtype} <= DEVICE_CASTS:
+            key = cast_key(stored, step)
+            totals[key] = totals.get(key, 0) + stored.nbytes
+    return {key for key, nbytes in totals.items() if nbytes >= DEVICE_CAST_SHAPE_BYTES}
 
 
 def mapped_chunk_bytes(sender: RingSender, block: PermutedBlock | None) -> int:

@@ -1,5 +1,6 @@
 """A float cast on the staged path is done on the device: the file's bytes go straight from its
-mapped pages, and one program per leaf shape converts them there (`ring_job.casts_on_device`).
+mapped pages, and one program per leaf shape converts them there, for the shapes whose leaves
+hold enough bytes to pay for their program (`ring_job.cast_shapes`).
 
 The CPU backend's device is the host, so there a cast goes through the ring; these tests make the
 loader treat the CPU device as an accelerator (`device_is_host`), which runs the same programs on
@@ -38,8 +39,10 @@ def _spec(dtype: str) -> shapes.ShapeSpec:
 
 @pytest.fixture
 def on_device(monkeypatch):
-    """The CPU device taken for an accelerator: casts go to the device programs."""
+    """The CPU device taken for an accelerator, and a shape's mebibyte worth a program: casts go
+    to the device programs."""
     monkeypatch.setattr(ring_job, "device_is_host", lambda device: False)
+    monkeypatch.setattr(ring_job, "DEVICE_CAST_SHAPE_BYTES", MIB)
 
 
 def _load(spec, path, dtype, poison, budget=16 * MIB):
@@ -59,7 +62,7 @@ def test_a_cast_on_the_device_is_bit_exact_and_compiles_per_shape(
     for key, var in iter_variables(model):
         shapes.verify_tensor(path, ".".join(map(str, key)), np.asarray(var.get_value()))
     large = {t.name for t in spec.tensors if math.prod(t.shape) * 4 >= MIB}
-    # (a BF16 file holds the 2 MiB shapes in 1 MiB: still at the threshold)
+    # (a BF16 file holds three of a 1 MiB shape: over the threshold; its three scales are 6 KiB)
     assert set(report.device_cast) == large
     assert report.staging_memory == ring.PAGEABLE  # the small ones, cast on the host
     # one program per shape (two whole shapes, the embedding's buffer and its update), not one
@@ -77,6 +80,16 @@ def test_a_plain_load_is_not_cast_on_the_device(tmp_path, poison, on_device):
     poison(model)
     _, report = loader.load_model(model, path, staging=True, budget=16 * MIB)
     assert report.device_cast == [] and report.staging_memory == ring.MAPPED
+
+
+def test_a_shape_too_small_to_pay_for_its_program_is_cast_on_the_host(
+    tmp_path, poison, on_device, monkeypatch
+):
+    monkeypatch.setattr(ring_job, "DEVICE_CAST_SHAPE_BYTES", 8 * MIB)  # up/down hold 6 MiB each
+    spec = _spec("F32")
+    path = shapes.synthesize(spec, tmp_path)
+    _, report = _load(spec, path, "bfloat16", poison)
+    assert report.device_cast == ["embed.weight"]  # 16 MiB
 
 
 def test_on_the_cpu_backend_a_cast_stays_in_the_ring(tmp_path, poison):
