@@ -118,8 +118,9 @@ def _each(rows: pd.DataFrame) -> list[pd.Series]:
 
 
 def lacks(both: pd.DataFrame) -> list[tuple[str, str]]:
-    """What either side lacks and where too few repeats stand, as (box, sentence): the gate
-    fails on what NEW lacks."""
+    """What either side lacks, where a time is unstable because other processes shared the
+    machine, and where too few repeats stand, as (box, sentence): the gate fails on what NEW
+    lacks."""
     out = []
     for verdict, side, box in ((MISSING, "new", ERROR), (NEW_ONLY, "base", INFO)):
         what = bench_compare.absent(both, verdict)
@@ -128,6 +129,13 @@ def lacks(both: pd.DataFrame) -> list[tuple[str, str]]:
             out.append(
                 (box, f"Missing in {side}: strategies {', '.join(what['strategies'])}{sets}.")
             )
+    busy = both[both.get("wall_unstable_why", pd.Series("", index=both.index)).astype(bool)]
+    if len(busy):
+        listed = "; ".join(
+            f"`{r.strategy}` on `{r.shapes}`: {r.wall_unstable_why}"
+            for r in named(busy).itertuples()
+        )
+        out.append((WARNING, f"Times unstable, not a failure: {listed}."))
     few = both[both["verdict"] == UNDECIDED]
     if len(few):
         listed = ", ".join(f"`{r.strategy}` on `{r.shapes}`" for r in named(few).itertuples())

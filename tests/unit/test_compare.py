@@ -473,3 +473,19 @@ def test_identical_runs_pass_and_a_planted_1_4x_slowdown_fails(tmp_path, capsys)
     p = _write(tmp_path / "p.jsonl", planted)
     assert main(["compare", a, p, "--max-regression", "5%", "--json"]) == 1
     assert [r["strategy"] for r in json.loads(capsys.readouterr().out)["failed"]] == ["stream"]
+
+
+def test_the_dashboard_says_why_a_time_is_unstable(tmp_path):
+    """The Compare page's boxes carry compare's reason: the share other processes took."""
+    from bench.records.results import read_folders
+    from dashboard.comparison import compared
+
+    both = {"stream": 1.23}
+    base = _neighbour(_rows("b", [1, 1.02, 0.98], [1, 1, 1], {}), 0.46, {})
+    new = _neighbour(_rows("n", [1.01, 0.99, 1.0], [1, 1, 1], {}), 0.47, both, both)
+    _write(tmp_path / "b.jsonl", base)
+    _write(tmp_path / "n.jsonl", new)
+    results = read_folders([tmp_path])
+    boxes = compared(results, "b", "n", 0.05).said
+    (busy,) = [text for box, text in boxes if text.startswith("Times unstable")]
+    assert "`stream` on `gpt2`: other processes took 46% (base), 47% (new)" in busy
