@@ -4,6 +4,10 @@ the strategy in one line, a row of its own, never a crashed run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
 from bench.child import worker
 from bench.records.wire import ChildTask
 from bench.run.config import RunConfig
@@ -11,6 +15,7 @@ from bench.run.matrix import Checkpoint, plan, untaken_options
 from bench.vocabulary import CRASHED
 from loader import strategies
 from loader.options import LoadOptions
+from loader.sequence import LoadRequest
 
 
 def test_each_task_carries_only_the_options_its_strategy_takes(tmp_path):
@@ -142,3 +147,43 @@ def test_the_strategys_modules_are_imported_before_the_clock(monkeypatch):
     result = worker.run(ChildTask("pipelined", "tiny-gpt2", "/nowhere", "/nowhere"))
     assert result.status == CRASHED and "the clock would start here" in (result.error or "")
     assert events[:2] == ["import", "load"]
+
+
+class _Asked(Exception):
+    """Raised where a strategy would start reading: the request it was asked for is caught."""
+
+
+def _request_asked(monkeypatch, load: Callable[[], object]) -> LoadRequest:
+    """The `LoadRequest` a strategy is entered with when `load()` runs (nothing is read)."""
+    asked: list[LoadRequest] = []
+
+    def caught(self, request):
+        asked.append(request)
+        raise _Asked
+
+    monkeypatch.setattr(strategies.StrategyInfo, "checked", caught)
+    load()
+    (request,) = asked
+    return request
+
+
+@pytest.mark.parametrize("options", [{}, {"budget": 1 << 20, "threads": 2, "staging": True}])
+def test_the_child_enters_the_strategy_with_the_request_load_model_makes(monkeypatch, options):
+    """The bench measures a user's load: the child's request carries the options `load_model`
+    resolves from the same keywords (none given: none, so the engine takes its own defaults),
+    and the same arguments, so a child that passed defaults of its own, or other ones, fails."""
+    import loader
+    import shapes
+
+    task = ChildTask("pipelined", "tiny-gpt2", "/nowhere", "/nowhere", options=options)
+    child = _request_asked(monkeypatch, lambda: worker.run(task))
+
+    def users_load():
+        with pytest.raises(_Asked):
+            loader.load_model(shapes.model_builder("tiny-gpt2"), "/nowhere", **options)
+
+    user = _request_asked(monkeypatch, users_load)
+    assert child.options == user.options
+    assert child.options.given() == options
+    assert child.args == user.args
+    assert str(child.path) == str(user.path)
