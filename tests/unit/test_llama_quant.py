@@ -193,3 +193,45 @@ def test_a_process_without_the_cpu_backend_plans_quantized_parts_on_their_device
     want = _leaves(reference)
     for key, got in _leaves(model).items():
         _same_bits(got, want[key])
+
+
+def test_a_layers_file_tensors_are_freed_once_its_leaf_is_made(tmp_path, monkeypatch):
+    """On the CPU backend the parts are read into buffers of their own: each goes once its leaf
+    is made, not at the end of the load (a list of the queued parts kept them all: llama3-8b in
+    FP8 into bfloat16 held 19.6 GiB over the baseline for a 15.0 GiB model)."""
+    import gc
+    import weakref
+
+    from loader.pipeline import jobs, order
+    from loader.planning import quantized
+
+    fp8 = np.dtype(ml_dtypes.float8_e4m3fn)
+    buffers: list[weakref.ref] = []
+    real_aligned, real_make = jobs.aligned, quantized.make_leaf
+    alive_at_the_last: list[int] = []
+    layers = 7 * CONFIG.num_hidden_layers
+
+    def aligned(shape, dtype):
+        buf = real_aligned(shape, dtype)
+        if np.dtype(dtype) == fp8:
+            buffers.append(weakref.ref(buf))
+        return buf
+
+    def make(group):
+        real_make(group)
+        made.append(group)
+        if len(made) == layers:
+            gc.collect()
+            alive_at_the_last.append(sum(ref() is not None for ref in buffers))
+
+    made: list[object] = []
+    monkeypatch.setattr(jobs, "aligned", aligned)
+    monkeypatch.setattr(quantized, "make_leaf", make)
+    qfile, _ = _checkpoints(tmp_path, "fp8")
+    # (a budget too small to read the file ahead before the plan, and no runs of small tensors:
+    # each part is read on its own, as a large tensor is)
+    monkeypatch.setattr(order, "SMALL_BYTES", 0)
+    key_map = llama.key_map(CONFIG, quant="fp8")
+    _, report = loader.load_model(_builder(), qfile, key_map=key_map, budget=8192, threads=1)
+    assert report.ok and len(buffers) == layers  # each weight read into a buffer of its own
+    assert alive_at_the_last == [0]
