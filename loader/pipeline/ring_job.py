@@ -367,9 +367,9 @@ class RingJob:
     def _through_slot(self, part: Chunk, fill: Callable[[np.ndarray], None]) -> float:
         """Take a ring slot, `fill` it with the chunk, start its transfer and give the slot back
         with it; the seconds spent filling."""
-        ring = self.sender.ring
-        slot = ring.take(part.device_bytes)
-        chunk = slot.view(region_shape(part.region), part.piece.dtype)
+        ring, dtype = self.sender.ring, part.piece.arrives_as  # (the file's, cast on the device)
+        slot = ring.take(math.prod(region_shape(part.region)) * dtype.itemsize)
+        chunk = slot.view(region_shape(part.region), dtype)
         t0 = time.perf_counter()
         try:
             fill(chunk)
