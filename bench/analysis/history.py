@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -476,10 +476,7 @@ def boundaries(results: Results) -> list[Boundary]:
         for prev, nxt in zip(parts, parts[1:]):
             out.append(
                 Boundary(
-                    machine=str(labels["machine"]),
-                    shapes=str(labels["shapes"]),
-                    strategy=str(labels["strategy"]),
-                    route=str(labels[ROUTE]),
+                    **_series(labels),
                     run_id=str(nxt[0]),
                     change=_change(first.loc[[prev[-1]]].iloc[0], first.loc[[nxt[0]]].iloc[0]),
                 )
@@ -524,6 +521,25 @@ def _judged_together(
         yield dict(zip(SERIES_KEYS, key, strict=True)), series, stretches
 
 
+class _Series(TypedDict):
+    """What names a series on each of its records (a `Step`, `Boundary` or `Reach`)."""
+
+    machine: str
+    shapes: str
+    strategy: str
+    route: str
+
+
+def _series(labels: dict[str, Any]) -> _Series:
+    """A series' labels (`SERIES_KEYS`, as grouped) as its records name it."""
+    return _Series(
+        machine=str(labels["machine"]),
+        shapes=str(labels["shapes"]),
+        strategy=str(labels["strategy"]),
+        route=str(labels[ROUTE]),
+    )
+
+
 def _steps_of(
     series: pd.DataFrame, runs: list[str], metric: str, labels: dict[str, Any]
 ) -> list[Step]:
@@ -535,15 +551,12 @@ def _steps_of(
     scatter = {metric: run_scatter(values)}
     return [
         Step(
-            shapes=str(labels["shapes"]),
-            strategy=str(labels["strategy"]),
+            **_series(labels),
             metric=metric,
             run_id=str(kept[cut][0]),
             before=before,
             after=after,
-            machine=str(labels["machine"]),
             p_value=move.p,
-            route=str(labels[ROUTE]),
             low=move.low,
             high=move.high,
             basis=move.basis,
@@ -611,10 +624,7 @@ def reach(results: Results, metrics: tuple[str, ...] = STEP_METRICS) -> list[Rea
             ]
             out.append(
                 Reach(
-                    machine=str(labels["machine"]),
-                    shapes=str(labels["shapes"]),
-                    strategy=str(labels["strategy"]),
-                    route=str(labels[ROUTE]),
+                    **_series(labels),
                     metric=metric,
                     factor=_smallest(samples, metric),
                     runs=len(samples),
