@@ -80,3 +80,21 @@ def _port_checks_at_float32_matmul(request):
 def poison():
     """The poisoning function: `poison(model)` before loading into it."""
     return poison_model
+
+
+@pytest.fixture
+def unmappable_files(monkeypatch):
+    """A file system that refuses `mmap` of a checkpoint's pages (the file pages' own `mmap` only:
+    host buffers map anonymous memory too)."""
+    import mmap
+    import types
+
+    from loader.pipeline import file_pages
+
+    def refuse(*a, **k):
+        raise OSError("mmap not supported here")
+
+    unmappable = types.SimpleNamespace(
+        ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY, PROT_READ=mmap.PROT_READ, mmap=refuse
+    )
+    monkeypatch.setattr(file_pages, "mmap", unmappable)

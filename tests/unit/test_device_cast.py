@@ -134,22 +134,10 @@ def test_admission_lands_the_oldest_transfers_past_the_cap():
 
 
 def test_a_file_that_refuses_mmap_still_casts_on_the_device(
-    tmp_path, poison, on_device, monkeypatch
+    tmp_path, poison, on_device, unmappable_files
 ):
     """A file system that refuses `mmap`: the chunks come through ring slots, in the file's dtype,
     and the device converts them as it does mapped ones."""
-    import mmap
-    import types
-
-    from loader.pipeline import file_pages
-
-    def refuse(*a, **k):
-        raise OSError("mmap not supported here")
-
-    unmappable = types.SimpleNamespace(
-        ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY, PROT_READ=mmap.PROT_READ, mmap=refuse
-    )
-    monkeypatch.setattr(file_pages, "mmap", unmappable)
     spec = _spec("F32")
     path = shapes.synthesize(spec, tmp_path)
     model, report = _load(spec, path, "bfloat16", poison)

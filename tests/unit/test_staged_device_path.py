@@ -356,7 +356,7 @@ def test_little_device_room_makes_mapped_chunks_smaller(tmp_path, poison, monkey
 
 
 @pytest.mark.parametrize("why", ["dontneed", "unmappable"])
-def test_a_file_that_is_not_mapped_goes_through_the_ring(tmp_path, poison, monkeypatch, why):
+def test_a_file_that_is_not_mapped_goes_through_the_ring(tmp_path, poison, request, why):
     """Pages to drop from the page cache once read (`cache_policy="dontneed"`), or a file system
     that refuses `mmap`: the chunks are read into ring slots instead, bit-exact."""
     path = shapes.synthesize(OVERSIZE, tmp_path)
@@ -364,15 +364,7 @@ def test_a_file_that_is_not_mapped_goes_through_the_ring(tmp_path, poison, monke
     if why == "dontneed":
         kw["cache_policy"] = "dontneed"
     else:
-
-        def refuse(*a, **k):
-            raise OSError("mmap not supported here")
-
-        # the file pages' own `mmap` only (host buffers map anonymous memory too)
-        unmappable = types.SimpleNamespace(
-            ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY, PROT_READ=mmap.PROT_READ, mmap=refuse
-        )
-        monkeypatch.setattr(file_pages, "mmap", unmappable)
+        request.getfixturevalue("unmappable_files")
     model, report = load(OVERSIZE, path, poison, **kw)
     verify(model, path)
     assert report.staging_memory == "pageable"
