@@ -4,9 +4,9 @@ memory.
 On a GPU or TPU a `jax.device_put` copies host bytes into device memory, so a host buffer is only
 a staging copy: it must live until its transfer has completed, and no longer. Two routes:
 
-- **Mapped** (a local file, no cast): the chunk's bytes are a read-only view of the file's mapped
-  pages (a window of them, `loader.pipeline.file_pages`), handed to `jax.device_put` as they
-  are, with no host copy, a batch of them per call (`loader.pipeline.mapped_send`,
+- **Mapped** (a local file, no cast on the host): the chunk's bytes are a read-only view of the
+  file's mapped pages (a window of them, `loader.pipeline.file_pages`), handed to `jax.device_put`
+  as they are, with no host copy, a batch of them per call (`loader.pipeline.mapped_send`,
   `RingSender.send_many`); the view holds its bytes of the budget until the transfer completes,
   then goes (`MappedFlight`). A host whose
   first touch of fresh anonymous memory is slow (a sandbox such as gVisor faults each page in

@@ -2,19 +2,20 @@
 
 For a backend that does not adopt host buffers (`loader.pipeline.ring`), or with `staging=True`.
 Each addressable device's index region of the leaf is cut into chunks of one shape
-(`loader.pipeline.ring_chunks.even_chunks`). Without a cast, from a source that maps its bytes (a
-local file), a chunk goes straight from its mapped pages to the device, a batch per put
-(`loader.pipeline.mapped_send`: `map_chunk`, then `arrived`; no host copy): which chunks do is
-chosen once, when the job is made (`RingJob.mapped` answers it for a queued part). Otherwise a
-reader thread fills a ring slot with one chunk (cast on the host into the model's dtype; a cast
-from a local file by several readers side by side, a `SlotShare` each: `slot_shares`), starts
-its transfer to the device at once (`RingSender.send`) and returns the slot to the ring, which
-reuses it only once that transfer has completed (and, where the chunk is folded into a larger
-shard, once that update has run: `loader.pipeline.device_shards`, whose programs
-`loader.pipeline.programs` compiles once per shape, ahead). Where the bytes share rows
-(`Bytes.shares_rows`: a remote source's), rows that several devices hold (a kernel split by
-columns, a replicated leaf) are fetched once, a block of them in the reader's scratch, and every
-device's chunks cut from it (`SharedChunks`): each byte crosses the link once.
+(`loader.pipeline.ring_chunks.even_chunks`). Without a cast on the host (none, or one on the
+device: `cast_shapes`), from a source that maps its bytes (a local file), a chunk goes straight
+from its mapped pages to the device, a batch per put (`loader.pipeline.mapped_send`: `map_chunk`,
+then `arrived`; no host copy): which chunks do is chosen once, when the job is made
+(`RingJob.mapped` answers it for a queued part). Otherwise a reader thread fills a ring slot with
+one chunk (cast on the host into the model's dtype; a cast from a local file by several readers
+side by side, a `SlotShare` each: `slot_shares`), starts its transfer to the device at once
+(`RingSender.send`) and returns the slot to the ring, which reuses it only once that transfer has
+completed (and, where the chunk is folded into a larger shard, once that update has run:
+`loader.pipeline.device_shards`, whose programs `loader.pipeline.programs` compiles once per shape,
+ahead). Where the bytes share rows (`Bytes.shares_rows`: a remote source's), rows that several
+devices hold (a kernel split by columns, a replicated leaf) are fetched once, a block of them in
+the reader's scratch, and every device's chunks cut from it (`SharedChunks`): each byte crosses the
+link once.
 
 A leaf with a declared transform that is a transpose of one contiguous block of the file tensor
 (`loader.Transpose`, alone or with a `Reshape` or a leading `Slice`: `View.permuted_block`) travels
@@ -381,8 +382,8 @@ class RingJob:
         return t1 - t0
 
     def goes_mapped(self, region: Region) -> bool:
-        """Whether a chunk of `region` goes straight from mapped pages: no cast, a source that
-        maps, and a region that is one run of bytes of the stored tensor."""
+        """Whether a chunk of `region` goes straight from mapped pages: no cast on the host, a
+        source that maps, and a region that is one run of bytes of the stored tensor."""
         return self.maps_pages and contiguous_bytes(region, self.stored_shape)
 
     def mapped_chunk(self, part: Chunk) -> tuple[int, int] | None:
